@@ -1,0 +1,17 @@
+"""The P4-16 frontend: preprocess, parse, check.  ``load_program`` is the entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .checker import CheckedProgram, check
+from .errors import P4Error
+from .preprocess import preprocess
+from .syntax import parse
+
+__all__ = ["CheckedProgram", "P4Error", "load_program"]
+
+
+def load_program(path: str | Path, defines: dict[str, str] | None = None) -> CheckedProgram:
+    """Preprocess, parse and check a P4 file; raises P4Error with the user's file:line:col."""
+    return check(parse(preprocess(path, defines)))

@@ -1,0 +1,407 @@
+"""The typed AST of the P4 subset: declared once here, built by ``syntax``, annotated by ``checker``.
+
+Every node has a source ``loc``.  The checker fills the annotation slots (``type`` on
+expressions, ``decl`` on names, ``value`` on compile-time constants); backends read only
+checked trees, so this module is the backend-neutral IR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import Location
+
+
+@dataclass(eq=False, slots=True)
+class Node:
+    loc: Location
+
+
+@dataclass(eq=False, slots=True)
+class Annotation(Node):
+    name: str
+    args: list[Any]  # Expr or str
+
+
+def find_annotation(annotations: list[Annotation], name: str) -> Annotation | None:
+    return next((a for a in annotations if a.name == name), None)
+
+
+# ------------------------------------------------------------------ type references
+@dataclass(eq=False, slots=True)
+class TypeRef(Node):
+    """A type as written: ``kind`` is bool/error/string/void/match_kind/bit/int/infint/
+    varbit/named/stack/tuple."""
+
+    kind: str
+    name: str = ""
+    width: Expr | None = None
+    args: list[TypeRef] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ expressions
+@dataclass(eq=False, slots=True)
+class Expr(Node):
+    type: Any = field(default=None, init=False)   # set by the checker
+    value: Any = field(default=None, init=False)  # compile-time value, when known
+
+
+@dataclass(eq=False, slots=True)
+class IntLit(Expr):
+    number: int
+    width: int | None
+    signed: bool
+
+
+@dataclass(eq=False, slots=True)
+class BoolLit(Expr):
+    truth: bool
+
+
+@dataclass(eq=False, slots=True)
+class StringLit(Expr):
+    text: str
+
+
+@dataclass(eq=False, slots=True)
+class PathExpr(Expr):
+    name: str
+    top_level: bool = False
+    decl: Any = field(default=None, init=False)
+
+
+@dataclass(eq=False, slots=True)
+class TypeMember(Expr):
+    """``MyEnum.member`` or ``error.member``."""
+
+    type_name: str
+    member: str
+
+
+@dataclass(eq=False, slots=True)
+class Member(Expr):
+    base: Expr
+    member: str
+
+
+@dataclass(eq=False, slots=True)
+class Index(Expr):
+    base: Expr
+    index: Expr
+
+
+@dataclass(eq=False, slots=True)
+class Slice(Expr):
+    base: Expr
+    hi: Expr
+    lo: Expr
+
+
+@dataclass(eq=False, slots=True)
+class Call(Expr):
+    func: Expr
+    type_args: list[TypeRef]
+    args: list[Expr]
+    target: Any = field(default=None, init=False)  # what the call resolves to (checker)
+
+
+@dataclass(eq=False, slots=True)
+class CtorCall(Expr):
+    type_ref: TypeRef
+    args: list[Expr]
+
+
+@dataclass(eq=False, slots=True)
+class ListExpr(Expr):
+    items: list[Expr]
+
+
+@dataclass(eq=False, slots=True)
+class Unary(Expr):
+    op: str  # ! ~ - +
+    operand: Expr
+
+
+@dataclass(eq=False, slots=True)
+class Binary(Expr):
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(eq=False, slots=True)
+class Cond(Expr):
+    cond: Expr
+    then: Expr
+    other: Expr
+
+
+@dataclass(eq=False, slots=True)
+class Cast(Expr):
+    type_ref: TypeRef
+    operand: Expr
+
+
+@dataclass(eq=False, slots=True)
+class Mask(Expr):
+    """Keyset ``value &&& mask``."""
+
+    base: Expr
+    mask: Expr
+
+
+@dataclass(eq=False, slots=True)
+class Range(Expr):
+    """Keyset ``lo .. hi``."""
+
+    lo: Expr
+    hi: Expr
+
+
+@dataclass(eq=False, slots=True)
+class Default(Expr):
+    """Keyset ``default`` or ``_``."""
+
+
+@dataclass(eq=False, slots=True)
+class NamedArg(Expr):
+    name: str
+    arg: Expr
+
+
+# ------------------------------------------------------------------ statements
+@dataclass(eq=False, slots=True)
+class Stmt(Node):
+    pass
+
+
+@dataclass(eq=False, slots=True)
+class Assign(Stmt):
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(eq=False, slots=True)
+class CallStmt(Stmt):
+    call: Call
+
+
+@dataclass(eq=False, slots=True)
+class If(Stmt):
+    cond: Expr
+    then: Stmt
+    other: Stmt | None
+
+
+@dataclass(eq=False, slots=True)
+class SwitchCase(Node):
+    labels: list[str]  # action names, or "default"
+    body: Block | None  # None: falls through to the next case
+
+
+@dataclass(eq=False, slots=True)
+class Switch(Stmt):
+    subject: Expr
+    cases: list[SwitchCase]
+
+
+@dataclass(eq=False, slots=True)
+class Block(Stmt):
+    stmts: list[Stmt]
+
+
+@dataclass(eq=False, slots=True)
+class Exit(Stmt):
+    pass
+
+
+@dataclass(eq=False, slots=True)
+class Return(Stmt):
+    value: Expr | None
+
+
+@dataclass(eq=False, slots=True)
+class Empty(Stmt):
+    pass
+
+
+# ------------------------------------------------------------------ declarations
+@dataclass(eq=False, slots=True)
+class Decl(Stmt):
+    annotations: list[Annotation]
+    name: str
+
+
+@dataclass(eq=False, slots=True)
+class VarDecl(Decl):
+    type_ref: TypeRef
+    init: Expr | None
+    type: Any = field(default=None, init=False)
+
+
+@dataclass(eq=False, slots=True)
+class ConstDecl(Decl):
+    type_ref: TypeRef
+    init: Expr
+    type: Any = field(default=None, init=False)
+
+
+@dataclass(eq=False, slots=True)
+class Typedef(Decl):
+    type_ref: TypeRef
+    newtype: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class Field(Decl):
+    type_ref: TypeRef
+
+
+@dataclass(eq=False, slots=True)
+class HeaderDecl(Decl):
+    fields: list[Field]
+    kind: str = "header"  # header | struct | header_union
+
+
+@dataclass(eq=False, slots=True)
+class EnumDecl(Decl):
+    members: list[str]
+    underlying: TypeRef | None = None
+    values: list[Expr] | None = None
+
+
+@dataclass(eq=False, slots=True)
+class ErrorDecl(Decl):
+    members: list[str]
+
+
+@dataclass(eq=False, slots=True)
+class MatchKindDecl(Decl):
+    members: list[str]
+
+
+@dataclass(eq=False, slots=True)
+class Param(Decl):
+    direction: str  # "" for directionless (action data, constructor arguments)
+    type_ref: TypeRef
+    default: Expr | None
+    type: Any = field(default=None, init=False)
+
+
+@dataclass(eq=False, slots=True)
+class FunctionProto(Decl):
+    return_type: TypeRef
+    type_params: list[str]
+    params: list[Param]
+
+
+@dataclass(eq=False, slots=True)
+class ExternDecl(Decl):
+    type_params: list[str]
+    ctors: list[FunctionProto]
+    methods: list[FunctionProto]
+
+
+@dataclass(eq=False, slots=True)
+class ExternFunction(Decl):
+    proto: FunctionProto
+
+
+@dataclass(eq=False, slots=True)
+class BlockTypeDecl(Decl):
+    """A parser type, control type or package declaration (no body)."""
+
+    kind: str  # parser | control | package
+    type_params: list[str]
+    params: list[Param]
+
+
+@dataclass(eq=False, slots=True)
+class Instantiation(Decl):
+    type_ref: TypeRef
+    args: list[Expr]
+    type: Any = field(default=None, init=False)
+
+
+@dataclass(eq=False, slots=True)
+class SelectCase(Node):
+    keyset: list[Expr]  # one entry per select expression (tuple keysets flattened)
+    state: str
+
+
+@dataclass(eq=False, slots=True)
+class Transition(Node):
+    state: str | None  # direct transition
+    select: list[Expr] | None = None
+    cases: list[SelectCase] | None = None
+
+
+@dataclass(eq=False, slots=True)
+class ParserState(Decl):
+    stmts: list[Stmt]
+    transition: Transition
+
+
+@dataclass(eq=False, slots=True)
+class ParserDecl(Decl):
+    params: list[Param]
+    locals: list[Decl]
+    states: list[ParserState]
+
+
+@dataclass(eq=False, slots=True)
+class ActionDecl(Decl):
+    params: list[Param]
+    body: Block
+
+
+@dataclass(eq=False, slots=True)
+class KeyElement(Node):
+    expr: Expr
+    match_kind: str
+    annotations: list[Annotation]
+
+
+@dataclass(eq=False, slots=True)
+class ActionRef(Node):
+    annotations: list[Annotation]
+    name: str
+    args: list[Expr] | None
+    decl: Any = field(default=None, init=False)
+
+
+@dataclass(eq=False, slots=True)
+class Entry(Node):
+    annotations: list[Annotation]
+    keyset: list[Expr]
+    action: ActionRef
+    priority: Expr | None
+
+
+@dataclass(eq=False, slots=True)
+class TableDecl(Decl):
+    keys: list[KeyElement] = field(default_factory=list)
+    actions: list[ActionRef] = field(default_factory=list)
+    default_action: ActionRef | None = None
+    default_is_const: bool = False
+    entries: list[Entry] | None = None
+    properties: dict[str, Expr] = field(default_factory=dict)  # size, counters, ...
+
+
+@dataclass(eq=False, slots=True)
+class FunctionDecl(Decl):
+    proto: FunctionProto
+    body: Block
+
+
+@dataclass(eq=False, slots=True)
+class ControlDecl(Decl):
+    params: list[Param]
+    locals: list[Decl]
+    body: Block
+
+
+@dataclass(eq=False, slots=True)
+class Program(Node):
+    decls: list[Decl]

@@ -1,0 +1,1020 @@
+"""Semantic pass: resolve names, type-check, fold constants, find the v1model pipeline.
+
+The checker walks the AST once and annotates it in place (``Expr.type``, ``Expr.value``,
+``PathExpr.decl``, ``Call.target``, declared types).  Anything outside the subset the
+built-in target executes is rejected here, with its location, rather than ignored later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import ast
+from .errors import P4Error
+from .types import (
+    BOOL, DONTCARE, ERROR, INFINT, MATCH_KIND, STRING, VOID,
+    ActionRunT, ApplyResultT, BitsT, BlockT, EnumT, ExternT, HeaderT, StackT, TableT,
+    TupleT, Type, TypeVar, bit_width, is_numeric,
+)
+
+# Externs whose semantics the executor implements; any other extern is rejected.
+SUPPORTED_EXTERNS = {"packet_in", "packet_out", "register", "counter", "direct_counter"}
+SUPPORTED_FUNCTIONS = {"mark_to_drop", "hash", "verify_checksum", "update_checksum", "verify"}
+SUPPORTED_METHODS = {
+    "packet_in": {"extract", "advance", "length"},
+    "packet_out": {"emit"},
+    "register": {"read", "write"},
+    "counter": {"count"},
+    "direct_counter": {"count"},
+}
+SUPPORTED_HASHES = {"crc16", "crc32", "csum16", "identity"}
+TABLE_PROPERTIES = {"size", "counters", "support_timeout"}
+PIPELINE_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
+
+
+def wrap(value: int, t: Type) -> int:
+    """Reduce an integer to the range of a fixed-width type (modulo 2^W)."""
+    if isinstance(t, BitsT):
+        value &= t.mask
+        if t.signed and value >> (t.width - 1):
+            value -= 1 << t.width
+    return value
+
+
+@dataclass(slots=True)
+class CallTarget:
+    """What a call resolves to; ``kind`` selects the executor's implementation."""
+
+    kind: str  # action | function | method | header_method | table_apply | block_apply
+    name: str  # action/function/method name
+    decl: Any = None  # ActionDecl, TableDecl, Instantiation, ExternFunction ...
+    instance: ast.Expr | None = None  # the object a method is called on
+
+
+@dataclass(slots=True)
+class Pipeline:
+    """The six blocks of the ``V1Switch`` package, and the user's header/metadata types."""
+
+    main: ast.Instantiation
+    blocks: dict[str, Any]  # PIPELINE_BLOCKS name -> ParserDecl/ControlDecl
+    headers: HeaderT
+    metadata: HeaderT
+
+
+@dataclass(slots=True)
+class CheckedProgram:
+    program: ast.Program
+    errors: list[str]  # error members in code order (error.NoError == 0)
+    standard_metadata: HeaderT
+    pipeline: Pipeline
+    top_level: list[ast.Decl] = field(default_factory=list)
+
+
+class Scope:
+    def __init__(self, parent: Scope | None = None, owner: Any = None) -> None:
+        self.parent = parent
+        self.owner = owner  # the ParserDecl/ControlDecl/ActionDecl this scope belongs to
+        self.values: dict[str, Any] = {}
+
+    def declare(self, decl: ast.Decl) -> None:
+        if decl.name in self.values:
+            raise P4Error(decl.loc, f"'{decl.name}' is already declared in this scope")
+        self.values[decl.name] = decl
+
+    def lookup(self, name: str) -> Any:
+        scope: Scope | None = self
+        while scope is not None:
+            if name in scope.values:
+                return scope.values[name]
+            scope = scope.parent
+        return None
+
+    def root(self) -> Scope:
+        scope = self
+        while scope.parent is not None:
+            scope = scope.parent
+        return scope
+
+
+class Checker:
+    def __init__(self, program: ast.Program) -> None:
+        self.program = program
+        self.types: dict[str, Any] = {}  # type name -> Type, or generic ExternDecl/BlockTypeDecl
+        self.globals = Scope()
+        self.errors: list[str] = []
+        self.match_kinds: set[str] = set()
+        self.type_vars: dict[str, Type] = {}
+
+    # ================================================================ entry
+    def check(self) -> CheckedProgram:
+        for decl in self.program.decls:
+            self._top_level(decl)
+        mains = [d for d in self.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
+        if not mains:
+            raise P4Error(self.program.loc, "the program has no 'main' package instantiation")
+        std = self.types.get("standard_metadata_t")
+        if not isinstance(std, HeaderT):
+            raise P4Error(self.program.loc, "standard_metadata_t is not declared (include <v1model.p4>)")
+        pipeline = self._pipeline(mains[0])
+        return CheckedProgram(self.program, self.errors, std, pipeline, self.program.decls)
+
+    # ================================================================ declarations
+    def _top_level(self, decl: ast.Decl) -> None:
+        if isinstance(decl, ast.ErrorDecl):
+            for name in decl.members:
+                if name in self.errors:
+                    raise P4Error(decl.loc, f"error.{name} is declared twice")
+                self.errors.append(name)
+        elif isinstance(decl, ast.MatchKindDecl):
+            self.match_kinds.update(decl.members)
+        elif isinstance(decl, ast.Typedef):
+            self._declare_type(decl, self.resolve_type(decl.type_ref))
+        elif isinstance(decl, ast.HeaderDecl):
+            self._header(decl)
+        elif isinstance(decl, ast.EnumDecl):
+            self._enum(decl)
+        elif isinstance(decl, (ast.ExternDecl, ast.BlockTypeDecl)):
+            self._declare_type(decl, decl)
+        elif isinstance(decl, ast.ExternFunction):
+            self.globals.declare(decl)
+        elif isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
+            self._declare_type(decl, decl)
+            self._block(decl)
+        elif isinstance(decl, ast.ConstDecl):
+            self._const_decl(decl, self.globals)
+            self.globals.declare(decl)
+        elif isinstance(decl, ast.ActionDecl):
+            self.globals.declare(decl)
+            self._action(decl, self.globals)
+        elif isinstance(decl, ast.Instantiation):
+            self._instantiation(decl, self.globals)
+            self.globals.declare(decl)
+        else:
+            raise P4Error(decl.loc, f"{type(decl).__name__} is not supported at top level")
+
+    def _declare_type(self, decl: ast.Decl, t: Any) -> None:
+        if decl.name in self.types:
+            raise P4Error(decl.loc, f"type '{decl.name}' is already declared")
+        self.types[decl.name] = t
+
+    def _header(self, decl: ast.HeaderDecl) -> None:
+        if decl.kind == "header_union":
+            raise P4Error(decl.loc, "header_union is not supported by the built-in target")
+        t = HeaderT(decl.name, decl.kind, decl=decl)
+        self._declare_type(decl, t)
+        for f in decl.fields:
+            if f.name in t.fields:
+                raise P4Error(f.loc, f"field '{f.name}' is declared twice in {decl.name}")
+            ft = self.resolve_type(f.type_ref)
+            if decl.kind == "header":
+                try:
+                    bit_width(ft)
+                except TypeError:
+                    raise P4Error(f.loc, f"header field '{f.name}' has type {ft}, which has no fixed width") from None
+                if isinstance(ft, HeaderT):
+                    raise P4Error(f.loc, "a header cannot contain a header")
+            elif isinstance(ft, (ExternT, BlockT)):
+                raise P4Error(f.loc, f"struct field '{f.name}' cannot have type {ft}")
+            t.fields[f.name] = ft
+
+    def _enum(self, decl: ast.EnumDecl) -> None:
+        t = EnumT(decl.name, list(decl.members))
+        if decl.underlying is not None:
+            under = self.resolve_type(decl.underlying)
+            if not isinstance(under, BitsT):
+                raise P4Error(decl.loc, "a serializable enum needs a bit<W> or int<W> underlying type")
+            t.underlying = under
+            for name, expr in zip(decl.members, decl.values or []):
+                self.expr(expr, self.globals)
+                t.values[name] = wrap(self.const_int(expr), under)
+        if len(set(t.members)) != len(t.members):
+            raise P4Error(decl.loc, f"enum {decl.name} declares a member twice")
+        self._declare_type(decl, t)
+
+    def _const_decl(self, decl: ast.ConstDecl, scope: Scope) -> None:
+        decl.type = self.resolve_type(decl.type_ref)
+        self.expr(decl.init, scope)
+        self.coerce(decl.init, decl.type, "constant initializer")
+        if decl.init.value is None:
+            raise P4Error(decl.init.loc, f"the initializer of constant '{decl.name}' is not a compile-time constant")
+
+    def _instantiation(self, decl: ast.Instantiation, scope: Scope) -> None:
+        t = self.resolve_type(decl.type_ref)
+        decl.type = t
+        if isinstance(t, BlockT) and isinstance(t.decl, ast.BlockTypeDecl) and t.decl.kind == "package":
+            return  # the package's arguments are constructor calls: _pipeline checks them
+        for a in decl.args:
+            self.expr(a, scope)
+        if isinstance(t, ExternT):
+            name = t.decl.name
+            if name not in SUPPORTED_EXTERNS:
+                raise P4Error(decl.loc, f"extern '{name}' is not supported by the built-in target")
+            ctor = next((c for c in t.decl.ctors if len(c.params) == len(decl.args)), None)
+            if ctor is None:
+                raise P4Error(decl.loc, f"no constructor of {name} takes {len(decl.args)} arguments")
+            self._check_args(decl.loc, ctor.params, decl.args, dict(zip(t.decl.type_params, t.args)))
+            for a in decl.args:
+                if a.value is None:
+                    raise P4Error(a.loc, "constructor arguments must be compile-time constants")
+        elif isinstance(t, BlockT) and isinstance(t.decl, ast.ControlDecl):
+            if decl.args:
+                raise P4Error(decl.loc, "constructor arguments for controls are not supported")
+        else:
+            raise P4Error(decl.loc, f"cannot instantiate {t} here")
+
+    # ================================================================ types
+    def resolve_type(self, ref: ast.TypeRef) -> Type:
+        k = ref.kind
+        if k == "bool":
+            return BOOL
+        if k == "error":
+            return ERROR
+        if k == "string":
+            return STRING
+        if k == "void":
+            return VOID
+        if k == "match_kind":
+            return MATCH_KIND
+        if k == "infint":
+            return INFINT
+        if k in ("bit", "int"):
+            self.expr(ref.width, self.globals)
+            width = self.const_int(ref.width)
+            if width <= 0 or (k == "int" and width < 2 and False):
+                raise P4Error(ref.loc, f"{k}<{width}>: width must be positive")
+            return BitsT(width, k == "int")
+        if k == "varbit":
+            raise P4Error(ref.loc, "varbit is not supported by the built-in target")
+        if k == "tuple":
+            return TupleT(tuple(self.resolve_type(a) for a in ref.args))
+        if k == "stack":
+            elem = self.resolve_type(ref.args[0])
+            if not (isinstance(elem, HeaderT) and elem.is_header):
+                raise P4Error(ref.loc, "header stacks must contain headers")
+            self.expr(ref.width, self.globals)
+            size = self.const_int(ref.width)
+            if size <= 0:
+                raise P4Error(ref.loc, "a header stack needs a positive size")
+            return StackT(elem, size)
+        # named
+        if ref.name in self.type_vars:
+            return self.type_vars[ref.name]
+        t = self.types.get(ref.name)
+        if t is None:
+            raise P4Error(ref.loc, f"unknown type '{ref.name}'")
+        if isinstance(t, ast.ExternDecl):
+            args = tuple(self.resolve_type(a) for a in ref.args)
+            if len(args) != len(t.type_params):
+                raise P4Error(ref.loc, f"{t.name} takes {len(t.type_params)} type arguments, got {len(args)}")
+            return ExternT(t, args)
+        if ref.args:
+            raise P4Error(ref.loc, f"type '{ref.name}' takes no type arguments")
+        if isinstance(t, (ast.ParserDecl, ast.ControlDecl, ast.BlockTypeDecl)):
+            return BlockT(t)
+        return t
+
+    # ================================================================ parsers and controls
+    def _params(self, params: list[ast.Param], scope: Scope) -> None:
+        for p in params:
+            p.type = self.resolve_type(p.type_ref)
+            if p.default is not None:
+                raise P4Error(p.loc, "default parameter values are not supported")
+            scope.declare(p)
+
+    def _block(self, decl: ast.ParserDecl | ast.ControlDecl) -> None:
+        scope = Scope(self.globals, decl)
+        self._params(decl.params, scope)
+        for local in decl.locals:
+            self._local(local, scope)
+        if isinstance(decl, ast.ParserDecl):
+            self._parser_states(decl, scope)
+        else:
+            self.stmt(decl.body, Scope(scope, decl))
+
+    def _local(self, local: ast.Decl, scope: Scope) -> None:
+        if isinstance(local, ast.VarDecl):
+            self._var_decl(local, scope)
+        elif isinstance(local, ast.ConstDecl):
+            self._const_decl(local, scope)
+            scope.declare(local)
+        elif isinstance(local, ast.Instantiation):
+            self._instantiation(local, scope)
+            scope.declare(local)
+        elif isinstance(local, ast.ActionDecl):
+            scope.declare(local)
+            self._action(local, scope)
+        elif isinstance(local, ast.TableDecl):
+            scope.declare(local)
+            self._table(local, scope)
+        else:
+            raise P4Error(local.loc, f"{type(local).__name__} is not supported here")
+
+    def _parser_states(self, decl: ast.ParserDecl, scope: Scope) -> None:
+        names = {s.name: s for s in decl.states}
+        if len(names) != len(decl.states):
+            raise P4Error(decl.loc, f"parser {decl.name} declares a state twice")
+        if "start" not in names:
+            raise P4Error(decl.loc, f"parser {decl.name} has no 'start' state")
+        for reserved in ("accept", "reject"):
+            if reserved in names:
+                raise P4Error(names[reserved].loc, f"state '{reserved}' is predefined")
+        for state in decl.states:
+            inner = Scope(scope, decl)
+            for s in state.stmts:
+                self.stmt(s, inner)
+            tr = state.transition
+            targets = [tr.state] if tr.state else [c.state for c in tr.cases or []]
+            for t in targets:
+                if t not in names and t not in ("accept", "reject"):
+                    raise P4Error(tr.loc, f"transition to unknown state '{t}'")
+            if tr.select is not None:
+                self._select(tr, inner)
+
+    def _select(self, tr: ast.Transition, scope: Scope) -> None:
+        types = []
+        for e in tr.select:
+            t = self.expr(e, scope)
+            if not (isinstance(t, BitsT) or t is BOOL or isinstance(t, EnumT) or t is ERROR):
+                raise P4Error(e.loc, f"cannot select on a value of type {t}")
+            types.append(t)
+        for case in tr.cases:
+            if len(case.keyset) == 1 and isinstance(case.keyset[0], ast.Default):
+                continue
+            if len(case.keyset) != len(types):
+                raise P4Error(case.loc, f"keyset has {len(case.keyset)} elements, select has {len(types)}")
+            for ks, t in zip(case.keyset, types):
+                self.keyset_element(ks, t, scope)
+
+    def keyset_element(self, ks: ast.Expr, t: Type, scope: Scope) -> None:
+        """A select case or const entry element: value, mask, range or default."""
+        parts = {ast.Mask: ("base", "mask"), ast.Range: ("lo", "hi")}.get(type(ks), ())
+        if isinstance(ks, ast.Default):
+            ks.type = t
+            return
+        for attr in parts or ("self",):
+            e = ks if attr == "self" else getattr(ks, attr)
+            self.expr(e, scope)
+            self.coerce(e, t, "keyset")
+            if e.value is None:
+                raise P4Error(e.loc, "keyset values must be compile-time constants")
+        if parts and not isinstance(t, BitsT):
+            raise P4Error(ks.loc, f"masks and ranges need a bit<W> value, not {t}")
+        ks.type = t
+
+    def _action(self, decl: ast.ActionDecl, scope: Scope) -> None:
+        inner = Scope(scope, decl)
+        self._params(decl.params, inner)
+        seen_data = False
+        for p in decl.params:
+            if p.direction == "":
+                seen_data = True
+            elif seen_data:
+                raise P4Error(p.loc, "directional parameters must come before action data parameters")
+            if p.direction == "" and not (isinstance(p.type, BitsT) or p.type is BOOL):
+                raise P4Error(p.loc, f"action data parameter '{p.name}' must be bit<W>, int<W> or bool")
+        self.stmt(decl.body, inner)
+
+    def _action_ref(self, ref: ast.ActionRef, scope: Scope, all_args: bool) -> None:
+        decl = scope.lookup(ref.name)
+        if not isinstance(decl, ast.ActionDecl):
+            raise P4Error(ref.loc, f"'{ref.name}' is not an action")
+        ref.decl = decl
+        args = ref.args or []
+        wanted = decl.params if all_args else [p for p in decl.params if p.direction]
+        if ref.args is None and not all_args and wanted:
+            raise P4Error(ref.loc, f"action {decl.name} needs arguments for its directional parameters")
+        if ref.args is not None or all_args:
+            if len(args) != len(wanted):
+                raise P4Error(ref.loc, f"action {decl.name} expects {len(wanted)} arguments here, got {len(args)}")
+            for a in args:
+                self.expr(a, scope)
+            self._check_args(ref.loc, wanted, args, {})
+            if all_args:
+                for a, p in zip(args, wanted):
+                    if p.direction == "" and a.value is None:
+                        raise P4Error(a.loc, "action data here must be a compile-time constant")
+
+    def _table(self, t: ast.TableDecl, scope: Scope) -> None:
+        for key in t.keys:
+            kt = self.expr(key.expr, scope)
+            if key.match_kind not in self.match_kinds:
+                raise P4Error(key.loc, f"unknown match kind '{key.match_kind}'")
+            if key.match_kind not in ("exact", "ternary", "lpm", "range", "optional"):
+                raise P4Error(key.loc, f"match kind '{key.match_kind}' is not supported by the built-in target")
+            if not (isinstance(kt, BitsT) or kt is BOOL or kt is ERROR or isinstance(kt, EnumT)):
+                raise P4Error(key.expr.loc, f"a table key cannot have type {kt}")
+            if key.match_kind in ("lpm", "ternary", "range") and not isinstance(kt, BitsT):
+                raise P4Error(key.expr.loc, f"{key.match_kind} keys must be bit<W>, not {kt}")
+        if sum(k.match_kind == "lpm" for k in t.keys) > 1:
+            raise P4Error(t.loc, "a table can have at most one lpm key")
+        if not t.actions:
+            raise P4Error(t.loc, f"table {t.name} has no actions")
+        names = []
+        for ref in t.actions:
+            self._action_ref(ref, scope, all_args=False)
+            names.append(ref.decl)
+        if t.default_action is None:
+            noaction = scope.lookup("NoAction")
+            if not isinstance(noaction, ast.ActionDecl):
+                raise P4Error(t.loc, f"table {t.name} has no default_action and NoAction is not declared")
+            t.default_action = ast.ActionRef(t.loc, [], "NoAction", [])
+            if noaction not in names:
+                implicit = ast.ActionRef(t.loc, [ast.Annotation(t.loc, "defaultonly", [])], "NoAction", None)
+                t.actions.append(implicit)
+                self._action_ref(implicit, scope, all_args=False)
+                names.append(noaction)
+        self._action_ref(t.default_action, scope, all_args=True)
+        if t.default_action.decl not in names:
+            raise P4Error(t.default_action.loc, "the default action must be in the table's actions list")
+        for name, value in t.properties.items():
+            if name not in TABLE_PROPERTIES:
+                raise P4Error(value.loc, f"table property '{name}' is not supported by the built-in target")
+            self.expr(value, scope)
+        if "size" in t.properties:
+            if self.const_int(t.properties["size"]) <= 0:
+                raise P4Error(t.properties["size"].loc, "table size must be positive")
+        counters = t.properties.get("counters")
+        if counters is not None:
+            if not (isinstance(counters.type, ExternT) and counters.type.decl.name == "direct_counter"):
+                raise P4Error(counters.loc, "'counters' must name a direct_counter instance")
+        for entry in t.entries or []:
+            self._entry(t, entry, scope, names)
+
+    def _entry(self, t: ast.TableDecl, entry: ast.Entry, scope: Scope, actions: list) -> None:
+        if len(entry.keyset) != len(t.keys):
+            if not (len(entry.keyset) == 1 and isinstance(entry.keyset[0], ast.Default)):
+                raise P4Error(entry.loc, f"entry has {len(entry.keyset)} key values, table has {len(t.keys)} keys")
+            entry.keyset = [ast.Default(entry.loc) for _ in t.keys]
+        for ks, key in zip(entry.keyset, t.keys):
+            self.keyset_element(ks, key.expr.type, scope)
+            if isinstance(ks, ast.Mask) and key.match_kind not in ("ternary", "lpm"):
+                raise P4Error(ks.loc, f"a mask is not allowed on a {key.match_kind} key")
+            if isinstance(ks, ast.Range) and key.match_kind != "range":
+                raise P4Error(ks.loc, f"a range is not allowed on a {key.match_kind} key")
+            if isinstance(ks, ast.Default) and key.match_kind == "exact":
+                raise P4Error(ks.loc, "an exact key needs a value")
+        self._action_ref(entry.action, scope, all_args=True)
+        if entry.action.decl not in actions:
+            raise P4Error(entry.action.loc, f"action {entry.action.name} is not in the table's actions list")
+        if entry.priority is not None:
+            self.expr(entry.priority, scope)
+            self.const_int(entry.priority)
+
+    # ================================================================ statements
+    def _var_decl(self, decl: ast.VarDecl, scope: Scope) -> None:
+        decl.type = self.resolve_type(decl.type_ref)
+        if isinstance(decl.type, (ExternT, BlockT)) or decl.type in (VOID, STRING, MATCH_KIND):
+            raise P4Error(decl.loc, f"cannot declare a variable of type {decl.type}")
+        if decl.type is INFINT:
+            raise P4Error(decl.loc, "a variable needs a fixed-width type (int is for constants)")
+        if decl.init is not None:
+            self.expr(decl.init, scope)
+            self.coerce(decl.init, decl.type, "initializer")
+        scope.declare(decl)
+
+    def stmt(self, s: ast.Stmt, scope: Scope) -> None:
+        if isinstance(s, ast.Block):
+            inner = Scope(scope, scope.owner)
+            for x in s.stmts:
+                self.stmt(x, inner)
+        elif isinstance(s, ast.Assign):
+            lt = self.expr(s.lhs, scope)
+            self.lvalue(s.lhs)
+            self.expr(s.rhs, scope)
+            self.coerce(s.rhs, lt, "assignment")
+        elif isinstance(s, ast.CallStmt):
+            self.expr(s.call, scope)
+        elif isinstance(s, ast.If):
+            self.expr(s.cond, scope)
+            self.coerce(s.cond, BOOL, "if condition")
+            self.stmt(s.then, Scope(scope, scope.owner))
+            if s.other is not None:
+                self.stmt(s.other, Scope(scope, scope.owner))
+        elif isinstance(s, ast.Switch):
+            self._switch(s, scope)
+        elif isinstance(s, ast.VarDecl):
+            self._var_decl(s, scope)
+        elif isinstance(s, ast.ConstDecl):
+            self._const_decl(s, scope)
+            scope.declare(s)
+        elif isinstance(s, ast.Exit):
+            if isinstance(scope.owner, ast.ParserDecl):
+                raise P4Error(s.loc, "exit is not allowed in a parser")
+        elif isinstance(s, ast.Return):
+            if s.value is not None:
+                raise P4Error(s.loc, "return with a value is only allowed in functions")
+            if isinstance(scope.owner, ast.ParserDecl):
+                raise P4Error(s.loc, "return is not allowed in a parser")
+        elif isinstance(s, ast.Empty):
+            pass
+        else:
+            raise P4Error(s.loc, f"{type(s).__name__} is not supported here")
+
+    def _switch(self, s: ast.Switch, scope: Scope) -> None:
+        t = self.expr(s.subject, scope)
+        if not isinstance(t, ActionRunT):
+            raise P4Error(s.subject.loc, "switch is supported only on table.apply().action_run")
+        allowed = {ref.decl.name: ref.decl for ref in t.table.actions}
+        seen: set[str] = set()
+        for case in s.cases:
+            for label in case.labels:
+                if label != "default" and label not in allowed:
+                    raise P4Error(case.loc, f"'{label}' is not an action of table {t.table.name}")
+                if label in seen:
+                    raise P4Error(case.loc, f"switch label '{label}' appears twice")
+                seen.add(label)
+            if case.body is not None:
+                self.stmt(case.body, Scope(scope, scope.owner))
+        if s.cases and s.cases[-1].body is None:
+            raise P4Error(s.cases[-1].loc, "the last switch case needs a block")
+
+    def lvalue(self, e: ast.Expr) -> None:
+        """Raise unless ``e`` can be written."""
+        if isinstance(e, ast.PathExpr):
+            d = e.decl
+            if isinstance(d, ast.VarDecl):
+                return
+            if isinstance(d, ast.Param) and d.direction in ("out", "inout"):
+                return
+            what = "an 'in' parameter" if isinstance(d, ast.Param) else "not a variable"
+            raise P4Error(e.loc, f"cannot assign to '{e.name}': {what}")
+        if isinstance(e, ast.Member) and isinstance(e.base.type, (HeaderT, StackT)):
+            return self.lvalue(e.base)
+        if isinstance(e, (ast.Index, ast.Slice)):
+            return self.lvalue(e.base)
+        raise P4Error(e.loc, "this expression cannot be assigned to")
+
+    # ================================================================ expressions
+    def const_int(self, e: ast.Expr) -> int:
+        if not isinstance(e.value, int) or isinstance(e.value, bool):
+            raise P4Error(e.loc, "expected a compile-time integer constant")
+        return e.value
+
+    def coerce(self, e: ast.Expr, t: Type, what: str) -> None:
+        """Check that ``e`` may be used where ``t`` is expected; unsized ints take ``t``."""
+        if e.type == t or t is DONTCARE:
+            return
+        if e.type is INFINT and isinstance(t, BitsT):
+            e.type = t
+            if e.value is not None:
+                e.value = wrap(e.value, t)
+            return
+        if isinstance(t, TypeVar):
+            return
+        raise P4Error(e.loc, f"{what}: expected {t}, got {e.type}")
+
+    def expr(self, e: ast.Expr, scope: Scope) -> Type:
+        method = getattr(self, "_e_" + type(e).__name__, None)
+        if method is None:
+            raise P4Error(e.loc, f"{type(e).__name__} expressions are not supported here")
+        e.type = method(e, scope)
+        return e.type
+
+    def _e_IntLit(self, e: ast.IntLit, scope: Scope) -> Type:
+        if e.width is None:
+            e.value = e.number
+            return INFINT
+        t = BitsT(e.width, e.signed)
+        e.value = wrap(e.number, t)
+        return t
+
+    def _e_BoolLit(self, e: ast.BoolLit, scope: Scope) -> Type:
+        e.value = e.truth
+        return BOOL
+
+    def _e_StringLit(self, e: ast.StringLit, scope: Scope) -> Type:
+        e.value = e.text
+        return STRING
+
+    def _e_Default(self, e: ast.Default, scope: Scope) -> Type:
+        return DONTCARE
+
+    def _e_PathExpr(self, e: ast.PathExpr, scope: Scope) -> Type:
+        d = (scope.root() if e.top_level else scope).lookup(e.name)
+        if d is None:
+            if e.name in self.types:
+                raise P4Error(e.loc, f"'{e.name}' is a type, not a value")
+            raise P4Error(e.loc, f"'{e.name}' is not declared")
+        e.decl = d
+        if isinstance(d, ast.ConstDecl):
+            e.value = d.init.value
+            return d.type
+        if isinstance(d, (ast.Param, ast.VarDecl, ast.Instantiation)):
+            return d.type
+        if isinstance(d, ast.TableDecl):
+            return TableT(d)
+        if isinstance(d, (ast.ActionDecl, ast.ExternFunction)):
+            return VOID  # only meaningful as a call target; _e_Call checks
+        raise P4Error(e.loc, f"'{e.name}' cannot be used as a value")
+
+    def _e_TypeMember(self, e: ast.TypeMember, scope: Scope) -> Type:
+        if e.type_name == "error":
+            if e.member not in self.errors:
+                raise P4Error(e.loc, f"error.{e.member} is not declared")
+            e.value = self.errors.index(e.member)
+            return ERROR
+        t = self.types.get(e.type_name)
+        if isinstance(t, EnumT):
+            if e.member not in t.members:
+                raise P4Error(e.loc, f"enum {t.name} has no member '{e.member}'")
+            e.value = t.code(e.member)
+            return t
+        raise P4Error(e.loc, f"'{e.type_name}.{e.member}': {e.type_name} is not an enum")
+
+    def _e_Member(self, e: ast.Member, scope: Scope) -> Type:
+        bt = self.expr(e.base, scope)
+        if isinstance(bt, HeaderT):
+            if e.member in bt.fields:
+                return bt.fields[e.member]
+            if bt.is_header and e.member in ("isValid", "setValid", "setInvalid"):
+                return VOID
+            raise P4Error(e.loc, f"{bt.kind} {bt.name} has no field '{e.member}'")
+        if isinstance(bt, StackT):
+            if e.member in ("next", "last", "lastIndex", "push_front", "pop_front"):
+                raise P4Error(e.loc, f"header stack '.{e.member}' is not supported by the built-in target")
+            if e.member == "size":
+                e.value = bt.size
+                return BitsT(32)
+            raise P4Error(e.loc, f"header stack has no member '{e.member}'")
+        if isinstance(bt, ApplyResultT):
+            if e.member in ("hit", "miss"):
+                return BOOL
+            if e.member == "action_run":
+                return ActionRunT(bt.table)
+            raise P4Error(e.loc, f"table apply result has no member '{e.member}'")
+        if isinstance(bt, (TableT, BlockT, ExternT)):
+            return VOID  # a method; _e_Call resolves it
+        raise P4Error(e.loc, f"a value of type {bt} has no member '{e.member}'")
+
+    def _e_Index(self, e: ast.Index, scope: Scope) -> Type:
+        bt = self.expr(e.base, scope)
+        if not isinstance(bt, StackT):
+            raise P4Error(e.loc, f"cannot index a value of type {bt}")
+        self.expr(e.index, scope)
+        if e.index.value is None:
+            raise P4Error(e.index.loc, "header stack indexes must be compile-time constants here")
+        i = self.const_int(e.index)
+        if not 0 <= i < bt.size:
+            raise P4Error(e.index.loc, f"index {i} is out of bounds for {bt}")
+        return bt.elem
+
+    def _e_Slice(self, e: ast.Slice, scope: Scope) -> Type:
+        bt = self.expr(e.base, scope)
+        self.expr(e.hi, scope)
+        self.expr(e.lo, scope)
+        hi, lo = self.const_int(e.hi), self.const_int(e.lo)
+        if not isinstance(bt, BitsT):
+            raise P4Error(e.loc, f"cannot slice a value of type {bt}")
+        if not (0 <= lo <= hi < bt.width):
+            raise P4Error(e.loc, f"slice [{hi}:{lo}] is out of range for {bt}")
+        if e.base.value is not None:
+            e.value = (e.base.value >> lo) & ((1 << (hi - lo + 1)) - 1)
+        return BitsT(hi - lo + 1)
+
+    def _e_ListExpr(self, e: ast.ListExpr, scope: Scope) -> Type:
+        return TupleT(tuple(self.expr(i, scope) for i in e.items))
+
+    def _e_Cast(self, e: ast.Cast, scope: Scope) -> Type:
+        t = self.resolve_type(e.type_ref)
+        src = self.expr(e.operand, scope)
+        ok = (
+            src == t
+            or (src is INFINT and (isinstance(t, BitsT) or t is BOOL))
+            or (isinstance(src, BitsT) and isinstance(t, BitsT))
+            or (src is BOOL and t == BitsT(1))
+            or (src == BitsT(1) and t is BOOL)
+            or (isinstance(t, EnumT) and t.underlying is not None and (src == t.underlying or src is INFINT))
+            or (isinstance(src, EnumT) and src.underlying is not None and isinstance(t, BitsT))
+        )
+        if isinstance(src, BitsT) and isinstance(t, BitsT) and src.signed != t.signed and src.width != t.width:
+            ok = False  # p4c: change width and signedness in two casts
+        if not ok:
+            raise P4Error(e.loc, f"cannot cast {src} to {t}")
+        v = e.operand.value
+        if v is not None:
+            if t is BOOL:
+                if src is INFINT and v not in (0, 1):
+                    raise P4Error(e.loc, f"cannot cast {v} to bool")
+                e.value = bool(v)
+            elif isinstance(t, (BitsT, EnumT)):
+                target = t if isinstance(t, BitsT) else t.underlying
+                e.value = wrap(int(v), target)
+        return t
+
+    def _e_Unary(self, e: ast.Unary, scope: Scope) -> Type:
+        t = self.expr(e.operand, scope)
+        v = e.operand.value
+        if e.op == "!":
+            self.coerce(e.operand, BOOL, "operand of '!'")
+            e.value = None if v is None else not v
+            return BOOL
+        if not is_numeric(t):
+            raise P4Error(e.loc, f"operator '{e.op}' needs an integer, got {t}")
+        if e.op == "~" and t is INFINT:
+            raise P4Error(e.loc, "'~' needs a fixed-width operand")
+        if v is not None:
+            e.value = wrap({"~": lambda x: ~x, "-": lambda x: -x, "+": lambda x: x}[e.op](v), t)
+        return t
+
+    def _e_Cond(self, e: ast.Cond, scope: Scope) -> Type:
+        self.expr(e.cond, scope)
+        self.coerce(e.cond, BOOL, "condition")
+        a, b = self.expr(e.then, scope), self.expr(e.other, scope)
+        if a is INFINT and b is not INFINT:
+            self.coerce(e.then, b, "'?:' branch")
+        elif b is INFINT and a is not INFINT:
+            self.coerce(e.other, a, "'?:' branch")
+        elif a != b:
+            raise P4Error(e.loc, f"'?:' branches have different types {a} and {b}")
+        if a is INFINT and b is INFINT and e.cond.value is None:
+            raise P4Error(e.loc, "'?:' with unsized integer branches needs a constant condition")
+        if e.cond.value is not None:
+            e.value = e.then.value if e.cond.value else e.other.value
+        return e.then.type
+
+    def _e_Binary(self, e: ast.Binary, scope: Scope) -> Type:
+        op = e.op
+        lt, rt = self.expr(e.left, scope), self.expr(e.right, scope)
+        lv, rv = e.left.value, e.right.value
+        if op in ("&&", "||"):
+            self.coerce(e.left, BOOL, f"operand of '{op}'")
+            self.coerce(e.right, BOOL, f"operand of '{op}'")
+            if lv is not None and rv is not None:
+                e.value = (lv and rv) if op == "&&" else (lv or rv)
+            return BOOL
+        if op in ("<<", ">>"):
+            if not is_numeric(lt) or not is_numeric(rt):
+                raise P4Error(e.loc, f"'{op}' needs integer operands, got {lt} and {rt}")
+            if isinstance(rt, BitsT) and rt.signed:
+                raise P4Error(e.right.loc, "a shift amount must be unsigned")
+            if rv is not None and rv < 0:
+                raise P4Error(e.right.loc, "a shift amount must not be negative")
+            if lt is INFINT and rv is None:
+                raise P4Error(e.loc, "shifting an unsized integer needs a constant shift amount")
+            if lv is not None and rv is not None:
+                e.value = wrap(lv << rv if op == "<<" else lv >> rv, lt)
+            return lt
+        if op == "++":
+            if not (isinstance(lt, BitsT) and isinstance(rt, BitsT)):
+                raise P4Error(e.loc, f"'++' needs bit<W>/int<W> operands, got {lt} and {rt}")
+            t = BitsT(lt.width + rt.width, lt.signed)
+            if lv is not None and rv is not None:
+                e.value = wrap(((lv & lt.mask) << rt.width) | (rv & rt.mask), t)
+            return t
+        # both operands of one type
+        t = self._unify(e, lt, rt)
+        if op in ("==", "!="):
+            if isinstance(t, (ExternT, BlockT, TableT, TupleT, StackT)) or t in (VOID, STRING):
+                raise P4Error(e.loc, f"cannot compare values of type {t}")
+            if lv is not None and rv is not None:
+                e.value = (lv == rv) if op == "==" else (lv != rv)
+            return BOOL
+        if not is_numeric(t):
+            raise P4Error(e.loc, f"operator '{op}' needs integers, got {t}")
+        if op in ("<", ">", "<=", ">="):
+            if lv is not None and rv is not None:
+                e.value = {"<": lv < rv, ">": lv > rv, "<=": lv <= rv, ">=": lv >= rv}[op]
+            return BOOL
+        if op in ("|+|", "|-|") and t is INFINT:
+            raise P4Error(e.loc, f"'{op}' needs fixed-width operands")
+        if op in ("/", "%"):
+            if lv is None or rv is None:
+                raise P4Error(e.loc, f"'{op}' is supported only on compile-time constants")
+            if rv == 0:
+                raise P4Error(e.loc, "division by zero")
+            if lv < 0 or rv < 0:
+                raise P4Error(e.loc, f"'{op}' needs non-negative operands")
+        if lv is not None and rv is not None:
+            e.value = fold_arith(op, lv, rv, t)
+        return t
+
+    def _unify(self, e: ast.Binary, lt: Type, rt: Type) -> Type:
+        if lt == rt:
+            return lt
+        if lt is INFINT and isinstance(rt, BitsT):
+            self.coerce(e.left, rt, f"operand of '{e.op}'")
+            return rt
+        if rt is INFINT and isinstance(lt, BitsT):
+            self.coerce(e.right, lt, f"operand of '{e.op}'")
+            return lt
+        raise P4Error(e.loc, f"operator '{e.op}' cannot combine {lt} and {rt}")
+
+    def _e_CtorCall(self, e: ast.CtorCall, scope: Scope) -> Type:
+        raise P4Error(e.loc, "constructor calls are only allowed in instantiations")
+
+    def _e_NamedArg(self, e: ast.NamedArg, scope: Scope) -> Type:
+        raise P4Error(e.loc, "named arguments are not supported by the built-in target")
+
+    def _e_Mask(self, e: ast.Mask, scope: Scope) -> Type:
+        raise P4Error(e.loc, "'&&&' is only allowed in keysets")
+
+    def _e_Range(self, e: ast.Range, scope: Scope) -> Type:
+        raise P4Error(e.loc, "'..' is only allowed in keysets")
+
+    # ================================================================ calls
+    def _e_Call(self, e: ast.Call, scope: Scope) -> Type:
+        if e.type_args:
+            raise P4Error(e.loc, "explicit type arguments in calls are not supported")
+        f = e.func
+        for a in e.args:
+            if not isinstance(a, ast.Default):
+                self.expr(a, scope)
+        if isinstance(f, ast.PathExpr):
+            self.expr(f, scope)
+            d = f.decl
+            if isinstance(d, ast.ActionDecl):
+                return self._call_action(e, d, scope)
+            if isinstance(d, ast.ExternFunction):
+                return self._call_function(e, d)
+            raise P4Error(f.loc, f"'{f.name}' is not callable")
+        if isinstance(f, ast.Member):
+            bt = self.expr(f.base, scope)
+            m = f.member
+            if isinstance(bt, HeaderT) and bt.is_header and m in ("isValid", "setValid", "setInvalid"):
+                self._arity(e, 0)
+                if m != "isValid":
+                    self.lvalue(f.base)
+                e.target = CallTarget("header_method", m, instance=f.base)
+                return BOOL if m == "isValid" else VOID
+            if isinstance(bt, TableT) and m == "apply":
+                self._arity(e, 0)
+                if isinstance(scope.owner, ast.ActionDecl):
+                    raise P4Error(e.loc, "tables cannot be applied inside actions")
+                e.target = CallTarget("table_apply", "apply", bt.decl)
+                return ApplyResultT(bt.decl)
+            if isinstance(bt, BlockT) and m == "apply" and isinstance(bt.decl, ast.ControlDecl):
+                if not isinstance(f.base, ast.PathExpr) or not isinstance(f.base.decl, ast.Instantiation):
+                    raise P4Error(e.loc, "apply a control through its instance")
+                self._check_args(e.loc, bt.decl.params, e.args, {})
+                e.target = CallTarget("block_apply", "apply", f.base.decl)
+                return VOID
+            if isinstance(bt, ExternT):
+                return self._call_method(e, bt, m, f.base)
+            raise P4Error(f.loc, f"{bt} has no method '{m}'")
+        raise P4Error(e.loc, "this expression is not callable")
+
+    def _arity(self, e: ast.Call, n: int) -> None:
+        if len(e.args) != n:
+            raise P4Error(e.loc, f"expected {n} arguments, got {len(e.args)}")
+
+    def _call_action(self, e: ast.Call, d: ast.ActionDecl, scope: Scope) -> Type:
+        if isinstance(scope.owner, ast.ParserDecl):
+            raise P4Error(e.loc, "actions cannot be called from a parser")
+        self._check_args(e.loc, d.params, e.args, {})
+        e.target = CallTarget("action", d.name, d)
+        return VOID
+
+    def _call_function(self, e: ast.Call, d: ast.ExternFunction) -> Type:
+        if d.name not in SUPPORTED_FUNCTIONS:
+            raise P4Error(e.loc, f"extern function '{d.name}' is not supported by the built-in target")
+        bindings: dict[str, Type] = {}
+        self._check_args(e.loc, d.proto.params, e.args, bindings, d.proto.type_params)
+        if d.name in ("hash", "verify_checksum", "update_checksum"):
+            algo = e.args[1] if d.name == "hash" else e.args[3]
+            if algo.value is None or not isinstance(algo.type, EnumT):
+                raise P4Error(algo.loc, "the hash algorithm must be a constant HashAlgorithm member")
+            name = algo.type.members[algo.value]
+            if name not in SUPPORTED_HASHES:
+                raise P4Error(algo.loc, f"hash algorithm {name} is not supported by the built-in target")
+            if d.name != "hash" and name != "csum16":
+                raise P4Error(algo.loc, f"{d.name} supports only HashAlgorithm.csum16")
+            data = e.args[3] if d.name == "hash" else e.args[1]
+            self._hash_data(data)
+            if d.name == "hash":
+                for a in (e.args[0], e.args[2], e.args[4]):
+                    if not isinstance(a.type, BitsT):
+                        raise P4Error(a.loc, f"hash needs bit<W> values here, got {a.type}")
+            else:
+                if e.args[2].type != BitsT(16):
+                    raise P4Error(e.args[2].loc, "the checksum field must be bit<16>")
+        e.target = CallTarget("function", d.name, d)
+        return self.resolve_return(d.proto, bindings)
+
+    def _hash_data(self, data: ast.Expr) -> None:
+        items = data.items if isinstance(data, ast.ListExpr) else [data]
+        for item in items:
+            try:
+                bit_width(item.type)
+            except TypeError:
+                raise P4Error(item.loc, f"cannot hash a value of type {item.type}") from None
+
+    def _call_method(self, e: ast.Call, t: ExternT, m: str, base: ast.Expr) -> Type:
+        ext = t.decl
+        if m not in SUPPORTED_METHODS.get(ext.name, ()):
+            raise P4Error(e.loc, f"{ext.name}.{m} is not supported by the built-in target")
+        proto = next((p for p in ext.methods if p.name == m and len(p.params) == len(e.args)), None)
+        if proto is None:
+            raise P4Error(e.loc, f"no method {ext.name}.{m} takes {len(e.args)} arguments")
+        bindings = dict(zip(ext.type_params, t.args))
+        self._check_args(e.loc, proto.params, e.args, bindings, proto.type_params)
+        if ext.name == "packet_in" and m == "extract":
+            target = e.args[0]
+            if not (isinstance(target.type, HeaderT) and target.type.is_header):
+                raise P4Error(target.loc, f"extract needs a header, got {target.type}")
+        if ext.name == "packet_out" and m == "emit":
+            arg_t = e.args[0].type
+            if not (isinstance(arg_t, (HeaderT, StackT))):
+                raise P4Error(e.args[0].loc, f"emit needs a header, stack or struct, got {arg_t}")
+        if ext.name == "register":
+            elem = t.args[0]
+            if not (isinstance(elem, BitsT) or elem is BOOL):
+                raise P4Error(e.loc, f"register<{elem}> is not supported: use bit<W> or int<W>")
+        e.target = CallTarget("method", m, ext, instance=base)
+        return self.resolve_return(proto, bindings)
+
+    def resolve_return(self, proto: ast.FunctionProto, bindings: dict[str, Type]) -> Type:
+        saved, self.type_vars = self.type_vars, {**bindings}
+        try:
+            for tp in proto.type_params:
+                self.type_vars.setdefault(tp, TypeVar(tp))
+            return self.resolve_type(proto.return_type)
+        finally:
+            self.type_vars = saved
+
+    def _check_args(self, loc, params: list[ast.Param], args: list[ast.Expr], bindings: dict[str, Type],
+                    type_params: list[str] | None = None) -> None:
+        """Arity, directions and types of arguments; binds the callee's type variables."""
+        if len(args) != len(params):
+            raise P4Error(loc, f"expected {len(params)} arguments, got {len(args)}")
+        for p, a in zip(params, args):
+            if isinstance(a, ast.Default):
+                if p.direction != "out":
+                    raise P4Error(a.loc, "'_' can only be passed to an out parameter")
+                continue
+            pt = self._param_type(p, bindings, type_params or [])
+            if isinstance(pt, TypeVar):
+                if a.type is INFINT:
+                    raise P4Error(a.loc, f"cannot infer a width for parameter '{p.name}': give the constant a width")
+                bindings[pt.name] = a.type
+                pt = a.type
+            self.coerce(a, pt, f"argument '{p.name}'")
+            if p.direction in ("out", "inout"):
+                self.lvalue(a)
+
+    def _param_type(self, p: ast.Param, bindings: dict[str, Type], type_params: list[str]) -> Type:
+        saved = self.type_vars
+        self.type_vars = {**{tp: TypeVar(tp) for tp in type_params}, **bindings}
+        try:
+            return self.resolve_type(p.type_ref)
+        finally:
+            self.type_vars = saved
+
+    # ================================================================ the package
+    def _pipeline(self, main: ast.Instantiation) -> Pipeline:
+        t = main.type
+        if not (isinstance(t, BlockT) and t.decl.name == "V1Switch"):
+            raise P4Error(main.loc, "the built-in target runs v1model programs: main must be a V1Switch(...)")
+        if len(main.args) != len(PIPELINE_BLOCKS):
+            raise P4Error(main.loc, f"V1Switch takes {len(PIPELINE_BLOCKS)} arguments, got {len(main.args)}")
+        blocks: dict[str, Any] = {}
+        for role, arg, param in zip(PIPELINE_BLOCKS, main.args, t.decl.params):
+            if not isinstance(arg, ast.CtorCall):
+                raise P4Error(arg.loc, f"V1Switch argument '{param.name}' must be a parser/control instantiation")
+            decl = self.types.get(arg.type_ref.name)
+            if not isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
+                raise P4Error(arg.loc, f"'{arg.type_ref.name}' is not a parser or control")
+            if arg.args:
+                raise P4Error(arg.loc, "constructor arguments for parsers/controls are not supported")
+            expected = self.types[param.type_ref.name]
+            if not isinstance(decl, ast.ParserDecl if expected.kind == "parser" else ast.ControlDecl):
+                raise P4Error(arg.loc, f"V1Switch argument '{param.name}' must be a {expected.kind}")
+            if len(decl.params) != len(expected.params):
+                raise P4Error(decl.loc, f"{decl.name} must take {len(expected.params)} parameters "
+                              f"like v1model's {expected.name}")
+            blocks[role] = decl
+        headers = blocks["parser"].params[1].type
+        metadata = blocks["parser"].params[2].type
+        for name, pt in (("headers", headers), ("metadata", metadata)):
+            if not (isinstance(pt, HeaderT) and pt.kind == "struct"):
+                raise P4Error(blocks["parser"].loc, f"the parser's {name} parameter must be a struct")
+        saved, self.type_vars = self.type_vars, {"H": headers, "M": metadata}
+        try:
+            for (role, decl), param in zip(blocks.items(), t.decl.params):
+                expected = self.types[param.type_ref.name]
+                for p, ep in zip(decl.params, expected.params):
+                    want = self.resolve_type(ep.type_ref)
+                    if p.type != want or p.direction != ep.direction:
+                        raise P4Error(p.loc, f"parameter '{p.name}' of {decl.name} must be "
+                                      f"'{ep.direction} {want}' for v1model's {expected.name}")
+        finally:
+            self.type_vars = saved
+        return Pipeline(main, blocks, headers, metadata)
+
+
+def fold_arith(op: str, a: int, b: int, t: Type) -> int:
+    """Constant arithmetic with the result type's wrap/saturate rules."""
+    if op in ("|+|", "|-|"):
+        raw = a + b if op == "|+|" else a - b
+        assert isinstance(t, BitsT)
+        lo, hi = (-(1 << (t.width - 1)), (1 << (t.width - 1)) - 1) if t.signed else (0, t.mask)
+        return min(max(raw, lo), hi)
+    raw = {
+        "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a // b,
+        "%": lambda: a % b, "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b,
+    }[op]()
+    return wrap(raw, t)
+
+
+def check(program: ast.Program) -> CheckedProgram:
+    return Checker(program).check()

@@ -1,0 +1,613 @@
+"""Parse preprocessed P4 text with lark and build the AST of ``ast``.
+
+Only syntax lives here; meaning (names, types, the supported subset) is the checker's.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from . import ast
+from .errors import Location, P4Error
+from .preprocess import Source
+
+_GRAMMAR = Path(__file__).with_name("p4.lark").read_text()
+
+# Declarations that introduce a type name, so the lexer can tell types from values.
+_TYPE_DECL = re.compile(
+    r"\b(?:header|header_union|struct|extern|control|parser|package|enum(?:\s+bit\s*<\s*\d+\s*>)?)"
+    r"\s+([A-Za-z_]\w*)"
+)
+_TYPEDEF = re.compile(r"\b(?:typedef|type)\b[^;{}]*?\b([A-Za-z_]\w*)\s*;")
+_TYPE_PARAMS = re.compile(r"\b[A-Za-z_]\w*\s*<\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*>")
+_NOT_TYPES = {"bit", "int", "varbit", "bool", "error", "void", "string", "tuple", "match_kind"}
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def _type_names(text: str) -> set[str]:
+    text = _COMMENTS.sub(" ", text)
+    names = set(_TYPE_DECL.findall(text)) | set(_TYPEDEF.findall(text))
+    for group in _TYPE_PARAMS.findall(text):
+        names.update(n.strip() for n in group.split(","))
+    return names - _NOT_TYPES
+
+
+class _Lexing(threading.local):
+    type_names: set[str] = set()
+
+
+_lexing = _Lexing()
+
+
+def _classify_ident(tok: Token) -> Token:
+    if tok.value in _lexing.type_names:
+        tok.type = "TYPE_IDENT"
+    return tok
+
+
+_parser = Lark(
+    _GRAMMAR,
+    parser="lalr",
+    lexer="basic",
+    propagate_positions=True,
+    maybe_placeholders=True,
+    lexer_callbacks={"IDENT": _classify_ident},
+)
+
+_TOKEN_WORDS = {
+    "SEMICOLON": "';'", "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'",
+    "IDENT": "an identifier", "TYPE_IDENT": "a type name", "INTEGER": "an integer",
+    "COLON": "':'", "COMMA": "','", "EQUAL": "'='", "$END": "end of file",
+}
+
+
+def parse(source: Source) -> ast.Program:
+    _lexing.type_names = _type_names(source.text)
+    try:
+        tree = _parser.parse(source.text)
+        return _Builder(source).transform(tree)
+    except UnexpectedInput as exc:
+        raise _syntax_error(source, exc) from None
+    except VisitError as exc:  # errors raised inside the builder arrive wrapped
+        if isinstance(exc.orig_exc, P4Error):
+            raise exc.orig_exc from None
+        raise
+
+
+def _syntax_error(source: Source, exc: UnexpectedInput) -> P4Error:
+    loc = source.locate(getattr(exc, "line", 0) or 0, getattr(exc, "column", 0) or 0)
+    if isinstance(exc, UnexpectedToken):
+        if exc.token.type == "$END":
+            return P4Error(loc, "syntax error: unexpected end of file")
+        expected = sorted(_TOKEN_WORDS.get(t, repr(t)) for t in exc.expected)
+        hint = f" (expected {', '.join(expected[:6])}{', ...' if len(expected) > 6 else ''})"
+        return P4Error(loc, f"syntax error: unexpected '{exc.token.value}'{hint}")
+    if isinstance(exc, UnexpectedCharacters):
+        return P4Error(loc, f"syntax error: unexpected character {exc.char!r}")
+    if isinstance(exc, UnexpectedEOF):
+        return P4Error(loc, "syntax error: unexpected end of file")
+    return P4Error(loc, "syntax error")
+
+
+def parse_int_literal(text: str) -> tuple[int, int | None, bool]:
+    """P4 integer literal -> (value, width or None, signed)."""
+    m = re.fullmatch(r"(?:(\d+)([ws]))?(-?)(.*)", text)
+    assert m is not None
+    width = int(m.group(1)) if m.group(1) else None
+    signed = m.group(2) == "s"
+    body = m.group(4).replace("_", "")
+    base = {"x": 16, "b": 2, "o": 8, "d": 10}.get(body[1:2].lower(), 10) if body[:1] == "0" else 10
+    digits = body[2:] if base != 10 or body[1:2].lower() == "d" else body
+    value = int(digits, base)
+    return (-value if m.group(3) else value), width, signed
+
+
+def _split_annotations(children: list) -> list:
+    """Fold the leading ``annotation*`` children into one list, so rules index stably."""
+    n = 0
+    while n < len(children) and isinstance(children[n], ast.Annotation):
+        n += 1
+    return [list(children[:n]), *children[n:]]
+
+
+def _names(items: list) -> list[str]:
+    return [i for i in items if isinstance(i, str)]
+
+
+@v_args(meta=True)
+class _Builder(Transformer):
+    """lark tree -> ast nodes.  Method names are the grammar's rule and alias names."""
+
+    def __init__(self, source: Source) -> None:
+        super().__init__()
+        self.source = source
+
+    def _loc(self, meta) -> Location:
+        if getattr(meta, "empty", True):
+            return Location("<unknown>", 0, 0)
+        return self.source.locate(meta.line, meta.column)
+
+    def _tok_loc(self, tok: Token) -> Location:
+        return self.source.locate(tok.line, tok.column)
+
+    # ---- names, annotations
+    def name(self, meta, c):
+        return str(c[0])  # plain str: names are compared and hashed, never located
+
+    def apply_name(self, meta, c):
+        return "apply"
+
+    def key_name(self, meta, c):
+        return "key"
+
+    def actions_name(self, meta, c):
+        return "actions"
+
+    def entries_name(self, meta, c):
+        return "entries"
+
+    def state_name(self, meta, c):
+        return "state"
+
+    def type_name_kw(self, meta, c):
+        return "type"
+
+    def priority_name(self, meta, c):
+        return "priority"
+
+    def annotation(self, meta, c):
+        return ast.Annotation(self._loc(meta), c[0], c[1] or [])
+
+    def annotation_args(self, meta, c):
+        return list(c)
+
+    def string_lit(self, meta, c):
+        return ast.StringLit(self._loc(meta), bytes(str(c[0])[1:-1], "utf-8").decode("unicode_escape"))
+
+    def kv_arg(self, meta, c):
+        return ast.NamedArg(self._loc(meta), c[0], c[1])
+
+    # ---- types
+    def _tref(self, meta, kind, **kw):
+        return ast.TypeRef(self._loc(meta), kind, **kw)
+
+    def type_ref(self, meta, c):
+        return c[0]
+
+    def bool_type(self, meta, c):
+        return self._tref(meta, "bool")
+
+    def error_type(self, meta, c):
+        return self._tref(meta, "error")
+
+    def string_type(self, meta, c):
+        return self._tref(meta, "string")
+
+    def void_type(self, meta, c):
+        return self._tref(meta, "void")
+
+    def match_kind_type(self, meta, c):
+        return self._tref(meta, "match_kind")
+
+    def bit1_type(self, meta, c):
+        return self._tref(meta, "bit", width=ast.IntLit(self._loc(meta), 1, None, False))
+
+    def bit_type(self, meta, c):
+        return self._tref(meta, "bit", width=c[0])
+
+    def int_type(self, meta, c):
+        return self._tref(meta, "int", width=c[0])
+
+    def infint_type(self, meta, c):
+        return self._tref(meta, "infint")
+
+    def varbit_type(self, meta, c):
+        return self._tref(meta, "varbit", width=c[0])
+
+    def width_lit(self, meta, c):
+        return self.int_lit(meta, c)
+
+    def named_type(self, meta, c):
+        return self._tref(meta, "named", name=str(c[0]))
+
+    def specialized_type(self, meta, c):
+        return self._tref(meta, "named", name=str(c[0]), args=c[1])
+
+    def stack_type(self, meta, c):
+        return self._tref(meta, "stack", args=[c[0]], width=c[1])
+
+    def tuple_type(self, meta, c):
+        return self._tref(meta, "tuple", args=c[0])
+
+    def type_args(self, meta, c):
+        return list(c)
+
+    def type_params(self, meta, c):
+        return [str(t) for t in c if t.type == "TYPE_IDENT"]
+
+    # ---- top-level declarations
+    def const_decl(self, meta, c):
+        c = _split_annotations(c)
+        return ast.ConstDecl(self._loc(meta), c[0], c[2], c[1], c[3])
+
+    def typedef_decl(self, meta, c):
+        c = _split_annotations(c)
+        return ast.Typedef(self._loc(meta), c[0], c[2], c[1])
+
+    def newtype_decl(self, meta, c):
+        c = _split_annotations(c)
+        return ast.Typedef(self._loc(meta), c[0], c[2], c[1], newtype=True)
+
+    def field(self, meta, c):
+        c = _split_annotations(c)
+        return ast.Field(self._loc(meta), c[0], c[2], c[1])
+
+    def header_decl(self, meta, c):
+        c = _split_annotations(c)
+        return ast.HeaderDecl(self._loc(meta), c[0], c[1], list(c[2:]), "header")
+
+    def header_union_decl(self, meta, c):
+        c = _split_annotations(c)
+        return ast.HeaderDecl(self._loc(meta), c[0], c[1], list(c[2:]), "header_union")
+
+    def struct_decl(self, meta, c):
+        c = _split_annotations(c)
+        return ast.HeaderDecl(self._loc(meta), c[0], c[1], list(c[2:]), "struct")
+
+    def enum_decl(self, meta, c):
+        c = _split_annotations(c)
+        return ast.EnumDecl(self._loc(meta), c[0], c[1], _names(c[2:]))
+
+    def serializable_enum_decl(self, meta, c):
+        c = _split_annotations(c)
+        members = [m for m in c[3:] if m is not None]
+        return ast.EnumDecl(self._loc(meta), c[0], c[2], [m[0] for m in members], c[1],
+                            [m[1] for m in members])
+
+    def enum_member(self, meta, c):
+        return (c[0], c[1])
+
+    def error_decl(self, meta, c):
+        return ast.ErrorDecl(self._loc(meta), [], "error", _names(c))
+
+    def match_kind_decl(self, meta, c):
+        return ast.MatchKindDecl(self._loc(meta), [], "match_kind", _names(c))
+
+    def function_proto(self, meta, c):
+        return ast.FunctionProto(self._loc(meta), [], c[1], c[0], c[2] or [], c[3])
+
+    def extern_decl(self, meta, c):
+        c = _split_annotations(c)
+        loc = self._loc(meta)
+        params = []
+        for t in c[2] or []:
+            if t.kind != "named" or t.args:
+                raise P4Error(t.loc, "extern type parameters must be plain names")
+            params.append(t.name)
+        ctors = [m[1] for m in c[3:] if m[0] == "ctor"]
+        methods = [m[1] for m in c[3:] if m[0] == "method"]
+        return ast.ExternDecl(loc, c[0], str(c[1]), params, ctors, methods)
+
+    def extern_ctor(self, meta, c):
+        c = _split_annotations(c)
+        proto = ast.FunctionProto(self._loc(meta), c[0], c[1], ast.TypeRef(self._loc(meta), "void"), [], c[2])
+        return ("ctor", proto)
+
+    def extern_method(self, meta, c):
+        c = _split_annotations(c)
+        c[1].annotations = c[0]
+        return ("method", c[1])
+
+    def extern_abstract(self, meta, c):
+        c = _split_annotations(c)
+        raise P4Error(self._loc(meta), "abstract extern methods are not supported by the built-in target")
+
+    def extern_function_decl(self, meta, c):
+        c = _split_annotations(c)
+        c[1].annotations = c[0]
+        return ast.ExternFunction(self._loc(meta), c[0], c[1].name, c[1])
+
+    def function_decl(self, meta, c):
+        c = _split_annotations(c)
+        raise P4Error(self._loc(meta), "function declarations are not supported by the built-in target")
+
+    def parser_type_decl(self, meta, c):
+        c = _split_annotations(c)
+        return ast.BlockTypeDecl(self._loc(meta), c[0], c[1], "parser", c[2] or [], c[3])
+
+    def control_type_decl(self, meta, c):
+        c = _split_annotations(c)
+        return ast.BlockTypeDecl(self._loc(meta), c[0], c[1], "control", c[2] or [], c[3])
+
+    def package_decl(self, meta, c):
+        c = _split_annotations(c)
+        return ast.BlockTypeDecl(self._loc(meta), c[0], c[1], "package", c[2] or [], c[3])
+
+    def params(self, meta, c):
+        return [p for p in c if p is not None]
+
+    def param(self, meta, c):
+        c = _split_annotations(c)
+        return ast.Param(self._loc(meta), c[0], c[3], str(c[1] or ""), c[2], c[4])
+
+    def direction(self, meta, c):
+        return str(c[0])
+
+    def instantiation(self, meta, c):
+        c = _split_annotations(c)
+        return ast.Instantiation(self._loc(meta), c[0], c[3], c[1], c[2])
+
+    def value_set_decl(self, meta, c):
+        c = _split_annotations(c)
+        raise P4Error(self._loc(meta), "value_set is not supported by the built-in target")
+
+    def empty_decl(self, meta, c):
+        return None
+
+    def start(self, meta, c):
+        return ast.Program(self._loc(meta), [d for d in c if d is not None])
+
+    # ---- parsers
+    def ctor_params(self, meta, c):
+        return c[0]
+
+    def parser_decl(self, meta, c):
+        c = _split_annotations(c)
+        anns, name, tparams, params, ctor = c[:5]
+        loc = self._loc(meta)
+        if tparams:
+            raise P4Error(loc, "generic parsers are not supported by the built-in target")
+        if ctor:
+            raise P4Error(loc, "parser constructor parameters are not supported by the built-in target")
+        rest = c[5:]
+        states = [x for x in rest if isinstance(x, ast.ParserState)]
+        local = [x for x in rest if not isinstance(x, ast.ParserState)]
+        return ast.ParserDecl(loc, anns, name, params, local, states)
+
+    def parser_state(self, meta, c):
+        c = _split_annotations(c)
+        return ast.ParserState(self._loc(meta), c[0], c[1], list(c[2:-1]), c[-1])
+
+    def transition_direct(self, meta, c):
+        return ast.Transition(self._loc(meta), c[0])
+
+    def transition_select(self, meta, c):
+        exprs, cases = c[0]
+        return ast.Transition(self._loc(meta), None, exprs, cases)
+
+    def select_expr(self, meta, c):
+        return (c[0], list(c[1:]))
+
+    def select_case(self, meta, c):
+        return ast.SelectCase(self._loc(meta), c[0], c[1])
+
+    def keyset(self, meta, c):
+        return [c[0]]
+
+    def keyset_tuple(self, meta, c):
+        return list(c)
+
+    def keyset_default_paren(self, meta, c):
+        return [ast.Default(self._loc(meta))]
+
+    def ks_mask(self, meta, c):
+        return ast.Mask(self._loc(meta), c[0], c[1])
+
+    def ks_range(self, meta, c):
+        return ast.Range(self._loc(meta), c[0], c[1])
+
+    def ks_default(self, meta, c):
+        return ast.Default(self._loc(meta))
+
+    def ks_dontcare(self, meta, c):
+        return ast.Default(self._loc(meta))
+
+    # ---- controls
+    def control_decl(self, meta, c):
+        c = _split_annotations(c)
+        anns, name, tparams, params, ctor = c[:5]
+        loc = self._loc(meta)
+        if tparams:
+            raise P4Error(loc, "generic controls are not supported by the built-in target")
+        if ctor:
+            raise P4Error(loc, "control constructor parameters are not supported by the built-in target")
+        return ast.ControlDecl(loc, anns, name, params, list(c[5:-1]), c[-1])
+
+    def action_decl(self, meta, c):
+        c = _split_annotations(c)
+        return ast.ActionDecl(self._loc(meta), c[0], c[1], c[2], c[3])
+
+    def table_decl(self, meta, c):
+        c = _split_annotations(c)
+        table = ast.TableDecl(self._loc(meta), c[0], c[1])
+        for kind, value in c[2:]:
+            if kind == "key":
+                table.keys = value
+            elif kind == "actions":
+                table.actions = value
+            elif kind == "default":
+                table.default_action, table.default_is_const = value
+            elif kind == "entries":
+                table.entries = value
+            else:
+                table.properties[kind] = value
+        return table
+
+    def table_key(self, meta, c):
+        return ("key", list(c))
+
+    def table_actions(self, meta, c):
+        c = _split_annotations(c)
+        return ("actions", list(c[1:]))
+
+    def table_default(self, meta, c):
+        c = _split_annotations(c)
+        return ("default", (c[2], c[1] is not None))
+
+    def table_entries(self, meta, c):
+        c = _split_annotations(c)
+        if c[1] is None:
+            raise P4Error(self._loc(meta), "non-const table entries are not supported (write 'const entries')")
+        return ("entries", list(c[2:]))
+
+    def table_custom(self, meta, c):
+        c = _split_annotations(c)
+        return (str(c[2]), c[3])
+
+    def key_element(self, meta, c):
+        return ast.KeyElement(self._loc(meta), c[0], c[1], list(c[2:]))
+
+    def action_ref(self, meta, c):
+        c = _split_annotations(c)
+        return ast.ActionRef(self._loc(meta), c[0], c[1], c[2])
+
+    def entry(self, meta, c):
+        c = _split_annotations(c)
+        return ast.Entry(self._loc(meta), c[0], c[1], c[2], None)
+
+    def entry_with_priority(self, meta, c):
+        c = _split_annotations(c)
+        return ast.Entry(self._loc(meta), c[0], c[2], c[3], c[1])
+
+    # ---- statements
+    def block(self, meta, c):
+        return ast.Block(self._loc(meta), [s for s in c if s is not None])
+
+    def var_decl(self, meta, c):
+        c = _split_annotations(c)
+        return ast.VarDecl(self._loc(meta), c[0], c[2], c[1], c[3])
+
+    def assignment(self, meta, c):
+        return ast.Assign(self._loc(meta), c[0], c[1])
+
+    def call_statement(self, meta, c):
+        call = ast.Call(self._loc(meta), c[0], c[1] or [], c[2])
+        return ast.CallStmt(self._loc(meta), call)
+
+    def type_call_args(self, meta, c):
+        return c[0]
+
+    def if_statement(self, meta, c):
+        return ast.If(self._loc(meta), c[0], c[1], c[2])
+
+    def switch_statement(self, meta, c):
+        return ast.Switch(self._loc(meta), c[0], list(c[1:]))
+
+    def switch_case_block(self, meta, c):
+        return ast.SwitchCase(self._loc(meta), [c[0]], c[1])
+
+    def switch_case_fall(self, meta, c):
+        return ast.SwitchCase(self._loc(meta), [c[0]], None)
+
+    def default_label(self, meta, c):
+        return "default"
+
+    def exit_statement(self, meta, c):
+        return ast.Exit(self._loc(meta))
+
+    def return_statement(self, meta, c):
+        return ast.Return(self._loc(meta), c[0])
+
+    def empty_statement(self, meta, c):
+        return ast.Empty(self._loc(meta))
+
+    def lv_name(self, meta, c):
+        return ast.PathExpr(self._tok_loc(c[0]), str(c[0]))
+
+    def lv_member(self, meta, c):
+        return ast.Member(self._loc(meta), c[0], c[1])
+
+    def lv_index(self, meta, c):
+        return ast.Index(self._loc(meta), c[0], c[1])
+
+    def lv_slice(self, meta, c):
+        return ast.Slice(self._loc(meta), c[0], c[1], c[2])
+
+    # ---- expressions
+    def args(self, meta, c):
+        return [a for a in c if a is not None]
+
+    def expr_list(self, meta, c):
+        return [a for a in c if a is not None]
+
+    def dontcare_arg(self, meta, c):
+        return ast.Default(self._loc(meta))
+
+    def named_arg(self, meta, c):
+        return ast.NamedArg(self._loc(meta), c[0], c[1])
+
+    def int_lit(self, meta, c):
+        value, width, signed = parse_int_literal(str(c[0]))
+        return ast.IntLit(self._tok_loc(c[0]), value, width, signed)
+
+    def true_lit(self, meta, c):
+        return ast.BoolLit(self._loc(meta), True)
+
+    def false_lit(self, meta, c):
+        return ast.BoolLit(self._loc(meta), False)
+
+    def path(self, meta, c):
+        return ast.PathExpr(self._tok_loc(c[0]), str(c[0]))
+
+    def top_path(self, meta, c):
+        return ast.PathExpr(self._loc(meta), str(c[0]), top_level=True)
+
+    def type_member(self, meta, c):
+        return ast.TypeMember(self._loc(meta), str(c[0]), c[1])
+
+    def error_member(self, meta, c):
+        return ast.TypeMember(self._loc(meta), "error", c[0])
+
+    def ctor_call(self, meta, c):
+        loc = self._loc(meta)
+        return ast.CtorCall(loc, ast.TypeRef(loc, "named", name=str(c[0])), c[1])
+
+    def generic_ctor_call(self, meta, c):
+        loc = self._loc(meta)
+        return ast.CtorCall(loc, ast.TypeRef(loc, "named", name=str(c[0]), args=c[1]), c[-1])
+
+    def list_expr(self, meta, c):
+        return ast.ListExpr(self._loc(meta), c[0])
+
+    def member(self, meta, c):
+        return ast.Member(self._loc(meta), c[0], c[1])
+
+    def index(self, meta, c):
+        return ast.Index(self._loc(meta), c[0], c[1])
+
+    def slice(self, meta, c):
+        return ast.Slice(self._loc(meta), c[0], c[1], c[2])
+
+    def call(self, meta, c):
+        return ast.Call(self._loc(meta), c[0], [], c[1])
+
+    def cast(self, meta, c):
+        return ast.Cast(self._loc(meta), c[0], c[1])
+
+    def cond(self, meta, c):
+        return ast.Cond(self._loc(meta), c[0], c[1], c[2])
+
+    def _unary(op):  # noqa: N805 - builds methods
+        def build(self, meta, c):
+            return ast.Unary(self._loc(meta), op, c[0])
+        return build
+
+    lnot, bnot, neg, pos = _unary("!"), _unary("~"), _unary("-"), _unary("+")
+
+    def _binary(op):  # noqa: N805 - builds methods
+        def build(self, meta, c):
+            return ast.Binary(self._loc(meta), op, c[0], c[-1])
+        return build
+
+    lor, land = _binary("||"), _binary("&&")
+    eq, ne, lt, gt, le, ge = _binary("=="), _binary("!="), _binary("<"), _binary(">"), _binary("<="), _binary(">=")
+    bor, bxor, band, shl = _binary("|"), _binary("^"), _binary("&"), _binary("<<")
+    add, sub, sat_add, sat_sub = _binary("+"), _binary("-"), _binary("|+|"), _binary("|-|")
+    concat, mul, div, mod = _binary("++"), _binary("*"), _binary("/"), _binary("%")
+
+    shr = _binary(">>")  # SHR_FIRST only lexes when the next char is ">"

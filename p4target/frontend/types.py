@@ -1,0 +1,168 @@
+"""P4 types after name resolution: what the checker computes and backends consume."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Type:
+    """Base of all P4 types."""
+
+
+@dataclass(frozen=True, slots=True)
+class BitsT(Type):
+    """``bit<W>`` (unsigned) or ``int<W>`` (two's complement)."""
+
+    width: int
+    signed: bool = False
+
+    def __str__(self) -> str:
+        return f"{'int' if self.signed else 'bit'}<{self.width}>"
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.width) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Named(Type):
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+BOOL = _Named("bool")
+INFINT = _Named("int")  # arbitrary-precision integer (unsized literals, const int)
+ERROR = _Named("error")
+STRING = _Named("string")
+VOID = _Named("void")
+MATCH_KIND = _Named("match_kind")
+DONTCARE = _Named("_")
+
+
+@dataclass(eq=False, slots=True)
+class EnumT(Type):
+    name: str
+    members: list[str]
+    underlying: BitsT | None = None  # serializable enums only
+    values: dict[str, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def code(self, member: str) -> int:
+        return self.values[member] if self.underlying else self.members.index(member)
+
+
+@dataclass(eq=False, slots=True)
+class HeaderT(Type):
+    """A header or a struct: ordered fields.  One object per declaration."""
+
+    name: str
+    kind: str  # header | struct
+    fields: dict[str, Type] = field(default_factory=dict)
+    decl: Any = None
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_header(self) -> bool:
+        return self.kind == "header"
+
+    @property
+    def width(self) -> int:
+        """Bits on the wire (headers only)."""
+        return sum(bit_width(t) for t in self.fields.values())
+
+
+@dataclass(frozen=True, slots=True)
+class StackT(Type):
+    elem: HeaderT
+    size: int
+
+    def __str__(self) -> str:
+        return f"{self.elem}[{self.size}]"
+
+
+@dataclass(frozen=True, slots=True)
+class TupleT(Type):
+    elems: tuple[Type, ...]
+
+    def __str__(self) -> str:
+        return "tuple<" + ", ".join(map(str, self.elems)) + ">"
+
+
+@dataclass(frozen=True, slots=True)
+class TypeVar(Type):
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class ExternT(Type):
+    """An extern object type, with its type arguments bound (``register<bit<32>>``)."""
+
+    decl: Any
+    args: tuple[Type, ...] = ()
+
+    def __str__(self) -> str:
+        args = "<" + ", ".join(map(str, self.args)) + ">" if self.args else ""
+        return f"{self.decl.name}{args}"
+
+
+@dataclass(frozen=True, slots=True)
+class BlockT(Type):
+    """A parser or control (declaration or type), or a package."""
+
+    decl: Any
+
+    def __str__(self) -> str:
+        return self.decl.name
+
+
+@dataclass(frozen=True, slots=True)
+class TableT(Type):
+    decl: Any
+
+    def __str__(self) -> str:
+        return f"table {self.decl.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResultT(Type):
+    """What ``t.apply()`` returns: ``.hit``, ``.miss``, ``.action_run``."""
+
+    table: Any
+
+    def __str__(self) -> str:
+        return f"{self.table.name}.apply() result"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRunT(Type):
+    table: Any
+
+    def __str__(self) -> str:
+        return f"{self.table.name}.action_run"
+
+
+def bit_width(t: Type) -> int:
+    """Width on the wire of a header field / hash input / table key type."""
+    if isinstance(t, BitsT):
+        return t.width
+    if t is BOOL:
+        return 1
+    if isinstance(t, EnumT) and t.underlying is not None:
+        return t.underlying.width
+    if isinstance(t, HeaderT) and t.is_header:
+        return t.width
+    raise TypeError(f"{t} has no fixed width")
+
+
+def is_numeric(t: Type) -> bool:
+    return isinstance(t, BitsT) or t is INFINT

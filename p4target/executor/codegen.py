@@ -1,0 +1,896 @@
+"""Compile a checked v1model program to Python source, once, at load time.
+
+Every variable of the pipeline (headers, metadata, standard_metadata, locals, action
+parameters) gets a fixed slot in one flat list ``S``, so a field access is a constant
+list index and a packet's whole state is copied with ``S.copy()``.  Controls and directly
+called actions are inlined at their call sites with their parameters bound to the
+arguments' slots; actions run by tables become one Python function each.  The generated
+module defines ``parse``, ``verify_checksum``, ``ingress``, ``egress``,
+``compute_checksum`` and ``deparse``; ``program.CompiledProgram`` runs them.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..frontend import ast
+from ..frontend.checker import PIPELINE_BLOCKS, CheckedProgram
+from ..frontend.errors import P4Error
+from ..frontend.types import (
+    BOOL, ERROR, INFINT, ActionRunT, ApplyResultT, BitsT, EnumT, HeaderT, StackT, Type, bit_width,
+)
+from ..names import key_field_name, qualified_name
+from . import algorithms
+from .externs import Counter, Register
+from .tables import DONT_CARE, ActionSpec, KeySpec, Table, exact, lpm, ternary, value_range
+
+
+class ExitBlock(Exception):
+    """Raised by P4 ``exit``: ends the current control (ingress/egress) at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class Storage:
+    """Where a value of type ``type`` lives in the state list: slots base .. base+size."""
+
+    base: int
+    type: Type
+
+    @property
+    def size(self) -> int:
+        return slot_count(self.type)
+
+
+def slot_count(t: Type) -> int:
+    if isinstance(t, HeaderT):
+        own = sum(slot_count(f) for f in t.fields.values())
+        return own + 1 if t.is_header else own
+    if isinstance(t, StackT):
+        return t.size * slot_count(t.elem)
+    return 1
+
+
+def member_storage(st: Storage, name: str) -> Storage:
+    t = st.type
+    assert isinstance(t, HeaderT)
+    offset = 1 if t.is_header else 0
+    for fname, ft in t.fields.items():
+        if fname == name:
+            return Storage(st.base + offset, ft)
+        offset += slot_count(ft)
+    raise KeyError(name)
+
+
+def _initial(t: Type, out: list) -> None:
+    if isinstance(t, HeaderT):
+        if t.is_header:
+            out.append(False)
+        for ft in t.fields.values():
+            _initial(ft, out)
+    elif isinstance(t, StackT):
+        for _ in range(t.size):
+            _initial(t.elem, out)
+    else:
+        out.append(False if t is BOOL else 0)
+
+
+@dataclass
+class Generated:
+    """The result of code generation: source, its namespace, and the runtime objects."""
+
+    source: str
+    namespace: dict[str, Any]
+    template: list[Any]
+    std: dict[str, int]  # standard_metadata field -> slot
+    tables: dict[str, Table] = field(default_factory=dict)
+    registers: dict[str, Register] = field(default_factory=dict)
+    counters: dict[str, Counter] = field(default_factory=dict)
+    direct_counters: dict[str, str] = field(default_factory=dict)  # direct counter name -> table name
+
+
+class _Scope(dict):
+    """decl -> binding for one control/parser instance: Storage, a Python expression
+    (read-only values such as action data), a qualified name, or a runtime object's name.
+    Inner scopes are copies, so bindings never leak outwards."""
+
+
+@dataclass
+class _ControlInstance:
+    """A control instantiated inside another: its own parameter slots and objects."""
+
+    decl: ast.ControlDecl
+    scope: _Scope
+    params: list[Storage]
+
+
+class CodeGen:
+    def __init__(self, prog: CheckedProgram) -> None:
+        self.prog = prog
+        self.template: list[Any] = []
+        self.lines: list[str] = []
+        self.indent = 0
+        self.ns: dict[str, Any] = {
+            "ExitBlock": ExitBlock, "pack_bits": algorithms.pack_bits, "csum16": algorithms.csum16,
+            "hash_offset": algorithms.hash_offset, "HASHES": algorithms.HASHES,
+        }
+        self.counter = 0
+        self.out = Generated("", self.ns, self.template, {})
+        self.return_stmt = "return"
+        self.error_codes = {name: i for i, name in enumerate(prog.errors)}
+        self.std_storage: Storage | None = None
+        self.globals = _Scope()
+        for d in prog.top_level:
+            if isinstance(d, ast.ActionDecl):
+                self.globals[d] = qualified_name("", d)
+
+    # ================================================================ plumbing
+    def fresh(self, stem: str) -> str:
+        self.counter += 1
+        return f"_{stem}{self.counter}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+    def const(self, value: Any, stem: str = "K") -> str:
+        name = self.fresh(stem)
+        self.ns[name] = value
+        return name
+
+    def alloc(self, t: Type) -> Storage:
+        st = Storage(len(self.template), t)
+        _initial(t, self.template)
+        return st
+
+    # ================================================================ the program
+    def generate(self) -> Generated:
+        pipe = self.prog.pipeline
+        hdr = self.alloc(pipe.headers)
+        meta = self.alloc(pipe.metadata)
+        std = self.alloc(self.prog.standard_metadata)
+        self.std_storage = std
+        self.out.std = {name: member_storage(std, name).base for name in self.prog.standard_metadata.fields}
+        bound = {"H": hdr, "M": meta, "S": std}
+        shapes = {  # which pipeline storage each block parameter is bound to
+            "parser": [None, "H", "M", "S"], "verify_checksum": ["H", "M"], "ingress": ["H", "M", "S"],
+            "egress": ["H", "M", "S"], "compute_checksum": ["H", "M"], "deparser": [None, "H"],
+        }
+        for role in PIPELINE_BLOCKS:
+            decl = self.prog.pipeline.blocks[role]
+            scope = _Scope(self.globals)
+            for p, which in zip(decl.params, shapes[role]):
+                scope[p] = bound[which] if which else "PKT"
+            if role == "parser":
+                self.parser(decl, scope)
+            else:
+                self.control_function(role, decl, scope)
+        self.out.source = "\n".join(self.lines) + "\n"
+        code = compile(self.out.source, f"<p4 {self.prog.program.loc.file}>", "exec")
+        exec(code, self.ns)  # noqa: S102 - this is the compiler's output
+        return self.out
+
+    # ================================================================ controls
+    def control_function(self, role: str, decl: ast.ControlDecl, scope: _Scope) -> None:
+        self.declare_locals(decl, scope, decl.name)
+        self.emit(f"def {role}(S{', OUT' if role == 'deparser' else ''}):")
+        self.indent += 1
+        self.emit("try:")
+        self.indent += 1
+        mark = len(self.lines)
+        self.init_locals(decl, scope)
+        self.stmt(decl.body, scope)
+        if len(self.lines) == mark:
+            self.emit("pass")
+        self.indent -= 1
+        self.emit("except ExitBlock:")
+        self.emit("    pass")
+        self.indent -= 1
+        self.emit("")
+
+    def declare_locals(self, decl: ast.ControlDecl | ast.ParserDecl, scope: _Scope, prefix: str) -> None:
+        """Bind an instance's own declarations once: variables get slots, externs and
+        tables become runtime objects, actions get their qualified names."""
+        for local in decl.locals:
+            if isinstance(local, ast.ActionDecl):
+                scope[local] = qualified_name(prefix, local)
+        for local in decl.locals:
+            if isinstance(local, ast.VarDecl):
+                scope[local] = self.alloc(local.type)
+            elif isinstance(local, ast.Instantiation):
+                self.instance(local, scope, prefix)
+            elif isinstance(local, ast.TableDecl):
+                self.table(local, scope, prefix)
+
+    def init_locals(self, decl: ast.ControlDecl | ast.ParserDecl, scope: _Scope) -> None:
+        """Per invocation: local variables start from their initializers."""
+        for local in decl.locals:
+            if isinstance(local, ast.VarDecl) and local.init is not None:
+                self.assign_storage(scope[local], local.init, scope)
+
+    def instance(self, decl: ast.Instantiation, scope: _Scope, prefix: str) -> None:
+        t = decl.type
+        name = qualified_name(prefix, decl)
+        if isinstance(t, BitsT) or not hasattr(t, "decl"):
+            raise P4Error(decl.loc, f"cannot instantiate {t}")
+        kind = t.decl.name
+        if kind == "register":
+            obj: Any = Register(name, decl.args[0].value, t.args[0])
+            self.out.registers[name] = obj
+        elif kind == "counter":
+            obj = Counter(name, decl.args[0].value)
+            self.out.counters[name] = obj
+        elif kind == "direct_counter":
+            obj = name  # counted by the table that names it; see table()
+        elif isinstance(t.decl, ast.ControlDecl):
+            inner = _Scope(self.globals)
+            params = []
+            for p in t.decl.params:
+                inner[p] = self.alloc(p.type)
+                params.append(inner[p])
+            self.declare_locals(t.decl, inner, name)
+            scope[decl] = _ControlInstance(t.decl, inner, params)
+            return
+        else:
+            raise P4Error(decl.loc, f"cannot instantiate {kind}")
+        scope[decl] = self.const(obj, "X")
+
+    def var_decl(self, decl: ast.VarDecl, scope: _Scope) -> None:
+        st = self.alloc(decl.type)
+        scope[decl] = st
+        if decl.init is not None:
+            self.assign_storage(st, decl.init, scope)
+
+    # ================================================================ tables
+    def table(self, t: ast.TableDecl, scope: _Scope, prefix: str) -> None:
+        name = qualified_name(prefix, t)
+        keys = [KeySpec(key_field_name(k), k.match_kind, bit_width(k.expr.type)) for k in t.keys]
+        specs = []
+        for ref in t.actions:
+            fn = self.table_action(ref, scope)
+            params = tuple((p.name, bit_width(p.type)) for p in ref.decl.params if not p.direction)
+            scope_kind = ("default_only" if ast.find_annotation(ref.annotations, "defaultonly")
+                          else "table_only" if ast.find_annotation(ref.annotations, "tableonly")
+                          else "table_and_default")
+            specs.append(ActionSpec(scope[ref.decl], fn, params, scope_kind))
+        size = t.properties["size"].value if "size" in t.properties else 1024
+        default = t.default_action
+        default_args = tuple(int(a.value) for a, p in zip(default.args or [], default.decl.params) if not p.direction)
+        counters = t.properties.get("counters")
+        table = Table(name, keys, specs, size, (scope[default.decl], default_args),
+                      default_is_const=t.default_is_const, is_const=t.entries is not None,
+                      has_direct_counter=counters is not None)
+        if counters is not None:
+            self.out.direct_counters[qualified_name(prefix, counters.decl)] = name
+        for i, entry in enumerate(t.entries or []):
+            match = [self.entry_match(ks, k) for ks, k in zip(entry.keyset, keys)]
+            args = [int(a.value) for a, p in zip(entry.action.args or [], entry.action.decl.params) if not p.direction]
+            prio = 0
+            if table.needs_priority:
+                prio = entry.priority.value if entry.priority is not None else len(t.entries) - i
+            table.add(match, scope[entry.action.decl], args, prio, const_ok=True)
+        self.out.tables[name] = table
+        tname = self.const(table, "T")
+        # the apply function: key, lookup, run the action, report (hit, action name)
+        fname = self.fresh("apply")
+        scope[t] = fname
+        key = ", ".join(self.key_expr(k.expr, scope) for k in t.keys)
+        saved, self.lines, self.indent = (self.lines, self.indent), [], 0
+        self.emit(f"def {fname}(S):")
+        self.emit(f"    e = {tname}.lookup(({key}{',' if t.keys else ''}))")
+        self.emit("    if e is None:")
+        self.emit(f"        e = {tname}.default_entry")
+        self.emit("        e.action.fn(S, *e.args)")
+        self.emit("        return False, e.action.name")
+        if counters is not None:
+            plen = self.out.std["packet_length"]
+            self.emit(f"    c = e.counter; c[0] += 1; c[1] += S[{plen}]")
+        self.emit("    e.action.fn(S, *e.args)")
+        self.emit("    return True, e.action.name")
+        fn_lines = self.lines
+        self.lines, self.indent = saved
+        self.lines[0:0] = fn_lines + [""]
+
+    def key_expr(self, e: ast.Expr, scope: _Scope) -> str:
+        code = self.ex(e, scope)
+        return f"(1 if {code} else 0)" if e.type is BOOL else code
+
+    def entry_match(self, ks: ast.Expr, key: KeySpec):
+        if isinstance(ks, ast.Default):
+            return DONT_CARE
+        if isinstance(ks, ast.Range):
+            return value_range(ks.lo.value, ks.hi.value)
+        if isinstance(ks, ast.Mask):
+            return ternary(ks.base.value, ks.mask.value)
+        v = int(ks.value) & ((1 << key.width) - 1)
+        if key.match_kind == "lpm":
+            return lpm(v, key.width, key.width)
+        return exact(v)
+
+    def table_action(self, ref: ast.ActionRef, scope: _Scope) -> Any:
+        """One Python function per table action: action data become its parameters."""
+        decl: ast.ActionDecl = ref.decl
+        fname = self.fresh("act")
+        inner = _Scope(scope)
+        data = [p for p in decl.params if not p.direction]
+        for i, p in enumerate(data):
+            inner[p] = f"a{i}"
+        directional = [p for p in decl.params if p.direction]
+        saved, self.lines, self.indent = (self.lines, self.indent), [], 0
+        saved_ret, self.return_stmt = self.return_stmt, "return"
+        self.emit(f"def {fname}(S{''.join(f', a{i}' for i in range(len(data)))}):")
+        self.indent = 1
+        mark = len(self.lines)
+        self.bind_params(directional, ref.args or [], scope, inner)
+        self.stmt(decl.body, inner)
+        if len(self.lines) == mark:
+            self.emit("pass")
+        fn_lines = self.lines
+        self.lines, self.indent = saved
+        self.return_stmt = saved_ret
+        self.lines[0:0] = fn_lines + [""]
+        code = compile("\n".join(fn_lines) + "\n", "<p4 action>", "exec")
+        exec(code, self.ns)  # noqa: S102 - compiler output
+        return self.ns[fname]
+
+    # ================================================================ parser
+    def parser(self, decl: ast.ParserDecl, scope: _Scope) -> None:
+        self.declare_locals(decl, scope, decl.name)
+        states = {s.name: i for i, s in enumerate(decl.states)}
+        self.state_ids = states
+        self.emit("def parse(S, data):")
+        self.indent += 1
+        self.init_locals(decl, scope)
+        self.emit("L = len(data)")
+        self.emit("pos = 0")
+        self.emit(f"st = {states['start']}")
+        self.emit("while True:")
+        self.indent += 1
+        for i, state in enumerate(decl.states):
+            self.emit(f"{'if' if i == 0 else 'elif'} st == {i}:  # state {state.name}")
+            self.indent += 1
+            inner = _Scope(scope)
+            for s in state.stmts:
+                self.stmt(s, inner)
+            self.transition(state.transition, inner)
+            self.indent -= 1
+        self.indent -= 2
+        self.emit("")
+
+    def goto(self, state: str) -> str:
+        if state == "accept" or state == "reject":  # BMv2: an explicit reject ends parsing, no error
+            return "return pos, 0"
+        return f"st = {self.state_ids[state]}; continue"
+
+    def transition(self, tr: ast.Transition, scope: _Scope) -> None:
+        if tr.select is None:
+            self.emit(self.goto(tr.state))
+            return
+        keys = []
+        for e in tr.select:
+            k = self.fresh("k")
+            self.emit(f"{k} = {self.key_expr(e, scope)}")
+            keys.append((k, e.type))
+        first = True
+        for case in tr.cases:
+            conds = []
+            keyset = case.keyset
+            if len(keyset) == 1 and len(keys) > 1 and isinstance(keyset[0], ast.Default):
+                keyset = keyset * len(keys)
+            for ks, (k, t) in zip(keyset, keys):
+                conds.append(self.keyset_cond(ks, k, t))
+            cond = " and ".join(c for c in conds if c != "True") or "True"
+            if cond == "True":
+                if first:
+                    self.emit(self.goto(case.state))
+                else:
+                    self.emit("else:")
+                    self.emit("    " + self.goto(case.state))
+                return
+            self.emit(f"{'if' if first else 'elif'} {cond}:")
+            self.emit("    " + self.goto(case.state))
+            first = False
+        no_match = f"return pos, {self.error_codes['NoMatch']}"
+        self.emit(no_match if first else "else:")
+        if not first:
+            self.emit("    " + no_match)
+
+    def keyset_cond(self, ks: ast.Expr, k: str, t: Type) -> str:
+        if isinstance(ks, ast.Default):
+            return "True"
+        if isinstance(ks, ast.Mask):
+            m = ks.mask.value
+            return f"({k} & {m}) == {ks.base.value & m}"
+        if isinstance(ks, ast.Range):
+            return f"{ks.lo.value} <= {k} <= {ks.hi.value}"
+        v = ks.value
+        return f"{k} == {int(v)}"
+
+    def extract(self, st: Storage, call: ast.Call) -> None:
+        t = st.type
+        nbits = t.width
+        if nbits % 8:
+            raise P4Error(call.loc, f"header {t.name} is {nbits} bits: headers must be a whole number of bytes")
+        n = nbits // 8
+        self.emit(f"if L - pos < {n}:")
+        self.emit(f"    return pos, {self.error_codes['PacketTooShort']}")
+        fmt = _struct_format(t)
+        first = st.base + 1
+        if fmt is not None:
+            s = self.const(struct.Struct(fmt), "ST")
+            self.emit(f"S[{first}:{first + len(t.fields)}] = {s}.unpack_from(data, pos)")
+        else:
+            self.emit(f"_x = int.from_bytes(data[pos:pos + {n}], 'big')")
+            shift = nbits
+            for i, ft in enumerate(t.fields.values()):
+                w = bit_width(ft)
+                shift -= w
+                val = f"(_x >> {shift}) & {(1 << w) - 1}" if shift else f"_x & {(1 << w) - 1}"
+                self.emit(f"S[{first + i}] = {self.from_raw(val, ft)}")
+        self.emit(f"S[{st.base}] = True")
+        self.emit(f"pos += {n}")
+
+    def from_raw(self, val: str, t: Type) -> str:
+        if t is BOOL:
+            return f"bool({val})"
+        signed = t.signed if isinstance(t, BitsT) else (isinstance(t, EnumT) and t.underlying.signed)
+        if signed:
+            w = bit_width(t)
+            return f"(({val}) ^ {1 << (w - 1)}) - {1 << (w - 1)}"
+        return val
+
+    # ================================================================ deparser
+    def emit_header(self, st: Storage) -> None:
+        t = st.type
+        if isinstance(t, StackT):
+            size = slot_count(t.elem)
+            for i in range(t.size):
+                self.emit_header(Storage(st.base + i * size, t.elem))
+            return
+        if not t.is_header:
+            for name in t.fields:
+                sub = member_storage(st, name)
+                if isinstance(sub.type, (HeaderT, StackT)):
+                    self.emit_header(sub)
+            return
+        first = st.base + 1
+        fmt = _struct_format(t)
+        self.emit(f"if S[{st.base}]:")
+        if fmt is not None:
+            s = self.const(struct.Struct(fmt), "ST")
+            self.emit(f"    OUT.append({s}.pack(*S[{first}:{first + len(t.fields)}]))")
+            return
+        parts, shift = [], t.width
+        for i, ft in enumerate(t.fields.values()):
+            w = bit_width(ft)
+            shift -= w
+            v = f"(S[{first + i}] & {(1 << w) - 1})"
+            parts.append(f"({v} << {shift})" if shift else v)
+        self.emit(f"    OUT.append(({' | '.join(parts)}).to_bytes({t.width // 8}, 'big'))")
+
+    # ================================================================ statements
+    def stmt(self, s: ast.Stmt, scope: _Scope) -> None:
+        if isinstance(s, ast.Block):
+            inner = _Scope(scope)
+            mark = len(self.lines)
+            for x in s.stmts:
+                self.stmt(x, inner)
+            if len(self.lines) == mark:
+                self.emit("pass")
+        elif isinstance(s, ast.Assign):
+            self.assign(s.lhs, s.rhs, scope)
+        elif isinstance(s, ast.CallStmt):
+            self.call_stmt(s.call, scope)
+        elif isinstance(s, ast.If):
+            cond = self.ex(s.cond, scope)
+            self.emit(f"if {cond}:")
+            self.block(s.then, scope)
+            if s.other is not None:
+                self.emit("else:")
+                self.block(s.other, scope)
+        elif isinstance(s, ast.Switch):
+            self.switch(s, scope)
+        elif isinstance(s, ast.VarDecl):
+            self.var_decl(s, scope)
+        elif isinstance(s, (ast.ConstDecl, ast.Empty)):
+            pass
+        elif isinstance(s, ast.Exit):
+            self.emit("raise ExitBlock")
+        elif isinstance(s, ast.Return):
+            self.emit(self.return_stmt)
+        else:
+            raise P4Error(s.loc, f"{type(s).__name__} cannot be executed")
+
+    def block(self, s: ast.Stmt, scope: _Scope) -> None:
+        self.indent += 1
+        mark = len(self.lines)
+        self.stmt(s, _Scope(scope))
+        if len(self.lines) == mark:
+            self.emit("pass")
+        self.indent -= 1
+
+    def switch(self, s: ast.Switch, scope: _Scope) -> None:
+        t = s.subject.type
+        assert isinstance(t, ActionRunT)
+        call = s.subject.base
+        run = self.fresh("run")
+        self.emit(f"{run} = {self.ex(call, scope)}[1]")
+        table_scope_names = {ref.decl.name: scope[ref.decl] for ref in t.table.actions}
+        pending: list[str] = []
+        first = True
+        default_body = None
+        for case in s.cases:
+            pending += case.labels
+            if case.body is None:
+                continue
+            if "default" in pending:
+                default_body = case.body
+                pending = []
+                continue
+            cond = " or ".join(f"{run} == {table_scope_names[label]!r}" for label in pending)
+            self.emit(f"{'if' if first else 'elif'} {cond}:")
+            self.block(case.body, scope)
+            first = False
+            pending = []
+        if default_body is not None:
+            if first:
+                self.stmt(default_body, _Scope(scope))
+            else:
+                self.emit("else:")
+                self.block(default_body, scope)
+
+    # ---------------------------------------------------------------- assignment
+    def storage(self, e: ast.Expr, scope: _Scope) -> Storage:
+        """The slots an lvalue-like expression (path, member, constant index) names."""
+        if isinstance(e, ast.PathExpr):
+            st = self.lookup(scope, e.decl)
+            if not isinstance(st, Storage):
+                raise P4Error(e.loc, f"'{e.name}' has no storage")
+            return st
+        if isinstance(e, ast.Member):
+            return member_storage(self.storage(e.base, scope), e.member)
+        if isinstance(e, ast.Index):
+            base = self.storage(e.base, scope)
+            t = base.type
+            assert isinstance(t, StackT)
+            return Storage(base.base + e.index.value * slot_count(t.elem), t.elem)
+        raise P4Error(e.loc, "expected a variable, field or header")
+
+    def lookup(self, scope: _Scope, decl: Any) -> Any:
+        try:
+            return scope[decl]
+        except KeyError:
+            raise P4Error(decl.loc, f"'{decl.name}' is not available here (internal)") from None
+
+    def assign(self, lhs: ast.Expr, rhs: ast.Expr, scope: _Scope) -> None:
+        if isinstance(lhs, ast.Slice):
+            base = self.storage(lhs.base, scope)
+            hi, lo = lhs.hi.value, lhs.lo.value
+            m = ((1 << (hi - lo + 1)) - 1) << lo
+            bt = base.type
+            keep = bt.mask & ~m
+            val = f"(S[{base.base}] & {keep}) | (({self.ex(rhs, scope)} << {lo}) & {m})"
+            if bt.signed:
+                val = self.wrap_code(f"({val})", bt)
+            self.emit(f"S[{base.base}] = {val}")
+            return
+        self.assign_storage(self.storage(lhs, scope), rhs, scope)
+
+    def assign_storage(self, st: Storage, rhs: ast.Expr, scope: _Scope) -> None:
+        n = st.size
+        if isinstance(st.type, (HeaderT, StackT)):
+            src = self.storage(rhs, scope)
+            self.emit(f"S[{st.base}:{st.base + n}] = S[{src.base}:{src.base + n}]")
+        else:
+            self.emit(f"S[{st.base}] = {self.ex(rhs, scope)}")
+
+    # ---------------------------------------------------------------- calls
+    def bind_params(self, params: list[ast.Param], args: list[ast.Expr], caller: _Scope, callee: _Scope) -> None:
+        """Bind parameters to arguments: out/inout and compound arguments by reference
+        (the argument's slots), scalar ``in`` arguments copied into a fresh slot."""
+        for p, a in zip(params, args):
+            if isinstance(a, ast.Default):  # '_' for an out parameter: a scratch slot
+                callee[p] = self.alloc(p.type)
+            elif p.direction in ("out", "inout") or isinstance(a.type, (HeaderT, StackT)):
+                if isinstance(a, ast.Slice):
+                    raise P4Error(a.loc, "slices cannot be passed to out/inout parameters by the built-in target")
+                callee[p] = self.storage(a, caller)
+            else:
+                tmp = self.alloc(p.type)
+                self.emit(f"S[{tmp.base}] = {self.ex(a, caller)}")
+                callee[p] = tmp
+
+    def inline(self, params: list[ast.Param], args: list[ast.Expr], body: ast.Block, caller: _Scope,
+               callee: _Scope) -> None:
+        self.bind_params(params, args, caller, callee)
+        has_return = _contains_return(body)
+        saved = self.return_stmt
+        if has_return:
+            self.emit("while True:")
+            self.indent += 1
+            self.return_stmt = "break"
+        self.stmt(body, callee)
+        if has_return:
+            self.emit("break")
+            self.indent -= 1
+        self.return_stmt = saved
+
+    def call_stmt(self, call: ast.Call, scope: _Scope) -> None:
+        tgt = call.target
+        if tgt.kind == "action":
+            self.inline(tgt.decl.params, call.args, tgt.decl.body, scope, _Scope(scope))
+        elif tgt.kind == "table_apply":
+            self.emit(f"{self.lookup(scope, tgt.decl)}(S)")
+        elif tgt.kind == "block_apply":
+            self.apply_control(self.lookup(scope, tgt.decl), call.args, scope)
+        elif tgt.kind == "header_method":
+            st = self.storage(tgt.instance, scope)
+            if tgt.name == "setValid":
+                self.emit(f"S[{st.base}] = True")
+            elif tgt.name == "setInvalid":
+                self.emit(f"S[{st.base}] = False")
+        elif tgt.kind == "function":
+            self.function(call, scope)
+        elif tgt.kind == "method":
+            self.method(call, scope)
+        else:
+            raise P4Error(call.loc, f"cannot call {tgt.kind}")
+
+    def apply_control(self, inst: _ControlInstance, args: list[ast.Expr], scope: _Scope) -> None:
+        """Copy-in, run the body inline, copy-out: the instance's tables read its own slots."""
+        for p, st, a in zip(inst.decl.params, inst.params, args):
+            if p.direction in ("in", "inout"):
+                self.assign_storage(st, a, scope)
+        self.init_locals(inst.decl, inst.scope)
+        self.inline([], [], inst.decl.body, scope, _Scope(inst.scope))
+        for p, st, a in zip(inst.decl.params, inst.params, args):
+            if p.direction in ("out", "inout"):
+                dst = self.storage(a, scope)
+                self.emit(f"S[{dst.base}:{dst.base + st.size}] = S[{st.base}:{st.base + st.size}]")
+
+    def function(self, call: ast.Call, scope: _Scope) -> None:
+        name, args = call.target.name, call.args
+        std = self.out.std
+        if name == "mark_to_drop":
+            st = self.storage(args[0], scope)
+            self.emit(f"S[{member_storage(st, 'egress_spec').base}] = 511")
+            self.emit(f"S[{member_storage(st, 'mcast_grp').base}] = 0")
+        elif name == "verify":
+            self.emit(f"if not {self.ex(args[0], scope)}:")
+            self.emit(f"    return pos, {self.ex(args[1], scope)}")
+        elif name == "hash":
+            result = self.storage(args[0], scope)
+            algo = args[1].type.members[args[1].value]
+            data = self.hash_input(args[3], scope)
+            value = (f"hash_offset(HASHES[{algo!r}], {data}, {self.ex(args[2], scope)}, "
+                     f"{self.ex(args[4], scope)})")
+            self.emit(f"S[{result.base}] = {self.wrap_code(value, result.type)}")
+        elif name in ("verify_checksum", "update_checksum"):
+            target = self.storage(args[2], scope)
+            data = self.hash_input(args[1], scope)
+            cond = self.ex(args[0], scope)
+            if name == "verify_checksum":
+                self.emit(f"if {cond} and csum16({data}) != S[{target.base}]:")
+                self.emit(f"    S[{std['checksum_error']}] = 1")
+            else:
+                self.emit(f"if {cond}:")
+                self.emit(f"    S[{target.base}] = csum16({data})")
+        else:
+            raise P4Error(call.loc, f"{name} is not supported")
+
+    def hash_input(self, data: ast.Expr, scope: _Scope) -> str:
+        """Code for the byte string BMv2 would hash: fields of invalid headers are skipped."""
+        items = data.items if isinstance(data, ast.ListExpr) else [data]
+        flat: list[tuple[str, int, str | None]] = []
+        for item in items:
+            if isinstance(item.type, HeaderT):
+                st = self.storage(item, scope)
+                for fname, ft in item.type.fields.items():
+                    flat.append((f"S[{member_storage(st, fname).base}]", bit_width(ft), f"S[{st.base}]"))
+                continue
+            valid = None
+            if isinstance(item, ast.Member) and isinstance(item.base.type, HeaderT) and item.base.type.is_header:
+                valid = f"S[{self.storage(item.base, scope).base}]"
+            code = self.ex(item, scope)
+            flat.append((f"(1 if {code} else 0)" if item.type is BOOL else code, bit_width(item.type), valid))
+        guards = {v for _, _, v in flat}
+        if guards <= {None} or len(guards) == 1:
+            values = ", ".join(c for c, _, _ in flat)
+            widths = ", ".join(str(w) for _, w, _ in flat)
+            packed = f"pack_bits(({values},), ({widths},))"
+            guard = next(iter(guards))
+            return packed if guard is None else f"({packed} if {guard} else b'')"
+        values = ", ".join(f"({c} if {v} else None)" if v else c for c, _, v in flat)
+        widths = ", ".join(str(w) for _, w, _ in flat)
+        return f"pack_bits(({values},), ({widths},))"
+
+    def method(self, call: ast.Call, scope: _Scope) -> None:
+        tgt, args = call.target, call.args
+        ext = tgt.decl.name
+        if ext == "packet_in":
+            if tgt.name == "extract":
+                self.extract(self.storage(args[0], scope), call)
+            elif tgt.name == "advance":
+                bits = self.ex(args[0], scope)
+                self.emit(f"if L - pos < ({bits}) // 8:")
+                self.emit(f"    return pos, {self.error_codes['PacketTooShort']}")
+                self.emit(f"pos += ({bits}) // 8")
+            return
+        if ext == "packet_out":
+            self.emit_header(self.storage(args[0], scope))
+            return
+        obj = self.lookup(scope, tgt.instance.decl)
+        if ext == "register":
+            size = self.ns[obj].size
+            cells = f"{obj}.cells"
+            if tgt.name == "read":
+                dst = self.storage(args[0], scope)
+                idx = self.ex(args[1], scope)
+                if args[1].value is not None:
+                    value = f"{cells}[{idx}]" if idx_in(args[1].value, size) else "0"
+                else:
+                    i = self.fresh("i")
+                    self.emit(f"{i} = {idx}")
+                    value = f"{cells}[{i}] if {i} < {size} else 0"
+                self.emit(f"S[{dst.base}] = {value}")
+            else:
+                idx, value = self.ex(args[0], scope), self.ex(args[1], scope)
+                if args[0].value is not None:
+                    if idx_in(args[0].value, size):
+                        self.emit(f"{cells}[{idx}] = {value}")
+                else:
+                    i = self.fresh("i")
+                    self.emit(f"{i} = {idx}")
+                    self.emit(f"if {i} < {size}:")
+                    self.emit(f"    {cells}[{i}] = {value}")
+        elif ext == "counter":
+            i = self.fresh("i")
+            size = self.ns[obj].size
+            self.emit(f"{i} = {self.ex(args[0], scope)}")
+            self.emit(f"if {i} < {size}:")
+            self.emit(f"    {obj}.packets[{i}] += 1; {obj}.bytes[{i}] += S[{self.out.std['packet_length']}]")
+        # direct_counter.count(): the table counts its hits itself
+
+    # ================================================================ expressions
+    def wrap_code(self, code: str, t: Type) -> str:
+        if not isinstance(t, BitsT):
+            return code
+        if t.signed:
+            half = 1 << (t.width - 1)
+            return f"((({code}) + {half}) & {t.mask}) - {half}"
+        return f"(({code}) & {t.mask})"
+
+    def ex(self, e: ast.Expr, scope: _Scope) -> str:
+        if e.value is not None and not isinstance(e.value, str):
+            return repr(e.value)
+        m = getattr(self, "_x_" + type(e).__name__)
+        return m(e, scope)
+
+    def _x_PathExpr(self, e: ast.PathExpr, scope: _Scope) -> str:
+        b = self.lookup(scope, e.decl)
+        if isinstance(b, Storage):
+            return f"S[{b.base}]"
+        return b
+
+    def _x_Member(self, e: ast.Member, scope: _Scope) -> str:
+        bt = e.base.type
+        if isinstance(bt, ApplyResultT):
+            res = self.ex(e.base, scope)
+            return {"hit": f"{res}[0]", "miss": f"(not {res}[0])"}[e.member]
+        return f"S[{self.storage(e, scope).base}]"
+
+    def _x_Index(self, e: ast.Index, scope: _Scope) -> str:
+        return f"S[{self.storage(e, scope).base}]"
+
+    def _x_Slice(self, e: ast.Slice, scope: _Scope) -> str:
+        lo, hi = e.lo.value, e.hi.value
+        base = self.ex(e.base, scope)
+        return f"(({base} >> {lo}) & {(1 << (hi - lo + 1)) - 1})" if lo else f"({base} & {(1 << (hi + 1)) - 1})"
+
+    def _x_Call(self, e: ast.Call, scope: _Scope) -> str:
+        tgt = e.target
+        if tgt.kind == "header_method" and tgt.name == "isValid":
+            return f"S[{self.storage(tgt.instance, scope).base}]"
+        if tgt.kind == "table_apply":
+            return f"{self.lookup(scope, tgt.decl)}(S)"
+        if tgt.kind == "method" and tgt.decl.name == "packet_in" and tgt.name == "length":
+            return "L"
+        raise P4Error(e.loc, f"{tgt.name}() cannot be used in an expression")
+
+    def _x_Cast(self, e: ast.Cast, scope: _Scope) -> str:
+        src, dst = e.operand.type, e.type
+        v = self.ex(e.operand, scope)
+        if dst is BOOL:
+            return f"({v} != 0)"
+        if src is BOOL:
+            return f"(1 if {v} else 0)"
+        target = dst.underlying if isinstance(dst, EnumT) else dst
+        source = src.underlying if isinstance(src, EnumT) else src
+        if isinstance(target, BitsT) and isinstance(source, BitsT):
+            if source == target or (not source.signed and not target.signed and target.width >= source.width):
+                return v
+            if source.signed and target.signed and target.width >= source.width:
+                return v
+            return self.wrap_code(v, target)
+        return v
+
+    def _x_Unary(self, e: ast.Unary, scope: _Scope) -> str:
+        v = self.ex(e.operand, scope)
+        t = e.type
+        if e.op == "!":
+            return f"(not {v})"
+        if e.op == "+":
+            return v
+        if e.op == "~":
+            return f"(~{v})" if t.signed else f"({v} ^ {t.mask})"
+        return self.wrap_code(f"-{v}", t)
+
+    def _x_Cond(self, e: ast.Cond, scope: _Scope) -> str:
+        return f"({self.ex(e.then, scope)} if {self.ex(e.cond, scope)} else {self.ex(e.other, scope)})"
+
+    def _x_Binary(self, e: ast.Binary, scope: _Scope) -> str:
+        op, t = e.op, e.type
+        a, b = self.ex(e.left, scope), self.ex(e.right, scope)
+        if op == "&&":
+            return f"({a} and {b})"
+        if op == "||":
+            return f"({a} or {b})"
+        if op in ("==", "!=", "<", ">", "<=", ">="):
+            return f"({a} {op} {b})"
+        if op in ("&", "|", "^"):
+            return f"({a} {op} {b})"
+        if op == "++":
+            lt, rt = e.left.type, e.right.type
+            code = f"((({a}) & {lt.mask}) << {rt.width}) | (({b}) & {rt.mask})"
+            return self.wrap_code(code, t) if t.signed else f"({code})"
+        if op == "<<":
+            if e.right.value is not None:
+                return self.wrap_code(f"{a} << {b}", t) if e.right.value < t.width else "0"
+            return f"({self.wrap_code(f'{a} << {b}', t)} if {b} < {t.width} else 0)"
+        if op == ">>":
+            return f"({a} >> {b})"
+        if op in ("|+|", "|-|"):
+            raw = f"{a} {'+' if op == '|+|' else '-'} {b}"
+            lo, hi = (-(1 << (t.width - 1)), (1 << (t.width - 1)) - 1) if t.signed else (0, t.mask)
+            if op == "|+|" and not t.signed:
+                return f"min({raw}, {hi})"
+            if op == "|-|" and not t.signed:
+                return f"max({raw}, 0)"
+            return f"min(max({raw}, {lo}), {hi})"
+        if op in ("+", "-", "*"):
+            return self.wrap_code(f"{a} {op} {b}", t)
+        raise P4Error(e.loc, f"operator {op} cannot be executed")
+
+    def _x_TypeMember(self, e: ast.TypeMember, scope: _Scope) -> str:
+        return repr(e.value)
+
+
+def idx_in(i: int, size: int) -> bool:
+    return 0 <= i < size
+
+
+def _struct_format(t: HeaderT) -> str | None:
+    """A struct format for headers whose fields are all whole bytes (the fast path)."""
+    codes = {8: "b", 16: "h", 32: "i", 64: "q"}
+    fmt = ">"
+    for ft in t.fields.values():
+        if not isinstance(ft, BitsT) or ft.width not in codes:
+            return None
+        c = codes[ft.width]
+        fmt += c if ft.signed else c.upper()
+    return fmt
+
+
+def _contains_return(s: Any) -> bool:
+    if isinstance(s, ast.Return):
+        return True
+    if isinstance(s, ast.Block):
+        return any(_contains_return(x) for x in s.stmts)
+    if isinstance(s, ast.If):
+        return _contains_return(s.then) or (s.other is not None and _contains_return(s.other))
+    if isinstance(s, ast.Switch):
+        return any(c.body is not None and _contains_return(c.body) for c in s.cases)
+    return False
+
+
+__all__ = ["CodeGen", "ExitBlock", "Generated", "Storage", "ERROR", "INFINT"]

@@ -1,0 +1,365 @@
+"""P4Info for a checked v1model program, named and numbered exactly as p4c (p4c-bm2-ss) does.
+
+A P4Runtime controller written against p4c's P4Info uses its ids verbatim, so this module
+reproduces p4c's control-plane names (``control-plane/p4RuntimeSymbolTable.cpp`` and the
+frontend's ``Inline``/``LocalizeAllActions``/``HierarchicalNames`` passes) and its id
+allocation (Jenkins one-at-a-time hash, linear probing in sorted-name order, ``@id`` first).
+
+``qualified_objects`` is the naming walk alone, so the executor can name the objects it
+runs the same way; ``build_p4info`` turns that walk into the ``P4Info`` message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from p4.config.v1 import p4info_pb2
+
+from .frontend import ast
+from .frontend.checker import CheckedProgram
+from .frontend.errors import P4Error
+from .frontend.types import BOOL, ERROR, BlockT, EnumT, ExternT, HeaderT, bit_width
+
+# P4Runtime resource-type prefixes: the top byte of every id (p4info.proto, P4Ids.Prefix).
+ACTION, TABLE, VALUE_SET, CONTROLLER_HEADER = 0x01, 0x02, 0x03, 0x04
+ACTION_PROFILE, COUNTER, DIRECT_COUNTER, METER, DIRECT_METER, REGISTER, DIGEST = range(0x11, 0x18)
+PREFIXES = {"action": ACTION, "table": TABLE, "counter": COUNTER, "direct_counter": DIRECT_COUNTER,
+            "register": REGISTER}
+DEFAULT_TABLE_SIZE = 1024  # v1model's defaultTableSize in p4c
+_MATCH_TYPES = {"exact": p4info_pb2.MatchField.EXACT, "lpm": p4info_pb2.MatchField.LPM,
+                "ternary": p4info_pb2.MatchField.TERNARY, "range": p4info_pb2.MatchField.RANGE,
+                "optional": p4info_pb2.MatchField.OPTIONAL}
+_UNITS = {"packets": p4info_pb2.CounterSpec.PACKETS, "bytes": p4info_pb2.CounterSpec.BYTES,
+          "packets_and_bytes": p4info_pb2.CounterSpec.BOTH}
+_NOT_SERIALIZED = {"name", "id", "hidden", "brief", "description"}  # p4c keeps these out of `annotations`
+_INT_TOKEN = re.compile(r"[0-9][0-9a-zA-Z_]*")
+_MASK32 = 0xFFFFFFFF
+
+
+def jenkins_hash(name: str) -> int:
+    """Jenkins one-at-a-time over the name's bytes, as p4c's jenkinsOneAtATimeHash (uint32)."""
+    h = 0
+    for byte in name.encode():
+        h = (h + byte) & _MASK32
+        h = (h + (h << 10)) & _MASK32
+        h ^= h >> 6
+    h = (h + (h << 3)) & _MASK32
+    h ^= h >> 11
+    return (h + (h << 15)) & _MASK32
+
+
+class IdAllocator:
+    """p4c's id assignment: ``@id`` values are reserved first, the rest hashed per resource type
+    in sorted-name order (so ids are deterministic) and linearly probed on the hash on collision."""
+
+    def __init__(self, hash_fn: Callable[[str], int] = jenkins_hash) -> None:
+        self.hash_fn = hash_fn
+        self.used: set[int] = set()
+
+    def reserve(self, prefix: int, value: int, where: ast.Node) -> int:
+        """An ``@id(value)``: gets the type prefix unless it already carries it."""
+        top = value & 0xFF000000
+        if value > _MASK32 or value < 0 or (top and top != prefix << 24):
+            raise P4Error(where.loc, f"@id {value:#x} has the wrong 8-bit prefix (expected {prefix:#04x})")
+        value |= prefix << 24
+        if value in self.used:
+            raise P4Error(where.loc, f"@id {value:#x} is assigned to multiple declarations")
+        self.used.add(value)
+        return value
+
+    def assign(self, prefix: int, names: Iterable[str]) -> dict[str, int]:
+        ids: dict[str, int] = {}
+        for name in sorted(set(names)):
+            h = self.hash_fn(name)
+            for step in range(1 << 24):  # only the low 24 bits of h + step matter
+                candidate = (prefix << 24) | ((h + step) & 0xFFFFFF)
+                if candidate not in self.used:
+                    break
+            else:
+                raise ValueError(f"no P4Runtime id left for {name}")
+            self.used.add(candidate)
+            ids[name] = candidate
+        return ids
+
+
+@dataclass(frozen=True, slots=True)
+class QualifiedObject:
+    """A control-plane object: ``name`` is its fully qualified name (``MyIngress.s.t``), ``scope``
+    the name of the block instance that declares it ("" for top-level declarations).  One
+    declaration appears once per instance of its control, so (decl, scope) identifies an object."""
+
+    name: str
+    kind: str  # action | table | counter | direct_counter | register
+    decl: ast.Decl
+    scope: str
+
+
+def annotation(decl: ast.Node, name: str) -> ast.Annotation | None:
+    return ast.find_annotation(getattr(decl, "annotations", []), name)
+
+
+def qualify(prefix: str, decl: ast.Decl) -> str:
+    """p4c's controlPlaneName: ``@name("x")`` is relative to the prefix, ``@name(".x")`` absolute."""
+    ann = annotation(decl, "name")
+    local = ann.args[0].text if ann and ann.args and isinstance(ann.args[0], ast.StringLit) else decl.name
+    if local.startswith("."):
+        return local[1:]
+    return f"{prefix}.{local}" if prefix else local
+
+
+def qualified_objects(prog: CheckedProgram) -> list[QualifiedObject]:
+    """Every control-plane object p4c's P4Info lists, in p4c's order where that is known.
+
+    Pipeline blocks are named by their type (V1Switch instantiates them anonymously); a
+    control instantiated inside another is inlined under its instance name.  Top-level actions
+    used by a control (tables or direct calls) are localized into it under their global name.
+    ``@hidden`` objects are left out.
+    """
+    out: list[QualifiedObject] = []
+    top_actions = {id(d) for d in prog.top_level if isinstance(d, ast.ActionDecl)}
+    seen_top: set[int] = set()
+
+    def walk(block: ast.ParserDecl | ast.ControlDecl, prefix: str) -> None:
+        for d in block.locals:
+            if annotation(d, "hidden"):
+                continue
+            if isinstance(d, ast.Instantiation) and isinstance(d.type, BlockT):
+                walk(d.type.decl, qualify(prefix, d))
+            elif isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT) and d.type.decl.name in PREFIXES:
+                out.append(QualifiedObject(qualify(prefix, d), d.type.decl.name, d, prefix))
+            elif isinstance(block, ast.ControlDecl) and isinstance(d, ast.ActionDecl | ast.TableDecl):
+                kind = "action" if isinstance(d, ast.ActionDecl) else "table"
+                out.append(QualifiedObject(qualify(prefix, d), kind, d, prefix))
+
+    for block in prog.pipeline.blocks.values():
+        if isinstance(block, ast.ControlDecl):
+            for action in _used_actions(block):
+                if id(action) in top_actions and id(action) not in seen_top and not annotation(action, "hidden"):
+                    seen_top.add(id(action))
+                    out.append(QualifiedObject(qualify("", action), "action", action, ""))
+        walk(block, qualify("", block))
+    for d in prog.top_level:
+        if isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT) and d.type.decl.name in PREFIXES:
+            if not annotation(d, "hidden"):
+                out.append(QualifiedObject(qualify("", d), d.type.decl.name, d, ""))
+    return out
+
+
+def _used_actions(control: ast.ControlDecl) -> Iterator[ast.ActionDecl]:
+    """Actions a control (and the controls it instantiates) names in tables or calls directly;
+    calls inside actions do not count: p4c inlines those before localizing actions."""
+    for d in control.locals:
+        if isinstance(d, ast.TableDecl):
+            refs = [*d.actions, d.default_action, *(e.action for e in d.entries or [])]
+            yield from (r.decl for r in refs if r is not None)
+        elif isinstance(d, ast.Instantiation) and isinstance(d.type, BlockT):
+            yield from _used_actions(d.type.decl)
+    for node in _nodes(control.body):
+        if isinstance(node, ast.Call) and node.target is not None and node.target.kind == "action":
+            yield node.target.decl
+
+
+def _nodes(node: object) -> Iterator[ast.Node]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _nodes(item)
+    elif isinstance(node, ast.Node):
+        yield node
+        for f in dataclasses.fields(node):
+            if f.name not in ("loc", "type", "value", "decl", "target"):
+                yield from _nodes(getattr(node, f.name))
+
+
+def aliases(names: Iterable[str]) -> dict[str, str]:
+    """p4c's P4SymbolSuffixSet: the shortest dot-suffix shared by no other symbol."""
+    split = {n: n.split(".") for n in set(names)}
+    result = {}
+    for name, comps in split.items():
+        for k in range(1, len(comps) + 1):
+            if sum(other[-k:] == comps[-k:] for other in split.values()) < 2:
+                break
+        result[name] = ".".join(comps[-k:])
+    return result
+
+
+def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4Info:
+    """The P4Info p4c-bm2-ss would write for this program (same names, ids and fields)."""
+    every = qualified_objects(prog)
+    objects = list({(o.kind, o.name): o for o in reversed(every)}.values())[::-1]  # first of duplicates
+    alloc = IdAllocator()
+    ids: dict[tuple[str, str], int] = {}
+    for o in objects:
+        if (ann := annotation(o.decl, "id")) is not None:
+            ids[(o.kind, o.name)] = alloc.reserve(PREFIXES[o.kind], _id_value(ann, o.decl), o.decl)
+    for kind, prefix in PREFIXES.items():
+        todo = [o.name for o in objects if o.kind == kind and (kind, o.name) not in ids]
+        ids.update(((kind, n), i) for n, i in alloc.assign(prefix, todo).items())
+    alias = aliases(o.name for o in objects)
+    names = {(id(o.decl), o.scope): o.name for o in every}
+
+    def ref(decl: ast.Decl, scope: str, kind: str) -> int | None:
+        """The id of what a table in ``scope`` names: declared in the same instance, or global."""
+        name = names.get((id(decl), scope), names.get((id(decl), "")))
+        return ids.get((kind, name)) if name else None
+
+    info = p4info_pb2.P4Info()
+    info.pkg_info.arch = arch
+    for o in objects:
+        key = (o.kind, o.name)
+        if o.kind == "table":
+            msg = info.tables.add()
+            _table(msg, o, ref)
+        elif o.kind == "action":
+            msg = info.actions.add()
+            _params(msg, o.decl)
+        else:
+            msg = getattr(info, o.kind + "s").add()  # counters, direct_counters, registers
+            _extern(msg, o)
+        msg.preamble.id, msg.preamble.name, msg.preamble.alias = ids[key], o.name, alias[o.name]
+        msg.preamble.annotations.extend(_annotations(o.decl.annotations))
+    for dc in info.direct_counters:
+        dc.direct_table_id = next((t.preamble.id for t in info.tables if dc.preamble.id in t.direct_resource_ids), 0)
+    return info
+
+
+def _id_value(ann: ast.Annotation, decl: ast.Node) -> int:
+    arg = ann.args[0] if len(ann.args) == 1 else None
+    if not isinstance(arg, ast.IntLit):
+        raise P4Error(decl.loc, "@id needs one integer argument")
+    return arg.number
+
+
+def _field_ids(items: list) -> list[int]:
+    """p4c's FieldIdAllocator: @id values first, the others take their 1-based position,
+    skipping ids already taken."""
+    given = [_id_value(a, it) if (a := annotation(it, "id")) else None for it in items]
+    used = {g for g in given if g is not None}
+    if 0 in used or len(used) != len(given) - given.count(None):
+        raise P4Error(items[0].loc, "field @id values must be distinct and non-zero")
+    result, index = [], 1
+    for g in given:
+        if g is not None:
+            result.append(g)
+            index += 1
+            continue
+        while index in used:
+            index += 1
+        used.add(index)
+        result.append(index)
+    return result
+
+
+def _params(msg: p4info_pb2.Action, action: ast.ActionDecl) -> None:
+    data = [p for p in action.params if p.direction == ""]  # directional params are not action data
+    for p, pid in zip(data, _field_ids(data), strict=True):
+        msg.params.add(id=pid, name=qualify("", p), bitwidth=bit_width(p.type), annotations=_annotations(p.annotations))
+
+
+def _table(msg: p4info_pb2.Table, o: QualifiedObject, ref: Callable) -> None:
+    t: ast.TableDecl = o.decl
+    for key, fid in zip(t.keys, _field_ids(t.keys), strict=True):
+        ann = annotation(key, "name")
+        name = ann.args[0].text if ann else _key_name(key.expr)
+        msg.match_fields.add(id=fid, name=name, bitwidth=_key_width(key.expr), match_type=_MATCH_TYPES[key.match_kind],
+                             annotations=_annotations(key.annotations))
+    for r in t.actions:
+        action_id = ref(r.decl, o.scope, "action")
+        if action_id is None:
+            continue  # a @hidden action
+        only_table, only_default = annotation(r, "tableonly"), annotation(r, "defaultonly")
+        if only_table and only_default:
+            raise P4Error(r.loc, f"action {r.name} is annotated both @tableonly and @defaultonly")
+        scope = (p4info_pb2.ActionRef.TABLE_ONLY if only_table else p4info_pb2.ActionRef.DEFAULT_ONLY
+                 if only_default else p4info_pb2.ActionRef.TABLE_AND_DEFAULT)
+        msg.action_refs.add(id=action_id, scope=scope, annotations=_annotations(r.annotations))
+    if t.default_is_const and t.default_action is not None:
+        msg.const_default_action_id = ref(t.default_action.decl, o.scope, "action") or 0
+    size = t.properties.get("size")
+    msg.size = size.value if size is not None and size.value else DEFAULT_TABLE_SIZE
+    if t.entries is not None:
+        msg.is_const_table = msg.has_initial_entries = True
+    counters = t.properties.get("counters")
+    if counters is not None and (cid := ref(counters.decl, o.scope, "direct_counter")) is not None:
+        msg.direct_resource_ids.append(cid)
+
+
+def _extern(msg, o: QualifiedObject) -> None:
+    d: ast.Instantiation = o.decl
+    if o.kind == "register":
+        elem = d.type.args[0]
+        if elem is BOOL:
+            msg.type_spec.bool.SetInParent()
+        else:
+            getattr(msg.type_spec.bitstring, "int" if elem.signed else "bit").bitwidth = elem.width
+        msg.size = d.args[0].value
+        return
+    unit = d.args[-1]
+    msg.spec.unit = _UNITS[unit.type.members[unit.value]]
+    if o.kind == "counter":
+        msg.size = d.args[0].value
+
+
+def _key_name(e: ast.Expr) -> str:
+    """p4c's TableKeyNames: the key expression printed, e.g. ``hdr.ipv4.$valid$`` or ``x[7:0]``."""
+    if isinstance(e, ast.PathExpr):
+        return e.name
+    if isinstance(e, ast.Member):
+        t = e.base.type
+        fields = t.decl.fields if isinstance(t, HeaderT) and t.decl is not None else []
+        ann = annotation(next((f for f in fields if f.name == e.member), None), "name")
+        if ann and ann.args and isinstance(ann.args[0], ast.StringLit):  # a struct field's @name
+            text = ann.args[0].text
+            return text[1:] if text.startswith(".") else f"{_key_name(e.base)}.{text}"
+        return f"{_key_name(e.base)}.{e.member}"
+    if isinstance(e, ast.Index):
+        return f"{_key_name(e.base)}[{_literal(e.index)}]"
+    if isinstance(e, ast.Slice):
+        return f"{_key_name(e.base)}[{_literal(e.hi)}:{_literal(e.lo)}]"
+    if isinstance(e, ast.Call) and e.target is not None and e.target.kind == "header_method":
+        return f"{_key_name(e.target.instance)}.$valid$"
+    if isinstance(e, ast.Binary) and e.op == "&":
+        return f"{_key_name(e.left)} & {_key_name(e.right)}"
+    if isinstance(e, ast.IntLit):
+        return _literal(e)
+    raise P4Error(e.loc, "Complex key expression requires a @name annotation")
+
+
+def _literal(e: ast.Expr) -> str:
+    """A constant as written in the source: p4c prints constants in their source base."""
+    if isinstance(e, ast.IntLit):
+        try:
+            line = Path(e.loc.file).read_text().splitlines()[e.loc.line - 1]
+            if m := _INT_TOKEN.match(line, e.loc.col - 1):
+                return m.group()
+        except (OSError, IndexError):
+            pass
+    return str(e.value)
+
+
+def _key_width(e: ast.Expr) -> int:
+    if e.type is ERROR:
+        return 0  # p4c: "Treat error type as string"
+    if isinstance(e.type, EnumT) and e.type.underlying is None:
+        raise P4Error(e.loc, f"a key of enum type {e.type} has no P4Runtime bit width")
+    return bit_width(e.type)
+
+
+def _annotations(anns: list[ast.Annotation]) -> list[str]:
+    """Annotations as p4c copies them into P4Info, e.g. ``@noWarn("unused")``."""
+
+    def render(x: object) -> str:
+        if isinstance(x, ast.StringLit):
+            return '"' + x.text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if isinstance(x, ast.NamedArg):
+            return f"{x.name}={render(x.arg)}"
+        return _literal(x) if isinstance(x, ast.IntLit) else getattr(x, "name", str(x))
+
+    return [f"@{a.name}({', '.join(map(render, a.args))})" if a.args else f"@{a.name}"
+            for a in anns if a.name not in _NOT_SERIALIZED]
+
+
+__all__ = ["IdAllocator", "QualifiedObject", "aliases", "build_p4info", "jenkins_hash", "qualified_objects", "qualify"]

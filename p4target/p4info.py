@@ -189,7 +189,10 @@ def aliases(names: Iterable[str]) -> dict[str, str]:
 def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4Info:
     """The P4Info p4c-bm2-ss would write for this program (same names, ids and fields)."""
     every = qualified_objects(prog)
-    objects = list({(o.kind, o.name): o for o in reversed(every)}.values())[::-1]  # first of duplicates
+    first: dict[tuple[str, str], QualifiedObject] = {}
+    for o in every:
+        first.setdefault((o.kind, o.name), o)  # p4c's symbol table keeps the first of duplicates
+    objects = list(first.values())
     alloc = IdAllocator()
     ids: dict[tuple[str, str], int] = {}
     for o in objects:
@@ -262,10 +265,8 @@ def _params(msg: p4info_pb2.Action, action: ast.ActionDecl) -> None:
 def _table(msg: p4info_pb2.Table, o: QualifiedObject, ref: Callable) -> None:
     t: ast.TableDecl = o.decl
     for key, fid in zip(t.keys, _field_ids(t.keys), strict=True):
-        ann = annotation(key, "name")
-        name = ann.args[0].text if ann else _key_name(key.expr)
-        msg.match_fields.add(id=fid, name=name, bitwidth=_key_width(key.expr), match_type=_MATCH_TYPES[key.match_kind],
-                             annotations=_annotations(key.annotations))
+        msg.match_fields.add(id=fid, name=key_name(key), bitwidth=_key_width(key.expr),
+                             match_type=_MATCH_TYPES[key.match_kind], annotations=_annotations(key.annotations))
     for r in t.actions:
         action_id = ref(r.decl, o.scope, "action")
         if action_id is None:
@@ -301,6 +302,12 @@ def _extern(msg, o: QualifiedObject) -> None:
     msg.spec.unit = _UNITS[unit.type.members[unit.value]]
     if o.kind == "counter":
         msg.size = d.args[0].value
+
+
+def key_name(key: ast.KeyElement) -> str:
+    """The match field name: the key's @name, else p4c's rendering of the expression."""
+    ann = annotation(key, "name")
+    return ann.args[0].text if ann else _key_name(key.expr)
 
 
 def _key_name(e: ast.Expr) -> str:

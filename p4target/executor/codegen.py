@@ -19,9 +19,19 @@ from ..frontend import ast
 from ..frontend.checker import PIPELINE_BLOCKS, CheckedProgram
 from ..frontend.errors import P4Error
 from ..frontend.types import (
-    BOOL, ERROR, INFINT, ActionRunT, ApplyResultT, BitsT, EnumT, HeaderT, StackT, Type, bit_width,
+    BOOL,
+    ERROR,
+    INFINT,
+    ActionRunT,
+    ApplyResultT,
+    BitsT,
+    EnumT,
+    HeaderT,
+    StackT,
+    Type,
+    bit_width,
 )
-from ..names import key_field_name, qualified_name
+from ..p4info import key_name, qualify
 from . import algorithms
 from .externs import Counter, Register
 from .tables import DONT_CARE, ActionSpec, KeySpec, Table, exact, lpm, ternary, value_range
@@ -123,7 +133,7 @@ class CodeGen:
         self.globals = _Scope()
         for d in prog.top_level:
             if isinstance(d, ast.ActionDecl):
-                self.globals[d] = qualified_name("", d)
+                self.globals[d] = qualify("", d)
 
     # ================================================================ plumbing
     def fresh(self, stem: str) -> str:
@@ -193,7 +203,7 @@ class CodeGen:
         tables become runtime objects, actions get their qualified names."""
         for local in decl.locals:
             if isinstance(local, ast.ActionDecl):
-                scope[local] = qualified_name(prefix, local)
+                scope[local] = qualify(prefix, local)
         for local in decl.locals:
             if isinstance(local, ast.VarDecl):
                 scope[local] = self.alloc(local.type)
@@ -210,7 +220,7 @@ class CodeGen:
 
     def instance(self, decl: ast.Instantiation, scope: _Scope, prefix: str) -> None:
         t = decl.type
-        name = qualified_name(prefix, decl)
+        name = qualify(prefix, decl)
         if isinstance(t, BitsT) or not hasattr(t, "decl"):
             raise P4Error(decl.loc, f"cannot instantiate {t}")
         kind = t.decl.name
@@ -243,8 +253,8 @@ class CodeGen:
 
     # ================================================================ tables
     def table(self, t: ast.TableDecl, scope: _Scope, prefix: str) -> None:
-        name = qualified_name(prefix, t)
-        keys = [KeySpec(key_field_name(k), k.match_kind, bit_width(k.expr.type)) for k in t.keys]
+        name = qualify(prefix, t)
+        keys = [KeySpec(key_name(k), k.match_kind, bit_width(k.expr.type)) for k in t.keys]
         specs = []
         for ref in t.actions:
             fn = self.table_action(ref, scope)
@@ -261,7 +271,7 @@ class CodeGen:
                       default_is_const=t.default_is_const, is_const=t.entries is not None,
                       has_direct_counter=counters is not None)
         if counters is not None:
-            self.out.direct_counters[qualified_name(prefix, counters.decl)] = name
+            self.out.direct_counters[qualify(prefix, counters.decl)] = name
         for i, entry in enumerate(t.entries or []):
             match = [self.entry_match(ks, k) for ks, k in zip(entry.keyset, keys)]
             args = [int(a.value) for a, p in zip(entry.action.args or [], entry.action.decl.params) if not p.direction]

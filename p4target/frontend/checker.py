@@ -13,9 +13,27 @@ from typing import Any
 from . import ast
 from .errors import P4Error
 from .types import (
-    BOOL, DONTCARE, ERROR, INFINT, MATCH_KIND, STRING, VOID,
-    ActionRunT, ApplyResultT, BitsT, BlockT, EnumT, ExternT, HeaderT, StackT, TableT,
-    TupleT, Type, TypeVar, bit_width, is_numeric,
+    BOOL,
+    DONTCARE,
+    ERROR,
+    INFINT,
+    MATCH_KIND,
+    STRING,
+    VOID,
+    ActionRunT,
+    ApplyResultT,
+    BitsT,
+    BlockT,
+    EnumT,
+    ExternT,
+    HeaderT,
+    StackT,
+    TableT,
+    TupleT,
+    Type,
+    TypeVar,
+    bit_width,
+    is_numeric,
 )
 
 # Externs whose semantics the executor implements; any other extern is rejected.
@@ -990,7 +1008,7 @@ class Checker:
                 raise P4Error(blocks["parser"].loc, f"the parser's {name} parameter must be a struct")
         saved, self.type_vars = self.type_vars, {"H": headers, "M": metadata}
         try:
-            for (role, decl), param in zip(blocks.items(), t.decl.params):
+            for decl, param in zip(blocks.values(), t.decl.params):
                 expected = self.types[param.type_ref.name]
                 for p, ep in zip(decl.params, expected.params):
                     want = self.resolve_type(ep.type_ref)

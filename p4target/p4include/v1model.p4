@@ -69,6 +69,45 @@ extern register<T> {
     void write(in bit<32> index, in T value);
 }
 
+/* Declared so programs using them get a clear "not supported by the built-in target". */
+enum MeterType {
+    packets,
+    bytes
+}
+
+enum CloneType {
+    I2E,
+    E2E
+}
+
+extern meter {
+    meter(bit<32> size, MeterType type);
+    void execute_meter<T>(in bit<32> index, out T result);
+}
+
+extern direct_meter<T> {
+    direct_meter(MeterType type);
+    void read(out T result);
+}
+
+extern action_profile {
+    action_profile(bit<32> size);
+}
+
+extern action_selector {
+    action_selector(HashAlgorithm algorithm, bit<32> size, bit<32> outputWidth);
+}
+
+extern void random<T>(out T result, in T lo, in T hi);
+extern void digest<T>(in bit<32> receiver, in T data);
+extern void resubmit<T>(in T data);
+extern void recirculate<T>(in T data);
+extern void clone(in CloneType type, in bit<32> session);
+extern void clone3<T>(in CloneType type, in bit<32> session, in T data);
+extern void truncate(in bit<32> length);
+extern void assert(in bool check);
+extern void assume(in bool check);
+
 extern void mark_to_drop(inout standard_metadata_t standard_metadata);
 
 extern void hash<O, T, D, M>(out O result, in HashAlgorithm algo, in T base, in D data, in M max);

@@ -1,0 +1,30 @@
+# The two set-up-free entry points are `make demo` and `make test`: both create the
+# virtualenv and install what is missing (Debian packages, pinned pip packages) first.
+PYTHON    ?= /usr/bin/python3
+VENV      := .venv
+VPY       := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+
+.PHONY: demo test bench lint check-p4 clean
+
+$(INSTALLED): pyproject.toml scripts/setup-system.sh
+	scripts/setup-system.sh
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -e '.[test]'
+	touch $@
+
+test: $(INSTALLED)
+	$(VPY) -m pytest -q
+
+demo: $(INSTALLED)
+	$(VPY) -m bench.demo_target
+
+bench: $(INSTALLED)
+	$(VPY) -m bench.bench_target
+
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache bench/out

@@ -1,0 +1,50 @@
+"""``p4target-check``: check a P4 program like p4c would, optionally writing its P4Info.
+
+Errors print as ``file:line:col: message`` with the source line, and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from google.protobuf import text_format
+
+from .frontend import P4Error, load_program
+
+
+def _defines(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        out[name] = value
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="p4target-check", description=__doc__.splitlines()[0])
+    ap.add_argument("program", help="P4-16 v1model source file")
+    ap.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]",
+                    help="preprocessor definition, as for p4c")
+    ap.add_argument("--p4runtime-files", metavar="FILE", help="write the P4Info (text format) here")
+    ap.add_argument("--show-python", action="store_true", help="print the Python the executor generates")
+    args = ap.parse_args(argv)
+    try:
+        prog = load_program(args.program, _defines(args.defines))
+        if args.p4runtime_files:
+            from .p4info import build_p4info
+
+            with open(args.p4runtime_files, "w") as f:
+                f.write(text_format.MessageToString(build_p4info(prog)))
+        if args.show_python:
+            from .executor.switch import Switch
+
+            print(Switch(prog).source)
+    except P4Error as err:
+        print(err.render(), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""p4c-style STF packet tests: parse a .stf file and run it against a switch.
+
+The format is p4c's (tools/stf, backends/bmv2/bmv2stf.py): ``packet``, ``expect`` with
+``*`` nibble wildcards and a trailing ``$`` for exact length, ``add`` with optional
+priority (larger wins), ``setdefault``, ``mc_mgrp_create``, ``mc_node_create``,
+``mc_node_associate``; ``#`` starts a comment.  Expectations are checked per port, in
+order; a packet on a port nobody expected is a failure.  The runner talks to a target
+through the small ``Target`` interface, so the same files run on our built-in target and
+on real BMv2 (``bmv2_stf``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from .executor.switch import Switch
+from .executor.tables import DONT_CARE, KeySpec, Table, exact, lpm, ternary
+
+
+class StfError(Exception):
+    """A malformed STF file or a command the target rejected, with its line."""
+
+
+@dataclass
+class Command:
+    line: int
+    verb: str
+    args: list[str]
+    text: str
+
+
+@dataclass
+class Expectation:
+    line: int
+    pattern: str  # hex nibbles with '*' wildcards; '' matches any packet
+    exact_length: bool
+
+
+@dataclass
+class StfResult:
+    failures: list[str] = field(default_factory=list)
+    packets_sent: int = 0
+    packets_checked: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+class Target(Protocol):
+    """What the runner needs from a switch."""
+
+    def add_entry(self, table: str, priority: int | None, keys: list[tuple[str, str]], action: str,
+                  args: list[tuple[str, str]]) -> None: ...
+    def set_default(self, table: str, action: str, args: list[tuple[str, str]]) -> None: ...
+    def set_multicast_group(self, group: int, replicas: list[tuple[int, int]]) -> None: ...
+    def send(self, port: int, data: bytes) -> None: ...
+    def received(self) -> list[tuple[int, bytes]]: ...
+
+
+def parse_stf(text: str) -> list[Command]:
+    commands = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        verb, *args = line.split()
+        commands.append(Command(n, verb.lower(), args, line))
+    return commands
+
+
+_ACTION = re.compile(r"^(?P<name>[\w.$\[\]]+)\((?P<args>.*)\)\s*(=\s*\w+)?$")
+
+
+def _split_action(text: str, line: int) -> tuple[str, list[tuple[str, str]]]:
+    m = _ACTION.match(text.strip())
+    if not m:
+        raise StfError(f"line {line}: expected action(param:value, ...), got {text!r}")
+    args = []
+    for part in filter(None, (p.strip() for p in m.group("args").split(","))):
+        name, sep, value = part.partition(":")
+        if not sep:
+            raise StfError(f"line {line}: action argument {part!r} is not name:value")
+        args.append((name.strip(), value.strip()))
+    return m.group("name"), args
+
+
+def run_stf(text: str, target: Target) -> StfResult:
+    result = StfResult()
+    expected: dict[int, list[Expectation]] = defaultdict(list)
+    nodes: list[tuple[int, list[int]]] = []  # node handle -> (rid, ports)
+    groups: dict[int, list[int]] = {}
+    for cmd in parse_stf(text):
+        try:
+            _execute(cmd, target, result, expected, nodes, groups)
+        except StfError:
+            raise
+        except (ValueError, KeyError, IndexError) as exc:
+            raise StfError(f"line {cmd.line}: {cmd.text}: {exc}") from exc
+    _check(target.received(), expected, result)
+    return result
+
+
+def _execute(cmd: Command, target: Target, result: StfResult, expected, nodes, groups) -> None:
+    v, a = cmd.verb, cmd.args
+    if v == "packet":
+        target.send(int(a[0]), bytes.fromhex("".join(a[1:])))
+        result.packets_sent += 1
+    elif v == "expect":
+        data = "".join(a[1:])
+        exact_len = data.endswith("$")
+        expected[int(a[0])].append(Expectation(cmd.line, data.rstrip("$").lower(), exact_len))
+    elif v == "add":
+        rest = cmd.text.split(None, 2)[2] if len(a) > 1 else ""
+        table = a[0]
+        priority = None
+        tokens = rest.split()
+        if tokens and tokens[0].isdigit():
+            priority = int(tokens[0])
+            rest = rest.split(None, 1)[1]
+        keys: list[tuple[str, str]] = []
+        while rest and not _ACTION.match(rest.strip()):
+            token, _, rest = rest.strip().partition(" ")
+            name, sep, value = token.partition(":")
+            if not sep:
+                raise StfError(f"line {cmd.line}: expected key:value, got {token!r}")
+            keys.append((name, value))
+        action, args = _split_action(rest, cmd.line)
+        target.add_entry(table, priority, keys, action, args)
+    elif v == "setdefault":
+        action, args = _split_action(cmd.text.split(None, 2)[2], cmd.line)
+        target.set_default(a[0], action, args)
+    elif v == "mc_mgrp_create":
+        groups[int(a[0])] = []
+        target.set_multicast_group(int(a[0]), [])
+    elif v == "mc_node_create":
+        nodes.append((int(a[0]), [int(p) for p in a[1:]]))
+    elif v == "mc_node_associate":
+        group, handle = int(a[0]), int(a[1])
+        groups.setdefault(group, []).append(handle)
+        replicas = [(port, nodes[h][0]) for h in groups[group] for port in sorted(nodes[h][1])]
+        target.set_multicast_group(group, replicas)
+    elif v == "wait":
+        pass
+    else:
+        raise StfError(f"line {cmd.line}: STF command '{v}' is not supported")
+
+
+def _check(received: list[tuple[int, bytes]], expected: dict[int, list[Expectation]], result: StfResult) -> None:
+    by_port: dict[int, list[bytes]] = defaultdict(list)
+    for port, data in received:
+        by_port[port].append(data)
+    for port in sorted(set(by_port) | set(expected)):
+        got, want = by_port.get(port, []), expected.get(port, [])
+        if want and want[0].pattern == "" and len(want) == 1:
+            continue  # 'expect <port>' alone: anything goes
+        for i, data in enumerate(got):
+            if i >= len(want):
+                result.failures.append(f"port {port}: unexpected packet {data.hex()}")
+                continue
+            result.packets_checked += 1
+            problem = _compare(want[i], data.hex())
+            if problem:
+                result.failures.append(f"port {port}, expect at line {want[i].line}: {problem}")
+        for exp in want[len(got):]:
+            result.failures.append(f"port {port}: expected packet (line {exp.line}) never came")
+
+
+def _compare(exp: Expectation, got: str) -> str | None:
+    pattern = exp.pattern
+    if len(got) < len(pattern):
+        return f"packet too short: got {got}, expected {pattern}"
+    if exp.exact_length and len(got) != len(pattern):
+        return f"packet too long: got {got}, expected {pattern}$"
+    for i, (w, g) in enumerate(zip(pattern, got)):
+        if w != "*" and w != g:
+            return f"mismatch at nibble {i}: got {got}, expected {pattern}"
+    return None
+
+
+# ---------------------------------------------------------------------- built-in target
+def _unique(name: str, candidates: list[str], what: str) -> str:
+    if name in candidates:
+        return name
+    found = [c for c in candidates if c.endswith("." + name) or c.endswith(name)]
+    if len(found) != 1:
+        raise StfError(f"{what} '{name}': {'ambiguous' if found else 'not found'} among {candidates}")
+    return found[0]
+
+
+def parse_key_value(text: str, key: KeySpec):
+    """STF key syntax -> a table match: hex with '*' nibbles, value/prefix, decimal."""
+    if key.match_kind == "lpm" and "/" in text:
+        value, plen = text.split("/")
+        return lpm(int(value, 0), int(plen), key.width)
+    if "*" in text:
+        digits, base = (text[2:], 16) if text.lower().startswith("0x") else (text[2:], 2)
+        bits = 4 if base == 16 else 1
+        value = int("".join("0" if c == "*" else c for c in digits), base)
+        mask = int("".join("0" if c == "*" else ("f" if base == 16 else "1") for c in digits), base)
+        if key.match_kind == "lpm":
+            return lpm(value, bin(mask).count("1") // 1 if base == 2 else len(digits.rstrip("*")) * bits, key.width)
+        return ternary(value, mask & ((1 << key.width) - 1))
+    value = int(text, 0)
+    if key.match_kind == "lpm":
+        return lpm(value, key.width, key.width)
+    if key.match_kind in ("ternary", "optional"):
+        return ternary(value, (1 << key.width) - 1)
+    return exact(value)
+
+
+class BuiltinTarget:
+    """Runs STF commands against an in-process ``Switch``."""
+
+    def __init__(self, switch: Switch) -> None:
+        self.switch = switch
+        self.outputs: list[tuple[int, bytes]] = []
+
+    def _table(self, name: str) -> Table:
+        return self.switch.tables[_unique(name, list(self.switch.tables), "table")]
+
+    def _args(self, table: Table, action: str, args: list[tuple[str, str]]) -> tuple[str, list[int]]:
+        full = _unique(action, list(table.actions), "action")
+        given = dict(args)
+        params = table.actions[full].params
+        missing = [p for p, _ in params if p not in given]
+        if missing:
+            raise StfError(f"action {full}: missing arguments {missing}")
+        return full, [int(given[p], 0) for p, _ in params]
+
+    def add_entry(self, table, priority, keys, action, args) -> None:
+        t = self._table(table)
+        match = [DONT_CARE if k.match_kind != "exact" else exact(0) for k in t.keys]
+        names = [k.name for k in t.keys]
+        for kname, value in keys:
+            i = names.index(_unique(kname.replace("$", "."), names, "key field"))
+            match[i] = parse_key_value(value, t.keys[i])
+        full, values = self._args(t, action, args)
+        t.add(match, full, values, priority or (1 if t.needs_priority else 0))
+
+    def set_default(self, table, action, args) -> None:
+        t = self._table(table)
+        full, values = self._args(t, action, args)
+        t.set_default(full, values)
+
+    def set_multicast_group(self, group: int, replicas: list[tuple[int, int]]) -> None:
+        self.switch.set_multicast_group(group, replicas)
+
+    def send(self, port: int, data: bytes) -> None:
+        self.outputs += [(o.port, o.data) for o in self.switch.process(port, data)]
+
+    def received(self) -> list[tuple[int, bytes]]:
+        return self.outputs
+
+
+def run_stf_file(p4_path: str | Path, stf_path: str | Path | None = None,
+                 defines: dict[str, str] | None = None) -> StfResult:
+    """Run ``X.stf`` (default: beside ``X.p4``) on the built-in target."""
+    p4_path = Path(p4_path)
+    stf_path = Path(stf_path) if stf_path else p4_path.with_suffix(".stf")
+    target = BuiltinTarget(Switch.from_file(p4_path, defines))
+    return run_stf(stf_path.read_text(), target)

@@ -1,0 +1,46 @@
+"""Shared fixtures: paths to the P4 programs and a helper to write small programs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+P4_DIR = Path(__file__).resolve().parent / "p4"
+
+PRELUDE = """#include <core.p4>
+#include <v1model.p4>
+"""
+
+# A v1model skeleton whose ingress body, declarations and headers a test fills in.
+SKELETON = PRELUDE + """
+header h_t {{ bit<8> a; bit<8> b; bit<16> c; }}
+struct headers {{ h_t h; }}
+struct metadata {{ }}
+{decls}
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {{
+    state start {{ pkt.extract(hdr.h); transition accept; }}
+}}
+control V(inout headers hdr, inout metadata meta) {{ apply {{ }} }}
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {{
+    {locals}
+    apply {{ {body} }}
+}}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {{ apply {{ }} }}
+control C(inout headers hdr, inout metadata meta) {{ apply {{ }} }}
+control D(packet_out pkt, in headers hdr) {{ apply {{ pkt.emit(hdr.h); }} }}
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+@pytest.fixture
+def write_p4(tmp_path: Path):
+    """Write a program built from SKELETON (or a full text) and return its path."""
+
+    def write(body: str = "", locals: str = "", decls: str = "", text: str | None = None,
+              name: str = "prog.p4") -> Path:
+        path = tmp_path / name
+        path.write_text(text if text is not None else SKELETON.format(body=body, locals=locals, decls=decls))
+        return path
+
+    return write

@@ -1,0 +1,106 @@
+"""The frontend accepts the subset, and rejects everything else with file:line:col."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from p4target.frontend import P4Error, load_program
+from p4target.frontend.syntax import parse_int_literal
+from p4target.frontend.types import BitsT
+
+from .conftest import P4_DIR
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("8w0xFF", (255, 8, False)), ("32s-1", (-1, 32, True)), ("0b1010", (10, None, False)),
+    ("1_000", (1000, None, False)), ("16w0x_ff_ff", (0xFFFF, 16, False)), ("0o17", (15, None, False)),
+    ("4s0b11", (3, 4, True)), ("0d99", (99, None, False)),
+])
+def test_integer_literal_forms(text, expected):
+    assert parse_int_literal(text) == expected
+
+
+def test_basic_program_checks():
+    prog = load_program(P4_DIR / "basic.p4")
+    assert [d.name for d in prog.pipeline.blocks.values()] == [
+        "MyParser", "MyVerifyChecksum", "MyIngress", "MyEgress", "MyComputeChecksum", "MyDeparser"]
+    assert prog.pipeline.headers.fields["ipv4"].width == 160
+    assert prog.errors[:2] == ["NoError", "PacketTooShort"]
+
+
+def test_constants_fold_with_width(write_p4):
+    prog = load_program(write_p4(decls="const bit<8> K = 8w250 + 10; const int N = (1 << 4) * 3;"))
+    consts = {d.name: d for d in prog.top_level if d.__class__.__name__ == "ConstDecl"}
+    assert consts["K"].init.value == 4 and consts["K"].type == BitsT(8)
+    assert consts["N"].init.value == 48
+
+
+def _error(write_p4, **kw) -> P4Error:
+    path = write_p4(**kw)
+    with pytest.raises(P4Error) as info:
+        load_program(path)
+    assert info.value.loc.file == str(path), "errors point into the user's file, not the preprocessed text"
+    return info.value
+
+
+@pytest.mark.parametrize("kw, line, message", [
+    ({"body": "hdr.h.a = hdr.h.c;"}, 14, "expected bit<8>, got bit<16>"),
+    ({"body": "hdr.h.a = hdr.h.a + hdr.h.c;"}, 14, "cannot combine bit<8> and bit<16>"),
+    ({"body": "undeclared = 1;"}, 14, "'undeclared' is not declared"),
+    ({"body": "hdr.h.zz = 1;"}, 14, "has no field 'zz'"),
+    ({"body": "hdr.h.a = hdr.h.a[8:2];"}, 14, "slice [8:2] is out of range"),
+    ({"locals": "bit<8> x; action a(in bit<8> v) { v = 1; }"}, 13, "cannot assign to 'v'"),
+    ({"decls": "header_union u_t { h_t x; }"}, 7, "header_union is not supported"),
+    ({"locals": "meter(8, MeterType.packets) m;"}, 13, "extern 'meter' is not supported"),
+    ({"body": "clone(CloneType.I2E, 5);"}, 14, "extern function 'clone' is not supported"),
+    ({"body": "if (hdr.h.a) { }"}, 14, "expected bool, got bit<8>"),
+    ({"body": "hdr.h.a = hdr.h.a / hdr.h.b;"}, 14, "supported only on compile-time constants"),
+    ({"decls": "typedef varbit<8> v_t;"}, 7, "varbit is not supported"),
+    ({"body": "hdr.h.a = 8w1 ++ 8w2;"}, 14, "expected bit<8>, got bit<16>"),
+])
+def test_errors_name_the_problem_and_its_place(write_p4, kw, line, message):
+    err = _error(write_p4, **kw)
+    assert err.loc.line == line
+    assert err.loc.col > 0
+    assert message in err.message
+
+
+def test_syntax_error_location(write_p4):
+    err = _error(write_p4, body="hdr.h.a = ;")
+    assert (err.loc.line, err.loc.col) == (14, 23)
+    assert "syntax error" in err.message
+
+
+def test_error_inside_an_included_file_points_there(tmp_path, write_p4):
+    (tmp_path / "inc.p4").write_text("\n\nconst bit<8> BAD = true;\n")
+    with pytest.raises(P4Error) as info:
+        load_program(write_p4(decls='#include "inc.p4"'))
+    assert info.value.loc.file.endswith("inc.p4") and info.value.loc.line == 3
+
+
+def test_table_errors(write_p4):
+    err = _error(write_p4, locals="action a() {} table t { key = { hdr.h.a: fuzzy; } actions = { a; } }")
+    assert "unknown match kind 'fuzzy'" in err.message
+    err = _error(write_p4, locals="action a() {} action b() {} table t { key = { hdr.h.a: exact; } "
+                                  "actions = { a; } default_action = b(); }")
+    assert "must be in the table's actions list" in err.message
+
+
+def test_cli_reports_errors_without_traceback(write_p4):
+    path = write_p4(body="hdr.h.a = hdr.h.c;")
+    done = subprocess.run([sys.executable, "-m", "p4target.cli", str(path)], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"{path}:14:")
+    assert "Traceback" not in done.stderr
+    assert "^" in done.stderr  # the caret line under the column
+
+
+def test_cli_writes_p4info(tmp_path):
+    out = tmp_path / "basic.p4info.txt"
+    done = subprocess.run([sys.executable, "-m", "p4target.cli", str(P4_DIR / "basic.p4"),
+                           "--p4runtime-files", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert 'name: "MyIngress.ipv4_lpm"' in out.read_text()

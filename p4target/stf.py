@@ -199,11 +199,10 @@ def parse_key_value(text: str, key: KeySpec):
         return lpm(int(value, 0), int(plen), key.width)
     if "*" in text:
         digits, base = (text[2:], 16) if text.lower().startswith("0x") else (text[2:], 2)
-        bits = 4 if base == 16 else 1
         value = int("".join("0" if c == "*" else c for c in digits), base)
         mask = int("".join("0" if c == "*" else ("f" if base == 16 else "1") for c in digits), base)
         if key.match_kind == "lpm":
-            return lpm(value, bin(mask).count("1") // 1 if base == 2 else len(digits.rstrip("*")) * bits, key.width)
+            return lpm(value, bin(mask).count("1"), key.width)
         return ternary(value, mask & ((1 << key.width) - 1))
     value = int(text, 0)
     if key.match_kind == "lpm":

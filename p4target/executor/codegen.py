@@ -20,8 +20,6 @@ from ..frontend.checker import PIPELINE_BLOCKS, CheckedProgram
 from ..frontend.errors import P4Error
 from ..frontend.types import (
     BOOL,
-    ERROR,
-    INFINT,
     ActionRunT,
     ApplyResultT,
     BitsT,
@@ -130,6 +128,7 @@ class CodeGen:
         self.return_stmt = "return"
         self.error_codes = {name: i for i, name in enumerate(prog.errors)}
         self.std_storage: Storage | None = None
+        self.action_sources: list[str] = []  # compiled one by one, when their table is built
         self.globals = _Scope()
         for d in prog.top_level:
             if isinstance(d, ast.ActionDecl):
@@ -175,9 +174,9 @@ class CodeGen:
                 self.parser(decl, scope)
             else:
                 self.control_function(role, decl, scope)
-        self.out.source = "\n".join(self.lines) + "\n"
-        code = compile(self.out.source, f"<p4 {self.prog.program.loc.file}>", "exec")
-        exec(code, self.ns)  # noqa: S102 - this is the compiler's output
+        module = "\n".join(self.lines) + "\n"
+        exec(compile(module, f"<p4 {self.prog.program.loc.file}>", "exec"), self.ns)  # noqa: S102 - compiler output
+        self.out.source = "\n".join(self.action_sources) + "\n" + module
         return self.out
 
     # ================================================================ controls
@@ -338,7 +337,7 @@ class CodeGen:
         fn_lines = self.lines
         self.lines, self.indent = saved
         self.return_stmt = saved_ret
-        self.lines[0:0] = fn_lines + [""]
+        self.action_sources += fn_lines + [""]
         code = compile("\n".join(fn_lines) + "\n", "<p4 action>", "exec")
         exec(code, self.ns)  # noqa: S102 - compiler output
         return self.ns[fname]
@@ -902,5 +901,3 @@ def _contains_return(s: Any) -> bool:
         return any(c.body is not None and _contains_return(c.body) for c in s.cases)
     return False
 
-
-__all__ = ["CodeGen", "ExitBlock", "Generated", "Storage", "ERROR", "INFINT"]

@@ -49,7 +49,6 @@ class Switch:
         self._parse, self._verify, self._ingress = ns["parse"], ns["verify_checksum"], ns["ingress"]
         self._egress, self._compute, self._deparse = ns["egress"], ns["compute_checksum"], ns["deparser"]
         std = gen.std
-        self._slot = std
         self._in_port, self._length, self._instance = std["ingress_port"], std["packet_length"], std["instance_type"]
         self._spec, self._eport, self._mcast = std["egress_spec"], std["egress_port"], std["mcast_grp"]
         self._rid, self._perr = std["egress_rid"], std["parser_error"]

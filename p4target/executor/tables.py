@@ -186,24 +186,25 @@ class Table:
             if not 0 <= v < (1 << width):
                 raise TableError("OUT_OF_RANGE", f"{spec.name}: {pname}={v} does not fit in {width} bits")
 
-    def _make_default(self, action: str, args: tuple[int, ...]) -> Entry:
+    def _action(self, action: str, args) -> ActionSpec:
         spec = self.actions.get(action)
         if spec is None:
             raise TableError("INVALID_ARGUMENT", f"{self.name} has no action {action}")
+        self._check_args(spec, tuple(args))
+        return spec
+
+    def _make_default(self, action: str, args: tuple[int, ...]) -> Entry:
+        spec = self._action(action, args)
         if spec.scope == "table_only":
             raise TableError("PERMISSION_DENIED", f"{action} cannot be the default action of {self.name}")
-        self._check_args(spec, tuple(args))
         return Entry((), 0, spec, tuple(args))
 
     def _make_entry(self, match: list[FieldMatch], action: str, args, priority: int) -> Entry:
         if len(match) != len(self.keys):
             raise TableError("INVALID_ARGUMENT", f"{self.name} has {len(self.keys)} key fields, got {len(match)}")
-        spec = self.actions.get(action)
-        if spec is None:
-            raise TableError("INVALID_ARGUMENT", f"{self.name} has no action {action}")
+        spec = self._action(action, args)
         if spec.scope == "default_only":
             raise TableError("INVALID_ARGUMENT", f"{action} is a default-only action of {self.name}")
-        self._check_args(spec, tuple(args))
         norm = []
         for m, k in zip(match, self.keys):
             kind, a, b = m

@@ -259,7 +259,7 @@ class Checker:
         if k in ("bit", "int"):
             self.expr(ref.width, self.globals)
             width = self.const_int(ref.width)
-            if width <= 0 or (k == "int" and width < 2 and False):
+            if width <= 0:
                 raise P4Error(ref.loc, f"{k}<{width}>: width must be positive")
             return BitsT(width, k == "int")
         if k == "varbit":

@@ -1,6 +1,8 @@
-"""``p4target-check``: check a P4 program like p4c would, optionally writing its P4Info.
+"""Command-line tools of the built-in target.
 
-Errors print as ``file:line:col: message`` with the source line, and exit with status 1.
+``p4target-check`` checks a P4 program like p4c would, optionally writing its P4Info;
+``p4target-stf`` runs an STF test on the built-in target or on real BMv2.  Errors print as
+``file:line:col: message`` with the source line, and exit with status 1.
 """
 
 from __future__ import annotations
@@ -44,6 +46,30 @@ def main(argv: list[str] | None = None) -> int:
         print(err.render(), file=sys.stderr)
         return 1
     return 0
+
+
+def stf_main(argv: list[str] | None = None) -> int:
+    from .stf import StfError, run_stf_file
+
+    ap = argparse.ArgumentParser(prog="p4target-stf", description="Run a p4c-style STF test on a P4 program.")
+    ap.add_argument("program", help="P4-16 v1model source file")
+    ap.add_argument("stf", nargs="?", help="STF file (default: the program's name with .stf)")
+    ap.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]")
+    ap.add_argument("--target", choices=["builtin", "bmv2"], default="builtin")
+    args = ap.parse_args(argv)
+    try:
+        result = run_stf_file(args.program, args.stf, _defines(args.defines), args.target)
+    except P4Error as err:
+        print(err.render(), file=sys.stderr)
+        return 1
+    except (StfError, OSError) as err:
+        print(f"p4target-stf: {err}", file=sys.stderr)
+        return 1
+    for failure in result.failures:
+        print(failure)
+    print(f"{'PASS' if result.passed else 'FAIL'}: {result.packets_sent} packets sent, "
+          f"{result.packets_checked} checked")
+    return 0 if result.passed else 1
 
 
 if __name__ == "__main__":

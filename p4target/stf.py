@@ -6,7 +6,7 @@ priority (larger wins), ``setdefault``, ``mc_mgrp_create``, ``mc_node_create``,
 ``mc_node_associate``; ``#`` starts a comment.  Expectations are checked per port, in
 order; a packet on a port nobody expected is a failure.  The runner talks to a target
 through the small ``Target`` interface, so the same files run on our built-in target and
-on real BMv2 (``bmv2_stf``).
+on real BMv2 (``stf_bmv2``).
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ class Target(Protocol):
     def add_entry(self, table: str, priority: int | None, keys: list[tuple[str, str]], action: str,
                   args: list[tuple[str, str]]) -> None: ...
     def set_default(self, table: str, action: str, args: list[tuple[str, str]]) -> None: ...
-    def set_multicast_group(self, group: int, replicas: list[tuple[int, int]]) -> None: ...
+    def multicast(self, verb: str, args: list[int]) -> None:
+        """mc_mgrp_create / mc_node_create / mc_node_associate, as simple_switch_CLI takes them."""
     def send(self, port: int, data: bytes) -> None: ...
     def received(self) -> list[tuple[int, bytes]]: ...
 
@@ -92,11 +93,9 @@ def _split_action(text: str, line: int) -> tuple[str, list[tuple[str, str]]]:
 def run_stf(text: str, target: Target) -> StfResult:
     result = StfResult()
     expected: dict[int, list[Expectation]] = defaultdict(list)
-    nodes: list[tuple[int, list[int]]] = []  # node handle -> (rid, ports)
-    groups: dict[int, list[int]] = {}
     for cmd in parse_stf(text):
         try:
-            _execute(cmd, target, result, expected, nodes, groups)
+            _execute(cmd, target, result, expected)
         except StfError:
             raise
         except (ValueError, KeyError, IndexError) as exc:
@@ -105,7 +104,7 @@ def run_stf(text: str, target: Target) -> StfResult:
     return result
 
 
-def _execute(cmd: Command, target: Target, result: StfResult, expected, nodes, groups) -> None:
+def _execute(cmd: Command, target: Target, result: StfResult, expected) -> None:
     v, a = cmd.verb, cmd.args
     if v == "packet":
         target.send(int(a[0]), bytes.fromhex("".join(a[1:])))
@@ -134,16 +133,8 @@ def _execute(cmd: Command, target: Target, result: StfResult, expected, nodes, g
     elif v == "setdefault":
         action, args = _split_action(cmd.text.split(None, 2)[2], cmd.line)
         target.set_default(a[0], action, args)
-    elif v == "mc_mgrp_create":
-        groups[int(a[0])] = []
-        target.set_multicast_group(int(a[0]), [])
-    elif v == "mc_node_create":
-        nodes.append((int(a[0]), [int(p) for p in a[1:]]))
-    elif v == "mc_node_associate":
-        group, handle = int(a[0]), int(a[1])
-        groups.setdefault(group, []).append(handle)
-        replicas = [(port, nodes[h][0]) for h in groups[group] for port in sorted(nodes[h][1])]
-        target.set_multicast_group(group, replicas)
+    elif v in ("mc_mgrp_create", "mc_node_create", "mc_node_associate"):
+        target.multicast(v, [int(x) for x in a])
     elif v == "wait":
         pass
     else:
@@ -212,41 +203,50 @@ def parse_key_value(text: str, key: KeySpec):
     return exact(value)
 
 
+def resolve_entry(tables: dict[str, Table], table: str, keys: list[tuple[str, str]], action: str,
+                  args: list[tuple[str, str]]) -> tuple[Table, list, str, list[int]]:
+    """STF names and values -> (table, one match per key, full action name, action data)."""
+    t = tables[_unique(table, list(tables), "table")]
+    match = [DONT_CARE if k.match_kind != "exact" else exact(0) for k in t.keys]
+    names = [k.name for k in t.keys]
+    for kname, value in keys:
+        i = names.index(_unique(kname.replace("$", "."), names, "key field"))
+        match[i] = parse_key_value(value, t.keys[i])
+    full = _unique(action, list(t.actions), "action")
+    given = dict(args)
+    params = t.actions[full].params
+    missing = [p for p, _ in params if p not in given]
+    if missing:
+        raise StfError(f"action {full}: missing arguments {missing}")
+    return t, match, full, [int(given[p], 0) for p, _ in params]
+
+
 class BuiltinTarget:
     """Runs STF commands against an in-process ``Switch``."""
 
     def __init__(self, switch: Switch) -> None:
         self.switch = switch
         self.outputs: list[tuple[int, bytes]] = []
-
-    def _table(self, name: str) -> Table:
-        return self.switch.tables[_unique(name, list(self.switch.tables), "table")]
-
-    def _args(self, table: Table, action: str, args: list[tuple[str, str]]) -> tuple[str, list[int]]:
-        full = _unique(action, list(table.actions), "action")
-        given = dict(args)
-        params = table.actions[full].params
-        missing = [p for p, _ in params if p not in given]
-        if missing:
-            raise StfError(f"action {full}: missing arguments {missing}")
-        return full, [int(given[p], 0) for p, _ in params]
+        self.nodes: list[tuple[int, list[int]]] = []  # node handle -> (rid, ports), as BMv2 numbers them
+        self.groups: dict[int, list[int]] = {}  # group -> node handles
 
     def add_entry(self, table, priority, keys, action, args) -> None:
-        t = self._table(table)
-        match = [DONT_CARE if k.match_kind != "exact" else exact(0) for k in t.keys]
-        names = [k.name for k in t.keys]
-        for kname, value in keys:
-            i = names.index(_unique(kname.replace("$", "."), names, "key field"))
-            match[i] = parse_key_value(value, t.keys[i])
-        full, values = self._args(t, action, args)
+        t, match, full, values = resolve_entry(self.switch.tables, table, keys, action, args)
         t.add(match, full, values, priority or (1 if t.needs_priority else 0))
 
     def set_default(self, table, action, args) -> None:
-        t = self._table(table)
-        full, values = self._args(t, action, args)
+        t, _, full, values = resolve_entry(self.switch.tables, table, [], action, args)
         t.set_default(full, values)
 
-    def set_multicast_group(self, group: int, replicas: list[tuple[int, int]]) -> None:
+    def multicast(self, verb: str, args: list[int]) -> None:
+        if verb == "mc_node_create":
+            self.nodes.append((args[0], args[1:]))
+            return
+        group = args[0]
+        self.groups.setdefault(group, [])
+        if verb == "mc_node_associate":
+            self.groups[group].append(args[1])
+        replicas = [(port, self.nodes[h][0]) for h in self.groups[group] for port in sorted(self.nodes[h][1])]
         self.switch.set_multicast_group(group, replicas)
 
     def send(self, port: int, data: bytes) -> None:
@@ -256,10 +256,23 @@ class BuiltinTarget:
         return self.outputs
 
 
+def stf_ports(text: str) -> list[int]:
+    """The ports a test sends to or expects on (a real switch must open them up front)."""
+    return sorted({int(c.args[0]) for c in parse_stf(text) if c.verb in ("packet", "expect")})
+
+
 def run_stf_file(p4_path: str | Path, stf_path: str | Path | None = None,
-                 defines: dict[str, str] | None = None) -> StfResult:
-    """Run ``X.stf`` (default: beside ``X.p4``) on the built-in target."""
+                 defines: dict[str, str] | None = None, target: str = "builtin") -> StfResult:
+    """Run ``X.stf`` (default: beside ``X.p4``) on the built-in target or on real BMv2."""
     p4_path = Path(p4_path)
     stf_path = Path(stf_path) if stf_path else p4_path.with_suffix(".stf")
-    target = BuiltinTarget(Switch.from_file(p4_path, defines))
-    return run_stf(stf_path.read_text(), target)
+    text = stf_path.read_text()
+    switch = Switch.from_file(p4_path, defines)
+    if target == "builtin":
+        return run_stf(text, BuiltinTarget(switch))
+    if target == "bmv2":
+        from .stf_bmv2 import Bmv2Target
+
+        with Bmv2Target(p4_path, switch.tables, stf_ports(text), defines) as bmv2:
+            return run_stf(text, bmv2)
+    raise ValueError(f"unknown STF target {target!r}: builtin or bmv2")

@@ -158,3 +158,20 @@ def test_exact_table_capacity(write_p4):
     with pytest.raises(TableError) as err:
         t.add([exact(3)], "I.set", [1])
     assert err.value.code == "RESOURCE_EXHAUSTED"
+
+
+def test_struct_and_header_list_initialisers(write_p4):
+    decls = "struct pair_t { bit<8> x; bit<16> y; }"
+    body = ("pair_t p = {8w3, 16w0x1234}; hdr.h = {p.x + 1, 8w9, p.y}; "
+            "sm.egress_spec = 2;")
+    sw = Switch.from_file(write_p4(body=body, decls=decls))
+    out = sw.process(1, bytes(4) + b"tail")
+    assert out[0].data == bytes([4, 9, 0x12, 0x34]) + b"tail"
+
+
+def test_list_initialiser_with_wrong_arity_is_an_error(write_p4):
+    from p4target.frontend import load_program
+    from p4target.frontend.errors import P4Error
+
+    with pytest.raises(P4Error, match=r"3 fields, the list has 2"):
+        load_program(write_p4(body="hdr.h = {8w1, 8w2};"))

@@ -1,20 +1,27 @@
-"""Every tests/p4/**/X.p4 with an X.stf beside it runs on the built-in target."""
+"""Every tests/p4/**/X.p4 with an X.stf beside it runs on the built-in target, and on
+real BMv2 too when p4c and simple_switch are installed."""
 
 from __future__ import annotations
+
+import struct
 
 import pytest
 
 from p4target.executor.switch import Switch
-from p4target.stf import BuiltinTarget, StfError, run_stf, run_stf_file
+from p4target.stf import BuiltinTarget, StfError, resolve_entry, run_stf, run_stf_file, stf_ports
+from p4target.stf_bmv2 import _PCAP_HEADER, bmv2_available, cli_table_add, read_pcap
 
 from .conftest import P4_DIR
 
 STF_FILES = sorted(P4_DIR.rglob("*.stf"))
 
 
+@pytest.mark.parametrize("target", ["builtin", "bmv2"])
 @pytest.mark.parametrize("stf", STF_FILES, ids=[str(p.relative_to(P4_DIR)) for p in STF_FILES])
-def test_stf(stf):
-    result = run_stf_file(stf.with_suffix(".p4"), stf)
+def test_stf(stf, target):
+    if target == "bmv2" and not bmv2_available():
+        pytest.skip("real BMv2 (p4c, simple_switch, simple_switch_CLI) is not installed")
+    result = run_stf_file(stf.with_suffix(".p4"), stf, target=target)
     assert result.passed, "\n".join(result.failures)
     assert result.packets_sent > 0
 
@@ -39,3 +46,44 @@ def test_runner_detects_wrong_and_missing_packets():
 def test_runner_rejects_unknown_commands():
     with pytest.raises(StfError, match="line 2"):
         _run(f"packet 1 {PACKET}\nfrobnicate 3")
+
+
+def test_stf_commands_translate_to_simple_switch_cli():
+    """What the BMv2 runner feeds simple_switch_CLI (checked here even without BMv2)."""
+    tables = Switch.from_file(P4_DIR / "stf" / "tables.p4").tables
+
+    def add(table, keys, action, args, priority=None):
+        return cli_table_add(*resolve_entry(tables, table, keys, action, args), priority)
+
+    assert add("t_exact", [("op", "0x01")], "set_r1", [("v", "0xA1")]) == \
+        "table_add MyIngress.t_exact MyIngress.set_r1 1 => 161"
+    assert add("t_lpm", [("hdr.d.addr", "0x0A010000/16")], "set_port", [("port", "2")]) == \
+        "table_add MyIngress.t_lpm MyIngress.set_port 167837696/16 => 2"
+    assert add("t_tern", [("tkey", "0x*1")], "set_r2", [("v", "3")], priority=7) == \
+        "table_add MyIngress.t_tern MyIngress.set_r2 1&&&15 => 3 9993"
+    with pytest.raises(StfError, match="missing arguments"):
+        add("t_exact", [("op", "1")], "set_r1", [])
+
+
+def test_pcap_records_round_trip(tmp_path):
+    frames = [b"\x01\x02", bytes(range(60))]
+    path = tmp_path / "p.pcap"
+    path.write_bytes(_PCAP_HEADER + b"".join(struct.pack("<IIII", 0, 0, len(f), len(f)) + f for f in frames))
+    assert read_pcap(path) == frames
+    assert read_pcap(tmp_path / "missing.pcap") == []
+
+
+def test_stf_ports_lists_every_port_used():
+    assert stf_ports("packet 3 00\nexpect 1 00\nexpect 3\nadd t k:1 a()") == [1, 3]
+
+
+def test_stf_command_line_exit_status(tmp_path, capsys):
+    from p4target.cli import stf_main
+
+    good = tmp_path / "good.stf"
+    good.write_text(f"packet 1 {PACKET}\nexpect 1 {PACKET}$\n")
+    bad = tmp_path / "bad.stf"
+    bad.write_text(f"packet 1 {PACKET}\nexpect 2 {PACKET}$\n")
+    assert stf_main([str(P4_DIR / "register64.p4"), str(good)]) == 0
+    assert stf_main([str(P4_DIR / "register64.p4"), str(bad)]) == 1
+    assert "never came" in capsys.readouterr().out

@@ -587,6 +587,12 @@ class CodeGen:
 
     def assign_storage(self, st: Storage, rhs: ast.Expr, scope: _Scope) -> None:
         n = st.size
+        if isinstance(rhs, ast.ListExpr) and isinstance(st.type, HeaderT):
+            if st.type.is_header:
+                self.emit(f"S[{st.base}] = True")
+            for name, item in zip(st.type.fields, rhs.items):
+                self.assign_storage(member_storage(st, name), item, scope)
+            return
         if isinstance(st.type, (HeaderT, StackT)):
             src = self.storage(rhs, scope)
             self.emit(f"S[{st.base}:{st.base + n}] = S[{src.base}:{src.base + n}]")

@@ -580,6 +580,14 @@ class Checker:
             return
         if isinstance(t, TypeVar):
             return
+        if isinstance(e, ast.ListExpr) and isinstance(t, HeaderT):
+            # A struct/header initialiser `{a, b}`: one item per field, in order.
+            if len(e.items) != len(t.fields):
+                raise P4Error(e.loc, f"{what}: {t} has {len(t.fields)} fields, the list has {len(e.items)}")
+            for item, field_type in zip(e.items, t.fields.values()):
+                self.coerce(item, field_type, what)
+            e.type = t
+            return
         raise P4Error(e.loc, f"{what}: expected {t}, got {e.type}")
 
     def expr(self, e: ast.Expr, scope: Scope) -> Type:

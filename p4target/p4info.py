@@ -224,9 +224,36 @@ def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4In
             _extern(msg, o)
         msg.preamble.id, msg.preamble.name, msg.preamble.alias = ids[key], o.name, alias[o.name]
         msg.preamble.annotations.extend(_annotations(o.decl.annotations))
+    cpu_headers = controller_headers(prog)
+    cpu_ids = alloc.assign(CONTROLLER_HEADER, [h.decl.name for h in cpu_headers.values()])  # p4c: the type's name
+    for name, header in cpu_headers.items():
+        msg = info.controller_packet_metadata.add()
+        msg.preamble.id = cpu_ids[header.decl.name]
+        msg.preamble.name = msg.preamble.alias = name
+        msg.preamble.annotations.extend(_annotations(header.decl.annotations))
+        fields = header.decl.fields
+        for f, fid in zip(fields, _field_ids(fields), strict=True):
+            msg.metadata.add(id=fid, name=f.name, bitwidth=bit_width(header.fields[f.name]))
     for dc in info.direct_counters:
         dc.direct_table_id = next((t.preamble.id for t in info.tables if dc.preamble.id in t.direct_resource_ids), 0)
     return info
+
+
+def controller_headers(prog: CheckedProgram) -> dict[str, HeaderT]:
+    """Header types marked ``@controller_header("packet_in"|"packet_out")`` that the
+    program's headers struct uses, by that name: the CPU port's packet metadata."""
+    found: dict[str, HeaderT] = {}
+
+    def walk(t) -> None:
+        if isinstance(t, HeaderT):
+            ann = annotation(t.decl, "controller_header") if t.decl is not None else None
+            if ann and ann.args and isinstance(ann.args[0], ast.StringLit):
+                found.setdefault(ann.args[0].text, t)
+            for f in t.fields.values():
+                walk(f)
+
+    walk(prog.pipeline.headers)
+    return found
 
 
 def _id_value(ann: ast.Annotation, decl: ast.Node) -> int:

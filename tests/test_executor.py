@@ -175,3 +175,14 @@ def test_list_initialiser_with_wrong_arity_is_an_error(write_p4):
 
     with pytest.raises(P4Error, match=r"3 fields, the list has 2"):
         load_program(write_p4(body="hdr.h = {8w1, 8w2};"))
+
+
+def test_entries_are_found_and_deleted_by_the_match_they_were_added_with():
+    sw = Switch.from_file(P4_DIR / "basic.p4")
+    t = sw.tables["MyIngress.ipv4_lpm"]
+    t.add([lpm(0x0A000000, 8, 32)], "MyIngress.drop")
+    assert t.find([lpm(0x0A000000, 8, 32)]) is not None
+    t.delete([lpm(0x0A000000, 8, 32)])
+    with pytest.raises(TableError) as err:
+        t.delete([lpm(0x0A000000, 8, 32)])
+    assert err.value.code == "NOT_FOUND"

@@ -103,8 +103,13 @@ class Table:
     def entries(self) -> list[Entry]:
         return list(self._entries.values())
 
-    def find(self, match: tuple[FieldMatch, ...], priority: int = 0) -> Entry | None:
-        return self._entries.get((tuple(match), priority if self.needs_priority else 0))
+    def find(self, match: tuple[FieldMatch, ...] | list[FieldMatch], priority: int = 0) -> Entry | None:
+        return self._entries.get(self._identity(match, priority))
+
+    def _identity(self, match, priority: int) -> tuple:
+        """An entry's identity as stored: exact matches carry their full mask."""
+        norm = tuple((kind, a, (1 << k.width) - 1 if b == -1 else b) for (kind, a, b), k in zip(match, self.keys))
+        return (norm, priority if self.needs_priority else 0)
 
     def add(self, match: list[FieldMatch], action: str, args: list[int] | tuple[int, ...] = (),
             priority: int = 0, *, const_ok: bool = False) -> Entry:
@@ -136,8 +141,7 @@ class Table:
     def delete(self, match: list[FieldMatch], priority: int = 0) -> None:
         if self.is_const:
             raise TableError("PERMISSION_DENIED", f"{self.name} has const entries")
-        key = (tuple(match), priority if self.needs_priority else 0)
-        if self._entries.pop(key, None) is None:
+        if self._entries.pop(self._identity(match, priority), None) is None:
             raise TableError("NOT_FOUND", f"{self.name}: no such entry")
         self._rebuild()
 

@@ -1,0 +1,78 @@
+"""The packet path: ports in, the running pipeline, ports (or the controller) out.
+
+One thread waits on every port and runs each frame through the current ``Switch``.  The
+pipeline is swapped by assigning ``switch`` (SetForwardingPipelineConfig); frames that
+arrive with no pipeline are dropped and counted.  Frames the program sends to the CPU port
+go to ``packet_in`` (the P4Runtime stream); packet-outs come back in through ``inject``.
+"""
+
+from __future__ import annotations
+
+import logging
+import selectors
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+from .executor.switch import Switch
+from .ports import Port, PortError
+
+log = logging.getLogger(__name__)
+
+
+class Dataplane:
+    def __init__(self, ports: list[Port], cpu_port: int | None = None) -> None:
+        self.ports = {p.number: p for p in ports}
+        self.cpu_port = cpu_port
+        self.switch: Switch | None = None
+        self.packet_in: Callable[[bytes], None] | None = None
+        self.stats: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dataplane", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for port in self.ports.values():
+            port.close()
+
+    def inject(self, port: int, data: bytes) -> None:
+        """Run a frame as if it arrived on ``port`` (packet-out arrives on the CPU port)."""
+        self._process(port, data)
+
+    def _process(self, in_port: int, data: bytes) -> None:
+        switch = self.switch
+        if switch is None:
+            self.stats["dropped_no_pipeline"] += 1
+            return
+        for out in switch.process(in_port, data):
+            port = self.ports.get(out.port)
+            if port is not None:
+                port.send(out.data)
+            elif out.port == self.cpu_port and self.packet_in is not None:
+                self.packet_in(out.data)
+            else:
+                self.stats["dropped_no_port"] += 1
+
+    def _run(self) -> None:
+        with selectors.DefaultSelector() as sel:
+            for port in self.ports.values():
+                sel.register(port.fileno(), selectors.EVENT_READ, port)
+            while not self._stop.is_set():
+                for key, _ in sel.select(timeout=0.2):
+                    port: Port = key.data
+                    try:
+                        for _ in range(64):  # drain a burst, then look at the other ports
+                            data = port.recv()
+                            if data is None:
+                                break
+                            self._process(port.number, data)
+                    except (OSError, PortError) as err:  # an interface went away: keep serving the others
+                        log.warning("port %d (%s): %s; no longer polled", port.number, port.name, err)
+                        sel.unregister(key.fileobj)
+                        continue
+                    if not port.readable:  # a finished pcap input stays "ready" forever
+                        sel.unregister(key.fileobj)

@@ -1,0 +1,101 @@
+"""What ``p4_device_config`` holds for the built-in target: the P4 *source*, not a compiled
+artefact, so the switch compiles exactly what the controller ships.
+
+Format: UTF-8 JSON ``{"format": "p4target-source/1", "main": "prog.p4", "files": {path:
+text}, "defines": {name: value}}``, where ``files`` holds the main program and every file it
+``#include "..."``s (paths relative to the main file's folder; <system> includes come with
+the target).  Real BMv2 takes p4c's JSON instead; the controller picks per target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+
+from p4.config.v1 import p4info_pb2
+
+from ..executor.switch import Switch
+from ..frontend import CheckedProgram, P4Error, load_program
+from ..p4info import build_p4info
+
+FORMAT = "p4target-source/1"
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+class DeviceConfigError(ValueError):
+    """The blob is not a device config this target can use."""
+
+
+def build_device_config(p4_path: str | Path, defines: dict[str, str] | None = None) -> bytes:
+    main = Path(p4_path).resolve()
+    root = main.parent
+    files: dict[str, str] = {}
+    todo = [main]
+    while todo:
+        path = todo.pop()
+        rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else None
+        if rel is None:
+            raise DeviceConfigError(f"{path}: included files must live under {root}")
+        if rel in files:
+            continue
+        files[rel] = path.read_text()
+        todo += [(path.parent / inc).resolve() for inc in _INCLUDE.findall(files[rel])]
+    return json.dumps({"format": FORMAT, "main": main.name, "files": files, "defines": defines or {}}).encode()
+
+
+@contextmanager
+def _unpacked(blob: bytes) -> Iterator[tuple[Path, dict[str, str]]]:
+    """Write the shipped files to a temporary folder; yield the main file and the defines.
+
+    A P4Error raised inside becomes a DeviceConfigError, rendered while the files still
+    exist (it quotes the offending line) and with paths as the controller named them.
+    """
+    try:
+        config = json.loads(blob.decode())
+        fmt = config.get("format")
+    except (ValueError, AttributeError) as err:  # not UTF-8, not JSON, not an object
+        raise DeviceConfigError(f"p4_device_config is not a {FORMAT} JSON document: {err}") from None
+    if fmt != FORMAT:
+        raise DeviceConfigError(f"p4_device_config format is not {FORMAT!r} (a BMv2 JSON is not accepted)")
+    try:
+        main, files, defines = config["main"], dict(config["files"]), dict(config.get("defines", {}))
+    except (KeyError, TypeError, ValueError) as err:
+        raise DeviceConfigError(f"p4_device_config is not a {FORMAT} JSON document: {err!r}") from None
+    with tempfile.TemporaryDirectory(prefix="p4target-") as tmp:
+        for rel, text in files.items():
+            parts = PurePosixPath(rel).parts
+            if not parts or ".." in parts or PurePosixPath(rel).is_absolute():
+                raise DeviceConfigError(f"p4_device_config: bad file path {rel!r}")
+            dest = Path(tmp, *parts)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(str(text))
+        if main not in files:
+            raise DeviceConfigError(f"p4_device_config: main file {main!r} is not among the files")
+        try:
+            yield Path(tmp, main), {str(k): str(v) for k, v in defines.items()}
+        except P4Error as err:
+            text = err.render()
+            for prefix in {tmp, os.path.realpath(tmp)}:
+                text = text.replace(prefix + os.sep, "")
+            raise DeviceConfigError("the P4 program does not compile:\n" + text) from None
+
+
+def load_device_config(blob: bytes) -> tuple[CheckedProgram, p4info_pb2.P4Info]:
+    """Compile the shipped source and derive its P4Info (while the files exist: P4Info names
+    some keys as written in the source).  Raises DeviceConfigError."""
+    with _unpacked(blob) as (main, defines):
+        prog = load_program(main, defines)
+        return prog, build_p4info(prog)
+
+
+def compile_device_config(blob: bytes) -> tuple[Switch, p4info_pb2.P4Info]:
+    """As ``load_device_config``, down to the running switch (whose code generation can also
+    reject a program).  Raises DeviceConfigError."""
+    with _unpacked(blob) as (main, defines):
+        prog = load_program(main, defines)
+        return Switch(prog), build_p4info(prog)

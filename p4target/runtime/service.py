@@ -1,0 +1,351 @@
+"""The P4Runtime v1 gRPC service of the built-in target (one device per server).
+
+Arbitration follows the spec for the default role: the connected client with the highest
+election id is primary; only it may Write, set the pipeline, and send or receive packets.
+Per-update Write errors travel the P4Runtime way: status UNKNOWN with a ``google.rpc.Status``
+in the ``grpc-status-details-bin`` trailer holding one ``p4.v1.Error`` per update.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass, field
+
+import grpc
+from google.rpc import code_pb2, status_pb2
+from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from ..dataplane import Dataplane
+from .cpu_port import packet_in_message, packet_out_frame
+from .device_config import DeviceConfigError, compile_device_config
+from .entities import PipelineState, RpcError, rpc_error
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "1.4.1"
+Pipeline = p4runtime_pb2.SetForwardingPipelineConfigRequest
+_OK = p4runtime_pb2.Error(canonical_code=code_pb2.OK)
+
+
+@dataclass(eq=False)
+class _Stream:
+    """One StreamChannel: its election id once arbitrated, and its outgoing messages."""
+
+    outbox: queue.Queue = field(default_factory=queue.Queue)
+    election_id: tuple[int, int] | None = None
+
+
+def p4info_mismatch(given: p4info_pb2.P4Info, expected: p4info_pb2.P4Info) -> str | None:
+    """Compare what a controller relies on: ids, names, key and parameter layouts."""
+
+    def shape(info: p4info_pb2.P4Info) -> dict[str, set]:
+        return {
+            "tables": {(t.preamble.id, t.preamble.name, tuple((f.id, f.name, f.bitwidth, f.match_type)
+                                                              for f in t.match_fields)) for t in info.tables},
+            "actions": {(a.preamble.id, a.preamble.name, tuple((p.id, p.name, p.bitwidth) for p in a.params))
+                        for a in info.actions},
+            "counters": {(c.preamble.id, c.preamble.name, c.size) for c in info.counters},
+            "direct counters": {(c.preamble.id, c.preamble.name) for c in info.direct_counters},
+            "registers": {(r.preamble.id, r.preamble.name, r.size) for r in info.registers},
+            "controller headers": {(m.preamble.id, m.preamble.name,
+                                    tuple((f.id, f.name, f.bitwidth) for f in m.metadata))
+                                   for m in info.controller_packet_metadata},
+        }
+
+    a, b = shape(given), shape(expected)
+    for kind in a:
+        if a[kind] != b[kind]:
+            extra, missing = sorted(a[kind] - b[kind])[:2], sorted(b[kind] - a[kind])[:2]
+            return f"P4Info {kind} differ from the program's: given {extra}, program has {missing}"
+    return None
+
+
+class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
+    def __init__(self, dataplane: Dataplane, device_id: int = 0) -> None:
+        self.dataplane = dataplane
+        self.device_id = device_id
+        self.pipeline: PipelineState | None = None
+        self.saved: PipelineState | None = None
+        self.streams: list[_Stream] = []
+        self.lock = threading.RLock()
+        dataplane.packet_in = self._packet_in
+
+    # ------------------------------------------------------------------ helpers
+    def _check_device(self, device_id: int) -> None:
+        if device_id != self.device_id:
+            raise rpc_error("NOT_FOUND", f"this server is device {self.device_id}, not {device_id}")
+
+    def _primary(self) -> _Stream | None:
+        live = [s for s in self.streams if s.election_id is not None]
+        return max(live, key=lambda s: s.election_id, default=None)
+
+    def _check_primary(self, election_id: p4runtime_pb2.Uint128) -> None:
+        primary = self._primary()
+        if primary is None or primary.election_id != (election_id.high, election_id.low):
+            raise rpc_error("PERMISSION_DENIED", "only the primary client may do this")
+
+    def _running(self) -> PipelineState:
+        if self.pipeline is None:
+            raise rpc_error("FAILED_PRECONDITION", "no forwarding pipeline config has been set")
+        return self.pipeline
+
+    @staticmethod
+    def _abort(context: grpc.ServicerContext, err: RpcError) -> None:
+        context.abort(err.code, str(err))
+
+    # ------------------------------------------------------------------ RPCs
+    def Capabilities(self, request, context):
+        return p4runtime_pb2.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
+
+    def SetForwardingPipelineConfig(self, request, context):
+        try:
+            with self.lock:
+                self._check_device(request.device_id)
+                self._check_primary(request.election_id)
+                self._set_pipeline(request)
+        except RpcError as err:
+            self._abort(context, err)
+        return p4runtime_pb2.SetForwardingPipelineConfigResponse()
+
+    def _set_pipeline(self, request: Pipeline) -> None:
+        action = request.action
+        if action == Pipeline.COMMIT:
+            if self.saved is None:
+                raise rpc_error("FAILED_PRECONDITION", "COMMIT with no saved pipeline config")
+            self.commit(self.saved)
+            return
+        if action not in (Pipeline.VERIFY, Pipeline.VERIFY_AND_SAVE, Pipeline.VERIFY_AND_COMMIT):
+            raise rpc_error("UNIMPLEMENTED" if action == Pipeline.RECONCILE_AND_COMMIT else "INVALID_ARGUMENT",
+                            f"pipeline action {Pipeline.Action.Name(action)} is not supported")
+        if not request.HasField("config"):
+            raise rpc_error("INVALID_ARGUMENT", "no config given")
+        try:
+            switch, p4info = compile_device_config(request.config.p4_device_config)
+        except DeviceConfigError as err:
+            raise rpc_error("INVALID_ARGUMENT", str(err)) from None
+        problem = p4info_mismatch(request.config.p4info, p4info)
+        if problem:
+            raise rpc_error("INVALID_ARGUMENT", problem)
+        state = PipelineState(switch, request.config.p4info, request.config)
+        if action == Pipeline.VERIFY_AND_SAVE:
+            self.saved = state
+        elif action == Pipeline.VERIFY_AND_COMMIT:
+            self.commit(state)
+
+    def commit(self, state: PipelineState) -> None:
+        self.pipeline, self.saved = state, None
+        self.dataplane.switch = state.switch  # the dataplane picks it up on its next frame
+        log.info("pipeline committed: %d tables", len(state.switch.tables))
+
+    def GetForwardingPipelineConfig(self, request, context):
+        try:
+            self._check_device(request.device_id)
+            running = self._running()
+        except RpcError as err:
+            self._abort(context, err)
+        Get = p4runtime_pb2.GetForwardingPipelineConfigRequest
+        config = p4runtime_pb2.ForwardingPipelineConfig(cookie=running.config.cookie)
+        if request.response_type in (Get.ALL, Get.P4INFO_AND_COOKIE):
+            config.p4info.CopyFrom(running.config.p4info)
+        if request.response_type in (Get.ALL, Get.DEVICE_CONFIG_AND_COOKIE):
+            config.p4_device_config = running.config.p4_device_config
+        return p4runtime_pb2.GetForwardingPipelineConfigResponse(config=config)
+
+    def Write(self, request, context):
+        try:
+            with self.lock:
+                self._check_device(request.device_id)
+                self._check_primary(request.election_id)
+                pipeline = self._running()
+                if request.atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
+                    raise rpc_error("UNIMPLEMENTED", "only CONTINUE_ON_ERROR atomicity is supported")
+        except RpcError as err:
+            self._abort(context, err)
+        results = []
+        with pipeline.switch.lock:  # a batch is atomic with respect to packets
+            for update in request.updates:
+                try:
+                    self._write_one(pipeline, update)
+                    results.append(_OK)
+                except RpcError as err:
+                    results.append(p4runtime_pb2.Error(canonical_code=err.code.value[0], message=str(err)))
+        failed = [e for e in results if e.canonical_code != code_pb2.OK]
+        if failed:
+            status = status_pb2.Status(code=code_pb2.UNKNOWN, message=f"{len(failed)} of {len(results)} updates failed")
+            for e in results:
+                status.details.add().Pack(e)
+            context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
+            context.abort(grpc.StatusCode.UNKNOWN, status.message + ": " + failed[0].message)
+        return p4runtime_pb2.WriteResponse()
+
+    @staticmethod
+    def _write_one(p: PipelineState, update: p4runtime_pb2.Update) -> None:
+        if update.type not in (p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE):
+            raise rpc_error("INVALID_ARGUMENT", "update type is UNSPECIFIED")
+        entity = update.entity
+        kind = entity.WhichOneof("entity")
+        if kind == "table_entry":
+            p.write_table_entry(update.type, entity.table_entry)
+        elif kind == "packet_replication_engine_entry":
+            pre = entity.packet_replication_engine_entry
+            if pre.WhichOneof("type") != "multicast_group_entry":
+                raise rpc_error("UNIMPLEMENTED", "clone sessions are not supported by the built-in target")
+            p.write_multicast_group(update.type, pre.multicast_group_entry)
+        elif kind == "counter_entry":
+            p.write_counter(update.type, entity.counter_entry)
+        elif kind == "direct_counter_entry":
+            p.write_direct_counter(update.type, entity.direct_counter_entry)
+        else:
+            raise rpc_error("UNIMPLEMENTED" if kind else "INVALID_ARGUMENT",
+                            f"writing {kind} is not supported" if kind else "update without an entity")
+
+    def Read(self, request, context):
+        try:
+            self._check_device(request.device_id)
+            pipeline = self._running()
+            with pipeline.switch.lock:
+                entities = [e for entity in request.entities for e in self._read_one(pipeline, entity)]
+        except RpcError as err:
+            self._abort(context, err)
+        for start in range(0, len(entities), 1000):
+            yield p4runtime_pb2.ReadResponse(entities=entities[start:start + 1000])
+        if not entities:
+            yield p4runtime_pb2.ReadResponse()
+
+    @staticmethod
+    def _read_one(p: PipelineState, entity: p4runtime_pb2.Entity) -> Iterator[p4runtime_pb2.Entity]:
+        kind = entity.WhichOneof("entity")
+        if kind == "table_entry":
+            for e in p.read_table_entries(entity.table_entry):
+                yield p4runtime_pb2.Entity(table_entry=e)
+        elif kind == "packet_replication_engine_entry":
+            pre = entity.packet_replication_engine_entry
+            if pre.WhichOneof("type") != "multicast_group_entry":
+                raise rpc_error("UNIMPLEMENTED", "clone sessions are not supported by the built-in target")
+            for g in p.read_multicast_groups(pre.multicast_group_entry):
+                yield p4runtime_pb2.Entity(packet_replication_engine_entry={"multicast_group_entry": g})
+        elif kind == "counter_entry":
+            for c in p.read_counters(entity.counter_entry):
+                yield p4runtime_pb2.Entity(counter_entry=c)
+        elif kind == "direct_counter_entry":
+            for c in p.read_direct_counters(entity.direct_counter_entry):
+                yield p4runtime_pb2.Entity(direct_counter_entry=c)
+        elif kind == "register_entry":
+            for r in p.read_registers(entity.register_entry):
+                yield p4runtime_pb2.Entity(register_entry=r)
+        else:
+            raise rpc_error("UNIMPLEMENTED" if kind else "INVALID_ARGUMENT",
+                            f"reading {kind} is not supported" if kind else "read of an empty entity")
+
+    # ------------------------------------------------------------------ stream channel
+    def StreamChannel(self, request_iterator, context):
+        stream = _Stream()
+        with self.lock:
+            self.streams.append(stream)
+        reader = threading.Thread(target=self._read_stream, args=(stream, request_iterator, context), daemon=True)
+        reader.start()
+        try:
+            while True:
+                msg = stream.outbox.get()
+                if msg is None:
+                    break
+                if isinstance(msg, RpcError):
+                    context.abort(msg.code, str(msg))
+                yield msg
+        finally:
+            self._close_stream(stream)
+
+    def _read_stream(self, stream: _Stream, requests, context) -> None:
+        try:
+            for req in requests:
+                kind = req.WhichOneof("update")
+                try:
+                    if kind == "arbitration":
+                        self._arbitrate(stream, req.arbitration)
+                    elif kind == "packet":
+                        self._packet_out(stream, req.packet)
+                    else:
+                        raise rpc_error("UNIMPLEMENTED", f"stream message {kind} is not supported")
+                except RpcError as err:
+                    if kind == "arbitration":
+                        stream.outbox.put(err)  # fatal for the stream
+                        return
+                    error = p4runtime_pb2.StreamError(canonical_code=err.code.value[0], message=str(err))
+                    if kind == "packet":
+                        error.packet_out.packet_out.CopyFrom(req.packet)
+                    stream.outbox.put(p4runtime_pb2.StreamMessageResponse(error=error))
+        except grpc.RpcError:
+            pass  # the client went away
+        finally:
+            stream.outbox.put(None)
+
+    def _arbitrate(self, stream: _Stream, arb: p4runtime_pb2.MasterArbitrationUpdate) -> None:
+        if stream.election_id is not None and arb.device_id != self.device_id:
+            raise rpc_error("FAILED_PRECONDITION", f"this stream is for device {self.device_id}, not {arb.device_id}")
+        self._check_device(arb.device_id)
+        if arb.role.name or arb.role.id:
+            raise rpc_error("UNIMPLEMENTED", "only the default role is supported")
+        election = (arb.election_id.high, arb.election_id.low)
+        with self.lock:
+            if any(s is not stream and s.election_id == election for s in self.streams):
+                raise rpc_error("INVALID_ARGUMENT", f"election id {election} is used by another client")
+            old = self._primary()
+            stream.election_id = election
+            self._announce(only=None if self._primary() is not old else stream)
+
+    def _announce(self, only: _Stream | None) -> None:
+        """Tell clients who is primary (everyone when that changed, else the asking one)."""
+        primary = self._primary()
+        for s in self.streams:
+            if s.election_id is None or (only is not None and s is not only):
+                continue
+            code = code_pb2.OK if s is primary else code_pb2.ALREADY_EXISTS
+            high, low = primary.election_id if primary else (0, 0)
+            s.outbox.put(p4runtime_pb2.StreamMessageResponse(arbitration=p4runtime_pb2.MasterArbitrationUpdate(
+                device_id=self.device_id, election_id=p4runtime_pb2.Uint128(high=high, low=low),
+                status=status_pb2.Status(code=code))))
+
+    def _close_stream(self, stream: _Stream) -> None:
+        with self.lock:
+            was_primary = self._primary() is stream
+            self.streams.remove(stream)
+            if was_primary:
+                self._announce(only=None)
+
+    def _packet_out(self, stream: _Stream, packet: p4runtime_pb2.PacketOut) -> None:
+        with self.lock:
+            if stream.election_id is None or self._primary() is not stream:
+                raise rpc_error("PERMISSION_DENIED", "only the primary client may send packets")
+            pipeline = self._running()
+        if self.dataplane.cpu_port is None:
+            raise rpc_error("FAILED_PRECONDITION", "the switch was started without --cpu-port")
+        frame = packet_out_frame(pipeline.cpu_metadata.get("packet_out"), packet)
+        self.dataplane.inject(self.dataplane.cpu_port, frame)
+
+    def _packet_in(self, frame: bytes) -> None:
+        with self.lock:  # streams come and go in other threads
+            pipeline, primary = self.pipeline, self._primary()
+        if pipeline is None or primary is None:
+            self.dataplane.stats["packet_in_no_client"] += 1
+            return
+        try:
+            msg = packet_in_message(pipeline.cpu_metadata.get("packet_in"), frame)
+        except RpcError:
+            self.dataplane.stats["packet_in_malformed"] += 1
+            return
+        primary.outbox.put(p4runtime_pb2.StreamMessageResponse(packet=msg))
+
+
+def serve(service: P4RuntimeServer, address: str) -> grpc.Server:
+    """Start the gRPC server on ``address`` (HOST:PORT); raises RuntimeError if it cannot bind."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="p4rt"))
+    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(service, server)
+    if server.add_insecure_port(address) == 0:
+        raise RuntimeError(f"cannot listen on {address}")
+    server.start()
+    return server

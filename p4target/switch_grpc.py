@@ -1,0 +1,130 @@
+"""``p4target-switch-grpc``: the built-in target with simple_switch_grpc's command line.
+
+A script that starts ``simple_switch_grpc`` starts this by changing only the program name:
+
+    p4target-switch-grpc -i 1@veth1 -i 2@veth2 --device-id 0 --log-console prog.p4 \\
+        -- --grpc-server-addr 127.0.0.1:9559 --cpu-port 255
+
+The positional config is a P4 source file (or a device config from ``build_device_config``)
+where BMv2 takes p4c's JSON; ``--no-p4`` waits for SetForwardingPipelineConfig instead.
+BMv2 options that make no sense here (Thrift, nanolog, debugger...) are accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from p4.v1 import p4runtime_pb2
+
+from .dataplane import Dataplane
+from .executor.switch import Switch
+from .frontend import P4Error, load_program
+from .p4info import build_p4info
+from .ports import PortError, open_port, parse_interface_arg
+from .runtime.device_config import DeviceConfigError, build_device_config, load_device_config
+from .runtime.entities import PipelineState
+from .runtime.service import P4RuntimeServer, serve
+
+DEFAULT_GRPC_ADDR = "127.0.0.1:9559"
+_IGNORED_WITH_VALUE = ["--thrift-port", "--nanolog", "--notifications-addr", "--log-file", "--debugger-addr",
+                       "--use-files", "--packet-in", "--restore-state", "--dump-packet-data", "--max-port-count",
+                       "--priority-queues", "--drop-port", "--dp-grpc-server-addr"]
+_IGNORED_FLAGS = ["--debugger", "--log-flush", "--enable-swap", "--no-ssl", "--pcap"]
+
+
+def _target_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="p4target-switch-grpc --", add_help=False)
+    ap.add_argument("--grpc-server-addr", default=DEFAULT_GRPC_ADDR)
+    ap.add_argument("--cpu-port", type=int, default=None)
+    for opt in _IGNORED_WITH_VALUE:
+        ap.add_argument(opt, help=argparse.SUPPRESS)
+    for opt in _IGNORED_FLAGS:
+        ap.add_argument(opt, action="store_true", help=argparse.SUPPRESS)
+    return ap
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    own, target = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    ap = argparse.ArgumentParser(prog="p4target-switch-grpc", description=__doc__.splitlines()[0])
+    ap.add_argument("config", nargs="?", help="P4 program (.p4) or device config file")
+    ap.add_argument("-i", "--interface", action="append", default=[], metavar="N@IFACE",
+                    help="attach port N to a Linux interface (pcap:PREFIX and mem: also work)")
+    ap.add_argument("--device-id", type=int, default=0)
+    ap.add_argument("--no-p4", action="store_true", help="start without a program")
+    ap.add_argument("--log-console", action="store_true", help="log to the console")
+    ap.add_argument("-L", "--log-level", default="info",
+                    choices=["trace", "debug", "info", "warn", "error", "off"])
+    ap.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]",
+                    help="preprocessor definition for a .p4 config")
+    for opt in _IGNORED_WITH_VALUE:
+        ap.add_argument(opt, help=argparse.SUPPRESS)
+    for opt in _IGNORED_FLAGS:
+        ap.add_argument(opt, action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(own)
+    args.target = _target_parser().parse_args(target)
+    if args.config is None and not args.no_p4:
+        ap.error("give a P4 program or --no-p4")
+    try:
+        args.ports = [parse_interface_arg(text) for text in args.interface]
+    except ValueError as err:
+        ap.error(str(err))
+    return args
+
+
+def _initial_pipeline(config: str, defines: dict[str, str]) -> PipelineState:
+    """What a config file on the command line starts with (as BMv2 does with its JSON)."""
+    path = Path(config)
+    if path.suffix == ".p4":
+        prog = load_program(path, defines)
+        blob, p4info = build_device_config(path, defines), build_p4info(prog)
+    else:
+        blob = path.read_bytes()
+        prog, p4info = load_device_config(blob)
+    return PipelineState(Switch(prog), p4info, p4runtime_pb2.ForwardingPipelineConfig(p4info=p4info,
+                                                                                      p4_device_config=blob))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    level = {"trace": logging.DEBUG, "warn": logging.WARNING, "off": logging.CRITICAL + 1}.get(
+        args.log_level, getattr(logging, args.log_level.upper(), logging.INFO))
+    logging.basicConfig(level=level if args.log_console else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        pipeline = None if args.no_p4 else _initial_pipeline(args.config, dict(
+            d.partition("=")[::2] for d in args.defines))
+        ports = [open_port(number, iface) for number, iface in args.ports]
+    except P4Error as err:
+        print(err.render(), file=sys.stderr)
+        return 1
+    except (PortError, DeviceConfigError, OSError) as err:
+        print(f"p4target-switch-grpc: {err}", file=sys.stderr)
+        return 1
+    dataplane = Dataplane(ports, cpu_port=args.target.cpu_port)
+    service = P4RuntimeServer(dataplane, device_id=args.device_id)
+    if pipeline is not None:
+        service.commit(pipeline)
+    try:
+        server = serve(service, args.target.grpc_server_addr)
+    except RuntimeError as err:
+        print(f"p4target-switch-grpc: {err}", file=sys.stderr)
+        return 1
+    dataplane.start()
+    logging.getLogger(__name__).warning("device %d serving P4Runtime on %s with ports %s", args.device_id,
+                                        args.target.grpc_server_addr, {n: i for n, i in args.ports})
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.stop(grace=1)
+    dataplane.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

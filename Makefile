@@ -22,6 +22,7 @@ demo: $(INSTALLED)
 
 bench: $(INSTALLED)
 	$(VPY) -m bench.bench_target
+	$(VPY) -m bench.bench_ina
 	$(VPY) -m bench.bench_veth --runs 3
 
 lint: $(INSTALLED)

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .checker import CheckedProgram, check
+from .checker import CheckedProgram, Declarations, check, check_declarations
 from .errors import P4Error
 from .preprocess import preprocess
 from .syntax import parse
 
-__all__ = ["CheckedProgram", "P4Error", "load_program"]
+__all__ = ["CheckedProgram", "Declarations", "P4Error", "load_declarations", "load_program"]
 
 
 def load_program(path: str | Path, defines: dict[str, str] | None = None) -> CheckedProgram:
     """Preprocess, parse and check a P4 file; raises P4Error with the user's file:line:col."""
     return check(parse(preprocess(path, defines)))
+
+
+def load_declarations(path: str | Path, defines: dict[str, str] | None = None) -> Declarations:
+    """Constants and types of a declarations-only P4 file (no ``main`` needed)."""
+    return check_declarations(parse(preprocess(path, defines)))

@@ -1044,3 +1044,20 @@ def fold_arith(op: str, a: int, b: int, t: Type) -> int:
 
 def check(program: ast.Program) -> CheckedProgram:
     return Checker(program).check()
+
+
+@dataclass
+class Declarations:
+    """The top-level constants and types of a file with no pipeline (e.g. a protocol header
+    file that Python reads so the layout is written down only once)."""
+
+    constants: dict[str, Any]
+    types: dict[str, Any]
+
+
+def check_declarations(program: ast.Program) -> Declarations:
+    checker = Checker(program)
+    for decl in program.decls:
+        checker._top_level(decl)
+    constants = {d.name: d.init.value for d in program.decls if isinstance(d, ast.ConstDecl)}
+    return Declarations(constants, checker.types)

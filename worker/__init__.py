@@ -1,0 +1,1 @@
+"""The worker library: quantize, packetize, and sum gradients through the switches."""

@@ -1,0 +1,95 @@
+"""The aggregation wire protocol, as read from p4src/protocol.p4 (its one definition).
+
+The header layout, UDP port, message types, flags and telemetry indexes all come from the P4
+file through the built-in target's frontend, so Python never re-types them.  ``header_format``
+gives the header as (name, bits, signed) fields in wire order; ``pack``/``unpack`` use it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from p4target.frontend import load_declarations
+from p4target.frontend.types import BitsT
+
+PROTOCOL_P4 = Path(__file__).resolve().parents[1] / "p4src" / "protocol.p4"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Everything about the wire format for one compile-time configuration."""
+
+    constants: dict[str, int]
+    fields: tuple[tuple[str, int, bool], ...]  # ina_t: (name, width in bits, signed)
+
+    def __getattr__(self, name: str) -> int:
+        try:
+            return self.constants[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def header_bytes(self) -> int:
+        return sum(w for _, w, _ in self.fields) // 8
+
+    @property
+    def values(self) -> int:
+        return self.constants["INA_VALUE_COUNT"]
+
+    @property
+    def packet_bytes(self) -> int:
+        """UDP payload size: header plus values."""
+        return self.header_bytes + 4 * self.values
+
+    def pack(self, values: np.ndarray | None = None, **fields: int) -> bytes:
+        """One UDP payload; unnamed header fields are 0, values default to zeros."""
+        unknown = set(fields) - {n for n, _, _ in self.fields}
+        if unknown:
+            raise ValueError(f"ina_t has no field(s) {sorted(unknown)}")
+        word = 0
+        for name, width, signed in self.fields:
+            v = int(fields.get(name, 0))
+            lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+            if not lo <= v <= hi:
+                raise ValueError(f"ina_t.{name}={v} does not fit in {width} {'signed ' if signed else ''}bits")
+            word = (word << width) | (v & ((1 << width) - 1))
+        head = word.to_bytes(self.header_bytes, "big")
+        if values is None:
+            values = np.zeros(self.values, dtype=np.int32)
+        values = np.asarray(values)
+        if values.shape != (self.values,) or values.dtype != np.int32:
+            raise ValueError(f"values must be int32 of shape ({self.values},), got {values.dtype} {values.shape}")
+        return head + values.astype(">i4").tobytes()
+
+    def unpack(self, payload: bytes) -> tuple[dict[str, int], np.ndarray]:
+        if len(payload) < self.packet_bytes:
+            raise ValueError(f"payload of {len(payload)} bytes is shorter than {self.packet_bytes}")
+        word = int.from_bytes(payload[:self.header_bytes], "big")
+        out: dict[str, int] = {}
+        shift = self.header_bytes * 8
+        for name, width, signed in self.fields:
+            shift -= width
+            v = (word >> shift) & ((1 << width) - 1)
+            out[name] = v - (1 << width) if signed and v >> (width - 1) else v
+        values = np.frombuffer(payload, dtype=">i4", count=self.values, offset=self.header_bytes).astype(np.int32)
+        return out, values
+
+
+@functools.cache
+def load(values: int = 64, udp_port: int | None = None) -> Protocol:
+    """The protocol for ``-DINA_VALUES=values`` (and a non-default UDP port)."""
+    defines = {"INA_VALUES": str(values)}
+    if udp_port is not None:
+        defines["INA_UDP_PORT_NUMBER"] = str(udp_port)
+    decls = load_declarations(PROTOCOL_P4, defines)
+    header = decls.types["ina_t"]
+    fields = []
+    for name, t in header.fields.items():
+        if not isinstance(t, BitsT):
+            raise TypeError(f"ina_t.{name} is {t}: the protocol uses bit<W>/int<W> fields only")
+        fields.append((name, t.width, t.signed))
+    return Protocol({k: int(v) for k, v in decls.constants.items()}, tuple(fields))

@@ -250,7 +250,7 @@ control InaIngress(inout headers hdr, inout metadata meta, inout standard_metada
         }
         bit<8> flags;
         int<8> exponent;
-        if (old & meta.me != 0 || count == meta.children) {
+        if ((old & meta.me) != 0 || count == meta.children) {
             job_stats.count(meta.stats_base + JOB_STAT_RETRANSMITS);
             if (count != meta.children) {
                 drop();  // absorbed: the result will come when the others arrive

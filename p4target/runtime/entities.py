@@ -164,7 +164,7 @@ class PipelineState:
                 return
             match = self._match(table, info, entry)
             if kind == DELETE:
-                table.delete(_normalise(table, match), entry.priority)
+                table.delete(match, entry.priority)
                 return
             action, args = self._action(info, entry.action)
             if kind == INSERT:
@@ -211,7 +211,7 @@ class PipelineState:
                 continue
             entries = table.entries()
             if req.match:
-                found = table.find(tuple(_normalise(table, self._match(table, info, req))), req.priority)
+                found = table.find(self._match(table, info, req), req.priority)
                 entries = [found] if found else []
             for e in sorted(entries, key=lambda e: e.handle):
                 yield self._entry_message(table, info, e, with_counter)
@@ -301,7 +301,7 @@ class PipelineState:
                     raise rpc_error("INVALID_ARGUMENT", f"{table.name} has no direct counter")
                 continue
             if te.match:
-                e = table.find(tuple(_normalise(table, self._match(table, info, te))), te.priority)
+                e = table.find(self._match(table, info, te), te.priority)
                 if e is None:
                     raise rpc_error("NOT_FOUND", f"{table.name}: no such entry")
                 yield dc, table, info, e
@@ -343,11 +343,3 @@ class PipelineState:
                     width = info.type_spec.bitstring.int.bitwidth or info.type_spec.bitstring.bit.bitwidth
                     data = p4data_pb2.P4Data(bitstring=encode_int(v % (1 << width)))
                 yield p4runtime_pb2.RegisterEntry(register_id=rid, index=p4runtime_pb2.Index(index=i), data=data)
-
-
-def _normalise(table: Table, match: list[FieldMatch]) -> list[FieldMatch]:
-    """The form the table stores: exact masks made explicit."""
-    out = []
-    for (kind, a, b), key in zip(match, table.keys):
-        out.append((kind, a, (1 << key.width) - 1 if b == -1 else b))
-    return out

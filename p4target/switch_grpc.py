@@ -34,17 +34,23 @@ DEFAULT_GRPC_ADDR = "127.0.0.1:9559"
 _IGNORED_WITH_VALUE = ["--thrift-port", "--nanolog", "--notifications-addr", "--log-file", "--debugger-addr",
                        "--use-files", "--packet-in", "--restore-state", "--dump-packet-data", "--max-port-count",
                        "--priority-queues", "--drop-port", "--dp-grpc-server-addr"]
-_IGNORED_FLAGS = ["--debugger", "--log-flush", "--enable-swap", "--no-ssl", "--pcap"]
+_IGNORED_FLAGS = ["--debugger", "--log-flush", "--enable-swap", "--no-ssl"]
+
+
+def _accept_ignored(ap: argparse.ArgumentParser) -> None:
+    """BMv2 options that mean nothing here: accepted so launch scripts work unchanged."""
+    for opt in _IGNORED_WITH_VALUE:
+        ap.add_argument(opt, help=argparse.SUPPRESS)
+    for opt in _IGNORED_FLAGS:
+        ap.add_argument(opt, action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--pcap", nargs="?", const="", help=argparse.SUPPRESS)  # BMv2: --pcap [dir]
 
 
 def _target_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="p4target-switch-grpc --", add_help=False)
     ap.add_argument("--grpc-server-addr", default=DEFAULT_GRPC_ADDR)
     ap.add_argument("--cpu-port", type=int, default=None)
-    for opt in _IGNORED_WITH_VALUE:
-        ap.add_argument(opt, help=argparse.SUPPRESS)
-    for opt in _IGNORED_FLAGS:
-        ap.add_argument(opt, action="store_true", help=argparse.SUPPRESS)
+    _accept_ignored(ap)
     return ap
 
 
@@ -61,10 +67,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     choices=["trace", "debug", "info", "warn", "error", "off"])
     ap.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]",
                     help="preprocessor definition for a .p4 config")
-    for opt in _IGNORED_WITH_VALUE:
-        ap.add_argument(opt, help=argparse.SUPPRESS)
-    for opt in _IGNORED_FLAGS:
-        ap.add_argument(opt, action="store_true", help=argparse.SUPPRESS)
+    _accept_ignored(ap)
     args = ap.parse_args(own)
     args.target = _target_parser().parse_args(target)
     if args.config is None and not args.no_p4:

@@ -153,3 +153,13 @@ def test_the_command_reports_p4_errors_with_a_location(tmp_path):
     proc = _start(str(bad))
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 1 and f"{bad}:" in err and "Traceback" not in err
+
+
+def test_the_command_accepts_bmv2_only_options():
+    """A simple_switch_grpc launch line, BMv2-only options included, parses unchanged."""
+    from p4target.switch_grpc import parse_args
+
+    args = parse_args(["--pcap", "/tmp/pcaps", "--thrift-port", "9090", "--log-flush", "-i", "1@veth1",
+                       str(PROGRAM), "--", "--grpc-server-addr", "127.0.0.1:50001", "--cpu-port", "255"])
+    assert args.config == str(PROGRAM) and args.ports == [(1, "veth1")]
+    assert args.target.grpc_server_addr == "127.0.0.1:50001" and args.target.cpu_port == 255

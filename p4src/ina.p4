@@ -21,6 +21,7 @@
 #define INA_MAX_JOBS 64
 #endif
 #define POOL_CELLS (2 * INA_POOL_SLOTS)
+#define JOB_STAT_CELLS (INA_MAX_JOBS * JOB_STAT_COUNT)
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<8>  PROTO_UDP = 17;
@@ -105,12 +106,15 @@ control InaIngress(inout headers hdr, inout metadata meta, inout standard_metada
     register<bit<32>>(POOL_CELLS) round_seq;  // the round's chunk number
     register<bit<16>>(POOL_CELLS) round_epoch;
     register<bit<8>>(POOL_CELLS) round_flags; // FLAG_OVERFLOW once any lane overflowed
-    register<int<8>>(POOL_CELLS) round_exponent;
-#define LANE(i) register<int<32>>(POOL_CELLS) lane##i;
+    /* Signed values are stored as their bit patterns and cast back after each read: BMv2
+     * keeps a signed register cell as its unsigned pattern, so comparisons and |+| on a raw
+     * read would see -3 as 253; the cast to int<W> renormalises (see docs/protocol.md). */
+    register<bit<8>>(POOL_CELLS) round_exponent;
+#define LANE(i) register<bit<32>>(POOL_CELLS) lane##i;
 #include "lanes.p4"
 #undef LANE
 
-    counter(INA_MAX_JOBS * JOB_STAT_COUNT, CounterType.packets_and_bytes) job_stats;
+    counter(JOB_STAT_CELLS, CounterType.packets_and_bytes) job_stats;
     counter(DROP_REASON_COUNT, CounterType.packets) drops;
 
     action drop() { mark_to_drop(sm); }
@@ -183,7 +187,7 @@ control InaIngress(inout headers hdr, inout metadata meta, inout standard_metada
             if (hdr.udp.isValid() && hdr.udp.dst_port == INA_UDP_PORT) {
                 drops.count(DROP_TRUNCATED);  // UDP to our port without a whole header and values
                 drop();
-            } else if (hdr.ipv4.isValid() && hdr.ipv4.ttl > 1) {
+            } else if (hdr.ipv4.isValid() && hdr.ipv4.ihl == 5 && hdr.ipv4.ttl > 1) {  // the checksum update covers 20 bytes
                 ipv4_routes.apply();
             } else {
                 drop();
@@ -201,6 +205,11 @@ control InaIngress(inout headers hdr, inout metadata meta, inout standard_metada
         }
         if (!known) {
             drops.count(DROP_UNKNOWN_MEMBER);
+            drop();
+            return;
+        }
+        if (meta.stats_base > JOB_STAT_CELLS - JOB_STAT_COUNT) {
+            drops.count(DROP_BAD_ENTRY);  // a controller bug must not touch another job's cells
             drop();
             return;
         }
@@ -222,6 +231,11 @@ control InaIngress(inout headers hdr, inout metadata meta, inout standard_metada
         }
         if (hdr.ina.slot >= meta.pool_size) {
             job_stats.count(meta.stats_base + JOB_STAT_BAD_SLOT);
+            drop();
+            return;
+        }
+        if (meta.cell >= POOL_CELLS) {
+            drops.count(DROP_BAD_ENTRY);  // pool_base + pool_size beyond the pool: a controller bug
             drop();
             return;
         }
@@ -250,6 +264,8 @@ control InaIngress(inout headers hdr, inout metadata meta, inout standard_metada
         }
         bit<8> flags;
         int<8> exponent;
+        bit<8> exponent_bits;
+        bit<32> lane_bits;
         if ((old & meta.me) != 0 || count == meta.children) {
             job_stats.count(meta.stats_base + JOB_STAT_RETRANSMITS);
             if (count != meta.children) {
@@ -257,8 +273,9 @@ control InaIngress(inout headers hdr, inout metadata meta, inout standard_metada
                 return;
             }
             round_flags.read(flags, meta.cell);
-            round_exponent.read(exponent, meta.cell);
-#define LANE(i) lane##i.read(hdr.values.v##i, meta.cell);
+            round_exponent.read(exponent_bits, meta.cell);
+            exponent = (int<8>)exponent_bits;
+#define LANE(i) lane##i.read(lane_bits, meta.cell); hdr.values.v##i = (int<32>)lane_bits;
 #include "lanes.p4"
 #undef LANE
             hdr.ina.flags = flags | FLAG_RETRANSMIT;
@@ -285,31 +302,33 @@ control InaIngress(inout headers hdr, inout metadata meta, inout standard_metada
             exponent = hdr.ina.exponent;
             round_seq.write(meta.cell, hdr.ina.seq);
             round_epoch.write(meta.cell, meta.epoch);
-#define LANE(i) lane##i.write(meta.cell, hdr.values.v##i);
+#define LANE(i) lane##i.write(meta.cell, (bit<32>)hdr.values.v##i);
 #include "lanes.p4"
 #undef LANE
         } else {
             count = count + 1;
             round_flags.read(flags, meta.cell);
             flags = flags | (hdr.ina.flags & FLAG_OVERFLOW);
-            round_exponent.read(exponent, meta.cell);
+            round_exponent.read(exponent_bits, meta.cell);
+            exponent = (int<8>)exponent_bits;
             if (hdr.ina.exponent > exponent) {
                 exponent = hdr.ina.exponent;
             }
             int<32> stored;
             int<32> wrapped;
             /* Overflow: the saturating and the wrapping sum differ exactly when it happened. */
-#define LANE(i) lane##i.read(stored, meta.cell); \
+#define LANE(i) lane##i.read(lane_bits, meta.cell); \
+            stored = (int<32>)lane_bits; \
             wrapped = stored + hdr.values.v##i; \
             if (wrapped != (stored |+| hdr.values.v##i)) { flags = flags | FLAG_OVERFLOW; } \
-            lane##i.write(meta.cell, wrapped); \
+            lane##i.write(meta.cell, (bit<32>)wrapped); \
             hdr.values.v##i = wrapped;
 #include "lanes.p4"
 #undef LANE
         }
         arrivals.write(meta.cell, count);
         round_flags.write(meta.cell, flags);
-        round_exponent.write(meta.cell, exponent);
+        round_exponent.write(meta.cell, (bit<8>)exponent);
 
         if (count != meta.children) {
             drop();  // absorbed until the last child arrives

@@ -64,6 +64,7 @@ const bit<32> JOB_STAT_COUNT        = 8;
 
 const bit<32> DROP_TRUNCATED      = 0;  // too short for the header and its values
 const bit<32> DROP_UNKNOWN_MEMBER = 1;  // no job entry for (port, job, child)
+const bit<32> DROP_BAD_ENTRY      = 2;  // a job entry pointing outside the pool or telemetry cells
 const bit<32> DROP_REASON_COUNT   = 4;
 
 #endif

@@ -3,7 +3,9 @@ real BMv2 too when p4c and simple_switch are installed."""
 
 from __future__ import annotations
 
+import importlib.util
 import struct
+import sys
 
 import pytest
 
@@ -87,3 +89,16 @@ def test_stf_command_line_exit_status(tmp_path, capsys):
     assert stf_main([str(P4_DIR / "register64.p4"), str(good)]) == 0
     assert stf_main([str(P4_DIR / "register64.p4"), str(bad)]) == 1
     assert "never came" in capsys.readouterr().out
+
+
+def test_ina_vectors_match_their_generator(tmp_path):
+    """The committed ina_*.stf files are what tests/p4/gen_ina_stf.py writes today."""
+    spec = importlib.util.spec_from_file_location("gen_ina_stf", P4_DIR / "gen_ina_stf.py")
+    gen = sys.modules["gen_ina_stf"] = importlib.util.module_from_spec(spec)  # dataclasses look it up
+    spec.loader.exec_module(gen)
+    for make in gen.VECTORS:
+        vec = make()
+        vec.write(tmp_path)
+        for suffix in (".stf", ".p4"):
+            name = vec.name + suffix
+            assert (tmp_path / name).read_text() == (P4_DIR / name).read_text(), f"{name}: run gen_ina_stf.py"

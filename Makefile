@@ -24,9 +24,16 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_target
 	$(VPY) -m bench.bench_ina
 	$(VPY) -m bench.bench_veth --runs 3
+	$(VPY) -m bench.bench_veth_ina --runs 3
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache bench/out
+
+# `make net TOPO=bmv2-env/topologies/tree-4.json`: a Mininet network of P4 switches, then its CLI (root).
+TOPO ?= bmv2-env/topologies/single-4.json
+.PHONY: net
+net: $(INSTALLED)
+	$(VENV)/bin/ina-net start $(TOPO) --cli

@@ -29,7 +29,6 @@ import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,11 +39,12 @@ from pathlib import Path
 from p4target import netns
 from p4target.ports import PACKET_IGNORE_OUTGOING, SO_RCVBUFFORCE, SOL_PACKET
 
+from .veth_common import SO_TIMESTAMPNS, cpu_seconds, machine_cpu_seconds, prepare, sleep_until, switch_process
+
 P4 = Path(__file__).resolve().parent.parent / "tests" / "p4"
 RESULTS = Path(__file__).resolve().parent / "results"
 RATES = [5_000, 10_000, 20_000, 40_000, 80_000, 160_000]
 BATCH = 64  # frames sent between two looks at the clock
-SO_TIMESTAMPNS = 35  # kernel receive time (CLOCK_REALTIME) as ancillary data; not in Python's socket module
 PACKET_STATISTICS = 6
 QUIET = 0.5  # a step is over once its frames stop arriving for this long
 
@@ -207,33 +207,9 @@ CASES = [
 @contextmanager
 def running_switch(case: Case, links: dict[int, netns.Veth]) -> Iterator[subprocess.Popen]:
     """``p4target-switch-grpc -i 1@.. -i 2@.. prog.p4`` serving on a free port, with the case's entries."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ifaces = [arg for n, link in links.items() for arg in ("-i", f"{n}@{link.a}")]
-    log = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "p4target.switch_grpc", *ifaces, str(case.program), "--",
-                             "--grpc-server-addr", f"127.0.0.1:{port}"], stdout=log, stderr=log, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                raise RuntimeError(f"the switch did not start (exit {proc.poll()}):\n{log.read()}")
-            time.sleep(0.1)
-        case.install(f"127.0.0.1:{port}")
+    with switch_process([str(case.program)], links) as (proc, address):
+        case.install(address)
         yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -252,34 +228,17 @@ class Step:
     cpu: dict[str, float]  # share of one core each process used during the step
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system time of a process, all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _machine_cpu_seconds() -> float:
-    """Busy time of all cores together (softirq included), from /proc/stat."""
-    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
-
-
-def _sleep_until(t: float) -> None:
-    if (wait := t - time.time()) > 0:
-        time.sleep(wait)
-
-
 def run_step(case: Case, tx: Connection, rx: Connection, pids: dict[str, int], step: int, rate: int,
              duration: float) -> Step:
     frame, (offset, tag) = case.frame(step), case.tag(step)
     start = time.time() + 0.2  # both workers have their orders by then
     rx.send((offset, tag, start, start + duration))
     tx.send((frame, start, duration, rate))
-    _sleep_until(start)
-    before = {name: _cpu_seconds(pid) for name, pid in pids.items()} | {"all": _machine_cpu_seconds()}
-    _sleep_until(start + duration)
-    cpu = {name: (_cpu_seconds(pid) - before[name]) / duration for name, pid in pids.items()}
-    cpu["all"] = (_machine_cpu_seconds() - before["all"]) / duration  # of os.cpu_count() cores
+    sleep_until(start)
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()} | {"all": machine_cpu_seconds()}
+    sleep_until(start + duration)
+    cpu = {name: (cpu_seconds(pid) - before[name]) / duration for name, pid in pids.items()}
+    cpu["all"] = (machine_cpu_seconds() - before["all"]) / duration  # of os.cpu_count() cores
     sent, errors = tx.recv()
     in_window, received, drops = rx.recv()
     return Step(rate, sent / duration, in_window / duration, sent, in_window, received, errors, drops, cpu)
@@ -376,10 +335,6 @@ def write_results(all_results: dict[str, list[list[Step]]]) -> None:
     print(f"wrote {RESULTS / 'veth.png'}")
 
 
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -390,18 +345,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.runs, args.duration, args.rates = 1, 0.5, [5_000, 20_000, 80_000]
-    usable, why_not = netns.can_use_netns()
-    if not usable:
-        print(f"bench_veth: {why_not}", file=sys.stderr)
+    if not prepare("bench_veth"):
         return 1
-    signal.signal(signal.SIGTERM, _interrupt)
-    for what in netns.remove_stale():
-        print(f"removed {what}, left by a killed run")
-    before = _machine_cpu_seconds()
-    time.sleep(1)
-    if (busy := _machine_cpu_seconds() - before) > 0.25:
-        print(f"note: before starting, other processes kept {busy:.0%} of a core busy (of {os.cpu_count()}); "
-              "expect lower, noisier figures", flush=True)
     all_results: dict[str, list[list[Step]]] = {}
     try:
         with netns.Sandbox() as box:

@@ -1,0 +1,591 @@
+"""Aggregated packets per second of p4src/ina.p4 through the ``p4target-switch-grpc`` command on veth ports.
+
+Why: bench_ina measures the pipeline alone, in-process; this is the end-to-end figure a
+worker sees.  The real switch command runs ina.p4 (``-D INA_VALUES=V``) on the root-namespace
+ends of two veth pairs, and the job is filled over P4Runtime as a controller would (p4runtime-
+shell): two children (child 0 on port 1, child 1 on port 2) of a root, a multicast group to
+both, and per-child receiver addresses.  Each child is a namespace (h1, h2) with two
+processes: a sender that blasts DATA over an AF_PACKET socket, round after round at a fixed
+rate (pre-built frame, only slot/set/seq and lane 0 patched; slot = round mod W, set =
+(round div W) mod 2, seq = round), and a receiver on a UDP socket that counts the RESULTs and
+checks every sum (lane 0 carries seq, so each round's sum differs).
+
+Both senders follow the same time schedule (round i due at start + i/rate), open loop: no
+window discipline and no retransmission, so a contribution the kernel drops leaves its round
+incomplete forever.  That costs only that round: the cell is next used 2W rounds later, with
+a newer seq, which opens a new round over the stale contents (docs/protocol.md, step 1).
+W = 1024 (the whole pool), so the two senders may drift 2048 rounds apart (51 ms at 40k pps)
+before rounds are lost to it; such losses show up as STALE in the switch's counters.  Only
+completed rounds count: aggregated pps = 2 x results completed per second (every result used
+one contribution from each child), counted by kernel receive timestamp inside the step; MB/s =
+aggregated pps x V x 4 bytes of int32 gradient.  Losses are split, from the switch's job
+counters, into contributions that never reached the pipeline (kernel socket overflow), ones
+absorbed into rounds that never completed, and stale ones.  A step is over once the results
+stop and the counters settle (the switch's backlog is worked off), so steps do not overlap.
+
+Offered load steps up per worker (1k ... 40k pps, each step ``--duration`` s); a run's
+figure is its largest delivered step (saturation); the reported figure is the median over
+``--runs`` runs, for V = 64 and V = 256.
+
+    python -m bench.bench_veth_ina [--runs 3] [--duration 2] [--rates 1000,...] [--values 64,256] [--quick]
+
+Writes bench/results/veth_ina.csv.  Namespaces, links, workers and the switch are cleaned
+up on any exit, Ctrl-C included.  Root only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import multiprocessing
+import os
+import signal
+import socket
+import statistics
+import struct
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from p4target import netns
+from p4target.ports import SO_RCVBUFFORCE
+
+from .veth_common import SO_TIMESTAMPNS, cpu_seconds, machine_cpu_seconds, prepare, sleep_until, switch_process
+
+INA_P4 = Path(__file__).resolve().parent.parent / "p4src" / "ina.p4"
+RESULTS = Path(__file__).resolve().parent / "results"
+RATES = [1_000, 2_000, 5_000, 10_000, 20_000, 40_000]  # offered per worker (pps)
+VALUES = [64, 256]
+WINDOW = 1024  # slots per job = INA_POOL_SLOTS' default: the whole pool
+JOB, GROUP, EPOCH = 7, 5, 1
+CHILDREN = 2
+SWITCH_MAC, SWITCH_IP = "02:00:00:00:00:fe", "10.0.0.254"
+WORKER_UDP_PORT = 40000
+BATCH = 64  # frames sent between two looks at the clock
+GRACE = 0.05  # a sender may finish its step's rounds this late
+QUIET = 0.5  # a step is over once its results stop arriving for this long
+SO_RXQ_OVFL = 40  # ancillary count of datagrams the socket dropped; not in Python's socket module
+HEADERS = 14 + 20 + 8  # Ethernet, IPv4, UDP: ina_t follows
+PATCH = struct.Struct(">BHI4xi")  # at ina_t byte 5: reserved|set, slot, seq, (exponent, reserved), lane 0
+RESULT = struct.Struct(">4sB3xI4xi")  # (msg_type, flags, job_id), child, seq, lane 0
+STAT_NAMES = ("aggregated", "results", "retransmits", "stale", "bad_slot", "bad_type")
+
+
+def worker_mac(child: int) -> str:
+    return f"02:00:00:00:01:{child + 1:02x}"
+
+
+def worker_ip(child: int) -> str:
+    return f"10.0.0.{child + 1}"
+
+
+# --- the processes in the namespaces ---------------------------------------------------------
+
+
+def _send_step(sock: socket.socket, template: bytes, scale: int, window: int, first: int, rounds: int,
+               start: float, duration: float, rate: int) -> tuple[int, int, float]:
+    """Send rounds ``first...`` evenly from ``start`` at ``rate``: (sent, errors, largest lag behind schedule in s).
+
+    If sending is slower than the rate, the step still ends at ``start + duration`` (plus a
+    little grace, so that a late wakeup for the last frames does not leave rounds unpaired):
+    the caller sees fewer rounds sent.
+    """
+    buf = bytearray(template)
+    pack, send, clock = PATCH.pack_into, sock.send, time.perf_counter
+    sleep_until(start)
+    t0 = clock()
+    sent = errors = 0
+    lag = 0.0
+    while sent < rounds:
+        elapsed = clock() - t0
+        if elapsed >= duration + GRACE:
+            break
+        due = min(rounds, int(elapsed * rate) + 1)
+        if due <= sent:
+            time.sleep(sent / rate - elapsed)  # until the next frame is due
+            continue
+        lag = max(lag, elapsed - sent / rate)
+        upto = min(due, sent + BATCH)
+        for r in range(first + sent, first + upto):
+            pack(buf, HEADERS + 5, (r // window) & 1, r % window, r, scale * r)
+            try:
+                send(buf)
+            except OSError:  # ENOBUFS: the frame was not offered
+                errors += 1
+        sent = upto
+    return sent, errors, lag
+
+
+class _Receiver:
+    """One child's result socket; ``step`` counts one step's results."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.overflows = 0  # the socket's cumulative drop count, as last reported
+
+    def step(self, child: int, head: bytes, rest: bytes, first: int, rounds: int, start: float,
+             end: float) -> tuple[bytes, bytes, int, int, str, int]:
+        """(received map, inside-[start, end) map, duplicates, wrong results, first wrong one, socket drops).
+
+        A right result starts with ``head`` (msg_type, flags, job_id), is addressed to ``child``,
+        has 3 x seq in lane 0 and ``rest`` after it.  The maps hold one byte per round of the
+        step; results of other steps are ignored.
+        """
+        got, inside = bytearray(rounds), bytearray(rounds)
+        dups = bad = 0
+        first_bad = ""
+        size = RESULT.size + len(rest)
+        overflows_before = self.overflows
+        sock, unpack = self.sock, RESULT.unpack_from
+        sock.settimeout(0.1)
+        last = time.time()
+        while True:
+            try:
+                data, anc, _, _ = sock.recvmsg(2048, 128)
+            except TimeoutError:
+                now = time.time()
+                if now > end + 30 or now > end and now - last > QUIET:
+                    break
+                continue
+            now = time.time()
+            if len(data) < RESULT.size:
+                bad += 1
+                first_bad = first_bad or f"{len(data)}-byte datagram"
+                continue
+            h, c, seq, lane0 = unpack(data)
+            i = seq - first
+            if not 0 <= i < rounds:
+                continue  # a late result of an earlier step
+            last = stamp = now
+            for level, kind, value in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                    sec, nsec = struct.unpack("qq", value[:16])
+                    stamp = sec + nsec * 1e-9
+                elif level == socket.SOL_SOCKET and kind == SO_RXQ_OVFL:
+                    self.overflows = struct.unpack("I", value[:4])[0]
+            if got[i]:
+                dups += 1
+                continue
+            got[i] = 1
+            if start <= stamp < end:
+                inside[i] = 1
+            if len(data) != size or h != head or c != child or lane0 != 3 * seq or data[RESULT.size:] != rest:
+                bad += 1
+                first_bad = first_bad or f"seq {seq}: header {data[:16].hex()} lane0 {lane0} (want {3 * seq})"
+        return bytes(got), bytes(inside), dups, bad, first_bad, self.overflows - overflows_before
+
+
+def _worker(conn: Connection, role: str, ns: str, iface: str, address: str) -> None:
+    """A sender or receiver in namespace ``ns``: runs the steps it is sent until it gets None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the whole group: the parent stops us
+    with netns.entered(ns):
+        if role == "sender":
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # protocol 0: receives nothing
+            sock.bind((iface, 0))
+        else:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)  # never lose results to a late wakeup
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            sock.setsockopt(socket.SOL_SOCKET, SO_RXQ_OVFL, 1)
+            sock.bind((address, WORKER_UDP_PORT))
+    work = (lambda *args: _send_step(sock, *args)) if role == "sender" else _Receiver(sock).step
+    try:
+        conn.send("ready")
+        while (args := conn.recv()) is not None:
+            conn.send(work(*args))
+    except EOFError:
+        pass  # the parent went away
+    finally:
+        sock.close()
+
+
+@dataclass
+class Workers:
+    senders: list[Connection]
+    receivers: list[Connection]
+    pids: dict[str, int]
+
+
+@contextmanager
+def workers(links: dict[int, netns.Veth]) -> Iterator[Workers]:
+    """A sender and a receiver per child, each its own process (no shared GIL), in the child's namespace."""
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process that runs gRPC threads
+    procs, conns = [], {}
+    try:
+        for role in ("sender", "receiver"):
+            for child in range(CHILDREN):
+                link = links[child + 1]
+                mine, theirs = ctx.Pipe()
+                name = f"{role}{child}"
+                proc = ctx.Process(target=_worker, args=(theirs, role, link.b_netns, link.b, worker_ip(child)),
+                                   name=name, daemon=True)
+                procs.append(proc)
+                proc.start()
+                conns[name] = mine
+        for proc in procs:
+            conn = conns[proc.name]
+            if not conn.poll(60) or conn.recv() != "ready":
+                raise RuntimeError(f"the {proc.name} process did not start")
+        yield Workers([conns[f"sender{c}"] for c in range(CHILDREN)],
+                      [conns[f"receiver{c}"] for c in range(CHILDREN)], {p.name: p.pid for p in procs})
+        for conn in conns.values():
+            conn.send(None)
+        for proc in procs:
+            proc.join(5)
+    finally:
+        for proc in procs:  # after an error or Ctrl-C, without waiting
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+
+
+def address_hosts(links: dict[int, netns.Veth]) -> None:
+    """Give child c's end (port c + 1) the MAC and IPv4 address the switch's receivers entries name."""
+    for child in range(CHILDREN):
+        link = links[child + 1]
+        netns.ip("link", "set", "dev", link.b, "address", worker_mac(child), netns=link.b_netns)
+        netns.ip("addr", "add", f"{worker_ip(child)}/24", "dev", link.b, netns=link.b_netns)
+
+
+# --- the switch: pipeline, job and telemetry ---------------------------------------------------
+
+
+@dataclass
+class Pipeline:
+    """What one V needs on both sides: the frames each child sends, the sums it expects back."""
+
+    values: int
+    templates: list[bytes]  # child c's DATA frame; lane 0 and slot/set/seq are patched per round
+    head: bytes  # a result's msg_type, flags and job_id
+    rest: bytes  # the result's lanes 1..V-1 (lane 0 is 3 x seq)
+    stats: dict[str, int]  # job_stats cell of each name
+    drops: dict[str, int]  # drops counter cells
+
+    @classmethod
+    def build(cls, values: int) -> Pipeline:
+        import numpy as np
+        from scapy.all import IP, UDP, Ether, raw
+
+        from worker import protocol
+
+        P = protocol.load(values)
+        rng = np.random.default_rng(values)
+        vectors = [rng.integers(-1000, 1000, values, dtype=np.int32) for _ in range(CHILDREN)]
+        templates = []
+        for child, vector in enumerate(vectors):
+            payload = P.pack(vector, msg_type=P.MSG_DATA, job_id=JOB, child=child, seq=0)
+            templates.append(raw(Ether(dst=SWITCH_MAC, src=worker_mac(child))
+                                 / IP(src=worker_ip(child), dst=SWITCH_IP, ttl=64)
+                                 / UDP(sport=WORKER_UDP_PORT, dport=P.INA_UDP_PORT, chksum=0) / payload))
+        if len(templates[0]) != HEADERS + P.packet_bytes or P.header_bytes != 16:
+            raise RuntimeError("the frame layout is not the one this benchmark patches")
+        rest = sum(vectors)[1:].astype(">i4").tobytes()
+        stats = {name: P.constants[f"JOB_STAT_{name.upper()}"] for name in STAT_NAMES}
+        drops = {"truncated": P.DROP_TRUNCATED, "unknown_member": P.DROP_UNKNOWN_MEMBER}
+        head = bytes([P.MSG_RESULT, 0]) + JOB.to_bytes(2, "big")  # flags: neither OVERFLOW nor RETRANSMIT
+        return cls(values, templates, head, rest, stats, drops)
+
+
+@contextmanager
+def controller(address: str, pipe: Pipeline, window: int) -> Iterator[Callable[[], dict[str, int]]]:
+    """The job, over P4Runtime as a controller would; yields a reader of the job's counters."""
+    from p4runtime_sh import shell as sh
+
+    sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1), verbose=False)  # the switch's own program
+    try:
+        for child in range(CHILDREN):
+            te = sh.TableEntry("InaIngress.jobs")(action="InaIngress.member")
+            te.match["sm.ingress_port"] = str(child + 1)
+            te.match["hdr.ina.job_id"] = str(JOB)
+            te.match["hdr.ina.child"] = str(child)
+            for name, value in (("pool_base", 0), ("pool_size", window), ("children", CHILDREN), ("is_root", 1),
+                                ("group", GROUP), ("parent_port", 0), ("index_at_parent", 0), ("epoch", EPOCH),
+                                ("stats_base", 0)):
+                te.action[name] = str(value)
+            te.insert()
+            te = sh.TableEntry("InaEgress.receivers")(action="InaEgress.address")
+            te.match["hdr.ina.job_id"] = str(JOB)
+            te.match["meta.receiver"] = str(child)
+            te.action["dst_mac"] = worker_mac(child)
+            te.action["src_mac"] = SWITCH_MAC
+            te.action["dst_ip"] = worker_ip(child)
+            te.action["src_ip"] = SWITCH_IP
+            te.action["dst_port"] = str(WORKER_UDP_PORT)
+            te.insert()
+        group = sh.MulticastGroupEntry(GROUP)
+        for child in range(CHILDREN):
+            group.add(child + 1, child)  # (port, rid = the child's index)
+        group.insert()
+
+        def read() -> dict[str, int]:
+            out = {}
+            for counter, cells in (("InaIngress.job_stats", pipe.stats), ("InaIngress.drops", pipe.drops)):
+                for name, index in cells.items():
+                    entry = sh.CounterEntry(counter)
+                    entry.index = index
+                    (cell,) = entry.read()
+                    out[name] = cell.packet_count
+            return out
+
+        yield read
+    finally:
+        sh.teardown()
+
+
+# --- measuring -------------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    values: int
+    offered: int  # target pps per worker
+    duration: float
+    achieved: float  # pps per worker the slower sender reached
+    rounds: int  # rounds both workers sent
+    sent: int  # contributions handed to the kernel (both workers)
+    send_errors: int
+    lag: float  # largest lag of a sender behind the schedule (s)
+    results: int  # rounds whose result reached a worker
+    in_step: int  # ... with a receive time inside the step
+    both: int  # ... that reached both workers
+    dups: int
+    bad: int  # wrong sums or headers
+    rx_drops: int  # results the workers' sockets dropped
+    switch: dict[str, int]  # counter deltas over the step
+    cpu: dict[str, float]  # share of one core each process used during the step
+
+    @property
+    def results_per_s(self) -> float:
+        return self.in_step / self.duration
+
+    @property
+    def aggregated_pps(self) -> float:
+        return CHILDREN * self.results_per_s
+
+    @property
+    def mbytes_per_s(self) -> float:
+        return self.aggregated_pps * self.values * 4 / 1e6
+
+    @property
+    def loss(self) -> float:
+        return 1 - self.results / self.rounds if self.rounds else 0.0
+
+    @property
+    def seen(self) -> int:
+        """Contributions the pipeline saw (counted under some job statistic)."""
+        return sum(self.switch[name] for name in STAT_NAMES if name != "results")
+
+    @property
+    def before_pipeline(self) -> int:
+        """Contributions lost between the sender and the pipeline (the switch's socket overflowing)."""
+        return self.sent - self.send_errors - self.seen - self.switch["unknown_member"] - self.switch["truncated"]
+
+    @property
+    def incomplete(self) -> int:
+        """Contributions summed into rounds that never completed (their partner was lost)."""
+        return self.switch["aggregated"] - CHILDREN * self.switch["results"]
+
+
+def settled(read: Callable[[], dict[str, int]], timeout: float = 60) -> dict[str, int]:
+    """The counters once the switch has worked off its backlog (two reads 0.3 s apart agree)."""
+    last = read()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = read()
+        if now == last:
+            return now
+        last = now
+    raise RuntimeError("the switch's counters did not settle within a minute")
+
+
+class Bench:
+    def __init__(self, w: Workers, switch_pid: int, pipe: Pipeline, read: Callable[[], dict[str, int]],
+                 window: int) -> None:
+        self.w, self.pipe, self.read, self.window = w, pipe, read, window
+        self.pids = {"switch": switch_pid, **w.pids}
+        self.next_round = 1  # seq 0 would match a fresh cell's round_seq
+        self.counters = settled(read)
+
+    def step(self, rate: int, duration: float) -> Step:
+        first, rounds = self.next_round, max(1, round(rate * duration))
+        self.next_round += rounds
+        start = time.time() + 0.2  # every worker has its orders by then
+        for child, conn in enumerate(self.w.receivers):
+            conn.send((child, self.pipe.head, self.pipe.rest, first, rounds, start, start + duration))
+        for child, conn in enumerate(self.w.senders):
+            conn.send((self.pipe.templates[child], child + 1, self.window, first, rounds, start, duration, rate))
+        sleep_until(start)
+        before = {name: cpu_seconds(pid) for name, pid in self.pids.items()} | {"all": machine_cpu_seconds()}
+        sleep_until(start + duration)
+        cpu = {name: (cpu_seconds(pid) - before[name]) / duration for name, pid in self.pids.items()}
+        cpu["all"] = (machine_cpu_seconds() - before["all"]) / duration  # of os.cpu_count() cores
+        sends = [conn.recv() for conn in self.w.senders]
+        received = [conn.recv() for conn in self.w.receivers]
+        counters = settled(self.read)
+        delta = {k: counters[k] - self.counters[k] for k in counters}
+        self.counters = counters
+        got = [int.from_bytes(r[0], "little") for r in received]  # one byte per round: OR/AND work bytewise
+        inside = [int.from_bytes(r[1], "little") for r in received]
+        union, both = got[0] | got[1], got[0] & got[1]
+        for r in received:
+            if r[3]:
+                print(f"    wrong result at a worker: {r[4]}", flush=True)
+        return Step(self.pipe.values, rate, duration, min(s[0] for s in sends) / duration, min(s[0] for s in sends),
+                    sum(s[0] for s in sends), sum(s[1] for s in sends), max(s[2] for s in sends),
+                    _ones(union), _ones(inside[0] | inside[1]), _ones(both), sum(r[2] for r in received),
+                    sum(r[3] for r in received), sum(r[5] for r in received), delta, cpu)
+
+
+def _ones(flags: int) -> int:
+    """How many of the byte flags (0 or 1 each) packed into ``flags`` are set."""
+    return flags.bit_count()
+
+
+def measure(w: Workers, links: dict[int, netns.Veth], values: int, rates: list[int], runs: int, duration: float,
+            window: int) -> list[list[Step]]:
+    pipe = Pipeline.build(values)
+    config = ["-D", f"INA_VALUES={values}", *(["-D", f"INA_POOL_SLOTS={window}"] if window > 1024 else []),
+              str(INA_P4)]
+    results: list[list[Step]] = []
+    with switch_process(config, links, own_group=True) as (switch, address), \
+            controller(address, pipe, window) as read:
+        bench = Bench(w, switch.pid, pipe, read, window)
+        probe = bench.step(200, 0.25)
+        if probe.results != probe.rounds or probe.both != probe.rounds or probe.bad or probe.rounds == 0:
+            raise RuntimeError(f"V={values}: {probe.both} of {probe.rounds} probe rounds came back to both workers "
+                               f"({probe.bad} wrong); switch counters {probe.switch}")
+        for run in range(runs):
+            results.append([])
+            for rate in rates:
+                s = bench.step(rate, duration)
+                results[-1].append(s)
+                print(f"  V={values} run {run + 1}/{runs}: offered {CHILDREN} x {rate:>6,} pps"
+                      f"  results {s.results_per_s:>7,.0f}/s = {s.aggregated_pps:>7,.0f} aggregated pps"
+                      f" ({s.mbytes_per_s:5.1f} MB/s)  loss {s.loss:6.1%} [pre-pipeline {s.before_pipeline:,},"
+                      f" incomplete {s.incomplete:,}, stale {s.switch['stale']:,}]  late {s.results - s.in_step:,}"
+                      f"  cpu " + " ".join(f"{name} {share:.0%}" for name, share in s.cpu.items())
+                      + _oddities(s), flush=True)
+            if switch.poll() is not None:
+                raise RuntimeError(f"the switch exited ({switch.returncode})")
+    return results
+
+
+def _oddities(s: Step) -> str:
+    notes = []
+    if s.achieved < 0.98 * s.offered:
+        notes.append(f"a sender reached only {s.achieved:,.0f} pps")
+    if s.lag > 0.05:
+        notes.append(f"a sender fell {s.lag * 1e3:.0f} ms behind")
+    for what, n in (("rounds only one sender sent", s.sent - CHILDREN * s.rounds), ("send errors", s.send_errors),
+                    ("wrong results", s.bad), ("duplicate results", s.dups),
+                    ("results dropped by a worker socket", s.rx_drops),
+                    ("result copies missing at one worker", s.results - s.both),
+                    ("unknown-member drops", s.switch["unknown_member"]), ("truncated drops", s.switch["truncated"]),
+                    ("results the switch made but nobody got", s.switch["results"] - s.results)):
+        if n:
+            notes.append(f"{n:,} {what}")
+    return "".join(f"  ({n})" for n in notes)
+
+
+def summarize(values: int, results: list[list[Step]]) -> dict[str, float]:
+    runs, duration = len(results), results[0][0].duration
+    frame = HEADERS + 16 + 4 * values
+    print(f"\nV={values} ({frame}-byte frames): medians over {runs} run(s) of {duration:g} s steps; "
+          f"loss = rounds without a result")
+    print(f"  {'offered/worker':>14}  {'achieved':>8}  {'results/s':>9}  {'aggr pps':>8}  {'MB/s':>6}  {'loss':>6}"
+          f"  {'pre-pipe':>8}  {'incompl.':>8}  {'stale':>5}  {'switch cpu':>10}  {'machine cpu':>11}")
+    for i, offered in enumerate(s.offered for s in results[0]):
+        row = [run[i] for run in results]
+
+        def med(f: Callable[[Step], float], row: list[Step] = row) -> float:
+            return statistics.median(f(s) for s in row)
+
+        print(f"  {offered:>14,}  {med(lambda s: s.achieved):>8,.0f}  {med(lambda s: s.results_per_s):>9,.0f}"
+              f"  {med(lambda s: s.aggregated_pps):>8,.0f}  {med(lambda s: s.mbytes_per_s):>6.1f}"
+              f"  {med(lambda s: s.loss):>6.1%}  {med(lambda s: s.before_pipeline):>8,.0f}"
+              f"  {med(lambda s: s.incomplete):>8,.0f}  {med(lambda s: s.switch['stale']):>5,.0f}"
+              f"  {med(lambda s: s.cpu['switch']):>10.0%}  {med(lambda s: s.cpu['all']):>7.0%} of {os.cpu_count()}")
+    peaks = [max(run, key=lambda s: s.aggregated_pps) for run in results]
+    agg = statistics.median(s.aggregated_pps for s in peaks)
+    print("  saturation per run: " + ", ".join(f"{s.aggregated_pps:,.0f} aggregated pps at {s.offered:,}/worker"
+                                               for s in peaks))
+    print(f"  figure: {agg:,.0f} aggregated pps = {agg / CHILDREN:,.0f} results/s = "
+          f"{agg * values * 4 / 1e6:.1f} MB/s of int32 gradient (median of the runs' saturation)", flush=True)
+    return {"values": values, "aggregated_pps": agg, "results_per_s": agg / CHILDREN,
+            "mbytes_per_s": agg * values * 4 / 1e6}
+
+
+def write_results(all_results: dict[int, list[list[Step]]]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / "veth_ina.csv"
+    cpu_keys = ["switch", *(f"{r}{c}" for r in ("sender", "receiver") for c in range(CHILDREN)), "all"]
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["values", "run", "offered_pps_per_worker", "achieved_pps_per_worker", "rounds", "results",
+                      "results_in_step", "results_per_s", "aggregated_pps", "gradient_MBps", "loss",
+                      "lost_before_pipeline", "incomplete_contributions", "stale", "switch_aggregated",
+                      "switch_results", "results_at_both", "duplicates", "wrong", "send_errors", "rx_drops",
+                      "sender_lag_ms", *(f"{k}_cpu" for k in cpu_keys)])
+        for values, results in all_results.items():
+            for run, steps in enumerate(results, 1):
+                for s in steps:
+                    out.writerow([values, run, s.offered, round(s.achieved), s.rounds, s.results, s.in_step,
+                                  round(s.results_per_s), round(s.aggregated_pps), round(s.mbytes_per_s, 2),
+                                  round(s.loss, 4), s.before_pipeline, s.incomplete, s.switch["stale"],
+                                  s.switch["aggregated"], s.switch["results"], s.both, s.dups, s.bad, s.send_errors,
+                                  s.rx_drops, round(s.lag * 1e3, 1), *(round(s.cpu[k], 2) for k in cpu_keys)])
+    return path
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",")]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=2.0, help="seconds per step")
+    ap.add_argument("--rates", type=_ints, default=RATES, help="offered loads per worker in pps, comma-separated")
+    ap.add_argument("--values", type=_ints, default=VALUES, help="INA_VALUES to measure, comma-separated")
+    ap.add_argument("--window", type=int, default=WINDOW, help="slots the job cycles through (pool size)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1 run, 0.5 s steps, 3 loads")
+    args = ap.parse_args()
+    if args.quick:
+        args.runs, args.duration, args.rates = 1, 0.5, [1_000, 5_000, 20_000]
+    if not 1 <= args.window <= 0xFFFF:
+        ap.error("--window must be 1..65535")
+    if not prepare("bench_veth_ina"):
+        return 1
+    all_results: dict[int, list[list[Step]]] = {}
+    figures = []
+    try:
+        with netns.Sandbox() as box:
+            links = {n: box.veth(f"s{n}", f"h{n}", b_netns=box.netns(f"h{n}")) for n in range(1, CHILDREN + 1)}
+            address_hosts(links)
+            with workers(links) as w:
+                for values in args.values:
+                    print(f"V={values}: switch on {links[1].a}, {links[2].a}; a sender and a receiver in each of "
+                          f"h1, h2; window {args.window} slots", flush=True)
+                    all_results[values] = measure(w, links, values, args.rates, args.runs, args.duration,
+                                                  args.window)
+                    figures.append(summarize(values, all_results[values]))
+    except KeyboardInterrupt:
+        print("interrupted; cleaned up", file=sys.stderr)
+        return 130
+    finally:
+        if all_results:
+            print(f"\nwrote {write_results(all_results)}" + ("" if len(figures) == len(args.values) else " (partial)"))
+    print("\nsummary (median over runs of each run's saturation):")
+    for f in figures:
+        print(f"  V={f['values']:>3}: {f['aggregated_pps']:>7,.0f} aggregated pps  {f['results_per_s']:>7,.0f} "
+              f"results/s  {f['mbytes_per_s']:5.1f} MB/s of int32 gradient")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -343,7 +343,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
 def serve(service: P4RuntimeServer, address: str) -> grpc.Server:
     """Start the gRPC server on ``address`` (HOST:PORT); raises RuntimeError if it cannot bind."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="p4rt"))
+    # No SO_REUSEPORT (gRPC's default): a second switch on a taken address must fail, not share it.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="p4rt"),
+                         options=[("grpc.so_reuseport", 0)])
     p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(service, server)
     if server.add_insecure_port(address) == 0:
         raise RuntimeError(f"cannot listen on {address}")

@@ -1,0 +1,183 @@
+"""ina-net: start a topology file as a Mininet network of P4 switches, and tidy up after it.
+
+    ina-net start bmv2-env/topologies/single-4.json [--cli]   # until Ctrl-C / `ina-net stop`
+    ina-net exec h1 -- ping -c1 10.0.0.2                      # on a host of the running network
+    ina-net stop                                              # from another terminal
+    ina-net clean                                             # what a crashed run left behind
+
+Every command takes ``--run-dir`` (default: ina-net in the temporary directory); the running
+network writes ``net.json`` there for the controller, and its logs under ``logs/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+
+from controller.topology import Topology, TopologyError
+from p4target.netns import remove_stale
+
+from .network import GRPC_PORT_BASE, START_TIMEOUT, InaNetwork, interface_names
+from .p4switch import TARGETS, SwitchStartError
+from .runstate import NetworkBusy, RunState, clean_run_dir
+
+DEFAULT_RUN_DIR = Path(tempfile.gettempdir()) / "ina-net"
+STOP_WAIT = 30.0
+
+
+class StopRequested(BaseException):
+    """SIGTERM or SIGHUP: leave like Ctrl-C, but not swallowed by the Mininet CLI's Ctrl-C handling."""
+
+
+def _raise_stop(signum: int, _frame: FrameType | None) -> None:
+    raise StopRequested(signal.Signals(signum).name)
+
+
+def _summary(net: InaNetwork) -> str:
+    lines = [f"network up: {len(net.hosts)} hosts, {len(net.switches)} switches ({net.target} target)"]
+    for sw in net.switches:
+        lines.append(f"  {sw.name}: device {sw.device_id}, P4Runtime {sw.grpc_address}, log {sw.log_path}")
+    for name, host in net.topology.hosts.items():
+        lines.append(f"  {name}: {host.ip} {host.mac} on {'-p'.join(map(str, net.topology.attachment[name]))}")
+    lines.append(f"the switches start empty: `ina-ctl --net {net.net_file} setup` pushes the pipeline and routes")
+    return "\n".join(lines)
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    from mininet.cli import CLI
+    from mininet.log import setLogLevel
+
+    setLogLevel("info" if args.verbose else "output")  # "output": what the Mininet CLI prints
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_stop)
+    net = InaNetwork(args.topology, args.run_dir, args.target, args.grpc_port_base, args.switch_log,
+                     args.start_timeout)
+    try:
+        net.start()
+    except (KeyboardInterrupt, StopRequested):
+        return 1
+    try:
+        print(_summary(net), flush=True)
+        if args.cli:
+            CLI(net.mininet)
+        else:
+            print(f"running; Ctrl-C or `ina-net stop --run-dir {net.run_dir}` stops it", flush=True)
+            while True:
+                signal.pause()
+    except (KeyboardInterrupt, StopRequested):
+        pass
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second Ctrl-C must not cut the teardown short
+            signal.signal(sig, signal.SIG_IGN)
+        print("stopping", flush=True)
+        net.stop()
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    state = RunState.load(args.run_dir)
+    if state is None or not state.owner.alive():
+        print(f"no network is running from {args.run_dir}" +
+              (" (a crashed run left state: `ina-net clean` removes it)" if state else ""))
+        return 1 if state else 0
+    os.kill(state.owner.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WAIT
+    while state.owner.alive():
+        if time.monotonic() > deadline:
+            print(f"pid {state.owner.pid} is still running after {STOP_WAIT:.0f}s", file=sys.stderr)
+            return 1
+        time.sleep(0.05)
+    print(f"stopped the network of pid {state.owner.pid}")
+    return 0
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    state = RunState.load(args.run_dir)
+    if state is None or not state.owner.alive():
+        print(f"no network is running from {args.run_dir}", file=sys.stderr)
+        return 1
+    shell = state.hosts.get(args.host)
+    if shell is None or not shell.alive():
+        print(f"no host {args.host!r} in the network (hosts: {', '.join(state.hosts)})", file=sys.stderr)
+        return 1
+    command = args.argv or [os.environ.get("SHELL", "/bin/bash")]
+    # mnexec -a: join the network (and mount) namespace of the host's shell, as Mininet's own tools do.
+    return subprocess.run(["mnexec", "-a", str(shell.pid), *command]).returncode
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    names = interface_names(Topology.load(args.topology)) if args.topology else []
+    removed = clean_run_dir(args.run_dir, names, force=args.force) + remove_stale()
+    print("\n".join(f"removed {what}" for what in removed) or "nothing to clean")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="ina-net", description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[2:]))
+    sub = ap.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--run-dir", type=Path, default=DEFAULT_RUN_DIR,
+                       help=f"net.json, state and logs of the network (default {DEFAULT_RUN_DIR})")
+        return p
+
+    start = add("start", "start a topology file; runs until Ctrl-C or `ina-net stop`")
+    start.add_argument("topology", type=Path, help="topology file, e.g. bmv2-env/topologies/single-4.json")
+    start.add_argument("--target", choices=TARGETS, default="auto",
+                       help="switch program: builtin (p4target-switch-grpc), bmv2 (simple_switch_grpc), "
+                            "auto (bmv2 when installed; the default)")
+    start.add_argument("--cli", action="store_true", help="drop to the Mininet CLI; `exit` stops the network")
+    start.add_argument("--grpc-port-base", type=int, default=GRPC_PORT_BASE,
+                       help=f"switch i serves P4Runtime on the first free port from this + i "
+                            f"(default {GRPC_PORT_BASE})")
+    start.add_argument("--switch-log", metavar="LEVEL", choices=["trace", "debug", "info", "warn", "error"],
+                       help="switches log at this level (--log-console -L LEVEL) into logs/<switch>.log")
+    start.add_argument("--start-timeout", type=float, default=START_TIMEOUT,
+                       help=f"seconds to wait for every switch to answer P4Runtime (default {START_TIMEOUT:.0f})")
+    start.add_argument("-v", "--verbose", action="store_true", help="show Mininet's progress messages")
+    start.set_defaults(func=cmd_start)
+
+    add("stop", "stop the network running from the run directory").set_defaults(func=cmd_stop)
+
+    run = add("exec", "run a command on a host of the running network (default: a shell)")
+    run.add_argument("host")
+    run.add_argument("argv", nargs="*", metavar="-- COMMAND", help="the command and its arguments, after --")
+    run.set_defaults(func=cmd_exec)
+
+    clean = add("clean", "remove what a crashed run left: switch processes, host shells, interfaces")
+    clean.add_argument("topology", type=Path, nargs="?", help="also delete links named like this topology's")
+    clean.add_argument("--force", action="store_true",
+                       help="also kill switch processes of other runs that use these interfaces")
+    clean.set_defaults(func=cmd_clean)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # exec's command is everything after "--", whatever options come before it.
+    own, command = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    args = parser().parse_args(own)
+    if args.subcommand == "exec":
+        args.argv = args.argv + command
+    if os.geteuid() != 0:
+        print("ina-net: Mininet needs root", file=sys.stderr)
+        return 1
+    try:
+        return args.func(args)
+    except (TopologyError, NetworkBusy, SwitchStartError, ValueError) as e:
+        print(f"ina-net: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""Start a topology file as a Mininet network of P4 switches, for a person (``ina-net``) or a test.
+
+::
+
+    with InaNetwork("bmv2-env/topologies/single-4.json", run_dir) as net:
+        Controller(net.network, run_dir / "controller.json").setup()
+        print(net.run("h1", "ping -c1 10.0.0.2"))
+
+``start()`` first cleans what a crashed run left in the same run directory, then builds the
+hosts (own namespaces), the switches (root namespace, one process each) and the links
+(``TCLink`` when the file gives bw/delay/loss), waits until every switch answers P4Runtime,
+configures the hosts and writes ``net.json`` (``controller.network.Network``) for the controller.
+Run directory: ``net.json``, ``state.json`` (what to clean after a crash), ``logs/<node>.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Collection
+from pathlib import Path
+from types import TracebackType
+
+from mininet.net import Mininet
+from mininet.node import Host
+
+from controller.network import Network, SwitchAccess
+from controller.topology import Topology, TopologyError
+
+from .hosts import InaHost, configure_host
+from .links import add_link, remove_loss_rules
+from .p4switch import P4Switch, port_is_free, resolve_target
+from .processes import ProcessRef
+from .runstate import LOG_DIR, NET_FILE, STATE_FILE, RunState, clean_run_dir
+
+GRPC_PORT_BASE = 50001  # switch i asks for GRPC_PORT_BASE + i first
+THRIFT_PORT_BASE = 9090  # BMv2 only: each simple_switch_grpc also needs its own Thrift port
+START_TIMEOUT = 30.0
+IFNAMSIZ = 16
+
+
+def interface_name(node: str, port: int) -> str:
+    """Mininet's name for port ``port`` of ``node`` (hosts use port 0): ``s1-eth3``."""
+    name = f"{node}-eth{port}"
+    if len(name) >= IFNAMSIZ:
+        raise TopologyError(f"interface name {name} is longer than {IFNAMSIZ - 1} characters: shorten {node!r}")
+    return name
+
+
+def interface_names(topology: Topology) -> list[str]:
+    return [interface_name(sw, port) for sw, ports in topology.ports.items() for port in ports] + \
+        [interface_name(host, 0) for host in topology.hosts]
+
+
+def free_ports(count: int, base: int, avoid: Collection[int] = ()) -> list[int]:
+    """``count`` free TCP ports on 127.0.0.1, from ``base`` upwards (taken ones are skipped)."""
+    ports: list[int] = []
+    candidate = base
+    while len(ports) < count:
+        if candidate > 65535:
+            raise RuntimeError(f"fewer than {count} free TCP ports above {base}")
+        if candidate not in avoid and port_is_free(candidate):
+            ports.append(candidate)
+        candidate += 1
+    return ports
+
+
+def _recorded(pids: dict[str, int]) -> dict[str, ProcessRef]:
+    """Name -> ProcessRef of the processes that run (one that died at once has nothing to clean)."""
+    refs = {name: ProcessRef.of(pid) for name, pid in pids.items()}
+    return {name: ref for name, ref in refs.items() if ref is not None}
+
+
+class InaNetwork:
+    """A topology running in Mininet; ``start()``/``stop()`` or a ``with`` block."""
+
+    def __init__(self, topology: Topology | str | Path, run_dir: str | Path, target: str = "auto",
+                 grpc_port_base: int = GRPC_PORT_BASE, switch_log_level: str | None = None,
+                 start_timeout: float = START_TIMEOUT) -> None:
+        self.topology = topology if isinstance(topology, Topology) else Topology.load(topology)
+        self.run_dir = Path(run_dir).resolve()
+        self.target = resolve_target(target)
+        self.grpc_port_base = grpc_port_base
+        self.switch_log_level = switch_log_level
+        self.start_timeout = start_timeout
+        self.mininet: Mininet | None = None
+        self.network: Network | None = None  # what net.json holds, once started
+        self._owns_run_dir = False  # True from the moment our state.json is written
+
+    @property
+    def net_file(self) -> Path:
+        return self.run_dir / NET_FILE
+
+    @property
+    def log_dir(self) -> Path:
+        return self.run_dir / LOG_DIR
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> InaNetwork:
+        if self.mininet is not None:
+            raise RuntimeError("this network is already started")
+        if os.geteuid() != 0:  # Mininet itself would exit() the whole process
+            raise PermissionError("Mininet networks need root")
+        names = interface_names(self.topology)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        clean_run_dir(self.run_dir, names)
+        # Recorded before anything exists, so whatever a crash from here on leaves is found again.
+        state = RunState(ProcessRef.of(os.getpid()), names)
+        state.save(self.run_dir)
+        self._owns_run_dir = True
+        try:
+            self.mininet = self._build()
+            state.hosts = _recorded({h.name: h.pid for h in self.mininet.hosts})
+            state.save(self.run_dir)
+            self.mininet.start()  # launches the switch processes without waiting for them
+            state.switches = _recorded({s.name: s.process.pid for s in self.switches})
+            state.save(self.run_dir)
+            for host in self.mininet.hosts:  # while the switches boot
+                configure_host(host, self.topology)
+            deadline = time.monotonic() + self.start_timeout
+            for switch in self.switches:
+                switch.wait_ready(max(0.0, deadline - time.monotonic()))
+            self._run_host_commands()
+            self.network = Network(self.topology, {s.name: SwitchAccess(s.grpc_address, s.device_id, s.target)
+                                                   for s in self.switches})
+            self.network.save(self.net_file)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _build(self) -> Mininet:
+        net = Mininet(topo=None, switch=P4Switch, host=InaHost, controller=None, build=False,
+                      inNamespace=False, autoSetMacs=False, autoStaticArp=False)
+        self.mininet = net  # so that stop() tears down a half-built network too
+        for host in self.topology.hosts.values():
+            net.addHost(host.name, ip=str(host.ip), mac=host.mac)
+        switches = list(self.topology.switches.values())
+        grpc_ports = free_ports(len(switches), self.grpc_port_base)
+        thrift_ports: list[int | None] = free_ports(len(switches), THRIFT_PORT_BASE, set(grpc_ports)) \
+            if self.target == "bmv2" else [None] * len(switches)
+        for sw, grpc_port, thrift_port in zip(switches, grpc_ports, thrift_ports):
+            # Device ids count from 1 like the switch names of the shipped topologies (s1 is 1).
+            net.addSwitch(sw.name, grpc_port=grpc_port, device_id=sw.index + 1, target=self.target,
+                          log_dir=self.log_dir, log_level=self.switch_log_level, thrift_port=thrift_port)
+        for link in self.topology.links:
+            add_link(net, link)
+        net.build()
+        return net
+
+    def _run_host_commands(self) -> None:
+        """The topology file's per-host ``commands``, in order; output in ``logs/<host>.log``."""
+        for spec in self.topology.hosts.values():
+            if spec.commands:
+                with (self.log_dir / f"{spec.name}.log").open("a") as log:
+                    for command in spec.commands:
+                        log.write(f"$ {command}\n{self.run(spec.name, command)}")
+
+    def stop(self) -> None:
+        """Stop the switch processes (all at once), then Mininet's hosts and links; forget the run."""
+        if self.mininet is not None:
+            # Mininet deletes links before it stops switches: stop the processes first, so
+            # none sees its interfaces vanish under it.
+            for switch in self.switches:
+                switch.signal_stop()
+            for switch in self.switches:
+                switch.stop_process()
+            self._interrupt_busy_shells()
+            self.mininet.stop()
+            remove_loss_rules([i for i in interface_names(self.topology) if not i.endswith("-eth0")])
+            self.mininet = None
+        self.network = None
+        if self._owns_run_dir:  # never another run's files (a start refused as busy owns nothing)
+            for name in (NET_FILE, STATE_FILE):
+                (self.run_dir / name).unlink(missing_ok=True)
+            self._owns_run_dir = False
+
+    def _interrupt_busy_shells(self, timeout: float = 2.0) -> None:
+        """Ctrl-C the commands still running in node shells (a stop in mid-``pingall``): Mininet's
+        teardown runs ``ip link del`` in those shells and refuses a shell that is busy."""
+        busy = [node for node in self.mininet.hosts + self.mininet.switches if node.shell and node.waiting]
+        for node in busy:
+            node.sendInt()
+        deadline = time.monotonic() + timeout
+        for node in busy:
+            while node.waiting and time.monotonic() < deadline:
+                node.monitor(timeoutms=100)
+            node.waiting = False  # a command that ignores SIGINT: its output no longer matters
+
+    def __enter__(self) -> InaNetwork:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # --- nodes -------------------------------------------------------------------------------
+
+    @property
+    def switches(self) -> list[P4Switch]:
+        return [] if self.mininet is None else list(self.mininet.switches)
+
+    @property
+    def hosts(self) -> list[Host]:
+        return [] if self.mininet is None else list(self.mininet.hosts)
+
+    def host(self, name: str) -> Host:
+        if self.mininet is None or name not in self.topology.hosts:
+            raise KeyError(f"no running host {name!r}")
+        return self.mininet[name]
+
+    def switch(self, name: str) -> P4Switch:
+        if self.mininet is None or name not in self.topology.switches:
+            raise KeyError(f"no running switch {name!r}")
+        return self.mininet[name]
+
+    def run(self, host: str, command: str) -> str:
+        """Run a shell command on a host and return its output (stdout and stderr)."""
+        return self.host(host).cmd(command)
+
+    def ping_all(self, timeout: float = 1.0) -> list[tuple[str, str]]:
+        """One ping from every host to every other (all sources at once); returns the pairs that failed."""
+        names = list(self.topology.hosts)
+        for src in names:
+            targets = " ".join(str(self.topology.hosts[dst].ip.ip) for dst in names if dst != src)
+            self.host(src).sendCmd(f"for ip in {targets}; do ping -c1 -W{timeout:g} -q $ip >/dev/null 2>&1 "
+                                   "|| echo unreachable $ip; done")
+        by_ip = {str(h.ip.ip): h.name for h in self.topology.hosts.values()}
+        failed = []
+        for src in names:
+            for line in self.host(src).waitOutput().splitlines():
+                if line.startswith("unreachable "):
+                    failed.append((src, by_ip[line.split()[1]]))
+        return failed

@@ -1,0 +1,93 @@
+"""`ina-ctl`: the controller from a shell.  Every subcommand is one call of ``Controller``.
+
+    ina-ctl --net RUN/net.json setup [--values 64]
+    ina-ctl --net RUN/net.json job create NAME --hosts h1,h2,h3 --pool-size 64
+    ina-ctl --net RUN/net.json job delete NAME
+    ina-ctl --net RUN/net.json status
+    ina-ctl --net RUN/net.json watch          # re-provisions switches that restart
+
+State (jobs, allocations, epochs) lives in RUN/controller-state.json, job specs for workers
+in RUN/jobs/NAME.json, unless --state says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from controller.controller import Controller, JobError
+from controller.network import Network
+from controller.p4runtime_client import SwitchError
+from controller.pipeline import PipelineError, PipelineOptions
+from controller.topology import TopologyError
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="ina-ctl", description="Aggregation jobs on a network of P4 switches.")
+    ap.add_argument("--net", required=True, type=Path, help="the network file bmv2-env wrote (RUN/net.json)")
+    ap.add_argument("--state", type=Path, help="controller state file (default: beside --net)")
+    ap.add_argument("--election-id", type=int, default=1)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    sub = ap.add_subparsers(dest="command", required=True)
+    setup = sub.add_parser("setup", help="push the pipeline, install routes and every live job")
+    setup.add_argument("--values", type=int, default=64, help="int32 values per packet (INA_VALUES)")
+    setup.add_argument("--udp-port", type=int, help="aggregation UDP port (INA_UDP_PORT_NUMBER)")
+    job = sub.add_parser("job", help="create or delete a job").add_subparsers(dest="action", required=True)
+    create = job.add_parser("create", help="build the job's tree and install it")
+    create.add_argument("name")
+    create.add_argument("--hosts", required=True, help="member hosts in rank order, comma-separated")
+    create.add_argument("--pool-size", type=int, required=True, help="slots per switch for this job")
+    create.add_argument("--pool-base", type=int, help="first slot on every switch (default: first fit)")
+    delete = job.add_parser("delete", help="remove exactly this job's entries")
+    delete.add_argument("name")
+    job.add_parser("list", help="jobs and their specs")
+    sub.add_parser("status", help="jobs, per-switch counters and drops, as JSON")
+    watch = sub.add_parser("watch", help="keep switches provisioned (re-provision on restart)")
+    watch.add_argument("--interval", type=float, default=1.0)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose or args.command == "watch" else logging.WARNING,
+                        format="%(asctime)s %(name)s %(message)s")
+    state = args.state or args.net.parent / "controller-state.json"
+    try:
+        network = Network.load(args.net)
+        options = PipelineOptions(args.values, args.udp_port) if args.command == "setup" else None
+        with Controller(network, state, options, args.election_id) as ctl:
+            return _run(ctl, args)
+    except (JobError, TopologyError, SwitchError, PipelineError) as e:
+        print(f"ina-ctl: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run(ctl: Controller, args: argparse.Namespace) -> int:
+    if args.command == "setup":
+        ctl.setup()
+        print(f"{len(ctl.topology.switches)} switch(es) ready, {len(ctl.state.jobs)} job(s) installed")
+    elif args.command == "job" and args.action == "create":
+        spec = ctl.create_job(args.name, [h for h in args.hosts.split(",") if h], args.pool_size, args.pool_base)
+        print(f"job {spec.name}: id {spec.job_id}, spec in {ctl.spec_dir / (spec.name + '.json')}")
+    elif args.command == "job" and args.action == "delete":
+        ctl.delete_job(args.name)
+        print(f"job {args.name} deleted")
+    elif args.command == "job":
+        for name in ctl.state.jobs:
+            spec = ctl.job_spec(name)
+            print(f"{name}: id {spec.job_id}, {len(spec.members)} members, pool {spec.pool_size}")
+    elif args.command == "status":
+        print(json.dumps(ctl.status(), indent=2))
+    elif args.command == "watch":
+        ctl.setup()
+        ctl.watch(args.interval)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""A running network as the controller sees it: the topology plus how to reach each switch.
+
+bmv2-env writes this file (``net.json`` in its run directory) once every switch answers
+P4Runtime; the controller reads it.  Any other way of starting switches (real hardware,
+a hand-made script) only has to write the same file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from controller.topology import Topology, TopologyError
+
+TARGETS = ("builtin", "bmv2")
+
+
+@dataclass(frozen=True)
+class SwitchAccess:
+    grpc_address: str  # host:port of the switch's P4Runtime server
+    device_id: int
+    target: str  # "builtin" (p4target-switch-grpc) or "bmv2" (simple_switch_grpc)
+
+
+@dataclass
+class Network:
+    topology: Topology
+    access: dict[str, SwitchAccess]
+
+    def __post_init__(self) -> None:
+        missing = sorted(set(self.topology.switches) - set(self.access))
+        if missing:
+            raise TopologyError(f"no P4Runtime address for switches {missing}")
+        bad = sorted(n for n, a in self.access.items() if a.target not in TARGETS)
+        if bad:
+            raise TopologyError(f"switches {bad}: target must be one of {TARGETS}")
+
+    def save(self, path: str | Path) -> None:
+        data = {"topology": self.topology.to_dict(), "switches": {n: asdict(a) for n, a in self.access.items()}}
+        tmp = Path(path).with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Network:
+        try:
+            data = json.loads(Path(path).read_text())
+            access = {n: SwitchAccess(**a) for n, a in data["switches"].items()}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise TopologyError(f"{path}: not a network file: {e}") from None
+        return cls(Topology.from_dict(data["topology"], str(path)), access)

@@ -1,0 +1,162 @@
+"""One P4Runtime connection to one switch: arbitration, pipeline, writes and reads.
+
+Built on the ``p4runtime`` protobufs and grpcio directly, one object per switch (no module
+globals, unlike p4runtime-shell), and a write error always comes back as ``WriteError`` with
+the status of every update, so a batch with an OK before an error never hangs.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+
+import grpc
+from google.rpc import code_pb2, status_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+Update = p4runtime_pb2.Update
+Pipeline = p4runtime_pb2.SetForwardingPipelineConfigRequest
+GetPipeline = p4runtime_pb2.GetForwardingPipelineConfigRequest
+
+
+class SwitchError(RuntimeError):
+    """A switch that cannot be reached or refuses a request."""
+
+
+class WriteError(SwitchError):
+    """Some updates of a Write failed; ``codes`` holds one grpc status code name per update."""
+
+    def __init__(self, message: str, codes: list[str]) -> None:
+        super().__init__(message)
+        self.codes = codes
+
+
+class SwitchClient:
+    """Primary controller of one device: opens the stream and wins arbitration on creation."""
+
+    def __init__(self, address: str, device_id: int, election_id: int = 1, timeout: float = 10.0) -> None:
+        self.address, self.device_id, self.timeout = address, device_id, timeout
+        self.election_id = p4runtime_pb2.Uint128(high=0, low=election_id)
+        self._channel = grpc.insecure_channel(address)
+        self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        self._requests: queue.Queue[p4runtime_pb2.StreamMessageRequest | None] = queue.Queue()
+        self._arbitration: queue.Queue[p4runtime_pb2.StreamMessageResponse | Exception] = queue.Queue()
+        self._broken = threading.Event()
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            self._channel.close()
+            raise SwitchError(f"no P4Runtime server answers at {address}") from None
+        self._stream = self._stub.StreamChannel(iter(self._requests.get, None))
+        threading.Thread(target=self._read_stream, daemon=True, name=f"p4rt-{address}").start()
+        self._arbitrate()
+
+    # --- stream ----------------------------------------------------------------------------
+
+    def _read_stream(self) -> None:
+        try:
+            for msg in self._stream:
+                if msg.HasField("arbitration"):
+                    self._arbitration.put(msg)
+        except grpc.RpcError as e:
+            self._arbitration.put(e)
+        finally:
+            self._broken.set()
+
+    def _arbitrate(self) -> None:
+        request = p4runtime_pb2.StreamMessageRequest()
+        request.arbitration.device_id = self.device_id
+        request.arbitration.election_id.CopyFrom(self.election_id)
+        self._requests.put(request)
+        try:
+            reply = self._arbitration.get(timeout=self.timeout)
+        except queue.Empty:
+            self.close()
+            raise SwitchError(f"{self.address}: no arbitration answer within {self.timeout} s") from None
+        if isinstance(reply, Exception):
+            self.close()
+            raise SwitchError(f"{self.address}: stream failed: {_describe(reply)}")
+        if reply.arbitration.status.code != code_pb2.OK:
+            self.close()
+            raise SwitchError(f"{self.address}: not primary for device {self.device_id} "
+                              f"({reply.arbitration.status.message or 'another controller has a higher election id'})")
+
+    @property
+    def alive(self) -> bool:
+        """False once the stream ended: the switch went away (or restarted)."""
+        return not self._broken.is_set()
+
+    def close(self) -> None:
+        """End the stream and wait for the switch to see it, so our election id is free again."""
+        self._requests.put(None)
+        self._broken.wait(timeout=2.0)
+        self._channel.close()
+
+    # --- pipeline ------------------------------------------------------------------------------
+
+    def set_pipeline(self, config: p4runtime_pb2.ForwardingPipelineConfig) -> None:
+        request = Pipeline(device_id=self.device_id, election_id=self.election_id, action=Pipeline.VERIFY_AND_COMMIT,
+                           config=config)
+        self._call(self._stub.SetForwardingPipelineConfig, request, "SetForwardingPipelineConfig")
+
+    def pipeline_cookie(self) -> int | None:
+        """The running pipeline's cookie; None when the switch has no pipeline (a fresh start)."""
+        request = GetPipeline(device_id=self.device_id, response_type=GetPipeline.COOKIE_ONLY)
+        try:
+            reply = self._stub.GetForwardingPipelineConfig(request, timeout=self.timeout)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                return None
+            raise SwitchError(f"{self.address}: GetForwardingPipelineConfig: {_describe(e)}") from None
+        return reply.config.cookie.cookie if reply.config.HasField("cookie") else None
+
+    # --- entities ------------------------------------------------------------------------------
+
+    def write(self, updates: list[p4runtime_pb2.Update]) -> None:
+        if not updates:
+            return
+        request = p4runtime_pb2.WriteRequest(device_id=self.device_id, election_id=self.election_id, updates=updates,
+                                             atomicity=p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR)
+        try:
+            self._stub.Write(request, timeout=self.timeout)
+        except grpc.RpcError as e:
+            codes = _update_codes(e, len(updates))
+            failed = [f"#{i} {c}" for i, c in enumerate(codes) if c != "OK"]
+            raise WriteError(f"{self.address}: Write failed ({', '.join(failed) or _describe(e)}): {_describe(e)}",
+                             codes) from None
+
+    def read(self, entities: Iterable[p4runtime_pb2.Entity]) -> Iterator[p4runtime_pb2.Entity]:
+        request = p4runtime_pb2.ReadRequest(device_id=self.device_id, entities=list(entities))
+        try:
+            for reply in self._stub.Read(request, timeout=self.timeout):
+                yield from reply.entities
+        except grpc.RpcError as e:
+            raise SwitchError(f"{self.address}: Read: {_describe(e)}") from None
+
+    def _call(self, rpc, request, what: str):
+        try:
+            return rpc(request, timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise SwitchError(f"{self.address}: {what}: {_describe(e)}") from None
+
+
+def _describe(e: grpc.RpcError) -> str:
+    code = e.code().name if hasattr(e, "code") and e.code() else "UNKNOWN"
+    details = e.details() if hasattr(e, "details") else str(e)
+    return f"{code} {details}"
+
+
+def _update_codes(e: grpc.RpcError, count: int) -> list[str]:
+    """Per-update status codes from the p4.v1.Error details of a failed Write (P4Runtime spec 12.3)."""
+    for key, value in (e.trailing_metadata() or ()):
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status.FromString(value)
+            codes = []
+            for detail in status.details:
+                err = p4runtime_pb2.Error()
+                detail.Unpack(err)
+                codes.append(code_pb2.Code.Name(err.canonical_code))
+            if len(codes) == count:
+                return codes
+    return [e.code().name] * count

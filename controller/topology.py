@@ -1,0 +1,237 @@
+"""Topology files in the p4lang tutorials' style, read once and shared by bmv2-env and the controller.
+
+A file names hosts, switches and links; a switch port is written ``"s1-p3"`` (port 3 of s1)::
+
+    {"hosts":    {"h1": {"ip": "10.0.0.1/24", "mac": "02:00:00:00:00:01"}},
+     "switches": {"s1": {"ip": "10.0.0.254", "mac": "02:00:00:00:fe:01"}},
+     "links":    [["h1", "s1-p1", {"bw": 100, "delay": "1ms", "loss": 1}]]}
+
+Every host has exactly one link, to a switch port.  Switch addresses are optional (derived
+from the switch's position: 10.0.0.(254 - i), 02:00:00:00:fe:(i + 1)); workers send
+aggregation packets to their switch's address, and the switch sends results from it.  The
+link options are Mininet's TCLink ones (Mb/s, delay string, loss %).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PORT_NAME = re.compile(r"^(?P<switch>[A-Za-z_][\w]*)-p(?P<port>\d+)$")
+MAX_PORT = 510  # v1model: 511 drops, ports are 9 bits
+
+
+class TopologyError(ValueError):
+    """A topology file that cannot describe a network."""
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    ip: ipaddress.IPv4Interface
+    mac: str
+    commands: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    index: int  # position in the file (bmv2-env makes index + 1 the device id); default addresses
+    ip: ipaddress.IPv4Address
+    mac: str
+
+
+@dataclass(frozen=True)
+class Link:
+    a: str  # "h1" or "s1-p3"
+    b: str
+    options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """What a switch port leads to."""
+
+    port: int
+    node: str  # a host or a switch name
+    peer_port: int | None  # the switch port at the other end, None for a host
+
+
+@dataclass
+class Topology:
+    hosts: dict[str, Host]
+    switches: dict[str, Switch]
+    links: list[Link]
+    ports: dict[str, dict[int, Neighbour]]  # switch -> port -> neighbour
+    attachment: dict[str, tuple[str, int]]  # host -> (switch, port)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Topology:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise TopologyError(f"{path}: {e}") from None
+        return cls.from_dict(data, str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "topology") -> Topology:
+        if not isinstance(data, dict) or not {"hosts", "switches", "links"} <= set(data):
+            raise TopologyError(f"{where}: needs 'hosts', 'switches' and 'links'")
+        hosts = {name: _host(name, spec or {}, where) for name, spec in data["hosts"].items()}
+        switches = {name: _switch(name, i, spec or {}, where)
+                    for i, (name, spec) in enumerate(data["switches"].items())}
+        both = sorted(set(hosts) & set(switches))
+        if both:
+            raise TopologyError(f"{where}: names used for both a host and a switch: {both}")
+        nodes = [*hosts.values(), *switches.values()]
+        _check_unique(where, "IP address", [str(getattr(n.ip, "ip", n.ip)) for n in nodes])
+        _check_unique(where, "MAC address", [n.mac for n in nodes])
+        topo = cls(hosts, switches, [], {s: {} for s in switches}, {})
+        for item in data["links"]:
+            topo._add_link(item, where)
+        unlinked = sorted(set(hosts) - set(topo.attachment))
+        if unlinked:
+            raise TopologyError(f"{where}: hosts without a link: {unlinked}")
+        return topo
+
+    def to_dict(self) -> dict:
+        return {
+            "hosts": {h.name: {"ip": str(h.ip), "mac": h.mac, **({"commands": list(h.commands)} if h.commands else {})}
+                      for h in self.hosts.values()},
+            "switches": {s.name: {"ip": str(s.ip), "mac": s.mac} for s in self.switches.values()},
+            "links": [[lk.a, lk.b, lk.options] if lk.options else [lk.a, lk.b] for lk in self.links],
+        }
+
+    def _add_link(self, item: Any, where: str) -> None:
+        if not isinstance(item, list) or len(item) not in (2, 3) or (len(item) == 3 and not isinstance(item[2], dict)):
+            raise TopologyError(f"{where}: a link is [a, b] or [a, b, {{options}}], not {item!r}")
+        a, b = (self._endpoint(x, where) for x in item[:2])
+        if a[1] is None and b[1] is None:
+            raise TopologyError(f"{where}: link {item[:2]} joins two hosts; hosts attach to switch ports")
+        for (node, port), (peer, peer_port) in ((a, b), (b, a)):
+            if port is None:
+                if node in self.attachment:
+                    raise TopologyError(f"{where}: host {node} has more than one link")
+                self.attachment[node] = (peer, peer_port)
+            else:
+                if port in self.ports[node]:
+                    raise TopologyError(f"{where}: {node}-p{port} is used by two links")
+                self.ports[node][port] = Neighbour(port, peer, peer_port)
+        self.links.append(Link(item[0], item[1], dict(item[2]) if len(item) == 3 else {}))
+
+    def _endpoint(self, name: Any, where: str) -> tuple[str, int | None]:
+        if isinstance(name, str) and name in self.hosts:
+            return name, None
+        m = PORT_NAME.match(name) if isinstance(name, str) else None
+        if not m or m["switch"] not in self.switches:
+            raise TopologyError(f"{where}: link end {name!r} is neither a host nor a switch port like 's1-p3'")
+        port = int(m["port"])
+        if not 1 <= port <= MAX_PORT:
+            raise TopologyError(f"{where}: port {port} of {m['switch']} is outside 1..{MAX_PORT}")
+        return m["switch"], port
+
+    # --- paths -------------------------------------------------------------------------------
+
+    def switch_neighbours(self, switch: str) -> list[Neighbour]:
+        return [n for n in self.ports[switch].values() if n.node in self.switches]
+
+    def next_hops(self, target: str) -> dict[str, int]:
+        """For each switch that can reach switch `target`: the port of its first hop there.
+
+        Breadth-first from the target, ties broken by switch and port order, so every
+        switch's choice is the same on every run.
+        """
+        hops: dict[str, int] = {}
+        seen, queue = {target}, deque([target])
+        while queue:
+            here = queue.popleft()
+            for n in sorted(self.switch_neighbours(here), key=lambda n: (n.node, n.port)):
+                if n.node not in seen:
+                    seen.add(n.node)
+                    hops[n.node] = n.peer_port
+                    queue.append(n.node)
+        return hops
+
+    def distances(self, source: str) -> dict[str, int]:
+        dist, queue = {source: 0}, deque([source])
+        while queue:
+            here = queue.popleft()
+            for n in self.switch_neighbours(here):
+                if n.node not in dist:
+                    dist[n.node] = dist[here] + 1
+                    queue.append(n.node)
+        return dist
+
+
+def _host(name: str, spec: dict, where: str) -> Host:
+    try:
+        ip = ipaddress.IPv4Interface(spec["ip"])
+        mac = _mac(spec["mac"])
+    except (KeyError, ValueError, TypeError) as e:
+        raise TopologyError(f"{where}: host {name} needs a valid 'ip' (a.b.c.d/len) and 'mac': {e}") from None
+    if ip.network.prefixlen == 32:
+        ip = ipaddress.IPv4Interface(f"{ip.ip}/24")
+    return Host(name, ip, mac, tuple(spec.get("commands", ())))
+
+
+def _switch(name: str, index: int, spec: dict, where: str) -> Switch:
+    if not re.match(r"^[A-Za-z_]\w*$", name):
+        raise TopologyError(f"{where}: switch name {name!r} must be a word (it names interfaces like {name}-eth1)")
+    try:
+        ip = ipaddress.IPv4Address(spec.get("ip", f"10.0.0.{254 - index}"))
+        mac = _mac(spec.get("mac", f"02:00:00:00:fe:{index + 1:02x}"))
+    except ValueError as e:
+        raise TopologyError(f"{where}: switch {name}: {e}") from None
+    return Switch(name, index, ip, mac)
+
+
+def _mac(text: str) -> str:
+    if not isinstance(text, str) or not re.match(r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$", text):
+        raise ValueError(f"bad MAC address {text!r}")
+    return text.lower()
+
+
+def _check_unique(where: str, what: str, values: list[str]) -> None:
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise TopologyError(f"{where}: {what} used twice: {repeated}")
+
+
+def mac_int(mac: str) -> int:
+    return int(mac.replace(":", ""), 16)
+
+
+# --- the topologies the project ships, built in code so tests and benches can size them ---------
+
+def single(workers: int) -> dict:
+    """One switch s1 with hosts h1..hN on ports 1..N."""
+    return {
+        "hosts": {f"h{i}": _host_spec(i) for i in range(1, workers + 1)},
+        "switches": {"s1": {}},
+        "links": [[f"h{i}", f"s1-p{i}"] for i in range(1, workers + 1)],
+    }
+
+
+def tree(leaves: int, per_leaf: int) -> dict:
+    """Leaf switches s2..s(leaves+1), each with per_leaf hosts, under the root s1.
+
+    Leaf sK's port 1 goes up to s1's port K-1; its hosts use ports 2, 3, ...
+    """
+    hosts, links = {}, []
+    for leaf in range(leaves):
+        sw = f"s{leaf + 2}"
+        links.append([f"{sw}-p1", f"s1-p{leaf + 1}"])
+        for j in range(per_leaf):
+            n = leaf * per_leaf + j + 1
+            hosts[f"h{n}"] = _host_spec(n)
+            links.append([f"h{n}", f"{sw}-p{j + 2}"])
+    return {"hosts": hosts, "switches": {f"s{i}": {} for i in range(1, leaves + 2)}, "links": links}
+
+
+def _host_spec(n: int) -> dict:
+    return {"ip": f"10.0.0.{n}/24", "mac": f"02:00:00:00:00:{n:02x}"}

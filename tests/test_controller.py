@@ -1,0 +1,324 @@
+"""The controller against the built-in target's P4Runtime servers, through real gRPC.
+
+Each switch of a topology gets its own server (127.0.0.1, a free port, an in-memory
+dataplane).  Table contents are read back over P4Runtime and compared with what the job
+needs; aggregation through the installed entries is checked by sending frames into the
+switches' pipelines.  The restart test runs the real `p4target-switch-grpc` command.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scapy.all import IP, UDP, Ether, raw
+
+from controller.controller import Controller, JobError
+from controller.network import Network, SwitchAccess
+from controller.plan import PlanError, build_tree
+from controller.topology import Topology, TopologyError, single, tree
+from p4target.dataplane import Dataplane
+from p4target.runtime.service import P4RuntimeServer, serve
+from worker import protocol
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Switches:
+    """In-process P4Runtime servers, one per switch of the topology."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.services: dict[str, P4RuntimeServer] = {}
+        self.servers = {}
+        access = {}
+        for name, sw in topology.switches.items():
+            port = free_port()
+            self.services[name] = P4RuntimeServer(Dataplane([]), device_id=sw.index + 1)
+            self.servers[name] = serve(self.services[name], f"127.0.0.1:{port}")
+            access[name] = SwitchAccess(f"127.0.0.1:{port}", sw.index + 1, "builtin")
+        self.network = Network(topology, access)
+
+    def switch(self, name: str):
+        return self.services[name].pipeline.switch
+
+    def stop(self) -> None:
+        for server in self.servers.values():
+            server.stop(None)
+
+
+@pytest.fixture
+def net_single():
+    s = Switches(Topology.from_dict(single(4)))
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def net_tree():
+    s = Switches(Topology.from_dict(tree(2, 2)))
+    yield s
+    s.stop()
+
+
+def controller(switches: Switches, tmp_path: Path) -> Controller:
+    c = Controller(switches.network, tmp_path / "state.json")
+    c.setup()
+    return c
+
+
+def contribution(topology: Topology, spec, rank: int, values: np.ndarray, slot: int = 0, seq: int = 1) -> bytes:
+    """A worker's data packet as it leaves its host."""
+    m = spec.members[rank]
+    P = protocol.load(spec.values)
+    host = topology.hosts[m.host]
+    payload = P.pack(values, msg_type=P.MSG_DATA, job_id=spec.job_id, child=m.child, slot=slot, seq=seq)
+    return raw(Ether(src=host.mac, dst=m.switch_mac) / IP(src=m.ip, dst=m.switch_ip)
+               / UDP(sport=m.port, dport=spec.udp_port) / payload)
+
+
+def run_tree(switches: Switches, spec, frames: dict[int, bytes]) -> dict[str, list[bytes]]:
+    """Deliver frames through the switches' pipelines, following links; what reaches each host."""
+    topo = switches.topology
+    at_hosts: dict[str, list[bytes]] = {h: [] for h in topo.hosts}
+    todo = [(*topo.attachment[spec.members[r].host], f) for r, f in frames.items()]
+    while todo:
+        sw, port, frame = todo.pop(0)
+        for out_port, data in switches.switch(sw).process(port, frame):
+            peer = topo.ports[sw][out_port]
+            if peer.node in topo.hosts:
+                at_hosts[peer.node].append(data)
+            else:
+                todo.append((peer.node, peer.peer_port, data))
+    return at_hosts
+
+
+# --- topology and plan (no switch) -----------------------------------------------------------
+
+def test_topology_errors_name_the_problem():
+    base = single(2)
+    bad_link = {**base, "links": base["links"] + [["h1", "s1-p3"]]}
+    with pytest.raises(TopologyError, match="h1 has more than one link"):
+        Topology.from_dict(bad_link)
+    with pytest.raises(TopologyError, match="neither a host nor a switch port"):
+        Topology.from_dict({**base, "links": [["h1", "s9-p1"], ["h2", "s1-p2"]]})
+    with pytest.raises(TopologyError, match="used by two links"):
+        Topology.from_dict({**base, "links": [["h1", "s1-p1"], ["h2", "s1-p1"]]})
+    dup = {**base, "hosts": {"h1": {"ip": "10.0.0.1/24", "mac": "02:00:00:00:00:01"},
+                             "h2": {"ip": "10.0.0.1/24", "mac": "02:00:00:00:00:02"}}}
+    with pytest.raises(TopologyError, match="IP address used twice"):
+        Topology.from_dict(dup)
+
+
+def test_tree_root_children_and_fan_in():
+    topo = Topology.from_dict(tree(2, 2))
+    t = build_tree(topo, ["h1", "h2", "h3", "h4"], 32)
+    assert t["s1"].parent is None and [c.node for c in t["s1"].children] == ["s2", "s3"]
+    assert (t["s3"].parent, t["s3"].parent_port, t["s3"].index_at_parent) == ("s1", 1, 1)
+    assert [(c.node, c.index, c.port) for c in t["s2"].children] == [("h1", 0, 2), ("h2", 1, 3)]
+    local = build_tree(topo, ["h4", "h3"], 32)  # members under one leaf: that leaf is the root
+    assert list(local) == ["s3"] and [c.node for c in local["s3"].children] == ["h4", "h3"]
+    with pytest.raises(PlanError, match="3 children .* 2 bits"):
+        build_tree(Topology.from_dict(single(3)), ["h1", "h2", "h3"], 2)
+
+
+# --- against switches --------------------------------------------------------------------------
+
+def test_setup_installs_routes_and_is_idempotent(net_single, tmp_path):
+    c = controller(net_single, tmp_path)
+    for _ in range(2):
+        assert c.installed_entries("s1", "InaIngress.ipv4_routes") == c.expected_entries("s1")
+        c.setup()
+    routes = {e.key("hdr.ipv4.dst"): e.param("port") for e in c.installed_entries("s1", "InaIngress.ipv4_routes")}
+    assert routes == {(0x0A000000 + i, 32): i for i in range(1, 5)}
+    c.close()
+
+
+def test_job_on_one_switch_sums(net_single, tmp_path):
+    c = controller(net_single, tmp_path)
+    spec = c.create_job("train", ["h1", "h2", "h3"], pool_size=16)
+    assert [m.child for m in spec.members] == [0, 1, 2] and spec.pool_size == 16
+    assert json.loads((tmp_path / "jobs" / "train.json").read_text())["job_id"] == spec.job_id
+    jobs = c.installed_entries("s1", "InaIngress.jobs")
+    assert {(e.key("sm.ingress_port"), e.key("hdr.ina.child")) for e in jobs} == {(1, 0), (2, 1), (3, 2)}
+    assert c.installed_entries("s1") == c.expected_entries("s1")
+    rng = np.random.default_rng(0)
+    values = [rng.integers(-1000, 1000, spec.values, dtype=np.int32) for _ in range(3)]
+    out = run_tree(net_single, spec, {r: contribution(net_single.topology, spec, r, values[r]) for r in range(3)})
+    P = protocol.load(spec.values)
+    assert out["h4"] == []
+    for m in spec.members:
+        (frame,) = out[m.host]
+        pkt = Ether(frame)
+        assert (pkt[IP].dst, pkt[UDP].dport, pkt[IP].src) == (m.ip, m.port, m.switch_ip)
+        fields, got = P.unpack(bytes(pkt[UDP].payload))
+        assert fields["msg_type"] == P.MSG_RESULT and fields["child"] == m.child
+        np.testing.assert_array_equal(got, sum(v.astype(np.int64) for v in values))
+    stats = c.status()["jobs"]["train"]["s1"]
+    assert (stats["aggregated"], stats["results"]) == (3, 1)
+    c.close()
+
+
+def test_job_over_a_tree_sums_and_tables_match(net_tree, tmp_path):
+    c = controller(net_tree, tmp_path)
+    spec = c.create_job("big", ["h1", "h2", "h3", "h4"], pool_size=8)
+    for sw in ("s1", "s2", "s3"):
+        assert c.installed_entries(sw) == c.expected_entries(sw), sw
+    assert c.installed_groups("s1") == {1: [(1, 0), (2, 1)]}  # to s2 and s3, instance = child index
+    assert c.installed_groups("s3") == {1: [(2, 0), (3, 1)]}
+    parent = {e.key("hdr.ina.child"): e.action for e in c.installed_entries("s2", "InaIngress.jobs")
+              if e.key("sm.ingress_port") == 1}
+    assert parent == {0: "InaIngress.result_from_parent"}
+    values = [np.full(spec.values, r + 1, dtype=np.int32) for r in range(4)]
+    out = run_tree(net_tree, spec, {r: contribution(net_tree.topology, spec, r, values[r], slot=5, seq=9)
+                                    for r in range(4)})
+    P = protocol.load(spec.values)
+    for m in spec.members:
+        (frame,) = out[m.host]
+        fields, got = P.unpack(bytes(Ether(frame)[UDP].payload))
+        assert (fields["slot"], fields["seq"], fields["msg_type"]) == (5, 9, P.MSG_RESULT)
+        assert (got == 10).all()
+    c.close()
+
+
+def test_two_jobs_then_delete_one(net_single, tmp_path):
+    c = controller(net_single, tmp_path)
+    a = c.create_job("a", ["h1", "h2"], pool_size=100)
+    b = c.create_job("b", ["h3", "h4", "h1"], pool_size=50)
+    bases = {j: c.state.jobs[j].allocations["s1"].pool_base for j in "ab"}
+    assert bases == {"a": 0, "b": 100} and a.job_id != b.job_id
+    c.delete_job("a")
+    left = c.installed_entries("s1", "InaIngress.jobs")
+    assert {e.key("hdr.ina.job_id") for e in left} == {b.job_id}
+    assert {e.key("hdr.ina.job_id") for e in c.installed_entries("s1", "InaEgress.receivers")} == {b.job_id}
+    assert not (tmp_path / "jobs" / "a.json").exists()
+    assert list(c.installed_groups("s1")) == [c.state.jobs["b"].allocations["s1"].cell + 1]
+    c2 = c.create_job("c", ["h2"], pool_size=100)  # a's freed range is reused
+    assert c.state.jobs["c"].allocations["s1"].pool_base == 0 and c2.job_id == a.job_id
+    # b still aggregates
+    vals = {r: np.full(b.values, 7, dtype=np.int32) for r in range(3)}
+    out = run_tree(net_single, b, {r: contribution(net_single.topology, b, r, vals[r], slot=49) for r in range(3)})
+    assert all(len(out[m.host]) == 1 for m in b.members)
+    c.close()
+
+
+@pytest.mark.parametrize("request_, message", [
+    ({"members": ["h1", "h9"]}, "unknown hosts"),
+    ({"members": ["h1", "h1"]}, "listed twice"),
+    ({"pool_size": 5000}, "outside 1..1024"),
+    ({"pool_size": 600}, "no 600 free consecutive slots"),
+    ({"pool_base": 400}, "overlaps slots 0..499"),
+    ({"pool_base": 1000}, "does not fit"),
+    ({"name": "first"}, "exists already"),
+    ({"name": "bad name!"}, "use letters"),
+])
+def test_bad_requests_change_nothing(net_single, tmp_path, request_, message):
+    c = controller(net_single, tmp_path)
+    c.create_job("first", ["h1", "h2"], pool_size=500)
+    before = (c.installed_entries("s1", "InaIngress.jobs"), (tmp_path / "state.json").read_text())
+    args = {"name": "second", "members": ["h3", "h4"], "pool_size": 100, "pool_base": None, **request_}
+    with pytest.raises(JobError, match=message):
+        c.create_job(args["name"], args["members"], args["pool_size"], args["pool_base"])
+    assert (c.installed_entries("s1", "InaIngress.jobs"), (tmp_path / "state.json").read_text()) == before
+    c.close()
+
+
+def test_too_many_members_for_one_switch(tmp_path):
+    s = Switches(Topology.from_dict(single(33)))
+    try:
+        c = controller(s, tmp_path)
+        with pytest.raises(JobError, match="33 children"):
+            c.create_job("wide", [f"h{i}" for i in range(1, 34)], pool_size=8)
+        assert c.installed_entries("s1", "InaIngress.jobs") == set()
+        c.close()
+    finally:
+        s.stop()
+
+
+def test_controller_restart_reads_its_state(net_single, tmp_path):
+    c = controller(net_single, tmp_path)
+    spec = c.create_job("keep", ["h1", "h2"], pool_size=8)
+    expected = c.expected_entries("s1")
+    c.close()
+    again = Controller(net_single.network, tmp_path / "state.json")
+    again.setup()
+    assert again.job_spec("keep") == spec and again.expected_entries("s1") == expected
+    assert again.installed_entries("s1") == expected
+    again.close()
+
+
+class SwitchProcess:
+    """The real `p4target-switch-grpc` command, without ports: enough for the control plane."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.cmd = [sys.executable, "-m", "p4target.switch_grpc", "--no-p4", "--device-id", "1", "--",
+                    "--grpc-server-addr", f"127.0.0.1:{self.port}"]
+        self.proc = subprocess.Popen(self.cmd)
+        self.network = Network(Topology.from_dict(single(2)),
+                               {"s1": SwitchAccess(f"127.0.0.1:{self.port}", 1, "builtin")})
+
+    def restart(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = subprocess.Popen(self.cmd)
+
+
+@pytest.fixture
+def switch_process():
+    sp = SwitchProcess()
+    yield sp
+    sp.proc.kill()
+    sp.proc.wait()
+
+
+def test_switch_process_restart_is_reprovisioned(switch_process, tmp_path):
+    """Kill the real switch command, start it again: check_switches() installs everything again."""
+    c = Controller(switch_process.network, tmp_path / "state.json")
+    c.setup()
+    c.create_job("j", ["h1", "h2"], pool_size=4)
+    expected = c.expected_entries("s1")
+    assert c.check_switches() == []
+    switch_process.restart()
+    deadline = time.monotonic() + 20
+    restarted: list[str] = []
+    while not restarted and time.monotonic() < deadline:
+        restarted = c.check_switches()
+    assert restarted == ["s1"]
+    assert c.installed_entries("s1") == expected
+    assert c.installed_groups("s1") == {1: [(1, 0), (2, 1)]}
+    c.close()
+
+
+def test_command_line(switch_process, tmp_path):
+    net = tmp_path / "net.json"
+    switch_process.network.save(net)
+
+    def ina_ctl(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "controller.cli", "--net", str(net), *args],
+                              capture_output=True, text=True, timeout=60)
+
+    assert ina_ctl("setup").returncode == 0
+    made = ina_ctl("job", "create", "demo", "--hosts", "h1,h2", "--pool-size", "32")
+    assert made.returncode == 0, made.stderr
+    spec = json.loads((tmp_path / "jobs" / "demo.json").read_text())
+    assert [m["host"] for m in spec["members"]] == ["h1", "h2"] and spec["pool_size"] == 32
+    status = json.loads(ina_ctl("status").stdout)
+    assert status["jobs"]["demo"]["s1"]["aggregated"] == 0 and "truncated" in status["drops"]["s1"]
+    bad = ina_ctl("job", "create", "other", "--hosts", "h1,h7", "--pool-size", "8")
+    assert bad.returncode == 1 and "unknown hosts ['h7']" in bad.stderr and "Traceback" not in bad.stderr
+    assert ina_ctl("job", "delete", "demo").returncode == 0
+    assert "demo" not in json.loads(ina_ctl("status").stdout)["jobs"]
+    missing = ina_ctl("job", "delete", "demo")
+    assert missing.returncode == 1 and "no job named 'demo'" in missing.stderr
+    assert ina_ctl("--help").returncode == 0

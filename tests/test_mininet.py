@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,27 +24,12 @@ from controller.controller import Controller
 from controller.network import Network, SwitchAccess
 from controller.topology import Topology, single, tree
 from p4target import netns
+from tests.mininet_env import USABLE, needs_mininet
 
 REPO = Path(__file__).resolve().parent.parent
 TOPOLOGIES = REPO / "bmv2-env" / "topologies"
 
 
-def _can_run_mininet() -> tuple[bool, str]:
-    usable, why = netns.can_use_netns()
-    if not usable:
-        return False, why
-    try:
-        import mininet.net  # noqa: F401
-    except ImportError:
-        return False, "Mininet is not installed (scripts/setup-system.sh installs Debian's)"
-    missing = [tool for tool in ("mnexec", "ethtool", "ping", "tc") if shutil.which(tool) is None]
-    if missing:
-        return False, f"not installed: {', '.join(missing)} (scripts/setup-system.sh installs them)"
-    return True, ""
-
-
-USABLE, WHY_NOT = _can_run_mininet()
-needs_mininet = pytest.mark.skipif(not USABLE, reason=WHY_NOT or "Mininet is usable")
 if USABLE:
     from bmv2env.links import LinkSetupError
     from bmv2env.network import InaNetwork

@@ -36,6 +36,15 @@ class Protocol:
     def header_bytes(self) -> int:
         return sum(w for _, w, _ in self.fields) // 8
 
+    @functools.cached_property
+    def layout(self) -> dict[str, tuple[int, int, bool]]:
+        """Each field's (shift in the header read as one big-endian integer, width, signed)."""
+        out, shift = {}, self.header_bytes * 8
+        for name, width, signed in self.fields:
+            shift -= width
+            out[name] = (shift, width, signed)
+        return out
+
     @property
     def values(self) -> int:
         return self.constants["INA_VALUE_COUNT"]

@@ -1,0 +1,127 @@
+"""A one-switch network on the loopback interface, for worker tests that need no root.
+
+The switch is the real ina.p4 on the built-in target, set up by the real controller over
+real gRPC; workers use real UDP sockets on 127.0.1.x.  Only the wire is different: a UDP
+socket at the switch's address turns each datagram into the Ethernet/IPv4/UDP frame a host
+would have sent on its switch port, runs it through the pipeline, and sends every frame the
+switch emits to its IPv4/UDP destination.  The wire can lose, duplicate and reorder frames
+(seeded), in each direction, to test the protocol under exactly those faults.
+"""
+
+from __future__ import annotations
+
+import random
+import select
+import socket
+import struct
+import threading
+from pathlib import Path
+
+from controller.controller import Controller
+from controller.jobspec import JobSpec
+from controller.network import Network, SwitchAccess
+from controller.pipeline import PipelineOptions
+from controller.topology import Topology
+from p4target.dataplane import Dataplane
+from p4target.runtime.service import P4RuntimeServer, serve
+
+SWITCH_IP = "127.0.0.254"
+
+
+def topology(workers: int) -> Topology:
+    hosts = {f"h{i}": {"ip": f"127.0.1.{i}/8", "mac": f"02:00:00:00:00:{i:02x}"} for i in range(1, workers + 1)}
+    return Topology.from_dict({"hosts": hosts, "switches": {"s1": {"ip": SWITCH_IP}},
+                               "links": [[f"h{i}", f"s1-p{i}"] for i in range(1, workers + 1)]})
+
+
+class Faults:
+    """Per-frame fault probabilities of the wire, applied independently in both directions."""
+
+    def __init__(self, loss: float = 0.0, duplicate: float = 0.0, reorder: float = 0.0, seed: int = 1) -> None:
+        self.loss, self.duplicate, self.reorder = loss, duplicate, reorder
+        self.rng = random.Random(seed)
+        self.held: dict[str, list[tuple[bytes, object]]] = {"up": [], "down": []}
+        self.counts = {"lost": 0, "duplicated": 0, "reordered": 0}
+
+    def apply(self, direction: str, data: bytes, where: object) -> list[tuple[bytes, object]]:
+        """What travels now in this direction: nothing, the frame, two copies, and frames held back."""
+        if self.rng.random() < self.loss:
+            self.counts["lost"] += 1
+            return []
+        out = [(data, where)]
+        if self.rng.random() < self.duplicate:
+            self.counts["duplicated"] += 1
+            out.append((data, where))
+        if self.rng.random() < self.reorder:  # overtaken by the next frame that goes through
+            self.counts["reordered"] += 1
+            self.held[direction] += out
+            return []
+        out += self.held[direction]
+        self.held[direction] = []
+        return out
+
+
+class LoopbackNet:
+    """``with LoopbackNet(3) as net: spec = net.job(pool_size=16)``; workers then use ``spec``."""
+
+    def __init__(self, workers: int, state_dir: Path, faults: Faults | None = None, values: int = 64) -> None:
+        self.topology = topology(workers)
+        self.faults = faults or Faults()
+        self.service = P4RuntimeServer(Dataplane([]), device_id=1)
+        grpc_port = _free_tcp_port()
+        self.server = serve(self.service, f"127.0.0.1:{grpc_port}")
+        network = Network(self.topology, {"s1": SwitchAccess(f"127.0.0.1:{grpc_port}", 1, "builtin")})
+        self.controller = Controller(network, state_dir / "state.json", PipelineOptions(values=values))
+        self.controller.setup()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        self.sock.bind((SWITCH_IP, self.controller.pipeline("s1").protocol.INA_UDP_PORT))
+        self.port_of = {str(h.ip.ip): self.topology.attachment[h.name][1] for h in self.topology.hosts.values()}
+        self.mac_of = {str(h.ip.ip): bytes.fromhex(h.mac.replace(":", "")) for h in self.topology.hosts.values()}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="loopback-wire")
+        self._thread.start()
+
+    def job(self, name: str = "job", members: list[str] | None = None, pool_size: int = 16) -> JobSpec:
+        return self.controller.create_job(name, members or sorted(self.topology.hosts), pool_size)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+        self.controller.close()
+        self.server.stop(None)
+
+    def __enter__(self) -> LoopbackNet:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _serve(self) -> None:
+        switch_mac = bytes.fromhex(self.topology.switches["s1"].mac.replace(":", ""))
+        dst = socket.inet_aton(SWITCH_IP)
+        while not self._stop.is_set():
+            if not select.select([self.sock], [], [], 0.05)[0]:
+                continue
+            payload, (ip, sport) = self.sock.recvfrom(65536)
+            if ip not in self.port_of:
+                continue
+            ip_header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28 + len(payload), 0, 0, 64, 17, 0,
+                                    socket.inet_aton(ip), dst)
+            frame = switch_mac + self.mac_of[ip] + b"\x08\x00" + ip_header + \
+                struct.pack("!HHHH", sport, self.sock.getsockname()[1], 8 + len(payload), 0) + payload
+            for data, port in self.faults.apply("up", frame, self.port_of[ip]):
+                self._through_switch(port, data)
+
+    def _through_switch(self, port: int, frame: bytes) -> None:
+        for _, data in self.service.pipeline.switch.process(port, frame):
+            dst_ip, dst_port = socket.inet_ntoa(data[30:34]), struct.unpack("!H", data[36:38])[0]
+            for payload, where in self.faults.apply("down", data[42:], (dst_ip, dst_port)):
+                self.sock.sendto(payload, where)
+
+
+def _free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -1,0 +1,144 @@
+"""End to end in Mininet (root): P4 switches running ina.p4, the controller, workers on hosts.
+
+Each worker is the `ina-allreduce` command (worker/cli.py) in its host's namespace, with a
+real UDP socket on the host's interface; it checks its own result against the exact sum of
+all ranks' arrays (it can draw them all from their seeds) and prints one JSON line.
+Duplication and reordering need netem, which some kernels lack: those faults are covered
+on the loopback wire in tests/test_worker.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from controller.controller import Controller
+from controller.topology import Topology, single
+from tests.mininet_env import USABLE, needs_mininet
+
+if USABLE:
+    from bmv2env.network import InaNetwork
+
+pytestmark = needs_mininet
+SIZE = 20_000  # values per allreduce: 313 packets of 64 values per worker
+
+
+def start_workers(net, spec_path: Path, hosts: list[str], size: int = SIZE, repeat: int = 1,
+                  timeout: float = 10.0) -> list[subprocess.Popen]:
+    return [net.host(h).popen([sys.executable, "-m", "worker.cli", "--spec", str(spec_path), "--rank", str(rank),
+                               "--size", str(size), "--repeat", str(repeat), "--timeout", str(timeout), "--check"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for rank, h in enumerate(hosts)]
+
+
+def reports(procs: list[subprocess.Popen], wait: float = 90) -> list[dict]:
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=wait)
+        lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+        assert lines, f"worker printed nothing; stderr: {stderr[-2000:]}"
+        out += lines
+    return out
+
+
+def assert_all_exact(results: list[dict], workers: int, repeat: int = 1) -> None:
+    assert len(results) == workers * repeat, results
+    for r in results:
+        assert "error" not in r, r
+        assert r["within_bound"], r
+
+
+# Tests with their own network come first: the module's single-8 network (same switch name)
+# lives from its first user to the end of the module.
+
+def test_tree_of_three_switches(tmp_path):
+    with InaNetwork(Path(__file__).resolve().parents[1] / "bmv2-env/topologies/tree-4.json", tmp_path / "net",
+                    target="builtin") as net:
+        with Controller(net.network, tmp_path / "state.json") as controller:
+            controller.setup()
+            hosts = ["h1", "h2", "h3", "h4"]
+            controller.create_job("tree", hosts, pool_size=32)
+            assert_all_exact(reports(start_workers(net, controller.spec_dir / "tree.json", hosts)), 4)
+            stats = controller.status()["jobs"]["tree"]
+            assert stats["s1"]["aggregated"] >= 2 * (-(-SIZE // 64))  # the root summed the two leaves' partials
+            assert stats["s2"]["from_parent"] > 0 and stats["s3"]["from_parent"] > 0
+
+
+def test_lossy_worker_links(tmp_path):
+    """1% loss on h1's and h2's links, 5% on h3's and h4's, each way (nftables, bmv2-env/links.py)."""
+    spec = single(4)
+    for i, link in enumerate(spec["links"]):
+        link.append({"loss": 1 if i < 2 else 5})
+    with InaNetwork(Topology.from_dict(spec), tmp_path / "net", target="builtin") as net:
+        with Controller(net.network, tmp_path / "state.json") as controller:
+            controller.setup()
+            controller.create_job("one", ["h1", "h2"], pool_size=32)
+            controller.create_job("five", ["h3", "h4"], pool_size=32)
+            procs = start_workers(net, controller.spec_dir / "one.json", ["h1", "h2"]) + \
+                start_workers(net, controller.spec_dir / "five.json", ["h3", "h4"])
+            results = reports(procs)
+            assert_all_exact(results, 4)
+            assert all(r["retransmissions"] > 0 for r in results[2:])
+
+
+@pytest.fixture(scope="module")
+def single8(tmp_path_factory):
+    run = tmp_path_factory.mktemp("single8")
+    with InaNetwork(Topology.from_dict(single(8)), run / "net", target="builtin") as net:
+        with Controller(net.network, run / "state.json") as controller:
+            controller.setup()
+            yield net, controller
+
+
+@pytest.mark.parametrize("workers", [2, 4, 8])
+def test_one_switch(single8, workers):
+    net, controller = single8
+    hosts = [f"h{i}" for i in range(1, workers + 1)]
+    controller.create_job(f"n{workers}", hosts, pool_size=32)
+    try:
+        results = reports(start_workers(net, controller.spec_dir / f"n{workers}.json", hosts, repeat=2), wait=120)
+        assert_all_exact(results, workers, repeat=2)
+        stats = controller.status()["jobs"][f"n{workers}"]["s1"]
+        chunks = -(-SIZE // 64)
+        assert stats["results"] >= 2 * (chunks + 32)  # every packet completed once per call
+    finally:
+        controller.delete_job(f"n{workers}")
+
+
+def test_two_jobs_at_once(single8):
+    net, controller = single8
+    a, b = ["h1", "h2", "h3", "h4"], ["h5", "h6", "h7", "h8"]
+    controller.create_job("a", a, pool_size=32)
+    controller.create_job("b", b, pool_size=32)
+    try:
+        procs = start_workers(net, controller.spec_dir / "a.json", a) + \
+            start_workers(net, controller.spec_dir / "b.json", b)
+        assert_all_exact(reports(procs), 8)
+    finally:
+        controller.delete_job("a")
+        controller.delete_job("b")
+
+
+def test_dead_worker_fails_the_others_clearly_then_a_fresh_job_works(single8):
+    net, controller = single8
+    hosts = ["h1", "h2", "h3"]
+    controller.create_job("doomed", hosts, pool_size=32)
+    procs = start_workers(net, controller.spec_dir / "doomed.json", hosts, size=2_000_000, timeout=2.0)
+    time.sleep(1.0)  # mid-allreduce
+    procs[2].kill()
+    survivors = reports(procs[:2], wait=60)
+    procs[2].communicate()
+    for r in survivors:
+        assert r["error"].startswith("AllreduceTimeout: no result for 2.0 s"), r
+        assert "seq" in r["error"] and "retransmissions" in r["error"]
+    controller.delete_job("doomed")
+    controller.create_job("fresh", hosts, pool_size=32)
+    try:
+        assert_all_exact(reports(start_workers(net, controller.spec_dir / "fresh.json", hosts)), 3)
+    finally:
+        controller.delete_job("fresh")

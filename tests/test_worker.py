@@ -1,0 +1,209 @@
+"""The worker library against the real ina.p4, set up by the real controller (tests/loopback_net.py).
+
+Workers run in threads, each with its own UDP socket on 127.0.1.x; the wire can lose,
+duplicate and reorder frames.  Results are checked against numpy's float64 sum within the
+bound stated in worker/quantize.py, and every worker must get the very same bits.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.loopback_net import Faults, LoopbackNet
+from worker import AllreduceTimeout, SwitchOverflowError, Worker, quantize
+
+
+def run_workers(spec, arrays: list[np.ndarray], timeout: float = 10.0, window: int | None = None,
+                calls: int = 1) -> tuple[list[list[np.ndarray]], list[Worker]]:
+    """Every rank calls allreduce `calls` times on its array; the results per rank, and the workers."""
+    results: list[list[np.ndarray]] = [[] for _ in arrays]
+    errors: list[BaseException] = []
+    workers = [Worker(spec, r, timeout=timeout, window=window) for r in range(len(arrays))]
+
+    def rank(r: int) -> None:
+        try:
+            for _ in range(calls):
+                results[r].append(workers[r].allreduce(arrays[r]))
+        except BaseException as e:  # noqa: BLE001 - re-raised in the test thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(len(arrays))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for w in workers:
+        w.close()
+    if errors:
+        raise errors[0]
+    return results, workers
+
+
+def check_sum(results: list[np.ndarray], arrays: list[np.ndarray], values: int = 64) -> None:
+    exact = sum(a.astype(np.float64) for a in arrays)
+    for r in results:
+        assert r.dtype == arrays[0].dtype and r.shape == arrays[0].shape
+        assert r.tobytes() == results[0].tobytes(), "workers disagree"
+    flat = [a.astype(np.float64).reshape(-1) for a in arrays]
+    n = -(-flat[0].size // values)
+    padded = np.zeros((len(flat), n * values))
+    for i, f in enumerate(flat):
+        padded[i, :f.size] = f
+    exps = quantize.chunk_exponents(padded.reshape(len(flat) * n, values)).reshape(len(flat), n).max(axis=0)
+    bound = np.repeat(quantize.error_bound(exps, len(arrays)), values)[:flat[0].size]
+    out = results[0].astype(np.float64).reshape(-1)
+    rounding = np.abs(exact.reshape(-1)) * np.finfo(arrays[0].dtype).eps  # the final cast to the input dtype
+    assert (np.abs(out - exact.reshape(-1)) <= bound + rounding).all()
+
+
+@pytest.fixture
+def net3(tmp_path: Path):
+    with LoopbackNet(3, tmp_path) as net:
+        yield net
+
+
+# --- quantization ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8, 32])
+def test_quantization_error_within_the_stated_bound(workers):
+    rng = np.random.default_rng(workers)
+    scales = np.logspace(-30, 30, 40)[:, None]
+    chunks = [rng.standard_normal((40, 64)) * scales for _ in range(workers)]
+    agreed = np.max([quantize.chunk_exponents(c) for c in chunks], axis=0)
+    s = quantize.shifts(agreed, workers)
+    q = [np.stack([quantize.quantize(c[i], int(s[i])) for i in range(40)]) for c in chunks]
+    total = np.sum([x.astype(np.int64) for x in q], axis=0)
+    assert np.abs(total).max() <= 2**30  # never near int32 overflow
+    err = np.abs(quantize.dequantize(total.astype(np.int32), s) - np.sum(chunks, axis=0))
+    bound = quantize.error_bound(agreed, workers)[:, None]
+    assert (err <= bound).all()
+    assert (err.max(axis=1) > bound[:, 0] / 1e4).any()  # the bound is not absurdly loose
+
+
+def test_exponents_of_zero_and_huge_chunks():
+    e = quantize.chunk_exponents(np.array([[0.0, 0.0], [0.75, -0.5], [1e-300, 0.0]]))
+    assert list(e) == [quantize.EXPONENT_NONE, 0, quantize.EXPONENT_MIN]
+    with pytest.raises(ValueError, match="int8 exponent"):
+        quantize.chunk_exponents(np.array([[2.0**127]]))
+
+
+# --- allreduce -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 1000, 20_011])
+def test_float32_sizes(net3, size):
+    spec = net3.job(pool_size=16)
+    rng = np.random.default_rng(size)
+    arrays = [rng.standard_normal(size).astype(np.float32) * 10 for _ in range(3)]
+    results, _ = run_workers(spec, arrays)
+    check_sum([r[0] for r in results], arrays)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_other_float_dtypes_and_shapes(net3, dtype):
+    spec = net3.job(pool_size=8)
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal((7, 11, 3)).astype(dtype) for _ in range(3)]
+    results, _ = run_workers(spec, arrays)
+    check_sum([r[0] for r in results], arrays)
+
+
+def test_int32_is_exact_and_overflow_is_refused(net3):
+    spec = net3.job(pool_size=8)
+    rng = np.random.default_rng(2)
+    arrays = [rng.integers(-2**28, 2**28, 1000, dtype=np.int32) for _ in range(3)]
+    results, _ = run_workers(spec, arrays)
+    assert all((r[0] == np.sum(arrays, axis=0, dtype=np.int32)).all() for r in results)
+    big = [np.full(100, 2**30, np.int32) for _ in range(3)]  # a job is one session: new Workers, new job
+    with pytest.raises(SwitchOverflowError, match="overflow in 2 chunk.*first chunk 0 "):
+        run_workers(net3.job("again", pool_size=8), big)
+
+
+def test_consecutive_and_async_calls_continue_the_sequence(net3):
+    spec = net3.job(pool_size=4)  # 4 slots: calls wrap around the pool many times
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(1000).astype(np.float32) for _ in range(3)]
+    results, workers = run_workers(spec, arrays, calls=5)
+    for call in range(5):
+        check_sum([r[call] for r in results], arrays)
+    assert workers[0].stats.results == 5 * (16 + 4)  # 16 chunks + 4 exponent packets per call
+
+    again = net3.job("again", pool_size=4)  # a job is one session: new Workers, new job
+    second = [Worker(again, r) for r in range(3)]
+    futures = [[w.allreduce_async(a * k) for k in (1, 2)] for w, a in zip(second, arrays)]
+    one, two = ([f[k].result(timeout=20) for f in futures] for k in (0, 1))
+    check_sum(one, arrays)
+    check_sum(two, [a * 2 for a in arrays])
+    in_place = [a.copy() for a in arrays]
+    threads = [threading.Thread(target=w.allreduce_, args=(x,)) for w, x in zip(second, in_place)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check_sum(in_place, arrays)
+    for w in second:
+        w.close()
+
+
+@pytest.mark.parametrize("faults", [Faults(loss=0.05, seed=4), Faults(loss=0.01, seed=5),
+                                    Faults(duplicate=0.2, reorder=0.2, seed=6),
+                                    Faults(loss=0.05, duplicate=0.05, reorder=0.05, seed=7)],
+                         ids=["loss5", "loss1", "dup-reorder", "all"])
+def test_exact_under_loss_duplication_and_reordering(tmp_path, faults):
+    with LoopbackNet(3, tmp_path, faults) as net:
+        spec = net.job(pool_size=16)
+        rng = np.random.default_rng(8)
+        arrays = [rng.standard_normal(30_000).astype(np.float32) for _ in range(3)]
+        results, workers = run_workers(spec, arrays)
+        check_sum([r[0] for r in results], arrays)
+        if faults.loss:
+            assert sum(w.stats.retransmissions for w in workers) > 0
+        if faults.duplicate:
+            assert sum(w.stats.ignored for w in workers) > 0  # duplicate results dropped
+
+
+def test_a_dead_worker_makes_the_others_fail_clearly(net3):
+    spec = net3.job(pool_size=16)
+    arrays = [np.ones(10_000, np.float32) for _ in range(2)]
+    workers = [Worker(spec, r, timeout=1.0) for r in range(2)]  # rank 2 never shows up
+    start = time.monotonic()
+    futures = [w.allreduce_async(a) for w, a in zip(workers, arrays)]
+    for f in futures:
+        with pytest.raises(AllreduceTimeout, match=r"no result for 1.0 s: 0/\d+ packets done.*slot 0 set 0 seq 1") \
+                as err:
+            f.result(timeout=10)
+        assert err.value.missing[0] == 1 and err.value.retransmissions > 0
+    assert time.monotonic() - start < 5
+    for w in workers:
+        w.close()
+    # the job's switch state is not poisoned: a fresh job on the same switch works
+    fresh = net3.job("fresh", pool_size=16)
+    results, _ = run_workers(fresh, [np.ones(500, np.float32)] * 3)
+    assert (results[0][0] == 3).all()
+
+
+def test_misuse_gets_clear_exceptions(net3):
+    spec = net3.job(pool_size=8)
+    with pytest.raises(ValueError, match="rank 3 is not in job"):
+        Worker(spec, 3)
+    with pytest.raises(ValueError, match="window 9 must be within 1..8"):
+        Worker(spec, 0, window=9)
+    w = Worker(spec, 0)
+    with pytest.raises(TypeError, match="numpy array"):
+        w.allreduce([1.0, 2.0])
+    with pytest.raises(TypeError, match="not int64"):
+        w.allreduce(np.arange(4))
+    with pytest.raises(ValueError, match="1 non-finite value.*index 2: nan"):
+        w.allreduce(np.array([1, 2, np.nan], np.float32))
+    with pytest.raises(OSError, match="cannot listen on 127.0.1.1"):
+        Worker(spec, 0)  # the port is taken by w
+    assert w.stats.packets_sent == 0  # nothing went out for any of this
+    w.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        w.allreduce(np.ones(3, np.float32))
+    with pytest.raises(RuntimeError, match="INA_JOB_SPEC"):
+        Worker.from_env()

@@ -1,0 +1,130 @@
+"""``Worker``: what a training script holds. One UDP socket, one I/O thread, allreduce calls in order.
+
+    from worker import Worker
+    w = Worker.from_env()                  # INA_JOB_SPEC=path/to/job.json INA_RANK=0 (or RANK)
+    total = w.allreduce(gradient)          # float32/float64/float16 or int32, any shape
+    handle = w.allreduce_async(gradient)   # a Future: overlap with computation, then .result()
+
+Every worker of the job must make the same sequence of calls with arrays of the same size
+(as with any collective); the sum is the switch's, so every worker gets the same bits back.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from controller.jobspec import JobSpec
+from worker import protocol, quantize
+from worker.engine import Allreduce, Link, Stats
+from worker.errors import AllreduceError
+
+SUPPORTED = (np.float32, np.float64, np.float16, np.int32)
+
+
+class Worker:
+    def __init__(self, spec: JobSpec, rank: int, *, timeout: float = 10.0, window: int | None = None,
+                 bind_ip: str | None = None) -> None:
+        if not 0 <= rank < len(spec.members):
+            raise ValueError(f"rank {rank} is not in job {spec.name} (ranks 0..{len(spec.members) - 1})")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, not {timeout}")
+        window = spec.pool_size if window is None else window
+        if not 1 <= window <= spec.pool_size:
+            raise ValueError(f"window {window} must be within 1..{spec.pool_size} (the job's pool size)")
+        self.spec, self.rank = spec, rank
+        me = spec.members[rank]
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        try:
+            sock.bind((bind_ip if bind_ip is not None else me.ip, me.port))
+        except OSError as e:
+            sock.close()
+            raise OSError(f"rank {rank} cannot listen on {me.ip}:{me.port} (is it running on {me.host}?): {e}") from e
+        sock.setblocking(False)
+        self._link = Link(sock, (me.switch_ip, spec.udp_port), spec.job_id, me.child, len(spec.members), window,
+                          protocol.load(spec.values, spec.udp_port), timeout)
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-worker-{rank}")
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls, **options) -> Worker:
+        """INA_JOB_SPEC (the controller's job file) and INA_RANK, or torchrun's RANK."""
+        path = os.environ.get("INA_JOB_SPEC")
+        rank = os.environ.get("INA_RANK", os.environ.get("RANK"))
+        if not path or rank is None:
+            raise RuntimeError("set INA_JOB_SPEC to the job spec file and INA_RANK (or RANK) to this worker's rank")
+        return cls(JobSpec.load(Path(path)), int(rank), **options)
+
+    @property
+    def stats(self) -> Stats:
+        return self._link.stats
+
+    # --- the API -------------------------------------------------------------------------------
+
+    def allreduce(self, array: np.ndarray) -> np.ndarray:
+        """The sum over all workers, as a new array of the same shape and dtype."""
+        return self.allreduce_async(array).result()
+
+    def allreduce_(self, array: np.ndarray) -> np.ndarray:
+        """In place: ``array`` receives the sum (and is returned)."""
+        array[...] = self.allreduce(array)
+        return array
+
+    def allreduce_async(self, array: np.ndarray) -> Future:
+        """Start an allreduce; the Future's result() is the sum (or raises its AllreduceError)."""
+        data = self._checked(array)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this Worker is closed")
+            return self._io.submit(self._run, data, array.shape, array.dtype)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._io.shutdown(wait=True)
+        self._link.sock.close()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --- inside ----------------------------------------------------------------------------
+
+    def _checked(self, array: np.ndarray) -> np.ndarray:
+        """A private flat copy; bad input raises here, before anything is sent."""
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"allreduce takes a numpy array, not {type(array).__name__}")
+        if array.dtype.type not in SUPPORTED:
+            raise TypeError(f"allreduce sums {', '.join(t.__name__ for t in SUPPORTED)}, not {array.dtype}")
+        flat = np.ascontiguousarray(array).reshape(-1)
+        if array.dtype.kind == "f":
+            if not np.isfinite(flat).all():
+                bad = np.flatnonzero(~np.isfinite(flat))
+                raise ValueError(f"{len(bad)} non-finite value(s), first at flat index {bad[0]}: {flat[bad[0]]}")
+            return flat.astype(np.float64)
+        return flat.copy()
+
+    def _run(self, flat: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        if self._link.broken:
+            raise AllreduceError("an earlier allreduce of this Worker timed out, so its packet sequence no longer "
+                                 "matches the other workers'; start a new job")
+        V = self._link.protocol.values
+        n = -(-len(flat) // V)
+        chunks = np.zeros((n, V), flat.dtype)
+        chunks.reshape(-1)[:len(flat)] = flat
+        exact = dtype == np.int32
+        sums, agreed = Allreduce(self._link, chunks, exact).run()
+        if exact:
+            out = sums.reshape(-1)[:len(flat)]
+        else:
+            out = quantize.dequantize(sums, quantize.shifts(agreed, self._link.workers)).reshape(-1)[:len(flat)]
+        return out.astype(dtype).reshape(shape)

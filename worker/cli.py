@@ -1,0 +1,75 @@
+"""`ina-allreduce`: one worker of a job doing allreduces of random gradients, for demos and tests.
+
+Every rank draws its array from ``seed + rank``, so each can also compute the exact float64
+sum of all ranks by itself and check its result against the bound of worker/quantize.py,
+without talking to the others.  Prints one JSON line per run.
+
+    ina-allreduce --spec RUN/jobs/demo.json --rank 0 --size 1000000 [--repeat 3] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+from controller.jobspec import JobSpec
+from worker import AllreduceError, Worker, quantize
+
+
+def gradient(seed: int, rank: int, size: int, dtype: str) -> np.ndarray:
+    rng = np.random.default_rng(seed + rank)
+    return (rng.standard_normal(size) * 10 ** rng.uniform(-3, 1)).astype(dtype)
+
+
+def bound_ok(result: np.ndarray, arrays: list[np.ndarray], values: int) -> tuple[float, bool]:
+    """Max |error| against the float64 sum, and whether every element is within the stated bound."""
+    exact = np.sum([a.astype(np.float64) for a in arrays], axis=0)
+    n = -(-len(exact) // values)
+    padded = np.zeros((len(arrays), n * values))
+    for i, a in enumerate(arrays):
+        padded[i, :len(a)] = a
+    agreed = quantize.chunk_exponents(padded.reshape(-1, values)).reshape(len(arrays), n).max(axis=0)
+    bound = np.repeat(quantize.error_bound(agreed, len(arrays)), values)[:len(exact)]
+    bound = bound + np.abs(exact) * float(np.finfo(result.dtype).eps)  # the final cast
+    err = np.abs(result.astype(np.float64) - exact)
+    return float(err.max(initial=0.0)), bool((err <= bound).all())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="ina-allreduce", description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", required=True, help="the job spec the controller wrote")
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--size", type=int, default=1 << 20, help="values per allreduce")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16"])
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=10.0, help="seconds without progress before giving up")
+    ap.add_argument("--check", action="store_true", help="compare with the exact sum (computes all ranks' arrays)")
+    args = ap.parse_args(argv)
+    spec = JobSpec.load(args.spec)
+    mine = gradient(args.seed, args.rank, args.size, args.dtype)
+    try:
+        with Worker(spec, args.rank, timeout=args.timeout) as w:
+            for run in range(args.repeat):
+                start = time.perf_counter()
+                result = w.allreduce(mine)
+                elapsed = time.perf_counter() - start
+                report = {"rank": args.rank, "run": run, "seconds": elapsed, "values": args.size,
+                          "goodput_MBps": mine.nbytes / elapsed / 1e6, "bytes_sent": w.stats.bytes_sent,
+                          "retransmissions": w.stats.retransmissions}
+                if args.check:
+                    arrays = [gradient(args.seed, r, args.size, args.dtype) for r in range(len(spec.members))]
+                    report["max_error"], report["within_bound"] = bound_ok(result, arrays, spec.values)
+                print(json.dumps(report), flush=True)
+    except (AllreduceError, OSError, ValueError) as e:
+        print(json.dumps({"rank": args.rank, "error": f"{type(e).__name__}: {e}"}), flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

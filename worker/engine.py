@@ -1,0 +1,226 @@
+"""The reliable slot protocol of one allreduce: a sliding window of packets over the job's slots.
+
+Packet g (counted over the worker's life, so consecutive allreduces continue the sequence)
+uses slot ``g mod W`` in set ``(g div W) mod 2`` and names its round ``seq = g + 1``. It may
+go out once the result of packet g - W is in (its {slot, set} is free again on every worker:
+docs/protocol.md). A float allreduce of n chunks sends n + D packets, D = min(W, n): packet
+q carries the exponent of chunk q (q < n) and the values of chunk q - D (q >= D), quantized
+with the exponent the switch agreed in the result of packet q - D; so exponents travel one
+window ahead, as in SwitchML. int32 arrays need no exponents: packet q carries chunk q.
+
+Lost packets are sent again after a retransmission timeout (RTT-estimated, doubled on each
+retry); results are matched by slot, set and seq, and anything else is counted and dropped.
+No progress for ``timeout`` seconds raises AllreduceTimeout naming what is missing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import select
+import socket
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from worker import quantize
+from worker.errors import AllreduceTimeout, SwitchOverflowError
+from worker.protocol import Protocol
+
+RTO_MIN, RTO_MAX = 0.02, 1.0  # seconds
+
+
+@dataclass
+class Stats:
+    """Counts over the worker's life; ``ina_bytes_sent`` is UDP payload put on the wire."""
+
+    packets_sent: int = 0
+    retransmissions: int = 0
+    results: int = 0
+    ignored: int = 0  # duplicate, stale or foreign datagrams
+    bytes_sent: int = 0
+
+
+@dataclass
+class Link:
+    """Where this worker's packets go and what identifies it."""
+
+    sock: socket.socket
+    switch: tuple[str, int]
+    job_id: int
+    child: int
+    workers: int
+    window: int
+    protocol: Protocol
+    timeout: float
+    stats: Stats = field(default_factory=Stats)
+    next_packet: int = 0  # g of the next allreduce's first packet
+    broken: bool = False  # after a timeout: later calls would not line up with the other workers
+    srtt: float | None = None
+    rttvar: float = 0.0
+
+    def rto(self) -> float:
+        if self.srtt is None:
+            return 0.1
+        return min(RTO_MAX, max(RTO_MIN, self.srtt + 4 * self.rttvar))
+
+    def sample_rtt(self, rtt: float) -> None:
+        if self.srtt is None:
+            self.srtt, self.rttvar = rtt, rtt / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
+            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+
+
+class Allreduce:
+    """One allreduce over a Link: ``run()`` returns the (chunks, V) int32 sums and the agreed exponents."""
+
+    def __init__(self, link: Link, chunks: np.ndarray, exact: bool) -> None:
+        P = self.P = link.protocol
+        self.link, self.chunks, self.exact = link, chunks, exact
+        self.n = len(chunks)
+        self.lead = 0 if exact else min(link.window, self.n)  # D: packets carrying only exponents
+        self.total = self.n + self.lead
+        self.base = link.next_packet
+        self.local_exp = np.full(self.n, quantize.EXPONENT_NONE, np.int8) if exact else quantize.chunk_exponents(chunks)
+        self.agreed = np.full(self.n, quantize.EXPONENT_NONE, np.int8)
+        self.shift = np.zeros(self.n, np.int64)
+        self.sums = np.zeros((self.n, P.values), np.int32)
+        self.done = np.zeros(self.total, bool)
+        self.sent_at: dict[int, float] = {}
+        self.retries: dict[int, int] = {}
+        self.expiry: dict[int, float] = {}  # the live timer of each packet; older heap items are stale
+        self.timers: list[tuple[float, int]] = []
+        self.next_q = 0
+        self.overflowed: list[int] = []  # chunks whose sum wrapped: raised once every packet is done
+        self.finished = 0
+        lay = P.layout
+        self._static = (P.MSG_DATA << lay["msg_type"][0]) | (link.job_id << lay["job_id"][0]) | \
+            (link.child << lay["child"][0])
+        self._lay = lay
+
+    # --- packets -----------------------------------------------------------------------------
+
+    def _payload(self, q: int, retransmit: bool) -> bytes:
+        P, lay, g = self.P, self._lay, self.base + q
+        c = q - self.lead  # the chunk whose values ride in this packet
+        if c < 0:
+            values = np.zeros(P.values, np.int32)
+        elif self.exact:
+            values = self.chunks[c]
+        else:
+            values = quantize.quantize(self.chunks[c], int(self.shift[c]))
+        exponent = int(self.local_exp[q]) if q < self.n and not self.exact else quantize.EXPONENT_NONE
+        word = self._static | ((g % self.link.window) << lay["slot"][0]) | \
+            (((g // self.link.window) % 2) << lay["set"][0]) | (((g + 1) & 0xFFFFFFFF) << lay["seq"][0]) | \
+            ((exponent & 0xFF) << lay["exponent"][0]) | ((P.FLAG_RETRANSMIT if retransmit else 0) << lay["flags"][0])
+        return word.to_bytes(P.header_bytes, "big") + values.astype(">i4").tobytes()
+
+    def _send(self, q: int, retransmit: bool = False) -> None:
+        data = self._payload(q, retransmit)
+        try:
+            self.link.sock.sendto(data, self.link.switch)
+        except BlockingIOError:
+            pass  # the send buffer is full: this is a loss, the timer will resend it
+        now = time.monotonic()
+        stats = self.link.stats
+        stats.packets_sent += 1
+        stats.bytes_sent += len(data)
+        if retransmit:
+            stats.retransmissions += 1
+            self.retries[q] = self.retries.get(q, 0) + 1
+        self.sent_at[q] = now
+        self.expiry[q] = now + min(RTO_MAX, self.link.rto() * 2 ** self.retries.get(q, 0))
+        heapq.heappush(self.timers, (self.expiry[q], q))
+
+    def _sendable(self, q: int) -> bool:
+        W = self.link.window
+        return q < self.total and (q < W or self.done[q - W]) and \
+            (self.exact or q < self.lead or self.done[q - self.lead])
+
+    # --- results -----------------------------------------------------------------------------
+
+    def _accept(self, data: bytes) -> None:
+        P, lay = self.P, self._lay
+        if len(data) < P.packet_bytes:
+            self.link.stats.ignored += 1
+            return
+        word = int.from_bytes(data[:P.header_bytes], "big")
+
+        def get(name: str) -> int:
+            shift, width, _ = lay[name]
+            return (word >> shift) & ((1 << width) - 1)
+
+        q = (get("seq") - 1 - self.base) & 0xFFFFFFFF
+        W = self.link.window
+        g = self.base + q
+        if get("msg_type") != P.MSG_RESULT or get("job_id") != self.link.job_id or q >= self.total \
+                or self.done[q] or q not in self.sent_at or get("slot") != g % W or get("set") != (g // W) % 2:
+            self.link.stats.ignored += 1
+            return
+        self.done[q] = True
+        self.finished += 1
+        self.link.stats.results += 1
+        if not self.retries.get(q):  # Karn: only unambiguous samples
+            self.link.sample_rtt(time.monotonic() - self.sent_at[q])
+        flags = get("flags")
+        c = q - self.lead
+        if flags & P.FLAG_OVERFLOW and c >= 0:
+            self.overflowed.append(c)
+        if q < self.n and not self.exact:
+            e = (word >> lay["exponent"][0]) & 0xFF
+            self.agreed[q] = e - 256 if e >= 128 else e
+            self.shift[q] = quantize.shifts(self.agreed[q:q + 1], self.link.workers)[0]
+        if c >= 0:
+            self.sums[c] = np.frombuffer(data, ">i4", P.values, P.header_bytes)
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> tuple[np.ndarray, np.ndarray]:
+        sock, buf = self.link.sock, bytearray(65536)
+        view = memoryview(buf)
+        last_progress = time.monotonic()
+        while self.finished < self.total:
+            while self._sendable(self.next_q):
+                self._send(self.next_q)
+                self.next_q += 1
+            now = time.monotonic()
+            while self.timers and self.timers[0][0] <= now:
+                expiry, q = heapq.heappop(self.timers)
+                if not self.done[q] and expiry == self.expiry[q]:
+                    self._send(q, retransmit=True)
+            wait = min(self.timers[0][0] - now if self.timers else 0.05, last_progress + self.link.timeout - now)
+            if wait > 0:
+                select.select([sock], [], [], wait)
+            before = self.finished
+            while True:
+                try:
+                    size = sock.recv_into(buf)
+                except BlockingIOError:
+                    break
+                self._accept(bytes(view[:size]))
+            now = time.monotonic()
+            if self.finished > before:
+                last_progress = now
+            elif now - last_progress >= self.link.timeout:
+                self.link.broken = True  # the workers' packet sequences no longer agree
+                raise self._timeout_error()
+        self.link.next_packet = self.base + self.total
+        if self.overflowed:
+            c, V = min(self.overflowed), self.P.values
+            raise SwitchOverflowError(f"the switch flagged an int32 overflow in {len(self.overflowed)} chunk(s), "
+                                      f"first chunk {c} (elements {c * V}..{(c + 1) * V - 1}); those sums wrapped")
+        return self.sums, self.agreed
+
+    def _timeout_error(self) -> AllreduceTimeout:
+        missing = [q for q in range(self.total) if not self.done[q]]
+        W = self.link.window
+        sent = [q for q in missing if q in self.sent_at]
+        shown = ", ".join(f"slot {(self.base + q) % W} set {((self.base + q) // W) % 2} seq {self.base + q + 1}"
+                          f" ({self.retries.get(q, 0)} retransmissions)" for q in sent[:5])
+        return AllreduceTimeout(
+            f"no result for {self.link.timeout:.1f} s: {self.finished}/{self.total} packets done, {len(sent)} sent "
+            f"without a result ({shown}{', ...' if len(sent) > 5 else ''}), {len(missing) - len(sent)} not sent "
+            f"yet (window full). Some worker of job {self.link.job_id} stopped contributing, or the path to switch "
+            f"{self.link.switch[0]} is down.", missing=[self.base + q + 1 for q in sent],
+            retransmissions=sum(self.retries.values()))

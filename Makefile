@@ -18,7 +18,7 @@ test: $(INSTALLED)
 	$(VPY) -m pytest -q
 
 demo: $(INSTALLED)
-	$(VPY) -m bench.demo_target
+	$(VPY) -m bmv2env.demo
 
 bench: $(INSTALLED)
 	$(VPY) -m bench.bench_target

@@ -27,7 +27,7 @@ from worker import quantize
 from worker.errors import AllreduceTimeout, SwitchOverflowError
 from worker.protocol import Protocol
 
-RTO_MIN, RTO_MAX = 0.02, 1.0  # seconds
+RTO_MIN, RTO_MAX = 0.05, 1.0  # seconds
 
 
 @dataclass

@@ -1,0 +1,527 @@
+"""Time per allreduce: in-network aggregation (``worker.Worker``) against ring allreduce (``worker.ring.RingWorker``).
+
+Why: the point of aggregating in the switch is bytes on the wire.  A ring allreduce makes
+every worker send 2(N-1)/N x K bytes of a K-byte tensor (reduce-scatter, then allgather);
+with the switch summing, every worker sends K once (plus per-packet headers) and receives
+the sum once.  When the host links are the bottleneck, INA should therefore approach
+2(N-1)/N (1.5x at N=4, 1.75x at N=8, 2x in the limit) over the ring.  This benchmark
+measures that on the same network for both methods.
+
+How: a Mininet network ``controller.topology.single(N)`` (one switch s1, hosts h1..hN), every
+host link limited by Mininet's TCLink to ``bw`` Mbit/s each way (htb), with the built-in
+target running ``p4src/ina.p4`` built with 256 values per packet
+(``PipelineOptions(values=256)``: 16-byte ina header + 1024-byte payload per UDP datagram).
+The per-host bandwidth is chosen low enough that the links, not the Python switch, are the
+bottleneck (defaults: 4 Mbit/s at N=4, 2 Mbit/s at N=8, i.e. about 2 MB/s into the switch
+in total, some 1,900 packets/s against its ~7,000 at V=256).  The ring runs over TCP between
+the hosts (port 47000), forwarded by the same switch with ina.p4's IPv4 routes.
+
+Both methods are timed the same way, by one rank-runner process per host (this module with
+``--rank-runner``, started in the host's namespace): the ranks start, make one untimed
+allreduce (warm-up, and a barrier; its result is checked against the exact float64 sum of all
+ranks' arrays, which every rank can draw from the seeds), then ``--runs`` timed calls, and
+report one JSON line.  An allreduce is done when its slowest rank is done, so the time of
+call i is the maximum over ranks; the figure is the median over calls.  Bytes on the wire are
+measured: the host interface's tx_bytes (``/proc/self/net/dev`` in the host's namespace;
+Ethernet frames as the kernel counts them, no preamble/FCS) before and after each call.
+Application bytes are printed next to them: ``Worker.stats.bytes_sent`` (UDP payload,
+retransmissions included) and ``RingWorker.bytes_sent`` (tensor bytes only).  Each INA
+measurement gets a fresh job (``--pool-size`` slots, which is also the worker's window).
+
+    /tmp/venv/bin/python -m bench.bench_allreduce                   # N=4,8 x 1,8 MiB, 3 timed calls each
+    /tmp/venv/bin/python -m bench.bench_allreduce --quick           # smoke run: N=4, 1 MiB
+    /tmp/venv/bin/python -m bench.bench_allreduce --workers 4 --sizes 1 --bw 2   # one bandwidth for all N
+
+Sizes are in MiB of float32 (1 MiB = 262,144 values).  Writes bench/results/allreduce.csv and
+bench/results/allreduce.png.  Root only (Mininet); the network, the switch and every
+rank-runner are stopped on any exit, Ctrl-C included.  If another network holds the switch
+interfaces (NetworkBusy), waits and retries for up to ``--busy-wait`` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results"
+RING_PORT = 47000
+VALUES = 256  # INA_VALUES: values per aggregation packet
+ETH_IP_UDP = 14 + 20 + 8  # header bytes in front of each UDP payload on the wire
+ETH_IP_TCP = 14 + 20 + 32  # TCP with timestamps, as Linux sends by default
+TCP_MSS = 1448  # 1500-byte MTU minus IPv4, TCP and its timestamp option
+DEFAULT_POOL = 32
+METHODS = ("ina", "ring")
+MIB = 1 << 20
+
+
+# --- the rank runner (inside a host's namespace) ---------------------------------------------
+
+
+def tx_bytes(iface: str) -> int:
+    """Bytes this namespace's ``iface`` has sent: /proc/self/net/dev follows the network namespace
+    (unlike /sys/class/net, which shows the namespace that mounted sysfs)."""
+    for line in Path("/proc/self/net/dev").read_text().splitlines()[2:]:
+        name, _, counters = line.partition(":")
+        if name.strip() == iface:
+            return int(counters.split()[8])
+    raise RuntimeError(f"no interface {iface} in this network namespace")
+
+
+def tensor(seed: int, rank: int, values: int) -> np.ndarray:
+    return np.random.default_rng(seed + rank).standard_normal(values).astype(np.float32)
+
+
+def relative_error(result: np.ndarray, seed: int, workers: int) -> float:
+    """max |result - exact| / max |exact|, the exact float64 sum drawn from every rank's seed."""
+    exact = np.zeros(len(result), np.float64)
+    for r in range(workers):
+        exact += tensor(seed, r, len(result))
+    return float(np.abs(result.astype(np.float64) - exact).max() / np.abs(exact).max())
+
+
+def rank_runner(args: argparse.Namespace) -> int:
+    """One rank: warm-up call (checked), then ``args.runs`` timed calls; one JSON line on stdout."""
+    values = args.size_bytes // 4
+    mine = tensor(args.seed, args.rank, values)
+    report: dict[str, Any] = {"rank": args.rank, "method": args.method}
+    try:
+        if args.method == "ina":
+            from controller.jobspec import JobSpec
+            from worker import Worker
+
+            spec = JobSpec.load(args.spec)
+            member = Worker(spec, args.rank, timeout=args.timeout)
+            workers = len(spec.members)
+
+            def counters() -> tuple[int, int, int]:
+                s = member.stats
+                return s.bytes_sent, s.packets_sent, s.retransmissions
+        else:
+            from worker.ring import RingWorker
+
+            peers = args.peers.split(",")
+            member = RingWorker(args.rank, peers, timeout=args.timeout)
+            workers = len(peers)
+
+            def counters() -> tuple[int, int, int]:
+                return member.bytes_sent, 0, 0
+        with member:
+            report["max_rel_error"] = relative_error(member.allreduce(mine), args.seed, workers)
+            report["start"] = time.time()
+            times, wire, payload, packets, retrans = [], [], [], [], []
+            for _ in range(args.runs):
+                c0, w0 = counters(), tx_bytes(args.iface)
+                t0 = time.perf_counter()
+                member.allreduce(mine)
+                times.append(time.perf_counter() - t0)
+                c1, w1 = counters(), tx_bytes(args.iface)
+                wire.append(w1 - w0)
+                payload.append(c1[0] - c0[0])
+                packets.append(c1[1] - c0[1])
+                retrans.append(c1[2] - c0[2])
+            report.update(end=time.time(), times=times, wire=wire, payload=payload, packets=packets,
+                          retransmissions=retrans)
+    except Exception as e:  # reported to the parent, which names the rank
+        report["error"] = f"{type(e).__name__}: {e}"
+        print(json.dumps(report), flush=True)
+        return 1
+    print(json.dumps(report), flush=True)
+    return 0
+
+
+# --- the parent: network, controller, measurements --------------------------------------------
+
+
+@dataclass
+class Measurement:
+    method: str
+    workers: int
+    size_bytes: int
+    bw_mbit: float
+    pool_size: int
+    times: list[float]  # per timed call: the slowest rank's time
+    wire: float  # measured tx bytes per worker per call (mean over ranks and calls)
+    payload: float  # application bytes per worker per call
+    packets: float  # INA datagrams per worker per call (0 for the ring)
+    retransmissions: int  # INA, all ranks and calls together
+    switch_cpu: float  # switch process CPU time / wall time over the timed calls (1.0 = one core)
+    machine_cpu: float  # busy share of all cores over the timed calls
+    max_rel_error: float
+    ranks: list[dict] = field(default_factory=list, repr=False)
+
+    @property
+    def seconds(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def goodput(self) -> float:
+        """Tensor bytes per second."""
+        return self.size_bytes / self.seconds
+
+    @property
+    def wire_estimate(self) -> float:
+        """Headers added to the application bytes: exact for INA (one datagram per packet), for the
+        ring full-MSS segments only (no ACKs, no pure-ACK traffic for the data it receives)."""
+        if self.method == "ina":
+            return self.payload + ETH_IP_UDP * self.packets
+        return self.payload + ETH_IP_TCP * math.ceil(self.payload / TCP_MSS)
+
+    @property
+    def link_utilisation(self) -> float:
+        """Measured wire bytes per second over the link's rate."""
+        return self.wire / self.seconds / (self.bw_mbit * 1e6 / 8)
+
+
+class CpuSampler:
+    """Samples the switch's and the machine's CPU seconds every ``period`` s in a thread."""
+
+    def __init__(self, pid: int, period: float = 0.25) -> None:
+        self.pid, self.period = pid, period
+        self.samples: list[tuple[float, float, float]] = []  # (wall time, switch cpu s, machine busy s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from bench.veth_common import cpu_seconds, machine_cpu_seconds
+
+        while not self._stop.is_set():
+            try:
+                self.samples.append((time.time(), cpu_seconds(self.pid), machine_cpu_seconds()))
+            except OSError:
+                return
+            self._stop.wait(self.period)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def share(self, start: float, end: float) -> tuple[float, float]:
+        """(switch CPU share of one core, machine busy share of all cores) between two wall times."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2:
+            return math.nan, math.nan
+        (t0, c0, m0), (t1, c1, m1) = inside[0], inside[-1]
+        return (c1 - c0) / (t1 - t0), (m1 - m0) / (t1 - t0) / (os.cpu_count() or 1)
+
+
+def topology_with_bw(workers: int, bw: float) -> Any:
+    from controller.topology import Topology, single
+
+    spec = single(workers)
+    for link in spec["links"]:
+        link.append({"bw": bw})
+    return Topology.from_dict(spec)
+
+
+@contextmanager
+def network(workers: int, bw: float, run_dir: Path, busy_wait: float) -> Iterator[Any]:
+    """The started InaNetwork; waits while another network holds the interfaces (NetworkBusy)."""
+    from bmv2env.network import InaNetwork
+    from bmv2env.runstate import NetworkBusy
+
+    deadline = time.monotonic() + busy_wait
+    while True:
+        net = InaNetwork(topology_with_bw(workers, bw), run_dir, target="builtin")
+        try:
+            net.start()
+            break
+        except NetworkBusy as e:
+            if time.monotonic() >= deadline:
+                raise
+            print(f"  network busy ({str(e)[:100]}...); retrying in 20 s", flush=True)
+            time.sleep(20)
+    try:
+        yield net
+    finally:
+        net.stop()
+
+
+def runner_command(method: str, rank: int, host: str, size_bytes: int, args: argparse.Namespace,
+                   spec: Path | None, peers: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "bench.bench_allreduce", "--rank-runner", "--method", method, "--rank", str(rank),
+           "--size-bytes", str(size_bytes), "--runs", str(args.runs), "--iface", f"{host}-eth0",
+           "--timeout", str(args.timeout), "--seed", str(args.seed)]
+    if spec is not None:
+        cmd += ["--spec", str(spec)]
+    if peers is not None:
+        cmd += ["--peers", peers]
+    return cmd
+
+
+def run_ranks(net: Any, hosts: list[str], commands: list[list[str]], wait: float) -> list[dict]:
+    """Start one runner per host, collect their JSON reports; every runner is gone on return."""
+    procs: list[subprocess.Popen] = []
+    try:
+        for host, cmd in zip(hosts, commands):
+            procs.append(net.host(host).popen(cmd, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True))
+        deadline = time.monotonic() + wait
+        reports = []
+        for host, p in zip(hosts, procs):
+            try:
+                stdout, stderr = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired as e:
+                raise RuntimeError(f"{host}: no report within {wait:.0f} s") from e
+            lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+            if not lines:
+                raise RuntimeError(f"{host}: runner printed nothing (exit {p.returncode}); stderr: {stderr[-1500:]}")
+            if "error" in lines[-1]:
+                raise RuntimeError(f"{host} (rank {lines[-1]['rank']}): {lines[-1]['error']}")
+            reports.append(lines[-1])
+        return reports
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def measure(method: str, net: Any, controller: Any, workers: int, size_bytes: int, bw: float,
+            args: argparse.Namespace) -> Measurement:
+    hosts = [f"h{i}" for i in range(1, workers + 1)]
+    ideal = 2 * size_bytes / (bw * 1e6 / 8)  # seconds per call at twice the ring's bytes
+    wait = (args.runs + 1) * ideal * 3 + 120
+    job = None
+    if method == "ina":
+        job = f"bench-{workers}-{size_bytes}"
+        controller.create_job(job, hosts, pool_size=args.pool_size)
+        spec, peers = controller.spec_dir / f"{job}.json", None
+    else:
+        ips = [str(net.topology.hosts[h].ip.ip) for h in hosts]
+        spec, peers = None, ",".join(f"{ip}:{RING_PORT}" for ip in ips)
+    try:
+        with CpuSampler(net.switch("s1").process.pid) as cpu:
+            reports = run_ranks(net, hosts, [runner_command(method, r, h, size_bytes, args, spec, peers)
+                                             for r, h in enumerate(hosts)], wait)
+    finally:
+        if job is not None:
+            controller.delete_job(job)
+    calls = args.runs
+    switch_cpu, machine_cpu = cpu.share(max(r["start"] for r in reports), max(r["end"] for r in reports))
+
+    def mean(key: str) -> float:
+        return statistics.fmean(v for r in reports for v in r[key])
+
+    return Measurement(method=method, workers=workers, size_bytes=size_bytes, bw_mbit=bw, pool_size=args.pool_size,
+                       times=[max(r["times"][i] for r in reports) for i in range(calls)], wire=mean("wire"),
+                       payload=mean("payload"), packets=mean("packets"),
+                       retransmissions=sum(sum(r["retransmissions"]) for r in reports), switch_cpu=switch_cpu,
+                       machine_cpu=machine_cpu, max_rel_error=max(r["max_rel_error"] for r in reports),
+                       ranks=reports)
+
+
+# --- output ----------------------------------------------------------------------------------
+
+CSV_FIELDS = ["method", "workers", "size_bytes", "bw_mbit_per_link", "pool_size", "runs", "seconds_median",
+              "seconds_min", "seconds_max", "goodput_MBps", "wire_bytes_per_worker", "wire_bytes_estimate",
+              "app_bytes_per_worker", "packets_per_worker", "wire_per_tensor_byte", "link_utilisation",
+              "retransmissions", "switch_cpu", "machine_cpu", "max_rel_error", "ring_over_ina"]
+
+
+def ratio(results: list[Measurement], m: Measurement) -> float:
+    """Ring time over INA time for m's (N, size), NaN while one of them is missing."""
+    pair = {r.method: r for r in results if (r.workers, r.size_bytes) == (m.workers, m.size_bytes)}
+    return pair["ring"].seconds / pair["ina"].seconds if len(pair) == 2 else math.nan
+
+
+def row(results: list[Measurement], m: Measurement) -> dict[str, Any]:
+    return {"method": m.method, "workers": m.workers, "size_bytes": m.size_bytes, "bw_mbit_per_link": m.bw_mbit,
+            "pool_size": m.pool_size if m.method == "ina" else "", "runs": len(m.times),
+            "seconds_median": f"{m.seconds:.4f}", "seconds_min": f"{min(m.times):.4f}",
+            "seconds_max": f"{max(m.times):.4f}", "goodput_MBps": f"{m.goodput / 1e6:.4f}",
+            "wire_bytes_per_worker": round(m.wire), "wire_bytes_estimate": round(m.wire_estimate),
+            "app_bytes_per_worker": round(m.payload), "packets_per_worker": round(m.packets),
+            "wire_per_tensor_byte": f"{m.wire / m.size_bytes:.4f}", "link_utilisation": f"{m.link_utilisation:.3f}",
+            "retransmissions": m.retransmissions, "switch_cpu": f"{m.switch_cpu:.3f}",
+            "machine_cpu": f"{m.machine_cpu:.3f}", "max_rel_error": f"{m.max_rel_error:.2e}",
+            "ring_over_ina": f"{ratio(results, m):.3f}"}
+
+
+def write_csv(results: list[Measurement], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, CSV_FIELDS)
+        w.writeheader()
+        for m in results:
+            w.writerow(row(results, m))
+    return path
+
+
+def plot(results: list[Measurement], path: Path) -> Path:
+    """Bars of time per allreduce, INA next to ring, one group per (N, size), the ring/INA ratio above."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = sorted({(m.workers, m.size_bytes) for m in results}, key=lambda g: (g[1], g[0]))
+    sizes = sorted({s for _, s in groups})
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 4.5), squeeze=False)
+    colours = {"ina": "tab:blue", "ring": "tab:orange"}
+    for ax, size in zip(axes[0], sizes):
+        mine = [g for g in groups if g[1] == size]
+        width = 0.38
+        top = 0.0
+        for i, (n, _) in enumerate(mine):
+            by = {m.method: m for m in results if (m.workers, m.size_bytes) == (n, size)}
+            for j, method in enumerate(METHODS):
+                if method in by:
+                    m = by[method]
+                    x = i + (j - 0.5) * width
+                    ax.bar(x, m.seconds, width, color=colours[method], label=method.upper() if i == 0 else None,
+                           yerr=[[m.seconds - min(m.times)], [max(m.times) - m.seconds]], capsize=3)
+                    ax.text(x, m.seconds / 2, f"{m.seconds:.2f} s", ha="center", va="center", fontsize=8,
+                            rotation=90, color="white")
+                    top = max(top, max(m.times))
+            if len(by) == 2:
+                r = by["ring"].seconds / by["ina"].seconds
+                ax.text(i, max(max(by["ina"].times), max(by["ring"].times)) * 1.04,
+                        f"ring/INA = {r:.2f}x\n(ideal {2 * (n - 1) / n:.2f}x)", ha="center", va="bottom", fontsize=9)
+        ax.set_xticks(range(len(mine)))
+        ax.set_xticklabels([f"N={n}\n{next(m.bw_mbit for m in results if m.workers == n):g} Mbit/s per link"
+                            for n, _ in mine])
+        ax.set_ylim(0, top * 1.3 if top else 1)
+        ax.set_title(f"{size / MIB:g} MiB float32")
+        ax.set_ylabel("time per allreduce (s), median")
+        ax.legend(loc="upper left")
+    fig.suptitle("INA (switch aggregation, V=256) vs ring allreduce (TCP), one P4 switch (built-in target)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def print_table(results: list[Measurement]) -> None:
+    print(f"\n{'N':>2} {'size':>7} {'method':>6} {'Mbit/s':>6} {'time s':>8} {'min-max s':>15} {'MB/s':>6} "
+          f"{'wire B/worker':>13} {'wire/K':>6} {'app B/worker':>12} {'link use':>8} {'retx':>5} {'sw CPU':>6} "
+          f"{'ring/INA':>8}")
+    for m in results:
+        r = ratio(results, m)
+        print(f"{m.workers:>2} {m.size_bytes / MIB:>5g}Mi {m.method:>6} {m.bw_mbit:>6g} {m.seconds:>8.3f} "
+              f"{min(m.times):>7.3f}-{max(m.times):<7.3f} {m.goodput / 1e6:>6.3f} {m.wire:>13,.0f} "
+              f"{m.wire / m.size_bytes:>6.3f} {m.payload:>12,.0f} {m.link_utilisation:>8.2f} {m.retransmissions:>5} "
+              f"{m.switch_cpu:>6.2f} {'' if math.isnan(r) or m.method != 'ring' else f'{r:.2f}x':>8}")
+
+
+def default_bw(workers: int) -> float:
+    """Mbit/s per host link, each way: 16/N keeps the switch's load at ~2 MB/s (~1,900 packets/s at V=256)."""
+    return 16.0 / workers
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C
+
+
+def _floats(text: str) -> list[float]:
+    return [float(v) for v in text.split(",") if v.strip()]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v.strip()]
+
+
+def bench(args: argparse.Namespace) -> int:
+    from controller.controller import Controller
+    from controller.pipeline import PipelineOptions
+
+    if os.geteuid() != 0:
+        print("Mininet needs root", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _interrupt)
+    results: list[Measurement] = []
+    csv_path, png_path = args.out_dir / "allreduce.csv", args.out_dir / "allreduce.png"
+    run_root = Path(tempfile.mkdtemp(prefix="bench-allreduce-"))
+    print(f"run directory {run_root}; {args.runs} timed call(s) per point, pool/window {args.pool_size}, "
+          f"V={VALUES}", flush=True)
+    try:
+        for n in args.workers:
+            bw = args.bw[0] if args.bw and len(args.bw) == 1 else \
+                args.bw[args.workers.index(n)] if args.bw else default_bw(n)
+            print(f"\nN={n}: starting single({n}) with {bw:g} Mbit/s host links ...", flush=True)
+            with ExitStack() as stack:
+                net = stack.enter_context(network(n, bw, run_root / f"n{n}", args.busy_wait))
+                controller = stack.enter_context(Controller(net.network, run_root / f"n{n}" / "controller.json",
+                                                            PipelineOptions(values=VALUES)))
+                controller.setup()
+                if failed := net.ping_all():
+                    raise RuntimeError(f"hosts cannot reach each other after setup: {failed}")
+                for size in args.sizes:
+                    for method in METHODS:
+                        t0 = time.monotonic()
+                        print(f"  N={n} {size / MIB:g} MiB {method}: {args.runs + 1} calls ...", end=" ", flush=True)
+                        m = measure(method, net, controller, n, size, bw, args)
+                        results.append(m)
+                        print(f"median {m.seconds:.3f} s ({', '.join(f'{t:.2f}' for t in m.times)}), "
+                              f"{m.goodput / 1e6:.3f} MB/s, {m.wire / m.size_bytes:.3f} wire bytes per tensor byte, "
+                              f"links {m.link_utilisation:.0%} busy, switch CPU {m.switch_cpu:.0%}, "
+                              f"{m.retransmissions} retransmissions, rel. error {m.max_rel_error:.1e} "
+                              f"[{time.monotonic() - t0:.0f} s]", flush=True)
+                        write_csv(results, csv_path)
+    except KeyboardInterrupt:
+        print("\ninterrupted; network stopped", file=sys.stderr)
+        return 130
+    finally:
+        if results:
+            print_table(results)
+            print(f"\nwrote {write_csv(results, csv_path)} and {plot(results, png_path)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3, help="timed allreduce calls per point (after one warm-up)")
+    ap.add_argument("--sizes", type=_floats, default=[1.0, 8.0], help="tensor sizes in MiB of float32")
+    ap.add_argument("--workers", type=_ints, default=[4, 8], help="worker counts N (one network each)")
+    ap.add_argument("--bw", type=_floats, default=None,
+                    help="Mbit/s per host link: one value for every N, or one per --workers entry "
+                         "(default 16/N: 4 at N=4, 2 at N=8, about 2 MB/s into the switch in all)")
+    ap.add_argument("--pool-size", type=int, default=DEFAULT_POOL, help="slots of each INA job = worker window")
+    ap.add_argument("--timeout", type=float, default=60.0, help="runner timeout: INA without progress, ring per step")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--busy-wait", type=float, default=1800.0, help="seconds to wait for a busy network")
+    ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    ap.add_argument("--quick", action="store_true", help="smoke run: N=4, 1 MiB")
+    runner = ap.add_argument_group("rank runner (internal: one per host, started by the benchmark)")
+    runner.add_argument("--rank-runner", action="store_true")
+    runner.add_argument("--method", choices=METHODS)
+    runner.add_argument("--rank", type=int)
+    runner.add_argument("--size-bytes", type=int)
+    runner.add_argument("--iface")
+    runner.add_argument("--spec", type=Path)
+    runner.add_argument("--peers")
+    args = ap.parse_args(argv)
+    if args.rank_runner:
+        return rank_runner(args)
+    if args.quick:
+        args.workers, args.sizes = [4], [1.0]
+    if args.bw and len(args.bw) not in (1, len(args.workers)):
+        ap.error("--bw takes one value or one per --workers entry")
+    args.sizes = [int(s * MIB) // 4 * 4 for s in args.sizes]
+    return bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -105,6 +105,7 @@ class InaNetwork:
         names = interface_names(self.topology)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         clean_run_dir(self.run_dir, names)
+        remove_loss_rules([n for n in names if not n.endswith("-eth0")])  # a crashed run's loss rules re-attach
         # Recorded before anything exists, so whatever a crash from here on leaves is found again.
         state = RunState(ProcessRef.of(os.getpid()), names)
         state.save(self.run_dir)

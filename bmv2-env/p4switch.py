@@ -165,12 +165,19 @@ class P4Switch(Switch):
                 code = None if self.process is None else self.process.returncode
                 raise SwitchStartError(f"{self.name} exited (code {code}) before answering P4Runtime on "
                                        f"{self.grpc_address}; {self.log_path}:\n{self.log_tail()}")
-            if p4runtime_answers(self.grpc_address, timeout=max(0.05, min(1.0, deadline - time.monotonic()))):
+            if self._listens() and \
+                    p4runtime_answers(self.grpc_address, timeout=max(0.05, min(1.0, deadline - time.monotonic()))):
                 return
             if time.monotonic() > deadline:
                 raise SwitchStartError(f"{self.name} did not answer P4Runtime on {self.grpc_address} within "
                                        f"{timeout:.0f}s; {self.log_path}:\n{self.log_tail()}")
             time.sleep(_POLL)
+
+    def _listens(self) -> bool:
+        """Whether our own process holds the listening socket (another run's switch may answer the port)."""
+        port = int(self.grpc_address.rsplit(":", 1)[1])
+        out = subprocess.run(["ss", "-Htlnp", f"sport = :{port}"], capture_output=True, text=True).stdout
+        return f"pid={self.process.pid}," in out
 
     def log_tail(self) -> str:
         try:

@@ -18,18 +18,19 @@ import logging
 import sys
 from pathlib import Path
 
-from controller.controller import Controller, JobError
+from controller.controller import Controller
 from controller.network import Network
 from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineError, PipelineOptions
-from controller.topology import TopologyError
 
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ina-ctl", description="Aggregation jobs on a network of P4 switches.")
     ap.add_argument("--net", required=True, type=Path, help="the network file bmv2-env wrote (RUN/net.json)")
     ap.add_argument("--state", type=Path, help="controller state file (default: beside --net)")
-    ap.add_argument("--election-id", type=int, default=1)
+    ap.add_argument("--election-id", type=int,
+                    help="P4Runtime election id (default: 1 for watch, 2 for other commands, so they can run "
+                         "while watch holds the switches)")
     ap.add_argument("-v", "--verbose", action="store_true")
     sub = ap.add_subparsers(dest="command", required=True)
     setup = sub.add_parser("setup", help="push the pipeline, install routes and every live job")
@@ -58,9 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         network = Network.load(args.net)
         options = PipelineOptions(args.values, args.udp_port) if args.command == "setup" else None
-        with Controller(network, state, options, args.election_id) as ctl:
+        # watch holds id 1; changes use 2 (primary while they run); reading needs no arbitration
+        read_only = args.command == "status" or (args.command == "job" and args.action == "list")
+        election_id = args.election_id or (1 if args.command == "watch" else None if read_only else 2)
+        with Controller(network, state, options, election_id) as ctl:
             return _run(ctl, args)
-    except (JobError, TopologyError, SwitchError, PipelineError) as e:
+    except (ValueError, OSError, SwitchError, PipelineError) as e:  # JobError, TopologyError, a bad state file
         print(f"ina-ctl: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

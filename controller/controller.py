@@ -36,7 +36,7 @@ class JobError(ValueError):
 
 class Controller:
     def __init__(self, network: Network, state_path: Path | None = None, options: PipelineOptions | None = None,
-                 election_id: int = 1, spec_dir: Path | None = None) -> None:
+                 election_id: int | None = 1, spec_dir: Path | None = None) -> None:
         self.network = network
         self.topology = network.topology
         self.state_path = state_path
@@ -47,6 +47,7 @@ class Controller:
         else:
             self.state = ControllerState(options or PipelineOptions())
         self.spec_dir = spec_dir or (state_path.parent / "jobs" if state_path else None)
+        self._state_mtime = state_path.stat().st_mtime_ns if state_path is not None and state_path.exists() else 0
         self.election_id = election_id
         self._clients: dict[str, SwitchClient] = {}
         self._lock = threading.RLock()
@@ -91,10 +92,13 @@ class Controller:
             if fresh:
                 log.info("%s: pushing the pipeline", switch)
                 client.set_pipeline(pipe.config)
+            self._sync_counters(switch)
+            self._remove_unexpected(switch)
             self._install(switch, plan.route_entries(self.topology, switch), [])
             for job in self.state.jobs.values():
                 if switch in job.allocations:
                     self._install(switch, *self._job_entries(job, switch))
+            self._install(switch, [self._high_water(switch)], [])
             return fresh
 
     def check_switches(self) -> list[str]:
@@ -115,6 +119,7 @@ class Controller:
         """Keep every switch provisioned until ``stop`` is set."""
         stop = stop or threading.Event()
         while not stop.wait(interval):
+            self._reload_state()  # `ina-ctl job create/delete` run by others since
             for switch in self.check_switches():
                 log.warning("%s restarted: pipeline, routes and %d job(s) installed again", switch,
                             sum(switch in j.allocations for j in self.state.jobs.values()))
@@ -124,17 +129,23 @@ class Controller:
     def create_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None = None) -> JobSpec:
         with self._lock:
             job = self._plan_job(name, members, pool_size, pool_base)
-            done: list[str] = []
+            self.state.jobs[name] = job  # saved before any write: a crash leaves a job setup() completes
             try:
+                self._save()
+                for switch in job.allocations:  # first the switch's own record of the ids it has seen
+                    self._install(switch, [self._high_water(switch)], [])
                 for switch in job.allocations:
                     self._install(switch, *self._job_entries(job, switch))
-                    done.append(switch)
-            except SwitchError:
-                for switch in done:
-                    self._remove(switch, *self._job_entries(job, switch))
+            except (SwitchError, OSError):
+                del self.state.jobs[name]
+                for switch in job.allocations:  # best effort, every switch: a failed batch may be half applied
+                    try:
+                        self._remove(switch, *self._job_entries(job, switch))
+                    except SwitchError as e:
+                        log.warning("%s: rollback of job %s incomplete (setup() removes the rest): %s",
+                                    switch, name, e)
+                self._save()
                 raise
-            self.state.jobs[name] = job
-            self._save()
             spec = self.job_spec(name)
             if self.spec_dir is not None:
                 spec.save(self.spec_dir / f"{name}.json")
@@ -147,7 +158,7 @@ class Controller:
             for switch in job.allocations:
                 self._remove(switch, *self._job_entries(job, switch))
             del self.state.jobs[name]
-            self._save()
+            self._save()  # a switch that was down keeps stale entries until setup() converges it
             if self.spec_dir is not None:
                 (self.spec_dir / f"{name}.json").unlink(missing_ok=True)
 
@@ -197,11 +208,46 @@ class Controller:
         return groups
 
     def expected_entries(self, switch: str) -> set[Entry]:
-        entries = set(plan.route_entries(self.topology, switch))
+        entries = set(plan.route_entries(self.topology, switch)) | {self._high_water(switch)}
         for job in self.state.jobs.values():
             if switch in job.allocations:
                 entries |= set(self._job_entries(job, switch)[0])
         return entries
+
+    # --- what a switch remembers ----------------------------------------------------------------
+
+    def _high_water(self, switch: str) -> Entry:
+        """The switch's record of the last epoch and job id handed out, as a jobs-table entry.
+
+        Its child index (HIGH_WATER_CHILD) is >= 32, a key ina.p4 never looks up, so the entry is
+        inert; it lives exactly as long as the switch's registers, so a controller that lost its
+        state file still never repeats an epoch those registers could hold.
+        """
+        return plan.high_water_entry(self.state.next_epoch.get(switch, 1) - 1, self.state.next_job_id - 1)
+
+    def _sync_counters(self, switch: str) -> None:
+        schema = Schema(self.pipeline(switch).p4info)
+        for e in self.client(switch).read([schema.wildcard("InaIngress.jobs")]):
+            entry = schema.decode(e.table_entry)
+            if entry.key("hdr.ina.child") == plan.HIGH_WATER_CHILD:
+                epoch, job_id = plan.read_high_water(entry)
+                self.state.next_epoch[switch] = max(self.state.next_epoch.get(switch, 1), epoch + 1)
+                self.state.next_job_id = max(self.state.next_job_id, job_id + 1)
+            elif entry.action == "InaIngress.member":
+                epoch = entry.param("epoch")
+                self.state.next_epoch[switch] = max(self.state.next_epoch.get(switch, 1), epoch + 1)
+
+    def _remove_unexpected(self, switch: str) -> None:
+        """Delete managed entries and groups no live job or route needs (left by a failed or lost run)."""
+        keys = {(e.table, e.match) for e in self.expected_entries(switch)}
+        stale = [e for e in self.installed_entries(switch) if (e.table, e.match) not in keys]
+        groups = {g for j in self.state.jobs.values() if switch in j.allocations
+                  for g, _ in self._job_entries(j, switch)[1]}
+        stale_groups = [(g, []) for g in self.installed_groups(switch) if g not in groups]
+        if stale or stale_groups:
+            log.warning("%s: removing %d entries and %d multicast groups no live job needs", switch, len(stale),
+                        len(stale_groups))
+            self._remove(switch, stale, stale_groups)
 
     # --- planning ------------------------------------------------------------------------------
 
@@ -218,8 +264,7 @@ class Controller:
             tree = plan.build_tree(self.topology, members, pipe.protocol.MAX_CHILDREN)
         except plan.PlanError as e:
             raise JobError(str(e)) from None
-        used_ids = {j.job_id for j in self.state.jobs.values()}
-        job_id = next((i for i in range(1, MAX_JOB_ID + 1) if i not in used_ids), None)
+        job_id = self.state.take_job_id({j.job_id for j in self.state.jobs.values()}, MAX_JOB_ID)
         if job_id is None:
             raise JobError("no free job id")
         allocations = {}
@@ -279,6 +324,15 @@ class Controller:
     def _save(self) -> None:
         if self.state_path is not None:
             self.state.save(self.state_path)
+            self._state_mtime = self.state_path.stat().st_mtime_ns
+
+    def _reload_state(self) -> None:
+        if self.state_path is None or not self.state_path.exists():
+            return
+        mtime = self.state_path.stat().st_mtime_ns
+        if mtime != self._state_mtime:
+            with self._lock:
+                self.state, self._state_mtime = ControllerState.load(self.state_path), mtime
 
     # --- writes --------------------------------------------------------------------------------
 

@@ -33,21 +33,28 @@ class WriteError(SwitchError):
 
 
 class SwitchClient:
-    """Primary controller of one device: opens the stream and wins arbitration on creation."""
+    """Primary controller of one device: opens the stream and wins arbitration on creation.
 
-    def __init__(self, address: str, device_id: int, election_id: int = 1, timeout: float = 10.0) -> None:
+    With ``election_id=None`` it is a read-only observer (Read and GetForwardingPipelineConfig
+    need no arbitration), so it never takes the primary role from a running controller.
+    """
+
+    def __init__(self, address: str, device_id: int, election_id: int | None = 1, timeout: float = 10.0,
+                 connect_timeout: float = 3.0) -> None:
         self.address, self.device_id, self.timeout = address, device_id, timeout
-        self.election_id = p4runtime_pb2.Uint128(high=0, low=election_id)
+        self.election_id = p4runtime_pb2.Uint128(high=0, low=election_id or 0)
         self._channel = grpc.insecure_channel(address)
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
         self._requests: queue.Queue[p4runtime_pb2.StreamMessageRequest | None] = queue.Queue()
         self._arbitration: queue.Queue[p4runtime_pb2.StreamMessageResponse | Exception] = queue.Queue()
         self._broken = threading.Event()
         try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+            grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
         except grpc.FutureTimeoutError:
             self._channel.close()
             raise SwitchError(f"no P4Runtime server answers at {address}") from None
+        if election_id is None:
+            return
         self._stream = self._stub.StreamChannel(iter(self._requests.get, None))
         threading.Thread(target=self._read_stream, daemon=True, name=f"p4rt-{address}").start()
         self._arbitrate()
@@ -89,8 +96,9 @@ class SwitchClient:
 
     def close(self) -> None:
         """End the stream and wait for the switch to see it, so our election id is free again."""
-        self._requests.put(None)
-        self._broken.wait(timeout=2.0)
+        if self.election_id.low:
+            self._requests.put(None)
+            self._broken.wait(timeout=2.0)
         self._channel.close()
 
     # --- pipeline ------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ from controller.schema import Entry
 from controller.topology import Topology, mac_int
 from worker.protocol import Protocol
 
+HIGH_WATER_CHILD = 0xFE  # jobs-table key child of the inert entry recording a switch's counters
+
 
 class PlanError(ValueError):
     """A job that this topology cannot carry."""
@@ -144,3 +146,19 @@ def route_entries(topology: Topology, switch: str) -> list[Entry]:
                                 "InaIngress.forward", {"port": port, "dst_mac": mac_int(host.mac),
                                                        "src_mac": mac_int(me.mac)}))
     return entries
+
+
+def high_water_entry(last_epoch: int, last_job_id: int) -> Entry:
+    """The inert jobs entry where a switch keeps the last epoch and job id handed out to it.
+
+    ina.p4 looks the jobs table up only for child < 32, so this key never matches a packet.
+    """
+    return Entry.of("InaIngress.jobs", {"sm.ingress_port": 0, "hdr.ina.job_id": 0, "hdr.ina.child": HIGH_WATER_CHILD},
+                    "InaIngress.member", {"pool_base": 0, "pool_size": 0, "children": 0, "is_root": 0,
+                                          "group": last_job_id, "parent_port": 0, "index_at_parent": 0,
+                                          "epoch": last_epoch, "stats_base": 0})
+
+
+def read_high_water(entry: Entry) -> tuple[int, int]:
+    """(last epoch, last job id) from a high-water entry."""
+    return entry.param("epoch"), entry.param("group")

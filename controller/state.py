@@ -30,15 +30,24 @@ class ControllerState:
     options: PipelineOptions = field(default_factory=PipelineOptions)
     jobs: dict[str, JobRecord] = field(default_factory=dict)
     next_epoch: dict[str, int] = field(default_factory=dict)  # per switch, so a reused pool never looks current
+    next_job_id: int = 1  # ids are not reused soon: a deleted job's late packets must not match a new job
 
     def take_epoch(self, switch: str) -> int:
         epoch = self.next_epoch.get(switch, 1)
         self.next_epoch[switch] = epoch % (EPOCH_LIMIT - 1) + 1
         return epoch
 
+    def take_job_id(self, live: set[int], limit: int) -> int | None:
+        for _ in range(limit):
+            job_id, self.next_job_id = self.next_job_id, self.next_job_id % limit + 1
+            if job_id not in live:
+                return job_id
+        return None
+
     def save(self, path: Path) -> None:
-        data = {"options": asdict(self.options), "next_epoch": self.next_epoch,
+        data = {"options": asdict(self.options), "next_epoch": self.next_epoch, "next_job_id": self.next_job_id,
                 "jobs": {n: asdict(j) for n, j in self.jobs.items()}}
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
         tmp.replace(path)
@@ -50,4 +59,4 @@ class ControllerState:
         for name, j in data["jobs"].items():
             allocs = {s: Allocation(**a) for s, a in j.pop("allocations").items()}
             jobs[name] = JobRecord(allocations=allocs, **j)
-        return cls(PipelineOptions(**data["options"]), jobs, data["next_epoch"])
+        return cls(PipelineOptions(**data["options"]), jobs, data["next_epoch"], data.get("next_job_id", 1))

@@ -19,9 +19,11 @@ import numpy as np
 import pytest
 from scapy.all import IP, UDP, Ether, raw
 
+from controller import plan
 from controller.controller import Controller, JobError
 from controller.network import Network, SwitchAccess
-from controller.plan import PlanError, build_tree
+from controller.p4runtime_client import SwitchError
+from controller.plan import HIGH_WATER_CHILD, PlanError, build_tree
 from controller.topology import Topology, TopologyError, single, tree
 from p4target.dataplane import Dataplane
 from p4target.runtime.service import P4RuntimeServer, serve
@@ -75,6 +77,11 @@ def controller(switches: Switches, tmp_path: Path) -> Controller:
     c = Controller(switches.network, tmp_path / "state.json")
     c.setup()
     return c
+
+
+def members(c: Controller, switch: str) -> set:
+    """The switch's jobs-table entries for job members (without the controller's high-water record)."""
+    return {e for e in c.installed_entries(switch, "InaIngress.jobs") if e.key("hdr.ina.child") != HIGH_WATER_CHILD}
 
 
 def contribution(topology: Topology, spec, rank: int, values: np.ndarray, slot: int = 0, seq: int = 1) -> bytes:
@@ -137,7 +144,7 @@ def test_tree_root_children_and_fan_in():
 def test_setup_installs_routes_and_is_idempotent(net_single, tmp_path):
     c = controller(net_single, tmp_path)
     for _ in range(2):
-        assert c.installed_entries("s1", "InaIngress.ipv4_routes") == c.expected_entries("s1")
+        assert c.installed_entries("s1") == c.expected_entries("s1")
         c.setup()
     routes = {e.key("hdr.ipv4.dst"): e.param("port") for e in c.installed_entries("s1", "InaIngress.ipv4_routes")}
     assert routes == {(0x0A000000 + i, 32): i for i in range(1, 5)}
@@ -149,7 +156,7 @@ def test_job_on_one_switch_sums(net_single, tmp_path):
     spec = c.create_job("train", ["h1", "h2", "h3"], pool_size=16)
     assert [m.child for m in spec.members] == [0, 1, 2] and spec.pool_size == 16
     assert json.loads((tmp_path / "jobs" / "train.json").read_text())["job_id"] == spec.job_id
-    jobs = c.installed_entries("s1", "InaIngress.jobs")
+    jobs = members(c, "s1")
     assert {(e.key("sm.ingress_port"), e.key("hdr.ina.child")) for e in jobs} == {(1, 0), (2, 1), (3, 2)}
     assert c.installed_entries("s1") == c.expected_entries("s1")
     rng = np.random.default_rng(0)
@@ -198,13 +205,13 @@ def test_two_jobs_then_delete_one(net_single, tmp_path):
     bases = {j: c.state.jobs[j].allocations["s1"].pool_base for j in "ab"}
     assert bases == {"a": 0, "b": 100} and a.job_id != b.job_id
     c.delete_job("a")
-    left = c.installed_entries("s1", "InaIngress.jobs")
-    assert {e.key("hdr.ina.job_id") for e in left} == {b.job_id}
+    assert {e.key("hdr.ina.job_id") for e in members(c, "s1")} == {b.job_id}
     assert {e.key("hdr.ina.job_id") for e in c.installed_entries("s1", "InaEgress.receivers")} == {b.job_id}
     assert not (tmp_path / "jobs" / "a.json").exists()
     assert list(c.installed_groups("s1")) == [c.state.jobs["b"].allocations["s1"].cell + 1]
     c2 = c.create_job("c", ["h2"], pool_size=100)  # a's freed range is reused
-    assert c.state.jobs["c"].allocations["s1"].pool_base == 0 and c2.job_id == a.job_id
+    assert c.state.jobs["c"].allocations["s1"].pool_base == 0
+    assert c2.job_id not in (a.job_id, b.job_id)  # never the id of a job whose packets may still fly
     # b still aggregates
     vals = {r: np.full(b.values, 7, dtype=np.int32) for r in range(3)}
     out = run_tree(net_single, b, {r: contribution(net_single.topology, b, r, vals[r], slot=49) for r in range(3)})
@@ -239,7 +246,7 @@ def test_too_many_members_for_one_switch(tmp_path):
         c = controller(s, tmp_path)
         with pytest.raises(JobError, match="33 children"):
             c.create_job("wide", [f"h{i}" for i in range(1, 34)], pool_size=8)
-        assert c.installed_entries("s1", "InaIngress.jobs") == set()
+        assert members(c, "s1") == set()
         c.close()
     finally:
         s.stop()
@@ -255,6 +262,41 @@ def test_controller_restart_reads_its_state(net_single, tmp_path):
     assert again.job_spec("keep") == spec and again.expected_entries("s1") == expected
     assert again.installed_entries("s1") == expected
     again.close()
+
+
+def test_a_lost_state_file_never_repeats_an_epoch_or_job_id(net_single, tmp_path):
+    """The switch keeps the last epoch and job id it was given: a fresh controller continues above them."""
+    first = controller(net_single, tmp_path / "a")
+    old = first.create_job("a", ["h1", "h2"], pool_size=8)
+    values = np.full(old.values, 100, np.int32)
+    run_tree(net_single, old, {r: contribution(net_single.topology, old, r, values) for r in range(2)})
+    first.delete_job("a")
+    first.close()
+    second = controller(net_single, tmp_path / "b")  # another state file: it knows nothing of job a
+    new = second.create_job("b", ["h1", "h2"], pool_size=8)
+    assert new.job_id > old.job_id
+    assert second.state.jobs["b"].allocations["s1"].epoch > 1
+    # h1 alone sends the same slot and seq as job a's finished round: no stale sum comes back
+    out = run_tree(net_single, new, {0: contribution(net_single.topology, new, 0, np.ones(new.values, np.int32))})
+    assert out["h1"] == [] and out["h2"] == []
+    second.close()
+
+
+def test_setup_removes_what_no_job_needs_and_a_failed_create_rolls_back(net_tree, tmp_path):
+    c = controller(net_tree, tmp_path)
+    stray = plan.job_entries(net_tree.topology, c.pipeline("s1").protocol,
+                             plan.build_tree(net_tree.topology, ["h1", "h2"], 32)["s2"], 77, 4,
+                             plan.Allocation(500, 9, 3), 40077)
+    c._install("s2", stray[0], [stray[1]])  # as if left by a crashed controller
+    c.setup()
+    assert c.installed_entries("s2") == c.expected_entries("s2") and c.installed_groups("s2") == {}
+    net_tree.servers["s3"].stop(None)  # s3 goes away: the job cannot be installed there
+    with pytest.raises(SwitchError):
+        c.create_job("wide", ["h1", "h2", "h3", "h4"], pool_size=8)
+    assert "wide" not in c.state.jobs and "wide" not in json.loads((tmp_path / "state.json").read_text())["jobs"]
+    for sw in ("s1", "s2"):
+        assert members(c, sw) == set() and c.installed_groups(sw) == {}, sw
+    c.close()
 
 
 class SwitchProcess:
@@ -322,3 +364,32 @@ def test_command_line(switch_process, tmp_path):
     missing = ina_ctl("job", "delete", "demo")
     assert missing.returncode == 1 and "no job named 'demo'" in missing.stderr
     assert ina_ctl("--help").returncode == 0
+
+
+def test_watch_runs_beside_other_commands_and_follows_their_changes(switch_process, tmp_path):
+    net = tmp_path / "net.json"
+    switch_process.network.save(net)
+    base = [sys.executable, "-m", "controller.cli", "--net", str(net)]
+    assert subprocess.run(base + ["setup"], capture_output=True, timeout=60).returncode == 0
+    watch = subprocess.Popen(base + ["watch", "--interval", "0.2"], stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        made = subprocess.run(base + ["job", "create", "late", "--hosts", "h1,h2", "--pool-size", "8"],
+                              capture_output=True, text=True, timeout=60)
+        assert made.returncode == 0, made.stderr  # election id 2 while watch holds 1
+        time.sleep(0.5)
+        switch_process.restart()
+        checker = Controller(switch_process.network, tmp_path / "controller-state.json", election_id=None)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if any(e.key("hdr.ina.job_id") for e in members(checker, "s1")):
+                    break
+            except SwitchError:
+                pass
+            time.sleep(0.2)
+        assert {e.key("sm.ingress_port") for e in members(checker, "s1")} == {1, 2}  # the job made after watch
+        checker.close()
+    finally:
+        watch.terminate()
+        watch.communicate(timeout=10)

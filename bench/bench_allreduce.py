@@ -13,8 +13,10 @@ target running ``p4src/ina.p4`` built with 256 values per packet
 (``PipelineOptions(values=256)``: 16-byte ina header + 1024-byte payload per UDP datagram).
 The per-host bandwidth is chosen low enough that the links, not the Python switch, are the
 bottleneck (defaults: 4 Mbit/s at N=4, 2 Mbit/s at N=8, i.e. about 2 MB/s into the switch
-in total, some 1,900 packets/s against its ~7,000 at V=256).  The ring runs over TCP between
-the hosts (port 47000), forwarded by the same switch with ina.p4's IPv4 routes.
+in total, some 1,900 packets/s against its ~7,000 at V=256).  Checked: halving the links
+to 2 Mbit/s at N=4 took INA (1 MiB) from 2.245 s to 4.478 s (x1.995), with the links 99-100%
+busy and the switch process at 30-45% of a core.  The ring runs over TCP between the hosts
+(port 47000), forwarded by the same switch with ina.p4's IPv4 routes.
 
 Both methods are timed the same way, by one rank-runner process per host (this module with
 ``--rank-runner``, started in the host's namespace): the ranks start, make one untimed
@@ -28,9 +30,27 @@ Application bytes are printed next to them: ``Worker.stats.bytes_sent`` (UDP pay
 retransmissions included) and ``RingWorker.bytes_sent`` (tensor bytes only).  Each INA
 measurement gets a fresh job (``--pool-size`` slots, which is also the worker's window).
 
+Window (pool size) 8: the path holds only ~3 packets (a 1,082-byte frame takes 2.2 ms at
+4 Mbit/s, 4.3 ms at 2 Mbit/s), so 8 keeps the links 99-100% busy.  A larger window adds no
+throughput; it only queues in the host's own htb qdisc, and once W x frame time nears
+~70 ms the worker's RTO (initial 100 ms, then srtt + 4 rttvar, floor 50 ms) fires for packets
+that are merely queued: no qdisc drops, yet W=32 and W=64 at 4 Mbit/s (N=4) and W=16 at
+2 Mbit/s (N=8) retransmitted 45-60% of all packets and ran 1.5-1.9x slower than W=8.
+Every float allreduce also sends W exponent-only packets first, another reason to keep W small.
+
+TCP congestion control of the ring: CUBIC by default (``--ring-cc``), set per socket.  The
+machine this was written on defaults to BBR (v1), which kept the ring's links only 60-70%
+busy, without a single TCP retransmission or qdisc drop: ``ss -ti`` showed its bandwidth
+estimate falling after the app-limited gaps between ring steps (down to 1.2 Mbit/s on a
+4 Mbit/s link, for seconds) and its 0.75-gain probing phases draining a queue that is nearly
+empty, while each shaped link also carries the ACKs of the neighbouring flow.  CUBIC (and
+Reno) keep the same links 98-100% busy (N=4, 8 MiB: 27.0 s against 38 s with BBR).
+``--ring-cc system`` measures with the machine's default instead.
+
     /tmp/venv/bin/python -m bench.bench_allreduce                   # N=4,8 x 1,8 MiB, 3 timed calls each
     /tmp/venv/bin/python -m bench.bench_allreduce --quick           # smoke run: N=4, 1 MiB
     /tmp/venv/bin/python -m bench.bench_allreduce --workers 4 --sizes 1 --bw 2   # one bandwidth for all N
+    /tmp/venv/bin/python -m bench.bench_allreduce --plot-only       # redraw the plot from the CSV
 
 Sizes are in MiB of float32 (1 MiB = 262,144 values).  Writes bench/results/allreduce.csv and
 bench/results/allreduce.png.  Root only (Mininet); the network, the switch and every
@@ -45,6 +65,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -67,7 +88,7 @@ VALUES = 256  # INA_VALUES: values per aggregation packet
 ETH_IP_UDP = 14 + 20 + 8  # header bytes in front of each UDP payload on the wire
 ETH_IP_TCP = 14 + 20 + 32  # TCP with timestamps, as Linux sends by default
 TCP_MSS = 1448  # 1500-byte MTU minus IPv4, TCP and its timestamp option
-DEFAULT_POOL = 32
+DEFAULT_POOL = 8  # window: see the module docstring
 METHODS = ("ina", "ring")
 MIB = 1 << 20
 
@@ -118,8 +139,10 @@ def rank_runner(args: argparse.Namespace) -> int:
             from worker.ring import RingWorker
 
             peers = args.peers.split(",")
-            member = RingWorker(args.rank, peers, timeout=args.timeout)
+            member = RingWorker(args.rank, peers, timeout=args.timeout,
+                                tcp_congestion=None if args.ring_cc == "system" else args.ring_cc)
             workers = len(peers)
+            report["tcp_cc"] = member.congestion_control
 
             def counters() -> tuple[int, int, int]:
                 return member.bytes_sent, 0, 0
@@ -165,6 +188,7 @@ class Measurement:
     switch_cpu: float  # switch process CPU time / wall time over the timed calls (1.0 = one core)
     machine_cpu: float  # busy share of all cores over the timed calls
     max_rel_error: float
+    tcp_cc: str = ""  # the ring's TCP congestion control
     ranks: list[dict] = field(default_factory=list, repr=False)
 
     @property
@@ -262,7 +286,7 @@ def runner_command(method: str, rank: int, host: str, size_bytes: int, args: arg
                    spec: Path | None, peers: str | None) -> list[str]:
     cmd = [sys.executable, "-m", "bench.bench_allreduce", "--rank-runner", "--method", method, "--rank", str(rank),
            "--size-bytes", str(size_bytes), "--runs", str(args.runs), "--iface", f"{host}-eth0",
-           "--timeout", str(args.timeout), "--seed", str(args.seed)]
+           "--timeout", str(args.timeout), "--seed", str(args.seed), "--ring-cc", args.ring_cc]
     if spec is not None:
         cmd += ["--spec", str(spec)]
     if peers is not None:
@@ -329,7 +353,7 @@ def measure(method: str, net: Any, controller: Any, workers: int, size_bytes: in
                        payload=mean("payload"), packets=mean("packets"),
                        retransmissions=sum(sum(r["retransmissions"]) for r in reports), switch_cpu=switch_cpu,
                        machine_cpu=machine_cpu, max_rel_error=max(r["max_rel_error"] for r in reports),
-                       ranks=reports)
+                       tcp_cc=",".join(sorted({r["tcp_cc"] for r in reports if "tcp_cc" in r})), ranks=reports)
 
 
 # --- output ----------------------------------------------------------------------------------
@@ -337,7 +361,7 @@ def measure(method: str, net: Any, controller: Any, workers: int, size_bytes: in
 CSV_FIELDS = ["method", "workers", "size_bytes", "bw_mbit_per_link", "pool_size", "runs", "seconds_median",
               "seconds_min", "seconds_max", "goodput_MBps", "wire_bytes_per_worker", "wire_bytes_estimate",
               "app_bytes_per_worker", "packets_per_worker", "wire_per_tensor_byte", "link_utilisation",
-              "retransmissions", "switch_cpu", "machine_cpu", "max_rel_error", "ring_over_ina"]
+              "retransmissions", "switch_cpu", "machine_cpu", "max_rel_error", "tcp_cc", "ring_over_ina"]
 
 
 def ratio(results: list[Measurement], m: Measurement) -> float:
@@ -355,7 +379,7 @@ def row(results: list[Measurement], m: Measurement) -> dict[str, Any]:
             "app_bytes_per_worker": round(m.payload), "packets_per_worker": round(m.packets),
             "wire_per_tensor_byte": f"{m.wire / m.size_bytes:.4f}", "link_utilisation": f"{m.link_utilisation:.3f}",
             "retransmissions": m.retransmissions, "switch_cpu": f"{m.switch_cpu:.3f}",
-            "machine_cpu": f"{m.machine_cpu:.3f}", "max_rel_error": f"{m.max_rel_error:.2e}",
+            "machine_cpu": f"{m.machine_cpu:.3f}", "max_rel_error": f"{m.max_rel_error:.2e}", "tcp_cc": m.tcp_cc,
             "ring_over_ina": f"{ratio(results, m):.3f}"}
 
 
@@ -369,44 +393,51 @@ def write_csv(results: list[Measurement], path: Path) -> Path:
     return path
 
 
-def plot(results: list[Measurement], path: Path) -> Path:
-    """Bars of time per allreduce, INA next to ring, one group per (N, size), the ring/INA ratio above."""
+def plot(csv_path: Path, path: Path) -> Path:
+    """Bars of time per allreduce from the CSV, INA next to ring, one group per (N, size), ring/INA above."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = sorted({(m.workers, m.size_bytes) for m in results}, key=lambda g: (g[1], g[0]))
-    sizes = sorted({s for _, s in groups})
-    fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 4.5), squeeze=False)
+    with csv_path.open() as f:
+        rows = list(csv.DictReader(f))
+    points = {(r["method"], int(r["workers"]), int(r["size_bytes"])): r for r in rows}
+    sizes = sorted({int(r["size_bytes"]) for r in rows})
+    bw = {int(r["workers"]): float(r["bw_mbit_per_link"]) for r in rows}
+    fig, axes = plt.subplots(1, len(sizes), figsize=(max(6.0, 4.5 * len(sizes)), 5.0), squeeze=False)
     colours = {"ina": "tab:blue", "ring": "tab:orange"}
+    width = 0.38
     for ax, size in zip(axes[0], sizes):
-        mine = [g for g in groups if g[1] == size]
-        width = 0.38
+        ns = sorted({int(r["workers"]) for r in rows if int(r["size_bytes"]) == size})
         top = 0.0
-        for i, (n, _) in enumerate(mine):
-            by = {m.method: m for m in results if (m.workers, m.size_bytes) == (n, size)}
+        for i, n in enumerate(ns):
             for j, method in enumerate(METHODS):
-                if method in by:
-                    m = by[method]
-                    x = i + (j - 0.5) * width
-                    ax.bar(x, m.seconds, width, color=colours[method], label=method.upper() if i == 0 else None,
-                           yerr=[[m.seconds - min(m.times)], [max(m.times) - m.seconds]], capsize=3)
-                    ax.text(x, m.seconds / 2, f"{m.seconds:.2f} s", ha="center", va="center", fontsize=8,
-                            rotation=90, color="white")
-                    top = max(top, max(m.times))
-            if len(by) == 2:
-                r = by["ring"].seconds / by["ina"].seconds
-                ax.text(i, max(max(by["ina"].times), max(by["ring"].times)) * 1.04,
-                        f"ring/INA = {r:.2f}x\n(ideal {2 * (n - 1) / n:.2f}x)", ha="center", va="bottom", fontsize=9)
-        ax.set_xticks(range(len(mine)))
-        ax.set_xticklabels([f"N={n}\n{next(m.bw_mbit for m in results if m.workers == n):g} Mbit/s per link"
-                            for n, _ in mine])
-        ax.set_ylim(0, top * 1.3 if top else 1)
+                if (r := points.get((method, n, size))) is None:
+                    continue
+                med, lo, hi = (float(r[k]) for k in ("seconds_median", "seconds_min", "seconds_max"))
+                x = i + (j - 0.5) * width
+                ax.bar(x, med, width, color=colours[method], label=method.upper() if i == 0 else None,
+                       yerr=[[med - lo], [hi - med]], capsize=3)
+                ax.text(x, med / 2, f"{med:.2f} s", ha="center", va="center", fontsize=8, rotation=90, color="white")
+                top = max(top, hi)
+            if ("ina", n, size) in points and ("ring", n, size) in points:
+                ina, ring = points["ina", n, size], points["ring", n, size]
+                r = float(ring["seconds_median"]) / float(ina["seconds_median"])
+                wire = float(ring["wire_bytes_per_worker"]) / float(ina["wire_bytes_per_worker"])
+                ax.text(i, max(float(ina["seconds_max"]), float(ring["seconds_max"])) * 1.03,
+                        f"ring/INA = {r:.2f}x\n(wire bytes {wire:.2f}x,\n2(N-1)/N = {2 * (n - 1) / n:.2f})",
+                        ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(range(len(ns)))
+        ax.set_xticklabels([f"N={n}\n{bw[n]:g} Mbit/s per link" for n in ns])
+        ax.set_xlim(-0.7, len(ns) - 0.3)
+        ax.set_ylim(0, top * 1.4 if top else 1)
         ax.set_title(f"{size / MIB:g} MiB float32")
-        ax.set_ylabel("time per allreduce (s), median")
+        ax.set_ylabel("time per allreduce (s): median, min-max")
         ax.legend(loc="upper left")
-    fig.suptitle("INA (switch aggregation, V=256) vs ring allreduce (TCP), one P4 switch (built-in target)")
+    cc = ",".join(sorted({r["tcp_cc"] for r in rows if r["method"] == "ring" and r.get("tcp_cc")}))
+    fig.suptitle(f"INA (switch aggregation, V=256) vs ring allreduce (TCP{' ' + cc if cc else ''})\n"
+                 "through one P4 switch (built-in target), bandwidth-limited host links")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -454,8 +485,8 @@ def bench(args: argparse.Namespace) -> int:
     results: list[Measurement] = []
     csv_path, png_path = args.out_dir / "allreduce.csv", args.out_dir / "allreduce.png"
     run_root = Path(tempfile.mkdtemp(prefix="bench-allreduce-"))
-    print(f"run directory {run_root}; {args.runs} timed call(s) per point, pool/window {args.pool_size}, "
-          f"V={VALUES}", flush=True)
+    print(f"run directory {run_root} (switch logs; removed after a complete run); {args.runs} timed call(s) "
+          f"per point, pool/window {args.pool_size}, V={VALUES}", flush=True)
     try:
         for n in args.workers:
             bw = args.bw[0] if args.bw and len(args.bw) == 1 else \
@@ -480,13 +511,15 @@ def bench(args: argparse.Namespace) -> int:
                               f"{m.retransmissions} retransmissions, rel. error {m.max_rel_error:.1e} "
                               f"[{time.monotonic() - t0:.0f} s]", flush=True)
                         write_csv(results, csv_path)
+        shutil.rmtree(run_root, ignore_errors=True)  # switch logs are kept only when something failed
     except KeyboardInterrupt:
         print("\ninterrupted; network stopped", file=sys.stderr)
         return 130
     finally:
         if results:
             print_table(results)
-            print(f"\nwrote {write_csv(results, csv_path)} and {plot(results, png_path)}")
+            write_csv(results, csv_path)
+            print(f"\nwrote {csv_path} and {plot(csv_path, png_path)}")
     return 0
 
 
@@ -501,9 +534,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool-size", type=int, default=DEFAULT_POOL, help="slots of each INA job = worker window")
     ap.add_argument("--timeout", type=float, default=60.0, help="runner timeout: INA without progress, ring per step")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ring-cc", default="cubic",
+                    help="TCP congestion control of the ring's connections: a name from /proc/sys/net/ipv4/"
+                         "tcp_available_congestion_control, or system (the machine's default; see the docstring)")
     ap.add_argument("--busy-wait", type=float, default=1800.0, help="seconds to wait for a busy network")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     ap.add_argument("--quick", action="store_true", help="smoke run: N=4, 1 MiB")
+    ap.add_argument("--plot-only", action="store_true", help="redraw the plot from the CSV in --out-dir, no network")
     runner = ap.add_argument_group("rank runner (internal: one per host, started by the benchmark)")
     runner.add_argument("--rank-runner", action="store_true")
     runner.add_argument("--method", choices=METHODS)
@@ -515,6 +552,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.rank_runner:
         return rank_runner(args)
+    if args.plot_only:
+        print(f"wrote {plot(args.out_dir / 'allreduce.csv', args.out_dir / 'allreduce.png')}")
+        return 0
     if args.quick:
         args.workers, args.sizes = [4], [1.0]
     if args.bw and len(args.bw) not in (1, len(args.workers)):

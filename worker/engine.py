@@ -28,6 +28,7 @@ from worker.errors import AllreduceTimeout, SwitchOverflowError
 from worker.protocol import Protocol
 
 RTO_MIN, RTO_MAX = 0.05, 1.0  # seconds
+INITIAL_IN_FLIGHT = 8  # packets in flight at first; grows by one per round trip up to the window
 
 
 @dataclass
@@ -58,11 +59,16 @@ class Link:
     broken: bool = False  # after a timeout: later calls would not line up with the other workers
     srtt: float | None = None
     rttvar: float = 0.0
+    cwnd: float = 1e9  # packets in flight allowed (capped by the window); set to the window on creation
+    last_cut: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.cwnd = float(min(self.window, INITIAL_IN_FLIGHT))
 
     def rto(self) -> float:
         if self.srtt is None:
             return 0.1
-        return min(RTO_MAX, max(RTO_MIN, self.srtt + 4 * self.rttvar))
+        return min(RTO_MAX, max(RTO_MIN, self.srtt + max(4 * self.rttvar, self.srtt)))  # queues grow: >= 2 RTT
 
     def sample_rtt(self, rtt: float) -> None:
         if self.srtt is None:
@@ -135,7 +141,7 @@ class Allreduce:
 
     def _sendable(self, q: int) -> bool:
         W = self.link.window
-        return q < self.total and (q < W or self.done[q - W]) and \
+        return q < self.total and q - self.finished < self.link.cwnd and (q < W or self.done[q - W]) and \
             (self.exact or q < self.lead or self.done[q - self.lead])
 
     # --- results -----------------------------------------------------------------------------
@@ -160,6 +166,7 @@ class Allreduce:
             return
         self.done[q] = True
         self.finished += 1
+        self.link.cwnd = min(float(W), self.link.cwnd + 1 / self.link.cwnd)  # additive increase
         self.link.stats.results += 1
         if not self.retries.get(q):  # Karn: only unambiguous samples
             self.link.sample_rtt(time.monotonic() - self.sent_at[q])
@@ -188,6 +195,7 @@ class Allreduce:
             while self.timers and self.timers[0][0] <= now:
                 expiry, q = heapq.heappop(self.timers)
                 if not self.done[q] and expiry == self.expiry[q]:
+                    self._back_off(now)
                     self._send(q, retransmit=True)
             wait = min(self.timers[0][0] - now if self.timers else 0.05, last_progress + self.link.timeout - now)
             if wait > 0:
@@ -211,6 +219,12 @@ class Allreduce:
             raise SwitchOverflowError(f"the switch flagged an int32 overflow in {len(self.overflowed)} chunk(s), "
                                       f"first chunk {c} (elements {c * V}..{(c + 1) * V - 1}); those sums wrapped")
         return self.sums, self.agreed
+
+    def _back_off(self, now: float) -> None:
+        """A timeout halves the packets in flight, once per RTT: on a slow link a full window only
+        queues in front of the link, and the queueing delay would look like loss (AIMD, as TCP)."""
+        if now - self.link.last_cut > (self.link.srtt or 0.0):
+            self.link.cwnd, self.link.last_cut = max(2.0, self.link.cwnd / 2), now
 
     def _timeout_error(self) -> AllreduceTimeout:
         missing = [q for q in range(self.total) if not self.done[q]]

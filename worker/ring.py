@@ -64,13 +64,15 @@ class RingWorker:
     peer raises RingError instead of hanging.
     """
 
-    def __init__(self, rank: int, peers: Sequence[str], timeout: float = 30.0) -> None:
+    def __init__(self, rank: int, peers: Sequence[str], timeout: float = 30.0,
+                 tcp_congestion: str | None = None) -> None:
         self.peers = [parse_peer(p) for p in peers]
         self.size, self.rank, self.timeout = len(self.peers), rank, timeout
         if not 0 <= rank < self.size:
             raise ValueError(f"rank {rank} is outside 0..{self.size - 1}")
         self.left_rank, self.right_rank = (rank - 1) % self.size, (rank + 1) % self.size
         self.bytes_sent = self.bytes_received = self.calls = 0
+        self.tcp_congestion = tcp_congestion  # e.g. "cubic": BBR under-fills rate-limited links between steps
         self._left: socket.socket | None = None
         self._right: socket.socket | None = None
         self._closed = False
@@ -120,7 +122,16 @@ class RingWorker:
                 delay = min(2 * delay, 0.25)
         for s in (self._left, self._right):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tcp_congestion:
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.tcp_congestion.encode())
             s.setblocking(False)
+
+    @property
+    def congestion_control(self) -> str:
+        """The TCP congestion control of the ring's connections (reported by benchmarks)."""
+        used = {s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
+                for s in (self._left, self._right) if s is not None}
+        return ",".join(sorted(used))
 
     def _check_hello(self, conn: socket.socket, deadline: float) -> socket.socket | None:
         """Keep the connection only if it is our left neighbour of the same ring (strays are dropped)."""

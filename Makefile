@@ -25,6 +25,7 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_ina
 	$(VPY) -m bench.bench_veth --runs 3
 	$(VPY) -m bench.bench_veth_ina --runs 3
+	$(VPY) -m bench.bench_allreduce
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .

@@ -49,13 +49,7 @@ def check_sum(results: list[np.ndarray], arrays: list[np.ndarray], values: int =
     for r in results:
         assert r.dtype == arrays[0].dtype and r.shape == arrays[0].shape
         assert r.tobytes() == results[0].tobytes(), "workers disagree"
-    flat = [a.astype(np.float64).reshape(-1) for a in arrays]
-    n = -(-flat[0].size // values)
-    padded = np.zeros((len(flat), n * values))
-    for i, f in enumerate(flat):
-        padded[i, :f.size] = f
-    exps = quantize.chunk_exponents(padded.reshape(len(flat) * n, values)).reshape(len(flat), n).max(axis=0)
-    bound = np.repeat(quantize.error_bound(exps, len(arrays)), values)[:flat[0].size]
+    bound = quantize.elementwise_bound(arrays, values)
     out = results[0].astype(np.float64).reshape(-1)
     rounding = np.abs(exact.reshape(-1)) * np.finfo(arrays[0].dtype).eps  # the final cast to the input dtype
     assert (np.abs(out - exact.reshape(-1)) <= bound + rounding).all()

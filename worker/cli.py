@@ -28,12 +28,7 @@ def gradient(seed: int, rank: int, size: int, dtype: str) -> np.ndarray:
 def bound_ok(result: np.ndarray, arrays: list[np.ndarray], values: int) -> tuple[float, bool]:
     """Max |error| against the float64 sum, and whether every element is within the stated bound."""
     exact = np.sum([a.astype(np.float64) for a in arrays], axis=0)
-    n = -(-len(exact) // values)
-    padded = np.zeros((len(arrays), n * values))
-    for i, a in enumerate(arrays):
-        padded[i, :len(a)] = a
-    agreed = quantize.chunk_exponents(padded.reshape(-1, values)).reshape(len(arrays), n).max(axis=0)
-    bound = np.repeat(quantize.error_bound(agreed, len(arrays)), values)[:len(exact)]
+    bound = quantize.elementwise_bound(arrays, values)
     bound = bound + np.abs(exact) * float(np.finfo(result.dtype).eps)  # the final cast
     err = np.abs(result.astype(np.float64) - exact)
     return float(err.max(initial=0.0)), bool((err <= bound).all())

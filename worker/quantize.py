@@ -55,3 +55,14 @@ def error_bound(exponents: np.ndarray, workers: int) -> np.ndarray:
     """The per-chunk bound on |result - exact sum| stated above (0 for all-zero chunks)."""
     e = exponents.astype(np.int64)
     return np.where(e == EXPONENT_NONE, 0.0, workers * np.ldexp(1.0, e + headroom(workers) - 31))
+
+
+def elementwise_bound(arrays: list[np.ndarray], values: int) -> np.ndarray:
+    """The bound above for each element of the flat sum of these workers' arrays (V = values)."""
+    flat = [np.asarray(a, np.float64).reshape(-1) for a in arrays]
+    n = -(-flat[0].size // values)
+    padded = np.zeros((len(flat), n * values))
+    for i, f in enumerate(flat):
+        padded[i, :f.size] = f
+    agreed = chunk_exponents(padded.reshape(-1, values)).reshape(len(flat), n).max(axis=0)
+    return np.repeat(error_bound(agreed, len(flat)), values)[:flat[0].size]

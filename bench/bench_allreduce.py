@@ -66,7 +66,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -80,6 +79,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from bench.veth_common import sigterm_as_interrupt
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -462,10 +463,6 @@ def default_bw(workers: int) -> float:
     return 16.0 / workers
 
 
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C
-
-
 def _floats(text: str) -> list[float]:
     return [float(v) for v in text.split(",") if v.strip()]
 
@@ -481,7 +478,7 @@ def bench(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         print("Mininet needs root", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _interrupt)
+    sigterm_as_interrupt()
     results: list[Measurement] = []
     csv_path, png_path = args.out_dir / "allreduce.csv", args.out_dir / "allreduce.png"
     run_root = Path(tempfile.mkdtemp(prefix="bench-allreduce-"))

@@ -4,7 +4,7 @@ Two workers on one root switch sum chunks round after round (window of 32 slots)
 packet does the full slot work: round check, bitmap pair, V lanes read-add-write, and every
 second packet completes a slot and is multicast.  Prints the median of several runs for
 V = 64 and V = 256, and the gradient bytes/s that implies (4 bytes per value per packet).
-The veth figure (through real ports) arrives with the end-to-end benchmark.
+Through real veth ports: bench/bench_veth_ina.py.
 
     python -m bench.bench_ina [--runs 5] [--packets 20000]
 """

@@ -39,7 +39,7 @@ from pathlib import Path
 from p4target import netns
 from p4target.ports import PACKET_IGNORE_OUTGOING, SO_RCVBUFFORCE, SOL_PACKET
 
-from .veth_common import SO_TIMESTAMPNS, cpu_seconds, machine_cpu_seconds, prepare, sleep_until, switch_process
+from .veth_common import SO_TIMESTAMPNS, cpu_during, prepare, switch_process
 
 P4 = Path(__file__).resolve().parent.parent / "tests" / "p4"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -234,11 +234,7 @@ def run_step(case: Case, tx: Connection, rx: Connection, pids: dict[str, int], s
     start = time.time() + 0.2  # both workers have their orders by then
     rx.send((offset, tag, start, start + duration))
     tx.send((frame, start, duration, rate))
-    sleep_until(start)
-    before = {name: cpu_seconds(pid) for name, pid in pids.items()} | {"all": machine_cpu_seconds()}
-    sleep_until(start + duration)
-    cpu = {name: (cpu_seconds(pid) - before[name]) / duration for name, pid in pids.items()}
-    cpu["all"] = (machine_cpu_seconds() - before["all"]) / duration  # of os.cpu_count() cores
+    cpu = cpu_during(pids, start, duration)
     sent, errors = tx.recv()
     in_window, received, drops = rx.recv()
     return Step(rate, sent / duration, in_window / duration, sent, in_window, received, errors, drops, cpu)

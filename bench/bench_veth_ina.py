@@ -44,6 +44,7 @@ import socket
 import statistics
 import struct
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -51,20 +52,20 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from controller.controller import WORKER_PORT_BASE
 from p4target import netns
 from p4target.ports import SO_RCVBUFFORCE
 
-from .veth_common import SO_TIMESTAMPNS, cpu_seconds, machine_cpu_seconds, prepare, sleep_until, switch_process
+from .veth_common import SO_TIMESTAMPNS, cpu_during, prepare, sleep_until, switch_process
 
-INA_P4 = Path(__file__).resolve().parent.parent / "p4src" / "ina.p4"
 RESULTS = Path(__file__).resolve().parent / "results"
 RATES = [1_000, 2_000, 5_000, 10_000, 20_000, 40_000]  # offered per worker (pps)
 VALUES = [64, 256]
 WINDOW = 1024  # slots per job = INA_POOL_SLOTS' default: the whole pool
-JOB, GROUP, EPOCH = 7, 5, 1
+JOB = 1  # the id a fresh controller gives its first job
 CHILDREN = 2
 SWITCH_MAC, SWITCH_IP = "02:00:00:00:00:fe", "10.0.0.254"
-WORKER_UDP_PORT = 40000
+WORKER_UDP_PORT = WORKER_PORT_BASE + JOB
 BATCH = 64  # frames sent between two looks at the clock
 GRACE = 0.05  # a sender may finish its step's rounds this late
 QUIET = 0.5  # a step is over once its results stop arriving for this long
@@ -262,8 +263,6 @@ class Pipeline:
     templates: list[bytes]  # child c's DATA frame; lane 0 and slot/set/seq are patched per round
     head: bytes  # a result's msg_type, flags and job_id
     rest: bytes  # the result's lanes 1..V-1 (lane 0 is 3 x seq)
-    stats: dict[str, int]  # job_stats cell of each name
-    drops: dict[str, int]  # drops counter cells
 
     @classmethod
     def build(cls, values: int) -> Pipeline:
@@ -284,56 +283,35 @@ class Pipeline:
         if len(templates[0]) != HEADERS + P.packet_bytes or P.header_bytes != 16:
             raise RuntimeError("the frame layout is not the one this benchmark patches")
         rest = sum(vectors)[1:].astype(">i4").tobytes()
-        stats = {name: P.constants[f"JOB_STAT_{name.upper()}"] for name in STAT_NAMES}
-        drops = {"truncated": P.DROP_TRUNCATED, "unknown_member": P.DROP_UNKNOWN_MEMBER}
         head = bytes([P.MSG_RESULT, 0]) + JOB.to_bytes(2, "big")  # flags: neither OVERFLOW nor RETRANSMIT
-        return cls(values, templates, head, rest, stats, drops)
+        return cls(values, templates, head, rest)
 
 
 @contextmanager
-def controller(address: str, pipe: Pipeline, window: int) -> Iterator[Callable[[], dict[str, int]]]:
-    """The job, over P4Runtime as a controller would; yields a reader of the job's counters."""
-    from p4runtime_sh import shell as sh
+def controller(address: str, values: int, window: int) -> Iterator[Callable[[], dict[str, int]]]:
+    """The job, created by the project's controller over P4Runtime; yields a reader of its counters."""
+    from controller.controller import Controller
+    from controller.network import Network, SwitchAccess
+    from controller.pipeline import PipelineOptions
+    from controller.topology import Topology
 
-    sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1), verbose=False)  # the switch's own program
-    try:
-        for child in range(CHILDREN):
-            te = sh.TableEntry("InaIngress.jobs")(action="InaIngress.member")
-            te.match["sm.ingress_port"] = str(child + 1)
-            te.match["hdr.ina.job_id"] = str(JOB)
-            te.match["hdr.ina.child"] = str(child)
-            for name, value in (("pool_base", 0), ("pool_size", window), ("children", CHILDREN), ("is_root", 1),
-                                ("group", GROUP), ("parent_port", 0), ("index_at_parent", 0), ("epoch", EPOCH),
-                                ("stats_base", 0)):
-                te.action[name] = str(value)
-            te.insert()
-            te = sh.TableEntry("InaEgress.receivers")(action="InaEgress.address")
-            te.match["hdr.ina.job_id"] = str(JOB)
-            te.match["meta.receiver"] = str(child)
-            te.action["dst_mac"] = worker_mac(child)
-            te.action["src_mac"] = SWITCH_MAC
-            te.action["dst_ip"] = worker_ip(child)
-            te.action["src_ip"] = SWITCH_IP
-            te.action["dst_port"] = str(WORKER_UDP_PORT)
-            te.insert()
-        group = sh.MulticastGroupEntry(GROUP)
-        for child in range(CHILDREN):
-            group.add(child + 1, child)  # (port, rid = the child's index)
-        group.insert()
+    hosts = {f"h{c + 1}": {"ip": f"{worker_ip(c)}/24", "mac": worker_mac(c)} for c in range(CHILDREN)}
+    topology = Topology.from_dict({"hosts": hosts, "switches": {"s1": {"ip": SWITCH_IP, "mac": SWITCH_MAC}},
+                                   "links": [[f"h{c + 1}", f"s1-p{c + 1}"] for c in range(CHILDREN)]})
+    network = Network(topology, {"s1": SwitchAccess(address, 0, "builtin")})
+    options = PipelineOptions(values=values, pool_slots=window if window > 1024 else None)
+    with tempfile.TemporaryDirectory(prefix="bench-veth-ina-") as state, \
+            Controller(network, Path(state) / "state.json", options) as ctl:
+        ctl.setup()
+        spec = ctl.create_job("bench", list(hosts), pool_size=window)
+        if spec.job_id != JOB or spec.members[0].port != WORKER_UDP_PORT or spec.members[1].child != 1:
+            raise RuntimeError(f"the frames were built for job {JOB} on port {WORKER_UDP_PORT}, not {spec}")
 
         def read() -> dict[str, int]:
-            out = {}
-            for counter, cells in (("InaIngress.job_stats", pipe.stats), ("InaIngress.drops", pipe.drops)):
-                for name, index in cells.items():
-                    entry = sh.CounterEntry(counter)
-                    entry.index = index
-                    (cell,) = entry.read()
-                    out[name] = cell.packet_count
-            return out
+            status = ctl.status()
+            return {**status["jobs"]["bench"]["s1"], **status["drops"]["s1"]}
 
         yield read
-    finally:
-        sh.teardown()
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -419,11 +397,7 @@ class Bench:
             conn.send((child, self.pipe.head, self.pipe.rest, first, rounds, start, start + duration))
         for child, conn in enumerate(self.w.senders):
             conn.send((self.pipe.templates[child], child + 1, self.window, first, rounds, start, duration, rate))
-        sleep_until(start)
-        before = {name: cpu_seconds(pid) for name, pid in self.pids.items()} | {"all": machine_cpu_seconds()}
-        sleep_until(start + duration)
-        cpu = {name: (cpu_seconds(pid) - before[name]) / duration for name, pid in self.pids.items()}
-        cpu["all"] = (machine_cpu_seconds() - before["all"]) / duration  # of os.cpu_count() cores
+        cpu = cpu_during(self.pids, start, duration)
         sends = [conn.recv() for conn in self.w.senders]
         received = [conn.recv() for conn in self.w.receivers]
         counters = settled(self.read)
@@ -437,23 +411,17 @@ class Bench:
                 print(f"    wrong result at a worker: {r[4]}", flush=True)
         return Step(self.pipe.values, rate, duration, min(s[0] for s in sends) / duration, min(s[0] for s in sends),
                     sum(s[0] for s in sends), sum(s[1] for s in sends), max(s[2] for s in sends),
-                    _ones(union), _ones(inside[0] | inside[1]), _ones(both), sum(r[2] for r in received),
-                    sum(r[3] for r in received), sum(r[5] for r in received), delta, cpu)
-
-
-def _ones(flags: int) -> int:
-    """How many of the byte flags (0 or 1 each) packed into ``flags`` are set."""
-    return flags.bit_count()
+                    union.bit_count(), (inside[0] | inside[1]).bit_count(), both.bit_count(),
+                    sum(r[2] for r in received), sum(r[3] for r in received), sum(r[5] for r in received), delta, cpu)
 
 
 def measure(w: Workers, links: dict[int, netns.Veth], values: int, rates: list[int], runs: int, duration: float,
             window: int) -> list[list[Step]]:
     pipe = Pipeline.build(values)
-    config = ["-D", f"INA_VALUES={values}", *(["-D", f"INA_POOL_SLOTS={window}"] if window > 1024 else []),
-              str(INA_P4)]
+    config = ["--no-p4"]  # the controller pushes ina.p4 built for V (and the pool)
     results: list[list[Step]] = []
     with switch_process(config, links, own_group=True) as (switch, address), \
-            controller(address, pipe, window) as read:
+            controller(address, values, window) as read:
         bench = Bench(w, switch.pid, pipe, read, window)
         probe = bench.step(200, 0.25)
         if probe.results != probe.rounds or probe.both != probe.rounds or probe.bad or probe.rounds == 0:

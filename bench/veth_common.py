@@ -77,8 +77,24 @@ def sleep_until(t: float) -> None:
         time.sleep(wait)
 
 
+def cpu_during(pids: dict[str, int], start: float, duration: float) -> dict[str, float]:
+    """Sleep through [start, start + duration]; each process's share of one core in it, and the
+    machine's ("all", of os.cpu_count() cores)."""
+    sleep_until(start)
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()} | {"all": machine_cpu_seconds()}
+    sleep_until(start + duration)
+    cpu = {name: (cpu_seconds(pid) - before[name]) / duration for name, pid in pids.items()}
+    cpu["all"] = (machine_cpu_seconds() - before["all"]) / duration
+    return cpu
+
+
+def sigterm_as_interrupt() -> None:
+    """SIGTERM cleans up like Ctrl-C (KeyboardInterrupt unwinds every context manager)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
 def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C
+    raise KeyboardInterrupt
 
 
 def prepare(prog: str) -> bool:
@@ -88,7 +104,7 @@ def prepare(prog: str) -> bool:
     if not usable:
         print(f"{prog}: {why_not}", file=sys.stderr)
         return False
-    signal.signal(signal.SIGTERM, _interrupt)
+    sigterm_as_interrupt()
     for what in netns.remove_stale():
         print(f"removed {what}, left by a killed run")
     before = machine_cpu_seconds()

@@ -84,22 +84,21 @@ class Controller:
             for switch in self.topology.switches:
                 self.provision(switch)
 
-    def provision(self, switch: str, force: bool = False) -> bool:
+    def provision(self, switch: str) -> bool:
         """Bring one switch up to date; True when it needed the pipeline (fresh or restarted)."""
         with self._lock:
-            client, pipe = self.client(switch), self.pipeline(switch)
-            fresh = force or client.pipeline_cookie() != pipe.config.cookie.cookie
+            fresh = not self._runs_our_pipeline(switch)
             if fresh:
                 log.info("%s: pushing the pipeline", switch)
-                client.set_pipeline(pipe.config)
+                self.client(switch).set_pipeline(self.pipeline(switch).config)
             self._sync_counters(switch)
-            self._remove_unexpected(switch)
-            self._install(switch, plan.route_entries(self.topology, switch), [])
-            for job in self.state.jobs.values():
-                if switch in job.allocations:
-                    self._install(switch, *self._job_entries(job, switch))
-            self._install(switch, [self._high_water(switch)], [])
+            entries, groups = self._expected(switch)
+            self._remove_unexpected(switch, entries, groups)
+            self._install(switch, entries, groups)
             return fresh
+
+    def _runs_our_pipeline(self, switch: str) -> bool:
+        return self.client(switch).pipeline_cookie() == self.pipeline(switch).config.cookie.cookie
 
     def check_switches(self) -> list[str]:
         """Re-provision switches that restarted (or lost their pipeline); returns their names."""
@@ -107,8 +106,7 @@ class Controller:
         for switch in self.topology.switches:
             try:
                 client = self._clients.get(switch)
-                if client is None or not client.alive or client.pipeline_cookie() != \
-                        self.pipeline(switch).config.cookie.cookie:
+                if client is None or not client.alive or not self._runs_our_pipeline(switch):
                     if self.provision(switch):
                         restarted.append(switch)
             except SwitchError as e:
@@ -208,11 +206,17 @@ class Controller:
         return groups
 
     def expected_entries(self, switch: str) -> set[Entry]:
-        entries = set(plan.route_entries(self.topology, switch)) | {self._high_water(switch)}
+        return set(self._expected(switch)[0])
+
+    def _expected(self, switch: str) -> tuple[list[Entry], list[tuple[int, list[tuple[int, int]]]]]:
+        """Everything this switch should hold: routes, every live job's entries and groups, the high-water mark."""
+        entries, groups = plan.route_entries(self.topology, switch), []
         for job in self.state.jobs.values():
             if switch in job.allocations:
-                entries |= set(self._job_entries(job, switch)[0])
-        return entries
+                job_entries, job_groups = self._job_entries(job, switch)
+                entries += job_entries
+                groups += job_groups
+        return entries + [self._high_water(switch)], groups
 
     # --- what a switch remembers ----------------------------------------------------------------
 
@@ -237,13 +241,12 @@ class Controller:
                 epoch = entry.param("epoch")
                 self.state.next_epoch[switch] = max(self.state.next_epoch.get(switch, 1), epoch + 1)
 
-    def _remove_unexpected(self, switch: str) -> None:
-        """Delete managed entries and groups no live job or route needs (left by a failed or lost run)."""
-        keys = {(e.table, e.match) for e in self.expected_entries(switch)}
+    def _remove_unexpected(self, switch: str, entries: list[Entry], groups) -> None:
+        """Delete managed entries and groups not in this list (left by a crash or a failed create)."""
+        keys = {(e.table, e.match) for e in entries}
         stale = [e for e in self.installed_entries(switch) if (e.table, e.match) not in keys]
-        groups = {g for j in self.state.jobs.values() if switch in j.allocations
-                  for g, _ in self._job_entries(j, switch)[1]}
-        stale_groups = [(g, []) for g in self.installed_groups(switch) if g not in groups]
+        wanted = {g for g, _ in groups}
+        stale_groups = [(g, []) for g in self.installed_groups(switch) if g not in wanted]
         if stale or stale_groups:
             log.warning("%s: removing %d entries and %d multicast groups no live job needs", switch, len(stale),
                         len(stale_groups))

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from p4target.runtime.entities import encode_int
+
 MatchValue = int | tuple[int, int]  # exact value, or (value, prefix length) for lpm
 
 
@@ -38,7 +40,7 @@ class Entry:
 def encode(value: int, width: int, what: str) -> bytes:
     if not 0 <= value < (1 << width):
         raise ValueError(f"{what}={value} does not fit in {width} bits")
-    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+    return encode_int(value)
 
 
 class Schema:
@@ -47,7 +49,6 @@ class Schema:
         self.tables = {t.preamble.name: t for t in p4info.tables}
         self.actions = {a.preamble.name: a for a in p4info.actions}
         self.counters = {c.preamble.name: c for c in p4info.counters}
-        self.registers = {r.preamble.name: r for r in p4info.registers}
         self._by_id = {o.preamble.id: o.preamble.name for kind in (p4info.tables, p4info.actions) for o in kind}
 
     def _table(self, name: str) -> p4info_pb2.Table:

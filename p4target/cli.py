@@ -15,7 +15,8 @@ from google.protobuf import text_format
 from .frontend import P4Error, load_program
 
 
-def _defines(items: list[str]) -> dict[str, str]:
+def parse_defines(items: list[str]) -> dict[str, str]:
+    """`-D NAME[=VALUE]` options as p4c takes them."""
     out = {}
     for item in items:
         name, _, value = item.partition("=")
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show-python", action="store_true", help="print the Python the executor generates")
     args = ap.parse_args(argv)
     try:
-        prog = load_program(args.program, _defines(args.defines))
+        prog = load_program(args.program, parse_defines(args.defines))
         if args.p4runtime_files:
             from .p4info import build_p4info
 
@@ -58,7 +59,7 @@ def stf_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", choices=["builtin", "bmv2"], default="builtin")
     args = ap.parse_args(argv)
     try:
-        result = run_stf_file(args.program, args.stf, _defines(args.defines), args.target)
+        result = run_stf_file(args.program, args.stf, parse_defines(args.defines), args.target)
     except P4Error as err:
         print(err.render(), file=sys.stderr)
         return 1

@@ -16,6 +16,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
+from pathlib import Path
 
 MAX_FRAME = 65536  # largest frame we receive; GSO super-frames on veth can approach this
 MAX_PORT = 510  # 511 is v1model's drop port
@@ -36,6 +37,31 @@ STAT_KEYS = ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "tx_errors")
 _DROP_ERRNOS = {errno.EAGAIN, errno.ENOBUFS, errno.ENOMEM, errno.ENETDOWN, errno.EMSGSIZE, errno.EINVAL,
                 errno.ENXIO, errno.ENODEV}
 _PCAP_ENDIAN = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<", b"\xa1\xb2\xc3\xd4": ">", b"\xa1\xb2\x3c\x4d": ">"}
+
+
+def pcap_file_header() -> bytes:
+    """A little-endian, microsecond pcap global header for Ethernet frames."""
+    return struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, MAX_FRAME, LINKTYPE_ETHERNET)
+
+
+def pcap_record(data: bytes) -> bytes:
+    """One frame as a pcap record stamped now (matching pcap_file_header)."""
+    sec, nsec = divmod(time.time_ns(), 1_000_000_000)
+    return struct.pack("<IIII", sec, nsec // 1000, len(data), len(data)) + data
+
+
+def read_pcap(path: Path) -> list[bytes]:
+    """All frames of a complete pcap file, in either byte order (an empty or missing file: none)."""
+    data = path.read_bytes() if path.exists() else b""
+    endian = _PCAP_ENDIAN.get(data[:4])
+    if endian is None or len(data) < 24:
+        return []
+    packets, offset = [], 24
+    while offset + 16 <= len(data):
+        incl_len = struct.unpack_from(endian + "I", data, offset + 8)[0]
+        packets.append(data[offset + 16: offset + 16 + incl_len])
+        offset += 16 + incl_len
+    return packets
 
 
 _MSG_TRUNC = int(socket.MSG_TRUNC)  # a plain int: IntFlag's & costs 25x more per packet
@@ -188,7 +214,7 @@ class PcapPort(Port):
             self._endian = self._read_global_header(in_path)
             os.set_blocking(self._in, False)
             self._out = open(out_path, "wb")  # owned by the port, closed in close()
-            self._out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, MAX_FRAME, LINKTYPE_ETHERNET))
+            self._out.write(pcap_file_header())
             self._out.flush()
         except (OSError, PortError) as e:
             os.close(self._in)
@@ -240,9 +266,8 @@ class PcapPort(Port):
         return frame
 
     def send(self, data: bytes) -> None:
-        sec, nsec = divmod(time.time_ns(), 1_000_000_000)
         try:
-            self._out.write(struct.pack("<IIII", sec, nsec // 1000, len(data), len(data)) + data)
+            self._out.write(pcap_record(data))
             self._out.flush()
         except OSError:
             self.stats["tx_errors"] += 1

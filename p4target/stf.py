@@ -96,8 +96,6 @@ def run_stf(text: str, target: Target) -> StfResult:
     for cmd in parse_stf(text):
         try:
             _execute(cmd, target, result, expected)
-        except StfError:
-            raise
         except (ValueError, KeyError, IndexError) as exc:
             raise StfError(f"line {cmd.line}: {cmd.text}: {exc}") from exc
     _check(target.received(), expected, result)
@@ -177,7 +175,7 @@ def _compare(exp: Expectation, got: str) -> str | None:
 def _unique(name: str, candidates: list[str], what: str) -> str:
     if name in candidates:
         return name
-    found = [c for c in candidates if c.endswith("." + name) or c.endswith(name)]
+    found = [c for c in candidates if c.endswith(name)]
     if len(found) != 1:
         raise StfError(f"{what} '{name}': {'ambiguous' if found else 'not found'} among {candidates}")
     return found[0]

@@ -14,18 +14,17 @@ import errno
 import os
 import shutil
 import socket
-import struct
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from .executor.tables import FieldMatch, KeySpec, Table
+from .ports import pcap_file_header, pcap_record, read_pcap
 from .stf import StfError, resolve_entry
 
 TOOLS = ("p4c", "simple_switch", "simple_switch_CLI")
 BMV2_PRIORITY_BASE = 10000  # bmv2stf.py: BMv2 wants smaller-is-better, STF larger-is-better
-_PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
 
 
 def bmv2_available() -> bool:
@@ -50,19 +49,6 @@ def cli_table_add(table: Table, match: list[FieldMatch], action: str, args: list
     if table.needs_priority:
         command += f" {BMV2_PRIORITY_BASE - (priority or 1)}"
     return command
-
-
-def read_pcap(path: Path) -> list[bytes]:
-    data = path.read_bytes() if path.exists() else b""
-    if len(data) < 24:
-        return []
-    endian = "<" if data[:4] == b"\xd4\xc3\xb2\xa1" else ">"
-    packets, offset = [], 24
-    while offset + 16 <= len(data):
-        incl_len = struct.unpack_from(endian + "I", data, offset + 8)[0]
-        packets.append(data[offset + 16: offset + 16 + incl_len])
-        offset += 16 + incl_len
-    return packets
 
 
 class Bmv2Target:
@@ -97,7 +83,7 @@ class Bmv2Target:
             cwd=self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for port in self.ports:  # simple_switch opens them in this order; a writer must meet each
             self.fifos[port] = self._open_fifo(self.dir / f"pcap{port}_in.pcap")
-            os.write(self.fifos[port], _PCAP_HEADER)
+            os.write(self.fifos[port], pcap_file_header())
         self._wait_for_thrift()
         return self
 
@@ -156,9 +142,7 @@ class Bmv2Target:
 
     def send(self, port: int, data: bytes) -> None:
         self._flush()
-        now = time.time()
-        record = struct.pack("<IIII", int(now), int(now % 1 * 1e6), len(data), len(data)) + data
-        os.write(self.fifos[port], record)
+        os.write(self.fifos[port], pcap_record(data))
 
     def received(self) -> list[tuple[int, bytes]]:
         self._flush()

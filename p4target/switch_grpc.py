@@ -21,12 +21,13 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
+from .cli import parse_defines
 from .dataplane import Dataplane
 from .executor.switch import Switch
 from .frontend import P4Error, load_program
 from .p4info import build_p4info
 from .ports import PortError, open_port, parse_interface_arg
-from .runtime.device_config import DeviceConfigError, build_device_config, load_device_config
+from .runtime.device_config import DeviceConfigError, build_device_config, compile_device_config
 from .runtime.entities import PipelineState
 from .runtime.service import P4RuntimeServer, serve
 
@@ -82,14 +83,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def _initial_pipeline(config: str, defines: dict[str, str]) -> PipelineState:
     """What a config file on the command line starts with (as BMv2 does with its JSON)."""
     path = Path(config)
-    if path.suffix == ".p4":
+    if path.suffix == ".p4":  # errors name the user's own files
         prog = load_program(path, defines)
-        blob, p4info = build_device_config(path, defines), build_p4info(prog)
-    else:
+        switch, p4info, blob = Switch(prog), build_p4info(prog), build_device_config(path, defines)
+    else:  # a device config, compiled as a SetForwardingPipelineConfig would compile it
         blob = path.read_bytes()
-        prog, p4info = load_device_config(blob)
-    return PipelineState(Switch(prog), p4info, p4runtime_pb2.ForwardingPipelineConfig(p4info=p4info,
-                                                                                      p4_device_config=blob))
+        switch, p4info = compile_device_config(blob)
+    return PipelineState(switch, p4info, p4runtime_pb2.ForwardingPipelineConfig(p4info=p4info, p4_device_config=blob))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level if args.log_console else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        pipeline = None if args.no_p4 else _initial_pipeline(args.config, dict(
-            d.partition("=")[::2] for d in args.defines))
+        pipeline = None if args.no_p4 else _initial_pipeline(args.config, parse_defines(args.defines))
         ports = [open_port(number, iface) for number, iface in args.ports]
     except P4Error as err:
         print(err.render(), file=sys.stderr)

@@ -1,12 +1,20 @@
-"""Shared fixtures: paths to the P4 programs and a helper to write small programs."""
+"""Shared fixtures: paths to the P4 programs, a helper to write small programs, free TCP ports."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
 P4_DIR = Path(__file__).resolve().parent / "p4"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a P4Runtime server)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 PRELUDE = """#include <core.p4>
 #include <v1model.p4>

@@ -24,6 +24,7 @@ from controller.pipeline import PipelineOptions
 from controller.topology import Topology
 from p4target.dataplane import Dataplane
 from p4target.runtime.service import P4RuntimeServer, serve
+from tests.conftest import free_port
 
 SWITCH_IP = "127.0.0.254"
 
@@ -64,14 +65,14 @@ class Faults:
 class LoopbackNet:
     """``with LoopbackNet(3) as net: spec = net.job(pool_size=16)``; workers then use ``spec``."""
 
-    def __init__(self, workers: int, state_dir: Path, faults: Faults | None = None, values: int = 64) -> None:
+    def __init__(self, workers: int, state_dir: Path, faults: Faults | None = None) -> None:
         self.topology = topology(workers)
         self.faults = faults or Faults()
         self.service = P4RuntimeServer(Dataplane([]), device_id=1)
-        grpc_port = _free_tcp_port()
+        grpc_port = free_port()
         self.server = serve(self.service, f"127.0.0.1:{grpc_port}")
         network = Network(self.topology, {"s1": SwitchAccess(f"127.0.0.1:{grpc_port}", 1, "builtin")})
-        self.controller = Controller(network, state_dir / "state.json", PipelineOptions(values=values))
+        self.controller = Controller(network, state_dir / "state.json", PipelineOptions())  # V = 64
         self.controller.setup()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
@@ -82,8 +83,9 @@ class LoopbackNet:
         self._thread = threading.Thread(target=self._serve, daemon=True, name="loopback-wire")
         self._thread.start()
 
-    def job(self, name: str = "job", members: list[str] | None = None, pool_size: int = 16) -> JobSpec:
-        return self.controller.create_job(name, members or sorted(self.topology.hosts), pool_size)
+    def job(self, name: str = "job", pool_size: int = 16) -> JobSpec:
+        """A job of every host of the network."""
+        return self.controller.create_job(name, sorted(self.topology.hosts), pool_size)
 
     def close(self) -> None:
         self._stop.set()
@@ -120,8 +122,3 @@ class LoopbackNet:
             for payload, where in self.faults.apply("down", data[42:], (dst_ip, dst_port)):
                 self.sock.sendto(payload, where)
 
-
-def _free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

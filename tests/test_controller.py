@@ -9,7 +9,6 @@ switches' pipelines.  The restart test runs the real `p4target-switch-grpc` comm
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -27,13 +26,8 @@ from controller.plan import HIGH_WATER_CHILD, PlanError, build_tree
 from controller.topology import Topology, TopologyError, single, tree
 from p4target.dataplane import Dataplane
 from p4target.runtime.service import P4RuntimeServer, serve
+from tests.conftest import free_port
 from worker import protocol
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Switches:

@@ -149,6 +149,35 @@ def test_range_and_table_errors(write_p4):
     assert _b(sw, 50) == 0
 
 
+def test_lookups_follow_modify_and_delete_in_every_table_mode(write_p4):
+    """Entries are indexed one by one (no rebuild per change): lookups must see each change."""
+    lpm_t = _table_switch(write_p4, "lpm")
+    t = lpm_t.tables["I.t"]
+    t.add([lpm(0x80, 1, 8)], "I.set", [1])
+    t.add([lpm(0xF0, 4, 8)], "I.set", [2])
+    t.modify([lpm(0xF0, 4, 8)], "I.set", [5])
+    assert [_b(lpm_t, a) for a in (0xF1, 0x81)] == [5, 1]
+    t.delete([lpm(0xF0, 4, 8)])  # its prefix length's bucket empties
+    assert _b(lpm_t, 0xF1) == 1
+    t.add([lpm(0xF0, 4, 8)], "I.set", [6])
+    assert _b(lpm_t, 0xF1) == 6
+    tern = _table_switch(write_p4, "ternary")
+    t = tern.tables["I.t"]
+    t.add([ternary(0x00, 0x00)], "I.set", [1], priority=1)
+    t.add([ternary(0x0F, 0x0F)], "I.set", [2], priority=5)
+    t.modify([ternary(0x0F, 0x0F)], "I.set", [7], priority=5)
+    assert _b(tern, 0x1F) == 7
+    t.delete([ternary(0x0F, 0x0F)], priority=5)
+    assert _b(tern, 0x1F) == 1
+    ex = _table_switch(write_p4, "exact")
+    t = ex.tables["I.t"]
+    t.add([exact(3)], "I.set", [1])
+    t.modify([exact(3)], "I.set", [4])
+    assert _b(ex, 3) == 4
+    t.delete([exact(3)])
+    assert _b(ex, 3) == 99
+
+
 def test_exact_table_capacity(write_p4):
     locals_ = ("action set(bit<8> v) { hdr.h.b = v; } "
                "table t { key = { hdr.h.a: exact; } actions = { set; } size = 2; }")

@@ -510,10 +510,8 @@ def test_new_epoch_starts_slots_afresh(sw, V):
 
 
 def test_tree_propagates_leaf_overflow(V):
-    """A leaf whose partial sum overflowed must make the final result carry FLAG_OVERFLOW.
-
-    Known failing: the root starts a round with flags = 0 and never ORs in the FLAG_OVERFLOW of the
-    partials it receives, so workers get lanes of -2**31 (true sum 2**31) with flags 0."""
+    """A leaf whose partial sum overflowed must make the final result carry FLAG_OVERFLOW (the root ORs
+    in the flag of every partial it receives, the first one included)."""
     sws = build_tree(V)
     vals = {("leaf0", 0): I32.max, ("leaf0", 1): 1, ("leaf0", 2): 0, ("leaf1", 0): 0, ("leaf1", 1): 0}
     inbox: dict[str, list[bytes]] = {}

@@ -30,7 +30,7 @@ from p4target.p4info import build_p4info
 from p4target.ports import PACKET_IGNORE_OUTGOING, SOL_PACKET
 from p4target.runtime.device_config import build_device_config
 
-from .conftest import P4_DIR
+from .conftest import P4_DIR, free_port
 
 USABLE, WHY_NOT = netns.can_use_netns()
 pytestmark = pytest.mark.skipif(not USABLE, reason=WHY_NOT or "network namespaces are usable")
@@ -98,11 +98,6 @@ def _dead_pid() -> int:
 # --- the switch command between three hosts --------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def hosts() -> Iterator[dict[int, netns.Veth]]:
@@ -118,7 +113,7 @@ def switch(hosts: dict[int, netns.Veth], tmp_path_factory: pytest.TempPathFactor
     d: Path = tmp_path_factory.mktemp("pipe")
     (d / "p4info.txt").write_text(text_format.MessageToString(build_p4info(load_program(program))))
     (d / "device_config.bin").write_bytes(build_device_config(program))
-    port = _free_port()
+    port = free_port()
     ifaces = [arg for n, link in hosts.items() for arg in ("-i", f"{n}@{link.a}")]
     proc = subprocess.Popen([sys.executable, "-m", "p4target.switch_grpc", *ifaces, "--no-p4", "--",
                              "--grpc-server-addr", f"127.0.0.1:{port}", "--cpu-port", "255"],

@@ -314,3 +314,14 @@ control Sub(inout headers hdr, inout standard_metadata_t sm) {
 def test_top_level_action_called_directly_is_listed(tmp_path: Path) -> None:
     info = p4info_of(tmp_path, "", "set_m();", top="action set_m() { }\naction unused_top() { }")
     assert sorted(a.preamble.name for a in info.actions) == ["set_m"]
+
+
+def test_executor_names_objects_as_p4info_does_under_a_renamed_control(tmp_path: Path) -> None:
+    """P4Runtime finds tables by their P4Info name: a control's @name must rename them in both."""
+    from p4target.executor.switch import Switch
+
+    source = BASIC.read_text().replace("control MyIngress(", '@name("Ing") control MyIngress(')
+    path = tmp_path / "renamed.p4"
+    path.write_text(source)
+    info = build_p4info(load_program(path))
+    assert {t.preamble.name for t in info.tables} == set(Switch.from_file(path).tables) == {"Ing.ipv4_lpm"}

@@ -20,16 +20,11 @@ from p4target.ports import MemoryPort
 from p4target.runtime.device_config import build_device_config
 from p4target.runtime.service import P4RuntimeServer, serve
 
-from .conftest import P4_DIR
+from .conftest import P4_DIR, free_port
 
 PROGRAM = P4_DIR / "runtime.p4"
 TAG = bytes(6) + bytes.fromhex("000000000001") + b"\x88\xb5"  # ethernet header with our etherType
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +40,7 @@ def pipeline_files(tmp_path_factory):
 def switch(pipeline_files):
     ports = [MemoryPort(n) for n in (1, 2, 3)]
     dataplane = Dataplane(ports, cpu_port=255)
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     server = serve(P4RuntimeServer(dataplane), address)
     dataplane.start()
     sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1), config=pipeline_files, verbose=False)
@@ -111,7 +106,7 @@ def _start(*args: str) -> subprocess.Popen:
 
 def test_the_command_serves_a_pipeline_pushed_later(pipeline_files):
     """Like simple_switch_grpc --no-p4: start empty, the controller pushes the program."""
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     proc = _start("--no-p4", "--device-id", "3", "--", "--grpc-server-addr", address, "--cpu-port", "255")
     try:
         deadline = time.monotonic() + 30

@@ -41,7 +41,6 @@ def test_scapy_dissects_packed_payload(V):
     payload = P.pack(values, **fields)
     assert len(payload) == P.packet_bytes
     pkt = INA(payload)
-    assert [f.name for f in pkt.fields_desc] == [n for n, _, _ in P.fields]
     assert {n: getattr(pkt, n) for n, _, _ in P.fields} == fields
     assert len(pkt[InaValues].values) == V
     np.testing.assert_array_equal(ina_values(pkt), values)

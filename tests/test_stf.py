@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from p4target.executor.switch import Switch
+from p4target.ports import pcap_file_header, pcap_record, read_pcap
 from p4target.stf import BuiltinTarget, StfError, resolve_entry, run_stf, run_stf_file, stf_ports
-from p4target.stf_bmv2 import _PCAP_HEADER, bmv2_available, cli_table_add, read_pcap
+from p4target.stf_bmv2 import bmv2_available, cli_table_add
 
 from .conftest import P4_DIR
 
@@ -70,9 +71,14 @@ def test_stf_commands_translate_to_simple_switch_cli():
 def test_pcap_records_round_trip(tmp_path):
     frames = [b"\x01\x02", bytes(range(60))]
     path = tmp_path / "p.pcap"
-    path.write_bytes(_PCAP_HEADER + b"".join(struct.pack("<IIII", 0, 0, len(f), len(f)) + f for f in frames))
+    path.write_bytes(pcap_file_header() + b"".join(pcap_record(f) for f in frames))
     assert read_pcap(path) == frames
     assert read_pcap(tmp_path / "missing.pcap") == []
+    for order in "<>":  # nanosecond-stamped files, from either kind of host
+        other = tmp_path / f"ns{order == '<'}.pcap"
+        other.write_bytes(struct.pack(order + "IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1)
+                          + b"".join(struct.pack(order + "IIII", 0, 0, len(f), len(f)) + f for f in frames))
+        assert read_pcap(other) == frames
 
 
 def test_stf_ports_lists_every_port_used():

@@ -18,12 +18,11 @@ from tests.loopback_net import Faults, LoopbackNet
 from worker import AllreduceTimeout, SwitchOverflowError, Worker, quantize
 
 
-def run_workers(spec, arrays: list[np.ndarray], timeout: float = 10.0, window: int | None = None,
-                calls: int = 1) -> tuple[list[list[np.ndarray]], list[Worker]]:
+def run_workers(spec, arrays: list[np.ndarray], calls: int = 1) -> tuple[list[list[np.ndarray]], list[Worker]]:
     """Every rank calls allreduce `calls` times on its array; the results per rank, and the workers."""
     results: list[list[np.ndarray]] = [[] for _ in arrays]
     errors: list[BaseException] = []
-    workers = [Worker(spec, r, timeout=timeout, window=window) for r in range(len(arrays))]
+    workers = [Worker(spec, r) for r in range(len(arrays))]
 
     def rank(r: int) -> None:
         try:
@@ -77,6 +76,8 @@ def test_quantization_error_within_the_stated_bound(workers):
     bound = quantize.error_bound(agreed, workers)[:, None]
     assert (err <= bound).all()
     assert (err.max(axis=1) > bound[:, 0] / 1e4).any()  # the bound is not absurdly loose
+    flat = [c.reshape(-1) for c in chunks]  # the element-wise form the allreduce tests check against
+    assert (quantize.elementwise_bound(flat, 64) == np.repeat(bound[:, 0], 64)).all()
 
 
 def test_exponents_of_zero_and_huge_chunks():

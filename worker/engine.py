@@ -33,7 +33,7 @@ INITIAL_IN_FLIGHT = 8  # packets in flight at first; grows by one per round trip
 
 @dataclass
 class Stats:
-    """Counts over the worker's life; ``ina_bytes_sent`` is UDP payload put on the wire."""
+    """Counts over the worker's life; ``bytes_sent`` is UDP payload put on the wire."""
 
     packets_sent: int = 0
     retransmissions: int = 0
@@ -59,8 +59,8 @@ class Link:
     broken: bool = False  # after a timeout: later calls would not line up with the other workers
     srtt: float | None = None
     rttvar: float = 0.0
-    cwnd: float = 1e9  # packets in flight allowed (capped by the window); set to the window on creation
-    last_cut: float = 0.0
+    cwnd: float = field(init=False)  # packets in flight allowed, up to the window (AIMD)
+    last_cut: float = 0.0  # when cwnd was last halved
 
     def __post_init__(self) -> None:
         self.cwnd = float(min(self.window, INITIAL_IN_FLIGHT))
@@ -90,7 +90,6 @@ class Allreduce:
         self.base = link.next_packet
         self.local_exp = np.full(self.n, quantize.EXPONENT_NONE, np.int8) if exact else quantize.chunk_exponents(chunks)
         self.agreed = np.full(self.n, quantize.EXPONENT_NONE, np.int8)
-        self.shift = np.zeros(self.n, np.int64)
         self.sums = np.zeros((self.n, P.values), np.int32)
         self.done = np.zeros(self.total, bool)
         self.sent_at: dict[int, float] = {}
@@ -115,7 +114,7 @@ class Allreduce:
         elif self.exact:
             values = self.chunks[c]
         else:
-            values = quantize.quantize(self.chunks[c], int(self.shift[c]))
+            values = quantize.quantize(self.chunks[c], int(quantize.shifts(self.agreed[c], self.link.workers)))
         exponent = int(self.local_exp[q]) if q < self.n and not self.exact else quantize.EXPONENT_NONE
         word = self._static | ((g % self.link.window) << lay["slot"][0]) | \
             (((g // self.link.window) % 2) << lay["set"][0]) | (((g + 1) & 0xFFFFFFFF) << lay["seq"][0]) | \
@@ -147,15 +146,14 @@ class Allreduce:
     # --- results -----------------------------------------------------------------------------
 
     def _accept(self, data: bytes) -> None:
-        P, lay = self.P, self._lay
+        P = self.P
         if len(data) < P.packet_bytes:
             self.link.stats.ignored += 1
             return
         word = int.from_bytes(data[:P.header_bytes], "big")
 
         def get(name: str) -> int:
-            shift, width, _ = lay[name]
-            return (word >> shift) & ((1 << width) - 1)
+            return P.field(word, name)
 
         q = (get("seq") - 1 - self.base) & 0xFFFFFFFF
         W = self.link.window
@@ -175,9 +173,7 @@ class Allreduce:
         if flags & P.FLAG_OVERFLOW and c >= 0:
             self.overflowed.append(c)
         if q < self.n and not self.exact:
-            e = (word >> lay["exponent"][0]) & 0xFF
-            self.agreed[q] = e - 256 if e >= 128 else e
-            self.shift[q] = quantize.shifts(self.agreed[q:q + 1], self.link.workers)[0]
+            self.agreed[q] = get("exponent")
         if c >= 0:
             self.sums[c] = np.frombuffer(data, ">i4", P.values, P.header_bytes)
 

@@ -45,6 +45,12 @@ class Protocol:
             out[name] = (shift, width, signed)
         return out
 
+    def field(self, word: int, name: str) -> int:
+        """One field's value from the header read as one big-endian integer (signed fields as such)."""
+        shift, width, signed = self.layout[name]
+        v = (word >> shift) & ((1 << width) - 1)
+        return v - (1 << width) if signed and v >> (width - 1) else v
+
     @property
     def values(self) -> int:
         return self.constants["INA_VALUE_COUNT"]
@@ -78,12 +84,7 @@ class Protocol:
         if len(payload) < self.packet_bytes:
             raise ValueError(f"payload of {len(payload)} bytes is shorter than {self.packet_bytes}")
         word = int.from_bytes(payload[:self.header_bytes], "big")
-        out: dict[str, int] = {}
-        shift = self.header_bytes * 8
-        for name, width, signed in self.fields:
-            shift -= width
-            v = (word >> shift) & ((1 << width) - 1)
-            out[name] = v - (1 << width) if signed and v >> (width - 1) else v
+        out = {name: self.field(word, name) for name, _, _ in self.fields}
         values = np.frombuffer(payload, dtype=">i4", count=self.values, offset=self.header_bytes).astype(np.int32)
         return out, values
 

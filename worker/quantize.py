@@ -36,9 +36,9 @@ def chunk_exponents(chunks: np.ndarray) -> np.ndarray:
     return np.where(peak == 0, EXPONENT_NONE, e).astype(np.int8)
 
 
-def shifts(exponents: np.ndarray, workers: int) -> np.ndarray:
-    """s per chunk from the agreed exponents E: scale by 2**s before rounding."""
-    return (HEADROOM_BITS - headroom(workers) - exponents.astype(np.int64)).astype(np.int64)
+def shifts(exponents: np.ndarray | int, workers: int) -> np.ndarray:
+    """s per chunk from the agreed exponents E (an array, or one exponent): scale by 2**s before rounding."""
+    return HEADROOM_BITS - headroom(workers) - np.asarray(exponents, np.int64)
 
 
 def quantize(chunk: np.ndarray, shift: int) -> np.ndarray:

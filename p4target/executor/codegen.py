@@ -6,7 +6,7 @@ list index and a packet's whole state is copied with ``S.copy()``.  Controls and
 called actions are inlined at their call sites with their parameters bound to the
 arguments' slots; actions run by tables become one Python function each.  The generated
 module defines ``parse``, ``verify_checksum``, ``ingress``, ``egress``,
-``compute_checksum`` and ``deparse``; ``program.CompiledProgram`` runs them.
+``compute_checksum`` and ``deparse``; ``switch.Switch`` runs them.
 """
 
 from __future__ import annotations
@@ -95,7 +95,6 @@ class Generated:
     tables: dict[str, Table] = field(default_factory=dict)
     registers: dict[str, Register] = field(default_factory=dict)
     counters: dict[str, Counter] = field(default_factory=dict)
-    direct_counters: dict[str, str] = field(default_factory=dict)  # direct counter name -> table name
 
 
 class _Scope(dict):
@@ -181,7 +180,7 @@ class CodeGen:
 
     # ================================================================ controls
     def control_function(self, role: str, decl: ast.ControlDecl, scope: _Scope) -> None:
-        self.declare_locals(decl, scope, decl.name)
+        self.declare_locals(decl, scope, qualify("", decl))
         self.emit(f"def {role}(S{', OUT' if role == 'deparser' else ''}):")
         self.indent += 1
         self.emit("try:")
@@ -269,8 +268,6 @@ class CodeGen:
         table = Table(name, keys, specs, size, (scope[default.decl], default_args),
                       default_is_const=t.default_is_const, is_const=t.entries is not None,
                       has_direct_counter=counters is not None)
-        if counters is not None:
-            self.out.direct_counters[qualify(prefix, counters.decl)] = name
         for i, entry in enumerate(t.entries or []):
             match = [self.entry_match(ks, k) for ks, k in zip(entry.keyset, keys)]
             args = [int(a.value) for a, p in zip(entry.action.args or [], entry.action.decl.params) if not p.direction]
@@ -344,7 +341,7 @@ class CodeGen:
 
     # ================================================================ parser
     def parser(self, decl: ast.ParserDecl, scope: _Scope) -> None:
-        self.declare_locals(decl, scope, decl.name)
+        self.declare_locals(decl, scope, qualify("", decl))
         states = {s.name: i for i, s in enumerate(decl.states)}
         self.state_ids = states
         self.emit("def parse(S, data):")

@@ -34,13 +34,11 @@ class Switch:
     """One v1model switch running one compiled P4 program."""
 
     def __init__(self, prog: CheckedProgram) -> None:
-        self.program = prog
         gen = CodeGen(prog).generate()
         self.source = gen.source
         self.tables: dict[str, Table] = gen.tables
         self.registers: dict[str, Register] = gen.registers
         self.counters: dict[str, Counter] = gen.counters
-        self.direct_counters: dict[str, str] = gen.direct_counters
         self.multicast_groups: dict[int, list[tuple[int, int]]] = {}  # group -> [(port, rid)]
         self.stats = {"received": 0, "sent": 0, "dropped": 0, "internal_errors": 0}
         self.lock = threading.RLock()  # control-plane writes vs packets

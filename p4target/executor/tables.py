@@ -8,6 +8,7 @@ with BMv2's rules (longest prefix first only when there is no explicit priority)
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -122,7 +123,7 @@ class Table:
             raise TableError("RESOURCE_EXHAUSTED", f"{self.name} is full ({self.size} entries)")
         entry.handle = next(self._handles)
         self._entries[entry.identity] = entry
-        self._rebuild()
+        self._index(entry)
         return entry
 
     def modify(self, match: list[FieldMatch], action: str, args: list[int] | tuple[int, ...] = (),
@@ -134,16 +135,18 @@ class Table:
         if old is None:
             raise TableError("NOT_FOUND", f"{self.name}: no such entry")
         new.handle, new.counter = old.handle, old.counter
+        self._unindex(old)
         self._entries[new.identity] = new
-        self._rebuild()
+        self._index(new)
         return new
 
     def delete(self, match: list[FieldMatch], priority: int = 0) -> None:
         if self.is_const:
             raise TableError("PERMISSION_DENIED", f"{self.name} has const entries")
-        if self._entries.pop(self._identity(match, priority), None) is None:
+        old = self._entries.pop(self._identity(match, priority), None)
+        if old is None:
             raise TableError("NOT_FOUND", f"{self.name}: no such entry")
-        self._rebuild()
+        self._unindex(old)
 
     def clear(self) -> None:
         if not self.is_const:
@@ -235,16 +238,39 @@ class Table:
         return Entry(tuple(norm), priority if self.needs_priority else 0, spec, tuple(args))
 
     def _rebuild(self) -> None:
-        """Rebuild the lookup structure; the new one is swapped in whole, so lookups never see half."""
-        entries = list(self._entries.values())
+        """Index every entry afresh (construction and clear()); single changes use _index/_unindex.
+
+        Lookups and control-plane changes both run under the switch's lock, so in-place updates are safe."""
+        self._exact: dict[tuple, Entry] = {}
+        self._buckets: dict[int, dict[tuple, Entry]] = {}  # lpm: prefix mask -> exact bucket
+        self._by_prefix: list[tuple[int, dict[tuple, Entry]]] = []
+        self._ordered: list[Entry] = []
+        for e in self._entries.values():
+            self._index(e)
+
+    def _index(self, e: Entry) -> None:
+        key = tuple(a for _, a, _ in e.match)
         if self._mode == "exact":
-            self._exact = {tuple(a for _, a, _ in e.match): e for e in entries}
+            self._exact[key] = e
         elif self._mode == "lpm":
-            i = self._lpm_index
-            buckets: dict[int, dict] = {}
-            for e in entries:
-                mask = e.match[i][2]
-                buckets.setdefault(mask, {})[tuple(a for _, a, _ in e.match)] = e
-            self._by_prefix = sorted(buckets.items(), key=lambda kv: -bin(kv[0]).count("1"))
+            mask = e.match[self._lpm_index][2]
+            if mask not in self._buckets:
+                self._buckets[mask] = {}
+                self._by_prefix = sorted(self._buckets.items(), key=lambda kv: -bin(kv[0]).count("1"))
+            self._buckets[mask][key] = e
         else:
-            self._ordered = sorted(entries, key=lambda e: (-e.priority, e.handle))
+            bisect.insort(self._ordered, e, key=lambda x: (-x.priority, x.handle))
+
+    def _unindex(self, e: Entry) -> None:
+        key = tuple(a for _, a, _ in e.match)
+        if self._mode == "exact":
+            del self._exact[key]
+        elif self._mode == "lpm":
+            mask = e.match[self._lpm_index][2]
+            bucket = self._buckets[mask]
+            del bucket[key]
+            if not bucket:
+                del self._buckets[mask]
+                self._by_prefix = [(m, b) for m, b in self._by_prefix if m != mask]
+        else:
+            self._ordered.remove(e)

@@ -15,7 +15,6 @@ from p4.v1 import p4data_pb2, p4runtime_pb2
 
 from ..executor.switch import Switch
 from ..executor.tables import DONT_CARE, Entry, FieldMatch, Table, TableError, exact, ternary, value_range
-from ..p4info import controller_headers
 
 INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
 PORT_WIDTH = 9  # v1model's bit<9> ports
@@ -59,7 +58,7 @@ class PipelineState:
         self.direct_counters = {c.direct_table_id: c for c in p4info.direct_counters}
         self.registers = {r.preamble.id: r for r in p4info.registers}
         self.cpu_metadata = {m.preamble.name: m for m in p4info.controller_packet_metadata}
-        self.cpu_headers = controller_headers(switch.program)
+        self.actions_by_name = {a.preamble.name: a for a in p4info.actions}
 
     # ------------------------------------------------------------------ lookups
     def _table(self, table_id: int) -> tuple[Table, p4info_pb2.Table]:
@@ -195,7 +194,7 @@ class PipelineState:
                 fm.ternary.value, fm.ternary.mask = encode_int(a), encode_int(b)
             else:
                 fm.range.low, fm.range.high = encode_int(a), encode_int(b)
-        ainfo = next(a for a in self.actions.values() if a.preamble.name == e.action.name)
+        ainfo = self.actions_by_name[e.action.name]
         msg.action.action.action_id = ainfo.preamble.id
         for p, v in zip(ainfo.params, e.args):
             msg.action.action.params.add(param_id=p.id, value=encode_int(v))
@@ -266,7 +265,8 @@ class PipelineState:
             data.byte_count = octets
         return data
 
-    def _cells(self, counter, req: p4runtime_pb2.CounterEntry) -> range:
+    def _cells(self, counter, req: p4runtime_pb2.CounterEntry | p4runtime_pb2.RegisterEntry) -> range:
+        """The cells a request names (all of them without an index); a counter or a register."""
         if not req.HasField("index"):
             return range(counter.size)
         if not 0 <= req.index.index < counter.size:
@@ -330,12 +330,7 @@ class PipelineState:
             if info is None:
                 raise rpc_error("INVALID_ARGUMENT", f"no register with id {rid}")
             reg = self.switch.registers[info.preamble.name]
-            cells = range(reg.size)
-            if req.HasField("index"):
-                if not 0 <= req.index.index < reg.size:
-                    raise rpc_error("OUT_OF_RANGE", f"{reg.name}: index {req.index.index} >= size {reg.size}")
-                cells = range(req.index.index, req.index.index + 1)
-            for i in cells:
+            for i in self._cells(reg, req):
                 v = reg.cells[i]
                 if isinstance(v, bool):
                     data = p4data_pb2.P4Data(bool=v)

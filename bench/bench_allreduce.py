@@ -126,8 +126,8 @@ def rank_runner(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"rank": args.rank, "method": args.method}
     try:
         if args.method == "ina":
-            from controller.jobspec import JobSpec
             from worker import Worker
+            from worker.jobspec import JobSpec
 
             spec = JobSpec.load(args.spec)
             member = Worker(spec, args.rank, timeout=args.timeout)

@@ -304,7 +304,8 @@ def controller(address: str, values: int, window: int) -> Iterator[Callable[[], 
             Controller(network, Path(state) / "state.json", options) as ctl:
         ctl.setup()
         spec = ctl.create_job("bench", list(hosts), pool_size=window)
-        if spec.job_id != JOB or spec.members[0].port != WORKER_UDP_PORT or spec.members[1].child != 1:
+        (tree,) = spec.trees
+        if tree.job_id != JOB or tree.port != WORKER_UDP_PORT or tree.children[1] != 1:
             raise RuntimeError(f"the frames were built for job {JOB} on port {WORKER_UDP_PORT}, not {spec}")
 
         def read() -> dict[str, int]:

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             controller.setup()
             hosts = ["h1", "h2", "h3", "h4"]
             spec = controller.create_job("demo", hosts, pool_size=64)
-            print(f"[3/4] job {spec.name} (id {spec.job_id}): {len(hosts)} workers, 64 slots, spec "
+            print(f"[3/4] job {spec.name} ({len(spec.trees)} tree(s)): {len(hosts)} workers, 64 slots, spec "
                   f"{controller.spec_dir / 'demo.json'}", flush=True)
             print(f"[4/4] allreduce of {args.values:,} float32 values ({args.values * 4 / 1e6:.1f} MB) per worker, "
                   f"{args.repeat} times", flush=True)

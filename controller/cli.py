@@ -1,7 +1,8 @@
 """`ina-ctl`: the controller from a shell.  Every subcommand is one call of ``Controller``.
 
     ina-ctl --net RUN/net.json setup [--values 64]
-    ina-ctl --net RUN/net.json job create NAME --hosts h1,h2,h3 --pool-size 64
+    ina-ctl --net RUN/net.json job plan --hosts h1,h2,h3 [--trees auto|N] [--json]
+    ina-ctl --net RUN/net.json job create NAME --hosts h1,h2,h3 --pool-size 64 [--trees auto|N]
     ina-ctl --net RUN/net.json job delete NAME
     ina-ctl --net RUN/net.json status
     ina-ctl --net RUN/net.json watch          # re-provisions switches that restart
@@ -22,6 +23,8 @@ from controller.controller import Controller
 from controller.network import Network
 from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineError, PipelineOptions
+from controller.plan import Plan, depth, link_name
+from controller.topology import Topology
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,12 +39,20 @@ def parser() -> argparse.ArgumentParser:
     setup = sub.add_parser("setup", help="push the pipeline, install routes and every live job")
     setup.add_argument("--values", type=int, default=64, help="int32 values per packet (INA_VALUES)")
     setup.add_argument("--udp-port", type=int, help="aggregation UDP port (INA_UDP_PORT_NUMBER)")
-    job = sub.add_parser("job", help="create or delete a job").add_subparsers(dest="action", required=True)
-    create = job.add_parser("create", help="build the job's tree and install it")
+    job = sub.add_parser("job", help="plan, create or delete a job").add_subparsers(dest="action", required=True)
+    trees = {"default": "auto", "help": "aggregation trees: auto (the packing planner decides) or N (at most N)"}
+    show = job.add_parser("plan", help="print the job's packed trees without installing anything")
+    show.add_argument("--hosts", required=True, help="member hosts in rank order, comma-separated")
+    show.add_argument("--trees", **trees)
+    show.add_argument("--json", action="store_true", help="the plan as JSON")
+    create = job.add_parser("create", help="plan the job's trees and install them")
     create.add_argument("name")
     create.add_argument("--hosts", required=True, help="member hosts in rank order, comma-separated")
-    create.add_argument("--pool-size", type=int, required=True, help="slots per switch for this job")
-    create.add_argument("--pool-base", type=int, help="first slot on every switch (default: first fit)")
+    create.add_argument("--pool-size", type=int, required=True, help="slots per switch for each of the job's trees")
+    create.add_argument("--pool-base", type=int,
+                        help="first slot of the first tree on every switch, the next tree's right after it "
+                             "(default: first fit)")
+    create.add_argument("--trees", **trees)
     delete = job.add_parser("delete", help="remove exactly this job's entries")
     delete.add_argument("name")
     job.add_parser("list", help="jobs and their specs")
@@ -60,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         network = Network.load(args.net)
         options = PipelineOptions(args.values, args.udp_port) if args.command == "setup" else None
         # watch holds id 1; changes use 2 (primary while they run); reading needs no arbitration
-        read_only = args.command == "status" or (args.command == "job" and args.action == "list")
+        read_only = args.command == "status" or (args.command == "job" and args.action in ("list", "plan"))
         election_id = args.election_id or (1 if args.command == "watch" else None if read_only else 2)
         with Controller(network, state, options, election_id) as ctl:
             return _run(ctl, args)
@@ -75,22 +86,53 @@ def _run(ctl: Controller, args: argparse.Namespace) -> int:
     if args.command == "setup":
         ctl.setup()
         print(f"{len(ctl.topology.switches)} switch(es) ready, {len(ctl.state.jobs)} job(s) installed")
+    elif args.command == "job" and args.action == "plan":
+        plan = ctl.plan(_hosts(args.hosts), args.trees)
+        print(json.dumps(plan.to_dict(ctl.topology), indent=2) if args.json else describe(plan, ctl.topology))
     elif args.command == "job" and args.action == "create":
-        spec = ctl.create_job(args.name, [h for h in args.hosts.split(",") if h], args.pool_size, args.pool_base)
-        print(f"job {spec.name}: id {spec.job_id}, spec in {ctl.spec_dir / (spec.name + '.json')}")
+        spec = ctl.create_job(args.name, _hosts(args.hosts), args.pool_size, args.pool_base, args.trees)
+        trees = ", ".join(f"root {t.root} (id {t.job_id}, {t.share:.1%})" for t in spec.trees)
+        print(f"job {spec.name}: {len(spec.trees)} tree(s): {trees}; spec in {ctl.spec_dir / (spec.name + '.json')}")
     elif args.command == "job" and args.action == "delete":
         ctl.delete_job(args.name)
         print(f"job {args.name} deleted")
     elif args.command == "job":
         for name in ctl.state.jobs:
             spec = ctl.job_spec(name)
-            print(f"{name}: id {spec.job_id}, {len(spec.members)} members, pool {spec.pool_size}")
+            trees = ", ".join(f"{t.root}/{t.job_id} {t.share:.0%}" for t in spec.trees)
+            print(f"{name}: {len(spec.members)} members, pool {spec.pool_size} per tree, trees (root/id share) {trees}")
     elif args.command == "status":
         print(json.dumps(ctl.status(), indent=2))
     elif args.command == "watch":
         ctl.setup()
         ctl.watch(args.interval)
     return 0
+
+
+def _hosts(text: str) -> list[str]:
+    return [h for h in text.split(",") if h]
+
+
+def describe(plan: Plan, topology: Topology) -> str:
+    """The plan as a table a person reads."""
+    status = "optimal" if plan.optimal else f"{plan.rate / plan.upper_bound:.0%} of it"
+    lines = [f"{len(plan.members)} members, {len(plan.trees)} tree(s) of {plan.candidates} candidates "
+             f"(planned in {plan.seconds:.2f} s)",
+             f"rate {plan.rate:g} Mb/s on each member's link (cut bound {plan.upper_bound:g} Mb/s: {status}); "
+             f"predicted {plan.seconds_per_mb():.3g} s per MB of tensor ({plan.wire_factor:.3f} wire bytes per byte)",
+             "",
+             f"{'tree':>4}  {'root':<10} {'share':>6} {'Mb/s':>9} {'depth':>5}  switches"]
+    for i, p in enumerate(plan.trees, 1):
+        switches = p.tree.switches()
+        shown = ", ".join(switches[:6]) + (f", ... ({len(switches)} in all)" if len(switches) > 6 else "")
+        lines.append(f"{i:>4}  {p.tree.root:<10} {p.share:>6.1%} {p.rate:>9.4g} "
+                     f"{depth(topology, plan.members, p.tree):>5}  {shown}")
+    lines += ["", f"links at capacity ({len(plan.bottlenecks)}):"]
+    lines += [f"  {link_name(topology, i)}" for i in plan.bottlenecks[:12]]
+    if len(plan.bottlenecks) > 12:
+        lines.append(f"  ... and {len(plan.bottlenecks) - 12} more")
+    lines += [f"note: {n}" for n in plan.notes]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

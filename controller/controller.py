@@ -16,18 +16,28 @@ from pathlib import Path
 from p4.v1 import p4runtime_pb2
 
 from controller import plan
-from controller.jobspec import JobSpec, Member
+from controller.entries import (
+    HIGH_WATER_CHILD,
+    Allocation,
+    high_water_entry,
+    job_entries,
+    read_high_water,
+    route_entries,
+)
 from controller.network import Network
 from controller.p4runtime_client import SwitchClient, SwitchError, WriteError
 from controller.pipeline import Pipeline, PipelineOptions, build
 from controller.schema import Entry, Schema, multicast_group
-from controller.state import ControllerState, JobRecord
+from controller.state import ControllerState, JobRecord, TreeRecord
+from worker.jobspec import JobSpec, Member, Tree
 
 log = logging.getLogger("ina.controller")
 WORKER_PORT_BASE = 40000  # a job's workers listen on WORKER_PORT_BASE + job_id
 MAX_JOB_ID = 65535 - WORKER_PORT_BASE
 MANAGED_TABLES = ("InaIngress.ipv4_routes", "InaIngress.jobs", "InaEgress.receivers")
+ETH_IP_UDP = 14 + 20 + 8  # bytes in front of each aggregation packet's UDP payload on the wire
 Update = p4runtime_pb2.Update
+Pending = list[tuple[Allocation, int]]  # trees' allocations on one switch, with their pool sizes
 
 
 class JobError(ValueError):
@@ -120,23 +130,35 @@ class Controller:
             self._reload_state()  # `ina-ctl job create/delete` run by others since
             for switch in self.check_switches():
                 log.warning("%s restarted: pipeline, routes and %d job(s) installed again", switch,
-                            sum(switch in j.allocations for j in self.state.jobs.values()))
+                            sum(bool(j.on(switch)) for j in self.state.jobs.values()))
 
     # --- jobs ----------------------------------------------------------------------------------
 
-    def create_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None = None) -> JobSpec:
+    def plan(self, members: list[str], trees: int | str | None = "auto") -> plan.Plan:
+        """The packed trees for these members, without touching a switch (``trees``: "auto" or at most N)."""
+        pipe = self.pipeline(next(iter(self.topology.switches)))
+        P = pipe.protocol
+        try:
+            return plan.plan_job(self.topology, members, P.MAX_CHILDREN, _tree_count(trees),
+                                 (ETH_IP_UDP + P.packet_bytes) / (4 * P.values))
+        except plan.PlanError as e:
+            raise JobError(str(e)) from None
+
+    def create_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None = None,
+                   trees: int | str | None = "auto") -> JobSpec:
+        """Plan the job's trees (``trees``: "auto", or at most N) and install every one of them."""
         with self._lock:
-            job = self._plan_job(name, members, pool_size, pool_base)
+            job = self._plan_job(name, members, pool_size, pool_base, trees)
             self.state.jobs[name] = job  # saved before any write: a crash leaves a job setup() completes
             try:
                 self._save()
-                for switch in job.allocations:  # first the switch's own record of the ids it has seen
+                for switch in job.switches():  # first the switch's own record of the ids it has seen
                     self._install(switch, [self._high_water(switch)], [])
-                for switch in job.allocations:
+                for switch in job.switches():
                     self._install(switch, *self._job_entries(job, switch))
             except (SwitchError, OSError):
                 del self.state.jobs[name]
-                for switch in job.allocations:  # best effort, every switch: a failed batch may be half applied
+                for switch in job.switches():  # best effort, every switch: a failed batch may be half applied
                     try:
                         self._remove(switch, *self._job_entries(job, switch))
                     except SwitchError as e:
@@ -147,13 +169,14 @@ class Controller:
             spec = self.job_spec(name)
             if self.spec_dir is not None:
                 spec.save(self.spec_dir / f"{name}.json")
-            log.info("job %s (id %d): %d members over %s", name, job.job_id, len(members), sorted(job.allocations))
+            log.info("job %s: %d members, %d tree(s) (ids %s) over %s", name, len(members), len(job.trees),
+                     [t.job_id for t in job.trees], sorted(job.switches()))
             return spec
 
     def delete_job(self, name: str) -> None:
         with self._lock:
             job = self._job(name)
-            for switch in job.allocations:
+            for switch in job.switches():
                 self._remove(switch, *self._job_entries(job, switch))
             del self.state.jobs[name]
             self._save()  # a switch that was down keeps stale entries until setup() converges it
@@ -162,17 +185,19 @@ class Controller:
 
     def job_spec(self, name: str) -> JobSpec:
         job = self._job(name)
-        pipe = self.pipeline(next(iter(job.allocations)))
-        tree = self._tree(job)
+        pipe = self.pipeline(next(iter(job.switches())))
         members = []
         for rank, host in enumerate(job.members):
-            switch, port = self.topology.attachment[host]
-            child = next(c.index for c in tree[switch].children if c.node == host)
-            sw = self.topology.switches[switch]
-            members.append(Member(rank, host, str(self.topology.hosts[host].ip.ip), self._worker_port(job), child,
-                                  switch, str(sw.ip), sw.mac))
-        return JobSpec(name, job.job_id, pipe.protocol.values, pipe.protocol.INA_UDP_PORT, job.pool_size,
-                       tuple(members))
+            switch = self.topology.switches[self.topology.attachment[host][0]]
+            members.append(Member(rank, host, str(self.topology.hosts[host].ip.ip), switch.name, str(switch.ip),
+                                  switch.mac))
+        trees = []
+        for t in job.trees:
+            tree = self._nodes(job, t)
+            children = tuple(next(c.index for c in tree[m.switch].children if c.node == m.host) for m in members)
+            trees.append(Tree(t.job_id, t.tree.root, t.share, t.rate, _worker_port(t.job_id), children))
+        return JobSpec(name, pipe.protocol.values, pipe.protocol.INA_UDP_PORT, job.pool_size, tuple(members),
+                       tuple(trees))
 
     def status(self) -> dict[str, dict]:
         """Per job and switch: the job_stats counters by name (packets), and per-switch drops."""
@@ -182,9 +207,11 @@ class Controller:
             cells = self._read_counter(switch, "InaIngress.job_stats")
             names = _named(pipe.protocol.constants, "JOB_STAT_")
             for job in self.state.jobs.values():
-                if switch in job.allocations:
-                    base = job.allocations[switch].cell * pipe.protocol.JOB_STAT_COUNT
-                    out["jobs"].setdefault(job.name, {})[switch] = {n: cells.get(base + i, 0) for n, i in names.items()}
+                for tree in job.on(switch):  # a job's trees through one switch add up
+                    base = tree.allocations[switch].cell * pipe.protocol.JOB_STAT_COUNT
+                    counts = out["jobs"].setdefault(job.name, {}).setdefault(switch, dict.fromkeys(names, 0))
+                    for n, i in names.items():
+                        counts[n] += cells.get(base + i, 0)
             drops = self._read_counter(switch, "InaIngress.drops")
             out["drops"][switch] = {n: drops.get(i, 0) for n, i in _named(pipe.protocol.constants, "DROP_").items()}
         return out
@@ -210,12 +237,11 @@ class Controller:
 
     def _expected(self, switch: str) -> tuple[list[Entry], list[tuple[int, list[tuple[int, int]]]]]:
         """Everything this switch should hold: routes, every live job's entries and groups, the high-water mark."""
-        entries, groups = plan.route_entries(self.topology, switch), []
+        entries, groups = route_entries(self.topology, switch), []
         for job in self.state.jobs.values():
-            if switch in job.allocations:
-                job_entries, job_groups = self._job_entries(job, switch)
-                entries += job_entries
-                groups += job_groups
+            job_entries, job_groups = self._job_entries(job, switch)
+            entries += job_entries
+            groups += job_groups
         return entries + [self._high_water(switch)], groups
 
     # --- what a switch remembers ----------------------------------------------------------------
@@ -227,14 +253,14 @@ class Controller:
         inert; it lives exactly as long as the switch's registers, so a controller that lost its
         state file still never repeats an epoch those registers could hold.
         """
-        return plan.high_water_entry(self.state.next_epoch.get(switch, 1) - 1, self.state.next_job_id - 1)
+        return high_water_entry(self.state.next_epoch.get(switch, 1) - 1, self.state.next_job_id - 1)
 
     def _sync_counters(self, switch: str) -> None:
         schema = Schema(self.pipeline(switch).p4info)
         for e in self.client(switch).read([schema.wildcard("InaIngress.jobs")]):
             entry = schema.decode(e.table_entry)
-            if entry.key("hdr.ina.child") == plan.HIGH_WATER_CHILD:
-                epoch, job_id = plan.read_high_water(entry)
+            if entry.key("hdr.ina.child") == HIGH_WATER_CHILD:
+                epoch, job_id = read_high_water(entry)
                 self.state.next_epoch[switch] = max(self.state.next_epoch.get(switch, 1), epoch + 1)
                 self.state.next_job_id = max(self.state.next_job_id, job_id + 1)
             elif entry.action == "InaIngress.member":
@@ -254,48 +280,56 @@ class Controller:
 
     # --- planning ------------------------------------------------------------------------------
 
-    def _plan_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None) -> JobRecord:
+    def _plan_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None,
+                  trees: int | str | None) -> JobRecord:
         if not name or not name.replace("-", "").replace("_", "").isalnum():
             raise JobError(f"job name {name!r}: use letters, digits, '-' and '_'")
         if name in self.state.jobs:
             raise JobError(f"job {name} exists already")
-        some_switch = next(iter(self.topology.switches))
-        pipe = self.pipeline(some_switch)
-        if not isinstance(pool_size, int) or not 1 <= pool_size <= pipe.pool_slots:
+        pipe = self.pipeline(next(iter(self.topology.switches)))
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= pipe.pool_slots:
             raise JobError(f"pool size {pool_size} is outside 1..{pipe.pool_slots} (the switch's slot pool)")
-        try:
-            tree = plan.build_tree(self.topology, members, pipe.protocol.MAX_CHILDREN)
-        except plan.PlanError as e:
-            raise JobError(str(e)) from None
-        job_id = self.state.take_job_id({j.job_id for j in self.state.jobs.values()}, MAX_JOB_ID)
-        if job_id is None:
-            raise JobError("no free job id")
-        allocations = {}
-        for switch in tree:
-            cell = self._free_cell(switch, pipe.max_jobs)
-            base = self._free_pool(switch, pool_size, pool_base, pipe.pool_slots)
-            allocations[switch] = plan.Allocation(base, cell, 0)
-        for switch, a in allocations.items():  # epochs only once the job is certain to fit
-            allocations[switch] = plan.Allocation(a.pool_base, a.cell, self.state.take_epoch(switch))
-        return JobRecord(name, job_id, list(members), pool_size, allocations)
+        planned = self.plan(members, trees)
+        live = {t.job_id for j in self.state.jobs.values() for t in j.trees}
+        records: list[TreeRecord] = []
+        for i, p in enumerate(planned.trees):
+            job_id = self.state.take_job_id(live, MAX_JOB_ID)
+            if job_id is None:
+                raise JobError("no free job id")
+            live.add(job_id)
+            allocations = {}
+            for switch in p.tree.switches():
+                taken = [(t.allocations[switch], pool_size) for t in records if switch in t.allocations]
+                cell = self._free_cell(switch, pipe.max_jobs, taken)
+                base = self._free_pool(switch, pool_size, None if pool_base is None else pool_base + i * pool_size,
+                                       pipe.pool_slots, taken)
+                allocations[switch] = Allocation(base, cell, 0)
+            records.append(TreeRecord(job_id, p.tree, p.rate, p.share, allocations))
+        for t in records:  # epochs only once the job is certain to fit
+            for switch, a in t.allocations.items():
+                t.allocations[switch] = Allocation(a.pool_base, a.cell, self.state.take_epoch(switch))
+        return JobRecord(name, list(members), pool_size, records)
 
-    def _free_cell(self, switch: str, max_jobs: int) -> int:
-        used = {j.allocations[switch].cell for j in self.state.jobs.values() if switch in j.allocations}
+    def _allocations(self, switch: str, pending: Pending) -> Pending:
+        """(allocation, pool size) of every tree on this switch: live jobs' and the ones being planned."""
+        return [(t.allocations[switch], j.pool_size) for j in self.state.jobs.values() for t in j.on(switch)] + pending
+
+    def _free_cell(self, switch: str, max_jobs: int, pending: Pending) -> int:
+        used = {a.cell for a, _ in self._allocations(switch, pending)}
         cell = next((c for c in range(max_jobs) if c not in used), None)
         if cell is None:
-            raise JobError(f"switch {switch} carries {max_jobs} jobs already (INA_MAX_JOBS)")
+            raise JobError(f"switch {switch} carries {max_jobs} trees already (INA_MAX_JOBS)")
         return cell
 
-    def _free_pool(self, switch: str, size: int, wanted: int | None, slots: int) -> int:
-        taken = sorted((j.allocations[switch].pool_base, j.allocations[switch].pool_base + j.pool_size)
-                       for j in self.state.jobs.values() if switch in j.allocations)
+    def _free_pool(self, switch: str, size: int, wanted: int | None, slots: int, pending: Pending) -> int:
+        taken = sorted((a.pool_base, a.pool_base + n) for a, n in self._allocations(switch, pending))
         if wanted is not None:
             if not (0 <= wanted and wanted + size <= slots):
                 raise JobError(f"pool {wanted}..{wanted + size - 1} does not fit switch {switch}'s {slots} slots")
             clash = [(a, b) for a, b in taken if a < wanted + size and wanted < b]
             if clash:
                 raise JobError(f"pool {wanted}..{wanted + size - 1} overlaps slots {clash[0][0]}..{clash[0][1] - 1} "
-                               f"of another job on switch {switch}")
+                               f"of another tree on switch {switch}")
             return wanted
         start = 0
         for a, b in taken + [(slots, slots)]:
@@ -311,18 +345,19 @@ class Controller:
         except KeyError:
             raise JobError(f"no job named {name!r} (jobs: {sorted(self.state.jobs)})") from None
 
-    def _tree(self, job: JobRecord) -> dict[str, plan.TreeNode]:
-        protocol = self.pipeline(next(iter(job.allocations))).protocol
-        return plan.build_tree(self.topology, job.members, protocol.MAX_CHILDREN)
-
-    def _worker_port(self, job: JobRecord) -> int:
-        return WORKER_PORT_BASE + job.job_id
+    def _nodes(self, job: JobRecord, tree: TreeRecord) -> dict[str, plan.TreeNode]:
+        return plan.nodes(self.topology, job.members, tree.tree)
 
     def _job_entries(self, job: JobRecord, switch: str) -> tuple[list[Entry], list[tuple[int, list[tuple[int, int]]]]]:
-        node = self._tree(job)[switch]
-        entries, group = plan.job_entries(self.topology, self.pipeline(switch).protocol, node, job.job_id,
-                                          job.pool_size, job.allocations[switch], self._worker_port(job))
-        return entries, [group]
+        """The entries and multicast groups of every tree of the job that passes through this switch."""
+        found, groups = [], []
+        for tree in job.on(switch):
+            node = self._nodes(job, tree)[switch]
+            more, group = job_entries(self.topology, self.pipeline(switch).protocol, node, tree.job_id, job.pool_size,
+                                      tree.allocations[switch], _worker_port(tree.job_id))
+            found += more
+            groups.append(group)
+        return found, groups
 
     def _save(self) -> None:
         if self.state_path is not None:
@@ -373,6 +408,23 @@ class Controller:
         entity.counter_entry.counter_id = schema.counter_id(name)
         cells = self.client(switch).read([entity])
         return {e.counter_entry.index.index: e.counter_entry.data.packet_count for e in cells}
+
+
+def _worker_port(job_id: int) -> int:
+    return WORKER_PORT_BASE + job_id
+
+
+def _tree_count(trees: int | str | None) -> int | None:
+    """"auto" (or None) lets the planner choose; a number (or its text) is the most trees to use."""
+    if trees is None or trees == "auto":
+        return None
+    try:
+        count = int(trees)
+    except (TypeError, ValueError):
+        raise JobError(f"trees must be 'auto' or a positive number, not {trees!r}") from None
+    if count < 1:
+        raise JobError(f"trees must be 'auto' or a positive number, not {trees!r}")
+    return count
 
 
 def _named(constants: dict[str, int], prefix: str) -> dict[str, int]:

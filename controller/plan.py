@@ -1,20 +1,47 @@
-"""What a job needs on each switch, computed from the topology alone (no switch is touched).
+"""Which aggregation trees a job gets and at what rate: the packing planner (pure functions, no switch).
 
-``build_tree`` picks the root and each switch's children; ``job_entries`` and ``route_entries``
-turn that into the exact table entries and multicast groups.  Everything is a pure function
-of its inputs, so the controller can recompute a job's entries at any time (to delete them,
-to re-provision a restarted switch, or to compare with what a switch holds).
+A job's members hang off edge switches; an aggregation tree joins those switches to a root
+switch, every member's partial sum going up one shortest path and the result coming back
+down the same links.  One tree uses one path per edge switch, so on a fabric with several
+paths (two spines, a fat-tree's cores) most links idle.  Like Blink, we pack several trees
+and give each a share of the data in proportion to the rate it gets.
+
+**What is solved.**  A tree t at rate x_t (wire Mb/s) puts x_t on every one of its links,
+in both directions at once (contributions up, results down).  The planner maximises
+sum(x_t) subject to, for every link, sum(x_t over the trees using it) <= its capacity
+(the topology's ``bw``, per direction; both directions carry the same load, so one row
+stands for both), with ``scipy.optimize.linprog`` (HiGHS).  Trees are shortest-path trees
+towards a root (each switch's uplink is one of its ports towards the root, so no tree is
+longer than needed); a tree that gives a switch more than ``max_children`` children (the
+slot bitmap's width) is never a candidate.  The tree family is too large to list, so the
+LP is solved by column generation: it starts with one tree per root, and each round asks
+every root for its cheapest shortest-path tree under the LP's link prices (its duals),
+adding any tree that would raise the rate, until none would.  The LP is then exact over the
+trees it has seen; the pricing step is a heuristic (per-switch cheapest uplink, which may
+miss the cheapest tree where paths share links), so the plan also carries a cut bound:
+every tree crosses each member's host link and each member switch's fabric links, so no
+packing can beat the smallest of those capacities.  When the plan meets that bound it is
+optimal over all trees (leaf-spines and fat-trees reach it); otherwise the gap is shown.
+A second LP keeps the optimal rate and prefers shallow trees (then fewer fabric links).
+Trees below ``MIN_SHARE`` of the rate are dropped and the rest packed again.  ``max_trees``
+limits the count with a MILP over the same candidates (binary choice per tree).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections import deque
+from dataclasses import dataclass, field
 
-from controller.schema import Entry
-from controller.topology import Topology, mac_int
-from worker.protocol import Protocol
+import numpy as np
+from scipy import optimize, sparse
 
-HIGH_WATER_CHILD = 0xFE  # jobs-table key child of the inert entry recording a switch's counters
+from controller.topology import Topology
+
+MIN_SHARE = 0.02  # a tree below this share of the job's rate is not worth its switch state
+MAX_ROUNDS = 30  # column generation rounds (each asks every root for a better tree)
+MILP_SECONDS = 10.0  # time limit of the tree-count MILP
+_EPS = 1e-9
 
 
 class PlanError(ValueError):
@@ -38,127 +65,327 @@ class TreeNode:
 
 
 @dataclass(frozen=True)
-class Allocation:
-    """A job's share of one switch: pool slots, a telemetry/multicast cell and an epoch."""
+class Tree:
+    """An aggregation tree as the ports it goes up by: what the controller stores and re-derives from."""
 
-    pool_base: int
-    cell: int  # job_stats cells cell*JOB_STAT_COUNT.., multicast group cell+1
-    epoch: int
+    root: str
+    uplinks: tuple[tuple[str, int], ...]  # (switch, its port towards its parent), by switch; not the root
+
+    def switches(self) -> list[str]:
+        return sorted({self.root, *(s for s, _ in self.uplinks)})
 
 
-def build_tree(topology: Topology, members: list[str], max_children: int) -> dict[str, TreeNode]:
-    """The aggregation tree: member hosts as leaves, switches on their paths to the root inside.
+@dataclass(frozen=True)
+class PlannedTree:
+    tree: Tree
+    rate: float  # wire Mb/s on each of its links, each way
+    share: float  # of the job's data
 
-    The root is the switch with the smallest greatest distance to the members' switches
-    (then the smallest total, then the name).  At each switch the member hosts come first,
-    in member order, then child switches by name: that order gives the child indexes.
-    """
-    unknown = [m for m in members if m not in topology.hosts]
-    if unknown:
-        raise PlanError(f"unknown hosts {unknown}; the topology has {sorted(topology.hosts)}")
-    if len(set(members)) != len(members):
-        raise PlanError(f"a host is listed twice in {members}")
+
+@dataclass(frozen=True)
+class Plan:
+    members: tuple[str, ...]
+    trees: tuple[PlannedTree, ...]
+    rate: float  # Mb/s of all trees together, as each member's host link carries it
+    upper_bound: float  # no packing of trees can beat this (a cut bound)
+    bottlenecks: tuple[int, ...]  # indexes in topology.links of the links at capacity
+    candidates: int  # trees the LP considered
+    seconds: float  # time spent planning
+    wire_factor: float = 1.0  # wire bytes per tensor byte (headers)
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def optimal(self) -> bool:
+        return self.rate >= self.upper_bound * (1 - 1e-6)
+
+    def seconds_per_mb(self) -> float:
+        """Predicted time to allreduce 1 MB (10^6 bytes) of tensor: its wire bits over the rate."""
+        return 8 * self.wire_factor / self.rate
+
+    def to_dict(self, topology: Topology) -> dict:
+        return {"members": list(self.members), "rate_mbps": self.rate, "upper_bound_mbps": self.upper_bound,
+                "optimal": self.optimal, "seconds_per_mb": self.seconds_per_mb(), "wire_factor": self.wire_factor,
+                "candidates": self.candidates, "planning_seconds": self.seconds, "notes": list(self.notes),
+                "bottlenecks": [link_name(topology, i) for i in self.bottlenecks],
+                "trees": [{"root": p.tree.root, "rate_mbps": p.rate, "share": p.share,
+                           "switches": p.tree.switches(), "depth": depth(topology, self.members, p.tree),
+                           "uplinks": [list(u) for u in p.tree.uplinks]} for p in self.trees]}
+
+
+def link_name(topology: Topology, index: int) -> str:
+    link = topology.links[index]
+    return f"{link.a} -- {link.b} ({link.capacity:g} Mb/s)"
+
+
+# --- trees ---------------------------------------------------------------------------------------
+
+def check_members(topology: Topology, members: list[str] | tuple[str, ...]) -> list[str]:
+    """The members' edge switches, sorted; PlanError for unknown or repeated hosts."""
     if not members:
         raise PlanError("a job needs at least one member")
-    edge = sorted({topology.attachment[m][0] for m in members})
-    best = None
-    for candidate in topology.switches:
-        dist = topology.distances(candidate)
-        if all(s in dist for s in edge):
-            score = (max(dist[s] for s in edge), sum(dist[s] for s in edge), candidate)
-            best = min(best or score, score)
-    if best is None:
-        raise PlanError(f"the members' switches {edge} are not connected to one another")
-    root = best[2]
-    uplink = topology.next_hops(root)  # switch -> its port towards the root
-    parent_of: dict[str, tuple[str, int]] = {}
-    for s in edge:
-        while s != root and s not in parent_of:
-            port = uplink[s]
-            parent_of[s] = (topology.ports[s][port].node, port)
-            s = parent_of[s][0]
-    nodes = {root, *parent_of}
-    children: dict[str, list[tuple[int, str]]] = {s: [] for s in nodes}
+    unknown = [m for m in members if m not in topology.hosts]
+    if unknown:
+        raise PlanError(f"{', '.join(map(str, unknown))}: not hosts of the topology (hosts: "
+                        f"{', '.join(sorted(topology.hosts)[:8])}{', ...' if len(topology.hosts) > 8 else ''})")
+    if len(set(members)) != len(members):
+        raise PlanError(f"a host is listed twice in {list(members)}")
+    return sorted({topology.attachment[m][0] for m in members})
+
+
+def nodes(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree) -> dict[str, TreeNode]:
+    """Each switch's place in the tree: children (member hosts first, in member order, then child
+    switches by name; that order gives the child indexes), parent and uplink port."""
+    up = dict(tree.uplinks)
+    children: dict[str, list[tuple[int, str]]] = {s: [] for s in tree.switches()}
     for m in members:
         switch, port = topology.attachment[m]
         children[switch].append((port, m))
-    for s in sorted(parent_of):
-        parent, port = parent_of[s]
-        children[parent].append((topology.ports[s][port].peer_port, s))
-    for s, kids in children.items():
-        if len(kids) > max_children:
-            raise PlanError(f"switch {s} would have {len(kids)} children ({', '.join(k for _, k in kids)}), but a slot "
-                            f"bitmap has {max_children} bits: spread the members over more switches")
-    tree = {}
-    for s in sorted(nodes):
-        parent, port = parent_of.get(s, (None, 0))
+    parent_of = {}
+    for s, port in sorted(up.items()):
+        n = topology.ports[s][port]
+        parent_of[s] = n.node
+        children[n.node].append((n.peer_port, s))
+    out = {}
+    for s in sorted(children):
+        parent = parent_of.get(s)
         index = [k for _, k in children[parent]].index(s) if parent else 0
-        tree[s] = TreeNode(s, tuple(Child(i, p, k) for i, (p, k) in enumerate(children[s])), parent, port, index)
-    return tree
+        out[s] = TreeNode(s, tuple(Child(i, p, k) for i, (p, k) in enumerate(children[s])), parent,
+                          up.get(s, 0), index)
+    return out
 
 
-def job_entries(topology: Topology, protocol: Protocol, node: TreeNode, job_id: int, pool_size: int,
-                alloc: Allocation, worker_port: int) -> tuple[list[Entry], tuple[int, list[tuple[int, int]]]]:
-    """One switch's table entries for a job, and its multicast group as (id, [(port, instance)])."""
-    me = topology.switches[node.switch]
-    group = alloc.cell + 1  # group 0 means "no multicast"
-    stats_base = alloc.cell * protocol.JOB_STAT_COUNT
-    member = {"pool_base": alloc.pool_base, "pool_size": pool_size, "children": len(node.children),
-              "is_root": int(node.parent is None), "group": group, "parent_port": node.parent_port,
-              "index_at_parent": node.index_at_parent, "epoch": alloc.epoch, "stats_base": stats_base}
-    entries = []
-    for child in node.children:
-        entries.append(Entry.of("InaIngress.jobs", {"sm.ingress_port": child.port, "hdr.ina.job_id": job_id,
-                                                    "hdr.ina.child": child.index}, "InaIngress.member", member))
-        entries.append(_address(job_id, child.index, topology, me, child.node,
-                                worker_port if child.node in topology.hosts else protocol.INA_UDP_PORT))
-    if node.parent is not None:
-        entries.append(Entry.of("InaIngress.jobs", {"sm.ingress_port": node.parent_port, "hdr.ina.job_id": job_id,
-                                                    "hdr.ina.child": node.index_at_parent},
-                                "InaIngress.result_from_parent", {"group": group, "stats_base": stats_base}))
-        entries.append(_address(job_id, protocol.RECEIVER_PARENT, topology, me, node.parent, protocol.INA_UDP_PORT))
-    return entries, (group, [(c.port, c.index) for c in node.children])
+def depth(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree) -> int:
+    """Switch-to-switch hops from the deepest member's switch to the root."""
+    up = dict(tree.uplinks)
+    deepest = 0
+    for m in members:
+        s, hops = topology.attachment[m][0], 0
+        while s in up:
+            s, hops = topology.ports[s][up[s]].node, hops + 1
+        deepest = max(deepest, hops)
+    return deepest
 
 
-def _address(job_id: int, receiver: int, topology: Topology, me, peer: str, udp_port: int) -> Entry:
-    """Egress rewrite for one receiver: from this switch's address to the peer's."""
-    if peer in topology.hosts:
-        ip, mac = int(topology.hosts[peer].ip.ip), topology.hosts[peer].mac
+def check_tree(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree, max_children: int) -> None:
+    """PlanError unless the tree joins every member's switch to its root within the fan-in limit."""
+    up = dict(tree.uplinks)
+    if tree.root not in topology.switches:
+        raise PlanError(f"tree root {tree.root} is not a switch")
+    for s, port in up.items():
+        n = topology.ports.get(s, {}).get(port)
+        if n is None or n.node not in topology.switches:
+            raise PlanError(f"tree of root {tree.root}: {s}-p{port} does not lead to a switch")
+    for m in members:
+        s, seen = topology.attachment[m][0], set()
+        while s != tree.root:
+            if s in seen or s not in up:
+                raise PlanError(f"tree of root {tree.root}: {m}'s switch {s} has no path up to the root")
+            seen.add(s)
+            s = topology.ports[s][up[s]].node
+    for node in nodes(topology, members, tree).values():
+        if len(node.children) > max_children:
+            raise PlanError(f"switch {node.switch} would have {len(node.children)} children "
+                            f"({', '.join(c.node for c in node.children[:6])}...), but a slot bitmap has "
+                            f"{max_children} bits: spread the members over more switches")
+
+
+class _Fabric:
+    """The switch graph of a topology, with breadth-first distances cached per root."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.neighbours = {s: sorted((n.node, n.port, topology.port_links[s, n.port])
+                                     for n in topology.switch_neighbours(s)) for s in topology.switches}
+        self._dist: dict[str, dict[str, int]] = {}
+
+    def distances(self, root: str) -> dict[str, int]:
+        if root not in self._dist:
+            dist, queue = {root: 0}, deque([root])
+            while queue:
+                here = queue.popleft()
+                for other, _, _ in self.neighbours[here]:
+                    if other not in dist:
+                        dist[other] = dist[here] + 1
+                        queue.append(other)
+            self._dist[root] = dist
+        return self._dist[root]
+
+    def cheapest_tree(self, root: str, edges: list[str], price: np.ndarray) -> Tree | None:
+        """The shortest-path tree to ``root`` in which each switch goes up its cheapest way
+        (uplink price plus the price beyond); None when some edge switch cannot reach the root."""
+        dist = self.distances(root)
+        if any(e not in dist for e in edges):
+            return None
+        reach = max(dist[e] for e in edges)
+        cost, uplink = {root: 0.0}, {}
+        for s in sorted((s for s in dist if 0 < dist[s] <= reach), key=dist.__getitem__):
+            best = None
+            for other, port, link in self.neighbours[s]:
+                if dist.get(other) == dist[s] - 1:
+                    c = price[link] + cost[other]
+                    if best is None or c < best[0] - _EPS:
+                        best = (c, port, other)
+            cost[s], uplink[s] = best[0], best[1]
+        used = {}
+        for e in edges:
+            s = e
+            while s != root and s not in used:
+                used[s] = uplink[s]
+                s = self.topology.ports[s][uplink[s]].node
+        return Tree(root, tuple(sorted(used.items())))
+
+
+def fabric_links(topology: Topology, tree: Tree) -> list[int]:
+    return sorted(topology.port_links[s, p] for s, p in tree.uplinks)
+
+
+# --- packing -------------------------------------------------------------------------------------
+
+def plan_job(topology: Topology, members: list[str] | tuple[str, ...], max_children: int,
+             max_trees: int | None = None, wire_factor: float = 1.0) -> Plan:
+    """The packed trees for these members (``max_trees``: at most that many; None: as many as pay)."""
+    started = time.perf_counter()
+    members = tuple(members)
+    edges = check_members(topology, members)
+    if max_trees is not None and (isinstance(max_trees, bool) or not isinstance(max_trees, int) or max_trees < 1):
+        raise PlanError(f"the number of trees must be a positive integer, not {max_trees!r}")
+    host_links = [topology.port_links[topology.attachment[m]] for m in members]
+    host_cap = min(topology.links[i].capacity for i in host_links)
+    fabric = _Fabric(topology)
+    columns: dict[Tree, list[int]] = {}
+    too_wide: list[str] = []
+    unreachable = True
+
+    def consider(tree: Tree | None) -> bool:
+        nonlocal unreachable
+        if tree is None or tree in columns:
+            return False
+        unreachable = False
+        try:
+            check_tree(topology, members, tree, max_children)
+        except PlanError as e:
+            too_wide.append(str(e))
+            return False
+        columns[tree] = fabric_links(topology, tree)
+        return True
+
+    zero = np.zeros(len(topology.links))
+    for root in topology.switches:
+        consider(fabric.cheapest_tree(root, edges, zero))
+    if unreachable:
+        raise PlanError(f"the members' switches {edges} have no common root: they are not connected to one another")
+    if not columns:
+        raise PlanError(f"every candidate tree exceeds the fan-in limit; e.g. {too_wide[0]}")
+    notes = []
+    for _ in range(MAX_ROUNDS):
+        lp = _Packing(topology, columns, host_cap)
+        rate, price = lp.max_rate()
+        if rate <= _EPS:
+            raise PlanError("no tree gets any rate: a link the trees need has no capacity")
+        added = False
+        for root in topology.switches:
+            tree = fabric.cheapest_tree(root, edges, price)
+            if tree is not None and tree not in columns and \
+                    lp.host_price + sum(price[i] for i in fabric_links(topology, tree)) < 1 - 1e-7:
+                added |= consider(tree)
+        if not added:
+            break
     else:
-        ip, mac = int(topology.switches[peer].ip), topology.switches[peer].mac
-    return Entry.of("InaEgress.receivers", {"hdr.ina.job_id": job_id, "meta.receiver": receiver}, "InaEgress.address",
-                    {"dst_mac": mac_int(mac), "src_mac": mac_int(me.mac), "dst_ip": ip, "src_ip": int(me.ip),
-                     "dst_port": udp_port})
+        notes.append(f"column generation stopped after {MAX_ROUNDS} rounds")
+    candidates = list(columns)
+    if max_trees is not None and max_trees > len(candidates):
+        raise PlanError(f"{max_trees} trees asked for, but these members have only {len(candidates)} candidate "
+                        f"tree(s) in this topology")
+    chosen = _Packing(topology, columns, host_cap).solve(members)
+    chosen = {t: x for t, x in chosen.items() if x >= MIN_SHARE * sum(chosen.values())}
+    if max_trees is not None and len(chosen) > max_trees:
+        picked, proven = _Packing(topology, columns, host_cap).best_subset(max_trees)
+        chosen = picked
+        if not proven:
+            notes.append(f"the MILP choosing {max_trees} tree(s) hit its {MILP_SECONDS:g} s limit: best found kept")
+    final = _Packing(topology, {t: columns[t] for t in chosen}, host_cap)
+    rates = final.solve(members)
+    total = sum(rates.values())
+    order = sorted(rates, key=lambda t: (-rates[t], depth(topology, members, t), t.root))
+    planned = tuple(PlannedTree(t, rates[t], rates[t] / total) for t in order if rates[t] > _EPS)
+    if max_trees is not None and len(planned) < max_trees:
+        notes.append(f"{len(planned)} tree(s) carry the best rate; more would add nothing")
+    bound = min([host_cap] + [_edge_cut(topology, fabric, e) for e in edges if len(edges) > 1])
+    return Plan(members, planned, total, bound, final.bottlenecks(rates, host_links), len(candidates),
+                time.perf_counter() - started, wire_factor, tuple(notes))
 
 
-def route_entries(topology: Topology, switch: str) -> list[Entry]:
-    """IPv4 /32 routes from this switch to every host, over shortest paths."""
-    me = topology.switches[switch]
-    entries = []
-    for host in topology.hosts.values():
-        edge, port = topology.attachment[host.name]
-        if edge != switch:
-            hops = topology.next_hops(edge)
-            if switch not in hops:
-                continue  # unreachable: a disconnected part of the topology
-            port = hops[switch]
-        entries.append(Entry.of("InaIngress.ipv4_routes", {"hdr.ipv4.dst": (int(host.ip.ip), 32)},
-                                "InaIngress.forward", {"port": port, "dst_mac": mac_int(host.mac),
-                                                       "src_mac": mac_int(me.mac)}))
-    return entries
+def _edge_cut(topology: Topology, fabric: _Fabric, edge: str) -> float:
+    """Capacity of an edge switch's links to other switches: every tree crosses them once."""
+    return sum(topology.links[link].capacity for _, _, link in fabric.neighbours[edge])
 
 
-def high_water_entry(last_epoch: int, last_job_id: int) -> Entry:
-    """The inert jobs entry where a switch keeps the last epoch and job id handed out to it.
+class _Packing:
+    """The LP over a set of trees: one row per fabric link they use, one for the members' host links
+    (every tree uses all of them, so the slowest stands for all)."""
 
-    ina.p4 looks the jobs table up only for child < 32, so this key never matches a packet.
-    """
-    return Entry.of("InaIngress.jobs", {"sm.ingress_port": 0, "hdr.ina.job_id": 0, "hdr.ina.child": HIGH_WATER_CHILD},
-                    "InaIngress.member", {"pool_base": 0, "pool_size": 0, "children": 0, "is_root": 0,
-                                          "group": last_job_id, "parent_port": 0, "index_at_parent": 0,
-                                          "epoch": last_epoch, "stats_base": 0})
+    def __init__(self, topology: Topology, columns: dict[Tree, list[int]], host_cap: float) -> None:
+        self.topology, self.trees = topology, list(columns)
+        rows = sorted({i for links in columns.values() for i in links})
+        self.rows = rows
+        index = {link: r + 1 for r, link in enumerate(rows)}
+        data, ri, ci = [], [], []
+        for c, tree in enumerate(self.trees):
+            for link in [None, *columns[tree]]:
+                ri.append(0 if link is None else index[link])
+                ci.append(c)
+                data.append(1.0)
+        self.A = sparse.csr_matrix((data, (ri, ci)), shape=(len(rows) + 1, len(self.trees)))
+        self.b = np.array([host_cap] + [topology.links[i].capacity for i in rows])
+        self.host_price = 0.0
 
+    def _lp(self, c: np.ndarray, **extra) -> optimize.OptimizeResult:
+        res = optimize.linprog(c, A_ub=extra.pop("A_ub", self.A), b_ub=extra.pop("b_ub", self.b),
+                               bounds=(0, None), method="highs", **extra)
+        if res.status != 0:
+            raise PlanError(f"the packing LP failed: {res.message}")
+        return res
 
-def read_high_water(entry: Entry) -> tuple[int, int]:
-    """(last epoch, last job id) from a high-water entry."""
-    return entry.param("epoch"), entry.param("group")
+    def max_rate(self) -> tuple[float, np.ndarray]:
+        """The best total rate and each link's price (the LP's duals), indexed like topology.links."""
+        res = self._lp(-np.ones(len(self.trees)))
+        duals = -res.ineqlin.marginals
+        self.host_price = float(duals[0])
+        price = np.zeros(len(self.topology.links))
+        price[self.rows] = duals[1:]
+        return -res.fun, price
+
+    def solve(self, members: tuple[str, ...]) -> dict[Tree, float]:
+        """Rates at the best total; among those, shallow trees with few fabric links first."""
+        best, _ = self.max_rate()
+        links = np.asarray(self.A.sum(axis=0)).ravel()
+        cost = np.array([1000.0 * depth(self.topology, members, t) for t in self.trees]) + links
+        A = sparse.vstack([self.A, -np.ones((1, len(self.trees)))])
+        b = np.append(self.b, -best * (1 - 1e-9))
+        res = self._lp(cost, A_ub=A, b_ub=b)
+        return {t: float(x) for t, x in zip(self.trees, res.x) if x > _EPS}
+
+    def best_subset(self, count: int) -> tuple[dict[Tree, float], bool]:
+        """At most ``count`` trees, at the best total rate they can reach (MILP: rate and a pick per tree)."""
+        n = len(self.trees)
+        big = float(self.b.max())
+        c = np.concatenate([-np.ones(n), np.zeros(n)])
+        rows = [sparse.hstack([self.A, sparse.csr_matrix(self.A.shape)]),
+                sparse.hstack([sparse.identity(n), -big * sparse.identity(n)]),
+                sparse.hstack([sparse.csr_matrix((1, n)), np.ones((1, n))])]
+        upper = np.concatenate([self.b, np.zeros(n), [count]])
+        res = optimize.milp(c, constraints=optimize.LinearConstraint(sparse.vstack(rows), -np.inf, upper),
+                            integrality=np.concatenate([np.zeros(n), np.ones(n)]),
+                            bounds=optimize.Bounds(0, np.concatenate([np.full(n, np.inf), np.ones(n)])),
+                            options={"time_limit": MILP_SECONDS})
+        if res.x is None:
+            raise PlanError(f"choosing {count} tree(s) failed: {res.message}")
+        return {t: float(x) for t, x, y in zip(self.trees, res.x[:n], res.x[n:]) if y > 0.5}, res.status == 0
+
+    def bottlenecks(self, rates: dict[Tree, float], host_links: list[int]) -> tuple[int, ...]:
+        x = np.array([rates.get(t, 0.0) for t in self.trees])
+        load = self.A @ x
+        full = [self.rows[r - 1] for r in range(1, len(self.b)) if load[r] >= self.b[r] * (1 - 1e-6)]
+        if load[0] >= self.b[0] * (1 - 1e-6):
+            full += [i for i in host_links if self.topology.links[i].capacity <= self.b[0] * (1 + 1e-9)]
+        return tuple(sorted(full))

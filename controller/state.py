@@ -1,7 +1,9 @@
-"""What the controller must remember between runs: jobs, their allocations, epochs, pipeline knobs.
+"""What the controller must remember between runs: jobs, their trees and allocations, epochs, pipeline knobs.
 
-Everything else (tree, table entries, multicast groups) is recomputed from this and the
-topology by ``controller.plan``.  Saved as JSON after every change, replaced atomically.
+A job's trees are stored as planned (root and uplink ports), because the plan depends on
+link capacities and the solver; table entries and multicast groups are recomputed from
+them and the topology by ``controller.plan`` and ``controller.entries``.  Saved as JSON
+after every change, replaced atomically.
 """
 
 from __future__ import annotations
@@ -10,19 +12,35 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from controller.entries import Allocation
 from controller.pipeline import PipelineOptions
-from controller.plan import Allocation
+from controller.plan import Tree
 
 EPOCH_LIMIT = 1 << 16  # ina.p4's epoch is bit<16>; 0 means "never used" in its registers
 
 
 @dataclass
+class TreeRecord:
+    job_id: int  # the tree's id in the dataplane; its workers listen on WORKER_PORT_BASE + job_id
+    tree: Tree
+    rate: float  # planned wire Mb/s
+    share: float  # of the job's data
+    allocations: dict[str, Allocation]  # per switch of the tree
+
+
+@dataclass
 class JobRecord:
     name: str
-    job_id: int
     members: list[str]  # hosts, in rank order
-    pool_size: int
-    allocations: dict[str, Allocation]  # per switch of the job's tree
+    pool_size: int  # slots per tree on each of its switches
+    trees: list[TreeRecord]
+
+    def switches(self) -> set[str]:
+        return {s for t in self.trees for s in t.allocations}
+
+    def on(self, switch: str) -> list[TreeRecord]:
+        """The job's trees that pass through this switch."""
+        return [t for t in self.trees if switch in t.allocations]
 
 
 @dataclass
@@ -57,6 +75,11 @@ class ControllerState:
         data = json.loads(path.read_text())
         jobs = {}
         for name, j in data["jobs"].items():
-            allocs = {s: Allocation(**a) for s, a in j.pop("allocations").items()}
-            jobs[name] = JobRecord(allocations=allocs, **j)
+            if "trees" not in j:
+                raise ValueError(f"{path}: job {name} was saved by a controller without packed trees; delete the "
+                                 f"state file and the job's entries go with the next `ina-ctl setup`")
+            trees = [TreeRecord(t["job_id"], Tree(t["tree"]["root"], tuple(map(tuple, t["tree"]["uplinks"]))),
+                                t["rate"], t["share"], {s: Allocation(**a) for s, a in t["allocations"].items()})
+                     for t in j.pop("trees")]
+            jobs[name] = JobRecord(trees=trees, **j)
         return cls(PipelineOptions(**data["options"]), jobs, data["next_epoch"], data.get("next_job_id", 1))

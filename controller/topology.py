@@ -9,7 +9,8 @@ A file names hosts, switches and links; a switch port is written ``"s1-p3"`` (po
 Every host has exactly one link, to a switch port.  Switch addresses are optional (derived
 from the switch's position: 10.0.0.(254 - i), 02:00:00:00:fe:(i + 1)); workers send
 aggregation packets to their switch's address, and the switch sends results from it.  The
-link options are Mininet's TCLink ones (Mb/s, delay string, loss %).
+link options are Mininet's TCLink ones (Mb/s, delay string, loss %).  The planner reads a
+link's capacity from its ``bw``; a link without one counts as ``DEFAULT_BW_MBPS`` (1 Gb/s).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 PORT_NAME = re.compile(r"^(?P<switch>[A-Za-z_][\w]*)-p(?P<port>\d+)$")
 MAX_PORT = 510  # v1model: 511 drops, ports are 9 bits
+DEFAULT_BW_MBPS = 1000.0  # capacity of a link whose options give no "bw"
 
 
 class TopologyError(ValueError):
@@ -52,6 +54,12 @@ class Link:
     b: str
     options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
+    @property
+    def capacity(self) -> float:
+        """Mb/s each way: the file's ``bw``, else DEFAULT_BW_MBPS."""
+        bw = self.options.get("bw")
+        return DEFAULT_BW_MBPS if bw is None else float(bw)
+
 
 @dataclass(frozen=True)
 class Neighbour:
@@ -69,6 +77,7 @@ class Topology:
     links: list[Link]
     ports: dict[str, dict[int, Neighbour]]  # switch -> port -> neighbour
     attachment: dict[str, tuple[str, int]]  # host -> (switch, port)
+    port_links: dict[tuple[str, int], int] = field(default_factory=dict)  # (switch, port) -> index in links
 
     @classmethod
     def load(cls, path: str | Path) -> Topology:
@@ -113,6 +122,9 @@ class Topology:
         a, b = (self._endpoint(x, where) for x in item[:2])
         if a[1] is None and b[1] is None:
             raise TopologyError(f"{where}: link {item[:2]} joins two hosts; hosts attach to switch ports")
+        bw = item[2].get("bw") if len(item) == 3 else None
+        if bw is not None and (isinstance(bw, bool) or not isinstance(bw, int | float) or not bw > 0):
+            raise TopologyError(f"{where}: link {item[:2]}: bw must be a positive number of Mb/s, not {bw!r}")
         for (node, port), (peer, peer_port) in ((a, b), (b, a)):
             if port is None:
                 if node in self.attachment:
@@ -122,6 +134,7 @@ class Topology:
                 if port in self.ports[node]:
                     raise TopologyError(f"{where}: {node}-p{port} is used by two links")
                 self.ports[node][port] = Neighbour(port, peer, peer_port)
+                self.port_links[node, port] = len(self.links)
         self.links.append(Link(item[0], item[1], dict(item[2]) if len(item) == 3 else {}))
 
     def _endpoint(self, name: Any, where: str) -> tuple[str, int | None]:
@@ -235,3 +248,69 @@ def tree(leaves: int, per_leaf: int) -> dict:
 
 def _host_spec(n: int) -> dict:
     return {"ip": f"10.0.0.{n}/24", "mac": f"02:00:00:00:00:{n:02x}"}
+
+
+def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int, host_bw: float | None = None,
+               fabric_bw: float | None = None) -> dict:
+    """Every leaf linked to every spine: spine1..spineS, leaf1..leafL, hosts h1.. in leaf order.
+
+    Leaf port j (1..S) goes up to spine j's port (leaf number); the leaf's hosts use ports S+1, ...
+    ``host_bw``/``fabric_bw`` (Mb/s) shape the host and the leaf-spine links (None: unshaped).
+    """
+    if min(spines, leaves, hosts_per_leaf) < 1:
+        raise TopologyError("a leaf-spine needs at least one spine, one leaf and one host per leaf")
+    names = [f"spine{i}" for i in range(1, spines + 1)] + [f"leaf{i}" for i in range(1, leaves + 1)]
+    hosts, links = {}, []
+    for leaf in range(1, leaves + 1):
+        for s in range(1, spines + 1):
+            links.append(_link(f"leaf{leaf}-p{s}", f"spine{s}-p{leaf}", fabric_bw))
+        for j in range(1, hosts_per_leaf + 1):
+            n = (leaf - 1) * hosts_per_leaf + j
+            hosts[f"h{n}"] = _numbered_host(n)
+            links.append(_link(f"h{n}", f"leaf{leaf}-p{spines + j}", host_bw))
+    return {"hosts": hosts, "switches": {name: _numbered_switch(i) for i, name in enumerate(names, 1)},
+            "links": links}
+
+
+def fat_tree(k: int, host_bw: float | None = None, fabric_bw: float | None = None) -> dict:
+    """The k-ary fat-tree (k even): (k/2)^2 core, k pods of k/2 aggregation and k/2 edge switches,
+    k^3/4 hosts (k = 4: 16 hosts, 20 switches; k = 16: 1,024 hosts, 320 switches).
+
+    edgeE (E = pod * k/2 + i + 1) has hosts on ports 1..k/2 and aggregation switches on ports
+    k/2+1..k; aggA has edges on ports 1..k/2 and cores on k/2+1..k; coreC (C = j * k/2 + m + 1)
+    takes port p+1 from pod p's aggregation switch j.
+    """
+    if k < 2 or k % 2:
+        raise TopologyError(f"a fat-tree needs an even k >= 2, not {k}")
+    half = k // 2
+    cores = [f"core{c}" for c in range(1, half * half + 1)]
+    aggs = [f"agg{a}" for a in range(1, k * half + 1)]
+    edges = [f"edge{e}" for e in range(1, k * half + 1)]
+    hosts, links = {}, []
+    for pod in range(k):
+        for i in range(half):
+            edge, agg = edges[pod * half + i], aggs[pod * half + i]
+            for h in range(half):
+                n = (pod * half + i) * half + h + 1
+                hosts[f"h{n}"] = _numbered_host(n)
+                links.append(_link(f"h{n}", f"{edge}-p{h + 1}", host_bw))
+            for j in range(half):
+                links.append(_link(f"{edge}-p{half + j + 1}", f"{aggs[pod * half + j]}-p{i + 1}", fabric_bw))
+                links.append(_link(f"{agg}-p{half + j + 1}", f"{cores[i * half + j]}-p{pod + 1}", fabric_bw))
+    names = cores + aggs + edges
+    return {"hosts": hosts, "switches": {name: _numbered_switch(i) for i, name in enumerate(names, 1)},
+            "links": links}
+
+
+def _link(a: str, b: str, bw: float | None) -> list:
+    return [a, b, {"bw": bw}] if bw is not None else [a, b]
+
+
+def _numbered_host(n: int) -> dict:
+    """Host n of a generated fabric: 10.0.0.n for n < 256, one /8 so any number of hosts fits."""
+    return {"ip": f"10.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}/8", "mac": f"02:00:00:{n >> 16 & 255:02x}:"
+            f"{n >> 8 & 255:02x}:{n & 255:02x}"}
+
+
+def _numbered_switch(i: int) -> dict:
+    return {"ip": f"10.255.{i >> 8 & 255}.{i & 255}", "mac": f"02:00:00:ff:{i >> 8 & 255:02x}:{i & 255:02x}"}

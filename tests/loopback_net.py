@@ -18,13 +18,13 @@ import threading
 from pathlib import Path
 
 from controller.controller import Controller
-from controller.jobspec import JobSpec
 from controller.network import Network, SwitchAccess
 from controller.pipeline import PipelineOptions
 from controller.topology import Topology
 from p4target.dataplane import Dataplane
 from p4target.runtime.service import P4RuntimeServer, serve
 from tests.conftest import free_port
+from worker.jobspec import JobSpec
 
 SWITCH_IP = "127.0.0.254"
 

@@ -18,16 +18,18 @@ import numpy as np
 import pytest
 from scapy.all import IP, UDP, Ether, raw
 
-from controller import plan
+from controller import entries, plan
 from controller.controller import Controller, JobError
+from controller.entries import HIGH_WATER_CHILD
 from controller.network import Network, SwitchAccess
 from controller.p4runtime_client import SwitchError
-from controller.plan import HIGH_WATER_CHILD, PlanError, build_tree
+from controller.plan import PlanError
 from controller.topology import Topology, TopologyError, single, tree
 from p4target.dataplane import Dataplane
 from p4target.runtime.service import P4RuntimeServer, serve
 from tests.conftest import free_port
 from worker import protocol
+from worker.jobspec import JobSpec
 
 
 class Switches:
@@ -78,14 +80,15 @@ def members(c: Controller, switch: str) -> set:
     return {e for e in c.installed_entries(switch, "InaIngress.jobs") if e.key("hdr.ina.child") != HIGH_WATER_CHILD}
 
 
-def contribution(topology: Topology, spec, rank: int, values: np.ndarray, slot: int = 0, seq: int = 1) -> bytes:
-    """A worker's data packet as it leaves its host."""
-    m = spec.members[rank]
+def contribution(topology: Topology, spec, rank: int, values: np.ndarray, slot: int = 0, seq: int = 1,
+                 tree: int = 0) -> bytes:
+    """A worker's data packet for one of the job's trees, as it leaves its host."""
+    m, t = spec.members[rank], spec.trees[tree]
     P = protocol.load(spec.values)
     host = topology.hosts[m.host]
-    payload = P.pack(values, msg_type=P.MSG_DATA, job_id=spec.job_id, child=m.child, slot=slot, seq=seq)
+    payload = P.pack(values, msg_type=P.MSG_DATA, job_id=t.job_id, child=t.children[rank], slot=slot, seq=seq)
     return raw(Ether(src=host.mac, dst=m.switch_mac) / IP(src=m.ip, dst=m.switch_ip)
-               / UDP(sport=m.port, dport=spec.udp_port) / payload)
+               / UDP(sport=t.port, dport=spec.udp_port) / payload)
 
 
 def run_tree(switches: Switches, spec, frames: dict[int, bytes]) -> dict[str, list[bytes]]:
@@ -121,6 +124,12 @@ def test_topology_errors_name_the_problem():
         Topology.from_dict(dup)
 
 
+def build_tree(topo: Topology, members: list[str], max_children: int) -> dict[str, plan.TreeNode]:
+    """The one-tree plan's nodes."""
+    (one,) = plan.plan_job(topo, members, max_children, max_trees=1).trees
+    return plan.nodes(topo, members, one.tree)
+
+
 def test_tree_root_children_and_fan_in():
     topo = Topology.from_dict(tree(2, 2))
     t = build_tree(topo, ["h1", "h2", "h3", "h4"], 32)
@@ -148,8 +157,9 @@ def test_setup_installs_routes_and_is_idempotent(net_single, tmp_path):
 def test_job_on_one_switch_sums(net_single, tmp_path):
     c = controller(net_single, tmp_path)
     spec = c.create_job("train", ["h1", "h2", "h3"], pool_size=16)
-    assert [m.child for m in spec.members] == [0, 1, 2] and spec.pool_size == 16
-    assert json.loads((tmp_path / "jobs" / "train.json").read_text())["job_id"] == spec.job_id
+    (tree,) = spec.trees
+    assert tree.children == (0, 1, 2) and spec.pool_size == 16 and (tree.root, tree.share) == ("s1", 1.0)
+    assert JobSpec.load(tmp_path / "jobs" / "train.json") == spec
     jobs = members(c, "s1")
     assert {(e.key("sm.ingress_port"), e.key("hdr.ina.child")) for e in jobs} == {(1, 0), (2, 1), (3, 2)}
     assert c.installed_entries("s1") == c.expected_entries("s1")
@@ -161,9 +171,9 @@ def test_job_on_one_switch_sums(net_single, tmp_path):
     for m in spec.members:
         (frame,) = out[m.host]
         pkt = Ether(frame)
-        assert (pkt[IP].dst, pkt[UDP].dport, pkt[IP].src) == (m.ip, m.port, m.switch_ip)
+        assert (pkt[IP].dst, pkt[UDP].dport, pkt[IP].src) == (m.ip, tree.port, m.switch_ip)
         fields, got = P.unpack(bytes(pkt[UDP].payload))
-        assert fields["msg_type"] == P.MSG_RESULT and fields["child"] == m.child
+        assert fields["msg_type"] == P.MSG_RESULT and fields["child"] == tree.children[m.rank]
         np.testing.assert_array_equal(got, sum(v.astype(np.int64) for v in values))
     stats = c.status()["jobs"]["train"]["s1"]
     assert (stats["aggregated"], stats["results"]) == (3, 1)
@@ -196,16 +206,17 @@ def test_two_jobs_then_delete_one(net_single, tmp_path):
     c = controller(net_single, tmp_path)
     a = c.create_job("a", ["h1", "h2"], pool_size=100)
     b = c.create_job("b", ["h3", "h4", "h1"], pool_size=50)
-    bases = {j: c.state.jobs[j].allocations["s1"].pool_base for j in "ab"}
-    assert bases == {"a": 0, "b": 100} and a.job_id != b.job_id
+    bases = {j: c.state.jobs[j].trees[0].allocations["s1"].pool_base for j in "ab"}
+    assert bases == {"a": 0, "b": 100} and a.trees[0].job_id != b.trees[0].job_id
     c.delete_job("a")
-    assert {e.key("hdr.ina.job_id") for e in members(c, "s1")} == {b.job_id}
-    assert {e.key("hdr.ina.job_id") for e in c.installed_entries("s1", "InaEgress.receivers")} == {b.job_id}
+    assert {e.key("hdr.ina.job_id") for e in members(c, "s1")} == {b.trees[0].job_id}
+    assert {e.key("hdr.ina.job_id") for e in c.installed_entries("s1", "InaEgress.receivers")} == {b.trees[0].job_id}
     assert not (tmp_path / "jobs" / "a.json").exists()
-    assert list(c.installed_groups("s1")) == [c.state.jobs["b"].allocations["s1"].cell + 1]
+    assert list(c.installed_groups("s1")) == [c.state.jobs["b"].trees[0].allocations["s1"].cell + 1]
     c2 = c.create_job("c", ["h2"], pool_size=100)  # a's freed range is reused
-    assert c.state.jobs["c"].allocations["s1"].pool_base == 0
-    assert c2.job_id not in (a.job_id, b.job_id)  # never the id of a job whose packets may still fly
+    assert c.state.jobs["c"].trees[0].allocations["s1"].pool_base == 0
+    # never the id of a job whose packets may still fly
+    assert c2.trees[0].job_id not in (a.trees[0].job_id, b.trees[0].job_id)
     # b still aggregates
     vals = {r: np.full(b.values, 7, dtype=np.int32) for r in range(3)}
     out = run_tree(net_single, b, {r: contribution(net_single.topology, b, r, vals[r], slot=49) for r in range(3)})
@@ -214,7 +225,7 @@ def test_two_jobs_then_delete_one(net_single, tmp_path):
 
 
 @pytest.mark.parametrize("request_, message", [
-    ({"members": ["h1", "h9"]}, "unknown hosts"),
+    ({"members": ["h1", "h9"]}, "h9: not hosts of the topology"),
     ({"members": ["h1", "h1"]}, "listed twice"),
     ({"pool_size": 5000}, "outside 1..1024"),
     ({"pool_size": 600}, "no 600 free consecutive slots"),
@@ -268,8 +279,8 @@ def test_a_lost_state_file_never_repeats_an_epoch_or_job_id(net_single, tmp_path
     first.close()
     second = controller(net_single, tmp_path / "b")  # another state file: it knows nothing of job a
     new = second.create_job("b", ["h1", "h2"], pool_size=8)
-    assert new.job_id > old.job_id
-    assert second.state.jobs["b"].allocations["s1"].epoch > 1
+    assert new.trees[0].job_id > old.trees[0].job_id
+    assert second.state.jobs["b"].trees[0].allocations["s1"].epoch > 1
     # h1 alone sends the same slot and seq as job a's finished round: no stale sum comes back
     out = run_tree(net_single, new, {0: contribution(net_single.topology, new, 0, np.ones(new.values, np.int32))})
     assert out["h1"] == [] and out["h2"] == []
@@ -278,9 +289,10 @@ def test_a_lost_state_file_never_repeats_an_epoch_or_job_id(net_single, tmp_path
 
 def test_setup_removes_what_no_job_needs_and_a_failed_create_rolls_back(net_tree, tmp_path):
     c = controller(net_tree, tmp_path)
-    stray = plan.job_entries(net_tree.topology, c.pipeline("s1").protocol,
-                             plan.build_tree(net_tree.topology, ["h1", "h2"], 32)["s2"], 77, 4,
-                             plan.Allocation(500, 9, 3), 40077)
+    (one,) = plan.plan_job(net_tree.topology, ["h1", "h2"], 32).trees
+    stray = entries.job_entries(net_tree.topology, c.pipeline("s1").protocol,
+                                plan.nodes(net_tree.topology, ["h1", "h2"], one.tree)["s2"], 77, 4,
+                                entries.Allocation(500, 9, 3), 40077)
     c._install("s2", stray[0], [stray[1]])  # as if left by a crashed controller
     c.setup()
     assert c.installed_entries("s2") == c.expected_entries("s2") and c.installed_groups("s2") == {}
@@ -352,7 +364,7 @@ def test_command_line(switch_process, tmp_path):
     status = json.loads(ina_ctl("status").stdout)
     assert status["jobs"]["demo"]["s1"]["aggregated"] == 0 and "truncated" in status["drops"]["s1"]
     bad = ina_ctl("job", "create", "other", "--hosts", "h1,h7", "--pool-size", "8")
-    assert bad.returncode == 1 and "unknown hosts ['h7']" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 1 and "h7: not hosts of the topology" in bad.stderr and "Traceback" not in bad.stderr
     assert ina_ctl("job", "delete", "demo").returncode == 0
     assert "demo" not in json.loads(ina_ctl("status").stdout)["jobs"]
     missing = ina_ctl("job", "delete", "demo")

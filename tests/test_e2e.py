@@ -134,7 +134,8 @@ def test_dead_worker_fails_the_others_clearly_then_a_fresh_job_works(single8):
     survivors = reports(procs[:2], wait=60)
     procs[2].communicate()
     for r in survivors:
-        assert r["error"].startswith("AllreduceTimeout: no result for 2.0 s"), r
+        assert r["error"].startswith("AllreduceTimeout: tree 1/1 of job doomed (root s1, job id "), r
+        assert "no result for 2.0 s" in r["error"], r
         assert "seq" in r["error"] and "retransmissions" in r["error"]
     controller.delete_job("doomed")
     controller.create_job("fresh", hosts, pool_size=32)

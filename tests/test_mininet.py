@@ -22,7 +22,7 @@ import pytest
 
 from controller.controller import Controller
 from controller.network import Network, SwitchAccess
-from controller.topology import Topology, single, tree
+from controller.topology import Topology, fat_tree, leaf_spine, single, tree
 from p4target import netns
 from tests.mininet_env import USABLE, needs_mininet
 
@@ -37,7 +37,8 @@ if USABLE:
     from bmv2env.runstate import NetworkBusy, RunState, link_exists
 
 
-@pytest.mark.parametrize("name, built", [("single-4", single(4)), ("single-8", single(8)), ("tree-4", tree(2, 2))])
+@pytest.mark.parametrize("name, built", [("single-4", single(4)), ("single-8", single(8)), ("tree-4", tree(2, 2)),
+                                         ("leafspine-2x2", leaf_spine(2, 2, 2)), ("fattree-4", fat_tree(4))])
 def test_shipped_topologies_equal_their_builders(name: str, built: dict) -> None:
     path = TOPOLOGIES / f"{name}.json"
     assert json.loads(path.read_text()) == built

@@ -7,6 +7,8 @@
 
 Every worker of the job must make the same sequence of calls with arrays of the same size
 (as with any collective); the sum is the switch's, so every worker gets the same bits back.
+A job over several aggregation trees splits each call by the trees' shares, on chunk
+boundaries, and runs the parts at once (one socket per tree, one I/O loop).
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.jobspec import JobSpec
 from worker import protocol, quantize
-from worker.engine import Allreduce, Link, Stats
+from worker.engine import Allreduce, Link, Stats, overflow_error, run_together
 from worker.errors import AllreduceError
+from worker.jobspec import JobSpec
 
 SUPPORTED = (np.float32, np.float64, np.float16, np.int32)
 
@@ -39,16 +41,24 @@ class Worker:
             raise ValueError(f"window {window} must be within 1..{spec.pool_size} (the job's pool size)")
         self.spec, self.rank = spec, rank
         me = spec.members[rank]
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        P = protocol.load(spec.values, spec.udp_port)
+        self._links: list[Link] = []
         try:
-            sock.bind((bind_ip if bind_ip is not None else me.ip, me.port))
-        except OSError as e:
-            sock.close()
-            raise OSError(f"rank {rank} cannot listen on {me.ip}:{me.port} (is it running on {me.host}?): {e}") from e
-        sock.setblocking(False)
-        self._link = Link(sock, (me.switch_ip, spec.udp_port), spec.job_id, me.child, len(spec.members), window,
-                          protocol.load(spec.values, spec.udp_port), timeout)
+            for i, tree in enumerate(spec.trees):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                self._links.append(Link(sock, (me.switch_ip, spec.udp_port), tree.job_id, tree.children[rank],
+                                        len(spec.members), window, P, timeout, _tree_name(spec, i)))
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+                try:
+                    sock.bind((bind_ip if bind_ip is not None else me.ip, tree.port))
+                except OSError as e:
+                    raise OSError(f"rank {rank} cannot listen on {me.ip}:{tree.port} for {_tree_name(spec, i)} "
+                                  f"(is it running on {me.host}?): {e}") from e
+                sock.setblocking(False)
+        except BaseException:
+            for link in self._links:
+                link.sock.close()
+            raise
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-worker-{rank}")
         self._closed = False
         self._lock = threading.Lock()
@@ -64,7 +74,12 @@ class Worker:
 
     @property
     def stats(self) -> Stats:
-        return self._link.stats
+        """Counts over the worker's life, all trees together."""
+        total = Stats()
+        for link in self._links:
+            for name, value in vars(link.stats).items():
+                setattr(total, name, getattr(total, name) + value)
+        return total
 
     # --- the API -------------------------------------------------------------------------------
 
@@ -89,7 +104,8 @@ class Worker:
         with self._lock:
             self._closed = True
         self._io.shutdown(wait=True)
-        self._link.sock.close()
+        for link in self._links:
+            link.sock.close()
 
     def __enter__(self) -> Worker:
         return self
@@ -114,17 +130,29 @@ class Worker:
         return flat.copy()
 
     def _run(self, flat: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        if self._link.broken:
-            raise AllreduceError("an earlier allreduce of this Worker timed out, so its packet sequence no longer "
+        if any(link.broken for link in self._links):
+            raise AllreduceError("an earlier allreduce of this Worker failed, so its packet sequence no longer "
                                  "matches the other workers'; start a new job")
-        V = self._link.protocol.values
+        V = self._links[0].protocol.values
         n = -(-len(flat) // V)
         chunks = np.zeros((n, V), flat.dtype)
         chunks.reshape(-1)[:len(flat)] = flat
         exact = dtype == np.int32
-        sums, agreed = Allreduce(self._link, chunks, exact).run()
+        parts = [(first, Allreduce(link, chunks[first:end], exact))
+                 for link, (first, end) in zip(self._links, self.spec.split(n)) if end > first]
+        run_together([stream for _, stream in parts])
+        sums = np.concatenate([stream.sums for _, stream in parts]) if parts else np.zeros((0, V), np.int32)
+        overflowed = [first + c for first, stream in parts for c in stream.overflowed]
+        if overflowed:
+            raise overflow_error(overflowed, V)
         if exact:
             out = sums.reshape(-1)[:len(flat)]
         else:
-            out = quantize.dequantize(sums, quantize.shifts(agreed, self._link.workers)).reshape(-1)[:len(flat)]
+            agreed = np.concatenate([stream.agreed for _, stream in parts]) if parts else np.zeros(0, np.int8)
+            out = quantize.dequantize(sums, quantize.shifts(agreed, len(self.spec.members))).reshape(-1)[:len(flat)]
         return out.astype(dtype).reshape(shape)
+
+
+def _tree_name(spec: JobSpec, i: int) -> str:
+    tree = spec.trees[i]
+    return f"tree {i + 1}/{len(spec.trees)} of job {spec.name} (root {tree.root}, job id {tree.job_id})"

@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from controller.jobspec import JobSpec
 from worker import AllreduceError, Worker, quantize
+from worker.jobspec import JobSpec
 
 
 def gradient(seed: int, rank: int, size: int, dtype: str) -> np.ndarray:

@@ -11,6 +11,10 @@ window ahead, as in SwitchML. int32 arrays need no exponents: packet q carries c
 Lost packets are sent again after a retransmission timeout (RTT-estimated, doubled on each
 retry); results are matched by slot, set and seq, and anything else is counted and dropped.
 No progress for ``timeout`` seconds raises AllreduceTimeout naming what is missing.
+
+A job over several aggregation trees has one Link per tree (its own socket, job id and
+sequence); ``run_together`` drives one Allreduce per tree in a single loop, so the trees'
+packets go out side by side and a failure of any tree stops them all.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ class Link:
     window: int
     protocol: Protocol
     timeout: float
+    name: str = "the job's tree"  # how errors name this tree
     stats: Stats = field(default_factory=Stats)
     next_packet: int = 0  # g of the next allreduce's first packet
     broken: bool = False  # after a timeout: later calls would not line up with the other workers
@@ -99,6 +104,7 @@ class Allreduce:
         self.next_q = 0
         self.overflowed: list[int] = []  # chunks whose sum wrapped: raised once every packet is done
         self.finished = 0
+        self.last_progress = time.monotonic()
         lay = P.layout
         self._static = (P.MSG_DATA << lay["msg_type"][0]) | (link.job_id << lay["job_id"][0]) | \
             (link.child << lay["child"][0])
@@ -179,41 +185,44 @@ class Allreduce:
 
     # --- the loop ----------------------------------------------------------------------------
 
+    @property
+    def complete(self) -> bool:
+        return self.finished >= self.total
+
+    def pump(self, now: float) -> float:
+        """Send what the window allows and what timed out; returns when this stream next needs a look."""
+        while self._sendable(self.next_q):
+            self._send(self.next_q)
+            self.next_q += 1
+        while self.timers and self.timers[0][0] <= now:
+            expiry, q = heapq.heappop(self.timers)
+            if not self.done[q] and expiry == self.expiry[q]:
+                self._back_off(now)
+                self._send(q, retransmit=True)
+        return min(self.timers[0][0] if self.timers else now + 0.05, self.last_progress + self.link.timeout)
+
+    def drain(self, buf: bytearray) -> None:
+        """Take every datagram waiting on the socket; raise AllreduceTimeout after ``timeout`` without progress."""
+        before, view = self.finished, memoryview(buf)
+        while True:
+            try:
+                size = self.link.sock.recv_into(buf)
+            except BlockingIOError:
+                break
+            self._accept(bytes(view[:size]))
+        now = time.monotonic()
+        if self.finished > before:
+            self.last_progress = now
+        elif now - self.last_progress >= self.link.timeout:
+            raise self._timeout_error()
+        if self.complete:
+            self.link.next_packet = self.base + self.total
+
     def run(self) -> tuple[np.ndarray, np.ndarray]:
-        sock, buf = self.link.sock, bytearray(65536)
-        view = memoryview(buf)
-        last_progress = time.monotonic()
-        while self.finished < self.total:
-            while self._sendable(self.next_q):
-                self._send(self.next_q)
-                self.next_q += 1
-            now = time.monotonic()
-            while self.timers and self.timers[0][0] <= now:
-                expiry, q = heapq.heappop(self.timers)
-                if not self.done[q] and expiry == self.expiry[q]:
-                    self._back_off(now)
-                    self._send(q, retransmit=True)
-            wait = min(self.timers[0][0] - now if self.timers else 0.05, last_progress + self.link.timeout - now)
-            if wait > 0:
-                select.select([sock], [], [], wait)
-            before = self.finished
-            while True:
-                try:
-                    size = sock.recv_into(buf)
-                except BlockingIOError:
-                    break
-                self._accept(bytes(view[:size]))
-            now = time.monotonic()
-            if self.finished > before:
-                last_progress = now
-            elif now - last_progress >= self.link.timeout:
-                self.link.broken = True  # the workers' packet sequences no longer agree
-                raise self._timeout_error()
-        self.link.next_packet = self.base + self.total
+        """This allreduce alone: the (chunks, V) sums and the agreed exponents; raises on overflow."""
+        run_together([self])
         if self.overflowed:
-            c, V = min(self.overflowed), self.P.values
-            raise SwitchOverflowError(f"the switch flagged an int32 overflow in {len(self.overflowed)} chunk(s), "
-                                      f"first chunk {c} (elements {c * V}..{(c + 1) * V - 1}); those sums wrapped")
+            raise overflow_error(self.overflowed, self.P.values)
         return self.sums, self.agreed
 
     def _back_off(self, now: float) -> None:
@@ -229,8 +238,38 @@ class Allreduce:
         shown = ", ".join(f"slot {(self.base + q) % W} set {((self.base + q) // W) % 2} seq {self.base + q + 1}"
                           f" ({self.retries.get(q, 0)} retransmissions)" for q in sent[:5])
         return AllreduceTimeout(
-            f"no result for {self.link.timeout:.1f} s: {self.finished}/{self.total} packets done, {len(sent)} sent "
-            f"without a result ({shown}{', ...' if len(sent) > 5 else ''}), {len(missing) - len(sent)} not sent "
-            f"yet (window full). Some worker of job {self.link.job_id} stopped contributing, or the path to switch "
-            f"{self.link.switch[0]} is down.", missing=[self.base + q + 1 for q in sent],
-            retransmissions=sum(self.retries.values()))
+            f"{self.link.name}: no result for {self.link.timeout:.1f} s: {self.finished}/{self.total} packets done, "
+            f"{len(sent)} sent without a result ({shown}{', ...' if len(sent) > 5 else ''}), "
+            f"{len(missing) - len(sent)} not sent yet (window full). Some worker of job id {self.link.job_id} "
+            f"stopped contributing, or the path to switch {self.link.switch[0]} is down.",
+            missing=[self.base + q + 1 for q in sent], retransmissions=sum(self.retries.values()))
+
+
+def run_together(streams: list[Allreduce]) -> None:
+    """Drive several allreduces (one per tree) to completion in one loop.
+
+    Any failure marks every link broken (the workers' packet sequences no longer agree) and is
+    raised at once; the other streams are abandoned, so no partial result is ever returned.
+    """
+    buf = bytearray(65536)
+    try:
+        for s in streams:
+            s.last_progress = time.monotonic()
+        while active := [s for s in streams if not s.complete]:
+            now = time.monotonic()
+            wake = min(s.pump(now) for s in active)
+            wait = wake - time.monotonic()
+            readable = select.select([s.link.sock for s in active], [], [], max(0.0, wait))[0]
+            for s in active:
+                if s.link.sock in readable or time.monotonic() >= s.last_progress + s.link.timeout:
+                    s.drain(buf)
+    except BaseException:
+        for s in streams:
+            s.link.broken = True
+        raise
+
+
+def overflow_error(chunks: list[int], values: int) -> SwitchOverflowError:
+    c = min(chunks)
+    return SwitchOverflowError(f"the switch flagged an int32 overflow in {len(chunks)} chunk(s), first chunk {c} "
+                               f"(elements {c * values}..{(c + 1) * values - 1}); those sums wrapped")

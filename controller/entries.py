@@ -1,0 +1,94 @@
+"""The table entries and multicast groups a switch needs, computed from the topology alone.
+
+``job_entries`` turns one switch's place in an aggregation tree (``controller.plan``) into its
+entries for that tree; ``route_entries`` gives IPv4 routes.  Everything is a pure function of
+its inputs, so the controller can recompute a job's entries at any time (to delete them, to
+re-provision a restarted switch, or to compare with what a switch holds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.plan import TreeNode
+from controller.schema import Entry
+from controller.topology import Topology, mac_int
+from worker.protocol import Protocol
+
+HIGH_WATER_CHILD = 0xFE  # jobs-table key child of the inert entry recording a switch's counters
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A tree's share of one switch: pool slots, a telemetry/multicast cell and an epoch."""
+
+    pool_base: int
+    cell: int  # job_stats cells cell*JOB_STAT_COUNT.., multicast group cell+1
+    epoch: int
+
+
+def job_entries(topology: Topology, protocol: Protocol, node: TreeNode, job_id: int, pool_size: int,
+                alloc: Allocation, worker_port: int) -> tuple[list[Entry], tuple[int, list[tuple[int, int]]]]:
+    """One switch's table entries for a job, and its multicast group as (id, [(port, instance)])."""
+    me = topology.switches[node.switch]
+    group = alloc.cell + 1  # group 0 means "no multicast"
+    stats_base = alloc.cell * protocol.JOB_STAT_COUNT
+    member = {"pool_base": alloc.pool_base, "pool_size": pool_size, "children": len(node.children),
+              "is_root": int(node.parent is None), "group": group, "parent_port": node.parent_port,
+              "index_at_parent": node.index_at_parent, "epoch": alloc.epoch, "stats_base": stats_base}
+    entries = []
+    for child in node.children:
+        entries.append(Entry.of("InaIngress.jobs", {"sm.ingress_port": child.port, "hdr.ina.job_id": job_id,
+                                                    "hdr.ina.child": child.index}, "InaIngress.member", member))
+        entries.append(_address(job_id, child.index, topology, me, child.node,
+                                worker_port if child.node in topology.hosts else protocol.INA_UDP_PORT))
+    if node.parent is not None:
+        entries.append(Entry.of("InaIngress.jobs", {"sm.ingress_port": node.parent_port, "hdr.ina.job_id": job_id,
+                                                    "hdr.ina.child": node.index_at_parent},
+                                "InaIngress.result_from_parent", {"group": group, "stats_base": stats_base}))
+        entries.append(_address(job_id, protocol.RECEIVER_PARENT, topology, me, node.parent, protocol.INA_UDP_PORT))
+    return entries, (group, [(c.port, c.index) for c in node.children])
+
+
+def _address(job_id: int, receiver: int, topology: Topology, me, peer: str, udp_port: int) -> Entry:
+    """Egress rewrite for one receiver: from this switch's address to the peer's."""
+    if peer in topology.hosts:
+        ip, mac = int(topology.hosts[peer].ip.ip), topology.hosts[peer].mac
+    else:
+        ip, mac = int(topology.switches[peer].ip), topology.switches[peer].mac
+    return Entry.of("InaEgress.receivers", {"hdr.ina.job_id": job_id, "meta.receiver": receiver}, "InaEgress.address",
+                    {"dst_mac": mac_int(mac), "src_mac": mac_int(me.mac), "dst_ip": ip, "src_ip": int(me.ip),
+                     "dst_port": udp_port})
+
+
+def route_entries(topology: Topology, switch: str) -> list[Entry]:
+    """IPv4 /32 routes from this switch to every host, over shortest paths."""
+    me = topology.switches[switch]
+    entries = []
+    for host in topology.hosts.values():
+        edge, port = topology.attachment[host.name]
+        if edge != switch:
+            hops = topology.next_hops(edge)
+            if switch not in hops:
+                continue  # unreachable: a disconnected part of the topology
+            port = hops[switch]
+        entries.append(Entry.of("InaIngress.ipv4_routes", {"hdr.ipv4.dst": (int(host.ip.ip), 32)},
+                                "InaIngress.forward", {"port": port, "dst_mac": mac_int(host.mac),
+                                                       "src_mac": mac_int(me.mac)}))
+    return entries
+
+
+def high_water_entry(last_epoch: int, last_job_id: int) -> Entry:
+    """The inert jobs entry where a switch keeps the last epoch and job id handed out to it.
+
+    ina.p4 looks the jobs table up only for child < 32, so this key never matches a packet.
+    """
+    return Entry.of("InaIngress.jobs", {"sm.ingress_port": 0, "hdr.ina.job_id": 0, "hdr.ina.child": HIGH_WATER_CHILD},
+                    "InaIngress.member", {"pool_base": 0, "pool_size": 0, "children": 0, "is_root": 0,
+                                          "group": last_job_id, "parent_port": 0, "index_at_parent": 0,
+                                          "epoch": last_epoch, "stats_base": 0})
+
+
+def read_high_water(entry: Entry) -> tuple[int, int]:
+    """(last epoch, last job id) from a high-water entry."""
+    return entry.param("epoch"), entry.param("group")

@@ -1,0 +1,112 @@
+"""The job spec: everything a worker needs to join a job, as JSON.
+
+The worker owns this format and the controller writes it (the worker never imports the
+controller), so training hosts read it with the standard library and numpy alone.
+
+A job runs over one or more aggregation trees.  Each tree is its own job id in the
+dataplane, with its own slot pools on its switches and its own UDP port at every worker;
+every allreduce is split over the trees by their shares, on chunk boundaries::
+
+    {"format": "ina-job/2", "name": "train", "values": 64, "udp_port": 48879, "pool_size": 64,
+     "members": [{"rank": 0, "host": "h1", "ip": "10.0.0.1", "switch": "leaf1",
+                  "switch_ip": "10.0.0.254", "switch_mac": "02:00:00:00:fe:01"}, ...],
+     "trees": [{"job_id": 7, "root": "spine1", "share": 0.5, "rate_mbps": 4.0, "port": 40007,
+                "children": [0, 1, 0, 1]}, ...]}
+
+``children[rank]`` is the member's child index at its switch in that tree (the ``child``
+header field, its bit in the slot bitmap).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+FORMAT = "ina-job/2"
+
+
+class JobSpecError(ValueError):
+    """A job spec file that a worker cannot use."""
+
+
+@dataclass(frozen=True)
+class Member:
+    rank: int
+    host: str
+    ip: str  # the worker's own address; results come to ip:tree.port
+    switch: str  # the switch its one link leads to
+    switch_ip: str  # where aggregation packets go (UDP to switch_ip:udp_port)
+    switch_mac: str
+
+
+@dataclass(frozen=True)
+class Tree:
+    job_id: int  # the tree's id in the dataplane (the header's job_id)
+    root: str
+    share: float  # of every allreduce's chunks
+    rate_mbps: float  # the planner's rate for this tree (wire Mb/s on each of its links)
+    port: int  # the UDP port where this tree's results arrive at every member
+    children: tuple[int, ...]  # per rank: the member's child index at its switch
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    values: int  # int32 values per packet (INA_VALUES)
+    udp_port: int  # the switches' aggregation port
+    pool_size: int  # slots of each tree a worker may use: 0 .. pool_size-1, two sets each
+    members: tuple[Member, ...]
+    trees: tuple[Tree, ...]
+
+    def __post_init__(self) -> None:
+        if not self.members or not self.trees:
+            raise JobSpecError(f"job {self.name}: needs at least one member and one tree")
+        if [m.rank for m in self.members] != list(range(len(self.members))):
+            raise JobSpecError(f"job {self.name}: members must be listed by rank 0..{len(self.members) - 1}")
+        for t in self.trees:
+            if len(t.children) != len(self.members):
+                raise JobSpecError(f"job {self.name}: tree {t.job_id} names {len(t.children)} children for "
+                                   f"{len(self.members)} members")
+        shares = [t.share for t in self.trees]
+        if any(s <= 0 for s in shares) or not math.isclose(sum(shares), 1.0, abs_tol=1e-6):
+            raise JobSpecError(f"job {self.name}: tree shares {shares} must be positive and sum to 1")
+        if len({t.port for t in self.trees}) != len(self.trees):
+            raise JobSpecError(f"job {self.name}: two trees share a worker port")
+
+    def split(self, chunks: int) -> list[tuple[int, int]]:
+        """Each tree's [first, end) range of an allreduce's chunks, in proportion to the shares.
+
+        Largest remainder, so the counts add up exactly and every worker computes the same split.
+        """
+        ideal = [t.share * chunks for t in self.trees]
+        counts = [math.floor(x) for x in ideal]
+        by_remainder = sorted(range(len(ideal)), key=lambda i: (counts[i] - ideal[i], i))
+        for i in by_remainder[:chunks - sum(counts)]:
+            counts[i] += 1
+        ranges, start = [], 0
+        for c in counts:
+            ranges.append((start, start + c))
+            start += c
+        return ranges
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"format": FORMAT, **asdict(self)}, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> JobSpec:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise JobSpecError(f"{path}: cannot read the job spec: {e}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise JobSpecError(f"{path}: not a job spec of format {FORMAT} (written by another controller version?)")
+        try:
+            del data["format"]
+            members = tuple(Member(**m) for m in data.pop("members"))
+            trees = tuple(Tree(**{**t, "children": tuple(t["children"])}) for t in data.pop("trees"))
+            return cls(members=members, trees=trees, **data)
+        except (KeyError, TypeError) as e:
+            raise JobSpecError(f"{path}: malformed job spec: {e}") from None

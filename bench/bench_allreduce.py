@@ -261,14 +261,14 @@ def topology_with_bw(workers: int, bw: float) -> Any:
 
 
 @contextmanager
-def network(workers: int, bw: float, run_dir: Path, busy_wait: float) -> Iterator[Any]:
+def network(topology: Any, run_dir: Path, busy_wait: float) -> Iterator[Any]:
     """The started InaNetwork; waits while another network holds the interfaces (NetworkBusy)."""
     from bmv2env.network import InaNetwork
     from bmv2env.runstate import NetworkBusy
 
     deadline = time.monotonic() + busy_wait
     while True:
-        net = InaNetwork(topology_with_bw(workers, bw), run_dir, target="builtin")
+        net = InaNetwork(topology, run_dir, target="builtin")
         try:
             net.start()
             break
@@ -490,7 +490,7 @@ def bench(args: argparse.Namespace) -> int:
                 args.bw[args.workers.index(n)] if args.bw else default_bw(n)
             print(f"\nN={n}: starting single({n}) with {bw:g} Mbit/s host links ...", flush=True)
             with ExitStack() as stack:
-                net = stack.enter_context(network(n, bw, run_root / f"n{n}", args.busy_wait))
+                net = stack.enter_context(network(topology_with_bw(n, bw), run_root / f"n{n}", args.busy_wait))
                 controller = stack.enter_context(Controller(net.network, run_root / f"n{n}" / "controller.json",
                                                             PipelineOptions(values=VALUES)))
                 controller.setup()

@@ -41,6 +41,7 @@ from controller.topology import Topology
 MIN_SHARE = 0.02  # a tree below this share of the job's rate is not worth its switch state
 MAX_ROUNDS = 30  # column generation rounds (each asks every root for a better tree)
 MILP_SECONDS = 10.0  # time limit of the tree-count MILP
+FAN_IN_TRIES = 8  # re-routings of a root's tree around switches with too many children
 _EPS = 1e-9
 
 
@@ -175,6 +176,9 @@ def check_tree(topology: Topology, members: list[str] | tuple[str, ...], tree: T
         n = topology.ports.get(s, {}).get(port)
         if n is None or n.node not in topology.switches:
             raise PlanError(f"tree of root {tree.root}: {s}-p{port} does not lead to a switch")
+    outside = sorted({topology.ports[s][p].node for s, p in up.items()} - {tree.root, *up})
+    if outside:
+        raise PlanError(f"tree of root {tree.root}: {', '.join(outside)} has no uplink of its own")
     for m in members:
         s, seen = topology.attachment[m][0], set()
         while s != tree.root:
@@ -234,6 +238,27 @@ class _Fabric:
                 s = self.topology.ports[s][uplink[s]].node
         return Tree(root, tuple(sorted(used.items())))
 
+    def fitting_tree(self, root: str, edges: list[str], price: np.ndarray, hosts_at: dict[str, int],
+                     max_children: int) -> Tree | None:
+        """The cheapest tree, re-routed while a switch has more than ``max_children`` children: the
+        child switches beyond the limit find their uplink to it priced out, and go up another way."""
+        penalty = np.zeros_like(price)
+        for _ in range(FAN_IN_TRIES):
+            tree = self.cheapest_tree(root, edges, price + penalty)
+            if tree is None:
+                return None
+            below: dict[str, list[tuple[str, int]]] = {}
+            for s, port in tree.uplinks:
+                below.setdefault(self.topology.ports[s][port].node, []).append((s, port))
+            over = {p: kids[max(0, max_children - hosts_at.get(p, 0)):] for p, kids in below.items()
+                    if hosts_at.get(p, 0) + len(kids) > max_children}
+            if not over:
+                break
+            for kids in over.values():
+                for s, port in kids:
+                    penalty[self.topology.port_links[s, port]] += 1e3 * (1 + float(price.max()))
+        return tree
+
 
 def fabric_links(topology: Topology, tree: Tree) -> list[int]:
     return sorted(topology.port_links[s, p] for s, p in tree.uplinks)
@@ -269,9 +294,22 @@ def plan_job(topology: Topology, members: list[str] | tuple[str, ...], max_child
         columns[tree] = fabric_links(topology, tree)
         return True
 
-    zero = np.zeros(len(topology.links))
-    for root in topology.switches:
-        consider(fabric.cheapest_tree(root, edges, zero))
+    hosts_at: dict[str, int] = {}
+    for m in members:
+        hosts_at[topology.attachment[m][0]] = hosts_at.get(topology.attachment[m][0], 0) + 1
+
+    def ask_every_root(price: np.ndarray, better: float) -> bool:
+        """Add each root's cheapest fitting tree whose links cost less than ``better``; True if any was new."""
+        added = False
+        for root in topology.switches:
+            tree = fabric.fitting_tree(root, edges, price, hosts_at, max_children)
+            if tree is not None and tree not in columns and \
+                    (better > 1e9 or lp.host_price + sum(price[i] for i in fabric_links(topology, tree)) < better):
+                added |= consider(tree)
+        return added
+
+    lp = None
+    ask_every_root(np.zeros(len(topology.links)), 2e9)
     if unreachable:
         raise PlanError(f"the members' switches {edges} have no common root: they are not connected to one another")
     if not columns:
@@ -282,13 +320,8 @@ def plan_job(topology: Topology, members: list[str] | tuple[str, ...], max_child
         rate, price = lp.max_rate()
         if rate <= _EPS:
             raise PlanError("no tree gets any rate: a link the trees need has no capacity")
-        added = False
-        for root in topology.switches:
-            tree = fabric.cheapest_tree(root, edges, price)
-            if tree is not None and tree not in columns and \
-                    lp.host_price + sum(price[i] for i in fabric_links(topology, tree)) < 1 - 1e-7:
-                added |= consider(tree)
-        if not added:
+        if not ask_every_root(price, 1 - 1e-7):  # no tree would raise the rate
+            ask_every_root(price, 1 + 1e-7)  # trees as good as those in the LP: maybe shallower ones
             break
     else:
         notes.append(f"column generation stopped after {MAX_ROUNDS} rounds")
@@ -306,7 +339,7 @@ def plan_job(topology: Topology, members: list[str] | tuple[str, ...], max_child
     final = _Packing(topology, {t: columns[t] for t in chosen}, host_cap)
     rates = final.solve(members)
     total = sum(rates.values())
-    order = sorted(rates, key=lambda t: (-rates[t], depth(topology, members, t), t.root))
+    order = sorted(rates, key=lambda t: (-round(rates[t], 9), depth(topology, members, t), t.root))
     planned = tuple(PlannedTree(t, rates[t], rates[t] / total) for t in order if rates[t] > _EPS)
     if max_trees is not None and len(planned) < max_trees:
         notes.append(f"{len(planned)} tree(s) carry the best rate; more would add nothing")
@@ -360,9 +393,7 @@ class _Packing:
         best, _ = self.max_rate()
         links = np.asarray(self.A.sum(axis=0)).ravel()
         cost = np.array([1000.0 * depth(self.topology, members, t) for t in self.trees]) + links
-        A = sparse.vstack([self.A, -np.ones((1, len(self.trees)))])
-        b = np.append(self.b, -best * (1 - 1e-9))
-        res = self._lp(cost, A_ub=A, b_ub=b)
+        res = self._lp(cost, A_eq=np.ones((1, len(self.trees))), b_eq=[best])
         return {t: float(x) for t, x in zip(self.trees, res.x) if x > _EPS}
 
     def best_subset(self, count: int) -> tuple[dict[Tree, float], bool]:

@@ -24,7 +24,7 @@ from controller.entries import HIGH_WATER_CHILD
 from controller.network import Network, SwitchAccess
 from controller.p4runtime_client import SwitchError
 from controller.plan import PlanError
-from controller.topology import Topology, TopologyError, single, tree
+from controller.topology import Topology, TopologyError, leaf_spine, single, tree
 from p4target.dataplane import Dataplane
 from p4target.runtime.service import P4RuntimeServer, serve
 from tests.conftest import free_port
@@ -65,6 +65,14 @@ def net_single():
 @pytest.fixture
 def net_tree():
     s = Switches(Topology.from_dict(tree(2, 2)))
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def net_leaf_spine():
+    """Host links twice as fast as the leaf-spine links: the planner packs a tree per spine."""
+    s = Switches(Topology.from_dict(leaf_spine(2, 2, 2, host_bw=20, fabric_bw=10)))
     yield s
     s.stop()
 
@@ -245,6 +253,55 @@ def test_bad_requests_change_nothing(net_single, tmp_path, request_, message):
     c.close()
 
 
+def test_a_job_over_two_trees_installs_both_and_deletes_both(net_leaf_spine, tmp_path):
+    c = controller(net_leaf_spine, tmp_path)
+    hosts = ["h1", "h2", "h3", "h4"]
+    spec = c.create_job("packed", hosts, pool_size=8)
+    assert sorted(t.root for t in spec.trees) == ["spine1", "spine2"]
+    assert [t.share for t in spec.trees] == pytest.approx([0.5, 0.5]) and len({t.job_id for t in spec.trees}) == 2
+    for sw in net_leaf_spine.topology.switches:
+        assert c.installed_entries(sw) == c.expected_entries(sw), sw
+    # each leaf carries both trees: two slot ranges, two multicast groups, each tree's parent its own spine
+    leaf = c.state.jobs["packed"].trees
+    assert sorted(t.allocations["leaf1"].pool_base for t in leaf) == [0, 8]
+    assert len(c.installed_groups("leaf1")) == 2
+    up = {e.key("hdr.ina.job_id"): e.key("sm.ingress_port") for e in members(c, "leaf1")
+          if e.action == "InaIngress.result_from_parent"}
+    assert up == {t.job_id: 1 if t.root == "spine1" else 2 for t in spec.trees}  # leaf port p leads to spine p
+    P = protocol.load(spec.values)
+    for i, t in enumerate(spec.trees):  # every tree sums on its own spine and answers every member
+        values = [np.full(spec.values, 10 * i + r, dtype=np.int32) for r in range(4)]
+        out = run_tree(net_leaf_spine, spec, {r: contribution(net_leaf_spine.topology, spec, r, values[r], tree=i)
+                                              for r in range(4)})
+        for m in spec.members:
+            (frame,) = out[m.host]
+            fields, got = P.unpack(bytes(Ether(frame)[UDP].payload))
+            assert fields["job_id"] == t.job_id and Ether(frame)[UDP].dport == t.port
+            assert (got == sum(10 * i + r for r in range(4))).all()
+        assert c.status()["jobs"]["packed"][t.root]["aggregated"] == 2  # the two leaves' partial sums
+    c.delete_job("packed")
+    for sw in net_leaf_spine.topology.switches:
+        assert members(c, sw) == set() and c.installed_groups(sw) == {}, sw
+    c.close()
+
+
+@pytest.mark.parametrize("trees, message", [(5, "5 trees asked for, but these members have only 4 candidate"),
+                                            (0, "trees must be 'auto' or a positive number"),
+                                            ("many", "trees must be 'auto' or a positive number")])
+def test_bad_tree_counts_change_nothing(tmp_path, trees, message):
+    s = Switches(Topology.from_dict(leaf_spine(2, 2, 2)))  # one tree per switch as root
+    try:
+        c = controller(s, tmp_path)
+        before = {sw: c.installed_entries(sw) for sw in s.topology.switches}
+        with pytest.raises(JobError, match=message):
+            c.create_job("x", ["h3", "h4"], pool_size=8, trees=trees)
+        assert {sw: c.installed_entries(sw) for sw in s.topology.switches} == before and not c.state.jobs
+        assert c.create_job("x", ["h3", "h4"], pool_size=8, trees=1).trees[0].root == "leaf2"
+        c.close()
+    finally:
+        s.stop()
+
+
 def test_too_many_members_for_one_switch(tmp_path):
     s = Switches(Topology.from_dict(single(33)))
     try:
@@ -370,6 +427,31 @@ def test_command_line(switch_process, tmp_path):
     missing = ina_ctl("job", "delete", "demo")
     assert missing.returncode == 1 and "no job named 'demo'" in missing.stderr
     assert ina_ctl("--help").returncode == 0
+
+
+def test_command_line_plans_without_any_switch(tmp_path):
+    """`job plan` reads the topology only: the switches' addresses here lead nowhere."""
+    topology = Topology.from_dict(leaf_spine(2, 2, 2, host_bw=4, fabric_bw=2))
+    net = tmp_path / "net.json"
+    Network(topology, {sw: SwitchAccess("127.0.0.1:9", 1, "builtin") for sw in topology.switches}).save(net)
+
+    def ina_ctl(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "controller.cli", "--net", str(net), "job", "plan", *args],
+                              capture_output=True, text=True, timeout=60)
+
+    shown = ina_ctl("--hosts", "h1,h2,h3,h4")
+    assert shown.returncode == 0, shown.stderr
+    assert "2 tree(s) of 4 candidates" in shown.stdout and "rate 4 Mb/s" in shown.stdout
+    assert "links at capacity (8)" in shown.stdout and "leaf1-p1 -- spine1-p1 (2 Mb/s)" in shown.stdout
+    data = json.loads(ina_ctl("--hosts", "h1,h2,h3,h4", "--json").stdout)
+    assert sorted(t["root"] for t in data["trees"]) == ["spine1", "spine2"] and data["optimal"]
+    one = json.loads(ina_ctl("--hosts", "h1,h2,h3,h4", "--trees", "1", "--json").stdout)
+    assert len(one["trees"]) == 1 and one["seconds_per_mb"] == pytest.approx(2 * data["seconds_per_mb"])
+    for args, message in [(("--hosts", "h1,spine1"), "spine1: not hosts of the topology"),
+                          (("--hosts", "h1,h2", "--trees", "5"), "5 trees asked for, but these members have only 4")]:
+        bad = ina_ctl(*args)
+        assert bad.returncode == 1 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+    assert not (tmp_path / "controller-state.json").exists()  # planning wrote nothing
 
 
 def test_watch_runs_beside_other_commands_and_follows_their_changes(switch_process, tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from controller.controller import Controller
-from controller.topology import Topology, single
+from controller.topology import Topology, leaf_spine, single
 from tests.mininet_env import USABLE, needs_mininet
 
 if USABLE:
@@ -84,6 +84,35 @@ def test_lossy_worker_links(tmp_path):
             results = reports(procs)
             assert_all_exact(results, 4)
             assert all(r["retransmissions"] > 0 for r in results[2:])
+
+
+@pytest.mark.parametrize("spine_loss", [0, 2])
+def test_two_trees_over_a_leaf_spine(tmp_path, spine_loss):
+    """Host links 2x the leaf-spine links: the planner packs one tree per spine, half the data each.
+
+    With ``spine_loss`` % loss on every leaf-spine link, each way (nftables), results stay exact."""
+    spec = leaf_spine(2, 2, 2, host_bw=100, fabric_bw=50)
+    for link in spec["links"]:
+        if "spine" in link[1] and spine_loss:
+            link[2]["loss"] = spine_loss
+    with InaNetwork(Topology.from_dict(spec), tmp_path / "net", target="builtin") as net:
+        with Controller(net.network, tmp_path / "state.json") as controller:
+            controller.setup()
+            hosts = ["h1", "h2", "h3", "h4"]
+            job = controller.create_job("packed", hosts, pool_size=16)
+            assert sorted(t.root for t in job.trees) == ["spine1", "spine2"]
+            assert [t.share for t in job.trees] == pytest.approx([0.5, 0.5])
+            results = reports(start_workers(net, controller.spec_dir / "packed.json", hosts, repeat=2))
+            assert_all_exact(results, 4, repeat=2)
+            stats = controller.status()["jobs"]["packed"]
+            for spine in ("spine1", "spine2"):  # each spine summed its half: about SIZE / 64 / 2 chunks per call
+                assert stats[spine]["aggregated"] >= 2 * 2 * (SIZE // 64 // 2), (spine, stats[spine])
+            if spine_loss:
+                assert sum(r["retransmissions"] for r in results) > 0  # the loss was real
+            controller.delete_job("packed")
+            for switch in net.network.access:
+                assert controller.installed_entries(switch) == controller.expected_entries(switch)
+                assert controller.installed_groups(switch) == {}
 
 
 @pytest.fixture(scope="module")

@@ -7,15 +7,18 @@ bound stated in worker/quantize.py, and every worker must get the very same bits
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.loopback_net import Faults, LoopbackNet
-from worker import AllreduceTimeout, SwitchOverflowError, Worker, quantize
+from worker import AllreduceError, AllreduceTimeout, SwitchOverflowError, Worker, quantize
+from worker.jobspec import JobSpec, JobSpecError
 
 
 def run_workers(spec, arrays: list[np.ndarray], calls: int = 1) -> tuple[list[list[np.ndarray]], list[Worker]]:
@@ -179,6 +182,66 @@ def test_a_dead_worker_makes_the_others_fail_clearly(net3):
     fresh = net3.job("fresh", pool_size=16)
     results, _ = run_workers(fresh, [np.ones(500, np.float32)] * 3)
     assert (results[0][0] == 3).all()
+
+
+# --- jobs over several trees ------------------------------------------------------------------
+
+def over_trees(name: str, specs: list[JobSpec], shares: list[float]) -> JobSpec:
+    """One job whose trees are those of single-tree jobs of the same members (the loopback net has
+    one switch, so its planner finds one tree; several jobs there are the same thing to a worker)."""
+    return replace(specs[0], name=name, trees=tuple(replace(s.trees[0], share=x) for s, x in zip(specs, shares)))
+
+
+def test_a_job_over_two_trees_splits_every_call_by_the_shares(net3):
+    spec = over_trees("both", [net3.job("t1", pool_size=16), net3.job("t2", pool_size=16)], [0.3, 0.7])
+    assert spec.split(157) == [(0, 47), (47, 157)]
+    rng = np.random.default_rng(11)
+    arrays = [rng.standard_normal(10_000).astype(np.float32) * 100 for _ in range(3)]  # 157 chunks of 64
+    results, workers = run_workers(spec, arrays, calls=2)
+    for call in range(2):
+        check_sum([r[call] for r in results], arrays)
+    stats = net3.controller.status()["jobs"]
+    for job, chunks in (("t1", 47), ("t2", 110)):  # per call: chunks + one window of exponent packets
+        assert stats[job]["s1"]["aggregated"] == 3 * 2 * (chunks + 16), job
+    assert workers[0].stats.results == 2 * (47 + 16 + 110 + 16)
+
+
+def test_a_dead_tree_fails_the_call_naming_it_and_returns_nothing(net3):
+    spec = over_trees("half-dead", [net3.job("alive", pool_size=16), net3.job("dead", pool_size=16)], [0.5, 0.5])
+    net3.controller.delete_job("dead")  # the switch drops that tree's packets from now on
+    workers = [Worker(spec, r, timeout=1.0) for r in range(3)]
+    start = time.monotonic()
+    futures = [w.allreduce_async(np.ones(5_000, np.float32)) for w in workers]
+    for f in futures:
+        with pytest.raises(AllreduceTimeout, match=rf"tree 2/2 of job half-dead \(root s1, job id "
+                                                   rf"{spec.trees[1].job_id}\): no result for 1.0 s"):
+            f.result(timeout=10)
+    assert time.monotonic() - start < 5
+    with pytest.raises(AllreduceError, match="earlier allreduce of this Worker failed"):
+        workers[0].allreduce(np.ones(10, np.float32))
+    for w in workers:
+        w.close()
+
+
+def test_job_spec_round_trip_and_bad_specs(net3, tmp_path):
+    spec = over_trees("two", [net3.job("x", pool_size=8), net3.job("y", pool_size=8)], [0.25, 0.75])
+    spec.save(tmp_path / "two.json")
+    assert JobSpec.load(tmp_path / "two.json") == spec
+    assert [end - first for first, end in spec.split(12)] == [3, 9] and spec.split(0) == [(0, 0), (0, 0)]
+    assert spec.split(10) == [(0, 3), (3, 10)]  # 2.5 and 7.5: a tie goes to the first tree
+    assert spec.split(3) == [(0, 1), (1, 3)]  # 0.75 and 2.25: the larger remainder gets the odd chunk
+    with pytest.raises(JobSpecError, match="shares .* sum to 1"):
+        replace(spec, trees=(replace(spec.trees[0], share=0.5), spec.trees[1]))
+    with pytest.raises(JobSpecError, match="names 2 children for 3 members"):
+        replace(spec, trees=(replace(spec.trees[0], children=(0, 1)), spec.trees[1]))
+    with pytest.raises(JobSpecError, match="share a worker port"):
+        replace(spec, trees=(spec.trees[0], replace(spec.trees[1], port=spec.trees[0].port)))
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"name": "old", "job_id": 1, "members": []}))
+    with pytest.raises(JobSpecError, match="not a job spec of format ina-job/2"):
+        JobSpec.load(old)
+    with pytest.raises(JobSpecError, match="cannot read"):
+        JobSpec.load(tmp_path / "missing.json")
 
 
 def test_misuse_gets_clear_exceptions(net3):

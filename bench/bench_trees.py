@@ -203,9 +203,11 @@ def plot(csv_path: Path, path: Path) -> Path:
         ax.bar(i + 0.2, m["predicted"], 0.38, color="white", edgecolor="black", hatch="//",
                label="planner's prediction" if i == 0 else None)
         ax.text(i - 0.2, m["median"] / 2, f"{m['median']:.2f} s", ha="center", rotation=90, color="white")
-        ax.text(i + 0.2, m["predicted"] / 2, f"{m['predicted']:.2f} s", ha="center", rotation=90)
+        ax.text(i + 0.2, m["predicted"] / 2, f"{m['predicted']:.2f} s", ha="center", rotation=90,
+                bbox={"facecolor": "white", "edgecolor": "none"})
     ax.set_xticks(range(len(modes)))
-    ax.set_xticklabels([f"{mode}\n({m['trees']} tree{'s' if m['trees'] > 1 else ''})" for mode, m in modes.items()])
+    ax.set_xticklabels([f"{mode} (--trees {MODES[mode]})\n{m['trees']} tree{'s' if m['trees'] > 1 else ''}"
+                        for mode, m in modes.items()])
     if len(modes) == 2:
         one, packed = modes["1 tree"], modes["packed"]
         ax.set_title(f"leaf_spine(2, 2, 2), {one['size'] / MIB:g} MiB float32: packed "
@@ -237,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fabric-bw", type=float, default=2.0, help="leaf-spine links, Mbit/s (host links twice this)")
     ap.add_argument("--size", type=float, default=2.0, help="tensor size in MiB of float32")
     ap.add_argument("--runs", type=int, default=3, help="timed allreduce calls per mode and round")
-    ap.add_argument("--rounds", type=int, default=1, help="rounds of (1 tree, packed)")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of (1 tree, packed), alternating")
     ap.add_argument("--pool-size", type=int, default=8, help="slots per tree = each tree's window")
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)

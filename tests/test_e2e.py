@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from controller.controller import Controller
-from controller.topology import Topology, leaf_spine, single
+from controller.topology import Topology, fat_tree, leaf_spine, single
 from tests.mininet_env import USABLE, needs_mininet
 
 if USABLE:
@@ -113,6 +113,19 @@ def test_two_trees_over_a_leaf_spine(tmp_path, spine_loss):
             for switch in net.network.access:
                 assert controller.installed_entries(switch) == controller.expected_entries(switch)
                 assert controller.installed_groups(switch) == {}
+
+
+def test_packed_trees_over_a_fat_tree(tmp_path):
+    """fat_tree(4): 16 workers, 20 switches; each edge switch's two uplinks together match its hosts'
+    links, so one tree per aggregation plane (two trees, through different cores)."""
+    topology = Topology.from_dict(fat_tree(4, host_bw=40, fabric_bw=20))
+    with InaNetwork(topology, tmp_path / "net", target="builtin") as net:
+        with Controller(net.network, tmp_path / "state.json") as controller:
+            controller.setup()
+            hosts = [f"h{i}" for i in range(1, 17)]
+            job = controller.create_job("fat", hosts, pool_size=16)
+            assert len(job.trees) == 2 and {t.root for t in job.trees} <= {f"core{i}" for i in range(1, 5)}
+            assert_all_exact(reports(start_workers(net, controller.spec_dir / "fat.json", hosts), wait=150), 16)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,8 @@ bound stated in worker/quantize.py, and every worker must get the very same bits
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -265,3 +267,11 @@ def test_misuse_gets_clear_exceptions(net3):
         w.allreduce(np.ones(3, np.float32))
     with pytest.raises(RuntimeError, match="INA_JOB_SPEC"):
         Worker.from_env()
+
+
+def test_the_worker_needs_no_controller():
+    """Layering: training hosts load the job spec and run allreduces with the worker package alone."""
+    code = ("import sys, worker, worker.cli, worker.jobspec, worker.engine, worker.ring; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('controller', 'bmv2env', 'torch')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr or out.stdout

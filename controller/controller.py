@@ -29,7 +29,8 @@ from controller.p4runtime_client import SwitchClient, SwitchError, WriteError
 from controller.pipeline import Pipeline, PipelineOptions, build
 from controller.schema import Entry, Schema, multicast_group
 from controller.state import ControllerState, JobRecord, TreeRecord
-from worker.jobspec import JobSpec, Member, Tree
+from worker import protocol
+from worker.jobspec import JobSpec, Member, TreeSpec
 
 log = logging.getLogger("ina.controller")
 WORKER_PORT_BASE = 40000  # a job's workers listen on WORKER_PORT_BASE + job_id
@@ -136,8 +137,7 @@ class Controller:
 
     def plan(self, members: list[str], trees: int | str | None = "auto") -> plan.Plan:
         """The packed trees for these members, without touching a switch (``trees``: "auto" or at most N)."""
-        pipe = self.pipeline(next(iter(self.topology.switches)))
-        P = pipe.protocol
+        P = protocol.load(self.state.options.values, self.state.options.udp_port)  # no compiler needed
         try:
             return plan.plan_job(self.topology, members, P.MAX_CHILDREN, _tree_count(trees),
                                  (ETH_IP_UDP + P.packet_bytes) / (4 * P.values))
@@ -193,9 +193,9 @@ class Controller:
                                   switch.mac))
         trees = []
         for t in job.trees:
-            tree = self._nodes(job, t)
-            children = tuple(next(c.index for c in tree[m.switch].children if c.node == m.host) for m in members)
-            trees.append(Tree(t.job_id, t.tree.root, t.share, t.rate, _worker_port(t.job_id), children))
+            nodes = self._nodes(job, t)
+            children = tuple(next(c.index for c in nodes[m.switch].children if c.node == m.host) for m in members)
+            trees.append(TreeSpec(t.job_id, t.tree.root, t.share, t.rate, _worker_port(t.job_id), children))
         return JobSpec(name, pipe.protocol.values, pipe.protocol.INA_UDP_PORT, job.pool_size, tuple(members),
                        tuple(trees))
 
@@ -290,24 +290,36 @@ class Controller:
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= pipe.pool_slots:
             raise JobError(f"pool size {pool_size} is outside 1..{pipe.pool_slots} (the switch's slot pool)")
         planned = self.plan(members, trees)
-        live = {t.job_id for j in self.state.jobs.values() for t in j.trees}
-        records: list[TreeRecord] = []
+        placed: list[dict[str, Allocation]] = []
         for i, p in enumerate(planned.trees):
+            allocations: dict[str, Allocation] = {}
+            for switch in p.tree.switches():
+                taken = [(a[switch], pool_size) for a in placed if switch in a]
+                try:
+                    cell = self._free_cell(switch, pipe.max_jobs, taken)
+                    base = self._free_pool(switch, pool_size, None if pool_base is None else pool_base + i * pool_size,
+                                           pipe.pool_slots, taken)
+                except JobError as e:
+                    if len(planned.trees) == 1:
+                        raise
+                    raise JobError(f"tree {i + 1} of {len(planned.trees)} (root {p.tree.root}): {e}") from None
+                allocations[switch] = Allocation(base, cell, 0)
+            placed.append(allocations)
+        # job ids and epochs only once the job is certain to fit: a refused job changes nothing
+        live = {t.job_id for j in self.state.jobs.values() for t in j.trees}
+        first_free = self.state.next_job_id
+        ids = []
+        for _ in placed:
             job_id = self.state.take_job_id(live, MAX_JOB_ID)
             if job_id is None:
-                raise JobError("no free job id")
+                self.state.next_job_id = first_free
+                raise JobError(f"no free job id for {len(placed)} tree(s)")
             live.add(job_id)
-            allocations = {}
-            for switch in p.tree.switches():
-                taken = [(t.allocations[switch], pool_size) for t in records if switch in t.allocations]
-                cell = self._free_cell(switch, pipe.max_jobs, taken)
-                base = self._free_pool(switch, pool_size, None if pool_base is None else pool_base + i * pool_size,
-                                       pipe.pool_slots, taken)
-                allocations[switch] = Allocation(base, cell, 0)
-            records.append(TreeRecord(job_id, p.tree, p.rate, p.share, allocations))
-        for t in records:  # epochs only once the job is certain to fit
-            for switch, a in t.allocations.items():
-                t.allocations[switch] = Allocation(a.pool_base, a.cell, self.state.take_epoch(switch))
+            ids.append(job_id)
+        records = []
+        for job_id, p, allocations in zip(ids, planned.trees, placed):
+            epochs = {sw: Allocation(a.pool_base, a.cell, self.state.take_epoch(sw)) for sw, a in allocations.items()}
+            records.append(TreeRecord(job_id, p.tree, p.rate, p.share, epochs))
         return JobRecord(name, list(members), pool_size, records)
 
     def _allocations(self, switch: str, pending: Pending) -> Pending:
@@ -415,16 +427,14 @@ def _worker_port(job_id: int) -> int:
 
 
 def _tree_count(trees: int | str | None) -> int | None:
-    """"auto" (or None) lets the planner choose; a number (or its text) is the most trees to use."""
+    """"auto" (or None) lets the planner choose; a whole number (or its text) is the most trees to use."""
     if trees is None or trees == "auto":
         return None
-    try:
-        count = int(trees)
-    except (TypeError, ValueError):
-        raise JobError(f"trees must be 'auto' or a positive number, not {trees!r}") from None
-    if count < 1:
-        raise JobError(f"trees must be 'auto' or a positive number, not {trees!r}")
-    return count
+    if isinstance(trees, str) and trees.strip().isdigit():
+        trees = int(trees)
+    if isinstance(trees, bool) or not isinstance(trees, int) or trees < 1:
+        raise JobError(f"trees must be 'auto' or a positive whole number, not {trees!r}")
+    return trees
 
 
 def _named(constants: dict[str, int], prefix: str) -> dict[str, int]:

@@ -29,7 +29,7 @@ class Allocation:
 
 def job_entries(topology: Topology, protocol: Protocol, node: TreeNode, job_id: int, pool_size: int,
                 alloc: Allocation, worker_port: int) -> tuple[list[Entry], tuple[int, list[tuple[int, int]]]]:
-    """One switch's table entries for a job, and its multicast group as (id, [(port, instance)])."""
+    """One switch's table entries for one tree of a job, and its multicast group as (id, [(port, instance)])."""
     me = topology.switches[node.switch]
     group = alloc.cell + 1  # group 0 means "no multicast"
     stats_base = alloc.cell * protocol.JOB_STAT_COUNT

@@ -12,25 +12,31 @@ sum(x_t) subject to, for every link, sum(x_t over the trees using it) <= its cap
 (the topology's ``bw``, per direction; both directions carry the same load, so one row
 stands for both), with ``scipy.optimize.linprog`` (HiGHS).  Trees are shortest-path trees
 towards a root (each switch's uplink is one of its ports towards the root, so no tree is
-longer than needed); a tree that gives a switch more than ``max_children`` children (the
-slot bitmap's width) is never a candidate.  The tree family is too large to list, so the
-LP is solved by column generation: it starts with one tree per root, and each round asks
-every root for its cheapest shortest-path tree under the LP's link prices (its duals),
-adding any tree that would raise the rate, until none would.  The LP is then exact over the
+longer than needed); a tree must give no switch more than ``max_children`` children (the
+slot bitmap's width): where the cheapest uplinks would, the tree's parents are chosen level
+by level by a min-cost assignment within each switch's room.  The tree family is too large
+to list, so the LP is solved by column generation: it starts with one tree per root, and
+each round asks every root for its cheapest shortest-path tree under the LP's link prices
+(its duals), adding any tree that would raise the rate, until none would (then once more
+for trees as good as the LP's, which may be shallower).  The LP is then exact over the
 trees it has seen; the pricing step is a heuristic (per-switch cheapest uplink, which may
 miss the cheapest tree where paths share links), so the plan also carries a cut bound:
 every tree crosses each member's host link and each member switch's fabric links, so no
 packing can beat the smallest of those capacities.  When the plan meets that bound it is
-optimal over all trees (leaf-spines and fat-trees reach it); otherwise the gap is shown.
-A second LP keeps the optimal rate and prefers shallow trees (then fewer fabric links).
-Trees below ``MIN_SHARE`` of the rate are dropped and the rest packed again.  ``max_trees``
-limits the count with a MILP over the same candidates (binary choice per tree).
+optimal over all trees (leaf-spines and fat-trees whose switches take all their children
+reach it); otherwise the gap is shown.  A second LP keeps the optimal rate and prefers
+shallow trees (then fewer fabric links).  Every tree costs a job id, slots and a cell on
+each of its switches, so the plan keeps few: trees below ``MIN_SHARE`` of the rate are
+dropped and the rest packed again (unless that loses more than ``MAX_DROP_LOSS``), and at
+most ``max_trees`` (``MAX_AUTO_TREES`` by default) are chosen by a MILP (a binary pick per
+tree) among the LP's trees and the widest single trees.  Capacities are scaled for the
+solver, so plans depend on capacity ratios only.
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,10 +44,11 @@ from scipy import optimize, sparse
 
 from controller.topology import Topology
 
-MIN_SHARE = 0.02  # a tree below this share of the job's rate is not worth its switch state
+MIN_SHARE = 0.02  # a tree below this share of the job's rate is not worth its switch state...
+MAX_DROP_LOSS = 0.05  # ...unless dropping the small trees would cost more than this share of the rate
 MAX_ROUNDS = 30  # column generation rounds (each asks every root for a better tree)
-MILP_SECONDS = 10.0  # time limit of the tree-count MILP
-FAN_IN_TRIES = 8  # re-routings of a root's tree around switches with too many children
+MAX_AUTO_TREES = 16  # "auto" packs at most this many trees: each costs a job id, slots and a cell per switch
+MILP_SECONDS = 3.0  # time limit of the tree-count MILP (the best found so far is kept)
 _EPS = 1e-9
 
 
@@ -214,13 +221,9 @@ class _Fabric:
             self._dist[root] = dist
         return self._dist[root]
 
-    def cheapest_tree(self, root: str, edges: list[str], price: np.ndarray) -> Tree | None:
-        """The shortest-path tree to ``root`` in which each switch goes up its cheapest way
-        (uplink price plus the price beyond); None when some edge switch cannot reach the root."""
-        dist = self.distances(root)
-        if any(e not in dist for e in edges):
-            return None
-        reach = max(dist[e] for e in edges)
+    def _costs(self, root: str, dist: dict[str, int], reach: int,
+               price: np.ndarray) -> tuple[dict[str, float], dict[str, int]]:
+        """Each switch's cheapest price up to the root along shortest paths, and the uplink port giving it."""
         cost, uplink = {root: 0.0}, {}
         for s in sorted((s for s in dist if 0 < dist[s] <= reach), key=dist.__getitem__):
             best = None
@@ -228,36 +231,69 @@ class _Fabric:
                 if dist.get(other) == dist[s] - 1:
                     c = price[link] + cost[other]
                     if best is None or c < best[0] - _EPS:
-                        best = (c, port, other)
-            cost[s], uplink[s] = best[0], best[1]
-        used = {}
+                        best = (c, port)
+            cost[s], uplink[s] = best
+        return cost, uplink
+
+    def cheapest_tree(self, root: str, edges: list[str], price: np.ndarray, hosts_at: dict[str, int],
+                      max_children: int) -> Tree | None:
+        """The shortest-path tree to ``root`` in which each switch goes up its cheapest way (uplink
+        price plus the price beyond), re-assigned level by level where that gives a switch more than
+        ``max_children`` children; None when some edge switch cannot reach the root or no tree fits."""
+        dist = self.distances(root)
+        if any(e not in dist for e in edges):
+            return None
+        cost, uplink = self._costs(root, dist, max(dist[e] for e in edges), price)
+        used: dict[str, int] = {}
         for e in edges:
             s = e
             while s != root and s not in used:
                 used[s] = uplink[s]
                 s = self.topology.ports[s][uplink[s]].node
-        return Tree(root, tuple(sorted(used.items())))
+        children = dict(hosts_at)
+        for s, port in used.items():
+            parent = self.topology.ports[s][port].node
+            children[parent] = children.get(parent, 0) + 1
+        greedy = Tree(root, tuple(sorted(used.items())))
+        if max(children.values()) <= max_children:
+            return greedy
+        # too many children somewhere: assign parents within the limit (or keep the greedy tree, which the
+        # caller refuses with the fan-in named)
+        return self._assigned_tree(root, edges, price, cost, hosts_at, max_children) or greedy
 
-    def fitting_tree(self, root: str, edges: list[str], price: np.ndarray, hosts_at: dict[str, int],
-                     max_children: int) -> Tree | None:
-        """The cheapest tree, re-routed while a switch has more than ``max_children`` children: the
-        child switches beyond the limit find their uplink to it priced out, and go up another way."""
-        penalty = np.zeros_like(price)
-        for _ in range(FAN_IN_TRIES):
-            tree = self.cheapest_tree(root, edges, price + penalty)
-            if tree is None:
+    def _assigned_tree(self, root: str, edges: list[str], price: np.ndarray, cost: dict[str, float],
+                       hosts_at: dict[str, int], max_children: int) -> Tree | None:
+        """From the deepest level up, the switches a tree needs pick their parents one hop nearer the
+        root by a min-cost assignment (link price plus the parent's price beyond) within each parent's
+        room for children: exact per level, so a fan-in limit is met wherever one level allows it."""
+        dist = self.distances(root)
+        needed, used = {e for e in edges if e != root}, {}
+        for level in range(max((dist[e] for e in edges), default=0), 0, -1):
+            here = sorted(s for s in needed if dist[s] == level)
+            if not here:
+                continue
+            links = {}  # (child, parent) -> (cost, port): the cheapest of parallel links
+            for s in here:
+                for other, port, link in self.neighbours[s]:
+                    if dist.get(other) == level - 1:
+                        c = price[link] + cost[other]
+                        if (s, other) not in links or c < links[s, other][0] - _EPS:
+                            links[s, other] = (c, port)
+            parents = sorted({p for _, p in links})
+            seats = [p for p in parents for _ in range(max(0, max_children - hosts_at.get(p, 0)))]
+            if len(seats) < len(here):
                 return None
-            below: dict[str, list[tuple[str, int]]] = {}
-            for s, port in tree.uplinks:
-                below.setdefault(self.topology.ports[s][port].node, []).append((s, port))
-            over = {p: kids[max(0, max_children - hosts_at.get(p, 0)):] for p, kids in below.items()
-                    if hosts_at.get(p, 0) + len(kids) > max_children}
-            if not over:
-                break
-            for kids in over.values():
-                for s, port in kids:
-                    penalty[self.topology.port_links[s, port]] += 1e3 * (1 + float(price.max()))
-        return tree
+            big = 1e6 * (1 + max(c for c, _ in links.values()))
+            matrix = np.array([[links.get((s, p), (big, 0))[0] for p in seats] for s in here])
+            rows, cols = optimize.linear_sum_assignment(matrix)
+            if any(matrix[r, c] >= big for r, c in zip(rows, cols)):
+                return None
+            for r, c in zip(rows, cols):
+                child, parent = here[r], seats[c]
+                used[child] = links[child, parent][1]
+                if parent != root:
+                    needed.add(parent)
+        return Tree(root, tuple(sorted(used.items())))
 
 
 def fabric_links(topology: Topology, tree: Tree) -> list[int]:
@@ -277,74 +313,76 @@ def plan_job(topology: Topology, members: list[str] | tuple[str, ...], max_child
     host_links = [topology.port_links[topology.attachment[m]] for m in members]
     host_cap = min(topology.links[i].capacity for i in host_links)
     fabric = _Fabric(topology)
-    columns: dict[Tree, list[int]] = {}
+    hosts_at = dict(Counter(topology.attachment[m][0] for m in members))
+    columns: dict[Tree, list[int]] = {}  # candidate trees and the fabric links each uses
     too_wide: list[str] = []
-    unreachable = True
+    reachable = False
 
-    def consider(tree: Tree | None) -> bool:
-        nonlocal unreachable
-        if tree is None or tree in columns:
-            return False
-        unreachable = False
-        try:
-            check_tree(topology, members, tree, max_children)
-        except PlanError as e:
-            too_wide.append(str(e))
-            return False
-        columns[tree] = fabric_links(topology, tree)
-        return True
-
-    hosts_at: dict[str, int] = {}
-    for m in members:
-        hosts_at[topology.attachment[m][0]] = hosts_at.get(topology.attachment[m][0], 0) + 1
-
-    def ask_every_root(price: np.ndarray, better: float) -> bool:
-        """Add each root's cheapest fitting tree whose links cost less than ``better``; True if any was new."""
+    def ask_every_root(price: np.ndarray, host_price: float | None = None, below: float = 1.0) -> bool:
+        """Add each root's cheapest tree under these link prices when it is new, fits the fan-in and
+        (with a host price) costs less than ``below``; True if one was added."""
+        nonlocal reachable
         added = False
         for root in topology.switches:
-            tree = fabric.fitting_tree(root, edges, price, hosts_at, max_children)
-            if tree is not None and tree not in columns and \
-                    (better > 1e9 or lp.host_price + sum(price[i] for i in fabric_links(topology, tree)) < better):
-                added |= consider(tree)
+            tree = fabric.cheapest_tree(root, edges, price, hosts_at, max_children)
+            reachable |= tree is not None
+            if tree is None or tree in columns:
+                continue
+            links = fabric_links(topology, tree)
+            if host_price is not None and host_price + sum(price[i] for i in links) >= below:
+                continue
+            try:
+                check_tree(topology, members, tree, max_children)
+            except PlanError as e:
+                too_wide.append(str(e))
+                continue
+            columns[tree], added = links, True
         return added
 
-    lp = None
-    ask_every_root(np.zeros(len(topology.links)), 2e9)
-    if unreachable:
+    ask_every_root(np.zeros(len(topology.links)))
+    if not reachable:
         raise PlanError(f"the members' switches {edges} have no common root: they are not connected to one another")
     if not columns:
         raise PlanError(f"every candidate tree exceeds the fan-in limit; e.g. {too_wide[0]}")
     notes = []
     for _ in range(MAX_ROUNDS):
-        lp = _Packing(topology, columns, host_cap)
-        rate, price = lp.max_rate()
-        if rate <= _EPS:
-            raise PlanError("no tree gets any rate: a link the trees need has no capacity")
-        if not ask_every_root(price, 1 - 1e-7):  # no tree would raise the rate
-            ask_every_root(price, 1 + 1e-7)  # trees as good as those in the LP: maybe shallower ones
+        _, price, host_price = _Packing(topology, columns, host_cap).max_rate()
+        if not ask_every_root(price, host_price, 1 - 1e-7):  # no tree would raise the rate
+            ask_every_root(price, host_price, 1 + 1e-7)  # trees as good as the LP's: maybe shallower ones
             break
     else:
         notes.append(f"column generation stopped after {MAX_ROUNDS} rounds")
-    candidates = list(columns)
-    if max_trees is not None and max_trees > len(candidates):
-        raise PlanError(f"{max_trees} trees asked for, but these members have only {len(candidates)} candidate "
-                        f"tree(s) in this topology")
-    chosen = _Packing(topology, columns, host_cap).solve(members)
-    chosen = {t: x for t, x in chosen.items() if x >= MIN_SHARE * sum(chosen.values())}
-    if max_trees is not None and len(chosen) > max_trees:
-        picked, proven = _Packing(topology, columns, host_cap).best_subset(max_trees)
-        chosen = picked
+    if max_trees is not None and max_trees > len(columns):
+        raise PlanError(f"{max_trees} trees asked for, but the planner found only {len(columns)} candidate tree(s) "
+                        f"for these members (at least one per switch that can be the root)")
+    packing = _Packing(topology, columns, host_cap)
+    rates = packing.solve(members)
+    best = sum(rates.values())
+    limit = MAX_AUTO_TREES if max_trees is None else max_trees
+    if len(rates) > limit:  # the MILP picks among the LP's trees and the widest single trees
+        alone = {t: min([host_cap] + [topology.links[i].capacity for i in links]) for t, links in columns.items()}
+        pool = set(rates) | set(sorted(alone, key=lambda t: -alone[t])[:2 * limit])
+        packing = _Packing(topology, {t: columns[t] for t in columns if t in pool}, host_cap)
+        rates, proven = packing.best_subset(limit)
         if not proven:
-            notes.append(f"the MILP choosing {max_trees} tree(s) hit its {MILP_SECONDS:g} s limit: best found kept")
-    final = _Packing(topology, {t: columns[t] for t in chosen}, host_cap)
-    rates = final.solve(members)
+            notes.append(f"the MILP choosing {limit} tree(s) hit its {MILP_SECONDS:g} s limit: best found kept")
+    while small := [t for t, x in rates.items() if x < MIN_SHARE * sum(rates.values())]:  # not worth their state
+        fewer = _Packing(topology, {t: columns[t] for t in rates if t not in small}, host_cap)
+        trial = fewer.solve(members)
+        if sum(trial.values()) < best * (1 - MAX_DROP_LOSS):
+            notes.append(f"{len(small)} tree(s) under {MIN_SHARE:.0%} of the rate kept: without them the plan "
+                         f"would lose {1 - sum(trial.values()) / best:.0%} of its rate")
+            break
+        packing, rates = fewer, trial
     total = sum(rates.values())
+    if max_trees is None and total < best * (1 - 1e-6):
+        notes.append(f"fewer, larger trees: {1 - total / best:.1%} of the best rate given up")
     order = sorted(rates, key=lambda t: (-round(rates[t], 9), depth(topology, members, t), t.root))
-    planned = tuple(PlannedTree(t, rates[t], rates[t] / total) for t in order if rates[t] > _EPS)
+    planned = tuple(PlannedTree(t, rates[t], rates[t] / total) for t in order)
     if max_trees is not None and len(planned) < max_trees:
         notes.append(f"{len(planned)} tree(s) carry the best rate; more would add nothing")
     bound = min([host_cap] + [_edge_cut(topology, fabric, e) for e in edges if len(edges) > 1])
-    return Plan(members, planned, total, bound, final.bottlenecks(rates, host_links), len(candidates),
+    return Plan(members, planned, total, bound, packing.bottlenecks(rates, host_links), len(columns),
                 time.perf_counter() - started, wire_factor, tuple(notes))
 
 
@@ -355,47 +393,53 @@ def _edge_cut(topology: Topology, fabric: _Fabric, edge: str) -> float:
 
 class _Packing:
     """The LP over a set of trees: one row per fabric link they use, one for the members' host links
-    (every tree uses all of them, so the slowest stands for all)."""
+    (every tree uses all of them, so the slowest stands for all).  Capacities are scaled to at most 1
+    for the solver, so any unit of Mb/s plans alike."""
 
     def __init__(self, topology: Topology, columns: dict[Tree, list[int]], host_cap: float) -> None:
         self.topology, self.trees = topology, list(columns)
-        rows = sorted({i for links in columns.values() for i in links})
-        self.rows = rows
-        index = {link: r + 1 for r, link in enumerate(rows)}
+        self.rows = sorted({i for links in columns.values() for i in links})
+        index = {link: r + 1 for r, link in enumerate(self.rows)}
         data, ri, ci = [], [], []
         for c, tree in enumerate(self.trees):
             for link in [None, *columns[tree]]:
                 ri.append(0 if link is None else index[link])
                 ci.append(c)
                 data.append(1.0)
-        self.A = sparse.csr_matrix((data, (ri, ci)), shape=(len(rows) + 1, len(self.trees)))
-        self.b = np.array([host_cap] + [topology.links[i].capacity for i in rows])
-        self.host_price = 0.0
+        self.A = sparse.csr_matrix((data, (ri, ci)), shape=(len(self.rows) + 1, len(self.trees)))
+        capacity = np.array([host_cap] + [topology.links[i].capacity for i in self.rows])
+        self.scale = float(capacity.max())
+        self.b = capacity / self.scale
 
-    def _lp(self, c: np.ndarray, **extra) -> optimize.OptimizeResult:
-        res = optimize.linprog(c, A_ub=extra.pop("A_ub", self.A), b_ub=extra.pop("b_ub", self.b),
-                               bounds=(0, None), method="highs", **extra)
+    def _lp(self, c: np.ndarray, **constraints) -> optimize.OptimizeResult:
+        res = optimize.linprog(c, A_ub=self.A, b_ub=self.b, bounds=(0, None), method="highs", **constraints)
         if res.status != 0:
             raise PlanError(f"the packing LP failed: {res.message}")
         return res
 
-    def max_rate(self) -> tuple[float, np.ndarray]:
-        """The best total rate and each link's price (the LP's duals), indexed like topology.links."""
+    def _rates(self, x: np.ndarray) -> dict[Tree, float]:
+        return {t: float(v) * self.scale for t, v in zip(self.trees, x) if v > _EPS}
+
+    def max_rate(self) -> tuple[float, np.ndarray, float]:
+        """The best total rate, each fabric link's price (the LP's duals, indexed like topology.links)
+        and the host links' price."""
         res = self._lp(-np.ones(len(self.trees)))
         duals = -res.ineqlin.marginals
-        self.host_price = float(duals[0])
         price = np.zeros(len(self.topology.links))
         price[self.rows] = duals[1:]
-        return -res.fun, price
+        return -res.fun * self.scale, price, float(duals[0])
 
     def solve(self, members: tuple[str, ...]) -> dict[Tree, float]:
         """Rates at the best total; among those, shallow trees with few fabric links first."""
-        best, _ = self.max_rate()
+        best = -self._lp(-np.ones(len(self.trees))).fun
         links = np.asarray(self.A.sum(axis=0)).ravel()
         cost = np.array([1000.0 * depth(self.topology, members, t) for t in self.trees]) + links
-        res = self._lp(cost, A_eq=np.ones((1, len(self.trees))), b_eq=[best])
-        return {t: float(x) for t, x in zip(self.trees, res.x) if x > _EPS}
-
+        try:
+            res = self._lp(cost, A_eq=np.ones((1, len(self.trees))), b_eq=[best])
+        except PlanError:  # the solver's tolerance missed the exact best: settle for a hair less
+            res = self._lp(cost, A_ub=sparse.vstack([self.A, -np.ones((1, len(self.trees)))]),
+                           b_ub=np.append(self.b, -best * (1 - 1e-9)))
+        return self._rates(res.x)
     def best_subset(self, count: int) -> tuple[dict[Tree, float], bool]:
         """At most ``count`` trees, at the best total rate they can reach (MILP: rate and a pick per tree)."""
         n = len(self.trees)
@@ -411,12 +455,13 @@ class _Packing:
                             options={"time_limit": MILP_SECONDS})
         if res.x is None:
             raise PlanError(f"choosing {count} tree(s) failed: {res.message}")
-        return {t: float(x) for t, x, y in zip(self.trees, res.x[:n], res.x[n:]) if y > 0.5}, res.status == 0
+        return self._rates(np.where(res.x[n:] > 0.5, res.x[:n], 0.0)), res.status == 0
 
     def bottlenecks(self, rates: dict[Tree, float], host_links: list[int]) -> tuple[int, ...]:
-        x = np.array([rates.get(t, 0.0) for t in self.trees])
-        load = self.A @ x
+        """The links these rates fill to capacity."""
+        load = self.A @ np.array([rates.get(t, 0.0) / self.scale for t in self.trees])
         full = [self.rows[r - 1] for r in range(1, len(self.b)) if load[r] >= self.b[r] * (1 - 1e-6)]
         if load[0] >= self.b[0] * (1 - 1e-6):
-            full += [i for i in host_links if self.topology.links[i].capacity <= self.b[0] * (1 + 1e-9)]
+            slowest = self.b[0] * self.scale
+            full += [i for i in host_links if self.topology.links[i].capacity <= slowest * (1 + 1e-9)]
         return tuple(sorted(full))

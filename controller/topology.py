@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -123,7 +124,7 @@ class Topology:
         if a[1] is None and b[1] is None:
             raise TopologyError(f"{where}: link {item[:2]} joins two hosts; hosts attach to switch ports")
         bw = item[2].get("bw") if len(item) == 3 else None
-        if bw is not None and (isinstance(bw, bool) or not isinstance(bw, int | float) or not bw > 0):
+        if bw is not None and (isinstance(bw, bool) or not isinstance(bw, int | float) or not 0 < bw < math.inf):
             raise TopologyError(f"{where}: link {item[:2]}: bw must be a positive number of Mb/s, not {bw!r}")
         for (node, port), (peer, peer_port) in ((a, b), (b, a)):
             if port is None:
@@ -169,16 +170,6 @@ class Topology:
                     hops[n.node] = n.peer_port
                     queue.append(n.node)
         return hops
-
-    def distances(self, source: str) -> dict[str, int]:
-        dist, queue = {source: 0}, deque([source])
-        while queue:
-            here = queue.popleft()
-            for n in self.switch_neighbours(here):
-                if n.node not in dist:
-                    dist[n.node] = dist[here] + 1
-                    queue.append(n.node)
-        return dist
 
 
 def _host(name: str, spec: dict, where: str) -> Host:
@@ -276,9 +267,10 @@ def fat_tree(k: int, host_bw: float | None = None, fabric_bw: float | None = Non
     """The k-ary fat-tree (k even): (k/2)^2 core, k pods of k/2 aggregation and k/2 edge switches,
     k^3/4 hosts (k = 4: 16 hosts, 20 switches; k = 16: 1,024 hosts, 320 switches).
 
-    edgeE (E = pod * k/2 + i + 1) has hosts on ports 1..k/2 and aggregation switches on ports
-    k/2+1..k; aggA has edges on ports 1..k/2 and cores on k/2+1..k; coreC (C = j * k/2 + m + 1)
-    takes port p+1 from pod p's aggregation switch j.
+    Pod p's i-th edge switch (edge<p*k/2+i+1>) has hosts on ports 1..k/2 and the pod's
+    aggregation switches on ports k/2+1..k; the pod's i-th aggregation switch (agg<p*k/2+i+1>)
+    has the pod's edges on ports 1..k/2 and cores core<i*k/2+1> .. core<i*k/2+k/2> on ports
+    k/2+1..k; every core takes pod p on its port p+1.
     """
     if k < 2 or k % 2:
         raise TopologyError(f"a fat-tree needs an even k >= 2, not {k}")

@@ -285,9 +285,23 @@ def test_a_job_over_two_trees_installs_both_and_deletes_both(net_leaf_spine, tmp
     c.close()
 
 
-@pytest.mark.parametrize("trees, message", [(5, "5 trees asked for, but these members have only 4 candidate"),
-                                            (0, "trees must be 'auto' or a positive number"),
-                                            ("many", "trees must be 'auto' or a positive number")])
+def test_a_packed_job_that_does_not_fit_changes_nothing(net_leaf_spine, tmp_path):
+    """The second tree's slots do not fit: refused with the tree named, no id, epoch or entry taken."""
+    c = controller(net_leaf_spine, tmp_path)
+    c.create_job("small", ["h1", "h2"], pool_size=8)  # under leaf1 alone
+    before = (c.state.next_job_id, dict(c.state.next_epoch), (tmp_path / "state.json").read_text(),
+              {sw: c.installed_entries(sw) for sw in net_leaf_spine.topology.switches})
+    with pytest.raises(JobError, match=r"tree 2 of 2 \(root spine\d\): pool 1016..1031 does not fit switch leaf1"):
+        c.create_job("big", ["h1", "h2", "h3", "h4"], pool_size=16, pool_base=1000)
+    after = (c.state.next_job_id, dict(c.state.next_epoch), (tmp_path / "state.json").read_text(),
+             {sw: c.installed_entries(sw) for sw in net_leaf_spine.topology.switches})
+    assert after == before and list(c.state.jobs) == ["small"]
+    c.close()
+
+
+@pytest.mark.parametrize("trees, message", [(5, "5 trees asked for, but the planner found only 4 candidate"),
+                                            (0, "trees must be 'auto' or a positive whole number"),
+                                            ("many", "trees must be 'auto' or a positive whole number")])
 def test_bad_tree_counts_change_nothing(tmp_path, trees, message):
     s = Switches(Topology.from_dict(leaf_spine(2, 2, 2)))  # one tree per switch as root
     try:
@@ -448,7 +462,7 @@ def test_command_line_plans_without_any_switch(tmp_path):
     one = json.loads(ina_ctl("--hosts", "h1,h2,h3,h4", "--trees", "1", "--json").stdout)
     assert len(one["trees"]) == 1 and one["seconds_per_mb"] == pytest.approx(2 * data["seconds_per_mb"])
     for args, message in [(("--hosts", "h1,spine1"), "spine1: not hosts of the topology"),
-                          (("--hosts", "h1,h2", "--trees", "5"), "5 trees asked for, but these members have only 4")]:
+                          (("--hosts", "h1,h2", "--trees", "5"), "5 trees asked for, but the planner found only 4")]:
         bad = ina_ctl(*args)
         assert bad.returncode == 1 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     assert not (tmp_path / "controller-state.json").exists()  # planning wrote nothing

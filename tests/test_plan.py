@@ -10,13 +10,14 @@ shares the planner must reach on fabrics whose best packing is known by hand.
 from __future__ import annotations
 
 import json
+import random
 from functools import cache
 
 import pytest
 
 from controller import plan
 from controller.plan import PlanError
-from controller.topology import Topology, fat_tree, leaf_spine, single, tree
+from controller.topology import Topology, TopologyError, fat_tree, leaf_spine, single, tree
 
 FAN_IN = 32  # max_children: the slot bitmap's width
 TOL = 1e-9
@@ -334,3 +335,63 @@ def test_to_dict_is_json_and_readable():
     assert "leaf1-p1 -- spine1-p1 (2 Mb/s)" in d["bottlenecks"]
     assert "h1 -- leaf1-p3 (4 Mb/s)" in d["bottlenecks"]
     assert all(isinstance(name, str) for name in d["bottlenecks"])
+
+
+# --- random fabrics and odd capacities ---------------------------------------------------------------
+
+def random_fabric(rng: random.Random) -> Topology:
+    """A connected random switch graph with parallel links, random capacities and hosts on random switches."""
+    switches = [f"s{i}" for i in range(1, rng.randint(2, 7) + 1)]
+    ports = dict.fromkeys(switches, 0)
+
+    def port(s: str) -> str:
+        ports[s] += 1
+        return f"{s}-p{ports[s]}"
+
+    links = [[port(s), port(rng.choice(switches[:i])), {"bw": round(rng.uniform(0.1, 50), 3)}]
+             for i, s in enumerate(switches) if i]
+    links += [[port(a), port(b), {"bw": round(rng.uniform(0.1, 50), 3)}]
+              for a, b in (rng.sample(switches, 2) for _ in range(rng.randint(0, 5)))]
+    hosts = {f"h{i}": {"ip": f"10.0.0.{i}/24", "mac": f"02:00:00:00:00:{i:02x}"} for i in range(1, rng.randint(2, 7))}
+    links += [[h, port(rng.choice(switches)), {"bw": round(rng.uniform(1, 100), 3)}] for h in hosts]
+    return Topology.from_dict({"hosts": hosts, "switches": dict.fromkeys(switches, {}), "links": links})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_fabrics_never_overload_a_link(seed):
+    """Property over many small random fabrics: whatever the planner returns is feasible, valid and
+    within the cut bound, and keeps to the tree limit it was given."""
+    rng = random.Random(seed)
+    for _ in range(25):
+        topology = random_fabric(rng)
+        members = tuple(rng.sample(sorted(topology.hosts), rng.randint(1, len(topology.hosts))))
+        fan_in, max_trees = rng.choice([32, 2, 3]), rng.choice([None, None, 1, 2])
+        try:
+            p = plan.plan_job(topology, members, fan_in, max_trees)
+        except PlanError as e:  # the only refusals a connected fabric may give
+            assert "fan-in" in str(e) or "asked for" in str(e), e
+            continue
+        assert_feasible(topology, members, p)
+        for planned in p.trees:
+            plan.check_tree(topology, members, planned.tree, fan_in)
+        assert p.rate <= p.upper_bound * (1 + TOL)
+        assert max_trees is None or len(p.trees) <= max_trees
+
+
+def test_capacities_plan_alike_at_any_scale():
+    """Shares depend on capacity ratios only: kbit/s or Tbit/s links plan the same trees."""
+    shares = []
+    for scale in (1e-6, 1.0, 1e6):
+        topology = leaf_spine_topology(3 * scale, 1 * scale, 10 * scale)
+        p = plan.plan_job(topology, ALL4, FAN_IN)
+        assert p.rate == pytest.approx(4 * scale, rel=1e-6)
+        shares.append([(t.tree.root, round(t.share, 6)) for t in p.trees])
+    assert shares[0] == shares[1] == shares[2] == [("spine1", 0.75), ("spine2", 0.25)]
+
+
+@pytest.mark.parametrize("bw", [0, -1, float("inf"), float("nan"), "fast", True])
+def test_a_link_capacity_must_be_a_positive_finite_number(bw):
+    spec = leaf_spine(2, 2, 2)
+    spec["links"][0] = [*spec["links"][0][:2], {"bw": bw}]
+    with pytest.raises(TopologyError, match="bw must be a positive number"):
+        Topology.from_dict(spec)

@@ -208,6 +208,16 @@ def test_a_job_over_two_trees_splits_every_call_by_the_shares(net3):
     assert workers[0].stats.results == 2 * (47 + 16 + 110 + 16)
 
 
+@pytest.mark.parametrize("size", [0, 1, 64, 65, 129])
+def test_small_calls_over_two_trees_leave_a_tree_idle(net3, size):
+    """One chunk over two trees: one tree gets nothing to do, and the call still returns the sum."""
+    spec = over_trees("small", [net3.job("s1", pool_size=4), net3.job("s2", pool_size=4)], [0.5, 0.5])
+    arrays = [np.arange(size, dtype=np.float32) * (r + 1) for r in range(3)]
+    results, _ = run_workers(spec, arrays, calls=2)
+    for call in range(2):
+        check_sum([r[call] for r in results], arrays)
+
+
 def test_a_dead_tree_fails_the_call_naming_it_and_returns_nothing(net3):
     spec = over_trees("half-dead", [net3.job("alive", pool_size=16), net3.job("dead", pool_size=16)], [0.5, 0.5])
     net3.controller.delete_job("dead")  # the switch drops that tree's packets from now on

@@ -1,4 +1,4 @@
-"""``Worker``: what a training script holds. One UDP socket, one I/O thread, allreduce calls in order.
+"""``Worker``: what a training script holds. One UDP socket per tree, one I/O thread, allreduce calls in order.
 
     from worker import Worker
     w = Worker.from_env()                  # INA_JOB_SPEC=path/to/job.json INA_RANK=0 (or RANK)

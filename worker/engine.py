@@ -19,6 +19,7 @@ packets go out side by side and a failure of any tree stops them all.
 
 from __future__ import annotations
 
+import errno
 import heapq
 import select
 import socket
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from worker import quantize
-from worker.errors import AllreduceTimeout, SwitchOverflowError
+from worker.errors import AllreduceError, AllreduceTimeout, SwitchOverflowError
 from worker.protocol import Protocol
 
 RTO_MIN, RTO_MAX = 0.05, 1.0  # seconds
@@ -84,7 +85,8 @@ class Link:
 
 
 class Allreduce:
-    """One allreduce over a Link: ``run()`` returns the (chunks, V) int32 sums and the agreed exponents."""
+    """One allreduce over one Link (tree): once ``run_together`` completes it, ``sums`` holds the (chunks, V)
+    int32 sums, ``agreed`` the exponents and ``overflowed`` the chunks whose sum wrapped."""
 
     def __init__(self, link: Link, chunks: np.ndarray, exact: bool) -> None:
         P = self.P = link.protocol
@@ -131,8 +133,11 @@ class Allreduce:
         data = self._payload(q, retransmit)
         try:
             self.link.sock.sendto(data, self.link.switch)
-        except BlockingIOError:
-            pass  # the send buffer is full: this is a loss, the timer will resend it
+        except OSError as e:
+            if not isinstance(e, BlockingIOError) and e.errno != errno.ENOBUFS:
+                raise AllreduceError(f"{self.link.name}: cannot send to switch {self.link.switch[0]}:"
+                                     f"{self.link.switch[1]}: {e}") from e
+            # the send buffer is full: this is a loss, the timer will resend it
         now = time.monotonic()
         stats = self.link.stats
         stats.packets_sent += 1
@@ -217,13 +222,6 @@ class Allreduce:
             raise self._timeout_error()
         if self.complete:
             self.link.next_packet = self.base + self.total
-
-    def run(self) -> tuple[np.ndarray, np.ndarray]:
-        """This allreduce alone: the (chunks, V) sums and the agreed exponents; raises on overflow."""
-        run_together([self])
-        if self.overflowed:
-            raise overflow_error(self.overflowed, self.P.values)
-        return self.sums, self.agreed
 
     def _back_off(self, now: float) -> None:
         """A timeout halves the packets in flight, once per RTT: on a slow link a full window only

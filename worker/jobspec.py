@@ -42,7 +42,7 @@ class Member:
 
 
 @dataclass(frozen=True)
-class Tree:
+class TreeSpec:
     job_id: int  # the tree's id in the dataplane (the header's job_id)
     root: str
     share: float  # of every allreduce's chunks
@@ -58,7 +58,7 @@ class JobSpec:
     udp_port: int  # the switches' aggregation port
     pool_size: int  # slots of each tree a worker may use: 0 .. pool_size-1, two sets each
     members: tuple[Member, ...]
-    trees: tuple[Tree, ...]
+    trees: tuple[TreeSpec, ...]
 
     def __post_init__(self) -> None:
         if not self.members or not self.trees:
@@ -78,13 +78,17 @@ class JobSpec:
     def split(self, chunks: int) -> list[tuple[int, int]]:
         """Each tree's [first, end) range of an allreduce's chunks, in proportion to the shares.
 
-        Largest remainder, so the counts add up exactly and every worker computes the same split.
+        Largest remainder over the shares as given (normalised, so shares that sum to 1 only up to
+        rounding still cover every chunk exactly once), so every worker computes the same split.
         """
-        ideal = [t.share * chunks for t in self.trees]
-        counts = [math.floor(x) for x in ideal]
+        total = sum(t.share for t in self.trees)
+        ideal = [t.share / total * chunks for t in self.trees]
+        counts = [min(chunks, math.floor(x)) for x in ideal]
         by_remainder = sorted(range(len(ideal)), key=lambda i: (counts[i] - ideal[i], i))
-        for i in by_remainder[:chunks - sum(counts)]:
-            counts[i] += 1
+        for k in range(chunks - sum(counts)):
+            counts[by_remainder[k % len(counts)]] += 1
+        while sum(counts) > chunks:  # floating point put one too many somewhere
+            counts[max(range(len(counts)), key=counts.__getitem__)] -= 1
         ranges, start = [], 0
         for c in counts:
             ranges.append((start, start + c))
@@ -106,7 +110,7 @@ class JobSpec:
         try:
             del data["format"]
             members = tuple(Member(**m) for m in data.pop("members"))
-            trees = tuple(Tree(**{**t, "children": tuple(t["children"])}) for t in data.pop("trees"))
+            trees = tuple(TreeSpec(**{**t, "children": tuple(t["children"])}) for t in data.pop("trees"))
             return cls(members=members, trees=trees, **data)
         except (KeyError, TypeError) as e:
             raise JobSpecError(f"{path}: malformed job spec: {e}") from None

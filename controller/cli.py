@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -123,7 +124,8 @@ def describe(plan: Plan, topology: Topology) -> str:
              "",
              f"{'tree':>4}  {'root':<10} {'share':>6} {'Mb/s':>9} {'depth':>5}  switches"]
     for i, p in enumerate(plan.trees, 1):
-        switches = p.tree.switches()
+        switches = sorted(p.tree.switches(), key=lambda name: [int(t) if t.isdigit() else t
+                                                               for t in re.split(r"(\d+)", name)])
         shown = ", ".join(switches[:6]) + (f", ... ({len(switches)} in all)" if len(switches) > 6 else "")
         lines.append(f"{i:>4}  {p.tree.root:<10} {p.share:>6.1%} {p.rate:>9.4g} "
                      f"{depth(topology, plan.members, p.tree):>5}  {shown}")

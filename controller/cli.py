@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from controller.controller import Controller
+from controller.hybrid import MODES
 from controller.network import Network
 from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineError, PipelineOptions
@@ -54,6 +55,12 @@ def parser() -> argparse.ArgumentParser:
                         help="first slot of the first tree on every switch, the next tree's right after it "
                              "(default: first fit)")
     create.add_argument("--trees", **trees)
+    for command in (show, create):
+        command.add_argument("--mode", default="auto", choices=MODES,
+                             help="ina: all through the switches; ring: all round a TCP ring of the hosts; "
+                                  "hybrid: both at once; auto (default): what the model predicts fastest")
+        command.add_argument("--alpha", type=float, help="hybrid: the share through the switches (default: the "
+                                                         "model's, which makes both parts finish together)")
     delete = job.add_parser("delete", help="remove exactly this job's entries")
     delete.add_argument("name")
     job.add_parser("list", help="jobs and their specs")
@@ -88,12 +95,15 @@ def _run(ctl: Controller, args: argparse.Namespace) -> int:
         ctl.setup()
         print(f"{len(ctl.topology.switches)} switch(es) ready, {len(ctl.state.jobs)} job(s) installed")
     elif args.command == "job" and args.action == "plan":
-        plan = ctl.plan(_hosts(args.hosts), args.trees)
+        plan = ctl.plan(_hosts(args.hosts), args.trees, args.mode, args.alpha)
         print(json.dumps(plan.to_dict(ctl.topology), indent=2) if args.json else describe(plan, ctl.topology))
     elif args.command == "job" and args.action == "create":
-        spec = ctl.create_job(args.name, _hosts(args.hosts), args.pool_size, args.pool_base, args.trees)
+        spec = ctl.create_job(args.name, _hosts(args.hosts), args.pool_size, args.pool_base, args.trees, args.mode,
+                              args.alpha)
         trees = ", ".join(f"root {t.root} (id {t.job_id}, {t.share:.1%})" for t in spec.trees)
-        print(f"job {spec.name}: {len(spec.trees)} tree(s): {trees}; spec in {ctl.spec_dir / (spec.name + '.json')}")
+        ring = f"; {1 - spec.ina_share:.0%} round a ring on port {spec.ring_port}" if spec.ina_share < 1 else ""
+        print(f"job {spec.name}: {len(spec.trees)} tree(s): {trees or 'none'}{ring}; spec in "
+              f"{ctl.spec_dir / (spec.name + '.json')}")
     elif args.command == "job" and args.action == "delete":
         ctl.delete_job(args.name)
         print(f"job {args.name} deleted")
@@ -116,6 +126,9 @@ def _hosts(text: str) -> list[str]:
 
 def describe(plan: Plan, topology: Topology) -> str:
     """The plan as a table a person reads."""
+    if not plan.trees:
+        lines = [f"{len(plan.members)} members, no aggregation trees (a pure ring)"]
+        return "\n".join(lines + _split_lines(plan))
     status = "optimal" if plan.optimal else f"{plan.rate / plan.upper_bound:.0%} of it"
     lines = [f"{len(plan.members)} members, {len(plan.trees)} tree(s) of {plan.candidates} candidates "
              f"(planned in {plan.seconds:.2f} s)",
@@ -134,7 +147,17 @@ def describe(plan: Plan, topology: Topology) -> str:
     if len(plan.bottlenecks) > 12:
         lines.append(f"  ... and {len(plan.bottlenecks) - 12} more")
     lines += [f"note: {n}" for n in plan.notes]
-    return "\n".join(lines)
+    return "\n".join(lines + _split_lines(plan))
+
+
+def _split_lines(plan: Plan) -> list[str]:
+    if plan.split is None:
+        return []
+    s = plan.split
+    times = ", ".join(f"{mode} {t:.3g} s" for mode, t in s.seconds_per_mb.items())
+    paced = f", paced at {s.pace_mbps:g} Mb/s per worker" if s.pace_mbps else ""
+    return ["", f"split: {s.mode}, {s.alpha:.1%} through the switches{paced}; predicted per MB: {times}",
+            f"why: {s.why}"]
 
 
 if __name__ == "__main__":

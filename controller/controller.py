@@ -8,14 +8,16 @@ pipeline cookie is not ours (it restarted) gets the pipeline and everything live
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
-from controller import plan
+from controller import hybrid, plan
 from controller.entries import (
     HIGH_WATER_CHILD,
     Allocation,
@@ -135,20 +137,37 @@ class Controller:
 
     # --- jobs ----------------------------------------------------------------------------------
 
-    def plan(self, members: list[str], trees: int | str | None = "auto") -> plan.Plan:
-        """The packed trees for these members, without touching a switch (``trees``: "auto" or at most N)."""
+    def plan(self, members: list[str], trees: int | str | None = "auto", mode: str = "auto",
+             alpha: float | None = None) -> plan.Plan:
+        """The packed trees for these members and the split between them and a host ring, without
+        touching a switch (``trees``: "auto" or at most N; ``mode``: ina, ring, hybrid or auto)."""
         P = protocol.load(self.state.options.values, self.state.options.udp_port)  # no compiler needed
+        frame = ETH_IP_UDP + P.packet_bytes
         try:
-            return plan.plan_job(self.topology, members, P.MAX_CHILDREN, _tree_count(trees),
-                                 (ETH_IP_UDP + P.packet_bytes) / (4 * P.values))
-        except plan.PlanError as e:
+            if mode == "ring":  # no trees at all: the links alone bound it
+                plan.check_members(self.topology, members)
+                links = min(self.topology.links[self.topology.port_links[self.topology.attachment[m]]].capacity
+                            for m in members)
+                found = plan.Plan(tuple(members), (), 0.0, 0.0, (), 0, 0.0, frame / (4 * P.values),
+                                  ("a pure ring: no aggregation trees",))
+                limit, why = math.inf, ""
+            else:
+                found = plan.plan_job(self.topology, members, P.MAX_CHILDREN, _tree_count(trees),
+                                      frame / (4 * P.values))
+                links = found.rate  # every tree crosses every member's link, and a ring the same fabric
+                limit, why = hybrid.aggregation_limit(self.topology, found, frame)
+            capacity = hybrid.Capacity(len(members), links, limit, found.wire_factor, why)
+            return dataclasses.replace(found, split=hybrid.choose(capacity, mode, alpha))
+        except (plan.PlanError, hybrid.SplitError) as e:
             raise JobError(str(e)) from None
 
     def create_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None = None,
-                   trees: int | str | None = "auto") -> JobSpec:
-        """Plan the job's trees (``trees``: "auto", or at most N) and install every one of them."""
+                   trees: int | str | None = "auto", mode: str = "auto", alpha: float | None = None) -> JobSpec:
+        """Plan the job's trees (``trees``: "auto", or at most N) and its split between them and a host
+        ring (``mode``: ina, ring, hybrid or auto, ``alpha`` a hybrid's share through the trees), and
+        install every tree."""
         with self._lock:
-            job = self._plan_job(name, members, pool_size, pool_base, trees)
+            job = self._plan_job(name, members, pool_size, pool_base, trees, mode, alpha)
             self.state.jobs[name] = job  # saved before any write: a crash leaves a job setup() completes
             try:
                 self._save()
@@ -185,7 +204,7 @@ class Controller:
 
     def job_spec(self, name: str) -> JobSpec:
         job = self._job(name)
-        pipe = self.pipeline(next(iter(job.switches())))
+        P = protocol.load(self.state.options.values, self.state.options.udp_port)
         members = []
         for rank, host in enumerate(job.members):
             switch = self.topology.switches[self.topology.attachment[host][0]]
@@ -196,8 +215,8 @@ class Controller:
             nodes = self._nodes(job, t)
             children = tuple(next(c.index for c in nodes[m.switch].children if c.node == m.host) for m in members)
             trees.append(TreeSpec(t.job_id, t.tree.root, t.share, t.rate, _worker_port(t.job_id), children))
-        return JobSpec(name, pipe.protocol.values, pipe.protocol.INA_UDP_PORT, job.pool_size, tuple(members),
-                       tuple(trees))
+        return JobSpec(name, P.values, P.INA_UDP_PORT, job.pool_size, tuple(members), tuple(trees), job.ina_share,
+                       None if job.ring_id is None else _worker_port(job.ring_id), job.pace_mbps)
 
     def status(self) -> dict[str, dict]:
         """Per job and switch: the job_stats counters by name (packets), and per-switch drops."""
@@ -281,7 +300,7 @@ class Controller:
     # --- planning ------------------------------------------------------------------------------
 
     def _plan_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None,
-                  trees: int | str | None) -> JobRecord:
+                  trees: int | str | None, mode: str, alpha: float | None) -> JobRecord:
         if not name or not name.replace("-", "").replace("_", "").isalnum():
             raise JobError(f"job name {name!r}: use letters, digits, '-' and '_'")
         if name in self.state.jobs:
@@ -289,9 +308,11 @@ class Controller:
         pipe = self.pipeline(next(iter(self.topology.switches)))
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= pipe.pool_slots:
             raise JobError(f"pool size {pool_size} is outside 1..{pipe.pool_slots} (the switch's slot pool)")
-        planned = self.plan(members, trees)
+        planned = self.plan(members, trees, mode, alpha)
+        split = planned.split
+        installed = () if split.mode == "ring" else planned.trees
         placed: list[dict[str, Allocation]] = []
-        for i, p in enumerate(planned.trees):
+        for i, p in enumerate(installed):
             allocations: dict[str, Allocation] = {}
             for switch in p.tree.switches():
                 taken = [(a[switch], pool_size) for a in placed if switch in a]
@@ -300,16 +321,17 @@ class Controller:
                     base = self._free_pool(switch, pool_size, None if pool_base is None else pool_base + i * pool_size,
                                            pipe.pool_slots, taken)
                 except JobError as e:
-                    if len(planned.trees) == 1:
+                    if len(installed) == 1:
                         raise
-                    raise JobError(f"tree {i + 1} of {len(planned.trees)} (root {p.tree.root}): {e}") from None
+                    raise JobError(f"tree {i + 1} of {len(installed)} (root {p.tree.root}): {e}") from None
                 allocations[switch] = Allocation(base, cell, 0)
             placed.append(allocations)
         # job ids and epochs only once the job is certain to fit: a refused job changes nothing
-        live = {t.job_id for j in self.state.jobs.values() for t in j.trees}
+        live = {t.job_id for j in self.state.jobs.values() for t in j.trees} | \
+            {j.ring_id for j in self.state.jobs.values() if j.ring_id is not None}
         first_free = self.state.next_job_id
         ids = []
-        for _ in placed:
+        for _ in range(len(placed) + (split.alpha < 1)):  # the ring, if any, takes an id for its port
             job_id = self.state.take_job_id(live, MAX_JOB_ID)
             if job_id is None:
                 self.state.next_job_id = first_free
@@ -317,10 +339,11 @@ class Controller:
             live.add(job_id)
             ids.append(job_id)
         records = []
-        for job_id, p, allocations in zip(ids, planned.trees, placed):
+        for job_id, p, allocations in zip(ids, installed, placed):
             epochs = {sw: Allocation(a.pool_base, a.cell, self.state.take_epoch(sw)) for sw, a in allocations.items()}
             records.append(TreeRecord(job_id, p.tree, p.rate, p.share, epochs))
-        return JobRecord(name, list(members), pool_size, records)
+        return JobRecord(name, list(members), pool_size, records, split.mode, split.alpha,
+                         ids[-1] if split.alpha < 1 else None, split.pace_mbps)
 
     def _allocations(self, switch: str, pending: Pending) -> Pending:
         """(allocation, pool size) of every tree on this switch: live jobs' and the ones being planned."""

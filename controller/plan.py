@@ -38,11 +38,15 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import optimize, sparse
 
 from controller.topology import Topology
+
+if TYPE_CHECKING:
+    from controller.hybrid import Split
 
 MIN_SHARE = 0.02  # a tree below this share of the job's rate is not worth its switch state...
 MAX_DROP_LOSS = 0.05  # ...unless dropping the small trees would cost more than this share of the rate
@@ -101,13 +105,17 @@ class Plan:
     seconds: float  # time spent planning
     wire_factor: float = 1.0  # wire bytes per tensor byte (headers)
     notes: tuple[str, ...] = field(default=())
+    split: Split | None = None  # INA and ring shares, when the controller has weighed a hybrid run
 
     @property
     def optimal(self) -> bool:
         return self.rate >= self.upper_bound * (1 - 1e-6)
 
     def seconds_per_mb(self) -> float:
-        """Predicted time to allreduce 1 MB (10^6 bytes) of tensor: its wire bits over the rate."""
+        """Predicted time to allreduce 1 MB (10^6 bytes) of tensor: its wire bits over the rate (or,
+        once the split is chosen, the hybrid model's time for the mode that runs)."""
+        if self.split is not None:
+            return self.split.seconds_per_mb[self.split.mode]
         return 8 * self.wire_factor / self.rate
 
     def to_dict(self, topology: Topology) -> dict:
@@ -117,7 +125,8 @@ class Plan:
                 "bottlenecks": [link_name(topology, i) for i in self.bottlenecks],
                 "trees": [{"root": p.tree.root, "rate_mbps": p.rate, "share": p.share,
                            "switches": p.tree.switches(), "depth": depth(topology, self.members, p.tree),
-                           "uplinks": [list(u) for u in p.tree.uplinks]} for p in self.trees]}
+                           "uplinks": [list(u) for u in p.tree.uplinks]} for p in self.trees],
+                **({"split": self.split.to_dict()} if self.split is not None else {})}
 
 
 def link_name(topology: Topology, index: int) -> str:

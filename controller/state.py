@@ -33,7 +33,11 @@ class JobRecord:
     name: str
     members: list[str]  # hosts, in rank order
     pool_size: int  # slots per tree on each of its switches
-    trees: list[TreeRecord]
+    trees: list[TreeRecord]  # none for a pure ring
+    mode: str = "ina"  # ina, ring or hybrid: what runs
+    ina_share: float = 1.0  # of every allreduce through the trees; the rest round the ring
+    ring_id: int | None = None  # an id like a tree's, so the ring's port (WORKER_PORT_BASE + id) is the job's own
+    pace_mbps: float | None = None  # most each worker offers the trees
 
     def switches(self) -> set[str]:
         return {s for t in self.trees for s in t.allocations}

@@ -11,6 +11,8 @@ from the switch's position: 10.0.0.(254 - i), 02:00:00:00:fe:(i + 1)); workers s
 aggregation packets to their switch's address, and the switch sends results from it.  The
 link options are Mininet's TCLink ones (Mb/s, delay string, loss %).  The planner reads a
 link's capacity from its ``bw``; a link without one counts as ``DEFAULT_BW_MBPS`` (1 Gb/s).
+A switch may declare ``"agg_pps"``, the contributions it can sum per second: the hybrid
+split (controller/hybrid.py) keeps the switches' share of a job within it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Switch:
     index: int  # position in the file (bmv2-env makes index + 1 the device id); default addresses
     ip: ipaddress.IPv4Address
     mac: str
+    agg_pps: float | None = None  # contributions it can sum per second, if declared (the hybrid split's C)
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,8 @@ class Topology:
         return {
             "hosts": {h.name: {"ip": str(h.ip), "mac": h.mac, **({"commands": list(h.commands)} if h.commands else {})}
                       for h in self.hosts.values()},
-            "switches": {s.name: {"ip": str(s.ip), "mac": s.mac} for s in self.switches.values()},
+            "switches": {s.name: {"ip": str(s.ip), "mac": s.mac, **({"agg_pps": s.agg_pps} if s.agg_pps else {})}
+                         for s in self.switches.values()},
             "links": [[lk.a, lk.b, lk.options] if lk.options else [lk.a, lk.b] for lk in self.links],
         }
 
@@ -191,7 +195,11 @@ def _switch(name: str, index: int, spec: dict, where: str) -> Switch:
         mac = _mac(spec.get("mac", f"02:00:00:00:fe:{index + 1:02x}"))
     except ValueError as e:
         raise TopologyError(f"{where}: switch {name}: {e}") from None
-    return Switch(name, index, ip, mac)
+    rate = spec.get("agg_pps")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate < math.inf):
+        raise TopologyError(f"{where}: switch {name}: agg_pps must be a positive number of contributions/s, "
+                            f"not {rate!r}")
+    return Switch(name, index, ip, mac, rate)
 
 
 def _mac(text: str) -> str:

@@ -185,3 +185,35 @@ def test_dead_worker_fails_the_others_clearly_then_a_fresh_job_works(single8):
         assert_all_exact(reports(start_workers(net, controller.spec_dir / "fresh.json", hosts)), 3)
     finally:
         controller.delete_job("fresh")
+
+
+@pytest.mark.parametrize("mode, alpha", [("ring", None), ("hybrid", 0.4), ("hybrid", None)])
+def test_ring_and_hybrid_jobs(single8, mode, alpha):
+    """The same worker command over a pure ring and over the switch and a ring at once (TCP between
+    the hosts, routed by ina.p4): every element within the bound, on every rank."""
+    net, controller = single8
+    hosts = ["h1", "h2", "h3", "h4"]
+    name = f"{mode}-{alpha}".replace(".", "")
+    spec = controller.create_job(name, hosts, pool_size=32, mode=mode, alpha=alpha)
+    try:
+        assert spec.ina_share == (0.0 if mode == "ring" else alpha if alpha is not None else 1.0)
+        assert_all_exact(reports(start_workers(net, controller.spec_dir / f"{name}.json", hosts, repeat=2)), 4, 2)
+    finally:
+        controller.delete_job(name)
+
+
+def test_a_killed_peer_fails_a_hybrid_job_clearly(single8):
+    net, controller = single8
+    hosts = ["h1", "h2", "h3"]
+    controller.create_job("half", hosts, pool_size=32, mode="hybrid", alpha=0.5)
+    procs = start_workers(net, controller.spec_dir / "half.json", hosts, size=2_000_000, timeout=2.0)
+    time.sleep(1.5)  # mid-allreduce
+    procs[2].kill()
+    start = time.monotonic()
+    survivors = reports(procs[:2], wait=60)
+    procs[2].communicate()
+    assert time.monotonic() - start < 20
+    for r in survivors:
+        assert r["error"].startswith(("AllreduceError: ring part of job half",
+                                      "AllreduceTimeout: tree 1/1 of job half")), r
+    controller.delete_job("half")

@@ -235,6 +235,72 @@ def test_a_dead_tree_fails_the_call_naming_it_and_returns_nothing(net3):
         w.close()
 
 
+# --- hybrid: the trees and a host ring at once ---------------------------------------------------
+
+def hybrid_job(net: LoopbackNet, name: str, alpha: float, pool_size: int = 16) -> JobSpec:
+    hosts = sorted(net.topology.hosts)
+    if alpha == 0:
+        return net.controller.create_job(name, hosts, pool_size, mode="ring")
+    return net.controller.create_job(name, hosts, pool_size, mode="hybrid", alpha=alpha)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.5, 1.0])
+def test_hybrid_calls_split_between_the_trees_and_the_ring(net3, alpha):
+    spec = hybrid_job(net3, f"h{int(alpha * 10)}", alpha) if alpha < 1 else net3.job("pure", pool_size=16)
+    assert spec.ina_share == alpha and (spec.ring_port is None) == (alpha == 1) and bool(spec.trees) == (alpha > 0)
+    rng = np.random.default_rng(12)
+    arrays = [rng.standard_normal(10_000).astype(np.float32) * 100 for _ in range(3)]  # 157 chunks of 64
+    results, workers = run_workers(spec, arrays, calls=2)
+    for call in range(2):
+        check_sum([r[call] for r in results], arrays)
+    k = spec.ina_chunks(157)
+    assert k == round(alpha * 157)
+    ina = 2 * (k + min(16, k)) if k else 0  # per worker: the trees' chunks plus one window of exponents per call
+    assert workers[0].stats.results == ina
+    if alpha < 1:  # the ring part is float64 then cast: within half an ulp of the float32 result
+        exact = sum(a.astype(np.float64) for a in arrays)[k * 64:]
+        tail = results[0][0][k * 64:].astype(np.float64)
+        assert (np.abs(tail - exact) <= np.abs(exact) * np.finfo(np.float32).eps / 2 + 1e-30).all()
+
+
+def test_hybrid_int32_is_exact(net3):
+    spec = hybrid_job(net3, "ints", 0.5)
+    arrays = [np.arange(1000, dtype=np.int32) * (r + 1) for r in range(3)]
+    results, _ = run_workers(spec, arrays)
+    assert all((r[0] == np.arange(1000, dtype=np.int32) * 6).all() for r in results)
+
+
+@pytest.mark.parametrize("alpha, part", [(0.0, r"ring part of job dead-0 \(rank \d\): setup: "),
+                                         (0.5, r"ring part of job dead-5 \(rank \d\)|tree 1/1 of job dead-5")])
+def test_a_dead_peer_fails_the_call_naming_the_part(net3, alpha, part):
+    """Rank 2 never shows up: the ring (and the trees, which miss its contributions) fail within the timeout."""
+    spec = hybrid_job(net3, f"dead-{int(alpha * 10)}", alpha)
+    workers = [Worker(spec, r, timeout=1.0) for r in range(2)]
+    start = time.monotonic()
+    futures = [w.allreduce_async(np.ones(5_000, np.float32)) for w in workers]
+    for f in futures:
+        with pytest.raises(AllreduceError, match=part):
+            f.result(timeout=15)
+    assert time.monotonic() - start < 8
+    with pytest.raises(AllreduceError, match="earlier allreduce of this Worker failed"):
+        workers[0].allreduce(np.ones(10, np.float32))
+    for w in workers:
+        w.close()
+
+
+def test_a_dead_switch_path_fails_a_hybrid_call_naming_the_tree(net3):
+    spec = hybrid_job(net3, "no-switch", 0.5)
+    (tree,) = spec.trees
+    net3.controller._remove("s1", *net3.controller._job_entries(net3.controller.state.jobs["no-switch"], "s1"))
+    workers = [Worker(spec, r, timeout=1.0) for r in range(3)]
+    futures = [w.allreduce_async(np.ones(5_000, np.float32)) for w in workers]
+    for f in futures:
+        with pytest.raises(AllreduceTimeout, match=rf"tree 1/1 of job no-switch \(root s1, job id {tree.job_id}\)"):
+            f.result(timeout=15)
+    for w in workers:
+        w.close()
+
+
 def test_job_spec_round_trip_and_bad_specs(net3, tmp_path):
     spec = over_trees("two", [net3.job("x", pool_size=8), net3.job("y", pool_size=8)], [0.25, 0.75])
     spec.save(tmp_path / "two.json")

@@ -8,7 +8,9 @@
 Every worker of the job must make the same sequence of calls with arrays of the same size
 (as with any collective); the sum is the switch's, so every worker gets the same bits back.
 A job over several aggregation trees splits each call by the trees' shares, on chunk
-boundaries, and runs the parts at once (one socket per tree, one I/O loop).
+boundaries, and runs the parts at once (one socket per tree, one I/O loop).  A hybrid job
+also sends a share of each call round a TCP ring of its members (``worker.ring``), on a
+second thread, at the same time: the trees take what they can, the ring the rest.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from worker import protocol, quantize
-from worker.engine import Allreduce, Link, Stats, overflow_error, run_together
-from worker.errors import AllreduceError
+from worker.engine import Allreduce, Link, Pacer, Stats, overflow_error, run_together
+from worker.errors import AllreduceError, SwitchOverflowError
 from worker.jobspec import JobSpec
+from worker.ring import RingError, RingWorker
 
 SUPPORTED = (np.float32, np.float64, np.float16, np.int32)
 
@@ -42,12 +45,13 @@ class Worker:
         self.spec, self.rank = spec, rank
         me = spec.members[rank]
         P = protocol.load(spec.values, spec.udp_port)
+        pacer = Pacer(spec.ina_pace_mbps, packet_bytes=P.packet_bytes) if spec.ina_pace_mbps else None
         self._links: list[Link] = []
         try:
-            for i, tree in enumerate(spec.trees):
+            for i, tree in enumerate(spec.trees if spec.ina_share > 0 else ()):
                 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 self._links.append(Link(sock, (me.switch_ip, spec.udp_port), tree.job_id, tree.children[rank],
-                                        len(spec.members), window, P, timeout, _tree_name(spec, i)))
+                                        len(spec.members), window, P, timeout, _tree_name(spec, i), pacer))
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
                 try:
                     sock.bind((bind_ip if bind_ip is not None else me.ip, tree.port))
@@ -60,6 +64,10 @@ class Worker:
                 link.sock.close()
             raise
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-worker-{rank}")
+        self._ring_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-ring-{rank}")
+        self._ring: RingWorker | None = None  # connected on the first call that needs it
+        self._timeout = timeout
+        self._broken = False
         self._closed = False
         self._lock = threading.Lock()
 
@@ -104,8 +112,11 @@ class Worker:
         with self._lock:
             self._closed = True
         self._io.shutdown(wait=True)
+        self._ring_io.shutdown(wait=True)
         for link in self._links:
             link.sock.close()
+        if self._ring is not None:
+            self._ring.close()
 
     def __enter__(self) -> Worker:
         return self
@@ -130,27 +141,58 @@ class Worker:
         return flat.copy()
 
     def _run(self, flat: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        if any(link.broken for link in self._links):
+        if self._broken or any(link.broken for link in self._links):
             raise AllreduceError("an earlier allreduce of this Worker failed, so its packet sequence no longer "
                                  "matches the other workers'; start a new job")
-        V = self._links[0].protocol.values
+        V = self.spec.values
         n = -(-len(flat) // V)
-        chunks = np.zeros((n, V), flat.dtype)
-        chunks.reshape(-1)[:len(flat)] = flat
+        k = self.spec.ina_chunks(n)  # the first k chunks through the trees, the rest round the ring
+        chunks = np.zeros((k, V), flat.dtype)
+        chunks.reshape(-1)[:min(len(flat), k * V)] = flat[:k * V]
         exact = dtype == np.int32
         parts = [(first, Allreduce(link, chunks[first:end], exact))
-                 for link, (first, end) in zip(self._links, self.spec.split(n)) if end > first]
-        run_together([stream for _, stream in parts])
+                 for link, (first, end) in zip(self._links, self.spec.split(k)) if end > first]
+        stop = threading.Event()
+        rest = flat[k * V:]
+        ring = self._ring_io.submit(self._ring_part, rest.astype(np.int64) if exact else rest, stop) \
+            if len(rest) else None
+        try:
+            run_together([stream for _, stream in parts], stop)
+        except AllreduceError:
+            if ring is None or not stop.is_set():  # the trees failed on their own: the ring gives up too
+                self._broken = True
+                if self._ring is not None:
+                    self._ring.close()
+                raise
+        finally:
+            stop.set()  # a ring still running after the trees failed gives up too
+        ring_sum = ring.result() if ring is not None else rest  # raises the ring's error first
         sums = np.concatenate([stream.sums for _, stream in parts]) if parts else np.zeros((0, V), np.int32)
         overflowed = [first + c for first, stream in parts for c in stream.overflowed]
         if overflowed:
             raise overflow_error(overflowed, V)
         if exact:
+            if np.abs(ring_sum).max(initial=0) > np.iinfo(np.int32).max:
+                raise SwitchOverflowError(f"the int32 sum of the ring part (elements {k * V}..) leaves int32")
             out = sums.reshape(-1)[:len(flat)]
         else:
             agreed = np.concatenate([stream.agreed for _, stream in parts]) if parts else np.zeros(0, np.int8)
             out = quantize.dequantize(sums, quantize.shifts(agreed, len(self.spec.members))).reshape(-1)[:len(flat)]
-        return out.astype(dtype).reshape(shape)
+        return np.concatenate([out, ring_sum]).astype(dtype).reshape(shape)
+
+    def _ring_part(self, data: np.ndarray, stop: threading.Event) -> np.ndarray:
+        """The ring's share of a call, summed in float64 (int64 for int32); a failure stops the trees too."""
+        try:
+            if self._ring is None:
+                self._ring = RingWorker(self.rank, self.spec.ring_peers, timeout=self._timeout)
+            return self._ring.allreduce_(data)
+        except (RingError, OSError) as e:
+            self._broken = True
+            stop.set()
+            raise AllreduceError(f"ring part of job {self.spec.name} (rank {self.rank}): {e}") from e
+        except BaseException:
+            stop.set()
+            raise
 
 
 def _tree_name(spec: JobSpec, i: int) -> str:

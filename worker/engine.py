@@ -23,6 +23,7 @@ import errno
 import heapq
 import select
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -47,6 +48,31 @@ class Stats:
     bytes_sent: int = 0
 
 
+class Pacer:
+    """A token bucket over the wire bytes a worker sends to the switches (a hybrid job keeps the trees
+    within their capacity and leaves the rest of the link to the ring).  Retransmissions spend too."""
+
+    HEADERS = 14 + 20 + 8  # Ethernet, IPv4 and UDP in front of each datagram
+
+    def __init__(self, mbps: float, burst_packets: int = 4, packet_bytes: int = 1100) -> None:
+        self.rate = mbps * 1e6 / 8  # bytes per second
+        self.burst = burst_packets * packet_bytes
+        self.tokens, self.updated = float(self.burst), time.monotonic()
+
+    def _refill(self, now: float) -> None:
+        self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
+
+    def ready_at(self, now: float) -> float:
+        """When the next datagram may go (now, or when the bucket is no longer in debt)."""
+        self._refill(now)
+        return now if self.tokens >= 0 else now - self.tokens / self.rate
+
+    def spend(self, payload: int, now: float) -> None:
+        self._refill(now)
+        self.tokens -= payload + self.HEADERS
+
+
 @dataclass
 class Link:
     """Where this worker's packets go and what identifies it."""
@@ -60,6 +86,7 @@ class Link:
     protocol: Protocol
     timeout: float
     name: str = "the job's tree"  # how errors name this tree
+    pacer: Pacer | None = None  # shared by the worker's trees: the most they offer the switches together
     stats: Stats = field(default_factory=Stats)
     next_packet: int = 0  # g of the next allreduce's first packet
     broken: bool = False  # after a timeout: later calls would not line up with the other workers
@@ -139,6 +166,8 @@ class Allreduce:
                                      f"{self.link.switch[1]}: {e}") from e
             # the send buffer is full: this is a loss, the timer will resend it
         now = time.monotonic()
+        if self.link.pacer is not None:
+            self.link.pacer.spend(len(data), now)
         stats = self.link.stats
         stats.packets_sent += 1
         stats.bytes_sent += len(data)
@@ -195,8 +224,13 @@ class Allreduce:
         return self.finished >= self.total
 
     def pump(self, now: float) -> float:
-        """Send what the window allows and what timed out; returns when this stream next needs a look."""
+        """Send what the window (and the pacer) allows and what timed out; returns when this stream next
+        needs a look."""
+        pacer, wake = self.link.pacer, now + 0.05
         while self._sendable(self.next_q):
+            if pacer is not None and (ready := pacer.ready_at(now)) > now:
+                wake = ready
+                break
             self._send(self.next_q)
             self.next_q += 1
         while self.timers and self.timers[0][0] <= now:
@@ -204,7 +238,7 @@ class Allreduce:
             if not self.done[q] and expiry == self.expiry[q]:
                 self._back_off(now)
                 self._send(q, retransmit=True)
-        return min(self.timers[0][0] if self.timers else now + 0.05, self.last_progress + self.link.timeout)
+        return min(self.timers[0][0] if self.timers else wake, wake, self.last_progress + self.link.timeout)
 
     def drain(self, buf: bytearray) -> None:
         """Take every datagram waiting on the socket; raise AllreduceTimeout after ``timeout`` without progress."""
@@ -243,21 +277,24 @@ class Allreduce:
             missing=[self.base + q + 1 for q in sent], retransmissions=sum(self.retries.values()))
 
 
-def run_together(streams: list[Allreduce]) -> None:
+def run_together(streams: list[Allreduce], stop: threading.Event | None = None) -> None:
     """Drive several allreduces (one per tree) to completion in one loop.
 
     Any failure marks every link broken (the workers' packet sequences no longer agree) and is
     raised at once; the other streams are abandoned, so no partial result is ever returned.
+    ``stop`` set from elsewhere (the ring part of a hybrid call failed) ends the loop the same way.
     """
     buf = bytearray(65536)
     try:
         for s in streams:
             s.last_progress = time.monotonic()
         while active := [s for s in streams if not s.complete]:
+            if stop is not None and stop.is_set():
+                raise AllreduceError("stopped: another part of this allreduce failed")
             now = time.monotonic()
             wake = min(s.pump(now) for s in active)
             wait = wake - time.monotonic()
-            readable = select.select([s.link.sock for s in active], [], [], max(0.0, wait))[0]
+            readable = select.select([s.link.sock for s in active], [], [], min(max(0.0, wait), 0.1))[0]
             for s in active:
                 if s.link.sock in readable or time.monotonic() >= s.last_progress + s.link.timeout:
                     s.drain(buf)

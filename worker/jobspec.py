@@ -15,6 +15,14 @@ every allreduce is split over the trees by their shares, on chunk boundaries::
 
 ``children[rank]`` is the member's child index at its switch in that tree (the ``child``
 header field, its bit in the slot bitmap).
+
+A hybrid job also sends the share ``1 - ina_share`` of every allreduce through a TCP ring of
+its members (each listening on ``ring_port``) at the same time, and paces its packets to the
+switches at ``ina_pace_mbps`` (wire Mb/s) so they never offer more than the trees take::
+
+    "ina_share": 0.6, "ring_port": 40012, "ina_pace_mbps": 2.5
+
+``ina_share`` 1 (the default) is pure in-network aggregation, 0 a pure ring (no trees).
 """
 
 from __future__ import annotations
@@ -59,10 +67,22 @@ class JobSpec:
     pool_size: int  # slots of each tree a worker may use: 0 .. pool_size-1, two sets each
     members: tuple[Member, ...]
     trees: tuple[TreeSpec, ...]
+    ina_share: float = 1.0  # of every allreduce through the trees; the rest goes round the ring
+    ring_port: int | None = None  # where each member's ring listens (needed when ina_share < 1)
+    ina_pace_mbps: float | None = None  # most each worker offers the trees, wire Mb/s (None: as fast as they go)
 
     def __post_init__(self) -> None:
-        if not self.members or not self.trees:
-            raise JobSpecError(f"job {self.name}: needs at least one member and one tree")
+        if not self.members:
+            raise JobSpecError(f"job {self.name}: needs at least one member")
+        share = self.ina_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+            raise JobSpecError(f"job {self.name}: ina_share must be within [0, 1], not {share!r}")
+        if share > 0 and not self.trees:
+            raise JobSpecError(f"job {self.name}: ina_share {share} needs at least one tree")
+        if share < 1 and self.ring_port is None:
+            raise JobSpecError(f"job {self.name}: ina_share {share} sends data round a ring, but no ring_port is given")
+        if self.ina_pace_mbps is not None and not 0 < self.ina_pace_mbps < math.inf:
+            raise JobSpecError(f"job {self.name}: ina_pace_mbps must be a positive rate, not {self.ina_pace_mbps!r}")
         if [m.rank for m in self.members] != list(range(len(self.members))):
             raise JobSpecError(f"job {self.name}: members must be listed by rank 0..{len(self.members) - 1}")
         for t in self.trees:
@@ -70,10 +90,19 @@ class JobSpec:
                 raise JobSpecError(f"job {self.name}: tree {t.job_id} names {len(t.children)} children for "
                                    f"{len(self.members)} members")
         shares = [t.share for t in self.trees]
-        if any(s <= 0 for s in shares) or not math.isclose(sum(shares), 1.0, abs_tol=1e-6):
+        if shares and (any(s <= 0 for s in shares) or not math.isclose(sum(shares), 1.0, abs_tol=1e-6)):
             raise JobSpecError(f"job {self.name}: tree shares {shares} must be positive and sum to 1")
         if len({t.port for t in self.trees}) != len(self.trees):
             raise JobSpecError(f"job {self.name}: two trees share a worker port")
+
+    @property
+    def ring_peers(self) -> list[str]:
+        """The ring's "ip:port" of every member, in rank order."""
+        return [f"{m.ip}:{self.ring_port}" for m in self.members]
+
+    def ina_chunks(self, chunks: int) -> int:
+        """How many of an allreduce's chunks go through the trees (the first ones); the rest go round the ring."""
+        return chunks if self.ina_share >= 1 else round(self.ina_share * chunks)
 
     def split(self, chunks: int) -> list[tuple[int, int]]:
         """Each tree's [first, end) range of an allreduce's chunks, in proportion to the shares.
@@ -81,6 +110,8 @@ class JobSpec:
         Largest remainder over the shares as given (normalised, so shares that sum to 1 only up to
         rounding still cover every chunk exactly once), so every worker computes the same split.
         """
+        if not self.trees:
+            return []
         total = sum(t.share for t in self.trees)
         ideal = [t.share / total * chunks for t in self.trees]
         counts = [min(chunks, math.floor(x)) for x in ideal]

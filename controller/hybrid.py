@@ -1,0 +1,150 @@
+"""The hybrid split: how much of each allreduce goes through the switches, how much through a host ring.
+
+Pure functions of a job's capacities (docs/hybrid.md derives them).  In-network aggregation
+puts ``f`` wire bytes on each host link per tensor byte (headers: about 1.06 at V = 256) but
+runs no faster than the aggregation capacity C; a ring puts ``r = 2(N-1)/N`` times the
+tensor (plus TCP headers) on every host link, and takes whatever link rate L is left.  Run
+both at once on shares alpha and 1 - alpha of the data, and the time per tensor byte is
+
+    T(alpha) = max( (alpha f + (1 - alpha) r) / L ,  alpha f / C )
+
+(the host link carries both parts; the switches carry the INA part).  The first term falls
+with alpha when f < r (three workers or more), the second rises, so the best alpha makes
+them equal:
+
+    alpha* = C r / (f (L - C) + C r)      for C < L,   alpha* = 1 for C >= L.
+
+With two workers a ring moves no more bytes than the switches (r <= f), so any known C makes
+the pure ring at least as fast.
+
+alpha = 1 is pure INA (time f / min(L, C)), alpha = 0 the pure ring (r / L).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from controller.plan import Plan, nodes
+from controller.topology import Topology
+
+ETH_IP_TCP = 14 + 20 + 32  # a ring segment's headers (TCP with timestamps, as Linux sends)
+TCP_MSS = 1448  # 1500-byte MTU less IPv4, TCP and its timestamp option
+MODES = ("ina", "ring", "hybrid", "auto")
+PURE = 0.02  # a split within this of 0 or 1 is run as the pure method: the other part would be noise
+
+
+class SplitError(ValueError):
+    """A split that cannot be made."""
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What bounds a job's allreduce, per worker and each way (Mb/s on the wire)."""
+
+    workers: int
+    link_mbps: float  # L: the slowest member's host link
+    ina_mbps: float  # C: what the aggregation trees take from each worker (math.inf: no limit known)
+    ina_wire: float  # f: wire bytes per tensor byte through the switches
+    why: str = ""  # where C comes from
+
+    @property
+    def ring_wire(self) -> float:
+        """r: wire bytes per tensor byte a ring puts on each host link (each way)."""
+        n = self.workers
+        return 2 * (n - 1) / n * (ETH_IP_TCP + TCP_MSS) / TCP_MSS if n > 1 else 0.0
+
+    def seconds_per_mb(self, alpha: float) -> float:
+        """Predicted time to allreduce 1 MB (10^6 bytes) with ``alpha`` of it through the switches."""
+        check_alpha(alpha)
+        links = (alpha * self.ina_wire + (1 - alpha) * self.ring_wire) * 8 / self.link_mbps
+        switches = alpha * self.ina_wire * 8 / self.ina_mbps if alpha and self.ina_mbps < math.inf else 0.0
+        return max(links, switches)
+
+    def best_alpha(self) -> float:
+        """The share through the switches at which both parts finish together."""
+        C, L, f, r = self.ina_mbps, self.link_mbps, self.ina_wire, self.ring_wire
+        if r == 0:  # one worker: nothing to send either way
+            return 1.0
+        if f >= r:  # two workers: the ring's bytes cost no more than the switches', and it has no C
+            return 0.0 if C < math.inf else 1.0
+        if C >= L:
+            return 1.0
+        return C * r / (f * (L - C) + C * r)
+
+
+@dataclass(frozen=True)
+class Split:
+    mode: str  # "ina", "ring" or "hybrid": what runs
+    alpha: float  # share of every allreduce through the switches
+    seconds_per_mb: dict[str, float]  # predicted for "ina", "ring", "hybrid" (at the best alpha)
+    capacity: Capacity
+    why: str
+
+    @property
+    def pace_mbps(self) -> float | None:
+        """What each worker may offer the switches: C, when C is known and below the link rate."""
+        C = self.capacity.ina_mbps
+        return C if self.alpha > 0 and C < self.capacity.link_mbps else None
+
+    def to_dict(self) -> dict:
+        c = self.capacity
+        return {"mode": self.mode, "alpha": self.alpha, "seconds_per_mb": self.seconds_per_mb, "why": self.why,
+                "link_mbps": c.link_mbps, "ina_mbps": None if c.ina_mbps == math.inf else c.ina_mbps,
+                "ina_wire": c.ina_wire, "ring_wire": c.ring_wire, "pace_mbps": self.pace_mbps}
+
+
+def aggregation_limit(topology: Topology, plan: Plan, frame_bytes: int) -> tuple[float, str]:
+    """C from the switches' declared aggregation rates (``agg_pps``: contributions summed per second).
+
+    A switch with c children in a tree sums c contributions per slot; with the job's slots
+    spread over its trees by their shares, switch s allows S <= agg_pps / sum_t(share_t c_st)
+    slots per second, and each worker sends one frame per slot.  math.inf where no switch of
+    the job declares a rate.
+    """
+    best, why = math.inf, ""
+    children: dict[str, float] = {}
+    for p in plan.trees:
+        for node in nodes(topology, plan.members, p.tree).values():
+            children[node.switch] = children.get(node.switch, 0.0) + p.share * len(node.children)
+    for switch, load in sorted(children.items()):
+        rate = topology.switches[switch].agg_pps
+        if rate is not None and rate / load * frame_bytes * 8 / 1e6 < best:
+            best = rate / load * frame_bytes * 8 / 1e6
+            why = f"{switch} sums {rate:g} contributions/s"
+    return best, why
+
+
+def check_alpha(alpha: float) -> None:
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
+        raise SplitError(f"the share through the switches (alpha) must be within [0, 1], not {alpha!r}")
+
+
+def choose(capacity: Capacity, mode: str = "auto", alpha: float | None = None) -> Split:
+    """The split a job runs: ``mode`` ina/ring/hybrid/auto (auto: the fastest the model predicts);
+    ``alpha`` overrides the model's share for hybrid."""
+    if mode not in MODES:
+        raise SplitError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if alpha is not None:
+        check_alpha(alpha)
+        if mode != "hybrid":
+            raise SplitError(f"alpha is the hybrid mode's split; mode {mode} fixes its own")
+    best = capacity.best_alpha()
+    times = {"ina": capacity.seconds_per_mb(1.0), "ring": capacity.seconds_per_mb(0.0),
+             "hybrid": capacity.seconds_per_mb(best)}
+    C, L = capacity.ina_mbps, capacity.link_mbps
+    limit = f"C = {C:g} Mb/s ({capacity.why})" if C < math.inf else "no aggregation limit known"
+    if mode == "auto":
+        if best >= 1 - PURE:
+            mode, why = "ina", f"{limit} >= or near L = {L:g} Mb/s: the links are the limit, all through the switches"
+        elif best <= PURE:
+            mode, why = "ring", f"{limit} is far below L = {L:g} Mb/s: the switches would add next to nothing"
+        else:
+            mode, why = "hybrid", (f"{limit} < L = {L:g} Mb/s: {best:.0%} through the switches keeps them full, "
+                                   f"the ring takes the rest of the link")
+    else:
+        why = f"mode {mode} asked for; {limit}, L = {L:g} Mb/s"
+    share = {"ina": 1.0, "ring": 0.0, "hybrid": best if alpha is None else alpha}[mode]
+    if mode == "hybrid":
+        times["hybrid"] = capacity.seconds_per_mb(share)
+    return Split(mode, share, times, capacity, why)

@@ -124,7 +124,8 @@ class InaNetwork:
                 switch.wait_ready(max(0.0, deadline - time.monotonic()))
             self._run_host_commands()
             self.network = Network(self.topology, {s.name: SwitchAccess(s.grpc_address, s.device_id, s.target)
-                                                   for s in self.switches})
+                                                   for s in self.switches},
+                                   {h.name: ["mnexec", "-a", str(h.pid)] for h in self.mininet.hosts})
             self.network.save(self.net_file)
         except BaseException:
             self.stop()

@@ -20,6 +20,7 @@ import re
 import sys
 from pathlib import Path
 
+from controller.calibrate import calibrate
 from controller.controller import Controller
 from controller.hybrid import MODES
 from controller.network import Network
@@ -64,6 +65,11 @@ def parser() -> argparse.ArgumentParser:
     delete = job.add_parser("delete", help="remove exactly this job's entries")
     delete.add_argument("name")
     job.add_parser("list", help="jobs and their specs")
+    calibrate = sub.add_parser("calibrate", help="measure a job's aggregation capacity and ring rate on its hosts, "
+                                                 "and split it again between the switches and the ring")
+    calibrate.add_argument("name")
+    calibrate.add_argument("--values", type=int, default=1 << 18, help="float32 values per burst call")
+    calibrate.add_argument("--timeout", type=float, default=20.0)
     sub.add_parser("status", help="jobs, per-switch counters and drops, as JSON")
     watch = sub.add_parser("watch", help="keep switches provisioned (re-provision on restart)")
     watch.add_argument("--interval", type=float, default=1.0)
@@ -112,6 +118,12 @@ def _run(ctl: Controller, args: argparse.Namespace) -> int:
             spec = ctl.job_spec(name)
             trees = ", ".join(f"{t.root}/{t.job_id} {t.share:.0%}" for t in spec.trees)
             print(f"{name}: {len(spec.members)} members, pool {spec.pool_size} per tree, trees (root/id share) {trees}")
+    elif args.command == "calibrate":
+        measured = calibrate(ctl, args.name, args.values, args.timeout)
+        split = ctl.state.jobs[args.name].calibration["split"]
+        ina = f"{measured.ina_mbps:.3g} Mb/s per worker through the switches" if measured.ina_mbps else "no trees"
+        print(f"job {args.name}: {ina}, {measured.ring_mbps:.3g} Mb/s per link for a ring alone; now "
+              f"{split['mode']}, {split['alpha']:.1%} through the switches ({split['why']})")
     elif args.command == "status":
         print(json.dumps(ctl.status(), indent=2))
     elif args.command == "watch":

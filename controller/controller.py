@@ -202,6 +202,33 @@ class Controller:
             if self.spec_dir is not None:
                 (self.spec_dir / f"{name}.json").unlink(missing_ok=True)
 
+    def calibrated(self, name: str, ina_mbps: float | None, ring_mbps: float | None) -> JobSpec:
+        """Record what a calibration measured (``controller.calibrate``) and split the job again with the
+        measured C, within what it has installed (a job without trees stays a ring); returns the new spec."""
+        with self._lock:
+            job = self._job(name)
+            P = protocol.load(self.state.options.values, self.state.options.udp_port)
+            f = (ETH_IP_UDP + P.packet_bytes) / (4 * P.values)
+            links = sum(t.rate for t in job.trees) or min(
+                self.topology.links[self.topology.port_links[self.topology.attachment[m]]].capacity
+                for m in job.members)
+            limit = ina_mbps if ina_mbps is not None and ina_mbps < links * 0.98 else math.inf
+            capacity = hybrid.Capacity(len(job.members), links, limit, f, f"measured {ina_mbps:.3g} Mb/s per worker"
+                                       if ina_mbps is not None else "")
+            mode = job.asked_mode if job.trees else "ring"
+            try:
+                split = hybrid.choose(capacity, mode, job.asked_alpha if mode == "hybrid" else None)
+            except hybrid.SplitError as e:
+                raise JobError(str(e)) from None
+            job.mode, job.ina_share, job.pace_mbps = split.mode, split.alpha, split.pace_mbps
+            job.calibration = {"ina_mbps": ina_mbps, "ring_mbps": ring_mbps, "link_mbps": links,
+                               "split": split.to_dict()}
+            self._save()
+            spec = self.job_spec(name)
+            if self.spec_dir is not None:
+                spec.save(self.spec_dir / f"{name}.json")
+            return spec
+
     def job_spec(self, name: str) -> JobSpec:
         job = self._job(name)
         P = protocol.load(self.state.options.values, self.state.options.udp_port)
@@ -331,7 +358,7 @@ class Controller:
             {j.ring_id for j in self.state.jobs.values() if j.ring_id is not None}
         first_free = self.state.next_job_id
         ids = []
-        for _ in range(len(placed) + (split.alpha < 1)):  # the ring, if any, takes an id for its port
+        for _ in range(len(placed) + 1):  # and one for the ring's port: any job may turn hybrid when calibrated
             job_id = self.state.take_job_id(live, MAX_JOB_ID)
             if job_id is None:
                 self.state.next_job_id = first_free
@@ -342,8 +369,8 @@ class Controller:
         for job_id, p, allocations in zip(ids, installed, placed):
             epochs = {sw: Allocation(a.pool_base, a.cell, self.state.take_epoch(sw)) for sw, a in allocations.items()}
             records.append(TreeRecord(job_id, p.tree, p.rate, p.share, epochs))
-        return JobRecord(name, list(members), pool_size, records, split.mode, split.alpha,
-                         ids[-1] if split.alpha < 1 else None, split.pace_mbps)
+        return JobRecord(name, list(members), pool_size, records, split.mode, split.alpha, ids[-1],
+                         split.pace_mbps, mode, alpha)
 
     def _allocations(self, switch: str, pending: Pending) -> Pending:
         """(allocation, pool size) of every tree on this switch: live jobs' and the ones being planned."""

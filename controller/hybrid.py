@@ -2,8 +2,9 @@
 
 Pure functions of a job's capacities (docs/hybrid.md derives them).  In-network aggregation
 puts ``f`` wire bytes on each host link per tensor byte (headers: about 1.06 at V = 256) but
-runs no faster than the aggregation capacity C; a ring puts ``r = 2(N-1)/N`` times the
-tensor (plus TCP headers) on every host link, and takes whatever link rate L is left.  Run
+runs no faster than the aggregation capacity C; a ring puts ``r = 3(N-1)/N`` times a float32
+tensor (float64 partial sums in the reduce-scatter, float32 in the allgather, plus TCP
+headers) on every host link, and takes whatever link rate L is left.  Run
 both at once on shares alpha and 1 - alpha of the data, and the time per tensor byte is
 
     T(alpha) = max( (alpha f + (1 - alpha) r) / L ,  alpha f / C )
@@ -50,9 +51,10 @@ class Capacity:
 
     @property
     def ring_wire(self) -> float:
-        """r: wire bytes per tensor byte a ring puts on each host link (each way)."""
+        """r: wire bytes per tensor byte a ring puts on each host link (each way), for float32 gradients:
+        the reduce-scatter moves float64 partial sums ((N-1)/N x 2), the allgather float32 ((N-1)/N)."""
         n = self.workers
-        return 2 * (n - 1) / n * (ETH_IP_TCP + TCP_MSS) / TCP_MSS if n > 1 else 0.0
+        return 3 * (n - 1) / n * (ETH_IP_TCP + TCP_MSS) / TCP_MSS if n > 1 else 0.0
 
     def seconds_per_mb(self, alpha: float) -> float:
         """Predicted time to allreduce 1 MB (10^6 bytes) with ``alpha`` of it through the switches."""

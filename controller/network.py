@@ -8,7 +8,7 @@ a hand-made script) only has to write the same file.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from controller.topology import Topology, TopologyError
@@ -27,6 +27,14 @@ class SwitchAccess:
 class Network:
     topology: Topology
     access: dict[str, SwitchAccess]
+    host_exec: dict[str, list[str]] = field(default_factory=dict)  # host -> command prefix running on it
+
+    def run_on(self, host: str, command: list[str]) -> list[str]:
+        """The argument list that runs ``command`` on ``host`` (``ina-ctl calibrate`` needs it)."""
+        if host not in self.host_exec:
+            raise TopologyError(f"the network file gives no way to run commands on {host} (bmv2-env writes one for "
+                                f"Mininet hosts: 'host_exec')")
+        return [*self.host_exec[host], *command]
 
     def __post_init__(self) -> None:
         missing = sorted(set(self.topology.switches) - set(self.access))
@@ -37,7 +45,8 @@ class Network:
             raise TopologyError(f"switches {bad}: target must be one of {TARGETS}")
 
     def save(self, path: str | Path) -> None:
-        data = {"topology": self.topology.to_dict(), "switches": {n: asdict(a) for n, a in self.access.items()}}
+        data = {"topology": self.topology.to_dict(), "switches": {n: asdict(a) for n, a in self.access.items()},
+                "host_exec": self.host_exec}
         tmp = Path(path).with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
         tmp.replace(path)
@@ -47,6 +56,7 @@ class Network:
         try:
             data = json.loads(Path(path).read_text())
             access = {n: SwitchAccess(**a) for n, a in data["switches"].items()}
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            host_exec = {h: [str(a) for a in prefix] for h, prefix in data.get("host_exec", {}).items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise TopologyError(f"{path}: not a network file: {e}") from None
-        return cls(Topology.from_dict(data["topology"], str(path)), access)
+        return cls(Topology.from_dict(data["topology"], str(path)), access, host_exec)

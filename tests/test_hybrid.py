@@ -17,12 +17,12 @@ from tests.test_controller import Switches, controller, members
 from worker.engine import Pacer
 
 F = (42 + 16 + 1024) / 1024  # wire bytes per tensor byte at V = 256
-R4 = 2 * 3 / 4 * (66 + 1448) / 1448  # a 4-worker ring, TCP headers included
+R4 = 3 * 3 / 4 * (66 + 1448) / 1448  # a 4-worker ring of float32: float64 partials, float32 gather, TCP headers
 
 
-def test_the_ring_puts_2_n_minus_1_over_n_on_each_link_plus_tcp():
+def test_the_ring_puts_3_n_minus_1_over_n_on_each_link_plus_tcp():
     assert hybrid.Capacity(4, 4.0, math.inf, F).ring_wire == pytest.approx(R4)
-    assert hybrid.Capacity(8, 4.0, math.inf, F).ring_wire == pytest.approx(1.75 * 1514 / 1448)
+    assert hybrid.Capacity(8, 4.0, math.inf, F).ring_wire == pytest.approx(3 * 7 / 8 * 1514 / 1448)
     assert hybrid.Capacity(1, 4.0, math.inf, F).ring_wire == 0
 
 
@@ -30,7 +30,7 @@ def test_split_by_hand():
     """L = 4, C = 2 Mb/s, four workers: alpha* = C r / (f (L - C) + C r), both parts end together."""
     cap = hybrid.Capacity(4, 4.0, 2.0, F)
     alpha = 2 * R4 / (F * 2 + 2 * R4)
-    assert cap.best_alpha() == pytest.approx(alpha) and 0.59 < alpha < 0.60
+    assert cap.best_alpha() == pytest.approx(alpha) and 0.69 < alpha < 0.70
     t = cap.seconds_per_mb(alpha)
     assert t == pytest.approx(alpha * F * 8 / 2.0)  # the switches' side...
     assert t == pytest.approx((alpha * F + (1 - alpha) * R4) * 8 / 4.0)  # ...and the link's, equal
@@ -111,7 +111,7 @@ def test_a_hybrid_job_carries_its_split_and_ring_in_the_spec(slow_switch, tmp_pa
     assert (ring.trees, ring.ina_share) == ((), 0.0) and ring.ring_port not in (spec.ring_port, None)
     assert {e.key("hdr.ina.job_id") for e in members(c, "s1")} == {spec.trees[0].job_id}  # the ring has no entries
     pure = c.create_job("pure", hosts, pool_size=8, mode="ina")
-    assert (pure.ina_share, pure.ring_port, pure.ina_pace_mbps) == (1.0, None, spec.ina_pace_mbps)  # paced at C
+    assert (pure.ina_share, pure.ina_pace_mbps) == (1.0, spec.ina_pace_mbps)  # paced at C
     c.close()
 
 

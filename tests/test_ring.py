@@ -101,6 +101,24 @@ def test_allreduce_matches_numpy(n: int) -> None:
             assert abs(s - 2 * (n - 1) / n * k) <= 2 * xs[0].itemsize  # up to segment rounding
 
 
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_wide_partial_sums_cast_once(n: int) -> None:
+    """allreduce_cast: float64 partial sums, float32 gather: the float64 sum rounded once, the same bits
+    everywhere, and 3(N-1)/N of the float32 tensor sent (two wide bytes per narrow one, then one)."""
+    xs = [x.astype(np.float64) for x in inputs(n, 1001, "float32")]
+
+    def body(w: RingWorker) -> tuple[np.ndarray, int]:
+        y = w.allreduce_cast(xs[w.rank].copy(), np.dtype(np.float32))
+        return y, w.bytes_sent
+
+    results = run_ring(n, body)
+    ys = [r[0] for r in results]
+    assert all(y.dtype == np.float32 and np.array_equal(y, ys[0]) for y in ys)
+    exact = np.sum(xs, axis=0)
+    assert (np.abs(ys[0] - exact) <= np.abs(exact) * 2.0**-24 + n * 2.0**-53 * np.sum(np.abs(xs), axis=0)).all()
+    assert sum(sent for _, sent in results) == (n - 1) * 1001 * (8 + 4)
+
+
 def test_segments_and_peers() -> None:
     assert segments(10, 3) == [(0, 4), (4, 7), (7, 10)]
     assert segments(2, 4) == [(0, 1), (1, 2), (2, 2), (2, 2)]

@@ -30,6 +30,7 @@ from worker.jobspec import JobSpec
 from worker.ring import RingError, RingWorker
 
 SUPPORTED = (np.float32, np.float64, np.float16, np.int32)
+RING_TCP = "cubic"  # a hybrid's ring keeps shaped links full with CUBIC; BBR left them 30-40% idle (bench_allreduce)
 
 
 class Worker:
@@ -154,7 +155,7 @@ class Worker:
                  for link, (first, end) in zip(self._links, self.spec.split(k)) if end > first]
         stop = threading.Event()
         rest = flat[k * V:]
-        ring = self._ring_io.submit(self._ring_part, rest.astype(np.int64) if exact else rest, stop) \
+        ring = self._ring_io.submit(self._ring_part, rest.astype(np.int64) if exact else rest, dtype, stop) \
             if len(rest) else None
         try:
             run_together([stream for _, stream in parts], stop)
@@ -180,12 +181,16 @@ class Worker:
             out = quantize.dequantize(sums, quantize.shifts(agreed, len(self.spec.members))).reshape(-1)[:len(flat)]
         return np.concatenate([out, ring_sum]).astype(dtype).reshape(shape)
 
-    def _ring_part(self, data: np.ndarray, stop: threading.Event) -> np.ndarray:
-        """The ring's share of a call, summed in float64 (int64 for int32); a failure stops the trees too."""
+    def _ring_part(self, data: np.ndarray, dtype: np.dtype, stop: threading.Event) -> np.ndarray:
+        """The ring's share of a call, summed in float64 and cast once (int32: summed in int64, checked
+        after); a failure stops the trees too."""
         try:
             if self._ring is None:
-                self._ring = RingWorker(self.rank, self.spec.ring_peers, timeout=self._timeout)
-            return self._ring.allreduce_(data)
+                self._ring = RingWorker(self.rank, self.spec.ring_peers, timeout=self._timeout,
+                                        tcp_congestion=RING_TCP)
+            if data.dtype == np.int64:
+                return self._ring.allreduce_(data)
+            return self._ring.allreduce_cast(data, dtype)
         except (RingError, OSError) as e:
             self._broken = True
             stop.set()

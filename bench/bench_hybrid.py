@@ -1,0 +1,184 @@
+"""INA alone, a ring alone and both at once (hybrid), where the switches take less than the links give.
+
+Why: when the aggregation capacity C per worker is below the link rate L, pure INA runs at C
+and leaves link idle; the hybrid job sends the share alpha* = C r / (f (L - C) + C r) through
+the switches and the rest round a TCP ring at the same time (docs/hybrid.md).  The model's
+prediction is printed beside each measurement.
+
+How: Mininet, ``single(4)`` (one built-in-target switch, ina.p4 at V = 256), host links shaped
+to ``--bw`` Mbit/s.  Per configuration a job is created in ``auto`` mode and calibrated
+(``controller.calibrate``: a burst of INA-only and of ring-only calls on the hosts gives C);
+then jobs in modes ina, ring, hybrid and auto get that measured C (``Controller.calibrated``)
+and each is timed: one rank runner per host (``bench.bench_allreduce --rank-runner``, which
+runs whatever the job spec says), one checked warm-up and ``--runs`` timed calls, the call's
+time its slowest rank's, the figure the median.
+
+Configurations: (a) ``small-pool``: a pool of ``--small-pool`` slots, so the window, not the
+link, bounds INA (C = window x frame / round trip); (c) ``control``: a pool of 16, INA
+link-bound (C >= L), where auto must pick pure INA.  (b), the switch's own aggregation rate
+as the limit, is left out here: on the built-in target the switch forwards the ring's TCP
+segments with the same CPU that aggregates, which the model does not describe (see the
+closing note of issue 12).
+
+    python -m bench.bench_hybrid [--bw 4] [--size 2] [--runs 3]
+    python -m bench.bench_hybrid --plot-only
+
+Writes bench/results/hybrid.csv and hybrid.png (copied to docs/figures/hybrid.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from bench.bench_allreduce import MIB, network, run_ranks, runner_command, topology_with_bw
+from bench.veth_common import sigterm_as_interrupt
+
+RESULTS = Path(__file__).resolve().parent / "results"
+FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "hybrid.png"
+HOSTS = ["h1", "h2", "h3", "h4"]
+MODES = ("ina", "ring", "hybrid", "auto")
+FIELDS = ["config", "mode", "runs_as", "alpha", "pool", "bw_mbit", "size_bytes", "ina_mbps", "ring_mbps",
+          "seconds_median", "seconds_min", "seconds_max", "predicted", "measured_over_predicted", "max_rel_error"]
+
+
+def measure_config(net, ctl, config: str, pool: int, args: argparse.Namespace) -> list[dict]:
+    from controller.calibrate import calibrate
+
+    base = f"{config}-calibrated"
+    ctl.create_job(base, HOSTS, pool_size=pool)
+    try:
+        measured = calibrate(ctl, base, values=args.size_bytes // 8, timeout=args.timeout)
+    finally:
+        ctl.delete_job(base)
+    print(f"  {config}: calibrated C = {measured.ina_mbps:.3g} Mb/s per worker, ring alone "
+          f"{measured.ring_mbps:.3g} Mb/s per link (links {args.bw:g} Mb/s)", flush=True)
+    rows = []
+    for mode in MODES:
+        job = f"{config}-{mode}"
+        ctl.create_job(job, HOSTS, pool_size=pool, mode=mode)
+        spec = ctl.calibrated(job, measured.ina_mbps, measured.ring_mbps)
+        split = ctl.state.jobs[job].calibration["split"]
+        predicted = args.size_bytes / 1e6 * split["seconds_per_mb"][split["mode"]]
+        try:
+            reports = run_ranks(net, HOSTS, [runner_command("ina", r, h, args.size_bytes, args,
+                                                            ctl.spec_dir / f"{job}.json", None)
+                                             for r, h in enumerate(HOSTS)], (args.runs + 1) * predicted * 4 + 120)
+        finally:
+            ctl.delete_job(job)
+        times = [max(r["times"][i] for r in reports) for i in range(args.runs)]
+        median = statistics.median(times)
+        print(f"    {mode:>6}: runs as {split['mode']} (alpha {spec.ina_share:.2f}), median {median:.3f} s "
+              f"({', '.join(f'{t:.2f}' for t in times)}), predicted {predicted:.3f} s "
+              f"(measured/predicted {median / predicted:.2f})", flush=True)
+        rows.append({"config": config, "mode": mode, "runs_as": split["mode"], "alpha": f"{spec.ina_share:.4f}",
+                     "pool": pool, "bw_mbit": args.bw, "size_bytes": args.size_bytes,
+                     "ina_mbps": f"{measured.ina_mbps:.4f}", "ring_mbps": f"{measured.ring_mbps:.4f}",
+                     "seconds_median": f"{median:.4f}", "seconds_min": f"{min(times):.4f}",
+                     "seconds_max": f"{max(times):.4f}", "predicted": f"{predicted:.4f}",
+                     "measured_over_predicted": f"{median / predicted:.3f}",
+                     "max_rel_error": f"{max(r['max_rel_error'] for r in reports):.2e}"})
+    return rows
+
+
+def plot(csv_path: Path, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with csv_path.open() as f:
+        rows = list(csv.DictReader(f))
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    fig, axes = plt.subplots(1, len(configs), figsize=(5.5 * len(configs), 4.8), squeeze=False)
+    colours = {"ina": "tab:blue", "ring": "tab:orange", "hybrid": "tab:green", "auto": "tab:purple"}
+    for ax, config in zip(axes[0], configs):
+        mine = [r for r in rows if r["config"] == config]
+        for i, r in enumerate(mine):
+            med, lo, hi = (float(r[k]) for k in ("seconds_median", "seconds_min", "seconds_max"))
+            ax.bar(i - 0.2, med, 0.38, color=colours[r["mode"]], yerr=[[med - lo], [hi - med]], capsize=3)
+            ax.bar(i + 0.2, float(r["predicted"]), 0.38, color="white", edgecolor="black", hatch="//",
+                   label="model" if i == 0 else None)
+            ax.text(i - 0.2, med / 2, f"{med:.2f} s", ha="center", rotation=90, color="white")
+        ax.set_xticks(range(len(mine)))
+        ax.set_xticklabels([f"{r['mode']}\n(runs {r['runs_as']},\nalpha {float(r['alpha']):.2f})" for r in mine],
+                           fontsize=8)
+        best = min(float(r["seconds_median"]) for r in mine if r["mode"] in ("ina", "ring"))
+        hybrid = next(float(r["seconds_median"]) for r in mine if r["mode"] == "hybrid")
+        ax.set_title(f"{config}: pool {mine[0]['pool']}, C = {float(mine[0]['ina_mbps']):.2g} Mb/s, "
+                     f"L = {float(mine[0]['bw_mbit']):g} Mb/s\nhybrid {best / hybrid:.2f}x the faster pure method",
+                     fontsize=9)
+        ax.set_ylabel("time per allreduce (s)")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"INA, ring and hybrid: 4 workers, {int(rows[0]['size_bytes']) / MIB:g} MiB float32, one P4 switch",
+                 fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    from controller.controller import Controller
+    from controller.pipeline import PipelineOptions
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bw", type=float, default=4.0, help="host links, Mbit/s each way")
+    ap.add_argument("--size", type=float, default=2.0, help="MiB of float32 per allreduce")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--small-pool", type=int, default=2, help="slots of configuration (a)")
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--busy-wait", type=float, default=1800.0)
+    ap.add_argument("--plot-only", action="store_true")
+    ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    args.size_bytes = int(args.size * MIB) // 4 * 4
+    args.ring_cc = "cubic"
+    csv_path = args.out_dir / "hybrid.csv"
+    if not args.plot_only:
+        if os.geteuid() != 0:
+            print("Mininet needs root", file=sys.stderr)
+            return 2
+        sigterm_as_interrupt()
+        rows: list[dict] = []
+        run = Path(tempfile.mkdtemp(prefix="bench-hybrid-"))
+        try:
+            with ExitStack() as stack:
+                net = stack.enter_context(network(topology_with_bw(4, args.bw), run / "net", args.busy_wait))
+                ctl = stack.enter_context(Controller(net.network, run / "controller.json",
+                                                     PipelineOptions(values=256)))
+                ctl.setup()
+                for config, pool in (("small-pool", args.small_pool), ("control", 16)):
+                    t0 = time.monotonic()
+                    rows += measure_config(net, ctl, config, pool, args)
+                    print(f"  [{time.monotonic() - t0:.0f} s]", flush=True)
+        except KeyboardInterrupt:
+            print("\ninterrupted; network stopped", file=sys.stderr)
+            return 130
+        finally:
+            if rows:
+                args.out_dir.mkdir(parents=True, exist_ok=True)
+                with csv_path.open("w", newline="") as f:
+                    writer = csv.DictWriter(f, FIELDS)
+                    writer.writeheader()
+                    writer.writerows(rows)
+        shutil.rmtree(run, ignore_errors=True)
+    png = plot(csv_path, args.out_dir / "hybrid.png")
+    FIGURE.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(png, FIGURE)
+    print(f"wrote {csv_path} and {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,6 +27,7 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_veth_ina --runs 3
 	$(VPY) -m bench.bench_allreduce
 	$(VPY) -m bench.bench_trees
+	$(VPY) -m bench.bench_hybrid
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .

@@ -37,7 +37,10 @@ def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float 
     if job is None:
         raise JobError(f"no job named {name!r} (jobs: {sorted(ctl.state.jobs)})")
     for host in job.members:
-        ctl.network.run_on(host, [])  # a clear error before anything is created
+        try:
+            ctl.network.run_on(host, [])  # a clear error before anything is created
+        except ValueError as e:
+            raise JobError(f"calibration of job {name}: {e}") from None
     P = protocol.load(ctl.state.options.values, ctl.state.options.udp_port)
     seconds = {}
     for mode in ("ina", "ring") if job.trees else ("ring",):

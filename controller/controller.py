@@ -212,6 +212,8 @@ class Controller:
             links = sum(t.rate for t in job.trees) or min(
                 self.topology.links[self.topology.port_links[self.topology.attachment[m]]].capacity
                 for m in job.members)
+            if ring_mbps is not None:  # what a ring really gets of the links (a software switch forwards it too)
+                links = min(links, ring_mbps)
             limit = ina_mbps if ina_mbps is not None and ina_mbps < links * 0.98 else math.inf
             capacity = hybrid.Capacity(len(job.members), links, limit, f, f"measured {ina_mbps:.3g} Mb/s per worker"
                                        if ina_mbps is not None else "")

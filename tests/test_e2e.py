@@ -217,3 +217,22 @@ def test_a_killed_peer_fails_a_hybrid_job_clearly(single8):
         assert r["error"].startswith(("AllreduceError: ring part of job half",
                                       "AllreduceTimeout: tree 1/1 of job half")), r
     controller.delete_job("half")
+
+
+def test_calibrate_measures_on_the_hosts_and_splits_again(single8):
+    """`ina-ctl calibrate`'s bursts run on the job's own hosts (bmv2-env's host_exec); the job keeps working."""
+    from controller.calibrate import calibrate
+
+    net, controller = single8
+    hosts = ["h1", "h2", "h3", "h4"]
+    before = controller.create_job("cal", hosts, pool_size=32)
+    try:
+        measured = calibrate(controller, "cal", values=50_000, timeout=10.0)
+        assert measured.ina_mbps > 0 and measured.ring_mbps > 0
+        record = controller.state.jobs["cal"].calibration
+        assert record["ina_mbps"] == measured.ina_mbps and record["split"]["mode"] in ("ina", "hybrid", "ring")
+        assert measured.spec.trees == before.trees and measured.spec.ina_share == record["split"]["alpha"]
+        assert sorted(controller.state.jobs) == ["cal"]  # the temporary jobs are gone
+        assert_all_exact(reports(start_workers(net, controller.spec_dir / "cal.json", hosts)), 4)
+    finally:
+        controller.delete_job("cal")

@@ -11,7 +11,9 @@ import random
 import pytest
 
 from controller import hybrid, plan
+from controller.calibrate import calibrate
 from controller.controller import JobError
+from controller.entries import HIGH_WATER_CHILD
 from controller.topology import Topology, single
 from tests.test_controller import Switches, controller, members
 from worker.engine import Pacer
@@ -136,3 +138,23 @@ def test_the_pacer_lets_a_burst_through_then_holds_to_the_rate():
     assert pacer.ready_at(now) == pytest.approx(now + 1000 / 1e6)  # 1,000 bytes of debt at 1 MB/s
     assert pacer.ready_at(now + 0.0005) == pytest.approx(now + 0.001)
     assert pacer.ready_at(now + 0.002) == now + 0.002
+
+
+@pytest.mark.parametrize("host_exec, message", [({}, "gives no way to run commands on h1"),
+                                                ({h: ["false"] for h in ("h1", "h2", "h3", "h4")},
+                                                 r"calibration: h\d \(is it running\?\): exit status 1")])
+def test_calibrating_a_job_whose_hosts_do_not_run_changes_nothing(slow_switch, tmp_path, host_exec, message):
+    c = controller(slow_switch, tmp_path)
+    c.network.host_exec = host_exec
+    spec = c.create_job("idle", ["h1", "h2", "h3", "h4"], pool_size=8)
+
+    def seen() -> tuple:  # job ids and epochs move on (a temporary job's packets may still fly), nothing else
+        jobs = json.loads((tmp_path / "state.json").read_text())["jobs"]
+        entries = {e for e in c.installed_entries("s1") if dict(e.match).get("hdr.ina.child") != HIGH_WATER_CHILD}
+        return jobs, entries, c.installed_groups("s1"), sorted(p.name for p in c.spec_dir.iterdir())
+
+    before = seen()
+    with pytest.raises(JobError, match=message):
+        calibrate(c, "idle", values=1000, timeout=2.0)
+    assert seen() == before and c.job_spec("idle") == spec
+    c.close()

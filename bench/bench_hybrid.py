@@ -48,33 +48,47 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench.bench_allreduce import MIB, network, run_ranks, runner_command, topology_with_bw
+from bench.bench_allreduce import MIB, network, run_ranks, runner_command
 from bench.veth_common import sigterm_as_interrupt
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "hybrid.png"
 HOSTS = ["h1", "h2", "h3", "h4"]
+FRAME = 14 + 20 + 8 + 16 + 4 * 256  # bytes of an aggregation packet on the wire at V = 256
 MODES = ("ina", "ring", "hybrid", "auto")
 FIELDS = ["config", "mode", "runs_as", "alpha", "pool", "bw_mbit", "size_bytes", "ina_mbps", "ring_mbps",
           "seconds_median", "seconds_min", "seconds_max", "predicted", "measured_over_predicted", "max_rel_error"]
 
 
-def measure_config(net, ctl, config: str, pool: int, bw: float, args: argparse.Namespace) -> list[dict]:
+def topology(bw: float, agg_pps: float | None):
+    from controller.topology import Topology, single
+
+    spec = single(len(HOSTS))
+    for link in spec["links"]:
+        link.append({"bw": bw})
+    if agg_pps:
+        spec["switches"]["s1"]["agg_pps"] = agg_pps
+    return Topology.from_dict(spec)
+
+
+def measure_config(net, ctl, config: str, pool: int, bw: float, declared: float | None,
+                   args: argparse.Namespace) -> list[dict]:
     from controller.calibrate import calibrate
 
     base = f"{config}-calibrated"
     ctl.create_job(base, HOSTS, pool_size=pool)
     try:
-        measured = calibrate(ctl, base, values=args.size_bytes // 8, timeout=args.timeout)
+        measured = calibrate(ctl, base, values=args.size_bytes // 4, timeout=args.timeout)
     finally:
         ctl.delete_job(base)
-    print(f"  {config}: calibrated C = {measured.ina_mbps:.3g} Mb/s per worker, ring alone "
-          f"{measured.ring_mbps:.3g} Mb/s per link (links {bw:g} Mb/s)", flush=True)
+    ina_mbps = declared or measured.ina_mbps  # a declared rate is the job's share of the switch: it holds
+    print(f"  {config}: C = {ina_mbps:.3g} Mb/s per worker ({'declared' if declared else 'calibrated'}), ring "
+          f"alone {measured.ring_mbps:.3g} Mb/s per link (links {bw:g} Mb/s)", flush=True)
     rows = []
     for mode in MODES:
         job = f"{config}-{mode}"
         ctl.create_job(job, HOSTS, pool_size=pool, mode=mode)
-        spec = ctl.calibrated(job, measured.ina_mbps, measured.ring_mbps)
+        spec = ctl.calibrated(job, ina_mbps, measured.ring_mbps)
         split = ctl.state.jobs[job].calibration["split"]
         predicted = args.size_bytes / 1e6 * split["seconds_per_mb"][split["mode"]]
         try:
@@ -90,7 +104,7 @@ def measure_config(net, ctl, config: str, pool: int, bw: float, args: argparse.N
               f"(measured/predicted {median / predicted:.2f})", flush=True)
         rows.append({"config": config, "mode": mode, "runs_as": split["mode"], "alpha": f"{spec.ina_share:.4f}",
                      "pool": pool, "bw_mbit": bw, "size_bytes": args.size_bytes,
-                     "ina_mbps": f"{measured.ina_mbps:.4f}", "ring_mbps": f"{measured.ring_mbps:.4f}",
+                     "ina_mbps": f"{ina_mbps:.4f}", "ring_mbps": f"{measured.ring_mbps:.4f}",
                      "seconds_median": f"{median:.4f}", "seconds_min": f"{min(times):.4f}",
                      "seconds_max": f"{max(times):.4f}", "predicted": f"{predicted:.4f}",
                      "measured_over_predicted": f"{median / predicted:.3f}",
@@ -148,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=float, default=2.0, help="MiB of float32 per allreduce")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--small-pool", type=int, default=1, help="slots of configuration (a)")
+    ap.add_argument("--shared-mbps", type=float, default=2.0,
+                    help="configuration (b): the switch declares the aggregation rate that gives each worker this C")
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--busy-wait", type=float, default=1800.0)
@@ -165,14 +181,18 @@ def main(argv: list[str] | None = None) -> int:
         rows: list[dict] = []
         run = Path(tempfile.mkdtemp(prefix="bench-hybrid-"))
         try:
-            for config, pool, bw in (("small-pool", args.small_pool, args.fast_bw), ("control", 16, args.bw)):
+            shared = args.shared_mbps * 1e6 / 8 / FRAME * len(HOSTS)  # contributions/s that give C = shared_mbps
+            for config, pool, bw, declared in (("small-pool", args.small_pool, args.fast_bw, None),
+                                                ("shared-switch", 16, args.bw, args.shared_mbps),
+                                                ("control", 16, args.bw, None)):
                 t0 = time.monotonic()
                 with ExitStack() as stack:
-                    net = stack.enter_context(network(topology_with_bw(4, bw), run / config, args.busy_wait))
+                    net = stack.enter_context(network(topology(bw, shared if declared else None), run / config,
+                                                      args.busy_wait))
                     ctl = stack.enter_context(Controller(net.network, run / config / "controller.json",
                                                          PipelineOptions(values=256)))
                     ctl.setup()
-                    rows += measure_config(net, ctl, config, pool, bw, args)
+                    rows += measure_config(net, ctl, config, pool, bw, declared, args)
                 print(f"  [{time.monotonic() - t0:.0f} s]", flush=True)
         except KeyboardInterrupt:
             print("\ninterrupted; network stopped", file=sys.stderr)

@@ -212,17 +212,16 @@ class Controller:
             links = sum(t.rate for t in job.trees) or min(
                 self.topology.links[self.topology.port_links[self.topology.attachment[m]]].capacity
                 for m in job.members)
-            if ring_mbps is not None:  # what a ring really gets of the links (a software switch forwards it too)
-                links = min(links, ring_mbps)
             limit = ina_mbps if ina_mbps is not None and ina_mbps < links * 0.98 else math.inf
             capacity = hybrid.Capacity(len(job.members), links, limit, f, f"measured {ina_mbps:.3g} Mb/s per worker"
-                                       if ina_mbps is not None else "")
+                                       if ina_mbps is not None else "", ring_mbps)
             mode = job.asked_mode if job.trees else "ring"
             try:
                 split = hybrid.choose(capacity, mode, job.asked_alpha if mode == "hybrid" else None)
             except hybrid.SplitError as e:
                 raise JobError(str(e)) from None
-            job.mode, job.ina_share, job.pace_mbps = split.mode, split.alpha, split.pace_mbps
+            job.mode, job.ina_share, job.pace_mbps, job.ring_pace_mbps = \
+                split.mode, split.alpha, split.pace_mbps, split.ring_pace_mbps
             job.calibration = {"ina_mbps": ina_mbps, "ring_mbps": ring_mbps, "link_mbps": links,
                                "split": split.to_dict()}
             self._save()
@@ -245,7 +244,7 @@ class Controller:
             children = tuple(next(c.index for c in nodes[m.switch].children if c.node == m.host) for m in members)
             trees.append(TreeSpec(t.job_id, t.tree.root, t.share, t.rate, _worker_port(t.job_id), children))
         return JobSpec(name, P.values, P.INA_UDP_PORT, job.pool_size, tuple(members), tuple(trees), job.ina_share,
-                       None if job.ring_id is None else _worker_port(job.ring_id), job.pace_mbps)
+                       None if job.ring_id is None else _worker_port(job.ring_id), job.pace_mbps, job.ring_pace_mbps)
 
     def status(self) -> dict[str, dict]:
         """Per job and switch: the job_stats counters by name (packets), and per-switch drops."""
@@ -372,7 +371,7 @@ class Controller:
             epochs = {sw: Allocation(a.pool_base, a.cell, self.state.take_epoch(sw)) for sw, a in allocations.items()}
             records.append(TreeRecord(job_id, p.tree, p.rate, p.share, epochs))
         return JobRecord(name, list(members), pool_size, records, split.mode, split.alpha, ids[-1],
-                         split.pace_mbps, mode, alpha)
+                         split.pace_mbps, split.ring_pace_mbps, asked_mode=mode, asked_alpha=alpha)
 
     def _allocations(self, switch: str, pending: Pending) -> Pending:
         """(allocation, pool size) of every tree on this switch: live jobs' and the ones being planned."""

@@ -48,13 +48,17 @@ class Capacity:
     ina_mbps: float  # C: what the aggregation trees take from each worker (math.inf: no limit known)
     ina_wire: float  # f: wire bytes per tensor byte through the switches
     why: str = ""  # where C comes from
+    ring_mbps: float | None = None  # what a ring alone gets of each link, if measured (TCP leaves some idle)
 
     @property
     def ring_wire(self) -> float:
         """r: wire bytes per tensor byte a ring puts on each host link (each way), for float32 gradients:
         the reduce-scatter moves float64 partial sums ((N-1)/N x 2), the allgather float32 ((N-1)/N)."""
         n = self.workers
-        return 3 * (n - 1) / n * (ETH_IP_TCP + TCP_MSS) / TCP_MSS if n > 1 else 0.0
+        wire = 3 * (n - 1) / n * (ETH_IP_TCP + TCP_MSS) / TCP_MSS if n > 1 else 0.0
+        if self.ring_mbps:  # a ring that keeps the link only partly busy costs more of it per byte
+            wire *= self.link_mbps / min(self.ring_mbps, self.link_mbps)
+        return wire
 
     def seconds_per_mb(self, alpha: float) -> float:
         """Predicted time to allreduce 1 MB (10^6 bytes) with ``alpha`` of it through the switches."""
@@ -89,11 +93,21 @@ class Split:
         C = self.capacity.ina_mbps
         return C if self.alpha > 0 and C < self.capacity.link_mbps else None
 
+    @property
+    def ring_pace_mbps(self) -> float | None:
+        """What a hybrid's ring may send on each link: what the switches' part leaves, L - C.  Unpaced, TCP
+        fills the queues on the links (in front of the switch's results too), the switches' packets wait
+        seconds there, and their slot window, which needs round trips, starves."""
+        if self.mode != "hybrid" or self.pace_mbps is None:
+            return None
+        return self.capacity.link_mbps - self.pace_mbps
+
     def to_dict(self) -> dict:
         c = self.capacity
         return {"mode": self.mode, "alpha": self.alpha, "seconds_per_mb": self.seconds_per_mb, "why": self.why,
                 "link_mbps": c.link_mbps, "ina_mbps": None if c.ina_mbps == math.inf else c.ina_mbps,
-                "ina_wire": c.ina_wire, "ring_wire": c.ring_wire, "pace_mbps": self.pace_mbps}
+                "ina_wire": c.ina_wire, "ring_wire": c.ring_wire, "pace_mbps": self.pace_mbps,
+                "ring_pace_mbps": self.ring_pace_mbps}
 
 
 def aggregation_limit(topology: Topology, plan: Plan, frame_bytes: int) -> tuple[float, str]:

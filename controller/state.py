@@ -38,6 +38,7 @@ class JobRecord:
     ina_share: float = 1.0  # of every allreduce through the trees; the rest round the ring
     ring_id: int | None = None  # an id like a tree's, so the ring's port (WORKER_PORT_BASE + id) is the job's own
     pace_mbps: float | None = None  # most each worker offers the trees
+    ring_pace_mbps: float | None = None  # most a hybrid's ring sends on each link
     asked_mode: str = "auto"  # what create was asked for: a calibration splits again within it
     asked_alpha: float | None = None
     calibration: dict | None = None  # what `ina-ctl calibrate` measured, and the split it gave

@@ -107,6 +107,7 @@ def test_a_hybrid_job_carries_its_split_and_ring_in_the_spec(slow_switch, tmp_pa
     assert spec.ina_share == pytest.approx(shown.split.alpha) and spec.ina_pace_mbps == pytest.approx(
         2000 / 4 * (42 + 272) * 8 / 1e6)
     assert spec.ring_port is not None and spec.ring_port not in {t.port for t in spec.trees}
+    assert spec.ring_pace_mbps == pytest.approx(4.0 - spec.ina_pace_mbps)  # the ring gets what is left: L - C
     assert spec.ring_peers == [f"10.0.0.{i}:{spec.ring_port}" for i in range(1, 5)]
     assert json.loads(json.dumps(shown.to_dict(slow_switch.topology)))["split"]["mode"] == "hybrid"
     ring = c.create_job("ring", hosts, pool_size=8, mode="ring")

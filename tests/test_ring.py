@@ -119,6 +119,25 @@ def test_wide_partial_sums_cast_once(n: int) -> None:
     assert sum(sent for _, sent in results) == (n - 1) * 1001 * (8 + 4)
 
 
+def test_a_paced_ring_asks_the_kernel_for_that_rate() -> None:
+    def body(w: RingWorker) -> list[int]:
+        return [s.getsockopt(socket.SOL_SOCKET, 47) for s in (w._left, w._right)]  # SO_MAX_PACING_RATE
+
+    peers = free_peers(2)
+    results: list[object] = [None, None]
+
+    def run(rank: int) -> None:
+        with RingWorker(rank, peers, 5.0, pacing_mbps=12.0) as w:
+            results[rank] = body(w)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert results == [[1_500_000, 1_500_000]] * 2  # 12 Mb/s in bytes per second, both connections
+
+
 def test_segments_and_peers() -> None:
     assert segments(10, 3) == [(0, 4), (4, 7), (7, 10)]
     assert segments(2, 4) == [(0, 1), (1, 2), (2, 2), (2, 2)]

@@ -187,7 +187,7 @@ class Worker:
         try:
             if self._ring is None:
                 self._ring = RingWorker(self.rank, self.spec.ring_peers, timeout=self._timeout,
-                                        tcp_congestion=RING_TCP)
+                                        tcp_congestion=RING_TCP, pacing_mbps=self.spec.ring_pace_mbps)
             if data.dtype == np.int64:
                 return self._ring.allreduce_(data)
             return self._ring.allreduce_cast(data, dtype)

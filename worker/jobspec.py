@@ -18,9 +18,11 @@ header field, its bit in the slot bitmap).
 
 A hybrid job also sends the share ``1 - ina_share`` of every allreduce through a TCP ring of
 its members (each listening on ``ring_port``) at the same time, and paces its packets to the
-switches at ``ina_pace_mbps`` (wire Mb/s) so they never offer more than the trees take::
+switches at ``ina_pace_mbps`` (wire Mb/s) so they never offer more than the trees take, and
+the ring's connections at ``ring_pace_mbps`` (the rest of the link): unpaced, TCP fills the
+queues in front of the switches' packets, whose RTT-bound slot window then starves::
 
-    "ina_share": 0.6, "ring_port": 40012, "ina_pace_mbps": 2.5
+    "ina_share": 0.6, "ring_port": 40012, "ina_pace_mbps": 2.0, "ring_pace_mbps": 1.6
 
 ``ina_share`` 1 (the default) is pure in-network aggregation, 0 a pure ring (no trees).
 """
@@ -70,6 +72,7 @@ class JobSpec:
     ina_share: float = 1.0  # of every allreduce through the trees; the rest goes round the ring
     ring_port: int | None = None  # where each member's ring listens (needed when ina_share < 1)
     ina_pace_mbps: float | None = None  # most each worker offers the trees, wire Mb/s (None: as fast as they go)
+    ring_pace_mbps: float | None = None  # most the ring sends on each link: the rest of it, so no queue builds
 
     def __post_init__(self) -> None:
         if not self.members:
@@ -81,8 +84,9 @@ class JobSpec:
             raise JobSpecError(f"job {self.name}: ina_share {share} needs at least one tree")
         if share < 1 and self.ring_port is None:
             raise JobSpecError(f"job {self.name}: ina_share {share} sends data round a ring, but no ring_port is given")
-        if self.ina_pace_mbps is not None and not 0 < self.ina_pace_mbps < math.inf:
-            raise JobSpecError(f"job {self.name}: ina_pace_mbps must be a positive rate, not {self.ina_pace_mbps!r}")
+        for name, rate in (("ina_pace_mbps", self.ina_pace_mbps), ("ring_pace_mbps", self.ring_pace_mbps)):
+            if rate is not None and not 0 < rate < math.inf:
+                raise JobSpecError(f"job {self.name}: {name} must be a positive rate, not {rate!r}")
         if [m.rank for m in self.members] != list(range(len(self.members))):
             raise JobSpecError(f"job {self.name}: members must be listed by rank 0..{len(self.members) - 1}")
         for t in self.trees:

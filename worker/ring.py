@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 DTYPES = frozenset(np.dtype(t) for t in ("float16", "float32", "float64", "int32", "int64"))
+SO_MAX_PACING_RATE = 47  # Linux; not in Python's socket module
 _MAGIC = b"RING"
 _HELLO = struct.Struct("!4sII")  # magic, sender rank, world size
 _HEADER = struct.Struct("!4sIQ8s")  # magic, call number, element count, dtype.str: catches ranks out of step
@@ -65,7 +66,7 @@ class RingWorker:
     """
 
     def __init__(self, rank: int, peers: Sequence[str], timeout: float = 30.0,
-                 tcp_congestion: str | None = None) -> None:
+                 tcp_congestion: str | None = None, pacing_mbps: float | None = None) -> None:
         self.peers = [parse_peer(p) for p in peers]
         self.size, self.rank, self.timeout = len(self.peers), rank, timeout
         if not 0 <= rank < self.size:
@@ -73,6 +74,7 @@ class RingWorker:
         self.left_rank, self.right_rank = (rank - 1) % self.size, (rank + 1) % self.size
         self.bytes_sent = self.bytes_received = self.calls = 0
         self.tcp_congestion = tcp_congestion  # e.g. "cubic": BBR under-fills rate-limited links between steps
+        self.pacing_mbps = pacing_mbps  # most each connection sends (SO_MAX_PACING_RATE): leave room on the link
         self._left: socket.socket | None = None
         self._right: socket.socket | None = None
         self._closed = False
@@ -124,6 +126,8 @@ class RingWorker:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.tcp_congestion:
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.tcp_congestion.encode())
+            if self.pacing_mbps:
+                s.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, int(self.pacing_mbps * 1e6 / 8))
             s.setblocking(False)
 
     @property

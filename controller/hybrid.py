@@ -100,7 +100,8 @@ class Split:
         seconds there, and their slot window, which needs round trips, starves."""
         if self.mode != "hybrid" or self.pace_mbps is None:
             return None
-        return self.capacity.link_mbps - self.pace_mbps
+        c = self.capacity  # a ring keeps only ring_mbps / L of a link busy: its wire rate on the rest is less
+        return (c.link_mbps - self.pace_mbps) * min(1.0, (c.ring_mbps or c.link_mbps) / c.link_mbps)
 
     def to_dict(self) -> dict:
         c = self.capacity

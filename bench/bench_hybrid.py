@@ -13,21 +13,14 @@ and each is timed: one rank runner per host (``bench.bench_allreduce --rank-runn
 runs whatever the job spec says), one checked warm-up and ``--runs`` timed calls, the call's
 time its slowest rank's, the figure the median.
 
-Configurations: (a) ``small-pool``: one slot on 20 Mbit/s links, so the window, not the
+Configurations: (a) ``small-pool``: one slot on ``--fast-bw`` links, so the window, not the
 link, bounds INA (C = window x frame / round trip; at 4 Mbit/s even one slot keeps the link
-busy, since htb lets a frame through in a burst); (c) ``control``: a pool of 16 on 4 Mbit/s
-links, INA link-bound (C >= L), where auto must pick pure INA.  (b), the switch's own aggregation rate
-as the limit, is left out here: on the built-in target the switch forwards the ring's TCP
-segments with the same CPU that aggregates, which the model does not describe (see the
-closing note of issue 12).
+busy, since htb lets a frame through in a burst); (b) ``shared-switch``: the switch declares
+an aggregation rate (``agg_pps``) that gives each worker ``--shared-mbps``, the job's share
+of a switch several tenants use, which its workers' pacers hold to; (c) ``control``: a pool
+of 16 on 4 Mbit/s links, INA link-bound (C >= L), where auto must pick pure INA.
 
-Measured 2026-11-23 (2 cores): the control configuration behaves as the model says (auto
-runs pure INA, within 2% of its prediction); in small-pool the pure methods are within 5%
-of their predictions, but the hybrid takes 2.23 s against a predicted 1.33 s, no faster
-than the ring alone (2.06 s).  Not yet explained: the machine was 56% busy and the switch
-at 0.67 of a core, so neither is saturated; a window of one slot makes INA's rate depend on
-the round trip, which the ring's TCP queue on the shared link lengthens (pacing the ring
-with SO_MAX_PACING_RATE to L - C did not help in one trial).
+Figures and what they show: docs/hybrid.md ("Measured so far").
 
     python -m bench.bench_hybrid [--bw 4] [--size 2] [--runs 3]
     python -m bench.bench_hybrid --plot-only
@@ -156,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bw", type=float, default=4.0, help="host links of the control configuration, Mbit/s")
-    ap.add_argument("--fast-bw", type=float, default=20.0,
+    ap.add_argument("--fast-bw", type=float, default=10.0,
                     help="host links of the small-pool configuration, Mbit/s: fast enough that one slot's round "
                          "trip, not the link, bounds INA")
     ap.add_argument("--size", type=float, default=2.0, help="MiB of float32 per allreduce")

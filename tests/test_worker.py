@@ -194,6 +194,14 @@ def over_trees(name: str, specs: list[JobSpec], shares: list[float]) -> JobSpec:
     return replace(specs[0], name=name, trees=tuple(replace(s.trees[0], share=x) for s, x in zip(specs, shares)))
 
 
+def refuse_after_a_failure(workers: list[Worker]) -> None:
+    """A failed call leaves the worker's sequence out of step with the others: later calls are refused."""
+    with pytest.raises(AllreduceError, match="earlier allreduce of this Worker failed"):
+        workers[0].allreduce(np.ones(10, np.float32))
+    for w in workers:
+        w.close()
+
+
 def test_a_job_over_two_trees_splits_every_call_by_the_shares(net3):
     spec = over_trees("both", [net3.job("t1", pool_size=16), net3.job("t2", pool_size=16)], [0.3, 0.7])
     assert spec.split(157) == [(0, 47), (47, 157)]
@@ -229,10 +237,7 @@ def test_a_dead_tree_fails_the_call_naming_it_and_returns_nothing(net3):
                                                    rf"{spec.trees[1].job_id}\): no result for 1.0 s"):
             f.result(timeout=10)
     assert time.monotonic() - start < 5
-    with pytest.raises(AllreduceError, match="earlier allreduce of this Worker failed"):
-        workers[0].allreduce(np.ones(10, np.float32))
-    for w in workers:
-        w.close()
+    refuse_after_a_failure(workers)
 
 
 # --- hybrid: the trees and a host ring at once ---------------------------------------------------
@@ -282,10 +287,7 @@ def test_a_dead_peer_fails_the_call_naming_the_part(net3, alpha, part):
         with pytest.raises(AllreduceError, match=part):
             f.result(timeout=15)
     assert time.monotonic() - start < 8
-    with pytest.raises(AllreduceError, match="earlier allreduce of this Worker failed"):
-        workers[0].allreduce(np.ones(10, np.float32))
-    for w in workers:
-        w.close()
+    refuse_after_a_failure(workers)
 
 
 def test_a_dead_switch_path_fails_a_hybrid_call_naming_the_tree(net3):

@@ -81,12 +81,12 @@ from typing import Any
 import numpy as np
 
 from bench.veth_common import sigterm_as_interrupt
+from worker.protocol import ETH_IP_UDP
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 RING_PORT = 47000
 VALUES = 256  # INA_VALUES: values per aggregation packet
-ETH_IP_UDP = 14 + 20 + 8  # header bytes in front of each UDP payload on the wire
 ETH_IP_TCP = 14 + 20 + 32  # TCP with timestamps, as Linux sends by default
 TCP_MSS = 1448  # 1500-byte MTU minus IPv4, TCP and its timestamp option
 DEFAULT_POOL = 8  # window: see the module docstring
@@ -439,6 +439,13 @@ def plot(csv_path: Path, path: Path) -> Path:
     cc = ",".join(sorted({r["tcp_cc"] for r in rows if r["method"] == "ring" and r.get("tcp_cc")}))
     fig.suptitle(f"INA (switch aggregation, V=256) vs ring allreduce (TCP{' ' + cc if cc else ''})\n"
                  "through one P4 switch (built-in target), bandwidth-limited host links")
+    return save_figure(fig, path)
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """Lay the figure out, write it (making its folder) and free it; the benchmarks' plots end here."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

@@ -41,13 +41,12 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench.bench_allreduce import MIB, network, run_ranks, runner_command
+from bench.bench_allreduce import MIB, network, run_ranks, runner_command, save_figure
 from bench.veth_common import sigterm_as_interrupt
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "hybrid.png"
 HOSTS = ["h1", "h2", "h3", "h4"]
-FRAME = 14 + 20 + 8 + 16 + 4 * 256  # bytes of an aggregation packet on the wire at V = 256
 MODES = ("ina", "ring", "hybrid", "auto")
 FIELDS = ["config", "mode", "runs_as", "alpha", "pool", "bw_mbit", "size_bytes", "ina_mbps", "ring_mbps",
           "seconds_median", "seconds_min", "seconds_max", "predicted", "measured_over_predicted", "max_rel_error"]
@@ -136,16 +135,13 @@ def plot(csv_path: Path, path: Path) -> Path:
         ax.legend(fontsize=8)
     fig.suptitle(f"INA, ring and hybrid: 4 workers, {int(rows[0]['size_bytes']) / MIB:g} MiB float32, one P4 switch",
                  fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
     from controller.controller import Controller
     from controller.pipeline import PipelineOptions
+    from worker import protocol
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bw", type=float, default=4.0, help="host links of the control configuration, Mbit/s")
@@ -174,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         rows: list[dict] = []
         run = Path(tempfile.mkdtemp(prefix="bench-hybrid-"))
         try:
-            shared = args.shared_mbps * 1e6 / 8 / FRAME * len(HOSTS)  # contributions/s that give C = shared_mbps
+            frame = protocol.load(256).frame_bytes
+            shared = args.shared_mbps * 1e6 / 8 / frame * len(HOSTS)  # contributions/s that give C = shared_mbps
             for config, pool, bw, declared in (("small-pool", args.small_pool, args.fast_bw, None),
                                                 ("shared-switch", 16, args.bw, args.shared_mbps),
                                                 ("control", 16, args.bw, None)):

@@ -46,7 +46,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.bench_allreduce import MIB, network, run_ranks, runner_command
+from bench.bench_allreduce import MIB, network, run_ranks, runner_command, save_figure
 from bench.veth_common import sigterm_as_interrupt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +151,7 @@ def bench_planner(ks: list[int]) -> list[dict]:
         cpu = time.process_time() - t0
         load = [0.0] * len(topo.links)
         for t in p.trees:
-            for i in [topo.port_links[topo.attachment[m]] for m in members] + plan.fabric_links(topo, t.tree):
+            for i in [topo.host_link(m) for m in members] + plan.fabric_links(topo, t.tree):
                 load[i] += t.rate
         worst = max(load[i] / link.capacity for i, link in enumerate(topo.links))
         print(f"  fat_tree({k}): {len(members):>5} hosts, {len(topo.switches):>3} switches, {len(topo.links):>5} "
@@ -227,11 +227,7 @@ def plot(csv_path: Path, path: Path) -> Path:
         ax.set_ylabel("planning time, one core (s)")
         ax.set_title("planner: fat-trees, host links 4x the fabric links", fontsize=10)
         ax.set_ylim(bottom=0)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from controller.controller import ETH_IP_UDP, Controller, JobError
+from controller.controller import Controller, JobError
 from worker import protocol
 from worker.jobspec import JobSpec
 
@@ -52,8 +52,7 @@ def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float 
             ctl.delete_job(trial)
     n = len(job.members)
     tensor = 4 * values
-    ina = tensor * (ETH_IP_UDP + P.packet_bytes) / (4 * P.values) * 8 / seconds["ina"] / 1e6 if "ina" in seconds \
-        else None
+    ina = tensor * P.wire_factor * 8 / seconds["ina"] / 1e6 if "ina" in seconds else None
     ring = tensor * 3 * (n - 1) / n * 8 / seconds["ring"] / 1e6  # float64 partials, float32 gather
     return Calibration(ina, ring, ctl.calibrated(name, ina, ring))
 

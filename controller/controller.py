@@ -38,7 +38,6 @@ log = logging.getLogger("ina.controller")
 WORKER_PORT_BASE = 40000  # a job's workers listen on WORKER_PORT_BASE + job_id
 MAX_JOB_ID = 65535 - WORKER_PORT_BASE
 MANAGED_TABLES = ("InaIngress.ipv4_routes", "InaIngress.jobs", "InaEgress.receivers")
-ETH_IP_UDP = 14 + 20 + 8  # bytes in front of each aggregation packet's UDP payload on the wire
 Update = p4runtime_pb2.Update
 Pending = list[tuple[Allocation, int]]  # trees' allocations on one switch, with their pool sizes
 
@@ -141,24 +140,30 @@ class Controller:
              alpha: float | None = None) -> plan.Plan:
         """The packed trees for these members and the split between them and a host ring, without
         touching a switch (``trees``: "auto" or at most N; ``mode``: ina, ring, hybrid or auto)."""
-        P = protocol.load(self.state.options.values, self.state.options.udp_port)  # no compiler needed
-        frame = ETH_IP_UDP + P.packet_bytes
+        P = self._protocol()  # no compiler needed
         try:
             if mode == "ring":  # no trees at all: the links alone bound it
                 plan.check_members(self.topology, members)
-                links = min(self.topology.links[self.topology.port_links[self.topology.attachment[m]]].capacity
-                            for m in members)
-                found = plan.Plan(tuple(members), (), 0.0, 0.0, (), 0, 0.0, frame / (4 * P.values),
+                found = plan.Plan(tuple(members), (), 0.0, 0.0, (), 0, 0.0, P.wire_factor,
                                   ("a pure ring: no aggregation trees",))
-                limit, why = math.inf, ""
+                links, limit, why = self.topology.slowest_link_mbps(members), math.inf, ""
             else:
-                found = plan.plan_job(self.topology, members, P.MAX_CHILDREN, _tree_count(trees),
-                                      frame / (4 * P.values))
+                found = plan.plan_job(self.topology, members, P.MAX_CHILDREN, _tree_count(trees), P.wire_factor)
                 links = found.rate  # every tree crosses every member's link, and a ring the same fabric
-                limit, why = hybrid.aggregation_limit(self.topology, found, frame)
-            capacity = hybrid.Capacity(len(members), links, limit, found.wire_factor, why)
-            return dataclasses.replace(found, split=hybrid.choose(capacity, mode, alpha))
-        except (plan.PlanError, hybrid.SplitError) as e:
+                limit, why = hybrid.aggregation_limit(self.topology, found, P.frame_bytes)
+        except plan.PlanError as e:
+            raise JobError(str(e)) from None
+        return dataclasses.replace(found, split=self._split(len(members), links, limit, why, mode, alpha))
+
+    def _protocol(self) -> protocol.Protocol:
+        return protocol.load(self.state.options.values, self.state.options.udp_port)
+
+    def _split(self, workers: int, links: float, limit: float, why: str, mode: str, alpha: float | None,
+               ring_mbps: float | None = None) -> hybrid.Split:
+        capacity = hybrid.Capacity(workers, links, limit, self._protocol().wire_factor, why, ring_mbps)
+        try:
+            return hybrid.choose(capacity, mode, alpha)
+        except hybrid.SplitError as e:
             raise JobError(str(e)) from None
 
     def create_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None = None,
@@ -207,19 +212,12 @@ class Controller:
         measured C, within what it has installed (a job without trees stays a ring); returns the new spec."""
         with self._lock:
             job = self._job(name)
-            P = protocol.load(self.state.options.values, self.state.options.udp_port)
-            f = (ETH_IP_UDP + P.packet_bytes) / (4 * P.values)
-            links = sum(t.rate for t in job.trees) or min(
-                self.topology.links[self.topology.port_links[self.topology.attachment[m]]].capacity
-                for m in job.members)
+            links = sum(t.rate for t in job.trees) or self.topology.slowest_link_mbps(job.members)
             limit = ina_mbps if ina_mbps is not None and ina_mbps < links * 0.98 else math.inf
-            capacity = hybrid.Capacity(len(job.members), links, limit, f, f"measured {ina_mbps:.3g} Mb/s per worker"
-                                       if ina_mbps is not None else "", ring_mbps)
+            why = f"measured {ina_mbps:.3g} Mb/s per worker" if ina_mbps is not None else ""
             mode = job.asked_mode if job.trees else "ring"
-            try:
-                split = hybrid.choose(capacity, mode, job.asked_alpha if mode == "hybrid" else None)
-            except hybrid.SplitError as e:
-                raise JobError(str(e)) from None
+            split = self._split(len(job.members), links, limit, why, mode,
+                                job.asked_alpha if mode == "hybrid" else None, ring_mbps)
             job.mode, job.ina_share, job.pace_mbps, job.ring_pace_mbps = \
                 split.mode, split.alpha, split.pace_mbps, split.ring_pace_mbps
             job.calibration = {"ina_mbps": ina_mbps, "ring_mbps": ring_mbps, "link_mbps": links,
@@ -232,7 +230,7 @@ class Controller:
 
     def job_spec(self, name: str) -> JobSpec:
         job = self._job(name)
-        P = protocol.load(self.state.options.values, self.state.options.udp_port)
+        P = self._protocol()
         members = []
         for rank, host in enumerate(job.members):
             switch = self.topology.switches[self.topology.attachment[host][0]]

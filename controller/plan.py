@@ -319,8 +319,8 @@ def plan_job(topology: Topology, members: list[str] | tuple[str, ...], max_child
     edges = check_members(topology, members)
     if max_trees is not None and (isinstance(max_trees, bool) or not isinstance(max_trees, int) or max_trees < 1):
         raise PlanError(f"the number of trees must be a positive integer, not {max_trees!r}")
-    host_links = [topology.port_links[topology.attachment[m]] for m in members]
-    host_cap = min(topology.links[i].capacity for i in host_links)
+    host_links = [topology.host_link(m) for m in members]
+    host_cap = topology.slowest_link_mbps(members)
     fabric = _Fabric(topology)
     hosts_at = dict(Counter(topology.attachment[m][0] for m in members))
     columns: dict[Tree, list[int]] = {}  # candidate trees and the fabric links each uses

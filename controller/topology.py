@@ -153,6 +153,14 @@ class Topology:
             raise TopologyError(f"{where}: port {port} of {m['switch']} is outside 1..{MAX_PORT}")
         return m["switch"], port
 
+    def host_link(self, host: str) -> int:
+        """The index in ``links`` of a host's one link."""
+        return self.port_links[self.attachment[host]]
+
+    def slowest_link_mbps(self, hosts: list[str] | tuple[str, ...]) -> float:
+        """The smallest capacity among these hosts' links: what each of them can send and receive."""
+        return min(self.links[self.host_link(h)].capacity for h in hosts)
+
     # --- paths -------------------------------------------------------------------------------
 
     def switch_neighbours(self, switch: str) -> list[Neighbour]:

@@ -31,7 +31,7 @@ import numpy as np
 
 from worker import quantize
 from worker.errors import AllreduceError, AllreduceTimeout, SwitchOverflowError
-from worker.protocol import Protocol
+from worker.protocol import ETH_IP_UDP, Protocol
 
 RTO_MIN, RTO_MAX = 0.05, 1.0  # seconds
 INITIAL_IN_FLIGHT = 8  # packets in flight at first; grows by one per round trip up to the window
@@ -52,8 +52,6 @@ class Pacer:
     """A token bucket over the wire bytes a worker sends to the switches (a hybrid job keeps the trees
     within their capacity and leaves the rest of the link to the ring).  Retransmissions spend too."""
 
-    HEADERS = 14 + 20 + 8  # Ethernet, IPv4 and UDP in front of each datagram
-
     def __init__(self, mbps: float, burst_packets: int = 4, packet_bytes: int = 1100) -> None:
         self.rate = mbps * 1e6 / 8  # bytes per second
         self.burst = burst_packets * packet_bytes
@@ -70,7 +68,7 @@ class Pacer:
 
     def spend(self, payload: int, now: float) -> None:
         self._refill(now)
-        self.tokens -= payload + self.HEADERS
+        self.tokens -= payload + ETH_IP_UDP
 
 
 @dataclass
@@ -238,7 +236,8 @@ class Allreduce:
             if not self.done[q] and expiry == self.expiry[q]:
                 self._back_off(now)
                 self._send(q, retransmit=True)
-        return min(self.timers[0][0] if self.timers else wake, wake, self.last_progress + self.link.timeout)
+        next_timer = self.timers[0][0] if self.timers else wake
+        return min(next_timer, wake, self.last_progress + self.link.timeout)
 
     def drain(self, buf: bytearray) -> None:
         """Take every datagram waiting on the socket; raise AllreduceTimeout after ``timeout`` without progress."""

@@ -17,6 +17,7 @@ from p4target.frontend import load_declarations
 from p4target.frontend.types import BitsT
 
 PROTOCOL_P4 = Path(__file__).resolve().parents[1] / "p4src" / "protocol.p4"
+ETH_IP_UDP = 14 + 20 + 8  # Ethernet, IPv4 (no options) and UDP headers in front of every payload
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,16 @@ class Protocol:
     def packet_bytes(self) -> int:
         """UDP payload size: header plus values."""
         return self.header_bytes + 4 * self.values
+
+    @property
+    def frame_bytes(self) -> int:
+        """One aggregation packet on the wire: Ethernet, IPv4 and UDP headers, then the payload."""
+        return ETH_IP_UDP + self.packet_bytes
+
+    @property
+    def wire_factor(self) -> float:
+        """Wire bytes per byte of int32 values: what a tensor costs on a link, headers included."""
+        return self.frame_bytes / (4 * self.values)
 
     def pack(self, values: np.ndarray | None = None, **fields: int) -> bytes:
         """One UDP payload; unnamed header fields are 0, values default to zeros."""

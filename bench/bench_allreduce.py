@@ -150,7 +150,7 @@ def rank_runner(args: argparse.Namespace) -> int:
         with member:
             report["max_rel_error"] = relative_error(member.allreduce(mine), args.seed, workers)
             report["start"] = time.time()
-            times, wire, payload, packets, retrans = [], [], [], [], []
+            times, wire, payload, packets, retrans, parts = [], [], [], [], [], []
             for _ in range(args.runs):
                 c0, w0 = counters(), tx_bytes(args.iface)
                 t0 = time.perf_counter()
@@ -161,8 +161,9 @@ def rank_runner(args: argparse.Namespace) -> int:
                 payload.append(c1[0] - c0[0])
                 packets.append(c1[1] - c0[1])
                 retrans.append(c1[2] - c0[2])
+                parts.append(getattr(member, "last_parts", {}))
             report.update(end=time.time(), times=times, wire=wire, payload=payload, packets=packets,
-                          retransmissions=retrans)
+                          retransmissions=retrans, parts=parts)
     except Exception as e:  # reported to the parent, which names the rank
         report["error"] = f"{type(e).__name__}: {e}"
         print(json.dumps(report), flush=True)
@@ -303,18 +304,22 @@ def run_ranks(net: Any, hosts: list[str], commands: list[list[str]], wait: float
             procs.append(net.host(host).popen(cmd, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                               text=True))
         deadline = time.monotonic() + wait
-        reports = []
+        reports, errors = [], []  # every rank's error: the first to fail is often not the first host
         for host, p in zip(hosts, procs):
             try:
                 stdout, stderr = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired as e:
-                raise RuntimeError(f"{host}: no report within {wait:.0f} s") from e
+            except subprocess.TimeoutExpired:
+                errors.append(f"{host}: no report within {wait:.0f} s")
+                continue
             lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
             if not lines:
-                raise RuntimeError(f"{host}: runner printed nothing (exit {p.returncode}); stderr: {stderr[-1500:]}")
-            if "error" in lines[-1]:
-                raise RuntimeError(f"{host} (rank {lines[-1]['rank']}): {lines[-1]['error']}")
-            reports.append(lines[-1])
+                errors.append(f"{host}: runner printed nothing (exit {p.returncode}); stderr: {stderr[-1500:]}")
+            elif "error" in lines[-1]:
+                errors.append(f"{host} (rank {lines[-1]['rank']}): {lines[-1]['error']}")
+            else:
+                reports.append(lines[-1])
+        if errors:
+            raise RuntimeError("; ".join(errors))
         return reports
     finally:
         for p in procs:

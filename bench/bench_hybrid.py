@@ -7,17 +7,21 @@ prediction is printed beside each measurement.
 
 How: Mininet, ``single(4)`` (one built-in-target switch, ina.p4 at V = 256), host links shaped
 to ``--bw`` Mbit/s.  Per configuration a job is created in ``auto`` mode and calibrated
-(``controller.calibrate``: a burst of INA-only and of ring-only calls on the hosts gives C);
-then jobs in modes ina, ring, hybrid and auto get that measured C (``Controller.calibrated``)
-and each is timed: one rank runner per host (``bench.bench_allreduce --rank-runner``, which
-runs whatever the job spec says), one checked warm-up and ``--runs`` timed calls, the call's
-time its slowest rank's, the figure the median.
+(``controller.calibrate``: bursts of INA-only and ring-only calls on the hosts give C and the
+ring's rate; when the model then favours a hybrid, a hybrid burst too, and auto runs the
+fastest measured); jobs in modes ina, ring and hybrid get the same C and ring rate
+(``Controller.calibrated``), and the four are timed in ``--runs`` rounds, each mode once per
+round and the order rotated, so that a slow spell of the machine hits every mode: one rank
+runner per host (``bench.bench_allreduce --rank-runner``, which runs whatever the job spec
+says), a checked warm-up and one timed call, its time the slowest rank's; the figure is the
+median over the rounds.
 
 Configurations: (a) ``small-pool``: one slot on ``--fast-bw`` links, so the window, not the
 link, bounds INA (C = window x frame / round trip; at 4 Mbit/s even one slot keeps the link
 busy, since htb lets a frame through in a burst); (b) ``shared-switch``: the switch declares
 an aggregation rate (``agg_pps``) that gives each worker ``--shared-mbps``, the job's share
-of a switch several tenants use, which its workers' pacers hold to; (c) ``control``: a pool
+of a switch several tenants use, which its workers' pacers hold to (calibration measures C
+with that pace on); (c) ``control``: a pool
 of 16 on 4 Mbit/s links, INA link-bound (C >= L), where auto must pick pure INA.
 
 Figures and what they show: docs/hybrid.md ("Measured so far").
@@ -63,44 +67,51 @@ def topology(bw: float, agg_pps: float | None):
     return Topology.from_dict(spec)
 
 
-def measure_config(net, ctl, config: str, pool: int, bw: float, declared: float | None,
+def measure_config(net, ctl, config: str, pool: int, bw: float, declared: bool,
                    args: argparse.Namespace) -> list[dict]:
     from controller.calibrate import calibrate
 
-    base = f"{config}-calibrated"
-    ctl.create_job(base, HOSTS, pool_size=pool)
-    try:
-        measured = calibrate(ctl, base, values=args.size_bytes // 4, timeout=args.timeout)
-    finally:
-        ctl.delete_job(base)
-    ina_mbps = declared or measured.ina_mbps  # a declared rate is the job's share of the switch: it holds
-    print(f"  {config}: C = {ina_mbps:.3g} Mb/s per worker ({'declared' if declared else 'calibrated'}), ring "
-          f"alone {measured.ring_mbps:.3g} Mb/s per link (links {bw:g} Mb/s)", flush=True)
+    ctl.create_job(f"{config}-auto", HOSTS, pool_size=pool, mode="auto")
+    measured = calibrate(ctl, f"{config}-auto", values=args.size_bytes // 4, timeout=args.timeout)
+    ina_mbps = measured.ina_mbps
+    paced = ", paced to the declared rate" if declared else ""
+    print(f"  {config}: C = {ina_mbps:.3g} Mb/s per worker (measured{paced}), ring alone "
+          f"{measured.ring_mbps:.3g} Mb/s per link (links {bw:g} Mb/s); bursts "
+          f"{', '.join(f'{m} {s:.3g}' for m, s in measured.seconds_per_mb.items())} s/MB", flush=True)
+    ctl.delete_job(f"{config}-auto")
+    once = argparse.Namespace(**{**vars(args), "runs": 1})
+    specs, predicted = {}, {}
+    times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    errors: dict[str, float] = dict.fromkeys(MODES, 0.0)
+    for i in range(args.runs):  # round by round, each round in another order: a slow spell hits all modes
+        for mode in MODES[i % len(MODES):] + MODES[:i % len(MODES)]:
+            job = f"{config}-{mode}-{i}"  # a job is one session of its workers: a fresh one per run
+            ctl.create_job(job, HOSTS, pool_size=pool, mode=mode)
+            try:
+                specs[mode] = ctl.calibrated(job, ina_mbps, measured.ring_mbps,
+                                             measured.seconds_per_mb if mode == "auto" else None)
+                split = ctl.state.jobs[job].calibration["split"]
+                predicted[mode] = (split["mode"], args.size_bytes / 1e6 * split["seconds_per_mb"][split["mode"]])
+                reports = run_ranks(net, HOSTS, [runner_command("ina", r, h, args.size_bytes, once,
+                                                                ctl.spec_dir / f"{job}.json", None)
+                                                 for r, h in enumerate(HOSTS)], 8 * predicted[mode][1] + 120)
+            finally:
+                ctl.delete_job(job)
+            times[mode].append(max(r["times"][0] for r in reports))
+            errors[mode] = max(errors[mode], *(r["max_rel_error"] for r in reports))
     rows = []
     for mode in MODES:
-        job = f"{config}-{mode}"
-        ctl.create_job(job, HOSTS, pool_size=pool, mode=mode)
-        spec = ctl.calibrated(job, ina_mbps, measured.ring_mbps)
-        split = ctl.state.jobs[job].calibration["split"]
-        predicted = args.size_bytes / 1e6 * split["seconds_per_mb"][split["mode"]]
-        try:
-            reports = run_ranks(net, HOSTS, [runner_command("ina", r, h, args.size_bytes, args,
-                                                            ctl.spec_dir / f"{job}.json", None)
-                                             for r, h in enumerate(HOSTS)], (args.runs + 1) * predicted * 4 + 120)
-        finally:
-            ctl.delete_job(job)
-        times = [max(r["times"][i] for r in reports) for i in range(args.runs)]
-        median = statistics.median(times)
-        print(f"    {mode:>6}: runs as {split['mode']} (alpha {spec.ina_share:.2f}), median {median:.3f} s "
-              f"({', '.join(f'{t:.2f}' for t in times)}), predicted {predicted:.3f} s "
-              f"(measured/predicted {median / predicted:.2f})", flush=True)
-        rows.append({"config": config, "mode": mode, "runs_as": split["mode"], "alpha": f"{spec.ina_share:.4f}",
+        runs_as, expected = predicted[mode]
+        median = statistics.median(times[mode])
+        print(f"    {mode:>6}: runs as {runs_as} (alpha {specs[mode].ina_share:.2f}), median {median:.3f} s "
+              f"({', '.join(f'{t:.2f}' for t in times[mode])}), predicted {expected:.3f} s "
+              f"(measured/predicted {median / expected:.2f})", flush=True)
+        rows.append({"config": config, "mode": mode, "runs_as": runs_as, "alpha": f"{specs[mode].ina_share:.4f}",
                      "pool": pool, "bw_mbit": bw, "size_bytes": args.size_bytes,
                      "ina_mbps": f"{ina_mbps:.4f}", "ring_mbps": f"{measured.ring_mbps:.4f}",
-                     "seconds_median": f"{median:.4f}", "seconds_min": f"{min(times):.4f}",
-                     "seconds_max": f"{max(times):.4f}", "predicted": f"{predicted:.4f}",
-                     "measured_over_predicted": f"{median / predicted:.3f}",
-                     "max_rel_error": f"{max(r['max_rel_error'] for r in reports):.2e}"})
+                     "seconds_median": f"{median:.4f}", "seconds_min": f"{min(times[mode]):.4f}",
+                     "seconds_max": f"{max(times[mode]):.4f}", "predicted": f"{expected:.4f}",
+                     "measured_over_predicted": f"{median / expected:.3f}", "max_rel_error": f"{errors[mode]:.2e}"})
     return rows
 
 
@@ -149,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="host links of the small-pool configuration, Mbit/s: fast enough that one slot's round "
                          "trip, not the link, bounds INA")
     ap.add_argument("--size", type=float, default=2.0, help="MiB of float32 per allreduce")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5, help="rounds: each mode once per round, the order rotated")
     ap.add_argument("--small-pool", type=int, default=1, help="slots of configuration (a)")
     ap.add_argument("--shared-mbps", type=float, default=2.0,
                     help="configuration (b): the switch declares the aggregation rate that gives each worker this C")
@@ -172,9 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             frame = protocol.load(256).frame_bytes
             shared = args.shared_mbps * 1e6 / 8 / frame * len(HOSTS)  # contributions/s that give C = shared_mbps
-            for config, pool, bw, declared in (("small-pool", args.small_pool, args.fast_bw, None),
-                                                ("shared-switch", 16, args.bw, args.shared_mbps),
-                                                ("control", 16, args.bw, None)):
+            for config, pool, bw, declared in (("small-pool", args.small_pool, args.fast_bw, False),
+                                                ("shared-switch", 16, args.bw, True),
+                                                ("control", 16, args.bw, False)):
                 t0 = time.monotonic()
                 with ExitStack() as stack:
                     net = stack.enter_context(network(topology(bw, shared if declared else None), run / config,

@@ -6,7 +6,8 @@ over the job's trees and one of ring-only allreduces, by ``ina-allreduce`` on ev
 host (through the network file's ``host_exec``, which bmv2-env writes for Mininet hosts).
 Each burst runs under a temporary job of the same members, trees count and pool (a job is
 one session: its own trees must see their workers' packets from the first), which is
-deleted afterwards.  The job then gets the split the measured C gives.
+deleted afterwards.  The job then gets the split the measured C gives; in auto mode a
+hybrid is tried too, and the fastest method measured is the one the job runs.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from controller.controller import Controller, JobError
@@ -28,11 +29,16 @@ from worker.jobspec import JobSpec
 class Calibration:
     ina_mbps: float | None  # wire Mb/s each worker sent to the switches, INA alone (None: the job has no trees)
     ring_mbps: float  # wire Mb/s a ring put on each link, alone
+    seconds_per_mb: dict[str, float]  # each burst's time by method ("ina", "ring", and "hybrid" if tried)
     spec: JobSpec  # the job's spec after the new split
 
 
 def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float = 20.0) -> Calibration:
-    """Run both bursts (``values`` float32 per call, one warm-up and two timed calls) and split the job again."""
+    """Run the bursts (``values`` float32 per call, one warm-up and two timed calls) and split the job again.
+
+    An ``auto`` job the model would make a hybrid also gets a hybrid burst at the model's split,
+    and runs whichever of the three was fastest: the model takes C as measured alone, and the
+    ring's traffic can slow the switches' part (docs/hybrid.md)."""
     job = ctl.state.jobs.get(name)
     if job is None:
         raise JobError(f"no job named {name!r} (jobs: {sorted(ctl.state.jobs)})")
@@ -42,26 +48,39 @@ def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float 
         except ValueError as e:
             raise JobError(f"calibration of job {name}: {e}") from None
     P = protocol.load(ctl.state.options.values, ctl.state.options.udp_port)
-    seconds = {}
-    for mode in ("ina", "ring") if job.trees else ("ring",):
-        trial = f"{name}-calibrate-{mode}"
-        spec = ctl.create_job(trial, job.members, job.pool_size, trees=len(job.trees) or 1, mode=mode)
-        try:
-            seconds[mode] = _burst(ctl, spec, values, timeout)
-        finally:
-            ctl.delete_job(trial)
+    seconds = {mode: _trial(ctl, name, mode, values, timeout) for mode in (("ina", "ring") if job.trees else ("ring",))}
     n = len(job.members)
     tensor = 4 * values
     ina = tensor * P.wire_factor * 8 / seconds["ina"] / 1e6 if "ina" in seconds else None
     ring = tensor * 3 * (n - 1) / n * 8 / seconds["ring"] / 1e6  # float64 partials, float32 gather
-    return Calibration(ina, ring, ctl.calibrated(name, ina, ring))
+    spec = ctl.calibrated(name, ina, ring)
+    if spec.ina_share not in (0.0, 1.0) and job.asked_mode == "auto":
+        seconds["hybrid"] = _trial(ctl, name, "hybrid", values, timeout, spec.ina_share, (ina, ring))
+    per_mb = {mode: s / (tensor / 1e6) for mode, s in seconds.items()}
+    if "hybrid" in per_mb:
+        spec = ctl.calibrated(name, ina, ring, per_mb)
+    return Calibration(ina, ring, per_mb, spec)
+
+
+def _trial(ctl: Controller, name: str, mode: str, values: int, timeout: float, alpha: float | None = None,
+           rates: tuple[float | None, float] | None = None) -> float:
+    """A burst under a temporary job of ``name``'s members, trees count and pool, in ``mode``."""
+    job = ctl.state.jobs[name]
+    trial = f"{name}-calibrate-{mode}"
+    spec = ctl.create_job(trial, job.members, job.pool_size, trees=len(job.trees) or 1, mode=mode, alpha=alpha)
+    try:
+        if rates is not None:  # a hybrid is paced as the measured rates make it
+            spec = ctl.calibrated(trial, *rates)
+        return _burst(ctl, spec, values, timeout)
+    finally:
+        ctl.delete_job(trial)
 
 
 def _burst(ctl: Controller, spec: JobSpec, values: int, timeout: float) -> float:
     """Median over the timed calls of the slowest rank's time; JobError naming the host that failed."""
     with tempfile.TemporaryDirectory(prefix="ina-calibrate-") as tmp:
         path = Path(tmp) / f"{spec.name}.json"
-        replace(spec, ina_pace_mbps=None).save(path)  # the switches' own pace is what is measured
+        spec.save(path)  # paced only by a rate the topology declares: a limit the job must keep
         command = [sys.executable, "-m", "worker.cli", "--spec", str(path), "--size", str(values), "--repeat", "3",
                    "--timeout", str(timeout)]
         procs = {m.host: subprocess.Popen(ctl.network.run_on(m.host, [*command, "--rank", str(m.rank)]),

@@ -122,8 +122,9 @@ def _run(ctl: Controller, args: argparse.Namespace) -> int:
         measured = calibrate(ctl, args.name, args.values, args.timeout)
         split = ctl.state.jobs[args.name].calibration["split"]
         ina = f"{measured.ina_mbps:.3g} Mb/s per worker through the switches" if measured.ina_mbps else "no trees"
-        print(f"job {args.name}: {ina}, {measured.ring_mbps:.3g} Mb/s per link for a ring alone; now "
-              f"{split['mode']}, {split['alpha']:.1%} through the switches ({split['why']})")
+        bursts = ", ".join(f"{mode} {s:.3g}" for mode, s in measured.seconds_per_mb.items())
+        print(f"job {args.name}: {ina}, {measured.ring_mbps:.3g} Mb/s per link for a ring alone; bursts took "
+              f"{bursts} s/MB; now {split['mode']}, {split['alpha']:.1%} through the switches ({split['why']})")
     elif args.command == "status":
         print(json.dumps(ctl.status(), indent=2))
     elif args.command == "watch":

@@ -35,8 +35,10 @@ from worker import protocol
 from worker.jobspec import JobSpec, Member, TreeSpec
 
 log = logging.getLogger("ina.controller")
-WORKER_PORT_BASE = 40000  # a job's workers listen on WORKER_PORT_BASE + job_id
-MAX_JOB_ID = 65535 - WORKER_PORT_BASE
+# A job's workers listen on WORKER_PORT_BASE + job_id (UDP for a tree, TCP for a ring): below Linux's
+# ephemeral range (32768-60999), so no outgoing connection on the host can already hold the port.
+WORKER_PORT_BASE = 16384
+MAX_JOB_ID = 32767 - WORKER_PORT_BASE
 MANAGED_TABLES = ("InaIngress.ipv4_routes", "InaIngress.jobs", "InaEgress.receivers")
 Update = p4runtime_pb2.Update
 Pending = list[tuple[Allocation, int]]  # trees' allocations on one switch, with their pool sizes
@@ -159,10 +161,10 @@ class Controller:
         return protocol.load(self.state.options.values, self.state.options.udp_port)
 
     def _split(self, workers: int, links: float, limit: float, why: str, mode: str, alpha: float | None,
-               ring_mbps: float | None = None) -> hybrid.Split:
+               ring_mbps: float | None = None, measured: dict[str, float] | None = None) -> hybrid.Split:
         capacity = hybrid.Capacity(workers, links, limit, self._protocol().wire_factor, why, ring_mbps)
         try:
-            return hybrid.choose(capacity, mode, alpha)
+            return hybrid.choose(capacity, mode, alpha, measured)
         except hybrid.SplitError as e:
             raise JobError(str(e)) from None
 
@@ -207,9 +209,11 @@ class Controller:
             if self.spec_dir is not None:
                 (self.spec_dir / f"{name}.json").unlink(missing_ok=True)
 
-    def calibrated(self, name: str, ina_mbps: float | None, ring_mbps: float | None) -> JobSpec:
+    def calibrated(self, name: str, ina_mbps: float | None, ring_mbps: float | None,
+                   measured: dict[str, float] | None = None) -> JobSpec:
         """Record what a calibration measured (``controller.calibrate``) and split the job again with the
-        measured C, within what it has installed (a job without trees stays a ring); returns the new spec."""
+        measured C, within what it has installed (a job without trees stays a ring); ``measured`` (seconds
+        per MB of bursts by method) overrules the model's pick in auto mode.  Returns the new spec."""
         with self._lock:
             job = self._job(name)
             links = sum(t.rate for t in job.trees) or self.topology.slowest_link_mbps(job.members)
@@ -217,11 +221,11 @@ class Controller:
             why = f"measured {ina_mbps:.3g} Mb/s per worker" if ina_mbps is not None else ""
             mode = job.asked_mode if job.trees else "ring"
             split = self._split(len(job.members), links, limit, why, mode,
-                                job.asked_alpha if mode == "hybrid" else None, ring_mbps)
+                                job.asked_alpha if mode == "hybrid" else None, ring_mbps, measured)
             job.mode, job.ina_share, job.pace_mbps, job.ring_pace_mbps = \
                 split.mode, split.alpha, split.pace_mbps, split.ring_pace_mbps
             job.calibration = {"ina_mbps": ina_mbps, "ring_mbps": ring_mbps, "link_mbps": links,
-                               "split": split.to_dict()}
+                               "measured_seconds_per_mb": measured or {}, "split": split.to_dict()}
             self._save()
             spec = self.job_spec(name)
             if self.spec_dir is not None:

@@ -229,6 +229,10 @@ def test_calibrate_measures_on_the_hosts_and_splits_again(single8):
     try:
         measured = calibrate(controller, "cal", values=50_000, timeout=10.0)
         assert measured.ina_mbps > 0 and measured.ring_mbps > 0
+        per_mb = measured.seconds_per_mb
+        assert {"ina", "ring"} <= set(per_mb) and min(per_mb.values()) > 0
+        if "hybrid" in per_mb:  # tried because the model favoured it: the job runs the fastest measured
+            assert controller.state.jobs["cal"].mode == min(per_mb, key=per_mb.__getitem__)
         record = controller.state.jobs["cal"].calibration
         assert record["ina_mbps"] == measured.ina_mbps and record["split"]["mode"] in ("ina", "hybrid", "ring")
         assert measured.spec.trees == before.trees and measured.spec.ina_share == record["split"]["alpha"]

@@ -52,6 +52,19 @@ def test_auto_picks_what_the_model_predicts_fastest(ina_mbps, mode):
     assert split.pace_mbps is None if mode != "hybrid" else split.pace_mbps == ina_mbps
 
 
+@pytest.mark.parametrize("measured, mode", [({"ina": 2.0, "ring": 3.0, "hybrid": 2.5}, "ina"),
+                                            ({"ina": 2.0, "ring": 1.5, "hybrid": 2.5}, "ring"),
+                                            ({"ina": 2.0, "ring": 3.0, "hybrid": 1.6}, "hybrid"),
+                                            ({"ina": 2.0, "ring": 3.0}, "hybrid")])  # no hybrid burst: the model
+def test_auto_runs_what_the_bursts_measured_fastest(measured, mode):
+    """A small window's round trip grows when the ring shares the link: a hybrid the model favours can
+    measure slower, and then auto runs the faster pure method, at its own share."""
+    split = hybrid.choose(hybrid.Capacity(4, 4.0, 1.0, F), "auto", measured=measured)
+    assert split.mode == mode and split.alpha == {"ina": 1.0, "ring": 0.0}.get(mode, split.alpha)
+    assert ("measured" in split.why) == ("hybrid" in measured)
+    assert hybrid.choose(hybrid.Capacity(4, 4.0, 1.0, F), "hybrid", measured=measured).mode == "hybrid"  # asked for
+
+
 def test_the_best_split_is_never_slower_than_either_pure_method():
     rng = random.Random(3)
     for _ in range(500):

@@ -262,6 +262,9 @@ def test_hybrid_calls_split_between_the_trees_and_the_ring(net3, alpha):
     assert k == round(alpha * 157)
     ina = 2 * (k + min(16, k)) if k else 0  # per worker: the trees' chunks plus one window of exponents per call
     assert workers[0].stats.results == ina
+    parts = workers[0].last_parts  # what calibration and benchmarks time each part by
+    assert set(parts) == {"trees", "ring"} - ({"trees"} if alpha == 0 else {"ring"} if alpha == 1 else set())
+    assert min(parts.values()) > 0
     if alpha < 1:  # the ring part is float64 then cast: within half an ulp of the float32 result
         exact = sum(a.astype(np.float64) for a in arrays)[k * 64:]
         tail = results[0][0][k * 64:].astype(np.float64)

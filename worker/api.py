@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -67,9 +68,11 @@ class Worker:
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-worker-{rank}")
         self._ring_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-ring-{rank}")
         self._ring: RingWorker | None = None  # connected on the first call that needs it
+        self._ring_seconds = 0.0
         self._timeout = timeout
         self._broken = False
         self._closed = False
+        self.last_parts: dict[str, float] = {}  # seconds each part of the last call took ("trees", "ring")
         self._lock = threading.Lock()
 
     @classmethod
@@ -102,12 +105,16 @@ class Worker:
         return array
 
     def allreduce_async(self, array: np.ndarray) -> Future:
-        """Start an allreduce; the Future's result() is the sum (or raises its AllreduceError)."""
+        """Start an allreduce; the Future's result() is the sum (or raises its AllreduceError).  Its
+        ``timing`` dict gets ``perf_counter()`` times: submitted, started (on the I/O thread), finished."""
         data = self._checked(array)
+        timing = {"submitted": time.perf_counter()}
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Worker is closed")
-            return self._io.submit(self._run, data, array.shape, array.dtype)
+            future = self._io.submit(self._timed, timing, data, array.shape, array.dtype)
+        future.timing = timing  # type: ignore[attr-defined]
+        return future
 
     def close(self) -> None:
         with self._lock:
@@ -141,6 +148,13 @@ class Worker:
             return flat.astype(np.float64)
         return flat.copy()
 
+    def _timed(self, timing: dict[str, float], *call: object) -> np.ndarray:
+        timing["started"] = time.perf_counter()
+        try:
+            return self._run(*call)  # type: ignore[arg-type]
+        finally:
+            timing["finished"] = time.perf_counter()
+
     def _run(self, flat: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         if self._broken or any(link.broken for link in self._links):
             raise AllreduceError("an earlier allreduce of this Worker failed, so its packet sequence no longer "
@@ -157,8 +171,10 @@ class Worker:
         rest = flat[k * V:]
         ring = self._ring_io.submit(self._ring_part, rest.astype(np.int64) if exact else rest, dtype, stop) \
             if len(rest) else None
+        started = time.perf_counter()
         try:
             run_together([stream for _, stream in parts], stop)
+            self.last_parts = {"trees": time.perf_counter() - started} if parts else {}
         except AllreduceError:
             if ring is None or not stop.is_set():  # the trees failed on their own: the ring gives up too
                 self._broken = True
@@ -168,6 +184,8 @@ class Worker:
         finally:
             stop.set()  # a ring still running after the trees failed gives up too
         ring_sum = ring.result() if ring is not None else rest  # raises the ring's error first
+        if ring is not None:
+            self.last_parts["ring"] = self._ring_seconds
         sums = np.concatenate([stream.sums for _, stream in parts]) if parts else np.zeros((0, V), np.int32)
         overflowed = [first + c for first, stream in parts for c in stream.overflowed]
         if overflowed:
@@ -188,9 +206,10 @@ class Worker:
             if self._ring is None:
                 self._ring = RingWorker(self.rank, self.spec.ring_peers, timeout=self._timeout,
                                         tcp_congestion=RING_TCP, pacing_mbps=self.spec.ring_pace_mbps)
-            if data.dtype == np.int64:
-                return self._ring.allreduce_(data)
-            return self._ring.allreduce_cast(data, dtype)
+            started = time.perf_counter()
+            total = self._ring.allreduce_(data) if data.dtype == np.int64 else self._ring.allreduce_cast(data, dtype)
+            self._ring_seconds = time.perf_counter() - started
+            return total
         except (RingError, OSError) as e:
             self._broken = True
             stop.set()

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                 elapsed = time.perf_counter() - start
                 report = {"rank": args.rank, "run": run, "seconds": elapsed, "values": args.size,
                           "goodput_MBps": mine.nbytes / elapsed / 1e6, "bytes_sent": w.stats.bytes_sent,
-                          "retransmissions": w.stats.retransmissions}
+                          "retransmissions": w.stats.retransmissions, "parts": w.last_parts}
                 if args.check:
                     arrays = [gradient(args.seed, r, args.size, args.dtype) for r in range(len(spec.members))]
                     report["max_error"], report["within_bound"] = bound_ok(result, arrays, spec.values)

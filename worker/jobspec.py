@@ -10,7 +10,7 @@ every allreduce is split over the trees by their shares, on chunk boundaries::
     {"format": "ina-job/2", "name": "train", "values": 64, "udp_port": 48879, "pool_size": 64,
      "members": [{"rank": 0, "host": "h1", "ip": "10.0.0.1", "switch": "leaf1",
                   "switch_ip": "10.0.0.254", "switch_mac": "02:00:00:00:fe:01"}, ...],
-     "trees": [{"job_id": 7, "root": "spine1", "share": 0.5, "rate_mbps": 4.0, "port": 40007,
+     "trees": [{"job_id": 7, "root": "spine1", "share": 0.5, "rate_mbps": 4.0, "port": 16391,
                 "children": [0, 1, 0, 1]}, ...]}
 
 ``children[rank]`` is the member's child index at its switch in that tree (the ``child``
@@ -22,7 +22,7 @@ switches at ``ina_pace_mbps`` (wire Mb/s) so they never offer more than the tree
 the ring's connections at ``ring_pace_mbps`` (the rest of the link): unpaced, TCP fills the
 queues in front of the switches' packets, whose RTT-bound slot window then starves::
 
-    "ina_share": 0.6, "ring_port": 40012, "ina_pace_mbps": 2.0, "ring_pace_mbps": 1.6
+    "ina_share": 0.6, "ring_port": 16396, "ina_pace_mbps": 2.0, "ring_pace_mbps": 1.6
 
 ``ina_share`` 1 (the default) is pure in-network aggregation, 0 a pure ring (no trees).
 """

@@ -5,13 +5,13 @@ VENV      := .venv
 VPY       := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test bench lint check-p4 clean
+.PHONY: demo test bench train lint check-p4 clean
 
 $(INSTALLED): pyproject.toml scripts/setup-system.sh
 	scripts/setup-system.sh
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[test]'
+	$(VPY) -m pip install -q -e '.[test,train]'
 	touch $@
 
 test: $(INSTALLED)
@@ -28,6 +28,10 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_allreduce
 	$(VPY) -m bench.bench_trees
 	$(VPY) -m bench.bench_hybrid
+
+# `make train`: examples/train_ddp.py on 4 Mininet hosts, through the P4 switch and through gloo (root).
+train: $(INSTALLED)
+	$(VPY) examples/mininet_train.py
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .

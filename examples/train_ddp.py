@@ -1,0 +1,181 @@
+"""Train a small CNN on scikit-learn's digits with PyTorch DDP; gradients summed by the switches or by gloo.
+
+A torchrun-style script: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment
+(gloo carries DDP's own bookkeeping either way); ``--comm ina`` also needs INA_JOB_SPEC, the
+job file the controller wrote for these ranks, and sends every gradient bucket through the
+switches with one line, ``ddp.register_comm_hook(InaHookState(), ina_hook)``.
+
+    torchrun --nproc-per-node 4 examples/train_ddp.py --comm gloo
+    INA_JOB_SPEC=RUN/jobs/train.json torchrun --nproc-per-node 4 examples/train_ddp.py --comm ina
+
+(``make train`` runs both in Mininet, one rank per host, through the P4 switch.)  Rank 0
+prints one JSON line per epoch: loss, train and test accuracy, seconds per step.  With
+``--timeline FILE`` every rank records, per step, when backward started and each bucket's
+ready / started / finished times, and writes them with the share of communication hidden
+behind backward; a failed allreduce prints ``{"error": ...}`` and exits 1.
+
+The data: 1,797 8x8 digit images that scikit-learn ships (no download), upsampled to 32x32,
+split 80/20 with a fixed seed; each rank trains on its own shard of every epoch's shuffle.
+"""
+
+# No `from __future__ import annotations`: DDP checks the hook's annotations as real types.
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F  # noqa: N812 - as PyTorch writes it
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file: the repository's packages
+
+from worker.errors import AllreduceError  # noqa: E402
+from worker.torch_ddp import BucketTimes, InaHookState, Timeline, hidden_share, ina_hook  # noqa: E402
+
+
+def digits(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Train and test images (N, 1, 32, 32), normalised, and their labels."""
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    images = torch.from_numpy(data.images.astype(np.float32) / 16.0).unsqueeze(1)
+    images = F.interpolate(images, size=(32, 32), mode="bilinear", align_corners=False)
+    labels = torch.from_numpy(data.target.astype(np.int64))
+    images = (images - images.mean()) / images.std()
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))
+    cut = int(0.8 * len(order))
+    return images[order[:cut]], labels[order[:cut]], images[order[cut:]], labels[order[cut:]]
+
+
+class SmallCNN(nn.Module):
+    """Few parameters (28,426: 114 KB of float32) and much arithmetic per parameter (convolutions on
+    32x32 maps), so that backward has work to hide the buckets' allreduces behind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 4 * 4, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+def gloo_hook(timeline: Timeline):
+    """DDP's own allreduce (average over the process group), timed like ina_hook: for the same figures."""
+
+    def hook(_: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        buffer = bucket.buffer()
+        record = BucketTimes(timeline.step, bucket.index(), buffer.numel(), time.perf_counter())
+        timeline.buckets.append(record)
+        record.started = time.perf_counter()
+        fut = dist.all_reduce(buffer.div_(dist.get_world_size()), async_op=True).get_future()
+
+        def done(f: torch.futures.Future) -> torch.Tensor:
+            record.finished = time.perf_counter()
+            return f.value()[0]
+
+        return fut.then(done)
+
+    return hook
+
+
+def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
+    with torch.no_grad():
+        return (model(images).argmax(1) == labels).float().mean().item()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--comm", choices=["ina", "gloo"], default="ina")
+    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--batch-size", type=int, default=128, help="per rank")
+    ap.add_argument("--lr", type=float, default=3e-3, help="Adam's learning rate")
+    ap.add_argument("--bucket-cap-mb", type=float, default=0.025,
+                    help="DDP's bucket size (MiB): small, so that buckets become ready during backward")
+    ap.add_argument("--bucket-view", action="store_true", help="gradient_as_bucket_view=True")
+    ap.add_argument("--timeout", type=float, default=10.0, help="the INA worker's timeout (s)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeline", type=Path, help="write this rank's bucket timeline (JSON) here")
+    ap.add_argument("--exit-after-steps", type=int, default=0, help="(tests) this rank dies after N steps")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(args.seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
+    train_x, train_y, test_x, test_y = digits(args.seed)
+    model = DistributedDataParallel(SmallCNN(), bucket_cap_mb=args.bucket_cap_mb,
+                                    gradient_as_bucket_view=args.bucket_view)
+    timeline = Timeline()
+    state = None
+    if args.comm == "ina":
+        from worker import Worker
+
+        state = InaHookState(Worker.from_env(timeout=args.timeout), timeline=timeline)
+        model.register_comm_hook(state, ina_hook)
+    else:
+        model.register_comm_hook(None, gloo_hook(timeline))
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    steps = 0
+    try:
+        for epoch in range(1, args.epochs + 1):
+            started = time.perf_counter()
+            order = torch.randperm(len(train_y), generator=torch.Generator().manual_seed(args.seed * 1000 + epoch))
+            mine = order[rank::world]
+            batches = len(mine) // args.batch_size
+            losses, training = [], 0.0
+            for b in range(batches):
+                step_started = time.perf_counter()
+                index = mine[b * args.batch_size:(b + 1) * args.batch_size]
+                loss = F.cross_entropy(model(train_x[index]), train_y[index])
+                optimizer.zero_grad(set_to_none=not args.bucket_view)
+                timeline.start_backward()
+                loss.backward()  # DDP: buckets go out as they fill; waits for them all at the end
+                optimizer.step()
+                training += time.perf_counter() - step_started
+                losses.append(loss.item())
+                steps += 1
+                if steps == args.exit_after_steps:
+                    os._exit(3)  # a killed worker: no goodbye to anyone
+            mean_loss = torch.tensor([float(np.mean(losses))])
+            dist.all_reduce(mean_loss)
+            if rank == 0:
+                print(json.dumps({"comm": args.comm, "epoch": epoch, "loss": mean_loss.item() / world,
+                                  "train_accuracy": accuracy(model.module, train_x, train_y),
+                                  "test_accuracy": accuracy(model.module, test_x, test_y),
+                                  "seconds": time.perf_counter() - started,
+                                  "seconds_per_step": training / batches}), flush=True)  # evaluation left out
+            dist.barrier()  # the next epoch starts together: no rank's first bucket waits out rank 0's evaluation
+    except RuntimeError:  # DDP raises the hook's failure from backward(), as its text
+        if state is None or state.failure is None:
+            raise
+        failure: AllreduceError = state.failure  # the worker's own error
+        print(json.dumps({"rank": rank, "error": f"{type(failure).__name__}: {failure}"}), flush=True)
+        os._exit(1)  # the process group's peers may be dead too: do not wait for them
+    if args.timeline:
+        write_timeline(args.timeline, timeline, args, rank)
+    dist.destroy_process_group()
+    return 0
+
+
+def write_timeline(path: Path, timeline: Timeline, args: argparse.Namespace, rank: int) -> None:
+    steps = sorted(timeline.backward_started)
+    shares = [hidden_share(timeline, s) for s in steps[1:]]  # the first step builds DDP's buckets
+    path.write_text(json.dumps({
+        "comm": args.comm, "rank": rank, "bucket_cap_mb": args.bucket_cap_mb,
+        "backward_started": {str(s): t for s, t in timeline.backward_started.items()},
+        "buckets": [vars(b) for b in timeline.buckets],
+        "comm_seconds": [s[0] for s in shares], "hidden_share": [s[1] for s in shares]}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""A PyTorch DDP communication hook that sums every gradient bucket in the switches.
+
+    from worker.torch_ddp import InaHookState, ina_hook
+    model = DistributedDataParallel(model)                  # gloo (or any backend) for DDP's own bookkeeping
+    model.register_comm_hook(InaHookState(), ina_hook)      # INA_JOB_SPEC and INA_RANK (or torchrun's RANK)
+
+DDP hands the hook each bucket as soon as its gradients are ready, in bucket order on every
+rank, while backward goes on computing the rest; the hook starts ``Worker.allreduce_async``
+and returns a ``torch.futures.Future`` that DDP waits for at the end of backward, so the
+switches' work overlaps the backward pass (DDP's buckets exist for that).  The future's value
+is the average (the sum over the job's workers divided by their number), written into the
+bucket's own buffer, so ``gradient_as_bucket_view=True`` works as well.
+
+Dtypes: a bucket goes to the worker as float32 and comes back to its own dtype.  float32
+buckets pay nothing for it; float16 and bfloat16 buckets pay a conversion each way on the
+host (numpy has no bfloat16, and a float32 sum cannot overflow where a float16 average
+would not), but no wire bytes: the switches add int32 lanes whatever the dtype, 4 bytes per
+value (plus headers), so a half-precision bucket does not halve the traffic as it does with
+gloo.  The result is within the worker's quantization bound (worker/README.md), divided by
+the number of workers, plus half an ulp of the bucket's dtype.
+
+A failed allreduce (a dead worker, a dead path) fails the future with the worker's error;
+DDP raises it from ``backward()`` on every surviving rank within the worker's timeout, as a
+RuntimeError carrying the worker's message (DDP keeps only the text; ``state.failure`` is the
+worker's own exception, an ``AllreduceError``), and every later bucket fails the same way
+(the job's packet sequence is broken: start a new job).
+
+This module imports torch; ``import worker`` does not.
+"""
+
+# No `from __future__ import annotations`: DDP checks the hook's annotations as real types.
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from worker.api import Worker
+
+
+@dataclass
+class BucketTimes:
+    """One bucket's allreduce in one step, in ``time.perf_counter()`` seconds."""
+
+    step: int
+    index: int
+    values: int
+    ready: float  # DDP called the hook: the bucket's gradients were all computed
+    started: float = float("nan")  # the worker's I/O thread began the allreduce
+    finished: float = float("nan")  # the average was in the bucket
+
+
+@dataclass
+class Timeline:
+    """Per step: when backward started, and each bucket's times (the hook fills these)."""
+
+    backward_started: dict[int, float] = field(default_factory=dict)
+    buckets: list[BucketTimes] = field(default_factory=list)
+    step: int = 0
+
+    def start_backward(self) -> None:
+        """Call just before ``loss.backward()``: a new step begins."""
+        self.step += 1
+        self.backward_started[self.step] = time.perf_counter()
+
+
+class InaHookState:
+    """What ``ina_hook`` needs: the worker (from the environment by default) and, if asked, a timeline."""
+
+    def __init__(self, worker: Worker | None = None, *, timeline: Timeline | None = None) -> None:
+        self.worker = worker if worker is not None else Worker.from_env()
+        self.world = len(self.worker.spec.members)
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() != self.world:
+            raise ValueError(f"the process group has {dist.get_world_size()} ranks but job {self.worker.spec.name} "
+                             f"has {self.world} workers: start one rank per job member")
+        self.timeline = timeline
+        self.failure: BaseException | None = None  # the worker's first error: DDP raises only its text
+        self._lock = threading.Lock()
+
+
+def ina_hook(state: InaHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook: the bucket's average over the job's workers, summed by the switches."""
+    buffer = bucket.buffer()
+    if buffer.device.type != "cpu":
+        raise ValueError(f"ina_hook sums host memory; bucket {bucket.index()} is on {buffer.device}")
+    data = buffer.detach().to(torch.float32).numpy()  # a copy unless the bucket is float32: the worker copies it
+    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    # DDP reads the future in C++, where a Python set_exception() looks like a value: a then() whose
+    # callback raises marks the future it returns as failed, which DDP raises from backward().
+    out = fut.then(lambda f: f.value())
+    record = None
+    if state.timeline is not None:
+        record = BucketTimes(state.timeline.step, bucket.index(), buffer.numel(), time.perf_counter())
+        with state._lock:
+            state.timeline.buckets.append(record)
+    try:
+        handle = state.worker.allreduce_async(data)
+    except Exception as e:  # noqa: BLE001 - a broken or closed worker fails this bucket's future
+        state.failure = state.failure or e
+        fut.set_exception(e)
+        return out
+
+    def done(handle) -> None:
+        try:
+            total = handle.result()
+            buffer.copy_(torch.from_numpy(total).div_(state.world))
+        except Exception as e:  # noqa: BLE001 - DDP raises it from backward()
+            state.failure = state.failure or e
+            fut.set_exception(e)
+            return
+        finally:
+            if record is not None:
+                record.started = handle.timing.get("started", float("nan"))
+                record.finished = time.perf_counter()
+        fut.set_result(buffer)
+
+    handle.add_done_callback(done)
+    return out
+
+
+def hidden_share(timeline: Timeline, step: int) -> tuple[float, float]:
+    """(seconds of communication, share of it hidden behind backward's computation) in one step.
+
+    Communication is the union of the buckets' [started, finished]; computation runs from the
+    start of backward to the last bucket's ready time (its last gradient was the last computed)."""
+    mine = [b for b in timeline.buckets if b.step == step]
+    if not mine or step not in timeline.backward_started:
+        raise ValueError(f"step {step} has no recorded buckets")
+    compute = (timeline.backward_started[step], max(b.ready for b in mine))
+    spans = sorted((b.started, b.finished) for b in mine)
+    total = hidden = 0.0
+    end = -np.inf
+    for start, finish in spans:  # union of the intervals, clipped to what is new
+        start = max(start, end)
+        if finish <= start:
+            continue
+        total += finish - start
+        hidden += max(0.0, min(finish, compute[1]) - max(start, compute[0]))
+        end = finish
+    return total, (hidden / total if total else 0.0)

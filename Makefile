@@ -28,6 +28,7 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_allreduce
 	$(VPY) -m bench.bench_trees
 	$(VPY) -m bench.bench_hybrid
+	$(VPY) -m bench.bench_loss
 
 # `make train`: examples/train_ddp.py on 4 Mininet hosts, through the P4 switch and through gloo (root).
 train: $(INSTALLED)

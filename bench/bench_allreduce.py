@@ -164,6 +164,9 @@ def rank_runner(args: argparse.Namespace) -> int:
                 parts.append(getattr(member, "last_parts", {}))
             report.update(end=time.time(), times=times, wire=wire, payload=payload, packets=packets,
                           retransmissions=retrans, parts=parts)
+            if args.method == "ina":  # over the worker's life, warm-up included
+                report.update(early_retransmissions=member.stats.early_retransmissions,
+                              window_cuts=member.stats.window_cuts)
     except Exception as e:  # reported to the parent, which names the rank
         report["error"] = f"{type(e).__name__}: {e}"
         print(json.dumps(report), flush=True)
@@ -445,6 +448,23 @@ def plot(csv_path: Path, path: Path) -> Path:
     fig.suptitle(f"INA (switch aggregation, V=256) vs ring allreduce (TCP{' ' + cc if cc else ''})\n"
                  "through one P4 switch (built-in target), bandwidth-limited host links")
     return save_figure(fig, path)
+
+
+def write_rows(path: Path, fields: list[str], rows: list[dict]) -> None:
+    """A benchmark's rows as CSV (floats to 4 decimals), also after an interrupted run, if it has any."""
+    if rows:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fields)
+            writer.writeheader()
+            writer.writerows({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
+
+
+def publish(png: Path, figure: Path, csv_path: Path) -> None:
+    """Copy a benchmark's plot to docs/figures, where the READMEs show it."""
+    figure.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(png, figure)
+    print(f"wrote {csv_path} and {png}")
 
 
 def save_figure(fig: Any, path: Path) -> Path:

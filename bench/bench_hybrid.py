@@ -45,7 +45,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench.bench_allreduce import MIB, network, run_ranks, runner_command, save_figure
+from bench.bench_allreduce import MIB, network, publish, run_ranks, runner_command, save_figure, write_rows
 from bench.veth_common import sigterm_as_interrupt
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -199,17 +199,9 @@ def main(argv: list[str] | None = None) -> int:
             print("\ninterrupted; network stopped", file=sys.stderr)
             return 130
         finally:
-            if rows:
-                args.out_dir.mkdir(parents=True, exist_ok=True)
-                with csv_path.open("w", newline="") as f:
-                    writer = csv.DictWriter(f, FIELDS)
-                    writer.writeheader()
-                    writer.writerows(rows)
+            write_rows(csv_path, FIELDS, rows)
         shutil.rmtree(run, ignore_errors=True)
-    png = plot(csv_path, args.out_dir / "hybrid.png")
-    FIGURE.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(png, FIGURE)
-    print(f"wrote {csv_path} and {png}")
+    publish(plot(csv_path, args.out_dir / "hybrid.png"), FIGURE, csv_path)
     return 0
 
 

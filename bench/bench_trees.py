@@ -46,7 +46,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.bench_allreduce import MIB, network, run_ranks, runner_command, save_figure
+from bench.bench_allreduce import MIB, network, publish, run_ranks, runner_command, save_figure
 from bench.veth_common import sigterm_as_interrupt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,9 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"(predicted {modes['1 tree']['predicted'] / modes['packed']['predicted']:.2f}x)")
     plot(csv_path, png_path)
     if not args.plan_only:
-        FIGURE.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(png_path, FIGURE)
-    print(f"wrote {csv_path} and {png_path}")
+        publish(png_path, FIGURE, csv_path)
     return 0
 
 

@@ -162,8 +162,25 @@ def test_exact_under_loss_duplication_and_reordering(tmp_path, faults):
         check_sum([r[0] for r in results], arrays)
         if faults.loss:
             assert sum(w.stats.retransmissions for w in workers) > 0
+            # most losses are found by later results, not by a timeout
+            assert sum(w.stats.early_retransmissions for w in workers) > 0
         if faults.duplicate:
             assert sum(w.stats.ignored for w in workers) > 0  # duplicate results dropped
+
+
+@pytest.mark.parametrize("srtt, cut", [(0.010, False), (0.014, False), (0.016, True), (0.200, True)])
+def test_a_timeout_halves_the_window_only_when_the_round_trip_has_grown(srtt, cut):
+    """Delay tells congestion from random loss: with the least round trip 10 ms, a timeout at a
+    smoothed 10-14 ms is a random loss (the window stays), at 16 ms and more the window queues."""
+    from types import SimpleNamespace
+
+    from worker.engine import Allreduce, Stats
+
+    link = SimpleNamespace(srtt=srtt, rtt_min=0.010, cwnd=32.0, last_cut=0.0, stats=Stats())
+    Allreduce._back_off(SimpleNamespace(link=link), now=100.0)
+    assert (link.cwnd, link.stats.window_cuts) == ((16.0, 1) if cut else (32.0, 0))
+    Allreduce._back_off(SimpleNamespace(link=link), now=100.0 + srtt / 2)  # once per round trip at most
+    assert link.stats.window_cuts == int(cut)
 
 
 def test_a_dead_worker_makes_the_others_fail_clearly(net3):

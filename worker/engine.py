@@ -35,6 +35,8 @@ from worker.protocol import ETH_IP_UDP, Protocol
 
 RTO_MIN, RTO_MAX = 0.05, 1.0  # seconds
 INITIAL_IN_FLIGHT = 8  # packets in flight at first; grows by one per round trip up to the window
+OVERDUE_AFTER = 3  # a packet whose result is missing while this many later ones are in goes again at once
+QUEUEING = 1.5  # a timeout cuts the window only if the smoothed RTT is this many times the least seen
 
 
 @dataclass
@@ -43,6 +45,8 @@ class Stats:
 
     packets_sent: int = 0
     retransmissions: int = 0
+    early_retransmissions: int = 0  # of those, sent before their timeout: later results were in
+    window_cuts: int = 0  # timeouts taken as congestion (the round trip had grown)
     results: int = 0
     ignored: int = 0  # duplicate, stale or foreign datagrams
     bytes_sent: int = 0
@@ -90,6 +94,7 @@ class Link:
     broken: bool = False  # after a timeout: later calls would not line up with the other workers
     srtt: float | None = None
     rttvar: float = 0.0
+    rtt_min: float = float("inf")  # the round trip with empty queues, as near as seen
     cwnd: float = field(init=False)  # packets in flight allowed, up to the window (AIMD)
     last_cut: float = 0.0  # when cwnd was last halved
 
@@ -102,6 +107,7 @@ class Link:
         return min(RTO_MAX, max(RTO_MIN, self.srtt + max(4 * self.rttvar, self.srtt)))  # queues grow: >= 2 RTT
 
     def sample_rtt(self, rtt: float) -> None:
+        self.rtt_min = min(self.rtt_min, rtt)
         if self.srtt is None:
             self.srtt, self.rttvar = rtt, rtt / 2
         else:
@@ -131,6 +137,8 @@ class Allreduce:
         self.next_q = 0
         self.overflowed: list[int] = []  # chunks whose sum wrapped: raised once every packet is done
         self.finished = 0
+        self.oldest = 0  # every packet before this one has its result
+        self.newest = -1  # the latest packet (in sending order) whose result is in
         self.last_progress = time.monotonic()
         lay = P.layout
         self._static = (P.MSG_DATA << lay["msg_type"][0]) | (link.job_id << lay["job_id"][0]) | \
@@ -202,6 +210,7 @@ class Allreduce:
             return
         self.done[q] = True
         self.finished += 1
+        self.newest = max(self.newest, q)
         self.link.cwnd = min(float(W), self.link.cwnd + 1 / self.link.cwnd)  # additive increase
         self.link.stats.results += 1
         if not self.retries.get(q):  # Karn: only unambiguous samples
@@ -236,6 +245,7 @@ class Allreduce:
             if not self.done[q] and expiry == self.expiry[q]:
                 self._back_off(now)
                 self._send(q, retransmit=True)
+        self._resend_overdue(now)
         next_timer = self.timers[0][0] if self.timers else wake
         return min(next_timer, wake, self.last_progress + self.link.timeout)
 
@@ -256,11 +266,32 @@ class Allreduce:
         if self.complete:
             self.link.next_packet = self.base + self.total
 
+    def _resend_overdue(self, now: float) -> None:
+        """Fast retransmit: a packet still without a result while OVERDUE_AFTER later packets have
+        theirs was lost, or its slot is waiting for another worker's lost packet, or the result to
+        us was lost; sending it again costs one packet and recovers the first and the last case at
+        once (a repeat for a complete slot is answered by unicast), the other worker the second.
+        At most once per round trip per packet, and without cutting the window: it is not congestion."""
+        while self.oldest < self.total and self.done[self.oldest]:
+            self.oldest += 1
+        if self.newest - self.oldest < OVERDUE_AFTER:
+            return  # results come back in order: the common case costs this one comparison
+        wait = max(self.link.srtt or 0.0, 0.001)
+        for q in range(self.oldest, self.newest - OVERDUE_AFTER + 1):
+            if not self.done[q] and q in self.sent_at and now - self.sent_at[q] >= wait:
+                self.link.stats.early_retransmissions += 1
+                self._send(q, retransmit=True)
+
     def _back_off(self, now: float) -> None:
-        """A timeout halves the packets in flight, once per RTT: on a slow link a full window only
-        queues in front of the link, and the queueing delay would look like loss (AIMD, as TCP)."""
-        if now - self.link.last_cut > (self.link.srtt or 0.0):
-            self.link.cwnd, self.link.last_cut = max(2.0, self.link.cwnd / 2), now
+        """A timeout halves the packets in flight, once per RTT, but only when the round trip has
+        grown (the smoothed RTT at QUEUEING times the least seen): then the window queues in front
+        of a slow link, and the waiting looks like loss (AIMD, as TCP).  A loss with short queues is
+        random loss: cutting would only slow the call down (TCP Vegas and BBR read delay the same way)."""
+        link = self.link
+        congested = link.srtt is not None and link.srtt > QUEUEING * link.rtt_min
+        if congested and now - link.last_cut > link.srtt:
+            link.cwnd, link.last_cut = max(2.0, link.cwnd / 2), now
+            link.stats.window_cuts += 1
 
     def _timeout_error(self) -> AllreduceTimeout:
         missing = [q for q in range(self.total) if not self.done[q]]

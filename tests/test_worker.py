@@ -203,6 +203,19 @@ def test_a_dead_worker_makes_the_others_fail_clearly(net3):
     assert (results[0][0] == 3).all()
 
 
+def test_workers_started_again_on_a_used_job_are_told_why_they_wait(net3):
+    """A job is one session: new workers on a job that has run find its slots at later rounds."""
+    spec = net3.job("used", pool_size=16)
+    run_workers(spec, [np.ones(2_000, np.float32)] * 3)
+    again = [Worker(spec, r, timeout=1.0) for r in range(3)]
+    futures = [w.allreduce_async(np.ones(2_000, np.float32)) for w in again]
+    for f in futures:
+        with pytest.raises(AllreduceTimeout, match="this job's workers ran before.*create a new job"):
+            f.result(timeout=10)
+    for w in again:
+        w.close()
+
+
 # --- jobs over several trees ------------------------------------------------------------------
 
 def over_trees(name: str, specs: list[JobSpec], shares: list[float]) -> JobSpec:

@@ -303,7 +303,9 @@ class Allreduce:
             f"{self.link.name}: no result for {self.link.timeout:.1f} s: {self.finished}/{self.total} packets done, "
             f"{len(sent)} sent without a result ({shown}{', ...' if len(sent) > 5 else ''}), "
             f"{len(missing) - len(sent)} not sent yet (window full). Some worker of job id {self.link.job_id} "
-            f"stopped contributing, or the path to switch {self.link.switch[0]} is down.",
+            f"stopped contributing, or the path to switch {self.link.switch[0]} is down."
+            + (" Or this job's workers ran before: the switches are past these rounds, and a job is one session "
+               "of its workers (create a new job for new workers)." if self.base == 0 and not self.finished else ""),
             missing=[self.base + q + 1 for q in sent], retransmissions=sum(self.retries.values()))
 
 

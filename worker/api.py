@@ -47,7 +47,7 @@ class Worker:
         self.spec, self.rank = spec, rank
         me = spec.members[rank]
         P = protocol.load(spec.values, spec.udp_port)
-        pacer = Pacer(spec.ina_pace_mbps, packet_bytes=P.packet_bytes) if spec.ina_pace_mbps else None
+        pacer = Pacer(spec.ina_pace_mbps, P.frame_bytes) if spec.ina_pace_mbps else None
         self._links: list[Link] = []
         try:
             for i, tree in enumerate(spec.trees if spec.ina_share > 0 else ()):
@@ -68,7 +68,6 @@ class Worker:
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-worker-{rank}")
         self._ring_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-ring-{rank}")
         self._ring: RingWorker | None = None  # connected on the first call that needs it
-        self._ring_seconds = 0.0
         self._timeout = timeout
         self._broken = False
         self._closed = False
@@ -183,9 +182,10 @@ class Worker:
                 raise
         finally:
             stop.set()  # a ring still running after the trees failed gives up too
-        ring_sum = ring.result() if ring is not None else rest  # raises the ring's error first
         if ring is not None:
-            self.last_parts["ring"] = self._ring_seconds
+            ring_sum, self.last_parts["ring"] = ring.result()  # raises the ring's error first
+        else:
+            ring_sum = rest
         sums = np.concatenate([stream.sums for _, stream in parts]) if parts else np.zeros((0, V), np.int32)
         overflowed = [first + c for first, stream in parts for c in stream.overflowed]
         if overflowed:
@@ -199,17 +199,16 @@ class Worker:
             out = quantize.dequantize(sums, quantize.shifts(agreed, len(self.spec.members))).reshape(-1)[:len(flat)]
         return np.concatenate([out, ring_sum]).astype(dtype).reshape(shape)
 
-    def _ring_part(self, data: np.ndarray, dtype: np.dtype, stop: threading.Event) -> np.ndarray:
+    def _ring_part(self, data: np.ndarray, dtype: np.dtype, stop: threading.Event) -> tuple[np.ndarray, float]:
         """The ring's share of a call, summed in float64 and cast once (int32: summed in int64, checked
-        after); a failure stops the trees too."""
+        after), and the seconds it took; a failure stops the trees too."""
         try:
             if self._ring is None:
                 self._ring = RingWorker(self.rank, self.spec.ring_peers, timeout=self._timeout,
                                         tcp_congestion=RING_TCP, pacing_mbps=self.spec.ring_pace_mbps)
             started = time.perf_counter()
             total = self._ring.allreduce_(data) if data.dtype == np.int64 else self._ring.allreduce_cast(data, dtype)
-            self._ring_seconds = time.perf_counter() - started
-            return total
+            return total, time.perf_counter() - started
         except (RingError, OSError) as e:
             self._broken = True
             stop.set()

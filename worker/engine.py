@@ -56,9 +56,9 @@ class Pacer:
     """A token bucket over the wire bytes a worker sends to the switches (a hybrid job keeps the trees
     within their capacity and leaves the rest of the link to the ring).  Retransmissions spend too."""
 
-    def __init__(self, mbps: float, burst_packets: int = 4, packet_bytes: int = 1100) -> None:
+    def __init__(self, mbps: float, frame_bytes: int, burst_packets: int = 4) -> None:
         self.rate = mbps * 1e6 / 8  # bytes per second
-        self.burst = burst_packets * packet_bytes
+        self.burst = burst_packets * frame_bytes  # wire bytes, as spend() counts them
         self.tokens, self.updated = float(self.burst), time.monotonic()
 
     def _refill(self, now: float) -> None:

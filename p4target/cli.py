@@ -66,6 +66,8 @@ def stf_main(argv: list[str] | None = None) -> int:
     except (StfError, OSError) as err:
         print(f"p4target-stf: {err}", file=sys.stderr)
         return 1
+    for skipped in result.ignored:
+        print(f"ignored (as by p4c's BMv2 runner): {skipped}")
     for failure in result.failures:
         print(failure)
     print(f"{'PASS' if result.passed else 'FAIL'}: {result.packets_sent} packets sent, "

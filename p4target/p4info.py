@@ -17,18 +17,20 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from p4.config.v1 import p4info_pb2
+from p4.config.v1 import p4info_pb2, p4types_pb2
 
 from .frontend import ast
 from .frontend.checker import CheckedProgram
-from .frontend.errors import P4Error
+from .frontend.errors import P4Error, as_p4_errors
 from .frontend.types import BOOL, ERROR, BlockT, EnumT, ExternT, HeaderT, bit_width
 
 # P4Runtime resource-type prefixes: the top byte of every id (p4info.proto, P4Ids.Prefix).
 ACTION, TABLE, VALUE_SET, CONTROLLER_HEADER = 0x01, 0x02, 0x03, 0x04
 ACTION_PROFILE, COUNTER, DIRECT_COUNTER, METER, DIRECT_METER, REGISTER, DIGEST = range(0x11, 0x18)
 PREFIXES = {"action": ACTION, "table": TABLE, "counter": COUNTER, "direct_counter": DIRECT_COUNTER,
-            "register": REGISTER}
+            "register": REGISTER, "meter": METER, "direct_meter": DIRECT_METER, "value_set": VALUE_SET,
+            "digest": DIGEST}
+_METER_UNITS = {"packets": p4info_pb2.MeterSpec.PACKETS, "bytes": p4info_pb2.MeterSpec.BYTES}
 DEFAULT_TABLE_SIZE = 1024  # v1model's defaultTableSize in p4c
 _MATCH_TYPES = {"exact": p4info_pb2.MatchField.EXACT, "lpm": p4info_pb2.MatchField.LPM,
                 "ternary": p4info_pb2.MatchField.TERNARY, "range": p4info_pb2.MatchField.RANGE,
@@ -131,6 +133,8 @@ def qualified_objects(prog: CheckedProgram) -> list[QualifiedObject]:
                 walk(d.type.decl, qualify(prefix, d))
             elif isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT) and d.type.decl.name in PREFIXES:
                 out.append(QualifiedObject(qualify(prefix, d), d.type.decl.name, d, prefix))
+            elif isinstance(d, ast.ValueSetDecl):
+                out.append(QualifiedObject(qualify(prefix, d), "value_set", d, prefix))
             elif isinstance(block, ast.ControlDecl) and isinstance(d, ast.ActionDecl | ast.TableDecl):
                 kind = "action" if isinstance(d, ast.ActionDecl) else "table"
                 out.append(QualifiedObject(qualify(prefix, d), kind, d, prefix))
@@ -146,7 +150,24 @@ def qualified_objects(prog: CheckedProgram) -> list[QualifiedObject]:
         if isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT) and d.type.decl.name in PREFIXES:
             if not annotation(d, "hidden"):
                 out.append(QualifiedObject(qualify("", d), d.type.decl.name, d, ""))
+    out += [QualifiedObject(qualify("", t.decl), "digest", t.decl, "") for t in digest_types(prog)]
     return out
+
+
+def digest_types(prog: CheckedProgram) -> list[HeaderT]:
+    """The struct types passed to ``digest()``, in the order p4c meets the calls (pipeline
+    controls in order, the actions they use before their bodies); one per type."""
+    found: dict[int, HeaderT] = {}
+    top_actions = [d for d in prog.top_level if isinstance(d, ast.ActionDecl)]
+    for block in prog.pipeline.blocks.values():
+        if not isinstance(block, ast.ControlDecl):
+            continue
+        used = {id(a) for a in _used_actions(block)}
+        for node in [*_nodes([a for a in top_actions if id(a) in used]), *_nodes(block)]:
+            if (isinstance(node, ast.Call) and node.target is not None and node.target.kind == "function"
+                    and node.target.name == "digest" and isinstance(node.args[1].type, HeaderT)):
+                found.setdefault(id(node.args[1].type), node.args[1].type)
+    return list(found.values())
 
 
 def _used_actions(control: ast.ControlDecl) -> Iterator[ast.ActionDecl]:
@@ -186,6 +207,7 @@ def aliases(names: Iterable[str]) -> dict[str, str]:
     return result
 
 
+@as_p4_errors()
 def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4Info:
     """The P4Info p4c-bm2-ss would write for this program (same names, ids and fields)."""
     every = qualified_objects(prog)
@@ -196,7 +218,7 @@ def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4In
     alloc = IdAllocator()
     ids: dict[tuple[str, str], int] = {}
     for o in objects:
-        if (ann := annotation(o.decl, "id")) is not None:
+        if o.kind != "digest" and (ann := annotation(o.decl, "id")) is not None:  # p4c: digests by name only
             ids[(o.kind, o.name)] = alloc.reserve(PREFIXES[o.kind], _id_value(ann, o.decl), o.decl)
     for kind, prefix in PREFIXES.items():
         todo = [o.name for o in objects if o.kind == kind and (kind, o.name) not in ids]
@@ -209,6 +231,7 @@ def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4In
         name = names.get((id(decl), scope), names.get((id(decl), "")))
         return ids.get((kind, name)) if name else None
 
+    digested = {qualify("", t.decl): t for t in digest_types(prog)}
     info = p4info_pb2.P4Info()
     info.pkg_info.arch = arch
     for o in objects:
@@ -219,6 +242,16 @@ def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4In
         elif o.kind == "action":
             msg = info.actions.add()
             _params(msg, o.decl)
+        elif o.kind == "direct_meter":
+            continue  # written with the table that uses it, below
+        elif o.kind == "value_set":
+            msg = info.value_sets.add()
+            _value_set(msg, o.decl)
+        elif o.kind == "digest":
+            msg = info.digests.add()
+            msg.type_spec.CopyFrom(type_spec(digested[o.name], info.type_info))
+            msg.preamble.id, msg.preamble.name, msg.preamble.alias = ids[key], o.name, alias[o.name]
+            continue  # p4c gives a digest no annotations
         else:
             msg = getattr(info, o.kind + "s").add()  # counters, direct_counters, registers
             _extern(msg, o)
@@ -234,6 +267,16 @@ def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4In
         fields = header.decl.fields
         for f, fid in zip(fields, _field_ids(fields), strict=True):
             msg.metadata.add(id=fid, name=f.name, bitwidth=bit_width(header.fields[f.name]))
+    if info.type_info.HasField("error"):
+        info.type_info.error.members.extend(prog.errors)
+    direct_meters = {ids[(o.kind, o.name)]: o for o in objects if o.kind == "direct_meter"}
+    for t in info.tables:  # p4c adds a direct meter when it serializes the table that names it
+        for rid in t.direct_resource_ids:
+            if (o := direct_meters.get(rid)) is not None:
+                dm = info.direct_meters.add(direct_table_id=t.preamble.id)
+                dm.preamble.id, dm.preamble.name, dm.preamble.alias = rid, o.name, alias[o.name]
+                dm.preamble.annotations.extend(_annotations(o.decl.annotations))
+                dm.spec.unit = _METER_UNITS[_enum_member(o.decl.args[-1])]
     for dc in info.direct_counters:
         dc.direct_table_id = next((t.preamble.id for t in info.tables if dc.preamble.id in t.direct_resource_ids), 0)
     return info
@@ -306,13 +349,32 @@ def _table(msg: p4info_pb2.Table, o: QualifiedObject, ref: Callable) -> None:
         msg.action_refs.add(id=action_id, scope=scope, annotations=_annotations(r.annotations))
     if t.default_is_const and t.default_action is not None:
         msg.const_default_action_id = ref(t.default_action.decl, o.scope, "action") or 0
+    if t.default_action is not None:
+        _initial_default(msg.initial_default_action, t.default_action, ref(t.default_action.decl, o.scope, "action"))
     size = t.properties.get("size")
     msg.size = size.value if size is not None and size.value else DEFAULT_TABLE_SIZE
     if t.entries is not None:
-        msg.is_const_table = msg.has_initial_entries = True
+        msg.has_initial_entries = True
+        msg.is_const_table = t.entries_const
     counters = t.properties.get("counters")
     if counters is not None and (cid := ref(counters.decl, o.scope, "direct_counter")) is not None:
         msg.direct_resource_ids.append(cid)
+    meters = t.properties.get("meters")
+    if meters is not None and (mid := ref(meters.decl, o.scope, "direct_meter")) is not None:
+        msg.direct_resource_ids.append(mid)
+
+
+def _initial_default(msg: p4info_pb2.TableActionCall, action: ast.ActionRef, action_id: int | None) -> None:
+    """The declared (or implicit NoAction) default with its action data, as p4c writes it
+    (P4Runtime 1.4); values are zero-padded to whole bytes of the parameter's width."""
+    if action_id is None:
+        return  # a @hidden action
+    msg.action_id = action_id
+    data = [(p, a) for p, a in zip(action.decl.params, action.args or []) if p.direction == ""]
+    for (p, a), pid in zip(data, _field_ids([p for p, _ in data]), strict=True):
+        width = bit_width(p.type)
+        value = int(a.value) & ((1 << width) - 1)
+        msg.arguments.add(param_id=pid, value=value.to_bytes((width + 7) // 8, "big"))
 
 
 def _extern(msg, o: QualifiedObject) -> None:
@@ -325,10 +387,72 @@ def _extern(msg, o: QualifiedObject) -> None:
             getattr(msg.type_spec.bitstring, "int" if elem.signed else "bit").bitwidth = elem.width
         msg.size = d.args[0].value
         return
-    unit = d.args[-1]
-    msg.spec.unit = _UNITS[unit.type.members[unit.value]]
-    if o.kind == "counter":
+    unit = _enum_member(d.args[-1])
+    msg.spec.unit = _METER_UNITS[unit] if o.kind == "meter" else _UNITS[unit]
+    if o.kind in ("counter", "meter"):
         msg.size = d.args[0].value
+
+
+def _enum_member(e: ast.Expr) -> str:
+    return e.type.members[e.value]
+
+
+def _value_set(msg: p4info_pb2.ValueSet, d: ast.ValueSetDecl) -> None:
+    """p4c's addValueSet: bit<W> is one unnamed exact field 1; a struct gives one field per
+    member (``@match`` picks the match type, exact by default); a serializable enum one per member."""
+    msg.size = d.size.value
+    t = d.type
+    if isinstance(t, HeaderT):
+        fields = t.decl.fields
+        for f, fid in zip(fields, _field_ids(fields), strict=True):
+            ann = annotation(f, "match")
+            kind = getattr(ann.args[0], "name", "exact") if ann and ann.args else "exact"
+            if kind not in _MATCH_TYPES:
+                raise P4Error(f.loc, f"unsupported match type {kind} for a value_set @match annotation")
+            msg.match.add(id=fid, name=qualify("", f), bitwidth=bit_width(t.fields[f.name]),
+                          match_type=_MATCH_TYPES[kind],
+                          annotations=_annotations([a for a in f.annotations if a.name != "match"]))
+    elif isinstance(t, EnumT):
+        for i, member in enumerate(t.members, 1):
+            msg.match.add(id=i, name=member, bitwidth=bit_width(t), match_type=p4info_pb2.MatchField.EXACT)
+    else:
+        msg.match.add(id=1, bitwidth=bit_width(t), match_type=p4info_pb2.MatchField.EXACT)
+
+
+def type_spec(t, type_info: p4types_pb2.P4TypeInfo) -> p4types_pb2.P4DataTypeSpec:
+    """p4c's TypeSpecConverter: named types are referenced by name and described once in ``type_info``."""
+    spec = p4types_pb2.P4DataTypeSpec()
+    if t is BOOL:
+        spec.bool.SetInParent()
+    elif t is ERROR:
+        spec.error.SetInParent()
+        type_info.error.SetInParent()  # p4c lists the error members
+    elif isinstance(t, EnumT):
+        name = qualify("", t.decl) if getattr(t, "decl", None) is not None else t.name
+        if t.underlying is not None:
+            spec.serializable_enum.name = name
+            if name not in type_info.serializable_enums:
+                e = type_info.serializable_enums[name]
+                e.underlying_type.bitwidth = t.underlying.width
+                for m in t.members:
+                    e.members.add(name=m, value=t.values[m].to_bytes(max(1, (t.underlying.width + 7) // 8), "big"))
+        else:
+            spec.enum.name = name
+            if name not in type_info.enums:
+                type_info.enums[name].members.extend(p4types_pb2.P4EnumTypeSpec.Member(name=m) for m in t.members)
+    elif isinstance(t, HeaderT):
+        name = qualify("", t.decl)
+        kind, table = ("header", type_info.headers) if t.is_header else ("struct", type_info.structs)
+        getattr(spec, kind).name = name
+        if name not in table:
+            entry = table[name]
+            for f in t.decl.fields:
+                member = entry.members.add(name=qualify("", f))
+                sub = type_spec(t.fields[f.name], type_info)
+                (member.type_spec.CopyFrom(sub.bitstring) if t.is_header else member.type_spec.CopyFrom(sub))
+    else:
+        getattr(spec.bitstring, "int" if t.signed else "bit").bitwidth = t.width
+    return spec
 
 
 def key_name(key: ast.KeyElement) -> str:

@@ -3,7 +3,7 @@
 The format is p4c's (tools/stf, backends/bmv2/bmv2stf.py): ``packet``, ``expect`` with
 ``*`` nibble wildcards and a trailing ``$`` for exact length, ``add`` with optional
 priority (larger wins), ``setdefault``, ``mc_mgrp_create``, ``mc_node_create``,
-``mc_node_associate``; ``#`` starts a comment.  Expectations are checked per port, in
+``mc_node_associate``, ``mirroring_add``; ``#`` starts a comment.  Expectations are checked per port, in
 order; a packet on a port nobody expected is a failure.  The runner talks to a target
 through the small ``Target`` interface, so the same files run on our built-in target and
 on real BMv2 (``stf_bmv2``).
@@ -45,6 +45,7 @@ class StfResult:
     failures: list[str] = field(default_factory=list)
     packets_sent: int = 0
     packets_checked: int = 0
+    ignored: list[str] = field(default_factory=list)  # commands p4c's BMv2 runner also skips
 
     @property
     def passed(self) -> bool:
@@ -59,6 +60,8 @@ class Target(Protocol):
     def set_default(self, table: str, action: str, args: list[tuple[str, str]]) -> None: ...
     def multicast(self, verb: str, args: list[int]) -> None:
         """mc_mgrp_create / mc_node_create / mc_node_associate, as simple_switch_CLI takes them."""
+    def mirroring_add(self, session: int, port: int) -> None:
+        """A clone session sending to one port, as simple_switch_CLI's mirroring_add."""
     def send(self, port: int, data: bytes) -> None: ...
     def received(self) -> list[tuple[int, bytes]]: ...
 
@@ -133,10 +136,12 @@ def _execute(cmd: Command, target: Target, result: StfResult, expected) -> None:
         target.set_default(a[0], action, args)
     elif v in ("mc_mgrp_create", "mc_node_create", "mc_node_associate"):
         target.multicast(v, [int(x) for x in a])
+    elif v == "mirroring_add":
+        target.mirroring_add(int(a[0]), int(a[1]))
     elif v == "wait":
         pass
-    else:
-        raise StfError(f"line {cmd.line}: STF command '{v}' is not supported")
+    else:  # as p4c's bmv2stf.py does (check_counter, remove, no_packet, ...): noted, not run
+        result.ignored.append(f"line {cmd.line}: {cmd.text}")
 
 
 def _check(received: list[tuple[int, bytes]], expected: dict[int, list[Expectation]], result: StfResult) -> None:
@@ -201,6 +206,22 @@ def parse_key_value(text: str, key: KeySpec):
     return exact(value)
 
 
+def _key_field(name: str, names: list[str]) -> str:
+    """An STF key name as p4c's bmv2stf.py resolves it: ``s$0`` is ``s[0]``, and ``h.valid``
+    or a bare header ``h`` may name the key ``h.isValid()`` (``h.$valid$``)."""
+    name = re.sub(r"\$(\d+)", r"[\1]", name)
+    tries = [name, f"{name}.$valid$"]
+    if name.endswith(".valid"):
+        tries.append(name[: -len("valid")] + "$valid$")
+    for candidate in tries:
+        if candidate in names:
+            return candidate
+        found = [n for n in names if n.endswith("." + candidate)]
+        if len(found) == 1:
+            return found[0]
+    raise StfError(f"key field '{name}': not found (or ambiguous) among {names}")
+
+
 def resolve_entry(tables: dict[str, Table], table: str, keys: list[tuple[str, str]], action: str,
                   args: list[tuple[str, str]]) -> tuple[Table, list, str, list[int]]:
     """STF names and values -> (table, one match per key, full action name, action data)."""
@@ -208,7 +229,7 @@ def resolve_entry(tables: dict[str, Table], table: str, keys: list[tuple[str, st
     match = [DONT_CARE if k.match_kind != "exact" else exact(0) for k in t.keys]
     names = [k.name for k in t.keys]
     for kname, value in keys:
-        i = names.index(_unique(kname.replace("$", "."), names, "key field"))
+        i = names.index(_key_field(kname, names))
         match[i] = parse_key_value(value, t.keys[i])
     full = _unique(action, list(t.actions), "action")
     given = dict(args)
@@ -246,6 +267,9 @@ class BuiltinTarget:
             self.groups[group].append(args[1])
         replicas = [(port, self.nodes[h][0]) for h in self.groups[group] for port in sorted(self.nodes[h][1])]
         self.switch.set_multicast_group(group, replicas)
+
+    def mirroring_add(self, session: int, port: int) -> None:
+        self.switch.set_clone_session(session, [(port, 0)])
 
     def send(self, port: int, data: bytes) -> None:
         self.outputs += [(o.port, o.data) for o in self.switch.process(port, data)]

@@ -140,6 +140,9 @@ class Bmv2Target:
     def multicast(self, verb: str, args: list[int]) -> None:
         self.pending.append(" ".join([verb, *map(str, args)]))
 
+    def mirroring_add(self, session: int, port: int) -> None:
+        self.pending.append(f"mirroring_add {session} {port}")
+
     def send(self, port: int, data: bytes) -> None:
         self._flush()
         os.write(self.fifos[port], pcap_record(data))

@@ -53,12 +53,13 @@ def _error(write_p4, **kw) -> P4Error:
     ({"body": "hdr.h.zz = 1;"}, 14, "has no field 'zz'"),
     ({"body": "hdr.h.a = hdr.h.a[8:2];"}, 14, "slice [8:2] is out of range"),
     ({"locals": "bit<8> x; action a(in bit<8> v) { v = 1; }"}, 13, "cannot assign to 'v'"),
-    ({"decls": "header_union u_t { h_t x; }"}, 7, "header_union is not supported"),
-    ({"locals": "meter(8, MeterType.packets) m;"}, 13, "extern 'meter' is not supported"),
-    ({"body": "clone(CloneType.I2E, 5);"}, 14, "extern function 'clone' is not supported"),
+    ({"decls": "header_union u_t { bit<8> x; }"}, 7, "header_union field 'x' must be a header"),
+    ({"locals": "action_profile(8) ap;"}, 13, "extern 'action_profile' is not supported"),
+    ({"body": "truncate(5);"}, 14, "extern function 'truncate' is not supported"),
     ({"body": "if (hdr.h.a) { }"}, 14, "expected bool, got bit<8>"),
-    ({"body": "hdr.h.a = hdr.h.a / hdr.h.b;"}, 14, "supported only on compile-time constants"),
-    ({"decls": "typedef varbit<8> v_t;"}, 7, "varbit is not supported"),
+    ({"body": "hdr.h.a = (bit<8>)((int<8>)hdr.h.a / (int<8>)hdr.h.b);"}, 14,
+     "'/' on int<8> values is not supported"),
+    ({"decls": "header v_t { varbit<8> a; varbit<8> b; }"}, 7, "another varbit field is not supported"),
     ({"body": "hdr.h.a = 8w1 ++ 8w2;"}, 14, "expected bit<8>, got bit<16>"),
 ])
 def test_errors_name_the_problem_and_its_place(write_p4, kw, line, message):

@@ -325,3 +325,23 @@ def test_executor_names_objects_as_p4info_does_under_a_renamed_control(tmp_path:
     path.write_text(source)
     info = build_p4info(load_program(path))
     assert {t.preamble.name for t in info.tables} == set(Switch.from_file(path).tables) == {"Ing.ipv4_lpm"}
+
+
+def test_initial_default_action_with_its_arguments(tmp_path: Path, basic: p4info_pb2.P4Info) -> None:
+    """p4c (P4Runtime 1.4) writes every table's default, const or not, implicit NoAction too."""
+    assert basic.tables[0].initial_default_action.action_id == 25652968  # drop()
+    assert not basic.tables[0].initial_default_action.arguments
+    info = p4info_of(tmp_path, """
+    action set(bit<8> v, bool b) { meta.m = v; meta.flag = b; }
+    action neg(int<8> s) { }
+    table t1 { key = { hdr.h.f: exact; } actions = { set; } default_action = set(0x2A, true); }
+    table t2 { key = { hdr.h.f: exact; } actions = { neg; } const default_action = neg(-2); }
+    table t3 { key = { hdr.h.f: exact; } actions = { set; } }
+    """, "t1.apply(); t2.apply(); t3.apply();")
+    d1 = by_name(info.tables, "Ing.t1").initial_default_action
+    assert d1.action_id == hashed(ACTION, "Ing.set")
+    assert [(a.param_id, a.value) for a in d1.arguments] == [(1, b"\x2a"), (2, b"\x01")]
+    t2 = by_name(info.tables, "Ing.t2")
+    assert t2.const_default_action_id == t2.initial_default_action.action_id == hashed(ACTION, "Ing.neg")
+    assert [(a.param_id, a.value) for a in t2.initial_default_action.arguments] == [(1, b"\xfe")]
+    assert by_name(info.tables, "Ing.t3").initial_default_action.action_id == 21257015  # NoAction

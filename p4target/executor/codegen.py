@@ -17,7 +17,7 @@ from typing import Any
 
 from ..frontend import ast
 from ..frontend.checker import PIPELINE_BLOCKS, CheckedProgram
-from ..frontend.errors import P4Error
+from ..frontend.errors import P4Error, as_p4_errors
 from ..frontend.types import (
     BOOL,
     ActionRunT,
@@ -27,11 +27,15 @@ from ..frontend.types import (
     HeaderT,
     StackT,
     Type,
+    VarbitT,
     bit_width,
 )
 from ..p4info import key_name, qualify
-from . import algorithms
-from .externs import Counter, Register
+from . import algorithms, loops
+from . import v1model_codegen as v1m
+from .calls import CallGen, has_user_call, may_exit
+from .externs import AssertionFailed, Counter, Hooks, Meter, Register, ValueSet
+from .headers import DynBase, HeaderOps, StackIndexError, contains_header, stack_index
 from .tables import DONT_CARE, ActionSpec, KeySpec, Table, exact, lpm, ternary, value_range
 
 
@@ -41,10 +45,13 @@ class ExitBlock(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Storage:
-    """Where a value of type ``type`` lives in the state list: slots base .. base+size."""
+    """Where a value of type ``type`` lives in the state list: slots base .. base+size.
+    ``base`` is a DynBase for elements reached through a run-time stack index; a header
+    in a union lists its siblings' valid slots (relative to ``base``) in ``siblings``."""
 
-    base: int
+    base: int | DynBase
     type: Type
+    siblings: tuple[int, ...] = ()
 
     @property
     def size(self) -> int:
@@ -56,7 +63,7 @@ def slot_count(t: Type) -> int:
         own = sum(slot_count(f) for f in t.fields.values())
         return own + 1 if t.is_header else own
     if isinstance(t, StackT):
-        return t.size * slot_count(t.elem)
+        return t.size * slot_count(t.elem) + 1  # the elements, then the next index
     return 1
 
 
@@ -64,11 +71,15 @@ def member_storage(st: Storage, name: str) -> Storage:
     t = st.type
     assert isinstance(t, HeaderT)
     offset = 1 if t.is_header else 0
+    offsets = {}
     for fname, ft in t.fields.items():
-        if fname == name:
-            return Storage(st.base + offset, ft)
+        offsets[fname] = offset
         offset += slot_count(ft)
-    raise KeyError(name)
+    if name not in offsets:
+        raise KeyError(name)
+    own = offsets[name]
+    siblings = tuple(o - own for n, o in offsets.items() if n != name) if t.is_union else ()
+    return Storage(st.base + own, t.fields[name], siblings)
 
 
 def _initial(t: Type, out: list) -> None:
@@ -80,6 +91,9 @@ def _initial(t: Type, out: list) -> None:
     elif isinstance(t, StackT):
         for _ in range(t.size):
             _initial(t.elem, out)
+        out.append(0)  # next index
+    elif isinstance(t, VarbitT):
+        out.append(b"")
     else:
         out.append(False if t is BOOL else 0)
 
@@ -95,6 +109,12 @@ class Generated:
     tables: dict[str, Table] = field(default_factory=dict)
     registers: dict[str, Register] = field(default_factory=dict)
     counters: dict[str, Counter] = field(default_factory=dict)
+    meters: dict[str, Meter] = field(default_factory=dict)
+    value_sets: dict[str, ValueSet] = field(default_factory=dict)
+    intrinsic: dict[str, int] = field(default_factory=dict)  # clone/resubmit/recirculate -> slot
+    field_lists: dict[int, list[int]] = field(default_factory=dict)  # @field_list index -> slots
+    meta_storage: Any = None  # the user metadata struct's Storage
+    uses_payload: bool = False  # the generated code reads PAYLOAD / INGRESS_LENGTH
 
 
 class _Scope(dict):
@@ -112,7 +132,7 @@ class _ControlInstance:
     params: list[Storage]
 
 
-class CodeGen:
+class CodeGen(HeaderOps, CallGen):
     def __init__(self, prog: CheckedProgram) -> None:
         self.prog = prog
         self.template: list[Any] = []
@@ -120,7 +140,9 @@ class CodeGen:
         self.indent = 0
         self.ns: dict[str, Any] = {
             "ExitBlock": ExitBlock, "pack_bits": algorithms.pack_bits, "csum16": algorithms.csum16,
+            "stack_index": stack_index, "StackIndexError": StackIndexError,
             "hash_offset": algorithms.hash_offset, "HASHES": algorithms.HASHES,
+            "RT": Hooks(), "AssertionFailed": AssertionFailed, "PAYLOAD": [b""], "INGRESS_LENGTH": [0],
         }
         self.counter = 0
         self.out = Generated("", self.ns, self.template, {})
@@ -152,12 +174,14 @@ class CodeGen:
         return st
 
     # ================================================================ the program
+    @as_p4_errors()
     def generate(self) -> Generated:
         pipe = self.prog.pipeline
         hdr = self.alloc(pipe.headers)
         meta = self.alloc(pipe.metadata)
         std = self.alloc(self.prog.standard_metadata)
         self.std_storage = std
+        self.out.meta_storage = meta
         self.out.std = {name: member_storage(std, name).base for name in self.prog.standard_metadata.fields}
         bound = {"H": hdr, "M": meta, "S": std}
         shapes = {  # which pipeline storage each block parameter is bound to
@@ -209,6 +233,12 @@ class CodeGen:
                 self.instance(local, scope, prefix)
             elif isinstance(local, ast.TableDecl):
                 self.table(local, scope, prefix)
+            elif isinstance(local, ast.ValueSetDecl):
+                t = local.type
+                widths = [bit_width(f) for f in (t.fields.values() if isinstance(t, HeaderT) else [t])]
+                vs = ValueSet(qualify(prefix, local), local.size.value, widths)
+                self.out.value_sets[vs.name] = vs
+                scope[local] = self.const(vs, "VS")
 
     def init_locals(self, decl: ast.ControlDecl | ast.ParserDecl, scope: _Scope) -> None:
         """Per invocation: local variables start from their initializers."""
@@ -230,6 +260,9 @@ class CodeGen:
             self.out.counters[name] = obj
         elif kind == "direct_counter":
             obj = name  # counted by the table that names it; see table()
+        elif kind in ("meter", "direct_meter"):
+            obj = v1m.meter_instance(self, decl, name)
+            self.out.meters[name] = obj
         elif isinstance(t.decl, ast.ControlDecl):
             inner = _Scope(self.globals)
             params = []
@@ -266,7 +299,7 @@ class CodeGen:
         default_args = tuple(int(a.value) for a, p in zip(default.args or [], default.decl.params) if not p.direction)
         counters = t.properties.get("counters")
         table = Table(name, keys, specs, size, (scope[default.decl], default_args),
-                      default_is_const=t.default_is_const, is_const=t.entries is not None,
+                      default_is_const=t.default_is_const, is_const=t.entries is not None and t.entries_const,
                       has_direct_counter=counters is not None)
         for i, entry in enumerate(t.entries or []):
             match = [self.entry_match(ks, k) for ks, k in zip(entry.keyset, keys)]
@@ -280,9 +313,11 @@ class CodeGen:
         # the apply function: key, lookup, run the action, report (hit, action name)
         fname = self.fresh("apply")
         scope[t] = fname
-        key = ", ".join(self.key_expr(k.expr, scope) for k in t.keys)
         saved, self.lines, self.indent = (self.lines, self.indent), [], 0
         self.emit(f"def {fname}(S):")
+        self.indent = 1  # a function call in a key is inlined here, before the lookup
+        key = ", ".join(self.key_expr(k.expr, scope) for k in t.keys)
+        self.indent = 0
         self.emit(f"    e = {tname}.lookup(({key}{',' if t.keys else ''}))")
         self.emit("    if e is None:")
         self.emit(f"        e = {tname}.default_entry")
@@ -291,6 +326,15 @@ class CodeGen:
         if counters is not None:
             plen = self.out.std["packet_length"]
             self.emit(f"    c = e.counter; c[0] += 1; c[1] += S[{plen}]")
+        meters = t.properties.get("meters")
+        if meters is not None:
+            mobj = self.lookup(scope, meters.decl)
+            self.ns[mobj].table = name
+            dst = v1m.direct_meter_destination(self, t, meters.decl, scope)
+            if dst is not None:
+                amount = "1" if self.ns[mobj].unit == "packets" else "INGRESS_LENGTH[0]"
+                self.out.uses_payload = self.out.uses_payload or amount != "1"
+                self.emit(f"    S[{dst.base}] = {mobj}.cell(e).execute(RT.micros(), {amount})")
         self.emit("    e.action.fn(S, *e.args)")
         self.emit("    return True, e.action.name")
         fn_lines = self.lines
@@ -327,8 +371,10 @@ class CodeGen:
         self.emit(f"def {fname}(S{''.join(f', a{i}' for i in range(len(data)))}):")
         self.indent = 1
         mark = len(self.lines)
-        self.bind_params(directional, ref.args or [], scope, inner)
-        self.stmt(decl.body, inner)
+        if directional:  # bound in the actions list: copy-in/copy-out like a direct call
+            self.inline(directional, ref.args or [], decl.body, scope, inner)
+        else:
+            self.stmt(decl.body, inner)
         if len(self.lines) == mark:
             self.emit("pass")
         fn_lines = self.lines
@@ -383,8 +429,10 @@ class CodeGen:
             keyset = case.keyset
             if len(keyset) == 1 and len(keys) > 1 and isinstance(keyset[0], ast.Default):
                 keyset = keyset * len(keys)
-            for ks, (k, t) in zip(keyset, keys):
-                conds.append(self.keyset_cond(ks, k, t))
+            if len(keyset) == 1 and isinstance(getattr(keyset[0], "decl", None), ast.ValueSetDecl):
+                conds.append(f"{scope[keyset[0].decl]}.matches(({''.join(k + ', ' for k, _ in keys)}))")
+            else:
+                conds.extend(self.keyset_cond(ks, k, t) for ks, (k, t) in zip(keyset, keys))
             cond = " and ".join(c for c in conds if c != "True") or "True"
             if cond == "True":
                 if first:
@@ -412,11 +460,14 @@ class CodeGen:
         v = ks.value
         return f"{k} == {int(v)}"
 
-    def extract(self, st: Storage, call: ast.Call) -> None:
+    def extract(self, st: Storage, call: ast.Call, scope: _Scope | None = None) -> None:
         t = st.type
         nbits = t.width
         if nbits % 8:
             raise P4Error(call.loc, f"header {t.name} is {nbits} bits: headers must be a whole number of bytes")
+        if len(call.args) == 2:
+            self.extract_varbit(st, self.ex(call.args[1], scope))
+            return
         n = nbits // 8
         self.emit(f"if L - pos < {n}:")
         self.emit(f"    return pos, {self.error_codes['PacketTooShort']}")
@@ -433,7 +484,7 @@ class CodeGen:
                 shift -= w
                 val = f"(_x >> {shift}) & {(1 << w) - 1}" if shift else f"_x & {(1 << w) - 1}"
                 self.emit(f"S[{first + i}] = {self.from_raw(val, ft)}")
-        self.emit(f"S[{st.base}] = True")
+        self.mark_valid(st)
         self.emit(f"pos += {n}")
 
     def from_raw(self, val: str, t: Type) -> str:
@@ -458,6 +509,9 @@ class CodeGen:
                 sub = member_storage(st, name)
                 if isinstance(sub.type, (HeaderT, StackT)):
                     self.emit_header(sub)
+            return
+        if t.varbit_field is not None:
+            self.emit_varbit_header(st)
             return
         first = st.base + 1
         fmt = _struct_format(t)
@@ -503,7 +557,14 @@ class CodeGen:
         elif isinstance(s, ast.Exit):
             self.emit("raise ExitBlock")
         elif isinstance(s, ast.Return):
+            self.return_value(s, scope)
             self.emit(self.return_stmt)
+        elif isinstance(s, (ast.For, ast.ForIn)):
+            loops.emit_loop(self, s, scope)
+        elif isinstance(s, ast.Break):
+            self.emit("break")
+        elif isinstance(s, ast.Continue):
+            self.emit("continue")
         else:
             raise P4Error(s.loc, f"{type(s).__name__} cannot be executed")
 
@@ -517,7 +578,9 @@ class CodeGen:
 
     def switch(self, s: ast.Switch, scope: _Scope) -> None:
         t = s.subject.type
-        assert isinstance(t, ActionRunT)
+        if not isinstance(t, ActionRunT):
+            loops.emit_value_switch(self, s, scope)
+            return
         call = s.subject.base
         run = self.fresh("run")
         self.emit(f"{run} = {self.ex(call, scope)}[1]")
@@ -554,12 +617,22 @@ class CodeGen:
                 raise P4Error(e.loc, f"'{e.name}' has no storage")
             return st
         if isinstance(e, ast.Member):
-            return member_storage(self.storage(e.base, scope), e.member)
+            base = self.storage(e.base, scope)
+            if isinstance(base.type, StackT):
+                if e.member == "last":
+                    return self.stack_last(base)
+                raise P4Error(e.loc, f"header stack '.{e.member}' outside extract is not supported by the "
+                              "built-in target")
+            return member_storage(base, e.member)
         if isinstance(e, ast.Index):
             base = self.storage(e.base, scope)
             t = base.type
             assert isinstance(t, StackT)
+            if e.index.value is None:
+                return self.element(base, self.ex(e.index, scope))
             return Storage(base.base + e.index.value * slot_count(t.elem), t.elem)
+        if isinstance(e, ast.Call) and e.target.kind == "user_function":
+            return self.user_call(e, scope)
         raise P4Error(e.loc, "expected a variable, field or header")
 
     def lookup(self, scope: _Scope, decl: Any) -> Any:
@@ -586,47 +659,19 @@ class CodeGen:
         n = st.size
         if isinstance(rhs, ast.ListExpr) and isinstance(st.type, HeaderT):
             if st.type.is_header:
-                self.emit(f"S[{st.base}] = True")
+                self.mark_valid(st)
             for name, item in zip(st.type.fields, rhs.items):
                 self.assign_storage(member_storage(st, name), item, scope)
             return
-        if isinstance(st.type, (HeaderT, StackT)):
+        if contains_header(st.type):
+            self.copy_value(st, self.storage(rhs, scope))
+        elif isinstance(st.type, (HeaderT, StackT)):
             src = self.storage(rhs, scope)
             self.emit(f"S[{st.base}:{st.base + n}] = S[{src.base}:{src.base + n}]")
         else:
             self.emit(f"S[{st.base}] = {self.ex(rhs, scope)}")
 
     # ---------------------------------------------------------------- calls
-    def bind_params(self, params: list[ast.Param], args: list[ast.Expr], caller: _Scope, callee: _Scope) -> None:
-        """Bind parameters to arguments: out/inout and compound arguments by reference
-        (the argument's slots), scalar ``in`` arguments copied into a fresh slot."""
-        for p, a in zip(params, args):
-            if isinstance(a, ast.Default):  # '_' for an out parameter: a scratch slot
-                callee[p] = self.alloc(p.type)
-            elif p.direction in ("out", "inout") or isinstance(a.type, (HeaderT, StackT)):
-                if isinstance(a, ast.Slice):
-                    raise P4Error(a.loc, "slices cannot be passed to out/inout parameters by the built-in target")
-                callee[p] = self.storage(a, caller)
-            else:
-                tmp = self.alloc(p.type)
-                self.emit(f"S[{tmp.base}] = {self.ex(a, caller)}")
-                callee[p] = tmp
-
-    def inline(self, params: list[ast.Param], args: list[ast.Expr], body: ast.Block, caller: _Scope,
-               callee: _Scope) -> None:
-        self.bind_params(params, args, caller, callee)
-        has_return = _contains_return(body)
-        saved = self.return_stmt
-        if has_return:
-            self.emit("while True:")
-            self.indent += 1
-            self.return_stmt = "break"
-        self.stmt(body, callee)
-        if has_return:
-            self.emit("break")
-            self.indent -= 1
-        self.return_stmt = saved
-
     def call_stmt(self, call: ast.Call, scope: _Scope) -> None:
         tgt = call.target
         if tgt.kind == "action":
@@ -638,27 +683,40 @@ class CodeGen:
         elif tgt.kind == "header_method":
             st = self.storage(tgt.instance, scope)
             if tgt.name == "setValid":
-                self.emit(f"S[{st.base}] = True")
+                self.set_valid(st)
             elif tgt.name == "setInvalid":
-                self.emit(f"S[{st.base}] = False")
+                self.set_invalid(st)
+        elif tgt.kind == "stack_method":
+            self.stack_shift(self.storage(tgt.instance, scope), tgt.name == "push_front", call.args[0].value)
         elif tgt.kind == "function":
             self.function(call, scope)
         elif tgt.kind == "method":
             self.method(call, scope)
+        elif tgt.kind == "user_function":
+            self.user_call(call, scope)
         else:
             raise P4Error(call.loc, f"cannot call {tgt.kind}")
 
     def apply_control(self, inst: _ControlInstance, args: list[ast.Expr], scope: _Scope) -> None:
-        """Copy-in, run the body inline, copy-out: the instance's tables read its own slots."""
+        """Copy-in, run the body inline, copy-out (also after an exit): the instance's
+        tables read its own slots."""
+        outs = []
         for p, st, a in zip(inst.decl.params, inst.params, args):
-            if p.direction in ("in", "inout"):
+            if isinstance(a, ast.Default):
+                self.init_out(st)
+            elif p.direction == "out":
+                self.init_out(st)
+                outs.append((st, a))
+            elif p.direction in ("in", "inout", ""):
                 self.assign_storage(st, a, scope)
+                if p.direction == "inout":
+                    outs.append((st, a))
         self.init_locals(inst.decl, inst.scope)
-        self.inline([], [], inst.decl.body, scope, _Scope(inst.scope))
-        for p, st, a in zip(inst.decl.params, inst.params, args):
-            if p.direction in ("out", "inout"):
-                dst = self.storage(a, scope)
-                self.emit(f"S[{dst.base}:{dst.base + st.size}] = S[{st.base}:{st.base + st.size}]")
+
+        def copy_out() -> None:
+            for st, a in outs:
+                self.copy_back(st, a, scope)
+        self.run_body(inst.decl.body, _Scope(inst.scope), copy_out, bool(outs) and may_exit(inst.decl))
 
     def function(self, call: ast.Call, scope: _Scope) -> None:
         name, args = call.target.name, call.args
@@ -687,6 +745,8 @@ class CodeGen:
             else:
                 self.emit(f"if {cond}:")
                 self.emit(f"    S[{target.base}] = csum16({data})")
+        elif name in v1m.V1MODEL_FUNCTIONS:
+            v1m.v1model_function(self, call, scope)
         else:
             raise P4Error(call.loc, f"{name} is not supported")
 
@@ -720,10 +780,24 @@ class CodeGen:
         tgt, args = call.target, call.args
         ext = tgt.decl.name
         if ext == "packet_in":
-            if tgt.name == "extract":
-                self.extract(self.storage(args[0], scope), call)
+            target = args[0] if tgt.name == "extract" else None
+            nxt = target if isinstance(target, ast.Member) and target.member != "next" else None
+            nxt = nxt.base if nxt is not None and isinstance(nxt.base.type, HeaderT) else target  # s.next.member
+            if isinstance(nxt, ast.Member) and nxt.member == "next" and isinstance(nxt.base.type, StackT):
+                stack = self.pin(self.storage(nxt.base, scope))
+                nx = self.stack_next_slot(stack)
+                self.emit(f"if S[{nx}] >= {stack.type.size}:")
+                self.emit(f"    return pos, {self.error_codes['StackOutOfBounds']}")
+                elem = self.stack_next(stack)
+                self.extract(elem if nxt is target else member_storage(elem, target.member), call, scope)
+                self.emit(f"S[{nx}] += 1")
+            elif tgt.name == "extract":
+                self.extract(self.pin(self.storage(args[0], scope)), call, scope)
             elif tgt.name == "advance":
                 bits = self.ex(args[0], scope)
+                if args[0].value is None or args[0].value % 8:  # BMv2: not whole bytes is an error
+                    self.emit(f"if ({bits}) % 8:")
+                    self.emit(f"    return pos, {self.error_codes['ParserInvalidArgument']}")
                 self.emit(f"if L - pos < ({bits}) // 8:")
                 self.emit(f"    return pos, {self.error_codes['PacketTooShort']}")
                 self.emit(f"pos += ({bits}) // 8")
@@ -761,6 +835,8 @@ class CodeGen:
             self.emit(f"{i} = {self.ex(args[0], scope)}")
             self.emit(f"if {i} < {size}:")
             self.emit(f"    {obj}.packets[{i}] += 1; {obj}.bytes[{i}] += S[{self.out.std['packet_length']}]")
+        elif ext in ("meter", "direct_meter"):
+            v1m.meter_method(self, call, scope, obj)
         # direct_counter.count(): the table counts its hits itself
 
     # ================================================================ expressions
@@ -769,7 +845,7 @@ class CodeGen:
             return code
         if t.signed:
             half = 1 << (t.width - 1)
-            return f"((({code}) + {half}) & {t.mask}) - {half}"
+            return f"(((({code}) + {half}) & {t.mask}) - {half})"  # whole: callers embed it
         return f"(({code}) & {t.mask})"
 
     def ex(self, e: ast.Expr, scope: _Scope) -> str:
@@ -789,6 +865,8 @@ class CodeGen:
         if isinstance(bt, ApplyResultT):
             res = self.ex(e.base, scope)
             return {"hit": f"{res}[0]", "miss": f"(not {res}[0])"}[e.member]
+        if isinstance(bt, StackT) and e.member == "lastIndex":
+            return self.last_index_code(self.storage(e.base, scope))
         return f"S[{self.storage(e, scope).base}]"
 
     def _x_Index(self, e: ast.Index, scope: _Scope) -> str:
@@ -802,11 +880,13 @@ class CodeGen:
     def _x_Call(self, e: ast.Call, scope: _Scope) -> str:
         tgt = e.target
         if tgt.kind == "header_method" and tgt.name == "isValid":
-            return f"S[{self.storage(tgt.instance, scope).base}]"
+            return self.valid_code(self.storage(tgt.instance, scope))
         if tgt.kind == "table_apply":
             return f"{self.lookup(scope, tgt.decl)}(S)"
         if tgt.kind == "method" and tgt.decl.name == "packet_in" and tgt.name == "length":
             return "L"
+        if tgt.kind == "user_function":
+            return f"S[{self.user_call(e, scope).base}]"
         raise P4Error(e.loc, f"{tgt.name}() cannot be used in an expression")
 
     def _x_Cast(self, e: ast.Cast, scope: _Scope) -> str:
@@ -838,10 +918,17 @@ class CodeGen:
         return self.wrap_code(f"-{v}", t)
 
     def _x_Cond(self, e: ast.Cond, scope: _Scope) -> str:
+        if has_user_call(e.then) or has_user_call(e.other):
+            return self.lazy_cond(e, scope)
         return f"({self.ex(e.then, scope)} if {self.ex(e.cond, scope)} else {self.ex(e.other, scope)})"
 
     def _x_Binary(self, e: ast.Binary, scope: _Scope) -> str:
         op, t = e.op, e.type
+        if op in ("&&", "||") and has_user_call(e.right):
+            return self.lazy_logic(e, scope)
+        if op in ("==", "!=") and isinstance(e.left.type, (HeaderT, StackT)):
+            same = self.equal_code(self.storage(e.left, scope), self.storage(e.right, scope))
+            return same if op == "==" else f"(not {same})"
         a, b = self.ex(e.left, scope), self.ex(e.right, scope)
         if op == "&&":
             return f"({a} and {b})"
@@ -871,7 +958,27 @@ class CodeGen:
             return f"min(max({raw}, {lo}), {hi})"
         if op in ("+", "-", "*"):
             return self.wrap_code(f"{a} {op} {b}", t)
+        if op in ("/", "%"):  # bit<W> only (checker); BMv2 would abort on a zero divisor
+            return f"(({a}) {'//' if op == '/' else '%'} {b} if {b} else 0)"
         raise P4Error(e.loc, f"operator {op} cannot be executed")
+
+    def equal_code(self, a: Storage, b: Storage) -> str:
+        """P4 equality of headers, structs and stacks: two invalid headers are equal
+        whatever their fields hold; a valid and an invalid one never are."""
+        t = a.type
+        if isinstance(t, StackT):
+            size = slot_count(t.elem)
+            parts = [self.equal_code(Storage(a.base + i * size, t.elem), Storage(b.base + i * size, t.elem))
+                     for i in range(t.size)]
+        elif isinstance(t, HeaderT) and t.is_header:
+            n = a.size
+            return (f"(S[{a.base}] == S[{b.base}] and (not S[{a.base}] or "
+                    f"S[{a.base + 1}:{a.base + n}] == S[{b.base + 1}:{b.base + n}]))")
+        elif isinstance(t, HeaderT):
+            parts = [self.equal_code(member_storage(a, name), member_storage(b, name)) for name in t.fields]
+        else:
+            return f"(S[{a.base}] == S[{b.base}])"
+        return "(" + " and ".join(parts) + ")" if parts else "True"
 
     def _x_TypeMember(self, e: ast.TypeMember, scope: _Scope) -> str:
         return repr(e.value)
@@ -894,6 +1001,8 @@ def _struct_format(t: HeaderT) -> str | None:
 
 
 def _contains_return(s: Any) -> bool:
+    if isinstance(s, (ast.For, ast.ForIn)):
+        return loops.contains_return(s)
     if isinstance(s, ast.Return):
         return True
     if isinstance(s, ast.Block):

@@ -5,16 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from .checker import CheckedProgram, Declarations, check, check_declarations
-from .errors import P4Error
+from .errors import P4Error, as_p4_errors
 from .preprocess import preprocess
 from .syntax import parse
 
-__all__ = ["CheckedProgram", "Declarations", "P4Error", "load_declarations", "load_program"]
+__all__ = ["CheckedProgram", "Declarations", "P4Error", "as_p4_errors", "load_declarations", "load_program"]
 
 
 def load_program(path: str | Path, defines: dict[str, str] | None = None) -> CheckedProgram:
     """Preprocess, parse and check a P4 file; raises P4Error with the user's file:line:col."""
-    return check(parse(preprocess(path, defines)))
+    with as_p4_errors():
+        return check(parse(preprocess(path, defines)))
 
 
 def load_declarations(path: str | Path, defines: dict[str, str] | None = None) -> Declarations:

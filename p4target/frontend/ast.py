@@ -226,6 +226,36 @@ class Empty(Stmt):
     pass
 
 
+@dataclass(eq=False, slots=True)
+class For(Stmt):
+    """``for (init; cond; update) body``; ``cond`` None loops until ``break``."""
+
+    init: list[Stmt]
+    cond: Expr | None
+    update: list[Stmt]
+    body: Stmt
+
+
+@dataclass(eq=False, slots=True)
+class ForIn(Stmt):
+    """``for (T x in lo .. hi)`` (``hi`` set) or ``for (T x in collection)``."""
+
+    var: VarDecl
+    collection: Expr  # the list, or the range's lower bound
+    hi: Expr | None
+    body: Stmt
+
+
+@dataclass(eq=False, slots=True)
+class Break(Stmt):
+    pass
+
+
+@dataclass(eq=False, slots=True)
+class Continue(Stmt):
+    pass
+
+
 # ------------------------------------------------------------------ declarations
 @dataclass(eq=False, slots=True)
 class Decl(Stmt):
@@ -325,6 +355,15 @@ class Instantiation(Decl):
 
 
 @dataclass(eq=False, slots=True)
+class ValueSetDecl(Decl):
+    """``value_set<T>(size) name;`` in a parser: a select keyset the control plane fills."""
+
+    type_ref: TypeRef
+    size: Expr
+    type: Any = field(default=None, init=False)  # the element type T
+
+
+@dataclass(eq=False, slots=True)
 class SelectCase(Node):
     keyset: list[Expr]  # one entry per select expression (tuple keysets flattened)
     state: str
@@ -386,6 +425,7 @@ class TableDecl(Decl):
     default_action: ActionRef | None = None
     default_is_const: bool = False
     entries: list[Entry] | None = None
+    entries_const: bool = True  # `const entries` (else initial entries the control plane may change)
     properties: dict[str, Expr] = field(default_factory=dict)  # size, counters, ...
 
 
@@ -393,6 +433,7 @@ class TableDecl(Decl):
 class FunctionDecl(Decl):
     proto: FunctionProto
     body: Block
+    type: Any = field(default=None, init=False)  # the return type (checker)
 
 
 @dataclass(eq=False, slots=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import ast
+from .calls import CallChecks
 from .errors import P4Error
 from .types import (
     BOOL,
@@ -32,22 +33,35 @@ from .types import (
     TupleT,
     Type,
     TypeVar,
+    VarbitT,
     bit_width,
     is_numeric,
 )
 
 # Externs whose semantics the executor implements; any other extern is rejected.
-SUPPORTED_EXTERNS = {"packet_in", "packet_out", "register", "counter", "direct_counter"}
-SUPPORTED_FUNCTIONS = {"mark_to_drop", "hash", "verify_checksum", "update_checksum", "verify"}
+SUPPORTED_EXTERNS = {"packet_in", "packet_out", "register", "counter", "direct_counter", "meter", "direct_meter"}
+# v1model extern functions with packet-path or control-plane effects (see executor/v1model_externs.py)
+V1MODEL_FUNCTIONS = {
+    "clone", "clone_preserving_field_list", "resubmit_preserving_field_list", "recirculate_preserving_field_list",
+    "digest", "log_msg", "assert", "assume", "random", "verify_checksum_with_payload",
+    "update_checksum_with_payload", "truncate",
+}
+SUPPORTED_FUNCTIONS = {"mark_to_drop", "hash", "verify_checksum", "update_checksum", "verify"} | V1MODEL_FUNCTIONS
 SUPPORTED_METHODS = {
     "packet_in": {"extract", "advance", "length"},
     "packet_out": {"emit"},
     "register": {"read", "write"},
     "counter": {"count"},
     "direct_counter": {"count"},
+    "meter": {"execute_meter"},
+    "direct_meter": {"read"},
 }
 SUPPORTED_HASHES = {"crc16", "crc32", "csum16", "identity"}
-TABLE_PROPERTIES = {"size", "counters", "support_timeout"}
+TABLE_PROPERTIES = {"size", "counters", "meters", "support_timeout", "largest_priority_wins", "priority_delta"}
+# Methods of a header instance (P4-16 v1.2.5 section 8.17); the size methods are constants.
+HEADER_METHODS = ("isValid", "setValid", "setInvalid", "minSizeInBits", "minSizeInBytes", "maxSizeInBits",
+                  "maxSizeInBytes")
+_BMV2_PRIORITY_SPAN = 1 << 24  # larger than any @priority a program gives a const entry
 PIPELINE_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
 
 
@@ -115,14 +129,17 @@ class Scope:
         return scope
 
 
-class Checker:
+class Checker(CallChecks):
     def __init__(self, program: ast.Program) -> None:
+        self._init_calls()
         self.program = program
         self.types: dict[str, Any] = {}  # type name -> Type, or generic ExternDecl/BlockTypeDecl
         self.globals = Scope()
         self.errors: list[str] = []
         self.match_kinds: set[str] = set()
         self.type_vars: dict[str, Type] = {}
+        self.loops = 0  # depth of for loops around the statement being checked
+        self.overloads: dict[str, list[ast.ExternFunction]] = {}  # extern function name -> by arity
 
     # ================================================================ entry
     def check(self) -> CheckedProgram:
@@ -155,7 +172,10 @@ class Checker:
         elif isinstance(decl, (ast.ExternDecl, ast.BlockTypeDecl)):
             self._declare_type(decl, decl)
         elif isinstance(decl, ast.ExternFunction):
-            self.globals.declare(decl)
+            if isinstance(self.globals.values.get(decl.name), ast.ExternFunction):
+                self.overloads.setdefault(decl.name, [self.globals.values[decl.name]]).append(decl)
+            else:
+                self.globals.declare(decl)
         elif isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
             self._declare_type(decl, decl)
             self._block(decl)
@@ -165,6 +185,8 @@ class Checker:
         elif isinstance(decl, ast.ActionDecl):
             self.globals.declare(decl)
             self._action(decl, self.globals)
+        elif isinstance(decl, ast.FunctionDecl):
+            self._function(decl, self.globals)
         elif isinstance(decl, ast.Instantiation):
             self._instantiation(decl, self.globals)
             self.globals.declare(decl)
@@ -177,15 +199,22 @@ class Checker:
         self.types[decl.name] = t
 
     def _header(self, decl: ast.HeaderDecl) -> None:
-        if decl.kind == "header_union":
-            raise P4Error(decl.loc, "header_union is not supported by the built-in target")
         t = HeaderT(decl.name, decl.kind, decl=decl)
         self._declare_type(decl, t)
         for f in decl.fields:
             if f.name in t.fields:
                 raise P4Error(f.loc, f"field '{f.name}' is declared twice in {decl.name}")
             ft = self.resolve_type(f.type_ref)
-            if decl.kind == "header":
+            if decl.kind == "header_union":
+                if not (isinstance(ft, HeaderT) and ft.is_header):
+                    raise P4Error(f.loc, f"header_union field '{f.name}' must be a header, not {ft}")
+            elif isinstance(ft, VarbitT):
+                if decl.kind != "header":
+                    raise P4Error(f.loc, "varbit fields are only allowed in headers")
+                if t.varbit_field is not None:
+                    raise P4Error(f.loc, "varbit in a header with another varbit field is not supported by the "
+                                  "built-in target")
+            elif decl.kind == "header":
                 try:
                     bit_width(ft)
                 except TypeError:
@@ -237,8 +266,11 @@ class Checker:
                     raise P4Error(a.loc, "constructor arguments must be compile-time constants")
         elif isinstance(t, BlockT) and isinstance(t.decl, ast.ControlDecl):
             if decl.args:
-                raise P4Error(decl.loc, "constructor arguments for controls are not supported")
+                raise P4Error(decl.loc, "constructor arguments for controls are not supported by the built-in target")
         else:
+            if isinstance(t, BlockT) and isinstance(t.decl, ast.ParserDecl):
+                raise P4Error(decl.loc, "a sub-parser (a parser instantiated in a parser) is not supported "
+                              "by the built-in target")
             raise P4Error(decl.loc, f"cannot instantiate {t} here")
 
     # ================================================================ types
@@ -263,13 +295,17 @@ class Checker:
                 raise P4Error(ref.loc, f"{k}<{width}>: width must be positive")
             return BitsT(width, k == "int")
         if k == "varbit":
-            raise P4Error(ref.loc, "varbit is not supported by the built-in target")
+            self.expr(ref.width, self.globals)
+            width = self.const_int(ref.width)
+            if width <= 0:
+                raise P4Error(ref.loc, f"varbit<{width}>: width must be positive")
+            return VarbitT(width)
         if k == "tuple":
             return TupleT(tuple(self.resolve_type(a) for a in ref.args))
         if k == "stack":
             elem = self.resolve_type(ref.args[0])
-            if not (isinstance(elem, HeaderT) and elem.is_header):
-                raise P4Error(ref.loc, "header stacks must contain headers")
+            if not (isinstance(elem, HeaderT) and (elem.is_header or elem.is_union)):
+                raise P4Error(ref.loc, "header stacks must contain headers or header unions")
             self.expr(ref.width, self.globals)
             size = self.const_int(ref.width)
             if size <= 0:
@@ -286,7 +322,8 @@ class Checker:
             if len(args) != len(t.type_params):
                 raise P4Error(ref.loc, f"{t.name} takes {len(t.type_params)} type arguments, got {len(args)}")
             return ExternT(t, args)
-        if ref.args:
+        package = isinstance(t, ast.BlockTypeDecl) and t.kind == "package"
+        if ref.args and not (package and len(ref.args) == len(t.type_params)):
             raise P4Error(ref.loc, f"type '{ref.name}' takes no type arguments")
         if isinstance(t, (ast.ParserDecl, ast.ControlDecl, ast.BlockTypeDecl)):
             return BlockT(t)
@@ -296,8 +333,12 @@ class Checker:
     def _params(self, params: list[ast.Param], scope: Scope) -> None:
         for p in params:
             p.type = self.resolve_type(p.type_ref)
-            if p.default is not None:
-                raise P4Error(p.loc, "default parameter values are not supported")
+            if p.default is not None and p.default.type is None:
+                self.expr(p.default, self.globals)
+                self.coerce(p.default, p.type, f"default value of '{p.name}'")
+                if p.default.value is None:
+                    raise P4Error(p.default.loc, "a default parameter value that is not a compile-time constant "
+                                  "is not supported by the built-in target")
             scope.declare(p)
 
     def _block(self, decl: ast.ParserDecl | ast.ControlDecl) -> None:
@@ -325,6 +366,11 @@ class Checker:
         elif isinstance(local, ast.TableDecl):
             scope.declare(local)
             self._table(local, scope)
+        elif isinstance(local, ast.FunctionDecl):
+            self._function(local, scope)
+        elif isinstance(local, ast.ValueSetDecl) and isinstance(scope.owner, ast.ParserDecl):
+            self._value_set(local, scope)
+            scope.declare(local)
         else:
             raise P4Error(local.loc, f"{type(local).__name__} is not supported here")
 
@@ -359,6 +405,8 @@ class Checker:
         for case in tr.cases:
             if len(case.keyset) == 1 and isinstance(case.keyset[0], ast.Default):
                 continue
+            if self._value_set_case(case, types, scope):
+                continue
             if len(case.keyset) != len(types):
                 raise P4Error(case.loc, f"keyset has {len(case.keyset)} elements, select has {len(types)}")
             for ks, t in zip(case.keyset, types):
@@ -379,6 +427,36 @@ class Checker:
         if parts and not isinstance(t, BitsT):
             raise P4Error(ks.loc, f"masks and ranges need a bit<W> value, not {t}")
         ks.type = t
+
+    def _value_set(self, decl: ast.ValueSetDecl, scope: Scope) -> None:
+        """P4Runtime's value set element types: bit<W>, a struct of bit<W>, a serializable enum."""
+        t = decl.type = self.resolve_type(decl.type_ref)
+        fields = list(t.fields.values()) if isinstance(t, HeaderT) and t.kind == "struct" else [t]
+        for f in fields:
+            if not (isinstance(f, BitsT) and not f.signed or isinstance(f, EnumT) and f.underlying is not None):
+                raise P4Error(decl.type_ref.loc, f"value_set<{t}> is not supported by the built-in target: "
+                              "use bit<W>, a struct of bit<W> fields or a serializable enum")
+        self.expr(decl.size, scope)
+        if self.const_int(decl.size) < 0:
+            raise P4Error(decl.size.loc, "a value_set size cannot be negative")
+
+    def _value_set_case(self, case: ast.SelectCase, types: list[Type], scope: Scope) -> bool:
+        """A case whose keyset names a value_set: its fields must line up with the select keys."""
+        names = [ks for ks in case.keyset if isinstance(ks, ast.PathExpr)
+                 and isinstance(scope.lookup(ks.name), ast.ValueSetDecl) and not ks.top_level]
+        if not names:
+            return False
+        if len(case.keyset) != 1:
+            raise P4Error(names[0].loc, "a value_set inside a tuple keyset is not supported by the built-in target")
+        ks = names[0]
+        decl: ast.ValueSetDecl = scope.lookup(ks.name)
+        t = decl.type
+        fields = list(t.fields.values()) if isinstance(t, HeaderT) else [t]
+        if fields != types:
+            raise P4Error(ks.loc, f"value_set {ks.name} holds {t}, which does not match the select keys "
+                          f"({', '.join(map(str, types))})")
+        ks.decl, ks.type = decl, t
+        return True
 
     def _action(self, decl: ast.ActionDecl, scope: Scope) -> None:
         inner = Scope(scope, decl)
@@ -456,8 +534,70 @@ class Checker:
         if counters is not None:
             if not (isinstance(counters.type, ExternT) and counters.type.decl.name == "direct_counter"):
                 raise P4Error(counters.loc, "'counters' must name a direct_counter instance")
+        meters = t.properties.get("meters")
+        if meters is not None:
+            if not (isinstance(meters.type, ExternT) and meters.type.decl.name == "direct_meter"):
+                raise P4Error(meters.loc, "'meters' must name a direct_meter instance")
         for entry in t.entries or []:
             self._entry(t, entry, scope, names)
+        if t.entries:
+            self._entry_priorities(t)
+
+    def _entry_priorities(self, t: ast.TableDecl) -> None:
+        """p4c's rules (P4-16 v1.2.4 "Entry priorities"): `const entries` take none (the
+        first entry wins); initial `entries` with none get priority_delta steps from the
+        last entry up; otherwise the first entry needs one and each later entry without
+        one takes the previous priority minus priority_delta."""
+        given = [e for e in t.entries if e.priority is not None]
+        if t.entries_const:
+            if given:
+                raise P4Error(given[0].loc, "a table with 'const' entries cannot have priorities")
+            self._priority_annotations(t)
+            return
+        wins = t.properties.get("largest_priority_wins")
+        if wins is not None and (wins.type is not BOOL or wins.value is None):
+            raise P4Error(wins.loc, "largest_priority_wins must be a constant bool")
+        if wins is not None and not wins.value:
+            raise P4Error(wins.loc, "largest_priority_wins = false is not supported by the built-in target")
+        delta_e = t.properties.get("priority_delta")
+        delta = 1 if delta_e is None else self.const_int(delta_e)
+        if delta <= 0:
+            raise P4Error(delta_e.loc, "priority_delta must be positive")
+        if not given:
+            for i, e in enumerate(t.entries):
+                e.priority = ast.IntLit(e.loc, 1 + delta * (len(t.entries) - 1 - i), None, False)
+                e.priority.value, e.priority.type = e.priority.number, INFINT
+            return
+        if all(k.match_kind in ("exact", "lpm") for k in t.keys):
+            raise P4Error(given[0].loc, "the table's match kinds do not use priorities, but some are given")
+        if t.entries[0].priority is None:
+            raise P4Error(t.entries[0].loc, "the first entry must have a priority")
+        current = 0
+        for e in t.entries:
+            if e.priority is None:
+                e.priority = ast.IntLit(e.loc, current, None, False)
+                e.priority.value, e.priority.type = current, INFINT
+            current = e.priority.value
+            if current <= 0:
+                raise P4Error(e.loc, f"entry priority {current} is not positive")
+            current -= delta
+
+    def _priority_annotations(self, t: ast.TableDecl) -> None:
+        """`@priority(N)` on const entries, as p4c's BMv2 backend passes them on: an entry's
+        BMv2 priority is N, else its position (1 for the first), and BMv2 prefers the
+        smallest; our tables prefer the largest, so the order is turned round."""
+        notes = [ast.find_annotation(e.annotations, "priority") for e in t.entries]
+        if not any(notes):
+            return
+        for i, (e, note) in enumerate(zip(t.entries, notes)):
+            bmv2 = i + 1
+            if note is not None:
+                arg = note.args[0] if len(note.args) == 1 else None
+                if not isinstance(arg, ast.IntLit) or arg.number < 0:
+                    raise P4Error(note.loc, "@priority needs one non-negative integer")
+                bmv2 = arg.number
+            e.priority = ast.IntLit(e.loc, _BMV2_PRIORITY_SPAN - bmv2, None, False)
+            e.priority.value, e.priority.type = e.priority.number, INFINT
 
     def _entry(self, t: ast.TableDecl, entry: ast.Entry, scope: Scope, actions: list) -> None:
         if len(entry.keyset) != len(t.keys):
@@ -477,7 +617,8 @@ class Checker:
             raise P4Error(entry.action.loc, f"action {entry.action.name} is not in the table's actions list")
         if entry.priority is not None:
             self.expr(entry.priority, scope)
-            self.const_int(entry.priority)
+            if self.const_int(entry.priority) < 0:
+                raise P4Error(entry.priority.loc, "an entry priority cannot be negative")
 
     # ================================================================ statements
     def _var_decl(self, decl: ast.VarDecl, scope: Scope) -> None:
@@ -519,29 +660,99 @@ class Checker:
         elif isinstance(s, ast.Exit):
             if isinstance(scope.owner, ast.ParserDecl):
                 raise P4Error(s.loc, "exit is not allowed in a parser")
+            if isinstance(scope.owner, ast.FunctionDecl):
+                raise P4Error(s.loc, "exit is not allowed in a function")
         elif isinstance(s, ast.Return):
-            if s.value is not None:
+            if self._return(s, scope):
+                pass
+            elif s.value is not None:
                 raise P4Error(s.loc, "return with a value is only allowed in functions")
             if isinstance(scope.owner, ast.ParserDecl):
                 raise P4Error(s.loc, "return is not allowed in a parser")
         elif isinstance(s, ast.Empty):
             pass
+        elif isinstance(s, (ast.For, ast.ForIn)):
+            self._loop(s, scope)
+        elif isinstance(s, (ast.Break, ast.Continue)):
+            if not self.loops:
+                raise P4Error(s.loc, f"'{type(s).__name__.lower()}' is only allowed inside a for loop")
         else:
             raise P4Error(s.loc, f"{type(s).__name__} is not supported here")
+
+    def _loop(self, s: ast.For | ast.ForIn, scope: Scope) -> None:
+        if isinstance(scope.owner, ast.ParserDecl):
+            raise P4Error(s.loc, "a for loop in a parser is not supported by the built-in target")
+        inner = Scope(scope, scope.owner)
+        if isinstance(s, ast.For):
+            for x in s.init:
+                self.stmt(x, inner)
+            if s.cond is not None:
+                self.expr(s.cond, inner)
+                self.coerce(s.cond, BOOL, "for condition")
+        else:
+            self._var_decl(s.var, inner)
+            t = s.var.type
+            if s.hi is not None:
+                if not isinstance(t, BitsT):
+                    raise P4Error(s.var.loc, f"a range loop needs a bit<W> or int<W> variable, not {t}")
+                items = [s.collection, s.hi]
+            elif isinstance(s.collection, ast.ListExpr):
+                items = s.collection.items
+            else:
+                raise P4Error(s.collection.loc, "for-in over anything but a range or a list "
+                              "is not supported by the built-in target")
+            for item in items:
+                self.expr(item, scope)
+                self.coerce(item, t, "for-in element")
+        self.loops += 1
+        try:
+            if isinstance(s, ast.For):
+                for x in s.update:
+                    self.stmt(x, inner)
+            self.stmt(s.body, Scope(inner, scope.owner))
+        finally:
+            self.loops -= 1
 
     def _switch(self, s: ast.Switch, scope: Scope) -> None:
         t = self.expr(s.subject, scope)
         if not isinstance(t, ActionRunT):
-            raise P4Error(s.subject.loc, "switch is supported only on table.apply().action_run")
+            return self._value_switch(s, t, scope)
         allowed = {ref.decl.name: ref.decl for ref in t.table.actions}
         seen: set[str] = set()
         for case in s.cases:
-            for label in case.labels:
+            for i, label in enumerate(case.labels):
+                if isinstance(label, ast.PathExpr):
+                    label = case.labels[i] = label.name
+                elif label != "default":
+                    raise P4Error(label.loc, "a switch on action_run needs action names as labels")
                 if label != "default" and label not in allowed:
                     raise P4Error(case.loc, f"'{label}' is not an action of table {t.table.name}")
                 if label in seen:
                     raise P4Error(case.loc, f"switch label '{label}' appears twice")
                 seen.add(label)
+            if case.body is not None:
+                self.stmt(case.body, Scope(scope, scope.owner))
+        if s.cases and s.cases[-1].body is None:
+            raise P4Error(s.cases[-1].loc, "the last switch case needs a block")
+
+    def _value_switch(self, s: ast.Switch, t: Type, scope: Scope) -> None:
+        """``switch (expr)`` with constant labels (P4-16 v1.2.2): bit<W>, int<W>, enums, error."""
+        if not (isinstance(t, (BitsT, EnumT)) or t is ERROR):
+            raise P4Error(s.subject.loc, f"cannot switch on a value of type {t}")
+        seen: set[Any] = set()
+        for case in s.cases:
+            for label in case.labels:
+                if label == "default":
+                    key: Any = "default"
+                else:
+                    self.expr(label, scope)
+                    self.coerce(label, t, "switch label")
+                    if label.value is None:
+                        raise P4Error(label.loc, "switch labels must be compile-time constants")
+                    key = label.value
+                if key in seen:
+                    raise P4Error(case.loc, "a switch label appears twice")
+                seen.add(key)
             if case.body is not None:
                 self.stmt(case.body, Scope(scope, scope.owner))
         if s.cases and s.cases[-1].body is None:
@@ -557,6 +768,8 @@ class Checker:
                 return
             what = "an 'in' parameter" if isinstance(d, ast.Param) else "not a variable"
             raise P4Error(e.loc, f"cannot assign to '{e.name}': {what}")
+        if isinstance(e, ast.Member) and isinstance(e.base.type, StackT) and e.member not in ("next", "last"):
+            raise P4Error(e.loc, f"cannot assign to '.{e.member}' of a header stack")
         if isinstance(e, ast.Member) and isinstance(e.base.type, (HeaderT, StackT)):
             return self.lvalue(e.base)
         if isinstance(e, (ast.Index, ast.Slice)):
@@ -630,7 +843,7 @@ class Checker:
             return d.type
         if isinstance(d, ast.TableDecl):
             return TableT(d)
-        if isinstance(d, (ast.ActionDecl, ast.ExternFunction)):
+        if isinstance(d, (ast.ActionDecl, ast.ExternFunction, ast.FunctionDecl)):
             return VOID  # only meaningful as a call target; _e_Call checks
         raise P4Error(e.loc, f"'{e.name}' cannot be used as a value")
 
@@ -653,12 +866,18 @@ class Checker:
         if isinstance(bt, HeaderT):
             if e.member in bt.fields:
                 return bt.fields[e.member]
-            if bt.is_header and e.member in ("isValid", "setValid", "setInvalid"):
+            if bt.is_header and e.member in HEADER_METHODS:
+                return VOID
+            if bt.is_union and e.member == "isValid":
                 return VOID
             raise P4Error(e.loc, f"{bt.kind} {bt.name} has no field '{e.member}'")
         if isinstance(bt, StackT):
-            if e.member in ("next", "last", "lastIndex", "push_front", "pop_front"):
-                raise P4Error(e.loc, f"header stack '.{e.member}' is not supported by the built-in target")
+            if e.member in ("push_front", "pop_front"):
+                return VOID  # a method; _e_Call resolves it
+            if e.member in ("next", "last", "lastIndex"):
+                if not isinstance(scope.owner, ast.ParserDecl):
+                    raise P4Error(e.loc, f"header stack '.{e.member}' can only be used in a parser")
+                return BitsT(32) if e.member == "lastIndex" else bt.elem
             if e.member == "size":
                 e.value = bt.size
                 return BitsT(32)
@@ -677,9 +896,11 @@ class Checker:
         bt = self.expr(e.base, scope)
         if not isinstance(bt, StackT):
             raise P4Error(e.loc, f"cannot index a value of type {bt}")
-        self.expr(e.index, scope)
+        it = self.expr(e.index, scope)
         if e.index.value is None:
-            raise P4Error(e.index.loc, "header stack indexes must be compile-time constants here")
+            if not (isinstance(it, BitsT) and not it.signed):
+                raise P4Error(e.index.loc, f"a header stack index must be bit<W>, not {it}")
+            return bt.elem  # a run-time index: the executor checks its bounds
         i = self.const_int(e.index)
         if not 0 <= i < bt.size:
             raise P4Error(e.index.loc, f"index {i} is out of bounds for {bt}")
@@ -790,8 +1011,9 @@ class Checker:
             return t
         # both operands of one type
         t = self._unify(e, lt, rt)
+        lv, rv = e.left.value, e.right.value  # an unsized operand now holds its wrapped value
         if op in ("==", "!="):
-            if isinstance(t, (ExternT, BlockT, TableT, TupleT, StackT)) or t in (VOID, STRING):
+            if isinstance(t, (ExternT, BlockT, TableT, TupleT)) or t in (VOID, STRING):
                 raise P4Error(e.loc, f"cannot compare values of type {t}")
             if lv is not None and rv is not None:
                 e.value = (lv == rv) if op == "==" else (lv != rv)
@@ -806,7 +1028,10 @@ class Checker:
             raise P4Error(e.loc, f"'{op}' needs fixed-width operands")
         if op in ("/", "%"):
             if lv is None or rv is None:
-                raise P4Error(e.loc, f"'{op}' is supported only on compile-time constants")
+                # BMv2 divides bit<W> values at run time; p4c allows no signed division.
+                if not isinstance(t, BitsT) or t.signed:
+                    raise P4Error(e.loc, f"'{op}' on {t} values is not supported by the built-in target")
+                return t
             if rv == 0:
                 raise P4Error(e.loc, "division by zero")
             if lv < 0 or rv < 0:
@@ -830,7 +1055,7 @@ class Checker:
         raise P4Error(e.loc, "constructor calls are only allowed in instantiations")
 
     def _e_NamedArg(self, e: ast.NamedArg, scope: Scope) -> Type:
-        raise P4Error(e.loc, "named arguments are not supported by the built-in target")
+        return self.expr(e.arg, scope)  # put in parameter order by _check_args
 
     def _e_Mask(self, e: ast.Mask, scope: Scope) -> Type:
         raise P4Error(e.loc, "'&&&' is only allowed in keysets")
@@ -840,12 +1065,21 @@ class Checker:
 
     # ================================================================ calls
     def _e_Call(self, e: ast.Call, scope: Scope) -> Type:
-        if e.type_args:
-            raise P4Error(e.loc, "explicit type arguments in calls are not supported")
         f = e.func
         for a in e.args:
             if not isinstance(a, ast.Default):
                 self.expr(a, scope)
+        explicit = [self.resolve_type(t) for t in e.type_args]
+        self.pending_type_args, self._call_loc = explicit or None, e.loc
+        try:
+            t = self._e_call_target(e, f, scope)
+        finally:
+            pending, self.pending_type_args = self.pending_type_args, None
+        if pending:
+            raise P4Error(e.loc, "explicit type arguments are not supported for this call by the built-in target")
+        return t
+
+    def _e_call_target(self, e: ast.Call, f: ast.Expr, scope: Scope) -> Type:
         if isinstance(f, ast.PathExpr):
             self.expr(f, scope)
             d = f.decl
@@ -853,20 +1087,36 @@ class Checker:
                 return self._call_action(e, d, scope)
             if isinstance(d, ast.ExternFunction):
                 return self._call_function(e, d)
+            if isinstance(d, ast.FunctionDecl):
+                return self._call_user_function(e, d, scope)
             raise P4Error(f.loc, f"'{f.name}' is not callable")
         if isinstance(f, ast.Member):
             bt = self.expr(f.base, scope)
             m = f.member
-            if isinstance(bt, HeaderT) and bt.is_header and m in ("isValid", "setValid", "setInvalid"):
+            if isinstance(bt, HeaderT) and (bt.is_header and m in HEADER_METHODS or bt.is_union and m == "isValid"):
                 self._arity(e, 0)
-                if m != "isValid":
+                if m in ("setValid", "setInvalid"):
                     self.lvalue(f.base)
                 e.target = CallTarget("header_method", m, instance=f.base)
+                if m.startswith(("min", "max")):  # sizes are constants; a varbit counts 0 / its maximum
+                    bits = bt.width + (bt.fields[bt.varbit_field].max_width if "max" in m and bt.varbit_field else 0)
+                    e.value = bits if m.endswith("Bits") else (bits + 7) // 8
+                    return INFINT
                 return BOOL if m == "isValid" else VOID
+            if isinstance(bt, StackT) and m in ("push_front", "pop_front"):
+                self._arity(e, 1)
+                count = self.const_int(e.args[0])
+                if count < 0:
+                    raise P4Error(e.args[0].loc, f"{m} needs a non-negative count")
+                self.lvalue(f.base)
+                if bt.elem.is_union:
+                    raise P4Error(e.loc, f"{m} on a stack of header unions is not supported by the built-in target")
+                e.target = CallTarget("stack_method", m, instance=f.base)
+                return VOID
             if isinstance(bt, TableT) and m == "apply":
                 self._arity(e, 0)
-                if isinstance(scope.owner, ast.ActionDecl):
-                    raise P4Error(e.loc, "tables cannot be applied inside actions")
+                if isinstance(scope.owner, (ast.ActionDecl, ast.FunctionDecl)):
+                    raise P4Error(e.loc, "tables cannot be applied inside actions or functions")
                 e.target = CallTarget("table_apply", "apply", bt.decl)
                 return ApplyResultT(bt.decl)
             if isinstance(bt, BlockT) and m == "apply" and isinstance(bt.decl, ast.ControlDecl):
@@ -894,6 +1144,7 @@ class Checker:
     def _call_function(self, e: ast.Call, d: ast.ExternFunction) -> Type:
         if d.name not in SUPPORTED_FUNCTIONS:
             raise P4Error(e.loc, f"extern function '{d.name}' is not supported by the built-in target")
+        d = next((o for o in self.overloads.get(d.name, []) if len(o.proto.params) == len(e.args)), d)
         bindings: dict[str, Type] = {}
         self._check_args(e.loc, d.proto.params, e.args, bindings, d.proto.type_params)
         if d.name in ("hash", "verify_checksum", "update_checksum"):
@@ -914,12 +1165,41 @@ class Checker:
             else:
                 if e.args[2].type != BitsT(16):
                     raise P4Error(e.args[2].loc, "the checksum field must be bit<16>")
+        if d.name in V1MODEL_FUNCTIONS:
+            self._v1model_function(e, d.name)
         e.target = CallTarget("function", d.name, d)
         return self.resolve_return(d.proto, bindings)
+
+    def _v1model_function(self, e: ast.Call, name: str) -> None:
+        """Arguments the executor needs at load time (indexes, strings, algorithms)."""
+        args = e.args
+        if name in ("clone", "clone_preserving_field_list") and args[0].value is None:
+            raise P4Error(args[0].loc, "the clone type must be a constant CloneType member")
+        if name.endswith("_preserving_field_list") and args[-1].value is None:
+            raise P4Error(args[-1].loc, "the field list index must be a compile-time constant")
+        if name == "log_msg" and not isinstance(args[0], ast.StringLit):
+            raise P4Error(args[0].loc, "log_msg needs a string literal")
+        if name == "digest":
+            data = args[1].type
+            if not (isinstance(data, HeaderT) and not data.is_header):
+                raise P4Error(args[1].loc, f"digest of a {data} is not supported by the built-in target: use a struct")
+        if name == "random" and not isinstance(args[0].type, BitsT):
+            raise P4Error(args[0].loc, f"random needs bit<W>, got {args[0].type}")
+        if name.endswith("_with_payload"):
+            algo = args[3]
+            if algo.value is None or not isinstance(algo.type, EnumT) or algo.type.members[algo.value] != "csum16":
+                raise P4Error(algo.loc, f"{name} supports only HashAlgorithm.csum16 on the built-in target")
+            self._hash_data(args[1])
+            if args[2].type != BitsT(16):
+                raise P4Error(args[2].loc, "the checksum field must be bit<16>")
 
     def _hash_data(self, data: ast.Expr) -> None:
         items = data.items if isinstance(data, ast.ListExpr) else [data]
         for item in items:
+            t = item.type
+            if isinstance(t, VarbitT) or isinstance(t, HeaderT) and t.varbit_field is not None:
+                raise P4Error(item.loc, "varbit fields in hash and checksum inputs are not supported by the "
+                              "built-in target")
             try:
                 bit_width(item.type)
             except TypeError:
@@ -929,7 +1209,7 @@ class Checker:
         ext = t.decl
         if m not in SUPPORTED_METHODS.get(ext.name, ()):
             raise P4Error(e.loc, f"{ext.name}.{m} is not supported by the built-in target")
-        proto = next((p for p in ext.methods if p.name == m and len(p.params) == len(e.args)), None)
+        proto = next((p for p in ext.methods if p.name == m and self._arity_fits(p.params, e.args)), None)
         if proto is None:
             raise P4Error(e.loc, f"no method {ext.name}.{m} takes {len(e.args)} arguments")
         bindings = dict(zip(ext.type_params, t.args))
@@ -938,10 +1218,17 @@ class Checker:
             target = e.args[0]
             if not (isinstance(target.type, HeaderT) and target.type.is_header):
                 raise P4Error(target.loc, f"extract needs a header, got {target.type}")
+            if (target.type.varbit_field is None) != (len(e.args) == 1):  # as p4c: the length iff a varbit
+                raise P4Error(e.loc, f"extract of header {target.type} needs "
+                              f"{'one argument' if len(e.args) == 2 else 'two arguments (it has a varbit field)'}")
         if ext.name == "packet_out" and m == "emit":
             arg_t = e.args[0].type
             if not (isinstance(arg_t, (HeaderT, StackT))):
                 raise P4Error(e.args[0].loc, f"emit needs a header, stack or struct, got {arg_t}")
+        if ext.name in ("meter", "direct_meter"):
+            out = e.args[-1]
+            if not (isinstance(out.type, BitsT) and out.type.width >= 2):
+                raise P4Error(out.loc, f"a meter colour needs bit<W> with W >= 2, got {out.type}")
         if ext.name == "register":
             elem = t.args[0]
             if not (isinstance(elem, BitsT) or elem is BOOL):
@@ -961,6 +1248,8 @@ class Checker:
     def _check_args(self, loc, params: list[ast.Param], args: list[ast.Expr], bindings: dict[str, Type],
                     type_params: list[str] | None = None) -> None:
         """Arity, directions and types of arguments; binds the callee's type variables."""
+        self._normalize_args(loc, params, args)
+        self._take_type_args(bindings, type_params)
         if len(args) != len(params):
             raise P4Error(loc, f"expected {len(params)} arguments, got {len(args)}")
         for p, a in zip(params, args):
@@ -1001,7 +1290,8 @@ class Checker:
             if not isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
                 raise P4Error(arg.loc, f"'{arg.type_ref.name}' is not a parser or control")
             if arg.args:
-                raise P4Error(arg.loc, "constructor arguments for parsers/controls are not supported")
+                raise P4Error(arg.loc, "constructor arguments for parsers/controls are not supported "
+                              "by the built-in target")
             expected = self.types[param.type_ref.name]
             if not isinstance(decl, ast.ParserDecl if expected.kind == "parser" else ast.ControlDecl):
                 raise P4Error(arg.loc, f"V1Switch argument '{param.name}' must be a {expected.kind}")
@@ -1014,6 +1304,10 @@ class Checker:
         for name, pt in (("headers", headers), ("metadata", metadata)):
             if not (isinstance(pt, HeaderT) and pt.kind == "struct"):
                 raise P4Error(blocks["parser"].loc, f"the parser's {name} parameter must be a struct")
+        for arg, want in zip(main.type_ref.args, (headers, metadata)):  # V1Switch<H, M>(...)
+            if self.resolve_type(arg) != want:
+                raise P4Error(arg.loc, f"V1Switch type argument {self.resolve_type(arg)} does not match "
+                              f"the parser's {want}")
         saved, self.type_vars = self.type_vars, {"H": headers, "M": metadata}
         try:
             for decl, param in zip(blocks.values(), t.decl.params):

@@ -6,8 +6,12 @@ the way compilers do, so a user can jump straight to the spot.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,3 +49,33 @@ class P4Error(Exception):
 def fail(loc: Location, message: str) -> P4Error:
     """Build the error; callers ``raise fail(...)`` so the raise site stays visible."""
     return P4Error(loc, message)
+
+
+@contextmanager
+def as_p4_errors() -> Iterator[None]:
+    """Turn a bug in the target met while loading a program into a P4Error at the construct
+    being handled, so users see ``file:line:col: ... not supported`` and never a traceback."""
+    try:
+        yield
+    except P4Error:
+        raise
+    except RecursionError:
+        raise P4Error(UNKNOWN, "the program nests too deeply for the built-in target") from None
+    except Exception as exc:  # noqa: BLE001 - every other failure is ours, not the user's
+        node = _innermost_node(exc.__traceback__)
+        loc = node.loc if node is not None else UNKNOWN
+        what = type(node).__name__ if node is not None else "this program"
+        raise P4Error(loc, f"{what} is not supported by the built-in target "
+                           f"(internal: {type(exc).__name__}: {exc})") from exc
+
+
+def _innermost_node(tb: TracebackType | None) -> Any:
+    """The syntax-tree node the deepest frame of the failure was working on."""
+    found = None
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():  # arguments first: the node passed in
+            if isinstance(getattr(value, "loc", None), Location) and value.loc is not UNKNOWN:
+                found = value
+                break
+        tb = tb.tb_next
+    return found

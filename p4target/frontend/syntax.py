@@ -5,6 +5,7 @@ Only syntax lives here; meaning (names, types, the supported subset) is the chec
 
 from __future__ import annotations
 
+import copy
 import re
 import threading
 from pathlib import Path
@@ -117,6 +118,12 @@ def _split_annotations(children: list) -> list:
 
 def _names(items: list) -> list[str]:
     return [i for i in items if isinstance(i, str)]
+
+
+def _compound(loc: Location, lhs: ast.Expr, op: str, rhs: ast.Expr) -> ast.Assign:
+    """``lhs op= rhs`` as ``lhs = lhs op rhs`` (the read gets its own copy of the lvalue,
+    since the checker annotates nodes in place)."""
+    return ast.Assign(loc, lhs, ast.Binary(loc, op, copy.deepcopy(lhs), rhs))
 
 
 @v_args(meta=True)
@@ -314,7 +321,8 @@ class _Builder(Transformer):
 
     def function_decl(self, meta, c):
         c = _split_annotations(c)
-        raise P4Error(self._loc(meta), "function declarations are not supported by the built-in target")
+        c[1].annotations = c[0]
+        return ast.FunctionDecl(self._loc(meta), c[0], c[1].name, c[1], c[2])
 
     def parser_type_decl(self, meta, c):
         c = _split_annotations(c)
@@ -344,7 +352,7 @@ class _Builder(Transformer):
 
     def value_set_decl(self, meta, c):
         c = _split_annotations(c)
-        raise P4Error(self._loc(meta), "value_set is not supported by the built-in target")
+        return ast.ValueSetDecl(self._loc(meta), c[0], c[3], c[1], c[2])
 
     def empty_decl(self, meta, c):
         return None
@@ -433,7 +441,7 @@ class _Builder(Transformer):
             elif kind == "default":
                 table.default_action, table.default_is_const = value
             elif kind == "entries":
-                table.entries = value
+                table.entries, table.entries_const = value
             else:
                 table.properties[kind] = value
         return table
@@ -451,9 +459,7 @@ class _Builder(Transformer):
 
     def table_entries(self, meta, c):
         c = _split_annotations(c)
-        if c[1] is None:
-            raise P4Error(self._loc(meta), "non-const table entries are not supported (write 'const entries')")
-        return ("entries", list(c[2:]))
+        return ("entries", (list(c[2:]), c[1] is not None))
 
     def table_custom(self, meta, c):
         c = _split_annotations(c)
@@ -467,12 +473,12 @@ class _Builder(Transformer):
         return ast.ActionRef(self._loc(meta), c[0], c[1], c[2])
 
     def entry(self, meta, c):
-        c = _split_annotations(c)
-        return ast.Entry(self._loc(meta), c[0], c[1], c[2], None)
+        c = _split_annotations(c)  # annotations may also follow the action (the spec's place)
+        return ast.Entry(self._loc(meta), c[0] + c[3:], c[1], c[2], None)
 
     def entry_with_priority(self, meta, c):
         c = _split_annotations(c)
-        return ast.Entry(self._loc(meta), c[0], c[2], c[3], c[1])
+        return ast.Entry(self._loc(meta), c[0] + c[4:], c[2], c[3], c[1])
 
     # ---- statements
     def block(self, meta, c):
@@ -494,6 +500,45 @@ class _Builder(Transformer):
 
     def if_statement(self, meta, c):
         return ast.If(self._loc(meta), c[0], c[1], c[2])
+
+    # `a op= b` is `a = a op b`: lvalues here name fixed slots, so reading `a` twice is safe.
+    def compound_assignment(self, meta, c):
+        return _compound(self._loc(meta), c[0], str(c[1])[:-1], c[2])
+
+    def shr_assignment(self, meta, c):
+        return _compound(self._loc(meta), c[0], ">>", c[-1])
+
+    for_compound, for_shr_assign = compound_assignment, shr_assignment
+    for_assign = assignment
+
+    def for_var(self, meta, c):
+        return ast.VarDecl(self._loc(meta), [], c[1], c[0], c[2])
+
+    def for_call(self, meta, c):
+        return self.call_statement(meta, c)
+
+    def for_steps(self, meta, c):
+        return [s for s in c if s is not None]
+
+    def for_cond(self, meta, c):
+        return c[0]
+
+    def for_statement(self, meta, c):
+        return ast.For(self._loc(meta), c[0], c[1], c[2], c[3])
+
+    def for_in_statement(self, meta, c):
+        var = ast.VarDecl(self._loc(meta), [], c[1], c[0], None)
+        return ast.ForIn(self._loc(meta), var, c[2], None, c[3])
+
+    def for_range_statement(self, meta, c):
+        var = ast.VarDecl(self._loc(meta), [], c[1], c[0], None)
+        return ast.ForIn(self._loc(meta), var, c[2], c[3], c[4])
+
+    def break_statement(self, meta, c):
+        return ast.Break(self._loc(meta))
+
+    def continue_statement(self, meta, c):
+        return ast.Continue(self._loc(meta))
 
     def switch_statement(self, meta, c):
         return ast.Switch(self._loc(meta), c[0], list(c[1:]))

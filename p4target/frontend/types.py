@@ -73,14 +73,34 @@ class HeaderT(Type):
         return self.kind == "header"
 
     @property
+    def is_union(self) -> bool:
+        return self.kind == "header_union"
+
+    @property
+    def varbit_field(self) -> str | None:
+        """The name of the header's varbit field (at most one), if any."""
+        return next((n for n, t in self.fields.items() if isinstance(t, VarbitT)), None)
+
+    @property
     def width(self) -> int:
-        """Bits on the wire (headers only)."""
-        return sum(bit_width(t) for t in self.fields.values())
+        """Bits on the wire (headers only); a varbit field counts as 0 (minSizeInBits)."""
+        return sum(bit_width(t) for t in self.fields.values() if not isinstance(t, VarbitT))
+
+
+@dataclass(frozen=True, slots=True)
+class VarbitT(Type):
+    """``varbit<N>``: a header field whose length (a whole number of bytes, at most N
+    bits) is fixed by ``extract``; its value is held as the extracted bytes."""
+
+    max_width: int
+
+    def __str__(self) -> str:
+        return f"varbit<{self.max_width}>"
 
 
 @dataclass(frozen=True, slots=True)
 class StackT(Type):
-    elem: HeaderT
+    elem: HeaderT  # a header or a header_union
     size: int
 
     def __str__(self) -> str:
@@ -159,7 +179,7 @@ def bit_width(t: Type) -> int:
         return 1
     if isinstance(t, EnumT) and t.underlying is not None:
         return t.underlying.width
-    if isinstance(t, HeaderT) and t.is_header:
+    if isinstance(t, HeaderT) and t.is_header and t.varbit_field is None:
         return t.width
     raise TypeError(f"{t} has no fixed width")
 

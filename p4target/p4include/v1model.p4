@@ -98,15 +98,33 @@ extern action_selector {
     action_selector(HashAlgorithm algorithm, bit<32> size, bit<32> outputWidth);
 }
 
+@deprecated("Please use verify_checksum/update_checksum instead.")
+extern Checksum16 {
+    Checksum16();
+    bit<16> get<D>(in D data);
+}
+
+#define V1MODEL_METER_COLOR_GREEN  0
+#define V1MODEL_METER_COLOR_YELLOW 1
+#define V1MODEL_METER_COLOR_RED    2
+
 extern void random<T>(out T result, in T lo, in T hi);
 extern void digest<T>(in bit<32> receiver, in T data);
+@deprecated("Please use 'resubmit_preserving_field_list' instead")
 extern void resubmit<T>(in T data);
+extern void resubmit_preserving_field_list(bit<8> index);
+@deprecated("Please use 'recirculate_preserving_field_list' instead")
 extern void recirculate<T>(in T data);
+extern void recirculate_preserving_field_list(bit<8> index);
 extern void clone(in CloneType type, in bit<32> session);
+@deprecated("Please use 'clone_preserving_field_list' instead")
 extern void clone3<T>(in CloneType type, in bit<32> session, in T data);
+extern void clone_preserving_field_list(in CloneType type, in bit<32> session, bit<8> index);
 extern void truncate(in bit<32> length);
 extern void assert(in bool check);
 extern void assume(in bool check);
+extern void log_msg(string msg);
+extern void log_msg<T>(string msg, in T data);
 
 extern void mark_to_drop(inout standard_metadata_t standard_metadata);
 
@@ -115,6 +133,10 @@ extern void hash<O, T, D, M>(out O result, in HashAlgorithm algo, in T base, in 
 extern void verify_checksum<T, O>(in bool condition, in T data, in O checksum, HashAlgorithm algo);
 
 extern void update_checksum<T, O>(in bool condition, in T data, inout O checksum, HashAlgorithm algo);
+
+extern void verify_checksum_with_payload<T, O>(in bool condition, in T data, in O checksum, HashAlgorithm algo);
+
+extern void update_checksum_with_payload<T, O>(in bool condition, in T data, inout O checksum, HashAlgorithm algo);
 
 parser Parser<H, M>(packet_in b,
                     out H parsedHdr,

@@ -117,10 +117,12 @@ control MyIngress(inout headers hdr,
         error e = standard_metadata.parser_error;
         hdr.r.path = meta.path;
         hdr.r.flag = (bit<8>)(bit<1>)(e != error.NoError);
+        // Parenthesised: in p4c's grammar an else-branch does not extend over a
+        // following `?`, so an unparenthesised chain is `((c1 ? a : c2) ? ...`.
         hdr.r.code = e == error.NoError ? 8w0 :
-                     e == error.NoMatch ? 8w1 :
-                     e == error.BadKind ? 8w2 :
-                     e == error.PacketTooShort ? 8w3 : 8w4;
+                     (e == error.NoMatch ? 8w1 :
+                     (e == error.BadKind ? 8w2 :
+                     (e == error.PacketTooShort ? 8w3 : 8w4)));
         if (e == error.NoError) {
             standard_metadata.egress_spec = 1;
         } else {

@@ -1,0 +1,367 @@
+"""Code generation for calls with P4-16 copy-in/copy-out semantics (spec 6.8).
+
+Actions, functions and sub-controls are inlined at their call sites.  Arguments are
+evaluated and copied in left to right; ``out``/``inout`` parameters are copied back
+after the body on every exit (end, ``return``, ``exit``).  Copying costs per packet, so
+a parameter is bound to the argument's own slots instead whenever that cannot be told
+apart: the argument is a variable or field that the callee does not write through any
+other name, no other argument overlaps it, and no argument has side effects.
+A mixin of ``codegen.CodeGen``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..frontend import ast
+from ..frontend.errors import P4Error
+from ..frontend.types import BOOL, VOID, BitsT, HeaderT, StackT
+from . import codegen as cg
+
+_IN = ("in", "")
+# A written expression we cannot place: it conflicts with every argument.
+_EVERYWHERE = (0, 1 << 62)
+
+
+def _children(node: Any):
+    """Sub-nodes of an AST node, skipping checker annotations (call targets are not children)."""
+    for f in dataclasses.fields(node):
+        if f.name in ("loc", "type", "value", "decl", "target", "annotations"):
+            continue
+        v = getattr(node, f.name)
+        if isinstance(v, ast.Node):
+            yield v
+        elif isinstance(v, list):
+            for x in v:
+                if isinstance(x, ast.Node):
+                    yield x
+
+
+def contains(node: Any, kind: type) -> bool:
+    """Whether ``kind`` occurs in this tree (not looking into called bodies)."""
+    if isinstance(node, kind):
+        return True
+    return any(contains(c, kind) for c in _children(node))
+
+
+def has_user_call(node: Any) -> bool:
+    if isinstance(node, ast.Call) and node.target is not None and node.target.kind == "user_function":
+        return True
+    return any(has_user_call(c) for c in _children(node))
+
+
+def has_side_effects(node: Any) -> bool:
+    """A call other than ``isValid()`` anywhere in an expression."""
+    if isinstance(node, ast.Call):
+        tgt = node.target
+        if not (tgt is not None and tgt.kind == "header_method" and tgt.name == "isValid"):
+            return True
+    return any(has_side_effects(c) for c in _children(node))
+
+
+def call_params(tgt: Any, call: ast.Call) -> list[ast.Param] | None:
+    """The parameters a resolved call binds, or None when unknown."""
+    kind, decl = tgt.kind, tgt.decl
+    if kind == "action":
+        return decl.params
+    if kind == "user_function":
+        return decl.proto.params
+    if kind == "function":
+        return decl.proto.params
+    if kind == "method" and isinstance(decl, ast.ExternDecl):
+        return next((p.params for p in decl.methods if p.name == tgt.name and len(p.params) == len(call.args)), None)
+    if kind in ("block_apply", "parser_apply"):
+        inst_t = getattr(decl, "type", None)
+        inner = getattr(inst_t, "decl", None)
+        return getattr(inner, "params", None)
+    if kind in ("header_method", "table_apply", "stack_method"):
+        return []  # no parameters written (a stack method's instance is handled apart)
+    return None
+
+
+def may_exit(node: Any, seen: set[int] | None = None) -> bool:
+    """Whether running this code can execute ``exit``: follows called actions, functions,
+    tables' actions and applied sub-controls."""
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return False
+    seen.add(id(node))
+    if isinstance(node, ast.Exit):
+        return True
+    follow: list[Any] = []
+    if isinstance(node, ast.Call) and node.target is not None:
+        tgt = node.target
+        if tgt.kind in ("action", "user_function"):
+            follow.append(tgt.decl)
+        elif tgt.kind == "table_apply":
+            follow += [ref.decl for ref in tgt.decl.actions]
+            if tgt.decl.default_action is not None:
+                follow.append(tgt.decl.default_action.decl)
+        elif tgt.kind in ("block_apply", "parser_apply"):
+            follow.append(getattr(getattr(tgt.decl, "type", None), "decl", None))
+        elif tgt.kind not in ("function", "method", "header_method", "stack_method"):
+            return True  # unknown: assume the worst
+    if isinstance(node, ast.ControlDecl):
+        follow += node.locals
+    return any(may_exit(x, seen) for x in [*follow, *_children(node)] if x is not None)
+
+
+def _contains_return(node: Any) -> bool:
+    return contains(node, ast.Return)
+
+
+def _tail_returns_only(s: Any, tail: bool = True) -> bool:
+    """Whether every ``return`` in ``s`` is its last action (needs no jump out)."""
+    if isinstance(s, ast.Return):
+        return tail
+    if isinstance(s, ast.Block):
+        return all(_tail_returns_only(x, tail and i == len(s.stmts) - 1) for i, x in enumerate(s.stmts))
+    if isinstance(s, ast.If):
+        return _tail_returns_only(s.then, tail) and (s.other is None or _tail_returns_only(s.other, tail))
+    return not _contains_return(s)
+
+
+class CallGen:
+    """Calls: argument binding, inlined bodies, copy-back (mixed into CodeGen)."""
+
+    return_slot: Any = None
+
+    # ---------------------------------------------------------------- analysis
+    def written_ranges(self, body: Any, scope: Any) -> list[tuple[int, int]]:
+        """Slot ranges the code may write through names visible in ``scope`` (the caller):
+        the callee's own parameters and locals are not bound there, so they drop out."""
+        out: list[tuple[int, int]] = []
+        self._collect_writes(body, scope, out, set())
+        return out
+
+    def _collect_writes(self, node: Any, scope: Any, out: list, seen: set[int]) -> None:
+        lhs = getattr(node, "lhs", None)
+        if isinstance(lhs, ast.Expr):
+            self._add_write(lhs, scope, out)
+        if isinstance(node, ast.Call) and node.target is not None:
+            tgt = node.target
+            params = call_params(tgt, node)
+            if params is None:
+                for a in node.args:
+                    self._add_write(a, scope, out)
+            else:
+                for p, a in zip(params, node.args):
+                    if p.direction in ("out", "inout") and not isinstance(a, ast.Default):
+                        self._add_write(a, scope, out)
+            inst = getattr(tgt, "instance", None)
+            if inst is not None and not (tgt.kind == "header_method" and tgt.name == "isValid") \
+                    and tgt.kind != "method":
+                self._add_write(inst, scope, out)
+            if tgt.kind in ("action", "user_function") and id(tgt.decl) not in seen:
+                seen.add(id(tgt.decl))
+                body = tgt.decl.body
+                self._collect_writes(body, scope, out, seen)
+            elif tgt.kind not in ("function", "method", "header_method", "stack_method", "block_apply",
+                                  "parser_apply", "action", "user_function"):
+                out.append(_EVERYWHERE)
+        for c in _children(node):
+            self._collect_writes(c, scope, out, seen)
+
+    def _add_write(self, e: ast.Expr, scope: Any, out: list) -> None:
+        if isinstance(e, ast.Default):
+            return
+        found = self.lvalue_range(e, scope)
+        if found is None:
+            out.append(_EVERYWHERE)  # not a shape we can place
+        elif found[0] is not None:
+            out.append(found[0])
+
+    def lvalue_range(self, e: ast.Expr, scope: Any) -> tuple[tuple[int, int] | None, bool] | None:
+        """(slots an lvalue may touch, whether they are exactly its slots); the range is None
+        when the root is not bound in ``scope`` (a callee's own parameter or local).
+        None when ``e`` is not a variable, field, constant index or slice of one."""
+        exact = True
+        while isinstance(e, ast.Slice):
+            e, exact = e.base, False
+        chain = []
+        while isinstance(e, (ast.Member, ast.Index)):
+            chain.append(e)
+            e = e.base
+        if not isinstance(e, ast.PathExpr):
+            return None
+        st = scope.get(e.decl)
+        if not isinstance(st, cg.Storage):
+            return (None, False)
+        if not isinstance(st.base, int):
+            return (_EVERYWHERE, False)
+        for node in reversed(chain):
+            t = st.type
+            if isinstance(node, ast.Member) and isinstance(t, HeaderT) and node.member in t.fields:
+                st = cg.member_storage(st, node.member)
+            elif isinstance(node, ast.Index) and isinstance(t, StackT) and isinstance(node.index.value, int) \
+                    and 0 <= node.index.value < t.size:
+                st = cg.Storage(st.base + node.index.value * cg.slot_count(t.elem), t.elem)
+            else:  # a run-time index or a stack member such as .next: the whole stack may be touched
+                exact = False
+                break
+        return ((st.base, st.base + st.size), exact)
+
+    # ---------------------------------------------------------------- binding
+    def bind_params(self, params: list[ast.Param], args: list[ast.Expr], caller: Any, callee: Any,
+                    body: Any = None) -> list[tuple[cg.Storage, ast.Expr]]:
+        """Bind each parameter in ``callee``; return the copy-backs to run after the body."""
+        writes = self.written_ranges(body, caller) if body is not None else [_EVERYWHERE]
+        effects = any(has_side_effects(a) for a in args if not isinstance(a, ast.Default))
+        ranges: list[tuple[int, int] | None] = []  # what each argument names, for overlaps
+        exact: list[bool] = []  # whether it may be bound by reference
+        for a in args:
+            found = None if isinstance(a, ast.Default) else self.lvalue_range(a, caller)
+            if found is None or found[0] is None:
+                ranges.append(_EVERYWHERE if effects else None)
+                exact.append(False)
+            else:
+                ranges.append(_EVERYWHERE if effects else found[0])
+                exact.append(found[1] and not effects)
+        plan: list[tuple[cg.Storage, ast.Expr]] = []
+        for i, (p, a) in enumerate(zip(params, args)):
+            if isinstance(a, ast.Default):  # '_' for an out parameter: a scratch slot
+                tmp = self.alloc(p.type)
+                self.init_out(tmp)
+                callee[p] = tmp
+                continue
+            r = ranges[i]
+            ok = exact[i] and r is not None and not any(_overlap(r, w) for w in writes) and not any(
+                _overlap(r, ranges[j]) for j in range(len(args))
+                if j != i and ranges[j] is not None and not (p.direction in _IN and params[j].direction in _IN))
+            if p.direction in _IN:
+                if a.value is not None and not isinstance(a.value, str) and not isinstance(a.type, (HeaderT, StackT)):
+                    callee[p] = self.ex(a, caller)  # a constant: nothing to copy
+                elif ok:
+                    callee[p] = self.storage(a, caller)
+                else:
+                    tmp = self.alloc(p.type)
+                    self.assign_storage(tmp, a, caller)
+                    callee[p] = tmp
+                continue
+            if ok:
+                st = self.storage(a, caller)
+                if p.direction == "out":
+                    self.init_out(st)
+                callee[p] = st
+                continue
+            tmp = self.alloc(p.type)
+            if p.direction == "inout":
+                self.assign_storage(tmp, a, caller)
+            else:
+                self.init_out(tmp)
+            callee[p] = tmp
+            plan.append((tmp, a))
+        return plan
+
+    def init_out(self, st: cg.Storage) -> None:
+        """An ``out`` parameter starts uninitialised: headers invalid (p4c invalidates
+        header variables at declaration); scalars 0, as BMv2's fresh locals are."""
+        t = st.type
+        if isinstance(t, StackT):
+            n = cg.slot_count(t.elem)
+            for i in range(t.size):
+                self.init_out(cg.Storage(st.base + i * n, t.elem))
+            self.emit(f"S[{self.stack_next_slot(st)}] = 0")
+        elif isinstance(t, HeaderT):
+            if t.is_header:
+                self.set_invalid(st)
+                return
+            for name in t.fields:
+                self.init_out(cg.member_storage(st, name))
+        else:
+            zero = False if t is BOOL else b"" if type(t).__name__ == "VarbitT" else 0
+            self.emit(f"S[{st.base}] = {zero!r}")
+
+    def copy_back(self, src: cg.Storage, arg: ast.Expr, scope: Any) -> None:
+        if isinstance(arg, ast.Slice):
+            base = self.storage(arg.base, scope)
+            hi, lo = arg.hi.value, arg.lo.value
+            m = ((1 << (hi - lo + 1)) - 1) << lo
+            bt = base.type
+            val = f"(S[{base.base}] & {bt.mask & ~m}) | ((S[{src.base}] << {lo}) & {m})"
+            if isinstance(bt, BitsT) and bt.signed:
+                val = self.wrap_code(f"({val})", bt)
+            self.emit(f"S[{base.base}] = {val}")
+            return
+        self.copy_value(self.storage(arg, scope), src)
+
+    # ---------------------------------------------------------------- bodies
+    def inline(self, params: list[ast.Param], args: list[ast.Expr], body: ast.Block, caller: Any,
+               callee: Any) -> None:
+        plan = self.bind_params(params, args, caller, callee, body)
+        self.run_body(body, callee, lambda: [self.copy_back(src, a, caller) for src, a in plan], bool(plan))
+
+    def run_body(self, body: Any, scope: Any, copy_out, has_copy_out: bool) -> None:
+        """The body, with ``return`` leaving it and ``exit`` still copying out."""
+        guard = has_copy_out and may_exit(body)
+        if guard:
+            self.emit("try:")
+            self.indent += 1
+        has_return = _contains_return(body)
+        saved = self.return_stmt
+        if has_return and _tail_returns_only(body):
+            has_return = False
+            self.return_stmt = "pass"
+        if has_return:
+            self.emit("while True:")
+            self.indent += 1
+            self.return_stmt = "break"
+        mark = len(self.lines)
+        self.stmt(body, scope)
+        if has_return:
+            self.emit("break")
+            self.indent -= 1
+        elif len(self.lines) == mark and guard:
+            self.emit("pass")
+        self.return_stmt = saved
+        if guard:
+            self.indent -= 1
+            self.emit("except ExitBlock:")
+            self.indent += 1
+            copy_out()
+            self.emit("raise")
+            self.indent -= 1
+        copy_out()
+
+    def user_call(self, call: ast.Call, scope: Any) -> cg.Storage | None:
+        """Inline a function call; its value is left in a fresh slot."""
+        d: ast.FunctionDecl = call.target.decl
+        ret = self.alloc(d.type) if d.type is not VOID else None
+        saved, self.return_slot = self.return_slot, ret
+        self.inline(d.proto.params, call.args, d.body, scope, type(scope)(scope))
+        self.return_slot = saved
+        return ret
+
+    def return_value(self, s: ast.Return, scope: Any) -> None:
+        if s.value is not None:
+            if self.return_slot is None:
+                raise P4Error(s.loc, "return with a value outside a function")
+            self.assign_storage(self.return_slot, s.value, scope)
+
+    # ---------------------------------------------------------------- lazy operands
+    def lazy_logic(self, e: ast.Binary, scope: Any) -> str:
+        """``a && f()`` / ``a || f()``: the call runs only when the right side is evaluated."""
+        v = self.fresh("v")
+        self.emit(f"{v} = {self.ex(e.left, scope)}")
+        self.emit(f"if {'' if e.op == '&&' else 'not '}{v}:")
+        self.indent += 1
+        self.emit(f"{v} = {self.ex(e.right, scope)}")
+        self.indent -= 1
+        return v
+
+    def lazy_cond(self, e: ast.Cond, scope: Any) -> str:
+        v = self.fresh("v")
+        self.emit(f"if {self.ex(e.cond, scope)}:")
+        self.indent += 1
+        self.emit(f"{v} = {self.ex(e.then, scope)}")
+        self.indent -= 1
+        self.emit("else:")
+        self.indent += 1
+        self.emit(f"{v} = {self.ex(e.other, scope)}")
+        self.indent -= 1
+        return v
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]

@@ -1,0 +1,206 @@
+"""Code generation for v1model's packet-path externs: clone, resubmit, recirculate,
+digest, log_msg, assert/assume, random, checksums over the payload, meters.
+
+Requests that BMv2 acts on at the end of a pipeline (clone, resubmit, recirculate) are
+stored in extra slots of the state list, so they travel with the packet exactly as BMv2's
+packet registers do (a multicast copy starts with them cleared, a unicast packet keeps
+them); ``switch.Switch`` reads the slots only when the program has them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from ..frontend import ast
+from ..frontend.checker import V1MODEL_FUNCTIONS
+from ..frontend.errors import P4Error
+from ..frontend.types import BitsT, HeaderT, StackT
+from .externs import Meter
+
+if TYPE_CHECKING:
+    from .codegen import CodeGen, Storage, _Scope
+
+__all__ = ["V1MODEL_FUNCTIONS", "intrinsic_slot", "v1model_function"]
+
+
+def intrinsic_slot(cg: CodeGen, name: str) -> int:
+    """A slot that holds None until the program requests ``name`` for this packet."""
+    slot = cg.out.intrinsic.get(name)
+    if slot is None:
+        slot = cg.out.intrinsic[name] = len(cg.template)
+        cg.template.append(None)
+    return slot
+
+
+def _annotation_value(cg: CodeGen, e: Any) -> int:
+    """``@field_list`` arguments: integer literals or serializable enum members."""
+    if getattr(e, "value", None) is not None and isinstance(e.value, int):
+        return int(e.value)
+    if isinstance(e, ast.IntLit):
+        return e.number
+    if isinstance(e, ast.Member) and isinstance(e.base, ast.PathExpr):
+        for d in cg.prog.program.decls:
+            if isinstance(d, ast.EnumDecl) and d.name == e.base.name and e.member in d.members and d.values:
+                v = d.values[d.members.index(e.member)].value
+                if isinstance(v, int):
+                    return v
+    raise P4Error(e.loc, "@field_list arguments must be integer constants or serializable enum members")
+
+
+def field_list_slots(cg: CodeGen, index: int | None) -> list[int]:
+    """The user-metadata slots annotated ``@field_list(..., index, ...)`` (BMv2 copies these)."""
+    if index is None:
+        return []
+    cache = cg.out.field_lists
+    if index in cache:
+        return cache[index]
+    from .codegen import member_storage  # noqa: PLC0415 - codegen imports this module
+
+    slots: list[int] = []
+
+    def walk(st: Storage) -> None:
+        t = st.type
+        assert isinstance(t, HeaderT)
+        for f in t.decl.fields if t.decl is not None else []:
+            sub = member_storage(st, f.name)
+            ann = ast.find_annotation(f.annotations, "field_list")
+            if ann is not None and index in [_annotation_value(cg, a) for a in ann.args]:
+                if isinstance(sub.type, (HeaderT, StackT)):
+                    raise P4Error(ann.loc, "@field_list on a header or struct field is not supported by the "
+                                  "built-in target")
+                slots.append(sub.base)
+            elif isinstance(sub.type, HeaderT) and not sub.type.is_header:
+                walk(sub)
+
+    walk(cg.out.meta_storage)
+    cache[index] = slots
+    return slots
+
+
+def _flat_values(cg: CodeGen, st: Storage, loc: Any) -> list[str]:
+    from .codegen import member_storage  # noqa: PLC0415
+
+    t = st.type
+    if isinstance(t, HeaderT):
+        if t.is_header:
+            raise P4Error(loc, "digest of a struct holding a header is not supported by the built-in target")
+        out = []
+        for name in t.fields:
+            out += _flat_values(cg, member_storage(st, name), loc)
+        return out
+    if isinstance(t, StackT):
+        raise P4Error(loc, "digest of a struct holding a header stack is not supported by the built-in target")
+    return [f"S[{st.base}]"]
+
+
+def v1model_function(cg: CodeGen, call: ast.Call, scope: _Scope) -> None:
+    name, args = call.target.name, call.args
+    if name in ("clone", "clone_preserving_field_list"):
+        index = args[2].value if name == "clone_preserving_field_list" else None
+        field_list_slots(cg, index)  # refuse bad annotations at load time
+        cg.emit(f"S[{intrinsic_slot(cg, 'clone')}] = ({cg.ex(args[1], scope)}, {index!r})")
+    elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
+        index = args[0].value
+        field_list_slots(cg, index)
+        cg.emit(f"S[{intrinsic_slot(cg, name.split('_')[0])}] = {index!r}")
+    elif name == "digest":
+        st = cg.storage(args[1], scope) if not isinstance(args[1], ast.ListExpr) else None
+        if st is None:
+            raise P4Error(args[1].loc, "digest of a list expression is not supported by the built-in target")
+        values = ", ".join(_flat_values(cg, st, args[1].loc))
+        cg.emit(f"RT.digest({args[1].type.name!r}, {cg.ex(args[0], scope)}, ({values},))")
+    elif name == "log_msg":
+        fmt = cg.const(args[0].text, "FMT")
+        if len(args) == 1:
+            cg.emit(f"RT.log_msg({fmt})")
+        else:
+            data = args[1]
+            items = data.items if isinstance(data, ast.ListExpr) else [data]
+            values = []
+            for item in items:
+                if isinstance(item.type, (HeaderT, StackT)):
+                    raise P4Error(item.loc, "log_msg of a header or struct is not supported by the built-in target")
+                values.append(cg.ex(item, scope))
+            cg.emit(f"RT.log_msg({fmt}, ({', '.join(values)}{',' if values else ''}))")
+    elif name in ("assert", "assume"):
+        where = f"{call.loc.file}:{call.loc.line}" if call.loc is not None else name
+        cg.emit(f"if not {cg.ex(args[0], scope)}:")
+        cg.emit(f"    raise AssertionFailed({f'{name} failed at {where}'!r})")
+    elif name == "random":
+        dst = cg.storage(args[0], scope)
+        cg.emit(f"S[{dst.base}] = RT.random({cg.ex(args[1], scope)}, {cg.ex(args[2], scope)})")
+    elif name == "truncate":  # BMv2: the smallest length wins; only this packet's own transmission is cut
+        slot, n = intrinsic_slot(cg, "truncate"), cg.fresh("n")
+        cg.emit(f"{n} = {cg.ex(args[0], scope)}")
+        cg.emit(f"if S[{slot}] is None or {n} < S[{slot}]:")
+        cg.emit(f"    S[{slot}] = {n}")
+    elif name in ("verify_checksum_with_payload", "update_checksum_with_payload"):
+        target = cg.storage(args[2], scope)
+        data = cg.hash_input(args[1], scope)
+        cond = cg.ex(args[0], scope)
+        if name.startswith("verify"):
+            cg.emit(f"if {cond} and csum16({data} + PAYLOAD[0]) != S[{target.base}]:")
+            cg.emit(f"    S[{cg.out.std['checksum_error']}] = 1")
+        else:
+            cg.emit(f"if {cond}:")
+            cg.emit(f"    S[{target.base}] = csum16({data} + PAYLOAD[0])")
+        cg.out.uses_payload = True
+    else:
+        raise P4Error(call.loc, f"{name} is not supported by the built-in target")
+
+
+def meter_instance(cg: CodeGen, decl: ast.Instantiation, name: str) -> Meter:
+    t = decl.type
+    unit_arg = decl.args[-1]
+    unit = unit_arg.type.members[unit_arg.value]
+    if t.decl.name == "meter":
+        return Meter(name, decl.args[0].value, unit)
+    return Meter(name, 0, unit)
+
+
+def meter_method(cg: CodeGen, call: ast.Call, scope: _Scope, obj: str) -> None:
+    """``execute_meter``: out-of-range indexes leave the result unchanged (BMv2)."""
+    args = call.args
+    if call.target.name == "read":
+        return  # the table writes the colour on a hit; see direct_meter_destination
+    meter: Meter = cg.ns[obj]
+    dst = cg.storage(args[1], scope)
+    i = cg.fresh("i")
+    amount = "1" if meter.unit == "packets" else "INGRESS_LENGTH[0]"
+    if meter.unit != "packets":
+        cg.out.uses_payload = True
+    cg.emit(f"{i} = {cg.ex(args[0], scope)}")
+    cg.emit(f"if {i} < {meter.size}:")
+    cg.emit(f"    S[{dst.base}] = {obj}.cells[{i}].execute(RT.micros(), {amount})")
+
+
+def direct_meter_destination(cg: CodeGen, t: ast.TableDecl, meter_decl: Any, scope: _Scope) -> Storage | None:
+    """The field every ``m.read(field)`` of the table's actions writes (p4c requires one)."""
+    found: list[ast.Expr] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, ast.Call):
+            tgt = node.target
+            if (tgt is not None and tgt.kind == "method" and tgt.decl.name == "direct_meter"
+                    and isinstance(tgt.instance, ast.PathExpr) and tgt.instance.decl is meter_decl):
+                found.append(node.args[0])
+        if isinstance(node, list):
+            for x in node:
+                visit(x)
+        elif isinstance(node, ast.Node):
+            for f in dataclasses.fields(node):
+                visit(getattr(node, f.name, None))
+
+    for ref in t.actions:
+        visit(ref.decl.body)
+    if not found:
+        return None
+    try:
+        st = cg.storage(found[0], scope)
+    except P4Error:
+        raise P4Error(found[0].loc, "direct_meter.read into an action parameter is not supported by the "
+                      "built-in target") from None
+    if not isinstance(st.type, BitsT):
+        raise P4Error(found[0].loc, "direct_meter.read needs a bit<W> field")
+    return st

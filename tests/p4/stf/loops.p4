@@ -1,0 +1,129 @@
+/* loops.p4: `for` statements (P4-16 v1.2.4): the three-part form with a
+ * declared loop variable, several init/update steps, `continue` (which still
+ * runs the update) and `break`; `for (T x in lo .. hi)`; `for (T x in {list})`;
+ * nested loops where `break` leaves only the inner one. */
+#include <core.p4>
+#include <v1model.p4>
+
+header in_t {
+    bit<8> n;
+    bit<8> m;
+}
+
+header out_t {
+    bit<8> sum;   // sum of i in 0..7, skipping i == n, stopping at i == m
+    bit<8> cnt;   // sum of i * n for i in 1 .. 4
+    bit<8> lst;   // sum of v in {3, 5, 7}, skipping v == m
+    bit<8> pc;    // number of 1 bits in n
+    bit<8> nest;  // pairs (i, j), i, j in 0 .. 2, j <= i (inner break)
+    bit<8> meet;  // iterations of i = 0 up / j = 8 down until i >= j
+}
+
+struct metadata { }
+
+struct headers {
+    in_t  i;
+    out_t o;
+}
+
+parser MyParser(packet_in packet,
+                out headers hdr,
+                inout metadata meta,
+                inout standard_metadata_t standard_metadata) {
+    state start {
+        packet.extract(hdr.i);
+        packet.extract(hdr.o);
+        transition accept;
+    }
+}
+
+control MyVerifyChecksum(inout headers hdr, inout metadata meta) {
+    apply { }
+}
+
+control MyIngress(inout headers hdr,
+                  inout metadata meta,
+                  inout standard_metadata_t standard_metadata) {
+    apply {
+        bit<8> n = hdr.i.n;
+        bit<8> m = hdr.i.m;
+        bit<8> sum = 0;
+        for (bit<8> i = 0; i < 8; i += 1) {
+            if (i == n) {
+                continue;
+            }
+            if (i == m) {
+                break;
+            }
+            sum = sum + i;
+        }
+        hdr.o.sum = sum;
+
+        bit<8> cnt = 0;
+        for (bit<8> i in 1 .. 4) {
+            cnt = cnt + i * n;
+        }
+        hdr.o.cnt = cnt;
+
+        bit<8> lst = 0;
+        for (bit<8> v in {8w3, 8w5, 8w7}) {
+            if (v == m) {
+                continue;
+            }
+            lst = lst + v;
+        }
+        hdr.o.lst = lst;
+
+        bit<8> pc = 0;
+        bit<8> t = n;
+        for (bit<8> j = 0; j < 8; j = j + 1) {
+            pc = pc + (t & 1);
+            t = t >> 1;
+        }
+        hdr.o.pc = pc;
+
+        bit<8> nest = 0;
+        for (bit<8> i in 0 .. 2) {
+            for (bit<8> j in 0 .. 2) {
+                if (j > i) {
+                    break;
+                }
+                nest = nest + 1;
+            }
+        }
+        hdr.o.nest = nest;
+
+        bit<8> meet = 0;
+        for (bit<8> i = 0, bit<8> j = 8; i < j; i = i + 1, j = j - 1) {
+            meet = meet + 1;
+        }
+        hdr.o.meet = meet;
+        standard_metadata.egress_spec = 1;
+    }
+}
+
+control MyEgress(inout headers hdr,
+                 inout metadata meta,
+                 inout standard_metadata_t standard_metadata) {
+    apply { }
+}
+
+control MyComputeChecksum(inout headers hdr, inout metadata meta) {
+    apply { }
+}
+
+control MyDeparser(packet_out packet, in headers hdr) {
+    apply {
+        packet.emit(hdr.i);
+        packet.emit(hdr.o);
+    }
+}
+
+V1Switch(
+    MyParser(),
+    MyVerifyChecksum(),
+    MyIngress(),
+    MyEgress(),
+    MyComputeChecksum(),
+    MyDeparser()
+) main;

@@ -118,7 +118,8 @@ def test_refused_cleanly(tmp_path: Path, stmt: str, what: str) -> None:
 ])
 def test_value_set_misuse_refused_cleanly(tmp_path: Path, decl: str, select: str, message: str) -> None:
     path = tmp_path / "vs.p4"
-    state = f"{decl} state start {{ pk.extract(hdr.h); transition select({select}) {{ vs: accept; default: accept; }} }}"
+    state = (f"{decl} state start {{ pk.extract(hdr.h); "
+             f"transition select({select}) {{ vs: accept; default: accept; }} }}")
     path.write_text(TEMPLATE.replace("state start { pk.extract(hdr.h); transition accept; }", state)
                     .replace("INGRESS_LOCALS", "").replace("INGRESS", "").replace("EGRESS", ""))
     with pytest.raises(P4Error, match=message):

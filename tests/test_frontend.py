@@ -55,7 +55,7 @@ def _error(write_p4, **kw) -> P4Error:
     ({"locals": "bit<8> x; action a(in bit<8> v) { v = 1; }"}, 13, "cannot assign to 'v'"),
     ({"decls": "header_union u_t { bit<8> x; }"}, 7, "header_union field 'x' must be a header"),
     ({"locals": "action_profile(8) ap;"}, 13, "extern 'action_profile' is not supported"),
-    ({"body": "truncate(5);"}, 14, "extern function 'truncate' is not supported"),
+    ({"body": "resubmit(hdr.h.a);"}, 14, "extern function 'resubmit' is not supported"),
     ({"body": "if (hdr.h.a) { }"}, 14, "expected bool, got bit<8>"),
     ({"body": "hdr.h.a = (bit<8>)((int<8>)hdr.h.a / (int<8>)hdr.h.b);"}, 14,
      "'/' on int<8> values is not supported"),

@@ -24,6 +24,7 @@ from ..frontend.types import (
     ApplyResultT,
     BitsT,
     EnumT,
+    ExternT,
     HeaderT,
     StackT,
     Type,
@@ -36,6 +37,7 @@ from . import v1model_codegen as v1m
 from .calls import CallGen, has_user_call, may_exit
 from .externs import AssertionFailed, Counter, Hooks, Meter, Register, ValueSet
 from .headers import DynBase, HeaderOps, StackIndexError, contains_header, stack_index
+from .subparsers import SubParserGen
 from .tables import DONT_CARE, ActionSpec, KeySpec, Table, exact, lpm, ternary, value_range
 
 
@@ -125,14 +127,16 @@ class _Scope(dict):
 
 @dataclass
 class _ControlInstance:
-    """A control instantiated inside another: its own parameter slots and objects."""
+    """A control instantiated inside another (or a sub-parser in a parser): its own
+    parameter slots and objects."""
 
-    decl: ast.ControlDecl
+    decl: ast.ControlDecl | ast.ParserDecl
     scope: _Scope
-    params: list[Storage]
+    params: list[Storage | None]  # None: a sub-parser's packet_in
+    name: str = ""
 
 
-class CodeGen(HeaderOps, CallGen):
+class CodeGen(HeaderOps, CallGen, SubParserGen):
     def __init__(self, prog: CheckedProgram) -> None:
         self.prog = prog
         self.template: list[Any] = []
@@ -263,14 +267,18 @@ class CodeGen(HeaderOps, CallGen):
         elif kind in ("meter", "direct_meter"):
             obj = v1m.meter_instance(self, decl, name)
             self.out.meters[name] = obj
-        elif isinstance(t.decl, ast.ControlDecl):
+        elif isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
             inner = _Scope(self.globals)
-            params = []
+            params: list[Storage | None] = []
             for p in t.decl.params:
+                if isinstance(t.decl, ast.ParserDecl) and isinstance(p.type, ExternT):
+                    inner[p] = "PKT"  # bound per apply (subparsers.py)
+                    params.append(None)
+                    continue
                 inner[p] = self.alloc(p.type)
                 params.append(inner[p])
             self.declare_locals(t.decl, inner, name)
-            scope[decl] = _ControlInstance(t.decl, inner, params)
+            scope[decl] = _ControlInstance(t.decl, inner, params, name)
             return
         else:
             raise P4Error(decl.loc, f"cannot instantiate {kind}")
@@ -316,7 +324,7 @@ class CodeGen(HeaderOps, CallGen):
         saved, self.lines, self.indent = (self.lines, self.indent), [], 0
         self.emit(f"def {fname}(S):")
         self.indent = 1  # a function call in a key is inlined here, before the lookup
-        key = ", ".join(self.key_expr(k.expr, scope) for k in t.keys)
+        key = ", ".join(self.table_key(k.expr, scope) for k in t.keys)
         self.indent = 0
         self.emit(f"    e = {tname}.lookup(({key}{',' if t.keys else ''}))")
         self.emit("    if e is None:")
@@ -345,13 +353,20 @@ class CodeGen(HeaderOps, CallGen):
         code = self.ex(e, scope)
         return f"(1 if {code} else 0)" if e.type is BOOL else code
 
+    def table_key(self, e: ast.Expr, scope: _Scope) -> str:
+        """A key as the control plane writes it: the bits, so int<W> values as unsigned."""
+        t = e.type.underlying if isinstance(e.type, EnumT) and e.type.underlying else e.type
+        code = self.key_expr(e, scope)
+        return f"({code} & {t.mask})" if isinstance(t, BitsT) and t.signed else code
+
     def entry_match(self, ks: ast.Expr, key: KeySpec):
         if isinstance(ks, ast.Default):
             return DONT_CARE
+        bits = (1 << key.width) - 1
         if isinstance(ks, ast.Range):
-            return value_range(ks.lo.value, ks.hi.value)
+            return value_range(ks.lo.value & bits, ks.hi.value & bits)
         if isinstance(ks, ast.Mask):
-            return ternary(ks.base.value, ks.mask.value)
+            return ternary(ks.base.value & bits, ks.mask.value & bits)
         v = int(ks.value) & ((1 << key.width) - 1)
         if key.match_kind == "lpm":
             return lpm(v, key.width, key.width)
@@ -390,6 +405,7 @@ class CodeGen(HeaderOps, CallGen):
         self.declare_locals(decl, scope, qualify("", decl))
         states = {s.name: i for i, s in enumerate(decl.states)}
         self.state_ids = states
+        self.state_count, self.later_states = len(states), []  # sub-parser applies add states
         self.emit("def parse(S, data):")
         self.indent += 1
         self.init_locals(decl, scope)
@@ -401,17 +417,15 @@ class CodeGen(HeaderOps, CallGen):
         for i, state in enumerate(decl.states):
             self.emit(f"{'if' if i == 0 else 'elif'} st == {i}:  # state {state.name}")
             self.indent += 1
-            inner = _Scope(scope)
-            for s in state.stmts:
-                self.stmt(s, inner)
-            self.transition(state.transition, inner)
+            self.state_body(decl, state.stmts, state.transition, _Scope(scope))
             self.indent -= 1
+        self.emit_later_states()
         self.indent -= 2
         self.emit("")
 
     def goto(self, state: str) -> str:
-        if state == "accept" or state == "reject":  # BMv2: an explicit reject ends parsing, no error
-            return "return pos, 0"
+        if state not in self.state_ids:  # BMv2: an explicit reject ends parsing, no error
+            return "return pos, 0"  # (a sub-parser's accept is in state_ids: its caller goes on)
         return f"st = {self.state_ids[state]}; continue"
 
     def transition(self, tr: ast.Transition, scope: _Scope) -> None:
@@ -633,6 +647,8 @@ class CodeGen(HeaderOps, CallGen):
             return Storage(base.base + e.index.value * slot_count(t.elem), t.elem)
         if isinstance(e, ast.Call) and e.target.kind == "user_function":
             return self.user_call(e, scope)
+        if isinstance(e, ast.Call) and e.target.kind == "method" and e.target.name == "lookahead":
+            return self.lookahead_header(e)
         raise P4Error(e.loc, "expected a variable, field or header")
 
     def lookup(self, scope: _Scope, decl: Any) -> Any:
@@ -887,7 +903,33 @@ class CodeGen(HeaderOps, CallGen):
             return "L"
         if tgt.kind == "user_function":
             return f"S[{self.user_call(e, scope).base}]"
+        if tgt.kind == "method" and tgt.decl.name == "packet_in" and tgt.name == "lookahead":
+            if isinstance(e.type, HeaderT) and e.type.is_header and e.type.varbit_field is None:
+                return f"S[{self.lookahead_header(e).base}]"
+            if not (isinstance(e.type, (BitsT, EnumT)) or e.type is BOOL):
+                raise P4Error(e.loc, f"lookahead<{e.type}> is not supported by the built-in target")
+            return self.lookahead_bits(e.type)
         raise P4Error(e.loc, f"{tgt.name}() cannot be used in an expression")
+
+    def lookahead_bits(self, t: Type) -> str:
+        """``lookahead<bit<W>>()``: the next W bits, not consumed; too few is PacketTooShort."""
+        w = bit_width(t)
+        n = (w + 7) // 8
+        self.emit(f"if L - pos < {n}:")
+        self.emit(f"    return pos, {self.error_codes['PacketTooShort']}")
+        raw = f"(int.from_bytes(data[pos:pos + {n}], 'big') >> {n * 8 - w})"
+        if t is BOOL:
+            return f"bool({raw})"
+        return self.from_raw(raw, t)
+
+    def lookahead_header(self, e: ast.Call) -> Storage:
+        """``lookahead<H>()``: a valid copy of the next header, the position kept."""
+        st = self.alloc(e.type)
+        saved = self.fresh("pos")
+        self.emit(f"{saved} = pos")
+        self.extract(st, e)
+        self.emit(f"pos = {saved}")
+        return st
 
     def _x_Cast(self, e: ast.Cast, scope: _Scope) -> str:
         src, dst = e.operand.type, e.type

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 
 from ..frontend.types import BOOL, Type
 
@@ -20,10 +21,14 @@ class Hooks:
     def __init__(self) -> None:
         self.micros = lambda: 0  # the switch installs its clock
         self.digests: list[tuple[str, int, tuple]] = []  # (struct name, receiver, field values)
+        self.digest_sink: Callable[[str, int, tuple], None] | None = None  # the P4Runtime server's, else queued
         self.rng = random.Random()
 
     def digest(self, name: str, receiver: int, values: tuple) -> None:
-        self.digests.append((name, receiver, values))
+        if self.digest_sink is not None:
+            self.digest_sink(name, receiver, values)
+        else:
+            self.digests.append((name, receiver, values))
 
     @staticmethod
     def log_msg(fmt: str, values: tuple = ()) -> None:

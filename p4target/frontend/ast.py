@@ -387,6 +387,7 @@ class ParserDecl(Decl):
     params: list[Param]
     locals: list[Decl]
     states: list[ParserState]
+    ctor_params: list[Param] = field(default_factory=list)  # `parser P(...)(bit<8> k)`
 
 
 @dataclass(eq=False, slots=True)
@@ -441,6 +442,7 @@ class ControlDecl(Decl):
     params: list[Param]
     locals: list[Decl]
     body: Block
+    ctor_params: list[Param] = field(default_factory=list)  # `control C(...)(bit<8> k)`
 
 
 @dataclass(eq=False, slots=True)

@@ -13,6 +13,7 @@ from typing import Any
 from . import ast
 from .calls import CallChecks
 from .errors import P4Error
+from .instances import InstanceChecks
 from .types import (
     BOOL,
     DONTCARE,
@@ -48,7 +49,7 @@ V1MODEL_FUNCTIONS = {
 }
 SUPPORTED_FUNCTIONS = {"mark_to_drop", "hash", "verify_checksum", "update_checksum", "verify"} | V1MODEL_FUNCTIONS
 SUPPORTED_METHODS = {
-    "packet_in": {"extract", "advance", "length"},
+    "packet_in": {"extract", "advance", "length", "lookahead"},
     "packet_out": {"emit"},
     "register": {"read", "write"},
     "counter": {"count"},
@@ -129,7 +130,7 @@ class Scope:
         return scope
 
 
-class Checker(CallChecks):
+class Checker(CallChecks, InstanceChecks):
     def __init__(self, program: ast.Program) -> None:
         self._init_calls()
         self.program = program
@@ -178,7 +179,8 @@ class Checker(CallChecks):
                 self.globals.declare(decl)
         elif isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
             self._declare_type(decl, decl)
-            self._block(decl)
+            if not decl.ctor_params:  # else checked per instance, with its arguments (instances.py)
+                self._block(decl)
         elif isinstance(decl, ast.ConstDecl):
             self._const_decl(decl, self.globals)
             self.globals.declare(decl)
@@ -264,13 +266,9 @@ class Checker(CallChecks):
             for a in decl.args:
                 if a.value is None:
                     raise P4Error(a.loc, "constructor arguments must be compile-time constants")
-        elif isinstance(t, BlockT) and isinstance(t.decl, ast.ControlDecl):
-            if decl.args:
-                raise P4Error(decl.loc, "constructor arguments for controls are not supported by the built-in target")
+        elif isinstance(t, BlockT) and isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
+            self.block_instantiation(decl, t, scope)
         else:
-            if isinstance(t, BlockT) and isinstance(t.decl, ast.ParserDecl):
-                raise P4Error(decl.loc, "a sub-parser (a parser instantiated in a parser) is not supported "
-                              "by the built-in target")
             raise P4Error(decl.loc, f"cannot instantiate {t} here")
 
     # ================================================================ types
@@ -341,15 +339,23 @@ class Checker(CallChecks):
                                   "is not supported by the built-in target")
             scope.declare(p)
 
-    def _block(self, decl: ast.ParserDecl | ast.ControlDecl) -> None:
+    def _block(self, decl: ast.ParserDecl | ast.ControlDecl, consts: list[ast.ConstDecl] | None = None,
+               origin: Any = None) -> None:
+        """``consts``: the constructor parameters, bound to an instance's arguments."""
         scope = Scope(self.globals, decl)
+        for c in consts or []:
+            scope.declare(c)
         self._params(decl.params, scope)
-        for local in decl.locals:
-            self._local(local, scope)
-        if isinstance(decl, ast.ParserDecl):
-            self._parser_states(decl, scope)
-        else:
-            self.stmt(decl.body, Scope(scope, decl))
+        self.open_block(origin or decl)
+        try:
+            for local in decl.locals:
+                self._local(local, scope)
+            if isinstance(decl, ast.ParserDecl):
+                self._parser_states(decl, scope)
+            else:
+                self.stmt(decl.body, Scope(scope, decl))
+        finally:
+            self.close_block()
 
     def _local(self, local: ast.Decl, scope: Scope) -> None:
         if isinstance(local, ast.VarDecl):
@@ -387,6 +393,7 @@ class Checker(CallChecks):
             inner = Scope(scope, decl)
             for s in state.stmts:
                 self.stmt(s, inner)
+            self.check_parser_apply_places(state)
             tr = state.transition
             targets = [tr.state] if tr.state else [c.state for c in tr.cases or []]
             for t in targets:
@@ -421,10 +428,13 @@ class Checker(CallChecks):
         for attr in parts or ("self",):
             e = ks if attr == "self" else getattr(ks, attr)
             self.expr(e, scope)
-            self.coerce(e, t, "keyset")
+            if parts and isinstance(t, EnumT) and t.underlying is not None and e.type != t:
+                self.coerce(e, t.underlying, "keyset")  # a mask or bound of a serializable enum key
+            else:
+                self.coerce(e, t, "keyset")
             if e.value is None:
                 raise P4Error(e.loc, "keyset values must be compile-time constants")
-        if parts and not isinstance(t, BitsT):
+        if parts and not (isinstance(t, BitsT) or (isinstance(t, EnumT) and t.underlying is not None)):
             raise P4Error(ks.loc, f"masks and ranges need a bit<W> value, not {t}")
         ks.type = t
 
@@ -498,9 +508,12 @@ class Checker(CallChecks):
                 raise P4Error(key.loc, f"unknown match kind '{key.match_kind}'")
             if key.match_kind not in ("exact", "ternary", "lpm", "range", "optional"):
                 raise P4Error(key.loc, f"match kind '{key.match_kind}' is not supported by the built-in target")
-            if not (isinstance(kt, BitsT) or kt is BOOL or kt is ERROR or isinstance(kt, EnumT)):
+            if kt is ERROR:  # p4c-bm2-ss refuses it too: BMv2 keys are bits
+                raise P4Error(key.expr.loc, "a table key of type error is not supported by the built-in target")
+            if not (isinstance(kt, BitsT) or kt is BOOL or isinstance(kt, EnumT)):
                 raise P4Error(key.expr.loc, f"a table key cannot have type {kt}")
-            if key.match_kind in ("lpm", "ternary", "range") and not isinstance(kt, BitsT):
+            serializable = isinstance(kt, EnumT) and kt.underlying is not None
+            if key.match_kind in ("lpm", "ternary", "range") and not (isinstance(kt, BitsT) or serializable):
                 raise P4Error(key.expr.loc, f"{key.match_kind} keys must be bit<W>, not {kt}")
         if sum(k.match_kind == "lpm" for k in t.keys) > 1:
             raise P4Error(t.loc, "a table can have at most one lpm key")
@@ -1125,6 +1138,8 @@ class Checker(CallChecks):
                 self._check_args(e.loc, bt.decl.params, e.args, {})
                 e.target = CallTarget("block_apply", "apply", f.base.decl)
                 return VOID
+            if isinstance(bt, BlockT) and m == "apply" and isinstance(bt.decl, ast.ParserDecl):
+                return self.parser_apply(e, f, bt, scope)
             if isinstance(bt, ExternT):
                 return self._call_method(e, bt, m, f.base)
             raise P4Error(f.loc, f"{bt} has no method '{m}'")
@@ -1232,7 +1247,7 @@ class Checker(CallChecks):
         if ext.name == "register":
             elem = t.args[0]
             if not (isinstance(elem, BitsT) or elem is BOOL):
-                raise P4Error(e.loc, f"register<{elem}> is not supported: use bit<W> or int<W>")
+                raise P4Error(e.loc, f"register<{elem}> is not supported by the built-in target: use bit<W> or int<W>")
         e.target = CallTarget("method", m, ext, instance=base)
         return self.resolve_return(proto, bindings)
 
@@ -1279,7 +1294,8 @@ class Checker(CallChecks):
     def _pipeline(self, main: ast.Instantiation) -> Pipeline:
         t = main.type
         if not (isinstance(t, BlockT) and t.decl.name == "V1Switch"):
-            raise P4Error(main.loc, "the built-in target runs v1model programs: main must be a V1Switch(...)")
+            raise P4Error(main.loc, f"package {t} is not supported by the built-in target: "
+                          "it runs v1model programs, whose main is a V1Switch(...)")
         if len(main.args) != len(PIPELINE_BLOCKS):
             raise P4Error(main.loc, f"V1Switch takes {len(PIPELINE_BLOCKS)} arguments, got {len(main.args)}")
         blocks: dict[str, Any] = {}
@@ -1289,9 +1305,7 @@ class Checker(CallChecks):
             decl = self.types.get(arg.type_ref.name)
             if not isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
                 raise P4Error(arg.loc, f"'{arg.type_ref.name}' is not a parser or control")
-            if arg.args:
-                raise P4Error(arg.loc, "constructor arguments for parsers/controls are not supported "
-                              "by the built-in target")
+            decl = self.block_instance(arg.loc, decl, arg.args, self.globals)
             expected = self.types[param.type_ref.name]
             if not isinstance(decl, ast.ParserDecl if expected.kind == "parser" else ast.ControlDecl):
                 raise P4Error(arg.loc, f"V1Switch argument '{param.name}' must be a {expected.kind}")

@@ -40,15 +40,45 @@ def _type_names(text: str) -> set[str]:
 
 class _Lexing(threading.local):
     type_names: set[str] = set()
+    text: str = ""
 
 
 _lexing = _Lexing()
+_BASE_TYPES = {"bit", "int", "varbit", "bool", "tuple", "error", "string", "void"}
+_WORD = re.compile(r"\s*([A-Za-z_]\w*)")
 
 
-def _classify_ident(tok: Token) -> Token:
-    if tok.value in _lexing.type_names:
-        tok.type = "TYPE_IDENT"
-    return tok
+class _Retype:
+    """Token kinds that depend on the program, decided on the token stream: names of
+    declared types, and a '<' after a value's name that opens a call's type arguments."""
+
+    always_accept = ()
+
+    def process(self, stream):
+        prev = None
+        for tok in stream:
+            if tok.type == "IDENT" and tok.value in _lexing.type_names:
+                tok.type = "TYPE_IDENT"
+            elif tok.type == "LESSTHAN" and prev is not None and prev.type == "IDENT" and _type_args_at(tok):
+                tok.type = "_GENERIC_LT"
+            prev = tok
+            yield tok
+
+
+def _type_args_at(tok: Token) -> bool:
+    """A type follows the '<', and a matching '>' is followed by '('."""
+    text, start = _lexing.text, tok.start_pos
+    m = _WORD.match(text, start + 1)
+    if m is None or not (m.group(1) in _BASE_TYPES or m.group(1) in _lexing.type_names):
+        return False
+    depth, i = 1, start + 1
+    while i < len(text) and depth:
+        c = text[i]
+        if c in ";{}=":
+            return False
+        depth += (c == "<") - (c == ">")
+        i += 1
+    return depth == 0 and text[i:].lstrip().startswith("(")
 
 
 _parser = Lark(
@@ -57,7 +87,7 @@ _parser = Lark(
     lexer="basic",
     propagate_positions=True,
     maybe_placeholders=True,
-    lexer_callbacks={"IDENT": _classify_ident},
+    postlex=_Retype(),
 )
 
 _TOKEN_WORDS = {
@@ -69,6 +99,7 @@ _TOKEN_WORDS = {
 
 def parse(source: Source) -> ast.Program:
     _lexing.type_names = _type_names(source.text)
+    _lexing.text = source.text
     try:
         tree = _parser.parse(source.text)
         return _Builder(source).transform(tree)
@@ -370,12 +401,10 @@ class _Builder(Transformer):
         loc = self._loc(meta)
         if tparams:
             raise P4Error(loc, "generic parsers are not supported by the built-in target")
-        if ctor:
-            raise P4Error(loc, "parser constructor parameters are not supported by the built-in target")
         rest = c[5:]
         states = [x for x in rest if isinstance(x, ast.ParserState)]
         local = [x for x in rest if not isinstance(x, ast.ParserState)]
-        return ast.ParserDecl(loc, anns, name, params, local, states)
+        return ast.ParserDecl(loc, anns, name, params, local, states, ctor or [])
 
     def parser_state(self, meta, c):
         c = _split_annotations(c)
@@ -422,9 +451,7 @@ class _Builder(Transformer):
         loc = self._loc(meta)
         if tparams:
             raise P4Error(loc, "generic controls are not supported by the built-in target")
-        if ctor:
-            raise P4Error(loc, "control constructor parameters are not supported by the built-in target")
-        return ast.ControlDecl(loc, anns, name, params, list(c[5:-1]), c[-1])
+        return ast.ControlDecl(loc, anns, name, params, list(c[5:-1]), c[-1], ctor or [])
 
     def action_decl(self, meta, c):
         c = _split_annotations(c)
@@ -630,6 +657,9 @@ class _Builder(Transformer):
 
     def call(self, meta, c):
         return ast.Call(self._loc(meta), c[0], [], c[1])
+
+    def generic_call(self, meta, c):
+        return ast.Call(self._loc(meta), c[0], c[1], c[-1])
 
     def cast(self, meta, c):
         return ast.Cast(self._loc(meta), c[0], c[1])

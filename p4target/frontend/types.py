@@ -177,8 +177,8 @@ def bit_width(t: Type) -> int:
         return t.width
     if t is BOOL:
         return 1
-    if isinstance(t, EnumT) and t.underlying is not None:
-        return t.underlying.width
+    if isinstance(t, EnumT):  # p4c's BMv2 midend gives a plain enum 32 bits
+        return t.underlying.width if t.underlying is not None else 32
     if isinstance(t, HeaderT) and t.is_header and t.varbit_field is None:
         return t.width
     raise TypeError(f"{t} has no fixed width")

@@ -172,6 +172,8 @@ class PipelineState:
                 new = table.modify(match, action, args, entry.priority)
             if entry.HasField("counter_data"):
                 new.counter[:] = [entry.counter_data.packet_count, entry.counter_data.byte_count]
+            if entry.HasField("meter_config"):
+                self.externs.table_entry_meter(table, info, new, entry)
         except TableError as err:
             raise rpc_error(err.code, str(err)) from None
 

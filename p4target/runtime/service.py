@@ -23,7 +23,9 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from ..dataplane import Dataplane
 from .cpu_port import packet_in_message, packet_out_frame
 from .device_config import DeviceConfigError, compile_device_config
+from .digests import DigestManager
 from .entities import PipelineState, RpcError, rpc_error
+from .extern_entities import ExternEntities
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,11 @@ def p4info_mismatch(given: p4info_pb2.P4Info, expected: p4info_pb2.P4Info) -> st
             "counters": {(c.preamble.id, c.preamble.name, c.size) for c in info.counters},
             "direct counters": {(c.preamble.id, c.preamble.name) for c in info.direct_counters},
             "registers": {(r.preamble.id, r.preamble.name, r.size) for r in info.registers},
+            "meters": {(m.preamble.id, m.preamble.name, m.size) for m in info.meters},
+            "direct meters": {(m.preamble.id, m.preamble.name, m.direct_table_id) for m in info.direct_meters},
+            "value sets": {(v.preamble.id, v.preamble.name, v.size,
+                            tuple((f.id, f.bitwidth, f.match_type) for f in v.match)) for v in info.value_sets},
+            "digests": {(d.preamble.id, d.preamble.name) for d in info.digests},
             "controller headers": {(m.preamble.id, m.preamble.name,
                                     tuple((f.id, f.name, f.bitwidth) for f in m.metadata))
                                    for m in info.controller_packet_metadata},
@@ -132,12 +139,17 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         if problem:
             raise rpc_error("INVALID_ARGUMENT", problem)
         state = PipelineState(switch, request.config.p4info, request.config)
+        state.externs = ExternEntities(state)
         if action == Pipeline.VERIFY_AND_SAVE:
             self.saved = state
         elif action == Pipeline.VERIFY_AND_COMMIT:
             self.commit(state)
 
     def commit(self, state: PipelineState) -> None:
+        if self.pipeline is not None:
+            self.pipeline.digests.close()
+        state.digests = DigestManager(state.p4info, self._send_digest)
+        state.switch.hooks.digest_sink = state.digests.learn
         self.pipeline, self.saved = state, None
         self.dataplane.switch = state.switch  # the dataplane picks it up on its next frame
         log.info("pipeline committed: %d tables", len(state.switch.tables))
@@ -193,9 +205,21 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             p.write_table_entry(update.type, entity.table_entry)
         elif kind == "packet_replication_engine_entry":
             pre = entity.packet_replication_engine_entry
-            if pre.WhichOneof("type") != "multicast_group_entry":
-                raise rpc_error("UNIMPLEMENTED", "clone sessions are not supported by the built-in target")
-            p.write_multicast_group(update.type, pre.multicast_group_entry)
+            which = pre.WhichOneof("type")
+            if which == "clone_session_entry":
+                p.externs.write_clone_session(update.type, pre.clone_session_entry)
+            elif which == "multicast_group_entry":
+                p.write_multicast_group(update.type, pre.multicast_group_entry)
+            else:
+                raise rpc_error("INVALID_ARGUMENT", "a packet replication engine entry without its entry")
+        elif kind == "meter_entry":
+            p.externs.write_meter(update.type, entity.meter_entry)
+        elif kind == "direct_meter_entry":
+            p.externs.write_direct_meter(update.type, entity.direct_meter_entry)
+        elif kind == "value_set_entry":
+            p.externs.write_value_set(update.type, entity.value_set_entry)
+        elif kind == "digest_entry":
+            p.digests.write(update.type, entity.digest_entry)
         elif kind == "counter_entry":
             p.write_counter(update.type, entity.counter_entry)
         elif kind == "direct_counter_entry":
@@ -225,10 +249,27 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 yield p4runtime_pb2.Entity(table_entry=e)
         elif kind == "packet_replication_engine_entry":
             pre = entity.packet_replication_engine_entry
-            if pre.WhichOneof("type") != "multicast_group_entry":
-                raise rpc_error("UNIMPLEMENTED", "clone sessions are not supported by the built-in target")
-            for g in p.read_multicast_groups(pre.multicast_group_entry):
-                yield p4runtime_pb2.Entity(packet_replication_engine_entry={"multicast_group_entry": g})
+            which = pre.WhichOneof("type")
+            if which == "clone_session_entry":
+                for c in p.externs.read_clone_sessions(pre.clone_session_entry):
+                    yield p4runtime_pb2.Entity(packet_replication_engine_entry={"clone_session_entry": c})
+            elif which == "multicast_group_entry":
+                for g in p.read_multicast_groups(pre.multicast_group_entry):
+                    yield p4runtime_pb2.Entity(packet_replication_engine_entry={"multicast_group_entry": g})
+            else:
+                raise rpc_error("INVALID_ARGUMENT", "a packet replication engine read without its entry")
+        elif kind == "meter_entry":
+            for m in p.externs.read_meters(entity.meter_entry):
+                yield p4runtime_pb2.Entity(meter_entry=m)
+        elif kind == "direct_meter_entry":
+            for m in p.externs.read_direct_meters(entity.direct_meter_entry):
+                yield p4runtime_pb2.Entity(direct_meter_entry=m)
+        elif kind == "value_set_entry":
+            for v in p.externs.read_value_sets(entity.value_set_entry):
+                yield p4runtime_pb2.Entity(value_set_entry=v)
+        elif kind == "digest_entry":
+            for d in p.digests.read(entity.digest_entry):
+                yield p4runtime_pb2.Entity(digest_entry=d)
         elif kind == "counter_entry":
             for c in p.read_counters(entity.counter_entry):
                 yield p4runtime_pb2.Entity(counter_entry=c)
@@ -269,6 +310,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                         self._arbitrate(stream, req.arbitration)
                     elif kind == "packet":
                         self._packet_out(stream, req.packet)
+                    elif kind == "digest_ack":
+                        self._digest_ack(stream, req.digest_ack)
                     else:
                         raise rpc_error("UNIMPLEMENTED", f"stream message {kind} is not supported")
                 except RpcError as err:
@@ -278,6 +321,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                     error = p4runtime_pb2.StreamError(canonical_code=err.code.value[0], message=str(err))
                     if kind == "packet":
                         error.packet_out.packet_out.CopyFrom(req.packet)
+                    elif kind == "digest_ack":
+                        error.digest_list_ack.digest_list_ack.CopyFrom(req.digest_ack)
                     stream.outbox.put(p4runtime_pb2.StreamMessageResponse(error=error))
         except grpc.RpcError:
             pass  # the client went away
@@ -326,6 +371,22 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             raise rpc_error("FAILED_PRECONDITION", "the switch was started without --cpu-port")
         frame = packet_out_frame(pipeline.cpu_metadata.get("packet_out"), packet)
         self.dataplane.inject(self.dataplane.cpu_port, frame)
+
+    def _digest_ack(self, stream: _Stream, ack: p4runtime_pb2.DigestListAck) -> None:
+        with self.lock:
+            if stream.election_id is None or self._primary() is not stream:
+                raise rpc_error("PERMISSION_DENIED", "only the primary client may acknowledge digests")
+            pipeline = self._running()
+        pipeline.digests.ack(ack)
+
+    def _send_digest(self, msg: p4runtime_pb2.DigestList) -> bool:
+        """A DigestList goes to the primary client only; without one it is dropped."""
+        with self.lock:
+            primary = self._primary()
+        if primary is None:
+            return False
+        primary.outbox.put(p4runtime_pb2.StreamMessageResponse(digest=msg))
+        return True
 
     def _packet_in(self, frame: bytes) -> None:
         with self.lock:  # streams come and go in other threads

@@ -1,0 +1,140 @@
+"""Checker rules for instances of parsers and controls: constructor arguments and sub-parsers.
+
+A mixin of ``checker.Checker``.  A parser or control with constructor parameters is
+checked once per distinct list of argument values, on a copy whose parameters are
+constants (p4c's SpecializeAll does the same), so a parameter may size a register or
+appear in a keyset.  A parser instantiated in a parser is a sub-parser: its ``apply``
+may only stand directly in a state, where the executor splits the state as p4c's
+Inline pass does.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+from . import ast
+from .errors import P4Error
+from .types import BOOL, ERROR, INFINT, VOID, BitsT, BlockT, EnumT, Type
+
+
+def _is_parser_apply(node: Any) -> bool:
+    return isinstance(node, ast.Call) and node.target is not None and node.target.kind == "parser_apply"
+
+
+def _find_parser_apply(node: Any) -> ast.Call | None:
+    """The first sub-parser apply anywhere in a checked statement tree."""
+    if _is_parser_apply(node):
+        return node
+    if isinstance(node, list):
+        items = node
+    elif isinstance(node, ast.Node):
+        skip = ("loc", "type", "value", "decl", "target", "annotations")
+        items = [getattr(node, f.name) for f in dataclasses.fields(node) if f.name not in skip]
+    else:
+        return None
+    for x in items:
+        found = _find_parser_apply(x)
+        if found is not None:
+            return found
+    return None
+
+
+class InstanceChecks:
+    """Instances of parsers/controls (mixed into the Checker)."""
+
+    # provided by the Checker
+    _check_args: Any
+    expr: Any
+    coerce: Any
+    resolve_type: Any
+    globals: Any
+    _normalize_args: Any
+    _block: Any
+
+    def _block_specs(self) -> dict[tuple, Any]:
+        specs = getattr(self, "_specs", None)
+        if specs is None:
+            specs = self._specs = {}
+        return specs
+
+    def block_instance(self, loc: Any, decl: Any, args: list[ast.Expr], scope: Any) -> Any:
+        """The declaration an instance ``decl(args)`` runs: ``decl`` itself, or its copy
+        specialised for these constructor argument values."""
+        params = decl.ctor_params
+        if not params:
+            if args:
+                raise P4Error(loc, f"{decl.name} takes no constructor arguments")
+            return decl
+        self._normalize_args(loc, params, args)
+        if len(args) != len(params):
+            raise P4Error(loc, f"{decl.name} takes {len(params)} constructor arguments, got {len(args)}")
+        consts: list[ast.ConstDecl] = []
+        key: list[Any] = [id(decl)]
+        for p, a in zip(params, args):
+            pt = self.resolve_type(p.type_ref)
+            if not (isinstance(pt, (BitsT, EnumT)) or pt in (BOOL, INFINT, ERROR)):
+                raise P4Error(p.loc, f"constructor parameter '{p.name}' of type {pt} is not supported by the "
+                              "built-in target (use bit<W>, int<W>, int, bool, an enum or error)")
+            if isinstance(a, ast.Default):
+                raise P4Error(a.loc, "'_' is not a constructor argument")
+            if a.type is None:  # a default value, or a package argument
+                self.expr(a, self.globals if a is p.default else scope)
+            self.coerce(a, pt, f"constructor argument '{p.name}'")
+            if a.value is None or isinstance(a.value, str):
+                raise P4Error(a.loc, "constructor arguments must be compile-time constants")
+            const = ast.ConstDecl(p.loc, [], p.name, p.type_ref, a)
+            const.type = pt
+            consts.append(const)
+            key.append((str(pt), a.value))
+        specs = self._block_specs()
+        spec = specs.get(tuple(key))
+        if spec is None:
+            spec = copy.deepcopy(decl)  # never checked itself, so the copy holds no annotations
+            spec.ctor_params = []
+            specs[tuple(key)] = spec
+            self._block(spec, consts, decl)
+        return spec
+
+    def block_instantiation(self, decl: ast.Instantiation, t: BlockT, scope: Any) -> None:
+        """``P(...) p;`` or ``C(...) c;`` inside a parser or control."""
+        owner = scope.owner
+        if isinstance(t.decl, ast.ParserDecl) and not isinstance(owner, ast.ParserDecl):
+            raise P4Error(decl.loc, "a parser can only be instantiated inside a parser")
+        if isinstance(t.decl, ast.ControlDecl) and isinstance(owner, ast.ParserDecl):
+            raise P4Error(decl.loc, "a control cannot be instantiated inside a parser")
+        if t.decl in getattr(self, "_open_blocks", []):
+            raise P4Error(decl.loc, f"{t.decl.name} cannot instantiate itself (recursion)")
+        decl.type = BlockT(self.block_instance(decl.loc, t.decl, decl.args, scope))
+
+    def open_block(self, origin: Any) -> None:
+        if not hasattr(self, "_open_blocks"):
+            self._open_blocks = []
+        self._open_blocks.append(origin)
+
+    def close_block(self) -> None:
+        self._open_blocks.pop()
+
+    def parser_apply(self, e: ast.Call, f: ast.Member, bt: BlockT, scope: Any) -> Type:
+        """``p.apply(packet, ...)`` of a sub-parser, from a parser state."""
+        from .checker import CallTarget
+
+        if not isinstance(scope.owner, ast.ParserDecl):
+            raise P4Error(e.loc, "a parser can only be applied from a parser state")
+        if not isinstance(f.base, ast.PathExpr) or not isinstance(f.base.decl, ast.Instantiation):
+            raise P4Error(e.loc, "apply a parser through its instance")
+        self._check_args(e.loc, bt.decl.params, e.args, {})
+        e.target = CallTarget("parser_apply", "apply", f.base.decl)
+        return VOID
+
+    def check_parser_apply_places(self, state: ast.ParserState) -> None:
+        """The executor splits a state at a sub-parser apply, so it must be one of the
+        state's own statements (not inside an ``if`` or a block)."""
+        for s in state.stmts:
+            if isinstance(s, ast.CallStmt) and _is_parser_apply(s.call):
+                continue
+            found = _find_parser_apply(s)
+            if found is not None:
+                raise P4Error(found.loc, "a sub-parser apply inside a block or an 'if' is not supported by the "
+                              "built-in target: apply it directly in a state")

@@ -75,11 +75,3 @@ def test_refused_calls(write_p4, decls, body, message):
     with pytest.raises(P4Error, match=message):
         load_program(write_p4(body=body, decls=decls))
 
-
-def test_a_sub_parser_is_refused_cleanly(write_p4):
-    text = write_p4(decls="").read_text().replace(
-        "parser P(", "parser Sub(packet_in pkt, out headers hdr) { state start { transition accept; } }\nparser P(", 1
-    ).replace("state start {{", "state start {{").replace(
-        "state start { pkt.extract", "Sub() sub; state start { pkt.extract", 1)
-    with pytest.raises(P4Error, match="sub-parser .* is not supported by the built-in target"):
-        load_program(write_p4(text=text))

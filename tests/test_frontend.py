@@ -105,3 +105,26 @@ def test_cli_writes_p4info(tmp_path):
                            "--p4runtime-files", str(out)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert 'name: "MyIngress.ipv4_lpm"' in out.read_text()
+
+
+def test_static_assert_is_decided_when_the_program_loads(write_p4):
+    ok = write_p4(decls='const bool v = static_assert(__v1model_version >= 20180101, "needs v1model");',
+                  body="static_assert(true);")
+    assert load_program(ok)
+    bad = write_p4(decls='const bool v = static_assert(__v1model_version > 20990000, "needs a newer v1model");',
+                   name="bad.p4")
+    with pytest.raises(P4Error, match="static assertion failed: needs a newer v1model"):
+        load_program(bad)
+
+
+def test_keywords_p4c_allows_as_names_name_values(write_p4):
+    """p4c's nonTypeName: `key`, `state`, `priority`... may name variables and parameters."""
+    prog = load_program(write_p4(
+        decls="control Add(inout bit<8> x)(bit<8> key) { apply { x = x + key; } }",
+        locals="Add(8w3) add3;",
+        body="bit<8> priority = hdr.h.a; bit<8> state = 2; priority = priority + state; "
+             "add3.apply(priority); hdr.h.b = priority; sm.egress_spec = 1;"))
+    from p4target.executor.switch import Switch
+
+    out = Switch(prog).process(0, bytes([1, 0, 0, 0]))
+    assert out[0].data[:2] == bytes([1, 6])

@@ -163,6 +163,40 @@ class CallGen:
         for c in _children(node):
             self._collect_writes(c, scope, out, seen)
 
+    def touched_ranges(self, body: Any, scope: Any) -> list[tuple[int, int]]:
+        """Slot ranges the code may read or write through names visible in ``scope``: an
+        ``out``/``inout`` parameter bound to its argument's slots would show its new value
+        (or an ``out`` parameter's reset) to such a read."""
+        out: list[tuple[int, int]] = []
+        self._collect_touches(body, scope, out, set())
+        return out
+
+    def _collect_touches(self, node: Any, scope: Any, out: list, seen: set[int]) -> None:
+        if isinstance(node, (ast.PathExpr, ast.Member, ast.Index, ast.Slice)):
+            found = self.lvalue_range(node, scope)
+            if found is not None:
+                if found[0] is not None:
+                    out.append(found[0])
+                e = node
+                while isinstance(e, (ast.Member, ast.Index, ast.Slice)):  # run-time indexes are reads
+                    if isinstance(e, ast.Index):
+                        self._collect_touches(e.index, scope, out, seen)
+                    e = e.base
+                return
+        if isinstance(node, ast.Call) and node.target is not None:
+            tgt = node.target
+            inst = getattr(tgt, "instance", None)
+            if isinstance(inst, ast.Expr):
+                self._collect_touches(inst, scope, out, seen)
+            if tgt.kind in ("action", "user_function") and id(tgt.decl) not in seen:
+                seen.add(id(tgt.decl))
+                self._collect_touches(tgt.decl.body, scope, out, seen)
+            elif tgt.kind not in ("function", "method", "header_method", "stack_method", "action",
+                                  "user_function"):
+                out.append(_EVERYWHERE)
+        for c in _children(node):
+            self._collect_touches(c, scope, out, seen)
+
     def _add_write(self, e: ast.Expr, scope: Any, out: list) -> None:
         if isinstance(e, ast.Default):
             return
@@ -204,9 +238,10 @@ class CallGen:
 
     # ---------------------------------------------------------------- binding
     def bind_params(self, params: list[ast.Param], args: list[ast.Expr], caller: Any, callee: Any,
-                    body: Any = None) -> list[tuple[cg.Storage, ast.Expr]]:
+                    body: Any = None) -> list[tuple[cg.Storage, ast.Expr, cg.Storage]]:
         """Bind each parameter in ``callee``; return the copy-backs to run after the body."""
         writes = self.written_ranges(body, caller) if body is not None else [_EVERYWHERE]
+        touched: list[tuple[int, int]] | None = None  # reads too: only for out/inout, when needed
         effects = any(has_side_effects(a) for a in args if not isinstance(a, ast.Default))
         ranges: list[tuple[int, int] | None] = []  # what each argument names, for overlaps
         exact: list[bool] = []  # whether it may be bound by reference
@@ -218,7 +253,7 @@ class CallGen:
             else:
                 ranges.append(_EVERYWHERE if effects else found[0])
                 exact.append(found[1] and not effects)
-        plan: list[tuple[cg.Storage, ast.Expr]] = []
+        plan: list[tuple[cg.Storage, ast.Expr, cg.Storage]] = []
         for i, (p, a) in enumerate(zip(params, args)):
             if isinstance(a, ast.Default):  # '_' for an out parameter: a scratch slot
                 tmp = self.alloc(p.type)
@@ -240,18 +275,25 @@ class CallGen:
                     callee[p] = tmp
                 continue
             if ok:
+                if touched is None:
+                    touched = self.touched_ranges(body, caller) if body is not None else [_EVERYWHERE]
+                ok = not any(_overlap(r, w) for w in touched)
+            if ok:
                 st = self.storage(a, caller)
                 if p.direction == "out":
                     self.init_out(st)
                 callee[p] = st
                 continue
+            # spec 6.8: the l-value is fixed at the call (a run-time stack index the callee
+            # changes does not move the copy-out)
+            dst = self.pin(self.storage(a.base if isinstance(a, ast.Slice) else a, caller))
             tmp = self.alloc(p.type)
             if p.direction == "inout":
                 self.assign_storage(tmp, a, caller)
             else:
                 self.init_out(tmp)
             callee[p] = tmp
-            plan.append((tmp, a))
+            plan.append((tmp, a, dst))
         return plan
 
     def init_out(self, st: cg.Storage) -> None:
@@ -273,9 +315,10 @@ class CallGen:
             zero = False if t is BOOL else b"" if type(t).__name__ == "VarbitT" else 0
             self.emit(f"S[{st.base}] = {zero!r}")
 
-    def copy_back(self, src: cg.Storage, arg: ast.Expr, scope: Any) -> None:
+    def copy_back(self, src: cg.Storage, arg: ast.Expr, scope: Any, dst: cg.Storage | None = None) -> None:
+        """``arg = src``; ``dst``: the argument's (or a slice's base's) slots pinned at the call."""
         if isinstance(arg, ast.Slice):
-            base = self.storage(arg.base, scope)
+            base = dst if dst is not None else self.storage(arg.base, scope)
             hi, lo = arg.hi.value, arg.lo.value
             m = ((1 << (hi - lo + 1)) - 1) << lo
             bt = base.type
@@ -284,13 +327,13 @@ class CallGen:
                 val = self.wrap_code(f"({val})", bt)
             self.emit(f"S[{base.base}] = {val}")
             return
-        self.copy_value(self.storage(arg, scope), src)
+        self.copy_value(dst if dst is not None else self.storage(arg, scope), src)
 
     # ---------------------------------------------------------------- bodies
     def inline(self, params: list[ast.Param], args: list[ast.Expr], body: ast.Block, caller: Any,
                callee: Any) -> None:
         plan = self.bind_params(params, args, caller, callee, body)
-        self.run_body(body, callee, lambda: [self.copy_back(src, a, caller) for src, a in plan], bool(plan))
+        self.run_body(body, callee, lambda: [self.copy_back(src, a, caller, dst) for src, a, dst in plan], bool(plan))
 
     def run_body(self, body: Any, scope: Any, copy_out, has_copy_out: bool) -> None:
         """The body, with ``return`` leaving it and ``exit`` still copying out."""

@@ -722,21 +722,23 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
                 self.init_out(st)
             elif p.direction == "out":
                 self.init_out(st)
-                outs.append((st, a))
+                outs.append((st, a, self.pin(self.storage(a.base if isinstance(a, ast.Slice) else a, scope))))
             elif p.direction in ("in", "inout", ""):
+                if p.direction == "inout":  # the l-value is fixed at the call (spec 6.8)
+                    outs.append((st, a, self.pin(self.storage(a.base if isinstance(a, ast.Slice) else a, scope))))
                 self.assign_storage(st, a, scope)
-                if p.direction == "inout":
-                    outs.append((st, a))
         self.init_locals(inst.decl, inst.scope)
 
         def copy_out() -> None:
-            for st, a in outs:
-                self.copy_back(st, a, scope)
+            for st, a, dst in outs:
+                self.copy_back(st, a, scope, dst)
         self.run_body(inst.decl.body, _Scope(inst.scope), copy_out, bool(outs) and may_exit(inst.decl))
 
     def function(self, call: ast.Call, scope: _Scope) -> None:
         name, args = call.target.name, call.args
         std = self.out.std
+        if name == "static_assert":
+            return  # decided by the checker, at load time
         if name == "mark_to_drop":
             st = self.storage(args[0], scope)
             self.emit(f"S[{member_storage(st, 'egress_spec').base}] = 511")

@@ -16,6 +16,7 @@ from ..frontend import ast
 from ..frontend.checker import V1MODEL_FUNCTIONS
 from ..frontend.errors import P4Error
 from ..frontend.types import BitsT, HeaderT, StackT
+from ..p4info import qualify
 from .externs import Meter
 
 if TYPE_CHECKING:
@@ -109,7 +110,8 @@ def v1model_function(cg: CodeGen, call: ast.Call, scope: _Scope) -> None:
         if st is None:
             raise P4Error(args[1].loc, "digest of a list expression is not supported by the built-in target")
         values = ", ".join(_flat_values(cg, st, args[1].loc))
-        cg.emit(f"RT.digest({args[1].type.name!r}, {cg.ex(args[0], scope)}, ({values},))")
+        name = qualify("", args[1].type.decl)  # the P4Info name (a struct's @name, if any)
+        cg.emit(f"RT.digest({name!r}, {cg.ex(args[0], scope)}, ({values},))")
     elif name == "log_msg":
         fmt = cg.const(args[0].text, "FMT")
         if len(args) == 1:

@@ -47,7 +47,9 @@ V1MODEL_FUNCTIONS = {
     "digest", "log_msg", "assert", "assume", "random", "verify_checksum_with_payload",
     "update_checksum_with_payload", "truncate",
 }
-SUPPORTED_FUNCTIONS = {"mark_to_drop", "hash", "verify_checksum", "update_checksum", "verify"} | V1MODEL_FUNCTIONS
+SUPPORTED_FUNCTIONS = {
+    "mark_to_drop", "hash", "verify_checksum", "update_checksum", "verify", "static_assert",
+} | V1MODEL_FUNCTIONS
 SUPPORTED_METHODS = {
     "packet_in": {"extract", "advance", "length", "lookahead"},
     "packet_out": {"emit"},
@@ -1156,6 +1158,16 @@ class Checker(CallChecks, InstanceChecks):
         e.target = CallTarget("action", d.name, d)
         return VOID
 
+    def _static_assert(self, e: ast.Call) -> None:
+        """core.p4's ``static_assert(check[, message])``: true, or the program is refused."""
+        check = e.args[0]
+        if not isinstance(check.value, bool):
+            raise P4Error(check.loc, "static_assert needs a compile-time condition")
+        if not check.value:
+            text = e.args[1].value if len(e.args) > 1 else "static_assert failed"
+            raise P4Error(e.loc, f"static assertion failed: {text}")
+        e.value = True
+
     def _call_function(self, e: ast.Call, d: ast.ExternFunction) -> Type:
         if d.name not in SUPPORTED_FUNCTIONS:
             raise P4Error(e.loc, f"extern function '{d.name}' is not supported by the built-in target")
@@ -1180,6 +1192,8 @@ class Checker(CallChecks, InstanceChecks):
             else:
                 if e.args[2].type != BitsT(16):
                     raise P4Error(e.args[2].loc, "the checksum field must be bit<16>")
+        if d.name == "static_assert":
+            self._static_assert(e)
         if d.name in V1MODEL_FUNCTIONS:
             self._v1model_function(e, d.name)
         e.target = CallTarget("function", d.name, d)

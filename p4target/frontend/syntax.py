@@ -623,6 +623,9 @@ class _Builder(Transformer):
     def false_lit(self, meta, c):
         return ast.BoolLit(self._loc(meta), False)
 
+    def nontype_keyword(self, meta, c):
+        return c[0]
+
     def path(self, meta, c):
         return ast.PathExpr(self._tok_loc(c[0]), str(c[0]))
 

@@ -36,4 +36,8 @@ match_kind {
     lpm
 }
 
+/* Refuses the program when check is false; usable as a constant's initialiser. */
+extern bool static_assert(bool check, string message);
+extern bool static_assert(bool check);
+
 #endif  /* _CORE_P4_ */

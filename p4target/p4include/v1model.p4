@@ -16,6 +16,8 @@ match_kind {
     selector
 }
 
+const bit<32> __v1model_version = V1MODEL_VERSION;
+
 @metadata @name("standard_metadata")
 struct standard_metadata_t {
     bit<9>  ingress_port;

@@ -42,7 +42,7 @@ def test_unsized_literals_take_the_other_operands_type(write_p4):
         const bit<8> W = 8w3 + (-4);
         const int<8> S = -8s128 - 1;
         const int BIG = (1 << 100) - (1 << 100) + 7;"""))
-    assert consts == {"B": True, "W": 255, "S": 127, "BIG": 7}
+    assert {k: v for k, v in consts.items() if not k.startswith("__")} == {"B": True, "W": 255, "S": 127, "BIG": 7}
 
 
 def test_signed_arithmetic_on_compound_operands(write_p4):

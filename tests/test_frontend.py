@@ -128,3 +128,13 @@ def test_keywords_p4c_allows_as_names_name_values(write_p4):
 
     out = Switch(prog).process(0, bytes([1, 0, 0, 0]))
     assert out[0].data[:2] == bytes([1, 6])
+
+
+def test_a_field_named_type_does_not_declare_a_type(write_p4):
+    """`s.type = K;` (as in ICMP headers) once made the lexer take K for a type name."""
+    prog = load_program(write_p4(
+        decls="struct s_t { bit<8> type; } const bit<8> K = 7; typedef bit<8> T8; type bit<8> N8;",
+        body="s_t s; s.type = K; T8 t = s.type; hdr.h.a = t; sm.egress_spec = 1;"))
+    from p4target.executor.switch import Switch
+
+    assert Switch(prog).process(0, bytes([1, 0, 0, 0]))[0].data[0] == 7

@@ -9,24 +9,21 @@ from __future__ import annotations
 
 import queue
 import time
-from collections.abc import Iterator
-from concurrent import futures
 
 import grpc
 import pytest
 from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+from p4.v1 import p4runtime_pb2
 
-from p4target.dataplane import Dataplane
 from p4target.frontend import load_program
 from p4target.p4info import build_p4info
-from p4target.ports import MemoryPort
 from p4target.runtime.device_config import build_device_config
-from p4target.runtime.service import P4RuntimeServer
 
+from . import test_p4runtime
 from .conftest import P4_DIR
-from .test_p4runtime import CPU_PORT, Client, Switch, p4_errors
+from .test_p4runtime import Client, Switch, p4_errors
 
+switch = test_p4runtime.switch  # the same server fixture: a fresh server per test
 PROGRAM = P4_DIR / "runtime_externs.p4"
 P4INFO = build_p4info(load_program(PROGRAM))
 CONFIG = build_device_config(PROGRAM)
@@ -42,25 +39,6 @@ TIMEOUT = 5.0
 
 def pkt(op: int, a: int = 0, t: int = 0x0800, b: int = 0, c: int = 0) -> bytes:
     return t.to_bytes(2, "big") + bytes([op, a, b, c, 0])
-
-
-@pytest.fixture
-def switch() -> Iterator[Switch]:
-    """As tests/test_p4runtime.py's: a server on a free port, MemoryPorts 1-3."""
-    ports = {n: MemoryPort(n) for n in (1, 2, 3)}
-    dataplane = Dataplane(list(ports.values()), cpu_port=CPU_PORT)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
-    p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(P4RuntimeServer(dataplane), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    sw = Switch(dataplane, ports, grpc.insecure_channel(f"127.0.0.1:{port}"))
-    yield sw
-    for client in sw.clients:
-        client.close()
-    sw.channel.close()
-    server.stop(grace=None)
-    for p in ports.values():
-        p.close()
 
 
 @pytest.fixture

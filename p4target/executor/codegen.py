@@ -117,6 +117,7 @@ class Generated:
     field_lists: dict[int, list[int]] = field(default_factory=dict)  # @field_list index -> slots
     meta_storage: Any = None  # the user metadata struct's Storage
     uses_payload: bool = False  # the generated code reads PAYLOAD / INGRESS_LENGTH
+    length_slot: int | None = None  # BMv2's packet-length register (setValid/setInvalid deltas)
 
 
 class _Scope(dict):
@@ -591,15 +592,18 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.indent -= 1
 
     def switch(self, s: ast.Switch, scope: _Scope) -> None:
+        """An if/elif chain over the labels, on `t.apply().action_run` or on a value;
+        fall-through labels join the next case that has a body."""
         t = s.subject.type
-        if not isinstance(t, ActionRunT):
-            loops.emit_value_switch(self, s, scope)
-            return
-        call = s.subject.base
-        run = self.fresh("run")
-        self.emit(f"{run} = {self.ex(call, scope)}[1]")
-        table_scope_names = {ref.decl.name: scope[ref.decl] for ref in t.table.actions}
-        pending: list[str] = []
+        subject = self.fresh("sw")
+        if isinstance(t, ActionRunT):
+            self.emit(f"{subject} = {self.ex(s.subject.base, scope)}[1]")
+            names = {ref.decl.name: scope[ref.decl] for ref in t.table.actions}
+            label_code = lambda label: repr(names[label])  # noqa: E731
+        else:
+            self.emit(f"{subject} = {self.ex(s.subject, scope)}")
+            label_code = lambda label: repr(label.value)  # noqa: E731
+        pending: list[Any] = []
         first = True
         default_body = None
         for case in s.cases:
@@ -608,12 +612,11 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
                 continue
             if "default" in pending:
                 default_body = case.body
-                pending = []
-                continue
-            cond = " or ".join(f"{run} == {table_scope_names[label]!r}" for label in pending)
-            self.emit(f"{'if' if first else 'elif'} {cond}:")
-            self.block(case.body, scope)
-            first = False
+            else:
+                cond = " or ".join(f"{subject} == {label_code(label)}" for label in pending)
+                self.emit(f"{'if' if first else 'elif'} {cond}:")
+                self.block(case.body, scope)
+                first = False
             pending = []
         if default_body is not None:
             if first:
@@ -658,6 +661,8 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             raise P4Error(decl.loc, f"'{decl.name}' is not available here (internal)") from None
 
     def assign(self, lhs: ast.Expr, rhs: ast.Expr, scope: _Scope) -> None:
+        if has_user_call(rhs) and _runtime_indexes(lhs):
+            self.check_index_not_written(lhs, rhs, scope)
         if isinstance(lhs, ast.Slice):
             base = self.storage(lhs.base, scope)
             hi, lo = lhs.hi.value, lhs.lo.value
@@ -670,6 +675,17 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             self.emit(f"S[{base.base}] = {val}")
             return
         self.assign_storage(self.storage(lhs, scope), rhs, scope)
+
+    def check_index_not_written(self, lhs: ast.Expr, rhs: ast.Expr, scope: _Scope) -> None:
+        """``s[i].f = g(i)`` with g writing i: the spec evaluates the l-value first (old i),
+        p4c evaluates the call first (new i); such programs are refused."""
+        reads: list[tuple[int, int]] = []
+        for ix in _runtime_indexes(lhs):
+            reads += self.touched_ranges(ix, scope)
+        writes = self.written_ranges(rhs, scope)
+        if any(r[0] < w[1] and w[0] < r[1] for r in reads for w in writes):
+            raise P4Error(lhs.loc, "assigning to a header stack element whose run-time index the right-hand "
+                          "side's function call changes is not supported by the built-in target")
 
     def assign_storage(self, st: Storage, rhs: ast.Expr, scope: _Scope) -> None:
         n = st.size
@@ -698,6 +714,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             self.apply_control(self.lookup(scope, tgt.decl), call.args, scope)
         elif tgt.kind == "header_method":
             st = self.storage(tgt.instance, scope)
+            v1m.length_register_update(self, st, tgt.name == "setValid")
             if tgt.name == "setValid":
                 self.set_valid(st)
             elif tgt.name == "setInvalid":
@@ -973,7 +990,12 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         if op in ("==", "!=") and isinstance(e.left.type, (HeaderT, StackT)):
             same = self.equal_code(self.storage(e.left, scope), self.storage(e.right, scope))
             return same if op == "==" else f"(not {same})"
-        a, b = self.ex(e.left, scope), self.ex(e.right, scope)
+        a = self.ex(e.left, scope)
+        if e.left.value is None and has_user_call(e.right):  # p4c/spec: the left operand is
+            v = self.fresh("l")  # read before a call on the right can change it
+            self.emit(f"{v} = {a}")
+            a = v
+        b = self.ex(e.right, scope)
         if op == "&&":
             return f"({a} and {b})"
         if op == "||":
@@ -1026,6 +1048,16 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
 
     def _x_TypeMember(self, e: ast.TypeMember, scope: _Scope) -> str:
         return repr(e.value)
+
+
+def _runtime_indexes(e: ast.Expr) -> list[ast.Expr]:
+    """The run-time index expressions along an l-value (``s[i].f[3:0]`` -> [i])."""
+    out = []
+    while isinstance(e, (ast.Member, ast.Index, ast.Slice)):
+        if isinstance(e, ast.Index) and e.index.value is None:
+            out.append(e.index)
+        e = e.base
+    return out
 
 
 def idx_in(i: int, size: int) -> bool:

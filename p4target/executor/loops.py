@@ -83,29 +83,3 @@ def _for_in(gen: CodeGen, s: ast.ForIn, scope: dict) -> None:
     gen.indent -= 1
 
 
-def emit_value_switch(gen: CodeGen, s: ast.Switch, scope: dict) -> None:
-    """``switch (e)`` on a bit<W>/int<W>/enum/error value: an if/elif chain over the
-    constant labels; fall-through labels join the next case with a body."""
-    subject = gen.fresh("sw")
-    gen.emit(f"{subject} = {gen.ex(s.subject, scope)}")
-    pending: list[Any] = []
-    first = True
-    default_body = None
-    for case in s.cases:
-        pending += case.labels
-        if case.body is None:
-            continue
-        if "default" in pending:
-            default_body = case.body
-        else:
-            cond = " or ".join(f"{subject} == {label.value!r}" for label in pending)
-            gen.emit(f"{'if' if first else 'elif'} {cond}:")
-            gen.block(case.body, scope)
-            first = False
-        pending = []
-    if default_body is not None:
-        if first:
-            gen.stmt(default_body, type(scope)(scope))
-        else:
-            gen.emit("else:")
-            gen.block(default_body, scope)

@@ -74,7 +74,8 @@ class Switch:
         self._meta_range = (meta.base, meta.base + meta.size)
         std_base = min(std.values())
         self._std_range = (std_base, max(std.values()) + 1)
-        if gen.intrinsic or gen.uses_payload:
+        self._len_slot = gen.length_slot  # setValid/setInvalid's packet-length delta
+        if gen.intrinsic or gen.uses_payload or gen.length_slot is not None:
             self._run = self._run_v1model  # type: ignore[method-assign]
 
     @classmethod
@@ -145,7 +146,7 @@ class Switch:
                 copy = S.copy()
                 copy[self._instance] = INSTANCE_REPLICATION
                 copy[self._rid] = rid
-                sent = self._egress_path(copy, eport, payload)
+                sent = self._egress_path(copy, eport, payload, len(data))
                 if sent is not None:
                     outs.append(sent)
             if not outs:
@@ -154,15 +155,17 @@ class Switch:
         if S[self._spec] == DROP_PORT:
             self.stats["dropped"] += 1
             return []
-        sent = self._egress_path(S, S[self._spec], payload)
+        S[self._instance] = INSTANCE_NORMAL  # BMv2 sets it, whatever ingress wrote
+        sent = self._egress_path(S, S[self._spec], payload, len(data))
         if sent is None:
             self.stats["dropped"] += 1
             return []
         return [sent]
 
-    def _egress_path(self, S: list, port: int, payload: bytes) -> Output | None:
+    def _egress_path(self, S: list, port: int, payload: bytes, length: int) -> Output | None:
         S[self._eport] = port
         S[self._spec] = 0
+        S[self._length] = length  # BMv2: the packet-length register, not what ingress wrote
         self._egress(S)
         if S[self._spec] == DROP_PORT:
             return None
@@ -265,7 +268,7 @@ class Switch:
         slots = self._slots
         S[self._eport] = port
         S[self._spec] = 0
-        S[self._length] = length
+        S[self._length] = length if self._len_slot is None else length + S[self._len_slot]
         self._payload[0] = payload
         self._egress(S)
         clone = S[slots["clone"]] if "clone" in slots else None

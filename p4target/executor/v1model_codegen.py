@@ -34,6 +34,53 @@ def intrinsic_slot(cg: CodeGen, name: str) -> int:
     return slot
 
 
+def _reads_packet_length(cg: CodeGen) -> bool:
+    """Whether the program mentions ``standard_metadata.packet_length`` anywhere."""
+    found = getattr(cg, "_reads_packet_length", None)
+    if found is None:
+        std_t = cg.prog.standard_metadata
+        seen: set[int] = set()
+
+        def visit(node: Any) -> bool:
+            if isinstance(node, list):
+                return any(visit(x) for x in node)
+            if not isinstance(node, ast.Node) or id(node) in seen:
+                return False
+            seen.add(id(node))
+            if (isinstance(node, ast.Member) and node.member == "packet_length"
+                    and getattr(node.base, "type", None) in (std_t,)):
+                return True
+            return any(visit(getattr(node, f.name, None)) for f in dataclasses.fields(node))
+
+        found = visit(list(cg.prog.program.decls))
+        cg._reads_packet_length = found  # type: ignore[attr-defined]
+    return found
+
+
+def length_register_update(cg: CodeGen, st: Storage, valid: bool) -> None:
+    """simple_switch's ``add_header``/``remove_header`` (``setValid()``/``setInvalid()``)
+    add/subtract the header's size to/from the packet-length register, which egress,
+    multicast replicas and egress clones then see as ``packet_length``.  Only programs
+    that read ``packet_length`` pay for it."""
+    if not _reads_packet_length(cg):
+        return
+    slot = cg.out.length_slot
+    if slot is None:
+        slot = cg.out.length_slot = len(cg.template)
+        cg.template.append(0)
+    t = st.type
+    size = str(t.width // 8)
+    if t.varbit_field is not None:
+        vb = st.base + 1 + list(t.fields).index(t.varbit_field)
+        size = f"{size} + len(S[{vb}])"
+    if valid:
+        cg.emit(f"if not S[{st.base}]:")
+        cg.emit(f"    S[{slot}] += {size}")
+    else:
+        cg.emit(f"if S[{st.base}]:")
+        cg.emit(f"    S[{slot}] -= {size}")
+
+
 def _annotation_value(cg: CodeGen, e: Any) -> int:
     """``@field_list`` arguments: integer literals or serializable enum members."""
     if getattr(e, "value", None) is not None and isinstance(e.value, int):

@@ -24,7 +24,9 @@ _TYPE_DECL = re.compile(
     r"\b(?:header|header_union|struct|extern|control|parser|package|enum(?:\s+bit\s*<\s*\d+\s*>)?)"
     r"\s+([A-Za-z_]\w*)"
 )
-_TYPEDEF = re.compile(r"\b(?:typedef|type)\b[^;{}]*?\b([A-Za-z_]\w*)\s*;")
+# `type` is also a legal field or parameter name (`hdr.icmp.type = X;`): a declaration has
+# a type right after the keyword, never `=`, `.` before it or `=` inside.
+_TYPEDEF = re.compile(r"(?<!\.)\b(?:typedef|type)\s+(?=[A-Za-z_])[^;{}=]*?\b([A-Za-z_]\w*)\s*;")
 _TYPE_PARAMS = re.compile(r"\b[A-Za-z_]\w*\s*<\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*>")
 _NOT_TYPES = {"bit", "int", "varbit", "bool", "error", "void", "string", "tuple", "match_kind"}
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)

@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.p4runtime_files, "w") as f:
                 f.write(text_format.MessageToString(build_p4info(prog)))
         if args.show_python:
-            from .executor.switch import Switch
+            from .executor.tna_switch import switch_for
 
-            print(Switch(prog).source)
+            print(switch_for(prog).source)
     except P4Error as err:
         print(err.render(), file=sys.stderr)
         return 1

@@ -30,6 +30,8 @@ ACTION_PROFILE, COUNTER, DIRECT_COUNTER, METER, DIRECT_METER, REGISTER, DIGEST =
 PREFIXES = {"action": ACTION, "table": TABLE, "counter": COUNTER, "direct_counter": DIRECT_COUNTER,
             "register": REGISTER, "meter": METER, "direct_meter": DIRECT_METER, "value_set": VALUE_SET,
             "digest": DIGEST}
+# TNA's externs (tofino.p4) and the P4Info resource each one is.
+_TNA_KINDS = {"Register": "register", "Counter": "counter", "DirectCounter": "direct_counter"}
 _METER_UNITS = {"packets": p4info_pb2.MeterSpec.PACKETS, "bytes": p4info_pb2.MeterSpec.BYTES}
 DEFAULT_TABLE_SIZE = 1024  # v1model's defaultTableSize in p4c
 _MATCH_TYPES = {"exact": p4info_pb2.MatchField.EXACT, "lpm": p4info_pb2.MatchField.LPM,
@@ -131,8 +133,8 @@ def qualified_objects(prog: CheckedProgram) -> list[QualifiedObject]:
                 continue
             if isinstance(d, ast.Instantiation) and isinstance(d.type, BlockT):
                 walk(d.type.decl, qualify(prefix, d))
-            elif isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT) and d.type.decl.name in PREFIXES:
-                out.append(QualifiedObject(qualify(prefix, d), d.type.decl.name, d, prefix))
+            elif isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT) and extern_kind(d) in PREFIXES:
+                out.append(QualifiedObject(qualify(prefix, d), extern_kind(d), d, prefix))
             elif isinstance(d, ast.ValueSetDecl):
                 out.append(QualifiedObject(qualify(prefix, d), "value_set", d, prefix))
             elif isinstance(block, ast.ControlDecl) and isinstance(d, ast.ActionDecl | ast.TableDecl):
@@ -145,13 +147,19 @@ def qualified_objects(prog: CheckedProgram) -> list[QualifiedObject]:
                 if id(action) in top_actions and id(action) not in seen_top and not annotation(action, "hidden"):
                     seen_top.add(id(action))
                     out.append(QualifiedObject(qualify("", action), "action", action, ""))
-        walk(block, qualify("", block))
+        walk(block, qualify(prog.pipeline.prefix, block))  # TNA: under the Pipeline instance
     for d in prog.top_level:
         if isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT) and d.type.decl.name in PREFIXES:
             if not annotation(d, "hidden"):
                 out.append(QualifiedObject(qualify("", d), d.type.decl.name, d, ""))
     out += [QualifiedObject(qualify("", t.decl), "digest", t.decl, "") for t in digest_types(prog)]
     return out
+
+
+def extern_kind(d: ast.Instantiation) -> str:
+    """The P4Info resource kind of an extern instance (v1model's names, TNA's mapped)."""
+    name = d.type.decl.name
+    return _TNA_KINDS.get(name, name)
 
 
 def digest_types(prog: CheckedProgram) -> list[HeaderT]:
@@ -233,7 +241,7 @@ def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4In
 
     digested = {qualify("", t.decl): t for t in digest_types(prog)}
     info = p4info_pb2.P4Info()
-    info.pkg_info.arch = arch
+    info.pkg_info.arch = "tna" if prog.arch == "tna" else arch
     for o in objects:
         key = (o.kind, o.name)
         if o.kind == "table":
@@ -254,7 +262,7 @@ def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4In
             continue  # p4c gives a digest no annotations
         else:
             msg = getattr(info, o.kind + "s").add()  # counters, direct_counters, registers
-            _extern(msg, o)
+            _extern(msg, o, info.type_info)
         msg.preamble.id, msg.preamble.name, msg.preamble.alias = ids[key], o.name, alias[o.name]
         msg.preamble.annotations.extend(_annotations(o.decl.annotations))
     cpu_headers = controller_headers(prog)
@@ -377,17 +385,19 @@ def _initial_default(msg: p4info_pb2.TableActionCall, action: ast.ActionRef, act
         msg.arguments.add(param_id=pid, value=value.to_bytes((width + 7) // 8, "big"))
 
 
-def _extern(msg, o: QualifiedObject) -> None:
+def _extern(msg, o: QualifiedObject, type_info: p4types_pb2.P4TypeInfo | None = None) -> None:
     d: ast.Instantiation = o.decl
     if o.kind == "register":
         elem = d.type.args[0]
-        if elem is BOOL:
+        if isinstance(elem, HeaderT):  # TNA: a struct of halves
+            msg.type_spec.CopyFrom(type_spec(elem, type_info if type_info is not None else p4types_pb2.P4TypeInfo()))
+        elif elem is BOOL:
             msg.type_spec.bool.SetInParent()
         else:
             getattr(msg.type_spec.bitstring, "int" if elem.signed else "bit").bitwidth = elem.width
         msg.size = d.args[0].value
         return
-    unit = _enum_member(d.args[-1])
+    unit = _enum_member(d.args[-1]).lower()  # TNA's CounterType_t members are upper case
     msg.spec.unit = _METER_UNITS[unit] if o.kind == "meter" else _UNITS[unit]
     if o.kind in ("counter", "meter"):
         msg.size = d.args[0].value

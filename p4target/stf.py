@@ -289,7 +289,9 @@ def run_stf_file(p4_path: str | Path, stf_path: str | Path | None = None,
     p4_path = Path(p4_path)
     stf_path = Path(stf_path) if stf_path else p4_path.with_suffix(".stf")
     text = stf_path.read_text()
-    switch = Switch.from_file(p4_path, defines)
+    from .executor.tna_switch import load_switch  # v1model or TNA, by the program's main
+
+    switch = load_switch(p4_path, defines)
     if target == "builtin":
         return run_stf(text, BuiltinTarget(switch))
     if target == "bmv2":

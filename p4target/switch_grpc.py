@@ -23,7 +23,7 @@ from p4.v1 import p4runtime_pb2
 
 from .cli import parse_defines
 from .dataplane import Dataplane
-from .executor.switch import Switch
+from .executor.tna_switch import switch_for
 from .frontend import P4Error, load_program
 from .p4info import build_p4info
 from .ports import PortError, open_port, parse_interface_arg
@@ -85,7 +85,7 @@ def _initial_pipeline(config: str, defines: dict[str, str]) -> PipelineState:
     path = Path(config)
     if path.suffix == ".p4":  # errors name the user's own files
         prog = load_program(path, defines)
-        switch, p4info, blob = Switch(prog), build_p4info(prog), build_device_config(path, defines)
+        switch, p4info, blob = switch_for(prog), build_p4info(prog), build_device_config(path, defines)
     else:  # a device config, compiled as a SetForwardingPipelineConfig would compile it
         blob = path.read_bytes()
         switch, p4info = compile_device_config(blob)

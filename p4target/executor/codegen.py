@@ -208,9 +208,10 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         return self.out
 
     # ================================================================ controls
-    def control_function(self, role: str, decl: ast.ControlDecl, scope: _Scope) -> None:
-        self.declare_locals(decl, scope, qualify("", decl))
-        self.emit(f"def {role}(S{', OUT' if role == 'deparser' else ''}):")
+    def control_function(self, role: str, decl: ast.ControlDecl, scope: _Scope, prefix: str = "") -> None:
+        """``prefix``: TNA names a block's objects under its Pipeline instance."""
+        self.declare_locals(decl, scope, qualify(prefix, decl))
+        self.emit(f"def {role}(S{', OUT' if role.endswith('deparser') else ''}):")
         self.indent += 1
         self.emit("try:")
         self.indent += 1
@@ -402,12 +403,13 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         return self.ns[fname]
 
     # ================================================================ parser
-    def parser(self, decl: ast.ParserDecl, scope: _Scope) -> None:
-        self.declare_locals(decl, scope, qualify("", decl))
+    def parser(self, decl: ast.ParserDecl, scope: _Scope, fname: str = "parse", prefix: str = "") -> None:
+        """``fname``/``prefix``: TNA has two parsers, named under the Pipeline instance."""
+        self.declare_locals(decl, scope, qualify(prefix, decl))
         states = {s.name: i for i, s in enumerate(decl.states)}
         self.state_ids = states
         self.state_count, self.later_states = len(states), []  # sub-parser applies add states
-        self.emit("def parse(S, data):")
+        self.emit(f"def {fname}(S, data):")
         self.indent += 1
         self.init_locals(decl, scope)
         self.emit("L = len(data)")

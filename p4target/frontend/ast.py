@@ -331,6 +331,7 @@ class ExternDecl(Decl):
     type_params: list[str]
     ctors: list[FunctionProto]
     methods: list[FunctionProto]
+    abstracts: list[FunctionProto] = field(default_factory=list)  # implemented by each instance
 
 
 @dataclass(eq=False, slots=True)
@@ -352,6 +353,7 @@ class Instantiation(Decl):
     type_ref: TypeRef
     args: list[Expr]
     type: Any = field(default=None, init=False)
+    initializer: list[FunctionDecl] | None = None  # TNA: abstract methods implemented at the instance
 
 
 @dataclass(eq=False, slots=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import ast
 from .errors import P4Error
+from .tna import is_optional
 from .types import VOID, Type
 
 
@@ -118,7 +119,7 @@ class CallChecks:
             names = {p.name for p in params}
             given = {a.name for a in args if isinstance(a, ast.NamedArg)}
             return given <= names and all(p.name in given or p.default is not None for p in params)
-        return len(args) <= len(params) and all(p.default is not None for p in params[len(args):])
+        return len(args) <= len(params) and all(p.default is not None or is_optional(p) for p in params[len(args):])
 
     def _normalize_args(self, loc: Any, params: list[ast.Param], args: list[ast.Expr]) -> None:
         """Put named arguments in parameter order and fill in default values, in place."""

@@ -14,6 +14,7 @@ from . import ast
 from .calls import CallChecks
 from .errors import P4Error
 from .instances import InstanceChecks
+from .tna import TNA_EXTERNS, TNA_METHODS, TnaChecks, is_tna_main, present_params
 from .types import (
     BOOL,
     DONTCARE,
@@ -40,7 +41,8 @@ from .types import (
 )
 
 # Externs whose semantics the executor implements; any other extern is rejected.
-SUPPORTED_EXTERNS = {"packet_in", "packet_out", "register", "counter", "direct_counter", "meter", "direct_meter"}
+SUPPORTED_EXTERNS = {"packet_in", "packet_out", "register", "counter", "direct_counter", "meter", "direct_meter",
+                     *TNA_EXTERNS}
 # v1model extern functions with packet-path or control-plane effects (see executor/v1model_externs.py)
 V1MODEL_FUNCTIONS = {
     "clone", "clone_preserving_field_list", "resubmit_preserving_field_list", "recirculate_preserving_field_list",
@@ -58,6 +60,7 @@ SUPPORTED_METHODS = {
     "direct_counter": {"count"},
     "meter": {"execute_meter"},
     "direct_meter": {"read"},
+    **TNA_METHODS,
 }
 SUPPORTED_HASHES = {"crc16", "crc32", "csum16", "identity"}
 TABLE_PROPERTIES = {"size", "counters", "meters", "support_timeout", "largest_priority_wins", "priority_delta"}
@@ -95,6 +98,9 @@ class Pipeline:
     blocks: dict[str, Any]  # PIPELINE_BLOCKS name -> ParserDecl/ControlDecl
     headers: HeaderT
     metadata: HeaderT
+    prefix: str = ""  # TNA: the Pipeline instance's name, which qualifies control-plane names
+    egress_headers: HeaderT | None = None  # TNA: egress has its own types
+    egress_metadata: HeaderT | None = None
 
 
 @dataclass(slots=True)
@@ -104,6 +110,7 @@ class CheckedProgram:
     standard_metadata: HeaderT
     pipeline: Pipeline
     top_level: list[ast.Decl] = field(default_factory=list)
+    arch: str = "v1model"  # or "tna" (frontend/tna.py)
 
 
 class Scope:
@@ -132,7 +139,7 @@ class Scope:
         return scope
 
 
-class Checker(CallChecks, InstanceChecks):
+class Checker(CallChecks, InstanceChecks, TnaChecks):
     def __init__(self, program: ast.Program) -> None:
         self._init_calls()
         self.program = program
@@ -151,6 +158,8 @@ class Checker(CallChecks, InstanceChecks):
         mains = [d for d in self.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         if not mains:
             raise P4Error(self.program.loc, "the program has no 'main' package instantiation")
+        if is_tna_main(mains[0]):
+            return self.tna_program(mains[0])
         std = self.types.get("standard_metadata_t")
         if not isinstance(std, HeaderT):
             raise P4Error(self.program.loc, "standard_metadata_t is not declared (include <v1model.p4>)")
@@ -266,8 +275,10 @@ class Checker(CallChecks, InstanceChecks):
                 raise P4Error(decl.loc, f"no constructor of {name} takes {len(decl.args)} arguments")
             self._check_args(decl.loc, ctor.params, decl.args, dict(zip(t.decl.type_params, t.args)))
             for a in decl.args:
-                if a.value is None:
+                if a.value is None and not isinstance(a.type, ExternT) and not _constant_list(a):
                     raise P4Error(a.loc, "constructor arguments must be compile-time constants")
+            if decl.initializer or t.decl.abstracts or name in TNA_EXTERNS:
+                self.extern_initializer(decl, t, scope)
         elif isinstance(t, BlockT) and isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
             self.block_instantiation(decl, t, scope)
         else:
@@ -547,8 +558,9 @@ class Checker(CallChecks, InstanceChecks):
                 raise P4Error(t.properties["size"].loc, "table size must be positive")
         counters = t.properties.get("counters")
         if counters is not None:
-            if not (isinstance(counters.type, ExternT) and counters.type.decl.name == "direct_counter"):
-                raise P4Error(counters.loc, "'counters' must name a direct_counter instance")
+            kind = counters.type.decl.name if isinstance(counters.type, ExternT) else None
+            if kind not in ("direct_counter", "DirectCounter"):
+                raise P4Error(counters.loc, "'counters' must name a direct_counter (TNA: DirectCounter) instance")
         meters = t.properties.get("meters")
         if meters is not None:
             if not (isinstance(meters.type, ExternT) and meters.type.decl.name == "direct_meter"):
@@ -1242,7 +1254,9 @@ class Checker(CallChecks, InstanceChecks):
         if proto is None:
             raise P4Error(e.loc, f"no method {ext.name}.{m} takes {len(e.args)} arguments")
         bindings = dict(zip(ext.type_params, t.args))
-        self._check_args(e.loc, proto.params, e.args, bindings, proto.type_params)
+        self._check_args(e.loc, present_params(proto.params, e.args), e.args, bindings, proto.type_params)
+        if ext.name in TNA_METHODS:
+            self.tna_method(e, ext, m)
         if ext.name == "packet_in" and m == "extract":
             target = e.args[0]
             if not (isinstance(target.type, HeaderT) and target.type.is_header):
@@ -1348,6 +1362,11 @@ class Checker(CallChecks, InstanceChecks):
         finally:
             self.type_vars = saved
         return Pipeline(main, blocks, headers, metadata)
+
+
+def _constant_list(e: ast.Expr) -> bool:
+    """A struct initialiser of constants (TNA's ``Register(size, {0, 0})``)."""
+    return isinstance(e, ast.ListExpr) and all(i.value is not None or _constant_list(i) for i in e.items)
 
 
 def fold_arith(op: str, a: int, b: int, t: Type) -> int:

@@ -331,7 +331,8 @@ class _Builder(Transformer):
             params.append(t.name)
         ctors = [m[1] for m in c[3:] if m[0] == "ctor"]
         methods = [m[1] for m in c[3:] if m[0] == "method"]
-        return ast.ExternDecl(loc, c[0], str(c[1]), params, ctors, methods)
+        abstracts = [m[1] for m in c[3:] if m[0] == "abstract"]
+        return ast.ExternDecl(loc, c[0], str(c[1]), params, ctors, methods, abstracts)
 
     def extern_ctor(self, meta, c):
         c = _split_annotations(c)
@@ -344,8 +345,10 @@ class _Builder(Transformer):
         return ("method", c[1])
 
     def extern_abstract(self, meta, c):
+        """An abstract method (TNA's ``RegisterAction.apply``): each instance implements it."""
         c = _split_annotations(c)
-        raise P4Error(self._loc(meta), "abstract extern methods are not supported by the built-in target")
+        c[1].annotations = c[0]
+        return ("abstract", c[1])
 
     def extern_function_decl(self, meta, c):
         c = _split_annotations(c)
@@ -381,7 +384,10 @@ class _Builder(Transformer):
 
     def instantiation(self, meta, c):
         c = _split_annotations(c)
-        return ast.Instantiation(self._loc(meta), c[0], c[3], c[1], c[2])
+        return ast.Instantiation(self._loc(meta), c[0], c[3], c[1], c[2], c[4] if len(c) > 4 else None)
+
+    def obj_initializer(self, meta, c):
+        return list(c)
 
     def value_set_decl(self, meta, c):
         c = _split_annotations(c)

@@ -98,4 +98,6 @@ def compile_device_config(blob: bytes) -> tuple[Switch, p4info_pb2.P4Info]:
     reject a program).  Raises DeviceConfigError."""
     with _unpacked(blob) as (main, defines):
         prog = load_program(main, defines)
-        return Switch(prog), build_p4info(prog)
+        from ..executor.tna_switch import switch_for  # v1model or TNA, by the program's main
+
+        return switch_for(prog), build_p4info(prog)  # type: ignore[return-value]

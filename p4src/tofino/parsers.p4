@@ -1,0 +1,105 @@
+/* parsers.p4: ingress and egress parsers and deparsers.
+ *
+ * A packet from the wire starts at Ethernet.  A packet coming back from the recirculation
+ * port starts with the bridge header (the verdict of its previous pass).  Every packet
+ * that ingress sends to egress carries the bridge too; the egress deparser drops it.
+ */
+#ifndef INA_TNA_PARSERS_P4
+#define INA_TNA_PARSERS_P4
+
+parser TnaIngressParser(packet_in pkt, out tna_headers hdr, out tna_ingress_metadata meta,
+                        out ingress_intrinsic_metadata_t ig_intr_md) {
+    state start {
+        pkt.extract(ig_intr_md);
+        pkt.advance(PORT_METADATA_SIZE);
+        transition select(ig_intr_md.ingress_port) {
+            INA_RECIRC_PORT: parse_bridge;
+            default: parse_ethernet;
+        }
+    }
+    state parse_bridge {
+        pkt.extract(hdr.bridge);
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) { ETHERTYPE_IPV4: parse_ipv4; default: accept; }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (5, 0, PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) { INA_UDP_PORT: parse_ina; default: accept; }
+    }
+    state parse_ina {
+        pkt.extract(hdr.ina);
+        pkt.extract(hdr.values);
+        transition accept;
+    }
+}
+
+control TnaIngressDeparser(packet_out pkt, inout tna_headers hdr, in tna_ingress_metadata meta,
+                           in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    apply {
+        pkt.emit(hdr.bridge);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.ina);
+        pkt.emit(hdr.values);
+    }
+}
+
+parser TnaEgressParser(packet_in pkt, out tna_headers hdr, out tna_egress_metadata meta,
+                       out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        pkt.extract(eg_intr_md);
+        pkt.extract(hdr.bridge);   // ingress bridges every packet it sends to egress
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) { ETHERTYPE_IPV4: parse_ipv4; default: accept; }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (5, 0, PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) { INA_UDP_PORT: parse_ina; default: accept; }
+    }
+    state parse_ina {
+        pkt.extract(hdr.ina);
+        pkt.extract(hdr.values);
+        transition accept;
+    }
+}
+
+control TnaEgressDeparser(packet_out pkt, inout tna_headers hdr, in tna_egress_metadata meta,
+                          in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Checksum() ipv4_checksum;
+    apply {
+        if (hdr.ipv4.isValid()) {
+            hdr.ipv4.checksum = ipv4_checksum.update({
+                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+                hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+                hdr.ipv4.protocol, hdr.ipv4.src, hdr.ipv4.dst });
+        }
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.ina);
+        pkt.emit(hdr.values);
+    }
+}
+
+#endif

@@ -1,0 +1,117 @@
+/* types.p4: what the TNA program's controls tell each other.
+ *
+ * Header types and constants come from ../headers.p4 and ../protocol.p4 (shared with the
+ * v1model program, never re-typed).  This file adds the bridge header, which carries a
+ * packet's verdict between the program's passes (recirculation) and from ingress to egress,
+ * and the per-pass metadata.
+ */
+#ifndef INA_TNA_TYPES_P4
+#define INA_TNA_TYPES_P4
+
+#include "../headers.p4"
+
+#if INA_VALUES != 64
+#error "the TNA program handles INA_VALUES = 64 (32 value pairs per pass)"
+#endif
+
+/* Tofino 1: pipe 0's recirculation port.  Override with -DINA_RECIRC_PORT=... */
+#ifndef INA_RECIRC_PORT
+#define INA_RECIRC_PORT 68
+#endif
+const PortId_t RECIRC_PORT = INA_RECIRC_PORT;
+
+/* bridge.pass: which pass the packet is in.  A packet from the wire has no bridge (CHECK). */
+const bit<8> PASS_FORWARD = 0;  // not aggregation traffic, or a result passed down: to egress
+const bit<8> PASS_CONSUME = 1;  // second pass: the value lanes add, write or read their pairs
+const bit<8> PASS_HARVEST = 2;  // third pass: the lanes read the first value of each pair
+const bit<8> PASS_EGRESS  = 3;  // on its way out: egress addresses it
+
+/* bridge.op: what the value lanes do with the cell in the CONSUME pass. */
+const bit<8> OP_WRITE = 1;  // first contribution of a round: overwrite both values
+const bit<8> OP_ADD   = 2;  // further contribution: add both values
+const bit<8> OP_READ  = 3;  // a repeat: read only (answered if the round is complete)
+
+/* bridge.next: where the values go once read. */
+const bit<8> NEXT_TO_CHILDREN = 1;  // multicast RESULT to the job's group
+const bit<8> NEXT_TO_SENDER   = 2;  // unicast RESULT|RETRANSMIT back out of the ingress port
+const bit<8> NEXT_TO_PARENT   = 3;  // DATA (the partial sum) up to the parent
+
+/* Round check verdicts. */
+const bit<8> ROUND_NEW   = 1;  // opens a new round in the cell
+const bit<8> ROUND_SAME  = 2;  // the cell holds this round
+const bit<8> ROUND_STALE = 3;  // same epoch, older seq: a late duplicate of a finished round
+
+/* 18 bytes in front of the Ethernet header, inside the switch only. */
+header ina_bridge_t {
+    bit<8>  pass;
+    bit<8>  op;
+    bit<8>  next;
+    bit<8>  receiver;        // egress: a child index or RECEIVER_PARENT
+    bit<32> cell;            // (pool_base + slot) * 2 + set
+    bit<16> group;           // the job's multicast group
+    bit<7>  _pad0;
+    PortId_t out_port;       // unicast: the sender's port or the parent's port
+    bit<8>  children;        // the job's children at this switch (count-down start)
+    bit<8>  flags;           // the cell's flags (OVERFLOW), read in the CHECK pass
+    bit<8>  exponent;        // the cell's max exponent, read in the CHECK pass
+    bit<8>  index_at_parent;
+    bit<1>  is_root;
+    bit<7>  _pad1;
+    bit<8>  _pad2;
+    bit<32> stats_base;      // first job_stats cell of the job
+}
+
+struct tna_headers {
+    ina_bridge_t bridge;
+    ethernet_t   ethernet;
+    ipv4_t       ipv4;
+    udp_t        udp;
+    ina_t        ina;
+    ina_values_t values;
+}
+
+/* Pairs of 32-bit halves: the widest a Tofino 1 register cell can be. */
+struct pair_t {
+    bit<32> first;
+    bit<32> second;
+}
+
+struct tna_ingress_metadata {
+    bit<1>  check_pass;     // 1: the packet came from the wire (CHECK pass)
+    bit<8>  verdict;        // VERDICT_* below
+    bit<32> me;             // the sender's bit (child_bit table)
+    bit<32> slot_index;     // pool_base + slot
+    bit<32> cell;           // slot_index * 2 + set
+    bit<17> slot_slack;     // pool_size - slot: 0 or negative (bit 16) means slot >= pool_size
+    bit<16> pool_size;
+    bit<8>  children;
+    bit<1>  is_root;
+    bit<16> group;
+    PortId_t parent_port;
+    bit<8>  index_at_parent;
+    bit<32> epoch;
+    bit<32> stats_base;
+    bit<1>  from_parent;
+    bit<32> old_epoch;      // round check, first half: the cell's epoch before this packet
+    bit<8>  round;          // ROUND_*
+    bit<32> old_bitmap;     // the set's bitmap before this packet
+    bit<32> map_result;     // old_bitmap & me: non-zero for a repeat
+    bit<32> remaining;      // count-down after this packet (CONSUME pass)
+    bit<32> exponent_code;  // exponent ^ 0x80, zero-extended: unsigned order = signed order
+    bit<1>  count_drop;
+    bit<32> drop_reason;
+    bit<1>  count_job;
+    bit<32> job_stat;
+}
+
+/* meta.verdict (CHECK pass) */
+const bit<8> VERDICT_CHECKED  = 0;  // a known member's DATA packet: the round check decides
+const bit<8> VERDICT_DROP     = 1;
+const bit<8> VERDICT_PASS_DOWN = 2; // the parent's result: multicast to the children
+const bit<8> VERDICT_FORWARD  = 3;  // plain IPv4: the routes decide
+
+struct tna_egress_metadata {
+    bit<8> receiver;
+}
+
+#endif

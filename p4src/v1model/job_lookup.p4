@@ -1,0 +1,96 @@
+/* job_lookup.p4: which job and tree position an aggregation packet belongs to, and whether
+ * it is acceptable at all.
+ *
+ * The jobs table has one entry per child of a job at this switch (member) and one for the
+ * results coming down from the parent (result_from_parent).  Everything that cannot be
+ * aggregated is refused here with its reason (meta.verdict = VERDICT_DROP and the counter
+ * Telemetry bumps), before any slot state is read: bad input leaves the registers untouched.
+ */
+#ifndef INA_V1MODEL_JOB_LOOKUP_P4
+#define INA_V1MODEL_JOB_LOOKUP_P4
+
+control JobLookup(in ina_t ina, in bit<9> ingress_port, in error parser_error, inout metadata meta) {
+    @name(".InaIngress.member")
+    action member(bit<16> pool_base, bit<16> pool_size, bit<8> children, bit<1> is_root, bit<16> group,
+                  bit<9> parent_port, bit<8> index_at_parent, bit<16> epoch, bit<32> stats_base) {
+        meta.cell = (((bit<32>)pool_base + (bit<32>)ina.slot) << 1) | (bit<32>)ina.set;
+        meta.me = (bit<32>)1 << ina.child;
+        meta.children = children;
+        meta.is_root = is_root;
+        meta.group = group;
+        meta.parent_port = parent_port;
+        meta.index_at_parent = index_at_parent;
+        meta.epoch = epoch;
+        meta.stats_base = stats_base;
+        meta.pool_size = pool_size;
+    }
+
+    @name(".InaIngress.result_from_parent")
+    action result_from_parent(bit<16> group, bit<32> stats_base) {
+        meta.from_parent = 1;
+        meta.group = group;
+        meta.stats_base = stats_base;
+    }
+
+    @name(".InaIngress.jobs")
+    table jobs {
+        key = {
+            ingress_port: exact @name("sm.ingress_port");
+            ina.job_id: exact @name("hdr.ina.job_id");
+            ina.child: exact @name("hdr.ina.child");
+        }
+        actions = { member; result_from_parent; NoAction; }
+        default_action = NoAction();
+        size = 4096;
+    }
+
+    apply {
+        meta.verdict = VERDICT_DROP;
+        meta.count_drop = 1;
+        if (parser_error != error.NoError) {
+            meta.drop_reason = DROP_TRUNCATED;
+            return;
+        }
+        bool known = false;
+        if (ina.child < 32) {
+            known = jobs.apply().hit;
+        }
+        if (!known) {
+            meta.drop_reason = DROP_UNKNOWN_MEMBER;
+            return;
+        }
+        if (meta.stats_base > JOB_STAT_CELLS - JOB_STAT_COUNT) {
+            meta.drop_reason = DROP_BAD_ENTRY;  // a controller bug must not touch another job's cells
+            return;
+        }
+        meta.count_drop = 0;
+        meta.count_job = 1;  // from here on the job's own cells count
+        if (meta.from_parent == 1) {
+            if (ina.msg_type == MSG_RESULT) {
+                meta.job_stat = JOB_STAT_FROM_PARENT;
+                meta.verdict = VERDICT_PASS_DOWN;
+            } else {
+                meta.job_stat = JOB_STAT_BAD_TYPE;
+            }
+            return;
+        }
+        if (ina.msg_type != MSG_DATA) {
+            meta.job_stat = JOB_STAT_BAD_TYPE;
+            return;
+        }
+        if (ina.slot >= meta.pool_size) {
+            meta.job_stat = JOB_STAT_BAD_SLOT;
+            return;
+        }
+        if (meta.cell >= POOL_CELLS) {
+            meta.count_job = 0;
+            meta.count_drop = 1;
+            meta.drop_reason = DROP_BAD_ENTRY;  // pool_base + pool_size beyond the pool: a controller bug
+            return;
+        }
+        meta.count_job = 0;  // the round check says which cell counts
+        meta.verdict = VERDICT_CHECKED;
+    }
+}
+
+#endif

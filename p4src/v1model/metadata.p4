@@ -1,0 +1,41 @@
+/* metadata.p4: what ina.p4's ingress controls tell each other about one packet.
+ *
+ * The controls run one after another (ina.p4's InaIngress wires them); each reads what the
+ * ones before decided from here.  `verdict` replaces the early returns of a single apply
+ * block: a control that decides the packet's fate sets it, the later ones look at it.
+ */
+#ifndef INA_V1MODEL_METADATA_P4
+#define INA_V1MODEL_METADATA_P4
+
+/* meta.verdict: what happens to an aggregation packet.  The metadata starts zeroed. */
+const bit<8> VERDICT_CHECKED   = 0;  // a known member's data packet: the round check decides
+const bit<8> VERDICT_DROP      = 1;  // dropped (and counted, see count_drop / count_job)
+const bit<8> VERDICT_PASS_DOWN = 2;  // the parent's result: multicast to this switch's children
+const bit<8> VERDICT_ANSWER    = 3;  // a repeat of a complete round: answer with the stored result
+const bit<8> VERDICT_FIRST     = 4;  // the first contribution of a round: overwrite the cell
+const bit<8> VERDICT_ADD       = 5;  // a further contribution: add to the cell
+
+struct metadata {
+    bit<32> cell;          // (pool base + slot) * 2 + set: this round's copy
+    bit<32> me;            // the sender's bit in the slot bitmap
+    bit<8>  children;      // how many children must contribute
+    bit<1>  is_root;
+    bit<16> group;         // multicast group of the job's children
+    bit<9>  parent_port;
+    bit<8>  index_at_parent;
+    bit<16> epoch;         // job incarnation: a new one starts every slot afresh
+    bit<32> stats_base;    // first job_stats cell of the job
+    bit<16> pool_size;
+    bit<8>  receiver;      // whom egress addresses: a child index or RECEIVER_PARENT
+    bit<1>  from_parent;
+    /* Between the ingress controls. */
+    bit<8>  verdict;       // VERDICT_*
+    bit<1>  completed;     // this contribution completed the round: send the sum
+    bit<1>  lane_overflow; // some lane's sum left the int32 range (ValueLanes)
+    bit<1>  count_drop;    // Telemetry: count drops[drop_reason]
+    bit<32> drop_reason;   // DROP_*
+    bit<1>  count_job;     // Telemetry: count job_stats[stats_base + job_stat]
+    bit<32> job_stat;      // JOB_STAT_*
+}
+
+#endif

@@ -1,0 +1,51 @@
+/* send_result.p4: where an aggregation packet goes once ingress has decided (meta.verdict).
+ *
+ * A complete slot's sum goes to the job's children (root: multicast) or up to the parent
+ * (partial sum); an answer to a repeat goes back to its sender (root) or up again (our
+ * first partial may have been lost); the parent's result goes down to the children;
+ * everything else is dropped.  The actions keep their InaIngress control-plane names.
+ */
+#ifndef INA_V1MODEL_SEND_RESULT_P4
+#define INA_V1MODEL_SEND_RESULT_P4
+
+control SendResult(inout ina_t ina, inout bit<16> udp_checksum, inout metadata meta, inout standard_metadata_t sm) {
+    @name(".InaIngress.send_result_to_children")
+    action send_result_to_children() {
+        ina.msg_type = MSG_RESULT;
+        sm.mcast_grp = meta.group;
+    }
+    @name(".InaIngress.send_result_to_sender")
+    action send_result_to_sender() {
+        ina.msg_type = MSG_RESULT;
+        meta.receiver = ina.child;
+        sm.egress_spec = sm.ingress_port;
+    }
+    @name(".InaIngress.send_partial_to_parent")
+    action send_partial_to_parent() {
+        ina.msg_type = MSG_DATA;
+        ina.child = meta.index_at_parent;
+        meta.receiver = RECEIVER_PARENT;
+        sm.egress_spec = meta.parent_port;
+    }
+
+    apply {
+        if (meta.completed == 0 && meta.verdict != VERDICT_ANSWER && meta.verdict != VERDICT_PASS_DOWN) {
+            mark_to_drop(sm);  // refused, stale, or absorbed until the last child arrives
+            return;
+        }
+        udp_checksum = 0;  // values change; IPv4 lets UDP go without a checksum
+        if (meta.verdict == VERDICT_PASS_DOWN) {
+            send_result_to_children();
+        } else if (meta.is_root == 1) {
+            if (meta.verdict == VERDICT_ANSWER) {
+                send_result_to_sender();
+            } else {
+                send_result_to_children();
+            }
+        } else {
+            send_partial_to_parent();
+        }
+    }
+}
+
+#endif

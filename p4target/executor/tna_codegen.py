@@ -1,0 +1,281 @@
+"""Code generation for TNA programs: six blocks over one state list, and Tofino's externs.
+
+The ingress blocks and the egress blocks have their own header and metadata storage (a
+Tofino egress pipeline sees only what the ingress deparser emitted); every intrinsic
+metadata struct gets one storage that all blocks naming it share.  The generated module
+defines ``ig_parse``, ``ingress``, ``ig_deparser``, ``eg_parse``, ``egress`` and
+``eg_deparser``; ``tna_switch.TnaSwitch`` runs them with the traffic manager between.
+
+Externs: ``RegisterAction.execute`` inlines the ``apply`` body on a copy of the cell
+(read, apply, write back, return rv); ``Hash.get`` (IDENTITY, CRC16, CRC32),
+``Checksum`` (a per-packet ones' complement sum), ``Counter``/``DirectCounter``.
+The v1model path (codegen.CodeGen) is untouched: this is a subclass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..frontend import ast
+from ..frontend.errors import P4Error, as_p4_errors
+from ..frontend.tna import TNA_BLOCKS, TNA_EXTERNS
+from ..frontend.types import BOOL, BitsT, ExternT, HeaderT, Type, bit_width
+from ..p4info import qualify
+from .codegen import CodeGen, Generated, Storage, _Scope, member_storage
+from .externs import Counter, Register
+
+# Which storage each template parameter binds to, per block (tna.p4's parameter order).
+SHAPES = {
+    "ingress_parser": ["PKT", "IH", "IM", "ig_intr_md", "ig_tm_md", "ig_prsr_md"],
+    "ingress": ["IH", "IM", "ig_intr_md", "ig_prsr_md", "ig_dprsr_md", "ig_tm_md"],
+    "ingress_deparser": ["PKT", "IH", "IM", "ig_dprsr_md", "ig_intr_md"],
+    "egress_parser": ["PKT", "EH", "EM", "eg_intr_md", "eg_prsr_md"],
+    "egress": ["EH", "EM", "eg_intr_md", "eg_prsr_md", "eg_dprsr_md", "eg_oport_md"],
+    "egress_deparser": ["PKT", "EH", "EM", "eg_dprsr_md", "eg_intr_md", "eg_prsr_md"],
+}
+FUNCTIONS = dict(zip(TNA_BLOCKS, ("ig_parse", "ingress", "ig_deparser", "eg_parse", "egress", "eg_deparser")))
+
+
+class Unset(int):
+    """``ig_tm_md.ucast_egress_port`` before ingress writes it: reads as 0, but the traffic
+    manager tells it from a written 0 (on Tofino an unwritten field is not sent to the TM)."""
+
+
+UNSET = Unset(0)
+
+
+class RegisterConflict(Exception):
+    """A packet reached one Register through a second RegisterAction execution: Tofino's
+    stateful ALU touches a register once per packet, so such a program cannot be mapped."""
+
+
+class TnaRegister(Register):
+    """``Register<T, I>(size[, initial])``: a struct T keeps a tuple of field values per cell."""
+
+    def __init__(self, name: str, size: int, elem: Type, initial: Any, bit: int) -> None:
+        super().__init__(name, size, elem)
+        self.width = len(elem.fields) if isinstance(elem, HeaderT) else 1
+        self.initial = initial
+        self.bit = bit  # this register's bit in the per-packet access mask
+        self.reset()
+
+    def reset(self) -> None:
+        self.cells[:] = [self.initial] * self.size
+
+
+@dataclasses.dataclass
+class RegisterActionObj:
+    name: str
+    register: TnaRegister
+    reg_const: str  # the register's name in the generated module
+    apply: ast.FunctionDecl
+    scope: _Scope  # the declaring control's: the apply body may read its headers and metadata
+
+
+def csum_add(acc: int, data: bytes) -> int:
+    """Ones' complement sum of ``acc`` and the 16-bit words of ``data`` (odd length: padded)."""
+    if len(data) % 2:
+        data += b"\0"
+    total = acc + sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
+
+
+def csum_sub(acc: int, data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    words = [0xFFFF ^ int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2)]
+    total = acc + sum(words)
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
+
+
+def _initial_cell(decl: ast.Instantiation, elem: Type) -> Any:
+    """The initial value of every cell: the constructor's, else 0 (bf-p4c zeroes them)."""
+    if isinstance(elem, HeaderT):
+        if len(decl.args) > 1:
+            items = decl.args[1].items if isinstance(decl.args[1], ast.ListExpr) else None
+            if items is None or len(items) != len(elem.fields):
+                raise P4Error(decl.args[1].loc, "a struct register's initial value must list every field")
+            return tuple(int(i.value) if elem_t is not BOOL else bool(i.value)
+                         for i, elem_t in zip(items, elem.fields.values()))
+        return tuple(False if t is BOOL else 0 for t in elem.fields.values())
+    if len(decl.args) > 1:
+        return decl.args[1].value
+    return False if elem is BOOL else 0
+
+
+class TnaCodeGen(CodeGen):
+    """CodeGen for a ``Switch(Pipeline(...))`` program."""
+
+    def __init__(self, prog: Any) -> None:
+        super().__init__(prog)
+        self.ns.update({"RegisterConflict": RegisterConflict, "csum_add": csum_add, "csum_sub": csum_sub,
+                        "UNSET": UNSET})
+        self.bound: dict[str, Storage] = {}
+
+    def hidden_slot(self, value: Any) -> int:
+        self.template.append(value)
+        return len(self.template) - 1
+
+    @as_p4_errors()
+    def generate(self) -> Generated:
+        pipe = self.prog.pipeline
+        self.out.std = {"packet_length": self.hidden_slot(0)}  # what counters count as bytes
+        self.acc_slot = self.hidden_slot(0)  # registers executed so far for this packet (bit mask)
+        bound = self.bound
+        for which, t in (("IH", pipe.headers), ("IM", pipe.metadata), ("EH", pipe.egress_headers),
+                         ("EM", pipe.egress_metadata)):
+            bound[which] = self.alloc(t)
+        self.out.meta_storage = bound["IM"]
+        for role in TNA_BLOCKS:
+            decl = pipe.blocks[role]
+            scope = _Scope(self.globals)
+            for p, which in zip(decl.params, SHAPES[role]):
+                if which == "PKT":
+                    scope[p] = "PKT"
+                    continue
+                if which not in bound:
+                    bound[which] = self.alloc(p.type)
+                scope[p] = bound[which]
+            if isinstance(decl, ast.ParserDecl):
+                self.parser(decl, scope, FUNCTIONS[role], pipe.prefix)
+            else:
+                self.control_function(FUNCTIONS[role], decl, scope, pipe.prefix)
+        if "ig_tm_md" in bound:
+            self.template[member_storage(bound["ig_tm_md"], "ucast_egress_port").base] = UNSET
+        module = "\n".join(self.lines) + "\n"
+        exec(compile(module, f"<p4 {self.prog.program.loc.file}>", "exec"), self.ns)  # noqa: S102 - compiler output
+        self.out.source = "\n".join(self.action_sources) + "\n" + module
+        return self.out
+
+    def slot(self, which: str, fname: str) -> int | None:
+        """The slot of an intrinsic metadata field, None if no block declares the struct."""
+        st = self.bound.get(which)
+        return None if st is None else member_storage(st, fname).base
+
+    # ================================================================ instances
+    def instance(self, decl: ast.Instantiation, scope: _Scope, prefix: str) -> None:
+        t = decl.type
+        kind = t.decl.name if isinstance(t, ExternT) else None
+        if kind not in TNA_EXTERNS:
+            super().instance(decl, scope, prefix)
+            return
+        name = qualify(prefix, decl)
+        if kind == "Register":
+            elem = t.args[0]
+            reg = TnaRegister(name, decl.args[0].value, elem, _initial_cell(decl, elem), len(self.out.registers))
+            self.out.registers[name] = reg
+            scope[decl] = self.const(reg, "X")
+        elif kind == "RegisterAction":
+            reg_const = self.lookup(scope, decl.args[0].decl)
+            scope[decl] = RegisterActionObj(name, self.ns[reg_const], reg_const, decl.initializer[0], scope)
+        elif kind == "Hash":
+            algo = decl.args[0]
+            scope[decl] = (algo.type.members[algo.value], t.args[0])
+        elif kind == "Checksum":
+            scope[decl] = Storage(self.hidden_slot(0), BitsT(16))  # the running sum, per packet
+        elif kind == "Counter":
+            counter = Counter(name, decl.args[0].value)
+            self.out.counters[name] = counter
+            scope[decl] = self.const(counter, "X")
+        else:  # DirectCounter: the table that names it counts
+            scope[decl] = name
+
+    # ================================================================ calls
+    def method(self, call: ast.Call, scope: _Scope) -> None:
+        if call.target.decl.name in TNA_EXTERNS:
+            self.tna_call(call, scope)
+        else:
+            super().method(call, scope)
+
+    def _x_Call(self, e: ast.Call, scope: _Scope) -> str:
+        tgt = e.target
+        if tgt.kind == "method" and tgt.decl.name in TNA_EXTERNS:
+            code = self.tna_call(e, scope)
+            if code is None:
+                raise P4Error(e.loc, f"{tgt.name}() has no value")
+            return code
+        return super()._x_Call(e, scope)
+
+    def tna_call(self, call: ast.Call, scope: _Scope) -> str | None:
+        tgt, args = call.target, call.args
+        ext, m = tgt.decl.name, tgt.name
+        obj = self.lookup(scope, tgt.instance.decl)
+        if ext == "RegisterAction":
+            return self.register_execute(obj, call, scope)
+        if ext == "Hash":
+            algo, width = obj
+            data = self.hash_input(args[0], scope)
+            if algo == "IDENTITY":
+                bits = sum(_flat_width(a) for a in (args[0].items if isinstance(args[0], ast.ListExpr) else [args[0]]))
+                return f"((int.from_bytes({data}, 'big') >> {-bits % 8}) & {width.mask})"
+            return f"(HASHES[{algo.lower()!r}]({data}) & {width.mask})"
+        if ext == "Checksum":
+            acc = obj.base
+            if m in ("add", "subtract"):
+                self.emit(f"S[{acc}] = {'csum_add' if m == 'add' else 'csum_sub'}(S[{acc}], "
+                          f"{self.hash_input(args[0], scope)})")
+                return None
+            if m == "get":
+                return f"(0xFFFF ^ S[{acc}])"
+            if m == "verify":
+                return f"(S[{acc}] == 0xFFFF)"
+            value = f"csum16({self.hash_input(args[0], scope)})"
+            if len(args) > 1 and args[1].value:
+                value = f"({value} or 0xFFFF)"
+            return value
+        if ext == "Counter":
+            i = self.fresh("i")
+            size = self.ns[obj].size
+            length = f"S[{self.out.std['packet_length']}]"
+            if len(args) > 1:
+                length = f"max({length} - {self.ex(args[1], scope)}, 0)"
+            self.emit(f"{i} = {self.ex(args[0], scope)}")
+            self.emit(f"if {i} < {size}:")
+            self.emit(f"    {obj}.packets[{i}] += 1; {obj}.bytes[{i}] += {length}")
+            return None
+        return None  # DirectCounter.count(): the table counts its hits
+
+    def register_execute(self, ra: RegisterActionObj, call: ast.Call, scope: _Scope) -> str:
+        """Read the cell, run ``apply`` on it, write it back; the value is rv.  An index
+        outside the register reads 0 and changes nothing (as this target's v1model registers)."""
+        reg = ra.register
+        params = ra.apply.proto.params
+        value = self.alloc(params[0].type)
+        rv = self.alloc(call.type) if isinstance(call.type, (BitsT, HeaderT)) or call.type is BOOL else None
+        cells = f"{ra.reg_const}.cells"
+        i = self.fresh("i")
+        self.emit(f"{i} = {self.ex(call.args[0], scope)}")
+        if rv is not None:
+            self.init_out(rv)
+        self.emit(f"if {i} < {reg.size}:")
+        self.indent += 1
+        bit = 1 << reg.bit
+        self.emit(f"if S[{self.acc_slot}] & {bit}:")
+        self.emit(f"    raise RegisterConflict({reg.name!r})")
+        self.emit(f"S[{self.acc_slot}] |= {bit}")
+        n = value.size
+        self.emit(f"S[{value.base}] = {cells}[{i}]" if n == 1 else f"S[{value.base}:{value.base + n}] = {cells}[{i}]")
+        inner = _Scope(ra.scope)
+        inner[params[0]] = value
+        if len(params) > 1:
+            inner[params[1]] = rv if rv is not None else self.alloc(params[1].type)
+        saved_ret, saved_slot = self.return_stmt, self.return_slot
+        self.return_slot = None
+        self.run_body(ra.apply.body, inner, lambda: None, False)
+        self.return_stmt, self.return_slot = saved_ret, saved_slot
+        self.emit(f"{cells}[{i}] = S[{value.base}]" if n == 1 else
+                  f"{cells}[{i}] = tuple(S[{value.base}:{value.base + n}])")
+        self.indent -= 1
+        return f"S[{rv.base}]" if rv is not None else "0"
+
+
+def _flat_width(e: ast.Expr) -> int:
+    t = e.type
+    if isinstance(t, HeaderT):
+        return sum(bit_width(f) for f in t.fields.values())
+    return bit_width(t)

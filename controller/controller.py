@@ -29,6 +29,7 @@ from controller.entries import (
 from controller.network import Network
 from controller.p4runtime_client import SwitchClient, SwitchError, WriteError
 from controller.pipeline import Pipeline, PipelineOptions, build
+from controller.programs import V1MODEL
 from controller.schema import Entry, Schema, multicast_group
 from controller.state import ControllerState, JobRecord, TreeRecord
 from worker import protocol
@@ -39,7 +40,7 @@ log = logging.getLogger("ina.controller")
 # ephemeral range (32768-60999), so no outgoing connection on the host can already hold the port.
 WORKER_PORT_BASE = 16384
 MAX_JOB_ID = 32767 - WORKER_PORT_BASE
-MANAGED_TABLES = ("InaIngress.ipv4_routes", "InaIngress.jobs", "InaEgress.receivers")
+MANAGED_TABLES = V1MODEL.managed_tables  # ina.p4's; a switch's own are pipeline(switch).program.managed_tables
 Update = p4runtime_pb2.Update
 Pending = list[tuple[Allocation, int]]  # trees' allocations on one switch, with their pool sizes
 
@@ -69,7 +70,9 @@ class Controller:
     # --- switches ------------------------------------------------------------------------------
 
     def pipeline(self, switch: str) -> Pipeline:
-        return build(self.network.access[switch].target, self.state.options)
+        """The switch's program (its access's arch: ina.p4 or the TNA program) built for its target."""
+        access = self.network.access[switch]
+        return build(access.target, self.state.options, access.arch)
 
     def client(self, switch: str) -> SwitchClient:
         """The switch's connection, opened again if the switch went away since."""
@@ -253,7 +256,7 @@ class Controller:
         out: dict[str, dict] = {"jobs": {}, "drops": {}}
         for switch in self.topology.switches:
             pipe = self.pipeline(switch)
-            cells = self._read_counter(switch, "InaIngress.job_stats")
+            cells = self._read_counter(switch, pipe.program.job_stats)
             names = _named(pipe.protocol.constants, "JOB_STAT_")
             for job in self.state.jobs.values():
                 for tree in job.on(switch):  # a job's trees through one switch add up
@@ -261,14 +264,15 @@ class Controller:
                     counts = out["jobs"].setdefault(job.name, {}).setdefault(switch, dict.fromkeys(names, 0))
                     for n, i in names.items():
                         counts[n] += cells.get(base + i, 0)
-            drops = self._read_counter(switch, "InaIngress.drops")
+            drops = self._read_counter(switch, pipe.program.drops)
             out["drops"][switch] = {n: drops.get(i, 0) for n, i in _named(pipe.protocol.constants, "DROP_").items()}
         return out
 
     def installed_entries(self, switch: str, table: str | None = None) -> set[Entry]:
         """What the switch holds in one table (default: every table we fill), read back over P4Runtime."""
-        schema = Schema(self.pipeline(switch).p4info)
-        tables = [table] if table else list(MANAGED_TABLES)
+        pipe = self.pipeline(switch)
+        schema = Schema(pipe.p4info)
+        tables = [table] if table else list(pipe.program.managed_tables)
         return {schema.decode(e.table_entry) for e in self.client(switch).read(schema.wildcard(t) for t in tables)}
 
     def installed_groups(self, switch: str) -> dict[int, list[tuple[int, int]]]:
@@ -286,7 +290,7 @@ class Controller:
 
     def _expected(self, switch: str) -> tuple[list[Entry], list[tuple[int, list[tuple[int, int]]]]]:
         """Everything this switch should hold: routes, every live job's entries and groups, the high-water mark."""
-        entries, groups = route_entries(self.topology, switch), []
+        entries, groups = route_entries(self.topology, switch, self.pipeline(switch).program), []
         for job in self.state.jobs.values():
             job_entries, job_groups = self._job_entries(job, switch)
             entries += job_entries
@@ -302,17 +306,19 @@ class Controller:
         inert; it lives exactly as long as the switch's registers, so a controller that lost its
         state file still never repeats an epoch those registers could hold.
         """
-        return high_water_entry(self.state.next_epoch.get(switch, 1) - 1, self.state.next_job_id - 1)
+        return high_water_entry(self.state.next_epoch.get(switch, 1) - 1, self.state.next_job_id - 1,
+                                self.pipeline(switch).program)
 
     def _sync_counters(self, switch: str) -> None:
-        schema = Schema(self.pipeline(switch).p4info)
-        for e in self.client(switch).read([schema.wildcard("InaIngress.jobs")]):
+        pipe = self.pipeline(switch)
+        program, schema = pipe.program, Schema(pipe.p4info)
+        for e in self.client(switch).read([schema.wildcard(program.jobs)]):
             entry = schema.decode(e.table_entry)
             if entry.key("hdr.ina.child") == HIGH_WATER_CHILD:
                 epoch, job_id = read_high_water(entry)
                 self.state.next_epoch[switch] = max(self.state.next_epoch.get(switch, 1), epoch + 1)
                 self.state.next_job_id = max(self.state.next_job_id, job_id + 1)
-            elif entry.action == "InaIngress.member":
+            elif entry.action == program.member:
                 epoch = entry.param("epoch")
                 self.state.next_epoch[switch] = max(self.state.next_epoch.get(switch, 1), epoch + 1)
 
@@ -418,8 +424,9 @@ class Controller:
         found, groups = [], []
         for tree in job.on(switch):
             node = self._nodes(job, tree)[switch]
-            more, group = job_entries(self.topology, self.pipeline(switch).protocol, node, tree.job_id, job.pool_size,
-                                      tree.allocations[switch], _worker_port(tree.job_id))
+            pipe = self.pipeline(switch)
+            more, group = job_entries(self.topology, pipe.protocol, node, tree.job_id, job.pool_size,
+                                      tree.allocations[switch], _worker_port(tree.job_id), pipe.program)
             found += more
             groups.append(group)
         return found, groups

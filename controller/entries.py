@@ -3,7 +3,9 @@
 ``job_entries`` turns one switch's place in an aggregation tree (``controller.plan``) into its
 entries for that tree; ``route_entries`` gives IPv4 routes.  Everything is a pure function of
 its inputs, so the controller can recompute a job's entries at any time (to delete them, to
-re-provision a restarted switch, or to compare with what a switch holds).
+re-provision a restarted switch, or to compare with what a switch holds).  ``program``
+(``controller.programs``) names the tables for ina.p4 (the default) or the TNA program: the
+entries are otherwise the same.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.plan import TreeNode
+from controller.programs import V1MODEL, Program
 from controller.schema import Entry
 from controller.topology import Topology, mac_int
 from worker.protocol import Protocol
@@ -28,7 +31,8 @@ class Allocation:
 
 
 def job_entries(topology: Topology, protocol: Protocol, node: TreeNode, job_id: int, pool_size: int,
-                alloc: Allocation, worker_port: int) -> tuple[list[Entry], tuple[int, list[tuple[int, int]]]]:
+                alloc: Allocation, worker_port: int,
+                program: Program = V1MODEL) -> tuple[list[Entry], tuple[int, list[tuple[int, int]]]]:
     """One switch's table entries for one tree of a job, and its multicast group as (id, [(port, instance)])."""
     me = topology.switches[node.switch]
     group = alloc.cell + 1  # group 0 means "no multicast"
@@ -38,30 +42,32 @@ def job_entries(topology: Topology, protocol: Protocol, node: TreeNode, job_id: 
               "index_at_parent": node.index_at_parent, "epoch": alloc.epoch, "stats_base": stats_base}
     entries = []
     for child in node.children:
-        entries.append(Entry.of("InaIngress.jobs", {"sm.ingress_port": child.port, "hdr.ina.job_id": job_id,
-                                                    "hdr.ina.child": child.index}, "InaIngress.member", member))
+        entries.append(Entry.of(program.jobs, {program.ingress_port: child.port, "hdr.ina.job_id": job_id,
+                                               "hdr.ina.child": child.index}, program.member, member))
         entries.append(_address(job_id, child.index, topology, me, child.node,
-                                worker_port if child.node in topology.hosts else protocol.INA_UDP_PORT))
+                                worker_port if child.node in topology.hosts else protocol.INA_UDP_PORT, program))
     if node.parent is not None:
-        entries.append(Entry.of("InaIngress.jobs", {"sm.ingress_port": node.parent_port, "hdr.ina.job_id": job_id,
-                                                    "hdr.ina.child": node.index_at_parent},
-                                "InaIngress.result_from_parent", {"group": group, "stats_base": stats_base}))
-        entries.append(_address(job_id, protocol.RECEIVER_PARENT, topology, me, node.parent, protocol.INA_UDP_PORT))
+        entries.append(Entry.of(program.jobs, {program.ingress_port: node.parent_port, "hdr.ina.job_id": job_id,
+                                               "hdr.ina.child": node.index_at_parent},
+                                program.result_from_parent, {"group": group, "stats_base": stats_base}))
+        entries.append(_address(job_id, protocol.RECEIVER_PARENT, topology, me, node.parent, protocol.INA_UDP_PORT,
+                                program))
     return entries, (group, [(c.port, c.index) for c in node.children])
 
 
-def _address(job_id: int, receiver: int, topology: Topology, me, peer: str, udp_port: int) -> Entry:
+def _address(job_id: int, receiver: int, topology: Topology, me, peer: str, udp_port: int,
+             program: Program) -> Entry:
     """Egress rewrite for one receiver: from this switch's address to the peer's."""
     if peer in topology.hosts:
         ip, mac = int(topology.hosts[peer].ip.ip), topology.hosts[peer].mac
     else:
         ip, mac = int(topology.switches[peer].ip), topology.switches[peer].mac
-    return Entry.of("InaEgress.receivers", {"hdr.ina.job_id": job_id, "meta.receiver": receiver}, "InaEgress.address",
+    return Entry.of(program.receivers, {"hdr.ina.job_id": job_id, "meta.receiver": receiver}, program.address,
                     {"dst_mac": mac_int(mac), "src_mac": mac_int(me.mac), "dst_ip": ip, "src_ip": int(me.ip),
                      "dst_port": udp_port})
 
 
-def route_entries(topology: Topology, switch: str) -> list[Entry]:
+def route_entries(topology: Topology, switch: str, program: Program = V1MODEL) -> list[Entry]:
     """IPv4 /32 routes from this switch to every host, over shortest paths."""
     me = topology.switches[switch]
     entries = []
@@ -72,21 +78,21 @@ def route_entries(topology: Topology, switch: str) -> list[Entry]:
             if switch not in hops:
                 continue  # unreachable: a disconnected part of the topology
             port = hops[switch]
-        entries.append(Entry.of("InaIngress.ipv4_routes", {"hdr.ipv4.dst": (int(host.ip.ip), 32)},
-                                "InaIngress.forward", {"port": port, "dst_mac": mac_int(host.mac),
-                                                       "src_mac": mac_int(me.mac)}))
+        entries.append(Entry.of(program.routes, {"hdr.ipv4.dst": (int(host.ip.ip), 32)},
+                                program.forward, {"port": port, "dst_mac": mac_int(host.mac),
+                                                  "src_mac": mac_int(me.mac)}))
     return entries
 
 
-def high_water_entry(last_epoch: int, last_job_id: int) -> Entry:
+def high_water_entry(last_epoch: int, last_job_id: int, program: Program = V1MODEL) -> Entry:
     """The inert jobs entry where a switch keeps the last epoch and job id handed out to it.
 
-    ina.p4 looks the jobs table up only for child < 32, so this key never matches a packet.
+    Both programs look the jobs table up only for child < 32, so this key never matches a packet.
     """
-    return Entry.of("InaIngress.jobs", {"sm.ingress_port": 0, "hdr.ina.job_id": 0, "hdr.ina.child": HIGH_WATER_CHILD},
-                    "InaIngress.member", {"pool_base": 0, "pool_size": 0, "children": 0, "is_root": 0,
-                                          "group": last_job_id, "parent_port": 0, "index_at_parent": 0,
-                                          "epoch": last_epoch, "stats_base": 0})
+    return Entry.of(program.jobs, {program.ingress_port: 0, "hdr.ina.job_id": 0, "hdr.ina.child": HIGH_WATER_CHILD},
+                    program.member, {"pool_base": 0, "pool_size": 0, "children": 0, "is_root": 0,
+                                     "group": last_job_id, "parent_port": 0, "index_at_parent": 0,
+                                     "epoch": last_epoch, "stats_base": 0})
 
 
 def read_high_water(entry: Entry) -> tuple[int, int]:

@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from controller.programs import PROGRAMS
 from controller.topology import Topology, TopologyError
 
 TARGETS = ("builtin", "bmv2")
@@ -21,6 +22,7 @@ class SwitchAccess:
     grpc_address: str  # host:port of the switch's P4Runtime server
     device_id: int
     target: str  # "builtin" (p4target-switch-grpc) or "bmv2" (simple_switch_grpc)
+    arch: str = "v1model"  # the program it runs (controller.programs): "v1model" (ina.p4) or "tna" (ina_tna.p4)
 
 
 @dataclass
@@ -43,6 +45,9 @@ class Network:
         bad = sorted(n for n, a in self.access.items() if a.target not in TARGETS)
         if bad:
             raise TopologyError(f"switches {bad}: target must be one of {TARGETS}")
+        bad = sorted(n for n, a in self.access.items() if a.arch not in PROGRAMS)
+        if bad:
+            raise TopologyError(f"switches {bad}: arch must be one of {tuple(PROGRAMS)}")
 
     def save(self, path: str | Path) -> None:
         data = {"topology": self.topology.to_dict(), "switches": {n: asdict(a) for n, a in self.access.items()},

@@ -1,7 +1,8 @@
-"""The aggregation pipeline (p4src/ina.p4) as each target takes it, and the sizes it was built with.
+"""The aggregation pipeline (p4src/ina.p4, or the TNA program) as each target takes it, and its sizes.
 
-The built-in target takes the P4 source (its own device config); real BMv2 takes p4c's
-JSON, so for "bmv2" the program is compiled with ``p4c-bm2-ss``.  Pool and job sizes are read
+The built-in target takes the P4 source (its own device config) of either program
+(``controller.programs``); real BMv2 takes p4c's JSON, so for "bmv2" ina.p4 is compiled with
+``p4c-bm2-ss``.  Pool and job sizes are read
 back from the P4Info (register and counter sizes), never re-typed here.
 """
 
@@ -19,6 +20,7 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from controller import programs
 from p4target.runtime.device_config import build_device_config, load_device_config
 from worker import protocol
 
@@ -55,22 +57,35 @@ class Pipeline:
         return self.config.p4info
 
     @property
+    def program(self) -> programs.Program:
+        """Which program this is, from the P4Info itself: the names every entry is written with."""
+        return programs.for_p4info(self.p4info)
+
+    @property
     def pool_slots(self) -> int:
-        return _size(self.p4info.registers, "InaIngress.bitmap") // 2  # two sets per slot
+        return self.program.pool_slots(self.p4info)
 
     @property
     def max_jobs(self) -> int:
-        return _size(self.p4info.counters, "InaIngress.job_stats") // self.protocol.JOB_STAT_COUNT
+        return self.program.job_stat_cells(self.p4info) // self.protocol.JOB_STAT_COUNT
 
 
 DEFAULT_OPTIONS = PipelineOptions()
 
 
 @functools.cache
-def build(target: str, options: PipelineOptions = DEFAULT_OPTIONS) -> Pipeline:
+def build(target: str, options: PipelineOptions = DEFAULT_OPTIONS, arch: str = "v1model") -> Pipeline:
+    """The program of ``arch`` ("v1model": ina.p4, "tna": the Tofino program) built for ``target``."""
     defines = options.defines()
+    try:
+        program = programs.by_arch(arch)
+    except programs.ProgramError as e:
+        raise PipelineError(str(e)) from None
+    if program is not programs.V1MODEL and target == "bmv2":
+        raise PipelineError(f"BMv2 runs v1model programs only, not {program.source.name} ({program.arch}): "
+                            f"use the built-in target")
     if target == "builtin":
-        blob = build_device_config(INA_P4, defines)
+        blob = build_device_config(program.source, defines)
         _, p4info = load_device_config(blob)
     elif target == "bmv2":
         blob, p4info = _p4c(defines)
@@ -94,10 +109,3 @@ def _p4c(defines: dict[str, str]) -> tuple[bytes, p4info_pb2.P4Info]:
         if run.returncode != 0:
             raise PipelineError(f"{' '.join(cmd)} failed:\n{run.stderr}")
         return out.read_bytes(), text_format.Parse(info.read_text(), p4info_pb2.P4Info())
-
-
-def _size(objects, name: str) -> int:
-    for o in objects:
-        if o.preamble.name == name:
-            return o.size
-    raise PipelineError(f"P4Info has no {name}: not the aggregation program?")

@@ -50,7 +50,7 @@ control InaIngress(inout headers hdr, inout metadata meta, inout standard_metada
                 exponent_overflow.apply(meta.verdict, meta.cell, meta.lane_overflow, meta.completed,
                                         hdr.ina.flags, hdr.ina.exponent);
             }
-            send_result.apply(hdr.ina, hdr.udp.checksum, meta, sm);
+            send_result.apply(hdr.ina.msg_type, hdr.ina.child, hdr.udp.checksum, meta, sm);
         }
         telemetry.apply(meta);
     }

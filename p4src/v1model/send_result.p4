@@ -8,22 +8,24 @@
 #ifndef INA_V1MODEL_SEND_RESULT_P4
 #define INA_V1MODEL_SEND_RESULT_P4
 
-control SendResult(inout ina_t ina, inout bit<16> udp_checksum, inout metadata meta, inout standard_metadata_t sm) {
+/* msg_type, child: the packet's hdr.ina fields (scalars: a header would be copied in and out). */
+control SendResult(inout bit<8> msg_type, inout bit<8> child, inout bit<16> udp_checksum, inout metadata meta,
+                   inout standard_metadata_t sm) {
     @name(".InaIngress.send_result_to_children")
     action send_result_to_children() {
-        ina.msg_type = MSG_RESULT;
+        msg_type = MSG_RESULT;
         sm.mcast_grp = meta.group;
     }
     @name(".InaIngress.send_result_to_sender")
     action send_result_to_sender() {
-        ina.msg_type = MSG_RESULT;
-        meta.receiver = ina.child;
+        msg_type = MSG_RESULT;
+        meta.receiver = child;
         sm.egress_spec = sm.ingress_port;
     }
     @name(".InaIngress.send_partial_to_parent")
     action send_partial_to_parent() {
-        ina.msg_type = MSG_DATA;
-        ina.child = meta.index_at_parent;
+        msg_type = MSG_DATA;
+        child = meta.index_at_parent;
         meta.receiver = RECEIVER_PARENT;
         sm.egress_spec = meta.parent_port;
     }

@@ -1,0 +1,118 @@
+"""What differs between the two aggregation programs, as the controller sees them over P4Runtime.
+
+``p4src/ina.p4`` (v1model) and ``p4src/tofino/ina_tna.p4`` (TNA) have the same tables, keys,
+actions, parameters and counter cells (the same job/tree model and wire protocol); only the
+P4Runtime names differ (TNA's carry the pipeline and control instance path, and the ingress
+port is TNA's intrinsic metadata), and the pool size is read from a different register
+(ina.p4 keeps one bitmap per set, the TNA program one pair of sets per slot).  One
+``Program`` per architecture holds those differences, so ``entries.py`` and ``controller.py``
+write the same jobs, routes and receivers on either program.  The program is chosen by the
+P4Info's ``pkg_info.arch`` ("v1model" or "tna"), by name, or by the program's path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from p4.config.v1 import p4info_pb2
+
+P4SRC = Path(__file__).resolve().parents[1] / "p4src"
+
+
+class ProgramError(ValueError):
+    """An architecture or program this controller does not provision."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """One aggregation program's P4Runtime names and how its sizes are read from its P4Info."""
+
+    arch: str  # the P4Info's pkg_info.arch
+    source: Path
+    jobs: str  # table: (ingress port, job id, child) -> member | result_from_parent
+    member: str
+    result_from_parent: str
+    ingress_port: str  # the jobs table's ingress-port key
+    routes: str  # table: IPv4 /32 -> forward
+    forward: str
+    receivers: str  # egress table: (job id, receiver) -> address
+    address: str
+    job_stats: str  # counters
+    drops: str
+    pool_register: str  # a register with pool_cells_per_slot cells per pool slot
+    pool_cells_per_slot: int
+    program_tables: tuple[str, ...] = ()  # tables the program fills itself (const entries): never written
+    recirculation_port: int | None = None  # internal to the switch: no link, no route, no multicast replica
+
+    @property
+    def managed_tables(self) -> tuple[str, ...]:
+        """The tables the controller fills, and reads back to converge."""
+        return self.routes, self.jobs, self.receivers
+
+    def pool_slots(self, p4info: p4info_pb2.P4Info) -> int:
+        return _size(p4info.registers, self.pool_register) // self.pool_cells_per_slot
+
+    def job_stat_cells(self, p4info: p4info_pb2.P4Info) -> int:
+        return _size(p4info.counters, self.job_stats)
+
+
+def _ingress(name: str) -> str:
+    return f"pipe.TnaIngress.{name}"
+
+
+V1MODEL = Program(
+    arch="v1model", source=P4SRC / "ina.p4",
+    jobs="InaIngress.jobs", member="InaIngress.member", result_from_parent="InaIngress.result_from_parent",
+    ingress_port="sm.ingress_port",
+    routes="InaIngress.ipv4_routes", forward="InaIngress.forward",
+    receivers="InaEgress.receivers", address="InaEgress.address",
+    job_stats="InaIngress.job_stats", drops="InaIngress.drops",
+    pool_register="InaIngress.bitmap", pool_cells_per_slot=2,  # one bitmap per set
+)
+
+TNA = Program(
+    arch="tna", source=P4SRC / "tofino" / "ina_tna.p4",
+    jobs=_ingress("job_lookup.jobs"), member=_ingress("job_lookup.member"),
+    result_from_parent=_ingress("job_lookup.result_from_parent"),
+    ingress_port="ig_intr_md.ingress_port",
+    routes=_ingress("forwarding.ipv4_routes"), forward=_ingress("forwarding.forward"),
+    receivers="pipe.TnaEgress.egress_addressing.receivers", address="pipe.TnaEgress.egress_addressing.address",
+    job_stats=_ingress("telemetry.job_stats"), drops=_ingress("telemetry.drops"),
+    pool_register=_ingress("bitmap.bitmap"), pool_cells_per_slot=1,  # a pair of sets per slot
+    program_tables=(_ingress("job_lookup.child_bit"),),
+    recirculation_port=68,  # INA_RECIRC_PORT: Tofino 1 pipe 0's recirculation port
+)
+
+PROGRAMS = {p.arch: p for p in (V1MODEL, TNA)}
+ALIASES = {"ina": "v1model", "bmv2": "v1model", "tofino": "tna"}  # what a person may type
+
+
+def by_arch(arch: str) -> Program:
+    """The program of an architecture ("v1model", "tna"; "ina", "tofino" also accepted)."""
+    try:
+        return PROGRAMS[ALIASES.get(arch, arch)]
+    except KeyError:
+        raise ProgramError(f"architecture {arch!r}: the controller provisions {sorted(PROGRAMS)}") from None
+
+
+def for_p4info(p4info: p4info_pb2.P4Info) -> Program:
+    """The program a P4Info describes, by its pkg_info.arch (an empty one is v1model: older P4Infos)."""
+    return by_arch(p4info.pkg_info.arch or "v1model")
+
+
+def for_path(path: str | Path) -> Program:
+    """The program of one of our source files (p4src/ina.p4, p4src/tofino/ina_tna.p4)."""
+    resolved = Path(path).resolve()
+    for p in PROGRAMS.values():
+        if resolved == p.source:
+            return p
+    known = ", ".join(str(p.source) for p in PROGRAMS.values())
+    raise ProgramError(f"{path}: not one of the aggregation programs ({known})")
+
+
+def _size(objects, name: str) -> int:
+    for o in objects:
+        if o.preamble.name == name:
+            return o.size
+    raise ProgramError(f"P4Info has no {name}: not the aggregation program?")

@@ -17,8 +17,9 @@ $(INSTALLED): pyproject.toml scripts/setup-system.sh
 test: $(INSTALLED)
 	$(VPY) -m pytest -q
 
+# `make demo PROGRAM=tna`: the same on the Tofino program (p4src/tofino/ina_tna.p4, built-in target).
 demo: $(INSTALLED)
-	$(VPY) -m bmv2env.demo
+	$(VPY) -m bmv2env.demo $(if $(PROGRAM),--program $(PROGRAM))
 
 bench: $(INSTALLED)
 	$(VPY) -m bench.bench_target

@@ -58,7 +58,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_stop)
     net = InaNetwork(args.topology, args.run_dir, args.target, args.grpc_port_base, args.switch_log,
-                     args.start_timeout)
+                     args.start_timeout, args.program)
     try:
         net.start()
     except (KeyboardInterrupt, StopRequested):
@@ -136,6 +136,9 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("--target", choices=TARGETS, default="auto",
                        help="switch program: builtin (p4target-switch-grpc), bmv2 (simple_switch_grpc), "
                             "auto (bmv2 when installed; the default)")
+    start.add_argument("--program", choices=["v1model", "tna"], default="v1model",
+                       help="what the controller will push (net.json's arch): v1model (p4src/ina.p4, the default) "
+                            "or tna (p4src/tofino/ina_tna.p4, built-in target only)")
     start.add_argument("--cli", action="store_true", help="drop to the Mininet CLI; `exit` stops the network")
     start.add_argument("--grpc-port-base", type=int, default=GRPC_PORT_BASE,
                        help=f"switch i serves P4Runtime on the first free port from this + i "

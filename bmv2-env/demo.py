@@ -6,7 +6,11 @@ allreduce of random float32 gradients on all four workers (each in its own host)
 every result against numpy's float64 sum within the bound of worker/quantize.py, prints
 time, goodput and max error, and shuts everything down.
 
-    python -m bmv2env.demo [--values 1000000] [--repeat 3] [--target auto|builtin|bmv2]
+    python -m bmv2env.demo [--values 1000000] [--repeat 3] [--target auto|builtin|bmv2] [--program v1model|tna]
+
+``--program tna`` (``make demo PROGRAM=tna``) runs the Tofino program p4src/tofino/ina_tna.p4
+instead: the switch is the built-in target running TNA (it recirculates on port 68 inside
+the switch), the controller provisions the TNA program's tables, and V is 64 (its only size).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 
 from controller.controller import Controller
 from controller.pipeline import PipelineOptions
+from controller.programs import P4SRC, V1MODEL, by_arch
 
 from .network import InaNetwork
 
@@ -34,17 +39,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--values", type=int, default=1_000_000, help="float32 values per allreduce (default 4 MB)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--target", default="auto", choices=["auto", "builtin", "bmv2"])
+    ap.add_argument("--program", default="v1model", choices=["v1model", "tna"],
+                    help="v1model: p4src/ina.p4 (V=256); tna: p4src/tofino/ina_tna.p4 (V=64) on the built-in target")
     args = ap.parse_args(argv)
+    program = by_arch(args.program)
+    if program is not V1MODEL and args.target == "bmv2":
+        ap.error(f"BMv2 cannot run the {program.arch} program: use --target builtin (or auto)")
+    values = 256 if program is V1MODEL else 64  # the TNA program carries 64 values per packet only
     if os.geteuid() != 0:
         print("make demo starts a Mininet network: run it as root", file=sys.stderr)
         return 1
     run = Path(tempfile.mkdtemp(prefix="ina-demo-"))
     print(f"[1/4] starting {TOPOLOGY.name}: 4 hosts on one P4 switch (run dir {run})", flush=True)
-    with InaNetwork(TOPOLOGY, run / "net", target=args.target) as net:
+    with InaNetwork(TOPOLOGY, run / "net", target=args.target, arch=program.arch) as net:
         target = net.network.access["s1"].target
         print(f"      switch s1: {target}, P4Runtime at {net.network.access['s1'].grpc_address}", flush=True)
-        with Controller(net.network, run / "controller-state.json", PipelineOptions(values=256)) as controller:
-            print("[2/4] controller: pipeline p4src/ina.p4 (V=256), IPv4 routes", flush=True)
+        with Controller(net.network, run / "controller-state.json", PipelineOptions(values=values)) as controller:
+            source = program.source.relative_to(P4SRC.parent)
+            print(f"[2/4] controller: pipeline {source} ({program.arch}, V={values}), IPv4 routes", flush=True)
             controller.setup()
             hosts = ["h1", "h2", "h3", "h4"]
             spec = controller.create_job("demo", hosts, pool_size=64)

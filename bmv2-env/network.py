@@ -25,7 +25,9 @@ from mininet.net import Mininet
 from mininet.node import Host
 
 from controller.network import Network, SwitchAccess
+from controller.programs import V1MODEL, by_arch
 from controller.topology import Topology, TopologyError
+from p4target.executor.tna_switch import RECIRCULATION_PORTS
 
 from .hosts import InaHost, configure_host
 from .links import add_link, remove_loss_rules
@@ -65,6 +67,16 @@ def free_ports(count: int, base: int, avoid: Collection[int] = ()) -> list[int]:
     return ports
 
 
+def _check_recirculation_ports(topology: Topology) -> None:
+    """A TNA switch loops ports 68-71 back into ingress (the program recirculates on 68): no link may use them."""
+    used = sorted(f"{sw}-p{port}" for sw, ports in topology.ports.items() for port in ports
+                  if port in RECIRCULATION_PORTS)
+    if used:
+        raise TopologyError(f"ports {', '.join(used)} are TNA recirculation ports "
+                            f"({min(RECIRCULATION_PORTS)}-{max(RECIRCULATION_PORTS)}, internal to the switch): "
+                            f"renumber those links")
+
+
 def _recorded(pids: dict[str, int]) -> dict[str, ProcessRef]:
     """Name -> ProcessRef of the processes that run (one that died at once has nothing to clean)."""
     refs = {name: ProcessRef.of(pid) for name, pid in pids.items()}
@@ -76,9 +88,17 @@ class InaNetwork:
 
     def __init__(self, topology: Topology | str | Path, run_dir: str | Path, target: str = "auto",
                  grpc_port_base: int = GRPC_PORT_BASE, switch_log_level: str | None = None,
-                 start_timeout: float = START_TIMEOUT) -> None:
+                 start_timeout: float = START_TIMEOUT, arch: str = "v1model") -> None:
         self.topology = topology if isinstance(topology, Topology) else Topology.load(topology)
         self.run_dir = Path(run_dir).resolve()
+        # The program the switches will run (net.json tells the controller): only the built-in
+        # target runs the TNA program, so "auto" means builtin for it.
+        self.program = by_arch(arch)
+        if self.program is not V1MODEL:
+            if target == "bmv2":
+                raise ValueError(f"BMv2 cannot run the {self.program.arch} program: use the built-in target")
+            target = "builtin"
+            _check_recirculation_ports(self.topology)
         self.target = resolve_target(target)
         self.grpc_port_base = grpc_port_base
         self.switch_log_level = switch_log_level
@@ -123,7 +143,8 @@ class InaNetwork:
             for switch in self.switches:
                 switch.wait_ready(max(0.0, deadline - time.monotonic()))
             self._run_host_commands()
-            self.network = Network(self.topology, {s.name: SwitchAccess(s.grpc_address, s.device_id, s.target)
+            self.network = Network(self.topology, {s.name: SwitchAccess(s.grpc_address, s.device_id, s.target,
+                                                                        self.program.arch)
                                                    for s in self.switches},
                                    {h.name: ["mnexec", "-a", str(h.pid)] for h in self.mininet.hosts})
             self.network.save(self.net_file)

@@ -3,8 +3,10 @@ artefact, so the switch compiles exactly what the controller ships.
 
 Format: UTF-8 JSON ``{"format": "p4target-source/1", "main": "prog.p4", "files": {path:
 text}, "defines": {name: value}}``, where ``files`` holds the main program and every file it
-``#include "..."``s (paths relative to the main file's folder; <system> includes come with
-the target).  Real BMv2 takes p4c's JSON instead; the controller picks per target.
+``#include "..."``s (paths relative to the deepest folder holding them all, usually the main
+file's; ``main`` is relative to the same folder, e.g. ``tofino/ina_tna.p4`` when that program
+includes ``../headers.p4``; <system> includes come with the target).  Real BMv2 takes p4c's
+JSON instead; the controller picks per target.
 """
 
 from __future__ import annotations
@@ -33,19 +35,19 @@ class DeviceConfigError(ValueError):
 
 def build_device_config(p4_path: str | Path, defines: dict[str, str] | None = None) -> bytes:
     main = Path(p4_path).resolve()
-    root = main.parent
-    files: dict[str, str] = {}
+    found: dict[Path, str] = {}
     todo = [main]
     while todo:
         path = todo.pop()
-        rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else None
-        if rel is None:
-            raise DeviceConfigError(f"{path}: included files must live under {root}")
-        if rel in files:
+        if path in found:
             continue
-        files[rel] = path.read_text()
-        todo += [(path.parent / inc).resolve() for inc in _INCLUDE.findall(files[rel])]
-    return json.dumps({"format": FORMAT, "main": main.name, "files": files, "defines": defines or {}}).encode()
+        found[path] = path.read_text()
+        todo += [(path.parent / inc).resolve() for inc in _INCLUDE.findall(found[path])]
+    # Relative to the folder that holds every file, so "../x.p4" includes still resolve when unpacked.
+    root = Path(os.path.commonpath([p.parent for p in found]))
+    files = {p.relative_to(root).as_posix(): text for p, text in found.items()}
+    return json.dumps({"format": FORMAT, "main": main.relative_to(root).as_posix(), "files": files,
+                       "defines": defines or {}}).encode()
 
 
 @contextmanager

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Self
 
 from ..frontend import CheckedProgram, load_program
 from .codegen import CodeGen
@@ -41,7 +41,46 @@ class Output(NamedTuple):
     data: bytes
 
 
-class Switch:
+class ControlPlane:
+    """What the control plane reaches on any switch of this target (v1model or TNA): the PRE's
+    multicast groups and clone sessions, and the meters' clock.  Subclasses set
+    ``lock``, ``multicast_groups``, ``clone_sessions`` and ``hooks``."""
+
+    lock: threading.RLock
+    multicast_groups: dict[int, list[tuple[int, int]]]
+    clone_sessions: dict[int, CloneSession]
+
+    @classmethod
+    def from_file(cls, path: str | Path, defines: dict[str, str] | None = None) -> Self:
+        return cls(load_program(path, defines))  # type: ignore[call-arg]
+
+    def set_multicast_group(self, group: int, replicas: list[tuple[int, int]]) -> None:
+        """Replicas are (egress port, replication id), sent in this order."""
+        with self.lock:
+            self.multicast_groups[group] = list(replicas)
+
+    def delete_multicast_group(self, group: int) -> None:
+        with self.lock:
+            self.multicast_groups.pop(group, None)
+
+    def set_clone_session(self, session: int, replicas: list[tuple[int, int]], class_of_service: int = 0,
+                          packet_length_bytes: int = 0) -> None:
+        """Replicas are (egress port, instance); a clone to this session goes to each."""
+        with self.lock:
+            self.clone_sessions[session] = CloneSession(list(replicas), class_of_service, packet_length_bytes)
+
+    def delete_clone_session(self, session: int) -> None:
+        with self.lock:
+            self.clone_sessions.pop(session, None)
+
+    def set_clock(self, clock: Callable[[], float]) -> None:
+        """The meters' time source, in seconds; microseconds count from this call, like
+        BMv2's from its start."""
+        start = clock()
+        self.hooks.micros = lambda: int((clock() - start) * 1_000_000)
+
+
+class Switch(ControlPlane):
     """One v1model switch running one compiled P4 program."""
 
     def __init__(self, prog: CheckedProgram) -> None:
@@ -77,36 +116,6 @@ class Switch:
         self._len_slot = gen.length_slot  # setValid/setInvalid's packet-length delta
         if gen.intrinsic or gen.uses_payload or gen.length_slot is not None:
             self._run = self._run_v1model  # type: ignore[method-assign]
-
-    @classmethod
-    def from_file(cls, path: str | Path, defines: dict[str, str] | None = None) -> Switch:
-        return cls(load_program(path, defines))
-
-    # ------------------------------------------------------------------ control plane
-    def set_multicast_group(self, group: int, replicas: list[tuple[int, int]]) -> None:
-        """Replicas are (egress port, replication id), sent in this order."""
-        with self.lock:
-            self.multicast_groups[group] = list(replicas)
-
-    def delete_multicast_group(self, group: int) -> None:
-        with self.lock:
-            self.multicast_groups.pop(group, None)
-
-    def set_clone_session(self, session: int, replicas: list[tuple[int, int]], class_of_service: int = 0,
-                          packet_length_bytes: int = 0) -> None:
-        """Replicas are (egress port, instance); a clone to this session goes to each."""
-        with self.lock:
-            self.clone_sessions[session] = CloneSession(list(replicas), class_of_service, packet_length_bytes)
-
-    def delete_clone_session(self, session: int) -> None:
-        with self.lock:
-            self.clone_sessions.pop(session, None)
-
-    def set_clock(self, clock: Callable[[], float]) -> None:
-        """The meters' time source, in seconds; microseconds count from this call, like
-        BMv2's from its start."""
-        start = clock()
-        self.hooks.micros = lambda: int((clock() - start) * 1_000_000)
 
     # ------------------------------------------------------------------ data plane
     def process(self, port: int, data: bytes) -> list[Output]:

@@ -28,14 +28,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from ..frontend import CheckedProgram, ast, load_program
 from .algorithms import pack_bits
 from .externs import CloneSession
 from .headers import StackIndexError
-from .switch import MAX_PASSES, Output, Switch
+from .switch import MAX_PASSES, ControlPlane, Output, Switch
 from .tna_codegen import UNSET, RegisterConflict, TnaCodeGen
 
 log = logging.getLogger(__name__)
@@ -71,7 +70,7 @@ def _reads_parser_err(prog: CheckedProgram) -> bool:
     return any(isinstance(n, ast.Member) and n.member == "parser_err" for n in _nodes(prog.program.decls))
 
 
-class TnaSwitch:
+class TnaSwitch(ControlPlane):
     """One Tofino pipeline running one compiled TNA program; the same interface as ``Switch``."""
 
     arch = "tna"
@@ -107,33 +106,6 @@ class TnaSwitch:
         self._bypass = cg.slot("ig_tm_md", "bypass_egress")
         self._groups = [s for s in (cg.slot("ig_tm_md", "mcast_grp_a"), cg.slot("ig_tm_md", "mcast_grp_b"))
                         if s is not None]
-
-    @classmethod
-    def from_file(cls, path: str | Path, defines: dict[str, str] | None = None) -> TnaSwitch:
-        return cls(load_program(path, defines))
-
-    # ------------------------------------------------------------------ control plane
-    def set_multicast_group(self, group: int, replicas: list[tuple[int, int]]) -> None:
-        """Replicas are the group's nodes (egress port, rid), sent in this order."""
-        with self.lock:
-            self.multicast_groups[group] = list(replicas)
-
-    def delete_multicast_group(self, group: int) -> None:
-        with self.lock:
-            self.multicast_groups.pop(group, None)
-
-    def set_clone_session(self, session: int, replicas: list[tuple[int, int]], class_of_service: int = 0,
-                          packet_length_bytes: int = 0) -> None:
-        with self.lock:
-            self.clone_sessions[session] = CloneSession(list(replicas), class_of_service, packet_length_bytes)
-
-    def delete_clone_session(self, session: int) -> None:
-        with self.lock:
-            self.clone_sessions.pop(session, None)
-
-    def set_clock(self, clock: Callable[[], float]) -> None:
-        start = clock()
-        self.hooks.micros = lambda: int((clock() - start) * 1_000_000)
 
     # ------------------------------------------------------------------ data plane
     def process(self, port: int, data: bytes) -> list[Output]:

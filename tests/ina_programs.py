@@ -40,7 +40,6 @@ class InaProgram:
     forward: str
     job_stats: str
     drops: str
-    gaps: dict[str, str] | None = None  # behaviour the program does not have yet -> why (its README)
 
     # ------------------------------------------------------------ switches
     def switch(self, values: int, instance: int = 0) -> Any:
@@ -58,11 +57,6 @@ class InaProgram:
         return sw
 
     # ------------------------------------------------------------ entries
-    def expect_gap(self, request: pytest.FixtureRequest, gap: str) -> None:
-        """Mark the running test as a strict xfail when this program has a known, documented gap."""
-        if self.gaps and gap in self.gaps:
-            request.applymarker(pytest.mark.xfail(strict=True, reason=f"{self.name}: {self.gaps[gap]}"))
-
     def add_member(self, sw: Any, port: int, job: int, child: int, params: list[int]) -> None:
         """params: pool_base, pool_size, children, is_root, group, parent_port, index_at_parent, epoch, stats_base."""
         sw.tables[self.jobs].add([exact(port), exact(job), exact(child)], self.member, params)
@@ -110,9 +104,7 @@ V1MODEL = InaProgram("v1model", P4SRC / "ina.p4", (64, 256),
                      **_names("InaIngress", "InaEgress",  # ina.p4 keeps one control's names (@name)
                               {"job_lookup": "", "forwarding": "", "telemetry": ""}))
 TNA = InaProgram("tna", P4SRC / "tofino" / "ina_tna.p4", (64,),
-                 **_names("pipe.TnaIngress", "pipe.TnaEgress.egress_addressing", {}),
-                 gaps={"local_overflow": "a lane that wraps in this switch is not flagged OVERFLOW "
-                                         "(p4src/tofino/README.md, 'Not done')"})
+                 **_names("pipe.TnaIngress", "pipe.TnaEgress.egress_addressing", {}))
 PROGRAMS = {p.name: p for p in (V1MODEL, TNA)}
 
 

@@ -1,17 +1,16 @@
-/* exponents.p4: the cell's max exponent and its OVERFLOW flag (CHECK pass, stage 6).
+/* exponents.p4: the cell's max exponent (CHECK pass, stage 6).
  *
- * Two registers, one stateful ALU each, actions chosen by the round verdict and the bitmap:
- * a new round writes, a contribution takes the max (exponent) or the OR (flag), a repeat
- * reads.  The exponent is int8; it is stored as (exponent ^ 0x80), whose unsigned order is
- * the signed order, so the ALU's unsigned max is the signed max.  Both values ride in the
- * bridge to the pass that sends the values out.
+ * One register, one stateful ALU, actions chosen by the round verdict and the bitmap: a new
+ * round writes, a contribution takes the max, a repeat reads.  The exponent is int8; it is
+ * stored as (exponent ^ 0x80), whose unsigned order is the signed order, so the ALU's
+ * unsigned max is the signed max.  It rides in the bridge to the pass that sends the values
+ * out.  (The OVERFLOW flag is round_flags.p4's, in the CONSUME pass, after the lanes.)
  */
 #ifndef INA_TNA_EXPONENTS_P4
 #define INA_TNA_EXPONENTS_P4
 
 control Exponents(inout tna_headers hdr, inout tna_ingress_metadata meta) {
     Register<bit<32>, bit<32>>(POOL_CELLS) round_exponent;
-    Register<bit<32>, bit<32>>(POOL_CELLS) round_flags;
 
     RegisterAction<bit<32>, bit<32>, bit<32>>(round_exponent) exponent_write = {
         void apply(inout bit<32> value, out bit<32> rv) { value = meta.exponent_code; rv = value; }
@@ -26,33 +25,14 @@ control Exponents(inout tna_headers hdr, inout tna_ingress_metadata meta) {
         void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
     };
 
-    RegisterAction<bit<32>, bit<32>, bit<32>>(round_flags) flags_write = {
-        void apply(inout bit<32> value, out bit<32> rv) {
-            value = (bit<32>)(hdr.ina.flags & FLAG_OVERFLOW);  // a child switch's partial may carry it
-            rv = value;
-        }
-    };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(round_flags) flags_or = {
-        void apply(inout bit<32> value, out bit<32> rv) {
-            value = value | (bit<32>)(hdr.ina.flags & FLAG_OVERFLOW);
-            rv = value;
-        }
-    };
-    RegisterAction<bit<32>, bit<32>, bit<32>>(round_flags) flags_read = {
-        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
-    };
-
     action open_round() {
         hdr.bridge.exponent = exponent_write.execute(meta.cell)[7:0];
-        hdr.bridge.flags = flags_write.execute(meta.cell)[7:0];
     }
     action join_round() {
         hdr.bridge.exponent = exponent_max.execute(meta.cell)[7:0];
-        hdr.bridge.flags = flags_or.execute(meta.cell)[7:0];
     }
     action read_round() {
         hdr.bridge.exponent = exponent_read.execute(meta.cell)[7:0];
-        hdr.bridge.flags = flags_read.execute(meta.cell)[7:0];
     }
 
     apply {

@@ -55,7 +55,9 @@
 #include "round_check.p4"
 #include "bitmap.p4"
 #include "exponents.p4"
-#include "processor.p4"
+#include "lane.p4"
+#include "lane_marks.p4"
+#include "round_flags.p4"
 #include "workers_counter.p4"
 #include "telemetry.p4"
 #include "next_step.p4"
@@ -71,10 +73,12 @@ control TnaIngress(inout tna_headers hdr, inout tna_ingress_metadata meta,
     RoundCheck() round_check;
     Bitmap() bitmap;
     Exponents() exponents;
-#define PAIR(i, j) Processor() values_##i;
+#define PAIR(i, j) Lane() lane_##i;
 #include "pairs.p4"
 #undef PAIR
+    LaneMarks(false) lane_marks;
     WorkersCounter() workers_counter;
+    RoundFlags() round_flags;
     Telemetry() telemetry;
     NextStep() next_step;
 
@@ -109,12 +113,17 @@ control TnaIngress(inout tna_headers hdr, inout tna_ingress_metadata meta,
                 }
             }
         } else {
-            /* CONSUME and HARVEST passes */
-#define PAIR(i, j) values_##i.apply(hdr.values.v##i, hdr.values.v##j, hdr.bridge);
+            /* CONSUME and HARVEST passes: lanes 0..31 */
+            meta.lane_op = lane_op_for(hdr.bridge, PASS_HARVEST);
+#define PAIR(i, j) lane_##i.apply(hdr.values.v##i, meta.lane_op, hdr.bridge.cell);
 #include "pairs.p4"
 #undef PAIR
             if (hdr.bridge.pass == PASS_CONSUME) {
+                if (meta.lane_op != LANE_NONE) {
+                    lane_marks.apply(hdr.values, meta.low_overflow);
+                }
                 workers_counter.apply(hdr.bridge, meta);
+                round_flags.apply(hdr, meta.low_overflow);
             }
         }
         next_step.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
@@ -127,9 +136,25 @@ control TnaEgress(inout tna_headers hdr, inout tna_egress_metadata meta,
                   in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
                   inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                   inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+#define PAIR(i, j) Lane() lane_##j;
+#include "pairs.p4"
+#undef PAIR
+    LaneMarks(true) lane_marks;
     EgressAddressing() egress_addressing;
+
     apply {
-        egress_addressing.apply(hdr, meta, eg_intr_md);
+        /* lanes 32..63: a contribution on its way to CONSUME adds, a result going out reads */
+        meta.lane_op = lane_op_for(hdr.bridge, PASS_RESULT);
+#define PAIR(i, j) lane_##j.apply(hdr.values.v##j, meta.lane_op, hdr.bridge.cell);
+#include "pairs.p4"
+#undef PAIR
+        if (hdr.bridge.pass == PASS_CONSUME) {
+            if (meta.lane_op != LANE_NONE) {
+                lane_marks.apply(hdr.values, hdr.bridge.high_overflow);
+            }
+        } else {
+            egress_addressing.apply(hdr, meta, eg_intr_md);
+        }
     }
 }
 

@@ -1,12 +1,13 @@
 /* next_step.p4: what each pass does with the packet once the state is updated.
  *
  *   CHECK   (from the wire): drops, results from the parent (multicast down) and plain
- *           forwarding end here; a contribution or a repeat is recirculated for CONSUME
- *           with its verdict in the bridge.
+ *           forwarding end here; a contribution or a repeat is recirculated through egress
+ *           (lanes 32..63) for CONSUME, with its verdict in the bridge.
  *   CONSUME: an absorbed packet is dropped; a completing contribution or an answerable
  *           repeat is recirculated for HARVEST.
- *   HARVEST: the values are complete in the header; send them (multicast, back to the
- *           sender, or up to the parent) through egress, which addresses each copy.
+ *   HARVEST: lanes 0..31 of the header hold the sums; send the packet (multicast, back to
+ *           the sender, or up to the parent) through egress, which reads lanes 32..63 into
+ *           each copy and addresses it.
  */
 #ifndef INA_TNA_NEXT_STEP_P4
 #define INA_TNA_NEXT_STEP_P4
@@ -19,13 +20,15 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
         ig_dprsr_md.drop_ctl = 1;
         hdr.bridge.setInvalid();
     }
-    action recirculate(bit<8> pass) {
+    /* A contribution crosses egress on its way back (lanes 32..63 live there); a completed
+     * round's packet going to HARVEST does not need to. */
+    action recirculate(bit<8> pass, bit<1> through_egress) {
         hdr.bridge.pass = pass;
         ig_tm_md.ucast_egress_port = RECIRC_PORT;
-        ig_tm_md.bypass_egress = 1;
+        ig_tm_md.bypass_egress = ~through_egress;
     }
-    action to_egress() {
-        hdr.bridge.pass = PASS_EGRESS;
+    action to_egress(bit<8> pass) {
+        hdr.bridge.pass = pass;
         ig_tm_md.bypass_egress = 0;
     }
 
@@ -40,7 +43,7 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
         hdr.bridge.stats_base = meta.stats_base;
         meta.count_job = 1;
         meta.job_stat = job_stat;
-        recirculate(PASS_CONSUME);
+        recirculate(PASS_CONSUME, 1);
     }
 
     apply {
@@ -51,7 +54,7 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
             } else if (meta.verdict == VERDICT_PASS_DOWN) {
                 hdr.bridge.next = NEXT_TO_CHILDREN;
                 ig_tm_md.mcast_grp_a = meta.group;
-                to_egress();
+                to_egress(PASS_EGRESS);
             } else if (meta.verdict == VERDICT_CHECKED) {
                 /* the sender's port, or the parent's, for a unicast answer later */
                 if (meta.is_root == 1) {
@@ -89,10 +92,10 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
                         hdr.bridge.next = NEXT_TO_PARENT;
                     }
                 }
-                recirculate(PASS_HARVEST);
+                recirculate(PASS_HARVEST, 0);
             }
         } else if (hdr.bridge.pass == PASS_HARVEST) {
-            /* ---- HARVEST pass: every value of the header is the cell's sum ---- */
+            /* ---- HARVEST pass: lanes 0..31 of the header are the cell's sums ---- */
             hdr.ina.flags = hdr.bridge.flags;
             hdr.ina.exponent = (int<8>)(hdr.bridge.exponent ^ 8w0x80);
             if (hdr.bridge.next == NEXT_TO_CHILDREN) {
@@ -108,7 +111,7 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
                 hdr.bridge.receiver = RECEIVER_PARENT;
                 ig_tm_md.ucast_egress_port = hdr.bridge.out_port;
             }
-            to_egress();
+            to_egress(PASS_RESULT);
         }
     }
 }

@@ -1,4 +1,4 @@
-/* pairs.p4: PAIR(i, j) for the 32 value pairs of V = 64: lane i with lane i + 32.
+/* pairs.p4: PAIR(i, j) for the 32 halves of V = 64: lane i (in ingress) with lane i + 32 (in egress).
  * Written by hand from this rule; the includer defines PAIR. */
 PAIR(0, 32)
 PAIR(1, 33)

@@ -2,7 +2,8 @@
  *
  * A packet from the wire starts at Ethernet.  A packet coming back from the recirculation
  * port starts with the bridge header (the verdict of its previous pass).  Every packet
- * that ingress sends to egress carries the bridge too; the egress deparser drops it.
+ * that ingress sends to egress carries the bridge too; egress removes it from packets that
+ * leave and keeps it on a contribution going round to the CONSUME pass.
  */
 #ifndef INA_TNA_PARSERS_P4
 #define INA_TNA_PARSERS_P4
@@ -94,6 +95,7 @@ control TnaEgressDeparser(packet_out pkt, inout tna_headers hdr, in tna_egress_m
                 hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
                 hdr.ipv4.protocol, hdr.ipv4.src, hdr.ipv4.dst });
         }
+        pkt.emit(hdr.bridge);     // valid only on a contribution's way to the recirculation port
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);

@@ -22,14 +22,23 @@ const PortId_t RECIRC_PORT = INA_RECIRC_PORT;
 
 /* bridge.pass: which pass the packet is in.  A packet from the wire has no bridge (CHECK). */
 const bit<8> PASS_FORWARD = 0;  // not aggregation traffic, or a result passed down: to egress
-const bit<8> PASS_CONSUME = 1;  // second pass: the value lanes add, write or read their pairs
-const bit<8> PASS_HARVEST = 2;  // third pass: the lanes read the first value of each pair
-const bit<8> PASS_EGRESS  = 3;  // on its way out: egress addresses it
+const bit<8> PASS_CONSUME = 1;  // a contribution on its way through egress (lanes 32..63) to
+                                // the second ingress pass (lanes 0..31, count-down, flags)
+const bit<8> PASS_HARVEST = 2;  // third pass: ingress reads lanes 0..31
+const bit<8> PASS_EGRESS  = 3;  // on its way out with values it already has: egress addresses it
+const bit<8> PASS_RESULT  = 4;  // on its way out with this switch's sums: egress reads lanes
+                                // 32..63 into each copy, then addresses it
 
-/* bridge.op: what the value lanes do with the cell in the CONSUME pass. */
-const bit<8> OP_WRITE = 1;  // first contribution of a round: overwrite both values
-const bit<8> OP_ADD   = 2;  // further contribution: add both values
-const bit<8> OP_READ  = 3;  // a repeat: read only (answered if the round is complete)
+/* bridge.op: what a contribution does to the cell in the CONSUME pass. */
+const bit<8> OP_WRITE = 1;  // first contribution of a round: overwrite the values
+const bit<8> OP_ADD   = 2;  // further contribution: add the values
+const bit<8> OP_READ  = 3;  // a repeat: nothing to add (answered if the round is complete)
+
+/* What one Lane does in a pass (meta.lane_op, chosen from the pass and bridge.op). */
+const bit<8> LANE_NONE  = 0;
+const bit<8> LANE_WRITE = 1;  // store the value; the packet's field gets the overflow mark (0)
+const bit<8> LANE_ADD   = 2;  // add the value; the field gets the mark (1: this add left int32)
+const bit<8> LANE_READ  = 3;  // the field gets the cell's sum
 
 /* bridge.next: where the values go once read. */
 const bit<8> NEXT_TO_CHILDREN = 1;  // multicast RESULT to the job's group
@@ -52,11 +61,12 @@ header ina_bridge_t {
     bit<7>  _pad0;
     PortId_t out_port;       // unicast: the sender's port or the parent's port
     bit<8>  children;        // the job's children at this switch (count-down start)
-    bit<8>  flags;           // the cell's flags (OVERFLOW), read in the CHECK pass
+    bit<8>  flags;           // the cell's flags (OVERFLOW), merged in the CONSUME pass
     bit<8>  exponent;        // the cell's max exponent, read in the CHECK pass
     bit<8>  index_at_parent;
     bit<1>  is_root;
-    bit<7>  _pad1;
+    bit<1>  high_overflow;   // CONSUME: an add to lanes 32..63 (egress) left the int32 range
+    bit<6>  _pad1;
     bit<8>  _pad2;
     bit<32> stats_base;      // first job_stats cell of the job
 }
@@ -74,6 +84,13 @@ struct tna_headers {
 struct pair_t {
     bit<32> first;
     bit<32> second;
+}
+
+/* One value lane's cell: the wrapping int32 sum (its bit pattern) and the overflow mark of
+ * the last add, which the stateful ALU returns as its one 32-bit word. */
+struct lane_cell_t {
+    bit<32> sum;
+    bit<32> overflow;
 }
 
 struct tna_ingress_metadata {
@@ -96,6 +113,8 @@ struct tna_ingress_metadata {
     bit<8>  round;          // ROUND_*
     bit<32> old_bitmap;     // the set's bitmap before this packet
     bit<32> map_result;     // old_bitmap & me: non-zero for a repeat
+    bit<8>  lane_op;        // LANE_* for lanes 0..31 in this pass
+    bit<1>  low_overflow;   // CONSUME: an add to lanes 0..31 left the int32 range
     bit<32> remaining;      // count-down after this packet (CONSUME pass)
     bit<32> exponent_code;  // exponent ^ 0x80, zero-extended: unsigned order = signed order
     bit<1>  count_drop;
@@ -112,6 +131,7 @@ const bit<8> VERDICT_FORWARD  = 3;  // plain IPv4: the routes decide
 
 struct tna_egress_metadata {
     bit<8> receiver;
+    bit<8> lane_op;         // LANE_* for lanes 32..63 in this copy
 }
 
 #endif

@@ -1,0 +1,40 @@
+/* round_flags.p4: the cell's flags, i.e. OVERFLOW once any add of the round left int32 or a
+ * child switch's partial came flagged (CONSUME pass, stage 9, after the lanes' marks).
+ *
+ * A contribution that opens the round writes its own flag, a later one ORs its own in, a
+ * repeat reads.  The contribution that completes the round comes after every other one
+ * through this stage, so it reads the round's final flags and carries them in the bridge.
+ */
+#ifndef INA_TNA_ROUND_FLAGS_P4
+#define INA_TNA_ROUND_FLAGS_P4
+
+control RoundFlags(inout tna_headers hdr, in bit<1> low_overflow) {
+    Register<bit<32>, bit<32>>(POOL_CELLS) round_flags;
+
+    bit<32> own = 0;   // this packet's OVERFLOW: its lanes, or the flag it came with
+
+    RegisterAction<bit<32>, bit<32>, bit<32>>(round_flags) flags_write = {
+        void apply(inout bit<32> value, out bit<32> rv) { value = own; rv = value; }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(round_flags) flags_or = {
+        void apply(inout bit<32> value, out bit<32> rv) { value = value | own; rv = value; }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(round_flags) flags_read = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
+    };
+
+    apply {
+        if (low_overflow == 1 || hdr.bridge.high_overflow == 1 || (hdr.ina.flags & FLAG_OVERFLOW) != 0) {
+            own = (bit<32>)FLAG_OVERFLOW;
+        }
+        if (hdr.bridge.op == OP_WRITE) {
+            hdr.bridge.flags = flags_write.execute(hdr.bridge.cell)[7:0];
+        } else if (hdr.bridge.op == OP_ADD) {
+            hdr.bridge.flags = flags_or.execute(hdr.bridge.cell)[7:0];
+        } else {
+            hdr.bridge.flags = flags_read.execute(hdr.bridge.cell)[7:0];
+        }
+    }
+}
+
+#endif

@@ -2,7 +2,7 @@
 
 ``p4src/ina.p4`` (v1model) and ``p4src/tofino/ina_tna.p4`` (TNA) have the same tables, keys,
 actions, parameters and counter cells (the same job/tree model and wire protocol); only the
-P4Runtime names differ (TNA's carry the pipeline and control instance path, and the ingress
+P4Runtime names differ (TNA's carry the control instance path, and the ingress
 port is TNA's intrinsic metadata), and the pool size is read from a different register
 (ina.p4 keeps one bitmap per set, the TNA program one pair of sets per slot).  One
 ``Program`` per architecture holds those differences, so ``entries.py`` and ``controller.py``
@@ -58,7 +58,7 @@ class Program:
 
 
 def _ingress(name: str) -> str:
-    return f"pipe.TnaIngress.{name}"
+    return f"TnaIngress.{name}"
 
 
 V1MODEL = Program(
@@ -77,7 +77,7 @@ TNA = Program(
     result_from_parent=_ingress("job_lookup.result_from_parent"),
     ingress_port="ig_intr_md.ingress_port",
     routes=_ingress("forwarding.ipv4_routes"), forward=_ingress("forwarding.forward"),
-    receivers="pipe.TnaEgress.egress_addressing.receivers", address="pipe.TnaEgress.egress_addressing.address",
+    receivers="TnaEgress.egress_addressing.receivers", address="TnaEgress.egress_addressing.address",
     job_stats=_ingress("telemetry.job_stats"), drops=_ingress("telemetry.drops"),
     pool_register=_ingress("bitmap.bitmap"), pool_cells_per_slot=1,  # a pair of sets per slot
     program_tables=(_ingress("job_lookup.child_bit"),),

@@ -147,7 +147,7 @@ def qualified_objects(prog: CheckedProgram) -> list[QualifiedObject]:
                 if id(action) in top_actions and id(action) not in seen_top and not annotation(action, "hidden"):
                     seen_top.add(id(action))
                     out.append(QualifiedObject(qualify("", action), "action", action, ""))
-        walk(block, qualify(prog.pipeline.prefix, block))  # TNA: under the Pipeline instance
+        walk(block, qualify("", block))
     for d in prog.top_level:
         if isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT) and d.type.decl.name in PREFIXES:
             if not annotation(d, "hidden"):

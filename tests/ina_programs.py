@@ -104,7 +104,7 @@ V1MODEL = InaProgram("v1model", P4SRC / "ina.p4", (64, 256),
                      **_names("InaIngress", "InaEgress",  # ina.p4 keeps one control's names (@name)
                               {"job_lookup": "", "forwarding": "", "telemetry": ""}))
 TNA = InaProgram("tna", P4SRC / "tofino" / "ina_tna.p4", (64,),
-                 **_names("pipe.TnaIngress", "pipe.TnaEgress.egress_addressing", {}))
+                 **_names("TnaIngress", "TnaEgress.egress_addressing", {}))
 PROGRAMS = {p.name: p for p in (V1MODEL, TNA)}
 
 

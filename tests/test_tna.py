@@ -73,7 +73,7 @@ def test_counter_counts_packets_and_bytes():
     sw.process(2, ipv4)
     sw.process(2, ipv4)
     sw.process(2, other)
-    c = sw.counters["pipe.Ig.by_proto"]
+    c = sw.counters["Ig.by_proto"]
     assert c.packets == [0, 2, 0, 1]
     assert c.bytes == [0, 2 * len(ipv4), 0, len(other)]
 
@@ -83,8 +83,8 @@ def test_register_conflict_is_dropped_and_counted():
     req = bytes.fromhex("000000000001000000000002" "1234" "06" "0001" + "00" * 12)
     assert sw.process(4, req) == []
     assert sw.stats["register_conflicts"] == 1 and sw.stats["dropped"] == 1
-    assert sw.registers["pipe.Ig.cnt"].cells[1] == 1  # the first execution had run
-    assert sw.registers["pipe.Ig.pairs"].cells[0] == (10, 20)  # the constructor's initial value
+    assert sw.registers["Ig.cnt"].cells[1] == 1  # the first execution had run
+    assert sw.registers["Ig.pairs"].cells[0] == (10, 20)  # the constructor's initial value
 
 
 def test_parser_error_drops_unless_parser_err_is_read(tmp_path):
@@ -98,16 +98,16 @@ def test_parser_error_drops_unless_parser_err_is_read(tmp_path):
 def test_p4info_names_are_qualified_by_the_pipeline():
     info = build_p4info(load_program(TNA / "tna_forward.p4"))
     assert info.pkg_info.arch == "tna"
-    assert [t.preamble.name for t in info.tables] == ["pipe.SwitchIngress.fwd"]
-    assert "pipe.SwitchIngress.forward" in [a.preamble.name for a in info.actions]
+    assert [t.preamble.name for t in info.tables] == ["SwitchIngress.fwd"]
+    assert "SwitchIngress.forward" in [a.preamble.name for a in info.actions]
     info = build_p4info(load_program(TNA / "tna_register.p4"))
     regs = {r.preamble.name: r for r in info.registers}
-    assert set(regs) == {"pipe.Ig.pairs", "pipe.Ig.cnt"}
-    assert regs["pipe.Ig.cnt"].size == 8 and regs["pipe.Ig.cnt"].type_spec.bitstring.bit.bitwidth == 32
-    assert regs["pipe.Ig.pairs"].type_spec.struct.name == "pair_t"
+    assert set(regs) == {"Ig.pairs", "Ig.cnt"}
+    assert regs["Ig.cnt"].size == 8 and regs["Ig.cnt"].type_spec.bitstring.bit.bitwidth == 32
+    assert regs["Ig.pairs"].type_spec.struct.name == "pair_t"
     info = build_p4info(load_program(TNA / "tna_hash_checksum.p4"))
     (counter,) = info.counters
-    assert counter.preamble.name == "pipe.Ig.by_proto" and counter.size == 4
+    assert counter.preamble.name == "Ig.by_proto" and counter.size == 4
     assert counter.spec.unit == counter.spec.BOTH
 
 
@@ -116,14 +116,14 @@ def test_direct_counter_counts_table_hits(tmp_path):
               "table t { key = { hdr.h.a : exact; } actions = { hit; NoAction; } counters = dc; "
               "const default_action = NoAction(); }")
     sw = TnaSwitch.from_file(program(tmp_path, locals=locals, body="t.apply();"))
-    table = sw.tables["pipe.I.t"]
-    table.add([exact(0x0102)], "pipe.I.hit", [])
+    table = sw.tables["I.t"]
+    table.add([exact(0x0102)], "I.hit", [])
     sw.process(1, bytes.fromhex("01020000"))
     sw.process(1, bytes.fromhex("01030000"))
     (entry,) = table.entries()
     assert entry.counter[0] == 1
     info = build_p4info(load_program(tmp_path / "prog.p4"))
-    assert [d.preamble.name for d in info.direct_counters] == ["pipe.I.dc"]
+    assert [d.preamble.name for d in info.direct_counters] == ["I.dc"]
 
 
 REFUSED = {

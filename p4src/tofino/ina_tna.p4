@@ -4,44 +4,43 @@
  *
  * Every register is touched by exactly one RegisterAction per packet and pass, holds at
  * most a pair of 32-bit halves, and no stage has more than 4 stateful ALUs.  A Tofino 1
- * stateful ALU returns one 32-bit word per packet, so 32 value-pair registers give out 32
- * values per pass: an aggregation packet takes up to three passes through ingress, the
- * later ones by recirculation (port INA_RECIRC_PORT, egress bypassed), with its verdict
- * in an 18-byte bridge header.  The wire protocol does not change.
+ * stateful ALU returns one 32-bit word per packet, and ina.p4's OVERFLOW flag needs every
+ * add of every lane to report whether it left int32: so one register per lane, returning
+ * the add's overflow mark, and a later pass reads the sums.  64 lanes need 64 stateful
+ * ALUs: lanes 0..31 are in ingress, lanes 32..63 in egress.  An aggregation packet takes
+ * up to three passes through ingress, the later ones by recirculation (port
+ * INA_RECIRC_PORT), with its verdict in an 18-byte bridge header.  The wire protocol does
+ * not change.
  *
- * STAGE PLAN (ingress; POOL_CELLS = 2 * INA_POOL_SLOTS = 2048 cells by default)
+ * STAGE PLAN (POOL_CELLS = 2 * INA_POOL_SLOTS = 2048 cells by default).  A stage's
+ * registers are the same in every pass, so the passes' registers share the 4 stateful
+ * ALUs of each stage: CHECK's four registers sit beside three lanes each.
  *
- *  CHECK pass (packet from the wire)
- *   stage | control          | tables / registers (RegisterActions)          | SALUs | SRAM per register
- *   0     | JobLookup        | jobs (exact, 4096), child_bit (const, 32),     | 0     |
- *         | Forwarding       | ipv4_routes (LPM, 1024; other packets)         |       |
- *   1     | JobLookup        | cell = (pool_base + slot) * 2 + set, checks    | 0     |
- *   2     | RoundCheck       | round_epoch (swap)                             | 1     | 2048 x 32b = 8 KiB
- *   3     | RoundCheck       | round_seq (check | open)                       | 1     | 2048 x 32b = 8 KiB
- *   4     | Bitmap           | bitmap pair (open0|open1|join0|join1)          | 1     | 1024 x 64b = 8 KiB
- *   5     | Bitmap           | map_result = old & me                          | 0     |
- *   6     | Exponents        | round_exponent (write|max|read),               | 2     | 2 x 8 KiB
- *         |                  | round_flags (write|or|read)                    |       |
- *   7     | Telemetry        | job_stats, drops (counters)                    | 0     | 512 + 4 cells
- *   8     | NextStep         | drop / multicast down / recirculate            | 0     |
+ *  INGRESS  stage | CHECK pass (from the wire)      | CONSUME pass             | HARVEST pass   | SALUs
+ *   0             | jobs, child_bit, ipv4_routes    | lane_0..3 (write|add)    | lane_0..3 read | 4
+ *   1             | cell, range checks              | lane_4..7                | lane_4..7      | 4
+ *   2             | round_epoch (swap)              | lane_8..10               | lane_8..10     | 1+3
+ *   3             | round_seq (check|open)          | lane_11..13              | lane_11..13    | 1+3
+ *   4             | bitmap pair (open|join)         | lane_14..16              | lane_14..16    | 1+3
+ *   5             | map_result = old & me           | lane_17..20              | lane_17..20    | 4
+ *   6             | round_exponent (write|max|read) | lane_21..23              | lane_21..23    | 1+3
+ *   7             | job_stats, drops (counters)     | lane_24..27              | lane_24..27    | 4
+ *   8             | next step: recirculate          | lane_28..31              | lane_28..31    | 4
+ *   9             |                                 | remaining; marks hash    | next step      | 1
+ *  10             |                                 | low_overflow; next step; |                | 0
+ *                 |                                 | job_stats (RESULTS)      |                |
+ *  11             |                                 | round_flags (write|or|read) |             | 1
  *
- *  CONSUME pass (recirculated contribution or repeat)
- *   0-7   | Processor x 32   | values_i pair (write|add|read1|read0), 4/stage | 4 each| 32 x 2048 x 64b = 512 KiB
- *   8     | WorkersCounter   | remaining (open|down|read)                     | 1     | 2048 x 32b = 8 KiB
- *   9     | NextStep         | drop (absorbed) or recirculate for HARVEST     | 0     |
- *   9     | Telemetry        | job_stats (RESULTS)                            | 0     |
+ *  EGRESS   stage | a contribution on its way to CONSUME | a result going out (each copy)       | SALUs
+ *   0-7           | lane_32..63 (write|add), 4 per stage | lane_32..63 (read); receivers (exact) | 4
+ *   8             | marks hash                           |                                      | 0
+ *   9             | high_overflow into the bridge        |                                      | 0
+ *   deparser: the IPv4 checksum (Checksum); the bridge is kept only for the recirculation port.
  *
- *  HARVEST pass (complete round: result or answer)
- *   0-7   | Processor x 32   | values_i (read0): the first value of each pair | 4 each|
- *   8     | NextStep         | multicast / unicast to the sender or parent    | 0     |
- *
- *  Passes share the stages: a stage's registers are the same in every pass, and the
- *  controls of one pass never run in another, so each register sees one RegisterAction
- *  per packet and pass.  Most stateful ALUs in one stage: 4 (stages 0-7, the Processors);
- *  the deepest pass uses 10 of the 12 stages.
- *
- *  EGRESS (one stage): EgressAddressing's receivers (exact, 4096); IPv4 checksum in the
- *  deparser (Checksum).  No registers in egress, so multicast copies share nothing.
+ *  Stateful ALUs: 38 of ingress's 48, 32 of egress's 48.  SRAM: each lane is 2048 x 64 b
+ *  (sum, mark) = 16 KiB, 1 MiB for the 64; the five others 8 KiB each.  The deepest pass
+ *  (CONSUME) uses all 12 ingress stages; if bf-p4c needs one more, round_flags can take
+ *  the marks word itself as its input and drop stage 10's condition.
  *
  *  Not verified: compiling with bf-p4c (p4src/tofino/README.md says what may move).
  */

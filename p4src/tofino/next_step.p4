@@ -75,8 +75,7 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
             if (meta.remaining != 0) {
                 drop();                       // absorbed until the last child arrives
             } else {
-                if (hdr.bridge.op == OP_READ) {
-                    hdr.bridge.flags = hdr.bridge.flags | FLAG_RETRANSMIT;   // an answer
+                if (hdr.bridge.op == OP_READ) {   // an answer: HARVEST marks it RETRANSMIT
                     if (hdr.bridge.is_root == 1) {
                         hdr.bridge.next = NEXT_TO_SENDER;
                     } else {
@@ -96,7 +95,11 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
             }
         } else if (hdr.bridge.pass == PASS_HARVEST) {
             /* ---- HARVEST pass: lanes 0..31 of the header are the cell's sums ---- */
-            hdr.ina.flags = hdr.bridge.flags;
+            if (hdr.bridge.op == OP_READ) {
+                hdr.ina.flags = hdr.bridge.flags | FLAG_RETRANSMIT;
+            } else {
+                hdr.ina.flags = hdr.bridge.flags;
+            }
             hdr.ina.exponent = (int<8>)(hdr.bridge.exponent ^ 8w0x80);
             if (hdr.bridge.next == NEXT_TO_CHILDREN) {
                 hdr.ina.msg_type = MSG_RESULT;

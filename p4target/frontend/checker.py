@@ -98,7 +98,6 @@ class Pipeline:
     blocks: dict[str, Any]  # PIPELINE_BLOCKS name -> ParserDecl/ControlDecl
     headers: HeaderT
     metadata: HeaderT
-    prefix: str = ""  # TNA: the Pipeline instance's name, which qualifies control-plane names
     egress_headers: HeaderT | None = None  # TNA: egress has its own types
     egress_metadata: HeaderT | None = None
 

@@ -123,12 +123,11 @@ class TnaChecks:
         if len(main.args) != 1:
             raise P4Error(main.loc, "a Switch of more than one Pipeline is not supported by the built-in target")
         arg = main.args[0]
-        prefix = "pipe"
         if isinstance(arg, ast.PathExpr):
             inst = self.globals.lookup(arg.name)
             if not isinstance(inst, ast.Instantiation):
                 raise P4Error(arg.loc, f"'{arg.name}' is not a Pipeline instance")
-            prefix, pipe_type, args = inst.name, inst.type, inst.args
+            pipe_type, args = inst.type, inst.args
         elif isinstance(arg, ast.CtorCall):
             pipe_type, args = self.resolve_type(arg.type_ref), arg.args
         else:
@@ -159,7 +158,9 @@ class TnaChecks:
             blocks[role] = decl
         (ih, im), (eh, em) = gress_types["ingress"], gress_types["egress"]
         std = HeaderT("standard_metadata_t", "struct")  # none in TNA; codegen's v1model paths see no fields
-        pipeline = Pipeline(main, blocks, ih, im, prefix, eh, em)
+        # P4Runtime names as bf-p4c gives them for a one-pipeline program: not under the Pipeline
+        # instance (Stratum's fabric-tna: FabricIngress.acl.acl); BF-RT's bfrt.json would add 'pipe.'.
+        pipeline = Pipeline(main, blocks, ih, im, eh, em)
         return CheckedProgram(self.program, self.errors, std, pipeline, self.program.decls, "tna")
 
     def _tna_block(self, decl: ast.ParserDecl | ast.ControlDecl, template: ast.BlockTypeDecl) -> tuple[Type, Type]:

@@ -22,15 +22,16 @@ import numpy as np
 from scapy.all import IP, UDP, Ether, raw
 
 from controller.programs import TNA, V1MODEL, Program
+from p4target.executor.switch import Switch
 from p4target.executor.tables import exact
-from p4target.executor.tna_switch import load_switch
+from p4target.executor.tna_switch import TnaSwitch, load_switch
 from worker import protocol
 
 JOB, GROUP, WINDOW = 7, 5, 32
 CASES = ((V1MODEL, 64), (TNA, 64), (V1MODEL, 256))
 
 
-def root_switch(program: Program, values: int):
+def root_switch(program: Program, values: int) -> Switch | TnaSwitch:
     sw = load_switch(program.source, {"INA_VALUES": str(values)})
     for child in (0, 1):
         sw.tables[program.jobs].add([exact(child + 1), exact(JOB), exact(child)], program.member,
@@ -81,6 +82,7 @@ def main() -> None:
         med = statistics.median(r)
         print(f"{arch} V={values}: median {med:,.0f} aggregated pps = {med * values * 4 / 1e6:,.1f} MB/s of "
               f"int32 gradient in ({min(r):,.0f}-{max(r):,.0f})")
+
 
 if __name__ == "__main__":
     main()

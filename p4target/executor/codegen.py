@@ -208,9 +208,8 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         return self.out
 
     # ================================================================ controls
-    def control_function(self, role: str, decl: ast.ControlDecl, scope: _Scope, prefix: str = "") -> None:
-        """``prefix``: TNA names a block's objects under its Pipeline instance."""
-        self.declare_locals(decl, scope, qualify(prefix, decl))
+    def control_function(self, role: str, decl: ast.ControlDecl, scope: _Scope) -> None:
+        self.declare_locals(decl, scope, qualify("", decl))
         self.emit(f"def {role}(S{', OUT' if role.endswith('deparser') else ''}):")
         self.indent += 1
         self.emit("try:")
@@ -403,9 +402,9 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         return self.ns[fname]
 
     # ================================================================ parser
-    def parser(self, decl: ast.ParserDecl, scope: _Scope, fname: str = "parse", prefix: str = "") -> None:
-        """``fname``/``prefix``: TNA has two parsers, named under the Pipeline instance."""
-        self.declare_locals(decl, scope, qualify(prefix, decl))
+    def parser(self, decl: ast.ParserDecl, scope: _Scope, fname: str = "parse") -> None:
+        """``fname``: TNA has two parsers."""
+        self.declare_locals(decl, scope, qualify("", decl))
         states = {s.name: i for i, s in enumerate(decl.states)}
         self.state_ids = states
         self.state_count, self.later_states = len(states), []  # sub-parser applies add states

@@ -142,9 +142,9 @@ class TnaCodeGen(CodeGen):
                     bound[which] = self.alloc(p.type)
                 scope[p] = bound[which]
             if isinstance(decl, ast.ParserDecl):
-                self.parser(decl, scope, FUNCTIONS[role], "")
+                self.parser(decl, scope, FUNCTIONS[role])
             else:
-                self.control_function(FUNCTIONS[role], decl, scope, "")
+                self.control_function(FUNCTIONS[role], decl, scope)
         if "ig_tm_md" in bound:
             self.template[member_storage(bound["ig_tm_md"], "ucast_egress_port").base] = UNSET
         module = "\n".join(self.lines) + "\n"

@@ -11,12 +11,12 @@ How: a Mininet network ``controller.topology.single(N)`` (one switch s1, hosts h
 host link limited by Mininet's TCLink to ``bw`` Mbit/s each way (htb), with the built-in
 target running ``p4src/ina.p4`` built with 256 values per packet
 (``PipelineOptions(values=256)``: 16-byte ina header + 1024-byte payload per UDP datagram).
-The per-host bandwidth is chosen low enough that the links, not the Python switch, are the
-bottleneck (defaults: 4 Mbit/s at N=4, 2 Mbit/s at N=8, i.e. about 2 MB/s into the switch
-in total, some 1,900 packets/s against its ~7,000 at V=256).  Checked: halving the links
-to 2 Mbit/s at N=4 took INA (1 MiB) from 2.245 s to 4.478 s (x1.995), with the links 99-100%
-busy and the switch process at 30-45% of a core.  The ring runs over TCP between the hosts
-(port 47000), forwarded by the same switch with ina.p4's IPv4 routes.
+The links are the bottleneck at the default rates, 200/N Mbit/s (50 Mbit/s at N=4, 25 at
+N=8): the native switch forwards them with a third of a core, and what stops a faster link
+is the two cores the N Python workers, their kernel stacks and the switch share (measured:
+at 100 Mbit/s and N=4, INA kept its links only 56% busy, at 6.6 MB/s per worker; at N=8,
+30%).  The ring runs over TCP between the hosts (port 47000), forwarded by the same switch
+with ina.p4's IPv4 routes.
 
 Both methods are timed the same way, by one rank-runner process per host (this module with
 ``--rank-runner``, started in the host's namespace): the ranks start, make one untimed
@@ -30,13 +30,10 @@ Application bytes are printed next to them: ``Worker.stats.bytes_sent`` (UDP pay
 retransmissions included) and ``RingWorker.bytes_sent`` (tensor bytes only).  Each INA
 measurement gets a fresh job (``--pool-size`` slots, which is also the worker's window).
 
-Window (pool size) 8: the path holds only ~3 packets (a 1,082-byte frame takes 2.2 ms at
-4 Mbit/s, 4.3 ms at 2 Mbit/s), so 8 keeps the links 99-100% busy.  A larger window adds no
-throughput; it only queues in the host's own htb qdisc, and once W x frame time nears
-~70 ms the worker's RTO (initial 100 ms, then srtt + 4 rttvar, floor 50 ms) fires for packets
-that are merely queued: no qdisc drops, yet W=32 and W=64 at 4 Mbit/s (N=4) and W=16 at
-2 Mbit/s (N=8) retransmitted 45-60% of all packets and ran 1.5-1.9x slower than W=8.
-Every float allreduce also sends W exponent-only packets first, another reason to keep W small.
+Window (pool size) 8: a 1,082-byte frame takes 0.17 ms at 50 Mbit/s, and 8 in flight keep the
+links 93% busy; 16 gave 94% (N=4, 8 MiB), so the window is not what stops the last percent
+(each call's first window carries only exponents, and the calls start and end one round trip
+apart).  A larger window only queues in the host's own htb qdisc.
 
 TCP congestion control of the ring: CUBIC by default (``--ring-cc``), set per socket.  The
 machine this was written on defaults to BBR (v1), which kept the ring's links only 60-70%
@@ -85,6 +82,7 @@ from worker.protocol import ETH_IP_UDP
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
+FIGURE = ROOT / "docs" / "figures" / "allreduce-ina-vs-ring.png"
 RING_PORT = 47000
 VALUES = 256  # INA_VALUES: values per aggregation packet
 ETH_IP_TCP = 14 + 20 + 32  # TCP with timestamps, as Linux sends by default
@@ -491,8 +489,8 @@ def print_table(results: list[Measurement]) -> None:
 
 
 def default_bw(workers: int) -> float:
-    """Mbit/s per host link, each way: 16/N keeps the switch's load at ~2 MB/s (~1,900 packets/s at V=256)."""
-    return 16.0 / workers
+    """Mbit/s per host link, each way: 200/N keeps the load the N workers put on two cores at ~25 MB/s."""
+    return 200.0 / workers
 
 
 def _floats(text: str) -> list[float]:
@@ -512,6 +510,7 @@ def bench(args: argparse.Namespace) -> int:
         return 2
     sigterm_as_interrupt()
     results: list[Measurement] = []
+    complete = False
     csv_path, png_path = args.out_dir / "allreduce.csv", args.out_dir / "allreduce.png"
     run_root = Path(tempfile.mkdtemp(prefix="bench-allreduce-"))
     print(f"run directory {run_root} (switch logs; removed after a complete run); {args.runs} timed call(s) "
@@ -541,6 +540,7 @@ def bench(args: argparse.Namespace) -> int:
                               f"[{time.monotonic() - t0:.0f} s]", flush=True)
                         write_csv(results, csv_path)
         shutil.rmtree(run_root, ignore_errors=True)  # switch logs are kept only when something failed
+        complete = not args.quick
     except KeyboardInterrupt:
         print("\ninterrupted; network stopped", file=sys.stderr)
         return 130
@@ -549,6 +549,8 @@ def bench(args: argparse.Namespace) -> int:
             print_table(results)
             write_csv(results, csv_path)
             print(f"\nwrote {csv_path} and {plot(csv_path, png_path)}")
+    if complete:
+        publish(png_path, FIGURE, csv_path)
     return 0
 
 
@@ -559,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=_ints, default=[4, 8], help="worker counts N (one network each)")
     ap.add_argument("--bw", type=_floats, default=None,
                     help="Mbit/s per host link: one value for every N, or one per --workers entry "
-                         "(default 16/N: 4 at N=4, 2 at N=8, about 2 MB/s into the switch in all)")
+                         "(default 200/N: 50 at N=4, 25 at N=8)")
     ap.add_argument("--pool-size", type=int, default=DEFAULT_POOL, help="slots of each INA job = worker window")
     ap.add_argument("--timeout", type=float, default=60.0, help="runner timeout: INA without progress, ring per step")
     ap.add_argument("--seed", type=int, default=0)

@@ -6,7 +6,8 @@ the switches and the rest round a TCP ring at the same time (docs/hybrid.md).  T
 prediction is printed beside each measurement.
 
 How: Mininet, ``single(4)`` (one built-in-target switch, ina.p4 at V = 256), host links shaped
-to ``--bw`` Mbit/s.  Per configuration a job is created in ``auto`` mode and calibrated
+to ``--bw`` Mbit/s (50 by default: bench_allreduce's rate for 4 workers, at which the links and
+not the two cores are the limit).  Per configuration a job is created in ``auto`` mode and calibrated
 (``controller.calibrate``: bursts of INA-only and ring-only calls on the hosts give C and the
 ring's rate; when the model then favours a hybrid, a hybrid burst too, and auto runs the
 fastest measured); jobs in modes ina, ring and hybrid get the same C and ring rate
@@ -17,16 +18,15 @@ says), a checked warm-up and one timed call, its time the slowest rank's; the fi
 median over the rounds.
 
 Configurations: (a) ``small-pool``: one slot on ``--fast-bw`` links, so the window, not the
-link, bounds INA (C = window x frame / round trip; at 4 Mbit/s even one slot keeps the link
-busy, since htb lets a frame through in a burst); (b) ``shared-switch``: the switch declares
-an aggregation rate (``agg_pps``) that gives each worker ``--shared-mbps``, the job's share
-of a switch several tenants use, which its workers' pacers hold to (calibration measures C
-with that pace on); (c) ``control``: a pool
-of 16 on 4 Mbit/s links, INA link-bound (C >= L), where auto must pick pure INA.
+link, bounds INA (C = window x frame / round trip: about 28 Mb/s at 50 Mbit/s); (b)
+``shared-switch``: the switch declares an aggregation rate (``agg_pps``) that gives each
+worker ``--shared-mbps``, the job's share of a switch several tenants use, which its workers'
+pacers hold to (calibration measures C with that pace on); (c) ``control``: a pool of 16 on
+``--bw`` links, INA link-bound (C >= L), where auto must pick pure INA.
 
 Figures and what they show: docs/hybrid.md ("Measured so far").
 
-    python -m bench.bench_hybrid [--bw 4] [--size 2] [--runs 3]
+    python -m bench.bench_hybrid [--bw 50] [--size 8] [--runs 5]
     python -m bench.bench_hybrid --plot-only
 
 Writes bench/results/hybrid.csv and hybrid.png (copied to docs/figures/hybrid.png).
@@ -155,14 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     from worker import protocol
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bw", type=float, default=4.0, help="host links of the control configuration, Mbit/s")
-    ap.add_argument("--fast-bw", type=float, default=10.0,
+    ap.add_argument("--bw", type=float, default=50.0, help="host links of the control configuration, Mbit/s")
+    ap.add_argument("--fast-bw", type=float, default=50.0,
                     help="host links of the small-pool configuration, Mbit/s: fast enough that one slot's round "
                          "trip, not the link, bounds INA")
-    ap.add_argument("--size", type=float, default=2.0, help="MiB of float32 per allreduce")
+    ap.add_argument("--size", type=float, default=8.0, help="MiB of float32 per allreduce")
     ap.add_argument("--runs", type=int, default=5, help="rounds: each mode once per round, the order rotated")
     ap.add_argument("--small-pool", type=int, default=1, help="slots of configuration (a)")
-    ap.add_argument("--shared-mbps", type=float, default=2.0,
+    ap.add_argument("--shared-mbps", type=float, default=25.0,
                     help="configuration (b): the switch declares the aggregation rate that gives each worker this C")
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)

@@ -8,7 +8,9 @@ loss (worker/README.md, "Protocol").
 
 How: Mininet, ``single(N)`` for each N of ``--workers`` and ``tree(2, 4)`` (a root and two leaf
 switches, 8 hosts), every link dropping ``loss`` % of the frames it sends in each direction
-(nftables, bmv2-env); built-in target, ina.p4 at V = 256, unshaped links.  Per
+(nftables, bmv2-env); built-in target, ina.p4 at V = 256, every link shaped to 200/N Mbit/s
+(bench_allreduce's rates, at which the links and not the two cores are the limit; 25 Mbit/s
+on the tree), so that a loss costs what it costs on a real link: the time to send again.  Per
 configuration a fresh network and job, one rank runner per host
 (``bench.bench_allreduce --rank-runner``): a checked warm-up call, then ``--runs`` timed
 calls, each call's time its slowest rank's; the figure is the median, printed beside the
@@ -32,13 +34,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_allreduce import network, publish, run_ranks, runner_command, save_figure, write_rows
+from bench.bench_allreduce import default_bw, network, publish, run_ranks, runner_command, save_figure, write_rows
 from bench.veth_common import sigterm_as_interrupt
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "loss.png"
-FIELDS = ["topology", "workers", "loss_percent", "size_bytes", "seconds_median", "seconds_min", "seconds_max",
-          "over_clean", "retransmissions", "early_retransmissions", "window_cuts", "max_rel_error"]
+FIELDS = ["topology", "workers", "bw_mbit", "loss_percent", "size_bytes", "seconds_median", "seconds_min",
+          "seconds_max", "over_clean", "retransmissions", "early_retransmissions", "window_cuts", "max_rel_error"]
 # retransmissions: all ranks, the timed calls; early_retransmissions and window_cuts: all ranks, warm-up included
 
 
@@ -46,9 +48,8 @@ def topology(name: str, workers: int, loss: float):
     from controller.topology import Topology, single, tree
 
     spec = single(workers) if name == "single" else tree(2, workers // 2)
-    if loss:
-        for link in spec["links"]:
-            link.append({"loss": loss})
+    for link in spec["links"]:
+        link.append({"bw": default_bw(workers), **({"loss": loss} if loss else {})})
     return Topology.from_dict(spec)
 
 
@@ -65,7 +66,8 @@ def measure(name: str, workers: int, loss: float, args: argparse.Namespace, run:
                                                             ctl.spec_dir / "loss.json", None)
                                              for r, h in enumerate(hosts)], args.runs * 300 + 120)
     times = [max(r["times"][i] for r in reports) for i in range(args.runs)]
-    return {"topology": name, "workers": workers, "loss_percent": loss, "size_bytes": args.size_bytes,
+    return {"topology": name, "workers": workers, "bw_mbit": default_bw(workers), "loss_percent": loss,
+            "size_bytes": args.size_bytes,
             "seconds_median": statistics.median(times), "seconds_min": min(times), "seconds_max": max(times),
             "retransmissions": sum(sum(r["retransmissions"]) for r in reports),
             "early_retransmissions": sum(r.get("early_retransmissions", 0) for r in reports),
@@ -85,7 +87,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     for key in dict.fromkeys((r["topology"], r["workers"]) for r in rows):
         mine = sorted((r for r in rows if (r["topology"], r["workers"]) == key), key=lambda r: float(r["loss_percent"]))
         x = [float(r["loss_percent"]) for r in mine]
-        label = f"{key[0]}, N = {key[1]}"
+        label = f"{key[0]}, N = {key[1]}, {float(mine[0].get('bw_mbit') or 0):g} Mbit/s"
         ax.errorbar(x, [float(r["seconds_median"]) for r in mine], marker="o", capsize=3, label=label,
                     yerr=[[float(r["seconds_median"]) - float(r["seconds_min"]) for r in mine],
                           [float(r["seconds_max"]) - float(r["seconds_median"]) for r in mine]])

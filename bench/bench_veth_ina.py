@@ -23,19 +23,24 @@ counters, into contributions that never reached the pipeline (kernel socket over
 absorbed into rounds that never completed, and stale ones.  A step is over once the results
 stop and the counters settle (the switch's backlog is worked off), so steps do not overlap.
 
-Offered load steps up per worker (1k ... 40k pps, each step ``--duration`` s); a run's
+Offered load steps up per worker (1k ... 60k pps, each step ``--duration`` s); a run's
 figure is its largest delivered step (saturation); the reported figure is the median over
-``--runs`` runs, for V = 64 and V = 256.
+``--runs`` runs, for V = 64 and V = 256.  ``--against REV`` runs the switch of a worktree of
+commit REV too, run by run in alternation with this checkout's, on the same links and
+workers: old and new side by side.
 
     python -m bench.bench_veth_ina [--runs 3] [--duration 2] [--rates 1000,...] [--values 64,256] [--quick]
+                                   [--against 3193974]
 
-Writes bench/results/veth_ina.csv.  Namespaces, links, workers and the switch are cleaned
+Writes bench/results/veth_ina.csv and, from it, docs/figures/veth-ina.png (``--plot-only``
+redraws the plot).  Namespaces, links, workers and the switch are cleaned
 up on any exit, Ctrl-C included.  Root only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import multiprocessing
 import os
@@ -56,10 +61,12 @@ from controller.controller import WORKER_PORT_BASE
 from p4target import netns
 from p4target.ports import SO_RCVBUFFORCE
 
+from .compare import worktree
 from .veth_common import SO_TIMESTAMPNS, cpu_during, prepare, sleep_until, switch_process
 
 RESULTS = Path(__file__).resolve().parent / "results"
-RATES = [1_000, 2_000, 5_000, 10_000, 20_000, 40_000]  # offered per worker (pps)
+FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "veth-ina.png"
+RATES = [1_000, 2_000, 5_000, 10_000, 20_000, 40_000, 60_000]  # offered per worker (pps)
 VALUES = [64, 256]
 WINDOW = 1024  # slots per job = INA_POOL_SLOTS' default: the whole pool
 JOB = 1  # the id a fresh controller gives its first job
@@ -417,11 +424,12 @@ class Bench:
 
 
 def measure(w: Workers, links: dict[int, netns.Veth], values: int, rates: list[int], runs: int, duration: float,
-            window: int) -> list[list[Step]]:
+            window: int, root: Path | None = None, side: str = "") -> list[list[Step]]:
+    """``root``: the checkout whose switch runs (None: this one); ``side`` names it in the output."""
     pipe = Pipeline.build(values)
     config = ["--no-p4"]  # the controller pushes ina.p4 built for V (and the pool)
     results: list[list[Step]] = []
-    with switch_process(config, links, own_group=True) as (switch, address), \
+    with switch_process(config, links, own_group=True, root=root) as (switch, address), \
             controller(address, values, window) as read:
         bench = Bench(w, switch.pid, pipe, read, window)
         probe = bench.step(200, 0.25)
@@ -433,7 +441,7 @@ def measure(w: Workers, links: dict[int, netns.Veth], values: int, rates: list[i
             for rate in rates:
                 s = bench.step(rate, duration)
                 results[-1].append(s)
-                print(f"  V={values} run {run + 1}/{runs}: offered {CHILDREN} x {rate:>6,} pps"
+                print(f"  {side}V={values} run {run + 1}/{runs}: offered {CHILDREN} x {rate:>6,} pps"
                       f"  results {s.results_per_s:>7,.0f}/s = {s.aggregated_pps:>7,.0f} aggregated pps"
                       f" ({s.mbytes_per_s:5.1f} MB/s)  loss {s.loss:6.1%} [pre-pipeline {s.before_pipeline:,},"
                       f" incomplete {s.incomplete:,}, stale {s.switch['stale']:,}]  late {s.results - s.in_step:,}"
@@ -461,10 +469,10 @@ def _oddities(s: Step) -> str:
     return "".join(f"  ({n})" for n in notes)
 
 
-def summarize(values: int, results: list[list[Step]]) -> dict[str, float]:
+def summarize(values: int, results: list[list[Step]], side: str = "") -> dict[str, float]:
     runs, duration = len(results), results[0][0].duration
     frame = HEADERS + 16 + 4 * values
-    print(f"\nV={values} ({frame}-byte frames): medians over {runs} run(s) of {duration:g} s steps; "
+    print(f"\n{side}V={values} ({frame}-byte frames): medians over {runs} run(s) of {duration:g} s steps; "
           f"loss = rounds without a result")
     print(f"  {'offered/worker':>14}  {'achieved':>8}  {'results/s':>9}  {'aggr pps':>8}  {'MB/s':>6}  {'loss':>6}"
           f"  {'pre-pipe':>8}  {'incompl.':>8}  {'stale':>5}  {'switch cpu':>10}  {'machine cpu':>11}")
@@ -485,30 +493,61 @@ def summarize(values: int, results: list[list[Step]]) -> dict[str, float]:
                                                for s in peaks))
     print(f"  figure: {agg:,.0f} aggregated pps = {agg / CHILDREN:,.0f} results/s = "
           f"{agg * values * 4 / 1e6:.1f} MB/s of int32 gradient (median of the runs' saturation)", flush=True)
-    return {"values": values, "aggregated_pps": agg, "results_per_s": agg / CHILDREN,
+    return {"side": side.strip(), "values": values, "aggregated_pps": agg, "results_per_s": agg / CHILDREN,
             "mbytes_per_s": agg * values * 4 / 1e6}
 
 
-def write_results(all_results: dict[int, list[list[Step]]]) -> Path:
+def write_results(all_results: dict[tuple[str, int], list[list[Step]]]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / "veth_ina.csv"
     cpu_keys = ["switch", *(f"{r}{c}" for r in ("sender", "receiver") for c in range(CHILDREN)), "all"]
     with path.open("w", newline="") as f:
         out = csv.writer(f)
-        out.writerow(["values", "run", "offered_pps_per_worker", "achieved_pps_per_worker", "rounds", "results",
-                      "results_in_step", "results_per_s", "aggregated_pps", "gradient_MBps", "loss",
+        out.writerow(["switch", "values", "run", "offered_pps_per_worker", "achieved_pps_per_worker", "rounds",
+                      "results", "results_in_step", "results_per_s", "aggregated_pps", "gradient_MBps", "loss",
                       "lost_before_pipeline", "incomplete_contributions", "stale", "switch_aggregated",
                       "switch_results", "results_at_both", "duplicates", "wrong", "send_errors", "rx_drops",
                       "sender_lag_ms", *(f"{k}_cpu" for k in cpu_keys)])
-        for values, results in all_results.items():
+        for (side, values), results in all_results.items():
             for run, steps in enumerate(results, 1):
                 for s in steps:
-                    out.writerow([values, run, s.offered, round(s.achieved), s.rounds, s.results, s.in_step,
-                                  round(s.results_per_s), round(s.aggregated_pps), round(s.mbytes_per_s, 2),
+                    out.writerow([side.split(":")[0] or "new", values, run, s.offered, round(s.achieved), s.rounds,
+                                  s.results, s.in_step, round(s.results_per_s), round(s.aggregated_pps),
+                                  round(s.mbytes_per_s, 2),
                                   round(s.loss, 4), s.before_pipeline, s.incomplete, s.switch["stale"],
                                   s.switch["aggregated"], s.switch["results"], s.both, s.dups, s.bad, s.send_errors,
                                   s.rx_drops, round(s.lag * 1e3, 1), *(round(s.cpu[k], 2) for k in cpu_keys)])
     return path
+
+
+def plot(csv_path: Path, path: Path) -> Path:
+    """Delivered against offered load, per switch and V: the median over runs of each step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .bench_allreduce import save_figure
+
+    with csv_path.open() as f:
+        rows = list(csv.DictReader(f))
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for (switch, values) in dict.fromkeys((r["switch"], r["values"]) for r in rows):
+        mine = [r for r in rows if (r["switch"], r["values"]) == (switch, values)]
+        offered = sorted({int(r["offered_pps_per_worker"]) for r in mine})
+        delivered = [statistics.median(float(r["aggregated_pps"]) for r in mine
+                                       if int(r["offered_pps_per_worker"]) == o) for o in offered]
+        ax.plot([CHILDREN * o for o in offered], delivered, marker="o",
+                linestyle="-" if switch == "new" else "--", label=f"{switch} switch, V = {values}")
+    top = max(float(r["aggregated_pps"]) for r in rows)
+    ax.plot([0, top * 1.1], [0, top * 1.1], color="grey", linewidth=0.8, linestyle=":", label="all delivered")
+    ax.set(xlabel="contributions offered per second (both workers)", ylabel="aggregated packets/s delivered",
+           xscale="log", yscale="log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("ina.p4 on the built-in target through veth ports (p4target-switch-grpc), median of runs",
+                 fontsize=9)
+    return save_figure(fig, path)
 
 
 def _ints(text: str) -> list[int]:
@@ -523,36 +562,51 @@ def main() -> int:
     ap.add_argument("--values", type=_ints, default=VALUES, help="INA_VALUES to measure, comma-separated")
     ap.add_argument("--window", type=int, default=WINDOW, help="slots the job cycles through (pool size)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 run, 0.5 s steps, 3 loads")
+    ap.add_argument("--against", metavar="REV", help="also run this commit's switch, side by side")
+    ap.add_argument("--plot-only", action="store_true", help="redraw the plot from bench/results/veth_ina.csv")
     args = ap.parse_args()
+    if args.plot_only:
+        print(f"wrote {plot(RESULTS / 'veth_ina.csv', FIGURE)}")
+        return 0
     if args.quick:
         args.runs, args.duration, args.rates = 1, 0.5, [1_000, 5_000, 20_000]
     if not 1 <= args.window <= 0xFFFF:
         ap.error("--window must be 1..65535")
     if not prepare("bench_veth_ina"):
         return 1
-    all_results: dict[int, list[list[Step]]] = {}
+    all_results: dict[tuple[str, int], list[list[Step]]] = {}
     figures = []
     try:
-        with netns.Sandbox() as box:
+        with netns.Sandbox() as box, worktree(args.against) if args.against else contextlib.nullcontext() as old:
+            sides = ([(f"old {args.against}: ", old)] if old else []) + [("new: " if old else "", None)]
             links = {n: box.veth(f"s{n}", f"h{n}", b_netns=box.netns(f"h{n}")) for n in range(1, CHILDREN + 1)}
             address_hosts(links)
             with workers(links) as w:
                 for values in args.values:
                     print(f"V={values}: switch on {links[1].a}, {links[2].a}; a sender and a receiver in each of "
                           f"h1, h2; window {args.window} slots", flush=True)
-                    all_results[values] = measure(w, links, values, args.rates, args.runs, args.duration,
-                                                  args.window)
-                    figures.append(summarize(values, all_results[values]))
+                    for _ in range(args.runs):  # the sides alternate run by run
+                        for side, root in sides:
+                            all_results.setdefault((side, values), []).extend(
+                                measure(w, links, values, args.rates, 1, args.duration, args.window, root, side))
+                    figures += [summarize(values, all_results[side, values], side) for side, _ in sides]
     except KeyboardInterrupt:
         print("interrupted; cleaned up", file=sys.stderr)
         return 130
     finally:
         if all_results:
-            print(f"\nwrote {write_results(all_results)}" + ("" if len(figures) == len(args.values) else " (partial)"))
+            complete = len(figures) == len(args.values) * (2 if args.against else 1)
+            print(f"\nwrote {write_results(all_results)}" + ("" if complete else " (partial)"))
+            if complete and not args.quick:
+                print(f"wrote {plot(RESULTS / 'veth_ina.csv', FIGURE)}")
     print("\nsummary (median over runs of each run's saturation):")
     for f in figures:
-        print(f"  V={f['values']:>3}: {f['aggregated_pps']:>7,.0f} aggregated pps  {f['results_per_s']:>7,.0f} "
-              f"results/s  {f['mbytes_per_s']:5.1f} MB/s of int32 gradient")
+        print(f"  {f['side'] + ' ' if f['side'] else ''}V={f['values']:>3}: {f['aggregated_pps']:>7,.0f} aggregated pps"
+              f"  {f['results_per_s']:>7,.0f} results/s  {f['mbytes_per_s']:5.1f} MB/s of int32 gradient")
+    if args.against:
+        for values in args.values:
+            old, new = (f["aggregated_pps"] for f in figures if f["values"] == values)
+            print(f"  V={values}: new / old = {new / old:.1f}x")
     return 0
 
 

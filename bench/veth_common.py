@@ -18,18 +18,21 @@ from pathlib import Path
 
 from p4target import netns
 
+from .compare import python_env
+
 SO_TIMESTAMPNS = 35  # kernel receive time (CLOCK_REALTIME) as ancillary data; not in Python's socket module
 
 
 @contextmanager
-def switch_process(config: list[str], links: dict[int, netns.Veth],
-                   own_group: bool = False) -> Iterator[tuple[subprocess.Popen, str]]:
+def switch_process(config: list[str], links: dict[int, netns.Veth], own_group: bool = False,
+                   root: Path | None = None) -> Iterator[tuple[subprocess.Popen, str]]:
     """``p4target-switch-grpc -i 1@.. -i 2@.. <config>`` serving on a free port: (process, gRPC address).
 
     ``config`` is the command's own arguments after the ports (``-D NAME=V ... prog.p4``).
     The switch is stopped on exit, whatever happened.  ``own_group``: in its own process
     group, so a Ctrl-C at the terminal reaches only us and the switch stays up until we stop
     it (else it may vanish under a P4Runtime call and turn the interrupt into an RPC error).
+    ``root``: run the switch of that checkout (bench/compare.py's worktree of an older commit).
     """
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -38,7 +41,8 @@ def switch_process(config: list[str], links: dict[int, netns.Veth],
     log = tempfile.TemporaryFile("w+")
     proc = subprocess.Popen([sys.executable, "-m", "p4target.switch_grpc", *ifaces, *config, "--",
                              "--grpc-server-addr", f"127.0.0.1:{port}"], stdout=log, stderr=log, text=True,
-                            process_group=0 if own_group else None)
+                            process_group=0 if own_group else None, cwd=root,
+                            env=python_env(root) if root is not None else None)
     try:
         deadline = time.monotonic() + 120
         while True:

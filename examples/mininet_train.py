@@ -11,7 +11,10 @@ backward (from the ranks' timelines), and writes two plots:
     docs/figures/train-loss.png       loss and test accuracy per epoch, both runs
     docs/figures/train-timeline.png   a few steps of rank 0: backward, and each bucket's allreduce
 
-    python examples/mininet_train.py [--epochs 20] [--target auto|builtin|bmv2] [--out DIR]
+``--rounds N`` trains N times with each, the order alternating (ina, gloo, gloo, ina, ...), and
+reports medians over all rounds: on a shared machine one pair of runs varies by about 10%.
+
+    python examples/mininet_train.py [--epochs 20] [--rounds 1] [--target auto|builtin|bmv2] [--out DIR]
 """
 
 import argparse
@@ -77,13 +80,16 @@ def train(net: InaNetwork, comm: str, spec: Path | None, args: argparse.Namespac
     return epochs, [json.loads((out / f"{comm}-rank{r}.json").read_text()) for r in range(len(HOSTS))]
 
 
-def summary(comm: str, epochs: list[dict], timelines: list[dict]) -> dict:
+def summary(comm: str, rounds: list[list[dict]], timelines: list[dict]) -> dict:
+    """Medians over the rounds' epochs after the first, and over every rank's steps."""
     hidden = [h for t in timelines for h in t["hidden_share"]]
     comm_s = [c for t in timelines for c in t["comm_seconds"]]
-    last = epochs[-1]
+    last = rounds[-1][-1]
+    steps = [e["seconds_per_step"] for epochs in rounds for e in (epochs[1:] or epochs)]
     return {"comm": comm, "loss": last["loss"], "test_accuracy": last["test_accuracy"],
-            "seconds_per_step": statistics.median(e["seconds_per_step"] for e in epochs[1:] or epochs),
+            "seconds_per_step": statistics.median(steps), "rounds": len(rounds),
             "comm_ms_per_step": 1e3 * statistics.median(comm_s), "hidden_share": statistics.median(hidden),
+            "cpu_ms_per_step": 1e3 * statistics.median(c for t in timelines for c in t["cpu_seconds_per_step"]),
             "buckets": len({(b["index"], b["values"]) for b in timelines[0]["buckets"] if b["step"] > 1}),
             "bucket_cap_mb": timelines[0]["bucket_cap_mb"]}
 
@@ -153,6 +159,7 @@ def plot_timeline(timelines: dict[str, dict], path: Path, steps: int = 4) -> Non
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="make train", description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=1, help="trainings with each, the order alternating")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=128, help="per rank")
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -168,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="ina-train-"))
     out.mkdir(parents=True, exist_ok=True)
     (out / "controller-state.json").unlink(missing_ok=True)  # a run of its own: its network is new
-    print(f"[1/4] starting {TOPOLOGY.name}: 4 hosts on one P4 switch (files in {out})", flush=True)
+    total = 2 + 2 * args.rounds
+    print(f"[1/{total}] starting {TOPOLOGY.name}: 4 hosts on one P4 switch (files in {out})", flush=True)
     with InaNetwork(TOPOLOGY, out / "net", target=args.target) as net:
         for switch in net.switches:  # a switch is a device of its own: it must not wait for the trainers' CPU
             for thread in Path(f"/proc/{switch.process.pid}/task").iterdir():
@@ -176,14 +184,23 @@ def main(argv: list[str] | None = None) -> int:
         with Controller(net.network, out / "controller-state.json", PipelineOptions(values=256)) as controller:
             controller.setup()
             controller.create_job("train", HOSTS, pool_size=64)
-            spec = controller.spec_dir / "train.json"
-            print(f"[2/4] switch s1 ({net.network.access['s1'].target}): ina.p4, job 'train' for {', '.join(HOSTS)}",
-                  flush=True)
-            runs, timelines = {}, {}
-            for n, comm in enumerate(("ina", "gloo")):
-                print(f"[{3 + n}/4] training with --comm {comm}, {args.epochs} epochs", flush=True)
+            target = net.network.access["s1"].target
+            print(f"[2/{total}] switch s1 ({target}): ina.p4, job 'train' for {', '.join(HOSTS)}", flush=True)
+            runs: dict[str, list[list[dict]]] = {"ina": [], "gloo": []}
+            timelines: dict[str, list[dict]] = {"ina": [], "gloo": []}
+            order = [c for r in range(args.rounds) for c in (("ina", "gloo") if r % 2 == 0 else ("gloo", "ina"))]
+            for n, comm in enumerate(order):
+                print(f"[{3 + n}/{total}] training with --comm {comm}, {args.epochs} epochs", flush=True)
                 started = time.monotonic()
-                runs[comm], timelines[comm] = train(net, comm, spec if comm == "ina" else None, args, out, 29500 + n)
+                spec = None
+                if comm == "ina":  # a job is one session of its workers: a new one for each training
+                    job = "train" if not runs["ina"] else f"train{len(runs['ina'])}"
+                    if job != "train":
+                        controller.create_job(job, HOSTS, pool_size=64)
+                    spec = controller.spec_dir / f"{job}.json"
+                epochs, ranks = train(net, comm, spec, args, out, 29500 + n)
+                runs[comm].append(epochs)
+                timelines[comm] += ranks
                 print(f"      {time.monotonic() - started:.0f} s", flush=True)
     table = [summary(comm, runs[comm], timelines[comm]) for comm in runs]
     (out / "summary.json").write_text(json.dumps({"summary": table, "epochs": runs}, indent=1))
@@ -192,12 +209,13 @@ def main(argv: list[str] | None = None) -> int:
                                                                         "{:.1%}"),
                             ("seconds_per_step", "time per step (ms)", "{:.0f}"),
                             ("comm_ms_per_step", "communication per step (ms)", "{:.0f}"),
+                            ("cpu_ms_per_step", "CPU per step and rank (ms)", "{:.0f}"),
                             ("hidden_share", "hidden behind backward", "{:.0%}")):
         scale = 1e3 if key == "seconds_per_step" else 1
         print(f"{label:<28}" + "".join(f"{fmt.format(r[key] * scale):>12}" for r in table))
     print(f"(DDP buckets: {table[0]['buckets']} of at most {table[0]['bucket_cap_mb']} MiB; medians over steps "
-          f"after the first and over ranks)")
-    plot_loss(runs, out / "train-loss.png")
+          f"after the first and over ranks, {args.rounds} training(s) with each)")
+    plot_loss({comm: rounds[0] for comm, rounds in runs.items()}, out / "train-loss.png")
     plot_timeline({comm: timelines[comm][0] for comm in runs}, out / "train-timeline.png")
     if not args.no_figures:
         FIGURES.mkdir(parents=True, exist_ok=True)

@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         model.register_comm_hook(None, gloo_hook(timeline))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     steps = 0
+    cpu_per_step: list[float] = []  # this process's CPU time (every thread: torch, the worker, gloo) per step
     try:
         for epoch in range(1, args.epochs + 1):
             started = time.perf_counter()
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             batches = len(mine) // args.batch_size
             losses, training = [], 0.0
             for b in range(batches):
-                step_started = time.perf_counter()
+                step_started, cpu_started = time.perf_counter(), time.process_time()
                 index = mine[b * args.batch_size:(b + 1) * args.batch_size]
                 loss = F.cross_entropy(model(train_x[index]), train_y[index])
                 optimizer.zero_grad(set_to_none=not args.bucket_view)
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 loss.backward()  # DDP: buckets go out as they fill; waits for them all at the end
                 optimizer.step()
                 training += time.perf_counter() - step_started
+                cpu_per_step.append(time.process_time() - cpu_started)
                 losses.append(loss.item())
                 steps += 1
                 if steps == args.exit_after_steps:
@@ -162,19 +164,21 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"rank": rank, "error": f"{type(failure).__name__}: {failure}"}), flush=True)
         os._exit(1)  # the process group's peers may be dead too: do not wait for them
     if args.timeline:
-        write_timeline(args.timeline, timeline, args, rank)
+        write_timeline(args.timeline, timeline, args, rank, cpu_per_step[1:])
     dist.destroy_process_group()
     return 0
 
 
-def write_timeline(path: Path, timeline: Timeline, args: argparse.Namespace, rank: int) -> None:
+def write_timeline(path: Path, timeline: Timeline, args: argparse.Namespace, rank: int,
+                   cpu_per_step: list[float]) -> None:
     steps = sorted(timeline.backward_started)
     shares = [hidden_share(timeline, s) for s in steps[1:]]  # the first step builds DDP's buckets
     path.write_text(json.dumps({
         "comm": args.comm, "rank": rank, "bucket_cap_mb": args.bucket_cap_mb,
         "backward_started": {str(s): t for s, t in timeline.backward_started.items()},
         "buckets": [vars(b) for b in timeline.buckets],
-        "comm_seconds": [s[0] for s in shares], "hidden_share": [s[1] for s in shares]}))
+        "comm_seconds": [s[0] for s in shares], "hidden_share": [s[1] for s in shares],
+        "cpu_seconds_per_step": cpu_per_step}))
 
 
 if __name__ == "__main__":

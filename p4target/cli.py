@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="preprocessor definition, as for p4c")
     ap.add_argument("--p4runtime-files", metavar="FILE", help="write the P4Info (text format) here")
     ap.add_argument("--show-python", action="store_true", help="print the Python the executor generates")
+    ap.add_argument("--show-c", action="store_true",
+                    help="print the C the native fast path runs (or why the program runs in Python)")
     args = ap.parse_args(argv)
     try:
         prog = load_program(args.program, parse_defines(args.defines))
@@ -39,10 +41,17 @@ def main(argv: list[str] | None = None) -> int:
 
             with open(args.p4runtime_files, "w") as f:
                 f.write(text_format.MessageToString(build_p4info(prog)))
-        if args.show_python:
+        if args.show_python or args.show_c:
             from .executor.tna_switch import switch_for
 
-            print(switch_for(prog).source)
+            sw = switch_for(prog, use_native=args.show_c)
+            if args.show_python:
+                print(sw.source)
+            if args.show_c:
+                if sw.native is None:
+                    print(f"p4target-check: {args.program} runs in Python: {sw.native_status}", file=sys.stderr)
+                    return 1
+                print(sw.native.source)
     except P4Error as err:
         print(err.render(), file=sys.stderr)
         return 1

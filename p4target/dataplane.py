@@ -1,6 +1,8 @@
 """The packet path: ports in, the running pipeline, ports (or the controller) out.
 
-One thread waits on every port and runs each frame through the current ``Switch``.  The
+One thread waits on every port and runs each frame through the current ``Switch``.  When the
+pipeline runs natively and every port is a raw interface, the frames are served in batches
+by C (portio.py) without a Python object per frame; otherwise one frame at a time.  The
 pipeline is swapped by assigning ``switch`` (SetForwardingPipelineConfig); frames that
 arrive with no pipeline are dropped and counted.  Frames the program sends to the CPU port
 go to ``packet_in`` (the P4Runtime stream); packet-outs come back in through ``inject``.
@@ -15,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from .executor.switch import Switch
+from .portio import BatchedPorts
 from .ports import Port, PortError
 
 log = logging.getLogger(__name__)
@@ -29,6 +32,7 @@ class Dataplane:
         self.stats: Counter[str] = Counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dataplane", daemon=True)
+        self._batched = BatchedPorts.available(ports)
 
     def start(self) -> None:
         self._thread.start()
@@ -36,6 +40,8 @@ class Dataplane:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+        if self._batched is not None:
+            self._batched.close()
         for port in self.ports.values():
             port.close()
 
@@ -49,19 +55,38 @@ class Dataplane:
             self.stats["dropped_no_pipeline"] += 1
             return
         for out in switch.process(in_port, data):
-            port = self.ports.get(out.port)
-            if port is not None:
-                port.send(out.data)
-            elif out.port == self.cpu_port and self.packet_in is not None:
-                self.packet_in(out.data)
-            else:
-                self.stats["dropped_no_port"] += 1
+            self._deliver(out.port, out.data)
+
+    def _deliver(self, number: int, data: bytes) -> None:
+        port = self.ports.get(number)
+        if port is not None:
+            port.send(data)
+        elif number == self.cpu_port and self.packet_in is not None:
+            self.packet_in(data)
+        else:
+            self.stats["dropped_no_port"] += 1
+
+    def _pump(self, switch: Switch) -> None:
+        """Wait for frames (not holding the switch's lock), then serve them in batches under it."""
+        if not self._batched.wait(200):
+            return
+        with switch.lock:
+            native = switch.native
+            if native is None or self.switch is not switch:
+                return
+            punted = self._batched.pump(native)
+        for number, data in punted:
+            self._deliver(number, data)
 
     def _run(self) -> None:
         with selectors.DefaultSelector() as sel:
             for port in self.ports.values():
                 sel.register(port.fileno(), selectors.EVENT_READ, port)
             while not self._stop.is_set():
+                switch = self.switch
+                if self._batched is not None and switch is not None and switch.native is not None:
+                    self._pump(switch)
+                    continue
                 for key, _ in sel.select(timeout=0.2):
                     port: Port = key.data
                     try:

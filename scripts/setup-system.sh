@@ -5,6 +5,8 @@ set -euo pipefail
 PATH="$PATH:/usr/sbin:/sbin"  # ip and ethtool live there; a non-root PATH may lack it
 need=()
 command -v cpp >/dev/null 2>&1 || need+=(cpp)
+# The built-in target's native fast path builds each P4 program's C with the system compiler.
+{ command -v gcc && echo '#include <stdint.h>' | gcc -fsyntax-only -x c -; } >/dev/null 2>&1 || need+=(gcc libc6-dev)
 /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 # bmv2-env: Mininet (Debian's, for /usr/bin/python3 and so the venv) and what it runs on hosts.
 { command -v mnexec && /usr/bin/python3 -c 'import mininet.net'; } >/dev/null 2>&1 || need+=(mininet)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from scapy.layers.l2 import Dot1Q, Ether
@@ -19,7 +20,10 @@ from scapy.packet import Raw
 from scapy.utils import rdpcap, wrpcap
 
 from p4target import netns, ports
+from p4target.executor.switch import Switch
+from p4target.frontend import load_program
 from p4target.netns import Sandbox, entered
+from p4target.portio import BatchedPorts
 from p4target.ports import MemoryPort, PcapPort, PortError, RawSocketPort, open_port, parse_interface_arg
 
 ETHERTYPE = 0x88B5  # IEEE local experimental: nothing else on the link uses it
@@ -295,3 +299,83 @@ def test_raw_port_survives_transient_errors(veth: Veth) -> None:
                 break
         else:
             pytest.fail("port did not receive after the link came back up")
+
+
+# ---------------------------------------------------------------------------- batched ports (portio)
+REGISTER64 = Path(__file__).resolve().parent / "p4" / "register64.p4"  # answers on port 1
+
+
+def _pump_until(batched: BatchedPorts, native, peer: socket.socket | None, count: int,
+                timeout: float = 5.0) -> tuple[list[bytes], list[tuple[int, bytes]]]:
+    """Serve the port until ``count`` frames reached the peer (or, without a peer, were punted)."""
+    got: list[bytes] = []
+    punted: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    while len(got if peer is not None else punted) < count and time.monotonic() < deadline:
+        if batched.wait(50):
+            punted += batched.pump(native)
+        while peer is not None and ready(peer, 0):
+            got.append(peer.recv(65536))
+    return got, punted
+
+
+def test_batched_ports_run_the_native_pipeline(veth: Veth) -> None:
+    """Frames in by recvmmsg, through the native pipeline, out by sendmmsg: the bytes the Python
+    executor gives, and the port's counters."""
+    fast, python = Switch.from_file(REGISTER64), Switch(load_program(REGISTER64), use_native=False)
+    assert fast.native is not None, fast.native_status
+    with veth.port() as port, veth.peer_socket() as peer:
+        batched = BatchedPorts([port])
+        try:
+            sent = [frame(f"batch {i}") + bytes(300) for i in range(100)]
+            for f in sent:
+                peer.send(f)
+            want = [o.data for f in sent for o in python.process(1, f)]
+            got, punted = _pump_until(batched, fast.native, peer, len(want))
+            assert got == want and punted == []
+            batched.collect()
+            assert port.stats["rx_packets"] == len(sent) and port.stats["tx_packets"] == len(want)
+            assert port.stats["tx_bytes"] == sum(map(len, want))
+        finally:
+            batched.close()
+
+
+TO_PORT_9 = """#include <core.p4>
+#include <v1model.p4>
+struct h_t { }
+struct m_t { }
+parser P(packet_in p, out h_t h, inout m_t m, inout standard_metadata_t sm) { state start { transition accept; } }
+control N(inout h_t h, inout m_t m) { apply { } }
+control I(inout h_t h, inout m_t m, inout standard_metadata_t sm) { apply { sm.egress_spec = 9; } }
+control E(inout h_t h, inout m_t m, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in h_t h) { apply { } }
+V1Switch(P(), N(), I(), E(), N(), D()) main;
+"""
+
+
+@pytest.mark.parametrize("kernel_filter", [True, False], ids=["ignore-outgoing", "pkttype-check"])
+def test_batched_ports_keep_vlan_tags_skip_outgoing_and_punt(veth: Veth, kernel_filter: bool, tmp_path: Path) -> None:
+    """Every frame goes to port 9, which the batches do not own: it comes back to Python as it
+    left the pipeline.  A tagged frame reaches the pipeline with its tag; a frame another
+    program sends out of the interface does not reach it at all."""
+    program = tmp_path / "to_port_9.p4"
+    program.write_text(TO_PORT_9)
+    fast, python = Switch.from_file(program), Switch(load_program(program), use_native=False)
+    assert fast.native is not None, fast.native_status
+    with veth.inside():
+        port = RawSocketPort(2, veth.a)
+    with port, veth.peer_socket() as peer, veth.peer_socket(veth.a) as other:
+        if not kernel_filter:
+            port._sock.setsockopt(ports.SOL_PACKET, ports.PACKET_IGNORE_OUTGOING, 0)
+        batched = BatchedPorts([port])
+        try:
+            tagged, stranger, fence = frame("tagged", vlan=5) + bytes(300), frame("stranger"), frame("fence")
+            other.send(stranger)
+            peer.send(tagged)
+            peer.send(fence)
+            want = [(o.port, o.data) for f in (tagged, fence) for o in python.process(2, f)]
+            assert [p for p, _ in want] == [9, 9] and want[0][1] == tagged
+            _, punted = _pump_until(batched, fast.native, None, len(want))
+            assert punted == want
+        finally:
+            batched.close()

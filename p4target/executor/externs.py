@@ -143,6 +143,12 @@ class ValueSet:
         self.size = size
         self.widths = widths
         self.members: list[tuple[tuple[int, int], ...]] = []
+        self.on_change: Callable[[], None] | None = None  # the native path rebuilds its image
+
+    def set_members(self, members: list[tuple[tuple[int, int], ...]]) -> None:
+        self.members[:] = members
+        if self.on_change is not None:
+            self.on_change()
 
     def matches(self, keys: tuple[int, ...]) -> bool:
         for member in self.members:

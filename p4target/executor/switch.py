@@ -14,9 +14,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple, Self
+from typing import Any, NamedTuple, Self
 
 from ..frontend import CheckedProgram, load_program
+from . import native
 from .codegen import CodeGen
 from .externs import AssertionFailed, CloneSession, Counter, Meter, Register, ValueSet
 from .headers import StackIndexError
@@ -41,14 +42,48 @@ class Output(NamedTuple):
     data: bytes
 
 
+class MulticastGroups(dict):
+    """The PRE's groups, group -> [(egress port, replication id)]: a dict that calls
+    ``on_change`` (the native path rebuilds its image) whenever it changes."""
+
+    on_change: Callable[[], None] | None = None
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    def __setitem__(self, group: int, replicas: list[tuple[int, int]]) -> None:
+        super().__setitem__(group, replicas)
+        self._changed()
+
+    def __delitem__(self, group: int) -> None:
+        super().__delitem__(group)
+        self._changed()
+
+    def pop(self, *args: Any) -> Any:
+        out = super().pop(*args)
+        self._changed()
+        return out
+
+    def clear(self) -> None:
+        super().clear()
+        self._changed()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self._changed()
+
+
 class ControlPlane:
     """What the control plane reaches on any switch of this target (v1model or TNA): the PRE's
     multicast groups and clone sessions, and the meters' clock.  Subclasses set
     ``lock``, ``multicast_groups``, ``clone_sessions`` and ``hooks``."""
 
     lock: threading.RLock
-    multicast_groups: dict[int, list[tuple[int, int]]]
+    multicast_groups: MulticastGroups
     clone_sessions: dict[int, CloneSession]
+    native: native.NativePipeline | None = None
+    native_status = "not tried"  # "native", or why the program runs in Python
 
     @classmethod
     def from_file(cls, path: str | Path, defines: dict[str, str] | None = None) -> Self:
@@ -83,7 +118,9 @@ class ControlPlane:
 class Switch(ControlPlane):
     """One v1model switch running one compiled P4 program."""
 
-    def __init__(self, prog: CheckedProgram) -> None:
+    def __init__(self, prog: CheckedProgram, use_native: bool = True) -> None:
+        """``use_native=False`` runs the Python executor (the reference) even where the
+        native path covers the program."""
         gen = CodeGen(prog).generate()
         self.source = gen.source
         self.tables: dict[str, Table] = gen.tables
@@ -92,7 +129,7 @@ class Switch(ControlPlane):
         self.meters: dict[str, Meter] = gen.meters
         self.value_sets: dict[str, ValueSet] = gen.value_sets
         self.clone_sessions: dict[int, CloneSession] = {}
-        self.multicast_groups: dict[int, list[tuple[int, int]]] = {}  # group -> [(port, rid)]
+        self.multicast_groups = MulticastGroups()
         self.stats = {"received": 0, "sent": 0, "dropped": 0, "internal_errors": 0, "assert_failures": 0,
                       "loop_drops": 0}
         self.lock = threading.RLock()  # control-plane writes vs packets
@@ -116,11 +153,25 @@ class Switch(ControlPlane):
         self._len_slot = gen.length_slot  # setValid/setInvalid's packet-length delta
         if gen.intrinsic or gen.uses_payload or gen.length_slot is not None:
             self._run = self._run_v1model  # type: ignore[method-assign]
+        if gen.intrinsic or gen.length_slot is not None:
+            self.native_status = ("not covered by the native path: clone, resubmit, recirculate, truncate "
+                                  "or the packet-length register")
+        elif use_native:
+            slots = {"SLOT_INGRESS_PORT": self._in_port, "SLOT_LENGTH": self._length,
+                     "SLOT_PARSER_ERROR": self._perr, "SLOT_MCAST_GRP": self._mcast, "SLOT_EGRESS_SPEC": self._spec,
+                     "SLOT_INSTANCE_TYPE": self._instance, "SLOT_EGRESS_PORT": self._eport,
+                     "SLOT_EGRESS_RID": self._rid}
+            self.native, self.native_status = native.attach(gen, "v1model", slots, self.multicast_groups, Output,
+                                                            tuple(self.stats))
+            if self.native is not None:
+                self.stats = self.native.stats  # type: ignore[assignment]
 
     # ------------------------------------------------------------------ data plane
     def process(self, port: int, data: bytes) -> list[Output]:
         """Run one packet received on ``port``; return the packets it sends."""
         with self.lock:
+            if self.native is not None:
+                return self.native.process(port, data)
             self.stats["received"] += 1
             try:
                 out = self._run(port, data)

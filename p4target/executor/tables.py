@@ -99,6 +99,11 @@ class Table:
         self._rebuild()
         self.default_entry = self._make_default(*default)
         self.initial_default = self.default_entry
+        self.on_change: Callable[[], None] | None = None  # the native path rebuilds its image
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     # ------------------------------------------------------------------ control plane
     def entries(self) -> list[Entry]:
@@ -124,6 +129,7 @@ class Table:
         entry.handle = next(self._handles)
         self._entries[entry.identity] = entry
         self._index(entry)
+        self._changed()
         return entry
 
     def modify(self, match: list[FieldMatch], action: str, args: list[int] | tuple[int, ...] = (),
@@ -138,6 +144,7 @@ class Table:
         self._unindex(old)
         self._entries[new.identity] = new
         self._index(new)
+        self._changed()
         return new
 
     def delete(self, match: list[FieldMatch], priority: int = 0) -> None:
@@ -147,20 +154,38 @@ class Table:
         if old is None:
             raise TableError("NOT_FOUND", f"{self.name}: no such entry")
         self._unindex(old)
+        self._changed()
 
     def clear(self) -> None:
         if not self.is_const:
             self._entries.clear()
             self._rebuild()
+            self._changed()
 
     def set_default(self, action: str, args: list[int] | tuple[int, ...] = ()) -> None:
         if self.default_is_const:
             raise TableError("PERMISSION_DENIED", f"{self.name} has a const default action")
         entry = self._make_default(action, tuple(args))
         self.default_entry = entry
+        self._changed()
 
     def reset_default(self) -> None:
         self.default_entry = self.initial_default
+        self._changed()
+
+    @property
+    def exact_only(self) -> bool:
+        """Every key is exact: at most one entry matches a key (a hash finds it)."""
+        return self._mode == "exact"
+
+    def lookup_order(self) -> list[Entry]:
+        """The entries in the order ``lookup`` tries them: the first that matches wins (for an
+        exact-only table any order, as at most one matches)."""
+        if self._mode == "exact":
+            return list(self._exact.values())
+        if self._mode == "lpm":
+            return [e for _, bucket in self._by_prefix for e in bucket.values()]
+        return list(self._ordered)
 
     # ------------------------------------------------------------------ data plane
     def lookup(self, key: tuple) -> Entry | None:

@@ -31,10 +31,12 @@ import time
 from pathlib import Path
 
 from ..frontend import CheckedProgram, ast, load_program
+from . import native
 from .algorithms import pack_bits
+from .codegen import Generated
 from .externs import CloneSession
 from .headers import StackIndexError
-from .switch import MAX_PASSES, ControlPlane, Output, Switch
+from .switch import MAX_PASSES, ControlPlane, MulticastGroups, Output, Switch
 from .tna_codegen import UNSET, RegisterConflict, TnaCodeGen
 
 log = logging.getLogger(__name__)
@@ -75,7 +77,7 @@ class TnaSwitch(ControlPlane):
 
     arch = "tna"
 
-    def __init__(self, prog: CheckedProgram) -> None:
+    def __init__(self, prog: CheckedProgram, use_native: bool = True) -> None:
         cg = TnaCodeGen(prog)
         gen = cg.generate()
         self.source = gen.source
@@ -85,9 +87,9 @@ class TnaSwitch(ControlPlane):
         self.meters = gen.meters
         self.value_sets = gen.value_sets
         self.clone_sessions: dict[int, CloneSession] = {}  # accepted from P4Runtime; Mirror is refused
-        self.multicast_groups: dict[int, list[tuple[int, int]]] = {}
+        self.multicast_groups = MulticastGroups()
         self.stats = {"received": 0, "sent": 0, "dropped": 0, "internal_errors": 0, "register_conflicts": 0,
-                      "parser_drops": 0}
+                      "parser_drops": 0, "loop_drops": 0}
         self.lock = threading.RLock()
         self._template = gen.template
         ns = gen.namespace
@@ -106,11 +108,37 @@ class TnaSwitch(ControlPlane):
         self._bypass = cg.slot("ig_tm_md", "bypass_egress")
         self._groups = [s for s in (cg.slot("ig_tm_md", "mcast_grp_a"), cg.slot("ig_tm_md", "mcast_grp_b"))
                         if s is not None]
+        if use_native:
+            self._attach_native(cg, gen)
+
+    def _attach_native(self, cg: TnaCodeGen, gen: Generated) -> None:
+        def slot(which: str, name: str) -> int:
+            found = cg.slot(which, name)
+            return -1 if found is None else found
+
+        defines = {
+            "SLOT_LENGTH": self._length, "SLOT_IG_PARSER_ERR": slot("ig_prsr_md", "parser_err"),
+            "SLOT_EG_PARSER_ERR": slot("eg_prsr_md", "parser_err"), "SLOT_IG_DROP_CTL": slot("ig_dprsr_md", "drop_ctl"),
+            "SLOT_EG_DROP_CTL": slot("eg_dprsr_md", "drop_ctl"),
+            "SLOT_UCAST_EGRESS_PORT": slot("ig_tm_md", "ucast_egress_port"),
+            "SLOT_BYPASS_EGRESS": slot("ig_tm_md", "bypass_egress"),
+            "SLOT_MCAST_GRP_A": slot("ig_tm_md", "mcast_grp_a"), "SLOT_MCAST_GRP_B": slot("ig_tm_md", "mcast_grp_b"),
+            "KEEP_PARSER_ERRORS": int(self._keep_errors),
+            "PARSER_FLAGS": [self._flags(i) for i in range(len(self._errors))],
+            "EG_WIDTHS": _EG_WIDTHS, "EG_PORT_FIELD": _EG_PORT, "EG_RID_FIELD": _EG_RID,
+            "EG_RID_FIRST_FIELD": _EG_RID_FIRST, "EG_LENGTH_FIELD": _EG_LENGTH,
+        }
+        self.native, self.native_status = native.attach(gen, "tna", defines, self.multicast_groups, Output,
+                                                        tuple(self.stats))
+        if self.native is not None:
+            self.stats = self.native.stats  # type: ignore[assignment]
 
     # ------------------------------------------------------------------ data plane
     def process(self, port: int, data: bytes) -> list[Output]:
         """Run one packet received on ``port``; return the packets it sends."""
         with self.lock:
+            if self.native is not None:
+                return self.native.process(port, data)
             self.stats["received"] += 1
             try:
                 out = self._run(port, data)
@@ -142,12 +170,12 @@ class TnaSwitch(ControlPlane):
         outs: list[Output] = []
         work = [(port, data)]
         for _ in range(MAX_PASSES):
-            if not work:
-                return outs
             for out in self._pass(*work.pop(0)):
                 (work if out.port in RECIRCULATION_PORTS else outs).append(out)
+            if not work:
+                return outs
         log.warning("packet from port %d: more than %d recirculations, dropped", port, MAX_PASSES)
-        self.stats["loop_drops"] = self.stats.get("loop_drops", 0) + 1
+        self.stats["loop_drops"] += 1
         return outs
 
     def _pass(self, port: int, data: bytes) -> list[Output]:
@@ -201,10 +229,11 @@ class TnaSwitch(ControlPlane):
         return Output(port, b"".join(chunks) + payload)
 
 
-def switch_for(prog: CheckedProgram) -> Switch | TnaSwitch:
-    """The switch that runs ``prog``'s architecture (v1model or TNA)."""
-    return TnaSwitch(prog) if prog.arch == "tna" else Switch(prog)
+def switch_for(prog: CheckedProgram, use_native: bool = True) -> Switch | TnaSwitch:
+    """The switch that runs ``prog``'s architecture (v1model or TNA); ``use_native=False`` runs
+    the Python executor even where the native path covers the program."""
+    return TnaSwitch(prog, use_native) if prog.arch == "tna" else Switch(prog, use_native)
 
 
-def load_switch(path: str | Path, defines: dict[str, str] | None = None) -> Switch | TnaSwitch:
-    return switch_for(load_program(path, defines))
+def load_switch(path: str | Path, defines: dict[str, str] | None = None, use_native: bool = True) -> Switch | TnaSwitch:
+    return switch_for(load_program(path, defines), use_native)

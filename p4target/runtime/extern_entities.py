@@ -198,7 +198,7 @@ class ExternEntities:
         for m in req.members:
             match = self.p._match(shim, info_as_table(info), p4runtime_pb2.TableEntry(match=m.match))
             members.append(tuple(_as_mask(fm, k.width) for fm, k in zip(match, keys, strict=True)))
-        vs.members[:] = members
+        vs.set_members(members)
 
     def read_value_sets(self, req: p4runtime_pb2.ValueSetEntry) -> Iterator[p4runtime_pb2.ValueSetEntry]:
         ids = [req.value_set_id] if req.value_set_id else list(self.value_sets)

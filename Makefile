@@ -26,6 +26,7 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_ina
 	$(VPY) -m bench.bench_veth --runs 3
 	$(VPY) -m bench.bench_veth_ina --runs 3
+	$(VPY) -m bench.bench_worker --runs 3
 	$(VPY) -m bench.bench_allreduce
 	$(VPY) -m bench.bench_trees
 	$(VPY) -m bench.bench_hybrid

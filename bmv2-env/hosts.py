@@ -7,7 +7,9 @@ A P4 switch answers no ARP and forwards UDP as it is, so each host gets
   aggregation packets to their switch's IP and MAC),
 * a default route via its switch (for addresses outside its subnet),
 * TX checksum offload off (``ethtool -K <if> tx off``): otherwise the kernel leaves UDP
-  checksums partial on veth and the switch would forward them unfinished.
+  checksums partial on veth and the switch would forward them unfinished.  Segmentation
+  offload goes with it, so the kernel cuts a worker's UDP GSO sends into wire-size frames
+  before the veth (a veth would pass the whole buffer on as one frame: tests/test_batch_io.py).
 """
 
 from __future__ import annotations

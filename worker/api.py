@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from worker import protocol, quantize
-from worker.engine import Allreduce, Link, Pacer, Stats, overflow_error, run_together
+from worker.buffers import BufferPool
+from worker.engine import Pacer, Stats, Tree, TreeCall, overflow_error, run_calls
 from worker.errors import AllreduceError, SwitchOverflowError
 from worker.jobspec import JobSpec
 from worker.ring import RingError, RingWorker
@@ -48,11 +49,11 @@ class Worker:
         me = spec.members[rank]
         P = protocol.load(spec.values, spec.udp_port)
         pacer = Pacer(spec.ina_pace_mbps, P.frame_bytes) if spec.ina_pace_mbps else None
-        self._links: list[Link] = []
+        self._trees: list[Tree] = []
         try:
             for i, tree in enumerate(spec.trees if spec.ina_share > 0 else ()):
                 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                self._links.append(Link(sock, (me.switch_ip, spec.udp_port), tree.job_id, tree.children[rank],
+                self._trees.append(Tree(sock, (me.switch_ip, spec.udp_port), tree.job_id, tree.children[rank],
                                         len(spec.members), window, P, timeout, _tree_name(spec, i), pacer))
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
                 try:
@@ -62,8 +63,8 @@ class Worker:
                                   f"(is it running on {me.host}?): {e}") from e
                 sock.setblocking(False)
         except BaseException:
-            for link in self._links:
-                link.sock.close()
+            for t in self._trees:
+                t.sock.close()
             raise
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-worker-{rank}")
         self._ring_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-ring-{rank}")
@@ -73,6 +74,7 @@ class Worker:
         self._closed = False
         self.last_parts: dict[str, float] = {}  # seconds each part of the last call took ("trees", "ring")
         self._lock = threading.Lock()
+        self._pool = BufferPool()  # calls' private copies of their input, and allreduce_'s sums
 
     @classmethod
     def from_env(cls, **options) -> Worker:
@@ -87,8 +89,8 @@ class Worker:
     def stats(self) -> Stats:
         """Counts over the worker's life, all trees together."""
         total = Stats()
-        for link in self._links:
-            for name, value in vars(link.stats).items():
+        for t in self._trees:
+            for name, value in vars(t.stats).items():
                 setattr(total, name, getattr(total, name) + value)
         return total
 
@@ -100,18 +102,32 @@ class Worker:
 
     def allreduce_(self, array: np.ndarray) -> np.ndarray:
         """In place: ``array`` receives the sum (and is returned)."""
-        array[...] = self.allreduce(array)
+        sums = self._submit(array, pooled=True).result()  # flat, in the pool's memory
+        try:
+            array[...] = sums[:array.size].reshape(array.shape)
+        finally:
+            self._pool.give(sums)
         return array
 
     def allreduce_async(self, array: np.ndarray) -> Future:
         """Start an allreduce; the Future's result() is the sum (or raises its AllreduceError).  Its
         ``timing`` dict gets ``perf_counter()`` times: submitted, started (on the I/O thread), finished."""
-        data = self._checked(array)
+        return self._submit(array, pooled=False)
+
+    def _submit(self, array: np.ndarray, pooled: bool) -> Future:
+        """The call, queued for the I/O thread; its result is the sum as ``array`` was, or (``pooled``)
+        the flat sums in the working dtype, in memory lent by the pool."""
+        data, exponents = self._checked(array)
         timing = {"submitted": time.perf_counter()}
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("this Worker is closed")
-            future = self._io.submit(self._timed, timing, data, array.shape, array.dtype)
+        try:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("this Worker is closed")
+                future = self._io.submit(self._timed, timing, data, exponents, array.size, array.shape, array.dtype,
+                                         pooled)
+        except BaseException:
+            self._pool.give(data)
+            raise
         future.timing = timing  # type: ignore[attr-defined]
         return future
 
@@ -120,8 +136,8 @@ class Worker:
             self._closed = True
         self._io.shutdown(wait=True)
         self._ring_io.shutdown(wait=True)
-        for link in self._links:
-            link.sock.close()
+        for t in self._trees:
+            t.sock.close()
         if self._ring is not None:
             self._ring.close()
 
@@ -133,46 +149,68 @@ class Worker:
 
     # --- inside ----------------------------------------------------------------------------
 
-    def _checked(self, array: np.ndarray) -> np.ndarray:
-        """A private flat copy; bad input raises here, before anything is sent."""
+    def _checked(self, array: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """A private flat copy, padded with zeros to whole chunks (float16 as float32, whose scaling
+        by 2**s cannot overflow), and each float chunk's exponent; bad input raises here, before
+        anything is sent."""
         if not isinstance(array, np.ndarray):
             raise TypeError(f"allreduce takes a numpy array, not {type(array).__name__}")
         if array.dtype.type not in SUPPORTED:
             raise TypeError(f"allreduce sums {', '.join(t.__name__ for t in SUPPORTED)}, not {array.dtype}")
         flat = np.ascontiguousarray(array).reshape(-1)
-        if array.dtype.kind == "f":
-            if not np.isfinite(flat).all():
+        V = self.spec.values
+        padded = self._pool.take(-(-flat.size // V) * V, np.float32 if array.dtype == np.float16 else array.dtype)
+        padded[:flat.size] = flat
+        padded[flat.size:] = 0
+        if array.dtype.kind != "f":
+            return padded, None
+        try:
+            peaks = quantize.chunk_peaks(padded.reshape(-1, V))
+            if not np.isfinite(peaks).all():
                 bad = np.flatnonzero(~np.isfinite(flat))
                 raise ValueError(f"{len(bad)} non-finite value(s), first at flat index {bad[0]}: {flat[bad[0]]}")
-            return flat.astype(np.float64)
-        return flat.copy()
+            return padded, quantize.peak_exponents(peaks)
+        except BaseException:
+            self._pool.give(padded)
+            raise
 
-    def _timed(self, timing: dict[str, float], *call: object) -> np.ndarray:
+    def _timed(self, timing: dict[str, float], padded: np.ndarray, exponents: np.ndarray | None, size: int,
+               shape: tuple[int, ...], dtype: np.dtype, pooled: bool) -> np.ndarray:
         timing["started"] = time.perf_counter()
+        out = self._pool.take(len(padded), padded.dtype) if pooled else np.empty(len(padded), padded.dtype)
         try:
-            return self._run(*call)  # type: ignore[arg-type]
+            self._run(padded, exponents, size, dtype, out)
+        except BaseException:
+            if pooled:
+                self._pool.give(out)
+            raise
         finally:
+            self._pool.give(padded)
             timing["finished"] = time.perf_counter()
+        return out if pooled else out[:size].astype(dtype, copy=False).reshape(shape)
 
-    def _run(self, flat: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        if self._broken or any(link.broken for link in self._links):
+    def _run(self, padded: np.ndarray, exponents: np.ndarray | None, size: int, dtype: np.dtype,
+             out: np.ndarray) -> None:
+        """The sums of ``padded`` (its first ``size`` elements are the call's) into ``out``."""
+        if self._broken or any(t.broken for t in self._trees):
             raise AllreduceError("an earlier allreduce of this Worker failed, so its packet sequence no longer "
                                  "matches the other workers'; start a new job")
         V = self.spec.values
-        n = -(-len(flat) // V)
+        n = len(padded) // V
         k = self.spec.ina_chunks(n)  # the first k chunks through the trees, the rest round the ring
-        chunks = np.zeros((k, V), flat.dtype)
-        chunks.reshape(-1)[:min(len(flat), k * V)] = flat[:k * V]
+        chunks = padded[:k * V].reshape(k, V)
         exact = dtype == np.int32
-        parts = [(first, Allreduce(link, chunks[first:end], exact))
-                 for link, (first, end) in zip(self._links, self.spec.split(k)) if end > first]
+        trees_out = out[:k * V].reshape(k, V)
+        parts = [(first, TreeCall(tree, chunks[first:end], exact, trees_out[first:end],
+                                  None if exponents is None else exponents[first:end]))
+                 for tree, (first, end) in zip(self._trees, self.spec.split(k)) if end > first]
         stop = threading.Event()
-        rest = flat[k * V:]
-        ring = self._ring_io.submit(self._ring_part, rest.astype(np.int64) if exact else rest, dtype, stop) \
-            if len(rest) else None
+        rest = padded[k * V:size]
+        wide = rest.astype(np.int64 if exact else np.float64)  # the ring sums wide and casts once
+        ring = self._ring_io.submit(self._ring_part, wide, dtype, stop) if len(rest) else None
         started = time.perf_counter()
         try:
-            run_together([stream for _, stream in parts], stop)
+            run_calls([call for _, call in parts], stop)
             self.last_parts = {"trees": time.perf_counter() - started} if parts else {}
         except AllreduceError:
             if ring is None or not stop.is_set():  # the trees failed on their own: the ring gives up too
@@ -186,18 +224,12 @@ class Worker:
             ring_sum, self.last_parts["ring"] = ring.result()  # raises the ring's error first
         else:
             ring_sum = rest
-        sums = np.concatenate([stream.sums for _, stream in parts]) if parts else np.zeros((0, V), np.int32)
-        overflowed = [first + c for first, stream in parts for c in stream.overflowed]
+        overflowed = [first + c for first, call in parts for c in call.overflowed]
         if overflowed:
             raise overflow_error(overflowed, V)
-        if exact:
-            if np.abs(ring_sum).max(initial=0) > np.iinfo(np.int32).max:
-                raise SwitchOverflowError(f"the int32 sum of the ring part (elements {k * V}..) leaves int32")
-            out = sums.reshape(-1)[:len(flat)]
-        else:
-            agreed = np.concatenate([stream.agreed for _, stream in parts]) if parts else np.zeros(0, np.int8)
-            out = quantize.dequantize(sums, quantize.shifts(agreed, len(self.spec.members))).reshape(-1)[:len(flat)]
-        return np.concatenate([out, ring_sum]).astype(dtype).reshape(shape)
+        if exact and np.abs(ring_sum).max(initial=0) > np.iinfo(np.int32).max:
+            raise SwitchOverflowError(f"the int32 sum of the ring part (elements {k * V}..) leaves int32")
+        out[k * V:size] = ring_sum
 
     def _ring_part(self, data: np.ndarray, dtype: np.dtype, stop: threading.Event) -> tuple[np.ndarray, float]:
         """The ring's share of a call, summed in float64 and cast once (int32: summed in int64, checked

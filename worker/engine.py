@@ -1,4 +1,4 @@
-"""The reliable slot protocol of one allreduce: a sliding window of packets over the job's slots.
+"""The reliable slot protocol of one allreduce on one aggregation tree, a window at a time.
 
 Packet g (counted over the worker's life, so consecutive allreduces continue the sequence)
 uses slot ``g mod W`` in set ``(g div W) mod 2`` and names its round ``seq = g + 1``. It may
@@ -9,18 +9,27 @@ with the exponent the switch agreed in the result of packet q - D; so exponents 
 window ahead, as in SwitchML. int32 arrays need no exponents: packet q carries chunk q.
 
 Lost packets are sent again after a retransmission timeout (RTT-estimated, doubled on each
-retry); results are matched by slot, set and seq, and anything else is counted and dropped.
-No progress for ``timeout`` seconds raises AllreduceTimeout naming what is missing.
+retry), or at once when later results are in; results are matched by slot, set and seq, and
+anything else is counted and dropped. No progress for ``timeout`` seconds raises
+AllreduceTimeout naming what is missing.
 
-A job over several aggregation trees has one Link per tree (its own socket, job id and
-sequence); ``run_together`` drives one Allreduce per tree in a single loop, so the trees'
-packets go out side by side and a failure of any tree stops them all.
+The names: a worker holds one ``Tree`` per aggregation tree of its job (the socket, where the
+packets go, the packet sequence, and in ``Congestion`` the round-trip estimate and the window
+in flight); an allreduce call gives each tree a ``TreeCall``, its share of the call's chunks;
+``run_calls`` drives a call's TreeCalls in one loop, so the trees' packets go out side by side
+and a failure of any tree stops them all.
+
+The datapath works on windows, not packets.  A TreeCall lays out all its packets at once (one
+(packets, header + 4V) array: headers from ``Protocol.pack_headers``, int32 values byte-swapped
+in one operation, float chunks quantized a run at a time as their exponents come back); the
+packets that may go out leave in one syscall (``batch_io``); results come in by the dozen and
+are parsed as columns straight into the sums.  Per-packet state (sent, done, retries, timers)
+is numpy arrays over the call's packets.
 """
 
 from __future__ import annotations
 
-import errno
-import heapq
+import math
 import select
 import socket
 import threading
@@ -30,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from worker import quantize
+from worker.batch_io import BatchSocket
 from worker.errors import AllreduceError, AllreduceTimeout, SwitchOverflowError
 from worker.protocol import ETH_IP_UDP, Protocol
 
@@ -37,6 +47,10 @@ RTO_MIN, RTO_MAX = 0.05, 1.0  # seconds
 INITIAL_IN_FLIGHT = 8  # packets in flight at first; grows by one per round trip up to the window
 OVERDUE_AFTER = 3  # a packet whose result is missing while this many later ones are in goes again at once
 QUEUEING = 1.5  # a timeout cuts the window only if the smoothed RTT is this many times the least seen
+_SPAN = 256  # round trips folded into the estimate at once: 0.875 ** -256 is still a modest float
+_GAIN = 0.125 * 0.875 ** -np.arange(1.0, _SPAN + 1)  # sample i's weight in srtt, before the decay
+_DECAY = 0.875 ** np.arange(0.0, _SPAN)  # how much of srtt is left after i samples
+_VAR_WEIGHT = 0.25 * 0.75 ** np.arange(_SPAN - 1.0, -1.0, -1.0)  # deviation j's weight in rttvar after the last
 
 
 @dataclass
@@ -50,6 +64,7 @@ class Stats:
     results: int = 0
     ignored: int = 0  # duplicate, stale or foreign datagrams
     bytes_sent: int = 0
+    syscalls: int = 0  # sends and receives (select excluded)
 
 
 class Pacer:
@@ -70,14 +85,82 @@ class Pacer:
         self._refill(now)
         return now if self.tokens >= 0 else now - self.tokens / self.rate
 
-    def spend(self, payload: int, now: float) -> None:
+    def allowed(self, now: float, payload: int) -> int:
+        """How many datagrams of ``payload`` bytes may go now: each may go while the bucket is not in debt."""
         self._refill(now)
-        self.tokens -= payload + ETH_IP_UDP
+        return 0 if self.tokens < 0 else int(self.tokens // (payload + ETH_IP_UDP)) + 1
+
+    def spend(self, payload: int, now: float, count: int = 1) -> None:
+        self._refill(now)
+        self.tokens -= count * (payload + ETH_IP_UDP)
 
 
 @dataclass
-class Link:
-    """Where this worker's packets go and what identifies it."""
+class Congestion:
+    """One tree's round-trip estimate and the packets it lets be in flight (AIMD, capped by the window)."""
+
+    window: int
+    srtt: float | None = None
+    rttvar: float = 0.0
+    rtt_min: float = float("inf")  # the round trip with empty queues, as near as seen
+    cwnd: float = field(init=False)
+    last_cut: float = 0.0  # when cwnd was last halved
+
+    def __post_init__(self) -> None:
+        self.cwnd = float(min(self.window, INITIAL_IN_FLIGHT))
+
+    def rto(self) -> float:
+        if self.srtt is None:
+            return 0.1
+        return min(RTO_MAX, max(RTO_MIN, self.srtt + max(4 * self.rttvar, self.srtt)))  # queues grow: >= 2 RTT
+
+    def sample(self, rtts: np.ndarray) -> None:
+        """Round trips measured for a batch of results, in order: the estimate moves exactly as TCP's
+        per-ACK update would, one sample at a time (srtt by 1/8, rttvar by 1/4 of the deviation from
+        srtt as it was then), computed for the whole batch in closed form."""
+        if not len(rtts):
+            return
+        self.rtt_min = min(self.rtt_min, float(rtts.min()))
+        if self.srtt is None:
+            self.srtt, self.rttvar, rtts = float(rtts[0]), float(rtts[0]) / 2, rtts[1:]
+        for i in range(0, len(rtts), _SPAN):
+            part = rtts[i:i + _SPAN]
+            k = len(part)
+            # srtt as sample j found it: 0.875**j * (srtt + sum_{i<j} 0.125 * 0.875**-(i+1) * x_i)
+            summed = np.cumsum(part * _GAIN[:k])
+            before = np.empty(k)
+            before[0], before[1:] = 0.0, summed[:-1]
+            before += self.srtt
+            before *= _DECAY[:k]
+            before -= part
+            np.abs(before, out=before)
+            self.rttvar = 0.75 ** k * self.rttvar + float(np.dot(_VAR_WEIGHT[_SPAN - k:], before))
+            self.srtt = 0.875 ** k * (self.srtt + float(summed[-1]))
+
+    def grow(self, results: int) -> None:
+        """Additive increase: one more packet in flight per window's worth of results."""
+        cwnd, window = self.cwnd, float(self.window)
+        if cwnd >= window:
+            return
+        for _ in range(results):
+            cwnd = min(window, cwnd + 1 / cwnd)
+        self.cwnd = cwnd
+
+    def back_off(self, now: float, stats: Stats) -> None:
+        """A timeout halves the packets in flight, once per RTT, but only when the round trip has
+        grown (the smoothed RTT at QUEUEING times the least seen): then the window queues in front
+        of a slow link, and the waiting looks like loss (AIMD, as TCP).  A loss with short queues is
+        random loss: cutting would only slow the call down (TCP Vegas and BBR read delay the same way)."""
+        congested = self.srtt is not None and self.srtt > QUEUEING * self.rtt_min
+        if congested and now - self.last_cut > self.srtt:
+            self.cwnd, self.last_cut = max(2.0, self.cwnd / 2), now
+            stats.window_cuts += 1
+
+
+@dataclass
+class Tree:
+    """One aggregation tree as this worker sees it: its socket and addressing, its packet
+    sequence over the worker's life, and its congestion state."""
 
     sock: socket.socket
     switch: tuple[str, int]
@@ -92,137 +175,294 @@ class Link:
     stats: Stats = field(default_factory=Stats)
     next_packet: int = 0  # g of the next allreduce's first packet
     broken: bool = False  # after a timeout: later calls would not line up with the other workers
-    srtt: float | None = None
-    rttvar: float = 0.0
-    rtt_min: float = float("inf")  # the round trip with empty queues, as near as seen
-    cwnd: float = field(init=False)  # packets in flight allowed, up to the window (AIMD)
-    last_cut: float = 0.0  # when cwnd was last halved
+    congestion: Congestion = field(init=False)
+    io: BatchSocket = field(init=False)
 
     def __post_init__(self) -> None:
-        self.cwnd = float(min(self.window, INITIAL_IN_FLIGHT))
+        self.congestion = Congestion(self.window)
+        self.io = BatchSocket(self.sock, self.protocol.packet_bytes, self.switch)
+        self._buffers: dict[str, np.ndarray] = {}
 
-    def rto(self) -> float:
-        if self.srtt is None:
-            return 0.1
-        return min(RTO_MAX, max(RTO_MIN, self.srtt + max(4 * self.rttvar, self.srtt)))  # queues grow: >= 2 RTT
+    def _buffer(self, name: str, rows: int, columns: int, dtype: np.dtype | type) -> np.ndarray:
+        """A (rows, columns) array of this dtype, reused from call to call (fresh memory costs a page
+        fault per 4 KB, and numpy's allocator time)."""
+        have = self._buffers.get(name)
+        if have is None or len(have) < rows or have.dtype != dtype:
+            have = self._buffers[name] = np.empty((max(rows, 1), columns), dtype)
+        return have[:rows]
 
-    def sample_rtt(self, rtt: float) -> None:
-        self.rtt_min = min(self.rtt_min, rtt)
-        if self.srtt is None:
-            self.srtt, self.rttvar = rtt, rtt / 2
-        else:
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
-            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+    def packet_buffer(self, count: int) -> np.ndarray:
+        """Room for a call's packets."""
+        return self._buffer("packets", count, self.protocol.packet_bytes, np.uint8)
+
+    def scratch(self, rows: int, dtype: np.dtype) -> np.ndarray:
+        """Room for ``rows`` scaled chunks on their way into packets."""
+        return self._buffer("scratch", rows, self.protocol.values, dtype)
+
+    def words(self, rows: int, dtype: np.dtype) -> np.ndarray:
+        """Room for ``rows`` headers as words, to be compared with what is expected."""
+        return self._buffer("words", rows, self.protocol.header_bytes // dtype.itemsize, dtype)
+
+    def gather(self, rows: int) -> np.ndarray:
+        """Room for packets gathered to be sent again."""
+        return self._buffer("gather", rows, self.protocol.packet_bytes, np.uint8)
 
 
-class Allreduce:
-    """One allreduce over one Link (tree): once ``run_together`` completes it, ``sums`` holds the (chunks, V)
-    int32 sums, ``agreed`` the exponents and ``overflowed`` the chunks whose sum wrapped."""
+class TreeCall:
+    """One tree's share of one allreduce: as results come in, ``out`` (chunks, V) receives the sums,
+    dequantized into its dtype (int32 as they are); ``agreed`` holds the exponents and
+    ``overflowed`` the chunks whose sum wrapped (whose ``out`` rows mean nothing)."""
 
-    def __init__(self, link: Link, chunks: np.ndarray, exact: bool) -> None:
-        P = self.P = link.protocol
-        self.link, self.chunks, self.exact = link, chunks, exact
+    def __init__(self, tree: Tree, chunks: np.ndarray, exact: bool, out: np.ndarray,
+                 exponents: np.ndarray | None = None) -> None:
+        """``exponents``: the chunks' own (``quantize.chunk_exponents``), if the caller has them."""
+        P = self.P = tree.protocol
+        self.tree, self.chunks, self.exact = tree, chunks, exact
         self.n = len(chunks)
-        self.lead = 0 if exact else min(link.window, self.n)  # D: packets carrying only exponents
-        self.total = self.n + self.lead
-        self.base = link.next_packet
-        self.local_exp = np.full(self.n, quantize.EXPONENT_NONE, np.int8) if exact else quantize.chunk_exponents(chunks)
+        self.lead = 0 if exact else min(tree.window, self.n)  # D: packets carrying only exponents
+        self.total = T = self.n + self.lead
+        self.base = tree.next_packet
+        W, H = tree.window, P.header_bytes
+        if exact:
+            local_exp = np.full(self.n, quantize.EXPONENT_NONE, np.int8)
+        else:
+            local_exp = quantize.chunk_exponents(chunks) if exponents is None else exponents
         self.agreed = np.full(self.n, quantize.EXPONENT_NONE, np.int8)
-        self.sums = np.zeros((self.n, P.values), np.int32)
-        self.done = np.zeros(self.total, bool)
-        self.sent_at: dict[int, float] = {}
-        self.retries: dict[int, int] = {}
-        self.expiry: dict[int, float] = {}  # the live timer of each packet; older heap items are stale
-        self.timers: list[tuple[float, int]] = []
+        self.out = out
+        # scales by chunk, set as the exponents are agreed: 2**s to quantize, 2**-s to dequantize
+        self.qscale, self.dscale = np.ones(self.n, out.dtype), np.ones(self.n, out.dtype)
+        self.wide = False  # some scale is not a normal float32: float32 calls take quantize's float64 way
+        # every packet of the call, laid out now: headers complete, values as they become known
+        g = self.base + np.arange(T, dtype=np.int64)
+        exps = np.full(T, quantize.EXPONENT_NONE, np.int64)
+        exps[:self.n] = local_exp
+        self.packets = tree.packet_buffer(T)
+        self.packets[:self.lead, H:] = 0  # exponent-only packets carry zeros
+        self.packets[:, :H] = P.pack_headers(T, msg_type=P.MSG_DATA, job_id=tree.job_id, child=tree.child,
+                                             slot=g % W, set=(g // W) % 2, seq=(g + 1) & 0xFFFFFFFF,
+                                             exponent=exps)
+        self.values = self.packets[:, H:].view(">i4")  # (T, V)
+        if exact:
+            self.values[:] = chunks
+        self.filled = T if exact else self.lead  # packets below this have their values in place
+        self.retransmit_bits = P.pack_headers(1, flags=P.FLAG_RETRANSMIT)[0]
+        # a result of packet q has these header bits of q, its type turned into RESULT, and no OVERFLOW
+        # (a result with OVERFLOW set takes _accept's general way, which records it)
+        self.words = np.dtype(f"u{next(b for b in (8, 4, 2, 1) if H % b == 0)}")
+        mask = P.pack_headers(1, msg_type=-1, job_id=-1, slot=-1, set=-1, seq=-1, flags=P.FLAG_OVERFLOW)[0]
+        flip = P.pack_headers(1, msg_type=P.MSG_DATA ^ P.MSG_RESULT)[0]
+        self.mask = mask.view(self.words)
+        self.expected = ((self.packets[:, :H] ^ flip) & mask).view(self.words)  # (T, H / word)
+        self.seq_at, self.flags_at, self.exponent_at = (self._where(P, f) for f in ("seq", "flags", "exponent"))
+        self.latest = np.zeros(T, np.int64)  # scratch: which row of a batch carried packet q
+        self.done = np.zeros(T, bool)
+        self.sent_at = np.full(T, np.nan)
+        self.retries = np.zeros(T, np.int64)
+        self.retried = False  # any packet of the call sent twice (then RTT samples check retries: Karn)
+        self.blocked = False  # the socket's send buffer was full: wake when it is writable
+        self.expiry = np.full(T, np.inf)  # the timer of each packet sent (meaningless once it is done)
+        self.next_timer = math.inf  # no timer of a packet in flight expires before this
         self.next_q = 0
         self.overflowed: list[int] = []  # chunks whose sum wrapped: raised once every packet is done
         self.finished = 0
-        self.oldest = 0  # every packet before this one has its result
+        self.oldest = 0  # every packet before this one has its result; this one has not (or is not sent)
         self.newest = -1  # the latest packet (in sending order) whose result is in
         self.last_progress = time.monotonic()
-        lay = P.layout
-        self._static = (P.MSG_DATA << lay["msg_type"][0]) | (link.job_id << lay["job_id"][0]) | \
-            (link.child << lay["child"][0])
-        self._lay = lay
 
-    # --- packets -----------------------------------------------------------------------------
+    # --- sending -----------------------------------------------------------------------------
 
-    def _payload(self, q: int, retransmit: bool) -> bytes:
-        P, lay, g = self.P, self._lay, self.base + q
-        c = q - self.lead  # the chunk whose values ride in this packet
-        if c < 0:
-            values = np.zeros(P.values, np.int32)
-        elif self.exact:
-            values = self.chunks[c]
-        else:
-            values = quantize.quantize(self.chunks[c], int(quantize.shifts(self.agreed[c], self.link.workers)))
-        exponent = int(self.local_exp[q]) if q < self.n and not self.exact else quantize.EXPONENT_NONE
-        word = self._static | ((g % self.link.window) << lay["slot"][0]) | \
-            (((g // self.link.window) % 2) << lay["set"][0]) | (((g + 1) & 0xFFFFFFFF) << lay["seq"][0]) | \
-            ((exponent & 0xFF) << lay["exponent"][0]) | ((P.FLAG_RETRANSMIT if retransmit else 0) << lay["flags"][0])
-        return word.to_bytes(P.header_bytes, "big") + values.astype(">i4").tobytes()
+    def _fill(self, end: int) -> None:
+        """Quantize the values of packets filled .. end-1: their chunks' exponents are agreed."""
+        start = self.filled
+        if end <= start:
+            return
+        c0, c1 = start - self.lead, end - self.lead
+        if self.wide:
+            shift = quantize.shifts(self.agreed[c0:c1], self.tree.workers)
+            self.values[start:end] = quantize.quantize_rows(self.chunks[c0:c1], shift)
+        else:  # scale, then round straight into the packets (cast and byte-swapped on the way)
+            scaled = self.tree.scratch(c1 - c0, self.out.dtype)
+            np.multiply(self.chunks[c0:c1], self.qscale[c0:c1, None], out=scaled)
+            np.rint(scaled, out=self.values[start:end], casting="unsafe")
+        self.filled = end
 
-    def _send(self, q: int, retransmit: bool = False) -> None:
-        data = self._payload(q, retransmit)
-        try:
-            self.link.sock.sendto(data, self.link.switch)
-        except OSError as e:
-            if not isinstance(e, BlockingIOError) and e.errno != errno.ENOBUFS:
-                raise AllreduceError(f"{self.link.name}: cannot send to switch {self.link.switch[0]}:"
-                                     f"{self.link.switch[1]}: {e}") from e
-            # the send buffer is full: this is a loss, the timer will resend it
-        now = time.monotonic()
-        if self.link.pacer is not None:
-            self.link.pacer.spend(len(data), now)
-        stats = self.link.stats
-        stats.packets_sent += 1
-        stats.bytes_sent += len(data)
+    def _agree(self, chunks: slice | np.ndarray, exponents: np.ndarray) -> None:
+        """The switch's exponents for these chunks: their scales follow."""
+        self.agreed[chunks] = exponents
+        shift = quantize.shifts(exponents, self.tree.workers)
+        shift[exponents == quantize.EXPONENT_NONE] = 0  # every worker's chunk is zeros: any scale will do
+        if self.out.dtype == np.float32 and (shift.max() > 126 or shift.min() < -126):
+            self.wide = True
+        self.qscale[chunks] = np.ldexp(1.0, shift)
+        self.dscale[chunks] = np.ldexp(1.0, -shift)
+
+    def _sendable(self, now: float) -> int:
+        """How many packets from next_q on may go now: within the window in flight, after their
+        slot's previous round and (float) their exponent's result, and as the pacer allows.  Every
+        packet before ``oldest`` has its result and ``oldest`` has not, so the first packet whose
+        slot (or exponent) is still busy is ``oldest + W`` (``oldest + D``)."""
+        tree = self.tree
+        hi = min(self.total, self.finished + math.ceil(tree.congestion.cwnd),
+                 self.oldest + (tree.window if self.exact else self.lead))
+        k = hi - self.next_q
+        if k > 0 and tree.pacer is not None:
+            k = min(k, tree.pacer.allowed(now, self.P.packet_bytes))
+        return k
+
+    def _sent(self, qs: np.ndarray | slice, count: int, now: float, retransmit: bool) -> None:
+        tree, stats = self.tree, self.tree.stats
+        if tree.pacer is not None:
+            tree.pacer.spend(self.P.packet_bytes, now, count)
+        stats.packets_sent += count
+        stats.bytes_sent += count * self.P.packet_bytes
+        self.sent_at[qs] = now
+        rto = tree.congestion.rto()
         if retransmit:
-            stats.retransmissions += 1
-            self.retries[q] = self.retries.get(q, 0) + 1
-        self.sent_at[q] = now
-        self.expiry[q] = now + min(RTO_MAX, self.link.rto() * 2 ** self.retries.get(q, 0))
-        heapq.heappush(self.timers, (self.expiry[q], q))
+            stats.retransmissions += count
+            self.retried = True
+            self.retries[qs] += 1
+            self.expiry[qs] = now + np.minimum(RTO_MAX, rto * 2.0 ** self.retries[qs])
+            self.next_timer = min(self.next_timer, now + min(RTO_MAX, 2 * rto))
+        else:
+            self.expiry[qs] = now + min(RTO_MAX, rto)
+            self.next_timer = min(self.next_timer, now + min(RTO_MAX, rto))
 
-    def _sendable(self, q: int) -> bool:
-        W = self.link.window
-        return q < self.total and q - self.finished < self.link.cwnd and (q < W or self.done[q - W]) and \
-            (self.exact or q < self.lead or self.done[q - self.lead])
+    def _send_new(self, now: float) -> None:
+        self.blocked = False
+        while (k := self._sendable(now)) > 0:
+            q0 = self.next_q
+            self._fill(q0 + k)
+            sent = self.tree.io.send(self.packets[q0:q0 + k])
+            if sent:
+                self._sent(slice(q0, q0 + sent), sent, now, False)
+                self.next_q += sent
+            if sent < k:  # the send buffer is full (a shaped link's queue): the rest go when it drains
+                self.blocked = True
+                break
+
+    def _resend(self, qs: np.ndarray, now: float) -> int:
+        """Send these packets again, marked as retransmissions (as many as the pacer lets go now:
+        the others stay due); returns how many went."""
+        if self.tree.pacer is not None:
+            qs = qs[:self.tree.pacer.allowed(now, self.P.packet_bytes)]
+        if len(qs) == 0:
+            return 0
+        batch = self.tree.gather(len(qs))
+        np.take(self.packets, qs, axis=0, out=batch)
+        batch[:, :len(self.retransmit_bits)] |= self.retransmit_bits
+        sent = self.tree.io.send(batch)
+        if sent < len(qs):  # the rest stay due, and go once the send buffer drains
+            self.blocked = True
+        self._sent(qs[:sent], sent, now, True)
+        return sent
 
     # --- results -----------------------------------------------------------------------------
 
-    def _accept(self, data: bytes) -> None:
-        P = self.P
-        if len(data) < P.packet_bytes:
-            self.link.stats.ignored += 1
+    def _accept(self, rows: np.ndarray, lengths: np.ndarray, now: float) -> None:
+        """A batch of datagrams: the results of packets in flight are taken, anything else counted."""
+        if self._accept_run(rows, lengths, now):
             return
-        word = int.from_bytes(data[:P.header_bytes], "big")
-
-        def get(name: str) -> int:
-            return P.field(word, name)
-
-        q = (get("seq") - 1 - self.base) & 0xFFFFFFFF
-        W = self.link.window
-        g = self.base + q
-        if get("msg_type") != P.MSG_RESULT or get("job_id") != self.link.job_id or q >= self.total \
-                or self.done[q] or q not in self.sent_at or get("slot") != g % W or get("set") != (g // W) % 2:
-            self.link.stats.ignored += 1
+        P, tree, H = self.P, self.tree, self.P.header_bytes
+        q = self._column(rows, self.seq_at).astype(np.int64)
+        q -= self.base + 1
+        q &= 0xFFFFFFFF
+        ok = (lengths >= P.packet_bytes) & (q < self.next_q)  # packets sent (in order), so in flight or done
+        q[~ok] = 0
+        flags = self._column(rows, self.flags_at)
+        mismatch = (rows[:, :H].view(self.words) & self.mask) ^ self.expected[q]
+        mismatch &= ~(self.mask & self._overflow_bit())  # OVERFLOW is taken, and noted below
+        ok &= ~mismatch.any(axis=1) & ~self.done[q]
+        idx = np.flatnonzero(ok)
+        qi = q[idx]
+        self.latest[qi] = idx  # a duplicate within the batch counts once: its last copy
+        keep = self.latest[qi] == idx
+        idx, qi = idx[keep], qi[keep]
+        tree.stats.ignored += len(rows) - len(qi)
+        if not len(qi):
             return
-        self.done[q] = True
-        self.finished += 1
-        self.newest = max(self.newest, q)
-        self.link.cwnd = min(float(W), self.link.cwnd + 1 / self.link.cwnd)  # additive increase
-        self.link.stats.results += 1
-        if not self.retries.get(q):  # Karn: only unambiguous samples
-            self.link.sample_rtt(time.monotonic() - self.sent_at[q])
-        flags = get("flags")
-        c = q - self.lead
-        if flags & P.FLAG_OVERFLOW and c >= 0:
-            self.overflowed.append(c)
-        if q < self.n and not self.exact:
-            self.agreed[q] = get("exponent")
-        if c >= 0:
-            self.sums[c] = np.frombuffer(data, ">i4", P.values, P.header_bytes)
+        wrapped = (flags[idx] & P.FLAG_OVERFLOW) != 0
+        if wrapped.any():
+            c = qi[wrapped] - self.lead
+            self.overflowed += c[c >= 0].tolist()
+        rows = rows[idx]
+        self._taken(qi, len(qi), int(qi.max()), now)
+        if not self.exact:
+            head = qi < self.n
+            if head.any():
+                self._agree(qi[head], self._column(rows[head], self.exponent_at))
+        c = qi - self.lead
+        mine = c >= 0
+        if mine.any():
+            sums = np.empty((int(mine.sum()), P.values), self.out.dtype)
+            self._dequantize(sums, rows[mine, H:P.packet_bytes].view(">i4"), c[mine])
+            self.out[c[mine]] = sums
+
+    def _overflow_bit(self) -> np.ndarray:
+        return self.P.pack_headers(1, flags=self.P.FLAG_OVERFLOW)[0].view(self.words)
+
+    def _accept_run(self, rows: np.ndarray, lengths: np.ndarray, now: float) -> bool:
+        """The common case, checked with slices: the batch is the results of a run of packets in
+        flight, in sending order.  False if it is anything else (``_accept`` sorts it out)."""
+        k, (offset, dtype) = len(rows), self.seq_at
+        width = np.dtype(dtype).itemsize
+        first = (int.from_bytes(rows[0, offset:offset + width].tobytes(), "big") - 1 - self.base) & 0xFFFFFFFF
+        end = first + k
+        if end > self.next_q or int(lengths.min()) < self.P.packet_bytes:
+            return False
+        H = self.P.header_bytes
+        heads = np.bitwise_and(rows[:, :H].view(self.words), self.mask, out=self.tree.words(k, self.words))
+        if heads.tobytes() != self.expected[first:end].tobytes() or self.done[first:end].any():
+            return False
+        self._taken(slice(first, end), k, end - 1, now)
+        if first < self.n and not self.exact:  # packets below n carry exponents
+            self._agree(slice(first, min(end, self.n)), self._column(rows[:self.n - first], self.exponent_at))
+        skip = min(k, max(0, self.lead - first))  # packets below D carry no values
+        if skip < k:
+            c0, c1 = first + skip - self.lead, end - self.lead
+            self._dequantize(self.out[c0:c1], rows[skip:, H:self.P.packet_bytes].view(">i4"), slice(c0, c1))
+        return True
+
+    def _taken(self, qs: slice | np.ndarray, count: int, last: int, now: float) -> None:
+        """Packets ``qs`` have their results (``last`` the latest of them): timers, window, RTT, ``oldest``."""
+        tree = self.tree
+        self.done[qs] = True
+        self.finished += count
+        self.newest = max(self.newest, last)
+        tree.stats.results += count
+        tree.congestion.grow(count)
+        sent = self.sent_at[qs]  # round trips of the packets sent once (Karn), in the order they came
+        tree.congestion.sample(now - (sent[self.retries[qs] == 0] if self.retried else sent))
+        o = self.oldest
+        if isinstance(qs, slice) and qs.start <= o < qs.stop:
+            o = qs.stop
+        if o < self.next_q and self.done[o]:
+            rest = self.done[o:self.next_q]
+            i = int(rest.argmin())
+            o += i if not rest[i] else len(rest)
+        self.oldest = o
+
+    def _dequantize(self, out: np.ndarray, sums: np.ndarray, chunks: slice | np.ndarray) -> None:
+        """Results' values (big-endian int32 rows) of these chunks into ``out``."""
+        if self.exact:
+            out[...] = sums
+        elif self.wide:
+            quantize.dequantize_into(out, sums, quantize.shifts(self.agreed[chunks], self.tree.workers))
+        else:  # cast and scale in one pass: 2**-s is exact and the int -> float cast the only rounding
+            np.multiply(sums, self.dscale[chunks, None], out=out, dtype=out.dtype)
+
+    @staticmethod
+    def _where(P: Protocol, name: str) -> tuple[int, str]:
+        where = P.field_bytes(name)
+        if where is None:
+            raise ValueError(f"ina_t.{name} is not whole bytes: the worker reads it as a column of the header bytes")
+        offset, size = where
+        return offset, f">{'i' if P.layout[name][2] else 'u'}{size}"
+
+    @staticmethod
+    def _column(rows: np.ndarray, where: tuple[int, str]) -> np.ndarray:
+        """A whole-byte header field of every row (``Protocol.field_bytes``'s place, as a dtype)."""
+        offset, dtype = where
+        return rows[:, offset:offset + np.dtype(dtype).itemsize].view(dtype)[:, 0]
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -231,40 +471,45 @@ class Allreduce:
         return self.finished >= self.total
 
     def pump(self, now: float) -> float:
-        """Send what the window (and the pacer) allows and what timed out; returns when this stream next
+        """Send what the window (and the pacer) allows and what timed out; returns when this call next
         needs a look."""
-        pacer, wake = self.link.pacer, now + 0.05
-        while self._sendable(self.next_q):
-            if pacer is not None and (ready := pacer.ready_at(now)) > now:
-                wake = ready
-                break
-            self._send(self.next_q)
-            self.next_q += 1
-        while self.timers and self.timers[0][0] <= now:
-            expiry, q = heapq.heappop(self.timers)
-            if not self.done[q] and expiry == self.expiry[q]:
-                self._back_off(now)
-                self._send(q, retransmit=True)
+        tree = self.tree
+        self._send_new(now)
+        if now >= self.next_timer:
+            self._resend_expired(now)
         self._resend_overdue(now)
-        next_timer = self.timers[0][0] if self.timers else wake
-        return min(next_timer, wake, self.last_progress + self.link.timeout)
+        wake = now + 0.05
+        if tree.pacer is not None and self.next_q < self.total:
+            wake = min(wake, tree.pacer.ready_at(now))
+        return min(self.next_timer, wake, self.last_progress + tree.timeout)
 
-    def drain(self, buf: bytearray) -> None:
+    def _resend_expired(self, now: float) -> None:
+        """Timeouts: the packets in flight whose timers expired go again, and the window shrinks
+        (``Congestion.back_off``); ``next_timer`` becomes exact again."""
+        live = slice(self.oldest, self.next_q)
+        expiry = np.where(self.done[live], np.inf, self.expiry[live])
+        due = np.flatnonzero(expiry <= now)
+        if len(due):
+            self.tree.congestion.back_off(now, self.tree.stats)
+            self._resend(due + self.oldest, now)
+            expiry = np.where(self.done[live], np.inf, self.expiry[live])
+        self.next_timer = float(expiry.min()) if len(expiry) else math.inf
+
+    def drain(self) -> None:
         """Take every datagram waiting on the socket; raise AllreduceTimeout after ``timeout`` without progress."""
-        before, view = self.finished, memoryview(buf)
+        before, io = self.finished, self.tree.io
         while True:
-            try:
-                size = self.link.sock.recv_into(buf)
-            except BlockingIOError:
+            rows, lengths = io.receive()
+            if not len(rows):
                 break
-            self._accept(bytes(view[:size]))
+            self._accept(rows, lengths, time.monotonic())
         now = time.monotonic()
         if self.finished > before:
             self.last_progress = now
-        elif now - self.last_progress >= self.link.timeout:
+        elif now - self.last_progress >= self.tree.timeout:
             raise self._timeout_error()
         if self.complete:
-            self.link.next_packet = self.base + self.total
+            self.tree.next_packet = self.base + self.total
 
     def _resend_overdue(self, now: float) -> None:
         """Fast retransmit: a packet still without a result while OVERDUE_AFTER later packets have
@@ -272,68 +517,60 @@ class Allreduce:
         us was lost; sending it again costs one packet and recovers the first and the last case at
         once (a repeat for a complete slot is answered by unicast), the other worker the second.
         At most once per round trip per packet, and without cutting the window: it is not congestion."""
-        while self.oldest < self.total and self.done[self.oldest]:
-            self.oldest += 1
-        if self.newest - self.oldest < OVERDUE_AFTER:
+        end = self.newest - OVERDUE_AFTER + 1
+        if end <= self.oldest:
             return  # results come back in order: the common case costs this one comparison
-        wait = max(self.link.srtt or 0.0, 0.001)
-        for q in range(self.oldest, self.newest - OVERDUE_AFTER + 1):
-            if not self.done[q] and q in self.sent_at and now - self.sent_at[q] >= wait:
-                self.link.stats.early_retransmissions += 1
-                self._send(q, retransmit=True)
-
-    def _back_off(self, now: float) -> None:
-        """A timeout halves the packets in flight, once per RTT, but only when the round trip has
-        grown (the smoothed RTT at QUEUEING times the least seen): then the window queues in front
-        of a slow link, and the waiting looks like loss (AIMD, as TCP).  A loss with short queues is
-        random loss: cutting would only slow the call down (TCP Vegas and BBR read delay the same way)."""
-        link = self.link
-        congested = link.srtt is not None and link.srtt > QUEUEING * link.rtt_min
-        if congested and now - link.last_cut > link.srtt:
-            link.cwnd, link.last_cut = max(2.0, link.cwnd / 2), now
-            link.stats.window_cuts += 1
+        done = self.done
+        wait = max(self.tree.congestion.srtt or 0.0, 0.001)
+        span = slice(self.oldest, end)
+        overdue = np.flatnonzero(~done[span] & (now - self.sent_at[span] >= wait)) + self.oldest
+        if len(overdue):
+            self.tree.stats.early_retransmissions += self._resend(overdue, now)
 
     def _timeout_error(self) -> AllreduceTimeout:
-        missing = [q for q in range(self.total) if not self.done[q]]
-        W = self.link.window
-        sent = [q for q in missing if q in self.sent_at]
+        missing = np.flatnonzero(~self.done).tolist()
+        W = self.tree.window
+        sent = [q for q in missing if q < self.next_q]
         shown = ", ".join(f"slot {(self.base + q) % W} set {((self.base + q) // W) % 2} seq {self.base + q + 1}"
-                          f" ({self.retries.get(q, 0)} retransmissions)" for q in sent[:5])
+                          f" ({int(self.retries[q])} retransmissions)" for q in sent[:5])
         return AllreduceTimeout(
-            f"{self.link.name}: no result for {self.link.timeout:.1f} s: {self.finished}/{self.total} packets done, "
+            f"{self.tree.name}: no result for {self.tree.timeout:.1f} s: {self.finished}/{self.total} packets done, "
             f"{len(sent)} sent without a result ({shown}{', ...' if len(sent) > 5 else ''}), "
-            f"{len(missing) - len(sent)} not sent yet (window full). Some worker of job id {self.link.job_id} "
-            f"stopped contributing, or the path to switch {self.link.switch[0]} is down."
+            f"{len(missing) - len(sent)} not sent yet (window full). Some worker of job id {self.tree.job_id} "
+            f"stopped contributing, or the path to switch {self.tree.switch[0]} is down."
             + (" Or this job's workers ran before: the switches are past these rounds, and a job is one session "
                "of its workers (create a new job for new workers)." if self.base == 0 and not self.finished else ""),
-            missing=[self.base + q + 1 for q in sent], retransmissions=sum(self.retries.values()))
+            missing=[self.base + q + 1 for q in sent], retransmissions=int(self.retries.sum()))
 
 
-def run_together(streams: list[Allreduce], stop: threading.Event | None = None) -> None:
-    """Drive several allreduces (one per tree) to completion in one loop.
+def run_calls(calls: list[TreeCall], stop: threading.Event | None = None) -> None:
+    """Drive one allreduce's TreeCalls (one per tree) to completion in one loop.
 
-    Any failure marks every link broken (the workers' packet sequences no longer agree) and is
-    raised at once; the other streams are abandoned, so no partial result is ever returned.
+    Any failure marks every tree broken (the workers' packet sequences no longer agree) and is
+    raised at once; the other calls are abandoned, so no partial result is ever returned.
     ``stop`` set from elsewhere (the ring part of a hybrid call failed) ends the loop the same way.
     """
-    buf = bytearray(65536)
     try:
-        for s in streams:
-            s.last_progress = time.monotonic()
-        while active := [s for s in streams if not s.complete]:
+        for c in calls:
+            c.last_progress = time.monotonic()
+        while active := [c for c in calls if not c.complete]:
             if stop is not None and stop.is_set():
                 raise AllreduceError("stopped: another part of this allreduce failed")
             now = time.monotonic()
-            wake = min(s.pump(now) for s in active)
+            wake = min(c.pump(now) for c in active)
             wait = wake - time.monotonic()
-            readable = select.select([s.link.sock for s in active], [], [], min(max(0.0, wait), 0.1))[0]
-            for s in active:
-                if s.link.sock in readable or time.monotonic() >= s.last_progress + s.link.timeout:
-                    s.drain(buf)
+            readable = select.select([c.tree.sock for c in active], [c.tree.sock for c in active if c.blocked], [],
+                                     min(max(0.0, wait), 0.1))[0]
+            for c in active:
+                if c.tree.sock in readable or time.monotonic() >= c.last_progress + c.tree.timeout:
+                    c.drain()
     except BaseException:
-        for s in streams:
-            s.link.broken = True
+        for c in calls:
+            c.tree.broken = True
         raise
+    finally:
+        for c in calls:
+            c.tree.stats.syscalls = c.tree.io.syscalls
 
 
 def overflow_error(chunks: list[int], values: int) -> SwitchOverflowError:

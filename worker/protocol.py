@@ -33,7 +33,7 @@ class Protocol:
         except KeyError:
             raise AttributeError(name) from None
 
-    @property
+    @functools.cached_property
     def header_bytes(self) -> int:
         return sum(w for _, w, _ in self.fields) // 8
 
@@ -52,11 +52,11 @@ class Protocol:
         v = (word >> shift) & ((1 << width) - 1)
         return v - (1 << width) if signed and v >> (width - 1) else v
 
-    @property
+    @functools.cached_property
     def values(self) -> int:
         return self.constants["INA_VALUE_COUNT"]
 
-    @property
+    @functools.cached_property
     def packet_bytes(self) -> int:
         """UDP payload size: header plus values."""
         return self.header_bytes + 4 * self.values
@@ -90,6 +90,73 @@ class Protocol:
         if values.shape != (self.values,) or values.dtype != np.int32:
             raise ValueError(f"values must be int32 of shape ({self.values},), got {values.dtype} {values.shape}")
         return head + values.astype(">i4").tobytes()
+
+    def pack_headers(self, n: int, **columns: np.ndarray | int) -> np.ndarray:
+        """n headers at once, as an (n, header_bytes) uint8 array: each field a column of n values
+        (or one value for all); unnamed fields are 0.  Values are taken modulo 2**width, so a
+        signed field's negative values land as their two's complement."""
+        if self.header_bytes > 16:
+            raise ValueError("pack_headers builds headers of at most 128 bits")
+        unknown = set(columns) - set(self.layout)
+        if unknown:
+            raise ValueError(f"ina_t has no field(s) {sorted(unknown)}")
+        halves = [np.zeros(n, np.uint64), np.zeros(n, np.uint64)]  # bits 64..127 and 0..63 of the header
+        bits = self.header_bytes * 8
+        for name, column in columns.items():
+            shift, width, _ = self.layout[name]
+            shift += 128 - bits  # the header's first bit is bit 127
+            v = (np.asarray(column, np.int64) & ((1 << width) - 1)).astype(np.uint64)
+            for half, base in ((0, 64), (1, 0)):
+                s = shift - base
+                if s >= 64 or s + width <= 0:
+                    continue
+                halves[half] |= np.left_shift(v, np.uint64(s)) if s >= 0 else np.right_shift(v, np.uint64(-s))
+        wire = np.empty((n, 2), ">u8")
+        wire[:, 0], wire[:, 1] = halves
+        return wire.view(np.uint8)[:, :self.header_bytes]
+
+    def field_bytes(self, name: str) -> tuple[int, int] | None:
+        """(offset, length) of a field that fills whole bytes of 1, 2, 4 or 8 (else None): such a field
+        reads as a column straight from the bytes (``field_column``)."""
+        shift, width, _ = self.layout[name]
+        top = self.header_bytes * 8 - shift - width
+        if top % 8 or width not in (8, 16, 32, 64):
+            return None
+        return top // 8, width // 8
+
+    def field_column(self, headers: np.ndarray, name: str) -> np.ndarray:
+        """One whole-byte field of n headers (an (n, >= header_bytes) uint8 array), as int64."""
+        where = self.field_bytes(name)
+        if where is None:
+            return self.parse_headers(headers)[name]
+        offset, size = where
+        signed = self.layout[name][2]
+        return headers[:, offset:offset + size].view(f">{'i' if signed else 'u'}{size}")[:, 0].astype(np.int64)
+
+    def parse_headers(self, headers: np.ndarray) -> dict[str, np.ndarray]:
+        """Every field of n headers (an (n, >= header_bytes) uint8 array) as a column of int64."""
+        n = len(headers)
+        padded = np.zeros((n, 16), np.uint8)
+        padded[:, :self.header_bytes] = headers[:, :self.header_bytes]
+        halves = padded.view(">u8").astype(np.uint64)  # (n, 2): bits 64..127, 0..63
+        bits = self.header_bytes * 8
+        out = {}
+        for name, (shift, width, signed) in self.layout.items():
+            shift += 128 - bits
+            v = np.zeros(n, np.uint64)
+            for half, base in ((0, 64), (1, 0)):
+                s = shift - base
+                if s >= 64 or s + width <= 0:
+                    continue
+                part = np.right_shift(halves[:, half], np.uint64(s)) if s >= 0 else \
+                    np.left_shift(halves[:, half], np.uint64(-s))
+                v |= part
+            v &= np.uint64((1 << width) - 1)
+            col = v.astype(np.int64)
+            if signed:
+                col = np.where(col >= 1 << (width - 1), col - (1 << width), col)
+            out[name] = col
+        return out
 
     def unpack(self, payload: bytes) -> tuple[dict[str, int], np.ndarray]:
         if len(payload) < self.packet_bytes:

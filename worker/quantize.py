@@ -26,9 +26,21 @@ def headroom(workers: int) -> int:
     return max(0, (workers - 1).bit_length())
 
 
+def chunk_peaks(chunks: np.ndarray) -> np.ndarray:
+    """max|row| per row of a (chunks, V) float array, in two read passes and no temporary (a NaN
+    or infinity in a row makes its peak NaN or infinite)."""
+    if not chunks.size:
+        return np.zeros(len(chunks))
+    return np.maximum(chunks.max(axis=1), -chunks.min(axis=1))
+
+
 def chunk_exponents(chunks: np.ndarray) -> np.ndarray:
     """Per row of a (chunks, V) float array: e with max|row| < 2**e, as int8 (EXPONENT_NONE if zero)."""
-    peak = np.abs(chunks).max(axis=1) if chunks.size else np.zeros(len(chunks))
+    return peak_exponents(chunk_peaks(chunks))
+
+
+def peak_exponents(peak: np.ndarray) -> np.ndarray:
+    """``chunk_exponents`` from the rows' peaks (``chunk_peaks``)."""
     _, e = np.frexp(peak)  # peak = m * 2**e with 0.5 <= m < 1
     if (e > EXPONENT_MAX).any():
         raise ValueError(f"values of magnitude {peak.max():.3g} do not fit an int8 exponent (must be < 2**127)")
@@ -43,12 +55,40 @@ def shifts(exponents: np.ndarray | int, workers: int) -> np.ndarray:
 
 def quantize(chunk: np.ndarray, shift: int) -> np.ndarray:
     """One chunk to int32 with scale 2**shift (a chunk whose agreed exponent is NONE is all zeros)."""
-    return np.rint(np.ldexp(chunk, shift)).astype(np.int32)
+    return quantize_rows(np.asarray(chunk)[None], np.array([shift]))[0].astype(np.int32)
+
+
+def quantize_rows(chunks: np.ndarray, shift_per_chunk: np.ndarray) -> np.ndarray:
+    """A run of (float32 or float64) chunks at once, each row scaled by its own 2**shift and rounded:
+    integral floats, to be stored as int32.
+
+    Scaling by a power of two is exact whenever the result is a normal number, so float32 chunks
+    scaled in float32 round to the same integers as their float64 copies (a result below 2**-126
+    rounds to 0 either way); float32 takes the float32 path when 2**shift is a float32."""
+    shift = np.asarray(shift_per_chunk, np.int64)
+    if chunks.dtype == np.float32 and (not shift.size or (shift.min() >= -126 and shift.max() <= 127)):
+        scaled = chunks * np.ldexp(np.float32(1), shift).astype(np.float32)[:, None]
+    else:
+        scaled = np.asarray(chunks, np.float64) * np.ldexp(1.0, shift)[:, None]
+    return np.rint(scaled, out=scaled)
 
 
 def dequantize(sums: np.ndarray, shift_per_chunk: np.ndarray) -> np.ndarray:
     """(chunks, V) int32 sums back to float64, each row scaled by 2**-shift."""
     return np.ldexp(sums.astype(np.float64), -shift_per_chunk[:, None])
+
+
+def dequantize_into(out: np.ndarray, sums: np.ndarray, shift_per_chunk: np.ndarray) -> None:
+    """``out[...] = dequantize(sums, shifts)`` in ``out``'s dtype, in one pass for float32.
+
+    int32 -> float32 then a power-of-two scale rounds once, to the value the float64 product cast
+    to float32 has, as long as the result is a normal float32; a call with a scale that could make
+    a subnormal (an exponent below -96) takes the float64 way."""
+    shift = np.asarray(shift_per_chunk, np.int64)
+    if out.dtype == np.float32 and (not shift.size or shift.max() <= 126):
+        np.multiply(sums, np.ldexp(np.float32(1), -shift).astype(np.float32)[:, None], out=out, dtype=np.float32)
+    else:
+        out[...] = dequantize(sums, shift)
 
 
 def error_bound(exponents: np.ndarray, workers: int) -> np.ndarray:

@@ -1,0 +1,302 @@
+"""MB/s of the worker's datapath against an ideal switch: one worker, several at once, old and new side by side.
+
+Why: on a Tofino the switch aggregates at line rate, so the worker is what a job's speed
+depends on.  This measures the worker alone: a one-member job against a switch that answers
+every contribution at once with its own payload as the result (``bench/ideal_switch.c``:
+recvmmsg and sendmmsg in C, in a process of its own, so it is never the limit), on loopback.
+
+How: for each V (values per packet), window W (the job's pool) and call size, a worker process
+(``bench/worker_runner.py``, with the measured checkout first on its path) makes a checked
+warm-up call and ``--calls`` timed calls of float32 (``--call allreduce_``, in place, as
+DDP's buckets are reduced, by default; ``--call allreduce`` returns a new array each time, whose
+fresh pages the worker's CPU pays for too).  It reports wall and CPU seconds (user +
+system, all threads) of the timed calls and the packets it sent; ``perf stat`` counts its
+syscalls meanwhile where perf is installed.  Printed per configuration, median over ``--runs``:
+MB/s of float32 per wall-second and per CPU-second of the worker, packets/s, syscalls per packet.
+``--workers 1,2`` also runs that many workers at once (each its own job on the one ideal
+switch), to show how the figure scales with processes on this machine's cores.  ``--against
+REV`` measures the worker of commit REV too (a worktree), run by run in alternation.
+
+    python -m bench.bench_worker [--values 64,256] [--windows 64,256,512] [--mb 1,64] [--runs 3]
+                                 [--workers 1,2] [--call allreduce_] [--against REV]
+
+Writes bench/results/worker.csv and docs/figures/worker.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .compare import REPO, python_env, worktree
+
+RESULTS = Path(__file__).resolve().parent / "results"
+FIGURE = REPO / "docs" / "figures" / "worker.png"
+RUNNER = Path(__file__).resolve().parent / "worker_runner.py"
+SWITCH_IP, WORKER_IP = "127.0.0.2", "127.0.0.1"
+
+
+def _serve(port: int, type_offset: int, result_type: int) -> None:
+    from p4target.executor.native.build import build
+
+    lib = build((Path(__file__).resolve().parent / "ideal_switch.c").read_text())
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
+    sock.bind((SWITCH_IP, port))
+    lib.ideal_switch(sock.fileno(), type_offset, result_type)
+
+
+@contextlib.contextmanager
+def ideal_switch(values: int) -> Iterator[int]:
+    """The ideal switch's process, listening on the protocol's port; yields its pid."""
+    from worker import protocol
+
+    P = protocol.load(values)
+    shift, width, _ = P.layout["msg_type"]
+    if width != 8 or (P.header_bytes * 8 - shift - width) % 8:
+        raise RuntimeError("msg_type is not a whole byte: the ideal switch rewrites it as one")
+    offset = (P.header_bytes * 8 - shift - width) // 8
+    proc = multiprocessing.get_context("spawn").Process(target=_serve, args=(P.INA_UDP_PORT, offset, P.MSG_RESULT),
+                                                        daemon=True)
+    proc.start()
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.join()
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((WORKER_IP, 0))
+        return s.getsockname()[1]
+
+
+def job_spec(path: Path, values: int, window: int, job_id: int) -> None:
+    """A one-member job on the ideal switch, in the job-spec format both old and new workers read."""
+    from worker import protocol
+    from worker.jobspec import JobSpec, Member, TreeSpec
+
+    P = protocol.load(values)
+    member = Member(0, "h1", WORKER_IP, "ideal", SWITCH_IP, "02:00:00:00:00:fe")
+    tree = TreeSpec(job_id, "ideal", 1.0, 1e6, free_udp_port(), (0,))
+    JobSpec(f"bench{job_id}", values, P.INA_UDP_PORT, window, (member,), (tree,)).save(path)
+
+
+@dataclass
+class Result:
+    side: str
+    values: int
+    window: int
+    mb: float
+    workers: int
+    run: int
+    wall_mbps: float  # per worker: MB of float32 per wall-second
+    cpu_mbps: float  # per worker: MB per CPU-second of its process
+    pps: float  # per worker
+    syscalls_per_packet: float | None
+
+
+def run_workers(root: Path, tmp: Path, values: int, window: int, mb: float, workers: int, calls: int,
+                call: str) -> list[dict]:
+    """``workers`` runner processes at once; each one's report, with its syscalls where perf counts them."""
+    procs = []
+    for i in range(workers):
+        spec = tmp / f"job{i}.json"
+        job_spec(spec, values, window, 1 + i)
+        procs.append(subprocess.Popen([sys.executable, str(RUNNER), "--spec", str(spec), "--mb", str(mb),
+                                       "--calls", str(calls), "--window", str(window), "--call", call], cwd=root,
+                                      env=python_env(root), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    perfs = []
+    try:
+        for p in procs:
+            line = p.stdout.readline()
+            if line.strip() != "ready":
+                raise RuntimeError(f"a worker did not start: {line}{p.stderr.read()[-2000:]}")
+        for p in procs:
+            perfs.append(_perf(p.pid))
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        reports = [json.loads(p.stdout.readline()) for p in procs]
+    finally:
+        counts = [_perf_count(perf) for perf in perfs]
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    for report, count in zip(reports, counts + [None] * (len(reports) - len(counts))):
+        if "error" in report:
+            raise RuntimeError(report["error"])
+        report["syscalls"] = count
+    return reports
+
+
+def _perf(pid: int) -> subprocess.Popen | None:
+    if shutil.which("perf") is None:
+        return None
+    return subprocess.Popen(["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p", str(pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _perf_count(perf: subprocess.Popen | None) -> int | None:
+    if perf is None:
+        return None
+    perf.send_signal(signal.SIGINT)
+    _, err = perf.communicate(timeout=10)
+    for line in err.splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and fields[2].startswith("raw_syscalls") and fields[0].isdigit():
+            return int(fields[0])
+    return None
+
+
+def measure(args: argparse.Namespace) -> list[Result]:
+    results: list[Result] = []
+    configs = [(v, w, mb, 1) for v in args.values for w in args.windows for mb in args.mb]
+    configs += [(v, max(args.windows), max(args.mb), k) for v in args.values for k in args.workers if k > 1]
+    with worktree(args.against) if args.against else contextlib.nullcontext() as old, \
+            tempfile.TemporaryDirectory(prefix="bench-worker-") as tmp:
+        sides = ([(f"old {args.against}", old)] if old else []) + [("new", REPO)]
+        for values in args.values:
+            with ideal_switch(values):
+                for v, window, mb, workers in (c for c in configs if c[0] == values):
+                    for run in range(args.runs):
+                        for side, root in sides:
+                            reports = run_workers(root, Path(tmp), v, window, mb, workers, args.calls, args.call)
+                            for r in reports:
+                                calls_per = r["packets"] / r["wall"]
+                                syscalls = r["syscalls"] / r["packets"] if r["syscalls"] is not None else None
+                                results.append(Result(side, v, window, mb, workers, run, r["bytes"] / r["wall"] / 1e6,
+                                                      r["bytes"] / r["cpu"] / 1e6, calls_per, syscalls))
+                        mine = [x for x in results if (x.values, x.window, x.mb, x.workers) == (v, window, mb, workers)
+                                and x.run == run]
+                        print(f"  V={v} W={window} {mb:g} MB x{workers} run {run + 1}/{args.runs}: " + "; ".join(
+                            f"{s} {statistics.mean(x.cpu_mbps for x in mine if x.side == s):.1f} MB/s per CPU-s"
+                            for s, _ in sides), flush=True)
+    return results
+
+
+def table(results: list[Result]) -> None:
+    keys = sorted({(r.values, r.window, r.mb, r.workers) for r in results})
+    sides = list(dict.fromkeys(r.side for r in results))
+    print(f"\n{'V':>4} {'W':>4} {'MB':>5} {'wk':>3} " + "".join(
+        f"| {s:^45} " for s in sides) + ("| new/old (CPU)" if len(sides) > 1 else ""))
+    print(f"{'':>19}" + "".join(f"| {'MB/s wall':>10} {'MB/s CPU':>10} {'pps':>10} {'sys/pkt':>8} " for _ in sides))
+    for key in keys:
+        cells, cpus = [], []
+        for s in sides:
+            mine = [r for r in results if (r.values, r.window, r.mb, r.workers) == key and r.side == s]
+            wall, cpu = statistics.median(r.wall_mbps for r in mine), statistics.median(r.cpu_mbps for r in mine)
+            pps = statistics.median(r.pps for r in mine)
+            sc = [r.syscalls_per_packet for r in mine if r.syscalls_per_packet is not None]
+            per = statistics.median(sc) if sc else float("nan")
+            cells.append(f"| {wall:>10.1f} {cpu:>10.1f} {pps:>10,.0f} {per:>8.2f} ")
+            cpus.append(cpu)
+        ratio = f"| {cpus[-1] / cpus[0]:.1f}x" if len(cpus) > 1 else ""
+        print(f"{key[0]:>4} {key[1]:>4} {key[2]:>5g} {key[3]:>3} " + "".join(cells) + ratio)
+
+
+def write(results: list[Result], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, list(asdict(results[0])))
+        w.writeheader()
+        w.writerows(asdict(r) for r in results)
+
+
+def plot(path: Path, figure: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .bench_allreduce import save_figure
+
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    one = [r for r in rows if int(r["workers"]) == 1]
+    biggest = max(float(r["mb"]) for r in one)
+    fig, (ax, scale) = plt.subplots(1, 2, figsize=(12, 4.4), gridspec_kw={"width_ratios": [1.4, 1]})
+    for side in dict.fromkeys(r["side"] for r in one):
+        for v in sorted({int(r["values"]) for r in one}):
+            mine = [r for r in one if r["side"] == side and int(r["values"]) == v and float(r["mb"]) == biggest]
+            windows = sorted({int(r["window"]) for r in mine})
+            meds = [statistics.median(float(r["cpu_mbps"]) for r in mine if int(r["window"]) == w) for w in windows]
+            ax.plot(windows, meds, marker="o", linestyle="-" if side == "new" else "--", label=f"{side}, V = {v}")
+    for target, v in ((250, 256), (80, 64)):  # the acceptance figures of issue 23
+        ax.axhline(target, color="grey", linestyle=":", linewidth=1)
+        ax.annotate(f"aim at V = {v}: {target} MB/s", (0.01, target), xycoords=("axes fraction", "data"),
+                    textcoords="offset points", xytext=(0, 3), fontsize=7, color="grey")
+    ax.set(xlabel="window (packets in flight)", ylabel="MB/s of float32 per CPU-second", yscale="log",
+           title=f"one worker, {biggest:g} MB calls, against an ideal switch (loopback)")
+    ax.set_xscale("log", base=2)
+    ax.minorticks_off()
+    ax.set_xticks(sorted({int(r["window"]) for r in one}), [str(w) for w in sorted({int(r["window"]) for r in one})])
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="center right")
+    many = [r for r in rows if float(r["mb"]) == biggest and int(r["window"]) == max(int(x["window"]) for x in rows)]
+    groups = sorted({(r["side"], int(r["values"])) for r in many})
+    counts = sorted({int(r["workers"]) for r in many})
+    width = 0.8 / max(len(groups), 1)
+    for i, (side, v) in enumerate(groups):
+        total = []
+        for k in counts:
+            runs = {}
+            for r in many:
+                if (r["side"], int(r["values"]), int(r["workers"])) == (side, v, k):
+                    runs.setdefault(r["run"], []).append(float(r["wall_mbps"]))
+            total.append(statistics.median(sum(x) for x in runs.values()) if runs else 0)
+        scale.bar([c + i * width for c in range(len(counts))], total, width, label=f"{side}, V = {v}")
+    scale.set_xticks([c + width * (len(groups) - 1) / 2 for c in range(len(counts))],
+                     [f"{k} worker(s)" for k in counts])
+    scale.set(ylabel="MB/s of float32, all workers (wall)", title=f"workers at once on {os.cpu_count()} cores")
+    scale.set_ylim(0, scale.get_ylim()[1] * 1.3)
+    scale.legend(fontsize=8, loc="upper left", ncol=2)
+    return save_figure(fig, figure)
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--values", type=_ints, default=[64, 256])
+    ap.add_argument("--windows", type=_ints, default=[64, 256, 512])
+    ap.add_argument("--mb", type=lambda t: [float(x) for x in t.split(",")], default=[1.0, 64.0])
+    ap.add_argument("--workers", type=_ints, default=[1, 2], help="workers at once, for the largest configuration")
+    ap.add_argument("--calls", type=int, default=3, help="timed calls per run")
+    ap.add_argument("--call", choices=["allreduce_", "allreduce"], default="allreduce_",
+                    help="in place (as DDP's buckets), or a new array per call")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--against", metavar="REV", help="also measure the worker of this commit, side by side")
+    ap.add_argument("--plot-only", action="store_true")
+    args = ap.parse_args()
+    path = RESULTS / "worker.csv"
+    if not args.plot_only:
+        results = measure(args)
+        table(results)
+        write(results, path)
+        print(f"\nwrote {path}")
+    print(f"wrote {plot(path, FIGURE)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

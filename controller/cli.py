@@ -5,7 +5,7 @@
     ina-ctl --net RUN/net.json job create NAME --hosts h1,h2,h3 --pool-size 64 [--trees auto|N]
     ina-ctl --net RUN/net.json job delete NAME
     ina-ctl --net RUN/net.json status
-    ina-ctl --net RUN/net.json watch          # re-provisions switches that restart
+    ina-ctl --net RUN/net.json watch          # re-provisions switches that restart, moves trees off dead ones
 
 State (jobs, allocations, epochs) lives in RUN/controller-state.json, job specs for workers
 in RUN/jobs/NAME.json, unless --state says otherwise.
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from controller.calibrate import calibrate
-from controller.controller import Controller
+from controller.controller import DEAD_AFTER, Controller
 from controller.hybrid import MODES
 from controller.network import Network
 from controller.p4runtime_client import SwitchError
@@ -71,8 +71,11 @@ def parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--values", type=int, default=1 << 18, help="float32 values per burst call")
     calibrate.add_argument("--timeout", type=float, default=20.0)
     sub.add_parser("status", help="jobs, per-switch counters and drops, as JSON")
-    watch = sub.add_parser("watch", help="keep switches provisioned (re-provision on restart)")
+    watch = sub.add_parser("watch", help="keep switches provisioned (re-provision on restart) and move trees off "
+                                         "switches and links that stay down")
     watch.add_argument("--interval", type=float, default=1.0)
+    watch.add_argument("--dead-after", type=float, default=DEAD_AFTER,
+                       help="seconds a switch may stay unreachable (a restart) before its trees move")
     return ap
 
 
@@ -129,6 +132,7 @@ def _run(ctl: Controller, args: argparse.Namespace) -> int:
         print(json.dumps(ctl.status(), indent=2))
     elif args.command == "watch":
         ctl.setup()
+        ctl.dead_after = args.dead_after
         ctl.watch(args.interval)
     return 0
 

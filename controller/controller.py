@@ -8,10 +8,12 @@ pipeline cookie is not ours (it restarted) gets the pipeline and everything live
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import math
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from controller.pipeline import Pipeline, PipelineOptions, build
 from controller.programs import V1MODEL
 from controller.schema import Entry, Schema, multicast_group
 from controller.state import ControllerState, JobRecord, TreeRecord
+from controller.topology import TopologyError
 from worker import protocol
 from worker.jobspec import JobSpec, Member, TreeSpec
 
@@ -39,6 +42,7 @@ log = logging.getLogger("ina.controller")
 # A job's workers listen on WORKER_PORT_BASE + job_id (UDP for a tree, TCP for a ring): below Linux's
 # ephemeral range (32768-60999), so no outgoing connection on the host can already hold the port.
 WORKER_PORT_BASE = 16384
+DEAD_AFTER = 3.0  # seconds unreachable before a switch counts as down (a restart takes less)
 MAX_JOB_ID = 32767 - WORKER_PORT_BASE
 MANAGED_TABLES = V1MODEL.managed_tables  # ina.p4's; a switch's own are pipeline(switch).program.managed_tables
 Update = p4runtime_pb2.Update
@@ -66,6 +70,9 @@ class Controller:
         self.election_id = election_id
         self._clients: dict[str, SwitchClient] = {}
         self._lock = threading.RLock()
+        self.dead_after = DEAD_AFTER  # seconds a switch may stay unreachable (a restart) before its trees move
+        self._unreachable: dict[str, float] = {}  # switch: since when (monotonic)
+        self._told: set[tuple] = set()  # failures already reported as leaving a tree without a path
 
     # --- switches ------------------------------------------------------------------------------
 
@@ -81,7 +88,8 @@ class Controller:
             if c is not None:
                 c.close()
             access = self.network.access[switch]
-            c = self._clients[switch] = SwitchClient(access.grpc_address, access.device_id, self.election_id)
+            c = self._clients[switch] = SwitchClient(access.grpc_address, access.device_id, self.election_id,
+                                                     connect_timeout=3.0 if c is None else 1.0)
         return c
 
     def close(self) -> None:
@@ -102,7 +110,11 @@ class Controller:
                 self.provision(switch)
 
     def provision(self, switch: str) -> bool:
-        """Bring one switch up to date; True when it needed the pipeline (fresh or restarted)."""
+        """Bring one switch up to date; True when it needed the pipeline (fresh or restarted).
+
+        A switch that needed it has lost its registers under every live job on it: once its entries
+        are back, each such tree's incarnation grows and its job spec is written again, which tells the
+        job's workers to send their last window again (docs/protocol.md, "A switch restart")."""
         with self._lock:
             fresh = not self._runs_our_pipeline(switch)
             if fresh:
@@ -112,7 +124,24 @@ class Controller:
             entries, groups = self._expected(switch)
             self._remove_unexpected(switch, entries, groups)
             self._install(switch, entries, groups)
+            if fresh:
+                self._lost_registers(switch)
             return fresh
+
+    def _lost_registers(self, switch: str) -> None:
+        jobs = [job for job in self.state.jobs.values() if job.on(switch)]
+        for job in jobs:
+            for tree in job.on(switch):
+                tree.incarnation += 1
+        if not jobs:
+            return
+        self._save()
+        for job in jobs:
+            if self.spec_dir is not None:
+                self.job_spec(job.name).save(self.spec_dir / f"{job.name}.json")
+            log.warning("%s lost its registers under job %s: tree(s) %s now at incarnation %s; spec written again, "
+                        "so the workers send their last window again", switch, job.name,
+                        [t.job_id for t in job.on(switch)], [t.incarnation for t in job.on(switch)])
 
     def _runs_our_pipeline(self, switch: str) -> bool:
         return self.client(switch).pipeline_cookie() == self.pipeline(switch).config.cookie.cookie
@@ -124,20 +153,109 @@ class Controller:
             try:
                 client = self._clients.get(switch)
                 if client is None or not client.alive or not self._runs_our_pipeline(switch):
+                    self._unreachable.setdefault(switch, time.monotonic())
                     if self.provision(switch):
                         restarted.append(switch)
+                self._unreachable.pop(switch, None)
             except SwitchError as e:
                 log.warning("%s: not reachable yet: %s", switch, e)
         return restarted
 
     def watch(self, interval: float = 1.0, stop: threading.Event | None = None) -> None:
-        """Keep every switch provisioned until ``stop`` is set."""
+        """Keep every switch provisioned until ``stop`` is set, and move trees off what stays down."""
         stop = stop or threading.Event()
         while not stop.wait(interval):
             self._reload_state()  # `ina-ctl job create/delete` run by others since
             for switch in self.check_switches():
                 log.warning("%s restarted: pipeline, routes and %d job(s) installed again", switch,
                             sum(bool(j.on(switch)) for j in self.state.jobs.values()))
+            for line in self.route_around(*self.failures()):
+                log.warning("%s", line)
+
+    # --- failures ------------------------------------------------------------------------------
+
+    def failures(self) -> tuple[set[str], set[int]]:
+        """The switches unreachable for ``dead_after`` seconds, and the links (indexes in the topology)
+        that a reachable switch reports down (the built-in target reports its ports; BMv2 does not)."""
+        now = time.monotonic()
+        dead = {s for s, since in self._unreachable.items() if now - since >= self.dead_after}
+        links = set()
+        for switch, client in list(self._clients.items()):
+            if switch not in self._unreachable and client.alive:
+                links |= {self.topology.port_links[switch, p] for p in client.ports_down
+                          if (switch, p) in self.topology.port_links}
+        return dead, links
+
+    def route_around(self, dead: set[str], links: set[int]) -> list[str]:
+        """Move each tree that crosses a dead switch or link onto the best single tree of what survives;
+        returns one line per tree moved (or left without a path).
+
+        A moved tree keeps its job id, its share and its allocations on the switches it keeps (their
+        cells hold its rounds), gets slots and a fresh epoch on the ones it gains, and its incarnation
+        grows: its workers send their last window again (docs/protocol.md, "A switch restart"), and
+        the rounds lost with the dead parts complete on the new path.  A packed job's trees may then
+        share a root: each keeps its own slots, and the job runs at what the survivors carry."""
+        if not dead and not links:
+            return []
+        lines = []
+        with self._lock:
+            P = self._protocol()
+            for job in self.state.jobs.values():
+                for tree in job.trees:
+                    crossed = sorted(set(tree.tree.switches()) & dead) + \
+                        [plan.link_name(self.topology, i) for i in sorted(self._links_of(job, tree) & links)]
+                    if crossed:
+                        lines += self._move_tree(job, tree, crossed, dead, links, P)
+        return lines
+
+    def _links_of(self, job: JobRecord, tree: TreeRecord) -> set[int]:
+        return set(plan.fabric_links(self.topology, tree.tree)) | {self.topology.host_link(m) for m in job.members}
+
+    def _move_tree(self, job: JobRecord, tree: TreeRecord, crossed: list[str], dead: set[str], links: set[int],
+                   P: protocol.Protocol) -> list[str]:
+        where = f"job {job.name}: tree {tree.job_id} (root {tree.tree.root}) crosses {', '.join(crossed)}, down"
+        try:
+            planned = plan.plan_job(self.topology.without(dead, links), job.members, P.MAX_CHILDREN, 1,
+                                    P.wire_factor).trees[0]
+        except (plan.PlanError, TopologyError) as e:
+            key = (job.name, tree.job_id, frozenset(dead), frozenset(links))
+            if key in self._told:
+                return []
+            self._told.add(key)
+            return [f"{where}; no other tree joins its members ({e}): its workers will time out"]
+        pipe = self.pipeline(planned.tree.root)
+        before = copy.deepcopy(job)
+        allocations = {}
+        try:
+            for switch in planned.tree.switches():
+                allocations[switch] = tree.allocations.get(switch) or Allocation(
+                    self._free_pool(switch, job.pool_size, None, pipe.pool_slots, []),
+                    self._free_cell(switch, pipe.max_jobs, []), self.state.take_epoch(switch))
+        except JobError as e:
+            return [f"{where}; the surviving tree (root {planned.tree.root}) does not fit: {e}"]
+        tree.tree, tree.rate, tree.allocations = planned.tree, planned.rate, allocations
+        tree.incarnation += 1
+        job.version += 1
+        self._save()
+        gained = [s for s in planned.tree.switches() if s not in before.trees[job.trees.index(tree)].allocations]
+        try:
+            for switch in gained:
+                self._install(switch, [self._high_water(switch)], [])
+            for switch in planned.tree.switches():
+                self._install(switch, *self._job_entries(job, switch))
+            for switch in sorted(set(before.switches()) - dead):
+                old, old_groups = self._job_entries(before, switch)
+                new, new_groups = self._job_entries(job, switch) if switch in job.switches() else ([], [])
+                keys, group_ids = {(e.table, e.match) for e in new}, {g for g, _ in new_groups}
+                self._remove(switch, [e for e in old if (e.table, e.match) not in keys],
+                             [(g, r) for g, r in old_groups if g not in group_ids])
+        except SwitchError as e:
+            log.warning("job %s: moving tree %d: %s (watch tries again: setup converges)", job.name, tree.job_id, e)
+        if self.spec_dir is not None:
+            self.job_spec(job.name).save(self.spec_dir / f"{job.name}.json")
+        return [f"{where}; moved to root {planned.tree.root} over {', '.join(planned.tree.switches())} "
+                f"({planned.rate:.3g} Mb/s alone): incarnation {tree.incarnation}, plan version {job.version}; "
+                f"its workers send their last window again"]
 
     # --- jobs ----------------------------------------------------------------------------------
 
@@ -247,9 +365,11 @@ class Controller:
         for t in job.trees:
             nodes = self._nodes(job, t)
             children = tuple(next(c.index for c in nodes[m.switch].children if c.node == m.host) for m in members)
-            trees.append(TreeSpec(t.job_id, t.tree.root, t.share, t.rate, _worker_port(t.job_id), children))
+            trees.append(TreeSpec(t.job_id, t.tree.root, t.share, t.rate, _worker_port(t.job_id), children,
+                                  t.incarnation))
         return JobSpec(name, P.values, P.INA_UDP_PORT, job.pool_size, tuple(members), tuple(trees), job.ina_share,
-                       None if job.ring_id is None else _worker_port(job.ring_id), job.pace_mbps, job.ring_pace_mbps)
+                       None if job.ring_id is None else _worker_port(job.ring_id), job.pace_mbps, job.ring_pace_mbps,
+                       job.version)
 
     def status(self) -> dict[str, dict]:
         """Per job and switch: the job_stats counters by name (packets), and per-switch drops."""

@@ -12,9 +12,11 @@ import threading
 from collections.abc import Iterable, Iterator
 
 import grpc
+from google.protobuf import any_pb2, struct_pb2
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+PORT_STATUS = "port_status"  # the key of the built-in target's port status message (a Struct in `other`)
 Update = p4runtime_pb2.Update
 Pipeline = p4runtime_pb2.SetForwardingPipelineConfigRequest
 GetPipeline = p4runtime_pb2.GetForwardingPipelineConfigRequest
@@ -48,6 +50,7 @@ class SwitchClient:
         self._requests: queue.Queue[p4runtime_pb2.StreamMessageRequest | None] = queue.Queue()
         self._arbitration: queue.Queue[p4runtime_pb2.StreamMessageResponse | Exception] = queue.Queue()
         self._broken = threading.Event()
+        self.ports_down: set[int] = set()  # as the switch reports them (the built-in target does; BMv2 does not)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
         except grpc.FutureTimeoutError:
@@ -66,10 +69,22 @@ class SwitchClient:
             for msg in self._stream:
                 if msg.HasField("arbitration"):
                     self._arbitration.put(msg)
+                elif msg.HasField("other"):
+                    self._other(msg.other)
         except grpc.RpcError as e:
             self._arbitration.put(e)
         finally:
             self._broken.set()
+
+    def _other(self, message: any_pb2.Any) -> None:
+        """The built-in target's port status (p4target/runtime/port_status.py); anything else is ignored."""
+        body = struct_pb2.Struct()
+        if not message.Unpack(body) or PORT_STATUS not in body.fields:
+            return
+        fields = body.fields[PORT_STATUS].struct_value.fields
+        if "port" in fields and "up" in fields:
+            port = int(fields["port"].number_value)
+            (self.ports_down.discard if fields["up"].bool_value else self.ports_down.add)(port)
 
     def _arbitrate(self) -> None:
         request = p4runtime_pb2.StreamMessageRequest()

@@ -26,6 +26,7 @@ class TreeRecord:
     rate: float  # planned wire Mb/s
     share: float  # of the job's data
     allocations: dict[str, Allocation]  # per switch of the tree
+    incarnation: int = 0  # times a switch of the tree lost its registers under the job (the spec tells the workers)
 
 
 @dataclass
@@ -42,6 +43,7 @@ class JobRecord:
     asked_mode: str = "auto"  # what create was asked for: a calibration splits again within it
     asked_alpha: float | None = None
     calibration: dict | None = None  # what `ina-ctl calibrate` measured, and the split it gave
+    version: int = 0  # of its plan: grows when a tree moves off a dead switch or link
 
     def switches(self) -> set[str]:
         return {s for t in self.trees for s in t.allocations}
@@ -87,7 +89,8 @@ class ControllerState:
                 raise ValueError(f"{path}: job {name} was saved by a controller without packed trees; delete the "
                                  f"state file and the job's entries go with the next `ina-ctl setup`")
             trees = [TreeRecord(t["job_id"], Tree(t["tree"]["root"], tuple(map(tuple, t["tree"]["uplinks"]))),
-                                t["rate"], t["share"], {s: Allocation(**a) for s, a in t["allocations"].items()})
+                                t["rate"], t["share"], {s: Allocation(**a) for s, a in t["allocations"].items()},
+                                t.get("incarnation", 0))
                      for t in j.pop("trees")]
             jobs[name] = JobRecord(trees=trees, **j)
         return cls(PipelineOptions(**data["options"]), jobs, data["next_epoch"], data.get("next_job_id", 1))

@@ -153,6 +153,22 @@ class Topology:
             raise TopologyError(f"{where}: port {port} of {m['switch']} is outside 1..{MAX_PORT}")
         return m["switch"], port
 
+    def without(self, switches: set[str] | frozenset[str] = frozenset(),
+                links: set[int] | frozenset[int] = frozenset()) -> Topology:
+        """What survives: these switches cut off (they stay, without links), these links (indexes)
+        gone, and the hosts whose link went with them."""
+        def switch_of(end: str) -> str | None:
+            m = PORT_NAME.match(end)
+            return m["switch"] if m and end not in self.hosts else None
+
+        data = self.to_dict()
+        kept = [item for i, (item, lk) in enumerate(zip(data["links"], self.links, strict=True))
+                if i not in links and not {switch_of(lk.a), switch_of(lk.b)} & set(switches)]
+        attached = {end for item in kept for end in item[:2] if end in self.hosts}
+        data["hosts"] = {h: spec for h, spec in data["hosts"].items() if h in attached}
+        data["links"] = kept
+        return Topology.from_dict(data, "the surviving network")
+
     def host_link(self, host: str) -> int:
         """The index in ``links`` of a host's one link."""
         return self.port_links[self.attachment[host]]

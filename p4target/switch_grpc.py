@@ -29,6 +29,7 @@ from .p4info import build_p4info
 from .ports import PortError, open_port, parse_interface_arg
 from .runtime.device_config import DeviceConfigError, build_device_config, compile_device_config
 from .runtime.entities import PipelineState
+from .runtime.port_status import watch_ports
 from .runtime.service import P4RuntimeServer, serve
 
 DEFAULT_GRPC_ADDR = "127.0.0.1:9559"
@@ -120,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger(__name__).warning("device %d serving P4Runtime on %s with ports %s", args.device_id,
                                         args.target.grpc_server_addr, {n: i for n, i in args.ports})
     stop = threading.Event()
+    threading.Thread(target=watch_ports, args=(dict(args.ports), service.port_status, stop), daemon=True,
+                     name="port-status").start()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()

@@ -15,6 +15,7 @@ import select
 import socket
 import struct
 import threading
+import time
 from pathlib import Path
 
 from controller.controller import Controller
@@ -69,10 +70,11 @@ class LoopbackNet:
         self.topology = topology(workers)
         self.faults = faults or Faults()
         self.service = P4RuntimeServer(Dataplane([]), device_id=1)
-        grpc_port = free_port()
-        self.server = serve(self.service, f"127.0.0.1:{grpc_port}")
-        network = Network(self.topology, {"s1": SwitchAccess(f"127.0.0.1:{grpc_port}", 1, "builtin")})
+        self.grpc_address = f"127.0.0.1:{free_port()}"
+        self.server = serve(self.service, self.grpc_address)
+        network = Network(self.topology, {"s1": SwitchAccess(self.grpc_address, 1, "builtin")})
         self.controller = Controller(network, state_dir / "state.json", PipelineOptions())  # V = 64
+        self._switch_lock = threading.Lock()  # a restart never cuts a frame's way through the switch
         self.controller.setup()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
@@ -86,6 +88,26 @@ class LoopbackNet:
     def job(self, name: str = "job", pool_size: int = 16) -> JobSpec:
         """A job of every host of the network."""
         return self.controller.create_job(name, sorted(self.topology.hosts), pool_size)
+
+    def spec_file(self, name: str = "job") -> Path:
+        """Where the controller wrote the job's spec (and writes it again)."""
+        assert self.controller.spec_dir is not None
+        return self.controller.spec_dir / f"{name}.json"
+
+    def restart_switch(self) -> None:
+        """The switch dies and comes back on the same address empty: no pipeline, no entries, no
+        registers; frames sent meanwhile are lost.  ``controller.check_switches()`` provisions it again."""
+        with self._switch_lock:
+            self.server.stop(None).wait()
+            self.service = P4RuntimeServer(Dataplane([]), device_id=1)
+            for attempt in range(50):
+                try:
+                    self.server = serve(self.service, self.grpc_address)
+                    break
+                except RuntimeError:
+                    if attempt == 49:
+                        raise
+                    time.sleep(0.1)
 
     def close(self) -> None:
         self._stop.set()
@@ -117,7 +139,10 @@ class LoopbackNet:
                 self._through_switch(port, data)
 
     def _through_switch(self, port: int, frame: bytes) -> None:
-        for _, data in self.service.pipeline.switch.process(port, frame):
+        with self._switch_lock:
+            pipeline = self.service.pipeline
+            out = [] if pipeline is None else list(pipeline.switch.process(port, frame))  # no program yet: lost
+        for _, data in out:
             dst_ip, dst_port = socket.inet_ntoa(data[30:34]), struct.unpack("!H", data[36:38])[0]
             for payload, where in self.faults.apply("down", data[42:], (dst_ip, dst_port)):
                 self.sock.sendto(payload, where)

@@ -285,6 +285,76 @@ def test_a_job_over_two_trees_installs_both_and_deletes_both(net_leaf_spine, tmp
     c.close()
 
 
+def test_a_tree_over_a_dead_spine_moves_to_the_other(net_leaf_spine, tmp_path):
+    """spine2 counts as down: its tree moves onto spine1 (same job id and share, a slot range of its own
+    there, the leaves' allocations kept), the spec says so, and the moved tree sums through spine1."""
+    c = controller(net_leaf_spine, tmp_path)
+    hosts = ["h1", "h2", "h3", "h4"]
+    before = c.create_job("packed", hosts, pool_size=8)
+    moving = next(t for t in before.trees if t.root == "spine2")
+    leaves = {sw: a for t in c.state.jobs["packed"].trees if t.job_id == moving.job_id
+              for sw, a in t.allocations.items() if sw.startswith("leaf")}
+    assert c.route_around(set(), set()) == []
+    (line,) = c.route_around({"spine2"}, set())
+    assert f"tree {moving.job_id} (root spine2) crosses spine2, down; moved to root spine1" in line
+    spec = JobSpec.load(tmp_path / "jobs" / "packed.json")
+    assert spec.version == 1 and [t.root for t in spec.trees] == ["spine1", "spine1"]
+    moved = next(t for t in spec.trees if t.job_id == moving.job_id)
+    assert (moved.incarnation, moved.share, moved.port) == (1, moving.share, moving.port)
+    record = next(t for t in c.state.jobs["packed"].trees if t.job_id == moving.job_id)
+    assert {sw: a for sw, a in record.allocations.items() if sw.startswith("leaf")} == leaves
+    assert "spine2" not in record.allocations
+    for sw in ("leaf1", "leaf2", "spine1"):
+        assert c.installed_entries(sw) == c.expected_entries(sw), sw
+    assert c.route_around({"spine2"}, set()) == []  # moved once: nothing crosses spine2 now
+    values = [np.full(spec.values, r + 1, dtype=np.int32) for r in range(4)]
+    i = spec.trees.index(moved)
+    out = run_tree(net_leaf_spine, spec, {r: contribution(net_leaf_spine.topology, spec, r, values[r], tree=i)
+                                          for r in range(4)})
+    assert all(len(out[h]) == 1 for h in hosts)
+    assert c.status()["jobs"]["packed"]["spine1"]["aggregated"] == 2
+    # a leaf's uplink to spine1 down as well: nothing joins the two leaves any more
+    uplink = net_leaf_spine.topology.port_links["leaf1", 1]
+    lines = c.route_around({"spine2"}, {uplink})
+    assert len(lines) == 2 and all("no other tree joins its members" in x for x in lines)
+    assert c.route_around({"spine2"}, {uplink}) == []  # said once
+    assert JobSpec.load(tmp_path / "jobs" / "packed.json") == spec
+    c.close()
+
+
+def eventually(check, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not within the deadline"
+        time.sleep(0.01)
+
+
+def test_a_port_down_reaches_the_controller(net_single, tmp_path):
+    """The built-in target reports port status on the stream; a client that arbitrates later hears of
+    the ports down then; failures() turns them into links."""
+    c = controller(net_single, tmp_path)
+    service = net_single.services["s1"]
+    service.port_status(3, True, "s1-eth3")  # a port seen up for the first time: no message
+    service.port_status(3, False, "s1-eth3")
+    eventually(lambda: c.client("s1").ports_down == {3})
+    assert c.failures() == (set(), {net_single.topology.port_links["s1", 3]})
+    later = Controller(net_single.network, None, election_id=5)
+    eventually(lambda: later.client("s1").ports_down == {3})
+    service.port_status(3, True, "s1-eth3")
+    eventually(lambda: not c.client("s1").ports_down and not later.client("s1").ports_down)
+    assert c.failures() == (set(), set())
+    later.close()
+    c.close()
+
+
+def test_the_surviving_topology():
+    topo = Topology.from_dict(leaf_spine(2, 2, 2))
+    alive = topo.without({"spine2"}, {topo.port_links["leaf1", 1]})
+    assert set(alive.switches) == set(topo.switches) and alive.switch_neighbours("spine2") == []
+    assert [n.node for n in alive.switch_neighbours("leaf1")] == [] and set(alive.hosts) == set(topo.hosts)
+    assert set(topo.without({"leaf1"}).hosts) == {"h3", "h4"}
+
+
 def test_a_packed_job_that_does_not_fit_changes_nothing(net_leaf_spine, tmp_path):
     """The second tree's slots do not fit: refused with the tree named, no id, epoch or entry taken."""
     c = controller(net_leaf_spine, tmp_path)

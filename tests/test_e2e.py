@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 from controller.controller import Controller
 from controller.topology import Topology, fat_tree, leaf_spine, single
 from tests.mininet_env import USABLE, needs_mininet
+from worker.jobspec import JobSpec
 
 if USABLE:
     from bmv2env.network import InaNetwork
@@ -185,6 +187,41 @@ def test_dead_worker_fails_the_others_clearly_then_a_fresh_job_works(single8):
         assert_all_exact(reports(start_workers(net, controller.spec_dir / "fresh.json", hosts)), 3)
     finally:
         controller.delete_job("fresh")
+
+
+def test_the_switch_killed_and_restarted_three_times_during_one_job(single8):
+    """SIGKILL the switch three times while a job's calls run and start it again: `watch` provisions
+    it and writes the job spec again, the workers send their last window again, and every call of
+    the job completes within the bound (docs/protocol.md, "A switch restart")."""
+    net, controller = single8
+    hosts = ["h1", "h2", "h3", "h4"]
+    controller.create_job("phoenix", hosts, pool_size=32)
+    spec_path = controller.spec_dir / "phoenix.json"
+    stop = threading.Event()
+    watch = threading.Thread(target=controller.watch, kwargs={"interval": 0.2, "stop": stop})
+    watch.start()
+    switch = net.switch("s1")
+    try:
+        procs = start_workers(net, spec_path, hosts, size=200_000, repeat=40, timeout=10.0)
+        for restart in range(1, 4):
+            time.sleep(0.7)
+            assert all(p.poll() is None for p in procs), "the job ended before the switch was restarted"
+            switch.process.kill()
+            switch.process.wait()
+            switch.start([])
+            switch.wait_ready(30)
+            deadline = time.monotonic() + 30
+            while JobSpec.load(spec_path).trees[0].incarnation < restart:
+                assert time.monotonic() < deadline, "watch did not provision the restarted switch"
+                time.sleep(0.1)
+        results = reports(procs, wait=300)
+        assert_all_exact(results, 4, repeat=40)
+        assert [r["recoveries"] for r in results if r["run"] == 39] == [3, 3, 3, 3]
+    finally:
+        stop.set()
+        watch.join()
+        controller.check_switches()
+        controller.delete_job("phoenix")
 
 
 @pytest.mark.parametrize("mode, alpha", [("ring", None), ("hybrid", 0.4), ("hybrid", None)])

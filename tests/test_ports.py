@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import queue
 import select
 import socket
 import struct
@@ -25,6 +26,7 @@ from p4target.frontend import load_program
 from p4target.netns import Sandbox, entered
 from p4target.portio import BatchedPorts
 from p4target.ports import MemoryPort, PcapPort, PortError, RawSocketPort, open_port, parse_interface_arg
+from p4target.runtime.port_status import is_up, watch_ports
 
 ETHERTYPE = 0x88B5  # IEEE local experimental: nothing else on the link uses it
 MARK = b"p4target-ports-test:"  # every test frame carries it, so stray kernel frames are ignored
@@ -379,3 +381,32 @@ def test_batched_ports_keep_vlan_tags_skip_outgoing_and_punt(veth: Veth, kernel_
             assert punted == want
         finally:
             batched.close()
+
+
+def test_port_status_follows_the_link() -> None:
+    """The switch's end (in this namespace, where the switch runs) goes down when the far end
+    (in a namespace of its own, as a Mininet host's) does, and up again."""
+    usable, why_not = netns.can_use_netns()
+    if not usable:
+        pytest.skip(why_not)
+    with Sandbox() as box:
+        far_ns = box.netns("status")
+        mine, far = netns.unique_name("sa"), netns.unique_name("sb")
+        box.links.append((mine, None))  # deleted with the sandbox
+        netns.add_veth(mine, far, None, far_ns)
+        netns.link_up(mine)
+        netns.link_up(far, far_ns)
+        seen: queue.Queue[tuple[int, bool, str]] = queue.Queue()
+        stop = threading.Event()
+        watcher = threading.Thread(target=watch_ports, args=({7: mine}, lambda *r: seen.put(r), stop, 0.02))
+        watcher.start()
+        try:
+            assert seen.get(timeout=2) == (7, True, mine)
+            netns.ip("link", "set", far, "down", netns=far_ns)
+            assert seen.get(timeout=2) == (7, False, mine)
+            netns.ip("link", "set", far, "up", netns=far_ns)
+            assert seen.get(timeout=2) == (7, True, mine)
+        finally:
+            stop.set()
+            watcher.join()
+    assert not is_up("no-such-interface")

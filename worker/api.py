@@ -28,7 +28,7 @@ from worker import protocol, quantize
 from worker.buffers import BufferPool
 from worker.engine import Pacer, Stats, Tree, TreeCall, overflow_error, run_calls
 from worker.errors import AllreduceError, SwitchOverflowError
-from worker.jobspec import JobSpec
+from worker.jobspec import JobSpec, SpecWatch
 from worker.ring import RingError, RingWorker
 
 SUPPORTED = (np.float32, np.float64, np.float16, np.int32)
@@ -37,7 +37,10 @@ RING_TCP = "cubic"  # a hybrid's ring keeps shaped links full with CUBIC; BBR le
 
 class Worker:
     def __init__(self, spec: JobSpec, rank: int, *, timeout: float = 10.0, window: int | None = None,
-                 bind_ip: str | None = None) -> None:
+                 bind_ip: str | None = None, spec_file: str | Path | None = None) -> None:
+        """``spec_file``: where ``spec`` came from.  The worker then watches it, and when the controller
+        writes that a switch lost its registers (restarted), it sends its last window again, so that
+        calls in flight complete exactly (``from_env`` passes it; without it a restart fails them)."""
         if not 0 <= rank < len(spec.members):
             raise ValueError(f"rank {rank} is not in job {spec.name} (ranks 0..{len(spec.members) - 1})")
         if timeout <= 0:
@@ -54,7 +57,8 @@ class Worker:
             for i, tree in enumerate(spec.trees if spec.ina_share > 0 else ()):
                 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 self._trees.append(Tree(sock, (me.switch_ip, spec.udp_port), tree.job_id, tree.children[rank],
-                                        len(spec.members), window, P, timeout, _tree_name(spec, i), pacer))
+                                        len(spec.members), window, P, timeout, _tree_name(spec, i), pacer,
+                                        incarnation=tree.incarnation))
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
                 try:
                     sock.bind((bind_ip if bind_ip is not None else me.ip, tree.port))
@@ -75,6 +79,10 @@ class Worker:
         self.last_parts: dict[str, float] = {}  # seconds each part of the last call took ("trees", "ring")
         self._lock = threading.Lock()
         self._pool = BufferPool()  # calls' private copies of their input, and allreduce_'s sums
+        self._watching = threading.Event()  # set: stop watching
+        if spec_file is not None and self._trees:
+            watch = SpecWatch(spec_file, spec)
+            threading.Thread(target=self._watch, args=(watch,), daemon=True, name=f"ina-watch-{rank}").start()
 
     @classmethod
     def from_env(cls, **options) -> Worker:
@@ -83,7 +91,7 @@ class Worker:
         rank = os.environ.get("INA_RANK", os.environ.get("RANK"))
         if not path or rank is None:
             raise RuntimeError("set INA_JOB_SPEC to the job spec file and INA_RANK (or RANK) to this worker's rank")
-        return cls(JobSpec.load(Path(path)), int(rank), **options)
+        return cls(JobSpec.load(Path(path)), int(rank), spec_file=path, **options)
 
     @property
     def stats(self) -> Stats:
@@ -134,6 +142,7 @@ class Worker:
     def close(self) -> None:
         with self._lock:
             self._closed = True
+        self._watching.set()
         self._io.shutdown(wait=True)
         self._ring_io.shutdown(wait=True)
         for t in self._trees:
@@ -148,6 +157,32 @@ class Worker:
         self.close()
 
     # --- inside ----------------------------------------------------------------------------
+
+    def _watch(self, watch: SpecWatch, period: float = 0.2) -> None:
+        """Look at the spec file every ``period``; a tree whose switches lost their registers recovers on
+        the I/O thread: inside a running call's loop, or (between calls) in a task of its own."""
+        by_id = {t.job_id: t for t in self._trees}
+        queued: Future | None = None
+        while not self._watching.wait(period):
+            for j, incarnation in watch.lost_registers().items():
+                if j in by_id:
+                    by_id[j].incarnation = incarnation
+                    i = next(i for i, t in enumerate(watch.spec.trees) if t.job_id == j)
+                    by_id[j].name = _tree_name(watch.spec, i)  # a tree moved off a dead switch has a new root
+            busy = any(t.lost_registers or t.echo_end is not None for t in self._trees)
+            if busy and (queued is None or queued.done()):
+                with self._lock:
+                    if not self._closed:
+                        queued = self._io.submit(self._recover_idle)
+
+    def _recover_idle(self) -> None:
+        """Between calls (a call's own loop does the same)."""
+        now = time.monotonic()
+        for t in self._trees:
+            if not t.broken:
+                if t.lost_registers:
+                    t.recover(None, now)
+                t.echo(None, now)
 
     def _checked(self, array: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """A private flat copy, padded with zeros to whole chunks (float16 as float32, whose scaling
@@ -210,7 +245,8 @@ class Worker:
         ring = self._ring_io.submit(self._ring_part, wide, dtype, stop) if len(rest) else None
         started = time.perf_counter()
         try:
-            run_calls([call for _, call in parts], stop)
+            busy = {call.tree for _, call in parts}
+            run_calls([call for _, call in parts], stop, tuple(t for t in self._trees if t not in busy))
             self.last_parts = {"trees": time.perf_counter() - started} if parts else {}
         except AllreduceError:
             if ring is None or not stop.is_set():  # the trees failed on their own: the ring gives up too

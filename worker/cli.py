@@ -48,14 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     spec = JobSpec.load(args.spec)
     mine = gradient(args.seed, args.rank, args.size, args.dtype)
     try:
-        with Worker(spec, args.rank, timeout=args.timeout) as w:
+        with Worker(spec, args.rank, timeout=args.timeout, spec_file=args.spec) as w:
             for run in range(args.repeat):
                 start = time.perf_counter()
                 result = w.allreduce(mine)
                 elapsed = time.perf_counter() - start
                 report = {"rank": args.rank, "run": run, "seconds": elapsed, "values": args.size,
                           "goodput_MBps": mine.nbytes / elapsed / 1e6, "bytes_sent": w.stats.bytes_sent,
-                          "retransmissions": w.stats.retransmissions, "parts": w.last_parts}
+                          "retransmissions": w.stats.retransmissions, "recoveries": w.stats.recoveries,
+                          "parts": w.last_parts}
                 if args.check:
                     arrays = [gradient(args.seed, r, args.size, args.dtype) for r in range(len(spec.members))]
                     report["max_error"], report["within_bound"] = bound_ok(result, arrays, spec.values)

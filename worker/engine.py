@@ -65,6 +65,7 @@ class Stats:
     ignored: int = 0  # duplicate, stale or foreign datagrams
     bytes_sent: int = 0
     syscalls: int = 0  # sends and receives (select excluded)
+    recoveries: int = 0  # last windows sent again because a switch of the tree lost its registers
 
 
 class Pacer:
@@ -157,7 +158,7 @@ class Congestion:
             stats.window_cuts += 1
 
 
-@dataclass
+@dataclass(eq=False)  # a tree is itself: workers hold them in sets
 class Tree:
     """One aggregation tree as this worker sees it: its socket and addressing, its packet
     sequence over the worker's life, and its congestion state."""
@@ -175,6 +176,12 @@ class Tree:
     stats: Stats = field(default_factory=Stats)
     next_packet: int = 0  # g of the next allreduce's first packet
     broken: bool = False  # after a timeout: later calls would not line up with the other workers
+    incarnation: int = 0  # the job spec's: how often the tree's switches lost their registers (set by the watcher)
+    recovered: int = 0  # the incarnation whose loss this worker has answered (``recover``)
+    echo_end: int | None = None  # after a recovery: packets below this one with results here go again (``echo``)
+    echo_at: float = 0.0
+    echo_gap: float = 0.0
+    echo_stop: float = 0.0
     congestion: Congestion = field(init=False)
     io: BatchSocket = field(init=False)
 
@@ -182,6 +189,90 @@ class Tree:
         self.congestion = Congestion(self.window)
         self.io = BatchSocket(self.sock, self.protocol.packet_bytes, self.switch)
         self._buffers: dict[str, np.ndarray] = {}
+        self.recovered = self.incarnation
+        # the last W packets of the calls before the current one, packet g in row g mod W: a switch that
+        # loses its registers may have given their results to some workers and not to others
+        self.kept = np.zeros((self.window, self.protocol.packet_bytes), np.uint8)
+
+    @property
+    def lost_registers(self) -> bool:
+        return self.incarnation != self.recovered
+
+    def keep(self, call: TreeCall) -> None:
+        """A call is complete: its last W packets are kept for ``recover`` (the call's buffer is reused)."""
+        first = max(0, call.total - self.window)
+        g = call.base + np.arange(first, call.total)
+        self.kept[g % self.window] = call.packets[first:call.total]
+
+    def recover(self, call: TreeCall | None, now: float) -> None:
+        """A switch of the tree lost its registers: every packet from W before the oldest without a result
+        on goes again, kept or in the call, with or without its result here (docs/protocol.md, "A switch
+        restart").  Another worker may lack the result of any of them, but of none older.  Those with a
+        result here go again from time to time (``echo``) until that is known to be past."""
+        answering = self.incarnation  # the watcher may raise it meanwhile: then this runs again
+        oldest, _ = self._oldest(call)
+        self.echo_end = call.base + call.next_q if call is not None and not call.complete else self.next_packet
+        self.echo_gap = self.echo_stop = 0.0
+        self._send_again(call, max(0, oldest - self.window), self.echo_end, now, with_results_only=False)
+        if call is not None:
+            call.last_progress = now  # the time the switch was away is not the workers' fault
+        self.echo_gap, self.echo_stop = self.congestion.rto(), now + self.timeout
+        self.echo_at = now + self.echo_gap
+        self.stats.recoveries += 1
+        self.recovered = answering
+
+    def echo(self, call: TreeCall | None, now: float) -> None:
+        """After ``recover``: the packets sent again that have their result here go again, each RTO and
+        then less often, while another worker may still lack the result (a copy sent again may be lost
+        too).  Once the result of a packet W later is here, every worker has the earlier one: the
+        echo ends when the oldest packet without a result is W past the recovered ones (or after
+        ``timeout``, for a worker with no call to learn that from)."""
+        if self.echo_end is None or now < self.echo_at:
+            return
+        oldest, _ = self._oldest(call)
+        if oldest - self.window >= self.echo_end or now >= self.echo_stop:
+            self.echo_end = None
+            return
+        self._send_again(call, max(0, oldest - self.window), self.echo_end, now, with_results_only=True)
+        self.echo_gap = min(RTO_MAX, 2 * self.echo_gap)
+        self.echo_at = now + self.echo_gap
+
+    def _oldest(self, call: TreeCall | None) -> tuple[int, int]:
+        """The oldest packet without a result here (g), and the first packet of the call (of the next one)."""
+        if call is None or call.complete:
+            return self.next_packet, self.next_packet
+        return call.base + call.oldest, call.base
+
+    def _send_again(self, call: TreeCall | None, lo: int, hi: int, now: float, with_results_only: bool) -> None:
+        """Packets g in [lo, hi), marked as retransmissions: kept ones (before the call), then the call's."""
+        _, base = self._oldest(call)
+        W, rows = self.window, []
+        kept = np.arange(max(lo, base - W), min(hi, base))
+        if len(kept):
+            rows.append(self.kept[kept % W])
+        if call is not None and not call.complete and hi > base:
+            qs = np.arange(max(0, lo - base), min(hi - base, call.next_q))
+            if with_results_only:
+                qs = qs[call.done[qs]]
+            rows.append(call.packets[qs])
+            call._sent(qs, len(qs), now, True)  # those without a result are timed as retransmissions
+            sent_by_call = len(qs)
+        else:
+            sent_by_call = 0
+        if not rows:
+            return
+        batch = np.concatenate(rows)
+        bits = self.protocol.pack_headers(1, flags=self.protocol.FLAG_RETRANSMIT)[0]
+        batch[:, :len(bits)] |= bits
+        sent = 0
+        while sent < len(batch):  # all of them: the one left out may be the one another worker waits for
+            sent += self.io.send(batch[sent:])
+            if sent < len(batch):
+                select.select([], [self.sock], [], 0.05)
+        others = len(batch) - sent_by_call  # the call's are counted by call._sent
+        self.stats.retransmissions += others
+        self.stats.packets_sent += others
+        self.stats.bytes_sent += others * self.protocol.packet_bytes
 
     def _buffer(self, name: str, rows: int, columns: int, dtype: np.dtype | type) -> np.ndarray:
         """A (rows, columns) array of this dtype, reused from call to call (fresh memory costs a page
@@ -510,6 +601,7 @@ class TreeCall:
             raise self._timeout_error()
         if self.complete:
             self.tree.next_packet = self.base + self.total
+            self.tree.keep(self)
 
     def _resend_overdue(self, now: float) -> None:
         """Fast retransmit: a packet still without a result while OVERDUE_AFTER later packets have
@@ -543,12 +635,14 @@ class TreeCall:
             missing=[self.base + q + 1 for q in sent], retransmissions=int(self.retries.sum()))
 
 
-def run_calls(calls: list[TreeCall], stop: threading.Event | None = None) -> None:
+def run_calls(calls: list[TreeCall], stop: threading.Event | None = None, idle: tuple[Tree, ...] = ()) -> None:
     """Drive one allreduce's TreeCalls (one per tree) to completion in one loop.
 
     Any failure marks every tree broken (the workers' packet sequences no longer agree) and is
     raised at once; the other calls are abandoned, so no partial result is ever returned.
     ``stop`` set from elsewhere (the ring part of a hybrid call failed) ends the loop the same way.
+    A tree whose switches lost their registers recovers here, in the loop, whether it has a part in
+    this call or is one of the ``idle`` trees: another worker may still wait on its last packets.
     """
     try:
         for c in calls:
@@ -557,6 +651,14 @@ def run_calls(calls: list[TreeCall], stop: threading.Event | None = None) -> Non
             if stop is not None and stop.is_set():
                 raise AllreduceError("stopped: another part of this allreduce failed")
             now = time.monotonic()
+            for c in calls:
+                if c.tree.lost_registers:
+                    c.tree.recover(c, now)
+                c.tree.echo(c, now)
+            for t in idle:
+                if t.lost_registers:
+                    t.recover(None, now)
+                t.echo(None, now)
             wake = min(c.pump(now) for c in active)
             wait = wake - time.monotonic()
             readable = select.select([c.tree.sock for c in active], [c.tree.sock for c in active if c.blocked], [],

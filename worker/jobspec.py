@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -59,6 +60,7 @@ class TreeSpec:
     rate_mbps: float  # the planner's rate for this tree (wire Mb/s on each of its links)
     port: int  # the UDP port where this tree's results arrive at every member
     children: tuple[int, ...]  # per rank: the member's child index at its switch
+    incarnation: int = 0  # grows each time a switch of the tree loses its registers (restart, new pipeline)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class JobSpec:
     ring_port: int | None = None  # where each member's ring listens (needed when ina_share < 1)
     ina_pace_mbps: float | None = None  # most each worker offers the trees, wire Mb/s (None: as fast as they go)
     ring_pace_mbps: float | None = None  # most the ring sends on each link: the rest of it, so no queue builds
+    version: int = 0  # of the plan: grows when the controller moves a tree off a dead switch or link
 
     def __post_init__(self) -> None:
         if not self.members:
@@ -131,8 +134,11 @@ class JobSpec:
         return ranges
 
     def save(self, path: Path) -> None:
+        """Written whole, then renamed: workers that watch the file never read half of it."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"format": FORMAT, **asdict(self)}, indent=2) + "\n")
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"format": FORMAT, **asdict(self)}, indent=2) + "\n")
+        tmp.replace(path)
 
     @classmethod
     def load(cls, path: str | Path) -> JobSpec:
@@ -149,3 +155,33 @@ class JobSpec:
             return cls(members=members, trees=trees, **data)
         except (KeyError, TypeError) as e:
             raise JobSpecError(f"{path}: malformed job spec: {e}") from None
+
+
+class SpecWatch:
+    """The job spec file, read again whenever it changes: the controller writes it again when a
+    switch of a tree lost its registers (the tree's ``incarnation`` grows), and the workers of the
+    job then send their last window again (``engine.Tree.recover``)."""
+
+    def __init__(self, path: str | Path, spec: JobSpec) -> None:
+        self.path, self.spec = Path(path), spec  # the spec as last read
+        self.incarnations = {t.job_id: t.incarnation for t in spec.trees}
+        self._stamp: tuple[int, int, int] | None = None  # read at the first look: it may be newer than ``spec``
+
+    def lost_registers(self) -> dict[int, int]:
+        """The trees (job id: incarnation) whose switches lost their registers since the last look."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return {}
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp == self._stamp:
+            return {}
+        try:
+            spec = JobSpec.load(self.path)
+        except JobSpecError:
+            return {}  # not a spec for now (a job deleted, a hand edit): look again next time
+        self._stamp, self.spec = stamp, spec
+        grown = {t.job_id: t.incarnation for t in spec.trees
+                 if t.incarnation > self.incarnations.get(t.job_id, t.incarnation)}
+        self.incarnations.update(grown)
+        return grown

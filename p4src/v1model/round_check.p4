@@ -49,13 +49,12 @@ control RoundCheck(in bit<32> seq, inout metadata meta) {
             }
             return;
         }
-        /* A contribution.  The bitmap pair: mark me in this set, clear me in the shadow set
-         * (SwitchML's self-cleaning; the round check above is what makes reuse safe). */
+        /* A contribution: mark me in this cell (a new round starts from old = 0).  The other
+         * set's cell is left alone, unlike SwitchML's self-cleaning pair: the round check above
+         * is what makes reuse safe, and a worker that sends packet g again after g + W (when a
+         * switch restarted, docs/protocol.md) must not unmark itself in round g + W. */
         meta.job_stat = JOB_STAT_AGGREGATED;
         bitmap.write(meta.cell, old | meta.me);
-        bit<32> shadow;
-        bitmap.read(shadow, meta.cell ^ 1);
-        bitmap.write(meta.cell ^ 1, shadow & ~meta.me);
         if (!same_round) {  // the first of a round overwrites whatever the cell held
             count = 1;
             round_seq.write(meta.cell, seq);

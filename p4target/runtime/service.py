@@ -26,6 +26,7 @@ from .device_config import DeviceConfigError, compile_device_config
 from .digests import DigestManager
 from .entities import PipelineState, RpcError, rpc_error
 from .extern_entities import ExternEntities
+from .port_status import port_status_message
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.saved: PipelineState | None = None
         self.streams: list[_Stream] = []
         self.lock = threading.RLock()
+        self.ports_down: dict[int, str] = {}  # port: interface, for clients that arbitrate later
         dataplane.packet_in = self._packet_in
 
     # ------------------------------------------------------------------ helpers
@@ -340,8 +342,26 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             if any(s is not stream and s.election_id == election for s in self.streams):
                 raise rpc_error("INVALID_ARGUMENT", f"election id {election} is used by another client")
             old = self._primary()
+            first = stream.election_id is None
             stream.election_id = election
             self._announce(only=None if self._primary() is not old else stream)
+            if first:
+                for port, interface in sorted(self.ports_down.items()):
+                    stream.outbox.put(port_status_message(port, False, interface))
+
+    def port_status(self, port: int, up: bool, interface: str) -> None:
+        """A port went up or down: every arbitrated client hears of it (``port_status``)."""
+        with self.lock:
+            known_down = port in self.ports_down
+            if up:
+                self.ports_down.pop(port, None)
+            else:
+                self.ports_down[port] = interface
+            if up != known_down:
+                return  # no change (the first report of every port that is up, for one)
+            for s in self.streams:
+                if s.election_id is not None:
+                    s.outbox.put(port_status_message(port, up, interface))
 
     def _announce(self, only: _Stream | None) -> None:
         """Tell clients who is primary (everyone when that changed, else the asking one)."""

@@ -49,7 +49,11 @@ def add_link(net: Mininet, link: TopologyLink) -> Link:
 
 
 def drop_at_random(intf: object, percent: float, link: TopologyLink) -> None:
-    """Drop ``percent`` % of the frames ``intf`` sends (nftables netdev egress, in its namespace)."""
+    """Drop ``percent`` % of the frames ``intf`` sends (nftables netdev egress, in its namespace).
+
+    The hook sees a packet before segmentation: a UDP GSO send (a window of the worker) is one
+    packet to it, lost or kept whole.  Workers under emulated loss set INA_UDP_GSO=0 to lose
+    single frames, as on a wire (an ingress hook would come after the switch's packet sockets)."""
     if not 0 < percent <= 100:
         raise LinkSetupError(f"link {link.a} -- {link.b}: loss {percent} is not a percentage in (0, 100]")
     chain = intf.name.replace("-", "_")  # remove_loss_rules() names it the same way

@@ -63,11 +63,14 @@ class BatchSocket:
         self.destination = destination
         self.per_send = max(1, min(BATCH, MAX_DATAGRAM // packet_bytes))
         self.syscalls = 0
-        self.gso = True
-        try:
-            sock.setsockopt(SOL_UDP, UDP_SEGMENT, packet_bytes)
-        except OSError:
-            self.gso = False
+        # INA_UDP_GSO=0 sends with sendmmsg: netfilter sees a GSO send as one packet, so loss emulated
+        # with nftables (bmv2-env) would drop whole windows, where a real wire loses single frames
+        self.gso = os.environ.get("INA_UDP_GSO", "1") != "0"
+        if self.gso:
+            try:
+                sock.setsockopt(SOL_UDP, UDP_SEGMENT, packet_bytes)
+            except OSError:
+                self.gso = False
         self._addr = _SockaddrIn(socket.AF_INET, socket.htons(destination[1]),
                                  (ctypes.c_uint8 * 4)(*socket.inet_aton(destination[0])))
         # receiving: one slot per datagram, larger than a packet so that an oversized datagram shows

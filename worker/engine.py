@@ -189,6 +189,17 @@ class Tree:
         self.congestion = Congestion(self.window)
         self.io = BatchSocket(self.sock, self.protocol.packet_bytes, self.switch)
         self._buffers: dict[str, np.ndarray] = {}
+        P, H = self.protocol, self.protocol.header_bytes
+        self.retransmit_bits = P.pack_headers(1, flags=P.FLAG_RETRANSMIT)[0]
+        # a result of packet q has these header bits of q, its type turned into RESULT.  OVERFLOW is in the
+        # mask, so a flagged result fails the quick check and takes _accept's general way, which records it.
+        self.word = np.dtype(f"u{next(b for b in (8, 4, 2, 1) if H % b == 0)}")  # headers compared in words
+        mask = P.pack_headers(1, msg_type=-1, job_id=-1, slot=-1, set=-1, seq=-1, flags=P.FLAG_OVERFLOW)[0]
+        overflow = P.pack_headers(1, flags=P.FLAG_OVERFLOW)[0]
+        self.result_mask = mask.view(self.word)
+        self.match_mask = (mask & ~overflow).view(self.word)  # the general way takes OVERFLOW, and notes it
+        self.data_to_result = P.pack_headers(1, msg_type=P.MSG_DATA ^ P.MSG_RESULT)[0]
+        self.seq_at, self.flags_at, self.exponent_at = (P.field_at(f) for f in ("seq", "flags", "exponent"))
         self.recovered = self.incarnation
         # the last W packets of the calls before the current one, packet g in row g mod W: a switch that
         # loses its registers may have given their results to some workers and not to others
@@ -212,7 +223,6 @@ class Tree:
         answering = self.incarnation  # the watcher may raise it meanwhile: then this runs again
         oldest, _ = self._oldest(call)
         self.echo_end = call.base + call.next_q if call is not None and not call.complete else self.next_packet
-        self.echo_gap = self.echo_stop = 0.0
         self._send_again(call, max(0, oldest - self.window), self.echo_end, now, with_results_only=False)
         if call is not None:
             call.last_progress = now  # the time the switch was away is not the workers' fault
@@ -262,13 +272,12 @@ class Tree:
         if not rows:
             return
         batch = np.concatenate(rows)
-        bits = self.protocol.pack_headers(1, flags=self.protocol.FLAG_RETRANSMIT)[0]
-        batch[:, :len(bits)] |= bits
-        sent = 0
+        batch[:, :len(self.retransmit_bits)] |= self.retransmit_bits
+        sent, deadline = 0, now + RTO_MAX
         while sent < len(batch):  # all of them: the one left out may be the one another worker waits for
             sent += self.io.send(batch[sent:])
-            if sent < len(batch):
-                select.select([], [self.sock], [], 0.05)
+            if sent < len(batch) and not select.select([], [self.sock], [], 0.05)[1] and time.monotonic() > deadline:
+                break  # a send buffer that stays full: the echoes go again later
         others = len(batch) - sent_by_call  # the call's are counted by call._sent
         self.stats.retransmissions += others
         self.stats.packets_sent += others
@@ -336,15 +345,8 @@ class TreeCall:
         if exact:
             self.values[:] = chunks
         self.filled = T if exact else self.lead  # packets below this have their values in place
-        self.retransmit_bits = P.pack_headers(1, flags=P.FLAG_RETRANSMIT)[0]
-        # a result of packet q has these header bits of q, its type turned into RESULT, and no OVERFLOW
-        # (a result with OVERFLOW set takes _accept's general way, which records it)
-        self.words = np.dtype(f"u{next(b for b in (8, 4, 2, 1) if H % b == 0)}")
-        mask = P.pack_headers(1, msg_type=-1, job_id=-1, slot=-1, set=-1, seq=-1, flags=P.FLAG_OVERFLOW)[0]
-        flip = P.pack_headers(1, msg_type=P.MSG_DATA ^ P.MSG_RESULT)[0]
-        self.mask = mask.view(self.words)
-        self.expected = ((self.packets[:, :H] ^ flip) & mask).view(self.words)  # (T, H / word)
-        self.seq_at, self.flags_at, self.exponent_at = (self._where(P, f) for f in ("seq", "flags", "exponent"))
+        # each packet's result header, masked (Tree.result_mask), in words: (T, H / word)
+        self.expected = (self.packets[:, :H] ^ tree.data_to_result).view(tree.word) & tree.result_mask
         self.latest = np.zeros(T, np.int64)  # scratch: which row of a batch carried packet q
         self.done = np.zeros(T, bool)
         self.sent_at = np.full(T, np.nan)
@@ -440,7 +442,7 @@ class TreeCall:
             return 0
         batch = self.tree.gather(len(qs))
         np.take(self.packets, qs, axis=0, out=batch)
-        batch[:, :len(self.retransmit_bits)] |= self.retransmit_bits
+        batch[:, :len(self.tree.retransmit_bits)] |= self.tree.retransmit_bits
         sent = self.tree.io.send(batch)
         if sent < len(qs):  # the rest stay due, and go once the send buffer drains
             self.blocked = True
@@ -454,14 +456,13 @@ class TreeCall:
         if self._accept_run(rows, lengths, now):
             return
         P, tree, H = self.P, self.tree, self.P.header_bytes
-        q = self._column(rows, self.seq_at).astype(np.int64)
+        q = P.column(rows, tree.seq_at).astype(np.int64)
         q -= self.base + 1
         q &= 0xFFFFFFFF
         ok = (lengths >= P.packet_bytes) & (q < self.next_q)  # packets sent (in order), so in flight or done
         q[~ok] = 0
-        flags = self._column(rows, self.flags_at)
-        mismatch = (rows[:, :H].view(self.words) & self.mask) ^ self.expected[q]
-        mismatch &= ~(self.mask & self._overflow_bit())  # OVERFLOW is taken, and noted below
+        flags = P.column(rows, tree.flags_at)
+        mismatch = (rows[:, :H].view(tree.word) ^ self.expected[q]) & tree.match_mask  # OVERFLOW: noted below
         ok &= ~mismatch.any(axis=1) & ~self.done[q]
         idx = np.flatnonzero(ok)
         qi = q[idx]
@@ -480,7 +481,7 @@ class TreeCall:
         if not self.exact:
             head = qi < self.n
             if head.any():
-                self._agree(qi[head], self._column(rows[head], self.exponent_at))
+                self._agree(qi[head], P.column(rows[head], tree.exponent_at))
         c = qi - self.lead
         mine = c >= 0
         if mine.any():
@@ -488,25 +489,23 @@ class TreeCall:
             self._dequantize(sums, rows[mine, H:P.packet_bytes].view(">i4"), c[mine])
             self.out[c[mine]] = sums
 
-    def _overflow_bit(self) -> np.ndarray:
-        return self.P.pack_headers(1, flags=self.P.FLAG_OVERFLOW)[0].view(self.words)
-
     def _accept_run(self, rows: np.ndarray, lengths: np.ndarray, now: float) -> bool:
         """The common case, checked with slices: the batch is the results of a run of packets in
         flight, in sending order.  False if it is anything else (``_accept`` sorts it out)."""
-        k, (offset, dtype) = len(rows), self.seq_at
+        tree = self.tree
+        k, (offset, dtype) = len(rows), tree.seq_at
         width = np.dtype(dtype).itemsize
         first = (int.from_bytes(rows[0, offset:offset + width].tobytes(), "big") - 1 - self.base) & 0xFFFFFFFF
         end = first + k
         if end > self.next_q or int(lengths.min()) < self.P.packet_bytes:
             return False
         H = self.P.header_bytes
-        heads = np.bitwise_and(rows[:, :H].view(self.words), self.mask, out=self.tree.words(k, self.words))
+        heads = np.bitwise_and(rows[:, :H].view(tree.word), tree.result_mask, out=tree.words(k, tree.word))
         if heads.tobytes() != self.expected[first:end].tobytes() or self.done[first:end].any():
             return False
         self._taken(slice(first, end), k, end - 1, now)
         if first < self.n and not self.exact:  # packets below n carry exponents
-            self._agree(slice(first, min(end, self.n)), self._column(rows[:self.n - first], self.exponent_at))
+            self._agree(slice(first, min(end, self.n)), self.P.column(rows[:self.n - first], tree.exponent_at))
         skip = min(k, max(0, self.lead - first))  # packets below D carry no values
         if skip < k:
             c0, c1 = first + skip - self.lead, end - self.lead
@@ -540,20 +539,6 @@ class TreeCall:
             quantize.dequantize_into(out, sums, quantize.shifts(self.agreed[chunks], self.tree.workers))
         else:  # cast and scale in one pass: 2**-s is exact and the int -> float cast the only rounding
             np.multiply(sums, self.dscale[chunks, None], out=out, dtype=out.dtype)
-
-    @staticmethod
-    def _where(P: Protocol, name: str) -> tuple[int, str]:
-        where = P.field_bytes(name)
-        if where is None:
-            raise ValueError(f"ina_t.{name} is not whole bytes: the worker reads it as a column of the header bytes")
-        offset, size = where
-        return offset, f">{'i' if P.layout[name][2] else 'u'}{size}"
-
-    @staticmethod
-    def _column(rows: np.ndarray, where: tuple[int, str]) -> np.ndarray:
-        """A whole-byte header field of every row (``Protocol.field_bytes``'s place, as a dtype)."""
-        offset, dtype = where
-        return rows[:, offset:offset + np.dtype(dtype).itemsize].view(dtype)[:, 0]
 
     # --- the loop ----------------------------------------------------------------------------
 

@@ -117,46 +117,26 @@ class Protocol:
 
     def field_bytes(self, name: str) -> tuple[int, int] | None:
         """(offset, length) of a field that fills whole bytes of 1, 2, 4 or 8 (else None): such a field
-        reads as a column straight from the bytes (``field_column``)."""
+        reads as a column straight from the bytes (``field_at``)."""
         shift, width, _ = self.layout[name]
         top = self.header_bytes * 8 - shift - width
         if top % 8 or width not in (8, 16, 32, 64):
             return None
         return top // 8, width // 8
 
-    def field_column(self, headers: np.ndarray, name: str) -> np.ndarray:
-        """One whole-byte field of n headers (an (n, >= header_bytes) uint8 array), as int64."""
+    def field_at(self, name: str) -> tuple[int, str]:
+        """Where a whole-byte field sits in a header, as (offset, big-endian numpy dtype), for ``column``."""
         where = self.field_bytes(name)
         if where is None:
-            return self.parse_headers(headers)[name]
+            raise ValueError(f"ina_t.{name} is not whole bytes: it cannot be read as a column of the header bytes")
         offset, size = where
-        signed = self.layout[name][2]
-        return headers[:, offset:offset + size].view(f">{'i' if signed else 'u'}{size}")[:, 0].astype(np.int64)
+        return offset, f">{'i' if self.layout[name][2] else 'u'}{size}"
 
-    def parse_headers(self, headers: np.ndarray) -> dict[str, np.ndarray]:
-        """Every field of n headers (an (n, >= header_bytes) uint8 array) as a column of int64."""
-        n = len(headers)
-        padded = np.zeros((n, 16), np.uint8)
-        padded[:, :self.header_bytes] = headers[:, :self.header_bytes]
-        halves = padded.view(">u8").astype(np.uint64)  # (n, 2): bits 64..127, 0..63
-        bits = self.header_bytes * 8
-        out = {}
-        for name, (shift, width, signed) in self.layout.items():
-            shift += 128 - bits
-            v = np.zeros(n, np.uint64)
-            for half, base in ((0, 64), (1, 0)):
-                s = shift - base
-                if s >= 64 or s + width <= 0:
-                    continue
-                part = np.right_shift(halves[:, half], np.uint64(s)) if s >= 0 else \
-                    np.left_shift(halves[:, half], np.uint64(-s))
-                v |= part
-            v &= np.uint64((1 << width) - 1)
-            col = v.astype(np.int64)
-            if signed:
-                col = np.where(col >= 1 << (width - 1), col - (1 << width), col)
-            out[name] = col
-        return out
+    @staticmethod
+    def column(headers: np.ndarray, at: tuple[int, str]) -> np.ndarray:
+        """One whole-byte field (``field_at``) of n headers, an (n, >= header_bytes) uint8 array: a view."""
+        offset, dtype = at
+        return headers[:, offset:offset + np.dtype(dtype).itemsize].view(dtype)[:, 0]
 
     def unpack(self, payload: bytes) -> tuple[dict[str, int], np.ndarray]:
         if len(payload) < self.packet_bytes:

@@ -172,11 +172,13 @@ def test_dead_worker_fails_the_others_clearly_then_a_fresh_job_works(single8):
     net, controller = single8
     hosts = ["h1", "h2", "h3"]
     controller.create_job("doomed", hosts, pool_size=32)
-    procs = start_workers(net, controller.spec_dir / "doomed.json", hosts, size=2_000_000, timeout=2.0)
-    time.sleep(1.0)  # mid-allreduce
+    procs = start_workers(net, controller.spec_dir / "doomed.json", hosts, size=2_000_000, repeat=50, timeout=2.0)
+    time.sleep(1.0)  # mid-job (calls take a fraction of a second: 50 of them run for longer)
+    assert all(p.poll() is None for p in procs), "the job ended before the worker was killed"
     procs[2].kill()
-    survivors = reports(procs[:2], wait=60)
+    survivors = [r for r in reports(procs[:2], wait=60) if "error" in r or r["run"] == 49]
     procs[2].communicate()
+    assert len(survivors) == 2
     for r in survivors:
         assert r["error"].startswith("AllreduceTimeout: tree 1/1 of job doomed (root s1, job id "), r
         assert "no result for 2.0 s" in r["error"], r
@@ -243,13 +245,15 @@ def test_a_killed_peer_fails_a_hybrid_job_clearly(single8):
     net, controller = single8
     hosts = ["h1", "h2", "h3"]
     controller.create_job("half", hosts, pool_size=32, mode="hybrid", alpha=0.5)
-    procs = start_workers(net, controller.spec_dir / "half.json", hosts, size=2_000_000, timeout=2.0)
-    time.sleep(1.5)  # mid-allreduce
+    procs = start_workers(net, controller.spec_dir / "half.json", hosts, size=2_000_000, repeat=50, timeout=2.0)
+    time.sleep(1.5)  # mid-job (calls take a fraction of a second: 50 of them run for longer)
+    assert all(p.poll() is None for p in procs), "the job ended before the peer was killed"
     procs[2].kill()
     start = time.monotonic()
-    survivors = reports(procs[:2], wait=60)
+    survivors = [r for r in reports(procs[:2], wait=60) if "error" in r or r["run"] == 49]
     procs[2].communicate()
     assert time.monotonic() - start < 20
+    assert len(survivors) == 2
     for r in survivors:
         assert r["error"].startswith(("AllreduceError: ring part of job half",
                                       "AllreduceTimeout: tree 1/1 of job half")), r

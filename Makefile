@@ -27,12 +27,13 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_veth --runs 3
 	$(VPY) -m bench.bench_veth_ina --runs 3
 	$(VPY) -m bench.bench_worker --runs 3
+	$(VPY) -m bench.bench_backend --runs 3
 	$(VPY) -m bench.bench_allreduce
 	$(VPY) -m bench.bench_trees
 	$(VPY) -m bench.bench_hybrid
 	$(VPY) -m bench.bench_loss
 
-# `make train`: examples/train_ddp.py on 4 Mininet hosts, through the P4 switch and through gloo (root).
+# `make train`: examples/train_ddp.py on 4 Mininet hosts: the INA hook, the "ina" backend, gloo (root).
 train: $(INSTALLED)
 	$(VPY) examples/mininet_train.py
 

@@ -17,6 +17,7 @@ import argparse
 import json
 import logging
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -56,6 +57,9 @@ def parser() -> argparse.ArgumentParser:
                         help="first slot of the first tree on every switch, the next tree's right after it "
                              "(default: first fit)")
     create.add_argument("--trees", **trees)
+    create.add_argument("--export", action="store_true",
+                        help="print only `export INA_JOB_SPEC=<the spec>` on stdout (the summary on stderr), for "
+                             "eval in the shell that starts torchrun")
     for command in (show, create):
         command.add_argument("--mode", default="auto", choices=MODES,
                              help="ina: all through the switches; ring: all round a TCP ring of the hosts; "
@@ -111,8 +115,11 @@ def _run(ctl: Controller, args: argparse.Namespace) -> int:
                               args.alpha)
         trees = ", ".join(f"root {t.root} (id {t.job_id}, {t.share:.1%})" for t in spec.trees)
         ring = f"; {1 - spec.ina_share:.0%} round a ring on port {spec.ring_port}" if spec.ina_share < 1 else ""
-        print(f"job {spec.name}: {len(spec.trees)} tree(s): {trees or 'none'}{ring}; spec in "
-              f"{ctl.spec_dir / (spec.name + '.json')}")
+        path = (ctl.spec_dir / f"{spec.name}.json").absolute()
+        print(f"job {spec.name}: {len(spec.trees)} tree(s): {trees or 'none'}{ring}; spec in {path}",
+              file=sys.stderr if args.export else sys.stdout)
+        if args.export:
+            print(f"export INA_JOB_SPEC={shlex.quote(str(path))}")
     elif args.command == "job" and args.action == "delete":
         ctl.delete_job(args.name)
         print(f"job {args.name} deleted")

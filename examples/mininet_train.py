@@ -1,18 +1,21 @@
-"""`make train`: examples/train_ddp.py on 4 Mininet hosts, gradients through the P4 switch, then through gloo.
+"""`make train`: examples/train_ddp.py on 4 Mininet hosts, gradients through the P4 switch two ways, and gloo.
 
 Starts bmv2-env/topologies/single-4.json (the built-in target, or simple_switch_grpc when it
 is installed), lets the controller push ina.p4 (V = 256) and create a job for h1..h4, and
-trains the same model on the same data twice, one rank per host: with ``--comm ina`` (the
-DDP hook, every bucket summed by the switch) and with ``--comm gloo`` (DDP's own TCP
-allreduce through the same switch, forwarded as plain IPv4).  Shows each epoch as it ends,
-then both runs' final figures side by side, the share of communication hidden behind
-backward (from the ranks' timelines), and writes two plots:
+trains the same model on the same data three times, one rank per host:
+``--comm ina-hook`` (a gloo process group, and the DDP hook sends every bucket through the
+switch), ``--comm ina-backend`` (``init_process_group("ina")``, no hook: DDP's own allreduce
+goes through the switch) and ``--comm gloo`` (DDP's own TCP allreduce through the same switch,
+forwarded as plain IPv4).  Shows each epoch as it ends, then the runs' final figures side by
+side, the share of communication hidden behind backward (from the ranks' timelines), and
+writes two plots:
 
-    docs/figures/train-loss.png       loss and test accuracy per epoch, both runs
+    docs/figures/train-loss.png       loss and test accuracy per epoch, every run
     docs/figures/train-timeline.png   a few steps of rank 0: backward, and each bucket's allreduce
 
-``--rounds N`` trains N times with each, the order alternating (ina, gloo, gloo, ina, ...), and
-reports medians over all rounds: on a shared machine one pair of runs varies by about 10%.
+``--rounds N`` trains N times with each, the order rotating (hook, backend, gloo, backend,
+gloo, hook, ...), and reports medians over all rounds: on a shared machine one run varies by
+about 10%.
 
     python examples/mininet_train.py [--epochs 20] [--rounds 1] [--target auto|builtin|bmv2] [--out DIR]
 """
@@ -101,7 +104,8 @@ def plot_loss(runs: dict[str, list[dict]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (loss, acc) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for (comm, epochs), style in zip(runs.items(), ({"marker": "o"}, {"marker": "x", "linestyle": "--"})):
+    styles = ({"marker": "o"}, {"marker": "s", "linestyle": ":"}, {"marker": "x", "linestyle": "--"})
+    for (comm, epochs), style in zip(runs.items(), styles):
         x = [e["epoch"] for e in epochs]
         loss.plot(x, [e["loss"] for e in epochs], label=comm, **style)
         acc.plot(x, [100 * e["test_accuracy"] for e in epochs], label=comm, **style)
@@ -110,7 +114,8 @@ def plot_loss(runs: dict[str, list[dict]], path: Path) -> None:
     for ax in (loss, acc):
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle("DDP on digits, 4 workers in Mininet: gradients through the P4 switch (ina) or gloo", fontsize=10)
+    fig.suptitle("DDP on digits, 4 workers in Mininet: gradients through the P4 switch (hook, backend) or gloo",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -175,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="ina-train-"))
     out.mkdir(parents=True, exist_ok=True)
     (out / "controller-state.json").unlink(missing_ok=True)  # a run of its own: its network is new
-    total = 2 + 2 * args.rounds
+    total = 2 + 3 * args.rounds
     print(f"[1/{total}] starting {TOPOLOGY.name}: 4 hosts on one P4 switch (files in {out})", flush=True)
     with InaNetwork(TOPOLOGY, out / "net", target=args.target) as net:
         for switch in net.switches:  # a switch is a device of its own: it must not wait for the trainers' CPU
@@ -186,17 +191,20 @@ def main(argv: list[str] | None = None) -> int:
             controller.create_job("train", HOSTS, pool_size=64)
             target = net.network.access["s1"].target
             print(f"[2/{total}] switch s1 ({target}): ina.p4, job 'train' for {', '.join(HOSTS)}", flush=True)
-            runs: dict[str, list[list[dict]]] = {"ina": [], "gloo": []}
-            timelines: dict[str, list[dict]] = {"ina": [], "gloo": []}
-            order = [c for r in range(args.rounds) for c in (("ina", "gloo") if r % 2 == 0 else ("gloo", "ina"))]
+            comms = ("ina-hook", "ina-backend", "gloo")
+            runs: dict[str, list[list[dict]]] = {comm: [] for comm in comms}
+            timelines: dict[str, list[dict]] = {comm: [] for comm in comms}
+            order = [comms[(r + i) % 3] for r in range(args.rounds) for i in range(3)]
+            jobs = 0
             for n, comm in enumerate(order):
                 print(f"[{3 + n}/{total}] training with --comm {comm}, {args.epochs} epochs", flush=True)
                 started = time.monotonic()
                 spec = None
-                if comm == "ina":  # a job is one session of its workers: a new one for each training
-                    job = "train" if not runs["ina"] else f"train{len(runs['ina'])}"
-                    if job != "train":
+                if comm != "gloo":  # a job is one session of its workers: a new one for each training
+                    job = "train" if not jobs else f"train{jobs}"
+                    if jobs:
                         controller.create_job(job, HOSTS, pool_size=64)
+                    jobs += 1
                     spec = controller.spec_dir / f"{job}.json"
                 epochs, ranks = train(net, comm, spec, args, out, 29500 + n)
                 runs[comm].append(epochs)

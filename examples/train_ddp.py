@@ -1,18 +1,28 @@
 """Train a small CNN on scikit-learn's digits with PyTorch DDP; gradients summed by the switches or by gloo.
 
-A torchrun-style script: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment
-(gloo carries DDP's own bookkeeping either way); ``--comm ina`` also needs INA_JOB_SPEC, the
-job file the controller wrote for these ranks, and sends every gradient bucket through the
-switches with one line, ``ddp.register_comm_hook(InaHookState(), ina_hook)``.
+A torchrun-style script: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment.
+Three ways to sum the gradients:
+
+- ``--comm ina-hook`` (or ``ina``): a gloo process group, and every DDP gradient bucket through
+  the switches with one line, ``ddp.register_comm_hook(InaHookState(), ina_hook)``;
+- ``--comm ina-backend``: ``init_process_group("ina")`` and nothing else: DDP's own allreduce
+  goes through the switches, its other collectives through the backend's gloo group;
+- ``--comm gloo``: DDP's own allreduce over gloo.
+
+The two INA ways need INA_JOB_SPEC, the job file the controller wrote for these ranks
+(``ina-ctl job create ... --export`` prints the line).  ``--plain`` trains without DDP: after
+each backward the loop calls ``dist.all_reduce`` on every gradient (async, then waits), the way
+custom training loops do.
 
     torchrun --nproc-per-node 4 examples/train_ddp.py --comm gloo
-    INA_JOB_SPEC=RUN/jobs/train.json torchrun --nproc-per-node 4 examples/train_ddp.py --comm ina
+    INA_JOB_SPEC=RUN/jobs/train.json torchrun --nproc-per-node 4 examples/train_ddp.py --comm ina-backend
 
-(``make train`` runs both in Mininet, one rank per host, through the P4 switch.)  Rank 0
+(``make train`` runs all three in Mininet, one rank per host, through the P4 switch.)  Rank 0
 prints one JSON line per epoch: loss, train and test accuracy, seconds per step.  With
 ``--timeline FILE`` every rank records, per step, when backward started and each bucket's
-ready / started / finished times, and writes them with the share of communication hidden
-behind backward; a failed allreduce prints ``{"error": ...}`` and exits 1.
+ready / started / finished times (the backend's calls, for ``ina-backend``), and writes them
+with the share of communication hidden behind backward; a failed allreduce prints
+``{"error": ...}`` and exits 1.
 
 The data: 1,797 8x8 digit images that scikit-learn ships (no download), upsampled to 32x32,
 split 80/20 with a fixed seed; each rank trains on its own shard of every epoch's shuffle.
@@ -36,8 +46,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file: the repository's packages
 
-from worker.errors import AllreduceError  # noqa: E402
 from worker.torch_ddp import BucketTimes, InaHookState, Timeline, hidden_share, ina_hook  # noqa: E402
+
+COMMS = {"ina": "ina-hook", "ina-hook": "ina-hook", "ina-backend": "ina-backend", "gloo": "gloo"}
 
 
 def digits(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -95,7 +106,8 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> fl
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--comm", choices=["ina", "gloo"], default="ina")
+    ap.add_argument("--comm", choices=list(COMMS), default="ina-hook", help="ina is ina-hook")
+    ap.add_argument("--plain", action="store_true", help="no DDP: dist.all_reduce on every gradient after backward")
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=128, help="per rank")
     ap.add_argument("--lr", type=float, default=3e-3, help="Adam's learning rate")
@@ -108,23 +120,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeline", type=Path, help="write this rank's bucket timeline (JSON) here")
     ap.add_argument("--exit-after-steps", type=int, default=0, help="(tests) this rank dies after N steps")
     args = ap.parse_args(argv)
+    args.comm = COMMS[args.comm]
+    if args.plain and args.comm == "ina-hook":
+        ap.error("--plain calls dist.all_reduce: use it with --comm ina-backend or gloo")
     torch.set_num_threads(args.threads)
-    dist.init_process_group("gloo")
+    if args.comm == "ina-backend":
+        from worker.torch_backend import InaOptions
+
+        dist.init_process_group("ina", pg_options=InaOptions(timeout=args.timeout))
+    else:
+        dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
     train_x, train_y, test_x, test_y = digits(args.seed)
-    model = DistributedDataParallel(SmallCNN(), bucket_cap_mb=args.bucket_cap_mb,
-                                    gradient_as_bucket_view=args.bucket_view)
+    net = SmallCNN()
     timeline = Timeline()
-    state = None
-    if args.comm == "ina":
-        from worker import Worker
-
-        state = InaHookState(Worker.from_env(timeout=args.timeout), timeline=timeline)
-        model.register_comm_hook(state, ina_hook)
+    failure = Failure(args.comm)
+    if args.plain:
+        model, step_gradients = net, lambda: average_gradients(net, world)
     else:
-        model.register_comm_hook(None, gloo_hook(timeline))
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+        model = DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb, gradient_as_bucket_view=args.bucket_view)
+        step_gradients = None
+        if args.comm == "ina-hook":
+            from worker import Worker
+
+            failure.hook = InaHookState(Worker.from_env(timeout=args.timeout), timeline=timeline)
+            model.register_comm_hook(failure.hook, ina_hook)
+        elif args.comm == "gloo":
+            model.register_comm_hook(None, gloo_hook(timeline))
+    calls = dist.group.WORLD.tensors if args.comm == "ina-backend" else None  # the backend's calls, timed
+    optimizer = torch.optim.Adam(net.parameters(), lr=args.lr)
     steps = 0
     cpu_per_step: list[float] = []  # this process's CPU time (every thread: torch, the worker, gloo) per step
     try:
@@ -140,7 +165,14 @@ def main(argv: list[str] | None = None) -> int:
                 loss = F.cross_entropy(model(train_x[index]), train_y[index])
                 optimizer.zero_grad(set_to_none=not args.bucket_view)
                 timeline.start_backward()
+                if calls is not None:
+                    calls.timings = []
                 loss.backward()  # DDP: buckets go out as they fill; waits for them all at the end
+                if step_gradients is not None:
+                    step_gradients()
+                if calls is not None:
+                    timeline.buckets += [BucketTimes(timeline.step, i, **t) for i, t in enumerate(calls.timings)]
+                    calls.timings = None
                 optimizer.step()
                 training += time.perf_counter() - step_started
                 cpu_per_step.append(time.process_time() - cpu_started)
@@ -151,17 +183,18 @@ def main(argv: list[str] | None = None) -> int:
             mean_loss = torch.tensor([float(np.mean(losses))])
             dist.all_reduce(mean_loss)
             if rank == 0:
-                print(json.dumps({"comm": args.comm, "epoch": epoch, "loss": mean_loss.item() / world,
-                                  "train_accuracy": accuracy(model.module, train_x, train_y),
-                                  "test_accuracy": accuracy(model.module, test_x, test_y),
+                print(json.dumps({"comm": args.comm, "plain": args.plain, "epoch": epoch,
+                                  "loss": mean_loss.item() / world,
+                                  "train_accuracy": accuracy(net, train_x, train_y),
+                                  "test_accuracy": accuracy(net, test_x, test_y),
                                   "seconds": time.perf_counter() - started,
                                   "seconds_per_step": training / batches}), flush=True)  # evaluation left out
             dist.barrier()  # the next epoch starts together: no rank's first bucket waits out rank 0's evaluation
-    except RuntimeError:  # DDP raises the hook's failure from backward(), as its text
-        if state is None or state.failure is None:
+    except RuntimeError:  # DDP raises the hook's or backend's failure from backward(), as its text
+        error = failure.error()
+        if error is None:
             raise
-        failure: AllreduceError = state.failure  # the worker's own error
-        print(json.dumps({"rank": rank, "error": f"{type(failure).__name__}: {failure}"}), flush=True)
+        print(json.dumps({"rank": rank, "error": f"{type(error).__name__}: {error}"}), flush=True)
         os._exit(1)  # the process group's peers may be dead too: do not wait for them
     if args.timeline:
         write_timeline(args.timeline, timeline, args, rank, cpu_per_step[1:])
@@ -169,12 +202,36 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+class Failure:
+    """Where the worker's own error is kept when an allreduce failed: DDP and Work.wait() raise only its text."""
+
+    def __init__(self, comm: str) -> None:
+        self.comm = comm
+        self.hook: InaHookState | None = None
+
+    def error(self) -> BaseException | None:
+        if self.hook is not None:
+            return self.hook.failure
+        if self.comm == "ina-backend":
+            return dist.group.WORLD.failure
+        return None
+
+
+def average_gradients(model: nn.Module, world: int) -> None:
+    """What a plain training loop does instead of DDP: every gradient's sum, all in flight at once."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    works = [dist.all_reduce(g, async_op=True) for g in grads]
+    for g, work in zip(grads, works):
+        work.wait()
+        g.div_(world)
+
+
 def write_timeline(path: Path, timeline: Timeline, args: argparse.Namespace, rank: int,
                    cpu_per_step: list[float]) -> None:
-    steps = sorted(timeline.backward_started)
+    steps = sorted({b.step for b in timeline.buckets})
     shares = [hidden_share(timeline, s) for s in steps[1:]]  # the first step builds DDP's buckets
     path.write_text(json.dumps({
-        "comm": args.comm, "rank": rank, "bucket_cap_mb": args.bucket_cap_mb,
+        "comm": args.comm, "plain": args.plain, "rank": rank, "bucket_cap_mb": args.bucket_cap_mb,
         "backward_started": {str(s): t for s, t in timeline.backward_started.items()},
         "buckets": [vars(b) for b in timeline.buckets],
         "comm_seconds": [s[0] for s in shares], "hidden_share": [s[1] for s in shares],

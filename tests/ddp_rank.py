@@ -1,6 +1,6 @@
 """One rank of tests/test_torch_ddp.py: DDP with ina_hook next to the exact average, for a few steps.
 
-    python -m tests.ddp_rank SPEC RANK WORLD PORT DTYPE VIEW
+    python -m tests.ddp_rank SPEC RANK WORLD PORT DTYPE VIEW [DEVICE]
 
 Every rank builds the same model (seeded) in DTYPE, twice: a DDP copy with ``ina_hook`` and,
 for float32, a DDP copy with DDP's own gloo allreduce; a plain copy computes this rank's
@@ -28,9 +28,10 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 def main() -> None:
     spec, rank, world, port, dtype_name, view = sys.argv[1:7]
     rank, world, dtype = int(rank), int(world), DTYPES[dtype_name]
+    device = torch.device(sys.argv[7] if len(sys.argv) > 7 else "cpu")
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     torch.manual_seed(0)
-    base = nn.Sequential(nn.Linear(24, 96), nn.Tanh(), nn.Linear(96, 64), nn.Tanh(), nn.Linear(64, 5)).to(dtype)
+    base = nn.Sequential(nn.Linear(24, 96), nn.Tanh(), nn.Linear(96, 64), nn.Tanh(), nn.Linear(64, 5)).to(device, dtype)
     ina = DistributedDataParallel(copy.deepcopy(base), bucket_cap_mb=0.01, gradient_as_bucket_view=view == "view")
     ina.register_comm_hook(InaHookState(Worker(JobSpec.load(spec), rank, timeout=5.0)), ina_hook)
     gloo = DistributedDataParallel(copy.deepcopy(base), bucket_cap_mb=0.01) if dtype == torch.float32 else None
@@ -39,18 +40,18 @@ def main() -> None:
     eps, tiny = torch.finfo(dtype).eps, torch.finfo(dtype).tiny
     for step in range(3):
         g = torch.Generator().manual_seed(1000 * step + rank)
-        x = (torch.randn(16, 24, generator=g) * (10.0 ** (step - 1))).to(dtype)  # three decades of magnitude
-        y = torch.randint(0, 5, (16,), generator=g)
+        x = (torch.randn(16, 24, generator=g) * (10.0 ** (step - 1))).to(device, dtype)  # three decades
+        y = torch.randint(0, 5, (16,), generator=g).to(device)
         for model in filter(None, (ina, gloo, local)):
             model.zero_grad(set_to_none=False)
             nn.functional.cross_entropy(model(x).float(), y).backward()
-        mine = torch.cat([p.grad.reshape(-1).float() for p in local.parameters()])
+        mine = torch.cat([p.grad.reshape(-1).float() for p in local.parameters()]).cpu()
         everyone = [torch.empty_like(mine) for _ in range(world)]
         dist.all_gather(everyone, mine)
         stack = torch.stack(everyone).double()
         exact = stack.mean(0)
         biggest = stack.abs().max().item()  # >= every chunk's largest input: a bound for every chunk
-        got = torch.cat([p.grad.reshape(-1).double() for p in ina.parameters()])
+        got = torch.cat([p.grad.reshape(-1).double() for p in ina.parameters()]).cpu()
         # quantization (worker/README.md), divided by N; then the cast to the bucket's dtype
         bound = biggest * 2.0 ** (n_bits - 30) + exact.abs() * (eps / 2 + 2.0 ** -23) + tiny * eps / 2  # subnormals
         report = {"step": step, "max_error": (got - exact).abs().max().item(),
@@ -59,7 +60,7 @@ def main() -> None:
         worst = int(((got - exact).abs() / bound).argmax())
         report["worst"] = [exact[worst].item(), got[worst].item(), bound[worst].item()]
         if gloo is not None:
-            theirs = torch.cat([p.grad.reshape(-1).double() for p in gloo.parameters()])
+            theirs = torch.cat([p.grad.reshape(-1).double() for p in gloo.parameters()]).cpu()
             report["max_error_vs_gloo"] = (got - theirs).abs().max().item()
             gloo_rounding = stack.abs().sum(0) * 2.0 ** -23  # its float32 adds round at the partial sums' size
             report["vs_gloo_over_bound"] = ((got - theirs).abs() / (bound + gloo_rounding)).max().item()
@@ -68,7 +69,7 @@ def main() -> None:
             start = 0
             for copies in zip(*(m.parameters() for m in filter(None, (ina, gloo, local)))):
                 size = copies[0].numel()
-                update = exact[start:start + size].reshape(copies[0].shape).to(dtype)
+                update = exact[start:start + size].reshape(copies[0].shape).to(device, dtype)
                 for p in copies:
                     p -= 0.1 * update
                 start += size

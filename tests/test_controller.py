@@ -502,6 +502,11 @@ def test_command_line(switch_process, tmp_path):
     assert made.returncode == 0, made.stderr
     spec = json.loads((tmp_path / "jobs" / "demo.json").read_text())
     assert [m["host"] for m in spec["members"]] == ["h1", "h2"] and spec["pool_size"] == 32
+    exported = ina_ctl("job", "create", "second", "--hosts", "h1,h2", "--pool-size", "8", "--export")
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout == f"export INA_JOB_SPEC={(tmp_path / 'jobs' / 'second.json').absolute()}\n"
+    assert "job second: 1 tree(s)" in exported.stderr
+    assert ina_ctl("job", "delete", "second").returncode == 0
     status = json.loads(ina_ctl("status").stdout)
     assert status["jobs"]["demo"]["s1"]["aggregated"] == 0 and "truncated" in status["drops"]["s1"]
     bad = ina_ctl("job", "create", "other", "--hosts", "h1,h7", "--pool-size", "8")

@@ -28,7 +28,7 @@ from worker import protocol, quantize
 from worker.buffers import BufferPool
 from worker.engine import Pacer, Stats, Tree, TreeCall, overflow_error, run_calls
 from worker.errors import AllreduceError, SwitchOverflowError
-from worker.jobspec import JobSpec, SpecWatch
+from worker.jobspec import JobSpec, SpecWatch, spec_path
 from worker.ring import RingError, RingWorker
 
 SUPPORTED = (np.float32, np.float64, np.float16, np.int32)
@@ -86,12 +86,13 @@ class Worker:
 
     @classmethod
     def from_env(cls, **options) -> Worker:
-        """INA_JOB_SPEC (the controller's job file) and INA_RANK, or torchrun's RANK."""
-        path = os.environ.get("INA_JOB_SPEC")
+        """The spec from INA_JOB_SPEC (else ./ina-job.json) and the rank from INA_RANK, or torchrun's RANK."""
         rank = os.environ.get("INA_RANK", os.environ.get("RANK"))
-        if not path or rank is None:
-            raise RuntimeError("set INA_JOB_SPEC to the job spec file and INA_RANK (or RANK) to this worker's rank")
-        return cls(JobSpec.load(Path(path)), int(rank), spec_file=path, **options)
+        if rank is None:
+            raise RuntimeError("set INA_RANK (or torchrun's RANK) to this worker's rank, and INA_JOB_SPEC to the job "
+                               "spec file")
+        path = spec_path()
+        return cls(JobSpec.load(path), int(rank), spec_file=path, **options)
 
     @property
     def stats(self) -> Stats:

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 FORMAT = "ina-job/2"
+DEFAULT_SPEC = "ina-job.json"  # where a worker looks, in its working directory, when INA_JOB_SPEC is not set
 
 
 class JobSpecError(ValueError):
@@ -155,6 +156,18 @@ class JobSpec:
             return cls(members=members, trees=trees, **data)
         except (KeyError, TypeError) as e:
             raise JobSpecError(f"{path}: malformed job spec: {e}") from None
+
+
+def spec_path(given: str | Path | None = None) -> Path:
+    """The job spec a worker joins: ``given``, else INA_JOB_SPEC, else ``ina-job.json`` in the working
+    directory (``ina-ctl job create --export`` prints the line that sets INA_JOB_SPEC)."""
+    env = os.environ.get("INA_JOB_SPEC")
+    path = Path(given if given is not None else env or DEFAULT_SPEC)
+    if not path.is_file():
+        source = "as given" if given is not None else "from INA_JOB_SPEC" if env else "the default"
+        raise JobSpecError(f"no job spec at {path.absolute()} ({source}): set INA_JOB_SPEC to the spec file the "
+                           f"controller wrote (ina-ctl job create --export prints it), or put it at ./{DEFAULT_SPEC}")
+    return path
 
 
 class SpecWatch:

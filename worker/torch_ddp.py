@@ -17,7 +17,9 @@ host (numpy has no bfloat16, and a float32 sum cannot overflow where a float16 a
 would not), but no wire bytes: the switches add int32 lanes whatever the dtype, 4 bytes per
 value (plus headers), so a half-precision bucket does not halve the traffic as it does with
 gloo.  The result is within the worker's quantization bound (worker/README.md), divided by
-the number of workers, plus half an ulp of the bucket's dtype.
+the number of workers, plus half an ulp of the bucket's dtype.  A CUDA bucket is staged
+through pinned host memory on a side stream, and DDP's stream waits for the copy back
+(``worker.torch_tensors``).
 
 A failed allreduce (a dead worker, a dead path) fails the future with the worker's error;
 DDP raises it from ``backward()`` on every surviving rank within the worker's timeout, as a
@@ -25,13 +27,16 @@ RuntimeError carrying the worker's message (DDP keeps only the text; ``state.fai
 worker's own exception, an ``AllreduceError``), and every later bucket fails the same way
 (the job's packet sequence is broken: start a new job).
 
-This module imports torch; ``import worker`` does not.
+Scripts that pick their backend by name can have the same without a hook:
+``init_process_group("ina")`` (``worker.torch_backend``).  This module imports torch;
+``import worker`` does not.
 """
 
 # No `from __future__ import annotations`: DDP checks the hook's annotations as real types.
 
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +44,7 @@ import torch
 import torch.distributed as dist
 
 from worker.api import Worker
+from worker.torch_tensors import TensorWorker
 
 
 @dataclass
@@ -77,48 +83,30 @@ class InaHookState:
             raise ValueError(f"the process group has {dist.get_world_size()} ranks but job {self.worker.spec.name} "
                              f"has {self.world} workers: start one rank per job member")
         self.timeline = timeline
-        self.failure: BaseException | None = None  # the worker's first error: DDP raises only its text
+        self.tensors = TensorWorker(self.worker)
         self._lock = threading.Lock()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The worker's first error (an ``AllreduceError``): DDP raises only its text."""
+        return self.tensors.failure
 
 
 def ina_hook(state: InaHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP communication hook: the bucket's average over the job's workers, summed by the switches."""
     buffer = bucket.buffer()
-    if buffer.device.type != "cpu":
-        raise ValueError(f"ina_hook sums host memory; bucket {bucket.index()} is on {buffer.device}")
-    data = buffer.detach().to(torch.float32).numpy()  # a copy unless the bucket is float32: the worker copies it
-    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-    # DDP reads the future in C++, where a Python set_exception() looks like a value: a then() whose
-    # callback raises marks the future it returns as failed, which DDP raises from backward().
-    out = fut.then(lambda f: f.value())
     record = None
     if state.timeline is not None:
         record = BucketTimes(state.timeline.step, bucket.index(), buffer.numel(), time.perf_counter())
         with state._lock:
             state.timeline.buckets.append(record)
-    try:
-        handle = state.worker.allreduce_async(data)
-    except Exception as e:  # noqa: BLE001 - a broken or closed worker fails this bucket's future
-        state.failure = state.failure or e
-        fut.set_exception(e)
-        return out
 
-    def done(handle) -> None:
-        try:
-            total = handle.result()
-            buffer.copy_(torch.from_numpy(total).div_(state.world))
-        except Exception as e:  # noqa: BLE001 - DDP raises it from backward()
-            state.failure = state.failure or e
-            fut.set_exception(e)
-            return
-        finally:
-            if record is not None:
-                record.started = handle.timing.get("started", float("nan"))
-                record.finished = time.perf_counter()
-        fut.set_result(buffer)
+    def finished(handle: Future | None) -> None:
+        if record is not None:
+            record.started = handle.timing.get("started", float("nan")) if handle is not None else float("nan")
+            record.finished = time.perf_counter()
 
-    handle.add_done_callback(done)
-    return out
+    return state.tensors.allreduce_(buffer, buffer, divide=state.world, finished=finished)
 
 
 def hidden_share(timeline: Timeline, step: int) -> tuple[float, float]:

@@ -1,0 +1,172 @@
+"""``init_process_group("ina")``: a torch.distributed backend whose allreduce the switches do.
+
+    import torch.distributed as dist
+    dist.init_process_group("ina")   # torchrun's RANK, WORLD_SIZE, MASTER_*; the job spec from INA_JOB_SPEC
+    dist.all_reduce(tensor)          # summed by the switches; DDP, FSDP and libraries need no change
+
+The backend is registered at ``import torch`` (the ``torch.backends`` entry point in
+pyproject.toml; ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off) and by importing this module.
+
+What the switches sum: ``all_reduce`` with SUM or AVG of one float32, float16, bfloat16 or int32
+tensor, on the CPU or a CUDA device, in the default group (the job's members, rank for rank).
+int32 is exact (AVG rounds toward zero, as NCCL's); floats are within the worker's stated bound.
+Everything else goes to a gloo group of the same ranks that the backend holds: other ops and
+dtypes, every other collective (broadcast, all_gather, reduce_scatter, barrier, ...) and groups
+made later with ``new_group`` (the switches' job is one session of the default group's ranks,
+so a second group cannot share it).  Calls return ``Work`` objects with futures; async calls run
+one after the other on the worker's I/O thread while the caller goes on, as the DDP hook's do.
+
+Set-up is checked on every rank before ``init_process_group`` returns, and a rank that cannot
+join (no spec, a world size or rank the spec does not have, an address this host does not own)
+fails every rank's ``init_process_group`` with its reason.  A failed allreduce (a dead rank, a
+dead path) fails its ``Work`` with the worker's error within the worker's timeout; every later
+allreduce fails at once (the job is broken: start a new one).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo, _create_work_from_future
+
+from worker.api import Worker
+from worker.jobspec import JobSpec, spec_path
+from worker.torch_tensors import WIRE_DTYPES, TensorWorker
+
+NAME = "ina"
+DEFAULT_TIMEOUT = 10.0  # seconds without progress before an allreduce fails (INA_TIMEOUT)
+
+
+@dataclass(frozen=True)
+class InaOptions:
+    """``init_process_group("ina", pg_options=InaOptions(...))``, for what the environment gives otherwise."""
+
+    spec: str | Path | None = None  # the job spec (default: INA_JOB_SPEC, else ina-job.json here)
+    timeout: float | None = None  # the worker's timeout, s (default: INA_TIMEOUT, else 10)
+    window: int | None = None  # slots in flight per tree (default: the job's pool size)
+
+
+class InaProcessGroup(dist.ProcessGroup):
+    """The default group's allreduce through the switches; everything else through ``gloo``."""
+
+    def __init__(self, rank: int, size: int, gloo: ProcessGroupGloo, tensors: TensorWorker | None) -> None:
+        super().__init__(rank, size)
+        self.gloo = gloo
+        self.tensors = tensors  # None: a group that is not the job, all gloo
+        for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):  # what we do not override
+            self._register_backend(torch.device(device), dist.ProcessGroup.BackendType.GLOO, gloo)
+        self._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
+
+    @property
+    def worker(self) -> Worker | None:
+        return self.tensors.worker if self.tensors is not None else None
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The worker's first error (an ``AllreduceError``); C++ callers such as DDP keep only its text."""
+        return self.tensors.failure if self.tensors is not None else None
+
+    def getBackendName(self) -> str:  # noqa: N802 - torch's name
+        return NAME
+
+    def allreduce(self, tensors: list[torch.Tensor], opts: dist.AllreduceOptions | None = None) -> dist.Work:
+        opts = opts if opts is not None else dist.AllreduceOptions()
+        op = opts.reduceOp
+        average = op == dist.ReduceOp.AVG
+        if self._switches_can(tensors, op):
+            tensor = tensors[0]
+            return _create_work_from_future(self.tensors.allreduce_(tensor, tensors,
+                                                                    divide=self.size() if average else 1))
+        if average:  # gloo has no AVG: its sum, divided here
+            summed = dist.AllreduceOptions()
+            summed.reduceOp, summed.timeout = dist.ReduceOp.SUM, opts.timeout
+            size = self.size()
+            future = self.gloo.allreduce(tensors, summed).get_future()
+            return _create_work_from_future(future.then(lambda f: [_divide(t, size) for t in f.value()]))
+        return self.gloo.allreduce(tensors, opts)
+
+    def _switches_can(self, tensors: list[torch.Tensor], op: dist.ReduceOp) -> bool:
+        return (self.tensors is not None and len(tensors) == 1 and tensors[0].numel() > 0
+                and tensors[0].dtype in WIRE_DTYPES and tensors[0].device.type in ("cpu", "cuda")
+                and (op == dist.ReduceOp.SUM or op == dist.ReduceOp.AVG))
+
+    def shutdown(self) -> None:
+        if self.tensors is not None:
+            self.tensors.close()
+            self.tensors = None
+        dist.ProcessGroup.shutdown(self)
+
+
+def _divide(tensor: torch.Tensor, size: int) -> torch.Tensor:
+    if tensor.is_floating_point() or tensor.is_complex():
+        return tensor.div_(size)
+    return tensor.copy_(torch.div(tensor, size, rounding_mode="trunc"))
+
+
+def _create(options: dist.distributed_c10d._DistributedBackendOptions,
+            pg_options: InaOptions | None) -> InaProcessGroup:
+    """torch calls this for every group of backend "ina": the default group is the job."""
+    store, rank, size = options.store, options.group_rank, options.group_size
+    gloo = ProcessGroupGloo(PrefixStore("gloo/", store), rank, size, options.timeout)
+    if options.global_ranks_in_group:  # a group made by new_group(): [] means the default group
+        warnings.warn(f"torch.distributed group {options.group_id} (ranks {list(options.global_ranks_in_group)}) "
+                      f"sums with gloo: only the default group is the switches' job", stacklevel=2)
+        return InaProcessGroup(rank, size, gloo, None)
+    pg_options = pg_options if pg_options is not None else InaOptions()
+    if not isinstance(pg_options, InaOptions):
+        raise TypeError(f'init_process_group("ina") takes pg_options=InaOptions(...), not {type(pg_options).__name__}')
+    worker = error = None
+    try:
+        worker = _join(rank, size, pg_options)
+    except Exception as e:  # noqa: BLE001 - every rank hears of it, below
+        error = f"{type(e).__name__}: {e}"
+    try:
+        _agree(store, rank, size, error, options.timeout)
+    except BaseException:
+        if worker is not None:
+            worker.close()
+        raise
+    return InaProcessGroup(rank, size, gloo, TensorWorker(worker))
+
+
+def _join(rank: int, size: int, options: InaOptions) -> Worker:
+    path = spec_path(options.spec)
+    spec = JobSpec.load(path)
+    if len(spec.members) != size:
+        raise ValueError(f"the process group has {size} ranks but job {spec.name} ({path}) has "
+                         f"{len(spec.members)} workers: start one rank per job member")
+    named = os.environ.get("INA_RANK")
+    if named is not None and named.strip() != str(rank):
+        raise ValueError(f"INA_RANK={named} but torch.distributed made this process rank {rank}")
+    timeout = options.timeout if options.timeout is not None else float(os.environ.get("INA_TIMEOUT", DEFAULT_TIMEOUT))
+    return Worker(spec, rank, timeout=timeout, window=options.window, spec_file=path)
+
+
+def _agree(store: dist.Store, rank: int, size: int, error: str | None, timeout: timedelta) -> None:
+    """Every rank posts how its set-up went and reads everyone's: one rank's failure fails them all."""
+    store.set(f"ina-setup/{rank}", error or "")
+    keys = [f"ina-setup/{r}" for r in range(size)]
+    try:
+        store.wait(keys, timeout)
+    except RuntimeError as e:  # torch's store timeout (DistStoreError)
+        raise RuntimeError(f'init_process_group("ina"): not every rank set up within {timeout}: {e}') from None
+    failed = [(r, store.get(key).decode()) for r, key in enumerate(keys)]
+    failed = [(r, why) for r, why in failed if why]
+    if failed:
+        reasons = "; ".join(f"rank {r}: {why}" for r, why in failed)
+        raise RuntimeError(f'init_process_group("ina"): {len(failed)} of {size} ranks cannot join the job: {reasons}')
+
+
+def register() -> None:
+    """Make ``"ina"`` a torch.distributed backend name (the ``torch.backends`` entry point calls this)."""
+    if NAME.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["cpu", "cuda"])
+
+
+register()

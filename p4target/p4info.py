@@ -16,22 +16,29 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from p4.config.v1 import p4info_pb2, p4types_pb2
 
 from .frontend import ast
 from .frontend.checker import CheckedProgram
 from .frontend.errors import P4Error, as_p4_errors
-from .frontend.types import BOOL, ERROR, BlockT, EnumT, ExternT, HeaderT, bit_width
+from .frontend.profiles import implementation_of, is_constructed_in_place
+from .frontend.types import BOOL, ERROR, BitsT, BlockT, EnumT, ExternT, HeaderT, bit_width
 
 # P4Runtime resource-type prefixes: the top byte of every id (p4info.proto, P4Ids.Prefix).
 ACTION, TABLE, VALUE_SET, CONTROLLER_HEADER = 0x01, 0x02, 0x03, 0x04
 ACTION_PROFILE, COUNTER, DIRECT_COUNTER, METER, DIRECT_METER, REGISTER, DIGEST = range(0x11, 0x18)
-PREFIXES = {"action": ACTION, "table": TABLE, "counter": COUNTER, "direct_counter": DIRECT_COUNTER,
+PREFIXES = {"action": ACTION, "table": TABLE, "action_profile": ACTION_PROFILE, "counter": COUNTER,
+            "direct_counter": DIRECT_COUNTER,
             "register": REGISTER, "meter": METER, "direct_meter": DIRECT_METER, "value_set": VALUE_SET,
             "digest": DIGEST}
 # TNA's externs (tofino.p4) and the P4Info resource each one is.
 _TNA_KINDS = {"Register": "register", "Counter": "counter", "DirectCounter": "direct_counter"}
+# v1model's action profile and action selector are both P4Info action profiles.
+_PROFILE_KINDS = {"action_profile": "action_profile", "action_selector": "action_profile"}
+# Annotations p4c reads into the ActionProfile message rather than copying into its preamble.
+_PROFILE_ANNOTATIONS = {"max_group_size", "selector_size_semantics", "max_member_weight"}
 _METER_UNITS = {"packets": p4info_pb2.MeterSpec.PACKETS, "bytes": p4info_pb2.MeterSpec.BYTES}
 DEFAULT_TABLE_SIZE = 1024  # v1model's defaultTableSize in p4c
 _MATCH_TYPES = {"exact": p4info_pb2.MatchField.EXACT, "lpm": p4info_pb2.MatchField.LPM,
@@ -97,7 +104,7 @@ class QualifiedObject:
     declaration appears once per instance of its control, so (decl, scope) identifies an object."""
 
     name: str
-    kind: str  # action | table | counter | direct_counter | register
+    kind: str  # action | table | action_profile | counter | direct_counter | register
     decl: ast.Decl
     scope: str
 
@@ -140,6 +147,10 @@ def qualified_objects(prog: CheckedProgram) -> list[QualifiedObject]:
             elif isinstance(block, ast.ControlDecl) and isinstance(d, ast.ActionDecl | ast.TableDecl):
                 kind = "action" if isinstance(d, ast.ActionDecl) else "table"
                 out.append(QualifiedObject(qualify(prefix, d), kind, d, prefix))
+                if kind == "table" and is_constructed_in_place(d):  # p4c adds it with its table
+                    inst = implementation_of(d)
+                    name = qualify("", inst) if annotation(inst, "name") else ""  # "": refused by build_p4info
+                    out.append(QualifiedObject(name, "action_profile", inst, prefix))
 
     for block in prog.pipeline.blocks.values():
         if isinstance(block, ast.ControlDecl):
@@ -152,6 +163,9 @@ def qualified_objects(prog: CheckedProgram) -> list[QualifiedObject]:
         if isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT) and d.type.decl.name in PREFIXES:
             if not annotation(d, "hidden"):
                 out.append(QualifiedObject(qualify("", d), d.type.decl.name, d, ""))
+        elif isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT) and d.type.decl.name in _PROFILE_KINDS:
+            if not annotation(d, "hidden"):
+                out.append(QualifiedObject(qualify("", d), "action_profile", d, ""))
     out += [QualifiedObject(qualify("", t.decl), "digest", t.decl, "") for t in digest_types(prog)]
     return out
 
@@ -159,7 +173,7 @@ def qualified_objects(prog: CheckedProgram) -> list[QualifiedObject]:
 def extern_kind(d: ast.Instantiation) -> str:
     """The P4Info resource kind of an extern instance (v1model's names, TNA's mapped)."""
     name = d.type.decl.name
-    return _TNA_KINDS.get(name, name)
+    return _TNA_KINDS.get(name, _PROFILE_KINDS.get(name, name))
 
 
 def digest_types(prog: CheckedProgram) -> list[HeaderT]:
@@ -223,6 +237,7 @@ def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4In
     for o in every:
         first.setdefault((o.kind, o.name), o)  # p4c's symbol table keeps the first of duplicates
     objects = list(first.values())
+    profile_tables = _profile_tables(every)
     alloc = IdAllocator()
     ids: dict[tuple[str, str], int] = {}
     for o in objects:
@@ -246,12 +261,20 @@ def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4In
         key = (o.kind, o.name)
         if o.kind == "table":
             msg = info.tables.add()
-            _table(msg, o, ref)
+            _table(msg, o, ref, info.type_info)
         elif o.kind == "action":
             msg = info.actions.add()
-            _params(msg, o.decl)
+            _params(msg, o.decl, info.type_info)
         elif o.kind == "direct_meter":
             continue  # written with the table that uses it, below
+        elif o.kind == "action_profile":
+            msg = info.action_profiles.add()
+            msg.preamble.id, msg.preamble.name, msg.preamble.alias = ids[key], o.name, alias[o.name]
+            msg.preamble.annotations.extend(_annotations(
+                [a for a in o.decl.annotations if a.name not in _PROFILE_ANNOTATIONS]))
+            msg.table_ids.extend(ids[("table", t)] for t in sorted(profile_tables.get(o.name, ())))
+            _action_profile(msg, o.decl)
+            continue
         elif o.kind == "value_set":
             msg = info.value_sets.add()
             _value_set(msg, o.decl)
@@ -274,7 +297,8 @@ def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4In
         msg.preamble.annotations.extend(_annotations(header.decl.annotations))
         fields = header.decl.fields
         for f, fid in zip(fields, _field_ids(fields), strict=True):
-            msg.metadata.add(id=fid, name=f.name, bitwidth=bit_width(header.fields[f.name]))
+            md = msg.metadata.add(id=fid, name=f.name, bitwidth=bit_width(header.fields[f.name]))
+            _type_name(md, header.fields[f.name], info.type_info)
     if info.type_info.HasField("error"):
         info.type_info.error.members.extend(prog.errors)
     direct_meters = {ids[(o.kind, o.name)]: o for o in objects if o.kind == "direct_meter"}
@@ -334,17 +358,44 @@ def _field_ids(items: list) -> list[int]:
     return result
 
 
-def _params(msg: p4info_pb2.Action, action: ast.ActionDecl) -> None:
+def _params(msg: p4info_pb2.Action, action: ast.ActionDecl, type_info: p4types_pb2.P4TypeInfo) -> None:
     data = [p for p in action.params if p.direction == ""]  # directional params are not action data
     for p, pid in zip(data, _field_ids(data), strict=True):
-        msg.params.add(id=pid, name=qualify("", p), bitwidth=bit_width(p.type), annotations=_annotations(p.annotations))
+        param = msg.params.add(id=pid, name=qualify("", p), bitwidth=bit_width(p.type),
+                               annotations=_annotations(p.annotations))
+        _type_name(param, p.type, type_info)
 
 
-def _table(msg: p4info_pb2.Table, o: QualifiedObject, ref: Callable) -> None:
+def _type_name(msg: Any, t: Any, type_info: p4types_pb2.P4TypeInfo) -> None:
+    """A match field, action parameter or packet metadata field of a P4 ``type`` gets its
+    ``type_name``, and the type one ``new_types`` entry (p4c's getTypeName and
+    TypeSpecConverter; the bit width stays the underlying one: no @p4runtime_translation)."""
+    name = _new_type(t, type_info)
+    if name is not None:
+        msg.type_name.name = name
+
+
+def _new_type(t: Any, type_info: p4types_pb2.P4TypeInfo) -> str | None:
+    """The name of the ``type`` a value was declared with, described in ``type_info`` as its
+    original bit<W>/int<W>; None for any other type (a typedef is its underlying type)."""
+    decl = t.newtype if isinstance(t, BitsT) else None
+    if decl is None:
+        return None
+    if decl.name not in type_info.new_types:
+        entry = type_info.new_types[decl.name]
+        getattr(entry.original_type.bitstring, "int" if t.signed else "bit").bitwidth = t.width
+        entry.annotations.extend(_annotations(decl.annotations))
+    return decl.name
+
+
+def _table(msg: p4info_pb2.Table, o: QualifiedObject, ref: Callable, type_info: p4types_pb2.P4TypeInfo) -> None:
     t: ast.TableDecl = o.decl
     for key, fid in zip(t.keys, _field_ids(t.keys), strict=True):
-        msg.match_fields.add(id=fid, name=key_name(key), bitwidth=_key_width(key.expr),
-                             match_type=_MATCH_TYPES[key.match_kind], annotations=_annotations(key.annotations))
+        if key.match_kind == "selector":
+            continue  # hashed, not matched: not in P4Info (its field id stays taken, as in p4c)
+        field = msg.match_fields.add(id=fid, name=key_name(key), bitwidth=_key_width(key.expr),
+                                     match_type=_MATCH_TYPES[key.match_kind], annotations=_annotations(key.annotations))
+        _type_name(field, key.expr.type, type_info)
     for r in t.actions:
         action_id = ref(r.decl, o.scope, "action")
         if action_id is None:
@@ -359,6 +410,8 @@ def _table(msg: p4info_pb2.Table, o: QualifiedObject, ref: Callable) -> None:
         msg.const_default_action_id = ref(t.default_action.decl, o.scope, "action") or 0
     if t.default_action is not None:
         _initial_default(msg.initial_default_action, t.default_action, ref(t.default_action.decl, o.scope, "action"))
+    if (inst := implementation_of(t)) is not None:
+        msg.implementation_id = ref(inst, o.scope, "action_profile") or 0
     size = t.properties.get("size")
     msg.size = size.value if size is not None and size.value else DEFAULT_TABLE_SIZE
     if t.entries is not None:
@@ -370,6 +423,48 @@ def _table(msg: p4info_pb2.Table, o: QualifiedObject, ref: Callable) -> None:
     meters = t.properties.get("meters")
     if meters is not None and (mid := ref(meters.decl, o.scope, "direct_meter")) is not None:
         msg.direct_resource_ids.append(mid)
+
+
+def _profile_tables(every: list[QualifiedObject]) -> dict[str, set[str]]:
+    """Action profile name -> the tables that name it (p4c lists their ids in name order).
+    A table constructed in place without ``@name`` is refused here, as p4c refuses it."""
+    names = {(id(o.decl), o.scope): o.name for o in every if o.kind == "action_profile"}
+    tables: dict[str, set[str]] = {}
+    for o in every:
+        inst = implementation_of(o.decl) if o.kind == "table" else None
+        if inst is None:
+            continue
+        name = names.get((id(inst), o.scope), names.get((id(inst), "")))
+        if name == "":
+            raise P4Error(o.decl.properties["implementation"].loc, f"Table '{o.name}' has an anonymous table "
+                          "property 'implementation' with no name annotation, which is not supported by P4Runtime")
+        if name is not None:
+            tables.setdefault(name, set()).add(o.name)
+    return tables
+
+
+def _action_profile(msg: p4info_pb2.ActionProfile, inst: ast.Instantiation) -> None:
+    """p4c's addActionProfile: the size argument, a selector's @max_group_size and size semantics
+    (the annotations are ignored, with a warning in p4c, on a profile without a selector)."""
+    selector = inst.type.decl.name == "action_selector"
+    msg.with_selector = selector
+    msg.size = int(inst.args[1 if selector else 0].value)
+    if not selector:
+        return
+    if (ann := annotation(inst, "max_group_size")) is not None:
+        msg.max_group_size = _id_value(ann, inst)
+    semantics = annotation(inst, "selector_size_semantics")
+    if semantics is not None:
+        arg = semantics.args[0] if len(semantics.args) == 1 else None
+        kind = arg.text.lower() if isinstance(arg, ast.StringLit) else ""
+        if kind == "sum_of_weights":
+            msg.sum_of_weights.SetInParent()
+        elif kind == "sum_of_members":
+            msg.sum_of_members.SetInParent()
+            if (weight := annotation(inst, "max_member_weight")) is not None:
+                msg.sum_of_members.max_member_weight = _id_value(weight, inst)
+        else:
+            raise P4Error(semantics.loc, "@selector_size_semantics must be \"sum_of_weights\" or \"sum_of_members\"")
 
 
 def _initial_default(msg: p4info_pb2.TableActionCall, action: ast.ActionRef, action_id: int | None) -> None:
@@ -459,6 +554,9 @@ def type_spec(t, type_info: p4types_pb2.P4TypeInfo) -> p4types_pb2.P4DataTypeSpe
             for f in t.decl.fields:
                 member = entry.members.add(name=qualify("", f))
                 sub = type_spec(t.fields[f.name], type_info)
+                if not t.is_header and (named := _new_type(t.fields[f.name], type_info)) is not None:
+                    sub = p4types_pb2.P4DataTypeSpec()  # a struct member of a `type`: by its name
+                    sub.new_type.name = named
                 (member.type_spec.CopyFrom(sub.bitstring) if t.is_header else member.type_spec.CopyFrom(sub))
     else:
         getattr(spec.bitstring, "int" if t.signed else "bit").bitwidth = t.width
@@ -486,6 +584,7 @@ def _key_name(e: ast.Expr) -> str:
     if isinstance(e, ast.Index):
         return f"{_key_name(e.base)}[{_literal(e.index)}]"
     if isinstance(e, ast.Slice):
+        e = e.written or e  # a nested slice, as written
         return f"{_key_name(e.base)}[{_literal(e.hi)}:{_literal(e.lo)}]"
     if isinstance(e, ast.Call) and e.target is not None and e.target.kind == "header_method":
         return f"{_key_name(e.target.instance)}.$valid$"

@@ -345,3 +345,71 @@ def test_initial_default_action_with_its_arguments(tmp_path: Path, basic: p4info
     assert t2.const_default_action_id == t2.initial_default_action.action_id == hashed(ACTION, "Ing.neg")
     assert [(a.param_id, a.value) for a in t2.initial_default_action.arguments] == [(1, b"\xfe")]
     assert by_name(info.tables, "Ing.t3").initial_default_action.action_id == 21257015  # NoAction
+
+
+STF = Path(__file__).parent / "p4" / "stf"
+
+
+def test_table_without_actions_has_only_default_only_noaction() -> None:
+    """No `actions` (or `actions = {}`) and no default: p4c adds `@defaultonly NoAction()` and
+    makes it the (non-const) default, so the table lists NoAction alone, scoped DEFAULT_ONLY."""
+    info = build_p4info(load_program(STF / "table_no_actions.p4"))
+    assert sorted(t.preamble.name for t in info.tables) == ["MyIngress.bare", "MyIngress.empty", "MyIngress.sized"]
+    for t in info.tables:
+        assert [(r.id, r.scope, list(r.annotations)) for r in t.action_refs] == [
+            (21257015, p4info_pb2.ActionRef.DEFAULT_ONLY, ["@defaultonly"])]
+        assert t.initial_default_action.action_id == 21257015 and not t.const_default_action_id
+    assert [a.preamble.name for a in info.actions] == ["NoAction"]
+    sized = by_name(info.tables, "MyIngress.sized")
+    assert sized.size == 16 and not sized.match_fields
+
+
+def test_type_and_typedef_fields_in_p4info() -> None:
+    """A `type` key or action parameter gets its type_name (p4c's getTypeName) with the underlying
+    width, and the type a new_types entry; a typedef is its underlying type, with no name."""
+    info = build_p4info(load_program(STF / "typedef_fields.p4"))
+    by_p = by_name(info.tables, "MyIngress.by_p").match_fields[0]
+    assert (by_p.name, by_p.bitwidth, by_p.type_name.name) == ("hdr.h.p", 16, "Port_t")
+    by_b = by_name(info.tables, "MyIngress.by_b").match_fields[0]
+    assert (by_b.name, by_b.bitwidth, by_b.HasField("type_name")) == ("hdr.h.b", 8, False)
+    set_p = by_name(info.actions, "MyIngress.set_p").params[0]
+    assert (set_p.bitwidth, set_p.type_name.name) == (16, "Port_t")
+    assert not by_name(info.actions, "MyIngress.set_b").params[0].HasField("type_name")
+    assert list(info.type_info.new_types) == ["Port_t"]
+    assert info.type_info.new_types["Port_t"].original_type.bitstring.bit.bitwidth == 16
+
+
+def test_type_in_digest_struct_and_controller_header(tmp_path: Path) -> None:
+    """In a digested struct a `type` member is a new_type by name; packet metadata carry type_name."""
+    top = """
+type bit<16> Id_t;
+struct dg_t { Id_t id; bit<8> f; }
+@controller_header("packet_in") header pin_t { Id_t id; bit<8> pad; }
+"""
+    path = tmp_path / "prog.p4"
+    path.write_text(SKELETON.replace("struct headers {{ h_t h;", "struct headers {{ pin_t pin; h_t h;")
+                    .format(top="", ingress="", apply="digest<dg_t>(1, {(Id_t)hdr.h.g, hdr.h.f});")
+                    .replace("header h_t {", top + "header h_t {", 1))
+    info = build_p4info(load_program(path))
+    members = info.type_info.structs["dg_t"].members
+    assert [(m.name, m.type_spec.WhichOneof("type_spec")) for m in members] == [("id", "new_type"), ("f", "bitstring")]
+    assert members[0].type_spec.new_type.name == "Id_t"
+    md = info.controller_packet_metadata[0].metadata[0]
+    assert (md.name, md.bitwidth, md.type_name.name) == ("id", 16, "Id_t")
+
+
+def test_forms_p4info_names(tmp_path: Path) -> None:
+    """Top-level externs keep their bare names; a directly invoked control is named by its type
+    (p4c's @name("Sub") on the instance it makes); a nested slice key keeps its nesting."""
+    top = """
+counter(4, CounterType.packets) hits;
+control Sub(inout headers hdr) {
+    table t { key = { hdr.h.g[15:8][3:0]: exact; } actions = { NoAction; } }
+    apply { t.apply(); }
+}
+"""
+    info = p4info_of(tmp_path, "", "Sub.apply(hdr); hits.count(0);", top=top)
+    assert [c.preamble.name for c in info.counters] == ["hits"]
+    assert [t.preamble.name for t in info.tables] == ["Ing.Sub.t"]
+    assert info.tables[0].match_fields[0].name == "hdr.h.g[15:8][3:0]"
+    assert info.tables[0].match_fields[0].bitwidth == 4

@@ -786,3 +786,35 @@ def test_writes_and_packets_from_concurrent_threads(switch: Switch, primary: Cli
     assert {port for out in outcomes for port in out} == {2, 3}  # the two really interleaved
     assert switch.dataplane.switch.stats["internal_errors"] == 0
     assert primary.read(entry("t_exact")) == []
+
+
+def test_entries_for_type_keys_and_for_tables_without_actions() -> None:
+    """A `type` key and parameter are written at the underlying width (the P4Info bitwidth); a
+    table that declares no actions takes no entry (its NoAction is @defaultonly), only its default."""
+    from p4target.executor.switch import Switch as Executor
+    from p4target.runtime.entities import PipelineState
+    from p4target.runtime.requests import INSERT, MODIFY, RpcError
+
+    stf = P4_DIR / "stf"
+    sw = Executor.from_file(stf / "typedef_fields.p4")
+    info = build_p4info(load_program(stf / "typedef_fields.p4"))
+    state = PipelineState(sw, info, p4runtime_pb2.ForwardingPipelineConfig())
+    table = next(t for t in info.tables if t.preamble.name == "MyIngress.by_p")
+    te = p4runtime_pb2.TableEntry(table_id=table.preamble.id, match=[exact(b"\x12\x34")])
+    te.action.action.action_id = next(a.preamble.id for a in info.actions if a.preamble.name == "MyIngress.set_p")
+    te.action.action.params.add(param_id=1, value=b"\x43\x21")
+    state.write_table_entry(INSERT, te)
+    out = sw.process(0, bytes.fromhex("01 00 1234 0000 0000 0000"))
+    assert out[0].data == bytes.fromhex("02 00 4321 1234 1334 1234")
+
+    sw = Executor.from_file(stf / "table_no_actions.p4")
+    info = build_p4info(load_program(stf / "table_no_actions.p4"))
+    state = PipelineState(sw, info, p4runtime_pb2.ForwardingPipelineConfig())
+    bare = next(t for t in info.tables if t.preamble.name == "MyIngress.bare")
+    te = p4runtime_pb2.TableEntry(table_id=bare.preamble.id, match=[exact(b"\x01")])
+    te.action.action.action_id = 21257015  # NoAction
+    with pytest.raises(RpcError):
+        state.write_table_entry(INSERT, te)
+    default = p4runtime_pb2.TableEntry(table_id=bare.preamble.id, is_default_action=True)
+    default.action.action.action_id = 21257015
+    state.write_table_entry(MODIFY, default)

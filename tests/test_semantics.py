@@ -45,3 +45,16 @@ def test_an_argument_only_read_elsewhere_through_other_fields_keeps_the_fast_pat
     locals = "action inc(inout bit<8> x) { x = x + hdr.h.b; }"
     src = _ingress_source(write_p4, "inc(hdr.h.a);", locals)
     assert src.count("S[") == 3, src
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_a_runtime_stack_index_out_of_range_inside_an_action_drops_the_packet(write_p4, monkeypatch, native):
+    """p4c guards run-time indexes only in apply blocks and parser states (tests/p4/stf/
+    stack_index_range.p4); in an action BMv2 aborts on one out of range, and we drop the packet."""
+    monkeypatch.setenv("P4TARGET_NATIVE", native)
+    locals = "e_t[2] s; action put(bit<8> i) { s[i].setValid(); s[i].v = 1; }"
+    body = "put(hdr.h.a); hdr.h.b = s[1].v; sm.egress_spec = 1;"
+    switch = Switch.from_file(write_p4(body=body, locals=locals, decls=STACK))
+    assert switch.process(0, bytes([1, 0, 0, 0]))[0].data == bytes([1, 1, 0, 0])
+    assert switch.process(0, bytes([2, 0, 0, 0])) == []
+    assert switch.stats["dropped"] == 1

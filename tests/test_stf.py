@@ -26,6 +26,8 @@ def test_stf(stf, target):
         pytest.skip("real BMv2 (p4c, simple_switch, simple_switch_CLI) is not installed")
     if target == "bmv2" and "tna" in stf.relative_to(P4_DIR).parts:
         pytest.skip("TNA programs run on the built-in target only (BMv2 has no TNA)")
+    if target == "bmv2" and "builtin_only" in stf.relative_to(P4_DIR).parts:
+        pytest.skip("BMv2 cannot load what p4c writes for this program's construct (its header says why)")
     result = run_stf_file(stf.with_suffix(".p4"), stf, target=target)
     assert result.passed, "\n".join(result.failures)
     assert result.packets_sent > 0

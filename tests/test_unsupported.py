@@ -17,10 +17,12 @@ from .conftest import PRELUDE
 TABLE = "action a() {{ }} table t {{ key = {{ hdr.h.a : {kind}; }} actions = {{ a; }} {prop} }}"
 
 CASES = {
-    "action profile": dict(locals=TABLE.format(kind="exact", prop="implementation = action_profile(32w128);"),
-                           body="t.apply();", line=13),
-    "action selector": dict(
-        locals=TABLE.format(kind="selector", prop="implementation = action_selector(HashAlgorithm.crc16, "
+    "a direct counter on a table with an action profile": dict(
+        locals="direct_counter(CounterType.packets) dc; " + TABLE.format(
+            kind="exact", prop="counters = dc; @name(\"ap\") implementation = action_profile(32w128);"),
+        body="t.apply();", line=13),
+    "an action selector hash it cannot compute": dict(
+        locals=TABLE.format(kind="selector", prop="implementation = action_selector(HashAlgorithm.crc32_custom, "
                                                   "32w64, 32w16);"),
         body="t.apply();", line=13),
     "an extern object the program declares": dict(decls="extern Widget { Widget(); void poke(); }",
@@ -31,7 +33,7 @@ CASES = {
     "a register of headers": dict(locals="register<h_t>(4) r;", body="r.write(0, hdr.h);", line=14),
     "a custom CRC": dict(locals="bit<16> x;", body="hash(x, HashAlgorithm.crc16_custom, 16w0, { hdr.h.a }, 16w8);",
                          line=14),
-    "old resubmit with a field list": dict(body="resubmit(meta);", line=14),
+    # p4c-bm2-ss has refused these pre-2021 forms since p4c PR #2902 ("unknown extern function")
     "a table keyed on an error": dict(locals=TABLE.format(kind="exact", prop="").replace(
         "hdr.h.a", "sm.parser_error"), body="t.apply();", line=13),
     "largest_priority_wins = false": dict(
@@ -75,3 +77,18 @@ def test_another_architecture_is_refused_by_name(write_p4):
     err = _refusal(path)
     assert "package Other is not supported by the built-in target" in err.message
     assert err.loc.file == str(path) and err.loc.line == 9
+
+
+@pytest.mark.parametrize("body, replacement", [
+    ("resubmit(meta);", "resubmit_preserving_field_list"),
+    ("recirculate({ hdr.h.a });", "recirculate_preserving_field_list"),
+    ("clone3(CloneType.I2E, 32w5, { sm.ingress_port });", "clone_preserving_field_list"),
+])
+def test_field_list_forms_are_refused_as_p4c_refuses_them(write_p4, body, replacement):
+    """clone3/resubmit/recirculate with data: p4c-bm2-ss 1.2.5 refuses them ("unknown extern
+    function"), so there is no BMv2 behaviour to follow; the refusal names the form p4c accepts."""
+    path = write_p4(body=body)
+    err = _refusal(path)
+    assert f"{body.split('(')[0]}: unknown extern function" in err.message
+    assert f"use {replacement} with @field_list" in err.message
+    assert str(err).startswith(f"{path}:14:")

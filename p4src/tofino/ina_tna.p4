@@ -122,7 +122,7 @@ control TnaIngress(inout tna_headers hdr, inout tna_ingress_metadata meta,
                     lane_marks.apply(hdr.values, meta.low_overflow);
                 }
                 workers_counter.apply(hdr.bridge, meta);
-                round_flags.apply(hdr, meta.low_overflow);
+                round_flags.apply(hdr, own_overflow(meta.low_overflow, hdr));
             }
         }
         next_step.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);

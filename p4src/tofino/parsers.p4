@@ -11,6 +11,14 @@
 parser TnaIngressParser(packet_in pkt, out tna_headers hdr, out tna_ingress_metadata meta,
                         out ingress_intrinsic_metadata_t ig_intr_md) {
     state start {
+        // Tofino does not zero metadata: every field starts at 0 here (types.p4 lists them)
+        meta.check_pass = 0; meta.verdict = 0; meta.me = 0; meta.slot_index = 0; meta.cell = 0;
+        meta.slot_slack = 0; meta.pool_size = 0; meta.children = 0; meta.is_root = 0;
+        meta.group = 0; meta.parent_port = 0; meta.index_at_parent = 0; meta.epoch = 0;
+        meta.stats_base = 0; meta.from_parent = 0; meta.old_epoch = 0; meta.round = 0;
+        meta.old_bitmap = 0; meta.map_result = 0; meta.lane_op = 0; meta.low_overflow = 0;
+        meta.remaining = 0; meta.exponent_code = 0; meta.count_drop = 0; meta.drop_reason = 0;
+        meta.count_job = 0; meta.job_stat = 0;
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
         transition select(ig_intr_md.ingress_port) {
@@ -59,6 +67,7 @@ control TnaIngressDeparser(packet_out pkt, inout tna_headers hdr, in tna_ingress
 parser TnaEgressParser(packet_in pkt, out tna_headers hdr, out tna_egress_metadata meta,
                        out egress_intrinsic_metadata_t eg_intr_md) {
     state start {
+        meta.receiver = 0; meta.lane_op = 0;
         pkt.extract(eg_intr_md);
         pkt.extract(hdr.bridge);   // ingress bridges every packet it sends to egress
         transition parse_ethernet;

@@ -8,10 +8,18 @@
 #ifndef INA_TNA_ROUND_FLAGS_P4
 #define INA_TNA_ROUND_FLAGS_P4
 
-control RoundFlags(inout tna_headers hdr, in bit<1> low_overflow) {
-    Register<bit<32>, bit<32>>(POOL_CELLS) round_flags;
+/* This packet's OVERFLOW: its lanes' marks (ingress, egress in the bridge) or the flag it came with. */
+bit<32> own_overflow(in bit<1> low_overflow, in tna_headers hdr) {
+    if (low_overflow == 1 || hdr.bridge.high_overflow == 1 || (hdr.ina.flags & FLAG_OVERFLOW) != 0) {
+        return (bit<32>)FLAG_OVERFLOW;
+    }
+    return 0;
+}
 
-    bit<32> own = 0;   // this packet's OVERFLOW: its lanes, or the flag it came with
+/* `own` is a parameter, not a local set in apply: a RegisterAction's body is a function of its own,
+ * where a control local would be read before the apply block sets it (p4test: possibly uninitialized). */
+control RoundFlags(inout tna_headers hdr, in bit<32> own) {
+    Register<bit<32>, bit<32>>(POOL_CELLS) round_flags;
 
     RegisterAction<bit<32>, bit<32>, bit<32>>(round_flags) flags_write = {
         void apply(inout bit<32> value, out bit<32> rv) { value = own; rv = value; }
@@ -24,9 +32,6 @@ control RoundFlags(inout tna_headers hdr, in bit<1> low_overflow) {
     };
 
     apply {
-        if (low_overflow == 1 || hdr.bridge.high_overflow == 1 || (hdr.ina.flags & FLAG_OVERFLOW) != 0) {
-            own = (bit<32>)FLAG_OVERFLOW;
-        }
         if (hdr.bridge.op == OP_WRITE) {
             hdr.bridge.flags = flags_write.execute(hdr.bridge.cell)[7:0];
         } else if (hdr.bridge.op == OP_ADD) {

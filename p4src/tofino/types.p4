@@ -93,6 +93,8 @@ struct lane_cell_t {
     bit<32> overflow;
 }
 
+/* Tofino does not zero metadata: the parsers' start states set every field below to 0, so a field
+ * added here is added there too. */
 struct tna_ingress_metadata {
     bit<1>  check_pass;     // 1: the packet came from the wire (CHECK pass)
     bit<8>  verdict;        // VERDICT_* below

@@ -33,10 +33,13 @@ from ..frontend.types import (
 )
 from ..p4info import key_name, qualify
 from . import algorithms, loops
+from . import profile_codegen as apgen
 from . import v1model_codegen as v1m
 from .calls import CallGen, has_user_call, may_exit
+from .calls import _children as children_of
 from .externs import AssertionFailed, Counter, Hooks, Meter, Register, ValueSet
 from .headers import DynBase, HeaderOps, StackIndexError, contains_header, stack_index
+from .profiles import IndirectTable
 from .subparsers import SubParserGen
 from .tables import DONT_CARE, ActionSpec, KeySpec, Table, exact, lpm, ternary, value_range
 
@@ -113,6 +116,7 @@ class Generated:
     counters: dict[str, Counter] = field(default_factory=dict)
     meters: dict[str, Meter] = field(default_factory=dict)
     value_sets: dict[str, ValueSet] = field(default_factory=dict)
+    profiles: dict[str, Any] = field(default_factory=dict)  # action profiles and selectors (profiles.py)
     intrinsic: dict[str, int] = field(default_factory=dict)  # clone/resubmit/recirculate -> slot
     field_lists: dict[int, list[int]] = field(default_factory=dict)  # @field_list index -> slots
     meta_storage: Any = None  # the user metadata struct's Storage
@@ -155,6 +159,8 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.error_codes = {name: i for i, name in enumerate(prog.errors)}
         self.std_storage: Storage | None = None
         self.action_sources: list[str] = []  # compiled one by one, when their table is built
+        self.action_depth = 0  # > 0 inside an action body, where p4c leaves run-time stack indexes alone
+        self.index_temps: dict[int, str] = {}  # id of a guarded run-time index expression: its variable
         self.globals = _Scope()
         for d in prog.top_level:
             if isinstance(d, ast.ActionDecl):
@@ -189,6 +195,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.out.meta_storage = meta
         self.out.std = {name: member_storage(std, name).base for name in self.prog.standard_metadata.fields}
         bound = {"H": hdr, "M": meta, "S": std}
+        self.declare_globals()
         shapes = {  # which pipeline storage each block parameter is bound to
             "parser": [None, "H", "M", "S"], "verify_checksum": ["H", "M"], "ingress": ["H", "M", "S"],
             "egress": ["H", "M", "S"], "compute_checksum": ["H", "M"], "deparser": [None, "H"],
@@ -224,6 +231,13 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.emit("    pass")
         self.indent -= 1
         self.emit("")
+
+    def declare_globals(self) -> None:
+        """Extern instances declared at the top level (``register<bit<8>>(4) r;``): one object,
+        named without a block prefix and shared by every block that uses it, as with p4c."""
+        for d in self.prog.top_level:
+            if isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT):
+                self.instance(d, self.globals, "")
 
     def declare_locals(self, decl: ast.ControlDecl | ast.ParserDecl, scope: _Scope, prefix: str) -> None:
         """Bind an instance's own declarations once: variables get slots, externs and
@@ -268,6 +282,9 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         elif kind in ("meter", "direct_meter"):
             obj = v1m.meter_instance(self, decl, name)
             self.out.meters[name] = obj
+        elif kind in ("action_profile", "action_selector"):
+            obj = apgen.profile_instance(decl, name)
+            self.out.profiles[name] = obj
         elif isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
             inner = _Scope(self.globals)
             params: list[Storage | None] = []
@@ -294,7 +311,8 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
     # ================================================================ tables
     def table(self, t: ast.TableDecl, scope: _Scope, prefix: str) -> None:
         name = qualify(prefix, t)
-        keys = [KeySpec(key_name(k), k.match_kind, bit_width(k.expr.type)) for k in t.keys]
+        matched = [k for k in t.keys if k.match_kind != "selector"]  # selector keys are hashed (profiles.py)
+        keys = [KeySpec(key_name(k), k.match_kind, bit_width(k.expr.type)) for k in matched]
         specs = []
         for ref in t.actions:
             fn = self.table_action(ref, scope)
@@ -307,9 +325,14 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         default = t.default_action
         default_args = tuple(int(a.value) for a, p in zip(default.args or [], default.decl.params) if not p.direction)
         counters = t.properties.get("counters")
-        table = Table(name, keys, specs, size, (scope[default.decl], default_args),
-                      default_is_const=t.default_is_const, is_const=t.entries is not None and t.entries_const,
-                      has_direct_counter=counters is not None)
+        profile = apgen.table_profile(self, t, scope, name)
+        if profile is not None:
+            table: Table = IndirectTable(name, keys, specs, size, (scope[default.decl], default_args), profile,
+                                         default_is_const=t.default_is_const)
+        else:
+            table = Table(name, keys, specs, size, (scope[default.decl], default_args),
+                          default_is_const=t.default_is_const, is_const=t.entries is not None and t.entries_const,
+                          has_direct_counter=counters is not None)
         for i, entry in enumerate(t.entries or []):
             match = [self.entry_match(ks, k) for ks, k in zip(entry.keyset, keys)]
             args = [int(a.value) for a, p in zip(entry.action.args or [], entry.action.decl.params) if not p.direction]
@@ -325,8 +348,14 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         saved, self.lines, self.indent = (self.lines, self.indent), [], 0
         self.emit(f"def {fname}(S):")
         self.indent = 1  # a function call in a key is inlined here, before the lookup
-        key = ", ".join(self.table_key(k.expr, scope) for k in t.keys)
+        key = ", ".join(self.table_key(k.expr, scope) for k in matched)
         self.indent = 0
+        if profile is not None:
+            apgen.emit_indirect_apply(self, t, scope, tname, key)
+            fn_lines = self.lines
+            self.lines, self.indent = saved
+            self.lines[0:0] = fn_lines + [""]
+            return
         self.emit(f"    e = {tname}.lookup(({key}{',' if t.keys else ''}))")
         self.emit("    if e is None:")
         self.emit(f"        e = {tname}.default_entry")
@@ -387,10 +416,12 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.emit(f"def {fname}(S{''.join(f', a{i}' for i in range(len(data)))}):")
         self.indent = 1
         mark = len(self.lines)
+        self.action_depth += 1
         if directional:  # bound in the actions list: copy-in/copy-out like a direct call
             self.inline(directional, ref.args or [], decl.body, scope, inner)
         else:
             self.stmt(decl.body, inner)
+        self.action_depth -= 1
         if len(self.lines) == mark:
             self.emit("pass")
         fn_lines = self.lines
@@ -460,10 +491,15 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             self.emit(f"{'if' if first else 'elif'} {cond}:")
             self.emit("    " + self.goto(case.state))
             first = False
-        no_match = f"return pos, {self.error_codes['NoMatch']}"
+        no_match = self.no_match()
         self.emit(no_match if first else "else:")
         if not first:
             self.emit("    " + no_match)
+
+    def no_match(self) -> str:
+        """A select that no case matches.  The spec says error.NoMatch; BMv2 (what p4c-bm2-ss emits has
+        no transition for it) ends parsing with no error, the headers so far valid, and so do we."""
+        return "return pos, 0"
 
     def keyset_cond(self, ks: ast.Expr, k: str, t: Type) -> str:
         if isinstance(ks, ast.Default):
@@ -546,6 +582,39 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
 
     # ================================================================ statements
     def stmt(self, s: ast.Stmt, scope: _Scope) -> None:
+        indexes = [] if self.action_depth else _guarded_indexes(s)
+        if indexes:
+            self.guarded(s, scope, indexes)
+        else:
+            self.plain_stmt(s, scope)
+
+    def guarded(self, s: ast.Stmt, scope: _Scope, indexes: list[tuple[ast.Expr, int]]) -> None:
+        """p4c's HSIndexSimplifier, which every p4c-bm2-ss program goes through: a statement of an
+        apply block or parser state that names a header stack element at a run-time index runs only
+        when each such index is within its stack (``if`` takes its else branch); BMv2 never sees an
+        index out of range there.  Each index is read once, before the statement."""
+        saved = dict(self.index_temps)
+        conds = []
+        for ix, size in indexes:
+            var = self.fresh("ix")
+            self.emit(f"{var} = {self.ex(ix, scope)}")
+            self.index_temps[id(ix)] = var
+            conds.append(f"{var} >= 0 and {var} < {size}")
+        guard = " and ".join(conds)
+        if isinstance(s, ast.If):
+            self.emit(f"if {guard} and {self.ex(s.cond, scope)}:")
+            self.block(s.then, scope)
+            if s.other is not None:
+                self.emit("else:")
+                self.block(s.other, scope)
+        else:
+            self.emit(f"if {guard}:")
+            self.indent += 1
+            self.plain_stmt(s, scope)
+            self.indent -= 1
+        self.index_temps = saved
+
+    def plain_stmt(self, s: ast.Stmt, scope: _Scope) -> None:
         if isinstance(s, ast.Block):
             inner = _Scope(scope)
             mark = len(self.lines)
@@ -647,7 +716,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             t = base.type
             assert isinstance(t, StackT)
             if e.index.value is None:
-                return self.element(base, self.ex(e.index, scope))
+                return self.element(base, self.index_temps.get(id(e.index)) or self.ex(e.index, scope))
             return Storage(base.base + e.index.value * slot_count(t.elem), t.elem)
         if isinstance(e, ast.Call) and e.target.kind == "user_function":
             return self.user_call(e, scope)
@@ -708,7 +777,9 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
     def call_stmt(self, call: ast.Call, scope: _Scope) -> None:
         tgt = call.target
         if tgt.kind == "action":
+            self.action_depth += 1
             self.inline(tgt.decl.params, call.args, tgt.decl.body, scope, _Scope(scope))
+            self.action_depth -= 1
         elif tgt.kind == "table_apply":
             self.emit(f"{self.lookup(scope, tgt.decl)}(S)")
         elif tgt.kind == "block_apply":
@@ -787,29 +858,36 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             raise P4Error(call.loc, f"{name} is not supported")
 
     def hash_input(self, data: ast.Expr, scope: _Scope) -> str:
-        """Code for the byte string BMv2 would hash: fields of invalid headers are skipped."""
+        """Code for the byte string BMv2 would hash: fields of invalid headers are skipped,
+        a varbit field (checksums only) adds the bits it was extracted with."""
         items = data.items if isinstance(data, ast.ListExpr) else [data]
-        flat: list[tuple[str, int, str | None]] = []
+        flat: list[tuple[str, str, str | None]] = []
+
+        def add(code: str, t: Type, valid: str | None) -> None:
+            if isinstance(t, VarbitT):  # the slot holds the extracted bytes
+                flat.append((f"int.from_bytes({code}, 'big')", f"len({code}) * 8", valid))
+            else:
+                flat.append((f"(1 if {code} else 0)" if t is BOOL else code, str(bit_width(t)), valid))
+
         for item in items:
             if isinstance(item.type, HeaderT):
                 st = self.storage(item, scope)
                 for fname, ft in item.type.fields.items():
-                    flat.append((f"S[{member_storage(st, fname).base}]", bit_width(ft), f"S[{st.base}]"))
+                    add(f"S[{member_storage(st, fname).base}]", ft, f"S[{st.base}]")
                 continue
             valid = None
             if isinstance(item, ast.Member) and isinstance(item.base.type, HeaderT) and item.base.type.is_header:
                 valid = f"S[{self.storage(item.base, scope).base}]"
-            code = self.ex(item, scope)
-            flat.append((f"(1 if {code} else 0)" if item.type is BOOL else code, bit_width(item.type), valid))
+            add(self.ex(item, scope), item.type, valid)
         guards = {v for _, _, v in flat}
         if guards <= {None} or len(guards) == 1:
             values = ", ".join(c for c, _, _ in flat)
-            widths = ", ".join(str(w) for _, w, _ in flat)
+            widths = ", ".join(w for _, w, _ in flat)
             packed = f"pack_bits(({values},), ({widths},))"
             guard = next(iter(guards))
             return packed if guard is None else f"({packed} if {guard} else b'')"
         values = ", ".join(f"({c} if {v} else None)" if v else c for c, _, v in flat)
-        widths = ", ".join(str(w) for _, w, _ in flat)
+        widths = ", ".join(w for _, w, _ in flat)
         return f"pack_bits(({values},), ({widths},))"
 
     def method(self, call: ast.Call, scope: _Scope) -> None:
@@ -827,6 +905,8 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
                 elem = self.stack_next(stack)
                 self.extract(elem if nxt is target else member_storage(elem, target.member), call, scope)
                 self.emit(f"S[{nx}] += 1")
+            elif tgt.name == "extract" and isinstance(args[0], ast.Default):
+                self.extract(self.alloc(args[0].type), call, scope)  # `_`: as p4c, into a temporary
             elif tgt.name == "extract":
                 self.extract(self.pin(self.storage(args[0], scope)), call, scope)
             elif tgt.name == "advance":
@@ -837,6 +917,11 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
                 self.emit(f"if L - pos < ({bits}) // 8:")
                 self.emit(f"    return pos, {self.error_codes['PacketTooShort']}")
                 self.emit(f"pos += ({bits}) // 8")
+            elif tgt.name == "lookahead":  # its value unused: p4c-bm2-ss still reads it (a temporary),
+                if isinstance(call.type, HeaderT):  # so a short packet is still PacketTooShort
+                    self.lookahead_header(call)
+                else:
+                    self.lookahead_bits(call.type)
             return
         if ext == "packet_out":
             self.emit_header(self.storage(args[0], scope))
@@ -1059,6 +1144,26 @@ def _runtime_indexes(e: ast.Expr) -> list[ast.Expr]:
             out.append(e.index)
         e = e.base
     return out
+
+
+def _guarded_indexes(s: ast.Stmt) -> list[tuple[ast.Expr, int]]:
+    """The run-time stack indexes p4c's HSIndexSimplifier guards in this statement, with their stack
+    sizes: anywhere in an assignment or call statement, in an if's condition or a switch's subject."""
+    if isinstance(s, (ast.Assign, ast.CallStmt)):
+        roots: list[Any] = [s]
+    elif isinstance(s, ast.If):
+        roots = [s.cond]
+    elif isinstance(s, ast.Switch):
+        roots = [s.subject]
+    else:
+        return []
+    found: list[tuple[ast.Expr, int]] = []
+    while roots:
+        node = roots.pop()
+        if isinstance(node, ast.Index) and node.index.value is None and isinstance(node.base.type, StackT):
+            found.append((node.index, node.base.type.size))
+        roots += list(children_of(node))
+    return found[::-1]
 
 
 def idx_in(i: int, size: int) -> bool:

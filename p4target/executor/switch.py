@@ -21,6 +21,7 @@ from . import native
 from .codegen import CodeGen
 from .externs import AssertionFailed, CloneSession, Counter, Meter, Register, ValueSet
 from .headers import StackIndexError
+from .profiles import ActionProfile
 from .tables import Table
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,7 @@ class Switch(ControlPlane):
         self.counters: dict[str, Counter] = gen.counters
         self.meters: dict[str, Meter] = gen.meters
         self.value_sets: dict[str, ValueSet] = gen.value_sets
+        self.profiles: dict[str, ActionProfile] = gen.profiles  # action profiles and selectors
         self.clone_sessions: dict[int, CloneSession] = {}
         self.multicast_groups = MulticastGroups()
         self.stats = {"received": 0, "sent": 0, "dropped": 0, "internal_errors": 0, "assert_failures": 0,

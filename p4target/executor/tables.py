@@ -121,7 +121,9 @@ class Table:
             priority: int = 0, *, const_ok: bool = False) -> Entry:
         if self.is_const and not const_ok:
             raise TableError("PERMISSION_DENIED", f"{self.name} has const entries")
-        entry = self._make_entry(match, action, args, priority)
+        return self._insert(self._make_entry(match, action, args, priority))
+
+    def _insert(self, entry: Entry) -> Entry:
         if entry.identity in self._entries:
             raise TableError("ALREADY_EXISTS", f"{self.name}: an entry with this match already exists")
         if len(self._entries) >= self.size:
@@ -136,7 +138,9 @@ class Table:
                priority: int = 0) -> Entry:
         if self.is_const:
             raise TableError("PERMISSION_DENIED", f"{self.name} has const entries")
-        new = self._make_entry(match, action, args, priority)
+        return self._replace(self._make_entry(match, action, args, priority))
+
+    def _replace(self, new: Entry) -> Entry:
         old = self._entries.get(new.identity)
         if old is None:
             raise TableError("NOT_FOUND", f"{self.name}: no such entry")
@@ -237,6 +241,13 @@ class Table:
         spec = self._action(action, args)
         if spec.scope == "default_only":
             raise TableError("INVALID_ARGUMENT", f"{action} is a default-only action of {self.name}")
+        norm, priority = self._normalize(match, priority)
+        return Entry(norm, priority, spec, tuple(args))
+
+    def _normalize(self, match: list[FieldMatch], priority: int) -> tuple[tuple[FieldMatch, ...], int]:
+        """An entry's match as stored (exact masks filled in, checked against the keys) and its priority."""
+        if len(match) != len(self.keys):
+            raise TableError("INVALID_ARGUMENT", f"{self.name} has {len(self.keys)} key fields, got {len(match)}")
         norm = []
         for m, k in zip(match, self.keys):
             kind, a, b = m
@@ -260,7 +271,7 @@ class Table:
                 raise TableError("INVALID_ARGUMENT", f"{self.name} needs a positive priority")
         elif priority:
             raise TableError("INVALID_ARGUMENT", f"{self.name} takes no priority")
-        return Entry(tuple(norm), priority if self.needs_priority else 0, spec, tuple(args))
+        return tuple(norm), priority if self.needs_priority else 0
 
     def _rebuild(self) -> None:
         """Index every entry afresh (construction and clear()); single changes use _index/_unindex.

@@ -117,6 +117,10 @@ class TnaCodeGen(CodeGen):
                         "UNSET": UNSET})
         self.bound: dict[str, Storage] = {}
 
+    def no_match(self) -> str:
+        """Tofino's parser flags a select that no case matches (``NoMatch``, the parser_err bit 0x1)."""
+        return f"return pos, {self.error_codes['NoMatch']}"
+
     def hidden_slot(self, value: Any) -> int:
         self.template.append(value)
         return len(self.template) - 1

@@ -96,6 +96,9 @@ class Slice(Expr):
     base: Expr
     hi: Expr
     lo: Expr
+    # A nested slice ``x[7:4][1:0]`` is checked into ``x[5:4]``; this keeps it as written
+    # (P4Runtime key names).
+    written: Slice | None = field(default=None, init=False)
 
 
 @dataclass(eq=False, slots=True)
@@ -430,6 +433,9 @@ class TableDecl(Decl):
     entries: list[Entry] | None = None
     entries_const: bool = True  # `const entries` (else initial entries the control plane may change)
     properties: dict[str, Expr] = field(default_factory=dict)  # size, counters, ...
+    # Annotations written on a property, e.g. `@name("ap") implementation = action_profile(...)`:
+    # p4c names an action profile constructed in place after them.
+    property_annotations: dict[str, list[Annotation]] = field(default_factory=dict)
 
 
 @dataclass(eq=False, slots=True)

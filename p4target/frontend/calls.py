@@ -51,8 +51,9 @@ class CallChecks:
     def _function_body(self, decl: ast.FunctionDecl, scope: Any, bindings: dict[str, Type]) -> None:
         from .checker import Scope
 
-        saved = self.type_vars
+        saved, saved_generic = self.type_vars, self.generic_names
         self.type_vars = {**saved, **bindings}
+        self.generic_names = saved_generic | set(bindings)  # type variables in the source: p4c checks them as such
         try:
             inner = Scope(scope, decl)
             self._params(decl.proto.params, inner)
@@ -62,7 +63,7 @@ class CallChecks:
             decl.type = self.resolve_type(decl.proto.return_type)
             self.stmt(decl.body, Scope(inner, decl))
         finally:
-            self.type_vars = saved
+            self.type_vars, self.generic_names = saved, saved_generic
 
     def _return(self, s: ast.Return, scope: Any) -> bool:
         """Check a return inside a function; False when not inside one."""

@@ -14,6 +14,7 @@ from . import ast
 from .calls import CallChecks
 from .errors import P4Error
 from .instances import InstanceChecks
+from .profiles import PROFILE_EXTERNS, ProfileChecks
 from .tna import TNA_EXTERNS, TNA_METHODS, TnaChecks, is_tna_main, present_params
 from .types import (
     BOOL,
@@ -42,6 +43,7 @@ from .types import (
 
 # Externs whose semantics the executor implements; any other extern is rejected.
 SUPPORTED_EXTERNS = {"packet_in", "packet_out", "register", "counter", "direct_counter", "meter", "direct_meter",
+                     *PROFILE_EXTERNS,
                      *TNA_EXTERNS}
 # v1model extern functions with packet-path or control-plane effects (see executor/v1model_externs.py)
 V1MODEL_FUNCTIONS = {
@@ -52,6 +54,11 @@ V1MODEL_FUNCTIONS = {
 SUPPORTED_FUNCTIONS = {
     "mark_to_drop", "hash", "verify_checksum", "update_checksum", "verify", "static_assert",
 } | V1MODEL_FUNCTIONS
+# The pre-2021 v1model forms with a field-list argument: still declared (deprecated) in
+# v1model.p4, but p4c-bm2-ss has had no converter for them since p4c PR #2902 (it stops
+# with "unknown extern function"), so there is no BMv2 behaviour to follow.
+FIELD_LIST_FORMS = {"clone3": "clone_preserving_field_list", "resubmit": "resubmit_preserving_field_list",
+                    "recirculate": "recirculate_preserving_field_list"}
 SUPPORTED_METHODS = {
     "packet_in": {"extract", "advance", "length", "lookahead"},
     "packet_out": {"emit"},
@@ -63,7 +70,8 @@ SUPPORTED_METHODS = {
     **TNA_METHODS,
 }
 SUPPORTED_HASHES = {"crc16", "crc32", "csum16", "identity"}
-TABLE_PROPERTIES = {"size", "counters", "meters", "support_timeout", "largest_priority_wins", "priority_delta"}
+TABLE_PROPERTIES = {"size", "counters", "meters", "support_timeout", "largest_priority_wins", "priority_delta",
+                    "implementation"}
 # Methods of a header instance (P4-16 v1.2.5 section 8.17); the size methods are constants.
 HEADER_METHODS = ("isValid", "setValid", "setInvalid", "minSizeInBits", "minSizeInBytes", "maxSizeInBits",
                   "maxSizeInBytes")
@@ -112,16 +120,33 @@ class CheckedProgram:
     arch: str = "v1model"  # or "tna" (frontend/tna.py)
 
 
+def _declared_type_name(e: ast.Expr) -> str | None:
+    """The type name a variable or parameter was declared with (``T v``), if ``e`` names one."""
+    decl = e.decl if isinstance(e, ast.PathExpr) else None
+    ref = getattr(decl, "type_ref", None)
+    return ref.name if isinstance(ref, ast.TypeRef) and ref.kind == "named" else None
+
+
 class Scope:
     def __init__(self, parent: Scope | None = None, owner: Any = None) -> None:
         self.parent = parent
         self.owner = owner  # the ParserDecl/ControlDecl/ActionDecl this scope belongs to
         self.values: dict[str, Any] = {}
+        self.loop_names: set[str] = set()  # declared by for loops here: p4c puts them in this scope too
 
     def declare(self, decl: ast.Decl) -> None:
+        if decl.name in self.loop_names:
+            raise P4Error(decl.loc, f"Duplicate declaration of {decl.name}")
         if decl.name in self.values:
             raise P4Error(decl.loc, f"'{decl.name}' is already declared in this scope")
         self.values[decl.name] = decl
+
+    def declare_loop_variable(self, decl: ast.Decl) -> None:
+        """A for loop's variable: visible in the loop only, but declared in the enclosing block for p4c,
+        which refuses two loops (or a loop and a variable) of one block declaring the same name."""
+        if decl.name in self.loop_names or decl.name in self.values:
+            raise P4Error(decl.loc, f"Duplicate declaration of {decl.name}")
+        self.loop_names.add(decl.name)
 
     def lookup(self, name: str) -> Any:
         scope: Scope | None = self
@@ -138,7 +163,7 @@ class Scope:
         return scope
 
 
-class Checker(CallChecks, InstanceChecks, TnaChecks):
+class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
     def __init__(self, program: ast.Program) -> None:
         self._init_calls()
         self.program = program
@@ -147,6 +172,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
         self.errors: list[str] = []
         self.match_kinds: set[str] = set()
         self.type_vars: dict[str, Type] = {}
+        self.generic_names: set[str] = set()  # the type parameters of the generic function being checked
         self.loops = 0  # depth of for loops around the statement being checked
         self.overloads: dict[str, list[ast.ExternFunction]] = {}  # extern function name -> by arity
 
@@ -175,7 +201,10 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
         elif isinstance(decl, ast.MatchKindDecl):
             self.match_kinds.update(decl.members)
         elif isinstance(decl, ast.Typedef):
-            self._declare_type(decl, self.resolve_type(decl.type_ref))
+            t = self.resolve_type(decl.type_ref)
+            if decl.newtype and isinstance(t, BitsT):  # a `type` keeps its name for P4Runtime (p4info.py)
+                t = BitsT(t.width, t.signed, decl)
+            self._declare_type(decl, t)
         elif isinstance(decl, ast.HeaderDecl):
             self._header(decl)
         elif isinstance(decl, ast.EnumDecl):
@@ -518,7 +547,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
             kt = self.expr(key.expr, scope)
             if key.match_kind not in self.match_kinds:
                 raise P4Error(key.loc, f"unknown match kind '{key.match_kind}'")
-            if key.match_kind not in ("exact", "ternary", "lpm", "range", "optional"):
+            if key.match_kind not in ("exact", "ternary", "lpm", "range", "optional", "selector"):
                 raise P4Error(key.loc, f"match kind '{key.match_kind}' is not supported by the built-in target")
             if kt is ERROR:  # p4c-bm2-ss refuses it too: BMv2 keys are bits
                 raise P4Error(key.expr.loc, "a table key of type error is not supported by the built-in target")
@@ -529,8 +558,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
                 raise P4Error(key.expr.loc, f"{key.match_kind} keys must be bit<W>, not {kt}")
         if sum(k.match_kind == "lpm" for k in t.keys) > 1:
             raise P4Error(t.loc, "a table can have at most one lpm key")
-        if not t.actions:
-            raise P4Error(t.loc, f"table {t.name} has no actions")
+        # No `actions` (or `actions = {}`) and no default_action: as p4c, NoAction is added below
+        # (@defaultonly) and is the default, so the table only ever runs NoAction.
         names = []
         for ref in t.actions:
             self._action_ref(ref, scope, all_args=False)
@@ -551,7 +580,10 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
         for name, value in t.properties.items():
             if name not in TABLE_PROPERTIES:
                 raise P4Error(value.loc, f"table property '{name}' is not supported by the built-in target")
-            self.expr(value, scope)
+            if name == "implementation":
+                self.table_implementation(t, value, scope)
+            else:
+                self.expr(value, scope)
         if "size" in t.properties:
             if self.const_int(t.properties["size"]) <= 0:
                 raise P4Error(t.properties["size"].loc, "table size must be positive")
@@ -564,6 +596,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
         if meters is not None:
             if not (isinstance(meters.type, ExternT) and meters.type.decl.name == "direct_meter"):
                 raise P4Error(meters.loc, "'meters' must name a direct_meter instance")
+        self.check_profile_table(t)
         for entry in t.entries or []:
             self._entry(t, entry, scope, names)
         if t.entries:
@@ -709,6 +742,9 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
         if isinstance(scope.owner, ast.ParserDecl):
             raise P4Error(s.loc, "a for loop in a parser is not supported by the built-in target")
         inner = Scope(scope, scope.owner)
+        for decl in s.init if isinstance(s, ast.For) else [s.var]:
+            if isinstance(decl, ast.VarDecl):
+                scope.declare_loop_variable(decl)
         if isinstance(s, ast.For):
             for x in s.init:
                 self.stmt(x, inner)
@@ -762,8 +798,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
             raise P4Error(s.cases[-1].loc, "the last switch case needs a block")
 
     def _value_switch(self, s: ast.Switch, t: Type, scope: Scope) -> None:
-        """``switch (expr)`` with constant labels (P4-16 v1.2.2): bit<W>, int<W>, enums, error."""
-        if not (isinstance(t, (BitsT, EnumT)) or t is ERROR):
+        """``switch (expr)`` with constant labels (P4-16 v1.2.2): bit<W>, int<W> and enums.  The spec
+        allows error too, but p4c 1.2.5 refuses it, and a program p4c refuses is refused here."""
+        if t is ERROR:
+            raise P4Error(s.subject.loc, "'switch' type can't be error")
+        if not isinstance(t, (BitsT, EnumT)):
             raise P4Error(s.subject.loc, f"cannot switch on a value of type {t}")
         seen: set[Any] = set()
         for case in s.cases:
@@ -924,8 +963,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
             raise P4Error(e.loc, f"cannot index a value of type {bt}")
         it = self.expr(e.index, scope)
         if e.index.value is None:
-            if not (isinstance(it, BitsT) and not it.signed):
-                raise P4Error(e.index.loc, f"a header stack index must be bit<W>, not {it}")
+            if not isinstance(it, BitsT):  # int<W> too: a negative index is out of range
+                raise P4Error(e.index.loc, f"a header stack index must be bit<W> or int<W>, not {it}")
             return bt.elem  # a run-time index: the executor checks its bounds
         i = self.const_int(e.index)
         if not 0 <= i < bt.size:
@@ -943,6 +982,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
             raise P4Error(e.loc, f"slice [{hi}:{lo}] is out of range for {bt}")
         if e.base.value is not None:
             e.value = (e.base.value >> lo) & ((1 << (hi - lo + 1)) - 1)
+        elif isinstance(e.base, ast.Slice):
+            _flatten_slice(e, hi, lo)
         return BitsT(hi - lo + 1)
 
     def _e_ListExpr(self, e: ast.ListExpr, scope: Scope) -> Type:
@@ -951,6 +992,9 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
     def _e_Cast(self, e: ast.Cast, scope: Scope) -> Type:
         t = self.resolve_type(e.type_ref)
         src = self.expr(e.operand, scope)
+        var = _declared_type_name(e.operand)
+        if var in self.generic_names:  # checked here once per binding, but p4c checks the generic body
+            raise P4Error(e.loc, f"Cannot cast from '{var}' to '{t}'")
         ok = (
             src == t
             or (src is INFINT and (isinstance(t, BitsT) or t is BOOL))
@@ -1156,6 +1200,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
             if isinstance(bt, ExternT):
                 return self._call_method(e, bt, m, f.base)
             raise P4Error(f.loc, f"{bt} has no method '{m}'")
+        if isinstance(f, ast.TypeMember) and isinstance(self.types.get(f.type_name), (ast.ControlDecl, ast.ParserDecl)):
+            return self.direct_apply(e, f, scope)  # `MyControl.apply(...)` (instances.py)
         raise P4Error(e.loc, "this expression is not callable")
 
     def _arity(self, e: ast.Call, n: int) -> None:
@@ -1180,6 +1226,9 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
         e.value = True
 
     def _call_function(self, e: ast.Call, d: ast.ExternFunction) -> Type:
+        if d.name in FIELD_LIST_FORMS:
+            raise P4Error(e.loc, f"{d.name}: unknown extern function (p4c-bm2-ss's words: it dropped the field "
+                          f"list forms in 2021): use {FIELD_LIST_FORMS[d.name]} with @field_list")
         if d.name not in SUPPORTED_FUNCTIONS:
             raise P4Error(e.loc, f"extern function '{d.name}' is not supported by the built-in target")
         d = next((o for o in self.overloads.get(d.name, []) if len(o.proto.params) == len(e.args)), d)
@@ -1195,7 +1244,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
             if d.name != "hash" and name != "csum16":
                 raise P4Error(algo.loc, f"{d.name} supports only HashAlgorithm.csum16")
             data = e.args[3] if d.name == "hash" else e.args[1]
-            self._hash_data(data)
+            self._hash_data(data, varbit_ok=d.name != "hash")
             if d.name == "hash":
                 for a in (e.args[0], e.args[2], e.args[4]):
                     if not isinstance(a.type, BitsT):
@@ -1229,17 +1278,23 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
             algo = args[3]
             if algo.value is None or not isinstance(algo.type, EnumT) or algo.type.members[algo.value] != "csum16":
                 raise P4Error(algo.loc, f"{name} supports only HashAlgorithm.csum16 on the built-in target")
-            self._hash_data(args[1])
+            self._hash_data(args[1], varbit_ok=True)
             if args[2].type != BitsT(16):
                 raise P4Error(args[2].loc, "the checksum field must be bit<16>")
 
-    def _hash_data(self, data: ast.Expr) -> None:
+    def _hash_data(self, data: ast.Expr, varbit_ok: bool = False) -> None:
+        """The inputs of hash and checksum calls.  Checksums may hold varbit fields (BMv2
+        sums their extracted bits, e.g. IPv4 options); hash inputs may not."""
         items = data.items if isinstance(data, ast.ListExpr) else [data]
         for item in items:
             t = item.type
             if isinstance(t, VarbitT) or isinstance(t, HeaderT) and t.varbit_field is not None:
-                raise P4Error(item.loc, "varbit fields in hash and checksum inputs are not supported by the "
-                              "built-in target")
+                in_header = isinstance(item, ast.Member) and isinstance(item.base.type, HeaderT) and \
+                    item.base.type.is_header
+                if varbit_ok and (isinstance(t, HeaderT) and t.is_header or in_header):
+                    continue
+                raise P4Error(item.loc, "varbit fields in hash inputs (or outside a header in checksum inputs) "
+                              "are not supported by the built-in target")
             try:
                 bit_width(item.type)
             except TypeError:
@@ -1258,6 +1313,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
             self.tna_method(e, ext, m)
         if ext.name == "packet_in" and m == "extract":
             target = e.args[0]
+            if isinstance(target, ast.Default):  # `extract<h_t>(_)`: the bytes are read into a temporary
+                bound = bindings.get(proto.type_params[0]) if proto.type_params else None
+                if bound is None:
+                    raise P4Error(target.loc, "extract into '_' needs the header type: extract<H>(_)")
+                target.type = bound
             if not (isinstance(target.type, HeaderT) and target.type.is_header):
                 raise P4Error(target.loc, f"extract needs a header, got {target.type}")
             if (target.type.varbit_field is None) != (len(e.args) == 1):  # as p4c: the length iff a varbit
@@ -1361,6 +1421,23 @@ class Checker(CallChecks, InstanceChecks, TnaChecks):
         finally:
             self.type_vars = saved
         return Pipeline(main, blocks, headers, metadata)
+
+
+def _flatten_slice(e: ast.Slice, hi: int, lo: int) -> None:
+    """``x[7:4][3:0][1:0]`` selects ``x[5:4]``: rewrite a checked slice of a slice as one slice
+    of the innermost value, so the executor reads and writes it (also as an ``out``
+    argument) like any slice.  ``written`` keeps the nesting for P4Runtime key names."""
+    inner = e.base
+    assert isinstance(inner, ast.Slice)
+    offset = inner.lo.value
+    e.written = ast.Slice(e.loc, inner, e.hi, e.lo)
+    e.written.type = BitsT(hi - lo + 1)
+    bounds = []
+    for at, bit in ((e.hi.loc, hi + offset), (e.lo.loc, lo + offset)):
+        lit = ast.IntLit(at, bit, None, False)
+        lit.value, lit.type = bit, INFINT
+        bounds.append(lit)
+    e.base, (e.hi, e.lo) = inner.base, bounds
 
 
 def _constant_list(e: ast.Expr) -> bool:

@@ -52,6 +52,7 @@ class InstanceChecks:
     globals: Any
     _normalize_args: Any
     _block: Any
+    _instantiation: Any
 
     def _block_specs(self) -> dict[tuple, Any]:
         specs = getattr(self, "_specs", None)
@@ -127,6 +128,45 @@ class InstanceChecks:
         self._check_args(e.loc, bt.decl.params, e.args, {})
         e.target = CallTarget("parser_apply", "apply", f.base.decl)
         return VOID
+
+    def direct_apply(self, e: ast.Call, f: ast.TypeMember, scope: Any) -> Type:
+        """``MyControl.apply(...)`` / ``MyParser.apply(...)`` (P4-16 "direct type invocation"):
+        as p4c's InstantiateDirectCalls, an anonymous instance ``MyControl() MyControl_inst;``
+        named ``@name("MyControl")`` joins the enclosing block's locals (ahead of its own, in
+        call order), so each such call has its own instance and control-plane names."""
+        from .checker import CallTarget
+
+        owner = scope.owner
+        if f.member != "apply":
+            raise P4Error(f.loc, f"{f.type_name} has no method '{f.member}'")
+        if not isinstance(owner, (ast.ControlDecl, ast.ParserDecl)):
+            raise P4Error(e.loc, f"{f.type_name}.apply can only be called in an apply block or a parser state")
+        taken = {d.name for d in [*owner.locals, *owner.params]}
+        name, n = f"{f.type_name}_inst", 0
+        while name in taken or scope.lookup(name) is not None:
+            name, n = f"{f.type_name}_inst_{n}", n + 1
+        note = ast.Annotation(f.loc, "name", [ast.StringLit(f.loc, f.type_name)])
+        inst = ast.Instantiation(f.loc, [note], name, ast.TypeRef(f.loc, "named", name=f.type_name), [])
+        self._instantiation(inst, scope)
+        placed = self._direct_instances().setdefault(id(owner), 0)
+        owner.locals.insert(placed, inst)
+        self._direct_instances()[id(owner)] = placed + 1
+        base = ast.PathExpr(f.loc, name)
+        base.decl, base.type = inst, inst.type
+        e.func = ast.Member(f.loc, base, "apply")
+        e.func.type = VOID
+        if isinstance(inst.type.decl, ast.ParserDecl):
+            return self.parser_apply(e, e.func, inst.type, scope)
+        self._check_args(e.loc, inst.type.decl.params, e.args, {})
+        e.target = CallTarget("block_apply", "apply", inst)
+        return VOID
+
+    def _direct_instances(self) -> dict[int, int]:
+        """Per block (by id): how many direct-invocation instances were put ahead of its locals."""
+        placed = getattr(self, "_placed", None)
+        if placed is None:
+            placed = self._placed = {}
+        return placed
 
     def check_parser_apply_places(self, state: ast.ParserState) -> None:
         """The executor splits a state at a sub-parser apply, so it must be one of the

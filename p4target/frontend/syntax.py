@@ -478,7 +478,10 @@ class _Builder(Transformer):
             elif kind == "entries":
                 table.entries, table.entries_const = value
             else:
+                value, annotations = value
                 table.properties[kind] = value
+                if annotations:
+                    table.property_annotations[kind] = annotations
         return table
 
     def table_key(self, meta, c):
@@ -498,7 +501,7 @@ class _Builder(Transformer):
 
     def table_custom(self, meta, c):
         c = _split_annotations(c)
-        return (str(c[2]), c[3])
+        return (str(c[2]), (c[3], c[0]))
 
     def key_element(self, meta, c):
         return ast.KeyElement(self._loc(meta), c[0], c[1], list(c[2:]))
@@ -529,6 +532,12 @@ class _Builder(Transformer):
     def call_statement(self, meta, c):
         call = ast.Call(self._loc(meta), c[0], c[1] or [], c[2])
         return ast.CallStmt(self._loc(meta), call)
+
+    def type_call_statement(self, meta, c):
+        """``MyControl.apply(...);``: a direct type invocation (the checker makes the instance)."""
+        loc = self._loc(meta)
+        func = ast.TypeMember(self._tok_loc(c[0]), str(c[0]), c[1])
+        return ast.CallStmt(loc, ast.Call(loc, func, [], c[2]))
 
     def type_call_args(self, meta, c):
         return c[0]

@@ -12,10 +12,13 @@ class Type:
 
 @dataclass(frozen=True, slots=True)
 class BitsT(Type):
-    """``bit<W>`` (unsigned) or ``int<W>`` (two's complement)."""
+    """``bit<W>`` (unsigned) or ``int<W>`` (two's complement).  ``newtype`` is the ``type``
+    declaration (``type bit<16> T;``) a value was declared with: values still compare as
+    their underlying type, but P4Runtime names the type (p4c's ``type_name``)."""
 
     width: int
     signed: bool = False
+    newtype: Any = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{'int' if self.signed else 'bit'}<{self.width}>"

@@ -92,6 +92,7 @@ extern direct_meter<T> {
     void read(out T result);
 }
 
+/* A table's `implementation`; with `selector` keys for the selector (executor/profiles.py). */
 extern action_profile {
     action_profile(bit<32> size);
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from .entities import decode_int, encode_int, rpc_error
+from .requests import decode_int, encode_int, rpc_error
 
 
 def _layout(meta: p4info_pb2.ControllerPacketMetadata

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from p4.config.v1 import p4info_pb2, p4types_pb2
 from p4.v1 import p4data_pb2, p4runtime_pb2
 
-from .entities import DELETE, INSERT, MODIFY, encode_int, rpc_error
+from .requests import DELETE, INSERT, MODIFY, encode_int, rpc_error
 
 log = logging.getLogger(__name__)
 

@@ -9,40 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import grpc
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4data_pb2, p4runtime_pb2
 
+from ..executor.profiles import IndirectEntry, IndirectTable
 from ..executor.switch import Switch
 from ..executor.tables import DONT_CARE, Entry, FieldMatch, Table, TableError, exact, ternary, value_range
-
-INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
-PORT_WIDTH = 9  # v1model's bit<9> ports
-
-
-class RpcError(Exception):
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def rpc_error(code: str, message: str) -> RpcError:
-    return RpcError(getattr(grpc.StatusCode, code), message)
-
-
-def decode_int(data: bytes, width: int, what: str) -> int:
-    """A P4Runtime bytestring: canonical or zero-padded, big-endian; must fit ``width`` bits."""
-    if not data:
-        raise rpc_error("INVALID_ARGUMENT", f"{what}: empty bytestring")
-    value = int.from_bytes(data, "big")
-    if value >> width:
-        raise rpc_error("OUT_OF_RANGE", f"{what}: value {value:#x} does not fit in {width} bits")
-    return value
-
-
-def encode_int(value: int) -> bytes:
-    """The canonical (shortest) bytestring, as P4Runtime 1.4 servers return."""
-    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+from .profile_entities import ProfileEntities
+from .requests import (
+    DELETE,
+    INSERT,
+    MODIFY,
+    PORT_WIDTH,
+    check_default_entry,
+    decode_int,
+    encode_int,
+    rpc_error,
+)
 
 
 class PipelineState:
@@ -59,6 +42,8 @@ class PipelineState:
         self.registers = {r.preamble.id: r for r in p4info.registers}
         self.cpu_metadata = {m.preamble.name: m for m in p4info.controller_packet_metadata}
         self.actions_by_name = {a.preamble.name: a for a in p4info.actions}
+
+        self.profiles = ProfileEntities(self)
 
     # ------------------------------------------------------------------ lookups
     def _table(self, table_id: int) -> tuple[Table, p4info_pb2.Table]:
@@ -148,12 +133,12 @@ class PipelineState:
 
     def write_table_entry(self, kind: int, entry: p4runtime_pb2.TableEntry) -> None:
         table, info = self._table(entry.table_id)
+        if isinstance(table, IndirectTable):  # entries name members, groups or action sets
+            self.profiles.write_table_entry(kind, table, info, entry)
+            return
         try:
             if entry.is_default_action:
-                if kind != MODIFY:
-                    raise rpc_error("INVALID_ARGUMENT", f"{table.name}: the default entry can only be modified")
-                if entry.match or entry.priority:
-                    raise rpc_error("INVALID_ARGUMENT", f"{table.name}: a default entry has no match or priority")
+                check_default_entry(kind, table.name, entry)
                 if not entry.HasField("action"):
                     if table.default_is_const:
                         raise TableError("PERMISSION_DENIED", f"{table.name} has a const default action")
@@ -196,10 +181,14 @@ class PipelineState:
                 fm.ternary.value, fm.ternary.mask = encode_int(a), encode_int(b)
             else:
                 fm.range.low, fm.range.high = encode_int(a), encode_int(b)
-        ainfo = self.actions_by_name[e.action.name]
-        msg.action.action.action_id = ainfo.preamble.id
-        for p, v in zip(ainfo.params, e.args):
-            msg.action.action.params.add(param_id=p.id, value=encode_int(v))
+        ref = e.ref if isinstance(e, IndirectEntry) else getattr(table, "default_ref", None) if default else None
+        if ref is not None:  # a member, group or action set (profile_entities.py)
+            self.profiles.fill_entry_action(ref, msg.action)
+        else:
+            ainfo = self.actions_by_name[e.action.name]
+            msg.action.action.action_id = ainfo.preamble.id
+            for p, v in zip(ainfo.params, e.args):
+                msg.action.action.params.add(param_id=p.id, value=encode_int(v))
         if with_counter and table.has_direct_counter:
             msg.counter_data.packet_count, msg.counter_data.byte_count = e.counter
         return msg
@@ -340,3 +329,4 @@ class PipelineState:
                     width = info.type_spec.bitstring.int.bitwidth or info.type_spec.bitstring.bit.bitwidth
                     data = p4data_pb2.P4Data(bitstring=encode_int(v % (1 << width)))
                 yield p4runtime_pb2.RegisterEntry(register_id=rid, index=p4runtime_pb2.Index(index=i), data=data)
+

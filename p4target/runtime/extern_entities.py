@@ -16,7 +16,7 @@ from p4.v1 import p4runtime_pb2
 
 from ..executor.externs import Meter, MeterCell
 from ..executor.tables import Entry, KeySpec, Table
-from .entities import DELETE, INSERT, MODIFY, PORT_WIDTH, decode_int, encode_int, rpc_error
+from .requests import DELETE, INSERT, MODIFY, PORT_WIDTH, decode_int, encode_int, rpc_error
 
 if TYPE_CHECKING:
     from .entities import PipelineState

@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 from google.rpc import code_pb2, status_pb2
@@ -24,15 +25,29 @@ from ..dataplane import Dataplane
 from .cpu_port import packet_in_message, packet_out_frame
 from .device_config import DeviceConfigError, compile_device_config
 from .digests import DigestManager
-from .entities import PipelineState, RpcError, rpc_error
+from .entities import PipelineState
 from .extern_entities import ExternEntities
 from .port_status import port_status_message
+from .requests import RpcError, rpc_error
 
 log = logging.getLogger(__name__)
 
 API_VERSION = "1.4.1"
 Pipeline = p4runtime_pb2.SetForwardingPipelineConfigRequest
 _OK = p4runtime_pb2.Error(canonical_code=code_pb2.OK)
+
+# The entities a read fills by asking one object of the pipeline, by the Entity field they are in.
+_READERS: dict[str, Callable[[PipelineState, Any], Iterable[Any]]] = {
+    "meter_entry": lambda p, e: p.externs.read_meters(e),
+    "direct_meter_entry": lambda p, e: p.externs.read_direct_meters(e),
+    "value_set_entry": lambda p, e: p.externs.read_value_sets(e),
+    "digest_entry": lambda p, e: p.digests.read(e),
+    "counter_entry": lambda p, e: p.read_counters(e),
+    "direct_counter_entry": lambda p, e: p.read_direct_counters(e),
+    "register_entry": lambda p, e: p.read_registers(e),
+    "action_profile_member": lambda p, e: p.profiles.read_members(e),
+    "action_profile_group": lambda p, e: p.profiles.read_groups(e),
+}
 
 
 @dataclass(eq=False)
@@ -49,7 +64,10 @@ def p4info_mismatch(given: p4info_pb2.P4Info, expected: p4info_pb2.P4Info) -> st
     def shape(info: p4info_pb2.P4Info) -> dict[str, set]:
         return {
             "tables": {(t.preamble.id, t.preamble.name, tuple((f.id, f.name, f.bitwidth, f.match_type)
-                                                              for f in t.match_fields)) for t in info.tables},
+                                                              for f in t.match_fields), t.implementation_id)
+                       for t in info.tables},
+            "action profiles": {(a.preamble.id, a.preamble.name, a.with_selector, a.size, a.max_group_size,
+                                 tuple(sorted(a.table_ids))) for a in info.action_profiles},
             "actions": {(a.preamble.id, a.preamble.name, tuple((p.id, p.name, p.bitwidth) for p in a.params))
                         for a in info.actions},
             "counters": {(c.preamble.id, c.preamble.name, c.size) for c in info.counters},
@@ -226,6 +244,10 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
             p.write_counter(update.type, entity.counter_entry)
         elif kind == "direct_counter_entry":
             p.write_direct_counter(update.type, entity.direct_counter_entry)
+        elif kind == "action_profile_member":
+            p.profiles.write_member(update.type, entity.action_profile_member)
+        elif kind == "action_profile_group":
+            p.profiles.write_group(update.type, entity.action_profile_group)
         else:
             raise rpc_error("UNIMPLEMENTED" if kind else "INVALID_ARGUMENT",
                             f"writing {kind} is not supported" if kind else "update without an entity")
@@ -260,27 +282,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                     yield p4runtime_pb2.Entity(packet_replication_engine_entry={"multicast_group_entry": g})
             else:
                 raise rpc_error("INVALID_ARGUMENT", "a packet replication engine read without its entry")
-        elif kind == "meter_entry":
-            for m in p.externs.read_meters(entity.meter_entry):
-                yield p4runtime_pb2.Entity(meter_entry=m)
-        elif kind == "direct_meter_entry":
-            for m in p.externs.read_direct_meters(entity.direct_meter_entry):
-                yield p4runtime_pb2.Entity(direct_meter_entry=m)
-        elif kind == "value_set_entry":
-            for v in p.externs.read_value_sets(entity.value_set_entry):
-                yield p4runtime_pb2.Entity(value_set_entry=v)
-        elif kind == "digest_entry":
-            for d in p.digests.read(entity.digest_entry):
-                yield p4runtime_pb2.Entity(digest_entry=d)
-        elif kind == "counter_entry":
-            for c in p.read_counters(entity.counter_entry):
-                yield p4runtime_pb2.Entity(counter_entry=c)
-        elif kind == "direct_counter_entry":
-            for c in p.read_direct_counters(entity.direct_counter_entry):
-                yield p4runtime_pb2.Entity(direct_counter_entry=c)
-        elif kind == "register_entry":
-            for r in p.read_registers(entity.register_entry):
-                yield p4runtime_pb2.Entity(register_entry=r)
+        elif kind in _READERS:
+            for found in _READERS[kind](p, getattr(entity, kind)):
+                yield p4runtime_pb2.Entity(**{kind: found})
         else:
             raise rpc_error("UNIMPLEMENTED" if kind else "INVALID_ARGUMENT",
                             f"reading {kind} is not supported" if kind else "read of an empty entity")

@@ -227,6 +227,8 @@ class Lowering:
                 elif isinstance(obj, Meter):
                     raise Unsupported("meters")
         for t in self.obj.tables:
+            if getattr(t, "profile", None) is not None:
+                raise Unsupported(f"table {t.name}: an action profile or selector (implementation = ...)")
             for k in t.keys:
                 if k.width > 64:
                     raise Unsupported(f"table {t.name}: a key of {k.width} bits")

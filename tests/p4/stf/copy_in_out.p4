@@ -43,7 +43,11 @@ control MyVerifyChecksum(inout headers hdr, inout metadata meta) {
     apply { }
 }
 
-// x and y are both copies: bumping x does not show in y, and y is written back last.
+// Sub exits; SubAliased has the same body without the exit, applied with both arguments
+// naming one field.  Each call site has a control of its own: p4c 1.2.5 crashes
+// ("Overwriting definitions at <ExitStatement>") when it inlines one control with an exit
+// at two call sites, and it does not copy an inlined control's parameters back on exit, so
+// the aliased case (copied through temporaries) leaves the exit out.
 control Sub(inout bit<8> x, out bit<8> y) {
     apply {
         x = x + 1;
@@ -52,9 +56,18 @@ control Sub(inout bit<8> x, out bit<8> y) {
     }
 }
 
+// x and y are both copies: bumping x does not show in y, and y is written back last.
+control SubAliased(inout bit<8> x, out bit<8> y) {
+    apply {
+        x = x + 1;
+        y = 8w0x66;
+    }
+}
+
 control MyIngress(inout headers hdr, inout metadata meta,
                   inout standard_metadata_t standard_metadata) {
     Sub() sub;
+    SubAliased() sub_aliased;
 
     action add2(inout bit<8> x, inout bit<8> y) {
         x = x + 1;
@@ -121,7 +134,7 @@ control MyIngress(inout headers hdr, inout metadata meta,
         } else if (hdr.h.op == 9) {
             zero_then_add(hdr.h.a, hdr.h.a);
         } else if (hdr.h.op == 10) {
-            sub.apply(hdr.h.a, hdr.h.a);
+            sub_aliased.apply(hdr.h.a, hdr.h.a);
         }
     }
 }

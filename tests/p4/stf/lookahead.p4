@@ -1,12 +1,14 @@
 /* lookahead.p4: `packet.lookahead<T>()` (P4-16 spec 12.8.3) for bit<W> and for a header
- * type, in an assignment and in a select, and explicit type arguments on calls inside
- * expressions (`twice<bit<8>>(x)`, also inferred: `twice(x)`).  lookahead reads without
+ * type, in an assignment, in a select and as a statement of its own (its value unused, a
+ * short packet is still PacketTooShort), and explicit type arguments on generic calls inside
+ * expressions (`same<bit<8>>(x)`, also inferred: `same(x)`).  lookahead reads without
  * consuming: the following extract sees the same bytes.
  *
  * Packet: one byte `peek` decides the path, by its high nibble (lookahead<bit<4>>):
- *   F: extract g (16 bits); ingress writes twice(peek) into g.x;
+ *   F: lookahead<bit<24>>() as a statement, extract g (16 bits); ingress writes
+ *   peek + peek into g.x;
  *   otherwise: select on lookahead<h_t>().b: 00 -> extract h, ingress writes
- *   twice<bit<8>>(peek) into h.b; anything else -> accept with nothing extracted. */
+ *   peek + peek into h.b; anything else -> accept with nothing extracted. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -28,8 +30,8 @@ struct metadata {
     bit<8> peek;
 }
 
-bit<8> twice<T>(in T v) {
-    return (bit<8>)v + (bit<8>)v;
+T same<T>(in T v) {  // p4c checks a generic body with T unknown: no cast of v, no arithmetic on it
+    return v;
 }
 
 parser MyParser(packet_in packet, out headers hdr, inout metadata meta,
@@ -52,6 +54,7 @@ parser MyParser(packet_in packet, out headers hdr, inout metadata meta,
         transition accept;
     }
     state parse_g {
+        packet.lookahead<bit<24>>();  // the value unused, the length still checked
         packet.extract(hdr.g);
         transition accept;
     }
@@ -65,10 +68,10 @@ control MyIngress(inout headers hdr, inout metadata meta,
                   inout standard_metadata_t standard_metadata) {
     apply {
         if (hdr.h.isValid()) {
-            hdr.h.b = twice<bit<8>>(meta.peek);
+            hdr.h.b = same<bit<8>>(meta.peek) + same(meta.peek);
         }
         if (hdr.g.isValid()) {
-            hdr.g.x = (bit<16>)twice(meta.peek);
+            hdr.g.x = (bit<16>)(same(meta.peek) + same<bit<8>>(meta.peek));
         }
         standard_metadata.egress_spec = 1;
     }

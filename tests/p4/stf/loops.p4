@@ -1,7 +1,9 @@
 /* loops.p4: `for` statements (P4-16 v1.2.4): the three-part form with a
  * declared loop variable, several init/update steps, `continue` (which still
  * runs the update) and `break`; `for (T x in lo .. hi)`; `for (T x in {list})`;
- * nested loops where `break` leaves only the inner one. */
+ * nested loops where `break` leaves only the inner one.  Every loop variable of
+ * one block has its own name: p4c 1.2.5 declares a loop's variable in the
+ * enclosing block and refuses two loops there declaring the same one. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -12,11 +14,11 @@ header in_t {
 
 header out_t {
     bit<8> sum;   // sum of i in 0..7, skipping i == n, stopping at i == m
-    bit<8> cnt;   // sum of i * n for i in 1 .. 4
+    bit<8> cnt;   // sum of k * n for k in 1 .. 4
     bit<8> lst;   // sum of v in {3, 5, 7}, skipping v == m
     bit<8> pc;    // number of 1 bits in n
-    bit<8> nest;  // pairs (i, j), i, j in 0 .. 2, j <= i (inner break)
-    bit<8> meet;  // iterations of i = 0 up / j = 8 down until i >= j
+    bit<8> nest;  // pairs (r, c), r, c in 0 .. 2, c <= r (inner break)
+    bit<8> meet;  // iterations of lo = 0 up / hi = 8 down until lo >= hi
 }
 
 struct metadata { }
@@ -60,8 +62,8 @@ control MyIngress(inout headers hdr,
         hdr.o.sum = sum;
 
         bit<8> cnt = 0;
-        for (bit<8> i in 1 .. 4) {
-            cnt = cnt + i * n;
+        for (bit<8> k in 1 .. 4) {
+            cnt = cnt + k * n;
         }
         hdr.o.cnt = cnt;
 
@@ -83,9 +85,9 @@ control MyIngress(inout headers hdr,
         hdr.o.pc = pc;
 
         bit<8> nest = 0;
-        for (bit<8> i in 0 .. 2) {
-            for (bit<8> j in 0 .. 2) {
-                if (j > i) {
+        for (bit<8> r in 0 .. 2) {
+            for (bit<8> c in 0 .. 2) {
+                if (c > r) {
                     break;
                 }
                 nest = nest + 1;
@@ -94,7 +96,7 @@ control MyIngress(inout headers hdr,
         hdr.o.nest = nest;
 
         bit<8> meet = 0;
-        for (bit<8> i = 0, bit<8> j = 8; i < j; i = i + 1, j = j - 1) {
+        for (bit<8> lo = 0, bit<8> hi = 8; lo < hi; lo = lo + 1, hi = hi - 1) {
             meet = meet + 1;
         }
         hdr.o.meet = meet;

@@ -67,7 +67,8 @@ parser MyParser(packet_in packet,
     }
     state s_tuple {
         meta.path = 4;
-        // no default: a key matching no case is a NoMatch parser error
+        // no default: a key matching no case ends parsing, with no error on BMv2
+        // (the spec says NoMatch)
         transition select(hdr.h.sub, hdr.h.val) {
             (8w0x01, 16w0x1234): s_t1;
             (8w0x02, _): s_t2;

@@ -58,9 +58,9 @@ control MyIngress(inout headers hdr, inout metadata meta,
                   inout standard_metadata_t standard_metadata) {
     bit<8> gl;
 
-    action next_index(inout e_t x, inout bit<8> i) {
+    action next_index(inout bit<8> xv, inout bit<8> i) {
         i = i + 1;
-        x.v = 0x11;
+        xv = 0x11;
     }
     action field_then_header(inout bit<8> f, inout h_t hh) {
         f = 0x22;
@@ -98,7 +98,7 @@ control MyIngress(inout headers hdr, inout metadata meta,
         standard_metadata.egress_spec = 1;
         if (hdr.h.op == 1) {
             bit<8> i = hdr.h.a;
-            next_index(hdr.s[i], i);
+            next_index(hdr.s[i].v, i);  // a field: BMv2 cannot load p4c's output for a whole element
             hdr.h.b = i;
         } else if (hdr.h.op == 2) {
             field_then_header(hdr.h.d, hdr.h);

@@ -2,8 +2,8 @@
  *  - a parser loop extracting into items.next and selecting on items.last.v;
  *    a fifth extract into the 4-element stack fails with StackOutOfBounds
  *    (the parsed elements stay valid, the rest of the packet is payload);
- *  - run-time indexes: items[ctl.idx].v read and written, items[ctl.idx].isValid(),
- *    copy[ctl.idx].v written;
+ *  - run-time indexes: items[ctl.idx].v read and written, copy[ctl.idx].v written;
+ *    the validity of items[ctl.idx] through constant indexes;
  *  - push_front(1), push_front(2), pop_front(1), pop_front(2): elements move,
  *    the freed ones become invalid; setValid() on a pushed element zeroes it;
  *  - whole-stack assignment (copy = items);
@@ -68,7 +68,20 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
             hdr.items.pop_front(1);
             hdr.copy[hdr.ctl.idx].v = 0x55;
         } else if (hdr.ctl.op == 4) {
-            if (hdr.items[hdr.ctl.idx].isValid()) {
+            // isValid() of a run-time-indexed element: p4c 1.2.5 writes JSON BMv2 cannot load
+            // (tests/p4/builtin_only/stack_index_header.p4 tests that form), so constant indexes
+            bit<8> k = hdr.ctl.idx;
+            bool v = false;
+            if (k == 0) {
+                v = hdr.items[0].isValid();
+            } else if (k == 1) {
+                v = hdr.items[1].isValid();
+            } else if (k == 2) {
+                v = hdr.items[2].isValid();
+            } else if (k == 3) {
+                v = hdr.items[3].isValid();
+            }
+            if (v) {
                 hdr.ctl.res = 1;
             }
         } else if (hdr.ctl.op == 5) {

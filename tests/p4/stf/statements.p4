@@ -1,5 +1,5 @@
 /* statements.p4: compound assignment (P4-16 v1.2.4), switch on values (bit<8>,
- * a serializable enum, error), if/else inside a parser state, p4c's `?:`
+ * a serializable enum; not error, which p4c 1.2.5 refuses), if/else inside a parser state, p4c's `?:`
  * associativity and unsized literals taking the other operand's type.
  *
  * The packet is an in_t header followed by an out_t header whose bytes are
@@ -33,7 +33,7 @@ header out_t {
     bit<8> pif;  // written by the parser's if/else
     bit<8> tern; // a == 1 ? true : b == 2 ? 8w0x10 : 8w0x20
     bit<8> lit;  // a + (-1)
-    bit<8> er;   // switch (parser_error)
+    bit<8> er;   // parser_error == NoError
 }
 
 enum bit<8> kind_t {
@@ -110,9 +110,10 @@ control MyIngress(inout headers hdr,
             kind_t.C: { hdr.o.en = 8w0xBC; }
             default: { hdr.o.en = 8w0xEE; }
         }
-        switch (standard_metadata.parser_error) {
-            error.NoError: { hdr.o.er = 8w0x01; }
-            default: { hdr.o.er = 8w0x02; }
+        if (standard_metadata.parser_error == error.NoError) {  // p4c 1.2.5 cannot switch on an error
+            hdr.o.er = 8w0x01;
+        } else {
+            hdr.o.er = 8w0x02;
         }
         hdr.o.pif = meta.pif;
         // p4c parses this as (a == 1 ? true : b == 2) ? 8w0x10 : 8w0x20.

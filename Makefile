@@ -5,7 +5,7 @@ VENV      := .venv
 VPY       := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test bench train lint check-p4 clean
+.PHONY: demo test bench train figures lint check-p4 clean
 
 $(INSTALLED): pyproject.toml scripts/setup-system.sh
 	scripts/setup-system.sh
@@ -32,6 +32,12 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_trees
 	$(VPY) -m bench.bench_hybrid
 	$(VPY) -m bench.bench_loss
+
+# `make bench` and `make train` write their CSVs and plots to bench/results/ (not tracked): they
+# leave the repository as it was.  `make figures` copies the plots there to docs/figures/ (tracked,
+# shown by the READMEs), for a commit that updates them; `python -m bench.figures NAME.png` one.
+figures:
+	$(VPY) -m bench.figures
 
 # `make train`: examples/train_ddp.py on 4 Mininet hosts: the INA hook, the "ina" backend, gloo (root).
 train: $(INSTALLED)

@@ -77,12 +77,12 @@ from typing import Any
 
 import numpy as np
 
+from bench import figures
 from bench.veth_common import sigterm_as_interrupt
 from worker.protocol import ETH_IP_UDP
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
-FIGURE = ROOT / "docs" / "figures" / "allreduce-ina-vs-ring.png"
 RING_PORT = 47000
 VALUES = 256  # INA_VALUES: values per aggregation packet
 ETH_IP_TCP = 14 + 20 + 32  # TCP with timestamps, as Linux sends by default
@@ -458,11 +458,11 @@ def write_rows(path: Path, fields: list[str], rows: list[dict]) -> None:
             writer.writerows({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
 
 
-def publish(png: Path, figure: Path, csv_path: Path) -> None:
-    """Copy a benchmark's plot to docs/figures, where the READMEs show it."""
-    figure.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(png, figure)
+def publish(png: Path, csv_path: Path, to_docs: bool) -> None:
+    """Report a benchmark's CSV and plot; with ``--publish`` (to_docs) also copy the plot to docs/figures/."""
     print(f"wrote {csv_path} and {png}")
+    if to_docs:
+        figures.publish(png)
 
 
 def save_figure(fig: Any, path: Path) -> Path:
@@ -550,7 +550,7 @@ def bench(args: argparse.Namespace) -> int:
             write_csv(results, csv_path)
             print(f"\nwrote {csv_path} and {plot(csv_path, png_path)}")
     if complete:
-        publish(png_path, FIGURE, csv_path)
+        publish(png_path, csv_path, args.publish)
     return 0
 
 
@@ -570,6 +570,7 @@ def main(argv: list[str] | None = None) -> int:
                          "tcp_available_congestion_control, or system (the machine's default; see the docstring)")
     ap.add_argument("--busy-wait", type=float, default=1800.0, help="seconds to wait for a busy network")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
     ap.add_argument("--quick", action="store_true", help="smoke run: N=4, 1 MiB")
     ap.add_argument("--plot-only", action="store_true", help="redraw the plot from the CSV in --out-dir, no network")
     runner = ap.add_argument_group("rank runner (internal: one per host, started by the benchmark)")
@@ -584,7 +585,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.rank_runner:
         return rank_runner(args)
     if args.plot_only:
-        print(f"wrote {plot(args.out_dir / 'allreduce.csv', args.out_dir / 'allreduce.png')}")
+        png = plot(args.out_dir / 'allreduce.csv', args.out_dir / 'allreduce.png')
+        print(f"wrote {png}")
+        if args.publish:
+            figures.publish(png)
         return 0
     if args.quick:
         args.workers, args.sizes = [4], [1.0]

@@ -29,7 +29,7 @@ Figures and what they show: docs/hybrid.md ("Measured so far").
     python -m bench.bench_hybrid [--bw 50] [--size 8] [--runs 5]
     python -m bench.bench_hybrid --plot-only
 
-Writes bench/results/hybrid.csv and hybrid.png (copied to docs/figures/hybrid.png).
+Writes bench/results/hybrid.csv and hybrid.png (``--publish``: also copied to docs/figures/hybrid.png).
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from bench import figures
 from bench.bench_allreduce import MIB, network, publish, run_ranks, runner_command, save_figure, write_rows
 from bench.veth_common import sigterm_as_interrupt
 
 RESULTS = Path(__file__).resolve().parent / "results"
-FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "hybrid.png"
 HOSTS = ["h1", "h2", "h3", "h4"]
 MODES = ("ina", "ring", "hybrid", "auto")
 FIELDS = ["config", "mode", "runs_as", "alpha", "pool", "bw_mbit", "size_bytes", "ina_mbps", "ring_mbps",
@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--busy-wait", type=float, default=1800.0)
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
     args = ap.parse_args(argv)
     args.size_bytes = int(args.size * MIB) // 4 * 4
     args.ring_cc = "cubic"
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             write_rows(csv_path, FIELDS, rows)
         shutil.rmtree(run, ignore_errors=True)
-    publish(plot(csv_path, args.out_dir / "hybrid.png"), FIGURE, csv_path)
+    publish(plot(csv_path, args.out_dir / "hybrid.png"), csv_path, args.publish)
     return 0
 
 

@@ -12,9 +12,10 @@ the gradient bytes/s it implies (4 bytes per value per packet); medians over ``-
 The switch runs the native fast path (the default); ``--python`` adds the Python executor
 (``P4TARGET_NATIVE=0``) as a column, and ``--against REV`` the same benchmark from a
 worktree of commit REV: old and new side by side, alternated run by run, each in its own
-process.  Through real veth ports: bench/bench_veth_ina.py.
+process; those two also plot the sides to bench/results/target-speed.png (``--publish``:
+and copy it to docs/figures/).  Through real veth ports: bench/bench_veth_ina.py.
 
-    python -m bench.bench_ina [--runs 5] [--seconds 2] [--against 3193974] [--python]
+    python -m bench.bench_ina [--runs 5] [--seconds 2] [--against 3193974] [--python] [--publish]
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ from p4target.executor.tables import exact
 from p4target.executor.tna_switch import TnaSwitch, load_switch
 from worker import protocol
 
+from . import figures
 from .compare import REPO, run_module, worktree
 
 JOB, GROUP, WINDOW = 7, 5, 32
 CASES = ((V1MODEL, 64), (TNA, 64), (V1MODEL, 256))
 CHUNK = 5000  # rounds built at a time, outside the timed part
-FIGURE = REPO / "docs" / "figures" / "target-speed.png"
+FIGURE = figures.RESULTS / "target-speed.png"  # --publish copies it to docs/figures/
 LINE = re.compile(r"^(\w+) V=(\d+): median ([\d,]+) aggregated pps", re.M)
 
 
@@ -164,6 +166,8 @@ def plot(sides: dict[str, dict[tuple[str, int], list[float]]], args: argparse.Na
     ax.set_title(f"The built-in target on the aggregation programs, in-process (median of {args.runs} runs)")
     ax.legend(fontsize=8, loc="upper left", ncol=len(sides))
     print(f"wrote {save_figure(fig, FIGURE)}")
+    if args.publish:
+        figures.publish(FIGURE)
 
 
 def main() -> None:
@@ -172,6 +176,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0, help="processing time per case and run")
     ap.add_argument("--against", metavar="REV", help="also run this commit's bench_ina, side by side")
     ap.add_argument("--python", action="store_true", help="also run the Python executor (P4TARGET_NATIVE=0)")
+    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
     args = ap.parse_args()
     if args.against or args.python:
         side_by_side(args)

@@ -19,7 +19,7 @@ clean time of the same topology from the same run.
     python -m bench.bench_loss [--workers 2,4,8] [--loss 0,0.5,1,2,5] [--size 4] [--runs 3]
     python -m bench.bench_loss --plot-only
 
-Writes bench/results/loss.csv and loss.png (copied to docs/figures/loss.png).
+Writes bench/results/loss.csv and loss.png (``--publish``: also copied to docs/figures/loss.png).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import figures
 from bench.bench_allreduce import default_bw, network, publish, run_ranks, runner_command, save_figure, write_rows
 from bench.veth_common import sigterm_as_interrupt
 
 RESULTS = Path(__file__).resolve().parent / "results"
-FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "loss.png"
 FIELDS = ["topology", "workers", "bw_mbit", "loss_percent", "size_bytes", "seconds_median", "seconds_min",
           "seconds_max", "over_clean", "retransmissions", "early_retransmissions", "window_cuts", "max_rel_error"]
 # retransmissions: all ranks, the timed calls; early_retransmissions and window_cuts: all ranks, warm-up included
@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--busy-wait", type=float, default=1800.0)
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
     args = ap.parse_args(argv)
     args.size_bytes = int(args.size * 1e6) // 4 * 4
     args.ring_cc = "cubic"
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             write_rows(csv_path, FIELDS, rows)
         shutil.rmtree(run, ignore_errors=True)
-    publish(plot(csv_path, args.out_dir / "loss.png"), FIGURE, csv_path)
+    publish(plot(csv_path, args.out_dir / "loss.png"), csv_path, args.publish)
     return 0
 
 

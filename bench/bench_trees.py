@@ -32,7 +32,7 @@ capacity.
     python -m bench.bench_trees --plan-only      # the planner part (no root needed)
     python -m bench.bench_trees --plot-only      # redraw from bench/results/trees.csv
 
-Writes bench/results/trees.csv and trees.png (also copied to docs/figures/trees-packed-vs-one.png).
+Writes bench/results/trees.csv and trees.png (``--publish``: also docs/figures/trees-packed-vs-one.png).
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import figures
 from bench.bench_allreduce import MIB, network, publish, run_ranks, runner_command, save_figure
 from bench.veth_common import sigterm_as_interrupt
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
-FIGURE = ROOT / "docs" / "figures" / "trees-packed-vs-one.png"
 VALUES = 256
 HOSTS = ["h1", "h2", "h3", "h4"]
 MODES = {"1 tree": 1, "packed": "auto"}
@@ -247,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan-only", action="store_true", help="only the planner part (no network, no root)")
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
     args = ap.parse_args(argv)
     args.size_bytes = int(args.size * MIB) // 4 * 4
     args.ring_cc = "system"  # runner_command passes it on; only the ring uses it
@@ -275,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"(predicted {modes['1 tree']['predicted'] / modes['packed']['predicted']:.2f}x)")
     plot(csv_path, png_path)
     if not args.plan_only:
-        publish(png_path, FIGURE, csv_path)
+        publish(png_path, csv_path, args.publish)
     return 0
 
 

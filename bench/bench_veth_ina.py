@@ -32,9 +32,9 @@ workers: old and new side by side.
     python -m bench.bench_veth_ina [--runs 3] [--duration 2] [--rates 1000,...] [--values 64,256] [--quick]
                                    [--against 3193974]
 
-Writes bench/results/veth_ina.csv and, from it, docs/figures/veth-ina.png (``--plot-only``
-redraws the plot).  Namespaces, links, workers and the switch are cleaned
-up on any exit, Ctrl-C included.  Root only.
+Writes bench/results/veth_ina.csv and, from it, bench/results/veth-ina.png (``--plot-only``
+redraws the plot; ``--publish`` also copies it to docs/figures/).  Namespaces, links,
+workers and the switch are cleaned up on any exit, Ctrl-C included.  Root only.
 """
 
 from __future__ import annotations
@@ -62,10 +62,12 @@ from p4target import netns
 from p4target.ports import SO_RCVBUFFORCE
 
 from .compare import worktree
+from .figures import PUBLISH_HELP
+from .figures import publish as publish_figure
 from .veth_common import SO_TIMESTAMPNS, cpu_during, prepare, sleep_until, switch_process
 
 RESULTS = Path(__file__).resolve().parent / "results"
-FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "veth-ina.png"
+FIGURE = RESULTS / "veth-ina.png"  # --publish copies it to docs/figures/
 RATES = [1_000, 2_000, 5_000, 10_000, 20_000, 40_000, 60_000]  # offered per worker (pps)
 VALUES = [64, 256]
 WINDOW = 1024  # slots per job = INA_POOL_SLOTS' default: the whole pool
@@ -564,9 +566,12 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 run, 0.5 s steps, 3 loads")
     ap.add_argument("--against", metavar="REV", help="also run this commit's switch, side by side")
     ap.add_argument("--plot-only", action="store_true", help="redraw the plot from bench/results/veth_ina.csv")
+    ap.add_argument("--publish", action="store_true", help=PUBLISH_HELP)
     args = ap.parse_args()
     if args.plot_only:
         print(f"wrote {plot(RESULTS / 'veth_ina.csv', FIGURE)}")
+        if args.publish:
+            publish_figure(FIGURE)
         return 0
     if args.quick:
         args.runs, args.duration, args.rates = 1, 0.5, [1_000, 5_000, 20_000]
@@ -599,6 +604,8 @@ def main() -> int:
             print(f"\nwrote {write_results(all_results)}" + ("" if complete else " (partial)"))
             if complete and not args.quick:
                 print(f"wrote {plot(RESULTS / 'veth_ina.csv', FIGURE)}")
+                if args.publish:
+                    publish_figure(FIGURE)
     print("\nsummary (median over runs of each run's saturation):")
     for f in figures:
         print(f"  {f['side'] + ' ' if f['side'] else ''}V={f['values']:>3}: {f['aggregated_pps']:>7,.0f} aggregated pps"

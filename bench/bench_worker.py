@@ -20,7 +20,7 @@ REV`` measures the worker of commit REV too (a worktree), run by run in alternat
     python -m bench.bench_worker [--values 64,256] [--windows 64,256,512] [--mb 1,64] [--runs 3]
                                  [--workers 1,2] [--call allreduce_] [--against REV]
 
-Writes bench/results/worker.csv and docs/figures/worker.png.
+Writes bench/results/worker.csv and bench/results/worker.png (``--publish``: also docs/figures/worker.png).
 """
 
 from __future__ import annotations
@@ -42,10 +42,11 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import figures
 from .compare import REPO, python_env, worktree
 
 RESULTS = Path(__file__).resolve().parent / "results"
-FIGURE = REPO / "docs" / "figures" / "worker.png"
+FIGURE = RESULTS / "worker.png"  # --publish copies it to docs/figures/
 RUNNER = Path(__file__).resolve().parent / "worker_runner.py"
 SWITCH_IP, WORKER_IP = "127.0.0.2", "127.0.0.1"
 
@@ -287,6 +288,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--against", metavar="REV", help="also measure the worker of this commit, side by side")
     ap.add_argument("--plot-only", action="store_true")
+    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
     args = ap.parse_args()
     path = RESULTS / "worker.csv"
     if not args.plot_only:
@@ -295,6 +297,8 @@ def main() -> int:
         write(results, path)
         print(f"\nwrote {path}")
     print(f"wrote {plot(path, FIGURE)}")
+    if args.publish:
+        figures.publish(FIGURE)
     return 0
 
 

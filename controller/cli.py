@@ -2,9 +2,10 @@
 
     ina-ctl --net RUN/net.json setup [--values 64]
     ina-ctl --net RUN/net.json job plan --hosts h1,h2,h3 [--trees auto|N] [--json]
+    ina-ctl job plan --topology TOPOLOGY.json --hosts h1,h2,h3 [--trees auto|N] [--json]   # no network needed
     ina-ctl --net RUN/net.json job create NAME --hosts h1,h2,h3 --pool-size 64 [--trees auto|N]
     ina-ctl --net RUN/net.json job delete NAME
-    ina-ctl --net RUN/net.json status
+    ina-ctl --net RUN/net.json status [--json]
     ina-ctl --net RUN/net.json watch          # re-provisions switches that restart, moves trees off dead ones
 
 State (jobs, allocations, epochs) lives in RUN/controller-state.json, job specs for workers
@@ -22,18 +23,20 @@ import sys
 from pathlib import Path
 
 from controller.calibrate import calibrate
-from controller.controller import DEAD_AFTER, Controller
+from controller.controller import DEAD_AFTER, Controller, JobPlan, plan_job
 from controller.hybrid import MODES
 from controller.network import Network
 from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineError, PipelineOptions
-from controller.plan import Plan, depth, link_name
-from controller.topology import Topology
+from controller.plan import depth, link_name
+from controller.topology import Topology, TopologyError
+from worker import protocol
 
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ina-ctl", description="Aggregation jobs on a network of P4 switches.")
-    ap.add_argument("--net", required=True, type=Path, help="the network file bmv2-env wrote (RUN/net.json)")
+    ap.add_argument("--net", type=Path, help="the network file bmv2-env wrote (RUN/net.json); every command but "
+                                             "`job plan --topology` needs it")
     ap.add_argument("--state", type=Path, help="controller state file (default: beside --net)")
     ap.add_argument("--election-id", type=int,
                     help="P4Runtime election id (default: 1 for watch, 2 for other commands, so they can run "
@@ -47,6 +50,12 @@ def parser() -> argparse.ArgumentParser:
     trees = {"default": "auto", "help": "aggregation trees: auto (the packing planner decides) or N (at most N)"}
     show = job.add_parser("plan", help="print the job's packed trees without installing anything")
     show.add_argument("--hosts", required=True, help="member hosts in rank order, comma-separated")
+    show.add_argument("--topology", type=Path,
+                      help="plan on this topology file (e.g. bmv2-env/topologies/fattree-4.json) instead of --net's: "
+                           "no network needs to run")
+    show.add_argument("--values", type=int,
+                      help="with --topology: int32 values per packet (INA_VALUES, default 64); with --net the "
+                           "network's state file fixes it")
     show.add_argument("--trees", **trees)
     show.add_argument("--json", action="store_true", help="the plan as JSON")
     create = job.add_parser("create", help="plan the job's trees and install them")
@@ -74,7 +83,8 @@ def parser() -> argparse.ArgumentParser:
     calibrate.add_argument("name")
     calibrate.add_argument("--values", type=int, default=1 << 18, help="float32 values per burst call")
     calibrate.add_argument("--timeout", type=float, default=20.0)
-    sub.add_parser("status", help="jobs, per-switch counters and drops, as JSON")
+    status = sub.add_parser("status", help="each job's counters per switch, and each switch's drops")
+    status.add_argument("--json", action="store_true", help="as JSON")
     watch = sub.add_parser("watch", help="keep switches provisioned (re-provision on restart) and move trees off "
                                          "switches and links that stay down")
     watch.add_argument("--interval", type=float, default=1.0)
@@ -87,8 +97,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose or args.command == "watch" else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
-    state = args.state or args.net.parent / "controller-state.json"
     try:
+        if args.command == "job" and args.action == "plan" and args.topology is not None:
+            return _plan_topology(args)
+        if args.net is None:
+            raise TopologyError("--net RUN/net.json is needed (only `job plan --topology FILE` plans without it)")
+        if args.command == "job" and args.action == "plan" and args.values is not None:
+            raise TopologyError("--values goes with --topology: with --net, the network's state file fixes it")
+        state = args.state or args.net.parent / "controller-state.json"
         network = Network.load(args.net)
         options = PipelineOptions(args.values, args.udp_port) if args.command == "setup" else None
         # watch holds id 1; changes use 2 (primary while they run); reading needs no arbitration
@@ -101,6 +117,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _plan_topology(args: argparse.Namespace) -> int:
+    """`job plan --topology`: the topology file alone, no network file, state or switch."""
+    if args.net is not None:
+        raise TopologyError("give either --net or --topology to `job plan`, not both")
+    topology = Topology.load(args.topology)
+    P = protocol.load(64 if args.values is None else args.values)
+    found = plan_job(topology, _hosts(args.hosts), P, args.trees, args.mode, args.alpha)
+    print(json.dumps(found.to_dict(topology), indent=2) if args.json else describe(found, topology))
+    return 0
 
 
 def _run(ctl: Controller, args: argparse.Namespace) -> int:
@@ -136,7 +163,7 @@ def _run(ctl: Controller, args: argparse.Namespace) -> int:
         print(f"job {args.name}: {ina}, {measured.ring_mbps:.3g} Mb/s per link for a ring alone; bursts took "
               f"{bursts} s/MB; now {split['mode']}, {split['alpha']:.1%} through the switches ({split['why']})")
     elif args.command == "status":
-        print(json.dumps(ctl.status(), indent=2))
+        print(json.dumps(ctl.status(), indent=2) if args.json else status_table(ctl.status()))
     elif args.command == "watch":
         ctl.setup()
         ctl.dead_after = args.dead_after
@@ -148,16 +175,39 @@ def _hosts(text: str) -> list[str]:
     return [h for h in text.split(",") if h]
 
 
-def describe(plan: Plan, topology: Topology) -> str:
+def status_table(status: dict[str, dict]) -> str:
+    """``Controller.status()`` as tables a person reads: a row per job and switch, a row per switch's drops
+    (the JSON nests them, which hides a zero column)."""
+    rows = [[job, switch, *counts.values()] for job, per_switch in status["jobs"].items()
+            for switch, counts in per_switch.items()]
+    counters = next((list(c) for per_switch in status["jobs"].values() for c in per_switch.values()), [])
+    lines = _table(["job", "switch", *counters], rows) if rows else ["no jobs"]
+    drops = status["drops"]
+    names = next((list(d) for d in drops.values()), [])
+    return "\n".join(lines + [""] + _table(["switch", *(f"drop {n}" for n in names)],
+                                          [[switch, *d.values()] for switch, d in drops.items()]))
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    """Left-aligned names, right-aligned numbers, columns as wide as their widest cell."""
+    cells = [header] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) if isinstance(raw, str) else c.rjust(w)
+                      for c, w, raw in zip(row, widths, source)).rstrip()
+            for row, source in zip(cells, [header, *rows])]
+
+
+def describe(job: JobPlan, topology: Topology) -> str:
     """The plan as a table a person reads."""
+    plan = job.tree_plan
     if not plan.trees:
         lines = [f"{len(plan.members)} members, no aggregation trees (a pure ring)"]
-        return "\n".join(lines + _split_lines(plan))
+        return "\n".join(lines + _split_lines(job))
     status = "optimal" if plan.optimal else f"{plan.rate / plan.upper_bound:.0%} of it"
     lines = [f"{len(plan.members)} members, {len(plan.trees)} tree(s) of {plan.candidates} candidates "
              f"(planned in {plan.seconds:.2f} s)",
              f"rate {plan.rate:g} Mb/s on each member's link (cut bound {plan.upper_bound:g} Mb/s: {status}); "
-             f"predicted {plan.seconds_per_mb():.3g} s per MB of tensor ({plan.wire_factor:.3f} wire bytes per byte)",
+             f"predicted {job.seconds_per_mb():.3g} s per MB of tensor ({plan.wire_factor:.3f} wire bytes per byte)",
              "",
              f"{'tree':>4}  {'root':<10} {'share':>6} {'Mb/s':>9} {'depth':>5}  switches"]
     for i, p in enumerate(plan.trees, 1):
@@ -171,13 +221,11 @@ def describe(plan: Plan, topology: Topology) -> str:
     if len(plan.bottlenecks) > 12:
         lines.append(f"  ... and {len(plan.bottlenecks) - 12} more")
     lines += [f"note: {n}" for n in plan.notes]
-    return "\n".join(lines + _split_lines(plan))
+    return "\n".join(lines + _split_lines(job))
 
 
-def _split_lines(plan: Plan) -> list[str]:
-    if plan.split is None:
-        return []
-    s = plan.split
+def _split_lines(job: JobPlan) -> list[str]:
+    s = job.split
     times = ", ".join(f"{mode} {t:.3g} s" for mode, t in s.seconds_per_mb.items())
     paced = f", paced at {s.pace_mbps:g} Mb/s per worker" if s.pace_mbps else ""
     return ["", f"split: {s.mode}, {s.alpha:.1%} through the switches{paced}; predicted per MB: {times}",

@@ -34,7 +34,7 @@ from controller.pipeline import Pipeline, PipelineOptions, build
 from controller.programs import V1MODEL
 from controller.schema import Entry, Schema, multicast_group
 from controller.state import ControllerState, JobRecord, TreeRecord
-from controller.topology import TopologyError
+from controller.topology import Topology, TopologyError
 from worker import protocol
 from worker.jobspec import JobSpec, Member, TreeSpec
 
@@ -51,6 +51,53 @@ Pending = list[tuple[Allocation, int]]  # trees' allocations on one switch, with
 
 class JobError(ValueError):
     """A job request that cannot be carried out; nothing was changed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class JobPlan:
+    """A job's packed trees and its split between them and a host ring.  Held apart: the tree planner
+    knows nothing of rings, and the split model reads the trees (``hybrid`` imports ``plan``)."""
+
+    tree_plan: plan.Plan  # the packed trees (none for a pure ring)
+    split: hybrid.Split
+
+    def seconds_per_mb(self) -> float:
+        """Predicted time to allreduce 1 MB of tensor in the mode that runs."""
+        return self.split.seconds_per_mb[self.split.mode]
+
+    def to_dict(self, topology: Topology) -> dict:
+        return {**self.tree_plan.to_dict(topology), "seconds_per_mb": self.seconds_per_mb(),
+                "split": self.split.to_dict()}
+
+
+def plan_job(topology: Topology, members: list[str], P: protocol.Protocol, trees: int | str | None = "auto",
+             mode: str = "auto", alpha: float | None = None) -> JobPlan:
+    """The packed trees for these members and the split between them and a host ring, from the topology
+    alone (``trees``: "auto" or at most N; ``mode``: ina, ring, hybrid or auto): no switch is needed."""
+    try:
+        if mode == "ring":  # no trees at all: the links alone bound it
+            plan.check_members(topology, members)
+            found = plan.Plan(tuple(members), (), 0.0, 0.0, (), 0, 0.0, P.wire_factor,
+                              ("a pure ring: no aggregation trees",))
+            links, limit, why = topology.slowest_link_mbps(members), math.inf, ""
+        else:
+            found = plan.plan_job(topology, members, P.MAX_CHILDREN, _tree_count(trees), P.wire_factor)
+            links = found.rate  # every tree crosses every member's link, and a ring the same fabric
+            limit, why = hybrid.aggregation_limit(topology, found, P.frame_bytes)
+    except plan.PlanError as e:
+        raise JobError(str(e)) from None
+    return JobPlan(found, choose_split(P.wire_factor, len(members), links, limit, why, mode, alpha))
+
+
+def choose_split(wire_factor: float, workers: int, links: float, limit: float, why: str, mode: str,
+                 alpha: float | None, ring_mbps: float | None = None,
+                 measured: dict[str, float] | None = None) -> hybrid.Split:
+    """``hybrid.choose`` on these capacities, its refusals as JobError (the controller's one error)."""
+    capacity = hybrid.Capacity(workers, links, limit, wire_factor, why, ring_mbps)
+    try:
+        return hybrid.choose(capacity, mode, alpha, measured)
+    except hybrid.SplitError as e:
+        raise JobError(str(e)) from None
 
 
 class Controller:
@@ -260,34 +307,17 @@ class Controller:
     # --- jobs ----------------------------------------------------------------------------------
 
     def plan(self, members: list[str], trees: int | str | None = "auto", mode: str = "auto",
-             alpha: float | None = None) -> plan.Plan:
-        """The packed trees for these members and the split between them and a host ring, without
-        touching a switch (``trees``: "auto" or at most N; ``mode``: ina, ring, hybrid or auto)."""
-        P = self._protocol()  # no compiler needed
-        try:
-            if mode == "ring":  # no trees at all: the links alone bound it
-                plan.check_members(self.topology, members)
-                found = plan.Plan(tuple(members), (), 0.0, 0.0, (), 0, 0.0, P.wire_factor,
-                                  ("a pure ring: no aggregation trees",))
-                links, limit, why = self.topology.slowest_link_mbps(members), math.inf, ""
-            else:
-                found = plan.plan_job(self.topology, members, P.MAX_CHILDREN, _tree_count(trees), P.wire_factor)
-                links = found.rate  # every tree crosses every member's link, and a ring the same fabric
-                limit, why = hybrid.aggregation_limit(self.topology, found, P.frame_bytes)
-        except plan.PlanError as e:
-            raise JobError(str(e)) from None
-        return dataclasses.replace(found, split=self._split(len(members), links, limit, why, mode, alpha))
+             alpha: float | None = None) -> JobPlan:
+        """The job's plan (``plan_job``) with this controller's protocol options, without touching a switch."""
+        return plan_job(self.topology, members, self._protocol(), trees, mode, alpha)  # no compiler needed
 
     def _protocol(self) -> protocol.Protocol:
         return protocol.load(self.state.options.values, self.state.options.udp_port)
 
     def _split(self, workers: int, links: float, limit: float, why: str, mode: str, alpha: float | None,
                ring_mbps: float | None = None, measured: dict[str, float] | None = None) -> hybrid.Split:
-        capacity = hybrid.Capacity(workers, links, limit, self._protocol().wire_factor, why, ring_mbps)
-        try:
-            return hybrid.choose(capacity, mode, alpha, measured)
-        except hybrid.SplitError as e:
-            raise JobError(str(e)) from None
+        return choose_split(self._protocol().wire_factor, workers, links, limit, why, mode, alpha, ring_mbps,
+                            measured)
 
     def create_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None = None,
                    trees: int | str | None = "auto", mode: str = "auto", alpha: float | None = None) -> JobSpec:
@@ -466,7 +496,7 @@ class Controller:
             raise JobError(f"pool size {pool_size} is outside 1..{pipe.pool_slots} (the switch's slot pool)")
         planned = self.plan(members, trees, mode, alpha)
         split = planned.split
-        installed = () if split.mode == "ring" else planned.trees
+        installed = () if split.mode == "ring" else planned.tree_plan.trees
         placed: list[dict[str, Allocation]] = []
         for i, p in enumerate(installed):
             allocations: dict[str, Allocation] = {}

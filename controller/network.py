@@ -60,8 +60,14 @@ class Network:
     def load(cls, path: str | Path) -> Network:
         try:
             data = json.loads(Path(path).read_text())
+            if isinstance(data, dict) and "topology" not in data and "links" in data:
+                raise TopologyError(f"{path} is a topology file, not a network file: `ina-ctl job plan --topology "
+                                    f"{path}` plans on it; other commands need the net.json bmv2-env writes once "
+                                    f"the switches run")
             access = {n: SwitchAccess(**a) for n, a in data["switches"].items()}
             host_exec = {h: [str(a) for a in prefix] for h, prefix in data.get("host_exec", {}).items()}
+        except TopologyError:
+            raise
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise TopologyError(f"{path}: not a network file: {e}") from None
         return cls(Topology.from_dict(data["topology"], str(path)), access, host_exec)

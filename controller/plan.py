@@ -37,16 +37,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import optimize, sparse
 
 from controller.topology import Topology
-
-if TYPE_CHECKING:
-    from controller.hybrid import Split
 
 MIN_SHARE = 0.02  # a tree below this share of the job's rate is not worth its switch state...
 MAX_DROP_LOSS = 0.05  # ...unless dropping the small trees would cost more than this share of the rate
@@ -105,17 +102,14 @@ class Plan:
     seconds: float  # time spent planning
     wire_factor: float = 1.0  # wire bytes per tensor byte (headers)
     notes: tuple[str, ...] = field(default=())
-    split: Split | None = None  # INA and ring shares, when the controller has weighed a hybrid run
 
     @property
     def optimal(self) -> bool:
         return self.rate >= self.upper_bound * (1 - 1e-6)
 
     def seconds_per_mb(self) -> float:
-        """Predicted time to allreduce 1 MB (10^6 bytes) of tensor: its wire bits over the rate (or,
-        once the split is chosen, the hybrid model's time for the mode that runs)."""
-        if self.split is not None:
-            return self.split.seconds_per_mb[self.split.mode]
+        """Predicted time to allreduce 1 MB (10^6 bytes) of tensor through the trees alone: its wire bits
+        over the rate (the hybrid split, ``controller.JobPlan``, weighs a ring beside them)."""
         return 8 * self.wire_factor / self.rate
 
     def to_dict(self, topology: Topology) -> dict:
@@ -125,8 +119,7 @@ class Plan:
                 "bottlenecks": [link_name(topology, i) for i in self.bottlenecks],
                 "trees": [{"root": p.tree.root, "rate_mbps": p.rate, "share": p.share,
                            "switches": p.tree.switches(), "depth": depth(topology, self.members, p.tree),
-                           "uplinks": [list(u) for u in p.tree.uplinks]} for p in self.trees],
-                **({"split": self.split.to_dict()} if self.split is not None else {})}
+                           "uplinks": [list(u) for u in p.tree.uplinks]} for p in self.trees]}
 
 
 def link_name(topology: Topology, index: int) -> str:
@@ -311,88 +304,130 @@ def fabric_links(topology: Topology, tree: Tree) -> list[int]:
 
 # --- packing -------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class PlanRequest:
+    """What every planning step reads, checked once: the fabric, the members, their switches, the fan-in."""
+
+    topology: Topology
+    fabric: _Fabric
+    members: tuple[str, ...]
+    edges: list[str]  # the members' switches, sorted
+    hosts_at: dict[str, int]  # member hosts per switch
+    max_children: int
+    host_cap: float  # the slowest member's host link (Mb/s): every tree crosses it
+
+    @classmethod
+    def of(cls, topology: Topology, members: list[str] | tuple[str, ...], max_children: int) -> PlanRequest:
+        members = tuple(members)
+        edges = check_members(topology, members)
+        return cls(topology, _Fabric(topology), members, edges,
+                   dict(Counter(topology.attachment[m][0] for m in members)), max_children,
+                   topology.slowest_link_mbps(members))
+
+    def packing(self, columns: dict[Tree, list[int]], trees: Iterable[Tree] | None = None) -> _Packing:
+        """The LP over ``trees`` (default: every column)."""
+        return _Packing(self.topology, columns if trees is None else {t: columns[t] for t in trees}, self.host_cap)
+
+
 def plan_job(topology: Topology, members: list[str] | tuple[str, ...], max_children: int,
              max_trees: int | None = None, wire_factor: float = 1.0) -> Plan:
     """The packed trees for these members (``max_trees``: at most that many; None: as many as pay)."""
     started = time.perf_counter()
-    members = tuple(members)
-    edges = check_members(topology, members)
+    request = PlanRequest.of(topology, members, max_children)
     if max_trees is not None and (isinstance(max_trees, bool) or not isinstance(max_trees, int) or max_trees < 1):
         raise PlanError(f"the number of trees must be a positive integer, not {max_trees!r}")
-    host_links = [topology.host_link(m) for m in members]
-    host_cap = topology.slowest_link_mbps(members)
-    fabric = _Fabric(topology)
-    hosts_at = dict(Counter(topology.attachment[m][0] for m in members))
-    columns: dict[Tree, list[int]] = {}  # candidate trees and the fabric links each uses
-    too_wide: list[str] = []
-    reachable = False
-
-    def ask_every_root(price: np.ndarray, host_price: float | None = None, below: float = 1.0) -> bool:
-        """Add each root's cheapest tree under these link prices when it is new, fits the fan-in and
-        (with a host price) costs less than ``below``; True if one was added."""
-        nonlocal reachable
-        added = False
-        for root in topology.switches:
-            tree = fabric.cheapest_tree(root, edges, price, hosts_at, max_children)
-            reachable |= tree is not None
-            if tree is None or tree in columns:
-                continue
-            links = fabric_links(topology, tree)
-            if host_price is not None and host_price + sum(price[i] for i in links) >= below:
-                continue
-            try:
-                check_tree(topology, members, tree, max_children)
-            except PlanError as e:
-                too_wide.append(str(e))
-                continue
-            columns[tree], added = links, True
-        return added
-
-    ask_every_root(np.zeros(len(topology.links)))
-    if not reachable:
-        raise PlanError(f"the members' switches {edges} have no common root: they are not connected to one another")
-    if not columns:
-        raise PlanError(f"every candidate tree exceeds the fan-in limit; e.g. {too_wide[0]}")
-    notes = []
-    for _ in range(MAX_ROUNDS):
-        _, price, host_price = _Packing(topology, columns, host_cap).max_rate()
-        if not ask_every_root(price, host_price, 1 - 1e-7):  # no tree would raise the rate
-            ask_every_root(price, host_price, 1 + 1e-7)  # trees as good as the LP's: maybe shallower ones
-            break
-    else:
-        notes.append(f"column generation stopped after {MAX_ROUNDS} rounds")
+    columns, notes = generate_columns(request)
     if max_trees is not None and max_trees > len(columns):
         raise PlanError(f"{max_trees} trees asked for, but the planner found only {len(columns)} candidate tree(s) "
                         f"for these members (at least one per switch that can be the root)")
-    packing = _Packing(topology, columns, host_cap)
-    rates = packing.solve(members)
-    best = sum(rates.values())
-    limit = MAX_AUTO_TREES if max_trees is None else max_trees
-    if len(rates) > limit:  # the MILP picks among the LP's trees and the widest single trees
-        alone = {t: min([host_cap] + [topology.links[i].capacity for i in links]) for t, links in columns.items()}
-        pool = set(rates) | set(sorted(alone, key=lambda t: -alone[t])[:2 * limit])
-        packing = _Packing(topology, {t: columns[t] for t in columns if t in pool}, host_cap)
-        rates, proven = packing.best_subset(limit)
-        if not proven:
-            notes.append(f"the MILP choosing {limit} tree(s) hit its {MILP_SECONDS:g} s limit: best found kept")
-    while small := [t for t, x in rates.items() if x < MIN_SHARE * sum(rates.values())]:  # not worth their state
-        fewer = _Packing(topology, {t: columns[t] for t in rates if t not in small}, host_cap)
-        trial = fewer.solve(members)
-        if sum(trial.values()) < best * (1 - MAX_DROP_LOSS):
-            notes.append(f"{len(small)} tree(s) under {MIN_SHARE:.0%} of the rate kept: without them the plan "
-                         f"would lose {1 - sum(trial.values()) / best:.0%} of its rate")
-            break
-        packing, rates = fewer, trial
+    best_rates = request.packing(columns).solve(request.members)
+    best = sum(best_rates.values())
+    limited, limit_notes = limit_trees(request, columns, best_rates, MAX_AUTO_TREES if max_trees is None else max_trees)
+    rates, prune_notes = prune_trees(request, columns, limited, best)
+    notes += limit_notes + prune_notes
     total = sum(rates.values())
     if max_trees is None and total < best * (1 - 1e-6):
         notes.append(f"fewer, larger trees: {1 - total / best:.1%} of the best rate given up")
-    order = sorted(rates, key=lambda t: (-round(rates[t], 9), depth(topology, members, t), t.root))
+    order = sorted(rates, key=lambda t: (-round(rates[t], 9), depth(topology, request.members, t), t.root))
     planned = tuple(PlannedTree(t, rates[t], rates[t] / total) for t in order)
     if max_trees is not None and len(planned) < max_trees:
         notes.append(f"{len(planned)} tree(s) carry the best rate; more would add nothing")
-    bound = min([host_cap] + [_edge_cut(topology, fabric, e) for e in edges if len(edges) > 1])
-    return Plan(members, planned, total, bound, packing.bottlenecks(rates, host_links), len(columns),
-                time.perf_counter() - started, wire_factor, tuple(notes))
+    edges = request.edges
+    bound = min([request.host_cap] + [_edge_cut(topology, request.fabric, e) for e in edges if len(edges) > 1])
+    host_links = [topology.host_link(m) for m in request.members]
+    bottlenecks = request.packing(columns, rates).bottlenecks(rates, host_links)
+    return Plan(request.members, planned, total, bound, bottlenecks, len(columns), time.perf_counter() - started,
+                wire_factor, tuple(notes))
+
+
+def generate_columns(request: PlanRequest) -> tuple[dict[Tree, list[int]], list[str]]:
+    """The candidate trees (with the fabric links each uses) by column generation, and notes: the LP
+    over every tree is too large to write down, so trees are added only while one would raise the rate."""
+    columns, too_wide, reachable = priced_trees(request, np.zeros(len(request.topology.links)), {})
+    if not reachable:
+        raise PlanError(f"the members' switches {request.edges} have no common root: they are not connected to "
+                        f"one another")
+    if not columns:
+        raise PlanError(f"every candidate tree exceeds the fan-in limit; e.g. {too_wide[0]}")
+    for _ in range(MAX_ROUNDS):
+        _, price, host_price = request.packing(columns).max_rate()
+        better, _, _ = priced_trees(request, price, columns, host_price, 1 - 1e-7)
+        if not better:  # no tree would raise the rate: add trees as good as the LP's, maybe shallower ones
+            as_good, _, _ = priced_trees(request, price, columns, host_price, 1 + 1e-7)
+            return {**columns, **as_good}, []
+        columns = {**columns, **better}
+    return columns, [f"column generation stopped after {MAX_ROUNDS} rounds"]
+
+
+def priced_trees(request: PlanRequest, price: np.ndarray, known: dict[Tree, list[int]],
+                 host_price: float | None = None, below: float = 1.0
+                 ) -> tuple[dict[Tree, list[int]], list[str], bool]:
+    """Each root's cheapest tree under these link prices that is not ``known``, fits the fan-in and (with a
+    host price) costs less than ``below``: the new trees with their links, why others did not fit, and
+    whether any root reached every member's switch at all."""
+    topology, new, too_wide, reachable = request.topology, {}, [], False
+    for root in topology.switches:
+        tree = request.fabric.cheapest_tree(root, request.edges, price, request.hosts_at, request.max_children)
+        reachable |= tree is not None
+        if tree is None or tree in known or tree in new:
+            continue
+        links = fabric_links(topology, tree)
+        if host_price is not None and host_price + sum(price[i] for i in links) >= below:
+            continue
+        try:
+            check_tree(topology, request.members, tree, request.max_children)
+        except PlanError as e:
+            too_wide.append(str(e))
+            continue
+        new[tree] = links
+    return new, too_wide, reachable
+
+
+def limit_trees(request: PlanRequest, columns: dict[Tree, list[int]], rates: dict[Tree, float],
+                limit: int) -> tuple[dict[Tree, float], list[str]]:
+    """At most ``limit`` trees (each costs a job id, slots and a cell per switch), chosen by a MILP among
+    the LP's trees and the widest single trees; the rates and notes on what that gave up."""
+    if len(rates) <= limit:
+        return rates, []
+    topology = request.topology
+    alone = {t: min([request.host_cap] + [topology.links[i].capacity for i in links]) for t, links in columns.items()}
+    pool = set(rates) | set(sorted(alone, key=lambda t: -alone[t])[:2 * limit])
+    chosen, proven = request.packing(columns, [t for t in columns if t in pool]).best_subset(limit)
+    notes = [] if proven else [f"the MILP choosing {limit} tree(s) hit its {MILP_SECONDS:g} s limit: best found kept"]
+    return chosen, notes
+
+
+def prune_trees(request: PlanRequest, columns: dict[Tree, list[int]], rates: dict[Tree, float],
+                best: float) -> tuple[dict[Tree, float], list[str]]:
+    """Without the trees under ``MIN_SHARE`` of the rate (not worth their switch state), packed again,
+    unless that loses more than ``MAX_DROP_LOSS`` of the ``best`` rate; the rates and notes."""
+    while small := [t for t, x in rates.items() if x < MIN_SHARE * sum(rates.values())]:
+        trial = request.packing(columns, [t for t in rates if t not in small]).solve(request.members)
+        if sum(trial.values()) < best * (1 - MAX_DROP_LOSS):
+            return rates, [f"{len(small)} tree(s) under {MIN_SHARE:.0%} of the rate kept: without them the plan "
+                           f"would lose {1 - sum(trial.values()) / best:.0%} of its rate"]
+        rates = trial
+    return rates, []
 
 
 def _edge_cut(topology: Topology, fabric: _Fabric, edge: str) -> float:

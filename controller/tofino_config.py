@@ -1,13 +1,26 @@
 """The p4_device_config a Tofino switch running Stratum takes, built from bf-p4c's output.
 
-Stratum-bfrt loads a ``BfPipelineConfig`` protobuf (stratum/hal/lib/barefoot/bf.proto):
-``p4_name`` (1), ``bfruntime_info`` (2, bf-rt.json) and one ``Profile`` (3) per pipeline:
-``profile_name`` (1), ``context`` (2, context.json), ``binary`` (3, tofino.bin),
-``pipe_scope`` (4, packed uint32).  That is what Stratum's ``bf_pipeline_builder`` writes from
-the compiler's ``<program>.conf``; we write the same bytes here so the controller needs no
-Stratum tools.  The older PI packing that stratum-bf (not bfrt) also takes, little-endian
+Stratum-bfrt loads a ``BfPipelineConfig`` protobuf (stratum/hal/lib/barefoot/bf.proto,
+package ``stratum.hal.barefoot``, proto3)::
+
+    message BfPipelineConfig {
+      message Profile {
+        string profile_name = 1;         // the pipeline's name
+        bytes context = 2;               // context.json
+        bytes binary = 3;                // tofino.bin
+        repeated uint32 pipe_scope = 4;  // hardware pipes it runs on (packed)
+      }
+      string p4_name = 1;
+      bytes bfruntime_info = 2;          // bf-rt.json
+      repeated Profile profiles = 3;
+    }
+
+That is what Stratum's ``bf_pipeline_builder`` writes from the compiler's ``<program>.conf``;
+we write the same message here so the controller needs no Stratum tools.  There is no protoc
+(and no generated ``bf_pb2``) here, so the descriptor above is built at import time with
+``descriptor_pb2`` in a private pool, and protobuf's own runtime encodes and decodes it
+(``MESSAGE``).  The older PI packing that stratum-bf (not bfrt) also takes, little-endian
 uint32 length before each of program name, tofino.bin and context.json, is ``legacy_config``.
-The message is encoded by hand (four fields) rather than by generated code we do not ship.
 """
 
 from __future__ import annotations
@@ -17,9 +30,39 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+
+PACKAGE = "stratum.hal.barefoot"
+
 
 class TofinoConfigError(ValueError):
-    """The compiler output is incomplete or not bf-p4c's."""
+    """The compiler output is incomplete or not bf-p4c's, or the bytes are not a BfPipelineConfig."""
+
+
+def _descriptor() -> descriptor_pb2.FileDescriptorProto:
+    """bf.proto's BfPipelineConfig, field for field (names, numbers, types, labels)."""
+    fdp = descriptor_pb2.FileDescriptorProto(name="stratum/hal/lib/barefoot/bf.proto", package=PACKAGE,
+                                             syntax="proto3")
+    f = descriptor_pb2.FieldDescriptorProto
+    top = fdp.message_type.add(name="BfPipelineConfig")
+    profile = top.nested_type.add(name="Profile")
+    for name, number, kind, label in (("profile_name", 1, f.TYPE_STRING, f.LABEL_OPTIONAL),
+                                      ("context", 2, f.TYPE_BYTES, f.LABEL_OPTIONAL),
+                                      ("binary", 3, f.TYPE_BYTES, f.LABEL_OPTIONAL),
+                                      ("pipe_scope", 4, f.TYPE_UINT32, f.LABEL_REPEATED)):
+        profile.field.add(name=name, number=number, type=kind, label=label)
+    top.field.add(name="p4_name", number=1, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL)
+    top.field.add(name="bfruntime_info", number=2, type=f.TYPE_BYTES, label=f.LABEL_OPTIONAL)
+    top.field.add(name="profiles", number=3, type=f.TYPE_MESSAGE, label=f.LABEL_REPEATED,
+                  type_name=f".{PACKAGE}.BfPipelineConfig.Profile")
+    return fdp
+
+
+_POOL = descriptor_pool.DescriptorPool()  # private: no clash with a generated bf_pb2 in the default pool
+_POOL.Add(_descriptor())
+MESSAGE = message_factory.MessageFactory(_POOL).GetPrototype(
+    _POOL.FindMessageTypeByName(f"{PACKAGE}.BfPipelineConfig"))
+"""The protobuf message class of ``stratum.hal.barefoot.BfPipelineConfig``."""
 
 
 @dataclass(frozen=True)
@@ -38,29 +81,30 @@ class BfPipelineConfig:
     bfruntime_info: bytes
     profiles: tuple[Profile, ...] = field(default_factory=tuple)
 
-    def serialize(self) -> bytes:
-        out = _bytes_field(1, self.p4_name.encode()) + _bytes_field(2, self.bfruntime_info)
+    def to_proto(self) -> message.Message:
+        msg = MESSAGE(p4_name=self.p4_name, bfruntime_info=self.bfruntime_info)
         for p in self.profiles:
-            body = _bytes_field(1, p.name.encode()) + _bytes_field(2, p.context) + _bytes_field(3, p.binary)
-            if p.pipe_scope:
-                body += _bytes_field(4, b"".join(_varint(s) for s in p.pipe_scope))
-            out += _bytes_field(3, body)
-        return out
+            msg.profiles.add(profile_name=p.name, context=p.context, binary=p.binary, pipe_scope=p.pipe_scope)
+        return msg
+
+    def serialize(self) -> bytes:
+        """The bytes for P4Runtime's ``ForwardingPipelineConfig.p4_device_config``."""
+        return self.to_proto().SerializeToString(deterministic=True)
+
+    @classmethod
+    def from_proto(cls, msg: message.Message) -> BfPipelineConfig:
+        return cls(msg.p4_name, msg.bfruntime_info,
+                   tuple(Profile(p.profile_name, p.context, p.binary, tuple(p.pipe_scope)) for p in msg.profiles))
 
     @classmethod
     def parse(cls, data: bytes) -> BfPipelineConfig:
-        """The inverse of serialize (for tests and for checking what a switch was given)."""
-        top = _fields(data)
-        profiles = []
-        for raw in top.get(3, []):
-            f = _fields(raw)
-            scope = b"".join(f.get(4, []))
-            pipes, pos = [], 0
-            while pos < len(scope):
-                value, pos = _read_varint(scope, pos)
-                pipes.append(value)
-            profiles.append(Profile(_one(f, 1).decode(), _one(f, 2), _one(f, 3), tuple(pipes)))
-        return cls(_one(top, 1).decode(), _one(top, 2), tuple(profiles))
+        """The inverse of serialize (for checking what a switch was given)."""
+        msg = MESSAGE()
+        try:
+            msg.ParseFromString(data)
+        except message.DecodeError as err:
+            raise TofinoConfigError(f"not a BfPipelineConfig: {err}") from None
+        return cls.from_proto(msg)
 
 
 def from_compiler_output(conf: str | Path) -> BfPipelineConfig:
@@ -90,45 +134,3 @@ def _read(conf: Path, rel: str) -> bytes:
         return path.read_bytes()
     except OSError as err:
         raise TofinoConfigError(f"{conf}: {rel}: {err.strerror}") from None
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return value, pos
-
-
-def _bytes_field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field (wire type 2); proto3 leaves empty ones out."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload if payload else b""
-
-
-def _fields(data: bytes) -> dict[int, list[bytes]]:
-    out: dict[int, list[bytes]] = {}
-    pos = 0
-    while pos < len(data):
-        key, pos = _read_varint(data, pos)
-        if key & 7 != 2:
-            raise TofinoConfigError(f"unexpected wire type {key & 7} for field {key >> 3}")
-        n, pos = _read_varint(data, pos)
-        out.setdefault(key >> 3, []).append(data[pos:pos + n])
-        pos += n
-    return out
-
-
-def _one(f: dict[int, list[bytes]], number: int) -> bytes:
-    return f.get(number, [b""])[-1]

@@ -93,6 +93,8 @@ class Topology:
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "topology") -> Topology:
+        if isinstance(data, dict) and "topology" in data and "links" not in data:
+            raise TopologyError(f"{where} is a network file (net.json), not a topology file: pass it as --net")
         if not isinstance(data, dict) or not {"hosts", "switches", "links"} <= set(data):
             raise TopologyError(f"{where}: needs 'hosts', 'switches' and 'links'")
         hosts = {name: _host(name, spec or {}, where) for name, spec in data["hosts"].items()}

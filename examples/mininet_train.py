@@ -8,16 +8,18 @@ switch), ``--comm ina-backend`` (``init_process_group("ina")``, no hook: DDP's o
 goes through the switch) and ``--comm gloo`` (DDP's own TCP allreduce through the same switch,
 forwarded as plain IPv4).  Shows each epoch as it ends, then the runs' final figures side by
 side, the share of communication hidden behind backward (from the ranks' timelines), and
-writes two plots:
+writes two plots, into ``--out`` and bench/results/ (not tracked: a run leaves the repository
+as it was; ``--publish`` also copies them to docs/figures/, which the READMEs show):
 
-    docs/figures/train-loss.png       loss and test accuracy per epoch, every run
-    docs/figures/train-timeline.png   a few steps of rank 0: backward, and each bucket's allreduce
+    bench/results/train-loss.png       loss and test accuracy per epoch, every run
+    bench/results/train-timeline.png   a few steps of rank 0: backward, and each bucket's allreduce
 
 ``--rounds N`` trains N times with each, the order rotating (hook, backend, gloo, backend,
 gloo, hook, ...), and reports medians over all rounds: on a shared machine one run varies by
 about 10%.
 
     python examples/mininet_train.py [--epochs 20] [--rounds 1] [--target auto|builtin|bmv2] [--out DIR]
+                                     [--publish]
 """
 
 import argparse
@@ -36,11 +38,11 @@ sys.path.insert(0, str(ROOT))
 
 from bmv2env.network import InaNetwork  # noqa: E402
 
+from bench import figures  # noqa: E402
 from controller.controller import Controller  # noqa: E402
 from controller.pipeline import PipelineOptions  # noqa: E402
 
 TOPOLOGY = ROOT / "bmv2-env" / "topologies" / "single-4.json"
-FIGURES = ROOT / "docs" / "figures"
 HOSTS = ["h1", "h2", "h3", "h4"]
 
 
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--switch-nice", type=int, default=-10,
                     help="the switch processes' nice value: on a shared machine, the emulated switch keeps its CPU")
     ap.add_argument("--out", type=Path, help="where the runs' files go (default: a new temporary folder)")
-    ap.add_argument("--no-figures", action="store_true", help="leave docs/figures alone (tests)")
+    ap.add_argument("--publish", action="store_true", help="also copy the plots to docs/figures/ (tracked)")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("make train starts a Mininet network: run it as root", file=sys.stderr)
@@ -225,11 +227,13 @@ def main(argv: list[str] | None = None) -> int:
           f"after the first and over ranks, {args.rounds} training(s) with each)")
     plot_loss({comm: rounds[0] for comm, rounds in runs.items()}, out / "train-loss.png")
     plot_timeline({comm: timelines[comm][0] for comm in runs}, out / "train-timeline.png")
-    if not args.no_figures:
-        FIGURES.mkdir(parents=True, exist_ok=True)
-        for name in ("train-loss.png", "train-timeline.png"):
-            shutil.copy(out / name, FIGURES / name)
-        print(f"plots: {FIGURES / 'train-loss.png'}, {FIGURES / 'train-timeline.png'}")
+    figures.RESULTS.mkdir(parents=True, exist_ok=True)
+    for name in ("train-loss.png", "train-timeline.png"):
+        if out.resolve() != figures.RESULTS.resolve():
+            shutil.copy(out / name, figures.RESULTS / name)
+        if args.publish:
+            figures.publish(figures.RESULTS / name)
+    print(f"plots: {figures.RESULTS / 'train-loss.png'}, {figures.RESULTS / 'train-timeline.png'}")
     return 0
 
 

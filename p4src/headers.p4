@@ -2,7 +2,9 @@
  *
  * The INA header and its constants live in protocol.p4 (Python reads that file too); this
  * file adds what carries it (Ethernet, IPv4, UDP), the value lanes and the pool sizes, so
- * ina.p4 (v1model) and the TNA program type them once.
+ * ina.p4 (v1model) and the TNA program type them once.  common/ holds the rest both
+ * programs share: vocabulary.p4 (verdicts, cells, table sizes; included here), the parse
+ * states (parse_wire.p4) and egress addressing (receivers.p4).
  *
  * Knobs (-D): INA_POOL_SLOTS (default 1024 slots for all jobs together), INA_MAX_JOBS
  * (default 64, telemetry cells), and protocol.p4's INA_VALUES and INA_UDP_PORT_NUMBER.
@@ -11,6 +13,7 @@
 #define INA_HEADERS_P4
 
 #include "protocol.p4"
+#include "common/vocabulary.p4"
 
 #ifndef INA_POOL_SLOTS
 #define INA_POOL_SLOTS 1024

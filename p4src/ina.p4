@@ -7,8 +7,9 @@
  * parent (non-root).  docs/protocol.md states the state machine and why it stays exact
  * under loss, duplication and reordering.  Everything else is forwarded by IPv4 LPM.
  *
- * This file only wires the controls; each function is one control in v1model/ (the TNA
- * program in tofino/ follows the same split).  Tables, registers and counters keep their
+ * This file only wires the controls; each function is one control in v1model/.  (The TNA
+ * program in tofino/ splits differently, 14 controls for these 9, as its state is laid out
+ * for Tofino; both include ../common/: parse states, egress addressing, Verdict.)  Tables, registers and counters keep their
  * InaIngress.* control-plane names through @name, so the P4Info is that of a single control.
  *
  * Knobs (-D): INA_VALUES (default 64), INA_UDP_PORT_NUMBER, INA_POOL_SLOTS (default 1024
@@ -42,10 +43,10 @@ control InaIngress(inout headers hdr, inout metadata meta, inout standard_metada
             forwarding.apply(hdr.ethernet, hdr.ipv4, hdr.udp, meta, sm);
         } else {
             job_lookup.apply(hdr.ina, sm.ingress_port, sm.parser_error, meta);
-            if (meta.verdict == VERDICT_CHECKED) {
+            if (meta.verdict == Verdict.CHECKED) {
                 round_check.apply(hdr.ina.seq, meta);
             }
-            if (meta.verdict >= VERDICT_ANSWER) {  // an answer or a contribution: the slot's values
+            if (meta.verdict == Verdict.ANSWER || meta.verdict == Verdict.FIRST || meta.verdict == Verdict.ADD) {
                 value_lanes.apply(meta.verdict, meta.cell, hdr.values, meta.lane_overflow);
                 exponent_overflow.apply(meta.verdict, meta.cell, meta.lane_overflow, meta.completed,
                                         hdr.ina.flags, hdr.ina.exponent);

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .executor.tables import FieldMatch, KeySpec, Table
 from .ports import pcap_file_header, pcap_record, read_pcap
-from .stf import StfError, resolve_entry
+from .stf_entries import StfError, resolve_entry
 
 TOOLS = ("p4c", "simple_switch", "simple_switch_CLI")
 BMV2_PRIORITY_BASE = 10000  # bmv2stf.py: BMv2 wants smaller-is-better, STF larger-is-better

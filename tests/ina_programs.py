@@ -4,49 +4,72 @@ are the same for both: p4src/ina.p4 (v1model, ``Switch``) and p4src/tofino/ina_t
 
 What differs between them is only how a switch is built, what its tables, actions and
 counters are called, and which INA_VALUES it takes; the table keys and action parameters
-are the same (the controller writes the same entries to both).  A program that cannot be
-loaded yet makes its tests skip with the loader's error, never pass.
+are the same (the controller writes the same entries to both).  The names are the
+controller's (controller/programs.py), so a renamed table breaks the tests the same way it
+breaks provisioning, instead of being typed twice.
+
+A program that does not load fails every test that builds a switch of it, with the loader's
+error: a broken program must never show up as skipped tests.  The one skip left is narrow and
+stated: a program asked for an INA_VALUES variant it does not take (the TNA program has 64).
+``INA_TNA_P4`` points the TNA tests at another copy of the program (tests/test_ina_programs.py
+uses it to check that a broken copy fails).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from controller import programs
 from p4target.executor.tables import exact, lpm
 from worker import protocol
 
-P4SRC = Path(__file__).resolve().parents[1] / "p4src"
+P4SRC = programs.P4SRC
 P = protocol.load()
+
+
+class ProgramLoadError(RuntimeError):
+    """An aggregation program (or its target) failed to compile or load: its tests fail with this."""
 
 
 @dataclass(frozen=True)
 class InaProgram:
     """One aggregation program: its source, its switch class and its control-plane names."""
 
-    name: str
-    path: Path
+    name: str  # "v1model" or "tna": also the switch class (Switch or TnaSwitch)
+    control: programs.Program  # the controller's P4Runtime names for it
     values: tuple[int, ...]  # INA_VALUES it supports
-    jobs: str
-    member: str
-    result_from_parent: str
-    receivers: str
-    address: str
-    routes: str
-    forward: str
-    job_stats: str
-    drops: str
+    path: Path  # the source compiled (control.source unless pointed elsewhere)
+
+    # ------------------------------------------------------------ names (controller/programs.py)
+    jobs = property(lambda self: self.control.jobs)
+    member = property(lambda self: self.control.member)
+    result_from_parent = property(lambda self: self.control.result_from_parent)
+    receivers = property(lambda self: self.control.receivers)
+    address = property(lambda self: self.control.address)
+    routes = property(lambda self: self.control.routes)
+    forward = property(lambda self: self.control.forward)
+    job_stats = property(lambda self: self.control.job_stats)
+    drops = property(lambda self: self.control.drops)
+
+    def at(self, path: str | Path) -> InaProgram:
+        """The same program compiled from another copy of its source."""
+        return dataclasses.replace(self, path=Path(path).resolve())
 
     # ------------------------------------------------------------ switches
     def switch(self, values: int, instance: int = 0) -> Any:
-        """A switch with no entries, groups, register or counter state (compiled once per variant)."""
+        """A switch with no entries, groups, register or counter state (compiled once per variant).
+
+        Raises ProgramLoadError if the program does not compile or load."""
         if values not in self.values:
             pytest.skip(f"{self.name}: {self.path.name} takes INA_VALUES in {self.values}, not {values}")
-        sw = _compiled(self.name, values, instance)
+        sw = _compiled(self.name, self.path, values, instance)
         for r in sw.registers.values():
             r.reset()
         for c in sw.counters.values():
@@ -88,45 +111,34 @@ class InaProgram:
         return {name: list(r.cells) for name, r in sw.registers.items()}
 
 
-def _names(ingress: str, egress: str, sub: dict[str, str]) -> dict[str, str]:
-    """Control-plane names: ``<ingress>.<control>.<object>`` with the control per object."""
-    where = {"jobs": ("job_lookup", "jobs"), "member": ("job_lookup", "member"),
-             "result_from_parent": ("job_lookup", "result_from_parent"), "routes": ("forwarding", "ipv4_routes"),
-             "forward": ("forwarding", "forward"), "job_stats": ("telemetry", "job_stats"),
-             "drops": ("telemetry", "drops")}
-    names = {k: ".".join(p for p in (ingress, sub.get(ctl, ctl), obj) if p) for k, (ctl, obj) in where.items()}
-    names["receivers"] = f"{egress}.receivers"
-    names["address"] = f"{egress}.address"
-    return names
+def _program(control: programs.Program, values: tuple[int, ...], env: str | None = None) -> InaProgram:
+    source = os.environ.get(env, "") if env else ""
+    path = Path(source).resolve() if source else control.source
+    return InaProgram(control.arch, control, values, path)
 
 
-V1MODEL = InaProgram("v1model", P4SRC / "ina.p4", (64, 256),
-                     **_names("InaIngress", "InaEgress",  # ina.p4 keeps one control's names (@name)
-                              {"job_lookup": "", "forwarding": "", "telemetry": ""}))
-TNA = InaProgram("tna", P4SRC / "tofino" / "ina_tna.p4", (64,),
-                 **_names("TnaIngress", "TnaEgress.egress_addressing", {}))
+V1MODEL = _program(programs.V1MODEL, (64, 256))
+TNA = _program(programs.TNA, (64,), env="INA_TNA_P4")
 PROGRAMS = {p.name: p for p in (V1MODEL, TNA)}
 
 
 @functools.cache
-def _load(name: str, values: int, instance: int) -> Any:
-    """Compile once; a failure is remembered so every test of that program skips with it."""
-    prog = PROGRAMS[name]
+def _load(name: str, path: Path, values: int, instance: int) -> Any:
+    """Compile once; a failure is remembered (and returned) so every test of that program fails fast with it."""
     try:
         if name == "tna":
             from p4target.executor.tna_switch import TnaSwitch
-            return TnaSwitch.from_file(prog.path, {"INA_VALUES": str(values)})
+            return TnaSwitch.from_file(path, {"INA_VALUES": str(values)})
         from p4target.executor.switch import Switch
-        return Switch.from_file(prog.path, {"INA_VALUES": str(values)})
-    except Exception as err:  # the TNA program and target are still being written
-        if name == "v1model":
-            raise
+        return Switch.from_file(path, {"INA_VALUES": str(values)})
+    except Exception as err:  # re-raised by _compiled: the failure of every test that asks for it
         return err
 
 
-def _compiled(name: str, values: int, instance: int) -> Any:
-    sw = _load(name, values, instance)
+def _compiled(name: str, path: Path, values: int, instance: int) -> Any:
+    sw = _load(name, path, values, instance)
     if isinstance(sw, Exception):
-        pytest.skip(f"{name}: {PROGRAMS[name].path.relative_to(P4SRC.parent)} does not load: "
-                    f"{type(sw).__name__}: {str(sw).splitlines()[0] if str(sw) else ''}")
+        first = str(sw).splitlines()[0] if str(sw) else ""
+        raise ProgramLoadError(f"{name}: {path} (INA_VALUES={values}) does not load: "
+                               f"{type(sw).__name__}: {first}") from sw
     return sw

@@ -24,6 +24,7 @@ from controller.entries import HIGH_WATER_CHILD
 from controller.network import Network, SwitchAccess
 from controller.p4runtime_client import SwitchError
 from controller.plan import PlanError
+from controller.programs import V1MODEL
 from controller.topology import Topology, TopologyError, leaf_spine, single, tree
 from p4target.dataplane import Dataplane
 from p4target.runtime.service import P4RuntimeServer, serve
@@ -85,7 +86,7 @@ def controller(switches: Switches, tmp_path: Path) -> Controller:
 
 def members(c: Controller, switch: str) -> set:
     """The switch's jobs-table entries for job members (without the controller's high-water record)."""
-    return {e for e in c.installed_entries(switch, "InaIngress.jobs") if e.key("hdr.ina.child") != HIGH_WATER_CHILD}
+    return {e for e in c.installed_entries(switch, V1MODEL.jobs) if e.key("hdr.ina.child") != HIGH_WATER_CHILD}
 
 
 def contribution(topology: Topology, spec, rank: int, values: np.ndarray, slot: int = 0, seq: int = 1,
@@ -157,7 +158,7 @@ def test_setup_installs_routes_and_is_idempotent(net_single, tmp_path):
     for _ in range(2):
         assert c.installed_entries("s1") == c.expected_entries("s1")
         c.setup()
-    routes = {e.key("hdr.ipv4.dst"): e.param("port") for e in c.installed_entries("s1", "InaIngress.ipv4_routes")}
+    routes = {e.key("hdr.ipv4.dst"): e.param("port") for e in c.installed_entries("s1", V1MODEL.routes)}
     assert routes == {(0x0A000000 + i, 32): i for i in range(1, 5)}
     c.close()
 
@@ -195,9 +196,9 @@ def test_job_over_a_tree_sums_and_tables_match(net_tree, tmp_path):
         assert c.installed_entries(sw) == c.expected_entries(sw), sw
     assert c.installed_groups("s1") == {1: [(1, 0), (2, 1)]}  # to s2 and s3, instance = child index
     assert c.installed_groups("s3") == {1: [(2, 0), (3, 1)]}
-    parent = {e.key("hdr.ina.child"): e.action for e in c.installed_entries("s2", "InaIngress.jobs")
+    parent = {e.key("hdr.ina.child"): e.action for e in c.installed_entries("s2", V1MODEL.jobs)
               if e.key("sm.ingress_port") == 1}
-    assert parent == {0: "InaIngress.result_from_parent"}
+    assert parent == {0: V1MODEL.result_from_parent}
     values = [np.full(spec.values, r + 1, dtype=np.int32) for r in range(4)]
     out = run_tree(net_tree, spec, {r: contribution(net_tree.topology, spec, r, values[r], slot=5, seq=9)
                                     for r in range(4)})
@@ -218,7 +219,7 @@ def test_two_jobs_then_delete_one(net_single, tmp_path):
     assert bases == {"a": 0, "b": 100} and a.trees[0].job_id != b.trees[0].job_id
     c.delete_job("a")
     assert {e.key("hdr.ina.job_id") for e in members(c, "s1")} == {b.trees[0].job_id}
-    assert {e.key("hdr.ina.job_id") for e in c.installed_entries("s1", "InaEgress.receivers")} == {b.trees[0].job_id}
+    assert {e.key("hdr.ina.job_id") for e in c.installed_entries("s1", V1MODEL.receivers)} == {b.trees[0].job_id}
     assert not (tmp_path / "jobs" / "a.json").exists()
     assert list(c.installed_groups("s1")) == [c.state.jobs["b"].trees[0].allocations["s1"].cell + 1]
     c2 = c.create_job("c", ["h2"], pool_size=100)  # a's freed range is reused
@@ -245,11 +246,11 @@ def test_two_jobs_then_delete_one(net_single, tmp_path):
 def test_bad_requests_change_nothing(net_single, tmp_path, request_, message):
     c = controller(net_single, tmp_path)
     c.create_job("first", ["h1", "h2"], pool_size=500)
-    before = (c.installed_entries("s1", "InaIngress.jobs"), (tmp_path / "state.json").read_text())
+    before = (c.installed_entries("s1", V1MODEL.jobs), (tmp_path / "state.json").read_text())
     args = {"name": "second", "members": ["h3", "h4"], "pool_size": 100, "pool_base": None, **request_}
     with pytest.raises(JobError, match=message):
         c.create_job(args["name"], args["members"], args["pool_size"], args["pool_base"])
-    assert (c.installed_entries("s1", "InaIngress.jobs"), (tmp_path / "state.json").read_text()) == before
+    assert (c.installed_entries("s1", V1MODEL.jobs), (tmp_path / "state.json").read_text()) == before
     c.close()
 
 
@@ -266,7 +267,7 @@ def test_a_job_over_two_trees_installs_both_and_deletes_both(net_leaf_spine, tmp
     assert sorted(t.allocations["leaf1"].pool_base for t in leaf) == [0, 8]
     assert len(c.installed_groups("leaf1")) == 2
     up = {e.key("hdr.ina.job_id"): e.key("sm.ingress_port") for e in members(c, "leaf1")
-          if e.action == "InaIngress.result_from_parent"}
+          if e.action == V1MODEL.result_from_parent}
     assert up == {t.job_id: 1 if t.root == "spine1" else 2 for t in spec.trees}  # leaf port p leads to spine p
     P = protocol.load(spec.values)
     for i, t in enumerate(spec.trees):  # every tree sums on its own spine and answers every member
@@ -507,12 +508,17 @@ def test_command_line(switch_process, tmp_path):
     assert exported.stdout == f"export INA_JOB_SPEC={(tmp_path / 'jobs' / 'second.json').absolute()}\n"
     assert "job second: 1 tree(s)" in exported.stderr
     assert ina_ctl("job", "delete", "second").returncode == 0
-    status = json.loads(ina_ctl("status").stdout)
+    status = json.loads(ina_ctl("status", "--json").stdout)
     assert status["jobs"]["demo"]["s1"]["aggregated"] == 0 and "truncated" in status["drops"]["s1"]
+    table = ina_ctl("status").stdout.splitlines()  # for people: a row per job and switch, per switch's drops
+    assert table[0].split()[:4] == ["job", "switch", "aggregated", "results"]
+    assert table[1].split()[:3] == ["demo", "s1", "0"] and len(table[1].split()) == len(table[0].split())
+    assert table[3].split()[:3] == ["switch", "drop", "truncated"] and table[4].split()[:2] == ["s1", "0"]
     bad = ina_ctl("job", "create", "other", "--hosts", "h1,h7", "--pool-size", "8")
     assert bad.returncode == 1 and "h7: not hosts of the topology" in bad.stderr and "Traceback" not in bad.stderr
     assert ina_ctl("job", "delete", "demo").returncode == 0
-    assert "demo" not in json.loads(ina_ctl("status").stdout)["jobs"]
+    assert "demo" not in json.loads(ina_ctl("status", "--json").stdout)["jobs"]
+    assert ina_ctl("status").stdout.startswith("no jobs\n")
     missing = ina_ctl("job", "delete", "demo")
     assert missing.returncode == 1 and "no job named 'demo'" in missing.stderr
     assert ina_ctl("--help").returncode == 0
@@ -541,6 +547,41 @@ def test_command_line_plans_without_any_switch(tmp_path):
         bad = ina_ctl(*args)
         assert bad.returncode == 1 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     assert not (tmp_path / "controller-state.json").exists()  # planning wrote nothing
+
+
+def test_command_line_plans_on_a_topology_file(tmp_path):
+    """`job plan --topology` needs no network file, state or switch; a file of the other kind is named as such."""
+    topologies = Path(__file__).parents[1] / "bmv2-env" / "topologies"
+
+    def ina_ctl(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "controller.cli", *args], capture_output=True, text=True,
+                              timeout=60, cwd=tmp_path)
+
+    fattree = str(topologies / "fattree-4.json")
+    shown = ina_ctl("job", "plan", "--topology", fattree, "--hosts", "h1,h2,h5,h9,h13")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("5 members, 1 tree(s) of 20 candidates") and "cut bound 1000 Mb/s: optimal" in \
+        shown.stdout and "split: ina, 100.0% through the switches" in shown.stdout
+    data = json.loads(ina_ctl("job", "plan", "--topology", str(topologies / "leafspine-2x2.json"), "--hosts",
+                              "h1,h2,h3,h4", "--trees", "1", "--json").stdout)
+    assert len(data["trees"]) == 1 and data["split"]["mode"] == "ina" and data["rate_mbps"] == 1000
+    ring = ina_ctl("job", "plan", "--topology", fattree, "--hosts", "h1,h5", "--mode", "ring")
+    assert ring.returncode == 0 and "no aggregation trees (a pure ring)" in ring.stdout
+    assert list(tmp_path.iterdir()) == []  # planning wrote nothing
+    net = tmp_path / "net.json"
+    topology = Topology.load(topologies / "tree-4.json")
+    Network(topology, {sw: SwitchAccess("127.0.0.1:9", 1, "builtin") for sw in topology.switches}).save(net)
+    for args, message in [
+            (("--net", fattree, "status"), "fattree-4.json is a topology file, not a network file: `ina-ctl job "
+                                           "plan --topology"),
+            (("job", "plan", "--topology", str(net), "--hosts", "h1,h2"), "net.json is a network file (net.json), "
+                                                                          "not a topology file: pass it as --net"),
+            (("--net", str(net), "job", "plan", "--topology", fattree, "--hosts", "h1"), "either --net or --topology"),
+            (("job", "plan", "--topology", fattree, "--hosts", "h1,h99"), "h99: not hosts of the topology"),
+            (("job", "plan", "--topology", str(tmp_path / "none.json"), "--hosts", "h1"), "No such file"),
+            (("status",), "--net RUN/net.json is needed")]:
+        bad = ina_ctl(*args)
+        assert bad.returncode == 1 and message in bad.stderr and "Traceback" not in bad.stderr, (args, bad.stderr)
 
 
 def test_watch_runs_beside_other_commands_and_follows_their_changes(switch_process, tmp_path):

@@ -5,7 +5,7 @@ Every test takes the ``program`` fixture (tests/ina_programs.py hides how each p
 switch is built and what its tables and counters are called), so each body states the
 behaviour both programs must have.  Each INA_VALUES variant is compiled a few times per
 module (a tree needs three switches); every test gets switches whose registers, counters,
-tables and multicast groups are reset.  A program that does not load skips with its error.
+tables and multicast groups are reset.  A program that does not load fails with its error.
 """
 
 from __future__ import annotations

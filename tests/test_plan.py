@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import random
 from functools import cache
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from controller import plan
@@ -395,3 +397,87 @@ def test_a_link_capacity_must_be_a_positive_finite_number(bw):
     spec["links"][0] = [*spec["links"][0][:2], {"bw": bw}]
     with pytest.raises(TopologyError, match="bw must be a positive number"):
         Topology.from_dict(spec)
+
+
+# --- plan_job in parts: column generation, tree limiting, pruning ---------------------------------
+
+REFERENCE = Path(__file__).with_name("plan_reference.json")  # plan_job's plans before it was split in parts
+BUILDERS = {"single": single, "tree": tree, "leaf_spine": leaf_spine, "fat_tree": fat_tree}
+
+
+def reference_cases() -> list[dict]:
+    return json.loads(REFERENCE.read_text())
+
+
+def build(expression: str) -> Topology:
+    """A reference case's topology from its builder call, e.g. ``fat_tree(4, host_bw=10, fabric_bw=2)``."""
+    return Topology.from_dict(eval(expression, {"__builtins__": {}}, BUILDERS))
+
+
+@pytest.mark.parametrize("case", reference_cases(), ids=lambda c: c["name"])
+def test_plans_are_the_ones_before_the_split(case):
+    """The same trees, rates, shares, bottlenecks, candidates and notes (or error) as the one-piece planner
+    gave: a refactoring must not move a plan."""
+    topology = build(case["topology"])
+    try:
+        got = plan.plan_job(topology, case["members"], case["max_children"], case["max_trees"], 1.0625)
+    except PlanError as e:
+        assert {"error": str(e)} == case["plan"]
+        return
+    data = json.loads(json.dumps(got.to_dict(topology)))
+    data.pop("planning_seconds")
+    expected = case["plan"]
+    assert [(t["root"], t["uplinks"]) for t in data["trees"]] == [(t["root"], t["uplinks"]) for t in expected["trees"]]
+    assert [t["rate_mbps"] for t in data["trees"]] == pytest.approx([t["rate_mbps"] for t in expected["trees"]])
+    assert [t["share"] for t in data["trees"]] == pytest.approx([t["share"] for t in expected["trees"]])
+    for key in ("members", "bottlenecks", "candidates", "notes", "optimal"):
+        assert data[key] == expected[key], key
+    for key in ("rate_mbps", "upper_bound_mbps", "seconds_per_mb"):
+        assert data[key] == pytest.approx(expected[key]), key
+
+
+def test_column_generation_reaches_the_best_rate_over_its_trees():
+    """The columns hold a packing at the cut bound (leaf-spines reach it), one candidate per spine at least."""
+    topology = leaf_spine_topology(3, 1, 10)
+    request = plan.PlanRequest.of(topology, ALL4, FAN_IN)
+    columns, notes = plan.generate_columns(request)
+    assert notes == [] and {"spine1", "spine2"} <= {t.root for t in columns}
+    assert request.packing(columns).max_rate()[0] == pytest.approx(4.0)
+    again, _ = plan.generate_columns(request)
+    assert again == columns  # a pure function: the same request, the same columns
+
+
+def test_priced_trees_skip_known_trees_and_say_which_roots_reach_the_members():
+    topology = leaf_spine_topology(3, 1, 10)
+    request = plan.PlanRequest.of(topology, ALL4, FAN_IN)
+    free = np.zeros(len(topology.links))
+    first, too_wide, reachable = plan.priced_trees(request, free, {})
+    assert reachable and too_wide == [] and first
+    assert plan.priced_trees(request, free, first) == ({}, [], True)
+
+
+def test_limit_trees_keeps_at_most_the_limit_and_leaves_fewer_alone():
+    topology = Topology.from_dict(leaf_spine(4, 3, 2, host_bw=10, fabric_bw=1))
+    members = tuple(f"h{i}" for i in range(1, 7))
+    request = plan.PlanRequest.of(topology, members, FAN_IN)
+    columns, _ = plan.generate_columns(request)
+    rates = request.packing(columns).solve(members)
+    assert len(rates) == 4 and sum(rates.values()) == pytest.approx(4.0)
+    assert plan.limit_trees(request, columns, rates, 4) == (rates, [])
+    two, notes = plan.limit_trees(request, columns, rates, 2)
+    assert len(two) == 2 and sum(two.values()) == pytest.approx(2.0) and notes == []
+
+
+def test_prune_trees_drops_trees_too_small_to_pay_for_their_state():
+    """A tree under 2% of the rate goes unless the others cannot make up for it (then a note says why)."""
+    topology = leaf_spine_topology(3, 1, 10)
+    request = plan.PlanRequest.of(topology, ALL4, FAN_IN)
+    columns, _ = plan.generate_columns(request)
+    rates = request.packing(columns).solve(ALL4)
+    assert plan.prune_trees(request, columns, rates, 4.0) == (rates, [])  # 75/25: both pay
+    big, small = sorted(rates, key=rates.get, reverse=True)
+    skewed = {big: 3.0, small: 0.03}
+    assert plan.prune_trees(request, columns, skewed, 4.0) == (skewed, [
+        "1 tree(s) under 2% of the rate kept: without them the plan would lose 25% of its rate"])
+    pruned, notes = plan.prune_trees(request, columns, skewed, 3.03)
+    assert list(pruned) == [big] and pruned[big] == pytest.approx(3.0) and notes == []

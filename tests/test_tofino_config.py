@@ -1,4 +1,5 @@
-"""controller/tofino_config.py on a synthetic bf-p4c output folder (no Tofino compiler here)."""
+"""controller/tofino_config.py on a synthetic bf-p4c output folder (no Tofino compiler here), decoded by
+protobuf's runtime and by the wire bytes bf.proto implies."""
 
 from __future__ import annotations
 
@@ -7,8 +8,16 @@ import struct
 from pathlib import Path
 
 import pytest
+from google.protobuf import descriptor
 
-from controller.tofino_config import BfPipelineConfig, Profile, TofinoConfigError, from_compiler_output, legacy_config
+from controller.tofino_config import (
+    MESSAGE,
+    BfPipelineConfig,
+    Profile,
+    TofinoConfigError,
+    from_compiler_output,
+    legacy_config,
+)
 
 
 def fake_output(tmp: Path, pipes: tuple[int, ...] = (0, 1, 2, 3)) -> Path:
@@ -27,16 +36,38 @@ def fake_output(tmp: Path, pipes: tuple[int, ...] = (0, 1, 2, 3)) -> Path:
     return path
 
 
-def test_bf_pipeline_config_round_trip(tmp_path):
+def test_bf_pipeline_config_decodes_with_protobuf(tmp_path):
     cfg = from_compiler_output(fake_output(tmp_path))
-    blob = cfg.serialize()
-    back = BfPipelineConfig.parse(blob)
-    assert back == cfg
-    assert back.p4_name == "ina_tna" and back.bfruntime_info == b'{"tables": []}'
-    (p,) = back.profiles
-    assert (p.name, p.pipe_scope) == ("pipe", (0, 1, 2, 3))
+    msg = MESSAGE.FromString(cfg.serialize())  # protobuf's decoder, not ours
+    assert msg.p4_name == "ina_tna" and msg.bfruntime_info == b'{"tables": []}'
+    (p,) = msg.profiles
+    assert (p.profile_name, list(p.pipe_scope)) == ("pipe", [0, 1, 2, 3])
     assert p.binary == (tmp_path / "pipe" / "tofino.bin").read_bytes()
     assert p.context == (tmp_path / "pipe" / "context.json").read_bytes()
+    assert BfPipelineConfig.parse(msg.SerializeToString()) == cfg
+
+
+def test_message_is_stratums_bf_proto():
+    """stratum/hal/lib/barefoot/bf.proto: names, numbers, types and labels of BfPipelineConfig."""
+    fd = descriptor.FieldDescriptor
+    top = MESSAGE.DESCRIPTOR
+    assert top.full_name == "stratum.hal.barefoot.BfPipelineConfig" and top.file.syntax == "proto3"
+    assert [(f.name, f.number, f.type, f.label) for f in top.fields] == [
+        ("p4_name", 1, fd.TYPE_STRING, fd.LABEL_OPTIONAL),
+        ("bfruntime_info", 2, fd.TYPE_BYTES, fd.LABEL_OPTIONAL),
+        ("profiles", 3, fd.TYPE_MESSAGE, fd.LABEL_REPEATED)]
+    profile = top.fields_by_name["profiles"].message_type
+    assert profile.full_name == "stratum.hal.barefoot.BfPipelineConfig.Profile"
+    assert [(f.name, f.number, f.type, f.label) for f in profile.fields] == [
+        ("profile_name", 1, fd.TYPE_STRING, fd.LABEL_OPTIONAL),
+        ("context", 2, fd.TYPE_BYTES, fd.LABEL_OPTIONAL),
+        ("binary", 3, fd.TYPE_BYTES, fd.LABEL_OPTIONAL),
+        ("pipe_scope", 4, fd.TYPE_UINT32, fd.LABEL_REPEATED)]
+
+
+def test_bytes_that_are_not_a_config_are_refused():
+    with pytest.raises(TofinoConfigError, match="not a BfPipelineConfig"):
+        BfPipelineConfig.parse(b"\x0a\x05ab")  # a string field cut short
 
 
 def test_wire_bytes_are_bf_proto():

@@ -18,7 +18,7 @@ control Forwarding(inout tna_headers hdr,
         key = { hdr.ipv4.dst: lpm; }
         actions = { forward; drop; }
         default_action = drop();
-        size = 1024;
+        size = ROUTE_ENTRIES;
     }
 
     apply {

@@ -1,6 +1,9 @@
 /* ina_tna.p4: in-network aggregation for Tofino 1 (TNA), the same wire protocol, tables and
  * state machine as ../ina.p4 (docs/protocol.md), V = 64 int32 values per packet.
- * This file only includes and wires the controls; each lives in its own file here.
+ * This file only includes and wires the controls; each lives in its own file here (14
+ * controls, where ina.p4 has 9: the split differs because the state is laid out for
+ * Tofino, see README.md).  Parse states, egress addressing and the verdict vocabulary are
+ * shared with ina.p4 through ../common/.
  *
  * Every register is touched by exactly one RegisterAction per packet and pass, holds at
  * most a pair of 32-bit halves, and no stage has more than 4 stateful ALUs.  A Tofino 1
@@ -12,7 +15,8 @@
  * INA_RECIRC_PORT), with its verdict in an 18-byte bridge header.  The wire protocol does
  * not change.
  *
- * STAGE PLAN (POOL_CELLS = 2 * INA_POOL_SLOTS = 2048 cells by default).  A stage's
+ * STAGE PLAN, the only copy (README.md's "Stage plan" points here; each control's file names
+ * its stages as this plan does).  POOL_CELLS = 2 * INA_POOL_SLOTS = 2048 cells by default.  A stage's
  * registers are the same in every pass, so the passes' registers share the 4 stateful
  * ALUs of each stage: CHECK's four registers sit beside three lanes each.
  *
@@ -37,8 +41,10 @@
  *   9             | high_overflow into the bridge        |                                      | 0
  *   deparser: the IPv4 checksum (Checksum); the bridge is kept only for the recirculation port.
  *
- *  Stateful ALUs: 38 of ingress's 48, 32 of egress's 48.  SRAM: each lane is 2048 x 64 b
- *  (sum, mark) = 16 KiB, 1 MiB for the 64; the five others 8 KiB each.  The deepest pass
+ *  Stateful ALUs: 38 of ingress's 48 (32 lanes and 6 others), 32 of egress's 48.  SRAM:
+ *  each lane is 2048 x 64 b (sum, mark) = 16 KiB, 1 MiB for the 64; the six other registers
+ *  (round_epoch, round_seq, bitmap, round_exponent, remaining, round_flags) 8 KiB each:
+ *  2048 x 32 b, bitmap 1024 x 64 b.  Tofino 1 has about 15 MiB per pipe.  The deepest pass
  *  (CONSUME) uses all 12 ingress stages; if bf-p4c needs one more, round_flags can take
  *  the marks word itself as its input and drop stage 10's condition.
  *
@@ -89,24 +95,24 @@ control TnaIngress(inout tna_headers hdr, inout tna_ingress_metadata meta,
             hdr.bridge.pass = PASS_FORWARD;
             if (!hdr.ina.isValid()) {
                 if (hdr.udp.isValid() && hdr.udp.dst_port == INA_UDP_PORT) {
-                    meta.verdict = VERDICT_DROP;       // our port without a whole header and values
+                    meta.verdict = Verdict.DROP;       // our port without a whole header and values
                     meta.count_drop = 1;
                     meta.drop_reason = DROP_TRUNCATED;
                 } else {
-                    meta.verdict = VERDICT_FORWARD;
+                    meta.verdict = Verdict.FORWARD;
                     forwarding.apply(hdr, ig_dprsr_md, ig_tm_md);
                 }
             } else if (ig_prsr_md.parser_err != 0) {
-                meta.verdict = VERDICT_DROP;
+                meta.verdict = Verdict.DROP;
                 meta.count_drop = 1;
                 meta.drop_reason = DROP_TRUNCATED;
             } else {
                 hdr.udp.checksum = 0;   // values change; IPv4 lets UDP go without a checksum
                 job_lookup.apply(hdr, meta, ig_intr_md);
-                if (meta.verdict == VERDICT_CHECKED) {
+                if (meta.verdict == Verdict.CHECKED) {
                     round_check.apply(hdr, meta);
                 }
-                if (meta.verdict == VERDICT_CHECKED) {
+                if (meta.verdict == Verdict.CHECKED) {
                     bitmap.apply(hdr, meta);
                     exponents.apply(hdr, meta);
                 }

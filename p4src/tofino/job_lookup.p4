@@ -38,7 +38,7 @@ control JobLookup(inout tna_headers hdr, inout tna_ingress_metadata meta,
         }
         actions = { member; result_from_parent; NoAction; }
         default_action = NoAction();
-        size = 4096;
+        size = JOB_ENTRIES;
     }
 
     action set_bit(bit<32> bit_of_child) { meta.me = bit_of_child; }
@@ -47,7 +47,7 @@ control JobLookup(inout tna_headers hdr, inout tna_ingress_metadata meta,
         key = { hdr.ina.child: exact; }
         actions = { set_bit; NoAction; }
         default_action = NoAction();
-        size = 32;
+        size = MAX_CHILDREN;
         const entries = {
             0: set_bit(32w1 << 0);   1: set_bit(32w1 << 1);   2: set_bit(32w1 << 2);   3: set_bit(32w1 << 3);
             4: set_bit(32w1 << 4);   5: set_bit(32w1 << 5);   6: set_bit(32w1 << 6);   7: set_bit(32w1 << 7);
@@ -61,12 +61,12 @@ control JobLookup(inout tna_headers hdr, inout tna_ingress_metadata meta,
     }
 
     action reject(bit<32> reason) {
-        meta.verdict = VERDICT_DROP;
+        meta.verdict = Verdict.DROP;
         meta.count_drop = 1;
         meta.drop_reason = reason;
     }
     action reject_job(bit<32> stat) {
-        meta.verdict = VERDICT_DROP;
+        meta.verdict = Verdict.DROP;
         meta.count_job = 1;
         meta.job_stat = stat;
     }
@@ -84,7 +84,7 @@ control JobLookup(inout tna_headers hdr, inout tna_ingress_metadata meta,
             reject(DROP_BAD_ENTRY);      // a controller bug must not touch another job's cells
         } else if (meta.from_parent == 1) {
             if (hdr.ina.msg_type == MSG_RESULT) {
-                meta.verdict = VERDICT_PASS_DOWN;
+                meta.verdict = Verdict.PASS_DOWN;
                 meta.count_job = 1;
                 meta.job_stat = JOB_STAT_FROM_PARENT;
             } else {

@@ -49,13 +49,13 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
     apply {
         if (meta.check_pass == 1) {
             /* ---- CHECK pass (the top file made the bridge valid) ---- */
-            if (meta.verdict == VERDICT_DROP) {
+            if (meta.verdict == Verdict.DROP) {
                 drop();
-            } else if (meta.verdict == VERDICT_PASS_DOWN) {
+            } else if (meta.verdict == Verdict.PASS_DOWN) {
                 hdr.bridge.next = NEXT_TO_CHILDREN;
                 ig_tm_md.mcast_grp_a = meta.group;
                 to_egress(PASS_EGRESS);
-            } else if (meta.verdict == VERDICT_CHECKED) {
+            } else if (meta.verdict == Verdict.CHECKED) {
                 /* the sender's port, or the parent's, for a unicast answer later */
                 if (meta.is_root == 1) {
                     hdr.bridge.out_port = ig_intr_md.ingress_port;
@@ -69,7 +69,7 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
                 } else {
                     consume(OP_ADD, JOB_STAT_AGGREGATED);
                 }
-            }   // VERDICT_FORWARD: Forwarding chose the port
+            }   // Verdict.FORWARD: Forwarding chose the port
         } else if (hdr.bridge.pass == PASS_CONSUME) {
             /* ---- CONSUME pass: meta.remaining from WorkersCounter ---- */
             if (meta.remaining != 0) {

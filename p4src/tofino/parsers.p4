@@ -3,7 +3,8 @@
  * A packet from the wire starts at Ethernet.  A packet coming back from the recirculation
  * port starts with the bridge header (the verdict of its previous pass).  Every packet
  * that ingress sends to egress carries the bridge too; egress removes it from packets that
- * leave and keeps it on a contribution going round to the CONSUME pass.
+ * leave and keeps it on a contribution going round to the CONSUME pass.  From Ethernet on,
+ * both parsers use the states ina.p4's parser uses (../common/parse_wire.p4).
  */
 #ifndef INA_TNA_PARSERS_P4
 #define INA_TNA_PARSERS_P4
@@ -12,7 +13,7 @@ parser TnaIngressParser(packet_in pkt, out tna_headers hdr, out tna_ingress_meta
                         out ingress_intrinsic_metadata_t ig_intr_md) {
     state start {
         // Tofino does not zero metadata: every field starts at 0 here (types.p4 lists them)
-        meta.check_pass = 0; meta.verdict = 0; meta.me = 0; meta.slot_index = 0; meta.cell = 0;
+        meta.check_pass = 0; meta.verdict = Verdict.CHECKED; meta.me = 0; meta.slot_index = 0; meta.cell = 0;
         meta.slot_slack = 0; meta.pool_size = 0; meta.children = 0; meta.is_root = 0;
         meta.group = 0; meta.parent_port = 0; meta.index_at_parent = 0; meta.epoch = 0;
         meta.stats_base = 0; meta.from_parent = 0; meta.old_epoch = 0; meta.round = 0;
@@ -30,26 +31,7 @@ parser TnaIngressParser(packet_in pkt, out tna_headers hdr, out tna_ingress_meta
         pkt.extract(hdr.bridge);
         transition parse_ethernet;
     }
-    state parse_ethernet {
-        pkt.extract(hdr.ethernet);
-        transition select(hdr.ethernet.ether_type) { ETHERTYPE_IPV4: parse_ipv4; default: accept; }
-    }
-    state parse_ipv4 {
-        pkt.extract(hdr.ipv4);
-        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (5, 0, PROTO_UDP): parse_udp;
-            default: accept;
-        }
-    }
-    state parse_udp {
-        pkt.extract(hdr.udp);
-        transition select(hdr.udp.dst_port) { INA_UDP_PORT: parse_ina; default: accept; }
-    }
-    state parse_ina {
-        pkt.extract(hdr.ina);
-        pkt.extract(hdr.values);
-        transition accept;
-    }
+#include "../common/parse_wire.p4"
 }
 
 control TnaIngressDeparser(packet_out pkt, inout tna_headers hdr, in tna_ingress_metadata meta,
@@ -72,26 +54,7 @@ parser TnaEgressParser(packet_in pkt, out tna_headers hdr, out tna_egress_metada
         pkt.extract(hdr.bridge);   // ingress bridges every packet it sends to egress
         transition parse_ethernet;
     }
-    state parse_ethernet {
-        pkt.extract(hdr.ethernet);
-        transition select(hdr.ethernet.ether_type) { ETHERTYPE_IPV4: parse_ipv4; default: accept; }
-    }
-    state parse_ipv4 {
-        pkt.extract(hdr.ipv4);
-        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (5, 0, PROTO_UDP): parse_udp;
-            default: accept;
-        }
-    }
-    state parse_udp {
-        pkt.extract(hdr.udp);
-        transition select(hdr.udp.dst_port) { INA_UDP_PORT: parse_ina; default: accept; }
-    }
-    state parse_ina {
-        pkt.extract(hdr.ina);
-        pkt.extract(hdr.values);
-        transition accept;
-    }
+#include "../common/parse_wire.p4"
 }
 
 control TnaEgressDeparser(packet_out pkt, inout tna_headers hdr, in tna_egress_metadata meta,

@@ -59,7 +59,7 @@ control RoundCheck(inout tna_headers hdr, inout tna_ingress_metadata meta) {
             seq_open();
         }
         if (meta.round == ROUND_STALE) {
-            meta.verdict = VERDICT_DROP;
+            meta.verdict = Verdict.DROP;
             meta.count_job = 1;
             meta.job_stat = JOB_STAT_STALE;
         }

@@ -1,5 +1,5 @@
 /* round_flags.p4: the cell's flags, i.e. OVERFLOW once any add of the round left int32 or a
- * child switch's partial came flagged (CONSUME pass, stage 9, after the lanes' marks).
+ * child switch's partial came flagged (CONSUME pass, stage 11, after the lanes' marks).
  *
  * A contribution that opens the round writes its own flag, a later one ORs its own in, a
  * repeat reads.  The contribution that completes the round comes after every other one

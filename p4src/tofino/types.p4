@@ -56,7 +56,7 @@ header ina_bridge_t {
     bit<8>  op;
     bit<8>  next;
     bit<8>  receiver;        // egress: a child index or RECEIVER_PARENT
-    bit<32> cell;            // (pool_base + slot) * 2 + set
+    cell_t  cell;            // (pool_base + slot) * 2 + set
     bit<16> group;           // the job's multicast group
     bit<7>  _pad0;
     PortId_t out_port;       // unicast: the sender's port or the parent's port
@@ -97,10 +97,10 @@ struct lane_cell_t {
  * added here is added there too. */
 struct tna_ingress_metadata {
     bit<1>  check_pass;     // 1: the packet came from the wire (CHECK pass)
-    bit<8>  verdict;        // VERDICT_* below
+    Verdict verdict;        // CHECK pass: CHECKED, DROP, PASS_DOWN or FORWARD
     bit<32> me;             // the sender's bit (child_bit table)
     bit<32> slot_index;     // pool_base + slot
-    bit<32> cell;           // slot_index * 2 + set
+    cell_t  cell;           // slot_index * 2 + set
     bit<17> slot_slack;     // pool_size - slot: 0 or negative (bit 16) means slot >= pool_size
     bit<16> pool_size;
     bit<8>  children;
@@ -124,12 +124,6 @@ struct tna_ingress_metadata {
     bit<1>  count_job;
     bit<32> job_stat;
 }
-
-/* meta.verdict (CHECK pass) */
-const bit<8> VERDICT_CHECKED  = 0;  // a known member's DATA packet: the round check decides
-const bit<8> VERDICT_DROP     = 1;
-const bit<8> VERDICT_PASS_DOWN = 2; // the parent's result: multicast to the children
-const bit<8> VERDICT_FORWARD  = 3;  // plain IPv4: the routes decide
 
 struct tna_egress_metadata {
     bit<8> receiver;

@@ -1,4 +1,4 @@
-/* workers_counter.p4: how many children are still missing (CONSUME pass, stage 8).
+/* workers_counter.p4: how many children are still missing (CONSUME pass, stage 9).
  *
  * A count-down per cell, run after the value lanes of the same pass, so a packet that
  * finds the round complete also finds its sums complete (packets keep their order through

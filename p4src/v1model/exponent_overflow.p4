@@ -8,7 +8,7 @@
 #ifndef INA_V1MODEL_EXPONENT_OVERFLOW_P4
 #define INA_V1MODEL_EXPONENT_OVERFLOW_P4
 
-control ExponentAndOverflow(in bit<8> verdict, in bit<32> cell, in bit<1> lane_overflow, in bit<1> completed,
+control ExponentAndOverflow(in Verdict verdict, in cell_t cell, in bit<1> lane_overflow, in bit<1> completed,
                             inout bit<8> flags, inout int<8> exponent) {
     @name(".InaIngress.round_flags")
     register<bit<8>>(POOL_CELLS) round_flags;
@@ -19,7 +19,7 @@ control ExponentAndOverflow(in bit<8> verdict, in bit<32> cell, in bit<1> lane_o
     apply {
         bit<8> stored_flags;
         bit<8> exponent_bits;
-        if (verdict == VERDICT_ANSWER) {
+        if (verdict == Verdict.ANSWER) {
             round_flags.read(stored_flags, cell);
             round_exponent.read(exponent_bits, cell);
             flags = stored_flags | FLAG_RETRANSMIT;
@@ -28,7 +28,7 @@ control ExponentAndOverflow(in bit<8> verdict, in bit<32> cell, in bit<1> lane_o
         }
         bit<8> merged_flags = flags & FLAG_OVERFLOW;  // a child switch's partial may carry it
         int<8> merged_exponent = exponent;
-        if (verdict == VERDICT_ADD) {
+        if (verdict == Verdict.ADD) {
             round_flags.read(stored_flags, cell);
             merged_flags = merged_flags | stored_flags;
             round_exponent.read(exponent_bits, cell);

@@ -26,7 +26,7 @@ control Forwarding(inout ethernet_t ethernet, inout ipv4_t ipv4, in udp_t udp, i
         key = { ipv4.dst: lpm @name("hdr.ipv4.dst"); }
         actions = { forward; drop; }
         default_action = drop();
-        size = 1024;
+        size = ROUTE_ENTRIES;
     }
 
     apply {

@@ -3,7 +3,7 @@
  *
  * The jobs table has one entry per child of a job at this switch (member) and one for the
  * results coming down from the parent (result_from_parent).  Everything that cannot be
- * aggregated is refused here with its reason (meta.verdict = VERDICT_DROP and the counter
+ * aggregated is refused here with its reason (meta.verdict = Verdict.DROP and the counter
  * Telemetry bumps), before any slot state is read: bad input leaves the registers untouched.
  */
 #ifndef INA_V1MODEL_JOB_LOOKUP_P4
@@ -41,14 +41,30 @@ control JobLookup(in ina_t ina, in bit<9> ingress_port, in error parser_error, i
         }
         actions = { member; result_from_parent; NoAction; }
         default_action = NoAction();
-        size = 4096;
+        size = JOB_ENTRIES;
     }
 
-    apply {
-        meta.verdict = VERDICT_DROP;
+    /* A refusal before the job is known counts in drops; one after, in the job's own cells
+     * (the same two actions as the TNA program's JobLookup).  Called from apply only, and
+     * @hidden: they are not the controller's, and ina.p4's P4Info stays as it was. */
+    @hidden
+    action reject(bit<32> reason) {
+        meta.verdict = Verdict.DROP;
         meta.count_drop = 1;
+        meta.drop_reason = reason;
+    }
+    @hidden
+    action reject_job(bit<32> stat) {
+        meta.verdict = Verdict.DROP;
+        meta.count_job = 1;
+        meta.job_stat = stat;
+    }
+
+    /* The metadata starts zeroed: a packet that passes every check keeps Verdict.CHECKED and
+     * counts nothing yet (the round check says which cell counts). */
+    apply {
         if (parser_error != error.NoError) {
-            meta.drop_reason = DROP_TRUNCATED;
+            reject(DROP_TRUNCATED);
             return;
         }
         bool known = false;
@@ -56,40 +72,24 @@ control JobLookup(in ina_t ina, in bit<9> ingress_port, in error parser_error, i
             known = jobs.apply().hit;
         }
         if (!known) {
-            meta.drop_reason = DROP_UNKNOWN_MEMBER;
-            return;
-        }
-        if (meta.stats_base > JOB_STAT_CELLS - JOB_STAT_COUNT) {
-            meta.drop_reason = DROP_BAD_ENTRY;  // a controller bug must not touch another job's cells
-            return;
-        }
-        meta.count_drop = 0;
-        meta.count_job = 1;  // from here on the job's own cells count
-        if (meta.from_parent == 1) {
+            reject(DROP_UNKNOWN_MEMBER);
+        } else if (meta.stats_base > JOB_STAT_CELLS - JOB_STAT_COUNT) {
+            reject(DROP_BAD_ENTRY);      // a controller bug must not touch another job's cells
+        } else if (meta.from_parent == 1) {
             if (ina.msg_type == MSG_RESULT) {
+                meta.verdict = Verdict.PASS_DOWN;
+                meta.count_job = 1;
                 meta.job_stat = JOB_STAT_FROM_PARENT;
-                meta.verdict = VERDICT_PASS_DOWN;
             } else {
-                meta.job_stat = JOB_STAT_BAD_TYPE;
+                reject_job(JOB_STAT_BAD_TYPE);
             }
-            return;
+        } else if (ina.msg_type != MSG_DATA) {
+            reject_job(JOB_STAT_BAD_TYPE);
+        } else if (ina.slot >= meta.pool_size) {
+            reject_job(JOB_STAT_BAD_SLOT);
+        } else if (meta.cell >= POOL_CELLS) {
+            reject(DROP_BAD_ENTRY);      // pool_base + pool_size beyond the pool: a controller bug
         }
-        if (ina.msg_type != MSG_DATA) {
-            meta.job_stat = JOB_STAT_BAD_TYPE;
-            return;
-        }
-        if (ina.slot >= meta.pool_size) {
-            meta.job_stat = JOB_STAT_BAD_SLOT;
-            return;
-        }
-        if (meta.cell >= POOL_CELLS) {
-            meta.count_job = 0;
-            meta.count_drop = 1;
-            meta.drop_reason = DROP_BAD_ENTRY;  // pool_base + pool_size beyond the pool: a controller bug
-            return;
-        }
-        meta.count_job = 0;  // the round check says which cell counts
-        meta.verdict = VERDICT_CHECKED;
     }
 }
 

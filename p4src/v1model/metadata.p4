@@ -7,16 +7,11 @@
 #ifndef INA_V1MODEL_METADATA_P4
 #define INA_V1MODEL_METADATA_P4
 
-/* meta.verdict: what happens to an aggregation packet.  The metadata starts zeroed. */
-const bit<8> VERDICT_CHECKED   = 0;  // a known member's data packet: the round check decides
-const bit<8> VERDICT_DROP      = 1;  // dropped (and counted, see count_drop / count_job)
-const bit<8> VERDICT_PASS_DOWN = 2;  // the parent's result: multicast to this switch's children
-const bit<8> VERDICT_ANSWER    = 3;  // a repeat of a complete round: answer with the stored result
-const bit<8> VERDICT_FIRST     = 4;  // the first contribution of a round: overwrite the cell
-const bit<8> VERDICT_ADD       = 5;  // a further contribution: add to the cell
+/* meta.verdict: what happens to an aggregation packet (Verdict, ../common/vocabulary.p4:
+ * CHECKED, DROP, PASS_DOWN, ANSWER, FIRST, ADD).  The metadata starts zeroed: CHECKED. */
 
 struct metadata {
-    bit<32> cell;          // (pool base + slot) * 2 + set: this round's copy
+    cell_t  cell;          // (pool base + slot) * 2 + set: this round's copy
     bit<32> me;            // the sender's bit in the slot bitmap
     bit<8>  children;      // how many children must contribute
     bit<1>  is_root;
@@ -29,7 +24,7 @@ struct metadata {
     bit<8>  receiver;      // whom egress addresses: a child index or RECEIVER_PARENT
     bit<1>  from_parent;
     /* Between the ingress controls. */
-    bit<8>  verdict;       // VERDICT_*
+    Verdict verdict;
     bit<1>  completed;     // this contribution completed the round: send the sum
     bit<1>  lane_overflow; // some lane's sum left the int32 range (ValueLanes)
     bit<1>  count_drop;    // Telemetry: count drops[drop_reason]

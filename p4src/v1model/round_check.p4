@@ -5,8 +5,8 @@
  * seq: the packet is a delayed duplicate of a finished round.  Else: a new round.  A child
  * already counted in this round, or any packet for a complete round, is a repeat: it
  * changes nothing and is answered only once the slot is complete (docs/protocol.md).
- * Sets meta.verdict to VERDICT_FIRST / VERDICT_ADD (a contribution, meta.completed when it
- * was the last), VERDICT_ANSWER, or VERDICT_DROP (stale, or a repeat before completion).
+ * Sets meta.verdict to Verdict.FIRST / Verdict.ADD (a contribution, meta.completed when it
+ * was the last), Verdict.ANSWER, or Verdict.DROP (stale, or a repeat before completion).
  */
 #ifndef INA_V1MODEL_ROUND_CHECK_P4
 #define INA_V1MODEL_ROUND_CHECK_P4
@@ -31,7 +31,7 @@ control RoundCheck(in bit<32> seq, inout metadata meta) {
         meta.count_job = 1;
         if (!same_round && stored_epoch == meta.epoch && (seq - stored_seq)[31:31] == 1) {
             meta.job_stat = JOB_STAT_STALE;
-            meta.verdict = VERDICT_DROP;
+            meta.verdict = Verdict.DROP;
             return;
         }
         bit<32> old = 0;
@@ -43,9 +43,9 @@ control RoundCheck(in bit<32> seq, inout metadata meta) {
         if ((old & meta.me) != 0 || count == meta.children) {
             meta.job_stat = JOB_STAT_RETRANSMITS;
             if (count != meta.children) {
-                meta.verdict = VERDICT_DROP;  // absorbed: the result will come when the others arrive
+                meta.verdict = Verdict.DROP;  // absorbed: the result will come when the others arrive
             } else {
-                meta.verdict = VERDICT_ANSWER;
+                meta.verdict = Verdict.ANSWER;
             }
             return;
         }
@@ -59,10 +59,10 @@ control RoundCheck(in bit<32> seq, inout metadata meta) {
             count = 1;
             round_seq.write(meta.cell, seq);
             round_epoch.write(meta.cell, meta.epoch);
-            meta.verdict = VERDICT_FIRST;
+            meta.verdict = Verdict.FIRST;
         } else {
             count = count + 1;
-            meta.verdict = VERDICT_ADD;
+            meta.verdict = Verdict.ADD;
         }
         arrivals.write(meta.cell, count);
         if (count == meta.children) {

@@ -31,15 +31,15 @@ control SendResult(inout bit<8> msg_type, inout bit<8> child, inout bit<16> udp_
     }
 
     apply {
-        if (meta.completed == 0 && meta.verdict != VERDICT_ANSWER && meta.verdict != VERDICT_PASS_DOWN) {
+        if (meta.completed == 0 && meta.verdict != Verdict.ANSWER && meta.verdict != Verdict.PASS_DOWN) {
             mark_to_drop(sm);  // refused, stale, or absorbed until the last child arrives
             return;
         }
         udp_checksum = 0;  // values change; IPv4 lets UDP go without a checksum
-        if (meta.verdict == VERDICT_PASS_DOWN) {
+        if (meta.verdict == Verdict.PASS_DOWN) {
             send_result_to_children();
         } else if (meta.is_root == 1) {
-            if (meta.verdict == VERDICT_ANSWER) {
+            if (meta.verdict == Verdict.ANSWER) {
                 send_result_to_sender();
             } else {
                 send_result_to_children();

@@ -17,7 +17,7 @@ from typing import Any
 from ..frontend import ast
 from ..frontend.errors import P4Error
 from ..frontend.types import BOOL, VOID, BitsT, HeaderT, StackT
-from . import codegen as cg
+from .storage import Storage, member_storage, slot_count
 
 _IN = ("in", "")
 # A written expression we cannot place: it conflicts with every argument.
@@ -220,17 +220,17 @@ class CallGen:
         if not isinstance(e, ast.PathExpr):
             return None
         st = scope.get(e.decl)
-        if not isinstance(st, cg.Storage):
+        if not isinstance(st, Storage):
             return (None, False)
         if not isinstance(st.base, int):
             return (_EVERYWHERE, False)
         for node in reversed(chain):
             t = st.type
             if isinstance(node, ast.Member) and isinstance(t, HeaderT) and node.member in t.fields:
-                st = cg.member_storage(st, node.member)
+                st = member_storage(st, node.member)
             elif isinstance(node, ast.Index) and isinstance(t, StackT) and isinstance(node.index.value, int) \
                     and 0 <= node.index.value < t.size:
-                st = cg.Storage(st.base + node.index.value * cg.slot_count(t.elem), t.elem)
+                st = Storage(st.base + node.index.value * slot_count(t.elem), t.elem)
             else:  # a run-time index or a stack member such as .next: the whole stack may be touched
                 exact = False
                 break
@@ -238,7 +238,7 @@ class CallGen:
 
     # ---------------------------------------------------------------- binding
     def bind_params(self, params: list[ast.Param], args: list[ast.Expr], caller: Any, callee: Any,
-                    body: Any = None) -> list[tuple[cg.Storage, ast.Expr, cg.Storage]]:
+                    body: Any = None) -> list[tuple[Storage, ast.Expr, Storage]]:
         """Bind each parameter in ``callee``; return the copy-backs to run after the body."""
         writes = self.written_ranges(body, caller) if body is not None else [_EVERYWHERE]
         touched: list[tuple[int, int]] | None = None  # reads too: only for out/inout, when needed
@@ -253,7 +253,7 @@ class CallGen:
             else:
                 ranges.append(_EVERYWHERE if effects else found[0])
                 exact.append(found[1] and not effects)
-        plan: list[tuple[cg.Storage, ast.Expr, cg.Storage]] = []
+        plan: list[tuple[Storage, ast.Expr, Storage]] = []
         for i, (p, a) in enumerate(zip(params, args)):
             if isinstance(a, ast.Default):  # '_' for an out parameter: a scratch slot
                 tmp = self.alloc(p.type)
@@ -296,26 +296,26 @@ class CallGen:
             plan.append((tmp, a, dst))
         return plan
 
-    def init_out(self, st: cg.Storage) -> None:
+    def init_out(self, st: Storage) -> None:
         """An ``out`` parameter starts uninitialised: headers invalid (p4c invalidates
         header variables at declaration); scalars 0, as BMv2's fresh locals are."""
         t = st.type
         if isinstance(t, StackT):
-            n = cg.slot_count(t.elem)
+            n = slot_count(t.elem)
             for i in range(t.size):
-                self.init_out(cg.Storage(st.base + i * n, t.elem))
+                self.init_out(Storage(st.base + i * n, t.elem))
             self.emit(f"S[{self.stack_next_slot(st)}] = 0")
         elif isinstance(t, HeaderT):
             if t.is_header:
                 self.set_invalid(st)
                 return
             for name in t.fields:
-                self.init_out(cg.member_storage(st, name))
+                self.init_out(member_storage(st, name))
         else:
             zero = False if t is BOOL else b"" if type(t).__name__ == "VarbitT" else 0
             self.emit(f"S[{st.base}] = {zero!r}")
 
-    def copy_back(self, src: cg.Storage, arg: ast.Expr, scope: Any, dst: cg.Storage | None = None) -> None:
+    def copy_back(self, src: Storage, arg: ast.Expr, scope: Any, dst: Storage | None = None) -> None:
         """``arg = src``; ``dst``: the argument's (or a slice's base's) slots pinned at the call."""
         if isinstance(arg, ast.Slice):
             base = dst if dst is not None else self.storage(arg.base, scope)
@@ -367,7 +367,7 @@ class CallGen:
             self.indent -= 1
         copy_out()
 
-    def user_call(self, call: ast.Call, scope: Any) -> cg.Storage | None:
+    def user_call(self, call: ast.Call, scope: Any) -> Storage | None:
         """Inline a function call; its value is left in a fresh slot."""
         d: ast.FunctionDecl = call.target.decl
         ret = self.alloc(d.type) if d.type is not VOID else None

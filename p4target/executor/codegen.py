@@ -12,7 +12,7 @@ module defines ``parse``, ``verify_checksum``, ``ingress``, ``egress``,
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..frontend import ast
@@ -37,54 +37,17 @@ from . import profile_codegen as apgen
 from . import v1model_codegen as v1m
 from .calls import CallGen, has_user_call, may_exit
 from .calls import _children as children_of
-from .externs import AssertionFailed, Counter, Hooks, Meter, Register, ValueSet
-from .headers import DynBase, HeaderOps, StackIndexError, contains_header, stack_index
+from .externs import AssertionFailed, Counter, Hooks, Register, ValueSet
+from .generated import Generated
+from .headers import HeaderOps, StackIndexError, contains_header, stack_index
 from .profiles import IndirectTable
+from .storage import Scope, Storage, member_storage, slot_count
 from .subparsers import SubParserGen
 from .tables import DONT_CARE, ActionSpec, KeySpec, Table, exact, lpm, ternary, value_range
 
 
 class ExitBlock(Exception):
     """Raised by P4 ``exit``: ends the current control (ingress/egress) at once."""
-
-
-@dataclass(frozen=True, slots=True)
-class Storage:
-    """Where a value of type ``type`` lives in the state list: slots base .. base+size.
-    ``base`` is a DynBase for elements reached through a run-time stack index; a header
-    in a union lists its siblings' valid slots (relative to ``base``) in ``siblings``."""
-
-    base: int | DynBase
-    type: Type
-    siblings: tuple[int, ...] = ()
-
-    @property
-    def size(self) -> int:
-        return slot_count(self.type)
-
-
-def slot_count(t: Type) -> int:
-    if isinstance(t, HeaderT):
-        own = sum(slot_count(f) for f in t.fields.values())
-        return own + 1 if t.is_header else own
-    if isinstance(t, StackT):
-        return t.size * slot_count(t.elem) + 1  # the elements, then the next index
-    return 1
-
-
-def member_storage(st: Storage, name: str) -> Storage:
-    t = st.type
-    assert isinstance(t, HeaderT)
-    offset = 1 if t.is_header else 0
-    offsets = {}
-    for fname, ft in t.fields.items():
-        offsets[fname] = offset
-        offset += slot_count(ft)
-    if name not in offsets:
-        raise KeyError(name)
-    own = offsets[name]
-    siblings = tuple(o - own for n, o in offsets.items() if n != name) if t.is_union else ()
-    return Storage(st.base + own, t.fields[name], siblings)
 
 
 def _initial(t: Type, out: list) -> None:
@@ -104,39 +67,12 @@ def _initial(t: Type, out: list) -> None:
 
 
 @dataclass
-class Generated:
-    """The result of code generation: source, its namespace, and the runtime objects."""
-
-    source: str
-    namespace: dict[str, Any]
-    template: list[Any]
-    std: dict[str, int]  # standard_metadata field -> slot
-    tables: dict[str, Table] = field(default_factory=dict)
-    registers: dict[str, Register] = field(default_factory=dict)
-    counters: dict[str, Counter] = field(default_factory=dict)
-    meters: dict[str, Meter] = field(default_factory=dict)
-    value_sets: dict[str, ValueSet] = field(default_factory=dict)
-    profiles: dict[str, Any] = field(default_factory=dict)  # action profiles and selectors (profiles.py)
-    intrinsic: dict[str, int] = field(default_factory=dict)  # clone/resubmit/recirculate -> slot
-    field_lists: dict[int, list[int]] = field(default_factory=dict)  # @field_list index -> slots
-    meta_storage: Any = None  # the user metadata struct's Storage
-    uses_payload: bool = False  # the generated code reads PAYLOAD / INGRESS_LENGTH
-    length_slot: int | None = None  # BMv2's packet-length register (setValid/setInvalid deltas)
-
-
-class _Scope(dict):
-    """decl -> binding for one control/parser instance: Storage, a Python expression
-    (read-only values such as action data), a qualified name, or a runtime object's name.
-    Inner scopes are copies, so bindings never leak outwards."""
-
-
-@dataclass
 class _ControlInstance:
     """A control instantiated inside another (or a sub-parser in a parser): its own
     parameter slots and objects."""
 
     decl: ast.ControlDecl | ast.ParserDecl
-    scope: _Scope
+    scope: Scope
     params: list[Storage | None]  # None: a sub-parser's packet_in
     name: str = ""
 
@@ -161,7 +97,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.action_sources: list[str] = []  # compiled one by one, when their table is built
         self.action_depth = 0  # > 0 inside an action body, where p4c leaves run-time stack indexes alone
         self.index_temps: dict[int, str] = {}  # id of a guarded run-time index expression: its variable
-        self.globals = _Scope()
+        self.globals = Scope()
         for d in prog.top_level:
             if isinstance(d, ast.ActionDecl):
                 self.globals[d] = qualify("", d)
@@ -202,7 +138,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         }
         for role in PIPELINE_BLOCKS:
             decl = self.prog.pipeline.blocks[role]
-            scope = _Scope(self.globals)
+            scope = Scope(self.globals)
             for p, which in zip(decl.params, shapes[role]):
                 scope[p] = bound[which] if which else "PKT"
             if role == "parser":
@@ -215,7 +151,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         return self.out
 
     # ================================================================ controls
-    def control_function(self, role: str, decl: ast.ControlDecl, scope: _Scope) -> None:
+    def control_function(self, role: str, decl: ast.ControlDecl, scope: Scope) -> None:
         self.declare_locals(decl, scope, qualify("", decl))
         self.emit(f"def {role}(S{', OUT' if role.endswith('deparser') else ''}):")
         self.indent += 1
@@ -239,7 +175,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             if isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT):
                 self.instance(d, self.globals, "")
 
-    def declare_locals(self, decl: ast.ControlDecl | ast.ParserDecl, scope: _Scope, prefix: str) -> None:
+    def declare_locals(self, decl: ast.ControlDecl | ast.ParserDecl, scope: Scope, prefix: str) -> None:
         """Bind an instance's own declarations once: variables get slots, externs and
         tables become runtime objects, actions get their qualified names."""
         for local in decl.locals:
@@ -259,13 +195,13 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
                 self.out.value_sets[vs.name] = vs
                 scope[local] = self.const(vs, "VS")
 
-    def init_locals(self, decl: ast.ControlDecl | ast.ParserDecl, scope: _Scope) -> None:
+    def init_locals(self, decl: ast.ControlDecl | ast.ParserDecl, scope: Scope) -> None:
         """Per invocation: local variables start from their initializers."""
         for local in decl.locals:
             if isinstance(local, ast.VarDecl) and local.init is not None:
                 self.assign_storage(scope[local], local.init, scope)
 
-    def instance(self, decl: ast.Instantiation, scope: _Scope, prefix: str) -> None:
+    def instance(self, decl: ast.Instantiation, scope: Scope, prefix: str) -> None:
         t = decl.type
         name = qualify(prefix, decl)
         if isinstance(t, BitsT) or not hasattr(t, "decl"):
@@ -286,7 +222,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             obj = apgen.profile_instance(decl, name)
             self.out.profiles[name] = obj
         elif isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
-            inner = _Scope(self.globals)
+            inner = Scope(self.globals)
             params: list[Storage | None] = []
             for p in t.decl.params:
                 if isinstance(t.decl, ast.ParserDecl) and isinstance(p.type, ExternT):
@@ -302,14 +238,14 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             raise P4Error(decl.loc, f"cannot instantiate {kind}")
         scope[decl] = self.const(obj, "X")
 
-    def var_decl(self, decl: ast.VarDecl, scope: _Scope) -> None:
+    def var_decl(self, decl: ast.VarDecl, scope: Scope) -> None:
         st = self.alloc(decl.type)
         scope[decl] = st
         if decl.init is not None:
             self.assign_storage(st, decl.init, scope)
 
     # ================================================================ tables
-    def table(self, t: ast.TableDecl, scope: _Scope, prefix: str) -> None:
+    def table(self, t: ast.TableDecl, scope: Scope, prefix: str) -> None:
         name = qualify(prefix, t)
         matched = [k for k in t.keys if k.match_kind != "selector"]  # selector keys are hashed (profiles.py)
         keys = [KeySpec(key_name(k), k.match_kind, bit_width(k.expr.type)) for k in matched]
@@ -379,11 +315,11 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.lines, self.indent = saved
         self.lines[0:0] = fn_lines + [""]
 
-    def key_expr(self, e: ast.Expr, scope: _Scope) -> str:
+    def key_expr(self, e: ast.Expr, scope: Scope) -> str:
         code = self.ex(e, scope)
         return f"(1 if {code} else 0)" if e.type is BOOL else code
 
-    def table_key(self, e: ast.Expr, scope: _Scope) -> str:
+    def table_key(self, e: ast.Expr, scope: Scope) -> str:
         """A key as the control plane writes it: the bits, so int<W> values as unsigned."""
         t = e.type.underlying if isinstance(e.type, EnumT) and e.type.underlying else e.type
         code = self.key_expr(e, scope)
@@ -402,11 +338,11 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             return lpm(v, key.width, key.width)
         return exact(v)
 
-    def table_action(self, ref: ast.ActionRef, scope: _Scope) -> Any:
+    def table_action(self, ref: ast.ActionRef, scope: Scope) -> Any:
         """One Python function per table action: action data become its parameters."""
         decl: ast.ActionDecl = ref.decl
         fname = self.fresh("act")
-        inner = _Scope(scope)
+        inner = Scope(scope)
         data = [p for p in decl.params if not p.direction]
         for i, p in enumerate(data):
             inner[p] = f"a{i}"
@@ -433,7 +369,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         return self.ns[fname]
 
     # ================================================================ parser
-    def parser(self, decl: ast.ParserDecl, scope: _Scope, fname: str = "parse") -> None:
+    def parser(self, decl: ast.ParserDecl, scope: Scope, fname: str = "parse") -> None:
         """``fname``: TNA has two parsers."""
         self.declare_locals(decl, scope, qualify("", decl))
         states = {s.name: i for i, s in enumerate(decl.states)}
@@ -450,7 +386,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         for i, state in enumerate(decl.states):
             self.emit(f"{'if' if i == 0 else 'elif'} st == {i}:  # state {state.name}")
             self.indent += 1
-            self.state_body(decl, state.stmts, state.transition, _Scope(scope))
+            self.state_body(decl, state.stmts, state.transition, Scope(scope))
             self.indent -= 1
         self.emit_later_states()
         self.indent -= 2
@@ -461,7 +397,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             return "return pos, 0"  # (a sub-parser's accept is in state_ids: its caller goes on)
         return f"st = {self.state_ids[state]}; continue"
 
-    def transition(self, tr: ast.Transition, scope: _Scope) -> None:
+    def transition(self, tr: ast.Transition, scope: Scope) -> None:
         if tr.select is None:
             self.emit(self.goto(tr.state))
             return
@@ -512,7 +448,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         v = ks.value
         return f"{k} == {int(v)}"
 
-    def extract(self, st: Storage, call: ast.Call, scope: _Scope | None = None) -> None:
+    def extract(self, st: Storage, call: ast.Call, scope: Scope | None = None) -> None:
         t = st.type
         nbits = t.width
         if nbits % 8:
@@ -581,14 +517,14 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.emit(f"    OUT.append(({' | '.join(parts)}).to_bytes({t.width // 8}, 'big'))")
 
     # ================================================================ statements
-    def stmt(self, s: ast.Stmt, scope: _Scope) -> None:
+    def stmt(self, s: ast.Stmt, scope: Scope) -> None:
         indexes = [] if self.action_depth else _guarded_indexes(s)
         if indexes:
             self.guarded(s, scope, indexes)
         else:
             self.plain_stmt(s, scope)
 
-    def guarded(self, s: ast.Stmt, scope: _Scope, indexes: list[tuple[ast.Expr, int]]) -> None:
+    def guarded(self, s: ast.Stmt, scope: Scope, indexes: list[tuple[ast.Expr, int]]) -> None:
         """p4c's HSIndexSimplifier, which every p4c-bm2-ss program goes through: a statement of an
         apply block or parser state that names a header stack element at a run-time index runs only
         when each such index is within its stack (``if`` takes its else branch); BMv2 never sees an
@@ -614,9 +550,9 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             self.indent -= 1
         self.index_temps = saved
 
-    def plain_stmt(self, s: ast.Stmt, scope: _Scope) -> None:
+    def plain_stmt(self, s: ast.Stmt, scope: Scope) -> None:
         if isinstance(s, ast.Block):
-            inner = _Scope(scope)
+            inner = Scope(scope)
             mark = len(self.lines)
             for x in s.stmts:
                 self.stmt(x, inner)
@@ -653,15 +589,15 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         else:
             raise P4Error(s.loc, f"{type(s).__name__} cannot be executed")
 
-    def block(self, s: ast.Stmt, scope: _Scope) -> None:
+    def block(self, s: ast.Stmt, scope: Scope) -> None:
         self.indent += 1
         mark = len(self.lines)
-        self.stmt(s, _Scope(scope))
+        self.stmt(s, Scope(scope))
         if len(self.lines) == mark:
             self.emit("pass")
         self.indent -= 1
 
-    def switch(self, s: ast.Switch, scope: _Scope) -> None:
+    def switch(self, s: ast.Switch, scope: Scope) -> None:
         """An if/elif chain over the labels, on `t.apply().action_run` or on a value;
         fall-through labels join the next case that has a body."""
         t = s.subject.type
@@ -690,13 +626,13 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             pending = []
         if default_body is not None:
             if first:
-                self.stmt(default_body, _Scope(scope))
+                self.stmt(default_body, Scope(scope))
             else:
                 self.emit("else:")
                 self.block(default_body, scope)
 
     # ---------------------------------------------------------------- assignment
-    def storage(self, e: ast.Expr, scope: _Scope) -> Storage:
+    def storage(self, e: ast.Expr, scope: Scope) -> Storage:
         """The slots an lvalue-like expression (path, member, constant index) names."""
         if isinstance(e, ast.PathExpr):
             st = self.lookup(scope, e.decl)
@@ -724,13 +660,13 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             return self.lookahead_header(e)
         raise P4Error(e.loc, "expected a variable, field or header")
 
-    def lookup(self, scope: _Scope, decl: Any) -> Any:
+    def lookup(self, scope: Scope, decl: Any) -> Any:
         try:
             return scope[decl]
         except KeyError:
             raise P4Error(decl.loc, f"'{decl.name}' is not available here (internal)") from None
 
-    def assign(self, lhs: ast.Expr, rhs: ast.Expr, scope: _Scope) -> None:
+    def assign(self, lhs: ast.Expr, rhs: ast.Expr, scope: Scope) -> None:
         if has_user_call(rhs) and _runtime_indexes(lhs):
             self.check_index_not_written(lhs, rhs, scope)
         if isinstance(lhs, ast.Slice):
@@ -746,7 +682,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             return
         self.assign_storage(self.storage(lhs, scope), rhs, scope)
 
-    def check_index_not_written(self, lhs: ast.Expr, rhs: ast.Expr, scope: _Scope) -> None:
+    def check_index_not_written(self, lhs: ast.Expr, rhs: ast.Expr, scope: Scope) -> None:
         """``s[i].f = g(i)`` with g writing i: the spec evaluates the l-value first (old i),
         p4c evaluates the call first (new i); such programs are refused."""
         reads: list[tuple[int, int]] = []
@@ -757,7 +693,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             raise P4Error(lhs.loc, "assigning to a header stack element whose run-time index the right-hand "
                           "side's function call changes is not supported by the built-in target")
 
-    def assign_storage(self, st: Storage, rhs: ast.Expr, scope: _Scope) -> None:
+    def assign_storage(self, st: Storage, rhs: ast.Expr, scope: Scope) -> None:
         n = st.size
         if isinstance(rhs, ast.ListExpr) and isinstance(st.type, HeaderT):
             if st.type.is_header:
@@ -774,11 +710,11 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             self.emit(f"S[{st.base}] = {self.ex(rhs, scope)}")
 
     # ---------------------------------------------------------------- calls
-    def call_stmt(self, call: ast.Call, scope: _Scope) -> None:
+    def call_stmt(self, call: ast.Call, scope: Scope) -> None:
         tgt = call.target
         if tgt.kind == "action":
             self.action_depth += 1
-            self.inline(tgt.decl.params, call.args, tgt.decl.body, scope, _Scope(scope))
+            self.inline(tgt.decl.params, call.args, tgt.decl.body, scope, Scope(scope))
             self.action_depth -= 1
         elif tgt.kind == "table_apply":
             self.emit(f"{self.lookup(scope, tgt.decl)}(S)")
@@ -802,7 +738,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         else:
             raise P4Error(call.loc, f"cannot call {tgt.kind}")
 
-    def apply_control(self, inst: _ControlInstance, args: list[ast.Expr], scope: _Scope) -> None:
+    def apply_control(self, inst: _ControlInstance, args: list[ast.Expr], scope: Scope) -> None:
         """Copy-in, run the body inline, copy-out (also after an exit): the instance's
         tables read its own slots."""
         outs = []
@@ -821,9 +757,9 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         def copy_out() -> None:
             for st, a, dst in outs:
                 self.copy_back(st, a, scope, dst)
-        self.run_body(inst.decl.body, _Scope(inst.scope), copy_out, bool(outs) and may_exit(inst.decl))
+        self.run_body(inst.decl.body, Scope(inst.scope), copy_out, bool(outs) and may_exit(inst.decl))
 
-    def function(self, call: ast.Call, scope: _Scope) -> None:
+    def function(self, call: ast.Call, scope: Scope) -> None:
         name, args = call.target.name, call.args
         std = self.out.std
         if name == "static_assert":
@@ -857,7 +793,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         else:
             raise P4Error(call.loc, f"{name} is not supported")
 
-    def hash_input(self, data: ast.Expr, scope: _Scope) -> str:
+    def hash_input(self, data: ast.Expr, scope: Scope) -> str:
         """Code for the byte string BMv2 would hash: fields of invalid headers are skipped,
         a varbit field (checksums only) adds the bits it was extracted with."""
         items = data.items if isinstance(data, ast.ListExpr) else [data]
@@ -890,7 +826,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         widths = ", ".join(w for _, w, _ in flat)
         return f"pack_bits(({values},), ({widths},))"
 
-    def method(self, call: ast.Call, scope: _Scope) -> None:
+    def method(self, call: ast.Call, scope: Scope) -> None:
         tgt, args = call.target, call.args
         ext = tgt.decl.name
         if ext == "packet_in":
@@ -969,19 +905,19 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             return f"(((({code}) + {half}) & {t.mask}) - {half})"  # whole: callers embed it
         return f"(({code}) & {t.mask})"
 
-    def ex(self, e: ast.Expr, scope: _Scope) -> str:
+    def ex(self, e: ast.Expr, scope: Scope) -> str:
         if e.value is not None and not isinstance(e.value, str):
             return repr(e.value)
         m = getattr(self, "_x_" + type(e).__name__)
         return m(e, scope)
 
-    def _x_PathExpr(self, e: ast.PathExpr, scope: _Scope) -> str:
+    def _x_PathExpr(self, e: ast.PathExpr, scope: Scope) -> str:
         b = self.lookup(scope, e.decl)
         if isinstance(b, Storage):
             return f"S[{b.base}]"
         return b
 
-    def _x_Member(self, e: ast.Member, scope: _Scope) -> str:
+    def _x_Member(self, e: ast.Member, scope: Scope) -> str:
         bt = e.base.type
         if isinstance(bt, ApplyResultT):
             res = self.ex(e.base, scope)
@@ -990,15 +926,15 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             return self.last_index_code(self.storage(e.base, scope))
         return f"S[{self.storage(e, scope).base}]"
 
-    def _x_Index(self, e: ast.Index, scope: _Scope) -> str:
+    def _x_Index(self, e: ast.Index, scope: Scope) -> str:
         return f"S[{self.storage(e, scope).base}]"
 
-    def _x_Slice(self, e: ast.Slice, scope: _Scope) -> str:
+    def _x_Slice(self, e: ast.Slice, scope: Scope) -> str:
         lo, hi = e.lo.value, e.hi.value
         base = self.ex(e.base, scope)
         return f"(({base} >> {lo}) & {(1 << (hi - lo + 1)) - 1})" if lo else f"({base} & {(1 << (hi + 1)) - 1})"
 
-    def _x_Call(self, e: ast.Call, scope: _Scope) -> str:
+    def _x_Call(self, e: ast.Call, scope: Scope) -> str:
         tgt = e.target
         if tgt.kind == "header_method" and tgt.name == "isValid":
             return self.valid_code(self.storage(tgt.instance, scope))
@@ -1036,7 +972,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.emit(f"pos = {saved}")
         return st
 
-    def _x_Cast(self, e: ast.Cast, scope: _Scope) -> str:
+    def _x_Cast(self, e: ast.Cast, scope: Scope) -> str:
         src, dst = e.operand.type, e.type
         v = self.ex(e.operand, scope)
         if dst is BOOL:
@@ -1053,7 +989,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             return self.wrap_code(v, target)
         return v
 
-    def _x_Unary(self, e: ast.Unary, scope: _Scope) -> str:
+    def _x_Unary(self, e: ast.Unary, scope: Scope) -> str:
         v = self.ex(e.operand, scope)
         t = e.type
         if e.op == "!":
@@ -1064,12 +1000,12 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             return f"(~{v})" if t.signed else f"({v} ^ {t.mask})"
         return self.wrap_code(f"-{v}", t)
 
-    def _x_Cond(self, e: ast.Cond, scope: _Scope) -> str:
+    def _x_Cond(self, e: ast.Cond, scope: Scope) -> str:
         if has_user_call(e.then) or has_user_call(e.other):
             return self.lazy_cond(e, scope)
         return f"({self.ex(e.then, scope)} if {self.ex(e.cond, scope)} else {self.ex(e.other, scope)})"
 
-    def _x_Binary(self, e: ast.Binary, scope: _Scope) -> str:
+    def _x_Binary(self, e: ast.Binary, scope: Scope) -> str:
         op, t = e.op, e.type
         if op in ("&&", "||") and has_user_call(e.right):
             return self.lazy_logic(e, scope)
@@ -1132,7 +1068,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             return f"(S[{a.base}] == S[{b.base}])"
         return "(" + " and ".join(parts) + ")" if parts else "True"
 
-    def _x_TypeMember(self, e: ast.TypeMember, scope: _Scope) -> str:
+    def _x_TypeMember(self, e: ast.TypeMember, scope: Scope) -> str:
         return repr(e.value)
 
 

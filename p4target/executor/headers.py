@@ -22,13 +22,10 @@ The rules followed here (behavioral-model ``headers.cpp``, ``stacks.cpp``, ``par
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..frontend.types import BOOL, HeaderT, StackT, Type, VarbitT, bit_width
-
-if TYPE_CHECKING:
-    from .codegen import Storage
+from .storage import DynBase, Storage, member_storage, slot_count
 
 
 class StackIndexError(Exception):
@@ -40,26 +37,6 @@ def stack_index(i: int, size: int) -> int:
     if 0 <= i < size:
         return i
     raise StackIndexError(i)
-
-
-@dataclass(frozen=True, slots=True)
-class DynBase:
-    """A slot number computed at run time: the Python expression ``expr`` plus ``offset``.
-    It adds to ints and formats as code, so ``f"S[{st.base + 1}]"`` works unchanged."""
-
-    expr: str
-    offset: int = 0
-
-    def __add__(self, k: int) -> DynBase:
-        return DynBase(self.expr, self.offset + k)
-
-    __radd__ = __add__
-
-    def __str__(self) -> str:
-        return f"({self.expr} + {self.offset})" if self.offset else f"({self.expr})"
-
-    def __format__(self, spec: str) -> str:
-        return str(self)
 
 
 def contains_header(t: Type) -> bool:
@@ -109,12 +86,10 @@ class HeaderOps:
         return st.base + t.size * self.slots_of(t.elem)
 
     def slots_of(self, t: Type) -> int:
-        from .codegen import slot_count
         return slot_count(t)
 
     def element(self, st: Storage, index_code: str) -> Storage:
         """Element ``index_code`` (run-time) of the stack at ``st``; bounds-checked."""
-        from .codegen import Storage
         t = st.type
         assert isinstance(t, StackT)
         k = self.slots_of(t.elem)
@@ -123,7 +98,6 @@ class HeaderOps:
 
     def stack_next(self, st: Storage) -> Storage:
         """``s.next``: the element at the next index (callers check it is in bounds)."""
-        from .codegen import Storage
         t = st.type
         k = self.slots_of(t.elem)
         return Storage(DynBase(f"{st.base} + S[{self.stack_next_slot(st)}] * {k}"), t.elem)
@@ -136,7 +110,6 @@ class HeaderOps:
 
     def pin(self, st: Storage) -> Storage:
         """Evaluate a run-time slot number once (an lvalue bound for a whole call)."""
-        from .codegen import Storage
         if not isinstance(st.base, DynBase):
             return st
         v = self.fresh("b")
@@ -147,7 +120,6 @@ class HeaderOps:
     def valid_code(self, st: Storage) -> str:
         t = st.type
         if isinstance(t, HeaderT) and t.is_union:
-            from .codegen import member_storage
             return "(" + " or ".join(f"S[{member_storage(st, n).base}]" for n in t.fields) + ")"
         return f"S[{st.base}]"
 
@@ -178,7 +150,6 @@ class HeaderOps:
     # ------------------------------------------------------------ copies
     def copy_value(self, dst: Storage, src: Storage) -> None:
         """``dst = src`` for any type, with BMv2's header copy rules."""
-        from .codegen import Storage, member_storage
         t = dst.type
         n = dst.size
         if isinstance(t, HeaderT) and t.is_header:

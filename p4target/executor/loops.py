@@ -7,13 +7,11 @@ Python statements of the same name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..frontend import ast
 from ..frontend.errors import P4Error
-
-if TYPE_CHECKING:
-    from .codegen import CodeGen
+from .emitter import Emitter
 
 
 def contains_return(s: Any) -> bool:
@@ -31,7 +29,7 @@ def contains_return(s: Any) -> bool:
     return False
 
 
-def emit_loop(gen: CodeGen, s: ast.For | ast.ForIn, scope: dict) -> None:
+def emit_loop(gen: Emitter, s: ast.For | ast.ForIn, scope: dict) -> None:
     # An inlined body implements `return` as a Python `break` out of a wrapper loop,
     # which a loop of our own would capture.
     if gen.return_stmt != "return" and contains_return(s.body):
@@ -66,7 +64,7 @@ def emit_loop(gen: CodeGen, s: ast.For | ast.ForIn, scope: dict) -> None:
     gen.indent -= 1
 
 
-def _for_in(gen: CodeGen, s: ast.ForIn, scope: dict) -> None:
+def _for_in(gen: Emitter, s: ast.ForIn, scope: dict) -> None:
     """The collection is evaluated once, before the first iteration."""
     st = gen.alloc(s.var.type)
     scope[s.var] = st

@@ -8,15 +8,13 @@ plane's default member/group) resolves to for this packet.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..frontend import ast
 from ..frontend.profiles import implementation_of, is_constructed_in_place, selector_algorithm
 from ..p4info import qualify
+from .emitter import Emitter
 from .profiles import ActionProfile
-
-if TYPE_CHECKING:
-    from .codegen import CodeGen
 
 
 def profile_instance(decl: ast.Instantiation, name: str) -> ActionProfile:
@@ -27,7 +25,7 @@ def profile_instance(decl: ast.Instantiation, name: str) -> ActionProfile:
     return ActionProfile(name, int(size), algo)
 
 
-def table_profile(cg: CodeGen, t: ast.TableDecl, scope: Any, table_name: str) -> ActionProfile | None:
+def table_profile(cg: Emitter, t: ast.TableDecl, scope: Any, table_name: str) -> ActionProfile | None:
     """The profile a table uses: its control's instance, or one of its own when constructed in place
     (named as P4Info names it: the property's @name, else after the table)."""
     inst = implementation_of(t)
@@ -45,7 +43,7 @@ def table_profile(cg: CodeGen, t: ast.TableDecl, scope: Any, table_name: str) ->
     return cg.ns[bound]
 
 
-def emit_indirect_apply(cg: CodeGen, t: ast.TableDecl, scope: Any, tname: str, key: str) -> None:
+def emit_indirect_apply(cg: Emitter, t: ast.TableDecl, scope: Any, tname: str, key: str) -> None:
     """The body of an indirect table's apply function after its matched keys (``key``):
     returns (hit, action name) as every apply function does."""
     selectors = [k.expr for k in t.keys if k.match_kind == "selector"]

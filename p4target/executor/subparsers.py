@@ -25,6 +25,7 @@ from typing import Any
 
 from ..frontend import ast
 from ..frontend.types import ExternT, HeaderT, StackT
+from .storage import Storage, member_storage, slot_count
 
 # A pending state of the parse loop: id, comment, state ids for its transitions, body.
 _Later = tuple[int, str, dict[str, int], Callable[[], None]]
@@ -105,7 +106,6 @@ class SubParserGen:
 
     def reset_headers(self, st: Any) -> None:
         """p4c's reset of an ``out`` argument: every header in it becomes invalid."""
-        from .codegen import Storage, member_storage, slot_count
         t = st.type
         if isinstance(t, StackT):
             k = slot_count(t.elem)

@@ -22,8 +22,9 @@ from ..frontend.errors import P4Error, as_p4_errors
 from ..frontend.tna import TNA_BLOCKS, TNA_EXTERNS
 from ..frontend.types import BOOL, BitsT, ExternT, HeaderT, Type, bit_width
 from ..p4info import qualify
-from .codegen import CodeGen, Generated, Storage, _Scope, member_storage
+from .codegen import CodeGen, Generated
 from .externs import Counter, Register
+from .storage import Scope, Storage, member_storage
 
 # Which storage each template parameter binds to, per block (tna.p4's parameter order).
 SHAPES = {
@@ -70,7 +71,7 @@ class RegisterActionObj:
     register: TnaRegister
     reg_const: str  # the register's name in the generated module
     apply: ast.FunctionDecl
-    scope: _Scope  # the declaring control's: the apply body may read its headers and metadata
+    scope: Scope  # the declaring control's: the apply body may read its headers and metadata
 
 
 def csum_add(acc: int, data: bytes) -> int:
@@ -137,7 +138,7 @@ class TnaCodeGen(CodeGen):
         self.out.meta_storage = bound["IM"]
         for role in TNA_BLOCKS:
             decl = pipe.blocks[role]
-            scope = _Scope(self.globals)
+            scope = Scope(self.globals)
             for p, which in zip(decl.params, SHAPES[role]):
                 if which == "PKT":
                     scope[p] = "PKT"
@@ -162,7 +163,7 @@ class TnaCodeGen(CodeGen):
         return None if st is None else member_storage(st, fname).base
 
     # ================================================================ instances
-    def instance(self, decl: ast.Instantiation, scope: _Scope, prefix: str) -> None:
+    def instance(self, decl: ast.Instantiation, scope: Scope, prefix: str) -> None:
         t = decl.type
         kind = t.decl.name if isinstance(t, ExternT) else None
         if kind not in TNA_EXTERNS:
@@ -190,13 +191,13 @@ class TnaCodeGen(CodeGen):
             scope[decl] = name
 
     # ================================================================ calls
-    def method(self, call: ast.Call, scope: _Scope) -> None:
+    def method(self, call: ast.Call, scope: Scope) -> None:
         if call.target.decl.name in TNA_EXTERNS:
             self.tna_call(call, scope)
         else:
             super().method(call, scope)
 
-    def _x_Call(self, e: ast.Call, scope: _Scope) -> str:
+    def _x_Call(self, e: ast.Call, scope: Scope) -> str:
         tgt = e.target
         if tgt.kind == "method" and tgt.decl.name in TNA_EXTERNS:
             code = self.tna_call(e, scope)
@@ -205,7 +206,7 @@ class TnaCodeGen(CodeGen):
             return code
         return super()._x_Call(e, scope)
 
-    def tna_call(self, call: ast.Call, scope: _Scope) -> str | None:
+    def tna_call(self, call: ast.Call, scope: Scope) -> str | None:
         tgt, args = call.target, call.args
         ext, m = tgt.decl.name, tgt.name
         obj = self.lookup(scope, tgt.instance.decl)
@@ -244,7 +245,7 @@ class TnaCodeGen(CodeGen):
             return None
         return None  # DirectCounter.count(): the table counts its hits
 
-    def register_execute(self, ra: RegisterActionObj, call: ast.Call, scope: _Scope) -> str:
+    def register_execute(self, ra: RegisterActionObj, call: ast.Call, scope: Scope) -> str:
         """Read the cell, run ``apply`` on it, write it back; the value is rv.  An index
         outside the register reads 0 and changes nothing (as this target's v1model registers)."""
         reg = ra.register
@@ -264,7 +265,7 @@ class TnaCodeGen(CodeGen):
         self.emit(f"S[{self.acc_slot}] |= {bit}")
         n = value.size
         self.emit(f"S[{value.base}] = {cells}[{i}]" if n == 1 else f"S[{value.base}:{value.base + n}] = {cells}[{i}]")
-        inner = _Scope(ra.scope)
+        inner = Scope(ra.scope)
         inner[params[0]] = value
         if len(params) > 1:
             inner[params[1]] = rv if rv is not None else self.alloc(params[1].type)

@@ -10,22 +10,21 @@ them); ``switch.Switch`` reads the slots only when the program has them.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..frontend import ast
 from ..frontend.checker import V1MODEL_FUNCTIONS
 from ..frontend.errors import P4Error
 from ..frontend.types import BitsT, HeaderT, StackT
 from ..p4info import qualify
+from .emitter import Emitter
 from .externs import Meter
-
-if TYPE_CHECKING:
-    from .codegen import CodeGen, Storage, _Scope
+from .storage import Scope, Storage, member_storage
 
 __all__ = ["V1MODEL_FUNCTIONS", "intrinsic_slot", "v1model_function"]
 
 
-def intrinsic_slot(cg: CodeGen, name: str) -> int:
+def intrinsic_slot(cg: Emitter, name: str) -> int:
     """A slot that holds None until the program requests ``name`` for this packet."""
     slot = cg.out.intrinsic.get(name)
     if slot is None:
@@ -34,7 +33,7 @@ def intrinsic_slot(cg: CodeGen, name: str) -> int:
     return slot
 
 
-def _reads_packet_length(cg: CodeGen) -> bool:
+def _reads_packet_length(cg: Emitter) -> bool:
     """Whether the program mentions ``standard_metadata.packet_length`` anywhere."""
     found = getattr(cg, "_reads_packet_length", None)
     if found is None:
@@ -57,7 +56,7 @@ def _reads_packet_length(cg: CodeGen) -> bool:
     return found
 
 
-def length_register_update(cg: CodeGen, st: Storage, valid: bool) -> None:
+def length_register_update(cg: Emitter, st: Storage, valid: bool) -> None:
     """simple_switch's ``add_header``/``remove_header`` (``setValid()``/``setInvalid()``)
     add/subtract the header's size to/from the packet-length register, which egress,
     multicast replicas and egress clones then see as ``packet_length``.  Only programs
@@ -81,7 +80,7 @@ def length_register_update(cg: CodeGen, st: Storage, valid: bool) -> None:
         cg.emit(f"    S[{slot}] -= {size}")
 
 
-def _annotation_value(cg: CodeGen, e: Any) -> int:
+def _annotation_value(cg: Emitter, e: Any) -> int:
     """``@field_list`` arguments: integer literals or serializable enum members."""
     if getattr(e, "value", None) is not None and isinstance(e.value, int):
         return int(e.value)
@@ -96,15 +95,13 @@ def _annotation_value(cg: CodeGen, e: Any) -> int:
     raise P4Error(e.loc, "@field_list arguments must be integer constants or serializable enum members")
 
 
-def field_list_slots(cg: CodeGen, index: int | None) -> list[int]:
+def field_list_slots(cg: Emitter, index: int | None) -> list[int]:
     """The user-metadata slots annotated ``@field_list(..., index, ...)`` (BMv2 copies these)."""
     if index is None:
         return []
     cache = cg.out.field_lists
     if index in cache:
         return cache[index]
-    from .codegen import member_storage  # noqa: PLC0415 - codegen imports this module
-
     slots: list[int] = []
 
     def walk(st: Storage) -> None:
@@ -126,9 +123,7 @@ def field_list_slots(cg: CodeGen, index: int | None) -> list[int]:
     return slots
 
 
-def _flat_values(cg: CodeGen, st: Storage, loc: Any) -> list[str]:
-    from .codegen import member_storage  # noqa: PLC0415
-
+def _flat_values(cg: Emitter, st: Storage, loc: Any) -> list[str]:
     t = st.type
     if isinstance(t, HeaderT):
         if t.is_header:
@@ -142,7 +137,7 @@ def _flat_values(cg: CodeGen, st: Storage, loc: Any) -> list[str]:
     return [f"S[{st.base}]"]
 
 
-def v1model_function(cg: CodeGen, call: ast.Call, scope: _Scope) -> None:
+def v1model_function(cg: Emitter, call: ast.Call, scope: Scope) -> None:
     name, args = call.target.name, call.args
     if name in ("clone", "clone_preserving_field_list"):
         index = args[2].value if name == "clone_preserving_field_list" else None
@@ -199,7 +194,7 @@ def v1model_function(cg: CodeGen, call: ast.Call, scope: _Scope) -> None:
         raise P4Error(call.loc, f"{name} is not supported by the built-in target")
 
 
-def meter_instance(cg: CodeGen, decl: ast.Instantiation, name: str) -> Meter:
+def meter_instance(cg: Emitter, decl: ast.Instantiation, name: str) -> Meter:
     t = decl.type
     unit_arg = decl.args[-1]
     unit = unit_arg.type.members[unit_arg.value]
@@ -208,7 +203,7 @@ def meter_instance(cg: CodeGen, decl: ast.Instantiation, name: str) -> Meter:
     return Meter(name, 0, unit)
 
 
-def meter_method(cg: CodeGen, call: ast.Call, scope: _Scope, obj: str) -> None:
+def meter_method(cg: Emitter, call: ast.Call, scope: Scope, obj: str) -> None:
     """``execute_meter``: out-of-range indexes leave the result unchanged (BMv2)."""
     args = call.args
     if call.target.name == "read":
@@ -224,7 +219,7 @@ def meter_method(cg: CodeGen, call: ast.Call, scope: _Scope, obj: str) -> None:
     cg.emit(f"    S[{dst.base}] = {obj}.cells[{i}].execute(RT.micros(), {amount})")
 
 
-def direct_meter_destination(cg: CodeGen, t: ast.TableDecl, meter_decl: Any, scope: _Scope) -> Storage | None:
+def direct_meter_destination(cg: Emitter, t: ast.TableDecl, meter_decl: Any, scope: Scope) -> Storage | None:
     """The field every ``m.read(field)`` of the table's actions writes (p4c requires one)."""
     found: list[ast.Expr] = []
 

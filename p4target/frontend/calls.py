@@ -13,6 +13,7 @@ from typing import Any
 
 from . import ast
 from .errors import P4Error
+from .scope import CallTarget, Scope
 from .tna import is_optional
 from .types import VOID, Type
 
@@ -49,8 +50,6 @@ class CallChecks:
             self._function_body(decl, scope, {})
 
     def _function_body(self, decl: ast.FunctionDecl, scope: Any, bindings: dict[str, Type]) -> None:
-        from .checker import Scope
-
         saved, saved_generic = self.type_vars, self.generic_names
         self.type_vars = {**saved, **bindings}
         self.generic_names = saved_generic | set(bindings)  # type variables in the source: p4c checks them as such
@@ -90,8 +89,6 @@ class CallChecks:
             if missing:
                 raise P4Error(e.loc, f"cannot infer type argument {missing[0]} of {d.name}: give it explicitly")
             d = self._specialize(d, bindings)
-        from .checker import CallTarget
-
         e.target = CallTarget("user_function", d.name, d)
         return d.type
 

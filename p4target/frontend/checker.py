@@ -7,7 +7,7 @@ built-in target executes is rejected here, with its location, rather than ignore
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import ast
@@ -15,6 +15,8 @@ from .calls import CallChecks
 from .errors import P4Error
 from .instances import InstanceChecks
 from .profiles import PROFILE_EXTERNS, ProfileChecks
+from .program import CheckedProgram, Pipeline
+from .scope import CallTarget, Scope
 from .tna import TNA_EXTERNS, TNA_METHODS, TnaChecks, is_tna_main, present_params
 from .types import (
     BOOL,
@@ -88,79 +90,11 @@ def wrap(value: int, t: Type) -> int:
     return value
 
 
-@dataclass(slots=True)
-class CallTarget:
-    """What a call resolves to; ``kind`` selects the executor's implementation."""
-
-    kind: str  # action | function | method | header_method | table_apply | block_apply
-    name: str  # action/function/method name
-    decl: Any = None  # ActionDecl, TableDecl, Instantiation, ExternFunction ...
-    instance: ast.Expr | None = None  # the object a method is called on
-
-
-@dataclass(slots=True)
-class Pipeline:
-    """The six blocks of the ``V1Switch`` package, and the user's header/metadata types."""
-
-    main: ast.Instantiation
-    blocks: dict[str, Any]  # PIPELINE_BLOCKS name -> ParserDecl/ControlDecl
-    headers: HeaderT
-    metadata: HeaderT
-    egress_headers: HeaderT | None = None  # TNA: egress has its own types
-    egress_metadata: HeaderT | None = None
-
-
-@dataclass(slots=True)
-class CheckedProgram:
-    program: ast.Program
-    errors: list[str]  # error members in code order (error.NoError == 0)
-    standard_metadata: HeaderT
-    pipeline: Pipeline
-    top_level: list[ast.Decl] = field(default_factory=list)
-    arch: str = "v1model"  # or "tna" (frontend/tna.py)
-
-
 def _declared_type_name(e: ast.Expr) -> str | None:
     """The type name a variable or parameter was declared with (``T v``), if ``e`` names one."""
     decl = e.decl if isinstance(e, ast.PathExpr) else None
     ref = getattr(decl, "type_ref", None)
     return ref.name if isinstance(ref, ast.TypeRef) and ref.kind == "named" else None
-
-
-class Scope:
-    def __init__(self, parent: Scope | None = None, owner: Any = None) -> None:
-        self.parent = parent
-        self.owner = owner  # the ParserDecl/ControlDecl/ActionDecl this scope belongs to
-        self.values: dict[str, Any] = {}
-        self.loop_names: set[str] = set()  # declared by for loops here: p4c puts them in this scope too
-
-    def declare(self, decl: ast.Decl) -> None:
-        if decl.name in self.loop_names:
-            raise P4Error(decl.loc, f"Duplicate declaration of {decl.name}")
-        if decl.name in self.values:
-            raise P4Error(decl.loc, f"'{decl.name}' is already declared in this scope")
-        self.values[decl.name] = decl
-
-    def declare_loop_variable(self, decl: ast.Decl) -> None:
-        """A for loop's variable: visible in the loop only, but declared in the enclosing block for p4c,
-        which refuses two loops (or a loop and a variable) of one block declaring the same name."""
-        if decl.name in self.loop_names or decl.name in self.values:
-            raise P4Error(decl.loc, f"Duplicate declaration of {decl.name}")
-        self.loop_names.add(decl.name)
-
-    def lookup(self, name: str) -> Any:
-        scope: Scope | None = self
-        while scope is not None:
-            if name in scope.values:
-                return scope.values[name]
-            scope = scope.parent
-        return None
-
-    def root(self) -> Scope:
-        scope = self
-        while scope.parent is not None:
-            scope = scope.parent
-        return scope
 
 
 class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):

@@ -16,6 +16,7 @@ from typing import Any
 
 from . import ast
 from .errors import P4Error
+from .scope import CallTarget
 from .types import BOOL, ERROR, INFINT, VOID, BitsT, BlockT, EnumT, Type
 
 
@@ -119,8 +120,6 @@ class InstanceChecks:
 
     def parser_apply(self, e: ast.Call, f: ast.Member, bt: BlockT, scope: Any) -> Type:
         """``p.apply(packet, ...)`` of a sub-parser, from a parser state."""
-        from .checker import CallTarget
-
         if not isinstance(scope.owner, ast.ParserDecl):
             raise P4Error(e.loc, "a parser can only be applied from a parser state")
         if not isinstance(f.base, ast.PathExpr) or not isinstance(f.base.decl, ast.Instantiation):
@@ -134,8 +133,6 @@ class InstanceChecks:
         as p4c's InstantiateDirectCalls, an anonymous instance ``MyControl() MyControl_inst;``
         named ``@name("MyControl")`` joins the enclosing block's locals (ahead of its own, in
         call order), so each such call has its own instance and control-plane names."""
-        from .checker import CallTarget
-
         owner = scope.owner
         if f.member != "apply":
             raise P4Error(f.loc, f"{f.type_name} has no method '{f.member}'")

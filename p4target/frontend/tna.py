@@ -16,6 +16,7 @@ from typing import Any
 
 from . import ast
 from .errors import P4Error
+from .program import CheckedProgram, Pipeline
 from .types import BOOL, BitsT, BlockT, EnumT, ExternT, HeaderT, Type
 
 # Externs of tofino.p4 that the built-in target executes (executor/tna_codegen.py).
@@ -118,8 +119,6 @@ class TnaChecks:
 
     # ---------------------------------------------------------------- the package
     def tna_program(self, main: ast.Instantiation) -> Any:
-        from .checker import CheckedProgram, Pipeline
-
         if len(main.args) != 1:
             raise P4Error(main.loc, "a Switch of more than one Pipeline is not supported by the built-in target")
         arg = main.args[0]

@@ -138,10 +138,8 @@ class PipelineState:
             return
         try:
             if entry.is_default_action:
-                check_default_entry(kind, table.name, entry)
+                check_default_entry(kind, table, entry)
                 if not entry.HasField("action"):
-                    if table.default_is_const:
-                        raise TableError("PERMISSION_DENIED", f"{table.name} has a const default action")
                     table.reset_default()
                 else:
                     table.set_default(*self._action(info, entry.action))

@@ -20,17 +20,28 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Hashable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from ..executor.profiles import ActionProfile, IndirectEntry, IndirectTable, Ref
-from ..executor.tables import TableError
+from ..executor.switch import Switch
+from ..executor.tables import FieldMatch, Table, TableError
 from .requests import DELETE, INSERT, MODIFY, check_default_entry, encode_int, rpc_error
 
-if TYPE_CHECKING:
-    from .entities import PipelineState
+
+class ProfilesOwner(Protocol):
+    """What profile entities use of ``entities.PipelineState``, which owns them (so no import back)."""
+
+    switch: Switch
+    p4info: p4info_pb2.P4Info
+    actions_by_name: dict[str, p4info_pb2.Action]
+
+    def _match(self, table: Table, info: p4info_pb2.Table, entry: p4runtime_pb2.TableEntry) -> list[FieldMatch]: ...
+
+    def _action(self, info: p4info_pb2.Table, ta: p4runtime_pb2.TableAction) -> tuple[str, list[int]]: ...
+
 
 MANUAL, ONESHOT = "members and groups", "one-shot action sets"
 
@@ -38,7 +49,7 @@ MANUAL, ONESHOT = "members and groups", "one-shot action sets"
 class ProfileEntities:
     """The action profiles of one committed pipeline, by P4Info id."""
 
-    def __init__(self, p: PipelineState) -> None:
+    def __init__(self, p: ProfilesOwner) -> None:
         self.p = p
         self.infos = {a.preamble.id: a for a in p.p4info.action_profiles}
         tables = {t.preamble.id: t for t in p.p4info.tables}
@@ -183,10 +194,8 @@ class ProfileEntities:
         pid = info.implementation_id
         try:
             if entry.is_default_action:
-                check_default_entry(kind, table.name, entry)
+                check_default_entry(kind, table, entry)
                 if not entry.HasField("action"):
-                    if table.default_is_const:
-                        raise TableError("PERMISSION_DENIED", f"{table.name} has a const default action")
                     self._release(table.default_ref, table)
                     return
                 if entry.action.WhichOneof("type") == "action_profile_action_set":

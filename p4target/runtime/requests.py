@@ -3,6 +3,8 @@ raises, P4Runtime's integer bytestrings, and the rules of a default entry."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 from p4.v1 import p4runtime_pb2
 
@@ -35,9 +37,12 @@ def encode_int(value: int) -> bytes:
     return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
 
 
-def check_default_entry(kind: int, table: str, entry: p4runtime_pb2.TableEntry) -> None:
-    """A default entry can only be modified, and names no match and no priority."""
+def check_default_entry(kind: int, table: Any, entry: p4runtime_pb2.TableEntry) -> None:
+    """A default entry can only be modified, names no match and no priority, and cannot reset a const
+    default action (``table``: its ``name`` and ``default_is_const``)."""
     if kind != MODIFY:
-        raise rpc_error("INVALID_ARGUMENT", f"{table}: the default entry can only be modified")
+        raise rpc_error("INVALID_ARGUMENT", f"{table.name}: the default entry can only be modified")
     if entry.match or entry.priority:
-        raise rpc_error("INVALID_ARGUMENT", f"{table}: a default entry has no match or priority")
+        raise rpc_error("INVALID_ARGUMENT", f"{table.name}: a default entry has no match or priority")
+    if not entry.HasField("action") and table.default_is_const:
+        raise rpc_error("PERMISSION_DENIED", f"{table.name} has a const default action")

@@ -1,0 +1,78 @@
+"""Where values live in the executor's flat state list ``S``: slot layouts of P4 types.
+
+Shared by ``codegen`` and its mixins and helper modules (headers, calls, sub-parsers,
+v1model and TNA code generation); kept below all of them so none imports ``codegen``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..frontend.types import HeaderT, StackT, Type
+
+
+@dataclass(frozen=True, slots=True)
+class DynBase:
+    """A slot number computed at run time: the Python expression ``expr`` plus ``offset``.
+    It adds to ints and formats as code, so ``f"S[{st.base + 1}]"`` works unchanged."""
+
+    expr: str
+    offset: int = 0
+
+    def __add__(self, k: int) -> DynBase:
+        return DynBase(self.expr, self.offset + k)
+
+    __radd__ = __add__
+
+    def __str__(self) -> str:
+        return f"({self.expr} + {self.offset})" if self.offset else f"({self.expr})"
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Storage:
+    """Where a value of type ``type`` lives in the state list: slots base .. base+size.
+    ``base`` is a DynBase for elements reached through a run-time stack index; a header
+    in a union lists its siblings' valid slots (relative to ``base``) in ``siblings``."""
+
+    base: int | DynBase
+    type: Type
+    siblings: tuple[int, ...] = ()
+
+    @property
+    def size(self) -> int:
+        return slot_count(self.type)
+
+
+def slot_count(t: Type) -> int:
+    """How many slots a value of type ``t`` takes (a header's valid bit and a stack's next index count)."""
+    if isinstance(t, HeaderT):
+        own = sum(slot_count(f) for f in t.fields.values())
+        return own + 1 if t.is_header else own
+    if isinstance(t, StackT):
+        return t.size * slot_count(t.elem) + 1  # the elements, then the next index
+    return 1
+
+
+def member_storage(st: Storage, name: str) -> Storage:
+    """The slots of field ``name`` of the struct, header or union stored at ``st``."""
+    t = st.type
+    assert isinstance(t, HeaderT)
+    offset = 1 if t.is_header else 0
+    offsets = {}
+    for fname, ft in t.fields.items():
+        offsets[fname] = offset
+        offset += slot_count(ft)
+    if name not in offsets:
+        raise KeyError(name)
+    own = offsets[name]
+    siblings = tuple(o - own for n, o in offsets.items() if n != name) if t.is_union else ()
+    return Storage(st.base + own, t.fields[name], siblings)
+
+
+class Scope(dict):
+    """decl -> binding for one control/parser instance: Storage, a Python expression
+    (read-only values such as action data), a qualified name, or a runtime object's name.
+    Inner scopes are copies, so bindings never leak outwards."""

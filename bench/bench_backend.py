@@ -16,8 +16,9 @@ How: per call size, in one process, alternating run by run (median over ``--runs
   buckets (each call's fixed cost shows here).
 Printed: MB/s of the tensor's float32 size per wall-second and per CPU-second of the process,
 and the model's prediction for a single call through the backend beside it: the worker's time
-plus one copy of the result into the tensor at the memory bandwidth measured here
-(``np.copyto`` of the same size), plus a bfloat16 conversion each way for bf16.
+(a float32 tensor is the host buffer the worker sums into, so nothing is copied), plus one pass
+over the values for AVG's division (a ``np.copyto`` of the same size, at the memory bandwidth
+measured here), plus a bfloat16 conversion each way for bf16.
 
     python -m bench.bench_backend [--mb 0.1,4,64] [--values 256] [--runs 5] [--calls 3]
 
@@ -144,10 +145,10 @@ def table(rows: list[dict]) -> None:
             runs = [r for r in mine if r["path"] == path]
             wall = statistics.median(r["wall"] for r in runs)
             cpu = statistics.median(r["cpu"] for r in runs)
-            model = base + runs[0]["copy"] + (runs[0]["convert"] if path == "backend bf16" else 0.0)
+            model = base + {"backend f32 avg": runs[0]["copy"], "backend bf16": runs[0]["convert"]}.get(path, 0.0)
             shown = f"{1e3 * model:9.2f}" if path not in ("worker", "backend async x4") else f"{'-':>9}"
             print(f"{mb:>6g} {path:<18} {mb / wall:>10.0f} {mb / cpu:>9.0f} {1e3 * wall:>8.2f} {shown}")
-    print("(medians over runs; model: the worker's call plus one copy of the result into the tensor, and for bf16 "
+    print("(medians over runs; model: the worker's call, plus a pass for AVG's division, and for bf16 "
           "a conversion each way)")
 
 

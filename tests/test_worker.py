@@ -147,6 +147,13 @@ def test_consecutive_and_async_calls_continue_the_sequence(net3):
     for t in threads:
         t.join()
     check_sum(in_place, arrays)
+    halves = [a[::2].astype(np.float16) for a in arrays]  # float16, summed as float32
+    targets = [np.repeat(h, 2)[::2] for h in halves]  # non-contiguous views of each
+    assert all(not t.flags.c_contiguous and np.array_equal(t, h) for t, h in zip(targets, halves))
+    handles = [w.allreduce_async_(t) for w, t in zip(second, targets)]  # started together, in place
+    assert all(h.result(timeout=20) is t for h, t in zip(handles, targets))
+    exact = np.sum([h.astype(np.float64) for h in halves], axis=0)
+    assert all(np.allclose(t, exact, rtol=2e-3, atol=1e-3) for t in targets)
     for w in second:
         w.close()
 

@@ -4,6 +4,7 @@
     w = Worker.from_env()                  # INA_JOB_SPEC=path/to/job.json INA_RANK=0 (or RANK)
     total = w.allreduce(gradient)          # float32/float64/float16 or int32, any shape
     handle = w.allreduce_async(gradient)   # a Future: overlap with computation, then .result()
+    handle = w.allreduce_async_(gradient)  # the same, the sum written into gradient itself
 
 Every worker of the job must make the same sequence of calls with arrays of the same size
 (as with any collective); the sum is the switch's, so every worker gets the same bits back.
@@ -111,21 +112,21 @@ class Worker:
 
     def allreduce_(self, array: np.ndarray) -> np.ndarray:
         """In place: ``array`` receives the sum (and is returned)."""
-        sums = self._submit(array, pooled=True).result()  # flat, in the pool's memory
-        try:
-            array[...] = sums[:array.size].reshape(array.shape)
-        finally:
-            self._pool.give(sums)
-        return array
+        return self.allreduce_async_(array).result()
 
     def allreduce_async(self, array: np.ndarray) -> Future:
         """Start an allreduce; the Future's result() is the sum (or raises its AllreduceError).  Its
         ``timing`` dict gets ``perf_counter()`` times: submitted, started (on the I/O thread), finished."""
-        return self._submit(array, pooled=False)
+        return self._submit(array, None)
 
-    def _submit(self, array: np.ndarray, pooled: bool) -> Future:
-        """The call, queued for the I/O thread; its result is the sum as ``array`` was, or (``pooled``)
-        the flat sums in the working dtype, in memory lent by the pool."""
+    def allreduce_async_(self, array: np.ndarray) -> Future:
+        """Start an in-place allreduce: the I/O thread writes the sum into ``array``, which the Future's
+        result() returns.  ``array`` must not change before then (its values are read at this call)."""
+        return self._submit(array, array)
+
+    def _submit(self, array: np.ndarray, target: np.ndarray | None) -> Future:
+        """The call, queued for the I/O thread; its result is the sum as ``array`` was, or ``target``
+        holding it."""
         data, exponents = self._checked(array)
         timing = {"submitted": time.perf_counter()}
         try:
@@ -133,7 +134,7 @@ class Worker:
                 if self._closed:
                     raise RuntimeError("this Worker is closed")
                 future = self._io.submit(self._timed, timing, data, exponents, array.size, array.shape, array.dtype,
-                                         pooled)
+                                         target)
         except BaseException:
             self._pool.give(data)
             raise
@@ -211,19 +212,22 @@ class Worker:
             raise
 
     def _timed(self, timing: dict[str, float], padded: np.ndarray, exponents: np.ndarray | None, size: int,
-               shape: tuple[int, ...], dtype: np.dtype, pooled: bool) -> np.ndarray:
+               shape: tuple[int, ...], dtype: np.dtype, target: np.ndarray | None) -> np.ndarray:
+        """The sums: into ``target`` through memory lent by the pool, or as a new array (whose fresh
+        pages the caller keeps)."""
         timing["started"] = time.perf_counter()
-        out = self._pool.take(len(padded), padded.dtype) if pooled else np.empty(len(padded), padded.dtype)
+        out = self._pool.take(len(padded), padded.dtype) if target is not None else np.empty(len(padded), padded.dtype)
         try:
             self._run(padded, exponents, size, dtype, out)
-        except BaseException:
-            if pooled:
-                self._pool.give(out)
-            raise
+            if target is None:
+                return out[:size].astype(dtype, copy=False).reshape(shape)
+            np.copyto(target, out[:size].reshape(target.shape), casting="unsafe")  # float16 is summed as float32
+            return target
         finally:
+            if target is not None:
+                self._pool.give(out)
             self._pool.give(padded)
             timing["finished"] = time.perf_counter()
-        return out if pooled else out[:size].astype(dtype, copy=False).reshape(shape)
 
     def _run(self, padded: np.ndarray, exponents: np.ndarray | None, size: int, dtype: np.dtype,
              out: np.ndarray) -> None:

@@ -37,7 +37,7 @@ from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo, _create_wo
 
 from worker.api import Worker
 from worker.jobspec import JobSpec, spec_path
-from worker.torch_tensors import WIRE_DTYPES, TensorWorker
+from worker.torch_tensors import WIRE_DTYPES, TensorWorker, divide_
 
 NAME = "ina"
 DEFAULT_TIMEOUT = 10.0  # seconds without progress before an allreduce fails (INA_TIMEOUT)
@@ -88,7 +88,7 @@ class InaProcessGroup(dist.ProcessGroup):
             summed.reduceOp, summed.timeout = dist.ReduceOp.SUM, opts.timeout
             size = self.size()
             future = self.gloo.allreduce(tensors, summed).get_future()
-            return _create_work_from_future(future.then(lambda f: [_divide(t, size) for t in f.value()]))
+            return _create_work_from_future(future.then(lambda f: [divide_(t, size) for t in f.value()]))
         return self.gloo.allreduce(tensors, opts)
 
     def _switches_can(self, tensors: list[torch.Tensor], op: dist.ReduceOp) -> bool:
@@ -101,12 +101,6 @@ class InaProcessGroup(dist.ProcessGroup):
             self.tensors.close()
             self.tensors = None
         dist.ProcessGroup.shutdown(self)
-
-
-def _divide(tensor: torch.Tensor, size: int) -> torch.Tensor:
-    if tensor.is_floating_point() or tensor.is_complex():
-        return tensor.div_(size)
-    return tensor.copy_(torch.div(tensor, size, rounding_mode="trunc"))
 
 
 def _create(options: dist.distributed_c10d._DistributedBackendOptions,

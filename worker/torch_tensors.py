@@ -59,7 +59,8 @@ class Staged:
         return self.stream is not None
 
     def values(self) -> np.ndarray:
-        """The values, flat, in host memory: for a CUDA tensor, once its copy to host has finished."""
+        """The host buffer, flat (the worker reads it, then writes the sum into it): for a CUDA tensor,
+        once its copy to host has finished."""
         if self._copied is not None:
             self._copied.synchronize()
         return self.host.reshape(-1).numpy()
@@ -68,19 +69,16 @@ class Staged:
         """A future for this tensor's result: CUDA-aware for a CUDA tensor."""
         return torch.futures.Future(devices=[self.tensor.device]) if self.on_gpu else torch.futures.Future()
 
-    def write_back(self, total: np.ndarray, divide: int) -> None:
-        """``total / divide`` into the tensor (int32: divided rounding toward zero, as NCCL's average)."""
-        result = torch.from_numpy(total).view(self.tensor.shape)
+    def write_back(self, divide: int) -> None:
+        """The worker wrote the sum into ``host``: ``sum / divide`` into the tensor (no copy when the
+        host buffer is the tensor itself: a contiguous float32 or int32 CPU tensor)."""
         if divide != 1:
-            if result.dtype == torch.int32:
-                result = torch.div(result, divide, rounding_mode="trunc")
-            else:
-                result.div_(divide)
+            divide_(self.host, divide)
         if self.stream is None:
-            self.tensor.copy_(result)
+            if self.host.data_ptr() != self.tensor.data_ptr():
+                self.tensor.copy_(self.host)
             return
-        self.host.copy_(result)  # the pinned buffer: the copy to the GPU is then asynchronous
-        with torch.cuda.stream(self.stream):
+        with torch.cuda.stream(self.stream):  # from pinned memory: the copy to the GPU is asynchronous
             self.tensor.copy_(self.host, non_blocking=True)
 
     def complete(self, future: torch.futures.Future, value: object) -> None:
@@ -90,6 +88,13 @@ class Staged:
             return
         with torch.cuda.stream(self.stream):
             future.set_result(value)
+
+
+def divide_(tensor: torch.Tensor, n: int) -> torch.Tensor:
+    """An average in place: floats divided, integers divided rounding toward zero (as NCCL's average)."""
+    if tensor.is_floating_point() or tensor.is_complex():
+        return tensor.div_(n)
+    return tensor.copy_(torch.div(tensor, n, rounding_mode="trunc"))
 
 
 class Sequencer:
@@ -154,7 +159,8 @@ class TensorWorker:
 
         def done(handle: Future) -> None:
             try:
-                staged.write_back(handle.result(), divide)
+                handle.result()  # the sum is in staged.host (or raises the worker's error)
+                staged.write_back(divide)
             except Exception as e:  # noqa: BLE001 - the future carries it to the caller
                 fail(e, handle)
                 return
@@ -167,7 +173,7 @@ class TensorWorker:
 
         def start() -> None:
             try:
-                handle = self.worker.allreduce_async(staged.values())
+                handle = self.worker.allreduce_async_(staged.values())
             except Exception as e:  # noqa: BLE001 - a closed or broken worker fails this call's future
                 fail(e, None)
                 return

@@ -11,8 +11,9 @@ import pytest
 
 from p4target.executor.switch import Switch
 from p4target.ports import pcap_file_header, pcap_record, read_pcap
-from p4target.stf import BuiltinTarget, StfError, resolve_entry, run_stf, run_stf_file, stf_ports
+from p4target.stf import BuiltinTarget, run_stf, run_stf_file, stf_ports
 from p4target.stf_bmv2 import bmv2_available, cli_table_add
+from p4target.stf_entries import StfError, resolve_entry
 
 from .conftest import P4_DIR
 

@@ -24,7 +24,7 @@ _IN = ("in", "")
 _EVERYWHERE = (0, 1 << 62)
 
 
-def _children(node: Any):
+def children(node: Any):
     """Sub-nodes of an AST node, skipping checker annotations (call targets are not children)."""
     for f in dataclasses.fields(node):
         if f.name in ("loc", "type", "value", "decl", "target", "annotations"):
@@ -42,13 +42,13 @@ def contains(node: Any, kind: type) -> bool:
     """Whether ``kind`` occurs in this tree (not looking into called bodies)."""
     if isinstance(node, kind):
         return True
-    return any(contains(c, kind) for c in _children(node))
+    return any(contains(c, kind) for c in children(node))
 
 
 def has_user_call(node: Any) -> bool:
     if isinstance(node, ast.Call) and node.target is not None and node.target.kind == "user_function":
         return True
-    return any(has_user_call(c) for c in _children(node))
+    return any(has_user_call(c) for c in children(node))
 
 
 def has_side_effects(node: Any) -> bool:
@@ -57,7 +57,7 @@ def has_side_effects(node: Any) -> bool:
         tgt = node.target
         if not (tgt is not None and tgt.kind == "header_method" and tgt.name == "isValid"):
             return True
-    return any(has_side_effects(c) for c in _children(node))
+    return any(has_side_effects(c) for c in children(node))
 
 
 def call_params(tgt: Any, call: ast.Call) -> list[ast.Param] | None:
@@ -104,7 +104,7 @@ def may_exit(node: Any, seen: set[int] | None = None) -> bool:
             return True  # unknown: assume the worst
     if isinstance(node, ast.ControlDecl):
         follow += node.locals
-    return any(may_exit(x, seen) for x in [*follow, *_children(node)] if x is not None)
+    return any(may_exit(x, seen) for x in [*follow, *children(node)] if x is not None)
 
 
 def _contains_return(node: Any) -> bool:
@@ -160,7 +160,7 @@ class CallGen:
             elif tgt.kind not in ("function", "method", "header_method", "stack_method", "block_apply",
                                   "parser_apply", "action", "user_function"):
                 out.append(_EVERYWHERE)
-        for c in _children(node):
+        for c in children(node):
             self._collect_writes(c, scope, out, seen)
 
     def touched_ranges(self, body: Any, scope: Any) -> list[tuple[int, int]]:
@@ -194,7 +194,7 @@ class CallGen:
             elif tgt.kind not in ("function", "method", "header_method", "stack_method", "action",
                                   "user_function"):
                 out.append(_EVERYWHERE)
-        for c in _children(node):
+        for c in children(node):
             self._collect_touches(c, scope, out, seen)
 
     def _add_write(self, e: ast.Expr, scope: Any, out: list) -> None:

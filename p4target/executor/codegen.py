@@ -35,8 +35,7 @@ from ..p4info import key_name, qualify
 from . import algorithms, loops
 from . import profile_codegen as apgen
 from . import v1model_codegen as v1m
-from .calls import CallGen, has_user_call, may_exit
-from .calls import _children as children_of
+from .calls import CallGen, children, has_user_call, may_exit
 from .externs import AssertionFailed, Counter, Hooks, Register, ValueSet
 from .generated import Generated
 from .headers import HeaderOps, StackIndexError, contains_header, stack_index
@@ -1098,7 +1097,7 @@ def _guarded_indexes(s: ast.Stmt) -> list[tuple[ast.Expr, int]]:
         node = roots.pop()
         if isinstance(node, ast.Index) and node.index.value is None and isinstance(node.base.type, StackT):
             found.append((node.index, node.base.type.size))
-        roots += list(children_of(node))
+        roots += list(children(node))
     return found[::-1]
 
 

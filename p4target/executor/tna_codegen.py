@@ -22,8 +22,9 @@ from ..frontend.errors import P4Error, as_p4_errors
 from ..frontend.tna import TNA_BLOCKS, TNA_EXTERNS
 from ..frontend.types import BOOL, BitsT, ExternT, HeaderT, Type, bit_width
 from ..p4info import qualify
-from .codegen import CodeGen, Generated
+from .codegen import CodeGen
 from .externs import Counter, Register
+from .generated import Generated
 from .storage import Scope, Storage, member_storage
 
 # Which storage each template parameter binds to, per block (tna.p4's parameter order).

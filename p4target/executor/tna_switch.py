@@ -33,8 +33,8 @@ from pathlib import Path
 from ..frontend import CheckedProgram, ast, load_program
 from . import native
 from .algorithms import pack_bits
-from .codegen import Generated
 from .externs import CloneSession
+from .generated import Generated
 from .headers import StackIndexError
 from .switch import MAX_PASSES, ControlPlane, MulticastGroups, Output, Switch
 from .tna_codegen import UNSET, RegisterConflict, TnaCodeGen

@@ -39,7 +39,8 @@ bench: $(INSTALLED)
 figures:
 	$(VPY) -m bench.figures
 
-# `make train`: examples/train_ddp.py on 4 Mininet hosts: the INA hook, the "ina" backend, gloo (root).
+# `make train`: examples/train_ddp.py on 4 Mininet hosts, compute-bound (a small CNN) then communication-bound
+# (an MLP of 11 MB of gradient per step on 50 Mbit/s links): the INA hook, the "ina" backend, gloo (root).
 train: $(INSTALLED)
 	$(VPY) examples/mininet_train.py
 

@@ -16,7 +16,9 @@ N=8): the native switch forwards them with a third of a core, and what stops a f
 is the two cores the N Python workers, their kernel stacks and the switch share (measured:
 at 100 Mbit/s and N=4, INA kept its links only 56% busy, at 6.6 MB/s per worker; at N=8,
 30%).  The ring runs over TCP between the hosts (port 47000), forwarded by the same switch
-with ina.p4's IPv4 routes.
+with ina.p4's IPv4 routes.  A third method, ``job-ring``, is what ``ina-ctl job create --mode
+ring`` gives a user: a job's ring, run by ``worker.Worker``; it moves the ring's bytes (float32
+both ways, 2(N-1)/N) and should take the ring's time.
 
 Both methods are timed the same way, by one rank-runner process per host (this module with
 ``--rank-runner``, started in the host's namespace): the ranks start, make one untimed
@@ -30,10 +32,12 @@ Application bytes are printed next to them: ``Worker.stats.bytes_sent`` (UDP pay
 retransmissions included) and ``RingWorker.bytes_sent`` (tensor bytes only).  Each INA
 measurement gets a fresh job (``--pool-size`` slots, which is also the worker's window).
 
-Window (pool size) 8: a 1,082-byte frame takes 0.17 ms at 50 Mbit/s, and 8 in flight keep the
-links 93% busy; 16 gave 94% (N=4, 8 MiB), so the window is not what stops the last percent
-(each call's first window carries only exponents, and the calls start and end one round trip
-apart).  A larger window only queues in the host's own htb qdisc.
+Window (pool size) 64, the controller's default (tests/test_defaults.py keeps them equal): a
+1,082-byte frame takes 0.17 ms at 50 Mbit/s, and 8 in flight already keep the links 93% busy
+(16: 94%, N=4, 8 MiB), so the window is not what stops the last percent (each call's first
+window carries only exponents, and the calls start and end one round trip apart); a larger
+one only queues in the host's own htb qdisc, and under loss (bench_loss) keeps the link busy
+while a lost packet's slot waits.
 
 TCP congestion control of the ring: CUBIC by default (``--ring-cc``), set per socket.  The
 machine this was written on defaults to BBR (v1), which kept the ring's links only 60-70%
@@ -87,8 +91,11 @@ RING_PORT = 47000
 VALUES = 256  # INA_VALUES: values per aggregation packet
 ETH_IP_TCP = 14 + 20 + 32  # TCP with timestamps, as Linux sends by default
 TCP_MSS = 1448  # 1500-byte MTU minus IPv4, TCP and its timestamp option
-DEFAULT_POOL = 8  # window: see the module docstring
-METHODS = ("ina", "ring")
+DEFAULT_POOL = 64  # window: see the module docstring
+# ina: a job through the switch; ring: this module's float32 TCP ring (RingWorker, as gloo's); job-ring:
+# a job created with --mode ring, run by the worker (it should match "ring": the same bytes, 2(N-1)/N)
+METHODS = ("ina", "ring", "job-ring")
+RING_CC = "cubic"  # the ring's TCP congestion control: see the module docstring
 MIB = 1 << 20
 
 
@@ -123,7 +130,7 @@ def rank_runner(args: argparse.Namespace) -> int:
     mine = tensor(args.seed, args.rank, values)
     report: dict[str, Any] = {"rank": args.rank, "method": args.method}
     try:
-        if args.method == "ina":
+        if args.method in ("ina", "job-ring"):
             from worker import Worker
             from worker.jobspec import JobSpec
 
@@ -133,7 +140,7 @@ def rank_runner(args: argparse.Namespace) -> int:
 
             def counters() -> tuple[int, int, int]:
                 s = member.stats
-                return s.bytes_sent, s.packets_sent, s.retransmissions
+                return s.bytes_sent + member.ring_bytes_sent, s.packets_sent, s.retransmissions
         else:
             from worker.ring import RingWorker
 
@@ -335,9 +342,9 @@ def measure(method: str, net: Any, controller: Any, workers: int, size_bytes: in
     ideal = 2 * size_bytes / (bw * 1e6 / 8)  # seconds per call at twice the ring's bytes
     wait = (args.runs + 1) * ideal * 3 + 120
     job = None
-    if method == "ina":
-        job = f"bench-{workers}-{size_bytes}"
-        controller.create_job(job, hosts, pool_size=args.pool_size)
+    if method in ("ina", "job-ring"):
+        job = f"bench-{workers}-{size_bytes}-{method}"
+        controller.create_job(job, hosts, pool_size=args.pool_size, mode="ring" if method == "job-ring" else "ina")
         spec, peers = controller.spec_dir / f"{job}.json", None
     else:
         ips = [str(net.topology.hosts[h].ip.ip) for h in hosts]
@@ -374,7 +381,7 @@ CSV_FIELDS = ["method", "workers", "size_bytes", "bw_mbit_per_link", "pool_size"
 def ratio(results: list[Measurement], m: Measurement) -> float:
     """Ring time over INA time for m's (N, size), NaN while one of them is missing."""
     pair = {r.method: r for r in results if (r.workers, r.size_bytes) == (m.workers, m.size_bytes)}
-    return pair["ring"].seconds / pair["ina"].seconds if len(pair) == 2 else math.nan
+    return pair["ring"].seconds / pair["ina"].seconds if "ring" in pair and "ina" in pair else math.nan
 
 
 def row(results: list[Measurement], m: Measurement) -> dict[str, Any]:
@@ -413,17 +420,18 @@ def plot(csv_path: Path, path: Path) -> Path:
     sizes = sorted({int(r["size_bytes"]) for r in rows})
     bw = {int(r["workers"]): float(r["bw_mbit_per_link"]) for r in rows}
     fig, axes = plt.subplots(1, len(sizes), figsize=(max(6.0, 4.5 * len(sizes)), 5.0), squeeze=False)
-    colours = {"ina": "tab:blue", "ring": "tab:orange"}
-    width = 0.38
+    colours = {"ina": "tab:blue", "ring": "tab:orange", "job-ring": "tab:green"}
+    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    width = 0.8 / len(methods)
     for ax, size in zip(axes[0], sizes):
         ns = sorted({int(r["workers"]) for r in rows if int(r["size_bytes"]) == size})
         top = 0.0
         for i, n in enumerate(ns):
-            for j, method in enumerate(METHODS):
+            for j, method in enumerate(methods):
                 if (r := points.get((method, n, size))) is None:
                     continue
                 med, lo, hi = (float(r[k]) for k in ("seconds_median", "seconds_min", "seconds_max"))
-                x = i + (j - 0.5) * width
+                x = i + (j - (len(methods) - 1) / 2) * width
                 ax.bar(x, med, width, color=colours[method], label=method.upper() if i == 0 else None,
                        yerr=[[med - lo], [hi - med]], capsize=3)
                 ax.text(x, med / 2, f"{med:.2f} s", ha="center", va="center", fontsize=8, rotation=90, color="white")
@@ -477,12 +485,12 @@ def save_figure(fig: Any, path: Path) -> Path:
 
 
 def print_table(results: list[Measurement]) -> None:
-    print(f"\n{'N':>2} {'size':>7} {'method':>6} {'Mbit/s':>6} {'time s':>8} {'min-max s':>15} {'MB/s':>6} "
+    print(f"\n{'N':>2} {'size':>7} {'method':>8} {'Mbit/s':>6} {'time s':>8} {'min-max s':>15} {'MB/s':>6} "
           f"{'wire B/worker':>13} {'wire/K':>6} {'app B/worker':>12} {'link use':>8} {'retx':>5} {'sw CPU':>6} "
           f"{'ring/INA':>8}")
     for m in results:
         r = ratio(results, m)
-        print(f"{m.workers:>2} {m.size_bytes / MIB:>5g}Mi {m.method:>6} {m.bw_mbit:>6g} {m.seconds:>8.3f} "
+        print(f"{m.workers:>2} {m.size_bytes / MIB:>5g}Mi {m.method:>8} {m.bw_mbit:>6g} {m.seconds:>8.3f} "
               f"{min(m.times):>7.3f}-{max(m.times):<7.3f} {m.goodput / 1e6:>6.3f} {m.wire:>13,.0f} "
               f"{m.wire / m.size_bytes:>6.3f} {m.payload:>12,.0f} {m.link_utilisation:>8.2f} {m.retransmissions:>5} "
               f"{m.switch_cpu:>6.2f} {'' if math.isnan(r) or m.method != 'ring' else f'{r:.2f}x':>8}")
@@ -523,12 +531,12 @@ def bench(args: argparse.Namespace) -> int:
             with ExitStack() as stack:
                 net = stack.enter_context(network(topology_with_bw(n, bw), run_root / f"n{n}", args.busy_wait))
                 controller = stack.enter_context(Controller(net.network, run_root / f"n{n}" / "controller.json",
-                                                            PipelineOptions(values=VALUES)))
+                                                            PipelineOptions()))  # the defaults: V = 256
                 controller.setup()
                 if failed := net.ping_all():
                     raise RuntimeError(f"hosts cannot reach each other after setup: {failed}")
                 for size in args.sizes:
-                    for method in METHODS:
+                    for method in args.methods:
                         t0 = time.monotonic()
                         print(f"  N={n} {size / MIB:g} MiB {method}: {args.runs + 1} calls ...", end=" ", flush=True)
                         m = measure(method, net, controller, n, size, bw, args)
@@ -563,9 +571,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="Mbit/s per host link: one value for every N, or one per --workers entry "
                          "(default 200/N: 50 at N=4, 25 at N=8)")
     ap.add_argument("--pool-size", type=int, default=DEFAULT_POOL, help="slots of each INA job = worker window")
+    ap.add_argument("--methods", type=lambda text: [m for m in text.split(",") if m], default=list(METHODS),
+                    help=f"comma-separated, of {', '.join(METHODS)} (default: all, in that order)")
     ap.add_argument("--timeout", type=float, default=60.0, help="runner timeout: INA without progress, ring per step")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ring-cc", default="cubic",
+    ap.add_argument("--ring-cc", default=RING_CC,
                     help="TCP congestion control of the ring's connections: a name from /proc/sys/net/ipv4/"
                          "tcp_available_congestion_control, or system (the machine's default; see the docstring)")
     ap.add_argument("--busy-wait", type=float, default=1800.0, help="seconds to wait for a busy network")
@@ -592,6 +602,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         args.workers, args.sizes = [4], [1.0]
+    if unknown := set(args.methods) - set(METHODS):
+        ap.error(f"unknown method(s) {', '.join(sorted(unknown))}")
     if args.bw and len(args.bw) not in (1, len(args.workers)):
         ap.error("--bw takes one value or one per --workers entry")
     args.sizes = [int(s * MIB) // 4 * 4 for s in args.sizes]

@@ -26,7 +26,7 @@ pacers hold to (calibration measures C with that pace on); (c) ``control``: a po
 
 Figures and what they show: docs/hybrid.md ("Measured so far").
 
-    python -m bench.bench_hybrid [--bw 50] [--size 8] [--runs 5]
+    python -m bench.bench_hybrid [--bw 50] [--size 8] [--runs 5] [--configs small-pool,shared-switch,control]
     python -m bench.bench_hybrid --plot-only
 
 Writes bench/results/hybrid.csv and hybrid.png (``--publish``: also copied to docs/figures/hybrid.png).
@@ -52,6 +52,7 @@ from bench.veth_common import sigterm_as_interrupt
 RESULTS = Path(__file__).resolve().parent / "results"
 HOSTS = ["h1", "h2", "h3", "h4"]
 MODES = ("ina", "ring", "hybrid", "auto")
+CONFIGS = ("small-pool", "shared-switch", "control")
 FIELDS = ["config", "mode", "runs_as", "alpha", "pool", "bw_mbit", "size_bytes", "ina_mbps", "ring_mbps",
           "seconds_median", "seconds_min", "seconds_max", "predicted", "measured_over_predicted", "max_rel_error"]
 
@@ -149,6 +150,13 @@ def plot(csv_path: Path, path: Path) -> Path:
     return save_figure(fig, path)
 
 
+def _configs(text: str) -> list[str]:
+    names = [x for x in text.split(",") if x]
+    if unknown := [x for x in names if x not in CONFIGS]:
+        raise argparse.ArgumentTypeError(f"unknown configuration(s) {', '.join(unknown)} (of {', '.join(CONFIGS)})")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     from controller.controller import Controller
     from controller.pipeline import PipelineOptions
@@ -164,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small-pool", type=int, default=1, help="slots of configuration (a)")
     ap.add_argument("--shared-mbps", type=float, default=25.0,
                     help="configuration (b): the switch declares the aggregation rate that gives each worker this C")
+    ap.add_argument("--configs", type=_configs, default=list(CONFIGS),
+                    help=f"comma-separated configurations to run, of {','.join(CONFIGS)} (e.g. small-pool alone: the "
+                         "window-bound case of issue 32)")
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--busy-wait", type=float, default=1800.0)
@@ -187,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
             for config, pool, bw, declared in (("small-pool", args.small_pool, args.fast_bw, False),
                                                 ("shared-switch", 16, args.bw, True),
                                                 ("control", 16, args.bw, False)):
+                if config not in args.configs:
+                    continue
                 t0 = time.monotonic()
                 with ExitStack() as stack:
                     net = stack.enter_context(network(topology(bw, shared if declared else None), run / config,

@@ -8,7 +8,8 @@ loss (worker/README.md, "Protocol").
 
 How: Mininet, ``single(N)`` for each N of ``--workers`` and ``tree(2, 4)`` (a root and two leaf
 switches, 8 hosts), every link dropping ``loss`` % of the frames it sends in each direction
-(nftables, bmv2-env); built-in target, ina.p4 at V = 256, every link shaped to 200/N Mbit/s
+(a tbf that cuts GSO sends into frames, then a BPF filter: bmv2-env/links.py), with the
+workers' defaults (UDP GSO on); built-in target, ina.p4 at V = 256, every link shaped to 200/N Mbit/s
 (bench_allreduce's rates, at which the links and not the two cores are the limit; 25 Mbit/s
 on the tree), so that a loss costs what it costs on a real link: the time to send again.  Per
 configuration a fresh network and job, one rank runner per host
@@ -35,7 +36,16 @@ import time
 from pathlib import Path
 
 from bench import figures
-from bench.bench_allreduce import default_bw, network, publish, run_ranks, runner_command, save_figure, write_rows
+from bench.bench_allreduce import (
+    DEFAULT_POOL,
+    default_bw,
+    network,
+    publish,
+    run_ranks,
+    runner_command,
+    save_figure,
+    write_rows,
+)
 from bench.veth_common import sigterm_as_interrupt
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -112,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tree-loss", default="0,1", help="percent on the 3-switch tree (8 hosts); empty: none")
     ap.add_argument("--size", type=float, default=4.0, help="MB of float32 per allreduce")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--pool", type=int, default=64)
+    ap.add_argument("--pool", type=int, default=DEFAULT_POOL, help="slots of the job = the workers' window")
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--busy-wait", type=float, default=1800.0)
@@ -128,10 +138,6 @@ def main(argv: list[str] | None = None) -> int:
             print("Mininet needs root", file=sys.stderr)
             return 2
         sigterm_as_interrupt()
-        # The workers (the rank runners inherit this) send with sendmmsg, not UDP GSO: the nftables
-        # rule that makes the loss sees a GSO send as one packet and would drop a whole window at
-        # once, where a wire loses single frames (measured: 4-7x the window cuts at 5% loss).
-        os.environ["INA_UDP_GSO"] = "0"
         configs = [("single", int(n), float(p)) for n in args.workers.split(",") if n for p in args.loss.split(",")]
         configs += [("tree", 8, float(p)) for p in args.tree_loss.split(",") if p]
         rows: list[dict] = []

@@ -20,7 +20,7 @@ is created and one rank runner per host (``bench.bench_allreduce --rank-runner``
 checked warm-up call and ``--runs`` timed calls; a call's time is its slowest rank's, the
 figure the median over calls.  The prediction counts every packet's Ethernet/IPv4/UDP and
 ina headers; it leaves out the exponent-only packets that start each tree's stream (one
-window per tree and call, 8 of the 4,096 packets of each tree here) and the round trip
+window per tree and call, 64 of the 4,096 packets of each tree here) and the round trip
 that fills and drains the window.
 
 The second part plans, without a network, every host of ``fat_tree(k)`` (k = 4 .. 16:
@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import figures
-from bench.bench_allreduce import MIB, network, publish, run_ranks, runner_command, save_figure
+from bench.bench_allreduce import DEFAULT_POOL, MIB, network, publish, run_ranks, runner_command, save_figure
 from bench.veth_common import sigterm_as_interrupt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=float, default=8.0, help="tensor size in MiB of float32")
     ap.add_argument("--runs", type=int, default=3, help="timed allreduce calls per mode and round")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of (1 tree, packed), alternating")
-    ap.add_argument("--pool-size", type=int, default=8, help="slots per tree = each tree's window")
+    ap.add_argument("--pool-size", type=int, default=DEFAULT_POOL, help="slots per tree = each tree's window")
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--busy-wait", type=float, default=1800.0, help="seconds to wait for a busy network")

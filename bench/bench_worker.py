@@ -19,8 +19,16 @@ REV`` measures the worker of commit REV too (a worktree), run by run in alternat
 
     python -m bench.bench_worker [--values 64,256] [--windows 64,256,512] [--mb 1,64] [--runs 3]
                                  [--workers 1,2] [--call allreduce_] [--against REV]
+                                 [--bound-windows 1,2] [--bound-mb 2] [--bound-only]
 
-Writes bench/results/worker.csv and bench/results/worker.png (``--publish``: also docs/figures/worker.png).
+Window-bound calls first (``--bound-windows``, issue 32): W = 1 and 2 at V = 256, unpaced and paced at
+the rate the unpaced call measured (what calibration gives a one-slot job), each printed beside its
+prediction (W packets per round trip; paced at its own rate, the unpaced rate) with the loop's polls
+and the syscalls (perf) per packet; a ratio below 0.85 is flagged.  One worker on loopback leaves the
+ideal switch a core, so a spinning loop shows in its syscalls more than in its rate: in Mininet four
+spinning workers starved the switch.
+
+Writes bench/results/worker.csv, worker-bound.csv and worker.png (``--publish``: also docs/figures/worker.png).
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 FIGURE = RESULTS / "worker.png"  # --publish copies it to docs/figures/
 RUNNER = Path(__file__).resolve().parent / "worker_runner.py"
 SWITCH_IP, WORKER_IP = "127.0.0.2", "127.0.0.1"
+BOUND_VALUES = 256  # the window-bound calls' V: bench_hybrid's
 
 
 def _serve(port: int, type_offset: int, result_type: int) -> None:
@@ -87,15 +96,16 @@ def free_udp_port() -> int:
         return s.getsockname()[1]
 
 
-def job_spec(path: Path, values: int, window: int, job_id: int) -> None:
-    """A one-member job on the ideal switch, in the job-spec format both old and new workers read."""
+def job_spec(path: Path, values: int, window: int, job_id: int, pace_mbps: float | None = None) -> None:
+    """A one-member job on the ideal switch, in the job-spec format both old and new workers read;
+    ``pace_mbps``: the pace a calibrated job gets (``ina_pace_mbps``)."""
     from worker import protocol
     from worker.jobspec import JobSpec, Member, TreeSpec
 
     P = protocol.load(values)
     member = Member(0, "h1", WORKER_IP, "ideal", SWITCH_IP, "02:00:00:00:00:fe")
     tree = TreeSpec(job_id, "ideal", 1.0, 1e6, free_udp_port(), (0,))
-    JobSpec(f"bench{job_id}", values, P.INA_UDP_PORT, window, (member,), (tree,)).save(path)
+    JobSpec(f"bench{job_id}", values, P.INA_UDP_PORT, window, (member,), (tree,), ina_pace_mbps=pace_mbps).save(path)
 
 
 @dataclass
@@ -113,12 +123,12 @@ class Result:
 
 
 def run_workers(root: Path, tmp: Path, values: int, window: int, mb: float, workers: int, calls: int,
-                call: str) -> list[dict]:
+                call: str, pace_mbps: float | None = None) -> list[dict]:
     """``workers`` runner processes at once; each one's report, with its syscalls where perf counts them."""
     procs = []
     for i in range(workers):
         spec = tmp / f"job{i}.json"
-        job_spec(spec, values, window, 1 + i)
+        job_spec(spec, values, window, 1 + i, pace_mbps)
         procs.append(subprocess.Popen([sys.executable, str(RUNNER), "--spec", str(spec), "--mb", str(mb),
                                        "--calls", str(calls), "--window", str(window), "--call", call], cwd=root,
                                       env=python_env(root), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -193,6 +203,78 @@ def measure(args: argparse.Namespace) -> list[Result]:
     return results
 
 
+@dataclass
+class Bound:
+    """A window-bound call: W packets in flight, so W per round trip (issue 32)."""
+
+    side: str
+    window: int
+    run: int
+    pace_mbps: float | None  # None: unpaced; else paced at the rate the unpaced call measured
+    pps: float
+    predicted_pps: float  # unpaced: W x the W = 1 rate (W packets per round trip); paced: its own unpaced rate
+    polls_per_packet: float | None  # the I/O loop's waits (Stats.polls; old workers do not count them)
+    syscalls_per_packet: float | None  # perf's count, any worker: a loop that spins makes dozens
+
+
+def measure_bound(args: argparse.Namespace) -> list[Bound]:
+    """Calls of W = 1, 2, ... packets in flight against the ideal switch, unpaced, then paced at the rate the
+    unpaced call measured (what calibration gives a one-slot job, INA alone or hybrid): each beside its
+    prediction.  Unpaced, W packets go per round trip, so W times the W = 1 rate (less where the worker's CPU
+    per packet, not the round trip, is the limit); paced at its own rate, the unpaced rate itself.  At issue 32
+    the paced loop spun while the window was full (dozens of polls per packet at Mininet's round trips)."""
+    from worker import protocol
+
+    frame = protocol.load(BOUND_VALUES).frame_bytes
+    out: list[Bound] = []
+    with worktree(args.against) if args.against else contextlib.nullcontext() as old, \
+            tempfile.TemporaryDirectory(prefix="bench-worker-") as tmp, ideal_switch(BOUND_VALUES):
+        sides = ([(f"old {args.against}", old)] if old else []) + [("new", REPO)]
+        for run in range(args.runs):
+            for side, root in sides:
+                one: float | None = None  # packets per round trip of W = 1
+                for window in args.bound_windows:
+                    free = 0.0  # this window's unpaced rate, measured first
+                    for paced in (False, True):
+                        mbps = free * frame * 8 / 1e6 if paced else None  # wire Mb/s, as calibration measures C
+                        r = run_workers(root, Path(tmp), BOUND_VALUES, window, args.bound_mb, 1, args.calls,
+                                        args.call, mbps)[0]
+                        pps = r["packets"] / r["wall"]
+                        if not paced:
+                            free, one = pps, one or pps / window
+                        predicted = free if paced else window * (one or free)
+                        polls = r.get("polls")
+                        out.append(Bound(side, window, run, mbps, pps, predicted,
+                                         None if polls is None else polls / r["packets"],
+                                         None if r["syscalls"] is None else r["syscalls"] / r["packets"]))
+                        print(f"  bound W={window} {'unpaced' if mbps is None else f'paced {mbps:.3g} Mb/s'} "
+                              f"{side} run {run + 1}/{args.runs}: {pps:,.0f} packets/s (predicted {predicted:,.0f})",
+                              flush=True)
+    return out
+
+
+def bound_table(results: list[Bound]) -> None:
+    print(f"\nwindow-bound calls: V = {BOUND_VALUES}, one worker against the ideal switch, packets/s "
+          "(median of runs) beside the prediction")
+    print(f"{'side':>14} {'W':>3} {'pace':>8} | {'packets/s':>10} {'predicted':>10} {'ratio':>6} {'polls/pkt':>9} "
+          f"{'sys/pkt':>8}")
+    for side in dict.fromkeys(r.side for r in results):
+        for window in sorted({r.window for r in results}):
+            for paced in (False, True):
+                mine = [r for r in results
+                        if r.side == side and r.window == window and (r.pace_mbps is not None) == paced]
+                if not mine:
+                    continue
+                pps = statistics.median(r.pps for r in mine)
+                predicted = statistics.median(r.predicted_pps for r in mine)
+                polls = [r.polls_per_packet for r in mine if r.polls_per_packet is not None]
+                calls = [r.syscalls_per_packet for r in mine if r.syscalls_per_packet is not None]
+                flag = "  <- below 85% of its prediction" if pps < 0.85 * predicted else ""
+                print(f"{side:>14} {window:>3} {'own' if paced else 'none':>8} | {pps:>10,.0f} {predicted:>10,.0f} "
+                      f"{pps / predicted:>6.2f} {statistics.median(polls) if polls else float('nan'):>9.2f} "
+                      f"{statistics.median(calls) if calls else float('nan'):>8.2f}{flag}")
+
+
 def table(results: list[Result]) -> None:
     keys = sorted({(r.values, r.window, r.mb, r.workers) for r in results})
     sides = list(dict.fromkeys(r.side for r in results))
@@ -213,7 +295,7 @@ def table(results: list[Result]) -> None:
         print(f"{key[0]:>4} {key[1]:>4} {key[2]:>5g} {key[3]:>3} " + "".join(cells) + ratio)
 
 
-def write(results: list[Result], path: Path) -> None:
+def write(results: list[Result] | list[Bound], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, list(asdict(results[0])))
@@ -287,11 +369,22 @@ def main() -> int:
                     help="in place (as DDP's buckets), or a new array per call")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--against", metavar="REV", help="also measure the worker of this commit, side by side")
+    ap.add_argument("--bound-windows", type=_ints, default=[1, 2],
+                    help="window-bound calls (V = 256): these windows, unpaced and paced at their own rate, each "
+                         "beside its prediction (empty: none)")
+    ap.add_argument("--bound-mb", type=float, default=2.0, help="MB of float32 per window-bound call")
+    ap.add_argument("--bound-only", action="store_true", help="only the window-bound calls (no plot)")
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
     args = ap.parse_args()
     path = RESULTS / "worker.csv"
     if not args.plot_only:
+        if args.bound_windows:
+            bound = measure_bound(args)
+            bound_table(bound)
+            write(bound, RESULTS / "worker-bound.csv")
+        if args.bound_only:
+            return 0
         results = measure(args)
         table(results)
         write(results, path)

@@ -34,6 +34,8 @@ PUBLISHED = {
     "worker.png": "worker.png",  # bench_worker
     "train-loss.png": "train-loss.png",  # examples/mininet_train.py
     "train-timeline.png": "train-timeline.png",  # examples/mininet_train.py
+    "train-comm-loss.png": "train-comm-loss.png",  # examples/mininet_train.py --config comm-bound
+    "train-comm-timeline.png": "train-comm-timeline.png",  # examples/mininet_train.py --config comm-bound
 }
 
 PUBLISH_HELP = "also copy the plot to docs/figures/ (tracked; default: only bench/results/)"

@@ -6,7 +6,7 @@ window=...)``, ``allreduce``, ``allreduce_`` and ``stats``.  After a checked war
 waits for a line on stdin (the benchmark attaches its syscall counter then), makes ``--calls``
 timed calls (``--call``: ``allreduce_``, in place as DDP's buckets are reduced, or ``allreduce``,
 a new array each time) and prints one JSON line: wall and CPU seconds (user + system, all threads) of the
-timed calls, and the packets sent.
+timed calls, the packets sent and the I/O loop's waits (``Stats.polls``, where the worker counts them).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def main() -> int:
         if not np.allclose(out, data, rtol=0, atol=scale * 2.0 ** -20):
             print(json.dumps({"error": "the warm-up call's result is not the input"}), flush=True)
             return 1
-        before = w.stats.packets_sent
+        before, polls = w.stats.packets_sent, getattr(w.stats, "polls", None)
         print("ready", flush=True)
         sys.stdin.readline()
         call = getattr(w, args.call)
@@ -53,7 +53,8 @@ def main() -> int:
             call(data)  # in place: one worker's sum is its quantized input, which quantizes to itself
         wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
         print(json.dumps({"wall": wall, "cpu": cpu, "calls": args.calls, "bytes": data.nbytes * args.calls,
-                          "packets": w.stats.packets_sent - before}), flush=True)
+                          "packets": w.stats.packets_sent - before,
+                          "polls": None if polls is None else w.stats.polls - polls}), flush=True)
     return 0
 
 

@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 from controller.controller import Controller
-from controller.pipeline import PipelineOptions
 from controller.programs import P4SRC, V1MODEL, by_arch
 
 from .network import InaNetwork
@@ -45,7 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     program = by_arch(args.program)
     if program is not V1MODEL and args.target == "bmv2":
         ap.error(f"BMv2 cannot run the {program.arch} program: use --target builtin (or auto)")
-    values = 256 if program is V1MODEL else 64  # the TNA program carries 64 values per packet only
     if os.geteuid() != 0:
         print("make demo starts a Mininet network: run it as root", file=sys.stderr)
         return 1
@@ -54,13 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     with InaNetwork(TOPOLOGY, run / "net", target=args.target, arch=program.arch) as net:
         target = net.network.access["s1"].target
         print(f"      switch s1: {target}, P4Runtime at {net.network.access['s1'].grpc_address}", flush=True)
-        with Controller(net.network, run / "controller-state.json", PipelineOptions(values=values)) as controller:
+        with Controller(net.network, run / "controller-state.json") as controller:  # the defaults: the fast path
             source = program.source.relative_to(P4SRC.parent)
-            print(f"[2/4] controller: pipeline {source} ({program.arch}, V={values}), IPv4 routes", flush=True)
+            print(f"[2/4] controller: pipeline {source} ({program.arch}, V={controller.state.options.values}), "
+                  f"IPv4 routes", flush=True)
             controller.setup()
             hosts = ["h1", "h2", "h3", "h4"]
-            spec = controller.create_job("demo", hosts, pool_size=64)
-            print(f"[3/4] job {spec.name} ({len(spec.trees)} tree(s)): {len(hosts)} workers, 64 slots, spec "
+            spec = controller.create_job("demo", hosts)
+            print(f"[3/4] job {spec.name} ({len(spec.trees)} tree(s)): {len(hosts)} workers, {spec.pool_size} "
+                  f"slots, spec "
                   f"{controller.spec_dir / 'demo.json'}", flush=True)
             print(f"[4/4] allreduce of {args.values:,} float32 values ({args.values * 4 / 1e6:.1f} MB) per worker, "
                   f"{args.repeat} times", flush=True)

@@ -1,16 +1,24 @@
 """Topology links as Mininet links: plain veth pairs, or TCLinks when the file shapes them.
 
-Loss is made by nftables, not netem: a rule on each end's egress hook drops that share of
-the frames it sends, at random.  It works on kernels without sch_netem (like our CI's) and
-also for the switch's AF_PACKET sends, and gives the same per-direction loss as Mininet's
-netem on both ends.  Delay and jitter still need netem.  Mininet only prints tc's errors and
-carries on, so ``add_link`` checks that every option really took effect and raises
-LinkSetupError otherwise.
+Loss is made by the link itself, frame by frame, as a wire loses frames, and without netem
+(our CI's kernel has none).  Each end of a lossy link gets this qdisc tree:
+
+    tbf (line rate, a one-frame bucket)  ->  htb (the link's bw, as Mininet shapes it)
+                                             + a classic-BPF filter that drops at random
+
+The tbf is there only to cut segmentation-offload buffers into frames: a UDP GSO send (a
+worker's window) or a TCP TSO buffer is one packet to every hook before the device, so a
+drop there would lose it whole.  tbf segments any buffer larger than its bucket (one frame)
+before handing it on, so the filter below it sees single frames.  The filter is four classic
+BPF instructions (``ld rand``, compare, ``ret SHOT`` or ``ret UNSPEC``) in direct-action
+mode: it needs neither netem nor act_gact, which kernels like ours also lack.  A GSO send
+whose frames add up to one frame's size or less (a few tiny datagrams) still goes whole.
+
+Mininet only prints tc's errors and carries on, so ``add_link`` checks that every option
+really took effect and raises LinkSetupError otherwise.
 """
 
 from __future__ import annotations
-
-import subprocess
 
 from mininet.link import Link, TCLink
 from mininet.net import Mininet
@@ -19,8 +27,10 @@ from controller.topology import PORT_NAME
 from controller.topology import Link as TopologyLink
 
 NETEM_OPTIONS = ("delay", "jitter", "max_queue_size")  # TCIntf makes these with netem
-LOSS_TABLE = "ina_loss"  # nftables table (netdev family) holding the loss rules of a namespace
 RATE_QDISCS = ("htb", "tbf", "hfsc")  # and bw with one of these
+LINE_RATE = "10gbit"  # an unshaped lossy link: faster than anything a veth carries here
+SEGMENT_ABOVE = 1600  # bytes: tbf's bucket, so any buffer of two or more wire frames is cut
+HTB_BURST = "15k"  # Mininet's burst for bw, so a lossy link is shaped as a clean one is
 
 
 class LinkSetupError(RuntimeError):
@@ -35,44 +45,46 @@ def endpoint(name: str) -> tuple[str, int]:
 
 def add_link(net: Mininet, link: TopologyLink) -> Link:
     (a, port_a), (b, port_b) = endpoint(link.a), endpoint(link.b)
+    loss = link.options.get("loss")
     shaping = {k: v for k, v in link.options.items() if k != "loss"}
-    if shaping:
+    if loss and any(shaping.get(k) for k in NETEM_OPTIONS):
+        raise LinkSetupError(f"link {link.a} -- {link.b}: loss cannot be combined with {', '.join(NETEM_OPTIONS)} "
+                             f"(both would need the root qdisc)")
+    if shaping and not loss:
         made = net.addLink(a, b, port1=port_a, port2=port_b, cls=TCLink, **shaping)
     else:
         made = net.addLink(a, b, port1=port_a, port2=port_b)
     for intf in (made.intf1, made.intf2):
-        if shaping:
+        if loss:
+            lose_frames(intf, float(loss), link.options.get("bw"), link)
+        elif shaping:
             _check_shaping(intf, link)
-        if link.options.get("loss"):
-            drop_at_random(intf, float(link.options["loss"]), link)
     return made
 
 
-def drop_at_random(intf: object, percent: float, link: TopologyLink) -> None:
-    """Drop ``percent`` % of the frames ``intf`` sends (nftables netdev egress, in its namespace).
+def drop_filter(percent: float) -> str:
+    """tc's ``bytecode`` for a classic BPF filter that drops ``percent`` % of frames at random."""
+    threshold = min(2**32 - 1, round(percent / 100 * 2**32))
+    load_random = f"32 0 0 {0xFFFFF000 + 0x38}"  # BPF_LD|BPF_W|BPF_ABS of SKF_AD_OFF + SKF_AD_RANDOM
+    keep_at_or_above = f"53 1 0 {threshold}"  # BPF_JMP|BPF_JGE|BPF_K: jump over the drop
+    return f"4,{load_random},{keep_at_or_above},6 0 0 2,6 0 0 {2**32 - 1}"  # ret TC_ACT_SHOT / TC_ACT_UNSPEC
 
-    The hook sees a packet before segmentation: a UDP GSO send (a window of the worker) is one
-    packet to it, lost or kept whole.  Workers under emulated loss set INA_UDP_GSO=0 to lose
-    single frames, as on a wire (an ingress hook would come after the switch's packet sockets)."""
+
+def lose_frames(intf: object, percent: float, bw: float | None, link: TopologyLink) -> None:
+    """Make ``intf`` send at ``bw`` Mbit/s (or line rate) and lose ``percent`` % of its frames."""
     if not 0 < percent <= 100:
         raise LinkSetupError(f"link {link.a} -- {link.b}: loss {percent} is not a percentage in (0, 100]")
-    chain = intf.name.replace("-", "_")  # remove_loss_rules() names it the same way
-    threshold = min(999_999, round(percent * 10_000))
-    script = (f"add table netdev {LOSS_TABLE}\n"
-              f"add chain netdev {LOSS_TABLE} {chain} "
-              f"{{ type filter hook egress device \"{intf.name}\" priority 0; }}\n"
-              f"flush chain netdev {LOSS_TABLE} {chain}\n"
-              f"add rule netdev {LOSS_TABLE} {chain} numgen random mod 1000000 < {threshold} counter drop\n")
-    out = intf.cmd(f"printf '{script}' | nft -f - && echo NFT_OK")
-    if "NFT_OK" not in out:
-        raise LinkSetupError(f"link {link.a} -- {link.b}: cannot make {percent}% loss on {intf.name} with nftables: "
-                             f"{out.strip()}")
-
-
-def remove_loss_rules(interfaces: list[str]) -> None:
-    """Delete the loss chains of these root-namespace interfaces (host namespaces take theirs along)."""
-    for name in interfaces:
-        subprocess.run(["nft", "delete", "chain", "netdev", LOSS_TABLE, name.replace("-", "_")], capture_output=True)
+    rate = f"{float(bw)}mbit" if bw else LINE_RATE
+    dev = intf.name
+    commands = [f"tc qdisc replace dev {dev} root handle 1: tbf rate {LINE_RATE} burst {SEGMENT_ABOVE} latency 1s",
+                f"tc qdisc add dev {dev} parent 1:1 handle 10: htb default 1",
+                f"tc class add dev {dev} parent 10: classid 10:1 htb rate {rate} burst {HTB_BURST} quantum 1514",
+                f"tc filter add dev {dev} parent 10: protocol all prio 1 bpf bytecode '{drop_filter(percent)}' da"]
+    for command in commands:
+        out = intf.cmd(f"{command} 2>&1 && echo TC_OK")
+        if "TC_OK" not in out:
+            raise LinkSetupError(f"link {link.a} -- {link.b}: cannot make {percent}% loss on {dev}: "
+                                 f"`{command}`: {out.strip()}")
 
 
 def _check_shaping(intf: object, link: TopologyLink) -> None:

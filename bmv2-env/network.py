@@ -30,7 +30,7 @@ from controller.topology import Topology, TopologyError
 from p4target.executor.tna_switch import RECIRCULATION_PORTS
 
 from .hosts import InaHost, configure_host
-from .links import add_link, remove_loss_rules
+from .links import add_link
 from .p4switch import P4Switch, port_is_free, resolve_target
 from .processes import ProcessRef
 from .runstate import LOG_DIR, NET_FILE, STATE_FILE, RunState, clean_run_dir
@@ -125,7 +125,6 @@ class InaNetwork:
         names = interface_names(self.topology)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         clean_run_dir(self.run_dir, names)
-        remove_loss_rules([n for n in names if not n.endswith("-eth0")])  # a crashed run's loss rules re-attach
         # Recorded before anything exists, so whatever a crash from here on leaves is found again.
         state = RunState(ProcessRef.of(os.getpid()), names)
         state.save(self.run_dir)
@@ -191,7 +190,6 @@ class InaNetwork:
                 switch.stop_process()
             self._interrupt_busy_shells()
             self.mininet.stop()
-            remove_loss_rules([i for i in interface_names(self.topology) if not i.endswith("-eth0")])
             self.mininet = None
         self.network = None
         if self._owns_run_dir:  # never another run's files (a start refused as busy owns nothing)

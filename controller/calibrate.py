@@ -52,7 +52,8 @@ def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float 
     n = len(job.members)
     tensor = 4 * values
     ina = tensor * P.wire_factor * 8 / seconds["ina"] / 1e6 if "ina" in seconds else None
-    ring = tensor * 3 * (n - 1) / n * 8 / seconds["ring"] / 1e6  # float64 partials, float32 gather
+    tensors_per_step = 2 if job.ring_sum == "native" else 3  # float32 both ways, or float64 partials first
+    ring = tensor * tensors_per_step * (n - 1) / n * 8 / seconds["ring"] / 1e6
     spec = ctl.calibrated(name, ina, ring)
     if spec.ina_share not in (0.0, 1.0) and job.asked_mode == "auto":
         seconds["hybrid"] = _trial(ctl, name, "hybrid", values, timeout, spec.ina_share, (ina, ring))
@@ -67,7 +68,8 @@ def _trial(ctl: Controller, name: str, mode: str, values: int, timeout: float, a
     """A burst under a temporary job of ``name``'s members, trees count and pool, in ``mode``."""
     job = ctl.state.jobs[name]
     trial = f"{name}-calibrate-{mode}"
-    spec = ctl.create_job(trial, job.members, job.pool_size, trees=len(job.trees) or 1, mode=mode, alpha=alpha)
+    spec = ctl.create_job(trial, job.members, job.pool_size, trees=len(job.trees) or 1, mode=mode, alpha=alpha,
+                          ring_sum=job.ring_sum)
     try:
         if rates is not None:  # a hybrid is paced as the measured rates make it
             spec = ctl.calibrated(trial, *rates)

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from controller.calibrate import calibrate
-from controller.controller import DEAD_AFTER, Controller, JobPlan, plan_job
+from controller.controller import DEAD_AFTER, DEFAULT_POOL_SIZE, RING_SUMS, Controller, JobPlan, plan_job
 from controller.hybrid import MODES
 from controller.network import Network
 from controller.p4runtime_client import SwitchError
@@ -44,7 +44,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("-v", "--verbose", action="store_true")
     sub = ap.add_subparsers(dest="command", required=True)
     setup = sub.add_parser("setup", help="push the pipeline, install routes and every live job")
-    setup.add_argument("--values", type=int, default=64, help="int32 values per packet (INA_VALUES)")
+    setup.add_argument("--values", type=int, help="int32 values per packet (INA_VALUES; default: the most every "
+                       "switch's program takes, 256 for ina.p4 and 64 for the TNA program)")
     setup.add_argument("--udp-port", type=int, help="aggregation UDP port (INA_UDP_PORT_NUMBER)")
     job = sub.add_parser("job", help="plan, create or delete a job").add_subparsers(dest="action", required=True)
     trees = {"default": "auto", "help": "aggregation trees: auto (the packing planner decides) or N (at most N)"}
@@ -54,14 +55,16 @@ def parser() -> argparse.ArgumentParser:
                       help="plan on this topology file (e.g. bmv2-env/topologies/fattree-4.json) instead of --net's: "
                            "no network needs to run")
     show.add_argument("--values", type=int,
-                      help="with --topology: int32 values per packet (INA_VALUES, default 64); with --net the "
-                           "network's state file fixes it")
+                      help="with --topology: int32 values per packet (INA_VALUES, default 256: ina.p4's most); "
+                           "with --net the network's state file fixes it")
     show.add_argument("--trees", **trees)
     show.add_argument("--json", action="store_true", help="the plan as JSON")
     create = job.add_parser("create", help="plan the job's trees and install them")
     create.add_argument("name")
     create.add_argument("--hosts", required=True, help="member hosts in rank order, comma-separated")
-    create.add_argument("--pool-size", type=int, required=True, help="slots per switch for each of the job's trees")
+    create.add_argument("--pool-size", type=int, default=DEFAULT_POOL_SIZE,
+                        help=f"slots per switch for each of the job's trees, and so its workers' window "
+                             f"(default {DEFAULT_POOL_SIZE})")
     create.add_argument("--pool-base", type=int,
                         help="first slot of the first tree on every switch, the next tree's right after it "
                              "(default: first fit)")
@@ -70,11 +73,7 @@ def parser() -> argparse.ArgumentParser:
                         help="print only `export INA_JOB_SPEC=<the spec>` on stdout (the summary on stderr), for "
                              "eval in the shell that starts torchrun")
     for command in (show, create):
-        command.add_argument("--mode", default="auto", choices=MODES,
-                             help="ina: all through the switches; ring: all round a TCP ring of the hosts; "
-                                  "hybrid: both at once; auto (default): what the model predicts fastest")
-        command.add_argument("--alpha", type=float, help="hybrid: the share through the switches (default: the "
-                                                         "model's, which makes both parts finish together)")
+        _split_arguments(command)
     delete = job.add_parser("delete", help="remove exactly this job's entries")
     delete.add_argument("name")
     job.add_parser("list", help="jobs and their specs")
@@ -91,6 +90,19 @@ def parser() -> argparse.ArgumentParser:
     watch.add_argument("--dead-after", type=float, default=DEAD_AFTER,
                        help="seconds a switch may stay unreachable (a restart) before its trees move")
     return ap
+
+
+def _split_arguments(command: argparse.ArgumentParser) -> None:
+    """How a job's calls split between the switches and a host ring (`job plan` and `job create`)."""
+    command.add_argument("--mode", default="auto", choices=MODES,
+                         help="ina: all through the switches; ring: all round a TCP ring of the hosts; "
+                              "hybrid: both at once; auto (default): what the model predicts fastest")
+    command.add_argument("--alpha", type=float, help="hybrid: the share through the switches (default: the "
+                                                     "model's, which makes both parts finish together)")
+    command.add_argument("--ring-sum", default="native", choices=RING_SUMS,
+                         help="a pure ring's sums: native (default: in the tensor's type, as gloo; 2(N-1)/N "
+                              "of it on each link) or float64 (float32 in float64 partials: 3(N-1)/N, 1.5x "
+                              "the bytes, an error of one rounding); a hybrid's ring part is always float64")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,8 +136,8 @@ def _plan_topology(args: argparse.Namespace) -> int:
     if args.net is not None:
         raise TopologyError("give either --net or --topology to `job plan`, not both")
     topology = Topology.load(args.topology)
-    P = protocol.load(64 if args.values is None else args.values)
-    found = plan_job(topology, _hosts(args.hosts), P, args.trees, args.mode, args.alpha)
+    P = protocol.load(args.values)  # None: protocol.p4's default, ina.p4's most
+    found = plan_job(topology, _hosts(args.hosts), P, args.trees, args.mode, args.alpha, args.ring_sum)
     print(json.dumps(found.to_dict(topology), indent=2) if args.json else describe(found, topology))
     return 0
 
@@ -135,11 +147,11 @@ def _run(ctl: Controller, args: argparse.Namespace) -> int:
         ctl.setup()
         print(f"{len(ctl.topology.switches)} switch(es) ready, {len(ctl.state.jobs)} job(s) installed")
     elif args.command == "job" and args.action == "plan":
-        plan = ctl.plan(_hosts(args.hosts), args.trees, args.mode, args.alpha)
+        plan = ctl.plan(_hosts(args.hosts), args.trees, args.mode, args.alpha, args.ring_sum)
         print(json.dumps(plan.to_dict(ctl.topology), indent=2) if args.json else describe(plan, ctl.topology))
     elif args.command == "job" and args.action == "create":
         spec = ctl.create_job(args.name, _hosts(args.hosts), args.pool_size, args.pool_base, args.trees, args.mode,
-                              args.alpha)
+                              args.alpha, args.ring_sum)
         trees = ", ".join(f"root {t.root} (id {t.job_id}, {t.share:.1%})" for t in spec.trees)
         ring = f"; {1 - spec.ina_share:.0%} round a ring on port {spec.ring_port}" if spec.ina_share < 1 else ""
         path = (ctl.spec_dir / f"{spec.name}.json").absolute()

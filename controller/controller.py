@@ -19,7 +19,7 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
-from controller import hybrid, plan
+from controller import hybrid, plan, programs
 from controller.entries import (
     HIGH_WATER_CHILD,
     Allocation,
@@ -43,6 +43,11 @@ log = logging.getLogger("ina.controller")
 # ephemeral range (32768-60999), so no outgoing connection on the host can already hold the port.
 WORKER_PORT_BASE = 16384
 DEAD_AFTER = 3.0  # seconds unreachable before a switch counts as down (a restart takes less)
+# Slots per switch for each of a job's trees, so the workers' window: 8 already fill 50 Mbit/s links
+# (bench_allreduce), and 64 keep them full at 1-5% loss, where a lost packet's slot waits a while
+# (bench_loss), in 1/16 of ina.p4's pool.  tests/test_defaults.py keeps the benchmarks on it.
+DEFAULT_POOL_SIZE = 64
+RING_SUMS = ("native", "float64")  # a ring's sums: in the tensor's type (as gloo), or float64 partials
 MAX_JOB_ID = 32767 - WORKER_PORT_BASE
 MANAGED_TABLES = V1MODEL.managed_tables  # ina.p4's; a switch's own are pipeline(switch).program.managed_tables
 Update = p4runtime_pb2.Update
@@ -71,7 +76,7 @@ class JobPlan:
 
 
 def plan_job(topology: Topology, members: list[str], P: protocol.Protocol, trees: int | str | None = "auto",
-             mode: str = "auto", alpha: float | None = None) -> JobPlan:
+             mode: str = "auto", alpha: float | None = None, ring_sum: str = "native") -> JobPlan:
     """The packed trees for these members and the split between them and a host ring, from the topology
     alone (``trees``: "auto" or at most N; ``mode``: ina, ring, hybrid or auto): no switch is needed."""
     try:
@@ -86,18 +91,30 @@ def plan_job(topology: Topology, members: list[str], P: protocol.Protocol, trees
             limit, why = hybrid.aggregation_limit(topology, found, P.frame_bytes)
     except plan.PlanError as e:
         raise JobError(str(e)) from None
-    return JobPlan(found, choose_split(P.wire_factor, len(members), links, limit, why, mode, alpha))
+    return JobPlan(found, choose_split(P.wire_factor, len(members), links, limit, why, mode, alpha,
+                                       ring_sum=ring_sum))
 
 
 def choose_split(wire_factor: float, workers: int, links: float, limit: float, why: str, mode: str,
                  alpha: float | None, ring_mbps: float | None = None,
-                 measured: dict[str, float] | None = None) -> hybrid.Split:
+                 measured: dict[str, float] | None = None, ring_sum: str = "native") -> hybrid.Split:
     """``hybrid.choose`` on these capacities, its refusals as JobError (the controller's one error)."""
-    capacity = hybrid.Capacity(workers, links, limit, wire_factor, why, ring_mbps)
+    if ring_sum not in RING_SUMS:
+        raise JobError(f"ring_sum must be one of {', '.join(RING_SUMS)}, not {ring_sum!r}")
+    capacity = hybrid.Capacity(workers, links, limit, wire_factor, why, ring_mbps, ring_sum)
     try:
         return hybrid.choose(capacity, mode, alpha, measured)
     except hybrid.SplitError as e:
         raise JobError(str(e)) from None
+
+
+def fastest(options: PipelineOptions, network: Network) -> PipelineOptions:
+    """``options`` with the values per packet fixed: where unset, the most every switch's program takes."""
+    if options.values is not None:
+        return options
+    most = min((programs.by_arch(access.arch).max_values for access in network.access.values()),
+               default=programs.V1MODEL.max_values)
+    return dataclasses.replace(options, values=most)
 
 
 class Controller:
@@ -106,12 +123,13 @@ class Controller:
         self.network = network
         self.topology = network.topology
         self.state_path = state_path
+        options = None if options is None else fastest(options, network)
         if state_path is not None and state_path.exists():
             self.state = ControllerState.load(state_path)
             if options is not None and options != self.state.options:
                 raise JobError(f"{state_path} was made with {self.state.options}, not {options}")
         else:
-            self.state = ControllerState(options or PipelineOptions())
+            self.state = ControllerState(options or fastest(PipelineOptions(), network))
         self.spec_dir = spec_dir or (state_path.parent / "jobs" if state_path else None)
         self._state_mtime = state_path.stat().st_mtime_ns if state_path is not None and state_path.exists() else 0
         self.election_id = election_id
@@ -307,25 +325,27 @@ class Controller:
     # --- jobs ----------------------------------------------------------------------------------
 
     def plan(self, members: list[str], trees: int | str | None = "auto", mode: str = "auto",
-             alpha: float | None = None) -> JobPlan:
+             alpha: float | None = None, ring_sum: str = "native") -> JobPlan:
         """The job's plan (``plan_job``) with this controller's protocol options, without touching a switch."""
-        return plan_job(self.topology, members, self._protocol(), trees, mode, alpha)  # no compiler needed
+        return plan_job(self.topology, members, self._protocol(), trees, mode, alpha, ring_sum)  # no compiler
 
     def _protocol(self) -> protocol.Protocol:
         return protocol.load(self.state.options.values, self.state.options.udp_port)
 
     def _split(self, workers: int, links: float, limit: float, why: str, mode: str, alpha: float | None,
-               ring_mbps: float | None = None, measured: dict[str, float] | None = None) -> hybrid.Split:
+               ring_mbps: float | None = None, measured: dict[str, float] | None = None,
+               ring_sum: str = "native") -> hybrid.Split:
         return choose_split(self._protocol().wire_factor, workers, links, limit, why, mode, alpha, ring_mbps,
-                            measured)
+                            measured, ring_sum)
 
-    def create_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None = None,
-                   trees: int | str | None = "auto", mode: str = "auto", alpha: float | None = None) -> JobSpec:
+    def create_job(self, name: str, members: list[str], pool_size: int = DEFAULT_POOL_SIZE,
+                   pool_base: int | None = None, trees: int | str | None = "auto", mode: str = "auto",
+                   alpha: float | None = None, ring_sum: str = "native") -> JobSpec:
         """Plan the job's trees (``trees``: "auto", or at most N) and its split between them and a host
         ring (``mode``: ina, ring, hybrid or auto, ``alpha`` a hybrid's share through the trees), and
         install every tree."""
         with self._lock:
-            job = self._plan_job(name, members, pool_size, pool_base, trees, mode, alpha)
+            job = self._plan_job(name, members, pool_size, pool_base, trees, mode, alpha, ring_sum)
             self.state.jobs[name] = job  # saved before any write: a crash leaves a job setup() completes
             try:
                 self._save()
@@ -372,7 +392,7 @@ class Controller:
             why = f"measured {ina_mbps:.3g} Mb/s per worker" if ina_mbps is not None else ""
             mode = job.asked_mode if job.trees else "ring"
             split = self._split(len(job.members), links, limit, why, mode,
-                                job.asked_alpha if mode == "hybrid" else None, ring_mbps, measured)
+                                job.asked_alpha if mode == "hybrid" else None, ring_mbps, measured, job.ring_sum)
             job.mode, job.ina_share, job.pace_mbps, job.ring_pace_mbps = \
                 split.mode, split.alpha, split.pace_mbps, split.ring_pace_mbps
             job.calibration = {"ina_mbps": ina_mbps, "ring_mbps": ring_mbps, "link_mbps": links,
@@ -399,7 +419,7 @@ class Controller:
                                   t.incarnation))
         return JobSpec(name, P.values, P.INA_UDP_PORT, job.pool_size, tuple(members), tuple(trees), job.ina_share,
                        None if job.ring_id is None else _worker_port(job.ring_id), job.pace_mbps, job.ring_pace_mbps,
-                       job.version)
+                       job.version, job.ring_sum)
 
     def status(self) -> dict[str, dict]:
         """Per job and switch: the job_stats counters by name (packets), and per-switch drops."""
@@ -486,7 +506,7 @@ class Controller:
     # --- planning ------------------------------------------------------------------------------
 
     def _plan_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None,
-                  trees: int | str | None, mode: str, alpha: float | None) -> JobRecord:
+                  trees: int | str | None, mode: str, alpha: float | None, ring_sum: str) -> JobRecord:
         if not name or not name.replace("-", "").replace("_", "").isalnum():
             raise JobError(f"job name {name!r}: use letters, digits, '-' and '_'")
         if name in self.state.jobs:
@@ -494,7 +514,7 @@ class Controller:
         pipe = self.pipeline(next(iter(self.topology.switches)))
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= pipe.pool_slots:
             raise JobError(f"pool size {pool_size} is outside 1..{pipe.pool_slots} (the switch's slot pool)")
-        planned = self.plan(members, trees, mode, alpha)
+        planned = self.plan(members, trees, mode, alpha, ring_sum)
         split = planned.split
         installed = () if split.mode == "ring" else planned.tree_plan.trees
         placed: list[dict[str, Allocation]] = []
@@ -529,7 +549,7 @@ class Controller:
             epochs = {sw: Allocation(a.pool_base, a.cell, self.state.take_epoch(sw)) for sw, a in allocations.items()}
             records.append(TreeRecord(job_id, p.tree, p.rate, p.share, epochs))
         return JobRecord(name, list(members), pool_size, records, split.mode, split.alpha, ids[-1],
-                         split.pace_mbps, split.ring_pace_mbps, asked_mode=mode, asked_alpha=alpha)
+                         split.pace_mbps, split.ring_pace_mbps, asked_mode=mode, asked_alpha=alpha, ring_sum=ring_sum)
 
     def _allocations(self, switch: str, pending: Pending) -> Pending:
         """(allocation, pool size) of every tree on this switch: live jobs' and the ones being planned."""

@@ -2,9 +2,11 @@
 
 Pure functions of a job's capacities (docs/hybrid.md derives them).  In-network aggregation
 puts ``f`` wire bytes on each host link per tensor byte (headers: about 1.06 at V = 256) but
-runs no faster than the aggregation capacity C; a ring puts ``r = 3(N-1)/N`` times a float32
-tensor (float64 partial sums in the reduce-scatter, float32 in the allgather, plus TCP
-headers) on every host link, and takes whatever link rate L is left.  Run
+runs no faster than the aggregation capacity C; a hybrid's ring puts ``r = 3(N-1)/N`` times a
+float32 tensor (float64 partial sums in the reduce-scatter, so its part keeps the switches'
+error bound; float32 in the allgather; plus TCP headers) on every host link, and takes whatever
+link rate L is left.  A ring alone sums in the tensor's own type, as gloo and NCCL do, and puts
+``2(N-1)/N`` on each link (``ring_sum="float64"``: 3(N-1)/N there too).  Run
 both at once on shares alpha and 1 - alpha of the data, and the time per tensor byte is
 
     T(alpha) = max( (alpha f + (1 - alpha) r) / L ,  alpha f / C )
@@ -18,7 +20,7 @@ them equal:
 With two workers a ring moves no more bytes than the switches (r <= f), so any known C makes
 the pure ring at least as fast.
 
-alpha = 1 is pure INA (time f / min(L, C)), alpha = 0 the pure ring (r / L).
+alpha = 1 is pure INA (time f / min(L, C)), alpha = 0 the pure ring (r0 / L, r0 = 2(N-1)/N).
 """
 
 from __future__ import annotations
@@ -49,13 +51,22 @@ class Capacity:
     ina_wire: float  # f: wire bytes per tensor byte through the switches
     why: str = ""  # where C comes from
     ring_mbps: float | None = None  # what a ring alone gets of each link, if measured (TCP leaves some idle)
+    ring_sum: str = "native"  # a ring alone sums in the tensor's type; "float64": wide partial sums as a hybrid's
 
     @property
     def ring_wire(self) -> float:
-        """r: wire bytes per tensor byte a ring puts on each host link (each way), for float32 gradients:
-        the reduce-scatter moves float64 partial sums ((N-1)/N x 2), the allgather float32 ((N-1)/N)."""
+        """r: wire bytes per tensor byte a hybrid's ring puts on each host link (each way), for float32
+        gradients: the reduce-scatter moves float64 partial sums ((N-1)/N x 2), the allgather float32."""
+        return self._ring_wire(3)
+
+    @property
+    def ring_alone_wire(self) -> float:
+        """r0: the same for a ring alone: 2(N-1)/N in the tensor's own type (3(N-1)/N with float64 sums)."""
+        return self._ring_wire(2 if self.ring_sum == "native" else 3)
+
+    def _ring_wire(self, tensors_per_step: int) -> float:
         n = self.workers
-        wire = 3 * (n - 1) / n * (ETH_IP_TCP + TCP_MSS) / TCP_MSS if n > 1 else 0.0
+        wire = tensors_per_step * (n - 1) / n * (ETH_IP_TCP + TCP_MSS) / TCP_MSS if n > 1 else 0.0
         if self.ring_mbps:  # a ring that keeps the link only partly busy costs more of it per byte
             wire *= self.link_mbps / min(self.ring_mbps, self.link_mbps)
         return wire
@@ -63,7 +74,8 @@ class Capacity:
     def seconds_per_mb(self, alpha: float) -> float:
         """Predicted time to allreduce 1 MB (10^6 bytes) with ``alpha`` of it through the switches."""
         check_alpha(alpha)
-        links = (alpha * self.ina_wire + (1 - alpha) * self.ring_wire) * 8 / self.link_mbps
+        ring = self.ring_alone_wire if alpha == 0 else self.ring_wire
+        links = (alpha * self.ina_wire + (1 - alpha) * ring) * 8 / self.link_mbps
         switches = alpha * self.ina_wire * 8 / self.ina_mbps if alpha and self.ina_mbps < math.inf else 0.0
         return max(links, switches)
 
@@ -107,7 +119,8 @@ class Split:
         c = self.capacity
         return {"mode": self.mode, "alpha": self.alpha, "seconds_per_mb": self.seconds_per_mb, "why": self.why,
                 "link_mbps": c.link_mbps, "ina_mbps": None if c.ina_mbps == math.inf else c.ina_mbps,
-                "ina_wire": c.ina_wire, "ring_wire": c.ring_wire, "pace_mbps": self.pace_mbps,
+                "ina_wire": c.ina_wire, "ring_wire": c.ring_wire, "ring_alone_wire": c.ring_alone_wire,
+                "pace_mbps": self.pace_mbps,
                 "ring_pace_mbps": self.ring_pace_mbps}
 
 
@@ -161,6 +174,11 @@ def choose(capacity: Capacity, mode: str = "auto", alpha: float | None = None,
         else:
             mode, why = "hybrid", (f"{limit} < L = {L:g} Mb/s: {best:.0%} through the switches keeps them full, "
                                    f"the ring takes the rest of the link")
+        # A known C that leaves the ring alone faster (by more than noise); with no C known, the links
+        # are the limit and the switches take it all, as before (N = 2: the bytes are nearly equal)
+        if C < math.inf and mode != "ring" and times["ring"] < times[mode] * (1 - PURE):
+            mode, why = "ring", (f"{limit}, L = {L:g} Mb/s: a ring alone, summing in the tensor's own type "
+                                 f"({capacity.ring_alone_wire:.2f} bytes per byte), beats {mode}")
         mode, why = _measured_pick(mode, why, measured or {})
     else:
         why = f"mode {mode} asked for; {limit}, L = {L:g} Mb/s"

@@ -24,7 +24,7 @@ from controller import programs
 from p4target.runtime.device_config import build_device_config, load_device_config
 from worker import protocol
 
-INA_P4 = Path(__file__).resolve().parents[1] / "p4src" / "ina.p4"
+INA_P4 = programs.V1MODEL.source  # p4src/ina.p4, wherever the p4src package is installed
 
 
 class PipelineError(RuntimeError):
@@ -33,9 +33,9 @@ class PipelineError(RuntimeError):
 
 @dataclass(frozen=True)
 class PipelineOptions:
-    """Compile-time knobs of ina.p4 (None: the program's default)."""
+    """Compile-time knobs of ina.p4 (None: the program's default; for values, the most it takes)."""
 
-    values: int = 64
+    values: int | None = None
     udp_port: int | None = None
     pool_slots: int | None = None
     max_jobs: int | None = None
@@ -94,7 +94,8 @@ def build(target: str, options: PipelineOptions = DEFAULT_OPTIONS, arch: str = "
     cookie = int.from_bytes(hashlib.sha256(blob + p4info.SerializeToString()).digest()[:8], "big")
     config = p4runtime_pb2.ForwardingPipelineConfig(p4info=p4info, p4_device_config=blob)
     config.cookie.cookie = cookie
-    return Pipeline(options, config, protocol.load(options.values, options.udp_port))
+    values = program.max_values if options.values is None else options.values
+    return Pipeline(options, config, protocol.load(values, options.udp_port))
 
 
 def _p4c(defines: dict[str, str]) -> tuple[bytes, p4info_pb2.P4Info]:

@@ -17,7 +17,10 @@ from pathlib import Path
 
 from p4.config.v1 import p4info_pb2
 
-P4SRC = Path(__file__).resolve().parents[1] / "p4src"
+import p4src
+from worker import protocol
+
+P4SRC = p4src.ROOT  # the installed package's p4src/ (the checkout's, in an editable install)
 
 
 class ProgramError(ValueError):
@@ -42,8 +45,14 @@ class Program:
     drops: str
     pool_register: str  # a register with pool_cells_per_slot cells per pool slot
     pool_cells_per_slot: int
+    values_source: Path  # the file whose INA_VALUE_COUNT is the program's default INA_VALUES
     program_tables: tuple[str, ...] = ()  # tables the program fills itself (const entries): never written
     recirculation_port: int | None = None  # internal to the switch: no link, no route, no multicast replica
+
+    @property
+    def max_values(self) -> int:
+        """INA_VALUES when none is given: the most a packet of this program carries, so the fast path."""
+        return protocol.default_values(self.values_source)
 
     @property
     def managed_tables(self) -> tuple[str, ...]:
@@ -62,17 +71,18 @@ def _ingress(name: str) -> str:
 
 
 V1MODEL = Program(
-    arch="v1model", source=P4SRC / "ina.p4",
+    arch="v1model", source=p4src.path("ina.p4"),
     jobs="InaIngress.jobs", member="InaIngress.member", result_from_parent="InaIngress.result_from_parent",
     ingress_port="sm.ingress_port",
     routes="InaIngress.ipv4_routes", forward="InaIngress.forward",
     receivers="InaEgress.receivers", address="InaEgress.address",
     job_stats="InaIngress.job_stats", drops="InaIngress.drops",
     pool_register="InaIngress.bitmap", pool_cells_per_slot=2,  # one bitmap per set
+    values_source=protocol.PROTOCOL_P4,
 )
 
 TNA = Program(
-    arch="tna", source=P4SRC / "tofino" / "ina_tna.p4",
+    arch="tna", source=p4src.path("tofino", "ina_tna.p4"),
     jobs=_ingress("job_lookup.jobs"), member=_ingress("job_lookup.member"),
     result_from_parent=_ingress("job_lookup.result_from_parent"),
     ingress_port="ig_intr_md.ingress_port",
@@ -80,6 +90,7 @@ TNA = Program(
     receivers="TnaEgress.egress_addressing.receivers", address="TnaEgress.egress_addressing.address",
     job_stats=_ingress("telemetry.job_stats"), drops=_ingress("telemetry.drops"),
     pool_register=_ingress("bitmap.bitmap"), pool_cells_per_slot=1,  # a pair of sets per slot
+    values_source=p4src.path("tofino", "values.p4"),
     program_tables=(_ingress("job_lookup.child_bit"),),
     recirculation_port=68,  # INA_RECIRC_PORT: Tofino 1 pipe 0's recirculation port
 )

@@ -44,6 +44,7 @@ class JobRecord:
     asked_alpha: float | None = None
     calibration: dict | None = None  # what `ina-ctl calibrate` measured, and the split it gave
     version: int = 0  # of its plan: grows when a tree moves off a dead switch or link
+    ring_sum: str = "native"  # a pure ring's sums: "native" (the tensor's type) or "float64" (wide partials)
 
     def switches(self) -> set[str]:
         return {s for t in self.trees for s in t.allocations}

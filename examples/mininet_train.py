@@ -6,23 +6,43 @@ trains the same model on the same data three times, one rank per host:
 ``--comm ina-hook`` (a gloo process group, and the DDP hook sends every bucket through the
 switch), ``--comm ina-backend`` (``init_process_group("ina")``, no hook: DDP's own allreduce
 goes through the switch) and ``--comm gloo`` (DDP's own TCP allreduce through the same switch,
-forwarded as plain IPv4).  Shows each epoch as it ends, then the runs' final figures side by
-side, the share of communication hidden behind backward (from the ranks' timelines), and
-writes two plots, into ``--out`` and bench/results/ (not tracked: a run leaves the repository
-as it was; ``--publish`` also copies them to docs/figures/, which the READMEs show):
+forwarded as plain IPv4).
 
-    bench/results/train-loss.png       loss and test accuracy per epoch, every run
-    bench/results/train-timeline.png   a few steps of rank 0: backward, and each bucket's allreduce
+It does so in two configurations (``--config``; both by default, each on a network of its own):
 
-``--rounds N`` trains N times with each, the order rotating (hook, backend, gloo, backend,
-gloo, hook, ...), and reports medians over all rounds: on a shared machine one run varies by
-about 10%.
+- ``compute-bound``: a CNN of 28,426 parameters (114 KB of gradient per step, DDP buckets of
+  0.025 MiB), 128 images per rank and step, 20 epochs, links unshaped: the step is computation,
+  and the three ways take about as long;
+- ``comm-bound``: an MLP of 2,742,922 parameters (10.97 MB of gradient per step; DDP buckets of
+  at most 4 MiB: 5.1, 5.1 and 0.3 MiB), 32 images per rank and step, 3 epochs (33 steps), every
+  host link shaped to 50 Mbit/s each way (Mininet's TCLink, htb): the step is communication.
+  The switch moves K bytes per worker each way, gloo's ring 2(N-1)/N K = 1.5 K: at 50 Mbit/s
+  about 1.9 s against 2.9 s per step.
 
-    python examples/mininet_train.py [--epochs 20] [--rounds 1] [--target auto|builtin|bmv2] [--out DIR]
-                                     [--publish]
+For each it shows every epoch as it ends, then the runs side by side (accuracy, time per step
+and gloo's over it, communication per step, the share of it hidden behind backward, from the
+ranks' timelines), adds them to bench/results/train.csv and writes two plots, into ``--out``
+and bench/results/ (not tracked: a run leaves the repository as it was; ``--publish`` also
+copies them to docs/figures/, which the READMEs show):
+
+    bench/results/train-loss.png            compute-bound: loss and test accuracy per epoch, every way
+    bench/results/train-timeline.png        compute-bound: a few steps of rank 0, backward and each bucket
+    bench/results/train-comm-loss.png       the same two for comm-bound
+    bench/results/train-comm-timeline.png
+
+``--rounds N`` trains N times with each way, the order rotating (hook, backend, gloo, backend,
+gloo, hook, ...), and reports medians over the trainings: on a shared machine one run varies
+by about 10%.  ``--epochs``, ``--batch-size``, ``--lr``, ``--bucket-cap-mb`` and ``--bw``
+replace the chosen configurations' values.
+
+    python examples/mininet_train.py [--config all|compute-bound|comm-bound] [--rounds 1]
+                                     [--target auto|builtin|bmv2] [--out DIR] [--publish]
 """
 
 import argparse
+import csv
+import dataclasses
+import itertools
 import json
 import os
 import shutil
@@ -31,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,12 +62,51 @@ from bmv2env.network import InaNetwork  # noqa: E402
 from bench import figures  # noqa: E402
 from controller.controller import Controller  # noqa: E402
 from controller.pipeline import PipelineOptions  # noqa: E402
+from controller.topology import Topology  # noqa: E402
 
 TOPOLOGY = ROOT / "bmv2-env" / "topologies" / "single-4.json"
 HOSTS = ["h1", "h2", "h3", "h4"]
+COMMS = ("ina-hook", "ina-backend", "gloo")
+POOL_SIZE = 64  # the job's slots per switch, also each worker's window
+# Jobs are mode="ina": every byte through the switch (no hybrid share round a ring), whatever "auto" would pick.
+CSV = "train.csv"
 
 
-def train(net: InaNetwork, comm: str, spec: Path | None, args: argparse.Namespace, out: Path,
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """One configuration of `make train`: the model, how it trains, the host links, where its plots go."""
+
+    name: str
+    model: str  # train_ddp.py --model
+    epochs: int
+    batch_size: int  # per rank and step
+    lr: float
+    bucket_cap_mb: float
+    bw: float | None  # Mbit/s of every host link, each way (None: unshaped)
+    plots: tuple[str, str]  # loss, timeline: names in bench/results/ (bench/figures.py publishes them)
+
+
+CONFIGS = {
+    "compute-bound": Config("compute-bound", "cnn", 20, 128, 3e-3, 0.025, None,
+                            ("train-loss.png", "train-timeline.png")),
+    "comm-bound": Config("comm-bound", "mlp", 3, 32, 5e-4, 4.0, 50.0,
+                         ("train-comm-loss.png", "train-comm-timeline.png")),
+}
+
+
+def topology(bw: float | None) -> Topology:
+    """single-4.json, every link shaped to ``bw`` Mbit/s when given."""
+    spec = json.loads(TOPOLOGY.read_text())
+    if bw is not None:
+        for link in spec["links"]:
+            if len(link) == 3:
+                link[2]["bw"] = bw
+            else:
+                link.append({"bw": bw})
+    return Topology.from_dict(spec, where=TOPOLOGY.name)
+
+
+def train(net: InaNetwork, comm: str, spec: Path | None, config: Config, args: argparse.Namespace, out: Path,
           port: int) -> tuple[list[dict], list[dict]]:
     """One training run, a rank per host; rank 0's epochs (shown as they come) and every rank's timeline."""
     master = str(net.network.topology.hosts[HOSTS[0]].ip.ip)
@@ -57,9 +117,10 @@ def train(net: InaNetwork, comm: str, spec: Path | None, args: argparse.Namespac
                    GLOO_SOCKET_IFNAME=f"{host}-eth0")  # else gloo takes the host name's address, 127.0.0.1
         if spec is not None:
             env["INA_JOB_SPEC"] = str(spec)
-        command = [sys.executable, str(ROOT / "examples" / "train_ddp.py"), "--comm", comm, "--epochs",
-                   str(args.epochs), "--timeline", str(out / f"{comm}-rank{rank}.json"), "--seed", str(args.seed),
-                   "--batch-size", str(args.batch_size), "--lr", str(args.lr)]
+        command = [sys.executable, str(ROOT / "examples" / "train_ddp.py"), "--comm", comm, "--model", config.model,
+                   "--epochs", str(config.epochs), "--batch-size", str(config.batch_size), "--lr", str(config.lr),
+                   "--bucket-cap-mb", str(config.bucket_cap_mb), "--seed", str(args.seed),
+                   "--timeline", str(out / f"{comm}-rank{rank}.json")]
         procs.append(net.host(host).popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           text=True))
     epochs = []
@@ -70,7 +131,7 @@ def train(net: InaNetwork, comm: str, spec: Path | None, args: argparse.Namespac
                 if "error" in record:
                     raise RuntimeError(f"{comm}: rank 0: {record['error']}")
                 epochs.append(record)
-                print(f"  [{comm:>4}] epoch {record['epoch']:>2}/{args.epochs}: loss {record['loss']:.4f}, "
+                print(f"  [{comm:>4}] epoch {record['epoch']:>2}/{config.epochs}: loss {record['loss']:.4f}, "
                       f"test accuracy {record['test_accuracy']:.1%}, {record['seconds_per_step'] * 1e3:.0f} ms "
                       f"per step", flush=True)
         for rank, p in enumerate(procs):
@@ -86,24 +147,79 @@ def train(net: InaNetwork, comm: str, spec: Path | None, args: argparse.Namespac
 
 
 def summary(comm: str, rounds: list[list[dict]], timelines: list[dict]) -> dict:
-    """Medians over the rounds' epochs after the first, and over every rank's steps."""
+    """Medians over the trainings (each training's step: the median of its epochs after the first), and
+    over every rank's steps after the first."""
     hidden = [h for t in timelines for h in t["hidden_share"]]
     comm_s = [c for t in timelines for c in t["comm_seconds"]]
-    last = rounds[-1][-1]
-    steps = [e["seconds_per_step"] for epochs in rounds for e in (epochs[1:] or epochs)]
-    return {"comm": comm, "loss": last["loss"], "test_accuracy": last["test_accuracy"],
-            "seconds_per_step": statistics.median(steps), "rounds": len(rounds),
+    trainings = [statistics.median(e["seconds_per_step"] for e in (epochs[1:] or epochs)) for epochs in rounds]
+    return {"comm": comm, "model": rounds[0][0]["model"], "parameters": rounds[0][0]["parameters"],
+            "loss": statistics.median(epochs[-1]["loss"] for epochs in rounds),
+            "test_accuracy": statistics.median(epochs[-1]["test_accuracy"] for epochs in rounds),
+            "seconds_per_step": statistics.median(trainings), "seconds_per_step_trainings": trainings,
+            "rounds": len(rounds),
             "comm_ms_per_step": 1e3 * statistics.median(comm_s), "hidden_share": statistics.median(hidden),
             "cpu_ms_per_step": 1e3 * statistics.median(c for t in timelines for c in t["cpu_seconds_per_step"]),
             "buckets": len({(b["index"], b["values"]) for b in timelines[0]["buckets"] if b["step"] > 1}),
             "bucket_cap_mb": timelines[0]["bucket_cap_mb"]}
 
 
-def plot_loss(runs: dict[str, list[dict]], path: Path) -> None:
+def against_gloo(table: list[dict]) -> None:
+    """Each summary's gloo step time over its own, and its accuracy minus gloo's (points), in place."""
+    gloo = next(r for r in table if r["comm"] == "gloo")
+    for r in table:
+        r["speedup_over_gloo"] = gloo["seconds_per_step"] / r["seconds_per_step"]
+        r["accuracy_vs_gloo_points"] = 100 * (r["test_accuracy"] - gloo["test_accuracy"])
+
+
+def describe(config: Config, parameters: int, training: bool = True) -> str:
+    """The configuration in one line (without how it trains if not ``training``)."""
+    links = f"host links {config.bw:g} Mbit/s" if config.bw is not None else "links unshaped"
+    how = f", {config.batch_size} images per rank and step, {config.epochs} epochs" if training else ""
+    return (f"{config.name}: {config.model.upper()} of {parameters:,} parameters ({4 * parameters / 1e6:.2f} MB of "
+            f"gradient per step){how}, {links}")
+
+
+def print_table(config: Config, table: list[dict], rounds: int) -> None:
+    print(f"\n{describe(config, table[0]['parameters'])}")
+    print(f"{'':<28}" + "".join(f"{r['comm']:>12}" for r in table))
+    for key, label, fmt, scale in (("loss", "final training loss", "{:.4f}", 1),
+                                   ("test_accuracy", "final test accuracy", "{:.1%}", 1),
+                                   ("seconds_per_step", "time per step (ms)", "{:.0f}", 1e3),
+                                   ("speedup_over_gloo", "gloo's step / this step", "{:.2f}x", 1),
+                                   ("comm_ms_per_step", "communication per step (ms)", "{:.0f}", 1),
+                                   ("cpu_ms_per_step", "CPU per step and rank (ms)", "{:.0f}", 1),
+                                   ("hidden_share", "hidden behind backward", "{:.0%}", 1)):
+        print(f"{label:<28}" + "".join(f"{fmt.format(r[key] * scale):>12}" for r in table))
+    print(f"(DDP buckets: {table[0]['buckets']} of at most {table[0]['bucket_cap_mb']} MiB; accuracy and loss: "
+          f"median of the trainings' last epoch; time per step: median of the trainings, each the median of its "
+          f"epochs after the first; communication, CPU, hidden: medians over steps after the first and over ranks; "
+          f"{rounds} training(s) with each)")
+    ina = [r for r in table if r["comm"] != "gloo"]
+    print("INA against gloo: " + ", ".join(f"{r['comm']} {r['speedup_over_gloo']:.2f}x the speed per step, "
+                                           f"accuracy {r['accuracy_vs_gloo_points']:+.1f} points" for r in ina))
+
+
+def write_csv(path: Path, rows: list[dict], configs: dict[str, Config]) -> None:
+    fields = ["config", "comm", "model", "parameters", "bw_mbit", "batch_size", "epochs", "rounds", "bucket_cap_mb",
+              "buckets", "loss", "test_accuracy", "ms_per_step", "ms_per_step_trainings", "speedup_over_gloo",
+              "accuracy_vs_gloo_points", "comm_ms_per_step", "cpu_ms_per_step", "hidden_share"]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fields, extrasaction="ignore")
+        writer.writeheader()
+        for r in rows:
+            config = configs[r["config"]]
+            writer.writerow({**r, "bw_mbit": config.bw or "", "batch_size": config.batch_size,
+                             "epochs": config.epochs, "ms_per_step": round(1e3 * r["seconds_per_step"], 1),
+                             "ms_per_step_trainings": " ".join(f"{1e3 * s:.0f}" for s in
+                                                               r["seconds_per_step_trainings"])})
+
+
+def plot_loss(runs: dict[str, list[dict]], path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, (loss, acc) = plt.subplots(1, 2, figsize=(10, 3.8))
     styles = ({"marker": "o"}, {"marker": "s", "linestyle": ":"}, {"marker": "x", "linestyle": "--"})
@@ -114,10 +230,10 @@ def plot_loss(runs: dict[str, list[dict]], path: Path) -> None:
     loss.set(xlabel="epoch", ylabel="training loss (mean over ranks)", yscale="log")
     acc.set(xlabel="epoch", ylabel="test accuracy (%)")
     for ax in (loss, acc):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle("DDP on digits, 4 workers in Mininet: gradients through the P4 switch (hook, backend) or gloo",
-                 fontsize=10)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -134,6 +250,7 @@ def plot_timeline(timelines: dict[str, dict], path: Path, steps: int = 4) -> Non
     for ax, (comm, t) in zip(axes[:, 0], timelines.items()):
         shown = sorted(int(s) for s in t["backward_started"])[-steps:]
         offset, ticks = 0.0, []  # steps side by side, each from its own start of backward (no epoch gaps)
+        gap = 0.0
         for s in shown:
             mine = [b for b in t["buckets"] if b["step"] == s]
             origin = t["backward_started"][str(s)]
@@ -149,7 +266,9 @@ def plot_timeline(timelines: dict[str, dict], path: Path, steps: int = 4) -> Non
                         label="ready, waiting" if first and b["index"] == 0 else None)
                 ax.barh(y, 1e3 * (b["finished"] - b["started"]), left=offset + 1e3 * (b["started"] - origin),
                         color="tab:blue", height=0.6, label="allreduce" if first and b["index"] == 0 else None)
-            offset += 1e3 * max(end, max(b["finished"] for b in mine) - origin) + 60
+            width = 1e3 * max(end, max(b["finished"] for b in mine) - origin)
+            gap = gap or max(60.0, 0.05 * width)  # a visible gap between steps, at any scale
+            offset += width + gap
         ax.set_xticks([x for x, _ in ticks], [f"{label}\n0 ms" for _, label in ticks], fontsize=7)
         buckets = 1 + max(b["index"] for b in t["buckets"])
         ax.set_yticks(range(buckets + 1), ["backward"] + [f"bucket {i}" for i in range(buckets)])
@@ -163,77 +282,102 @@ def plot_timeline(timelines: dict[str, dict], path: Path, steps: int = 4) -> Non
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="make train", description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=1, help="trainings with each, the order alternating")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--batch-size", type=int, default=128, help="per rank")
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--target", default="auto", choices=["auto", "builtin", "bmv2"])
-    ap.add_argument("--switch-nice", type=int, default=-10,
-                    help="the switch processes' nice value: on a shared machine, the emulated switch keeps its CPU")
-    ap.add_argument("--out", type=Path, help="where the runs' files go (default: a new temporary folder)")
-    ap.add_argument("--publish", action="store_true", help="also copy the plots to docs/figures/ (tracked)")
-    args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("make train starts a Mininet network: run it as root", file=sys.stderr)
-        return 1
-    out = args.out or Path(tempfile.mkdtemp(prefix="ina-train-"))
+def run_config(config: Config, args: argparse.Namespace, out: Path, progress: Iterator[int], total: int,
+               ports: Iterator[int]) -> list[dict]:
+    """The three ways, ``args.rounds`` times each, on a network of their own; their summaries, plots written."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "controller-state.json").unlink(missing_ok=True)  # a run of its own: its network is new
-    total = 2 + 3 * args.rounds
-    print(f"[1/{total}] starting {TOPOLOGY.name}: 4 hosts on one P4 switch (files in {out})", flush=True)
-    with InaNetwork(TOPOLOGY, out / "net", target=args.target) as net:
+    links = f"host links shaped to {config.bw:g} Mbit/s" if config.bw is not None else "links unshaped"
+    print(f"[{next(progress)}/{total}] {config.name}: starting {TOPOLOGY.name}, 4 hosts on one P4 switch, {links} "
+          f"(files in {out})", flush=True)
+    runs: dict[str, list[list[dict]]] = {comm: [] for comm in COMMS}
+    timelines: dict[str, list[dict]] = {comm: [] for comm in COMMS}
+    with InaNetwork(topology(config.bw), out / "net", target=args.target) as net:
         for switch in net.switches:  # a switch is a device of its own: it must not wait for the trainers' CPU
             for thread in Path(f"/proc/{switch.process.pid}/task").iterdir():
                 os.setpriority(os.PRIO_PROCESS, int(thread.name), args.switch_nice)
         with Controller(net.network, out / "controller-state.json", PipelineOptions(values=256)) as controller:
             controller.setup()
-            controller.create_job("train", HOSTS, pool_size=64)
+            controller.create_job("train", HOSTS, pool_size=POOL_SIZE, mode="ina")
             target = net.network.access["s1"].target
-            print(f"[2/{total}] switch s1 ({target}): ina.p4, job 'train' for {', '.join(HOSTS)}", flush=True)
-            comms = ("ina-hook", "ina-backend", "gloo")
-            runs: dict[str, list[list[dict]]] = {comm: [] for comm in comms}
-            timelines: dict[str, list[dict]] = {comm: [] for comm in comms}
-            order = [comms[(r + i) % 3] for r in range(args.rounds) for i in range(3)]
+            print(f"[{next(progress)}/{total}] switch s1 ({target}): ina.p4, job 'train' for {', '.join(HOSTS)}",
+                  flush=True)
+            order = [COMMS[(r + i) % 3] for r in range(args.rounds) for i in range(3)]
             jobs = 0
-            for n, comm in enumerate(order):
-                print(f"[{3 + n}/{total}] training with --comm {comm}, {args.epochs} epochs", flush=True)
+            for comm in order:
+                print(f"[{next(progress)}/{total}] {config.name}: training with --comm {comm}, --model "
+                      f"{config.model}, {config.epochs} epochs", flush=True)
                 started = time.monotonic()
                 spec = None
                 if comm != "gloo":  # a job is one session of its workers: a new one for each training
                     job = "train" if not jobs else f"train{jobs}"
                     if jobs:
-                        controller.create_job(job, HOSTS, pool_size=64)
+                        controller.create_job(job, HOSTS, pool_size=POOL_SIZE, mode="ina")
                     jobs += 1
                     spec = controller.spec_dir / f"{job}.json"
-                epochs, ranks = train(net, comm, spec, args, out, 29500 + n)
+                epochs, ranks = train(net, comm, spec, config, args, out, next(ports))
                 runs[comm].append(epochs)
                 timelines[comm] += ranks
                 print(f"      {time.monotonic() - started:.0f} s", flush=True)
     table = [summary(comm, runs[comm], timelines[comm]) for comm in runs]
-    (out / "summary.json").write_text(json.dumps({"summary": table, "epochs": runs}, indent=1))
-    print(f"\n{'':<24}" + "".join(f"{r['comm']:>12}" for r in table))
-    for key, label, fmt in (("loss", "final training loss", "{:.4f}"), ("test_accuracy", "final test accuracy",
-                                                                        "{:.1%}"),
-                            ("seconds_per_step", "time per step (ms)", "{:.0f}"),
-                            ("comm_ms_per_step", "communication per step (ms)", "{:.0f}"),
-                            ("cpu_ms_per_step", "CPU per step and rank (ms)", "{:.0f}"),
-                            ("hidden_share", "hidden behind backward", "{:.0%}")):
-        scale = 1e3 if key == "seconds_per_step" else 1
-        print(f"{label:<28}" + "".join(f"{fmt.format(r[key] * scale):>12}" for r in table))
-    print(f"(DDP buckets: {table[0]['buckets']} of at most {table[0]['bucket_cap_mb']} MiB; medians over steps "
-          f"after the first and over ranks, {args.rounds} training(s) with each)")
-    plot_loss({comm: rounds[0] for comm, rounds in runs.items()}, out / "train-loss.png")
-    plot_timeline({comm: timelines[comm][0] for comm in runs}, out / "train-timeline.png")
+    against_gloo(table)
+    for r in table:
+        r["config"] = config.name
+    (out / "summary.json").write_text(json.dumps({"config": dataclasses.asdict(config), "summary": table,
+                                                  "epochs": runs}, indent=1))
+    print_table(config, table, args.rounds)
+    loss_png, timeline_png = (out / name for name in config.plots)
+    title = (f"{describe(config, table[0]['parameters'], training=False)}\nDDP on digits, 4 workers in Mininet: "
+             f"gradients through the P4 switch (hook, backend) or gloo")
+    plot_loss({comm: rounds[0] for comm, rounds in runs.items()}, loss_png, title)
+    plot_timeline({comm: timelines[comm][0] for comm in runs}, timeline_png)
     figures.RESULTS.mkdir(parents=True, exist_ok=True)
-    for name in ("train-loss.png", "train-timeline.png"):
+    for name in config.plots:
         if out.resolve() != figures.RESULTS.resolve():
             shutil.copy(out / name, figures.RESULTS / name)
         if args.publish:
             figures.publish(figures.RESULTS / name)
-    print(f"plots: {figures.RESULTS / 'train-loss.png'}, {figures.RESULTS / 'train-timeline.png'}")
+    print(f"plots: {figures.RESULTS / config.plots[0]}, {figures.RESULTS / config.plots[1]}", flush=True)
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="make train", description=__doc__.splitlines()[0])
+    ap.add_argument("--config", choices=["all", *CONFIGS], default="all",
+                    help="compute-bound: small CNN, links unshaped; comm-bound: 10.97 MB of gradient per step on "
+                         "50 Mbit/s links; all (default): both, one after the other")
+    ap.add_argument("--rounds", type=int, default=1, help="trainings with each way, the order rotating")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--epochs", type=int, help="instead of the configuration's (compute-bound 20, comm-bound 3)")
+    ap.add_argument("--batch-size", type=int, help="per rank, instead of the configuration's (128, 32)")
+    ap.add_argument("--lr", type=float, help="Adam's, instead of the configuration's (3e-3, 5e-4)")
+    ap.add_argument("--bucket-cap-mb", type=float, help="DDP's, instead of the configuration's (0.025, 4)")
+    ap.add_argument("--bw", type=float, help="Mbit/s of every host link, instead of the configuration's "
+                                             "(unshaped, 50)")
+    ap.add_argument("--target", default="auto", choices=["auto", "builtin", "bmv2"])
+    ap.add_argument("--switch-nice", type=int, default=-10,
+                    help="the switch processes' nice value: on a shared machine, the emulated switch keeps its CPU")
+    ap.add_argument("--out", type=Path, help="where the runs' files go (default: a new temporary folder); "
+                                             "a folder per configuration")
+    ap.add_argument("--publish", action="store_true", help="also copy the plots to docs/figures/ (tracked)")
+    args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    if os.geteuid() != 0:
+        print("make train starts a Mininet network: run it as root", file=sys.stderr)
+        return 1
+    overrides = {field: getattr(args, field) for field in ("epochs", "batch_size", "lr", "bucket_cap_mb", "bw")
+                 if getattr(args, field) is not None}
+    configs = {name: dataclasses.replace(c, **overrides) for name, c in CONFIGS.items()
+               if args.config in ("all", name)}
+    out = args.out or Path(tempfile.mkdtemp(prefix="ina-train-"))
+    total = len(configs) * (2 + 3 * args.rounds)
+    progress, ports = itertools.count(1), itertools.count(29500)
+    rows: list[dict] = []
+    for config in configs.values():
+        rows += run_config(config, args, out / config.name, progress, total, ports)
+        write_csv(figures.RESULTS / CSV, rows, configs)  # after each configuration: a failure keeps what was done
+    print(f"table: {figures.RESULTS / CSV}")
     return 0
 
 

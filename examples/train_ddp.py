@@ -1,4 +1,4 @@
-"""Train a small CNN on scikit-learn's digits with PyTorch DDP; gradients summed by the switches or by gloo.
+"""Train a small CNN or a wide MLP on scikit-learn's digits with PyTorch DDP; gradients summed by the switches or gloo.
 
 A torchrun-style script: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment.
 Three ways to sum the gradients:
@@ -15,17 +15,27 @@ each backward the loop calls ``dist.all_reduce`` on every gradient (async, then 
 custom training loops do.
 
     torchrun --nproc-per-node 4 examples/train_ddp.py --comm gloo
+    torchrun --nproc-per-node 4 examples/train_ddp.py --comm gloo --model mlp --epochs 3 --batch-size 32 \
+        --lr 5e-4 --bucket-cap-mb 4
     INA_JOB_SPEC=RUN/jobs/train.json torchrun --nproc-per-node 4 examples/train_ddp.py --comm ina-backend
 
-(``make train`` runs all three in Mininet, one rank per host, through the P4 switch.)  Rank 0
-prints one JSON line per epoch: loss, train and test accuracy, seconds per step.  With
+(``make train`` runs all three in Mininet, one rank per host, through the P4 switch, with each
+model.)  Rank 0 prints one JSON line per epoch: loss, train and test accuracy, seconds per step.  With
 ``--timeline FILE`` every rank records, per step, when backward started and each bucket's
 ready / started / finished times (the backend's calls, for ``ina-backend``), and writes them
 with the share of communication hidden behind backward; a failed allreduce prints
 ``{"error": ...}`` and exits 1.
 
-The data: 1,797 8x8 digit images that scikit-learn ships (no download), upsampled to 32x32,
-split 80/20 with a fixed seed; each rank trains on its own shard of every epoch's shuffle.
+Two models (``--model``):
+
+- ``cnn`` (the default): 28,426 parameters (114 KB of gradient per step) and much arithmetic per
+  parameter, on the images upsampled to 32x32: the step is computation;
+- ``mlp``: 64 -> 1152 -> 1152 -> 1152 -> 10, 2,742,922 parameters (10.97 MB of float32 gradient
+  per step) and little arithmetic per parameter, on the 8x8 images as 64 features: on slow links
+  the step is communication (``mininet_train.py --config comm-bound``).
+
+The data: 1,797 8x8 digit images that scikit-learn ships (no download), split 80/20 with a
+fixed seed; each rank trains on its own shard of every epoch's shuffle.
 """
 
 # No `from __future__ import annotations`: DDP checks the hook's annotations as real types.
@@ -51,13 +61,16 @@ from worker.torch_ddp import BucketTimes, InaHookState, Timeline, hidden_share, 
 COMMS = {"ina": "ina-hook", "ina-hook": "ina-hook", "ina-backend": "ina-backend", "gloo": "gloo"}
 
 
-def digits(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Train and test images (N, 1, 32, 32), normalised, and their labels."""
+def digits(seed: int, flat: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Train and test images, normalised, and their labels: (N, 1, 32, 32) upsampled, or (N, 64) if ``flat``."""
     from sklearn.datasets import load_digits
 
     data = load_digits()
     images = torch.from_numpy(data.images.astype(np.float32) / 16.0).unsqueeze(1)
-    images = F.interpolate(images, size=(32, 32), mode="bilinear", align_corners=False)
+    if flat:
+        images = images.flatten(1)
+    else:
+        images = F.interpolate(images, size=(32, 32), mode="bilinear", align_corners=False)
     labels = torch.from_numpy(data.target.astype(np.int64))
     images = (images - images.mean()) / images.std()
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))
@@ -78,6 +91,25 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(x)
+
+
+class WideMLP(nn.Module):
+    """Many parameters (2,742,922 at width 1152: 10.97 MB of float32) and little arithmetic per parameter
+    (a batch of 32 takes tens of ms forward and backward on one core): on slow links the step is
+    communication."""
+
+    def __init__(self, width: int = 1152, hidden: int = 3) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Linear(64, width), nn.ReLU()]
+        for _ in range(hidden - 1):
+            layers += [nn.Linear(width, width), nn.ReLU()]
+        self.layers = nn.Sequential(*layers, nn.Linear(width, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+MODELS = {"cnn": SmallCNN, "mlp": WideMLP}
 
 
 def gloo_hook(timeline: Timeline):
@@ -108,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--comm", choices=list(COMMS), default="ina-hook", help="ina is ina-hook")
     ap.add_argument("--plain", action="store_true", help="no DDP: dist.all_reduce on every gradient after backward")
+    ap.add_argument("--model", choices=list(MODELS), default="cnn",
+                    help="cnn: 28,426 parameters, computation-bound; mlp: 2,742,922 (10.97 MB per step)")
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=128, help="per rank")
     ap.add_argument("--lr", type=float, default=3e-3, help="Adam's learning rate")
@@ -132,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
-    train_x, train_y, test_x, test_y = digits(args.seed)
-    net = SmallCNN()
+    train_x, train_y, test_x, test_y = digits(args.seed, flat=args.model == "mlp")
+    net = MODELS[args.model]()
+    parameters = sum(p.numel() for p in net.parameters())
     timeline = Timeline()
     failure = Failure(args.comm)
     if args.plain:
@@ -183,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
             mean_loss = torch.tensor([float(np.mean(losses))])
             dist.all_reduce(mean_loss)
             if rank == 0:
-                print(json.dumps({"comm": args.comm, "plain": args.plain, "epoch": epoch,
+                print(json.dumps({"comm": args.comm, "plain": args.plain, "model": args.model,
+                                  "parameters": parameters, "epoch": epoch,
                                   "loss": mean_loss.item() / world,
                                   "train_accuracy": accuracy(net, train_x, train_y),
                                   "test_accuracy": accuracy(net, test_x, test_y),
@@ -231,7 +267,8 @@ def write_timeline(path: Path, timeline: Timeline, args: argparse.Namespace, ran
     steps = sorted({b.step for b in timeline.buckets})
     shares = [hidden_share(timeline, s) for s in steps[1:]]  # the first step builds DDP's buckets
     path.write_text(json.dumps({
-        "comm": args.comm, "plain": args.plain, "rank": rank, "bucket_cap_mb": args.bucket_cap_mb,
+        "comm": args.comm, "plain": args.plain, "model": args.model, "rank": rank,
+        "bucket_cap_mb": args.bucket_cap_mb,
         "backward_started": {str(s): t for s, t in timeline.backward_started.items()},
         "buckets": [vars(b) for b in timeline.buckets],
         "comm_seconds": [s[0] for s in shares], "hidden_share": [s[1] for s in shares],

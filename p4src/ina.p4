@@ -12,7 +12,7 @@
  * for Tofino; both include ../common/: parse states, egress addressing, Verdict.)  Tables, registers and counters keep their
  * InaIngress.* control-plane names through @name, so the P4Info is that of a single control.
  *
- * Knobs (-D): INA_VALUES (default 64), INA_UDP_PORT_NUMBER, INA_POOL_SLOTS (default 1024
+ * Knobs (-D): INA_VALUES (default 256), INA_UDP_PORT_NUMBER, INA_POOL_SLOTS (default 1024
  * slots for all jobs together), INA_MAX_JOBS (default 64, telemetry cells).
  */
 #include <core.p4>

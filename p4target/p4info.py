@@ -24,7 +24,7 @@ from .frontend import ast
 from .frontend.checker import CheckedProgram
 from .frontend.errors import P4Error, as_p4_errors
 from .frontend.profiles import implementation_of, is_constructed_in_place
-from .frontend.types import BOOL, ERROR, BitsT, BlockT, EnumT, ExternT, HeaderT, bit_width
+from .frontend.types import BOOL, ERROR, BitsT, BlockT, EnumT, ExternT, HeaderT, TupleT, bit_width
 
 # P4Runtime resource-type prefixes: the top byte of every id (p4info.proto, P4Ids.Prefix).
 ACTION, TABLE, VALUE_SET, CONTROLLER_HEADER = 0x01, 0x02, 0x03, 0x04
@@ -545,6 +545,9 @@ def type_spec(t, type_info: p4types_pb2.P4TypeInfo) -> p4types_pb2.P4DataTypeSpe
             spec.enum.name = name
             if name not in type_info.enums:
                 type_info.enums[name].members.extend(p4types_pb2.P4EnumTypeSpec.Member(name=m) for m in t.members)
+    elif isinstance(t, TupleT):  # anonymous: its members' specs in order
+        for elem in t.elems:
+            spec.tuple.members.add().CopyFrom(type_spec(elem, type_info))
     elif isinstance(t, HeaderT):
         name = qualify("", t.decl)
         kind, table = ("header", type_info.headers) if t.is_header else ("struct", type_info.structs)

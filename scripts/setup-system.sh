@@ -13,7 +13,6 @@ command -v cpp >/dev/null 2>&1 || need+=(cpp)
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || need+=(iproute2)
 command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
-command -v nft >/dev/null 2>&1 || need+=(nftables)  # link loss (bmv2-env/links.py)
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

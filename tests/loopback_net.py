@@ -73,7 +73,8 @@ class LoopbackNet:
         self.grpc_address = f"127.0.0.1:{free_port()}"
         self.server = serve(self.service, self.grpc_address)
         network = Network(self.topology, {"s1": SwitchAccess(self.grpc_address, 1, "builtin")})
-        self.controller = Controller(network, state_dir / "state.json", PipelineOptions())  # V = 64
+        # V = 64 (not the default 256): the tests size their calls and bounds in chunks of 64
+        self.controller = Controller(network, state_dir / "state.json", PipelineOptions(values=64))
         self._switch_lock = threading.Lock()  # a restart never cuts a frame's way through the switch
         self.controller.setup()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -17,7 +17,7 @@ def _can_run_mininet() -> tuple[bool, str]:
         import mininet.net  # noqa: F401
     except ImportError:
         return False, "Mininet is not installed (scripts/setup-system.sh installs Debian's)"
-    missing = [tool for tool in ("mnexec", "ethtool", "ping", "tc", "nft") if shutil.which(tool) is None]
+    missing = [tool for tool in ("mnexec", "ethtool", "ping", "tc") if shutil.which(tool) is None]
     if missing:
         return False, f"not installed: {', '.join(missing)} (scripts/setup-system.sh installs them)"
     return True, ""

@@ -23,6 +23,7 @@ from controller.controller import Controller, JobError
 from controller.entries import HIGH_WATER_CHILD
 from controller.network import Network, SwitchAccess
 from controller.p4runtime_client import SwitchError
+from controller.pipeline import PipelineOptions
 from controller.plan import PlanError
 from controller.programs import V1MODEL
 from controller.topology import Topology, TopologyError, leaf_spine, single, tree
@@ -56,6 +57,8 @@ class Switches:
             server.stop(None)
 
 
+V64 = PipelineOptions(values=64)  # the tests build packets of 64 values (the default would be 256)
+
 @pytest.fixture
 def net_single():
     s = Switches(Topology.from_dict(single(4)))
@@ -79,7 +82,7 @@ def net_leaf_spine():
 
 
 def controller(switches: Switches, tmp_path: Path) -> Controller:
-    c = Controller(switches.network, tmp_path / "state.json")
+    c = Controller(switches.network, tmp_path / "state.json", V64)
     c.setup()
     return c
 
@@ -339,7 +342,7 @@ def test_a_port_down_reaches_the_controller(net_single, tmp_path):
     service.port_status(3, False, "s1-eth3")
     eventually(lambda: c.client("s1").ports_down == {3})
     assert c.failures() == (set(), {net_single.topology.port_links["s1", 3]})
-    later = Controller(net_single.network, None, election_id=5)
+    later = Controller(net_single.network, None, V64, election_id=5)
     eventually(lambda: later.client("s1").ports_down == {3})
     service.port_status(3, True, "s1-eth3")
     eventually(lambda: not c.client("s1").ports_down and not later.client("s1").ports_down)
@@ -474,7 +477,7 @@ def switch_process():
 
 def test_switch_process_restart_is_reprovisioned(switch_process, tmp_path):
     """Kill the real switch command, start it again: check_switches() installs everything again."""
-    c = Controller(switch_process.network, tmp_path / "state.json")
+    c = Controller(switch_process.network, tmp_path / "state.json", V64)
     c.setup()
     c.create_job("j", ["h1", "h2"], pool_size=4)
     expected = c.expected_entries("s1")

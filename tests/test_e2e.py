@@ -72,7 +72,7 @@ def test_tree_of_three_switches(tmp_path):
 
 
 def test_lossy_worker_links(tmp_path):
-    """1% loss on h1's and h2's links, 5% on h3's and h4's, each way (nftables, bmv2-env/links.py)."""
+    """1% loss on h1's and h2's links, 5% on h3's and h4's, each way (bmv2-env/links.py)."""
     spec = single(4)
     for i, link in enumerate(spec["links"]):
         link.append({"loss": 1 if i < 2 else 5})
@@ -92,7 +92,7 @@ def test_lossy_worker_links(tmp_path):
 def test_two_trees_over_a_leaf_spine(tmp_path, spine_loss):
     """Host links 2x the leaf-spine links: the planner packs one tree per spine, half the data each.
 
-    With ``spine_loss`` % loss on every leaf-spine link, each way (nftables), results stay exact."""
+    With ``spine_loss`` % loss on every leaf-spine link, each way, results stay exact."""
     spec = leaf_spine(2, 2, 2, host_bw=100, fabric_bw=50)
     for link in spec["links"]:
         if "spine" in link[1] and spine_loss:

@@ -60,7 +60,7 @@ def _error(write_p4, **kw) -> P4Error:
     ({"body": "resubmit(hdr.h.a);"}, 14, "resubmit: unknown extern function"),
     ({"body": "if (hdr.h.a) { }"}, 14, "expected bool, got bit<8>"),
     ({"body": "hdr.h.a = (bit<8>)((int<8>)hdr.h.a / (int<8>)hdr.h.b);"}, 14,
-     "'/' on int<8> values is not supported"),
+     "(int<8>)hdr.h.a / (int<8>)hdr.h.b: Cannot operate on signed values"),
     ({"decls": "header v_t { varbit<8> a; varbit<8> b; }"}, 7, "another varbit field is not supported"),
     ({"body": "hdr.h.a = 8w1 ++ 8w2;"}, 14, "expected bit<8>, got bit<16>"),
 ])
@@ -153,14 +153,63 @@ def test_a_field_named_type_does_not_declare_a_type(write_p4):
     ("for (bit<8> i = 0; i < 2; i = i + 1) { hdr.h.a = i; } bit<8> i = 1;", "", "", "Duplicate declaration of i"),
     ("switch (sm.parser_error) { error.NoError: { hdr.h.a = 1; } default: { hdr.h.a = 2; } }", "", "",
      "'switch' type can't be error"),
+    # p4c's frontend (ValidateParsedProgram): `actions = { }` is a table with no actions, no
+    # `actions` at all is an error, for every architecture
+    ("t.apply();", "table t { key = { hdr.h.a: exact; } }", "", "t: expected 'actions' property"),
+    # p4c's frontend type checker: for-in runs over ranges, header stacks and list<T> only
+    ("for (bit<8> v in {8w3, 8w5, 8w7}) { hdr.h.a = hdr.h.a + v; }", "", "",
+     "Typechecking does not support iteration over this collection of type tuple<bit<8>, bit<8>, bit<8>>"),
+    # p4c-bm2-ss's CheckUnsupported: every for-in (classic for loops compile, in action bodies)
+    ("for (bit<8> v in 1 .. 3) { hdr.h.a = hdr.h.a + v; }", "", "", "BMV2 does not support for-in loops"),
+    ("for (e_t e in x.s) { }", "x_t x;", "header e_t { bit<8> v; } struct x_t { e_t[2] s; }",
+     "BMV2 does not support for-in loops"),
+    # p4c's type checker and constant folding on / and %
+    ("hdr.h.a = hdr.h.a % 8w0;", "", "", "hdr.h.a % 8w0: Modulo by zero"),
+    ("hdr.h.a = hdr.h.a / 0;", "", "", "hdr.h.a / 0: Division by zero"),
+    ("hdr.h.a = (bit<8>)(8s6 / 8s3);", "", "", "8s6 / 8s3: Cannot operate on signed values"),
+    # p4c's midend: a division StrengthReduction cannot turn into >> or & (CompileTimeOperations)
+    ("hdr.h.a = hdr.h.a / hdr.h.b;", "", "", "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time"),
+    ("hdr.h.a = hdr.h.a % 8w3;", "", "", "hdr.h.a % 8w3: could not evaluate expression at compilation time"),
+    ("bit<8> x = hdr.h.a; x /= hdr.h.b;", "", "", "x / hdr.h.b: could not evaluate expression at compilation time"),
+    ("hdr.h.a = 8w0 / f(hdr.h.b);", "", "bit<8> f(inout bit<8> y) { y = 1; return y; }",
+     "8w0 / f(hdr.h.b): could not evaluate expression at compilation time"),
 ])
 def test_what_p4c_refuses_is_refused_with_its_reason(write_p4, body, locals, decls, message):
     with pytest.raises(P4Error, match=re.escape(message)):
         Switch.from_file(write_p4(body=body, locals=locals, decls=decls))
 
 
+def test_p4cs_refusals_point_where_p4c_points(write_p4):
+    """A table's missing `actions` at its name; a division at the expression."""
+    path = write_p4(locals="@name(\"tt\") table bare { key = { hdr.h.a: exact; } }", body="bare.apply();")
+    err = _error(write_p4, text=path.read_text())
+    assert (err.loc.line, err.loc.col, err.message) == (13, 23, "bare: expected 'actions' property")
+    err = _error(write_p4, body="hdr.h.a = 8w1 + hdr.h.a % hdr.h.b;")
+    assert (err.loc.line, err.loc.col) == (14, 29)  # the `%` expression, not the `+`
+
+
+def test_midend_refusals_wait_for_the_frontends(write_p4):
+    """p4c reports a for-in or a run-time division (midend passes) only when its frontend found
+    nothing, and BMv2's CheckUnsupported runs before CompileTimeOperations."""
+    err = _error(write_p4, body="hdr.h.a = hdr.h.a / hdr.h.b; for (bit<8> v in 1 .. 2) { } hdr.h.a = hdr.h.c;")
+    assert "expected bit<8>, got bit<16>" in err.message
+    err = _error(write_p4, body="hdr.h.a = hdr.h.a / hdr.h.b; for (bit<8> v in 1 .. 2) { }")
+    assert err.message == "BMV2 does not support for-in loops"
+
+
+@pytest.mark.parametrize("body, packet, expected", [
+    ("hdr.h.a = hdr.h.a / 4; hdr.h.b = hdr.h.b % 8w8; hdr.h.c = hdr.h.c / 1;", "c9 0f 1234", "32 07 1234"),
+    ("hdr.h.a = 8w0 % hdr.h.b; hdr.h.b = 16w0 / 16w7 == 0 ? 8w9 : 8w1;", "c9 0f 1234", "00 09 1234"),
+])
+def test_divisions_p4c_keeps_run(write_p4, body, packet, expected):
+    """A power-of-two divisor (p4c: >> and &), a constant 0 dividend, constants folded."""
+    sw = Switch.from_file(write_p4(body=body + " sm.egress_spec = 1;"))
+    assert sw.process(0, bytes.fromhex(packet)) == [(1, bytes.fromhex(expected))]
+
+
 def test_loop_variables_of_different_blocks_may_share_a_name(write_p4):
-    body = ("for (bit<8> i in 0 .. 1) { for (bit<8> j in 0 .. 1) { hdr.h.a = hdr.h.a + 1; } } "
+    body = ("for (bit<8> i = 0; i <= 1; i = i + 1) { "
+            "for (bit<8> j = 0; j <= 1; j = j + 1) { hdr.h.a = hdr.h.a + 1; } } "
             "if (hdr.h.b == 0) { for (bit<8> j = 0; j < 2; j = j + 1) { hdr.h.a = hdr.h.a + 1; } } sm.egress_spec = 1;")
     out = Switch.from_file(write_p4(body=body)).process(0, bytes(4))
     assert out[0].data == bytes([6, 0, 0, 0])

@@ -19,13 +19,17 @@ from tests.test_controller import Switches, controller, members
 from worker.engine import Pacer
 
 F = (42 + 16 + 1024) / 1024  # wire bytes per tensor byte at V = 256
-R4 = 3 * 3 / 4 * (66 + 1448) / 1448  # a 4-worker ring of float32: float64 partials, float32 gather, TCP headers
+R4 = 3 * 3 / 4 * (66 + 1448) / 1448  # a hybrid's 4-worker ring of float32: float64 partials, float32 gather, TCP
+R4_ALONE = 2 * 3 / 4 * (66 + 1448) / 1448  # a ring alone: float32 both ways, as gloo
 
 
-def test_the_ring_puts_3_n_minus_1_over_n_on_each_link_plus_tcp():
+def test_a_hybrids_ring_puts_3_n_minus_1_over_n_on_each_link_a_ring_alone_2():
     assert hybrid.Capacity(4, 4.0, math.inf, F).ring_wire == pytest.approx(R4)
     assert hybrid.Capacity(8, 4.0, math.inf, F).ring_wire == pytest.approx(3 * 7 / 8 * 1514 / 1448)
     assert hybrid.Capacity(1, 4.0, math.inf, F).ring_wire == 0
+    assert hybrid.Capacity(4, 4.0, math.inf, F).ring_alone_wire == pytest.approx(R4_ALONE)
+    assert hybrid.Capacity(4, 4.0, math.inf, F, ring_sum="float64").ring_alone_wire == pytest.approx(R4)
+    assert hybrid.Capacity(4, 4.0, 1.0, F).seconds_per_mb(0.0) == pytest.approx(R4_ALONE * 8 / 4.0)
 
 
 def test_split_by_hand():
@@ -37,14 +41,14 @@ def test_split_by_hand():
     assert t == pytest.approx(alpha * F * 8 / 2.0)  # the switches' side...
     assert t == pytest.approx((alpha * F + (1 - alpha) * R4) * 8 / 4.0)  # ...and the link's, equal
     assert cap.seconds_per_mb(1.0) == pytest.approx(F * 8 / 2.0)  # pure INA runs at C
-    assert cap.seconds_per_mb(0.0) == pytest.approx(R4 * 8 / 4.0)  # the pure ring at L
+    assert cap.seconds_per_mb(0.0) == pytest.approx(R4_ALONE * 8 / 4.0)  # the pure ring at L, in float32
     split = hybrid.choose(cap)
     assert (split.mode, split.pace_mbps) == ("hybrid", 2.0) and split.alpha == pytest.approx(alpha)
     assert split.seconds_per_mb["hybrid"] < min(split.seconds_per_mb["ina"], split.seconds_per_mb["ring"])
 
 
 @pytest.mark.parametrize("ina_mbps, mode", [(math.inf, "ina"), (4.0, "ina"), (10.0, "ina"), (0.01, "ring"),
-                                            (1.0, "hybrid")])
+                                            (1.0, "ring"), (2.0, "hybrid")])  # C = 1: a float32 ring alone wins
 def test_auto_picks_what_the_model_predicts_fastest(ina_mbps, mode):
     split = hybrid.choose(hybrid.Capacity(4, 4.0, ina_mbps, F))
     assert split.mode == mode
@@ -59,20 +63,27 @@ def test_auto_picks_what_the_model_predicts_fastest(ina_mbps, mode):
 def test_auto_runs_what_the_bursts_measured_fastest(measured, mode):
     """A small window's round trip grows when the ring shares the link: a hybrid the model favours can
     measure slower, and then auto runs the faster pure method, at its own share."""
-    split = hybrid.choose(hybrid.Capacity(4, 4.0, 1.0, F), "auto", measured=measured)
+    split = hybrid.choose(hybrid.Capacity(4, 4.0, 2.0, F), "auto", measured=measured)
     assert split.mode == mode and split.alpha == {"ina": 1.0, "ring": 0.0}.get(mode, split.alpha)
     assert ("measured" in split.why) == ("hybrid" in measured)
-    assert hybrid.choose(hybrid.Capacity(4, 4.0, 1.0, F), "hybrid", measured=measured).mode == "hybrid"  # asked for
+    assert hybrid.choose(hybrid.Capacity(4, 4.0, 2.0, F), "hybrid", measured=measured).mode == "hybrid"  # asked for
 
 
 def test_the_best_split_is_never_slower_than_either_pure_method():
+    """best_alpha is the best hybrid (its ring in float64 partials); auto also weighs a ring alone, which
+    moves a third less (float32 both ways), so it never picks slower than any of the three."""
     rng = random.Random(3)
     for _ in range(500):
-        cap = hybrid.Capacity(rng.randint(2, 64), rng.uniform(0.1, 100), rng.uniform(0.01, 200), rng.uniform(1, 1.3))
+        cap = hybrid.Capacity(rng.randint(2, 64), rng.uniform(0.1, 100), rng.uniform(0.01, 200), rng.uniform(1, 1.3),
+                              ring_sum=rng.choice(["native", "float64"]))
         best = cap.seconds_per_mb(cap.best_alpha())
-        assert best <= min(cap.seconds_per_mb(0.0), cap.seconds_per_mb(1.0)) * (1 + 1e-9)
+        assert best <= cap.seconds_per_mb(1.0) * (1 + 1e-9)
+        if cap.ring_sum == "float64":
+            assert best <= cap.seconds_per_mb(0.0) * (1 + 1e-9)
         for alpha in (0.1, 0.5, 0.9):
             assert best <= cap.seconds_per_mb(alpha) * (1 + 1e-9)
+        split = hybrid.choose(cap)
+        assert split.seconds_per_mb[split.mode] <= min(split.seconds_per_mb.values()) * 1.02
 
 
 @pytest.mark.parametrize("kwargs, message", [({"alpha": 1.5, "mode": "hybrid"}, r"within \[0, 1\], not 1.5"),
@@ -101,9 +112,10 @@ def test_declared_aggregation_rates_bound_the_switches_share():
 
 @pytest.fixture
 def slow_switch():
-    """Four hosts on 4 Mb/s links under a switch that sums 2,000 contributions per second (C = 1.26 Mb/s)."""
+    """Four hosts on 4 Mb/s links under a switch that sums 4,000 contributions per second (C = 2.51 Mb/s;
+    below about 1.3 Mb/s a float32 ring alone would beat any hybrid)."""
     spec = single(4)
-    spec["switches"]["s1"]["agg_pps"] = 2000
+    spec["switches"]["s1"]["agg_pps"] = 4000
     for link in spec["links"]:
         link.append({"bw": 4})
     s = Switches(Topology.from_dict(spec))
@@ -118,7 +130,7 @@ def test_a_hybrid_job_carries_its_split_and_ring_in_the_spec(slow_switch, tmp_pa
     assert shown.split.mode == "hybrid" and 0 < shown.split.alpha < 1
     spec = c.create_job("mixed", hosts, pool_size=8)
     assert spec.ina_share == pytest.approx(shown.split.alpha) and spec.ina_pace_mbps == pytest.approx(
-        2000 / 4 * (42 + 272) * 8 / 1e6)
+        4000 / 4 * (42 + 272) * 8 / 1e6)
     assert spec.ring_port is not None and spec.ring_port not in {t.port for t in spec.trees}
     assert spec.ring_pace_mbps == pytest.approx(4.0 - spec.ina_pace_mbps)  # the ring gets what is left: L - C
     assert spec.ring_peers == [f"10.0.0.{i}:{spec.ring_port}" for i in range(1, 5)]

@@ -351,10 +351,10 @@ STF = Path(__file__).parent / "p4" / "stf"
 
 
 def test_table_without_actions_has_only_default_only_noaction() -> None:
-    """No `actions` (or `actions = {}`) and no default: p4c adds `@defaultonly NoAction()` and
-    makes it the (non-const) default, so the table lists NoAction alone, scoped DEFAULT_ONLY."""
+    """`actions = {}` and no default: p4c adds `@defaultonly NoAction()` and makes it the
+    (non-const) default, so the table lists NoAction alone, scoped DEFAULT_ONLY."""
     info = build_p4info(load_program(STF / "table_no_actions.p4"))
-    assert sorted(t.preamble.name for t in info.tables) == ["MyIngress.bare", "MyIngress.empty", "MyIngress.sized"]
+    assert sorted(t.preamble.name for t in info.tables) == ["MyIngress.empty", "MyIngress.lone", "MyIngress.sized"]
     for t in info.tables:
         assert [(r.id, r.scope, list(r.annotations)) for r in t.action_refs] == [
             (21257015, p4info_pb2.ActionRef.DEFAULT_ONLY, ["@defaultonly"])]

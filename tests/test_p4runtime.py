@@ -810,11 +810,11 @@ def test_entries_for_type_keys_and_for_tables_without_actions() -> None:
     sw = Executor.from_file(stf / "table_no_actions.p4")
     info = build_p4info(load_program(stf / "table_no_actions.p4"))
     state = PipelineState(sw, info, p4runtime_pb2.ForwardingPipelineConfig())
-    bare = next(t for t in info.tables if t.preamble.name == "MyIngress.bare")
-    te = p4runtime_pb2.TableEntry(table_id=bare.preamble.id, match=[exact(b"\x01")])
+    lone = next(t for t in info.tables if t.preamble.name == "MyIngress.lone")
+    te = p4runtime_pb2.TableEntry(table_id=lone.preamble.id, match=[exact(b"\x01")])
     te.action.action.action_id = 21257015  # NoAction
     with pytest.raises(RpcError):
         state.write_table_entry(INSERT, te)
-    default = p4runtime_pb2.TableEntry(table_id=bare.preamble.id, is_default_action=True)
+    default = p4runtime_pb2.TableEntry(table_id=lone.preamble.id, is_default_action=True)
     default.action.action.action_id = 21257015
     state.write_table_entry(MODIFY, default)

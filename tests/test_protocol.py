@@ -22,8 +22,8 @@ def test_header_layout():
     assert sum(w for _, w, _ in P.fields) == 128
     assert [n for n, _, _ in P.fields][:3] == ["msg_type", "flags", "job_id"]
     assert dict((n, s) for n, _, s in P.fields)["exponent"] is True
-    assert (P.values, P.packet_bytes) == (64, 16 + 256)
-    assert protocol.load(values=256).packet_bytes == 16 + 1024
+    assert (P.values, P.packet_bytes) == (256, 16 + 1024)  # the default: the most a packet carries
+    assert protocol.load(values=64).packet_bytes == 16 + 256
     assert protocol.load(udp_port=5000).INA_UDP_PORT == 5000
     assert P.INA_UDP_PORT == 48864 and P.MSG_DATA != P.MSG_RESULT
 

@@ -49,8 +49,8 @@ def test_an_argument_only_read_elsewhere_through_other_fields_keeps_the_fast_pat
 
 @pytest.mark.parametrize("native", ["1", "0"])
 def test_a_runtime_stack_index_out_of_range_inside_an_action_drops_the_packet(write_p4, monkeypatch, native):
-    """p4c guards run-time indexes only in apply blocks and parser states (tests/p4/stf/
-    stack_index_range.p4); in an action BMv2 aborts on one out of range, and we drop the packet."""
+    """Out of range, BMv2 aborts (tests/p4/builtin_only/stack_index_range.p4); in an apply block the
+    built-in target skips the statement, in an action it drops the packet."""
     monkeypatch.setenv("P4TARGET_NATIVE", native)
     locals = "e_t[2] s; action put(bit<8> i) { s[i].setValid(); s[i].v = 1; }"
     body = "put(hdr.h.a); hdr.h.b = s[1].v; sm.egress_spec = 1;"

@@ -33,9 +33,6 @@ CASES = {
     "a register of headers": dict(locals="register<h_t>(4) r;", body="r.write(0, hdr.h);", line=14),
     "a custom CRC": dict(locals="bit<16> x;", body="hash(x, HashAlgorithm.crc16_custom, 16w0, { hdr.h.a }, 16w8);",
                          line=14),
-    # p4c-bm2-ss has refused these pre-2021 forms since p4c PR #2902 ("unknown extern function")
-    "a table keyed on an error": dict(locals=TABLE.format(kind="exact", prop="").replace(
-        "hdr.h.a", "sm.parser_error"), body="t.apply();", line=13),
     "largest_priority_wins = false": dict(
         locals="action a() { } table t { key = { hdr.h.a : ternary; } actions = { a; } "
                "largest_priority_wins = false; entries = { priority = 1 : 8w1 &&& 8w1 : a(); } }",

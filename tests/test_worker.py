@@ -303,10 +303,31 @@ def test_hybrid_calls_split_between_the_trees_and_the_ring(net3, alpha):
     parts = workers[0].last_parts  # what calibration and benchmarks time each part by
     assert set(parts) == {"trees", "ring"} - ({"trees"} if alpha == 0 else {"ring"} if alpha == 1 else set())
     assert min(parts.values()) > 0
-    if alpha < 1:  # the ring part is float64 then cast: within half an ulp of the float32 result
+    if 0 < alpha < 1:  # a hybrid's ring part is float64 then cast: within half an ulp of the float32 result
         exact = sum(a.astype(np.float64) for a in arrays)[k * 64:]
         tail = results[0][0][k * 64:].astype(np.float64)
         assert (np.abs(tail - exact) <= np.abs(exact) * np.finfo(np.float32).eps / 2 + 1e-30).all()
+    if alpha == 0:  # a ring alone sums in float32, as gloo: 2(N-1)/N of the tensor per call
+        assert all(abs(w.ring_bytes_sent - 2 * 2 * (3 - 1) / 3 * 40_000) <= 2 * 4 * 4 for w in workers)
+
+
+@pytest.mark.parametrize("ring_sum, tensors_per_step", [("native", 2), ("float64", 3)])
+def test_a_ring_job_sums_in_the_tensors_type_or_in_float64(net3, ring_sum, tensors_per_step):
+    """native: float32 summation's error, 2(N-1)/N of the tensor; float64: one rounding, 3(N-1)/N."""
+    hosts = sorted(net3.topology.hosts)
+    spec = net3.controller.create_job(f"ring-{ring_sum}", hosts, 16, mode="ring", ring_sum=ring_sum)
+    assert spec.ring_sum == ring_sum and not spec.trees
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal(30_000).astype(np.float32) * 100 for _ in range(3)]
+    results, workers = run_workers(spec, arrays)
+    exact = sum(a.astype(np.float64) for a in arrays)
+    magnitude = sum(np.abs(a.astype(np.float64)) for a in arrays)
+    eps = np.finfo(np.float32).eps
+    bound = np.abs(exact) * eps / 2 + (2 * eps * magnitude if ring_sum == "native" else 0)
+    assert all(np.array_equal(r[0], results[0][0]) for r in results)  # the same bits on every rank
+    assert (np.abs(results[0][0].astype(np.float64) - exact) <= bound + 1e-30).all()
+    sent = [w.ring_bytes_sent for w in workers]
+    assert all(abs(s - tensors_per_step * (3 - 1) / 3 * 120_000) <= 64 for s in sent), sent
 
 
 def test_hybrid_int32_is_exact(net3):

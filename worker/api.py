@@ -33,7 +33,6 @@ from worker.jobspec import JobSpec, SpecWatch, spec_path
 from worker.ring import RingError, RingWorker
 
 SUPPORTED = (np.float32, np.float64, np.float16, np.int32)
-RING_TCP = "cubic"  # a hybrid's ring keeps shaped links full with CUBIC; BBR left them 30-40% idle (bench_allreduce)
 
 
 class Worker:
@@ -158,6 +157,11 @@ class Worker:
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    @property
+    def ring_bytes_sent(self) -> int:
+        """Tensor bytes this worker sent round the job's ring (a pure ring's, or a hybrid's ring part)."""
+        return 0 if self._ring is None else self._ring.bytes_sent
+
     # --- inside ----------------------------------------------------------------------------
 
     def _watch(self, watch: SpecWatch, period: float = 0.2) -> None:
@@ -246,8 +250,8 @@ class Worker:
                  for tree, (first, end) in zip(self._trees, self.spec.split(k)) if end > first]
         stop = threading.Event()
         rest = padded[k * V:size]
-        wide = rest.astype(np.int64 if exact else np.float64)  # the ring sums wide and casts once
-        ring = self._ring_io.submit(self._ring_part, wide, dtype, stop) if len(rest) else None
+        data = rest.astype(self._ring_dtype(dtype, hybrid=k > 0))  # a copy: padded goes back to the pool
+        ring = self._ring_io.submit(self._ring_part, data, dtype, stop) if len(rest) else None
         started = time.perf_counter()
         try:
             busy = {call.tree for _, call in parts}
@@ -272,15 +276,27 @@ class Worker:
             raise SwitchOverflowError(f"the int32 sum of the ring part (elements {k * V}..) leaves int32")
         out[k * V:size] = ring_sum
 
+    def _ring_dtype(self, dtype: np.dtype, hybrid: bool) -> type:
+        """What the ring sums in.  int32 in int64, so an overflow is seen (as the switches report it), not
+        wrapped.  A pure ring in the tensor's own type, as gloo does: 2(N-1)/N of it on each link.  A
+        hybrid's ring part (or ``ring_sum="float64"``) in float64 partials, cast once: float32 partial
+        sums would err beyond the switches' stated bound (docs/hybrid.md)."""
+        if dtype == np.int32:
+            return np.int64
+        if (hybrid or self.spec.ring_sum == "float64") and dtype != np.float64:
+            return np.float64
+        return dtype.type
+
     def _ring_part(self, data: np.ndarray, dtype: np.dtype, stop: threading.Event) -> tuple[np.ndarray, float]:
-        """The ring's share of a call, summed in float64 and cast once (int32: summed in int64, checked
-        after), and the seconds it took; a failure stops the trees too."""
+        """The ring's share of a call, in ``data``'s dtype (``_ring_dtype``), cast once to ``dtype``; an
+        int32 sum is checked after; and the seconds it took.  A failure stops the trees too."""
         try:
             if self._ring is None:
                 self._ring = RingWorker(self.rank, self.spec.ring_peers, timeout=self._timeout,
-                                        tcp_congestion=RING_TCP, pacing_mbps=self.spec.ring_pace_mbps)
+                                        pacing_mbps=self.spec.ring_pace_mbps)
             started = time.perf_counter()
-            total = self._ring.allreduce_(data) if data.dtype == np.int64 else self._ring.allreduce_cast(data, dtype)
+            summed_as_is = data.dtype in (np.dtype(np.int64), dtype)
+            total = self._ring.allreduce_(data) if summed_as_is else self._ring.allreduce_cast(data, dtype)
             return total, time.perf_counter() - started
         except (RingError, OSError) as e:
             self._broken = True

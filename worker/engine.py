@@ -65,6 +65,7 @@ class Stats:
     ignored: int = 0  # duplicate, stale or foreign datagrams
     bytes_sent: int = 0
     syscalls: int = 0  # sends and receives (select excluded)
+    polls: int = 0  # waits of the I/O loop (selects): about one per window of results; many per packet is a spin
     recoveries: int = 0  # last windows sent again because a switch of the tree lost its registers
 
 
@@ -353,6 +354,7 @@ class TreeCall:
         self.retries = np.zeros(T, np.int64)
         self.retried = False  # any packet of the call sent twice (then RTT samples check retries: Karn)
         self.blocked = False  # the socket's send buffer was full: wake when it is writable
+        self.paced = False  # the pacer held back a packet the window let go: nothing goes before it is ready
         self.expiry = np.full(T, np.inf)  # the timer of each packet sent (meaningless once it is done)
         self.next_timer = math.inf  # no timer of a packet in flight expires before this
         self.next_q = 0
@@ -400,6 +402,7 @@ class TreeCall:
         k = hi - self.next_q
         if k > 0 and tree.pacer is not None:
             k = min(k, tree.pacer.allowed(now, self.P.packet_bytes))
+            self.paced |= k == 0
         return k
 
     def _sent(self, qs: np.ndarray | slice, count: int, now: float, retransmit: bool) -> None:
@@ -437,7 +440,9 @@ class TreeCall:
         """Send these packets again, marked as retransmissions (as many as the pacer lets go now:
         the others stay due); returns how many went."""
         if self.tree.pacer is not None:
-            qs = qs[:self.tree.pacer.allowed(now, self.P.packet_bytes)]
+            allowed = self.tree.pacer.allowed(now, self.P.packet_bytes)
+            self.paced |= allowed < len(qs)
+            qs = qs[:allowed]
         if len(qs) == 0:
             return 0
         batch = self.tree.gather(len(qs))
@@ -548,16 +553,23 @@ class TreeCall:
 
     def pump(self, now: float) -> float:
         """Send what the window (and the pacer) allows and what timed out; returns when this call next
-        needs a look."""
+        needs a look (results wake the loop by themselves).
+
+        The pacer sets the wake-up only when it held a packet back: nothing can go before it is ready
+        then, a due timer included.  Waking for it whenever packets were left to send (issue 32) made a
+        window-bound call spin: with one slot the window holds the next packet, the bucket is not in
+        debt, so the loop polled with a zero timeout until the result came (dozens of polls a packet),
+        and four such workers on two cores took the CPU the switch needed (10x slower calls)."""
         tree = self.tree
+        self.paced = False
         self._send_new(now)
         if now >= self.next_timer:
             self._resend_expired(now)
         self._resend_overdue(now)
-        wake = now + 0.05
-        if tree.pacer is not None and self.next_q < self.total:
-            wake = min(wake, tree.pacer.ready_at(now))
-        return min(self.next_timer, wake, self.last_progress + tree.timeout)
+        wake = min(now + 0.05, self.last_progress + tree.timeout)
+        if self.paced and tree.pacer is not None:
+            return min(wake, tree.pacer.ready_at(now))
+        return min(wake, self.next_timer)
 
     def _resend_expired(self, now: float) -> None:
         """Timeouts: the packets in flight whose timers expired go again, and the window shrinks
@@ -648,6 +660,8 @@ def run_calls(calls: list[TreeCall], stop: threading.Event | None = None, idle: 
             wait = wake - time.monotonic()
             readable = select.select([c.tree.sock for c in active], [c.tree.sock for c in active if c.blocked], [],
                                      min(max(0.0, wait), 0.1))[0]
+            for c in active:
+                c.tree.stats.polls += 1
             for c in active:
                 if c.tree.sock in readable or time.monotonic() >= c.last_progress + c.tree.timeout:
                     c.drain()

@@ -24,7 +24,10 @@ queues in front of the switches' packets, whose RTT-bound slot window then starv
 
     "ina_share": 0.6, "ring_port": 16396, "ina_pace_mbps": 2.0, "ring_pace_mbps": 1.6
 
-``ina_share`` 1 (the default) is pure in-network aggregation, 0 a pure ring (no trees).
+``ina_share`` 1 (the default) is pure in-network aggregation, 0 a pure ring (no trees).  A pure
+ring sums in the tensor's own type, as gloo and NCCL do (2(N-1)/N of it on each link); with
+``"ring_sum": "float64"`` it sums float32 in float64 partials (3(N-1)/N), as a hybrid's ring part
+always does, so that part keeps the switches' stated error bound.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class JobSpec:
     ina_pace_mbps: float | None = None  # most each worker offers the trees, wire Mb/s (None: as fast as they go)
     ring_pace_mbps: float | None = None  # most the ring sends on each link: the rest of it, so no queue builds
     version: int = 0  # of the plan: grows when the controller moves a tree off a dead switch or link
+    ring_sum: str = "native"  # a pure ring sums in the tensor's type; "float64": wide partial sums (3(N-1)/N)
 
     def __post_init__(self) -> None:
         if not self.members:
@@ -91,6 +95,8 @@ class JobSpec:
         for name, rate in (("ina_pace_mbps", self.ina_pace_mbps), ("ring_pace_mbps", self.ring_pace_mbps)):
             if rate is not None and not 0 < rate < math.inf:
                 raise JobSpecError(f"job {self.name}: {name} must be a positive rate, not {rate!r}")
+        if self.ring_sum not in ("native", "float64"):
+            raise JobSpecError(f"job {self.name}: ring_sum must be native or float64, not {self.ring_sum!r}")
         if [m.rank for m in self.members] != list(range(len(self.members))):
             raise JobSpecError(f"job {self.name}: members must be listed by rank 0..{len(self.members) - 1}")
         for t in self.trees:

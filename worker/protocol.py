@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+import p4src
 from p4target.frontend import load_declarations
 from p4target.frontend.types import BitsT
 
-PROTOCOL_P4 = Path(__file__).resolve().parents[1] / "p4src" / "protocol.p4"
+PROTOCOL_P4 = p4src.path("protocol.p4")  # inside the installed package, or the checkout's p4src/
 ETH_IP_UDP = 14 + 20 + 8  # Ethernet, IPv4 (no options) and UDP headers in front of every payload
 
 
@@ -148,9 +149,15 @@ class Protocol:
 
 
 @functools.cache
-def load(values: int = 64, udp_port: int | None = None) -> Protocol:
-    """The protocol for ``-DINA_VALUES=values`` (and a non-default UDP port)."""
-    defines = {"INA_VALUES": str(values)}
+def default_values(source: Path = PROTOCOL_P4) -> int:
+    """INA_VALUES where none is given, as ``source`` (protocol.p4, or a program's own file) defines it."""
+    return load_declarations(source).constants["INA_VALUE_COUNT"]
+
+
+@functools.cache
+def load(values: int | None = None, udp_port: int | None = None) -> Protocol:
+    """The protocol for ``-DINA_VALUES=values`` (None: protocol.p4's default, 256) and a UDP port."""
+    defines = {} if values is None else {"INA_VALUES": str(values)}
     if udp_port is not None:
         defines["INA_UDP_PORT_NUMBER"] = str(udp_port)
     decls = load_declarations(PROTOCOL_P4, defines)

@@ -30,6 +30,9 @@ import numpy as np
 
 DTYPES = frozenset(np.dtype(t) for t in ("float16", "float32", "float64", "int32", "int64"))
 SO_MAX_PACING_RATE = 47  # Linux; not in Python's socket module
+# CUBIC keeps shaped links 98-100% busy; BBR (v1), some machines' default, left them 30-40% idle
+# between the ring's steps (bench_allreduce's docstring).  tests/test_defaults.py keeps them equal.
+DEFAULT_TCP_CONGESTION = "cubic"
 _MAGIC = b"RING"
 _HELLO = struct.Struct("!4sII")  # magic, sender rank, world size
 _HEADER = struct.Struct("!4sIQ8s")  # magic, call number, element count, dtype.str: catches ranks out of step
@@ -66,7 +69,7 @@ class RingWorker:
     """
 
     def __init__(self, rank: int, peers: Sequence[str], timeout: float = 30.0,
-                 tcp_congestion: str | None = None, pacing_mbps: float | None = None) -> None:
+                 tcp_congestion: str | None = DEFAULT_TCP_CONGESTION, pacing_mbps: float | None = None) -> None:
         self.peers = [parse_peer(p) for p in peers]
         self.size, self.rank, self.timeout = len(self.peers), rank, timeout
         if not 0 <= rank < self.size:

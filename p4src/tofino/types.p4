@@ -8,11 +8,8 @@
 #ifndef INA_TNA_TYPES_P4
 #define INA_TNA_TYPES_P4
 
+#include "values.p4"  /* INA_VALUES: 64 */
 #include "../headers.p4"
-
-#if INA_VALUES != 64
-#error "the TNA program handles INA_VALUES = 64 (32 value pairs per pass)"
-#endif
 
 /* Tofino 1: pipe 0's recirculation port.  Override with -DINA_RECIRC_PORT=... */
 #ifndef INA_RECIRC_PORT

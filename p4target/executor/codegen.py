@@ -20,6 +20,7 @@ from ..frontend.checker import PIPELINE_BLOCKS, CheckedProgram
 from ..frontend.errors import P4Error, as_p4_errors
 from ..frontend.types import (
     BOOL,
+    ERROR,
     ActionRunT,
     ApplyResultT,
     BitsT,
@@ -27,6 +28,7 @@ from ..frontend.types import (
     ExternT,
     HeaderT,
     StackT,
+    TupleT,
     Type,
     VarbitT,
     bit_width,
@@ -84,7 +86,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.indent = 0
         self.ns: dict[str, Any] = {
             "ExitBlock": ExitBlock, "pack_bits": algorithms.pack_bits, "csum16": algorithms.csum16,
-            "stack_index": stack_index, "StackIndexError": StackIndexError,
+            "stack_index": stack_index, "StackIndexError": StackIndexError, "LoopLimit": loops.LoopLimit,
             "hash_offset": algorithms.hash_offset, "HASHES": algorithms.HASHES,
             "RT": Hooks(), "AssertionFailed": AssertionFailed, "PAYLOAD": [b""], "INGRESS_LENGTH": [0],
         }
@@ -94,7 +96,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.error_codes = {name: i for i, name in enumerate(prog.errors)}
         self.std_storage: Storage | None = None
         self.action_sources: list[str] = []  # compiled one by one, when their table is built
-        self.action_depth = 0  # > 0 inside an action body, where p4c leaves run-time stack indexes alone
+        self.action_depth = 0  # > 0 inside an action body, where HSIndexSimplifier leaves run-time indexes alone
         self.index_temps: dict[int, str] = {}  # id of a guarded run-time index expression: its variable
         self.globals = Scope()
         for d in prog.top_level:
@@ -247,7 +249,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
     def table(self, t: ast.TableDecl, scope: Scope, prefix: str) -> None:
         name = qualify(prefix, t)
         matched = [k for k in t.keys if k.match_kind != "selector"]  # selector keys are hashed (profiles.py)
-        keys = [KeySpec(key_name(k), k.match_kind, bit_width(k.expr.type)) for k in matched]
+        keys = [KeySpec(key_name(k), k.match_kind, _key_width(k.expr.type)) for k in matched]
         specs = []
         for ref in t.actions:
             fn = self.table_action(ref, scope)
@@ -524,10 +526,11 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             self.plain_stmt(s, scope)
 
     def guarded(self, s: ast.Stmt, scope: Scope, indexes: list[tuple[ast.Expr, int]]) -> None:
-        """p4c's HSIndexSimplifier, which every p4c-bm2-ss program goes through: a statement of an
-        apply block or parser state that names a header stack element at a run-time index runs only
-        when each such index is within its stack (``if`` takes its else branch); BMv2 never sees an
-        index out of range there.  Each index is read once, before the statement."""
+        """A statement of an apply block or parser state that names a header stack element at a
+        run-time index runs only when each such index is within its stack (``if`` takes its else
+        branch), as p4c's HSIndexSimplifier rewrites it (p4test; p4c-bm2-ss 1.2.5 does not run
+        that pass, and simple_switch aborts on the index: tests/p4/builtin_only/
+        stack_index_range.p4).  Each index is read once, before the statement."""
         saved = dict(self.index_temps)
         conds = []
         for ix, size in indexes:
@@ -646,6 +649,12 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
                 raise P4Error(e.loc, f"header stack '.{e.member}' outside extract is not supported by the "
                               "built-in target")
             return member_storage(base, e.member)
+        if isinstance(e, ast.ListExpr):  # `{a, b}` as a value (an argument, a tuple): a temporary
+            st = self.alloc(e.type)
+            self.assign_storage(st, e, scope)
+            return st
+        if isinstance(e, ast.Index) and isinstance(e.base.type, TupleT):  # t[i], i constant (checker)
+            return member_storage(self.storage(e.base, scope), f"f{e.index.value}")
         if isinstance(e, ast.Index):
             base = self.storage(e.base, scope)
             t = base.type
@@ -795,7 +804,6 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
     def hash_input(self, data: ast.Expr, scope: Scope) -> str:
         """Code for the byte string BMv2 would hash: fields of invalid headers are skipped,
         a varbit field (checksums only) adds the bits it was extracted with."""
-        items = data.items if isinstance(data, ast.ListExpr) else [data]
         flat: list[tuple[str, str, str | None]] = []
 
         def add(code: str, t: Type, valid: str | None) -> None:
@@ -804,16 +812,30 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             else:
                 flat.append((f"(1 if {code} else 0)" if t is BOOL else code, str(bit_width(t)), valid))
 
-        for item in items:
-            if isinstance(item.type, HeaderT):
-                st = self.storage(item, scope)
-                for fname, ft in item.type.fields.items():
-                    add(f"S[{member_storage(st, fname).base}]", ft, f"S[{st.base}]")
-                continue
-            valid = None
-            if isinstance(item, ast.Member) and isinstance(item.base.type, HeaderT) and item.base.type.is_header:
-                valid = f"S[{self.storage(item.base, scope).base}]"
-            add(self.ex(item, scope), item.type, valid)
+        def add_fields(st: Storage, valid: str | None) -> None:
+            """A header's fields, each present only while the header is valid; a struct's,
+            tuple's or union's fields in order (p4c-bm2-ss's field lists flatten them)."""
+            t = st.type
+            if isinstance(t, HeaderT):
+                inner = f"S[{st.base}]" if t.is_header else valid
+                for fname in t.fields:
+                    add_fields(member_storage(st, fname), inner)
+            else:
+                add(f"S[{st.base}]", t, valid)
+
+        def add_item(item: ast.Expr) -> None:
+            if isinstance(item, ast.ListExpr):
+                for x in item.items:
+                    add_item(x)
+            elif isinstance(item.type, HeaderT):
+                add_fields(self.storage(item, scope), None)
+            else:
+                valid = None
+                if isinstance(item, ast.Member) and isinstance(item.base.type, HeaderT) and item.base.type.is_header:
+                    valid = f"S[{self.storage(item.base, scope).base}]"
+                add(self.ex(item, scope), item.type, valid)
+
+        add_item(data)
         guards = {v for _, _, v in flat}
         if guards <= {None} or len(guards) == 1:
             values = ", ".join(c for c, _, _ in flat)
@@ -1082,7 +1104,7 @@ def _runtime_indexes(e: ast.Expr) -> list[ast.Expr]:
 
 
 def _guarded_indexes(s: ast.Stmt) -> list[tuple[ast.Expr, int]]:
-    """The run-time stack indexes p4c's HSIndexSimplifier guards in this statement, with their stack
+    """The run-time stack indexes HSIndexSimplifier would guard in this statement, with their stack
     sizes: anywhere in an assignment or call statement, in an if's condition or a switch's subject."""
     if isinstance(s, (ast.Assign, ast.CallStmt)):
         roots: list[Any] = [s]
@@ -1099,6 +1121,11 @@ def _guarded_indexes(s: ast.Stmt) -> list[tuple[ast.Expr, int]]:
             found.append((node.index, node.base.type.size))
         roots += list(children(node))
     return found[::-1]
+
+
+def _key_width(t: Type) -> int:
+    """A table key's width: an error is BMv2's 32-bit error code (p4c-bm2-ss's errorWidth)."""
+    return 32 if t is ERROR else bit_width(t)
 
 
 def idx_in(i: int, size: int) -> bool:

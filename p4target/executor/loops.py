@@ -2,7 +2,9 @@
 
 Kept apart from ``codegen`` because only programs that use these statements pay for
 them: a loop becomes a Python ``while``/``for``, so P4 ``break`` and ``continue`` are the
-Python statements of the same name.
+Python statements of the same name.  A three-part loop that runs ``LOOP_LIMIT`` times in one
+packet drops that packet (``loop_drops``): P4 does not require loops to end, and BMv2 would
+hang on one that does not; a switch must not.
 """
 
 from __future__ import annotations
@@ -12,6 +14,12 @@ from typing import Any
 from ..frontend import ast
 from ..frontend.errors import P4Error
 from .emitter import Emitter
+
+LOOP_LIMIT = 1 << 20  # iterations of one loop, per packet
+
+
+class LoopLimit(Exception):
+    """A ``for`` loop ran ``LOOP_LIMIT`` iterations: the packet is dropped."""
 
 
 def contains_return(s: Any) -> bool:
@@ -45,8 +53,13 @@ def emit_loop(gen: Emitter, s: ast.For | ast.ForIn, scope: dict) -> None:
     again = gen.fresh("again") if s.update else None
     if again:
         gen.emit(f"{again} = False")
+    turns = gen.fresh("turns")
+    gen.emit(f"{turns} = 0")
     gen.emit("while True:")
     gen.indent += 1
+    gen.emit(f"{turns} += 1")
+    gen.emit(f"if {turns} > {LOOP_LIMIT}:")
+    gen.emit("    raise LoopLimit()")
     if again:
         gen.emit(f"if {again}:")
         gen.indent += 1
@@ -57,24 +70,20 @@ def emit_loop(gen: Emitter, s: ast.For | ast.ForIn, scope: dict) -> None:
     if s.cond is not None:
         gen.emit(f"if not {gen.ex(s.cond, inner)}:")
         gen.emit("    break")
-    mark = len(gen.lines)
     gen.stmt(s.body, type(scope)(inner))
-    if len(gen.lines) == mark and not again and s.cond is None:
-        gen.emit("pass")
     gen.indent -= 1
 
 
 def _for_in(gen: Emitter, s: ast.ForIn, scope: dict) -> None:
-    """The collection is evaluated once, before the first iteration."""
+    """``for (T x in lo .. hi)`` (the checker lets no other collection through: p4c's frontend
+    refuses lists and p4c-bm2-ss every for-in, so this runs for TNA programs); the bounds are
+    evaluated once, before the first iteration."""
     st = gen.alloc(s.var.type)
     scope[s.var] = st
     v = gen.fresh("v")
-    if s.hi is not None:
-        gen.emit(f"for {v} in range({gen.ex(s.collection, scope)}, {gen.ex(s.hi, scope)} + 1):")
-    else:
-        assert isinstance(s.collection, ast.ListExpr)
-        items = "".join(f"{gen.ex(i, scope)}, " for i in s.collection.items)
-        gen.emit(f"for {v} in ({items}):")
+    if s.hi is None:
+        raise P4Error(s.loc, "for-in over anything but a range is not supported by the built-in target")
+    gen.emit(f"for {v} in range({gen.ex(s.collection, scope)}, {gen.ex(s.hi, scope)} + 1):")
     gen.indent += 1
     gen.emit(f"S[{st.base}] = {v}")
     gen.stmt(s.body, type(scope)(scope))

@@ -21,6 +21,7 @@ from . import native
 from .codegen import CodeGen
 from .externs import AssertionFailed, CloneSession, Counter, Meter, Register, ValueSet
 from .headers import StackIndexError
+from .loops import LOOP_LIMIT, LoopLimit
 from .profiles import ActionProfile
 from .tables import Table
 
@@ -184,6 +185,10 @@ class Switch(ControlPlane):
             except StackIndexError as exc:  # BMv2 aborts on a run-time index outside the stack
                 log.error("packet on port %d dropped: header stack index %s out of bounds", port, exc)
                 self.stats["dropped"] += 1
+                return []
+            except LoopLimit:  # BMv2 would never finish the packet
+                log.error("packet on port %d dropped: a for loop ran %d times", port, LOOP_LIMIT)
+                self.stats["loop_drops"] += 1
                 return []
             except Exception:  # a bug in the target must not take the switch down
                 log.exception("internal error while processing a packet on port %d", port)

@@ -36,6 +36,7 @@ from .algorithms import pack_bits
 from .externs import CloneSession
 from .generated import Generated
 from .headers import StackIndexError
+from .loops import LOOP_LIMIT, LoopLimit
 from .switch import MAX_PASSES, ControlPlane, MulticastGroups, Output, Switch
 from .tna_codegen import UNSET, RegisterConflict, TnaCodeGen
 
@@ -151,6 +152,10 @@ class TnaSwitch(ControlPlane):
             except StackIndexError as exc:
                 log.error("packet on port %d dropped: header stack index %s out of bounds", port, exc)
                 self.stats["dropped"] += 1
+                return []
+            except LoopLimit:
+                log.error("packet on port %d dropped: a for loop ran %d times", port, LOOP_LIMIT)
+                self.stats["loop_drops"] += 1
                 return []
             except Exception:  # a bug in the target must not take the switch down
                 log.exception("internal error while processing a packet on port %d", port)

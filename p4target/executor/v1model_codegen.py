@@ -148,9 +148,7 @@ def v1model_function(cg: Emitter, call: ast.Call, scope: Scope) -> None:
         field_list_slots(cg, index)
         cg.emit(f"S[{intrinsic_slot(cg, name.split('_')[0])}] = {index!r}")
     elif name == "digest":
-        st = cg.storage(args[1], scope) if not isinstance(args[1], ast.ListExpr) else None
-        if st is None:
-            raise P4Error(args[1].loc, "digest of a list expression is not supported by the built-in target")
+        st = cg.storage(args[1], scope)  # `digest<S>(r, {a, b})`: the list fills a temporary S
         values = ", ".join(_flat_values(cg, st, args[1].loc))
         name = qualify("", args[1].type.decl)  # the P4Info name (a struct's @name, if any)
         cg.emit(f"RT.digest({name!r}, {cg.ex(args[0], scope)}, ({values},))")

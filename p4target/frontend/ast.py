@@ -456,3 +456,66 @@ class ControlDecl(Decl):
 @dataclass(eq=False, slots=True)
 class Program(Node):
     decls: list[Decl]
+
+
+# ------------------------------------------------------------------ printing
+def text(e: Any) -> str:
+    """An expression printed the way p4c prints one in its messages (``hdr.i.a / hdr.i.b``),
+    so a refusal names the construct as the program wrote it."""
+    if isinstance(e, IntLit):
+        if e.width is None:
+            return str(e.number)
+        return f"{'-' if e.number < 0 else ''}{e.width}{'s' if e.signed else 'w'}{abs(e.number)}"
+    if isinstance(e, BoolLit):
+        return "true" if e.truth else "false"
+    if isinstance(e, StringLit):
+        return f'"{e.text}"'
+    if isinstance(e, PathExpr):
+        return ("." if e.top_level else "") + e.name
+    if isinstance(e, TypeMember):
+        return f"{e.type_name}.{e.member}"
+    if isinstance(e, Member):
+        return f"{text(e.base)}.{e.member}"
+    if isinstance(e, Index):
+        return f"{text(e.base)}[{text(e.index)}]"
+    if isinstance(e, Slice):
+        shown = e.written or e  # a nested slice, as written
+        return f"{text(shown.base)}[{text(shown.hi)}:{text(shown.lo)}]"
+    if isinstance(e, Call):
+        return f"{text(e.func)}({', '.join(text(a) for a in e.args)})"
+    if isinstance(e, ListExpr):
+        return "{" + ", ".join(text(i) for i in e.items) + "}"
+    if isinstance(e, Unary):
+        return f"{e.op}{_operand(e.operand)}"
+    if isinstance(e, Binary):
+        return f"{_operand(e.left)} {e.op} {_operand(e.right)}"
+    if isinstance(e, Cond):
+        return f"{_operand(e.cond)} ? {_operand(e.then)} : {_operand(e.other)}"
+    if isinstance(e, Cast):
+        return f"({type_text(e.type_ref)}){_operand(e.operand)}"
+    if isinstance(e, Mask):
+        return f"{text(e.base)} &&& {text(e.mask)}"
+    if isinstance(e, Range):
+        return f"{text(e.lo)} .. {text(e.hi)}"
+    if isinstance(e, Default):
+        return "_"
+    if isinstance(e, NamedArg):
+        return f"{e.name} = {text(e.arg)}"
+    return type(e).__name__
+
+
+def _operand(e: Any) -> str:
+    return f"({text(e)})" if isinstance(e, (Binary, Cond)) else text(e)
+
+
+def type_text(ref: TypeRef) -> str:
+    """A type reference as written (``bit<8>``, ``tuple<bit<8>, T>``, ``h_t[4]``)."""
+    if ref.kind in ("bit", "int", "varbit"):
+        return f"{ref.kind}<{text(ref.width)}>"
+    if ref.kind == "stack":
+        return f"{type_text(ref.args[0])}[{text(ref.width)}]"
+    if ref.kind == "tuple":
+        return "tuple<" + ", ".join(type_text(a) for a in ref.args) + ">"
+    if ref.kind == "named":
+        return ref.name + ("<" + ", ".join(type_text(a) for a in ref.args) + ">" if ref.args else "")
+    return ref.kind

@@ -7,10 +7,12 @@ built-in target executes is rejected here, with its location, rather than ignore
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from . import ast
+from .ast import text
 from .calls import CallChecks
 from .errors import P4Error
 from .instances import InstanceChecks
@@ -109,21 +111,35 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
         self.generic_names: set[str] = set()  # the type parameters of the generic function being checked
         self.loops = 0  # depth of for loops around the statement being checked
         self.overloads: dict[str, list[ast.ExternFunction]] = {}  # extern function name -> by arity
+        # Refusals of p4c's midend (BMv2's CheckUnsupported, then CompileTimeOperations): p4c
+        # reports them only once the frontend found nothing, so they wait for the end of check().
+        self.midend: list[tuple[int, P4Error]] = []
+        self.arch = "v1model"
 
     # ================================================================ entry
     def check(self) -> CheckedProgram:
+        mains = [d for d in self.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
+        if mains and mains[0].type_ref.name == "Switch":  # TNA (is_tna_main, once the type is resolved)
+            self.arch = "tna"
         for decl in self.program.decls:
             self._top_level(decl)
-        mains = [d for d in self.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         if not mains:
             raise P4Error(self.program.loc, "the program has no 'main' package instantiation")
         if is_tna_main(mains[0]):
-            return self.tna_program(mains[0])
-        std = self.types.get("standard_metadata_t")
-        if not isinstance(std, HeaderT):
-            raise P4Error(self.program.loc, "standard_metadata_t is not declared (include <v1model.p4>)")
-        pipeline = self._pipeline(mains[0])
-        return CheckedProgram(self.program, self.errors, std, pipeline, self.program.decls)
+            result = self.tna_program(mains[0])
+        else:
+            std = self.types.get("standard_metadata_t")
+            if not isinstance(std, HeaderT):
+                raise P4Error(self.program.loc, "standard_metadata_t is not declared (include <v1model.p4>)")
+            pipeline = self._pipeline(mains[0])
+            result = CheckedProgram(self.program, self.errors, std, pipeline, self.program.decls)
+        if self.midend:
+            raise min(self.midend, key=lambda pair: pair[0])[1]  # the earliest pass, then source order
+        return result
+
+    def defer(self, stage: int, err: P4Error) -> None:
+        """A refusal p4c makes in its midend (stage 0: BMv2's CheckUnsupported, 1: CompileTimeOperations)."""
+        self.midend.append((stage, err))
 
     # ================================================================ declarations
     def _top_level(self, decl: ast.Decl) -> None:
@@ -226,6 +242,9 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
         decl.type = t
         if isinstance(t, BlockT) and isinstance(t.decl, ast.BlockTypeDecl) and t.decl.kind == "package":
             return  # the package's arguments are constructor calls: _pipeline checks them
+        if isinstance(t, BlockT) and isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
+            self.block_instantiation(decl, t, scope)  # its arguments are checked against the parameters' types
+            return
         for a in decl.args:
             self.expr(a, scope)
         if isinstance(t, ExternT):
@@ -241,8 +260,6 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                     raise P4Error(a.loc, "constructor arguments must be compile-time constants")
             if decl.initializer or t.decl.abstracts or name in TNA_EXTERNS:
                 self.extern_initializer(decl, t, scope)
-        elif isinstance(t, BlockT) and isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
-            self.block_instantiation(decl, t, scope)
         else:
             raise P4Error(decl.loc, f"cannot instantiate {t} here")
 
@@ -274,7 +291,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                 raise P4Error(ref.loc, f"varbit<{width}>: width must be positive")
             return VarbitT(width)
         if k == "tuple":
-            return TupleT(tuple(self.resolve_type(a) for a in ref.args))
+            return TupleT.of([self.resolve_type(a) for a in ref.args])
         if k == "stack":
             elem = self.resolve_type(ref.args[0])
             if not (isinstance(elem, HeaderT) and (elem.is_header or elem.is_union)):
@@ -416,6 +433,9 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
     def _value_set(self, decl: ast.ValueSetDecl, scope: Scope) -> None:
         """P4Runtime's value set element types: bit<W>, a struct of bit<W>, a serializable enum."""
         t = decl.type = self.resolve_type(decl.type_ref)
+        if isinstance(t, TupleT):  # P4Runtime names a value set's fields after a struct's
+            raise P4Error(decl.type_ref.loc, f"value_set<{t}> is not supported by the built-in target: "
+                          "use a struct of bit<W> fields")
         fields = list(t.fields.values()) if isinstance(t, HeaderT) and t.kind == "struct" else [t]
         for f in fields:
             if not (isinstance(f, BitsT) and not f.signed or isinstance(f, EnumT) and f.underlying is not None):
@@ -483,17 +503,16 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                 raise P4Error(key.loc, f"unknown match kind '{key.match_kind}'")
             if key.match_kind not in ("exact", "ternary", "lpm", "range", "optional", "selector"):
                 raise P4Error(key.loc, f"match kind '{key.match_kind}' is not supported by the built-in target")
-            if kt is ERROR:  # p4c-bm2-ss refuses it too: BMv2 keys are bits
-                raise P4Error(key.expr.loc, "a table key of type error is not supported by the built-in target")
-            if not (isinstance(kt, BitsT) or kt is BOOL or isinstance(kt, EnumT)):
+            # An error key: p4c-bm2-ss matches it as BMv2's 32-bit error code (exact; P4Info: bitwidth 0).
+            if not (isinstance(kt, BitsT) or kt is BOOL or isinstance(kt, EnumT) or kt is ERROR):
                 raise P4Error(key.expr.loc, f"a table key cannot have type {kt}")
             serializable = isinstance(kt, EnumT) and kt.underlying is not None
             if key.match_kind in ("lpm", "ternary", "range") and not (isinstance(kt, BitsT) or serializable):
                 raise P4Error(key.expr.loc, f"{key.match_kind} keys must be bit<W>, not {kt}")
         if sum(k.match_kind == "lpm" for k in t.keys) > 1:
             raise P4Error(t.loc, "a table can have at most one lpm key")
-        # No `actions` (or `actions = {}`) and no default_action: as p4c, NoAction is added below
-        # (@defaultonly) and is the default, so the table only ever runs NoAction.
+        # `actions = {}` and no default_action: as p4c, NoAction is added below (@defaultonly) and is
+        # the default, so the table only ever runs NoAction.  (No `actions` at all: refused by the parser.)
         names = []
         for ref in t.actions:
             self._action_ref(ref, scope, all_args=False)
@@ -688,16 +707,19 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
         else:
             self._var_decl(s.var, inner)
             t = s.var.type
-            if s.hi is not None:
-                if not isinstance(t, BitsT):
-                    raise P4Error(s.var.loc, f"a range loop needs a bit<W> or int<W> variable, not {t}")
-                items = [s.collection, s.hi]
-            elif isinstance(s.collection, ast.ListExpr):
-                items = s.collection.items
-            else:
-                raise P4Error(s.collection.loc, "for-in over anything but a range or a list "
-                              "is not supported by the built-in target")
-            for item in items:
+            if s.hi is None:
+                ct = self.expr(s.collection, scope)
+                if not isinstance(ct, StackT):  # p4c's frontend iterates over ranges, stacks and list<T> only
+                    raise P4Error(s.collection.loc, "Typechecking does not support iteration over this "
+                                  f"collection of type {ct}")
+                if self.arch == "tna":
+                    raise P4Error(s.collection.loc, "for-in over a header stack is not supported by the "
+                                  "built-in target")
+            elif not isinstance(t, BitsT):
+                raise P4Error(s.var.loc, f"a range loop needs a bit<W> or int<W> variable, not {t}")
+            if self.arch == "v1model":  # p4c-bm2-ss 1.2.5's CheckUnsupported: classic for loops only
+                self.defer(0, P4Error(s.loc, "BMV2 does not support for-in loops"))
+            for item in [s.collection, s.hi] if s.hi is not None else []:
                 self.expr(item, scope)
                 self.coerce(item, t, "for-in element")
         self.loops += 1
@@ -862,6 +884,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
 
     def _e_Member(self, e: ast.Member, scope: Scope) -> Type:
         bt = self.expr(e.base, scope)
+        if isinstance(bt, TupleT):
+            raise P4Error(e.loc, f"a tuple has no field '{e.member}': use a constant index, t[0]")
         if isinstance(bt, HeaderT):
             if e.member in bt.fields:
                 return bt.fields[e.member]
@@ -893,6 +917,14 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
 
     def _e_Index(self, e: ast.Index, scope: Scope) -> Type:
         bt = self.expr(e.base, scope)
+        if isinstance(bt, TupleT):  # p4c: "Tuple index ... must be constant", "larger than tuple size"
+            self.expr(e.index, scope)
+            if e.index.value is None:
+                raise P4Error(e.index.loc, f"Tuple index {text(e.index)} must be constant")
+            i = self.const_int(e.index)
+            if not 0 <= i < len(bt.elems):
+                raise P4Error(e.index.loc, f"Tuple index {i} larger than tuple size {len(bt.elems)}")
+            return bt.elems[i]
         if not isinstance(bt, StackT):
             raise P4Error(e.loc, f"cannot index a value of type {bt}")
         it = self.expr(e.index, scope)
@@ -921,7 +953,9 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
         return BitsT(hi - lo + 1)
 
     def _e_ListExpr(self, e: ast.ListExpr, scope: Scope) -> Type:
-        return TupleT(tuple(self.expr(i, scope) for i in e.items))
+        """A list expression is a tuple of its items' types until ``coerce`` gives it the struct,
+        header or tuple type it initialises."""
+        return TupleT.of([self.expr(i, scope) for i in e.items])
 
     def _e_Cast(self, e: ast.Cast, scope: Scope) -> Type:
         t = self.resolve_type(e.type_ref)
@@ -1030,19 +1064,31 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             return BOOL
         if op in ("|+|", "|-|") and t is INFINT:
             raise P4Error(e.loc, f"'{op}' needs fixed-width operands")
-        if op in ("/", "%"):
-            if lv is None or rv is None:
-                # BMv2 divides bit<W> values at run time; p4c allows no signed division.
-                if not isinstance(t, BitsT) or t.signed:
-                    raise P4Error(e.loc, f"'{op}' on {t} values is not supported by the built-in target")
-                return t
-            if rv == 0:
-                raise P4Error(e.loc, "division by zero")
-            if lv < 0 or rv < 0:
-                raise P4Error(e.loc, f"'{op}' needs non-negative operands")
+        if op in ("/", "%") and self._division(e, t, lv, rv):
+            return t
         if lv is not None and rv is not None:
             e.value = fold_arith(op, lv, rv, t)
         return t
+
+    def _division(self, e: ast.Binary, t: Type, lv: Any, rv: Any) -> bool:
+        """p4c's rules for ``/`` and ``%``, with its words: unsigned operands only (its type
+        checker), no zero or negative constant; a run-time value survives only where its
+        StrengthReduction rewrites it (a constant power-of-two divisor: ``>>`` or ``&``; a
+        constant 0 dividend), otherwise its midend's CompileTimeOperations refuses it.  True
+        when the value is known only at run time (the executor divides: ``x // 2^k``)."""
+        name = "Division" if e.op == "/" else "Modulo"
+        if isinstance(t, BitsT) and t.signed:
+            raise P4Error(e.loc, f"{text(e)}: Cannot operate on signed values")
+        if (lv is not None and lv < 0) or (rv is not None and rv < 0):
+            raise P4Error(e.loc, f"{text(e)}: {name} is not defined on negative numbers")
+        if rv == 0:
+            raise P4Error(e.loc, f"{text(e)}: {name} by zero")
+        if lv is not None and rv is not None:
+            return False  # folded by the caller
+        power_of_two = rv is not None and rv & (rv - 1) == 0
+        if not (power_of_two or (lv == 0 and not _has_call(e.right))):
+            self.defer(1, P4Error(e.loc, f"{text(e)}: could not evaluate expression at compilation time"))
+        return True
 
     def _unify(self, e: ast.Binary, lt: Type, rt: Type) -> Type:
         if lt == rt:
@@ -1204,6 +1250,9 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             raise P4Error(args[0].loc, "log_msg needs a string literal")
         if name == "digest":
             data = args[1].type
+            if isinstance(data, TupleT):
+                raise P4Error(args[1].loc, f"digest of a {data} is not supported by the built-in target: "
+                              "name a struct type, digest<S>(receiver, {...})")
             if not (isinstance(data, HeaderT) and not data.is_header):
                 raise P4Error(args[1].loc, f"digest of a {data} is not supported by the built-in target: use a struct")
         if name == "random" and not isinstance(args[0].type, BitsT):
@@ -1218,10 +1267,17 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
 
     def _hash_data(self, data: ast.Expr, varbit_ok: bool = False) -> None:
         """The inputs of hash and checksum calls.  Checksums may hold varbit fields (BMv2
-        sums their extracted bits, e.g. IPv4 options); hash inputs may not."""
+        sums their extracted bits, e.g. IPv4 options); hash inputs may not.  As p4c's BMv2
+        field lists, nested lists, structs and tuples are flattened field by field."""
         items = data.items if isinstance(data, ast.ListExpr) else [data]
         for item in items:
             t = item.type
+            if isinstance(item, ast.ListExpr):
+                self._hash_data(item, varbit_ok)
+                continue
+            if isinstance(t, HeaderT) and not t.is_header:
+                self._hash_fields(item, t)
+                continue
             if isinstance(t, VarbitT) or isinstance(t, HeaderT) and t.varbit_field is not None:
                 in_header = isinstance(item, ast.Member) and isinstance(item.base.type, HeaderT) and \
                     item.base.type.is_header
@@ -1233,6 +1289,17 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                 bit_width(item.type)
             except TypeError:
                 raise P4Error(item.loc, f"cannot hash a value of type {item.type}") from None
+
+    def _hash_fields(self, item: ast.Expr, t: Type) -> None:
+        """A struct, tuple or union in a hash or checksum input: every field must have a width."""
+        if isinstance(t, HeaderT) and not (t.is_header and t.varbit_field is None):
+            for ft in t.fields.values():
+                self._hash_fields(item, ft)
+            return
+        try:
+            bit_width(t)
+        except TypeError:
+            raise P4Error(item.loc, f"cannot hash a value of type {t} (in {item.type})") from None
 
     def _call_method(self, e: ast.Call, t: ExternT, m: str, base: ast.Expr) -> Type:
         ext = t.decl
@@ -1295,7 +1362,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                 continue
             pt = self._param_type(p, bindings, type_params or [])
             if isinstance(pt, TypeVar):
-                if a.type is INFINT:
+                if a.type is INFINT or _holds_infint(a.type):
                     raise P4Error(a.loc, f"cannot infer a width for parameter '{p.name}': give the constant a width")
                 bindings[pt.name] = a.type
                 pt = a.type
@@ -1372,6 +1439,23 @@ def _flatten_slice(e: ast.Slice, hi: int, lo: int) -> None:
         lit.value, lit.type = bit, INFINT
         bounds.append(lit)
     e.base, (e.hi, e.lo) = inner.base, bounds
+
+
+def _holds_infint(t: Type) -> bool:
+    """A list expression's tuple type with an unsized integer in it (no width to bind)."""
+    return isinstance(t, TupleT) and any(x is INFINT or _holds_infint(x) for x in t.elems)
+
+
+def _has_call(e: Any) -> bool:
+    """Whether an expression calls anything (p4c keeps ``0 / f()`` for the call's side effects)."""
+    if isinstance(e, ast.Call):
+        return True
+    if isinstance(e, ast.Node):
+        skip = ("loc", "type", "value", "decl", "target", "annotations", "written")
+        return any(_has_call(getattr(e, f.name)) for f in dataclasses.fields(e) if f.name not in skip)
+    if isinstance(e, list):
+        return any(_has_call(x) for x in e)
+    return False
 
 
 def _constant_list(e: ast.Expr) -> bool:

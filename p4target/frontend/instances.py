@@ -76,6 +76,12 @@ class InstanceChecks:
         key: list[Any] = [id(decl)]
         for p, a in zip(params, args):
             pt = self.resolve_type(p.type_ref)
+            if isinstance(pt, BlockT):  # p4c would bind the instance passed in; we bind values only
+                kind = "a parser" if isinstance(pt.decl, ast.ParserDecl) or getattr(pt.decl, "kind", "") == "parser" \
+                    else "a control"
+                raise P4Error(a.loc if isinstance(a, ast.Node) else p.loc,
+                              f"{decl.name}'s constructor parameter '{p.name}' of type {pt}, {kind} passed as a "
+                              "constructor argument, is not supported by the built-in target")
             if not (isinstance(pt, (BitsT, EnumT)) or pt in (BOOL, INFINT, ERROR)):
                 raise P4Error(p.loc, f"constructor parameter '{p.name}' of type {pt} is not supported by the "
                               "built-in target (use bit<W>, int<W>, int, bool, an enum or error)")

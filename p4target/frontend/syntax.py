@@ -21,7 +21,9 @@ _GRAMMAR = Path(__file__).with_name("p4.lark").read_text()
 
 # Declarations that introduce a type name, so the lexer can tell types from values.
 _TYPE_DECL = re.compile(
-    r"\b(?:header|header_union|struct|extern|control|parser|package|enum(?:\s+bit\s*<\s*\d+\s*>)?)"
+    r"\b(?:header|header_union|struct|extern|control|parser|package"
+    # a serializable enum's underlying type: bit<W>, int<W> or a typedef's name (`enum mac_t E {`)
+    r"|enum(?:\s+(?:bit|int)\s*<[^<>{};]*>|\s+[A-Za-z_]\w*(?=\s+[A-Za-z_]\w*\s*\{))?)"
     r"\s+([A-Za-z_]\w*)"
 )
 # `type` is also a legal field or parameter name (`hdr.icmp.type = X;`): a declaration has
@@ -171,6 +173,16 @@ class _Builder(Transformer):
         if getattr(meta, "empty", True):
             return Location("<unknown>", 0, 0)
         return self.source.locate(meta.line, meta.column)
+
+    def _name_loc(self, meta, keyword: str, name: str) -> Location:
+        """Where the name after ``keyword`` sits in a declaration (p4c points its errors there)."""
+        text = self.source.text
+        m = re.compile(rf"\b{keyword}\s+({re.escape(name)})\b").search(text, getattr(meta, "start_pos", 0))
+        if m is None:
+            return self._loc(meta)
+        pos = m.start(1)
+        line = text.count("\n", 0, pos) + 1
+        return self.source.locate(line, pos - text.rfind("\n", 0, pos))
 
     def _tok_loc(self, tok: Token) -> Location:
         return self.source.locate(tok.line, tok.column)
@@ -468,6 +480,8 @@ class _Builder(Transformer):
     def table_decl(self, meta, c):
         c = _split_annotations(c)
         table = ast.TableDecl(self._loc(meta), c[0], c[1])
+        if not any(kind == "actions" for kind, _ in c[2:]):  # p4c's ValidateParsedProgram, at the name
+            raise P4Error(self._name_loc(meta, "table", c[1]), f"{c[1]}: expected 'actions' property")
         for kind, value in c[2:]:
             if kind == "key":
                 table.keys = value

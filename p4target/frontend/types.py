@@ -110,12 +110,26 @@ class StackT(Type):
         return f"{self.elem}[{self.size}]"
 
 
-@dataclass(frozen=True, slots=True)
-class TupleT(Type):
-    elems: tuple[Type, ...]
+@dataclass(eq=False, slots=True)
+class TupleT(HeaderT):
+    """``tuple<T0, T1, ...>`` (and the type of a list expression ``{a, b}``): stored, copied,
+    passed and initialised like a struct whose fields are ``f0``, ``f1``, ... in order, as
+    p4c's EliminateTuples rewrites tuples for BMv2.  Unlike a struct, two tuple types with
+    the same element types are the same type."""
 
-    def __str__(self) -> str:
-        return "tuple<" + ", ".join(map(str, self.elems)) + ">"
+    elems: tuple[Type, ...] = ()
+
+    @classmethod
+    def of(cls, elems: tuple[Type, ...] | list[Type]) -> TupleT:
+        elems = tuple(elems)
+        name = "tuple<" + ", ".join(map(str, elems)) + ">"
+        return cls(name, "struct", {f"f{i}": t for i, t in enumerate(elems)}, None, elems)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TupleT) and self.elems == other.elems
+
+    def __hash__(self) -> int:
+        return hash(self.elems)
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,6 +164,9 @@ class DigestManager:
             members = out.struct.members
             for m in self.type_info.structs[spec.struct.name].members:
                 members.append(self._encode(m.type_spec, values))
+        elif kind == "tuple":  # a struct member of a tuple type
+            for elem in spec.tuple.members:
+                out.tuple.members.append(self._encode(elem, values))
         elif kind == "bool":
             out.bool = bool(next(values))
         elif kind == "bitstring":

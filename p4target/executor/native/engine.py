@@ -29,7 +29,7 @@ STAT_NAMES = ("received", "sent", "dropped", "internal_errors", "assert_failures
               "register_conflicts", "parser_drops")
 DROP_MESSAGES = {1: "header stack index out of bounds", 2: "assert/assume failed",
                  3: "a register reached by a second RegisterAction execution (Tofino allows one per packet)",
-                 4: "more output than the switch can buffer"}
+                 4: "more output than the switch can buffer", 5: "a for loop ran too many times (loops.LOOP_LIMIT)"}
 OUT_BYTES = 8 << 20  # one packet's outputs (replicas and recirculations included)
 _P = ctypes.c_void_p
 _I64 = ctypes.c_int64

@@ -455,7 +455,8 @@ class Lowering:
         if exc is None or _is_name(exc, "ExitBlock"):
             return [self._exit_jump()]
         if isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name):
-            reason = {"RegisterConflict": "DROP_REGISTER_CONFLICT", "AssertionFailed": "DROP_ASSERT"}.get(exc.func.id)
+            reason = {"RegisterConflict": "DROP_REGISTER_CONFLICT", "AssertionFailed": "DROP_ASSERT",
+                      "LoopLimit": "DROP_LOOP"}.get(exc.func.id)
             if reason:
                 return [f"drop_packet(ctx, {reason});"]
         raise Unsupported(f"raise {ast.unparse(exc)}")

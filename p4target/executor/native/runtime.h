@@ -24,7 +24,8 @@ typedef struct {
 } bytes_t;
 
 /* Why a packet is given up before it leaves: the Python executor's exceptions. */
-enum { DROP_NONE = 0, DROP_STACK_INDEX = 1, DROP_ASSERT = 2, DROP_REGISTER_CONFLICT = 3, DROP_OUTPUT_FULL = 4 };
+enum { DROP_NONE = 0, DROP_STACK_INDEX = 1, DROP_ASSERT = 2, DROP_REGISTER_CONFLICT = 3, DROP_OUTPUT_FULL = 4,
+       DROP_LOOP = 5 };
 
 /* Counters the switch reports (Switch.stats); the names are in engine.py's STAT_NAMES. */
 enum {
@@ -98,6 +99,7 @@ static int packet_abandoned(ctx_t *ctx) {
     ctx->n_out = 0;
     if (reason == DROP_ASSERT) ctx->stats[ST_ASSERT_FAILURES]++;
     else if (reason == DROP_STACK_INDEX) ctx->stats[ST_DROPPED]++;
+    else if (reason == DROP_LOOP) ctx->stats[ST_LOOP_DROPS]++;
     else if (reason == DROP_REGISTER_CONFLICT) {
         ctx->stats[ST_REGISTER_CONFLICTS]++;
         ctx->stats[ST_DROPPED]++;

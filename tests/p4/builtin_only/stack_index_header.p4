@@ -6,7 +6,7 @@
  * LogicError: Type is not convertible to string"), and a whole items[i] as an action argument
  * or assignment target is an unwrapped expression ("Invalid 'type' in expression").  The
  * built-in target runs them as p4c means them, with the same rule for an index out of range as
- * tests/p4/stf/stack_index_range.p4: the statement is skipped, an if takes its else branch.
+ * stack_index_range.p4 here: the statement is skipped, an if takes its else branch.
  *  - op 1: if (items[idx].isValid()) res = 1; else res = 2;
  *  - op 2: items[idx].setInvalid(); then res2 = 33;
  *  - op 3: bump(items[idx], idx): a whole element as an inout argument; the callee changes idx,

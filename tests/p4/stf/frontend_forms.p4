@@ -8,11 +8,11 @@
  *    `Bump() b;` were declared) and `ParseTail.apply(pkt, t)` in a parser state;
  *  - an instance made by a constructor call with arguments: `AddK(8w5) add5;`;
  *  - `extract<skip_t>(_)`: the header's bytes are read (a packet too short for it is
- *    PacketTooShort) and dropped: nothing stores or emits them;
- *  - a header stack indexed by an `int<8>` variable: a negative index is out of range,
- *    which (p4c's HSIndexSimplifier, see stack_index_range.p4) skips the statement.
+ *    PacketTooShort) and dropped: nothing stores or emits them.
+ * A header stack indexed by an `int<8>` variable is in tests/p4/builtin_only/
+ * stack_index_signed.p4: with a negative index, simple_switch aborts.
  *
- * Packet: skip_t (2 bytes, never emitted), h_t (w n a t e d k idx q), three item_t,
+ * Packet: skip_t (2 bytes, never emitted), h_t (w n a t e d k), three item_t,
  * tail_t, payload.  Ingress and egress act only when h is valid; ingress then sends the
  * packet to port 1. */
 #include <core.p4>
@@ -30,8 +30,6 @@ header h_t {
     bit<8>  e;    // total[0] as egress reads it
     bit<8>  d;    // Bump.apply twice: d + 2
     bit<8>  k;    // add5.apply: k + 5
-    bit<8>  idx;  // an int<8> index into items
-    bit<8>  q;    // items[idx].v, when idx is in range
 }
 
 header item_t {
@@ -104,9 +102,6 @@ control MyIngress(inout headers hdr, inout metadata meta,
             Bump.apply(hdr.h.d);
             Bump.apply(hdr.h.d);
             add5.apply(hdr.h.k);
-            int<8> i = (int<8>)hdr.h.idx;
-            hdr.h.q = hdr.items[i].v;
-            hdr.items[i].v = 8w0xEE;
             hdr.tail.x = hdr.tail.x + 8w0x10;
         }
     }

@@ -1,9 +1,13 @@
-/* loops.p4: `for` statements (P4-16 v1.2.4): the three-part form with a
- * declared loop variable, several init/update steps, `continue` (which still
- * runs the update) and `break`; `for (T x in lo .. hi)`; `for (T x in {list})`;
- * nested loops where `break` leaves only the inner one.  Every loop variable of
- * one block has its own name: p4c 1.2.5 declares a loop's variable in the
- * enclosing block and refuses two loops there declaring the same one. */
+/* loops.p4: `for (init; cond; update)` statements (P4-16 v1.2.4) as p4c 1.2.5 + BMv2 run
+ * them: inside action bodies (p4c-bm2-ss turns each into BMv2 jump primitives; its
+ * CheckUnsupported refuses every `for (T x in ...)`: "BMV2 does not support for-in loops",
+ * and its frontend refuses a list, `for (bit<8> v in {8w3, 8w5, 8w7})`: "Typechecking does
+ * not support iteration over this collection of type tuple<bit<8>, bit<8>, bit<8>>").
+ * A declared loop variable, two init and two update steps, `continue` (which still runs
+ * the update) and `break`, a loop stepping by 2, nested loops where `break` leaves only the
+ * inner one.  Every loop variable of one block has its own name: p4c 1.2.5 declares a loop's
+ * variable in the enclosing block and refuses two loops there declaring the same one.  The
+ * action runs as the const default action of a keyless table, as in p4c's forloop-bmv2.p4. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -14,8 +18,8 @@ header in_t {
 
 header out_t {
     bit<8> sum;   // sum of i in 0..7, skipping i == n, stopping at i == m
-    bit<8> cnt;   // sum of k * n for k in 1 .. 4
-    bit<8> lst;   // sum of v in {3, 5, 7}, skipping v == m
+    bit<8> cnt;   // sum of k * n for k = 1, 2, 3, 4
+    bit<8> lst;   // sum of v = 3, 5, 7, skipping v == m
     bit<8> pc;    // number of 1 bits in n
     bit<8> nest;  // pairs (r, c), r, c in 0 .. 2, c <= r (inner break)
     bit<8> meet;  // iterations of lo = 0 up / hi = 8 down until lo >= hi
@@ -46,7 +50,7 @@ control MyVerifyChecksum(inout headers hdr, inout metadata meta) {
 control MyIngress(inout headers hdr,
                   inout metadata meta,
                   inout standard_metadata_t standard_metadata) {
-    apply {
+    action run_loops() {
         bit<8> n = hdr.i.n;
         bit<8> m = hdr.i.m;
         bit<8> sum = 0;
@@ -62,13 +66,13 @@ control MyIngress(inout headers hdr,
         hdr.o.sum = sum;
 
         bit<8> cnt = 0;
-        for (bit<8> k in 1 .. 4) {
+        for (bit<8> k = 1; k <= 4; k = k + 1) {
             cnt = cnt + k * n;
         }
         hdr.o.cnt = cnt;
 
         bit<8> lst = 0;
-        for (bit<8> v in {8w3, 8w5, 8w7}) {
+        for (bit<8> v = 3; v <= 7; v = v + 2) {
             if (v == m) {
                 continue;
             }
@@ -85,8 +89,8 @@ control MyIngress(inout headers hdr,
         hdr.o.pc = pc;
 
         bit<8> nest = 0;
-        for (bit<8> r in 0 .. 2) {
-            for (bit<8> c in 0 .. 2) {
+        for (bit<8> r = 0; r <= 2; r = r + 1) {
+            for (bit<8> c = 0; c <= 2; c = c + 1) {
                 if (c > r) {
                     break;
                 }
@@ -100,6 +104,15 @@ control MyIngress(inout headers hdr,
             meet = meet + 1;
         }
         hdr.o.meet = meet;
+    }
+
+    table loops {
+        actions = { run_loops; }
+        const default_action = run_loops();
+    }
+
+    apply {
+        loops.apply();
         standard_metadata.egress_spec = 1;
     }
 }

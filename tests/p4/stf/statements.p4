@@ -2,6 +2,11 @@
  * a serializable enum; not error, which p4c 1.2.5 refuses), if/else inside a parser state, p4c's `?:`
  * associativity and unsized literals taking the other operand's type.
  *
+ * `/` and `%` divide by constant powers of two only: p4c 1.2.5 lowers those to `>>` and `&`
+ * (StrengthReduction) and refuses any other run-time division ("x / b: could not evaluate
+ * expression at compilation time").  `a - 1`, not `a + (-1)`: p4c warns "-8w1: negative value
+ * with unsigned type" for the latter.
+ *
  * The packet is an in_t header followed by an out_t header whose bytes are
  * ignored on input; ingress overwrites every out_t byte. */
 #include <core.p4>
@@ -18,8 +23,8 @@ header out_t {
     bit<8> pe;   // x = a; x += b
     bit<8> mi;   // x -= b
     bit<8> mu;   // x *= b
-    bit<8> dv;   // x /= b      (run-time unsigned division)
-    bit<8> md;   // x %= b
+    bit<8> dv;   // x /= 4      (a run-time dividend, p4c: x >> 2)
+    bit<8> md;   // x %= 8      (p4c: x & 7)
     bit<8> an;   // x &= b
     bit<8> orr;  // x |= b
     bit<8> xo;   // x ^= b
@@ -32,7 +37,7 @@ header out_t {
     bit<8> en;   // switch ((kind_t)k)
     bit<8> pif;  // written by the parser's if/else
     bit<8> tern; // a == 1 ? true : b == 2 ? 8w0x10 : 8w0x20
-    bit<8> lit;  // a + (-1)
+    bit<8> lit;  // a - 1
     bit<8> er;   // parser_error == NoError
 }
 
@@ -83,8 +88,8 @@ control MyIngress(inout headers hdr,
         x = a; x += b;  hdr.o.pe = x;
         x = a; x -= b;  hdr.o.mi = x;
         x = a; x *= b;  hdr.o.mu = x;
-        x = a; x /= b;  hdr.o.dv = x;
-        x = a; x %= b;  hdr.o.md = x;
+        x = a; x /= 4;  hdr.o.dv = x;
+        x = a; x %= 8;  hdr.o.md = x;
         x = a; x &= b;  hdr.o.an = x;
         x = a; x |= b;  hdr.o.orr = x;
         x = a; x ^= b;  hdr.o.xo = x;
@@ -118,7 +123,7 @@ control MyIngress(inout headers hdr,
         hdr.o.pif = meta.pif;
         // p4c parses this as (a == 1 ? true : b == 2) ? 8w0x10 : 8w0x20.
         hdr.o.tern = a == 1 ? true : b == 2 ? 8w0x10 : 8w0x20;
-        hdr.o.lit = a + (-1);
+        hdr.o.lit = a - 1;
         standard_metadata.egress_spec = 1;
     }
 }

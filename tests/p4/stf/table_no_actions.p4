@@ -1,9 +1,10 @@
-/* table_no_actions.p4: tables that declare no actions.  `bare` has a key but no
- * `actions` property, `empty` has `actions = { }`, `sized` has neither a key nor
- * actions (only `size`); none has a default_action.  As p4c does for a table without
- * default_action, each gets `@defaultonly NoAction` as its only action and `NoAction()`
- * as its default: no entry can be added, every apply misses, runs NoAction and reports
- * it as the action run (P4Info: tests/test_p4info.py).
+/* table_no_actions.p4: tables that declare no actions, `actions = { }`: `empty` has a key,
+ * `sized` has no key (only `size`), `lone` has a key and a `size`; none has a
+ * default_action.  As p4c does for a table without default_action, each gets
+ * `@defaultonly NoAction` as its only action and `NoAction()` as its default: no entry can
+ * be added, every apply misses, runs NoAction and reports it as the action run (P4Info:
+ * tests/test_p4info.py).  A table with no `actions` property at all is refused, as p4c's
+ * first frontend pass refuses it: "bare: expected 'actions' property" (tests/test_frontend.py).
  *
  * Packet: h_t (k r1 r2 r3), then payload; everything goes to port 1. */
 #include <core.p4>
@@ -11,7 +12,7 @@
 
 header h_t {
     bit<8> k;   // the tables' key
-    bit<8> r1;  // 01 on a hit of bare, 02 on a miss
+    bit<8> r1;  // 01 on a hit of lone, 02 on a miss
     bit<8> r2;  // 03 when empty ran NoAction (switch on action_run)
     bit<8> r3;  // 05 when sized missed (!hit), else 06
 }
@@ -36,8 +37,10 @@ control MyVerifyChecksum(inout headers hdr, inout metadata meta) {
 
 control MyIngress(inout headers hdr, inout metadata meta,
                   inout standard_metadata_t standard_metadata) {
-    table bare {
+    table lone {
         key = { hdr.h.k: exact; }
+        actions = { }
+        size = 8;
     }
 
     table empty {
@@ -46,12 +49,13 @@ control MyIngress(inout headers hdr, inout metadata meta,
     }
 
     table sized {
+        actions = { }
         size = 16;
     }
 
     apply {
         standard_metadata.egress_spec = 1;
-        if (bare.apply().hit) {
+        if (lone.apply().hit) {
             hdr.h.r1 = 1;
         } else {
             hdr.h.r1 = 2;

@@ -1,9 +1,15 @@
-/* stack_index_range.p4: run-time header stack indexes out of range, as p4c + BMv2 run them.
+/* stack_index_range.p4: run-time header stack indexes out of range, which no BMv2 behaviour
+ * exists for, so this program runs on the built-in target only.
  *
- * p4c-bm2-ss rewrites every statement of an apply block (or parser state) that names a stack
- * element at a run-time index into "if (i == 0) <statement with [0]> else if (i == 1) ..."
- * (its HSIndexSimplifier pass), so an index outside the stack skips the statement, an `if`
- * whose condition holds such an index takes its else branch, and the packet goes on.
+ * p4c 1.2.5.16 (p4c-bm2-ss) compiles it and simple_switch 1.15.5 loads it, but the first packet
+ * whose index is out of range aborts the switch (BMv2 reads the element with a checked vector
+ * access): "std::out_of_range: vector::_M_range_check: __n (which is 3) >= this->size() (which
+ * is 3)" (a negative int<W> index: tests/p4/builtin_only/stack_index_signed.p4).  p4c's HSIndexSimplifier, which would
+ * rewrite such statements into one branch per index, is not among p4c-bm2-ss's passes.  The
+ * built-in target keeps its own rule: a statement of an apply block (or parser state) that
+ * names an element at an index outside the stack is skipped, an `if` whose condition holds
+ * such an index takes its else branch, and the packet goes on (inside an action body the
+ * packet is dropped and counted).
  *  - op 0: items[idx].v read into res, then items[idx].v written;
  *  - op 1: if (items[idx].v == 0C) res = 1; else res = 2;
  *  - op 2: put(items[idx].v) (an action with an out parameter), then res2 = 33 (the next

@@ -1,0 +1,212 @@
+"""Forms that real-world P4 programs use (issue 32), each run as p4c + BMv2 run it or refused
+with a message that names it: typedefs of bit vectors in headers, list expressions as tuples,
+hash inputs and digest data, tables keyed on an error, for-in loops (BMv2's refusal, Tofino's
+range loops), loops that never end, and refusals of what the built-in target does not run (a
+control passed as a constructor argument, a call changing the run-time index its assignment's
+left-hand side uses)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from p4.config.v1 import p4info_pb2
+
+from p4target.executor.switch import Switch
+from p4target.executor.tna_switch import TnaSwitch
+from p4target.frontend import P4Error, load_program
+from p4target.p4info import build_p4info
+
+from .conftest import PRELUDE
+
+TYPEDEFS = PRELUDE + """
+typedef bit<48> mac_t;
+typedef mac_t   mac_alias_t;        // a typedef of a typedef
+type    bit<9>  port_t;             // a new type
+typedef port_t  port_alias_t;       // a typedef of a new type
+typedef bit<16> ether_t;
+enum ether_t kind_t { IPV4 = 0x0800, ARP = 0x0806 }  // a serializable enum over a typedef
+header eth_t { mac_t dst; mac_alias_t src; kind_t type; }
+header port_h { port_alias_t p; bit<7> pad; }
+struct headers { eth_t eth; port_h port; }
+struct metadata { mac_alias_t seen; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start {
+        meta.seen = pkt.lookahead<mac_t>();
+        pkt.extract(hdr.eth);
+        transition select(hdr.eth.type) { kind_t.IPV4: port; default: accept; }
+    }
+    state port { pkt.extract(hdr.port); transition accept; }
+}
+control V(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    action fwd(mac_t to, port_t p) { hdr.eth.dst = to; sm.egress_spec = (bit<9>)p; }
+    table by_mac {
+        key = { hdr.eth.src: exact; hdr.port.p: exact; }
+        actions = { fwd; NoAction; }
+        default_action = NoAction();
+        const entries = { (48w0x0A0B0C0D0E0F, (port_t)3) : fwd(48w0x112233445566, (port_t)2); }
+    }
+    apply {
+        sm.egress_spec = 1;
+        hdr.eth.src = hdr.eth.src + (mac_alias_t)1;
+        by_mac.apply();
+        hdr.port.p = (port_alias_t)((bit<9>)hdr.port.p + 9w1);
+        if (meta.seen != hdr.eth.dst) { hdr.port.pad = 1; }
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def _both(path):
+    """The Python executor and the native path, which must agree on every packet."""
+    prog = load_program(path)
+    return Switch(prog, use_native=False), Switch(prog)
+
+
+def test_header_fields_of_typedefs_of_bit_vectors(write_p4):
+    path = write_p4(text=TYPEDEFS)
+    python, native = _both(path)
+    assert native.native is not None, native.native_status
+    eth = bytes.fromhex("a1a2a3a4a5a6" "0a0b0c0d0e0e" "0800")
+    port = bytes.fromhex("0180")  # p = 3, pad = 0
+    for sw in (python, native):
+        out = sw.process(0, eth + port + b"\x99")
+        # src + 1 hits the const entry (src 0A0B0C0D0E0F, p 3): dst rewritten, out on port 2;
+        # then p = 4 and pad = 1 (dst changed after the lookahead read it)
+        assert out == [(2, bytes.fromhex("112233445566" "0a0b0c0d0e0f" "0800" "0201") + b"\x99")]
+        arp = bytes.fromhex("a1a2a3a4a5a6" "000000000001" "0806")
+        assert sw.process(0, arp) == [(1, bytes.fromhex("a1a2a3a4a5a6" "000000000002" "0806"))]
+    info = build_p4info(load_program(path))
+    fields = info.tables[0].match_fields
+    assert [(f.name, f.bitwidth, f.type_name.name) for f in fields] == [("hdr.eth.src", 48, ""),
+                                                                      ("hdr.port.p", 9, "port_t")]
+    params = next(a for a in info.actions if a.preamble.name == "I.fwd").params
+    assert [(p.name, p.bitwidth, p.type_name.name) for p in params] == [("to", 48, ""), ("p", 9, "port_t")]
+
+
+TUPLE_CASES = [
+    # body, input bytes (a b c), output bytes
+    ("tuple<bit<8>, bit<16>> t = {8w1, 16w2}; hdr.h.a = t[0]; hdr.h.c = t[1];", "010203 04", "010200 02"),
+    ("tuple<bit<8>, bit<16>> t = {3, 4}; t[0] = t[0] + hdr.h.a; hdr.h.a = t[0]; hdr.h.c = t[1];",
+     "010203 04", "040200 04"),
+    ("tuple<bit<8>, tuple<bit<8>, bit<16>>> t = {1, {hdr.h.b, 3}}; tuple<bit<8>, bit<16>> u = t[1]; "
+     "hdr.h.a = t[0] + u[0]; hdr.h.c = u[1];", "010203 04", "030200 03"),
+    ("tuple<bit<8>, bit<16>> t = {hdr.h.a, hdr.h.c}; tuple<bit<8>, bit<16>> u; u = t; hdr.h.b = u[0]; "
+     "hdr.h.c = u[1] + 1;", "010203 04", "010103 05"),
+    ("hdr.h.b = first({hdr.h.a, 8w9}) + first({8w4, hdr.h.b});", "010203 04", "010503 04"),
+    ("bit<16> x; hash(x, HashAlgorithm.identity, 16w0, { hdr.h.a, { hdr.h.b } }, 32w65536); hdr.h.c = x;",
+     "010203 04", "010201 02"),
+    ("tuple<bit<8>, bit<8>> t = {hdr.h.b, hdr.h.a}; bit<16> x; "
+     "hash(x, HashAlgorithm.identity, 16w0, t, 32w65536); hdr.h.c = x;", "010203 04", "010202 01"),
+    ("pair_t k = {hdr.h.a, hdr.h.a}; bit<16> x; hash(x, HashAlgorithm.identity, 16w0, k, 32w65536); "
+     "hdr.h.c = x;", "070203 04", "070207 07"),
+]
+
+
+@pytest.mark.parametrize("body, packet, expected", TUPLE_CASES)
+def test_list_expressions_initialise_tuples_and_feed_hashes(write_p4, body, packet, expected):
+    decls = "struct pair_t { bit<8> x; bit<8> y; } bit<8> first(in tuple<bit<8>, bit<8>> t) { return t[0]; }"
+    for sw in _both(write_p4(body=body + " sm.egress_spec = 1;", decls=decls)):
+        assert sw.process(0, bytes.fromhex(packet)) == [(1, bytes.fromhex(expected))]
+
+
+def test_a_digest_of_a_list_expression_fills_the_named_struct(write_p4):
+    decls = "struct learn_t { bit<8> a; bit<16> c; }"
+    body = "digest<learn_t>(1, { hdr.h.a, hdr.h.c }); sm.egress_spec = 1;"
+    path = write_p4(body=body, decls=decls)
+    for sw in _both(path):
+        sw.process(0, bytes.fromhex("07 00 0102"))
+        assert sw.hooks.digests == [("learn_t", 1, (7, 0x0102))]
+    assert [d.preamble.name for d in build_p4info(load_program(path)).digests] == ["learn_t"]
+
+
+@pytest.mark.parametrize("body, message", [
+    ("tuple<bit<8>, bit<16>> t = {8w1, 16w2}; hdr.h.a = t[2];", "Tuple index 2 larger than tuple size 2"),
+    ("tuple<bit<8>, bit<8>> t = {8w1, 8w2}; hdr.h.a = t[hdr.h.b];", "Tuple index hdr.h.b must be constant"),
+    ("tuple<bit<8>, bit<8>> t = {8w1, 8w2}; hdr.h.a = t.f0;", "a tuple has no field 'f0'"),
+    ("tuple<bit<8>, bit<8>> t = {8w1, 8w2, 8w3};", "tuple<bit<8>, bit<8>> has 2 fields, the list has 3"),
+    ("digest(1, { hdr.h.a, hdr.h.b });", "digest of a tuple<bit<8>, bit<8>> is not supported by the built-in "
+                                          "target: name a struct type"),
+])
+def test_tuple_forms_outside_p4c_or_the_subset_are_refused_by_name(write_p4, body, message):
+    path = write_p4(body=body)
+    with pytest.raises(P4Error, match=re.escape(message)) as info:
+        Switch.from_file(path)
+    assert str(info.value).startswith(f"{path}:14:")
+
+
+ERROR_KEY = ("action s(bit<8> v) { hdr.h.b = v; } "
+             "table t { key = { sm.parser_error: exact; } actions = { s; NoAction; } default_action = s(9); "
+             "const entries = { error.NoError: s(1); error.PacketTooShort: s(2); } }")
+
+
+def test_a_table_keyed_on_an_error_matches_bmv2s_error_codes(write_p4):
+    """p4c-bm2-ss keys it on BMv2's 32-bit error code; P4Info gives it bitwidth 0 (p4c: "treat
+    error type as string")."""
+    path = write_p4(locals=ERROR_KEY, body="t.apply(); sm.egress_spec = 1;")
+    for sw in _both(path):
+        assert sw.process(0, bytes.fromhex("05 00 0000")) == [(1, bytes.fromhex("05 01 0000"))]
+        assert sw.process(0, bytes.fromhex("05 00")) == [(1, bytes.fromhex("05 00"))]  # too short: not emitted
+        assert sw.tables["I.t"].keys[0].width == 32
+    field = build_p4info(load_program(path)).tables[0].match_fields[0]
+    assert (field.name, field.bitwidth, field.match_type) == ("sm.parser_error", 0, p4info_pb2.MatchField.EXACT)
+
+
+def test_a_ternary_key_of_type_error_is_refused(write_p4):
+    locals = "table t { key = { sm.parser_error: ternary; } actions = { NoAction; } }"
+    with pytest.raises(P4Error, match="ternary keys must be bit<W>, not error"):
+        load_program(write_p4(locals=locals, body="t.apply();"))
+
+
+@pytest.mark.parametrize("decls, locals, body, line, message", [
+    ("control Inner(inout bit<8> x) { apply { x = x + 1; } } "
+     "control Outer(inout bit<8> x)(Inner c) { apply { c.apply(x); } }", "Outer(Inner()) o;", "o.apply(hdr.h.a);",
+     13, "Outer's constructor parameter 'c' of type Inner, a control passed as a constructor argument, is not "
+         "supported by the built-in target"),
+    ("header e_t { bit<8> v; } struct s_t { e_t[3] s; }",
+     "s_t x; bit<8> bump(inout bit<8> i) { i = i + 1; return i; }", "bit<8> i = hdr.h.a; x.s[i].v = bump(i);",
+     14, "assigning to a header stack element whose run-time index the right-hand side's function call changes "
+         "is not supported by the built-in target"),
+])
+def test_refusals_name_the_construct(write_p4, decls, locals, body, line, message):
+    path = write_p4(decls=decls, locals=locals, body=body)
+    with pytest.raises(P4Error) as info:
+        Switch.from_file(path)
+    assert info.value.message == message
+    assert "(internal:" not in str(info.value)
+    assert str(info.value).startswith(f"{path}:{line}:")
+
+
+def test_for_in_loops_are_bmv2s_refusal_not_tofinos(tmp_path, write_p4):
+    """p4c-bm2-ss refuses every for-in ("BMV2 does not support for-in loops"); a TNA program keeps
+    its range loops.  A list is refused on both by p4c's frontend."""
+    from .test_tna import program
+
+    tna = TnaSwitch.from_file(program(tmp_path, body="for (bit<16> i in 1 .. 3) { hdr.h.a = hdr.h.a + i; }"))
+    assert tna.process(7, bytes.fromhex("0001 0002")) == [(7, bytes.fromhex("0007 0002"))]
+    with pytest.raises(P4Error, match=re.escape("BMV2 does not support for-in loops")):
+        load_program(write_p4(body="for (bit<8> i in 1 .. 3) { hdr.h.a = hdr.h.a + i; }"))
+    listed = "for (bit<16> i in {16w1, 16w2}) { hdr.h.a = hdr.h.a + i; }"
+    with pytest.raises(P4Error, match=re.escape("iteration over this collection of type tuple<bit<16>, bit<16>>")):
+        load_program(program(tmp_path, body=listed))
+    with pytest.raises(P4Error, match="Division|could not evaluate expression at compilation time"):
+        load_program(program(tmp_path, body="hdr.h.a = hdr.h.a / hdr.h.b;"))
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_a_loop_that_never_ends_drops_its_packet(write_p4, native):
+    """P4 does not require loops to end (BMv2 would hang): after LOOP_LIMIT turns of one loop the
+    packet is dropped and counted in loop_drops; the next packet runs."""
+    locals = "action spin() { for (bit<8> i = 0; i < 2; i = 1) { hdr.h.a = hdr.h.a + 1; } }"
+    body = "if (hdr.h.b == 1) { spin(); } for (bit<8> j = 0; j < 3; j += 1) { hdr.h.c = hdr.h.c + 1; } " \
+           "sm.egress_spec = 1;"
+    sw = Switch(load_program(write_p4(locals=locals, body=body)), use_native=native)
+    assert (sw.native is not None) == native
+    assert sw.process(0, bytes.fromhex("00 01 0000")) == []
+    assert sw.process(0, bytes.fromhex("00 00 0000")) == [(1, bytes.fromhex("00 00 0003"))]
+    assert sw.stats["loop_drops"] == 1 and sw.stats["internal_errors"] == 0

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from controller.controller import Controller
+from controller.pipeline import PipelineOptions
 from controller.topology import Topology, leaf_spine
 from tests.mininet_env import USABLE, needs_mininet
 from tests.test_e2e import assert_all_exact, reports, start_workers
@@ -35,7 +36,8 @@ def watched_leaf_spine(tmp_path: Path) -> Iterator[tuple[InaNetwork, Controller]
     the controller's watch running as `ina-ctl watch` would."""
     topology = Topology.from_dict(leaf_spine(2, 2, 2, host_bw=100, fabric_bw=50))
     with InaNetwork(topology, tmp_path / "net", target="builtin") as net:
-        with Controller(net.network, tmp_path / "state.json") as controller:
+        # V = 64: calls last long enough (4x the packets of the default 256) to fail a switch mid-call
+        with Controller(net.network, tmp_path / "state.json", PipelineOptions(values=64)) as controller:
             controller.setup()
             stop = threading.Event()
             watch = threading.Thread(target=controller.watch, kwargs={"interval": 0.5, "stop": stop})

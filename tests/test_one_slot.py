@@ -15,14 +15,13 @@ the same network and call size (the spin cost 1.7-3.7x here, in Mininet 10x).
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from tests.loopback_net import LoopbackNet
+from tests.test_worker import run_workers
 from worker import Worker, protocol
 from worker.jobspec import JobSpec
 
@@ -35,31 +34,8 @@ def timed_calls(spec: JobSpec, calls: int) -> tuple[list[float], list[Worker]]:
     """Every rank makes ``calls`` allreduces at once; each call's time (the slowest rank's) and the workers."""
     rng = np.random.default_rng(3)
     arrays = [rng.standard_normal(CHUNKS * spec.values).astype(np.float32) for _ in spec.members]
-    workers = [Worker(spec, r, timeout=10.0) for r in range(len(arrays))]
-    times = [[0.0] * calls for _ in arrays]
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(arrays))
-
-    def rank(r: int) -> None:
-        try:
-            for i in range(calls):
-                start.wait()
-                t = time.perf_counter()
-                workers[r].allreduce(arrays[r])
-                times[r][i] = time.perf_counter() - t
-        except BaseException as e:  # noqa: BLE001 - re-raised in the test thread
-            start.abort()
-            errors.append(e)
-
-    threads = [threading.Thread(target=rank, args=(r,)) for r in range(len(arrays))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for w in workers:
-        w.close()
-    if errors:
-        raise errors[0]
+    times: list[list[float]] = []
+    _, workers = run_workers(spec, arrays, calls, times)
     return [max(per[i] for per in times) for i in range(calls)], workers
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from worker import AllreduceError, Worker, quantize
 from worker.jobspec import JobSpec
+from worker.ring import summation_bound
 
 
 def gradient(seed: int, rank: int, size: int, dtype: str) -> np.ndarray:
@@ -32,10 +33,7 @@ def bound_ok(result: np.ndarray, arrays: list[np.ndarray], values: int,
     tensor's type, as gloo) recursive summation's, (N-1) eps of the sum of magnitudes."""
     exact = np.sum([a.astype(np.float64) for a in arrays], axis=0)
     eps = float(np.finfo(result.dtype).eps)
-    if summed_in_type:
-        bound = (len(arrays) - 1) * eps * np.sum([np.abs(a.astype(np.float64)) for a in arrays], axis=0)
-    else:
-        bound = quantize.elementwise_bound(arrays, values)
+    bound = summation_bound(arrays) if summed_in_type else quantize.elementwise_bound(arrays, values)
     bound = bound + np.abs(exact) * eps  # the final cast
     err = np.abs(result.astype(np.float64) - exact)
     return float(err.max(initial=0.0)), bool((err <= bound).all())

@@ -42,6 +42,13 @@ class RingError(RuntimeError):
     """A peer vanished, misbehaved or missed the deadline; the worker is closed afterwards."""
 
 
+def summation_bound(arrays: list[np.ndarray]) -> np.ndarray:
+    """Per element, how far a ring's sum in the arrays' own float type may be from the exact sum: N-1
+    roundings of partial sums, (N-1) eps of the sum of magnitudes (before the final cast)."""
+    eps = float(np.finfo(arrays[0].dtype).eps)
+    return (len(arrays) - 1) * eps * np.sum([np.abs(a.astype(np.float64)) for a in arrays], axis=0)
+
+
 def parse_peer(text: str) -> tuple[str, int]:
     """"ip:port" -> (ip, port); the last colon splits, so bracket-less IPv6 is not supported."""
     host, sep, port = text.strip().rpartition(":")

@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller import hybrid
 from controller.controller import Controller, JobError
 from worker import protocol
 from worker.jobspec import JobSpec
@@ -52,8 +53,7 @@ def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float 
     n = len(job.members)
     tensor = 4 * values
     ina = tensor * P.wire_factor * 8 / seconds["ina"] / 1e6 if "ina" in seconds else None
-    tensors_per_step = 2 if job.ring_sum == "native" else 3  # float32 both ways, or float64 partials first
-    ring = tensor * tensors_per_step * (n - 1) / n * 8 / seconds["ring"] / 1e6
+    ring = tensor * hybrid.ring_tensors(job.ring_sum, alone=True) * (n - 1) / n * 8 / seconds["ring"] / 1e6
     spec = ctl.calibrated(name, ina, ring)
     if spec.ina_share not in (0.0, 1.0) and job.asked_mode == "auto":
         seconds["hybrid"] = _trial(ctl, name, "hybrid", values, timeout, spec.ina_share, (ina, ring))

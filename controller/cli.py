@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from controller.calibrate import calibrate
-from controller.controller import DEAD_AFTER, DEFAULT_POOL_SIZE, RING_SUMS, Controller, JobPlan, plan_job
+from controller.controller import DEAD_AFTER, DEFAULT_POOL_SIZE, Controller, JobPlan, plan_job
 from controller.hybrid import MODES
 from controller.network import Network
 from controller.p4runtime_client import SwitchError
@@ -31,6 +31,7 @@ from controller.pipeline import PipelineError, PipelineOptions
 from controller.plan import depth, link_name
 from controller.topology import Topology, TopologyError
 from worker import protocol
+from worker.jobspec import RING_SUMS
 
 
 def parser() -> argparse.ArgumentParser:

@@ -36,7 +36,7 @@ from controller.schema import Entry, Schema, multicast_group
 from controller.state import ControllerState, JobRecord, TreeRecord
 from controller.topology import Topology, TopologyError
 from worker import protocol
-from worker.jobspec import JobSpec, Member, TreeSpec
+from worker.jobspec import RING_SUMS, JobSpec, Member, TreeSpec
 
 log = logging.getLogger("ina.controller")
 # A job's workers listen on WORKER_PORT_BASE + job_id (UDP for a tree, TCP for a ring): below Linux's
@@ -47,7 +47,6 @@ DEAD_AFTER = 3.0  # seconds unreachable before a switch counts as down (a restar
 # (bench_allreduce), and 64 keep them full at 1-5% loss, where a lost packet's slot waits a while
 # (bench_loss), in 1/16 of ina.p4's pool.  tests/test_defaults.py keeps the benchmarks on it.
 DEFAULT_POOL_SIZE = 64
-RING_SUMS = ("native", "float64")  # a ring's sums: in the tensor's type (as gloo), or float64 partials
 MAX_JOB_ID = 32767 - WORKER_PORT_BASE
 MANAGED_TABLES = V1MODEL.managed_tables  # ina.p4's; a switch's own are pipeline(switch).program.managed_tables
 Update = p4runtime_pb2.Update

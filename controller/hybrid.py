@@ -41,6 +41,12 @@ class SplitError(ValueError):
     """A split that cannot be made."""
 
 
+def ring_tensors(ring_sum: str, alone: bool) -> int:
+    """Float32 tensors' worth of bytes a ring moves per (N-1)/N: 2 summing in the tensor's type (a ring
+    alone, ``ring_sum`` native), 3 with float64 partial sums (a hybrid's ring part, or ``ring_sum`` float64)."""
+    return 2 if alone and ring_sum == "native" else 3
+
+
 @dataclass(frozen=True)
 class Capacity:
     """What bounds a job's allreduce, per worker and each way (Mb/s on the wire)."""
@@ -57,16 +63,16 @@ class Capacity:
     def ring_wire(self) -> float:
         """r: wire bytes per tensor byte a hybrid's ring puts on each host link (each way), for float32
         gradients: the reduce-scatter moves float64 partial sums ((N-1)/N x 2), the allgather float32."""
-        return self._ring_wire(3)
+        return self._ring_wire(ring_tensors(self.ring_sum, alone=False))
 
     @property
     def ring_alone_wire(self) -> float:
         """r0: the same for a ring alone: 2(N-1)/N in the tensor's own type (3(N-1)/N with float64 sums)."""
-        return self._ring_wire(2 if self.ring_sum == "native" else 3)
+        return self._ring_wire(ring_tensors(self.ring_sum, alone=True))
 
-    def _ring_wire(self, tensors_per_step: int) -> float:
+    def _ring_wire(self, tensors: int) -> float:
         n = self.workers
-        wire = tensors_per_step * (n - 1) / n * (ETH_IP_TCP + TCP_MSS) / TCP_MSS if n > 1 else 0.0
+        wire = tensors * (n - 1) / n * (ETH_IP_TCP + TCP_MSS) / TCP_MSS if n > 1 else 0.0
         if self.ring_mbps:  # a ring that keeps the link only partly busy costs more of it per byte
             wire *= self.link_mbps / min(self.ring_mbps, self.link_mbps)
         return wire

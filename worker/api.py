@@ -250,7 +250,7 @@ class Worker:
                  for tree, (first, end) in zip(self._trees, self.spec.split(k)) if end > first]
         stop = threading.Event()
         rest = padded[k * V:size]
-        data = rest.astype(self._ring_dtype(dtype, hybrid=k > 0))  # a copy: padded goes back to the pool
+        data = rest.astype(self._ring_dtype(dtype))  # a copy: padded goes back to the pool
         ring = self._ring_io.submit(self._ring_part, data, dtype, stop) if len(rest) else None
         started = time.perf_counter()
         try:
@@ -276,16 +276,14 @@ class Worker:
             raise SwitchOverflowError(f"the int32 sum of the ring part (elements {k * V}..) leaves int32")
         out[k * V:size] = ring_sum
 
-    def _ring_dtype(self, dtype: np.dtype, hybrid: bool) -> type:
+    def _ring_dtype(self, dtype: np.dtype) -> type:
         """What the ring sums in.  int32 in int64, so an overflow is seen (as the switches report it), not
         wrapped.  A pure ring in the tensor's own type, as gloo does: 2(N-1)/N of it on each link.  A
         hybrid's ring part (or ``ring_sum="float64"``) in float64 partials, cast once: float32 partial
         sums would err beyond the switches' stated bound (docs/hybrid.md)."""
         if dtype == np.int32:
             return np.int64
-        if (hybrid or self.spec.ring_sum == "float64") and dtype != np.float64:
-            return np.float64
-        return dtype.type
+        return dtype.type if self.spec.ring_in_tensor_type or dtype == np.float64 else np.float64
 
     def _ring_part(self, data: np.ndarray, dtype: np.dtype, stop: threading.Event) -> tuple[np.ndarray, float]:
         """The ring's share of a call, in ``data``'s dtype (``_ring_dtype``), cast once to ``dtype``; an

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 FORMAT = "ina-job/2"
+RING_SUMS = ("native", "float64")  # a pure ring's sums: in the tensor's type (as gloo), or float64 partials
 DEFAULT_SPEC = "ina-job.json"  # where a worker looks, in its working directory, when INA_JOB_SPEC is not set
 
 
@@ -95,8 +96,9 @@ class JobSpec:
         for name, rate in (("ina_pace_mbps", self.ina_pace_mbps), ("ring_pace_mbps", self.ring_pace_mbps)):
             if rate is not None and not 0 < rate < math.inf:
                 raise JobSpecError(f"job {self.name}: {name} must be a positive rate, not {rate!r}")
-        if self.ring_sum not in ("native", "float64"):
-            raise JobSpecError(f"job {self.name}: ring_sum must be native or float64, not {self.ring_sum!r}")
+        if self.ring_sum not in RING_SUMS:
+            raise JobSpecError(f"job {self.name}: ring_sum must be one of {', '.join(RING_SUMS)}, "
+                               f"not {self.ring_sum!r}")
         if [m.rank for m in self.members] != list(range(len(self.members))):
             raise JobSpecError(f"job {self.name}: members must be listed by rank 0..{len(self.members) - 1}")
         for t in self.trees:
@@ -108,6 +110,12 @@ class JobSpec:
             raise JobSpecError(f"job {self.name}: tree shares {shares} must be positive and sum to 1")
         if len({t.port for t in self.trees}) != len(self.trees):
             raise JobSpecError(f"job {self.name}: two trees share a worker port")
+
+    @property
+    def ring_in_tensor_type(self) -> bool:
+        """Whether the ring sums in the tensor's own type (a pure ring, ``ring_sum`` native) rather than in
+        float64 partials (a hybrid's ring part keeps the switches' bound; ``ring_sum`` float64)."""
+        return self.ina_share == 0 and self.ring_sum == "native"
 
     @property
     def ring_peers(self) -> list[str]:

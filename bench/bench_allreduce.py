@@ -88,7 +88,7 @@ from worker.protocol import ETH_IP_UDP
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 RING_PORT = 47000
-VALUES = 256  # INA_VALUES: values per aggregation packet
+VALUES = 256  # INA_VALUES the defaults give ina.p4 (tests/test_defaults.py): the V these figures are for
 ETH_IP_TCP = 14 + 20 + 32  # TCP with timestamps, as Linux sends by default
 TCP_MSS = 1448  # 1500-byte MTU minus IPv4, TCP and its timestamp option
 DEFAULT_POOL = 64  # window: see the module docstring

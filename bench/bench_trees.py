@@ -55,7 +55,7 @@ from bench.veth_common import sigterm_as_interrupt
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
-VALUES = 256
+VALUES = 256  # what the defaults give ina.p4 (tests/test_defaults.py): the V these figures are for
 HOSTS = ["h1", "h2", "h3", "h4"]
 MODES = {"1 tree": 1, "packed": "auto"}
 CSV_FIELDS = ["kind", "mode", "trees", "size_bytes", "fabric_mbit", "host_mbit", "runs", "seconds_median",
@@ -122,7 +122,7 @@ def bench_network(args: argparse.Namespace) -> list[Measured]:
     with ExitStack() as stack:
         net = stack.enter_context(network(leaf_spine_topology(args.fabric_bw), run_root / "net", args.busy_wait))
         controller = stack.enter_context(Controller(net.network, run_root / "controller.json",
-                                                    PipelineOptions(values=VALUES)))
+                                                    PipelineOptions()))  # the defaults: V = VALUES
         controller.setup()
         if failed := net.ping_all():
             raise RuntimeError(f"hosts cannot reach each other after setup: {failed}")

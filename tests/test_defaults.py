@@ -9,28 +9,21 @@ from __future__ import annotations
 
 import inspect
 
-import pytest
-
 from bench import bench_allreduce, bench_trees
 from controller import cli, programs
 from controller.controller import DEFAULT_POOL_SIZE, Controller, fastest
 from controller.network import Network, SwitchAccess
 from controller.pipeline import PipelineOptions
-from controller.topology import Topology, single
+from controller.topology import Topology, single, tree
 from worker import protocol, ring
 
 
 def _network(archs: list[str]) -> Network:
-    topology = Topology.from_dict(single(2)) if len(archs) == 1 else Topology.from_dict(_two_switches())
+    """Switches running these programs: one under two hosts, or s1 above s2."""
+    topology = Topology.from_dict(single(2) if len(archs) == 1 else tree(1, 1))
     access = {name: SwitchAccess(f"127.0.0.1:{50001 + i}", i + 1, "builtin", arch)
               for i, (name, arch) in enumerate(zip(topology.switches, archs))}
     return Network(topology, access, {})
-
-
-def _two_switches() -> dict:
-    from controller.topology import tree
-
-    return tree(1, 1)  # s1 above s2, one host
 
 
 def test_values_per_packet_default_to_the_most_each_program_takes():
@@ -68,8 +61,3 @@ def test_the_rings_congestion_control_is_the_benchmarks():
     assert bench_allreduce.RING_CC == ring.DEFAULT_TCP_CONGESTION
     assert inspect.signature(ring.RingWorker).parameters["tcp_congestion"].default == ring.DEFAULT_TCP_CONGESTION
 
-
-@pytest.mark.parametrize("module", [bench_allreduce, bench_trees])
-def test_the_benchmarks_build_the_default_program(module):
-    """They pass VALUES explicitly; it must be what PipelineOptions() resolves to for ina.p4."""
-    assert module.VALUES == programs.V1MODEL.max_values

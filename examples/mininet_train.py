@@ -61,13 +61,11 @@ from bmv2env.network import InaNetwork  # noqa: E402
 
 from bench import figures  # noqa: E402
 from controller.controller import Controller  # noqa: E402
-from controller.pipeline import PipelineOptions  # noqa: E402
 from controller.topology import Topology  # noqa: E402
 
 TOPOLOGY = ROOT / "bmv2-env" / "topologies" / "single-4.json"
 HOSTS = ["h1", "h2", "h3", "h4"]
 COMMS = ("ina-hook", "ina-backend", "gloo")
-POOL_SIZE = 64  # the job's slots per switch, also each worker's window
 # Jobs are mode="ina": every byte through the switch (no hybrid share round a ring), whatever "auto" would pick.
 CSV = "train.csv"
 
@@ -296,9 +294,9 @@ def run_config(config: Config, args: argparse.Namespace, out: Path, progress: It
         for switch in net.switches:  # a switch is a device of its own: it must not wait for the trainers' CPU
             for thread in Path(f"/proc/{switch.process.pid}/task").iterdir():
                 os.setpriority(os.PRIO_PROCESS, int(thread.name), args.switch_nice)
-        with Controller(net.network, out / "controller-state.json", PipelineOptions(values=256)) as controller:
+        with Controller(net.network, out / "controller-state.json") as controller:  # the defaults: V = 256, 64 slots
             controller.setup()
-            controller.create_job("train", HOSTS, pool_size=POOL_SIZE, mode="ina")
+            controller.create_job("train", HOSTS, mode="ina")
             target = net.network.access["s1"].target
             print(f"[{next(progress)}/{total}] switch s1 ({target}): ina.p4, job 'train' for {', '.join(HOSTS)}",
                   flush=True)
@@ -312,7 +310,7 @@ def run_config(config: Config, args: argparse.Namespace, out: Path, progress: It
                 if comm != "gloo":  # a job is one session of its workers: a new one for each training
                     job = "train" if not jobs else f"train{jobs}"
                     if jobs:
-                        controller.create_job(job, HOSTS, pool_size=POOL_SIZE, mode="ina")
+                        controller.create_job(job, HOSTS, mode="ina")
                     jobs += 1
                     spec = controller.spec_dir / f"{job}.json"
                 epochs, ranks = train(net, comm, spec, config, args, out, next(ports))

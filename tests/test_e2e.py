@@ -10,6 +10,8 @@ on the loopback wire in tests/test_worker.py.
 from __future__ import annotations
 
 import json
+import os
+import select
 import subprocess
 import sys
 import threading
@@ -36,6 +38,23 @@ def start_workers(net, spec_path: Path, hosts: list[str], size: int = SIZE, repe
                                "--size", str(size), "--repeat", str(repeat), "--timeout", str(timeout), "--check"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for rank, h in enumerate(hosts)]
+
+
+def first_reports(procs: list[subprocess.Popen], wait: float = 120) -> list[dict]:
+    """Each worker's first report, once all have one: a fault made after this lands mid-job on running
+    workers (a worker still starting on a loaded machine would read the new plan, with nothing to
+    recover).  Read a byte at a time from the pipe, so ``reports`` (communicate) misses nothing."""
+    deadline, out = time.monotonic() + wait, []
+    for p in procs:
+        line = b""
+        while not line.endswith(b"\n"):
+            ready, _, _ = select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"a worker finished no call in {wait} s"
+            byte = os.read(p.stdout.fileno(), 1)
+            assert byte, f"a worker ended before its first report: {p.communicate()}"
+            line += byte
+        out.append(json.loads(line))
+    return out
 
 
 def reports(procs: list[subprocess.Popen], wait: float = 90) -> list[dict]:
@@ -207,6 +226,7 @@ def test_the_switch_killed_and_restarted_three_times_during_one_job(single8):
     switch = net.switch("s1")
     try:
         procs = start_workers(net, spec_path, hosts, size=200_000, repeat=40, timeout=10.0)
+        first = first_reports(procs)
         for restart in range(1, 4):
             time.sleep(0.7)
             assert all(p.poll() is None for p in procs), "the job ended before the switch was restarted"
@@ -218,7 +238,7 @@ def test_the_switch_killed_and_restarted_three_times_during_one_job(single8):
             while JobSpec.load(spec_path).trees[0].incarnation < restart:
                 assert time.monotonic() < deadline, "watch did not provision the restarted switch"
                 time.sleep(0.1)
-        results = reports(procs, wait=300)
+        results = first + reports(procs, wait=300)
         assert_all_exact(results, 4, repeat=40)
         assert [r["recoveries"] for r in results if r["run"] == 39] == [3, 3, 3, 3]
     finally:

@@ -133,7 +133,8 @@ def test_link_loss_drops_that_share_of_frames(tmp_path: Path) -> None:
     spec["links"][1].append({"loss": 30, "bw": 100})  # h1 <-> s2: 30% each way, shaped as well
     with InaNetwork(Topology.from_dict(spec), tmp_path / "run", target="builtin") as net:
         _setup_routes(net, tmp_path)
-        assert "100% packet loss" in net.run("h1", "ping -c3 -i0.05 -W1 10.0.0.2")
+        # 10 pings: each crosses h1's 30% end with 0.7, so P(none reaches s2's lossy end) = 0.3^10
+        assert "100% packet loss" in net.run("h1", "ping -c10 -i0.02 -W1 10.0.0.2")
         assert "rate 100Mbit" in net.run("h1", "tc class show dev h1-eth0")
         before = _dropped(net.run("h1", "tc -s qdisc show dev h1-eth0"))
         # 100 GSO sends of 10 frames (UDP_SEGMENT = 103); the switch drops what arrives anyway
@@ -144,7 +145,7 @@ def test_link_loss_drops_that_share_of_frames(tmp_path: Path) -> None:
         dropped = _dropped(net.run("h1", "tc -s qdisc show dev h1-eth0")) - before
         assert 220 <= dropped <= 380, dropped  # 300 frames expected (5.5 standard deviations either side)
         switch_end = subprocess.run(["tc", "-s", "qdisc", "show", "dev", "s2-eth1"], capture_output=True, text=True)
-        assert _dropped(switch_end.stdout) >= 3  # a switch's own sends are lost too (the pings to s1)
+        assert _dropped(switch_end.stdout) >= 1  # a switch's own sends are lost too (the pings to s1)
 
 
 def _dropped(tc_stats: str) -> int:

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from worker import protocol, quantize
+from worker import driver, protocol, quantize
+from worker.batch_io import BatchSocket
 from worker.buffers import BufferPool
-from worker.engine import Pacer, Stats, Tree, TreeCall, overflow_error, run_calls
+from worker.engine import Pacer, Stats, Tree, TreeCall, overflow_error
 from worker.errors import AllreduceError, SwitchOverflowError
 from worker.jobspec import JobSpec, SpecWatch, spec_path
 from worker.ring import RingError, RingWorker
@@ -53,12 +54,15 @@ class Worker:
         P = protocol.load(spec.values, spec.udp_port)
         pacer = Pacer(spec.ina_pace_mbps, P.frame_bytes) if spec.ina_pace_mbps else None
         self._trees: list[Tree] = []
+        self._sockets: dict[Tree, BatchSocket] = {}
         try:
             for i, tree in enumerate(spec.trees if spec.ina_share > 0 else ()):
                 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                self._trees.append(Tree(sock, (me.switch_ip, spec.udp_port), tree.job_id, tree.children[rank],
-                                        len(spec.members), window, P, timeout, _tree_name(spec, i), pacer,
-                                        incarnation=tree.incarnation))
+                io = BatchSocket(sock, P.packet_bytes, (me.switch_ip, spec.udp_port))
+                t = Tree(io.send, me.switch, tree.job_id, tree.children[rank], len(spec.members), window, P,
+                         timeout, _tree_name(spec, i), pacer, incarnation=tree.incarnation)
+                self._trees.append(t)
+                self._sockets[t] = io
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
                 try:
                     sock.bind((bind_ip if bind_ip is not None else me.ip, tree.port))
@@ -67,8 +71,8 @@ class Worker:
                                   f"(is it running on {me.host}?): {e}") from e
                 sock.setblocking(False)
         except BaseException:
-            for t in self._trees:
-                t.sock.close()
+            for io in self._sockets.values():
+                io.sock.close()
             raise
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-worker-{rank}")
         self._ring_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-ring-{rank}")
@@ -80,6 +84,9 @@ class Worker:
         self._lock = threading.Lock()
         self._pool = BufferPool()  # calls' private copies of their input, and allreduce_'s sums
         self._watching = threading.Event()  # set: stop watching
+        # job spec changes the watch thread saw, for the I/O thread to apply: job id -> (incarnation, name)
+        self._spec_changes: dict[int, tuple[int, str]] = {}
+        self._idle_failure: BaseException | None = None  # a recovery between calls that failed
         if spec_file is not None and self._trees:
             watch = SpecWatch(spec_file, spec)
             threading.Thread(target=self._watch, args=(watch,), daemon=True, name=f"ina-watch-{rank}").start()
@@ -146,8 +153,8 @@ class Worker:
         self._watching.set()
         self._io.shutdown(wait=True)
         self._ring_io.shutdown(wait=True)
-        for t in self._trees:
-            t.sock.close()
+        for io in self._sockets.values():
+            io.sock.close()
         if self._ring is not None:
             self._ring.close()
 
@@ -166,29 +173,40 @@ class Worker:
 
     def _watch(self, watch: SpecWatch, period: float = 0.2) -> None:
         """Look at the spec file every ``period``; a tree whose switches lost their registers recovers on
-        the I/O thread: inside a running call's loop, or (between calls) in a task of its own."""
-        by_id = {t.job_id: t for t in self._trees}
+        the I/O thread, which alone writes the trees: inside a running call's loop (``_apply_spec``
+        before each turn), or between calls in a task of its own, queued while there is work."""
+        ids = {t.job_id for t in self._trees}
         queued: Future | None = None
         while not self._watching.wait(period):
-            for j, incarnation in watch.lost_registers().items():
-                if j in by_id:
-                    by_id[j].incarnation = incarnation
-                    i = next(i for i, t in enumerate(watch.spec.trees) if t.job_id == j)
-                    by_id[j].name = _tree_name(watch.spec, i)  # a tree moved off a dead switch has a new root
-            busy = any(t.lost_registers or t.echo_end is not None for t in self._trees)
+            changes = {j: (incarnation, _tree_name(watch.spec, i))  # a tree moved off a dead switch has a new root
+                       for j, incarnation in watch.lost_registers().items() if j in ids
+                       for i in [next(i for i, t in enumerate(watch.spec.trees) if t.job_id == j)]}
+            with self._lock:
+                self._spec_changes.update(changes)
+                pending = bool(self._spec_changes)
+            busy = pending or any(t.echo_end is not None or t.lost_registers for t in self._trees)
             if busy and (queued is None or queued.done()):
                 with self._lock:
                     if not self._closed:
                         queued = self._io.submit(self._recover_idle)
 
-    def _recover_idle(self) -> None:
-        """Between calls (a call's own loop does the same)."""
-        now = time.monotonic()
+    def _apply_spec(self) -> None:
+        """On the I/O thread: the job spec changes the watch thread saw."""
+        with self._lock:
+            changes, self._spec_changes = self._spec_changes, {}
         for t in self._trees:
-            if not t.broken:
-                if t.lost_registers:
-                    t.recover(None, now)
-                t.echo(None, now)
+            if t.job_id in changes:
+                t.incarnation, t.name = changes[t.job_id]
+
+    def _recover_idle(self) -> None:
+        """Between calls (a call's own loop does the same).  A failure here is kept for the next call
+        to raise: this task's Future has no reader."""
+        try:
+            self._apply_spec()
+            driver.tend_idle(self._trees, self._sockets)
+        except BaseException as e:
+            self._idle_failure = e
+            self._broken = True
 
     def _checked(self, array: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """A private flat copy, padded with zeros to whole chunks (float16 as float32, whose scaling
@@ -236,6 +254,9 @@ class Worker:
     def _run(self, padded: np.ndarray, exponents: np.ndarray | None, size: int, dtype: np.dtype,
              out: np.ndarray) -> None:
         """The sums of ``padded`` (its first ``size`` elements are the call's) into ``out``."""
+        if self._idle_failure is not None:
+            raise AllreduceError(f"this Worker failed between calls ({type(self._idle_failure).__name__}: "
+                                 f"{self._idle_failure}); start a new job") from self._idle_failure
         if self._broken or any(t.broken for t in self._trees):
             raise AllreduceError("an earlier allreduce of this Worker failed, so its packet sequence no longer "
                                  "matches the other workers'; start a new job")
@@ -255,7 +276,8 @@ class Worker:
         started = time.perf_counter()
         try:
             busy = {call.tree for _, call in parts}
-            run_calls([call for _, call in parts], stop, tuple(t for t in self._trees if t not in busy))
+            idle = tuple(t for t in self._trees if t not in busy)
+            driver.run_calls([call for _, call in parts], self._sockets, stop, idle, self._apply_spec)
             self.last_parts = {"trees": time.perf_counter() - started} if parts else {}
         except AllreduceError:
             if ring is None or not stop.is_set():  # the trees failed on their own: the ring gives up too

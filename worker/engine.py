@@ -13,11 +13,16 @@ retry), or at once when later results are in; results are matched by slot, set a
 anything else is counted and dropped. No progress for ``timeout`` seconds raises
 AllreduceTimeout naming what is missing.
 
-The names: a worker holds one ``Tree`` per aggregation tree of its job (the socket, where the
-packets go, the packet sequence, and in ``Congestion`` the round-trip estimate and the window
-in flight); an allreduce call gives each tree a ``TreeCall``, its share of the call's chunks;
-``run_calls`` drives a call's TreeCalls in one loop, so the trees' packets go out side by side
-and a failure of any tree stops them all.
+The names: a worker holds one ``Tree`` per aggregation tree of its job (where its packets go,
+the packet sequence, and in ``Congestion`` the round-trip estimate and the window in flight);
+an allreduce call gives each tree a ``TreeCall``, its share of the call's chunks.
+
+This module is the protocol without I/O (as h11 and aioquic are): it opens no socket, starts no
+thread and reads no clock.  The caller passes ``now`` into every step, hands received datagrams
+to ``TreeCall.receive``, and takes each step's next deadline; datagrams leave through the tree's
+``transmit``, a non-blocking sink the caller supplies (a socket's send buffer in
+``worker.driver``, a host's link in the virtual fabric), which says how many it took.  ``step``
+is one turn of a call's loop, so the socket driver and the fabric run the same code.
 
 The datapath works on windows, not packets.  A TreeCall lays out all its packets at once (one
 (packets, header + 4V) array: headers from ``Protocol.pack_headers``, int32 values byte-swapped
@@ -30,17 +35,13 @@ is numpy arrays over the call's packets.
 from __future__ import annotations
 
 import math
-import select
-import socket
-import threading
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from worker import quantize
-from worker.batch_io import BatchSocket
-from worker.errors import AllreduceError, AllreduceTimeout, SwitchOverflowError
+from worker.errors import AllreduceTimeout, SwitchOverflowError
 from worker.protocol import ETH_IP_UDP, Protocol
 
 RTO_MIN, RTO_MAX = 0.05, 1.0  # seconds
@@ -64,8 +65,8 @@ class Stats:
     results: int = 0
     ignored: int = 0  # duplicate, stale or foreign datagrams
     bytes_sent: int = 0
-    syscalls: int = 0  # sends and receives (select excluded)
-    polls: int = 0  # waits of the I/O loop (selects): about one per window of results; many per packet is a spin
+    syscalls: int = 0  # sends and receives (select excluded): the socket driver's count
+    polls: int = 0  # waits of the driver's loop: about one per window of results; many per packet is a spin
     recoveries: int = 0  # last windows sent again because a switch of the tree lost its registers
 
 
@@ -76,10 +77,11 @@ class Pacer:
     def __init__(self, mbps: float, frame_bytes: int, burst_packets: int = 4) -> None:
         self.rate = mbps * 1e6 / 8  # bytes per second
         self.burst = burst_packets * frame_bytes  # wire bytes, as spend() counts them
-        self.tokens, self.updated = float(self.burst), time.monotonic()
+        self.tokens, self.updated = float(self.burst), None  # full at the first look
 
     def _refill(self, now: float) -> None:
-        self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
+        if self.updated is not None:
+            self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
         self.updated = now
 
     def ready_at(self, now: float) -> float:
@@ -161,11 +163,13 @@ class Congestion:
 
 @dataclass(eq=False)  # a tree is itself: workers hold them in sets
 class Tree:
-    """One aggregation tree as this worker sees it: its socket and addressing, its packet
-    sequence over the worker's life, and its congestion state."""
+    """One aggregation tree as this worker sees it: where its packets go, its packet sequence over
+    the worker's life, and its congestion state.  ``transmit`` takes a C-contiguous (k, packet
+    bytes) array and returns how many of its rows it took, at once (never blocking); the rest are
+    this tree's to send again (``blocked`` tells the caller to wake when it can take more)."""
 
-    sock: socket.socket
-    switch: tuple[str, int]
+    transmit: Callable[[np.ndarray], int]
+    switch: str  # the first switch, as errors name it
     job_id: int
     child: int
     workers: int
@@ -177,18 +181,17 @@ class Tree:
     stats: Stats = field(default_factory=Stats)
     next_packet: int = 0  # g of the next allreduce's first packet
     broken: bool = False  # after a timeout: later calls would not line up with the other workers
-    incarnation: int = 0  # the job spec's: how often the tree's switches lost their registers (set by the watcher)
+    incarnation: int = 0  # the job spec's: how often the tree's switches lost their registers (the caller sets it)
     recovered: int = 0  # the incarnation whose loss this worker has answered (``recover``)
+    blocked: bool = False  # ``transmit`` took fewer rows than offered: wake when it can take more
     echo_end: int | None = None  # after a recovery: packets below this one with results here go again (``echo``)
     echo_at: float = 0.0
     echo_gap: float = 0.0
     echo_stop: float = 0.0
     congestion: Congestion = field(init=False)
-    io: BatchSocket = field(init=False)
 
     def __post_init__(self) -> None:
         self.congestion = Congestion(self.window)
-        self.io = BatchSocket(self.sock, self.protocol.packet_bytes, self.switch)
         self._buffers: dict[str, np.ndarray] = {}
         P, H = self.protocol, self.protocol.header_bytes
         self.retransmit_bits = P.pack_headers(1, flags=P.FLAG_RETRANSMIT)[0]
@@ -210,6 +213,20 @@ class Tree:
     def lost_registers(self) -> bool:
         return self.incarnation != self.recovered
 
+    def send(self, rows: np.ndarray) -> int:
+        """Offer rows to ``transmit``; returns how many went (noting ``blocked`` when not all did)."""
+        sent = self.transmit(rows) if len(rows) else 0
+        if sent < len(rows):
+            self.blocked = True
+        return sent
+
+    def tend(self, call: TreeCall | None, now: float) -> None:
+        """What the tree owes the other workers, whatever the call: a recovery after its switches lost
+        their registers, and its echoes.  ``call`` is the tree's part of the running call, if any."""
+        if self.lost_registers:
+            self.recover(call, now)
+        self.echo(call, now)
+
     def keep(self, call: TreeCall) -> None:
         """A call is complete: its last W packets are kept for ``recover`` (the call's buffer is reused)."""
         first = max(0, call.total - self.window)
@@ -221,16 +238,17 @@ class Tree:
         on goes again, kept or in the call, with or without its result here (docs/protocol.md, "A switch
         restart").  Another worker may lack the result of any of them, but of none older.  Those with a
         result here go again from time to time (``echo``) until that is known to be past."""
-        answering = self.incarnation  # the watcher may raise it meanwhile: then this runs again
         oldest, _ = self._oldest(call)
-        self.echo_end = call.base + call.next_q if call is not None and not call.complete else self.next_packet
-        self._send_again(call, max(0, oldest - self.window), self.echo_end, now, with_results_only=False)
+        end = call.base + call.next_q if call is not None and not call.complete else self.next_packet
         if call is not None:
-            call.last_progress = now  # the time the switch was away is not the workers' fault
+            call.excuse(now)  # the time the switch was away is not the workers' fault
+        if not self._send_again(call, max(0, oldest - self.window), end, now, with_results_only=False):
+            return  # the sink is full: all of it goes again once it drains (lost_registers still holds)
+        self.echo_end = end
         self.echo_gap, self.echo_stop = self.congestion.rto(), now + self.timeout
         self.echo_at = now + self.echo_gap
         self.stats.recoveries += 1
-        self.recovered = answering
+        self.recovered = self.incarnation
 
     def echo(self, call: TreeCall | None, now: float) -> None:
         """After ``recover``: the packets sent again that have their result here go again, each RTO and
@@ -254,8 +272,9 @@ class Tree:
             return self.next_packet, self.next_packet
         return call.base + call.oldest, call.base
 
-    def _send_again(self, call: TreeCall | None, lo: int, hi: int, now: float, with_results_only: bool) -> None:
-        """Packets g in [lo, hi), marked as retransmissions: kept ones (before the call), then the call's."""
+    def _send_again(self, call: TreeCall | None, lo: int, hi: int, now: float, with_results_only: bool) -> bool:
+        """Packets g in [lo, hi), marked as retransmissions: kept ones (before the call), then the call's.
+        False when ``transmit`` took only some: only those are counted and timed."""
         _, base = self._oldest(call)
         W, rows = self.window, []
         kept = np.arange(max(lo, base - W), min(hi, base))
@@ -266,23 +285,20 @@ class Tree:
             if with_results_only:
                 qs = qs[call.done[qs]]
             rows.append(call.packets[qs])
-            call._sent(qs, len(qs), now, True)  # those without a result are timed as retransmissions
-            sent_by_call = len(qs)
         else:
-            sent_by_call = 0
+            qs = np.arange(0)
         if not rows:
-            return
+            return True
         batch = np.concatenate(rows)
         batch[:, :len(self.retransmit_bits)] |= self.retransmit_bits
-        sent, deadline = 0, now + RTO_MAX
-        while sent < len(batch):  # all of them: the one left out may be the one another worker waits for
-            sent += self.io.send(batch[sent:])
-            if sent < len(batch) and not select.select([], [self.sock], [], 0.05)[1] and time.monotonic() > deadline:
-                break  # a send buffer that stays full: the echoes go again later
-        others = len(batch) - sent_by_call  # the call's are counted by call._sent
-        self.stats.retransmissions += others
-        self.stats.packets_sent += others
-        self.stats.bytes_sent += others * self.protocol.packet_bytes
+        sent = self.send(batch)
+        kept_sent = min(sent, len(batch) - len(qs))
+        if sent > kept_sent:
+            call.note_sent(qs[:sent - kept_sent], sent - kept_sent, now, True)  # timed as retransmissions
+        self.stats.retransmissions += kept_sent
+        self.stats.packets_sent += kept_sent
+        self.stats.bytes_sent += kept_sent * self.protocol.packet_bytes
+        return sent == len(batch)
 
     def _buffer(self, name: str, rows: int, columns: int, dtype: np.dtype | type) -> np.ndarray:
         """A (rows, columns) array of this dtype, reused from call to call (fresh memory costs a page
@@ -353,7 +369,6 @@ class TreeCall:
         self.sent_at = np.full(T, np.nan)
         self.retries = np.zeros(T, np.int64)
         self.retried = False  # any packet of the call sent twice (then RTT samples check retries: Karn)
-        self.blocked = False  # the socket's send buffer was full: wake when it is writable
         self.paced = False  # the pacer held back a packet the window let go: nothing goes before it is ready
         self.expiry = np.full(T, np.inf)  # the timer of each packet sent (meaningless once it is done)
         self.next_timer = math.inf  # no timer of a packet in flight expires before this
@@ -362,7 +377,8 @@ class TreeCall:
         self.finished = 0
         self.oldest = 0  # every packet before this one has its result; this one has not (or is not sent)
         self.newest = -1  # the latest packet (in sending order) whose result is in
-        self.last_progress = time.monotonic()
+        self.last_progress: float | None = None  # when a result last came (the first ``pump`` starts it)
+        self.closed = False  # complete, and its last window kept by the tree
 
     # --- sending -----------------------------------------------------------------------------
 
@@ -405,7 +421,8 @@ class TreeCall:
             self.paced |= k == 0
         return k
 
-    def _sent(self, qs: np.ndarray | slice, count: int, now: float, retransmit: bool) -> None:
+    def note_sent(self, qs: np.ndarray | slice, count: int, now: float, retransmit: bool) -> None:
+        """Packets ``qs`` (``count`` of them) went at ``now``: counts, the pacer, their timers."""
         tree, stats = self.tree, self.tree.stats
         if tree.pacer is not None:
             tree.pacer.spend(self.P.packet_bytes, now, count)
@@ -424,16 +441,14 @@ class TreeCall:
             self.next_timer = min(self.next_timer, now + min(RTO_MAX, rto))
 
     def _send_new(self, now: float) -> None:
-        self.blocked = False
         while (k := self._sendable(now)) > 0:
             q0 = self.next_q
             self._fill(q0 + k)
-            sent = self.tree.io.send(self.packets[q0:q0 + k])
+            sent = self.tree.send(self.packets[q0:q0 + k])
             if sent:
-                self._sent(slice(q0, q0 + sent), sent, now, False)
+                self.note_sent(slice(q0, q0 + sent), sent, now, False)
                 self.next_q += sent
-            if sent < k:  # the send buffer is full (a shaped link's queue): the rest go when it drains
-                self.blocked = True
+            if sent < k:  # the sink is full (a shaped link's queue): the rest go when it drains
                 break
 
     def _resend(self, qs: np.ndarray, now: float) -> int:
@@ -448,10 +463,8 @@ class TreeCall:
         batch = self.tree.gather(len(qs))
         np.take(self.packets, qs, axis=0, out=batch)
         batch[:, :len(self.tree.retransmit_bits)] |= self.tree.retransmit_bits
-        sent = self.tree.io.send(batch)
-        if sent < len(qs):  # the rest stay due, and go once the send buffer drains
-            self.blocked = True
-        self._sent(qs[:sent], sent, now, True)
+        sent = self.tree.send(batch)  # the rest stay due, and go once the sink drains
+        self.note_sent(qs[:sent], sent, now, True)
         return sent
 
     # --- results -----------------------------------------------------------------------------
@@ -559,8 +572,15 @@ class TreeCall:
         then, a due timer included.  Waking for it whenever packets were left to send (issue 32) made a
         window-bound call spin: with one slot the window holds the next packet, the bucket is not in
         debt, so the loop polled with a zero timeout until the result came (dozens of polls a packet),
-        and four such workers on two cores took the CPU the switch needed (10x slower calls)."""
+        and four such workers on two cores took the CPU the switch needed (10x slower calls).
+
+        Raises AllreduceTimeout once ``timeout`` has gone by without a result (the caller hands in what
+        has arrived before each pump)."""
         tree = self.tree
+        if self.last_progress is None:
+            self.last_progress = now
+        elif now - self.last_progress >= tree.timeout:
+            raise self._timeout_error()
         self.paced = False
         self._send_new(now)
         if now >= self.next_timer:
@@ -583,22 +603,22 @@ class TreeCall:
             expiry = np.where(self.done[live], np.inf, self.expiry[live])
         self.next_timer = float(expiry.min()) if len(expiry) else math.inf
 
-    def drain(self) -> None:
-        """Take every datagram waiting on the socket; raise AllreduceTimeout after ``timeout`` without progress."""
-        before, io = self.finished, self.tree.io
-        while True:
-            rows, lengths = io.receive()
-            if not len(rows):
-                break
-            self._accept(rows, lengths, time.monotonic())
-        now = time.monotonic()
+    def receive(self, rows: np.ndarray, lengths: np.ndarray, now: float) -> None:
+        """Datagrams that came for this tree: (k, slot) uint8 rows and their lengths (longer than a
+        packet means cut short).  Results of packets in flight are taken, anything else counted."""
+        before = self.finished
+        if len(rows):
+            self._accept(rows, lengths, now)
         if self.finished > before:
             self.last_progress = now
-        elif now - self.last_progress >= self.tree.timeout:
-            raise self._timeout_error()
-        if self.complete:
+        if self.complete and not self.closed:
+            self.closed = True
             self.tree.next_packet = self.base + self.total
             self.tree.keep(self)
+
+    def excuse(self, now: float) -> None:
+        """Time without results that is nobody's fault (the switches were away): the timeout starts again."""
+        self.last_progress = now
 
     def _resend_overdue(self, now: float) -> None:
         """Fast retransmit: a packet still without a result while OVERDUE_AFTER later packets have
@@ -626,52 +646,36 @@ class TreeCall:
             f"{self.tree.name}: no result for {self.tree.timeout:.1f} s: {self.finished}/{self.total} packets done, "
             f"{len(sent)} sent without a result ({shown}{', ...' if len(sent) > 5 else ''}), "
             f"{len(missing) - len(sent)} not sent yet (window full). Some worker of job id {self.tree.job_id} "
-            f"stopped contributing, or the path to switch {self.tree.switch[0]} is down."
+            f"stopped contributing, or the path to switch {self.tree.switch} is down."
             + (" Or this job's workers ran before: the switches are past these rounds, and a job is one session "
                "of its workers (create a new job for new workers)." if self.base == 0 and not self.finished else ""),
             missing=[self.base + q + 1 for q in sent], retransmissions=int(self.retries.sum()))
 
 
-def run_calls(calls: list[TreeCall], stop: threading.Event | None = None, idle: tuple[Tree, ...] = ()) -> None:
-    """Drive one allreduce's TreeCalls (one per tree) to completion in one loop.
+def step(calls: list[TreeCall], idle: tuple[Tree, ...], now: float) -> float:
+    """One turn of an allreduce's loop, after handing in what arrived: every tree tends what it owes
+    (``Tree.tend``: the call's trees and the ``idle`` ones, which another worker may still wait on),
+    then each call still running sends what it may.  Returns the next deadline; raises the first
+    failure (a timeout), after which ``fail`` must mark the trees broken."""
+    for c in calls:
+        c.tree.blocked = False
+    for t in idle:
+        t.blocked = False
+    for c in calls:
+        c.tree.tend(c, now)
+    for t in idle:
+        t.tend(None, now)
+    wake = min((c.pump(now) for c in calls if not c.complete), default=math.inf)
+    for t in idle:
+        if t.echo_end is not None:
+            wake = min(wake, t.echo_at)
+    return wake
 
-    Any failure marks every tree broken (the workers' packet sequences no longer agree) and is
-    raised at once; the other calls are abandoned, so no partial result is ever returned.
-    ``stop`` set from elsewhere (the ring part of a hybrid call failed) ends the loop the same way.
-    A tree whose switches lost their registers recovers here, in the loop, whether it has a part in
-    this call or is one of the ``idle`` trees: another worker may still wait on its last packets.
-    """
-    try:
-        for c in calls:
-            c.last_progress = time.monotonic()
-        while active := [c for c in calls if not c.complete]:
-            if stop is not None and stop.is_set():
-                raise AllreduceError("stopped: another part of this allreduce failed")
-            now = time.monotonic()
-            for c in calls:
-                if c.tree.lost_registers:
-                    c.tree.recover(c, now)
-                c.tree.echo(c, now)
-            for t in idle:
-                if t.lost_registers:
-                    t.recover(None, now)
-                t.echo(None, now)
-            wake = min(c.pump(now) for c in active)
-            wait = wake - time.monotonic()
-            readable = select.select([c.tree.sock for c in active], [c.tree.sock for c in active if c.blocked], [],
-                                     min(max(0.0, wait), 0.1))[0]
-            for c in active:
-                c.tree.stats.polls += 1
-            for c in active:
-                if c.tree.sock in readable or time.monotonic() >= c.last_progress + c.tree.timeout:
-                    c.drain()
-    except BaseException:
-        for c in calls:
-            c.tree.broken = True
-        raise
-    finally:
-        for c in calls:
-            c.tree.stats.syscalls = c.tree.io.syscalls
+
+def fail(calls: list[TreeCall]) -> None:
+    """A call failed (or was stopped): its trees' packet sequences no longer agree with the other workers'."""
+    for c in calls:
+        c.tree.broken = True
 
 
 def overflow_error(chunks: list[int], values: int) -> SwitchOverflowError:

@@ -1,0 +1,71 @@
+"""The protocol core (``worker.engine``) on real UDP sockets: the loop a ``Worker``'s I/O thread runs.
+
+Each tree has a non-blocking socket wrapped in a ``BatchSocket`` (GSO sends, ``recvmmsg``); the
+loop hands what arrives to the calls, lets ``engine.step`` send and name its next deadline,
+and waits in ``select`` until then, for results, or for a full send buffer to drain.  Only
+this module reads the clock and touches the sockets.
+"""
+
+from __future__ import annotations
+
+import select
+import threading
+import time
+from collections.abc import Callable
+
+from worker.batch_io import BatchSocket
+from worker.engine import Tree, TreeCall, fail, step
+from worker.errors import AllreduceError
+
+MAX_WAIT = 0.1  # seconds in one select: a stop request is seen within this
+
+
+def run_calls(calls: list[TreeCall], sockets: dict[Tree, BatchSocket], stop: threading.Event | None = None,
+              idle: tuple[Tree, ...] = (), before_step: Callable[[], None] | None = None) -> None:
+    """Drive one allreduce's TreeCalls (one per tree) to completion in one loop.
+
+    Any failure marks every tree broken (the workers' packet sequences no longer agree) and is
+    raised at once; the other calls are abandoned, so no partial result is ever returned.
+    ``stop`` set from elsewhere (the ring part of a hybrid call failed) ends the loop the same way.
+    ``before_step`` runs on this thread before each turn (the worker applies job spec changes
+    there, so only this thread writes a tree's state).
+    """
+    try:
+        while active := [c for c in calls if not c.complete]:
+            if stop is not None and stop.is_set():
+                raise AllreduceError("stopped: another part of this allreduce failed")
+            if before_step is not None:
+                before_step()
+            wake = step(calls, idle, time.monotonic())
+            trees = [c.tree for c in active]
+            readable = select.select([sockets[t].sock for t in trees], [sockets[t].sock for t in trees if t.blocked],
+                                     [], min(max(0.0, wake - time.monotonic()), MAX_WAIT))[0]
+            for t in trees:
+                t.stats.polls += 1
+            for c in active:
+                if sockets[c.tree].sock in readable:
+                    receive(c, sockets[c.tree])
+    except BaseException:
+        fail(calls)
+        raise
+    finally:
+        for c in calls:
+            c.tree.stats.syscalls = sockets[c.tree].syscalls
+
+
+def receive(call: TreeCall, io: BatchSocket) -> None:
+    """Every datagram waiting on the call's socket, a batch at a time."""
+    while True:
+        rows, lengths = io.receive()
+        call.receive(rows, lengths, time.monotonic())
+        if not len(rows):
+            return
+
+
+def tend_idle(trees: list[Tree], sockets: dict[Tree, BatchSocket]) -> None:
+    """Between calls: recoveries and echoes the trees owe (a call's own loop does the same)."""
+    now = time.monotonic()
+    for t in trees:
+        if not t.broken:
+            t.tend(None, now)
+            t.stats.syscalls = sockets[t].syscalls

@@ -25,15 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from worker import driver, protocol, quantize
+from worker import calls, driver, protocol
 from worker.batch_io import BatchSocket
 from worker.buffers import BufferPool
-from worker.engine import Pacer, Stats, Tree, TreeCall, overflow_error
+from worker.engine import Pacer, Stats, Tree, overflow_error
 from worker.errors import AllreduceError, SwitchOverflowError
 from worker.jobspec import JobSpec, SpecWatch, spec_path
 from worker.ring import RingError, RingWorker
-
-SUPPORTED = (np.float32, np.float64, np.float16, np.int32)
 
 
 class Worker:
@@ -209,28 +207,18 @@ class Worker:
             self._broken = True
 
     def _checked(self, array: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """A private flat copy, padded with zeros to whole chunks (float16 as float32, whose scaling
-        by 2**s cannot overflow), and each float chunk's exponent; bad input raises here, before
-        anything is sent."""
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"allreduce takes a numpy array, not {type(array).__name__}")
-        if array.dtype.type not in SUPPORTED:
-            raise TypeError(f"allreduce sums {', '.join(t.__name__ for t in SUPPORTED)}, not {array.dtype}")
-        flat = np.ascontiguousarray(array).reshape(-1)
-        V = self.spec.values
-        padded = self._pool.take(-(-flat.size // V) * V, np.float32 if array.dtype == np.float16 else array.dtype)
-        padded[:flat.size] = flat
-        padded[flat.size:] = 0
-        if array.dtype.kind != "f":
-            return padded, None
+        """``calls.prepare`` into memory from the pool (given back if the input is bad)."""
+        taken: list[np.ndarray] = []
+
+        def take(n: int, dtype: type) -> np.ndarray:
+            taken.append(self._pool.take(n, dtype))
+            return taken[-1]
+
         try:
-            peaks = quantize.chunk_peaks(padded.reshape(-1, V))
-            if not np.isfinite(peaks).all():
-                bad = np.flatnonzero(~np.isfinite(flat))
-                raise ValueError(f"{len(bad)} non-finite value(s), first at flat index {bad[0]}: {flat[bad[0]]}")
-            return padded, quantize.peak_exponents(peaks)
+            return calls.prepare(array, self.spec.values, take)
         except BaseException:
-            self._pool.give(padded)
+            for buffer in taken:
+                self._pool.give(buffer)
             raise
 
     def _timed(self, timing: dict[str, float], padded: np.ndarray, exponents: np.ndarray | None, size: int,
@@ -261,14 +249,8 @@ class Worker:
             raise AllreduceError("an earlier allreduce of this Worker failed, so its packet sequence no longer "
                                  "matches the other workers'; start a new job")
         V = self.spec.values
-        n = len(padded) // V
-        k = self.spec.ina_chunks(n)  # the first k chunks through the trees, the rest round the ring
-        chunks = padded[:k * V].reshape(k, V)
         exact = dtype == np.int32
-        trees_out = out[:k * V].reshape(k, V)
-        parts = [(first, TreeCall(tree, chunks[first:end], exact, trees_out[first:end],
-                                  None if exponents is None else exponents[first:end]))
-                 for tree, (first, end) in zip(self._trees, self.spec.split(k)) if end > first]
+        k, parts = calls.tree_parts(self.spec, self._trees, padded, exponents, exact, out)
         stop = threading.Event()
         rest = padded[k * V:size]
         data = rest.astype(self._ring_dtype(dtype))  # a copy: padded goes back to the pool

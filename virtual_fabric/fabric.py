@@ -1,0 +1,213 @@
+"""A whole network in virtual time: the topology's links, a simulated switch per switch, the real
+controller, and the workers of the jobs it creates.
+
+Every random choice (loss, duplication, reordering) comes from the one ``random.Random(seed)``
+and every action is an event of one loop, so a run is a function of its seed and its inputs.
+The controller runs as ``ina-ctl watch`` would: one ``watch_once`` every ``watch_interval``
+seconds of virtual time, and its job spec reaches each worker ``spec_delay`` later (a real
+worker looks at the file every 0.2 s).  Control-plane calls take no virtual time.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.controller import Controller
+from controller.network import Network, SwitchAccess
+from controller.p4runtime_client import SwitchError
+from controller.pipeline import PipelineOptions
+from controller.topology import Topology
+from p4target.runtime.device_config import DeviceConfigCache
+from virtual_fabric.events import EventLoop
+from virtual_fabric.hosts import STATES, SimWorker
+from virtual_fabric.links import Channel, Faults
+from virtual_fabric.p4runtime_local import LocalSwitchClient
+from virtual_fabric.switches import SimSwitch
+from worker.jobspec import JobSpec
+
+QUEUE_BYTES = 1_000_000  # per link direction, unless the link says "queue_bytes"
+WATCH_INTERVAL = 0.5  # seconds between two rounds of the controller's watch
+SPEC_DELAY = 0.2  # seconds until a worker sees a job spec the controller wrote
+_DELAY = re.compile(r"^\s*([\d.]+)\s*(s|ms|us)?\s*$")
+COMPILED = DeviceConfigCache()  # one image per program for every fabric of this process
+
+
+def seconds(delay: str | float | int | None) -> float:
+    """A Mininet delay ("2ms", "50us", "0.1s") in seconds."""
+    if delay is None:
+        return 0.0
+    if isinstance(delay, int | float):
+        return float(delay) / 1e3
+    m = _DELAY.match(delay)
+    if not m:
+        raise ValueError(f"delay {delay!r} is not like '2ms'")
+    return float(m[1]) * {"s": 1.0, "ms": 1e-3, "us": 1e-6, None: 1e-3}[m[2]]
+
+
+@dataclass
+class Job:
+    spec: JobSpec
+    workers: list[SimWorker]
+    seen: dict[int, int] = field(default_factory=dict)  # job id: incarnation the workers were told
+
+
+class Fabric:
+    def __init__(self, topology: Topology, seed: int = 0, values: int | None = None,
+                 watch_interval: float = WATCH_INTERVAL, spec_delay: float = SPEC_DELAY) -> None:
+        self.topology, self.seed = topology, seed
+        self.loop = EventLoop()
+        self.rng = random.Random(seed)
+        self.spec_delay, self.watch_interval = spec_delay, watch_interval
+        self.switches = {name: SimSwitch(name, s.index + 1, COMPILED) for name, s in topology.switches.items()}
+        self.hosts: dict[str, SimWorker] = {}  # host: the worker running there
+        self.channels: list[tuple[Channel, Channel]] = []  # per topology link: (a -> b, b -> a)
+        self.log: list[tuple[float, str]] = []  # what the controller did, when
+        self.jobs: dict[str, Job] = {}
+        self._running = 0  # workers not done
+        for link in topology.links:
+            self.channels.append((self._channel(link, link.a, link.b), self._channel(link, link.b, link.a)))
+        access = {name: SwitchAccess(f"virtual:{name}", s.device_id, "builtin") for name, s in self.switches.items()}
+        options = PipelineOptions() if values is None else PipelineOptions(values=values)
+        self.controller = Controller(Network(topology, access), options=options, connect=self._connect,
+                                     clock=self.loop.clock)
+        self.controller.setup()
+        self.loop.at(watch_interval, self._watch)
+
+    # --- building ------------------------------------------------------------------------------
+
+    def _channel(self, link, sender: str, receiver: str) -> Channel:
+        options = link.options
+        name = f"{sender} -> {receiver}"
+        deliver = self._deliverer(receiver)
+        channel = Channel(self.loop, name, link.capacity * 1e6, seconds(options.get("delay")),
+                          int(options.get("queue_bytes", QUEUE_BYTES)), self.rng, deliver,
+                          Faults(loss=float(options.get("loss", 0)) / 100))
+        m = re.match(r"^(\w+)-p(\d+)$", sender)
+        if m and m[1] in self.switches:
+            self.switches[m[1]].ports[int(m[2])] = channel
+            self.switches[m[1]].interfaces[int(m[2])] = f"{m[1]}-eth{m[2]}"
+        return channel
+
+    def _deliverer(self, end: str):
+        m = re.match(r"^(\w+)-p(\d+)$", end)
+        if m and m[1] in self.switches:
+            switch, port = self.switches[m[1]], int(m[2])
+            return lambda frame: switch.receive(port, frame)
+        return lambda frame: self._to_host(end, frame)
+
+    def _to_host(self, host: str, frame: bytes) -> None:
+        worker = self.hosts.get(host)
+        if worker is not None:
+            worker.receive(frame)
+
+    def _connect(self, name: str) -> LocalSwitchClient:
+        switch = self.switches[name]
+        if not switch.up:
+            raise SwitchError(f"{name}: not reachable (the simulated switch is down)")
+        return LocalSwitchClient(switch.server, switch.device_id, self.controller.election_id, name)
+
+    # --- jobs ----------------------------------------------------------------------------------
+
+    def create_job(self, name: str, hosts: list[str], arrays: list[list[np.ndarray]], timeout: float = 3.0,
+                   gap: float = 0.0, start: float | None = None, **options) -> Job:
+        """The controller creates the job; a worker on each host makes the calls ``arrays[rank]``,
+        from ``start`` (now) on.  Only jobs through the switches alone run here (a host ring is TCP)."""
+        spec = self.controller.create_job(name, hosts, **options)
+        if spec.ina_share < 1:
+            self.controller.delete_job(name)
+            raise ValueError(f"job {name}: mode {spec.mode} sends part round a TCP ring, which the fabric does not "
+                             f"simulate; create it with mode='ina'")
+        workers = []
+        for rank, host in enumerate(hosts):
+            w = SimWorker(self.loop, spec, rank, arrays[rank], timeout, self.topology.hosts[host].mac, gap=gap,
+                          on_done=self._worker_done)
+            self._running += 1
+            w.uplink = self.channels[self.topology.host_link(host)][0 if self.topology.links[
+                self.topology.host_link(host)].a == host else 1]
+            self.hosts[host] = w
+            w.start(self.loop.now if start is None else start)
+            workers.append(w)
+        job = self.jobs[name] = Job(spec, workers, {t.job_id: t.incarnation for t in spec.trees})
+        return job
+
+    def _watch(self) -> None:
+        for line in self.controller.watch_once():
+            self.log.append((self.loop.now, line))
+        for name, job in self.jobs.items():
+            spec = self.controller.job_spec(name)
+            changes = {t.job_id: (t.incarnation, f"tree {i + 1} of job {name} (root {t.root})")
+                       for i, t in enumerate(spec.trees) if t.incarnation != job.seen.get(t.job_id)}
+            if changes:
+                job.seen.update({j: inc for j, (inc, _) in changes.items()})
+                for w in job.workers:
+                    self.loop.after(self.spec_delay, w.spec_changed, dict(changes))
+        if not self.finished():
+            self.loop.after(self.watch_interval, self._watch)
+
+    # --- faults --------------------------------------------------------------------------------
+
+    def kill_switch(self, name: str) -> None:
+        self.switches[name].kill()
+
+    def restart_switch(self, name: str) -> None:
+        """A killed switch's process starts again, empty; it finds the carrier of its ports as it is."""
+        switch = self.switches[name]
+        switch.boot()
+        for port, channel in switch.ports.items():
+            if not channel.faults.up:
+                switch.port_status(port, False)
+
+    def set_link(self, index: int, up: bool) -> None:
+        """A topology link's carrier goes down (or up): both directions, and both switch ends say so."""
+        for channel in self.channels[index]:
+            channel.faults.up = up
+        link = self.topology.links[index]
+        for end in (link.a, link.b):
+            m = re.match(r"^(\w+)-p(\d+)$", end)
+            if m and m[1] in self.switches:
+                self.switches[m[1]].port_status(int(m[2]), up)
+
+    def all_channels(self) -> list[Channel]:
+        return [c for pair in self.channels for c in pair]
+
+    # --- running -------------------------------------------------------------------------------
+
+    def _worker_done(self) -> None:
+        self._running -= 1
+        if self._running == 0:
+            self.loop.stopped = True
+
+    def finished(self) -> bool:
+        return self._running == 0
+
+    def run(self, until: float) -> None:
+        """Until every worker is done with its calls, or virtual time ``until``."""
+        if not self.finished():
+            self.loop.run(until)
+
+    def report(self) -> list[str]:
+        """Where the virtual time went: the links, the queues in front of them, the workers' windows."""
+        elapsed = max(self.loop.now, 1e-12)
+        lines = [f"virtual time {elapsed:.6f} s, {self.loop.events} events, "
+                 f"{sum(s.passes for s in self.switches.values())} pipeline passes"]
+        busiest = sorted(self.all_channels(), key=lambda c: -c.stats.busy)[:4]
+        lines.append("links (busiest): " + ", ".join(f"{c.name} {100 * c.stats.busy / elapsed:.0f}% busy"
+                                                     for c in busiest))
+        for kind, chans in (("switch egress", [c for c in self.all_channels() if "-p" in c.name.split(" -> ")[0]]),
+                            ("host uplinks", [c for c in self.all_channels() if "-p" not in c.name.split(" -> ")[0]])):
+            frames = sum(c.stats.frames + c.stats.dropped_fault for c in chans)
+            waited = sum(c.stats.queued for c in chans)
+            drops = sum(c.stats.dropped_queue for c in chans)
+            lost = sum(c.stats.dropped_fault for c in chans)
+            wait = 1e6 * waited / max(frames, 1)
+            lines.append(f"{kind} queues: {wait:.1f} us per frame waiting, {drops} tail drops, "
+                         f"{lost} lost to faults")
+        workers = [w for job in self.jobs.values() for w in job.workers]
+        if workers:
+            total = {s: sum(w.time_in[s] for w in workers) / len(workers) for s in STATES}
+            lines.append("worker windows (mean s per worker): " + ", ".join(f"{s} {v:.4f}" for s, v in total.items()))
+        return lines

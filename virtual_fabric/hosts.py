@@ -1,0 +1,249 @@
+"""A worker on a simulated host: the worker's own protocol core (``worker.engine``) driven in
+virtual time, as ``worker.driver`` drives it on sockets.
+
+Its trees send through the host's link (``transmit`` takes what the link's queue has room for:
+a full queue is a full send buffer), results come in as frames, and the core's deadlines
+become events.  The worker makes its calls one after another, each on its own arrays, and
+keeps each call's sums or its error; job spec changes (a switch lost its registers, a tree
+moved) reach it as they reach a real worker's spec watch, later, between two of its steps.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from virtual_fabric.events import EventLoop
+from virtual_fabric.frames import HEADER_BYTES, udp_header, udp_payload
+from virtual_fabric.links import Channel
+from worker import calls as cutting
+from worker import protocol
+from worker.engine import Pacer, Stats, Tree, TreeCall, fail, step
+from worker.errors import AllreduceError
+from worker.jobspec import JobSpec
+
+# what a worker waited on, for ``time_in``: results with its window full, the last results with
+# everything sent, room in its link's queue, the pacer, or nothing (no call)
+STATES = ("window", "tail", "queue", "paced", "idle")
+
+
+@dataclass
+class CallRecord:
+    """One allreduce of one worker: its sums, or its error and when it was raised."""
+
+    started: float
+    ended: float | None = None
+    result: np.ndarray | None = None
+    error: str | None = None
+    last_progress: float | None = None  # of the failed call: when it last had a result
+
+
+@dataclass(eq=False)
+class SimWorker:
+    loop: EventLoop
+    spec: JobSpec
+    rank: int
+    arrays: list[np.ndarray]  # one per call, in order
+    timeout: float
+    mac: str = "02:00:00:00:00:01"  # the host's, as frames carry it
+    uplink: Channel | None = None  # set when the fabric wires the host
+    gap: float = 0.0  # seconds of "computation" between calls
+    rx_delay: float = 20e-6  # a frame's way from the wire to the worker's loop (interrupt moderation, a syscall):
+    # the frames that come meanwhile are taken in the same turn, as recvmmsg takes what is waiting
+    records: list[CallRecord] = field(default_factory=list)
+    alive: bool = True
+    foreign: int = 0  # frames for this host that are not for a tree of the job
+    time_in: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STATES, 0.0))
+    on_done: Callable[[], None] = lambda: None  # called once, when ``done`` turns true
+
+    def __post_init__(self) -> None:
+        spec, me = self.spec, self.spec.members[self.rank]
+        self.P = protocol.load(spec.values, spec.udp_port)
+        pacer = Pacer(spec.ina_pace_mbps, self.P.frame_bytes) if spec.ina_pace_mbps else None
+        self.trees: list[Tree] = []
+        self.by_port: dict[int, Tree] = {}
+        self.inbox: dict[Tree, list[bytes]] = {}
+        self.headers: dict[Tree, bytes] = {}
+        for i, t in enumerate(spec.trees):
+            tree = Tree(self._transmit_for(len(self.trees)), me.switch, t.job_id, t.children[self.rank],
+                        len(spec.members), spec.pool_size, self.P, self.timeout, f"tree {i + 1} of job {spec.name}",
+                        pacer, incarnation=t.incarnation)
+            self.trees.append(tree)
+            self.by_port[t.port] = tree
+            self.inbox[tree] = []
+            self.headers[tree] = udp_header(self.mac, me.switch_mac, me.ip, me.switch_ip, t.port, spec.udp_port,
+                                            self.P.packet_bytes)
+        self.ip = ipaddress.IPv4Address(me.ip).packed
+        self.calls: list[TreeCall] = []
+        self.current: CallRecord | None = None
+        self._out: np.ndarray | None = None
+        self._size = 0
+        self._next_wake: float | None = None
+        self._state, self._since = "idle", 0.0
+        self._spec_changes: dict[int, tuple[int, str]] = {}
+
+    # --- what the fabric calls ---------------------------------------------------------------
+
+    def start(self, at: float) -> None:
+        self.loop.at(at, self._next_call)
+
+    def receive(self, frame: bytes) -> None:
+        """A frame off the host's link."""
+        if not self.alive:
+            return
+        got = udp_payload(frame, self.ip)
+        tree = self.by_port.get(got[0]) if got is not None else None
+        if tree is None:
+            self.foreign += 1
+            return
+        self.inbox[tree].append(got[1])
+        self._wake_at(self.loop.now + self.rx_delay)
+
+    def spec_changed(self, changes: dict[int, tuple[int, str]]) -> None:
+        """What the worker's spec watch would read: job id -> (incarnation, tree name)."""
+        self._spec_changes.update(changes)
+        self._wake_at(self.loop.now)
+
+    def kill(self) -> None:
+        was_done = self.done
+        self.alive = False
+        if self.current is not None and self.current.ended is None:
+            self.current.ended, self.current.error = self.loop.now, "killed"
+        if not was_done:
+            self.on_done()
+
+    @property
+    def stats(self) -> Stats:
+        total = Stats()
+        for t in self.trees:
+            for name, value in vars(t.stats).items():
+                setattr(total, name, getattr(total, name) + value)
+        return total
+
+    @property
+    def done(self) -> bool:
+        """No call left to run or running (it may still owe echoes to the others)."""
+        return not self.alive or (self.current is None and len(self.records) == len(self.arrays)) or \
+            any(r.error for r in self.records)
+
+    # --- inside --------------------------------------------------------------------------------
+
+    def _transmit_for(self, index: int):
+        def transmit(rows: np.ndarray) -> int:
+            tree, link = self.trees[index], self.uplink
+            frame_bytes = HEADER_BYTES + rows.shape[1]
+            room = link.room(self.loop.now)
+            k = min(len(rows), max(0, room // frame_bytes))
+            header = self.headers[tree]
+            for row in rows[:k]:
+                link.send(header + row.tobytes())
+            return k
+        return transmit
+
+    def _next_call(self) -> None:
+        if not self.alive or any(r.error for r in self.records):
+            return
+        i = len(self.records)
+        if i == len(self.arrays):
+            return
+        array = self.arrays[i]
+        self.current = CallRecord(self.loop.now)
+        self.records.append(self.current)
+        padded, exponents = cutting.prepare(array, self.spec.values)
+        self._out = np.empty(len(padded), padded.dtype)
+        self._size = array.size
+        _, parts = cutting.tree_parts(self.spec, self.trees, padded, exponents, array.dtype == np.int32, self._out)
+        self.calls = [c for _, c in parts]
+        self._wake_at(self.loop.now)
+
+    def _wake_at(self, when: float) -> None:
+        if self._next_wake is not None and self.loop.now <= self._next_wake <= when:
+            return  # an earlier (or this) wake is due anyway
+        self._next_wake = when
+        self.loop.at(when, self._woken, when)
+
+    def _woken(self, when: float) -> None:
+        if when != self._next_wake or not self.alive:
+            return  # superseded by an earlier wake
+        self._next_wake = None
+        self._turn()
+
+    def _turn(self) -> None:
+        now = self.loop.now
+        self.time_in[self._state] += now - self._since
+        self._since = now
+        for t in self.trees:
+            if t.job_id in self._spec_changes:
+                t.incarnation, t.name = self._spec_changes.pop(t.job_id)
+        by_tree = {c.tree: c for c in self.calls if not c.complete}
+        for tree, datagrams in self.inbox.items():
+            call = by_tree.get(tree)
+            if datagrams and call is not None:
+                self.inbox[tree] = []
+                call.receive(*_rows(datagrams, self.P.packet_bytes), now)
+            elif datagrams and self.current is None:
+                self.inbox[tree] = []  # between calls a socket's old results wait; none of them matters
+        idle = tuple(t for t in self.trees if t not in by_tree and not t.broken)
+        running = [c for c in self.calls if not c.complete]
+        try:
+            wake = step(running, idle, now)
+        except AllreduceError as e:
+            fail(running)
+            self._failed(running, e)
+            return
+        if self.current is not None and not running:
+            self._finish()
+            wake = min(wake, now) if self.current is not None else wake
+        self._state = self._what_waits(running)
+        if any(t.blocked for t in self.trees):
+            wake = min(wake, self.uplink.next_departure())
+        if wake < math.inf:
+            self._wake_at(max(wake, now))
+
+    def _what_waits(self, running: list[TreeCall]) -> str:
+        if not running:
+            return "idle"
+        if any(t.blocked for t in self.trees):
+            return "queue"
+        if any(c.paced for c in running):
+            return "paced"
+        return "window" if any(c.next_q < c.total for c in running) else "tail"
+
+    def _finish(self) -> None:
+        record, out = self.current, self._out
+        record.ended = self.loop.now
+        overflowed = [c for call in self.calls for c in call.overflowed]
+        if overflowed:
+            record.error = f"SwitchOverflowError: {len(overflowed)} chunk(s) wrapped"
+        else:
+            array = self.arrays[len(self.records) - 1]
+            record.result = out[:self._size].astype(array.dtype, copy=False).reshape(array.shape)
+        self.current, self.calls = None, []
+        if record.error is None and len(self.records) < len(self.arrays):
+            self.loop.after(self.gap, self._next_call)
+        elif self.done:
+            self.on_done()
+
+    def _failed(self, running: list[TreeCall], error: AllreduceError) -> None:
+        record = self.current
+        record.ended = self.loop.now
+        record.error = f"{type(error).__name__}: {error}"
+        record.last_progress = max((c.last_progress for c in running if c.last_progress is not None), default=None)
+        self.current, self.calls = None, []
+        self.on_done()
+
+
+def _rows(datagrams: list[bytes], packet_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Datagrams as the socket driver hands them in: (k, packet_bytes + 64) rows and their lengths."""
+    slot = packet_bytes + 64
+    rows = np.zeros((len(datagrams), slot), np.uint8)
+    lengths = np.empty(len(datagrams), np.int64)
+    for i, d in enumerate(datagrams):
+        n = min(len(d), slot)
+        rows[i, :n] = np.frombuffer(d, np.uint8, n)
+        lengths[i] = len(d)
+    return rows, lengths

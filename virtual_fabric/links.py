@@ -1,0 +1,107 @@
+"""A link direction: a rate, a propagation delay, a byte-limited FIFO, and faults on command.
+
+A frame offered while the queue holds ``queue_bytes`` or more is dropped at the tail, as a
+switch's egress buffer or a host's qdisc drops it.  Otherwise it leaves when the frames before
+it have (``busy_until``) and arrives ``delay`` after its last bit.  Loss, duplication and
+reordering are drawn per frame from the run's one random generator; a link that is down
+drops what is offered and what arrives.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from virtual_fabric.events import EventLoop
+
+
+@dataclass
+class Faults:
+    loss: float = 0.0  # probability per frame
+    duplication: float = 0.0
+    reorder: float = 0.0  # probability that a frame is held back by up to reorder_delay
+    reorder_delay: float = 0.0  # seconds
+    up: bool = True
+
+
+@dataclass
+class LinkStats:
+    frames: int = 0  # delivered (a duplicate counts twice)
+    bytes: int = 0
+    busy: float = 0.0  # seconds spent sending
+    queued: float = 0.0  # seconds frames waited behind others, summed over frames
+    dropped_queue: int = 0
+    dropped_fault: int = 0  # lost, or the link was down
+    duplicated: int = 0
+    reordered: int = 0
+
+
+@dataclass(eq=False)
+class Channel:
+    """One direction of a link, from ``name``'s sender to ``deliver``."""
+
+    loop: EventLoop
+    name: str
+    rate: float  # bits per second
+    delay: float  # seconds
+    queue_bytes: int
+    rng: random.Random
+    deliver: Callable[[bytes], None]
+    faults: Faults = field(default_factory=Faults)
+    stats: LinkStats = field(default_factory=LinkStats)
+    busy_until: float = 0.0
+    _queue: deque = field(default_factory=deque)  # (time its last bit leaves, bytes) of frames not yet sent
+    _queued_bytes: int = 0
+
+    def backlog(self, now: float) -> int:
+        """Bytes waiting or being sent at ``now``."""
+        q = self._queue
+        while q and q[0][0] <= now:
+            self._queued_bytes -= q.popleft()[1]
+        return self._queued_bytes
+
+    def room(self, now: float) -> int:
+        return self.queue_bytes - self.backlog(now)
+
+    def next_departure(self) -> float:
+        """When the frame being sent has left (room for more), or now if none is."""
+        return self._queue[0][0] if self._queue else self.loop.now
+
+    def send(self, frame: bytes) -> bool:
+        """Offer a frame; False if it was dropped (queue full, link down, or lost)."""
+        now, size, faults = self.loop.now, len(frame), self.faults
+        if not faults.up:
+            self.stats.dropped_fault += 1
+            return False
+        if self.backlog(now) + size > self.queue_bytes:
+            self.stats.dropped_queue += 1
+            return False
+        start = max(now, self.busy_until)
+        serialize = size * 8 / self.rate
+        self.busy_until = end = start + serialize
+        self._queue.append((end, size))
+        self._queued_bytes += size
+        self.stats.busy += serialize
+        self.stats.queued += start - now
+        if faults.loss and self.rng.random() < faults.loss:
+            self.stats.dropped_fault += 1
+            return False
+        arrival = end + self.delay
+        if faults.reorder and self.rng.random() < faults.reorder:
+            arrival += self.rng.random() * faults.reorder_delay
+            self.stats.reordered += 1
+        self.loop.at(arrival, self._arrive, frame)
+        if faults.duplication and self.rng.random() < faults.duplication:
+            self.stats.duplicated += 1
+            self.loop.at(arrival + serialize, self._arrive, frame)
+        return True
+
+    def _arrive(self, frame: bytes) -> None:
+        if not self.faults.up:
+            self.stats.dropped_fault += 1
+            return
+        self.stats.frames += 1
+        self.stats.bytes += len(frame)
+        self.deliver(frame)

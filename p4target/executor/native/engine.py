@@ -80,10 +80,20 @@ class NativeCells:
             raise IndexError(i)
         return self._get(i)
 
+    def _rows(self, values: Any) -> np.ndarray:
+        """Many cells' rows at once, as ``_row`` makes each (bit<64> values from 2**63 wrap to negative):
+        numpy converts the whole list, so a switch's registers are adopted in milliseconds."""
+        values = list(values)
+        try:
+            rows = np.array(values, dtype=np.int64)
+        except OverflowError:  # a bit<64> value at or above 2**63
+            wide = np.array(values, dtype=object)
+            rows = np.where(wide >= 1 << 63, wide - (1 << 64), wide).astype(np.int64)
+        return rows.reshape(-1, self.array.shape[1])
+
     def __setitem__(self, i: int | slice, v: Any) -> None:
         if isinstance(i, slice):
-            rows = [self._row(x) for x in v]
-            self.array[i] = np.array(rows, dtype=np.int64).reshape(-1, self.array.shape[1])
+            self.array[i] = self._rows(v)
         else:
             self.array[i] = self._row(v)
 
@@ -253,7 +263,7 @@ class NativePipeline:
             width = len(reg.elem.fields) if isinstance(reg.elem, HeaderT) else 1
             array = np.zeros((reg.size, width), dtype=np.int64)
             view = NativeCells(array, reg.elem)
-            view[:] = list(reg.cells)
+            view[:] = reg.cells
             reg.cells = view
             self._keep.append(array)
             self.lib.p4t_set_register(_P(self.ctx), i, _P(_ptr(array)))

@@ -39,7 +39,7 @@ from . import profile_codegen as apgen
 from . import v1model_codegen as v1m
 from .calls import CallGen, children, has_user_call, may_exit
 from .externs import AssertionFailed, Counter, Hooks, Register, ValueSet
-from .generated import Generated
+from .generated import Generated, compiled
 from .headers import HeaderOps, StackIndexError, contains_header, stack_index
 from .profiles import IndirectTable
 from .storage import Scope, Storage, member_storage, slot_count
@@ -147,7 +147,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             else:
                 self.control_function(role, decl, scope)
         module = "\n".join(self.lines) + "\n"
-        exec(compile(module, f"<p4 {self.prog.program.loc.file}>", "exec"), self.ns)  # noqa: S102 - compiler output
+        exec(compiled(module, f"<p4 {self.prog.program.loc.file}>"), self.ns)  # noqa: S102 - compiler output
         self.out.source = "\n".join(self.action_sources) + "\n" + module
         return self.out
 
@@ -365,8 +365,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.lines, self.indent = saved
         self.return_stmt = saved_ret
         self.action_sources += fn_lines + [""]
-        code = compile("\n".join(fn_lines) + "\n", "<p4 action>", "exec")
-        exec(code, self.ns)  # noqa: S102 - compiler output
+        exec(compiled("\n".join(fn_lines) + "\n", "<p4 action>"), self.ns)  # noqa: S102 - compiler output
         return self.ns[fname]
 
     # ================================================================ parser

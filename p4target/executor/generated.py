@@ -5,6 +5,8 @@ Its own module so the code generators' helper modules can name it without import
 
 from __future__ import annotations
 
+import functools
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,3 +33,11 @@ class Generated:
     meta_storage: Any = None  # the user metadata struct's Storage
     uses_payload: bool = False  # the generated code reads PAYLOAD / INGRESS_LENGTH
     length_slot: int | None = None  # BMv2's packet-length register (setValid/setInvalid deltas)
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled(source: str, filename: str) -> types.CodeType:
+    """``compile`` of generated code, kept by its text: every switch of a program generates the same
+    code, and one code object runs the same in each switch's own namespace."""
+    return compile(source, filename, "exec")
+

@@ -24,7 +24,7 @@ from ..frontend.types import BOOL, BitsT, ExternT, HeaderT, Type, bit_width
 from ..p4info import qualify
 from .codegen import CodeGen
 from .externs import Counter, Register
-from .generated import Generated
+from .generated import Generated, compiled
 from .storage import Scope, Storage, member_storage
 
 # Which storage each template parameter binds to, per block (tna.p4's parameter order).
@@ -154,7 +154,7 @@ class TnaCodeGen(CodeGen):
         if "ig_tm_md" in bound:
             self.template[member_storage(bound["ig_tm_md"], "ucast_egress_port").base] = UNSET
         module = "\n".join(self.lines) + "\n"
-        exec(compile(module, f"<p4 {self.prog.program.loc.file}>", "exec"), self.ns)  # noqa: S102 - compiler output
+        exec(compiled(module, f"<p4 {self.prog.program.loc.file}>"), self.ns)  # noqa: S102 - compiler output
         self.out.source = "\n".join(self.action_sources) + "\n" + module
         return self.out
 

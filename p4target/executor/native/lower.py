@@ -22,7 +22,10 @@ program in Python, as before.
 from __future__ import annotations
 
 import ast
+import re
 import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,6 +155,7 @@ class Lowering:
         self.tree = ast.parse(source)
         self.obj = Objects()
         self._ids: dict[int, int] = {}  # id(python object) -> its index in its Objects list
+        self.names: dict[int, str] = {}  # id(python object) -> the name it was first found under
         self.unset_slots: set[int] = set()
         self.counter = 0
         self.fn: _Function | None = None
@@ -217,13 +221,13 @@ class Lowering:
             if isinstance(node, ast.Name) and node.id in self.ns and node.id.startswith("_"):
                 obj = self.ns[node.id]
                 if isinstance(obj, Table):
-                    self._register(self.obj.tables, obj)
+                    self._register(self.obj.tables, obj, node.id)
                 elif isinstance(obj, Register):
-                    self._register(self.obj.registers, obj)
+                    self._register(self.obj.registers, obj, node.id)
                 elif isinstance(obj, Counter):
-                    self._register(self.obj.counters, obj)
+                    self._register(self.obj.counters, obj, node.id)
                 elif isinstance(obj, ValueSet):
-                    self._register(self.obj.value_sets, obj)
+                    self._register(self.obj.value_sets, obj, node.id)
                 elif isinstance(obj, Meter):
                     raise Unsupported("meters")
         for t in self.obj.tables:
@@ -247,9 +251,10 @@ class Lowering:
             if any(w > 64 for w in vs.widths):
                 raise Unsupported(f"value set {vs.name} wider than 64 bits")
 
-    def _register(self, into: list, obj: Any) -> None:
+    def _register(self, into: list, obj: Any, name: str) -> None:
         if id(obj) not in self._ids:
             self._ids[id(obj)] = len(into)
+            self.names[id(obj)] = name
             into.append(obj)
 
     def _object(self, name: str, kind: type) -> tuple[Any, int]:
@@ -904,6 +909,89 @@ def _cell_read(cell: str, t: Type) -> str:
     return f"((v_t){cell})"
 
 
+@dataclass(frozen=True)
+class _Image:
+    """A lowering kept for the next switch of the same program: the C, and the names its objects
+    go by in the generated namespace (a new switch has new objects under the same names)."""
+
+    source: str
+    tables: tuple[str, ...]
+    registers: tuple[str, ...]
+    counters: tuple[str, ...]
+    value_sets: tuple[str, ...]
+    actions: tuple[str, ...]
+    unset_slots: frozenset[int]
+    max_header_bytes: int
+
+    def bind(self, ns: dict[str, Any]) -> Lowered:
+        objects = Objects([ns[n] for n in self.tables], [ns[n] for n in self.registers],
+                          [ns[n] for n in self.counters], [ns[n] for n in self.value_sets], list(self.actions))
+        return Lowered(self.source, objects, self.unset_slots, self.max_header_bytes)
+
+
+_CACHE: OrderedDict[tuple, _Image | Unsupported] = OrderedDict()
+_CACHE_SIZE = 16
+_CACHE_LOCK = threading.Lock()
+_NAME = re.compile(r"\b_\w+")
+
+
+def _shape(obj: Any) -> Any:
+    """What the C depends on in one object of the namespace (None: nothing, lowering never reads it)."""
+    if isinstance(obj, Table):
+        return ("table", obj.name, tuple((k.width, k.match_kind) for k in obj.keys),
+                tuple((a.name, a.fn.__name__, a.params) for a in obj.actions.values()),
+                getattr(obj, "profile", None) is None)
+    if isinstance(obj, Register):
+        return ("register", obj.name, isinstance(obj.elem, HeaderT), tuple(repr(t) for t in _cell_fields(obj.elem)))
+    if isinstance(obj, Counter):
+        return ("counter", obj.name)
+    if isinstance(obj, ValueSet):
+        return ("value set", obj.name, tuple(obj.widths))
+    if isinstance(obj, Meter):
+        return ("meter",)
+    if isinstance(obj, struct.Struct):
+        return ("struct", obj.format)
+    return None
+
+
+def _key(source: str, ns: dict[str, Any], template: list[Any]) -> tuple:
+    """Everything lowering reads: the source, the template's values, and the shape of every object
+    the source names (and which names are one object): equal keys lower to equal C."""
+    first: dict[int, str] = {}
+    shapes = []
+    for name in sorted(set(_NAME.findall(source)) & ns.keys()):
+        obj = ns[name]
+        shape = _shape(obj)
+        if shape is not None:
+            shapes.append((name, first.setdefault(id(obj), name), shape))
+    slots = tuple((type(v).__name__, v if isinstance(v, int) else repr(v)) for v in template)
+    return source, slots, tuple(shapes)
+
+
 def lower(source: str, ns: dict[str, Any], template: list[Any]) -> Lowered:
-    """The C for a generated module; raises Unsupported with what it cannot lower."""
-    return Lowering(source, ns, template).lower()
+    """The C for a generated module; raises Unsupported with what it cannot lower.
+
+    Every switch of a program lowers the same module, so the C is kept by what it depends on
+    (``_key``) and only bound to the new switch's objects: a simulated fabric builds hundreds."""
+    key = _key(source, ns, template)
+    with _CACHE_LOCK:  # switches of one process may load programs in several threads (gRPC)
+        found = _CACHE.get(key)
+        if found is not None:
+            _CACHE.move_to_end(key)
+    if found is None:
+        lowering = Lowering(source, ns, template)
+        try:
+            done = lowering.lower()
+        except Unsupported as e:
+            found = e
+        else:
+            names = [tuple(lowering.names[id(o)] for o in objs) for objs in
+                     (done.objects.tables, done.objects.registers, done.objects.counters, done.objects.value_sets)]
+            found = _Image(done.source, *names, tuple(done.objects.actions), done.unset_slots, done.max_header_bytes)
+        with _CACHE_LOCK:
+            _CACHE[key] = found
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    if isinstance(found, Unsupported):
+        raise Unsupported(*found.args)
+    return found.bind(ns)

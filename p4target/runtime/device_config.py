@@ -11,10 +11,13 @@ JSON instead; the controller picks per target.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import tempfile
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -98,8 +101,53 @@ def load_device_config(blob: bytes) -> tuple[CheckedProgram, p4info_pb2.P4Info]:
 def compile_device_config(blob: bytes) -> tuple[Switch, p4info_pb2.P4Info]:
     """As ``load_device_config``, down to the running switch (whose code generation can also
     reject a program).  Raises DeviceConfigError."""
+    switch, _, p4info = _compile(blob)
+    return switch, p4info
+
+
+def _compile(blob: bytes) -> tuple[Switch, CheckedProgram, p4info_pb2.P4Info]:
     with _unpacked(blob) as (main, defines):
         prog = load_program(main, defines)
-        from ..executor.tna_switch import switch_for  # v1model or TNA, by the program's main
+        return _switch_for(prog), prog, build_p4info(prog)
 
-        return switch_for(prog), build_p4info(prog)  # type: ignore[return-value]
+
+def _switch_for(prog: CheckedProgram) -> Switch:
+    from ..executor.tna_switch import switch_for  # v1model or TNA, by the program's main
+
+    return switch_for(prog)  # type: ignore[return-value]
+
+
+class DeviceConfigCache:
+    """``compile_device_config`` that parses each distinct blob once: a simulated fabric starts
+    hundreds of switches of one program, and parsing is most of a start.
+
+    Every call still builds a new switch (its own tables, registers, counters and multicast
+    groups) and returns its own P4Info; only the checked program is shared, which building a
+    switch reads and never changes (tests/test_switch_cache.py checks that).  A blob that does not
+    compile is not kept: it fails again, with the same DeviceConfigError."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self.parsed = 0  # blobs parsed, for whoever wants to see the cache work
+        self._programs: OrderedDict[bytes, tuple[CheckedProgram, p4info_pb2.P4Info]] = OrderedDict()
+        self._lock = threading.Lock()  # servers of one process may share it across gRPC threads
+
+    def __call__(self, blob: bytes) -> tuple[Switch, p4info_pb2.P4Info]:
+        key = hashlib.sha256(blob).digest()
+        with self._lock:
+            found = self._programs.get(key)
+            if found is not None:
+                self._programs.move_to_end(key)
+        if found is None:
+            switch, prog, p4info = _compile(blob)
+            with self._lock:
+                self.parsed += 1
+                self._programs[key] = prog, p4info
+                while len(self._programs) > self.size:
+                    self._programs.popitem(last=False)
+        else:
+            prog, p4info = found
+            switch = _switch_for(prog)
+        fresh = p4info_pb2.P4Info()
+        fresh.CopyFrom(p4info)
+        return switch, fresh

@@ -4,6 +4,10 @@ Arbitration follows the spec for the default role: the connected client with the
 election id is primary; only it may Write, set the pipeline, and send or receive packets.
 Per-update Write errors travel the P4Runtime way: status UNKNOWN with a ``google.rpc.Status``
 in the ``grpc-status-details-bin`` trailer holding one ``p4.v1.Error`` per update.
+
+The servicer methods need no socket: an in-process client (virtual_fabric.p4runtime_local)
+calls them with its own context, and opens its stream with ``open_stream``, feeds it with
+``stream_message`` and reads the stream's ``outbox``, as the gRPC StreamChannel does.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from ..dataplane import Dataplane
+from ..executor.switch import Switch
 from .cpu_port import packet_in_message, packet_out_frame
 from .device_config import DeviceConfigError, compile_device_config
 from .digests import DigestManager
@@ -51,8 +56,9 @@ _READERS: dict[str, Callable[[PipelineState, Any], Iterable[Any]]] = {
 
 
 @dataclass(eq=False)
-class _Stream:
-    """One StreamChannel: its election id once arbitrated, and its outgoing messages."""
+class Stream:
+    """One StreamChannel: its election id once arbitrated, and its outgoing messages (responses,
+    an RpcError that ends the stream, then None when it ended)."""
 
     outbox: queue.Queue = field(default_factory=queue.Queue)
     election_id: tuple[int, int] | None = None
@@ -92,12 +98,17 @@ def p4info_mismatch(given: p4info_pb2.P4Info, expected: p4info_pb2.P4Info) -> st
 
 
 class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
-    def __init__(self, dataplane: Dataplane, device_id: int = 0) -> None:
+    def __init__(self, dataplane: Dataplane, device_id: int = 0,
+                 compile: Callable[[bytes], tuple[Switch, p4info_pb2.P4Info]] = compile_device_config) -> None:
+        """``compile`` turns a device config into a new switch and its P4Info (raising
+        DeviceConfigError): a simulated fabric passes a ``DeviceConfigCache``."""
         self.dataplane = dataplane
         self.device_id = device_id
+        self.compile = compile
+        self.running = True  # False once stop() ended the switch
         self.pipeline: PipelineState | None = None
         self.saved: PipelineState | None = None
-        self.streams: list[_Stream] = []
+        self.streams: list[Stream] = []
         self.lock = threading.RLock()
         self.ports_down: dict[int, str] = {}  # port: interface, for clients that arbitrate later
         dataplane.packet_in = self._packet_in
@@ -107,7 +118,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         if device_id != self.device_id:
             raise rpc_error("NOT_FOUND", f"this server is device {self.device_id}, not {device_id}")
 
-    def _primary(self) -> _Stream | None:
+    def _primary(self) -> Stream | None:
         live = [s for s in self.streams if s.election_id is not None]
         return max(live, key=lambda s: s.election_id, default=None)
 
@@ -152,7 +163,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         if not request.HasField("config"):
             raise rpc_error("INVALID_ARGUMENT", "no config given")
         try:
-            switch, p4info = compile_device_config(request.config.p4_device_config)
+            switch, p4info = self.compile(request.config.p4_device_config)
         except DeviceConfigError as err:
             raise rpc_error("INVALID_ARGUMENT", str(err)) from None
         problem = p4info_mismatch(request.config.p4info, p4info)
@@ -291,9 +302,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     # ------------------------------------------------------------------ stream channel
     def StreamChannel(self, request_iterator, context):
-        stream = _Stream()
-        with self.lock:
-            self.streams.append(stream)
+        stream = self.open_stream()
         reader = threading.Thread(target=self._read_stream, args=(stream, request_iterator, context), daemon=True)
         reader.start()
         try:
@@ -305,37 +314,59 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                     context.abort(msg.code, str(msg))
                 yield msg
         finally:
-            self._close_stream(stream)
+            self.close_stream(stream)
 
-    def _read_stream(self, stream: _Stream, requests, context) -> None:
+    def _read_stream(self, stream: Stream, requests, context) -> None:
         try:
             for req in requests:
-                kind = req.WhichOneof("update")
-                try:
-                    if kind == "arbitration":
-                        self._arbitrate(stream, req.arbitration)
-                    elif kind == "packet":
-                        self._packet_out(stream, req.packet)
-                    elif kind == "digest_ack":
-                        self._digest_ack(stream, req.digest_ack)
-                    else:
-                        raise rpc_error("UNIMPLEMENTED", f"stream message {kind} is not supported")
-                except RpcError as err:
-                    if kind == "arbitration":
-                        stream.outbox.put(err)  # fatal for the stream
-                        return
-                    error = p4runtime_pb2.StreamError(canonical_code=err.code.value[0], message=str(err))
-                    if kind == "packet":
-                        error.packet_out.packet_out.CopyFrom(req.packet)
-                    elif kind == "digest_ack":
-                        error.digest_list_ack.digest_list_ack.CopyFrom(req.digest_ack)
-                    stream.outbox.put(p4runtime_pb2.StreamMessageResponse(error=error))
+                if not self.stream_message(stream, req):
+                    return
         except grpc.RpcError:
             pass  # the client went away
         finally:
             stream.outbox.put(None)
 
-    def _arbitrate(self, stream: _Stream, arb: p4runtime_pb2.MasterArbitrationUpdate) -> None:
+    def open_stream(self) -> Stream:
+        """A client's stream, not yet arbitrated: what StreamChannel opens for a gRPC client."""
+        stream = Stream()
+        with self.lock:
+            self.streams.append(stream)
+        return stream
+
+    def stream_message(self, stream: Stream, req: p4runtime_pb2.StreamMessageRequest) -> bool:
+        """Handle one message the client sent; what it answers goes to ``stream.outbox``.  False when
+        the stream must end (a refused arbitration: its RpcError is in the outbox)."""
+        kind = req.WhichOneof("update")
+        try:
+            if kind == "arbitration":
+                self._arbitrate(stream, req.arbitration)
+            elif kind == "packet":
+                self._packet_out(stream, req.packet)
+            elif kind == "digest_ack":
+                self._digest_ack(stream, req.digest_ack)
+            else:
+                raise rpc_error("UNIMPLEMENTED", f"stream message {kind} is not supported")
+        except RpcError as err:
+            if kind == "arbitration":
+                stream.outbox.put(err)  # fatal for the stream
+                return False
+            error = p4runtime_pb2.StreamError(canonical_code=err.code.value[0], message=str(err))
+            if kind == "packet":
+                error.packet_out.packet_out.CopyFrom(req.packet)
+            elif kind == "digest_ack":
+                error.digest_list_ack.digest_list_ack.CopyFrom(req.digest_ack)
+            stream.outbox.put(p4runtime_pb2.StreamMessageResponse(error=error))
+        return True
+
+    def stop(self) -> None:
+        """The switch went away (a simulated fabric killed it): every stream ends, as a dead
+        process's connections do, and ``running`` turns False for in-process clients to see."""
+        with self.lock:
+            self.running = False
+            for s in self.streams:
+                s.outbox.put(None)
+
+    def _arbitrate(self, stream: Stream, arb: p4runtime_pb2.MasterArbitrationUpdate) -> None:
         if stream.election_id is not None and arb.device_id != self.device_id:
             raise rpc_error("FAILED_PRECONDITION", f"this stream is for device {self.device_id}, not {arb.device_id}")
         self._check_device(arb.device_id)
@@ -367,7 +398,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 if s.election_id is not None:
                     s.outbox.put(port_status_message(port, up, interface))
 
-    def _announce(self, only: _Stream | None) -> None:
+    def _announce(self, only: Stream | None) -> None:
         """Tell clients who is primary (everyone when that changed, else the asking one)."""
         primary = self._primary()
         for s in self.streams:
@@ -379,14 +410,17 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 device_id=self.device_id, election_id=p4runtime_pb2.Uint128(high=high, low=low),
                 status=status_pb2.Status(code=code))))
 
-    def _close_stream(self, stream: _Stream) -> None:
+    def close_stream(self, stream: Stream) -> None:
+        """The client is gone: another client may become primary (everyone hears who)."""
         with self.lock:
+            if stream not in self.streams:
+                return
             was_primary = self._primary() is stream
             self.streams.remove(stream)
             if was_primary:
                 self._announce(only=None)
 
-    def _packet_out(self, stream: _Stream, packet: p4runtime_pb2.PacketOut) -> None:
+    def _packet_out(self, stream: Stream, packet: p4runtime_pb2.PacketOut) -> None:
         with self.lock:
             if stream.election_id is None or self._primary() is not stream:
                 raise rpc_error("PERMISSION_DENIED", "only the primary client may send packets")
@@ -396,7 +430,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
         frame = packet_out_frame(pipeline.cpu_metadata.get("packet_out"), packet)
         self.dataplane.inject(self.dataplane.cpu_port, frame)
 
-    def _digest_ack(self, stream: _Stream, ack: p4runtime_pb2.DigestListAck) -> None:
+    def _digest_ack(self, stream: Stream, ack: p4runtime_pb2.DigestListAck) -> None:
         with self.lock:
             if stream.election_id is None or self._primary() is not stream:
                 raise rpc_error("PERMISSION_DENIED", "only the primary client may acknowledge digests")

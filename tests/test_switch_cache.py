@@ -1,0 +1,166 @@
+"""Switches built from caches are new switches: a simulated fabric starts hundreds of one program,
+so the parsed program (DeviceConfigCache) and the lowered C (native.lower) are kept, while every
+switch gets its own tables, registers, counters and native state.
+
+Checked here: the cached program is never changed by building switches from it; two switches of
+one cached image share no state, in Python or in C; a cached lowering is the lowering itself,
+bound to the new switch's objects; registers are adopted by the native path value for value.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+
+import numpy as np
+import pytest
+
+from controller import programs
+from p4target.executor.codegen import CodeGen
+from p4target.executor.native.engine import NativeCells
+from p4target.executor.native.lower import Lowering, lower
+from p4target.executor.tables import exact
+from p4target.frontend import load_program
+from p4target.frontend.types import BOOL, BitsT, HeaderT
+from p4target.runtime.device_config import (
+    DeviceConfigCache,
+    DeviceConfigError,
+    build_device_config,
+    compile_device_config,
+    load_device_config,
+)
+
+V1MODEL = programs.V1MODEL
+native_lower = importlib.import_module("p4target.executor.native.lower")  # the package exports the function
+
+
+@pytest.fixture(scope="module")
+def blob() -> bytes:
+    return build_device_config(V1MODEL.source, {"INA_VALUES": "64"})
+
+
+def test_building_switches_never_changes_the_parsed_program(blob):
+    """The cache shares one CheckedProgram between switches: every object reachable from it pickles
+    to the same bytes before and after two switches are built from it."""
+    prog, _ = load_device_config(blob)
+    before = pickle.dumps(prog)
+    from p4target.executor.tna_switch import switch_for
+
+    switch_for(prog)
+    switch_for(prog)
+    assert pickle.dumps(prog) == before
+
+
+def test_two_switches_of_one_cached_program_share_no_state(blob):
+    """Parsed once; then a table entry, register cells, counters, multicast groups and the native
+    packet counters written on one switch are not seen on the other."""
+    cache = DeviceConfigCache()
+    (a, info_a), (b, info_b) = cache(blob), cache(blob)
+    assert cache.parsed == 1
+    assert a is not b and info_a == info_b and info_a is not info_b
+    assert a.native_status == b.native_status == "native"
+    assert a.tables.keys() == b.tables.keys() and a.registers.keys() == b.registers.keys()
+    for name in a.registers:
+        assert not np.shares_memory(a.registers[name].cells.array, b.registers[name].cells.array), name
+    register = next(n for n, r in a.registers.items() if not isinstance(r.elem, HeaderT))
+    a.registers[register].cells[1] = 7
+    assert a.registers[register].cells[1] == 7 and b.registers[register].cells[1] == 0
+    counter = next(iter(a.counters))
+    a.counters[counter].packets[0] = 5
+    assert b.counters[counter].packets[0] == 0
+    table = a.tables[V1MODEL.routes]
+    table.add([exact(0x0A000001)] + [exact(0)] * (len(table.keys) - 1), V1MODEL.forward,
+              [0] * len(table.actions[V1MODEL.forward].params), priority=0)
+    assert len(table.entries()) == 1 and b.tables[V1MODEL.routes].entries() == []
+    a.set_multicast_group(1, [(1, 0)])
+    assert b.multicast_groups == {}
+    a.process(1, b"\x00" * 64)  # the C's per-switch context counts it
+    assert a.stats["received"] == 1 and b.stats["received"] == 0
+
+
+LOWERED = """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<16> c; }
+struct headers { h_t h; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control V(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    register<bit<16>>(8) r;
+    counter(4, CounterType.packets) n;
+    action set(bit<9> port) { sm.egress_spec = port; r.write((bit<32>)hdr.h.a, hdr.h.c); n.count(0); }
+    table t { key = { hdr.h.a: exact; } actions = { set; NoAction; } default_action = NoAction(); }
+    apply { t.apply(); }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_a_blob_that_does_not_compile_is_not_kept(tmp_path):
+    """It fails again with the same error; a good blob then compiles as compile_device_config does."""
+    path = tmp_path / "prog.p4"
+    path.write_text(LOWERED.replace("t.apply();", "t.apply()"))
+    broken = build_device_config(path)
+    cache = DeviceConfigCache()
+    errors = []
+    for _ in range(2):
+        with pytest.raises(DeviceConfigError, match="does not compile") as caught:
+            cache(broken)
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] and cache.parsed == 0
+    path.write_text(LOWERED)
+    good = build_device_config(path)
+    switch, info = cache(good)
+    reference, reference_info = compile_device_config(good)
+    assert cache.parsed == 1 and info == reference_info and switch.tables.keys() == reference.tables.keys()
+
+
+def test_a_cached_lowering_is_the_lowering_bound_to_the_new_switch(tmp_path):
+    """The second switch's lowering comes from the cache (the very C string), equals what lowering its
+    own module gives, and names its own objects, in the same order; another namespace misses."""
+    path = tmp_path / "prog.p4"
+    path.write_text(LOWERED)
+    prog = load_program(path)
+    first, second = CodeGen(prog).generate(), CodeGen(prog).generate()
+    native_lower._CACHE.clear()
+    one = lower(first.source, first.namespace, first.template)
+    two = lower(second.source, second.namespace, second.template)
+    assert two.source is one.source  # a hit
+    fresh = Lowering(second.source, second.namespace, second.template).lower()
+    assert fresh.source == two.source
+    assert (fresh.unset_slots, fresh.max_header_bytes) == (two.unset_slots, two.max_header_bytes)
+    for kind in ("tables", "registers", "counters", "value_sets"):
+        mine, theirs = getattr(two.objects, kind), getattr(fresh.objects, kind)
+        assert [id(o) for o in mine] == [id(o) for o in theirs], kind
+    assert two.objects.actions == fresh.objects.actions and two.objects.actions is not one.objects.actions
+    assert {id(o) for o in two.objects.tables} == {id(t) for t in second.tables.values()}
+    assert not {id(o) for o in two.objects.registers} & {id(r) for r in first.registers.values()}
+    swapped = dict(second.namespace)
+    (reg_name,) = [n for n, o in swapped.items() if o is next(iter(second.registers.values()))]
+    (table_name,) = [n for n, o in swapped.items() if o is next(iter(second.tables.values()))]
+    swapped[reg_name], swapped[table_name] = swapped[table_name], swapped[reg_name]
+    assert native_lower._key(second.source, swapped, second.template) != \
+        native_lower._key(second.source, second.namespace, second.template)
+
+
+def test_registers_are_adopted_value_for_value():
+    """The vectorized slice write stores what the per-cell write stores: bit<64> values from 2**63 as
+    negative int64, bools as 0/1, struct cells field by field; reads give the values back."""
+    wide = [0, 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 1, 12345678901234567890]
+    flags = [True, False, True]
+    struct = HeaderT("pair", "struct", {"a": BitsT(64, False), "b": BitsT(8, True)})
+    pairs = [(1 << 63, -3), (5, 7)]
+    for elem, values in ((BitsT(64, False), wide), (BOOL, flags), (BitsT(32, True), [-5, 5]), (struct, pairs)):
+        width = len(struct.fields) if elem is struct else 1
+        cells = NativeCells(np.zeros((len(values), width), dtype=np.int64), elem)
+        one_by_one = NativeCells(np.zeros((len(values), width), dtype=np.int64), elem)
+        cells[:] = values
+        for i, v in enumerate(values):
+            one_by_one[i] = v
+        assert cells.array.tolist() == one_by_one.array.tolist(), elem
+        assert list(cells) == values, elem

@@ -14,7 +14,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
@@ -29,7 +29,7 @@ from controller.entries import (
     route_entries,
 )
 from controller.network import Network
-from controller.p4runtime_client import SwitchClient, SwitchError, WriteError
+from controller.p4runtime_client import SwitchClient, SwitchConnection, SwitchError, WriteError
 from controller.pipeline import Pipeline, PipelineOptions, build
 from controller.programs import V1MODEL
 from controller.schema import Entry, Schema, multicast_group
@@ -118,7 +118,12 @@ def fastest(options: PipelineOptions, network: Network) -> PipelineOptions:
 
 class Controller:
     def __init__(self, network: Network, state_path: Path | None = None, options: PipelineOptions | None = None,
-                 election_id: int | None = 1, spec_dir: Path | None = None) -> None:
+                 election_id: int | None = 1, spec_dir: Path | None = None,
+                 connect: Callable[[str], SwitchConnection] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``connect`` opens a switch's connection by its name (default: a SwitchClient over gRPC to its
+        access's address, with ``election_id``); ``clock`` tells how long a switch has been unreachable.
+        A simulated fabric passes in-process connections and its virtual time."""
         self.network = network
         self.topology = network.topology
         self.state_path = state_path
@@ -132,10 +137,12 @@ class Controller:
         self.spec_dir = spec_dir or (state_path.parent / "jobs" if state_path else None)
         self._state_mtime = state_path.stat().st_mtime_ns if state_path is not None and state_path.exists() else 0
         self.election_id = election_id
-        self._clients: dict[str, SwitchClient] = {}
+        self.connect = connect or self._connect_grpc
+        self.clock = clock
+        self._clients: dict[str, SwitchConnection] = {}
         self._lock = threading.RLock()
         self.dead_after = DEAD_AFTER  # seconds a switch may stay unreachable (a restart) before its trees move
-        self._unreachable: dict[str, float] = {}  # switch: since when (monotonic)
+        self._unreachable: dict[str, float] = {}  # switch: since when (self.clock)
         self._told: set[tuple] = set()  # failures already reported as leaving a tree without a path
 
     # --- switches ------------------------------------------------------------------------------
@@ -145,16 +152,19 @@ class Controller:
         access = self.network.access[switch]
         return build(access.target, self.state.options, access.arch)
 
-    def client(self, switch: str) -> SwitchClient:
+    def client(self, switch: str) -> SwitchConnection:
         """The switch's connection, opened again if the switch went away since."""
         c = self._clients.get(switch)
         if c is None or not c.alive:
             if c is not None:
                 c.close()
-            access = self.network.access[switch]
-            c = self._clients[switch] = SwitchClient(access.grpc_address, access.device_id, self.election_id,
-                                                     connect_timeout=3.0 if c is None else 1.0)
+            c = self._clients[switch] = self.connect(switch)
         return c
+
+    def _connect_grpc(self, switch: str) -> SwitchClient:
+        access = self.network.access[switch]
+        return SwitchClient(access.grpc_address, access.device_id, self.election_id,
+                            connect_timeout=1.0 if switch in self._clients else 3.0)  # shorter for a reconnect
 
     def close(self) -> None:
         for c in self._clients.values():
@@ -217,7 +227,7 @@ class Controller:
             try:
                 client = self._clients.get(switch)
                 if client is None or not client.alive or not self._runs_our_pipeline(switch):
-                    self._unreachable.setdefault(switch, time.monotonic())
+                    self._unreachable.setdefault(switch, self.clock())
                     if self.provision(switch):
                         restarted.append(switch)
                 self._unreachable.pop(switch, None)
@@ -229,19 +239,29 @@ class Controller:
         """Keep every switch provisioned until ``stop`` is set, and move trees off what stays down."""
         stop = stop or threading.Event()
         while not stop.wait(interval):
-            self._reload_state()  # `ina-ctl job create/delete` run by others since
-            for switch in self.check_switches():
-                log.warning("%s restarted: pipeline, routes and %d job(s) installed again", switch,
-                            sum(bool(j.on(switch)) for j in self.state.jobs.values()))
-            for line in self.route_around(*self.failures()):
-                log.warning("%s", line)
+            self.watch_once()
+
+    def watch_once(self) -> list[str]:
+        """One round of ``watch``: follow the state file, provision restarted switches, move trees off
+        what stayed down; returns (and logs) a line per thing done.  A simulated fabric calls it in
+        virtual time."""
+        self._reload_state()  # `ina-ctl job create/delete` run by others since
+        lines = []
+        for switch in self.check_switches():
+            jobs = sum(bool(j.on(switch)) for j in self.state.jobs.values())
+            lines.append(f"{switch} restarted: pipeline, routes and {jobs} job(s) installed again")
+            log.warning("%s", lines[-1])
+        for line in self.route_around(*self.failures()):
+            lines.append(line)
+            log.warning("%s", line)
+        return lines
 
     # --- failures ------------------------------------------------------------------------------
 
     def failures(self) -> tuple[set[str], set[int]]:
         """The switches unreachable for ``dead_after`` seconds, and the links (indexes in the topology)
         that a reachable switch reports down (the built-in target reports its ports; BMv2 does not)."""
-        now = time.monotonic()
+        now = self.clock()
         dead = {s for s, since in self._unreachable.items() if now - since >= self.dead_after}
         links = set()
         for switch, client in list(self._clients.items()):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 import grpc
 from google.protobuf import any_pb2, struct_pb2
@@ -32,6 +33,27 @@ class WriteError(SwitchError):
     def __init__(self, message: str, codes: list[str]) -> None:
         super().__init__(message)
         self.codes = codes
+
+
+class SwitchConnection(Protocol):
+    """What the controller needs of one switch's connection: ``SwitchClient`` over gRPC, or an
+    in-process one (virtual_fabric.p4runtime_local) with the same calls and the same errors."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def ports_down(self) -> set[int]: ...
+
+    def close(self) -> None: ...
+
+    def set_pipeline(self, config: p4runtime_pb2.ForwardingPipelineConfig) -> None: ...
+
+    def pipeline_cookie(self) -> int | None: ...
+
+    def write(self, updates: list[p4runtime_pb2.Update]) -> None: ...
+
+    def read(self, entities: Iterable[p4runtime_pb2.Entity]) -> Iterator[p4runtime_pb2.Entity]: ...
 
 
 class SwitchClient:
@@ -77,14 +99,10 @@ class SwitchClient:
             self._broken.set()
 
     def _other(self, message: any_pb2.Any) -> None:
-        """The built-in target's port status (p4target/runtime/port_status.py); anything else is ignored."""
-        body = struct_pb2.Struct()
-        if not message.Unpack(body) or PORT_STATUS not in body.fields:
-            return
-        fields = body.fields[PORT_STATUS].struct_value.fields
-        if "port" in fields and "up" in fields:
-            port = int(fields["port"].number_value)
-            (self.ports_down.discard if fields["up"].bool_value else self.ports_down.add)(port)
+        status = port_status(message)
+        if status is not None:
+            port, up = status
+            (self.ports_down.discard if up else self.ports_down.add)(port)
 
     def _arbitrate(self) -> None:
         request = p4runtime_pb2.StreamMessageRequest()
@@ -98,7 +116,7 @@ class SwitchClient:
             raise SwitchError(f"{self.address}: no arbitration answer within {self.timeout} s") from None
         if isinstance(reply, Exception):
             self.close()
-            raise SwitchError(f"{self.address}: stream failed: {_describe(reply)}")
+            raise SwitchError(f"{self.address}: stream failed: {describe(reply)}")
         if reply.arbitration.status.code != code_pb2.OK:
             self.close()
             raise SwitchError(f"{self.address}: not primary for device {self.device_id} "
@@ -131,7 +149,7 @@ class SwitchClient:
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.FAILED_PRECONDITION:
                 return None
-            raise SwitchError(f"{self.address}: GetForwardingPipelineConfig: {_describe(e)}") from None
+            raise SwitchError(f"{self.address}: GetForwardingPipelineConfig: {describe(e)}") from None
         return reply.config.cookie.cookie if reply.config.HasField("cookie") else None
 
     # --- entities ------------------------------------------------------------------------------
@@ -144,10 +162,7 @@ class SwitchClient:
         try:
             self._stub.Write(request, timeout=self.timeout)
         except grpc.RpcError as e:
-            codes = _update_codes(e, len(updates))
-            failed = [f"#{i} {c}" for i, c in enumerate(codes) if c != "OK"]
-            raise WriteError(f"{self.address}: Write failed ({', '.join(failed) or _describe(e)}): {_describe(e)}",
-                             codes) from None
+            raise write_error(self.address, e, len(updates)) from None
 
     def read(self, entities: Iterable[p4runtime_pb2.Entity]) -> Iterator[p4runtime_pb2.Entity]:
         request = p4runtime_pb2.ReadRequest(device_id=self.device_id, entities=list(entities))
@@ -155,22 +170,41 @@ class SwitchClient:
             for reply in self._stub.Read(request, timeout=self.timeout):
                 yield from reply.entities
         except grpc.RpcError as e:
-            raise SwitchError(f"{self.address}: Read: {_describe(e)}") from None
+            raise SwitchError(f"{self.address}: Read: {describe(e)}") from None
 
     def _call(self, rpc, request, what: str):
         try:
             return rpc(request, timeout=self.timeout)
         except grpc.RpcError as e:
-            raise SwitchError(f"{self.address}: {what}: {_describe(e)}") from None
+            raise SwitchError(f"{self.address}: {what}: {describe(e)}") from None
 
 
-def _describe(e: grpc.RpcError) -> str:
+def port_status(message: any_pb2.Any) -> tuple[int, bool] | None:
+    """(port, up) from the built-in target's port status (p4target/runtime/port_status.py); None
+    for any other ``other`` message, which a client ignores."""
+    body = struct_pb2.Struct()
+    if not message.Unpack(body) or PORT_STATUS not in body.fields:
+        return None
+    fields = body.fields[PORT_STATUS].struct_value.fields
+    if "port" not in fields or "up" not in fields:
+        return None
+    return int(fields["port"].number_value), fields["up"].bool_value
+
+
+def describe(e: grpc.RpcError) -> str:
     code = e.code().name if hasattr(e, "code") and e.code() else "UNKNOWN"
     details = e.details() if hasattr(e, "details") else str(e)
     return f"{code} {details}"
 
 
-def _update_codes(e: grpc.RpcError, count: int) -> list[str]:
+def write_error(where: str, e: grpc.RpcError, count: int) -> WriteError:
+    """A failed Write of ``count`` updates as WriteError: each update's code, the failed ones named."""
+    codes = update_codes(e, count)
+    failed = [f"#{i} {c}" for i, c in enumerate(codes) if c != "OK"]
+    return WriteError(f"{where}: Write failed ({', '.join(failed) or describe(e)}): {describe(e)}", codes)
+
+
+def update_codes(e: grpc.RpcError, count: int) -> list[str]:
     """Per-update status codes from the p4.v1.Error details of a failed Write (P4Runtime spec 12.3)."""
     for key, value in (e.trailing_metadata() or ()):
         if key == "grpc-status-details-bin":

@@ -1,0 +1,1 @@
+"""A deterministic virtual fabric: switches, controller and workers in one thread, in virtual time."""

@@ -24,12 +24,21 @@ _IN = ("in", "")
 _EVERYWHERE = (0, 1 << 62)
 
 
+_NOT_CHILDREN = ("loc", "type", "value", "decl", "target", "annotations")
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}  # node class: the fields that may hold sub-nodes
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    names = _CHILD_FIELDS.get(cls)
+    if names is None:
+        names = _CHILD_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name not in _NOT_CHILDREN)
+    return names
+
+
 def children(node: Any):
     """Sub-nodes of an AST node, skipping checker annotations (call targets are not children)."""
-    for f in dataclasses.fields(node):
-        if f.name in ("loc", "type", "value", "decl", "target", "annotations"):
-            continue
-        v = getattr(node, f.name)
+    for name in _child_fields(type(node)):
+        v = getattr(node, name)
         if isinstance(v, ast.Node):
             yield v
         elif isinstance(v, list):
@@ -38,11 +47,19 @@ def children(node: Any):
                     yield x
 
 
+_CONTAINS: dict[tuple[int, type], tuple[Any, bool]] = {}  # (id(node), kind): (node, answer): checked ASTs do not change
+
+
 def contains(node: Any, kind: type) -> bool:
     """Whether ``kind`` occurs in this tree (not looking into called bodies)."""
     if isinstance(node, kind):
         return True
-    return any(contains(c, kind) for c in children(node))
+    known = _CONTAINS.get((id(node), kind))
+    if known is not None and known[0] is node:
+        return known[1]
+    answer = any(contains(c, kind) for c in children(node))
+    _CONTAINS[id(node), kind] = (node, answer)
+    return answer
 
 
 def has_user_call(node: Any) -> bool:
@@ -80,10 +97,17 @@ def call_params(tgt: Any, call: ast.Call) -> list[ast.Param] | None:
     return None
 
 
+_MAY_EXIT: dict[int, tuple[Any, bool]] = {}  # id(node): (node, answer), for whole walks from a node
+
+
 def may_exit(node: Any, seen: set[int] | None = None) -> bool:
     """Whether running this code can execute ``exit``: follows called actions, functions,
     tables' actions and applied sub-controls."""
-    seen = set() if seen is None else seen
+    if seen is None:
+        known = _MAY_EXIT.get(id(node))
+        if known is None or known[0] is not node:
+            known = _MAY_EXIT[id(node)] = (node, may_exit(node, set()))
+        return known[1]
     if id(node) in seen:
         return False
     seen.add(id(node))

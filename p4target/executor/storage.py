@@ -46,8 +46,23 @@ class Storage:
         return slot_count(self.type)
 
 
+_SLOTS: dict[int, tuple[Type, int]] = {}  # id(type): (the type, its slot count): types are shared and unchanged
+_OFFSETS: dict[int, tuple[Type, dict[str, int]]] = {}  # id(struct or header type): (it, its fields' offsets)
+
+
 def slot_count(t: Type) -> int:
     """How many slots a value of type ``t`` takes (a header's valid bit and a stack's next index count)."""
+    if not isinstance(t, HeaderT | StackT):
+        return 1
+    known = _SLOTS.get(id(t))
+    if known is not None and known[0] is t:
+        return known[1]
+    count = _slot_count(t)
+    _SLOTS[id(t)] = (t, count)
+    return count
+
+
+def _slot_count(t: Type) -> int:
     if isinstance(t, HeaderT):
         own = sum(slot_count(f) for f in t.fields.values())
         return own + 1 if t.is_header else own
@@ -60,11 +75,16 @@ def member_storage(st: Storage, name: str) -> Storage:
     """The slots of field ``name`` of the struct, header or union stored at ``st``."""
     t = st.type
     assert isinstance(t, HeaderT)
-    offset = 1 if t.is_header else 0
-    offsets = {}
-    for fname, ft in t.fields.items():
-        offsets[fname] = offset
-        offset += slot_count(ft)
+    known = _OFFSETS.get(id(t))
+    if known is not None and known[0] is t:
+        offsets = known[1]
+    else:
+        offset = 1 if t.is_header else 0
+        offsets = {}
+        for fname, ft in t.fields.items():
+            offsets[fname] = offset
+            offset += slot_count(ft)
+        _OFFSETS[id(t)] = (t, offsets)
     if name not in offsets:
         raise KeyError(name)
     own = offsets[name]

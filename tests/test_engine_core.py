@@ -1,0 +1,119 @@
+"""The worker's protocol core without I/O (worker/engine.py): driven here with a sink for its
+datagrams and a hand-advanced ``now``, as the socket driver and the virtual fabric drive it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from worker import calls, protocol
+from worker.engine import Tree, fail, step
+from worker.errors import AllreduceTimeout
+from worker.jobspec import JobSpec, Member, TreeSpec
+
+ENGINE = Path(__file__).resolve().parents[1] / "worker" / "engine.py"
+
+
+def test_the_core_imports_no_clock_socket_or_thread() -> None:
+    imported = set()
+    for node in ast.walk(ast.parse(ENGINE.read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert not imported & {"time", "socket", "select", "selectors", "threading", "asyncio"}, imported
+
+
+class Sink:
+    """A transmit sink that takes at most ``room`` rows per offer and keeps what it took."""
+
+    def __init__(self, room: int = 1 << 30) -> None:
+        self.room, self.taken = room, []
+
+    def __call__(self, rows: np.ndarray) -> int:
+        k = min(self.room, len(rows))
+        self.taken += [bytes(r) for r in rows[:k]]
+        return k
+
+
+def _tree(sink: Sink, window: int = 4, workers: int = 1, timeout: float = 1.0) -> Tree:
+    P = protocol.load(64)
+    return Tree(sink, "s1", 1, 0, workers, window, P, timeout)
+
+
+def _spec(window: int) -> JobSpec:
+    member = Member(0, "h1", "10.0.0.1", "s1", "10.0.0.254", "02:00:00:00:fe:01")
+    return JobSpec("j", 64, protocol.load(64).INA_UDP_PORT, window, (member,),
+                   (TreeSpec(1, "s1", 1.0, 100.0, 16385, (0,)),))
+
+
+def _echo_results(P: protocol.Protocol, datagrams: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """What a switch answers a job of one worker: each packet back, its type turned into RESULT."""
+    rows = np.frombuffer(b"".join(datagrams), np.uint8).reshape(len(datagrams), -1).copy()
+    rows[:, :P.header_bytes] ^= P.pack_headers(1, msg_type=P.MSG_DATA ^ P.MSG_RESULT)[0]
+    return rows, np.full(len(rows), P.packet_bytes)
+
+
+def test_a_call_runs_on_a_sink_and_handed_in_results() -> None:
+    sink = Sink()
+    tree = _tree(sink)
+    data = np.arange(64 * 10, dtype=np.int32)
+    padded, exponents = calls.prepare(data, 64)
+    out = np.empty_like(padded)
+    _, parts = calls.tree_parts(_spec(4), [tree], padded, exponents, True, out)
+    (_, call), = parts
+    now = 5.0
+    while not call.complete:
+        step([call], (), now)
+        assert sink.taken, "nothing left to answer: the call would wait for ever"
+        sent, sink.taken = sink.taken, []
+        call.receive(*_echo_results(tree.protocol, sent), now + 0.001)
+        now += 0.001
+    assert np.array_equal(out, data) and tree.next_packet == 10
+
+
+def test_a_full_sink_holds_a_recovery_back_without_blocking_or_counting_it() -> None:
+    """Recovery offers the last window; a sink that takes nothing leaves it owed (not counted, not
+    blocking), and it goes whole once the sink takes again."""
+    sink = Sink()
+    tree = _tree(sink)
+    padded, exponents = calls.prepare(np.ones(64 * 6, np.int32), 64)
+    _, parts = calls.tree_parts(_spec(4), [tree], padded, exponents, True, np.empty_like(padded))
+    (_, call), = parts
+    step([call], (), 0.0)
+    first, sink.taken = sink.taken, []
+    call.receive(*_echo_results(tree.protocol, first[:2]), 0.001)  # packets 0, 1 answered
+    tree.incarnation = 1  # the switch lost its registers
+    sink.room = 0
+    step([call], (), 0.002)
+    assert tree.lost_registers and tree.blocked and tree.stats.recoveries == 0
+    assert tree.stats.retransmissions == 0 and not sink.taken
+    sink.room = 1 << 30
+    step([call], (), 0.003)
+    assert not tree.lost_registers and tree.stats.recoveries == 1
+    # every packet sent so far (0..3: the window) goes again, marked as a retransmission
+    P = tree.protocol
+    seq, flags = _field(P, "seq"), _field(P, "flags")
+    again = [d for d in sink.taken if int.from_bytes(d[flags[0]:flags[1]], "big") & P.FLAG_RETRANSMIT]
+    assert sorted(int.from_bytes(d[seq[0]:seq[1]], "big") for d in again) == [1, 2, 3, 4]
+
+
+def _field(P: protocol.Protocol, name: str) -> tuple[int, int]:
+    offset, dtype = P.field_at(name)
+    return offset, offset + np.dtype(dtype).itemsize
+
+
+def test_a_call_without_results_times_out_at_its_deadline_in_the_time_handed_in() -> None:
+    tree = _tree(Sink(), timeout=2.0)
+    padded, exponents = calls.prepare(np.ones(64, np.float32), 64)
+    _, parts = calls.tree_parts(_spec(4), [tree], padded, exponents, False, np.empty_like(padded))
+    (_, call), = parts
+    assert step([call], (), 100.0) <= 102.0
+    step([call], (), 101.99)
+    with pytest.raises(AllreduceTimeout, match="no result for 2.0 s"):
+        step([call], (), 102.0)
+    fail([call])
+    assert tree.broken

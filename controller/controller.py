@@ -144,6 +144,7 @@ class Controller:
         self.dead_after = DEAD_AFTER  # seconds a switch may stay unreachable (a restart) before its trees move
         self._unreachable: dict[str, float] = {}  # switch: since when (self.clock)
         self._told: set[tuple] = set()  # failures already reported as leaving a tree without a path
+        self._unsynced: set[str] = set()  # switches a write missed (a tree moved while they were away)
 
     # --- switches ------------------------------------------------------------------------------
 
@@ -221,15 +222,18 @@ class Controller:
         return self.client(switch).pipeline_cookie() == self.pipeline(switch).config.cookie.cookie
 
     def check_switches(self) -> list[str]:
-        """Re-provision switches that restarted (or lost their pipeline); returns their names."""
+        """Re-provision switches that restarted (or lost their pipeline), and those a tree's move could not
+        reach; returns the names of those that needed the pipeline."""
         restarted = []
         for switch in self.topology.switches:
             try:
                 client = self._clients.get(switch)
-                if client is None or not client.alive or not self._runs_our_pipeline(switch):
+                if client is None or not client.alive or not self._runs_our_pipeline(switch) \
+                        or switch in self._unsynced:
                     self._unreachable.setdefault(switch, self.clock())
                     if self.provision(switch):
                         restarted.append(switch)
+                    self._unsynced.discard(switch)
                 self._unreachable.pop(switch, None)
             except SwitchError as e:
                 log.warning("%s: not reachable yet: %s", switch, e)
@@ -322,19 +326,22 @@ class Controller:
         job.version += 1
         self._save()
         gained = [s for s in planned.tree.switches() if s not in before.trees[job.trees.index(tree)].allocations]
-        try:
-            for switch in gained:
-                self._install(switch, [self._high_water(switch)], [])
-            for switch in planned.tree.switches():
-                self._install(switch, *self._job_entries(job, switch))
-            for switch in sorted(set(before.switches()) - dead):
-                old, old_groups = self._job_entries(before, switch)
-                new, new_groups = self._job_entries(job, switch) if switch in job.switches() else ([], [])
-                keys, group_ids = {(e.table, e.match) for e in new}, {g for g, _ in new_groups}
-                self._remove(switch, [e for e in old if (e.table, e.match) not in keys],
-                             [(g, r) for g, r in old_groups if g not in group_ids])
-        except SwitchError as e:
-            log.warning("job %s: moving tree %d: %s (watch tries again: setup converges)", job.name, tree.job_id, e)
+        for switch in sorted(set(planned.tree.switches()) | (set(before.switches()) - dead)):
+            try:  # each switch on its own: one that cannot be reached must not keep the others from the new tree
+                if switch in gained:
+                    self._install(switch, [self._high_water(switch)], [])
+                if switch in planned.tree.switches():
+                    self._install(switch, *self._job_entries(job, switch))
+                if switch in before.switches():
+                    old, old_groups = self._job_entries(before, switch)
+                    new, new_groups = self._job_entries(job, switch) if switch in job.switches() else ([], [])
+                    keys, group_ids = {(e.table, e.match) for e in new}, {g for g, _ in new_groups}
+                    self._remove(switch, [e for e in old if (e.table, e.match) not in keys],
+                                 [(g, r) for g, r in old_groups if g not in group_ids])
+            except SwitchError as e:
+                self._unsynced.add(switch)
+                log.warning("job %s: moving tree %d: %s (watch provisions %s once it answers)", job.name, tree.job_id,
+                            e, switch)
         if self.spec_dir is not None:
             self.job_spec(job.name).save(self.spec_dir / f"{job.name}.json")
         return [f"{where}; moved to root {planned.tree.root} over {', '.join(planned.tree.switches())} "

@@ -15,7 +15,11 @@ fabric, and checks what must hold whatever the faults:
 
 from __future__ import annotations
 
+import os
+import pickle
 import random
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,7 +60,7 @@ def draw(seed: int) -> Scenario:
     rng = random.Random(seed)
     shape = rng.choice(["single", "tree", "leaf_spine"])
     workers = rng.randint(2, 8) if shape == "single" else rng.choice([4, 6, 8]) if shape == "tree" else 4
-    values = rng.choice([64, 256])
+    values = rng.choice([64, 64, 256])  # 256 (the default) builds a switch 3x slower
     window = rng.choice([1, 2, 4, 8, 16, 64])
     dtype = rng.choice(DTYPES)
     size = values * rng.randint(1, 24) + rng.randint(0, values - 1)
@@ -70,10 +74,15 @@ def draw(seed: int) -> Scenario:
         s.faults["duplication"] = round(rng.uniform(0.005, 0.05), 4)
     if "reordering" in faults:
         s.faults["reordering"] = round(rng.uniform(0.01, 0.2), 3)
+    if "duplication" in faults or "reordering" in faults:
+        s.faults["late_by"] = round(rng.uniform(0.0002, 0.03), 4)  # seconds: past the RTO, past a slot's reuse
     # moments as a share of the job's length at link rate (a restart may come before, during or after it)
-    for kind in ("restart", "switch_down", "link_down", "worker_dies"):
+    for kind in ("switch_down", "link_down", "worker_dies"):
         if kind in faults:
             s.faults[kind] = round(rng.uniform(0.0, 1.5), 3)
+    if "restart" in faults:  # one or two, each down for a while (the controller looks every 0.5 s)
+        s.faults["restart"] = "/".join(f"{rng.uniform(0.0, 1.5):.3f}+{rng.uniform(0.01, 1.0):.2f}s"
+                                       for _ in range(rng.randint(1, 2)))
     return s
 
 
@@ -116,8 +125,65 @@ class Outcome:
 
 def run_seed(seed: int) -> Outcome:
     s = draw(seed)
-    topology, hosts = topology_of(s)
-    fabric = Fabric(topology, seed, values=s.values)
+    return play(s, Fabric(topology_of(s)[0], seed, values=s.values))
+
+
+def _network_key(s: Scenario) -> tuple:
+    """What a fabric is built from, before any seed's job: the same for many seeds."""
+    return s.topology, s.workers, s.values, s.host_mbps, s.fabric_mbps
+
+
+def run_seeds(first: int, count: int, processes: int | None = None) -> Iterator[Outcome]:
+    """``run_seed`` for seeds first .. first+count-1, in order, each in a child forked from a fabric
+    built once per network (its switches provisioned, no job yet, its generator seeded again in
+    the child), ``processes`` at a time.  A fabric takes far longer to build than most runs take,
+    and a child's run is exactly ``run_seed``'s: nothing random happens before the job."""
+    processes = processes or os.cpu_count() or 1
+    built: dict[tuple, Fabric] = {}
+    running: deque[tuple[int, int, int]] = deque()  # (seed, pid, read end of its pipe)
+    seeds = iter(range(first, first + count))
+    while True:
+        while len(running) < processes and (seed := next(seeds, None)) is not None:
+            s = draw(seed)
+            key = _network_key(s)
+            if key not in built:
+                built[key] = Fabric(topology_of(s)[0], 0, values=s.values)
+            running.append((seed, *_fork(s, built[key])))
+        if not running:
+            return
+        seed, pid, fd = running.popleft()
+        with os.fdopen(fd, "rb") as pipe:
+            data = pipe.read()
+        os.waitpid(pid, 0)
+        if not data:
+            raise RuntimeError(f"seed {seed}: its process died without an outcome (replay: ina-sim run --seed {seed})")
+        yield pickle.loads(data)
+
+
+def _fork(s: Scenario, template: Fabric) -> tuple[int, int]:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: play the seed on its copy of the fabric, send the outcome, leave at once
+        status = 1
+        try:
+            os.close(read)
+            template.rng.seed(s.seed)
+            try:
+                outcome = play(s, template)
+            except Exception as e:  # noqa: BLE001 - a crash is the seed's violation, not the campaign's end
+                outcome = Outcome(s, [f"the run crashed: {type(e).__name__}: {e}"], 0, 0, template.loop.now, 0, 0, [])
+            with os.fdopen(write, "wb") as pipe:
+                pipe.write(pickle.dumps(outcome))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    return pid, read
+
+
+def play(s: Scenario, fabric: Fabric) -> Outcome:
+    """The seed's job and faults on a fabric built for it (``Fabric(topology_of(s)[0], s.seed, ...)``)."""
+    seed, topology, hosts = s.seed, fabric.topology, topology_of(s)[1]
     arrays = [[arrays_of(s, r, c) for c in range(s.calls)] for r in range(s.workers)]
     job = fabric.create_job("job", hosts, arrays, timeout=TIMEOUT, pool_size=s.window, trees=s.trees, mode="ina")
     channels = fabric.all_channels()
@@ -125,19 +191,20 @@ def run_seed(seed: int) -> Outcome:
         c.faults.loss = float(s.faults.get("loss", 0.0))
         c.faults.duplication = float(s.faults.get("duplication", 0.0))
         c.faults.reorder = float(s.faults.get("reordering", 0.0))
-        c.faults.reorder_delay = 0.002
+        c.faults.reorder_delay = float(s.faults.get("late_by", 0.0))
     frame = 42 + job.workers[0].P.packet_bytes
     packets = -(-s.size // s.values) * 2 * s.calls
     span = packets * frame * 8 / (min(s.host_mbps, s.fabric_mbps) * 1e6) + 0.001  # the job at link rate
     rng = random.Random(seed * 7919 + 1)
     injected = []
     switches = sorted({sw for t in job.spec.trees for sw in _switches_of(fabric, t.job_id)})
-    if "restart" in s.faults:
+    for restart in str(s.faults.get("restart", "")).split("/") if "restart" in s.faults else ():
+        moment, down = restart.rstrip("s").split("+")
         victim = rng.choice(switches)
-        at = float(s.faults["restart"]) * span
+        at = float(moment) * span
         fabric.loop.at(at, fabric.kill_switch, victim)
-        fabric.loop.at(at + 0.3, fabric.restart_switch, victim)
-        injected.append(f"restart {victim} at {at:.4f} s")
+        fabric.loop.at(at + float(down), fabric.restart_switch, victim)
+        injected.append(f"restart {victim} at {at:.4f} s for {down} s")
     if "switch_down" in s.faults:
         victim = rng.choice(switches)
         at = float(s.faults["switch_down"]) * span
@@ -212,11 +279,15 @@ def check(s: Scenario, fabric: Fabric, job, arrays: list[list[np.ndarray]], limi
 
 
 def registers_consistent(fabric: Fabric, job) -> list[str]:
-    """Every pool cell of the job's trees that holds one of its rounds (its epoch on that switch)
-    has as many arrivals as bits in its bitmap, and all of the switch's children in them."""
+    """The pool cells of the job's trees that hold one of its rounds (its epoch on that switch):
+    as many arrivals as bits in the bitmap, no bit beyond the switch's children, no round past the
+    last packet sent; and every round complete, unless the tree's switches lost their registers
+    (then a recovery's echoes may start again a round that every worker had, and some stop
+    before all have sent it: harmless, a later round overwrites the cell)."""
     out = []
     controller = fabric.controller
     record = controller.state.jobs[job.spec.name]
+    sent = max(t.next_packet for w in job.workers for t in w.trees)
     for t in record.trees:
         nodes = controller._nodes(record, t)
         for name, alloc in t.allocations.items():
@@ -224,16 +295,18 @@ def registers_consistent(fabric: Fabric, job) -> list[str]:
             if name not in nodes or not switch.up:
                 continue
             regs = switch.registers()
-            bitmap, arrivals, epochs = (np.asarray(list(regs[f"InaIngress.{r}"].cells), dtype=np.int64)
-                                        for r in ("bitmap", "arrivals", "round_epoch"))
+            bitmap, arrivals, epochs, seqs = (np.asarray(list(regs[f"InaIngress.{r}"].cells), dtype=np.int64)
+                                              for r in ("bitmap", "arrivals", "round_epoch", "round_seq"))
             cells = np.arange(2 * alloc.pool_base, 2 * (alloc.pool_base + record.pool_size))
             mine = cells[epochs[cells] == alloc.epoch]
             children = len(nodes[name].children)
             bits = np.array([bin(int(b)).count("1") for b in bitmap[mine]], dtype=np.int64)
-            bad = mine[(bits != arrivals[mine]) | (arrivals[mine] != children)]
-            if len(bad):
-                c = int(bad[0])
-                out.append(f"{name}: {len(bad)} cell(s) of tree {t.job_id} inconsistent or incomplete after the job, "
-                           f"first cell {c}: bitmap {int(bitmap[c]):#x}, arrivals {int(arrivals[c])}, "
-                           f"{children} children")
+            bad = (bits != arrivals[mine]) | ((bitmap[mine] >> children) != 0) | (seqs[mine] > sent)
+            if t.incarnation == 0:
+                bad |= arrivals[mine] != children
+            if bad.any():
+                c = int(mine[np.argmax(bad)])
+                out.append(f"{name}: {int(bad.sum())} cell(s) of tree {t.job_id} wrong after the job, first cell "
+                           f"{c}: bitmap {int(bitmap[c]):#x}, arrivals {int(arrivals[c])}, round {int(seqs[c])} "
+                           f"(last sent {sent}), {children} children, incarnation {t.incarnation}")
     return out

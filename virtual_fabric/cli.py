@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from controller.topology import Topology, fat_tree, leaf_spine, single, tree
-from virtual_fabric.campaign import run_seed
+from virtual_fabric.campaign import run_seed, run_seeds
 from virtual_fabric.fabric import Fabric
 from worker.cli import gradient
 
@@ -100,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
 def campaign(args: argparse.Namespace) -> int:
     violations = 0
     started = time.perf_counter()
-    for seed in range(args.seed, args.seed + args.seeds):
-        outcome = run_seed(seed)
+    for outcome in run_seeds(args.seed, args.seeds, args.processes):
+        seed = outcome.scenario.seed
         mark = "ok" if not outcome.violations else f"VIOLATIONS {len(outcome.violations)}"
         print(f"seed {seed}: {mark}; {outcome.scenario.describe()}; injected: {'; '.join(outcome.injected) or '-'}; "
               f"calls {outcome.completed} done, {outcome.failed} failed; virtual {outcome.virtual:.6f} s", flush=True)
@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("campaign", help="N seeded runs with faults, checked against the invariants")
     c.add_argument("--seeds", type=int, default=100)
     c.add_argument("--seed", type=int, default=0, help="the first seed")
+    c.add_argument("--processes", type=int, help="seeds run at once (default: one per CPU); the output is the same")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)  # the controller's warnings are the run's, not the user's
     if args.command == "run" and args.trees != "auto":

@@ -22,7 +22,7 @@ class Faults:
     loss: float = 0.0  # probability per frame
     duplication: float = 0.0
     reorder: float = 0.0  # probability that a frame is held back by up to reorder_delay
-    reorder_delay: float = 0.0  # seconds
+    reorder_delay: float = 0.0  # seconds: how late a held-back frame (or a duplicate) may come
     up: bool = True
 
 
@@ -93,9 +93,9 @@ class Channel:
             arrival += self.rng.random() * faults.reorder_delay
             self.stats.reordered += 1
         self.loop.at(arrival, self._arrive, frame)
-        if faults.duplication and self.rng.random() < faults.duplication:
+        if faults.duplication and self.rng.random() < faults.duplication:  # the copy may come much later
             self.stats.duplicated += 1
-            self.loop.at(arrival + serialize, self._arrive, frame)
+            self.loop.at(arrival + serialize + self.rng.random() * faults.reorder_delay, self._arrive, frame)
         return True
 
     def _arrive(self, frame: bytes) -> None:

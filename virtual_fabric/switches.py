@@ -37,7 +37,9 @@ class SimSwitch:
         return self.server is not None and self.server.running
 
     def boot(self) -> None:
-        """A fresh process: no pipeline, no state."""
+        """A fresh process: no pipeline, no state.  A running one is killed first (one process per
+        switch: a controller connected to the old one must see it go)."""
+        self.kill()
         self.server = P4RuntimeServer(Dataplane([]), self.device_id, compile=self.compile)
 
     def kill(self) -> None:

@@ -62,10 +62,18 @@ def contains(node: Any, kind: type) -> bool:
     return answer
 
 
+_USER_CALLS: dict[int, tuple[Any, bool]] = {}  # id(node): (node, answer)
+
+
 def has_user_call(node: Any) -> bool:
     if isinstance(node, ast.Call) and node.target is not None and node.target.kind == "user_function":
         return True
-    return any(has_user_call(c) for c in children(node))
+    known = _USER_CALLS.get(id(node))
+    if known is not None and known[0] is node:
+        return known[1]
+    answer = any(has_user_call(c) for c in children(node))
+    _USER_CALLS[id(node)] = (node, answer)
+    return answer
 
 
 def has_side_effects(node: Any) -> bool:

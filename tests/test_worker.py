@@ -224,6 +224,31 @@ def test_a_dead_worker_makes_the_others_fail_clearly(net3):
     assert (results[0][0] == 3).all()
 
 
+def test_a_recovery_that_fails_between_calls_fails_the_next_call(net3):
+    """The spec watch's recovery between calls runs as a task nobody waits for: its failure must
+    still reach the caller, at the next call (and the watch thread only posts the change)."""
+    spec = net3.job("idle", pool_size=16)
+    workers = [Worker(spec, r, timeout=1.0) for r in range(3)]
+    w = workers[0]
+    try:
+        for f in [x.allreduce_async(np.ones(1_000, np.float32)) for x in workers]:
+            f.result(timeout=10)  # a call done: its last window is kept, and goes again after a loss
+        tree = w._trees[0]
+
+        def broken(rows: np.ndarray) -> int:
+            raise OSError(101, "Network is unreachable")
+
+        tree.transmit = broken
+        w._spec_changes[tree.job_id] = (1, "tree 1 of job idle")  # as the watch thread posts it
+        w._io.submit(w._recover_idle).result(timeout=5)
+        assert tree.incarnation == 1  # applied on the I/O thread
+        with pytest.raises(AllreduceError, match="failed between calls .*OSError.*unreachable"):
+            w.allreduce(np.ones(100, np.float32))
+    finally:
+        for x in workers:
+            x.close()
+
+
 def test_workers_started_again_on_a_used_job_are_told_why_they_wait(net3):
     """A job is one session: new workers on a job that has run find its slots at later rounds."""
     spec = net3.job("used", pool_size=16)

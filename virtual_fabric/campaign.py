@@ -120,7 +120,7 @@ class Outcome:
     virtual: float
     events: int
     passes: int
-    injected: list[str]
+    injected: list[tuple[str, str]]  # (kind, what and when): the moments of the seed's faults
 
 
 def run_seed(seed: int) -> Outcome:
@@ -204,22 +204,23 @@ def play(s: Scenario, fabric: Fabric) -> Outcome:
         at = float(moment) * span
         fabric.loop.at(at, fabric.kill_switch, victim)
         fabric.loop.at(at + float(down), fabric.restart_switch, victim)
-        injected.append(f"restart {victim} at {at:.4f} s for {down} s")
+        injected.append(("switch restart", f"restart {victim} at {at:.4f} s for {down} s"))
     if "switch_down" in s.faults:
         victim = rng.choice(switches)
         at = float(s.faults["switch_down"]) * span
         fabric.loop.at(at, fabric.kill_switch, victim)
-        injected.append(f"{victim} down at {at:.4f} s")
+        injected.append(("switch down", f"{victim} down at {at:.4f} s"))
     if "link_down" in s.faults:
         index = rng.randrange(len(topology.links))
         at = float(s.faults["link_down"]) * span
         fabric.loop.at(at, fabric.set_link, index, False)
-        injected.append(f"link {topology.links[index].a} -- {topology.links[index].b} down at {at:.4f} s")
+        link = topology.links[index]
+        injected.append(("link down", f"link {link.a} -- {link.b} down at {at:.4f} s"))
     if "worker_dies" in s.faults:
         victim = rng.randrange(s.workers)
         at = float(s.faults["worker_dies"]) * span
         fabric.loop.at(at, job.workers[victim].kill)
-        injected.append(f"rank {victim} dies at {at:.4f} s")
+        injected.append(("worker dies", f"rank {victim} dies at {at:.4f} s"))
     limit = span + 4 * TIMEOUT + 10
     fabric.run(limit)
     violations = check(s, fabric, job, arrays, limit)

@@ -15,6 +15,7 @@ import argparse
 import logging
 import sys
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         outcome = run_seed(args.seed)
         print(f"seed {args.seed}: {outcome.scenario.describe()}")
-        print(f"injected: {'; '.join(outcome.injected) or 'nothing'}")
+        print(f"injected: {'; '.join(what for _, what in outcome.injected) or 'nothing'}")
         print(f"calls completed {outcome.completed}, failed {outcome.failed}; virtual {outcome.virtual:.6f} s, "
               f"{outcome.events} events, {outcome.passes} pipeline passes")
         for v in outcome.violations:
@@ -100,10 +101,15 @@ def run(args: argparse.Namespace) -> int:
 def campaign(args: argparse.Namespace) -> int:
     violations = 0
     started = time.perf_counter()
+    injected: Counter[str] = Counter()
     for outcome in run_seeds(args.seed, args.seeds, args.processes):
         seed = outcome.scenario.seed
+        faults = outcome.scenario.faults
+        injected.update(k for k in ("loss", "duplication", "reordering") if k in faults)
+        injected.update(kind for kind, _ in outcome.injected)
         mark = "ok" if not outcome.violations else f"VIOLATIONS {len(outcome.violations)}"
-        print(f"seed {seed}: {mark}; {outcome.scenario.describe()}; injected: {'; '.join(outcome.injected) or '-'}; "
+        moments = "; ".join(what for _, what in outcome.injected) or "-"
+        print(f"seed {seed}: {mark}; {outcome.scenario.describe()}; injected: {moments}; "
               f"calls {outcome.completed} done, {outcome.failed} failed; virtual {outcome.virtual:.6f} s", flush=True)
         for v in outcome.violations:
             print(f"  {v}")
@@ -112,6 +118,7 @@ def campaign(args: argparse.Namespace) -> int:
             print(f"  replay: ina-sim run --seed {seed}")
     wall = time.perf_counter() - started
     print(f"{args.seeds} seeds in {wall:.1f} s of wall time: {args.seeds / wall:.2f} seeds/s", file=sys.stderr)
+    print("faults injected: " + ", ".join(f"{kind} {n}" for kind, n in sorted(injected.items())))
     print(f"seeds={args.seeds} violations={violations}")
     return 1 if violations else 0
 

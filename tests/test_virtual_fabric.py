@@ -134,10 +134,16 @@ def _campaign_output(argv: list[str]) -> tuple[int, str]:
 
 
 def test_a_campaign_prints_the_same_bytes_for_the_same_seeds() -> None:
+    """Whether the seeds run one at a time or side by side, in forked children or not."""
     first = _campaign_output(["campaign", "--seeds", "6", "--seed", "40"])
-    assert first == _campaign_output(["campaign", "--seeds", "6", "--seed", "40"])
+    assert first == _campaign_output(["campaign", "--seeds", "6", "--seed", "40", "--processes", "1"])
+    alone = campaign.run_seed(43)
+    forked = next(o for o in campaign.run_seeds(43, 1))
+    assert (alone.violations, alone.virtual, alone.events, alone.passes) == \
+        (forked.violations, forked.virtual, forked.events, forked.passes)
     status, text = first
     assert status == 0 and text.splitlines()[-1] == "seeds=6 violations=0"
+    assert text.splitlines()[-2].startswith("faults injected: ")
     assert len([line for line in text.splitlines() if line.startswith("seed ")]) == 6
 
 
@@ -168,5 +174,7 @@ def test_a_seed_that_once_broke_an_invariant(seed: int) -> None:
 
 
 def test_a_campaign_of_500_seeds_breaks_no_invariant() -> None:
-    violations = {s: o.violations for s in range(500) if (o := campaign.run_seed(s)).violations}
-    assert violations == {}
+    outcomes = list(campaign.run_seeds(0, 500))
+    assert [o.scenario.seed for o in outcomes] == list(range(500))
+    assert {o.scenario.seed: o.violations for o in outcomes if o.violations} == {}
+    assert sum(o.completed for o in outcomes) > 5000 and sum(o.failed for o in outcomes) > 100

@@ -10,7 +10,6 @@ drops what is offered and what arrives.
 from __future__ import annotations
 
 import random
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -51,23 +50,19 @@ class Channel:
     deliver: Callable[[bytes], None]
     faults: Faults = field(default_factory=Faults)
     stats: LinkStats = field(default_factory=LinkStats)
-    busy_until: float = 0.0
-    _queue: deque = field(default_factory=deque)  # (time its last bit leaves, bytes) of frames not yet sent
-    _queued_bytes: int = 0
+    busy_until: float = 0.0  # when the last bit of the frames taken so far has left
 
-    def backlog(self, now: float) -> int:
-        """Bytes waiting or being sent at ``now``."""
-        q = self._queue
-        while q and q[0][0] <= now:
-            self._queued_bytes -= q.popleft()[1]
-        return self._queued_bytes
+    def backlog(self, now: float) -> float:
+        """Bytes waiting or being sent at ``now``: a FIFO drains at its rate, so this is what is left of
+        ``busy_until`` (a frame counts as it leaves, bit by bit)."""
+        return max(0.0, self.busy_until - now) * self.rate / 8
 
     def room(self, now: float) -> int:
-        return self.queue_bytes - self.backlog(now)
+        return int(self.queue_bytes - self.backlog(now))
 
     def next_departure(self) -> float:
-        """When the frame being sent has left (room for more), or now if none is."""
-        return self._queue[0][0] if self._queue else self.loop.now
+        """When there is room for another full-size frame (or now)."""
+        return max(self.loop.now, self.busy_until - (self.queue_bytes - 1600) * 8 / self.rate)
 
     def send(self, frame: bytes) -> bool:
         """Offer a frame; False if it was dropped (queue full, link down, or lost)."""
@@ -75,14 +70,12 @@ class Channel:
         if not faults.up:
             self.stats.dropped_fault += 1
             return False
-        if self.backlog(now) + size > self.queue_bytes:
+        start = max(now, self.busy_until)
+        if (start - now) * self.rate / 8 + size > self.queue_bytes:
             self.stats.dropped_queue += 1
             return False
-        start = max(now, self.busy_until)
         serialize = size * 8 / self.rate
         self.busy_until = end = start + serialize
-        self._queue.append((end, size))
-        self._queued_bytes += size
         self.stats.busy += serialize
         self.stats.queued += start - now
         if faults.loss and self.rng.random() < faults.loss:

@@ -118,11 +118,7 @@ class SimWorker:
 
     @property
     def stats(self) -> Stats:
-        total = Stats()
-        for t in self.trees:
-            for name, value in vars(t.stats).items():
-                setattr(total, name, getattr(total, name) + value)
-        return total
+        return Stats.total([t.stats for t in self.trees])
 
     @property
     def done(self) -> bool:

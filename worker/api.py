@@ -102,11 +102,7 @@ class Worker:
     @property
     def stats(self) -> Stats:
         """Counts over the worker's life, all trees together."""
-        total = Stats()
-        for t in self._trees:
-            for name, value in vars(t.stats).items():
-                setattr(total, name, getattr(total, name) + value)
-        return total
+        return Stats.total([t.stats for t in self._trees])
 
     # --- the API -------------------------------------------------------------------------------
 

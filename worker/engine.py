@@ -69,6 +69,15 @@ class Stats:
     polls: int = 0  # waits of the driver's loop: about one per window of results; many per packet is a spin
     recoveries: int = 0  # last windows sent again because a switch of the tree lost its registers
 
+    @classmethod
+    def total(cls, parts: list[Stats]) -> Stats:
+        """The counts of several trees (a worker's) together."""
+        out = cls()
+        for part in parts:
+            for name, value in vars(part).items():
+                setattr(out, name, getattr(out, name) + value)
+        return out
+
 
 class Pacer:
     """A token bucket over the wire bytes a worker sends to the switches (a hybrid job keeps the trees

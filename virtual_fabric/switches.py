@@ -53,12 +53,15 @@ class SimSwitch:
             self.server.port_status(port, up, self.interfaces.get(port, f"{self.name}-p{port}"))
 
     def receive(self, port: int, frame: bytes) -> None:
-        switch = self.server.dataplane.switch if self.up else None
+        server = self.server
+        switch = server.dataplane.switch if server is not None and server.running else None
         if switch is None:
             self.dropped += 1
             return
         self.passes += 1
-        for out in switch.process(port, frame):
+        # the native pipeline's own entry (one thread here: Switch.process's lock guards against gRPC's)
+        native = switch.native
+        for out in (native.process if native is not None else switch.process)(port, frame):
             link = self.ports.get(out.port)
             if link is None:
                 self.dropped += 1

@@ -32,6 +32,7 @@ PUBLISHED = {
     "target-speed.png": "target-speed.png",  # bench_ina
     "veth-ina.png": "veth-ina.png",  # bench_veth_ina
     "worker.png": "worker.png",  # bench_worker
+    "fabric-agreement.png": "fabric-agreement.png",  # bench_fabric
     "train-loss.png": "train-loss.png",  # examples/mininet_train.py
     "train-timeline.png": "train-timeline.png",  # examples/mininet_train.py
     "train-comm-loss.png": "train-comm-loss.png",  # examples/mininet_train.py --config comm-bound

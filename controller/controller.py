@@ -439,7 +439,7 @@ class Controller:
                                   switch.mac))
         trees = []
         for t in job.trees:
-            nodes = self._nodes(job, t)
+            nodes = self.tree_nodes(job, t)
             children = tuple(next(c.index for c in nodes[m.switch].children if c.node == m.host) for m in members)
             trees.append(TreeSpec(t.job_id, t.tree.root, t.share, t.rate, _worker_port(t.job_id), children,
                                   t.incarnation))
@@ -612,14 +612,15 @@ class Controller:
         except KeyError:
             raise JobError(f"no job named {name!r} (jobs: {sorted(self.state.jobs)})") from None
 
-    def _nodes(self, job: JobRecord, tree: TreeRecord) -> dict[str, plan.TreeNode]:
+    def tree_nodes(self, job: JobRecord, tree: TreeRecord) -> dict[str, plan.TreeNode]:
+        """Each switch of the tree with its children (what its registers count, for whoever checks them)."""
         return plan.nodes(self.topology, job.members, tree.tree)
 
     def _job_entries(self, job: JobRecord, switch: str) -> tuple[list[Entry], list[tuple[int, list[tuple[int, int]]]]]:
         """The entries and multicast groups of every tree of the job that passes through this switch."""
         found, groups = [], []
         for tree in job.on(switch):
-            node = self._nodes(job, tree)[switch]
+            node = self.tree_nodes(job, tree)[switch]
             pipe = self.pipeline(switch)
             more, group = job_entries(self.topology, pipe.protocol, node, tree.job_id, job.pool_size,
                                       tree.allocations[switch], _worker_port(tree.job_id), pipe.program)

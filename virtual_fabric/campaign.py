@@ -290,7 +290,7 @@ def registers_consistent(fabric: Fabric, job) -> list[str]:
     record = controller.state.jobs[job.spec.name]
     sent = max(t.next_packet for w in job.workers for t in w.trees)
     for t in record.trees:
-        nodes = controller._nodes(record, t)
+        nodes = controller.tree_nodes(record, t)
         for name, alloc in t.allocations.items():
             switch = fabric.switches[name]
             if name not in nodes or not switch.up:

@@ -5,7 +5,7 @@ VENV      := .venv
 VPY       := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test bench train figures lint check-p4 clean
+.PHONY: demo test bench train figures lint check-p4 clean proto
 
 $(INSTALLED): pyproject.toml scripts/setup-system.sh
 	scripts/setup-system.sh
@@ -44,6 +44,10 @@ figures:
 # (an MLP of 11 MB of gradient per step on 50 Mbit/s links): the INA hook, the "ina" backend, gloo (root).
 train: $(INSTALLED)
 	$(VPY) examples/mininet_train.py
+
+# `make proto`: ina_api's generated code again from ina_api/jobs.proto (the service's API; code is committed).
+proto:
+	scripts/gen-proto.sh
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .

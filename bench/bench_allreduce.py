@@ -530,7 +530,7 @@ def bench(args: argparse.Namespace) -> int:
             print(f"\nN={n}: starting single({n}) with {bw:g} Mbit/s host links ...", flush=True)
             with ExitStack() as stack:
                 net = stack.enter_context(network(topology_with_bw(n, bw), run_root / f"n{n}", args.busy_wait))
-                controller = stack.enter_context(Controller(net.network, run_root / f"n{n}" / "controller.json",
+                controller = stack.enter_context(Controller(net.network, run_root / f"n{n}" / "controller-state.json",
                                                             PipelineOptions()))  # the defaults: V = 256
                 controller.setup()
                 if failed := net.ping_all():

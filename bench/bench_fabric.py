@@ -182,7 +182,7 @@ def _started(net_cm: Any, stack: ExitStack, run_dir: Path) -> tuple[Any, Any]:
     from controller.pipeline import PipelineOptions
 
     net = stack.enter_context(net_cm)
-    controller = stack.enter_context(Controller(net.network, run_dir / "controller.json", PipelineOptions()))
+    controller = stack.enter_context(Controller(net.network, run_dir / "controller-state.json", PipelineOptions()))
     controller.setup()
     if failed := net.ping_all():
         raise RuntimeError(f"hosts cannot reach each other after setup: {failed}")

@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 with ExitStack() as stack:
                     net = stack.enter_context(network(topology(bw, shared if declared else None), run / config,
                                                       args.busy_wait))
-                    ctl = stack.enter_context(Controller(net.network, run / config / "controller.json",
+                    ctl = stack.enter_context(Controller(net.network, run / config / "controller-state.json",
                                                          PipelineOptions(values=256)))
                     ctl.setup()
                     rows += measure_config(net, ctl, config, pool, bw, declared, args)

@@ -69,7 +69,7 @@ def measure(name: str, workers: int, loss: float, args: argparse.Namespace, run:
 
     hosts = [f"h{i}" for i in range(1, workers + 1)]
     with network(topology(name, workers, loss), run, args.busy_wait) as net:
-        with Controller(net.network, run / "controller.json", PipelineOptions(values=256)) as ctl:
+        with Controller(net.network, run / "controller-state.json", PipelineOptions(values=256)) as ctl:
             ctl.setup()
             ctl.create_job("loss", hosts, pool_size=args.pool)
             reports = run_ranks(net, hosts, [runner_command("ina", r, h, args.size_bytes, args,

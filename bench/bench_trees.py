@@ -121,7 +121,7 @@ def bench_network(args: argparse.Namespace) -> list[Measured]:
           f"{args.runs} timed calls per mode and round, {args.rounds} round(s); run directory {run_root}", flush=True)
     with ExitStack() as stack:
         net = stack.enter_context(network(leaf_spine_topology(args.fabric_bw), run_root / "net", args.busy_wait))
-        controller = stack.enter_context(Controller(net.network, run_root / "controller.json",
+        controller = stack.enter_context(Controller(net.network, run_root / "controller-state.json",
                                                     PipelineOptions()))  # the defaults: V = VALUES
         controller.setup()
         if failed := net.ping_all():

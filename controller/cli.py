@@ -7,9 +7,14 @@
     ina-ctl --net RUN/net.json job delete NAME
     ina-ctl --net RUN/net.json status [--json]
     ina-ctl --net RUN/net.json watch          # re-provisions switches that restart, moves trees off dead ones
+    ina-ctl --net RUN/net.json serve --listen 0.0.0.0:50051 --token-file TOKEN   # the controller service
 
-State (jobs, allocations, epochs) lives in RUN/controller-state.json, job specs for workers
-in RUN/jobs/NAME.json, unless --state says otherwise.
+With a service running, `job create/delete/list` and `status` go to it: `--controller HOST:PORT
+--token-file TOKEN` (or INA_CONTROLLER and INA_TOKEN_FILE), no --net.
+
+State (jobs, allocations, epochs, leases) lives in RUN/controller-state.json, job specs for workers
+in RUN/jobs/NAME.json, unless --state says otherwise.  One process writes it at a time: a service
+holds it while it runs; each other command for its own run.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from controller.calibrate import calibrate
@@ -29,7 +37,10 @@ from controller.network import Network
 from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineError, PipelineOptions
 from controller.plan import depth, link_name
+from controller.service import DEFAULT_LEASE, start
+from controller.state import STATE_FILE, StateLock
 from controller.topology import Topology, TopologyError
+from ina_api.client import CONTROLLER_ENV, TOKEN_ENV, JobsClient, LeaseKeeper, ServiceError, read_token
 from worker import protocol
 from worker.jobspec import RING_SUMS
 
@@ -42,6 +53,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--election-id", type=int,
                     help="P4Runtime election id (default: 1 for watch, 2 for other commands, so they can run "
                          "while watch holds the switches)")
+    ap.add_argument("--controller", default=os.environ.get(CONTROLLER_ENV),
+                    help=f"HOST:PORT of a running service (`serve`): `job create/delete/list` and `status` ask it "
+                         f"(default: ${CONTROLLER_ENV})")
+    ap.add_argument("--token-file", type=Path, default=os.environ.get(TOKEN_ENV),
+                    help=f"the file holding the cluster's token, for `serve` and --controller (default: ${TOKEN_ENV})")
     ap.add_argument("-v", "--verbose", action="store_true")
     sub = ap.add_subparsers(dest="command", required=True)
     setup = sub.add_parser("setup", help="push the pipeline, install routes and every live job")
@@ -75,8 +91,10 @@ def parser() -> argparse.ArgumentParser:
                              "eval in the shell that starts torchrun")
     for command in (show, create):
         _split_arguments(command)
+    _at_service(create)
     delete = job.add_parser("delete", help="remove exactly this job's entries")
     delete.add_argument("name")
+    delete.add_argument("--secret", help="with --controller: the secret `job create` printed")
     job.add_parser("list", help="jobs and their specs")
     calibrate = sub.add_parser("calibrate", help="measure a job's aggregation capacity and ring rate on its hosts, "
                                                  "and split it again between the switches and the ring")
@@ -85,12 +103,39 @@ def parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--timeout", type=float, default=20.0)
     status = sub.add_parser("status", help="each job's counters per switch, and each switch's drops")
     status.add_argument("--json", action="store_true", help="as JSON")
+    _watch_and_serve(sub)
+    return ap
+
+
+def _at_service(create: argparse.ArgumentParser) -> None:
+    """`job create --controller`'s own options: the service's job is leased."""
+    create.add_argument("--lease-seconds", type=float, default=0.0,
+                        help="with --controller: the job's lease (default: the service's); it expires unless held")
+    create.add_argument("--hold", action="store_true",
+                        help="with --controller: keep the lease alive until interrupted, then delete the job")
+    create.add_argument("--spec-out", type=Path, help="with --controller: where to write the spec (default NAME.json)")
+
+
+def _watch_and_serve(sub) -> None:
+    """The long-running commands: `watch` beside hand-run commands, or `serve` instead of them."""
     watch = sub.add_parser("watch", help="keep switches provisioned (re-provision on restart) and move trees off "
                                          "switches and links that stay down")
-    watch.add_argument("--interval", type=float, default=1.0)
-    watch.add_argument("--dead-after", type=float, default=DEAD_AFTER,
-                       help="seconds a switch may stay unreachable (a restart) before its trees move")
-    return ap
+    serve = sub.add_parser("serve", help="the controller service: jobs on demand over gRPC (ina_api/jobs.proto), "
+                                         "with leases and admission, and what watch does")
+    serve.add_argument("--listen", default="0.0.0.0:50051", help="HOST:PORT to serve on (default 0.0.0.0:50051)")
+    serve.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE,
+                       help=f"a job's lease unless it asks for another (default {DEFAULT_LEASE:g}; owners renew at "
+                            f"a third of it)")
+    serve.add_argument("--pool-size", type=int, default=DEFAULT_POOL_SIZE,
+                       help=f"slots per tree for a job that asks for none (default {DEFAULT_POOL_SIZE}); admission "
+                            f"gives less when the switches are full")
+    serve.add_argument("--grace", type=float,
+                       help="seconds the jobs found at start live before their first renewal is due (default: "
+                            "twice the lease)")
+    for command in (watch, serve):
+        command.add_argument("--interval", type=float, default=1.0)
+        command.add_argument("--dead-after", type=float, default=DEAD_AFTER,
+                             help="seconds a switch may stay unreachable (a restart) before its trees move")
 
 
 def _split_arguments(command: argparse.ArgumentParser) -> None:
@@ -108,24 +153,33 @@ def _split_arguments(command: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose or args.command == "watch" else logging.WARNING,
+    logging.basicConfig(level=logging.INFO if args.verbose or args.command in ("watch", "serve") else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
     try:
         if args.command == "job" and args.action == "plan" and args.topology is not None:
             return _plan_topology(args)
+        if args.controller and (args.command == "status" or (args.command == "job" and args.action != "plan")):
+            return _ask_service(args)
         if args.net is None:
             raise TopologyError("--net RUN/net.json is needed (only `job plan --topology FILE` plans without it)")
         if args.command == "job" and args.action == "plan" and args.values is not None:
             raise TopologyError("--values goes with --topology: with --net, the network's state file fixes it")
-        state = args.state or args.net.parent / "controller-state.json"
+        state = args.state or args.net.parent / STATE_FILE
         network = Network.load(args.net)
         options = PipelineOptions(args.values, args.udp_port) if args.command == "setup" else None
-        # watch holds id 1; changes use 2 (primary while they run); reading needs no arbitration
+        # watch and serve hold id 1; changes use 2 (primary while they run); reading needs no arbitration
         read_only = args.command == "status" or (args.command == "job" and args.action in ("list", "plan"))
-        election_id = args.election_id or (1 if args.command == "watch" else None if read_only else 2)
-        with Controller(network, state, options, election_id) as ctl:
-            return _run(ctl, args)
-    except (ValueError, OSError, SwitchError, PipelineError) as e:  # JobError, TopologyError, a bad state file
+        election_id = args.election_id or (1 if args.command in ("watch", "serve") else None if read_only else 2)
+        lock = StateLock(state)
+        if not read_only and args.command != "watch" and not _take(lock, wait=args.command != "serve"):
+            raise OSError(f"{state} is held by the controller service at {lock.holder() or '?'}: "
+                          f"ask it with --controller")
+        try:
+            with Controller(network, state, options, election_id) as ctl:
+                return _serve(ctl, args, lock) if args.command == "serve" else _run(ctl, args, lock)
+        finally:
+            lock.release()
+    except (ValueError, OSError, SwitchError, PipelineError, ServiceError) as e:  # JobError, TopologyError, ...
         print(f"ina-ctl: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -143,7 +197,88 @@ def _plan_topology(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(ctl: Controller, args: argparse.Namespace) -> int:
+def _take(lock: StateLock, wait: bool) -> bool:
+    """The state lock; a command waits for another command's run, never for a service (which never ends)."""
+    if lock.acquire(wait=False):
+        return True
+    if not wait or lock.holder():  # a service notes its address in the lock file
+        return False
+    return lock.acquire(wait=True)
+
+
+def _serve(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
+    """`serve`: set every switch up, then serve until SIGTERM or SIGINT."""
+    if args.token_file is None:
+        raise ServiceError(f"serve needs --token-file (or {TOKEN_ENV}): the cluster's token")
+    token = read_token(args.token_file)
+    ctl.dead_after = args.dead_after
+    ctl.setup()
+    running = start(ctl, args.listen, token, args.lease_seconds, args.grace, args.interval, pool_size=args.pool_size)
+    lock.note(running.address)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    logging.getLogger("ina.service").info("serving on %s: %d switch(es), %d job(s) from %s", running.address,
+                                          len(ctl.topology.switches), len(ctl.state.jobs), ctl.state_path)
+    print(f"ina-ctl: serving on {running.address}", flush=True)
+    done.wait()
+    running.stop()
+    lock.note("")
+    return 0
+
+
+def _ask_service(args: argparse.Namespace) -> int:
+    """`job create/delete/list` and `status` against a running service."""
+    if args.token_file is None:
+        raise ServiceError(f"--controller needs --token-file (or {TOKEN_ENV}): the cluster's token")
+    with JobsClient(args.controller, read_token(args.token_file)) as client:
+        if args.command == "status":
+            reply = client.status(counters=True)
+            for s in reply.switches:
+                print(f"{s.name} ({s.program}{'' if s.reachable else ', unreachable'}): {s.free_slots} of "
+                      f"{s.pool_slots} slots and {s.free_cells} of {s.cells} cells free")
+            for j in reply.jobs:
+                print(_job_line(j) + "".join(f"\n  {k} {v}" for k, v in sorted(j.packets.items())))
+        elif args.action == "list":
+            for j in client.list():
+                print(_job_line(j))
+        elif args.action == "delete":
+            if not args.secret:
+                raise ServiceError("job delete --controller needs --secret (what job create printed)")
+            client.delete(args.name, args.secret)
+            print(f"job {args.name} deleted")
+        else:
+            _create_at_service(client, args)
+    return 0
+
+
+def _create_at_service(client: JobsClient, args: argparse.Namespace) -> None:
+    job, secret = client.create(args.name, _hosts(args.hosts), mode=args.mode,
+                                trees=0 if args.trees == "auto" else int(args.trees), pool_size=args.pool_size,
+                                lease_seconds=args.lease_seconds, ring_sum=args.ring_sum)
+    path = (args.spec_out or Path(f"{job.name}.json")).absolute()
+    path.write_text(job.spec_json + "\n")
+    print(f"{_job_line(job)}\nspec in {path}; secret {secret}", file=sys.stderr if args.export else sys.stdout)
+    if args.export:
+        print(f"export INA_JOB_SPEC={shlex.quote(str(path))}", flush=True)
+    if args.hold:
+        keeper = LeaseKeeper(client, job, secret)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            keeper.stop()
+            client.delete(job.name, secret)
+            print(f"job {job.name} deleted", file=sys.stderr)
+
+
+def _job_line(job) -> str:
+    admission = f"; {job.admission}" if job.admission else ""
+    return (f"{job.name}: {job.mode}, {job.ina_share:.0%} through {job.trees} tree(s) of pool {job.pool_size} on "
+            f"{', '.join(job.switches) or 'no switch'}; lease {job.lease_seconds:g} s, "
+            f"{job.lease_remaining:.3g} s left{admission}")
+
+
+def _run(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
     if args.command == "setup":
         ctl.setup()
         print(f"{len(ctl.topology.switches)} switch(es) ready, {len(ctl.state.jobs)} job(s) installed")
@@ -177,11 +312,22 @@ def _run(ctl: Controller, args: argparse.Namespace) -> int:
               f"{bursts} s/MB; now {split['mode']}, {split['alpha']:.1%} through the switches ({split['why']})")
     elif args.command == "status":
         print(json.dumps(ctl.status(), indent=2) if args.json else status_table(ctl.status()))
-    elif args.command == "watch":
-        ctl.setup()
+    elif args.command == "watch":  # the lock for each round, so `job create` and others run between them
+        _locked(lock, ctl.setup)
         ctl.dead_after = args.dead_after
-        ctl.watch(args.interval)
+        while True:
+            threading.Event().wait(args.interval)
+            _locked(lock, ctl.watch_once)
     return 0
+
+
+def _locked(lock: StateLock, work) -> None:
+    if not _take(lock, wait=True):
+        raise OSError(f"{lock.path} is held by the controller service at {lock.holder()}: watch is not needed")
+    try:
+        work()
+    finally:
+        lock.release()
 
 
 def _hosts(text: str) -> list[str]:

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
-from controller import hybrid, plan, programs
+from controller import capacity, hybrid, plan, programs
+from controller.capacity import CapacityError
 from controller.entries import (
     HIGH_WATER_CHILD,
     Allocation,
@@ -55,6 +56,14 @@ Pending = list[tuple[Allocation, int]]  # trees' allocations on one switch, with
 
 class JobError(ValueError):
     """A job request that cannot be carried out; nothing was changed."""
+
+
+class JobExists(JobError):
+    """The name is taken by a live job."""
+
+
+class NoSuchJob(JobError):
+    """No live job has that name."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,6 +230,11 @@ class Controller:
     def _runs_our_pipeline(self, switch: str) -> bool:
         return self.client(switch).pipeline_cookie() == self.pipeline(switch).config.cookie.cookie
 
+    def reachable(self, switch: str) -> bool:
+        """Whether the switch answered last time it was asked (without asking it now)."""
+        client = self._clients.get(switch)
+        return client is not None and client.alive and switch not in self._unreachable
+
     def check_switches(self) -> list[str]:
         """Re-provision switches that restarted (or lost their pipeline), and those a tree's move could not
         reach; returns the names of those that needed the pipeline."""
@@ -311,15 +325,15 @@ class Controller:
                 return []
             self._told.add(key)
             return [f"{where}; no other tree joins its members ({e}): its workers will time out"]
-        pipe = self.pipeline(planned.tree.root)
         before = copy.deepcopy(job)
         allocations = {}
         try:
             for switch in planned.tree.switches():
+                pipe = self.pipeline(switch)
                 allocations[switch] = tree.allocations.get(switch) or Allocation(
                     self._free_pool(switch, job.pool_size, None, pipe.pool_slots, []),
                     self._free_cell(switch, pipe.max_jobs, []), self.state.take_epoch(switch))
-        except JobError as e:
+        except (JobError, CapacityError) as e:
             return [f"{where}; the surviving tree (root {planned.tree.root}) does not fit: {e}"]
         tree.tree, tree.rate, tree.allocations = planned.tree, planned.rate, allocations
         tree.incarnation += 1
@@ -366,12 +380,26 @@ class Controller:
 
     def create_job(self, name: str, members: list[str], pool_size: int = DEFAULT_POOL_SIZE,
                    pool_base: int | None = None, trees: int | str | None = "auto", mode: str = "auto",
-                   alpha: float | None = None, ring_sum: str = "native") -> JobSpec:
+                   alpha: float | None = None, ring_sum: str = "native", *, admit: bool = False,
+                   lease: tuple[float, str] | None = None) -> JobSpec:
         """Plan the job's trees (``trees``: "auto", or at most N) and its split between them and a host
         ring (``mode``: ina, ring, hybrid or auto, ``alpha`` a hybrid's share through the trees), and
-        install every tree."""
+        install every tree.
+
+        ``admit``: a job the switches have no room for gets less rather than an error (``_admit``), and
+        its record says what and why.  ``lease``: (seconds, sha256 of its secret), for the service."""
+        self._check_name(name)
+        planned = self.plan(members, trees, mode, alpha, ring_sum)  # the topology alone: no lock held
         with self._lock:
-            job = self._plan_job(name, members, pool_size, pool_base, trees, mode, alpha, ring_sum)
+            if admit:
+                job = self._admit(name, members, pool_size, planned, mode, alpha, ring_sum)
+            else:
+                try:
+                    job = self._plan_job(name, members, pool_size, pool_base, planned, mode, alpha, ring_sum)
+                except CapacityError as e:
+                    raise JobError(str(e)) from None
+            if lease is not None:
+                job.lease_seconds, job.secret_hash = lease
             self.state.jobs[name] = job  # saved before any write: a crash leaves a job setup() completes
             try:
                 self._save()
@@ -396,11 +424,19 @@ class Controller:
                      [t.job_id for t in job.trees], sorted(job.switches()))
             return spec
 
-    def delete_job(self, name: str) -> None:
+    def delete_job(self, name: str, force: bool = False) -> None:
+        """Remove the job's entries from every switch, then the job.  ``force`` (an expired lease): a switch
+        that cannot be reached does not keep the job alive; it is provisioned without it once it answers."""
         with self._lock:
             job = self._job(name)
             for switch in job.switches():
-                self._remove(switch, *self._job_entries(job, switch))
+                try:
+                    self._remove(switch, *self._job_entries(job, switch))
+                except SwitchError as e:
+                    if not force:
+                        raise
+                    self._unsynced.add(switch)
+                    log.warning("job %s: %s keeps its entries until it answers: %s", name, switch, e)
             del self.state.jobs[name]
             self._save()  # a switch that was down keeps stale entries until setup() converges it
             if self.spec_dir is not None:
@@ -531,16 +567,60 @@ class Controller:
 
     # --- planning ------------------------------------------------------------------------------
 
-    def _plan_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None,
-                  trees: int | str | None, mode: str, alpha: float | None, ring_sum: str) -> JobRecord:
-        if not name or not name.replace("-", "").replace("_", "").isalnum():
+    def _check_name(self, name: str) -> None:
+        if not name or not name.replace("-", "").replace("_", "").isalnum() or not name.isascii():
             raise JobError(f"job name {name!r}: use letters, digits, '-' and '_'")
         if name in self.state.jobs:
-            raise JobError(f"job {name} exists already")
-        pipe = self.pipeline(next(iter(self.topology.switches)))
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= pipe.pool_slots:
-            raise JobError(f"pool size {pool_size} is outside 1..{pipe.pool_slots} (the switch's slot pool)")
-        planned = self.plan(members, trees, mode, alpha, ring_sum)
+            raise JobExists(f"job {name} exists already")
+
+    def _admit(self, name: str, members: list[str], pool_size: int, planned: JobPlan, mode: str,
+               alpha: float | None, ring_sum: str) -> JobRecord:
+        """The job as planned if it fits; else the most aggregation that fits (``capacity.fallbacks``: fewer
+        trees, then a smaller pool), the rest round the host ring; else the ring alone.  Never fails for
+        lack of room; ``JobRecord.admission`` says what the job got and why."""
+        try:
+            return self._plan_job(name, members, pool_size, None, planned, mode, alpha, ring_sum)
+        except CapacityError as e:
+            short = e
+        for trees, size in capacity.fallbacks(len(planned.tree_plan.trees), pool_size):
+            smaller = planned if trees == len(planned.tree_plan.trees) else self._fewer_trees(
+                members, trees, len(planned.tree_plan.trees), mode, alpha, ring_sum)
+            try:
+                job = self._plan_job(name, members, size, None, smaller, mode, alpha, ring_sum)
+            except CapacityError:
+                continue
+            job.admission = (f"{trees} of {len(planned.tree_plan.trees)} tree(s), pool {size} of {pool_size} asked "
+                             f"({short}): {job.mode}, {job.ina_share:.0%} through the switches")
+            log.warning("job %s admitted with less: %s", name, job.admission)
+            return job
+        ring = self.plan(members, None, "ring", None, ring_sum)
+        job = self._plan_job(name, members, pool_size, None, ring, "ring", None, ring_sum)
+        job.admission = f"ring alone: no tree fits ({short})"
+        log.warning("job %s admitted with less: %s", name, job.admission)
+        return job
+
+    def _fewer_trees(self, members: list[str], trees: int, planned: int, mode: str, alpha: float | None,
+                     ring_sum: str) -> JobPlan:
+        """At most ``trees`` trees, which take less of each member's link than the job's planned ones: the
+        split puts the rest round the ring (C is what the fewer trees carry, L the host link)."""
+        P = self._protocol()
+        try:
+            found = plan.plan_job(self.topology, members, P.MAX_CHILDREN, trees, P.wire_factor)
+        except plan.PlanError as e:
+            raise JobError(str(e)) from None
+        limit, why = hybrid.aggregation_limit(self.topology, found, P.frame_bytes)
+        links = self.topology.slowest_link_mbps(members)
+        if found.rate < min(limit, links) * 0.98:
+            limit, why = found.rate, f"only {trees} of {planned} planned trees fit the switches"
+        return JobPlan(found, choose_split(P.wire_factor, len(members), links, limit, why,
+                                           "hybrid" if mode == "ina" else mode, alpha, ring_sum=ring_sum))
+
+    def _plan_job(self, name: str, members: list[str], pool_size: int, pool_base: int | None, planned: JobPlan,
+                  mode: str, alpha: float | None, ring_sum: str) -> JobRecord:
+        self._check_name(name)
+        most = max(self.pipeline(s).pool_slots for s in self.topology.switches)
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= most:
+            raise JobError(f"pool size {pool_size} is outside 1..{most} (the switches' slot pools)")
         split = planned.split
         installed = () if split.mode == "ring" else planned.tree_plan.trees
         placed: list[dict[str, Allocation]] = []
@@ -548,14 +628,15 @@ class Controller:
             allocations: dict[str, Allocation] = {}
             for switch in p.tree.switches():
                 taken = [(a[switch], pool_size) for a in placed if switch in a]
+                pipe = self.pipeline(switch)
                 try:
                     cell = self._free_cell(switch, pipe.max_jobs, taken)
                     base = self._free_pool(switch, pool_size, None if pool_base is None else pool_base + i * pool_size,
                                            pipe.pool_slots, taken)
-                except JobError as e:
+                except CapacityError as e:
                     if len(installed) == 1:
                         raise
-                    raise JobError(f"tree {i + 1} of {len(installed)} (root {p.tree.root}): {e}") from None
+                    raise CapacityError(f"tree {i + 1} of {len(installed)} (root {p.tree.root}): {e}") from None
                 allocations[switch] = Allocation(base, cell, 0)
             placed.append(allocations)
         # job ids and epochs only once the job is certain to fit: a refused job changes nothing
@@ -567,7 +648,7 @@ class Controller:
             job_id = self.state.take_job_id(live, MAX_JOB_ID)
             if job_id is None:
                 self.state.next_job_id = first_free
-                raise JobError(f"no free job id for {len(placed)} tree(s)")
+                raise JobError(f"no free job id for {len(placed)} tree(s) and a ring")
             live.add(job_id)
             ids.append(job_id)
         records = []
@@ -582,35 +663,31 @@ class Controller:
         return [(t.allocations[switch], j.pool_size) for j in self.state.jobs.values() for t in j.on(switch)] + pending
 
     def _free_cell(self, switch: str, max_jobs: int, pending: Pending) -> int:
-        used = {a.cell for a, _ in self._allocations(switch, pending)}
-        cell = next((c for c in range(max_jobs) if c not in used), None)
-        if cell is None:
-            raise JobError(f"switch {switch} carries {max_jobs} trees already (INA_MAX_JOBS)")
-        return cell
+        return capacity.free_cell(switch, max_jobs, {a.cell for a, _ in self._allocations(switch, pending)})
+
+    def room(self, switch: str) -> capacity.Room:
+        """The switch's pool and cells, and what of them live jobs leave free."""
+        pipe, taken = self.pipeline(switch), self._allocations(switch, [])
+        return capacity.room(switch, self.network.access[switch].arch, pipe.pool_slots, pipe.max_jobs,
+                             [(a.pool_base, n) for a, n in taken], {a.cell for a, _ in taken})
 
     def _free_pool(self, switch: str, size: int, wanted: int | None, slots: int, pending: Pending) -> int:
         taken = sorted((a.pool_base, a.pool_base + n) for a, n in self._allocations(switch, pending))
         if wanted is not None:
             if not (0 <= wanted and wanted + size <= slots):
-                raise JobError(f"pool {wanted}..{wanted + size - 1} does not fit switch {switch}'s {slots} slots")
+                raise CapacityError(f"pool {wanted}..{wanted + size - 1} does not fit switch {switch}'s {slots} slots")
             clash = [(a, b) for a, b in taken if a < wanted + size and wanted < b]
             if clash:
-                raise JobError(f"pool {wanted}..{wanted + size - 1} overlaps slots {clash[0][0]}..{clash[0][1] - 1} "
-                               f"of another tree on switch {switch}")
+                raise CapacityError(f"pool {wanted}..{wanted + size - 1} overlaps slots {clash[0][0]}.."
+                                    f"{clash[0][1] - 1} of another tree on switch {switch}")
             return wanted
-        start = 0
-        for a, b in taken + [(slots, slots)]:
-            if a - start >= size:
-                return start
-            start = max(start, b)
-        raise JobError(f"switch {switch} has no {size} free consecutive slots (of {slots}; "
-                       f"in use: {', '.join(f'{a}..{b - 1}' for a, b in taken)})")
+        return capacity.free_pool(switch, size, slots, [(a, b - a) for a, b in taken])
 
     def _job(self, name: str) -> JobRecord:
         try:
             return self.state.jobs[name]
         except KeyError:
-            raise JobError(f"no job named {name!r} (jobs: {sorted(self.state.jobs)})") from None
+            raise NoSuchJob(f"no job named {name!r} (jobs: {sorted(self.state.jobs)})") from None
 
     def tree_nodes(self, job: JobRecord, tree: TreeRecord) -> dict[str, plan.TreeNode]:
         """Each switch of the tree with its children (what its registers count, for whoever checks them)."""

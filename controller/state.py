@@ -3,12 +3,17 @@
 A job's trees are stored as planned (root and uplink ports), because the plan depends on
 link capacities and the solver; table entries and multicast groups are recomputed from
 them and the topology by ``controller.plan`` and ``controller.entries``.  Saved as JSON
-after every change, replaced atomically.
+after every change: written whole, synced, renamed over the old file, and the folder synced, so
+a crash leaves the old state or the new one, never half of either.  One process writes it at a
+time (``StateLock``): the controller service holds it while it runs, each ``ina-ctl`` command for
+its own run.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -16,6 +21,8 @@ from controller.entries import Allocation
 from controller.pipeline import PipelineOptions
 from controller.plan import Tree
 
+STATE_FILE = "controller-state.json"  # beside the network file, unless told otherwise
+FORMAT = 2  # 2: leases; a file without "format" is 1 and loads as jobs without leases
 EPOCH_LIMIT = 1 << 16  # ina.p4's epoch is bit<16>; 0 means "never used" in its registers
 
 
@@ -45,6 +52,13 @@ class JobRecord:
     calibration: dict | None = None  # what `ina-ctl calibrate` measured, and the split it gave
     version: int = 0  # of its plan: grows when a tree moves off a dead switch or link
     ring_sum: str = "native"  # a pure ring's sums: "native" (the tensor's type) or "float64" (wide partials)
+    lease_seconds: float | None = None  # a service's job lives this long unrenewed (None: until deleted)
+    secret_hash: str | None = None  # sha256 of the secret its owner renews and deletes it with
+    admission: str = ""  # what the job got, and why, when it is less than it asked for
+
+    def spec_version(self) -> int:
+        """Grows with every change of the job's spec: its plan's version and its trees' incarnations only grow."""
+        return self.version + sum(t.incarnation for t in self.trees)
 
     def switches(self) -> set[str]:
         return {s for t in self.trees for s in t.allocations}
@@ -74,16 +88,26 @@ class ControllerState:
         return None
 
     def save(self, path: Path) -> None:
-        data = {"options": asdict(self.options), "next_epoch": self.next_epoch, "next_job_id": self.next_job_id,
-                "jobs": {n: asdict(j) for n, j in self.jobs.items()}}
+        data = {"format": FORMAT, "options": asdict(self.options), "next_epoch": self.next_epoch,
+                "next_job_id": self.next_job_id, "jobs": {n: asdict(j) for n, j in self.jobs.items()}}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        with tmp.open("w") as f:
+            f.write(json.dumps(data, indent=2) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
         tmp.replace(path)
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
 
     @classmethod
     def load(cls, path: Path) -> ControllerState:
         data = json.loads(path.read_text())
+        if data.get("format", 1) > FORMAT:
+            raise ValueError(f"{path}: state format {data['format']} is newer than this controller's ({FORMAT})")
         jobs = {}
         for name, j in data["jobs"].items():
             if "trees" not in j:
@@ -95,3 +119,40 @@ class ControllerState:
                      for t in j.pop("trees")]
             jobs[name] = JobRecord(trees=trees, **j)
         return cls(PipelineOptions(**data["options"]), jobs, data["next_epoch"], data.get("next_job_id", 1))
+
+
+class StateLock:
+    """An exclusive lock beside the state file (``flock``, so a dead holder frees it): one writer at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.with_name(path.name + ".lock")
+        self._fd: int | None = None
+
+    def acquire(self, wait: bool) -> bool:
+        """Take it; with ``wait`` False, False at once when another process holds it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def holder(self) -> str:
+        """What the holder wrote in the lock file (the service writes its address)."""
+        try:
+            return self.path.read_text().strip()
+        except OSError:
+            return ""
+
+    def note(self, text: str) -> None:
+        assert self._fd is not None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, text.encode(), 0)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

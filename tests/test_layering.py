@@ -22,11 +22,12 @@ PACKAGES: dict[str, Path] = {
     "worker": ROOT / "worker",
     "bmv2env": ROOT / "bmv2-env",
     "p4src": ROOT / "p4src",  # the P4 programs as package data: the bottom layer
+    "ina_api": ROOT / "ina_api",  # the controller service's API and client: below the worker and the controller
     "virtual_fabric": ROOT / "virtual_fabric",  # the simulator: runs the others, the top layer
 }
 
 # Packages whose circles fail the test (bmv2env is only reported).
-NO_CIRCLES = ["p4target", "controller", "worker", "virtual_fabric"]
+NO_CIRCLES = ["p4target", "controller", "worker", "virtual_fabric", "ina_api"]
 
 # Package -> packages it must never import (at any level, even under TYPE_CHECKING).
 FORBIDDEN: dict[str, list[str]] = {
@@ -34,6 +35,7 @@ FORBIDDEN: dict[str, list[str]] = {
     "worker": ["controller", "bmv2env", "virtual_fabric"],
     "controller": ["bmv2env", "virtual_fabric"],
     "p4src": ["p4target", "controller", "worker", "bmv2env", "virtual_fabric"],
+    "ina_api": ["p4src", "p4target", "controller", "worker", "bmv2env", "virtual_fabric"],
 }
 
 # Import kinds: at module level, inside a function (runs later), under `if TYPE_CHECKING:`.

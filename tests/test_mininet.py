@@ -46,7 +46,7 @@ def test_shipped_topologies_equal_their_builders(name: str, built: dict) -> None
 
 
 def _setup_routes(net: InaNetwork, run_dir: Path) -> None:
-    with Controller(net.network, run_dir / "controller.json") as controller:
+    with Controller(net.network, run_dir / "controller-state.json") as controller:
         controller.setup()
 
 

@@ -1,0 +1,348 @@
+"""`ina-ctl serve`: the controller as one long-running process that training jobs ask for their switches.
+
+It serves ``ina_api/jobs.proto`` (and the standard gRPC health service), is the one writer of the
+state file, expires jobs whose lease is not renewed, and does what ``watch`` did: re-provisions
+switches that restart and moves trees off switches and links that stay down.
+
+Three kinds of thread touch it, and none waits for another's slow work: gRPC's (requests; a
+create plans without the controller's lock and writes switches with it), the lease thread
+(expiry, every ``TICK``), the watch thread.  A renewal only touches ``Leases``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import ipaddress
+import json
+import logging
+import math
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from controller.capacity import CapacityError
+from controller.controller import DEFAULT_POOL_SIZE, Controller, JobError, JobExists, NoSuchJob
+from controller.hybrid import MODES
+from controller.leases import Leases, NoLease, WrongSecret, new_secret
+from controller.p4runtime_client import SwitchError
+from controller.state import JobRecord
+from ina_api import jobs_pb2, jobs_pb2_grpc
+from ina_api.client import AUTH_HEADER, AUTH_SCHEME
+from worker.jobspec import FORMAT, RING_SUMS
+
+log = logging.getLogger("ina.service")
+DEFAULT_LEASE = 6.0  # seconds a job lives unrenewed; its owner renews every third of it
+MAX_LEASE = 7 * 86400.0  # a hand-made job (`ina-ctl job create --controller`) may hold a long one
+TICK = 0.2  # seconds between looks for expired leases
+SERVICE_NAME = "ina.jobs.v1.Jobs"  # the health service answers for it and for ""
+MAX_NAME = 64
+MAX_TREES = 64
+
+
+class Refused(Exception):
+    """A request answered with this gRPC status and message (the service goes on)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclasses.dataclass(frozen=True)
+class Malformed:
+    """A request whose bytes did not parse: answered INVALID_ARGUMENT (gRPC's own parse failure says INTERNAL)."""
+
+    error: str
+
+
+def _lenient(message_type: type) -> Callable[[bytes], object]:
+    def parse(data: bytes) -> object:
+        try:
+            return message_type.FromString(data)
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, or a RuntimeWarning-ish from the C parser
+            return Malformed(f"{type(e).__name__}: {e}")
+    return parse
+
+
+def _handlers(service: JobsService) -> grpc.GenericRpcHandler:
+    """The Jobs service's methods as generated code names them, each parsing its request leniently."""
+    methods = jobs_pb2.DESCRIPTOR.services_by_name["Jobs"].methods
+    return grpc.method_handlers_generic_handler(SERVICE_NAME, {
+        m.name: grpc.unary_unary_rpc_method_handler(
+            getattr(service, m.name), request_deserializer=_lenient(getattr(jobs_pb2, m.input_type.name)),
+            response_serializer=lambda reply: reply.SerializeToString())
+        for m in methods})
+
+
+class JobsService(jobs_pb2_grpc.JobsServicer):
+    def __init__(self, controller: Controller, token: str, lease_seconds: float = DEFAULT_LEASE,
+                 grace: float | None = None, clock: Callable[[], float] = time.monotonic,
+                 pool_size: int = DEFAULT_POOL_SIZE) -> None:
+        """``grace``: how long jobs found in the state file at start live before their first renewal is due
+        (default: twice the lease), so a restart of the service does not expire jobs that kept running.
+        ``pool_size``: what a job that asks for none gets (before admission)."""
+        if not token:
+            raise ValueError("the service needs a non-empty token")
+        self.controller, self.token, self.lease_seconds, self.clock = controller, token, lease_seconds, clock
+        self.pool_size = pool_size
+        self.leases = Leases()
+        self.started = clock()
+        grace = 2 * lease_seconds if grace is None else grace
+        for job in controller.state.jobs.values():
+            if job.lease_seconds is not None and job.secret_hash is not None:
+                self.leases.hold(job.name, job.lease_seconds, job.secret_hash, self.started, grace)
+        self._by_ip = {str(h.ip.ip): name for name, h in controller.topology.hosts.items()}
+
+    # --- the API -------------------------------------------------------------------------------
+
+    def CreateJob(self, request, context):  # noqa: N802 - gRPC's names
+        return self._answer(context, self._create, request)
+
+    def KeepAlive(self, request, context):  # noqa: N802
+        return self._answer(context, self._keep_alive, request)
+
+    def DeleteJob(self, request, context):  # noqa: N802
+        return self._answer(context, self._delete, request)
+
+    def GetJob(self, request, context):  # noqa: N802
+        return self._answer(context, lambda r: self._job_message(self._record(r.name)), request)
+
+    def ListJobs(self, request, context):  # noqa: N802
+        return self._answer(context, lambda _: jobs_pb2.ListJobsReply(jobs=self._all_jobs()), request)
+
+    def Status(self, request, context):  # noqa: N802
+        return self._answer(context, self._status, request)
+
+    def _answer(self, context: grpc.ServicerContext, handler: Callable, request):
+        """The handler's reply, or the status its failure maps to: a bad request never escapes as a crash."""
+        try:
+            self._authenticate(context)
+            if isinstance(request, Malformed):
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"malformed request: {request.error}")
+            return handler(request)
+        except Refused as e:
+            code, message = e.code, str(e)
+        except JobExists as e:
+            code, message = grpc.StatusCode.ALREADY_EXISTS, str(e)
+        except (NoSuchJob, NoLease) as e:
+            code, message = grpc.StatusCode.NOT_FOUND, f"no job named {e.args[0]!r}" if isinstance(e, NoLease) \
+                else str(e)
+        except WrongSecret as e:
+            code, message = grpc.StatusCode.PERMISSION_DENIED, str(e)
+        except (JobError, CapacityError) as e:
+            code, message = grpc.StatusCode.INVALID_ARGUMENT, str(e)
+        except (SwitchError, OSError) as e:
+            code, message = grpc.StatusCode.UNAVAILABLE, f"a switch did not answer: {e}"
+        except Exception as e:  # noqa: BLE001 - a bug answers INTERNAL and is logged; the service stays up
+            log.exception("%s failed", handler)
+            code, message = grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}"
+        context.abort(code, message)
+
+    def _authenticate(self, context: grpc.ServicerContext) -> None:
+        given = dict(context.invocation_metadata()).get(AUTH_HEADER, "")
+        if not isinstance(given, str) or not given.startswith(AUTH_SCHEME):
+            raise Refused(grpc.StatusCode.UNAUTHENTICATED, f"no token: send metadata '{AUTH_HEADER}: "
+                                                           f"{AUTH_SCHEME}<the cluster's token>'")
+        if not hmac.compare_digest(given[len(AUTH_SCHEME):].encode(), self.token.encode()):
+            raise Refused(grpc.StatusCode.UNAUTHENTICATED, "wrong token")
+
+    def _create(self, request: jobs_pb2.CreateJobRequest) -> jobs_pb2.CreateJobReply:
+        members = self._members(request.members)
+        ask = _checked(request, self.controller.state.options.values, self.lease_seconds, self.pool_size)
+        name = request.name or self._fresh_name()
+        if len(name) > MAX_NAME:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"job name is {len(name)} characters; at most {MAX_NAME}")
+        secret, secret_hash = new_secret()
+        self.controller.create_job(name, members, ask["pool_size"], None, ask["trees"], ask["mode"], None,
+                                   ask["ring_sum"], admit=True, lease=(ask["lease"], secret_hash))
+        self.leases.hold(name, ask["lease"], secret_hash, self.clock())
+        job = self.controller.state.jobs[name]
+        log.info("job %s: created for %s: %s%s", name, ", ".join(members), job.mode,
+                 f" ({job.admission})" if job.admission else "")
+        return jobs_pb2.CreateJobReply(job=self._job_message(job), secret=secret)
+
+    def _keep_alive(self, request: jobs_pb2.KeepAliveRequest) -> jobs_pb2.KeepAliveReply:
+        seconds = self.leases.renew(request.name, request.secret, self.clock())
+        job = self.controller.state.jobs.get(request.name)
+        return jobs_pb2.KeepAliveReply(lease_seconds=seconds, spec_version=job.spec_version() if job else 0)
+
+    def _delete(self, request: jobs_pb2.DeleteJobRequest) -> jobs_pb2.DeleteJobReply:
+        self.leases.check(request.name, request.secret)
+        self.controller.delete_job(request.name)
+        self.leases.release(request.name)
+        log.info("job %s: deleted by its owner", request.name)
+        return jobs_pb2.DeleteJobReply()
+
+    def _status(self, request: jobs_pb2.StatusRequest) -> jobs_pb2.StatusReply:
+        ctl = self.controller
+        switches = [jobs_pb2.SwitchCapacity(**dataclasses.asdict(ctl.room(s)), reachable=ctl.reachable(s))
+                    for s in ctl.topology.switches]
+        jobs = self._all_jobs()
+        if request.counters:
+            counted = ctl.status()["jobs"]
+            for job in jobs:
+                for per_switch in counted.get(job.name, {}).values():
+                    for counter, n in per_switch.items():
+                        job.packets[counter] += n
+        return jobs_pb2.StatusReply(jobs=jobs, switches=switches, uptime_seconds=self.clock() - self.started,
+                                    state_file=str(ctl.state_path or ""))
+
+    # --- the pieces ----------------------------------------------------------------------------
+
+    def _members(self, members) -> list[str]:
+        """Each rank's host: the one of its addresses (or names) the network knows."""
+        if not members:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "a job needs at least one member")
+        if len(members) > len(self.controller.topology.hosts):
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"{len(members)} members, but the network has "
+                                                            f"{len(self.controller.topology.hosts)} hosts")
+        hosts = []
+        for rank, member in enumerate(members):
+            known = {h for h in map(self._host, member.addresses[:64]) if h is not None}
+            if len(known) != 1:
+                shown = ", ".join(repr(a) for a in member.addresses[:8]) or "no address"
+                why = "none is a host of the network" if not known else f"they name {len(known)} hosts"
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"rank {rank}: {shown}: {why}")
+            hosts.append(known.pop())
+        twice = sorted({h for h in hosts if hosts.count(h) > 1})
+        if twice:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"host(s) {', '.join(twice)} given for several ranks")
+        return hosts
+
+    def _host(self, address: str) -> str | None:
+        if address in self.controller.topology.hosts:
+            return address
+        try:
+            return self._by_ip.get(str(ipaddress.ip_address(address)))
+        except ValueError:
+            return None
+
+    def _fresh_name(self) -> str:
+        while True:
+            name = f"job-{secrets.token_hex(4)}"
+            if name not in self.controller.state.jobs:
+                return name
+
+    def _record(self, name: str) -> JobRecord:
+        job = self.controller.state.jobs.get(name)
+        if job is None:
+            raise NoSuchJob(f"no job named {name!r}")
+        return job
+
+    def _all_jobs(self) -> list[jobs_pb2.Job]:
+        return [self._job_message(j) for j in list(self.controller.state.jobs.values())]
+
+    def _job_message(self, job: JobRecord) -> jobs_pb2.Job:
+        spec = self.controller.job_spec(job.name)
+        remaining = self.leases.remaining(job.name, self.clock())
+        return jobs_pb2.Job(
+            name=job.name, spec_json=json.dumps({"format": FORMAT, **dataclasses.asdict(spec)}),
+            spec_version=job.spec_version(), mode=job.mode, ina_share=job.ina_share, trees=len(job.trees),
+            pool_size=job.pool_size, admission=job.admission, lease_seconds=job.lease_seconds or 0.0,
+            lease_remaining=math.inf if remaining is None else remaining, switches=sorted(job.switches()))
+
+    # --- time ----------------------------------------------------------------------------------
+
+    def expire(self) -> list[str]:
+        """Delete every job whose lease ran out; one log line each."""
+        done = []
+        for name, lease in self.leases.expired(self.clock()):
+            job = self.controller.state.jobs.get(name)
+            if job is None:
+                self.leases.release(name)
+                continue
+            slots = sum(job.pool_size for t in job.trees for _ in t.allocations)
+            try:
+                self.controller.delete_job(name, force=True)
+            except JobError:  # deleted meanwhile
+                pass
+            except OSError as e:  # the state file: try again next tick
+                log.error("job %s: lease expired, but the state could not be saved: %s", name, e)
+                continue
+            self.leases.release(name)
+            log.warning("job %s: lease expired (%.3g s without renewal): deleted, %d slot(s) on %d switch(es) freed",
+                        name, lease.seconds, slots, len(job.switches()))
+            done.append(name)
+        return done
+
+
+def _checked(request: jobs_pb2.CreateJobRequest, values: int | None, default_lease: float, pool_size: int) -> dict:
+    """The request's knobs, with the service's defaults for what it left at zero, or Refused."""
+    bad = grpc.StatusCode.INVALID_ARGUMENT
+    if request.values and request.values != values:
+        raise Refused(bad, f"values {request.values}: the switches run {values} values per packet (0 takes those)")
+    mode = request.mode or "auto"
+    if mode not in MODES:
+        raise Refused(bad, f"mode {request.mode!r}: one of {', '.join(MODES)}")
+    ring_sum = request.ring_sum or "native"
+    if ring_sum not in RING_SUMS:
+        raise Refused(bad, f"ring_sum {request.ring_sum!r}: one of {', '.join(RING_SUMS)}")
+    if request.trees > MAX_TREES:
+        raise Refused(bad, f"trees {request.trees}: at most {MAX_TREES} (0: the planner's choice)")
+    lease = request.lease_seconds or default_lease
+    if not 0.1 <= lease <= MAX_LEASE:  # NaN fails too
+        raise Refused(bad, f"lease_seconds {request.lease_seconds}: within 0.1..{MAX_LEASE:g} (0: the service's "
+                           f"{default_lease:g})")
+    return {"mode": mode, "ring_sum": ring_sum, "trees": request.trees or "auto", "lease": lease,
+            "pool_size": request.pool_size or pool_size}
+
+
+@dataclasses.dataclass
+class RunningService:
+    """A started service: its address, and ``stop()``."""
+
+    service: JobsService
+    server: grpc.Server
+    health: health.HealthServicer
+    address: str
+    _stop: threading.Event
+    _threads: list[threading.Thread]
+
+    def stop(self, grace: float = 1.0) -> None:
+        self.health.enter_graceful_shutdown()
+        self._stop.set()
+        self.server.stop(grace).wait()
+        for t in self._threads:
+            t.join(timeout=10)
+
+
+def start(controller: Controller, address: str, token: str, lease_seconds: float = DEFAULT_LEASE,
+          grace: float | None = None, watch_interval: float | None = 1.0, workers: int = 16,
+          pool_size: int = DEFAULT_POOL_SIZE) -> RunningService:
+    """Serve on ``address`` (port 0: a free one, the returned ``address`` says which), expire leases every
+    TICK and, unless ``watch_interval`` is None, watch the switches at that interval."""
+    service = JobsService(controller, token, lease_seconds, grace, pool_size=pool_size)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ina-service"),
+                         options=[("grpc.max_receive_message_length", 4 << 20)])
+    server.add_generic_rpc_handlers((_handlers(service),))
+    healthy = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(healthy, server)
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    server.start()
+    for name in ("", SERVICE_NAME):
+        healthy.set(name, health_pb2.HealthCheckResponse.SERVING)
+    stop = threading.Event()
+    threads = [threading.Thread(target=_every, args=(TICK, stop, service.expire), daemon=True,
+                                name="ina-service-leases")]
+    if watch_interval is not None:
+        threads.append(threading.Thread(target=_every, args=(watch_interval, stop, controller.watch_once),
+                                        daemon=True, name="ina-service-watch"))
+    for t in threads:
+        t.start()
+    host = address.rsplit(":", 1)[0]
+    return RunningService(service, server, healthy, f"{host}:{port}", stop, threads)
+
+
+def _every(interval: float, stop: threading.Event, work: Callable[[], object]) -> None:
+    while not stop.wait(interval):
+        try:
+            work()
+        except Exception:  # noqa: BLE001 - a round that failed is tried again next interval
+            log.exception("%s failed", getattr(work, "__name__", work))

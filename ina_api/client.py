@@ -1,0 +1,138 @@
+"""``JobsClient``: one connection to the controller service (``ina-ctl serve``), with the cluster's token.
+
+    client = JobsClient.from_env()             # INA_CONTROLLER=host:port, INA_TOKEN_FILE=path
+    job, secret = client.create("", [["10.0.1.1"], ["10.0.1.2"]])
+    client.keep_alive(job.name, secret)        # every lease_seconds / 3 (LeaseKeeper does it)
+    client.delete(job.name, secret)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import grpc
+
+from ina_api import jobs_pb2, jobs_pb2_grpc
+
+CONTROLLER_ENV = "INA_CONTROLLER"
+TOKEN_ENV = "INA_TOKEN_FILE"
+AUTH_HEADER = "authorization"  # gRPC metadata keys are lower case
+AUTH_SCHEME = "Bearer "
+
+
+class ServiceError(RuntimeError):
+    """A call the service refused or could not be reached for; ``code`` is the gRPC status code."""
+
+    def __init__(self, message: str, code: grpc.StatusCode | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def read_token(path: str | Path) -> str:
+    """The cluster's token: the file's first line, which must not be empty."""
+    try:
+        token = Path(path).read_text().strip().splitlines()
+    except OSError as e:
+        raise ServiceError(f"cannot read the cluster's token from {path}: {e}") from None
+    if not token or not token[0].strip():
+        raise ServiceError(f"{path} holds no token (its first line is empty)")
+    return token[0].strip()
+
+
+class JobsClient:
+    def __init__(self, address: str, token: str, timeout: float = 10.0) -> None:
+        """``timeout``: seconds each call may take before it fails with DEADLINE_EXCEEDED."""
+        if not address or ":" not in address:
+            raise ServiceError(f"the controller's address must be host:port, not {address!r}")
+        self.address, self.timeout = address, timeout
+        self._metadata = ((AUTH_HEADER, AUTH_SCHEME + token),)
+        self._channel = grpc.insecure_channel(address)
+        self._stub = jobs_pb2_grpc.JobsStub(self._channel)
+
+    @classmethod
+    def from_env(cls, **options) -> JobsClient:
+        address = os.environ.get(CONTROLLER_ENV)
+        if not address:
+            raise ServiceError(f"set {CONTROLLER_ENV}=host:port to the controller service (ina-ctl serve)")
+        token_file = os.environ.get(TOKEN_ENV)
+        if not token_file:
+            raise ServiceError(f"set {TOKEN_ENV} to the file that holds the cluster's token")
+        return cls(address, read_token(token_file), **options)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> JobsClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _call(self, method: str, request):
+        try:
+            return getattr(self._stub, method)(request, timeout=self.timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            code = e.code()
+            raise ServiceError(f"controller {self.address}: {method}: {code.name}: {e.details()}", code) from None
+
+    def create(self, name: str, members: Sequence[Sequence[str] | str], *, values: int = 0, mode: str = "",
+               trees: int = 0, pool_size: int = 0, lease_seconds: float = 0.0,
+               ring_sum: str = "") -> tuple[jobs_pb2.Job, str]:
+        """A job of these members in rank order (each a host name or address, or a list of a rank's
+        addresses); returns the job and its secret."""
+        request = jobs_pb2.CreateJobRequest(
+            name=name, members=[jobs_pb2.Member(addresses=[m] if isinstance(m, str) else list(m)) for m in members],
+            values=values, mode=mode, trees=trees, pool_size=pool_size, lease_seconds=lease_seconds,
+            ring_sum=ring_sum)
+        reply = self._call("CreateJob", request)
+        return reply.job, reply.secret
+
+    def keep_alive(self, name: str, secret: str) -> jobs_pb2.KeepAliveReply:
+        return self._call("KeepAlive", jobs_pb2.KeepAliveRequest(name=name, secret=secret))
+
+    def delete(self, name: str, secret: str) -> None:
+        self._call("DeleteJob", jobs_pb2.DeleteJobRequest(name=name, secret=secret))
+
+    def get(self, name: str) -> jobs_pb2.Job:
+        return self._call("GetJob", jobs_pb2.GetJobRequest(name=name))
+
+    def list(self) -> list[jobs_pb2.Job]:
+        return list(self._call("ListJobs", jobs_pb2.ListJobsRequest()).jobs)
+
+    def status(self, counters: bool = False) -> jobs_pb2.StatusReply:
+        return self._call("Status", jobs_pb2.StatusRequest(counters=counters))
+
+
+class LeaseKeeper:
+    """Renews a job's lease every third of its time to live, on a thread of its own, until ``stop``;
+    ``on_spec`` gets the job's new spec (JSON) whenever its version grows (a tree moved, a switch lost
+    its registers).  A renewal that fails is tried again at the next beat; ``failure`` keeps the last."""
+
+    def __init__(self, client: JobsClient, job: jobs_pb2.Job, secret: str,
+                 on_spec: Callable[[str], None] | None = None, interval: float | None = None) -> None:
+        self.client, self.name, self.secret, self.on_spec = client, job.name, secret, on_spec
+        self.interval = interval if interval is not None else max(job.lease_seconds / 3, 0.05)
+        self.version = job.spec_version
+        self.failure: ServiceError | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"ina-lease-{job.name}")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                reply = self.client.keep_alive(self.name, self.secret)
+                self.failure = None
+                if reply.spec_version != self.version and self.on_spec is not None:
+                    job = self.client.get(self.name)
+                    self.version = job.spec_version
+                    self.on_spec(job.spec_json)
+            except ServiceError as e:
+                self.failure = e
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.client.timeout + 1)

@@ -1,0 +1,282 @@
+"""The controller service (controller/service.py) over real gRPC, on tests/loopback_net.py's one-switch
+network: the API and its refusals, leases, admission, a restart of the service, concurrent creations
+whose jobs all sum exactly, and mutated requests."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from controller.controller import Controller
+from controller.pipeline import PipelineOptions
+from controller.service import start
+from ina_api import jobs_pb2
+from ina_api.client import JobsClient, ServiceError
+from tests.loopback_net import LoopbackNet
+from worker import Worker
+from worker.jobspec import JobSpec
+
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture
+def net(tmp_path):
+    with LoopbackNet(4, tmp_path) as n:
+        yield n
+
+
+@pytest.fixture
+def service(net):
+    running = start(net.controller, "127.0.0.1:0", TOKEN, lease_seconds=1.5, watch_interval=None)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def client(service):
+    with JobsClient(service.address, TOKEN) as c:
+        yield c
+
+
+def code_of(call) -> grpc.StatusCode:
+    with pytest.raises(ServiceError) as e:
+        call()
+    return e.value.code
+
+
+def sums_exactly(spec: JobSpec, size: int = 5000, seed: int = 0) -> bool:
+    """Every rank of the job sums int32 through the switch; all get the exact total."""
+    rng = np.random.default_rng(seed)
+    data = [rng.integers(-1000, 1000, size, dtype=np.int32) for _ in spec.members]
+    results: list = [None] * len(data)
+
+    def rank(r: int) -> None:
+        with Worker(spec, r, timeout=10) as w:
+            results[r] = w.allreduce(data[r])
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(len(data))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return all(r is not None and np.array_equal(r, sum(data)) for r in results)
+
+
+def test_a_job_from_create_to_delete(net, client):
+    job, secret = client.create("", [["10.9.9.9", "127.0.1.1"], ["h2"], ["127.0.1.3"]], values=64)
+    assert job.name.startswith("job-") and job.mode == "ina" and job.trees == 1 and job.switches == ["s1"]
+    spec = JobSpec.from_json(job.spec_json, "the service")
+    assert [m.host for m in spec.members] == ["h1", "h2", "h3"] and spec.pool_size == 64
+    assert client.get(job.name).spec_json == job.spec_json and [j.name for j in client.list()] == [job.name]
+    assert sums_exactly(spec)
+    status = client.status(counters=True)
+    [s1] = status.switches
+    assert (s1.pool_slots - s1.free_slots, s1.cells - s1.free_cells, s1.reachable) == (64, 1, True)
+    assert status.jobs[0].packets["results"] > 0  # the switch's own counters show the job
+    assert client.keep_alive(job.name, secret).lease_seconds == 1.5
+    client.delete(job.name, secret)
+    assert client.list() == [] and net.controller.installed_entries("s1", "MyIngress.jobs") <= {
+        e for e in net.controller.expected_entries("s1")}
+    assert code_of(lambda: client.get(job.name)) == grpc.StatusCode.NOT_FOUND
+
+
+def test_refusals_name_the_problem_and_the_service_stays_up(client, service):
+    job, secret = client.create("mine", ["h1", "h2"])
+    refused = {
+        "name in use": (lambda: client.create("mine", ["h3"]), grpc.StatusCode.ALREADY_EXISTS),
+        "unknown address": (lambda: client.create("", ["h1", "10.1.2.3"]), grpc.StatusCode.INVALID_ARGUMENT),
+        "a host twice": (lambda: client.create("", ["h1", "127.0.1.1"]), grpc.StatusCode.INVALID_ARGUMENT),
+        "no members": (lambda: client.create("", []), grpc.StatusCode.INVALID_ARGUMENT),
+        "bad name": (lambda: client.create("no spaces", ["h1"]), grpc.StatusCode.INVALID_ARGUMENT),
+        "values": (lambda: client.create("", ["h1"], values=32), grpc.StatusCode.INVALID_ARGUMENT),
+        "mode": (lambda: client.create("", ["h1"], mode="fast"), grpc.StatusCode.INVALID_ARGUMENT),
+        "lease": (lambda: client.create("", ["h1"], lease_seconds=-1), grpc.StatusCode.INVALID_ARGUMENT),
+        "pool": (lambda: client.create("", ["h1"], pool_size=5000), grpc.StatusCode.INVALID_ARGUMENT),
+        "wrong secret": (lambda: client.keep_alive("mine", "guess"), grpc.StatusCode.PERMISSION_DENIED),
+        "delete, wrong secret": (lambda: client.delete("mine", secret + "x"), grpc.StatusCode.PERMISSION_DENIED),
+        "unknown job": (lambda: client.keep_alive("other", secret), grpc.StatusCode.NOT_FOUND),
+    }
+    for what, (call, code) in refused.items():
+        assert code_of(call) == code, what
+    with JobsClient(service.address, "wrong") as intruder:
+        assert code_of(intruder.list) == grpc.StatusCode.UNAUTHENTICATED
+        assert code_of(lambda: intruder.delete("mine", secret)) == grpc.StatusCode.UNAUTHENTICATED
+    with grpc.insecure_channel(service.address) as channel:  # no token at all; health needs none
+        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service="ina.jobs.v1.Jobs"))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    assert [j.name for j in client.list()] == ["mine"]  # nothing refused changed anything
+
+
+def test_a_lease_not_renewed_expires_and_frees_the_slots(net, client):
+    kept, secret = client.create("kept", ["h1", "h2"])
+    gone, _ = client.create("gone", ["h3", "h4"])
+    t0 = time.monotonic()
+    while "gone" in {j.name for j in client.list()} and time.monotonic() - t0 < 10:
+        client.keep_alive("kept", secret)
+        time.sleep(0.2)
+    elapsed = time.monotonic() - t0
+    assert 1.5 <= elapsed < 1.5 + 2.0, elapsed  # the lease, then at most a tick and a delete
+    assert [j.name for j in client.list()] == ["kept"]
+    assert client.status().switches[0].free_slots == 1024 - 64
+    assert sums_exactly(JobSpec.from_json(client.get("kept").spec_json, "service"))
+
+
+def test_a_job_that_does_not_fit_gets_a_smaller_pool_then_the_ring(net, client):
+    big, _ = client.create("big", ["h1", "h2"], pool_size=1000, lease_seconds=60)
+    smaller, _ = client.create("smaller", ["h3", "h4"], pool_size=64, lease_seconds=60)
+    assert (big.pool_size, smaller.pool_size) == (1000, 16) and "pool 16 of 64 asked" in smaller.admission
+    last, _ = client.create("last", ["h2", "h4"], pool_size=64, lease_seconds=60)
+    assert last.pool_size == 8 and client.status().switches[0].free_slots == 0
+    ring, _ = client.create("ring", ["h1", "h3"], pool_size=64, lease_seconds=60)
+    assert (ring.mode, ring.trees, ring.ina_share) == ("ring", 0, 0.0)
+    assert ring.admission.startswith("ring alone: no tree fits") and "no 4 free" not in ring.admission
+    assert sums_exactly(JobSpec.from_json(smaller.spec_json, "service"))
+    status = {j.name: j.admission for j in client.status().jobs}
+    assert status["ring"] == ring.admission and status["big"] == ""
+
+
+def test_jobs_and_leases_survive_a_restart_of_the_service(net, tmp_path):
+    first = start(net.controller, "127.0.0.1:0", TOKEN, lease_seconds=1.0, watch_interval=None)
+    with JobsClient(first.address, TOKEN) as c:
+        job, secret = c.create("survivor", ["h1", "h2", "h3"])
+        left, _ = c.create("left", ["h4"])
+    first.stop()
+    net.controller.close()
+    again = Controller(net.controller.network, net.controller.state_path, PipelineOptions(values=64))
+    second = start(again, "127.0.0.1:0", TOKEN, lease_seconds=1.0, grace=3.0, watch_interval=None)
+    try:
+        with JobsClient(second.address, TOKEN) as c:
+            assert {j.name for j in c.list()} == {"survivor", "left"}  # within the grace period
+            assert c.get("survivor").lease_remaining > 1.5
+            for _ in range(20):  # the owner comes back; "left" never does
+                c.keep_alive("survivor", secret)
+                time.sleep(0.2)
+            assert [j.name for j in c.list()] == ["survivor"]
+            assert sums_exactly(JobSpec.from_json(c.get("survivor").spec_json, "service"))
+            assert code_of(lambda: c.keep_alive("survivor", "not-it")) == grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        second.stop()
+        again.close()
+
+
+def test_twenty_concurrent_creations_get_disjoint_pools_and_all_sum(net, service):
+    hosts = sorted(net.topology.hosts)
+    rng = random.Random(7)
+    asks = [rng.sample(hosts, rng.randint(2, 4)) for _ in range(20)]
+    made: list = [None] * len(asks)
+
+    def create(i: int) -> None:
+        with JobsClient(service.address, TOKEN) as c:  # a client of its own
+            made[i] = c.create(f"c{i}", asks[i], lease_seconds=120)[0]
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(len(asks))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(m is not None for m in made)
+    jobs = net.controller.state.jobs
+    ids = [t.job_id for j in jobs.values() for t in j.trees] + [j.ring_id for j in jobs.values()]
+    assert len(ids) == len(set(ids))
+    spans = sorted((t.allocations["s1"].pool_base, j.pool_size) for j in jobs.values() for t in j.trees)
+    assert all(a + n <= b for (a, n), (b, _) in zip(spans, spans[1:])) and spans[-1][0] + spans[-1][1] <= 1024
+    cells = [t.allocations["s1"].cell for j in jobs.values() for t in j.trees]
+    assert len(cells) == len(set(cells))
+    for i, m in enumerate(made):
+        assert sums_exactly(JobSpec.from_json(m.spec_json, "service"), size=700, seed=i), m.name
+
+
+def _mutations(rng: random.Random, data: bytes) -> bytes:
+    raw = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        kind = rng.randrange(4)
+        if kind == 0 and raw:
+            raw[rng.randrange(len(raw))] = rng.randrange(256)
+        elif kind == 1:
+            raw[rng.randrange(len(raw) + 1):rng.randrange(len(raw) + 1)] = rng.randbytes(rng.randint(1, 12))
+        elif kind == 2 and raw:
+            del raw[rng.randrange(len(raw)):]
+        else:
+            raw += rng.randbytes(rng.randint(1, 40))
+    return bytes(raw)
+
+
+def test_two_thousand_mutated_requests_each_get_a_status(net, service, client):
+    """Bytes of valid requests, mutated, to every method, with the token, a wrong one or none: each gets
+    an answer, and the service then serves a valid request."""
+    job, secret = client.create("target", ["h1", "h2"], lease_seconds=300)
+    valid = {
+        "CreateJob": jobs_pb2.CreateJobRequest(name="fz", members=[jobs_pb2.Member(addresses=["h3", "127.0.1.4"])],
+                                               mode="auto", trees=1, pool_size=8, lease_seconds=2.5),
+        "KeepAlive": jobs_pb2.KeepAliveRequest(name="target", secret=secret),
+        "DeleteJob": jobs_pb2.DeleteJobRequest(name="fz", secret="x" * 32),
+        "GetJob": jobs_pb2.GetJobRequest(name="target"),
+        "ListJobs": jobs_pb2.ListJobsRequest(),
+        "Status": jobs_pb2.StatusRequest(counters=True),
+    }
+    rng = random.Random(34)
+    codes: dict[grpc.StatusCode, int] = {}
+    t0 = time.monotonic()
+    with grpc.insecure_channel(service.address) as channel:
+        methods = {m: channel.unary_unary(f"/ina.jobs.v1.Jobs/{m}") for m in valid}  # raw bytes each way
+        for i in range(2000):
+            method = rng.choice(list(valid))
+            token = rng.choice([TOKEN, TOKEN, TOKEN, "", "Bearer", TOKEN[:-1]])
+            metadata = [("authorization", f"Bearer {token}")] if token else []
+            try:
+                methods[method](_mutations(rng, valid[method].SerializeToString()), timeout=10, metadata=metadata)
+                code = grpc.StatusCode.OK
+            except grpc.RpcError as e:
+                code = e.code()
+            assert code in (grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
+                            grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.PERMISSION_DENIED,
+                            grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INTERNAL), (i, method, code)
+            codes[code] = codes.get(code, 0) + 1
+    assert time.monotonic() - t0 < 120
+    assert codes.get(grpc.StatusCode.INTERNAL, 0) == 0, codes  # protobuf's own parse failures are INTERNAL
+    answered = (grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED)
+    assert min(codes.get(c, 0) for c in answered) > 10, codes
+    assert client.get("target").spec_json == job.spec_json
+    fresh, fresh_secret = client.create("after", ["h3", "h4"])
+    assert sums_exactly(JobSpec.from_json(fresh.spec_json, "service"))
+    client.delete("after", fresh_secret)
+
+
+def test_an_expired_jobs_late_packets_are_dropped_not_summed_into_the_next_job(net, client):
+    """The dead job's workers still send after its lease ran out and a new job took its very slots: the
+    switch drops and counts them (no entry for the old job id), and the new job sums exactly."""
+    old, _ = client.create("old", ["h1", "h2"], pool_size=32)
+    old_spec = JobSpec.from_json(old.spec_json, "service")
+    while "old" in {j.name for j in client.list()}:
+        time.sleep(0.1)
+    new, new_secret = client.create("new", ["h1", "h2"], pool_size=32, lease_seconds=60)
+    new_spec = JobSpec.from_json(new.spec_json, "service")
+    before = net.controller.status()["drops"]["s1"]["unknown_member"]
+    assert new.trees == 1 and new_spec.trees[0].job_id != old_spec.trees[0].job_id
+    assert net.controller.state.jobs["new"].trees[0].allocations["s1"].pool_base == 0  # the old job's slots
+    late = [Worker(old_spec, r, timeout=1.5) for r in range(2)]
+    failures: list = []
+
+    def send_late(w: Worker) -> None:
+        try:
+            w.allreduce(np.full(3000, 1 << 20, dtype=np.int32))
+        except Exception as e:  # noqa: BLE001 - what the dead job's worker meets
+            failures.append(e)
+
+    threads = [threading.Thread(target=send_late, args=(w,)) for w in late]
+    for t in threads:
+        t.start()
+    assert sums_exactly(new_spec, size=3000, seed=5)
+    for t in threads:
+        t.join(30)
+    for w in late:
+        w.close()
+    assert len(failures) == 2  # nobody answered the dead job
+    assert net.controller.status()["drops"]["s1"]["unknown_member"] - before >= 32  # a window at least
+    client.delete("new", new_secret)

@@ -4,7 +4,11 @@ whose jobs all sum exactly, and mutated requests."""
 
 from __future__ import annotations
 
+import logging
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -18,6 +22,7 @@ from controller.pipeline import PipelineOptions
 from controller.service import start
 from ina_api import jobs_pb2
 from ina_api.client import JobsClient, ServiceError
+from tests.conftest import free_port
 from tests.loopback_net import LoopbackNet
 from worker import Worker
 from worker.jobspec import JobSpec
@@ -81,8 +86,9 @@ def test_a_job_from_create_to_delete(net, client):
     assert status.jobs[0].packets["results"] > 0  # the switch's own counters show the job
     assert client.keep_alive(job.name, secret).lease_seconds == 1.5
     client.delete(job.name, secret)
-    assert client.list() == [] and net.controller.installed_entries("s1", "MyIngress.jobs") <= {
-        e for e in net.controller.expected_entries("s1")}
+    jobs_table = net.controller.pipeline("s1").program.jobs
+    assert client.list() == [] and net.controller.installed_entries("s1", jobs_table) <= \
+        net.controller.expected_entries("s1")  # only the switch's high-water mark is left
     assert code_of(lambda: client.get(job.name)) == grpc.StatusCode.NOT_FOUND
 
 
@@ -113,7 +119,8 @@ def test_refusals_name_the_problem_and_the_service_stays_up(client, service):
     assert [j.name for j in client.list()] == ["mine"]  # nothing refused changed anything
 
 
-def test_a_lease_not_renewed_expires_and_frees_the_slots(net, client):
+def test_a_lease_not_renewed_expires_and_frees_the_slots(net, client, caplog):
+    caplog.set_level(logging.WARNING, logger="ina.service")
     kept, secret = client.create("kept", ["h1", "h2"])
     gone, _ = client.create("gone", ["h3", "h4"])
     t0 = time.monotonic()
@@ -124,7 +131,20 @@ def test_a_lease_not_renewed_expires_and_frees_the_slots(net, client):
     assert 1.5 <= elapsed < 1.5 + 2.0, elapsed  # the lease, then at most a tick and a delete
     assert [j.name for j in client.list()] == ["kept"]
     assert client.status().switches[0].free_slots == 1024 - 64
+    expired = [r.getMessage() for r in caplog.records if "lease expired" in r.getMessage()]
+    assert expired == ["job gone: lease expired (1.5 s without renewal): deleted, 64 slot(s) on 1 switch(es) freed"]
     assert sums_exactly(JobSpec.from_json(client.get("kept").spec_json, "service"))
+
+
+def test_renewals_never_wait_for_the_controller(net, client):
+    """While the controller is busy (its lock held, as by a create writing switches), renewals still answer
+    at once: they touch only the leases."""
+    job, secret = client.create("busy", ["h1", "h2"])
+    with net.controller._lock:
+        t0 = time.monotonic()
+        for _ in range(5):
+            assert client.keep_alive("busy", secret).lease_seconds == 1.5
+        assert time.monotonic() - t0 < 1.0
 
 
 def test_a_job_that_does_not_fit_gets_a_smaller_pool_then_the_ring(net, client):
@@ -280,3 +300,56 @@ def test_an_expired_jobs_late_packets_are_dropped_not_summed_into_the_next_job(n
     assert len(failures) == 2  # nobody answered the dead job
     assert net.controller.status()["drops"]["s1"]["unknown_member"] - before >= 32  # a window at least
     client.delete("new", new_secret)
+
+
+def _ina_ctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    run = subprocess.run([sys.executable, "-m", "controller.cli", *args], capture_output=True, text=True, timeout=60)
+    assert not check or run.returncode == 0, run.stderr
+    return run
+
+
+def test_ina_ctl_serve_and_its_clients_and_a_sigkill(net, tmp_path):
+    """`ina-ctl serve` as its own process: `job create --controller` and friends, a hand-run `job create`
+    refused while it holds the state, and a SIGKILL: the restarted service has the job and its lease."""
+    net_file, token = tmp_path / "cli" / "net.json", tmp_path / "token"
+    net_file.parent.mkdir()
+    net.controller.network.save(net_file)
+    token.write_text(TOKEN + "\n")
+    _ina_ctl("--net", str(net_file), "setup", "--values", "64")
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    serve = ["--net", str(net_file), "--election-id", "7", "--token-file", str(token), "serve", "--listen", address,
+             "--lease-seconds", "2"]
+
+    def start_service() -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", "controller.cli", *serve], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()
+        assert "serving on" in line, proc.stderr.read() if proc.poll() is not None else line
+        return proc
+
+    service = start_service()
+    try:
+        to_it = ["--controller", address, "--token-file", str(token)]
+        made = _ina_ctl(*to_it, "job", "create", "train", "--hosts", "h1,h2,h3", "--lease-seconds", "600",
+                        "--spec-out", str(tmp_path / "train.json")).stdout
+        secret = made.split("secret ")[1].split()[0]
+        assert JobSpec.load(tmp_path / "train.json").name == "train"
+        refused = _ina_ctl("--net", str(net_file), "job", "create", "other", "--hosts", "h4", check=False)
+        assert refused.returncode == 1 and f"held by the controller service at {address}" in refused.stderr
+        service.kill()
+        service.wait()
+        service = start_service()
+        listed = _ina_ctl(*to_it, "job", "list").stdout
+        assert listed.startswith("train: ina, 100% through 1 tree(s) of pool 64 on s1; lease 600 s")
+        assert "s1 (v1model): 960 of 1024 slots" in _ina_ctl(*to_it, "status").stdout
+        wrong = _ina_ctl(*to_it, "job", "delete", "train", "--secret", "guess", check=False)
+        assert wrong.returncode == 1 and "PERMISSION_DENIED" in wrong.stderr
+        _ina_ctl(*to_it, "job", "delete", "train", "--secret", secret)
+        assert _ina_ctl(*to_it, "job", "list").stdout == ""
+    finally:
+        service.send_signal(signal.SIGTERM)
+        service.wait(20)
+    assert service.returncode == 0
+    _ina_ctl("--net", str(net_file), "job", "create", "other", "--hosts", "h4")  # the lock is free again

@@ -4,6 +4,7 @@ whose jobs all sum exactly, and mutated requests."""
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import signal
@@ -353,3 +354,23 @@ def test_ina_ctl_serve_and_its_clients_and_a_sigkill(net, tmp_path):
         service.wait(20)
     assert service.returncode == 0
     _ina_ctl("--net", str(net_file), "job", "create", "other", "--hosts", "h4")  # the lock is free again
+
+
+def test_two_hand_run_creates_at_once_take_turns(net, tmp_path):
+    """Two `ina-ctl job create` processes at once plan from the same state file: the state's lock makes
+    them take turns, so neither overwrites the other's job and their pools and ids differ."""
+    net_file = tmp_path / "cli" / "net.json"
+    net_file.parent.mkdir()
+    net.controller.network.save(net_file)
+    _ina_ctl("--net", str(net_file), "setup", "--values", "64")
+    procs = [subprocess.Popen([sys.executable, "-m", "controller.cli", "--net", str(net_file), "job", "create", name,
+                               "--hosts", hosts], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name, hosts in (("one", "h1,h2"), ("two", "h3,h4"))]
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    state = json.loads((net_file.parent / "controller-state.json").read_text())
+    assert state["format"] == 2 and sorted(state["jobs"]) == ["one", "two"]
+    trees = [state["jobs"][n]["trees"][0] for n in ("one", "two")]
+    assert trees[0]["job_id"] != trees[1]["job_id"]
+    assert {t["allocations"]["s1"]["pool_base"] for t in trees} == {0, 64}

@@ -235,7 +235,13 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
         return job
 
     def _all_jobs(self) -> list[jobs_pb2.Job]:
-        return [self._job_message(j) for j in list(self.controller.state.jobs.values())]
+        found = []
+        for job in list(self.controller.state.jobs.values()):
+            try:
+                found.append(self._job_message(job))
+            except NoSuchJob:  # deleted (or expired) since the list was taken
+                pass
+        return found
 
     def _job_message(self, job: JobRecord) -> jobs_pb2.Job:
         spec = self.controller.job_spec(job.name)

@@ -19,7 +19,7 @@ def declared() -> tuple[dict[str, dict[str, int]], list[str]]:
         line = line.split("//")[0]
         if m := re.match(r"\s*message (\w+) \{", line):
             current = messages.setdefault(m.group(1), {})
-        elif m := re.match(r"\s*(?:repeated |map<[^>]+> )?[\w.]+ (\w+) = (\d+);", line):
+        elif m := re.match(r"\s*(?:repeated [\w.]+|map<[^>]+>|[\w.]+) (\w+) = (\d+);", line):
             assert current is not None
             current[m.group(1)] = int(m.group(2))
     return messages, re.findall(r"rpc (\w+)\(", PROTO.read_text())
@@ -27,6 +27,7 @@ def declared() -> tuple[dict[str, dict[str, int]], list[str]]:
 
 def test_generated_code_matches_the_proto():
     messages, methods = declared()
-    generated = {name: {f.name: f.number for f in d.fields} for name, d in jobs_pb2.DESCRIPTOR.message_types_by_name.items()}
+    generated = {name: {f.name: f.number for f in d.fields}
+                 for name, d in jobs_pb2.DESCRIPTOR.message_types_by_name.items()}
     assert generated == messages
     assert [m.name for m in jobs_pb2.DESCRIPTOR.services_by_name["Jobs"].methods] == methods

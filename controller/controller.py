@@ -14,10 +14,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
-
-from p4.v1 import p4runtime_pb2
 
 from controller import capacity, hybrid, plan, programs
 from controller.capacity import CapacityError
@@ -30,11 +28,12 @@ from controller.entries import (
     route_entries,
 )
 from controller.network import Network
-from controller.p4runtime_client import SwitchClient, SwitchConnection, SwitchError, WriteError
-from controller.pipeline import Pipeline, PipelineOptions, build
+from controller.p4runtime_client import SwitchConnection, SwitchError
+from controller.pipeline import Pipeline, PipelineOptions
 from controller.programs import V1MODEL
-from controller.schema import Entry, Schema, multicast_group
+from controller.schema import Entry, Schema
 from controller.state import ControllerState, JobRecord, TreeRecord
+from controller.switch_io import SwitchIO
 from controller.topology import Topology, TopologyError
 from worker import protocol
 from worker.jobspec import RING_SUMS, JobSpec, Member, TreeSpec
@@ -50,7 +49,6 @@ DEAD_AFTER = 3.0  # seconds unreachable before a switch counts as down (a restar
 DEFAULT_POOL_SIZE = 64
 MAX_JOB_ID = 32767 - WORKER_PORT_BASE
 MANAGED_TABLES = V1MODEL.managed_tables  # ina.p4's; a switch's own are pipeline(switch).program.managed_tables
-Update = p4runtime_pb2.Update
 Pending = list[tuple[Allocation, int]]  # trees' allocations on one switch, with their pool sizes
 
 
@@ -145,10 +143,8 @@ class Controller:
             self.state = ControllerState(options or fastest(PipelineOptions(), network))
         self.spec_dir = spec_dir or (state_path.parent / "jobs" if state_path else None)
         self._state_mtime = state_path.stat().st_mtime_ns if state_path is not None and state_path.exists() else 0
-        self.election_id = election_id
-        self.connect = connect or self._connect_grpc
+        self.io = SwitchIO(network, lambda: self.state.options, election_id, connect)
         self.clock = clock
-        self._clients: dict[str, SwitchConnection] = {}
         self._lock = threading.RLock()
         self.dead_after = DEAD_AFTER  # seconds a switch may stay unreachable (a restart) before its trees move
         self._unreachable: dict[str, float] = {}  # switch: since when (self.clock)
@@ -158,28 +154,13 @@ class Controller:
     # --- switches ------------------------------------------------------------------------------
 
     def pipeline(self, switch: str) -> Pipeline:
-        """The switch's program (its access's arch: ina.p4 or the TNA program) built for its target."""
-        access = self.network.access[switch]
-        return build(access.target, self.state.options, access.arch)
+        return self.io.pipeline(switch)
 
     def client(self, switch: str) -> SwitchConnection:
-        """The switch's connection, opened again if the switch went away since."""
-        c = self._clients.get(switch)
-        if c is None or not c.alive:
-            if c is not None:
-                c.close()
-            c = self._clients[switch] = self.connect(switch)
-        return c
-
-    def _connect_grpc(self, switch: str) -> SwitchClient:
-        access = self.network.access[switch]
-        return SwitchClient(access.grpc_address, access.device_id, self.election_id,
-                            connect_timeout=1.0 if switch in self._clients else 3.0)  # shorter for a reconnect
+        return self.io.client(switch)
 
     def close(self) -> None:
-        for c in self._clients.values():
-            c.close()
-        self._clients.clear()
+        self.io.close()
 
     def __enter__(self) -> Controller:
         return self
@@ -200,14 +181,14 @@ class Controller:
         are back, each such tree's incarnation grows and its job spec is written again, which tells the
         job's workers to send their last window again (docs/protocol.md, "A switch restart")."""
         with self._lock:
-            fresh = not self._runs_our_pipeline(switch)
+            fresh = not self.io.runs_our_pipeline(switch)
             if fresh:
                 log.info("%s: pushing the pipeline", switch)
                 self.client(switch).set_pipeline(self.pipeline(switch).config)
             self._sync_counters(switch)
             entries, groups = self._expected(switch)
             self._remove_unexpected(switch, entries, groups)
-            self._install(switch, entries, groups)
+            self.io.install(switch, entries, groups)
             if fresh:
                 self._lost_registers(switch)
             return fresh
@@ -227,12 +208,9 @@ class Controller:
                         "so the workers send their last window again", switch, job.name,
                         [t.job_id for t in job.on(switch)], [t.incarnation for t in job.on(switch)])
 
-    def _runs_our_pipeline(self, switch: str) -> bool:
-        return self.client(switch).pipeline_cookie() == self.pipeline(switch).config.cookie.cookie
-
     def reachable(self, switch: str) -> bool:
         """Whether the switch answered last time it was asked (without asking it now)."""
-        client = self._clients.get(switch)
+        client = self.io.known(switch)
         return client is not None and client.alive and switch not in self._unreachable
 
     def check_switches(self) -> list[str]:
@@ -241,8 +219,8 @@ class Controller:
         restarted = []
         for switch in self.topology.switches:
             try:
-                client = self._clients.get(switch)
-                if client is None or not client.alive or not self._runs_our_pipeline(switch) \
+                client = self.io.known(switch)
+                if client is None or not client.alive or not self.io.runs_our_pipeline(switch) \
                         or switch in self._unsynced:
                     self._unreachable.setdefault(switch, self.clock())
                     if self.provision(switch):
@@ -282,7 +260,7 @@ class Controller:
         now = self.clock()
         dead = {s for s, since in self._unreachable.items() if now - since >= self.dead_after}
         links = set()
-        for switch, client in list(self._clients.items()):
+        for switch, client in self.io.connections():
             if switch not in self._unreachable and client.alive:
                 links |= {self.topology.port_links[switch, p] for p in client.ports_down
                           if (switch, p) in self.topology.port_links}
@@ -343,14 +321,14 @@ class Controller:
         for switch in sorted(set(planned.tree.switches()) | (set(before.switches()) - dead)):
             try:  # each switch on its own: one that cannot be reached must not keep the others from the new tree
                 if switch in gained:
-                    self._install(switch, [self._high_water(switch)], [])
+                    self.io.install(switch, [self._high_water(switch)], [])
                 if switch in planned.tree.switches():
-                    self._install(switch, *self._job_entries(job, switch))
+                    self.io.install(switch, *self._job_entries(job, switch))
                 if switch in before.switches():
                     old, old_groups = self._job_entries(before, switch)
                     new, new_groups = self._job_entries(job, switch) if switch in job.switches() else ([], [])
                     keys, group_ids = {(e.table, e.match) for e in new}, {g for g, _ in new_groups}
-                    self._remove(switch, [e for e in old if (e.table, e.match) not in keys],
+                    self.io.remove(switch, [e for e in old if (e.table, e.match) not in keys],
                                  [(g, r) for g, r in old_groups if g not in group_ids])
             except SwitchError as e:
                 self._unsynced.add(switch)
@@ -404,14 +382,14 @@ class Controller:
             try:
                 self._save()
                 for switch in job.switches():  # first the switch's own record of the ids it has seen
-                    self._install(switch, [self._high_water(switch)], [])
+                    self.io.install(switch, [self._high_water(switch)], [])
                 for switch in job.switches():
-                    self._install(switch, *self._job_entries(job, switch))
+                    self.io.install(switch, *self._job_entries(job, switch))
             except (SwitchError, OSError):
                 del self.state.jobs[name]
                 for switch in job.switches():  # best effort, every switch: a failed batch may be half applied
                     try:
-                        self._remove(switch, *self._job_entries(job, switch))
+                        self.io.remove(switch, *self._job_entries(job, switch))
                     except SwitchError as e:
                         log.warning("%s: rollback of job %s incomplete (setup() removes the rest): %s",
                                     switch, name, e)
@@ -431,7 +409,7 @@ class Controller:
             job = self._job(name)
             for switch in job.switches():
                 try:
-                    self._remove(switch, *self._job_entries(job, switch))
+                    self.io.remove(switch, *self._job_entries(job, switch))
                 except SwitchError as e:
                     if not force:
                         raise
@@ -488,7 +466,7 @@ class Controller:
         out: dict[str, dict] = {"jobs": {}, "drops": {}}
         for switch in self.topology.switches:
             pipe = self.pipeline(switch)
-            cells = self._read_counter(switch, pipe.program.job_stats)
+            cells = self.io.read_counter(switch, pipe.program.job_stats)
             names = _named(pipe.protocol.constants, "JOB_STAT_")
             for job in self.state.jobs.values():
                 for tree in job.on(switch):  # a job's trees through one switch add up
@@ -496,26 +474,15 @@ class Controller:
                     counts = out["jobs"].setdefault(job.name, {}).setdefault(switch, dict.fromkeys(names, 0))
                     for n, i in names.items():
                         counts[n] += cells.get(base + i, 0)
-            drops = self._read_counter(switch, pipe.program.drops)
+            drops = self.io.read_counter(switch, pipe.program.drops)
             out["drops"][switch] = {n: drops.get(i, 0) for n, i in _named(pipe.protocol.constants, "DROP_").items()}
         return out
 
     def installed_entries(self, switch: str, table: str | None = None) -> set[Entry]:
-        """What the switch holds in one table (default: every table we fill), read back over P4Runtime."""
-        pipe = self.pipeline(switch)
-        schema = Schema(pipe.p4info)
-        tables = [table] if table else list(pipe.program.managed_tables)
-        return {schema.decode(e.table_entry) for e in self.client(switch).read(schema.wildcard(t) for t in tables)}
+        return self.io.installed_entries(switch, table)
 
     def installed_groups(self, switch: str) -> dict[int, list[tuple[int, int]]]:
-        """Multicast groups as {id: sorted [(port, instance)]}, read back over P4Runtime."""
-        entity = p4runtime_pb2.Entity()
-        entity.packet_replication_engine_entry.multicast_group_entry.SetInParent()
-        groups = {}
-        for e in self.client(switch).read([entity]):
-            g = e.packet_replication_engine_entry.multicast_group_entry
-            groups[g.multicast_group_id] = sorted((r.egress_port, r.instance) for r in g.replicas)
-        return groups
+        return self.io.installed_groups(switch)
 
     def expected_entries(self, switch: str) -> set[Entry]:
         return set(self._expected(switch)[0])
@@ -563,7 +530,7 @@ class Controller:
         if stale or stale_groups:
             log.warning("%s: removing %d entries and %d multicast groups no live job needs", switch, len(stale),
                         len(stale_groups))
-            self._remove(switch, stale, stale_groups)
+            self.io.remove(switch, stale, stale_groups)
 
     # --- planning ------------------------------------------------------------------------------
 
@@ -717,43 +684,6 @@ class Controller:
         if mtime != self._state_mtime:
             with self._lock:
                 self.state, self._state_mtime = ControllerState.load(self.state_path), mtime
-
-    # --- writes --------------------------------------------------------------------------------
-
-    def _entities(self, switch: str, entries: Iterable[Entry], groups, match_only: bool = False):
-        schema = Schema(self.pipeline(switch).p4info)
-        for e in entries:
-            te = schema.match_only(e) if match_only else schema.table_entry(e)
-            yield p4runtime_pb2.Entity(table_entry=te)
-        for group_id, replicas in groups:
-            yield multicast_group(group_id, [] if match_only else replicas)
-
-    def _install(self, switch: str, entries: list[Entry], groups) -> None:
-        """Insert, and modify whatever already exists: the same call converges from any state."""
-        entities = list(self._entities(switch, entries, groups))
-        client = self.client(switch)
-        try:
-            client.write([Update(type=Update.INSERT, entity=e) for e in entities])
-        except WriteError as err:
-            if set(err.codes) - {"OK", "ALREADY_EXISTS"}:
-                raise
-            client.write([Update(type=Update.MODIFY, entity=e) for e, c in zip(entities, err.codes)
-                          if c == "ALREADY_EXISTS"])
-
-    def _remove(self, switch: str, entries: list[Entry], groups) -> None:
-        entities = list(self._entities(switch, entries, groups, match_only=True))
-        try:
-            self.client(switch).write([Update(type=Update.DELETE, entity=e) for e in entities])
-        except WriteError as err:
-            if set(err.codes) - {"OK", "NOT_FOUND"}:
-                raise
-
-    def _read_counter(self, switch: str, name: str) -> dict[int, int]:
-        schema = Schema(self.pipeline(switch).p4info)
-        entity = p4runtime_pb2.Entity()
-        entity.counter_entry.counter_id = schema.counter_id(name)
-        cells = self.client(switch).read([entity])
-        return {e.counter_entry.index.index: e.counter_entry.data.packet_count for e in cells}
 
 
 def _worker_port(job_id: int) -> int:

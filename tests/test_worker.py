@@ -392,7 +392,7 @@ def test_a_dead_peer_fails_the_call_naming_the_part(net3, alpha, part):
 def test_a_dead_switch_path_fails_a_hybrid_call_naming_the_tree(net3):
     spec = hybrid_job(net3, "no-switch", 0.5)
     (tree,) = spec.trees
-    net3.controller._remove("s1", *net3.controller._job_entries(net3.controller.state.jobs["no-switch"], "s1"))
+    net3.controller.io.remove("s1", *net3.controller._job_entries(net3.controller.state.jobs["no-switch"], "s1"))
     workers = [Worker(spec, r, timeout=1.0) for r in range(3)]
     futures = [w.allreduce_async(np.ones(5_000, np.float32)) for w in workers]
     for f in futures:

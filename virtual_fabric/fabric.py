@@ -108,7 +108,7 @@ class Fabric:
         switch = self.switches[name]
         if not switch.up:
             raise SwitchError(f"{name}: not reachable (the simulated switch is down)")
-        return LocalSwitchClient(switch.server, switch.device_id, self.controller.election_id, name)
+        return LocalSwitchClient(switch.server, switch.device_id, self.controller.io.election_id, name)
 
     # --- jobs ----------------------------------------------------------------------------------
 

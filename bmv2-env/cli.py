@@ -58,7 +58,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_stop)
     net = InaNetwork(args.topology, args.run_dir, args.target, args.grpc_port_base, args.switch_log,
-                     args.start_timeout, args.program)
+                     args.start_timeout, args.program, args.management)
     try:
         net.start()
     except (KeyboardInterrupt, StopRequested):
@@ -140,6 +140,9 @@ def parser() -> argparse.ArgumentParser:
                        help="what the controller will push (net.json's arch): v1model (p4src/ina.p4, the default) "
                             "or tna (p4src/tofino/ina_tna.p4, built-in target only)")
     start.add_argument("--cli", action="store_true", help="drop to the Mininet CLI; `exit` stops the network")
+    start.add_argument("--management", action="store_true",
+                       help="a management network too: every host reaches the root namespace (172.31.255.254, where "
+                            "`ina-ctl serve` listens) on <host>-mgmt; the data path is unchanged")
     start.add_argument("--grpc-port-base", type=int, default=GRPC_PORT_BASE,
                        help=f"switch i serves P4Runtime on the first free port from this + i "
                             f"(default {GRPC_PORT_BASE})")

@@ -14,12 +14,15 @@ A P4 switch answers no ARP and forwards UDP as it is, so each host gets
 
 from __future__ import annotations
 
+import ipaddress
 import os
+from pathlib import Path
 from typing import Any
 
 from mininet.node import Host, Node
 
 from controller.topology import Topology
+from p4target import netns
 
 
 class HostSetupError(RuntimeError):
@@ -61,3 +64,54 @@ def configure_host(host: Host, topology: Topology) -> None:
     iface = host.defaultIntf().name
     for command in neighbour_commands(topology, host.name, iface):
         run_checked(host, command)
+
+
+# --- the management network: every host's second interface, bridged into the root namespace -------
+#
+# The data path (10.x through the P4 switches) carries aggregation and gloo; a service that runs in
+# the root namespace (``ina-ctl serve``, torchrun's rendezvous on a host) needs an ordinary IP
+# network beside it, as a cluster's management network is.  One Linux bridge in the root
+# namespace holds the root's address and one veth per host; the host end sits in the host's
+# namespace.  Nothing is routed between the two networks.
+
+MANAGEMENT_BRIDGE = "inamgmt0"
+MANAGEMENT_NETWORK = ipaddress.IPv4Network("172.31.0.0/16")
+MANAGEMENT_ADDRESS = ipaddress.IPv4Interface("172.31.255.254/16")  # the root namespace's, on the bridge
+
+
+def management_interfaces(host: str) -> tuple[str, str]:
+    """(root end, host end) of a host's management veth: ``h1-mgr`` on the bridge, ``h1-mgmt`` in h1."""
+    return f"{host}-mgr", f"{host}-mgmt"
+
+
+def management_ip(topology: Topology, host: str) -> ipaddress.IPv4Interface:
+    """Host number n (its position in the topology, from 1) gets 172.31.0.0 + n: any number of hosts fits."""
+    n = list(topology.hosts).index(host) + 1
+    address = MANAGEMENT_NETWORK.network_address + n
+    if address >= MANAGEMENT_ADDRESS.ip:
+        raise HostSetupError(f"{host}: the management network {MANAGEMENT_NETWORK} has no address for host {n}")
+    return ipaddress.IPv4Interface(f"{address}/{MANAGEMENT_NETWORK.prefixlen}")
+
+
+def bridge_ports(bridge: str = MANAGEMENT_BRIDGE) -> list[str]:
+    """The links enslaved to ``bridge`` in the root namespace (none when it does not exist)."""
+    ports = Path("/sys/class/net", bridge, "brif")
+    return sorted(p.name for p in ports.iterdir()) if ports.is_dir() else []
+
+
+def add_management_bridge(bridge: str = MANAGEMENT_BRIDGE) -> None:
+    """The bridge with the root's address; IPv6 off, so it stays as quiet as the data links."""
+    netns.ip("link", "add", bridge, "type", "bridge")
+    netns.disable_ipv6(bridge)
+    netns.ip("address", "add", str(MANAGEMENT_ADDRESS), "dev", bridge)
+    netns.link_up(bridge)
+
+
+def add_management_link(host: Host, topology: Topology, bridge: str = MANAGEMENT_BRIDGE) -> None:
+    """The host's veth, its far end created inside the host's namespace (never a stray end in the root's)."""
+    root_end, host_end = management_interfaces(host.name)
+    netns.ip("link", "add", root_end, "type", "veth", "peer", "name", host_end, "netns", str(host.pid))
+    netns.disable_ipv6(root_end)
+    netns.ip("link", "set", root_end, "master", bridge, "up")
+    run_checked(host, f"ip address add {management_ip(topology, host.name)} dev {host_end} && "
+                      f"ip link set {host_end} up")

@@ -10,6 +10,9 @@
 hosts (own namespaces), the switches (root namespace, one process each) and the links
 (``TCLink`` when the file gives bw/delay/loss), waits until every switch answers P4Runtime,
 configures the hosts and writes ``net.json`` (``controller.network.Network``) for the controller.
+With ``management=True`` every host also gets a management interface on a bridge in the root
+namespace (``hosts.py`` says why), so a service there (``ina-ctl serve``) is reachable from the hosts
+at ``net.management_address``; the data path is the same either way.
 Run directory: ``net.json``, ``state.json`` (what to clean after a crash), ``logs/<node>.log``.
 """
 
@@ -28,12 +31,24 @@ from controller.network import Network, SwitchAccess
 from controller.programs import V1MODEL, by_arch
 from controller.topology import Topology, TopologyError
 from p4target.executor.tna_switch import RECIRCULATION_PORTS
+from p4target.netns import delete_link
 
-from .hosts import InaHost, configure_host
+from .hosts import (
+    MANAGEMENT_ADDRESS,
+    MANAGEMENT_BRIDGE,
+    MANAGEMENT_NETWORK,
+    InaHost,
+    add_management_bridge,
+    add_management_link,
+    bridge_ports,
+    configure_host,
+    management_interfaces,
+    management_ip,
+)
 from .links import add_link
 from .p4switch import P4Switch, port_is_free, resolve_target
 from .processes import ProcessRef
-from .runstate import LOG_DIR, NET_FILE, STATE_FILE, RunState, clean_run_dir
+from .runstate import LOG_DIR, NET_FILE, STATE_FILE, NetworkBusy, RunState, clean_run_dir, link_exists
 
 GRPC_PORT_BASE = 50001  # switch i asks for GRPC_PORT_BASE + i first
 THRIFT_PORT_BASE = 9090  # BMv2 only: each simple_switch_grpc also needs its own Thrift port
@@ -52,6 +67,25 @@ def interface_name(node: str, port: int) -> str:
 def interface_names(topology: Topology) -> list[str]:
     return [interface_name(sw, port) for sw, ports in topology.ports.items() for port in ports] + \
         [interface_name(host, 0) for host in topology.hosts]
+
+
+def management_names(topology: Topology) -> list[str]:
+    """The root namespace's links of a management network: the bridge and each host's veth end."""
+    return [MANAGEMENT_BRIDGE] + [management_interfaces(host)[0] for host in topology.hosts]
+
+
+def _check_management(topology: Topology) -> None:
+    """The management network must not overlap the topology's addresses, nor another live network's bridge."""
+    inside = sorted(n for n, a in [*((h.name, h.ip.ip) for h in topology.hosts.values()),
+                                   *((s.name, s.ip) for s in topology.switches.values())]
+                    if a in MANAGEMENT_NETWORK)
+    if inside:
+        raise TopologyError(f"{', '.join(inside)}: addresses inside the management network {MANAGEMENT_NETWORK}")
+    ours = set(management_names(topology))
+    foreign = [port for port in bridge_ports() if port not in ours]
+    if foreign:  # a crashed run's ports go with its host namespaces: these belong to a live network
+        raise NetworkBusy(f"another network uses the management bridge {MANAGEMENT_BRIDGE} "
+                          f"(ports {', '.join(foreign)}): stop it first")
 
 
 def free_ports(count: int, base: int, avoid: Collection[int] = ()) -> list[int]:
@@ -88,7 +122,7 @@ class InaNetwork:
 
     def __init__(self, topology: Topology | str | Path, run_dir: str | Path, target: str = "auto",
                  grpc_port_base: int = GRPC_PORT_BASE, switch_log_level: str | None = None,
-                 start_timeout: float = START_TIMEOUT, arch: str = "v1model") -> None:
+                 start_timeout: float = START_TIMEOUT, arch: str = "v1model", management: bool = False) -> None:
         self.topology = topology if isinstance(topology, Topology) else Topology.load(topology)
         self.run_dir = Path(run_dir).resolve()
         # The program the switches will run (net.json tells the controller): only the built-in
@@ -103,6 +137,7 @@ class InaNetwork:
         self.grpc_port_base = grpc_port_base
         self.switch_log_level = switch_log_level
         self.start_timeout = start_timeout
+        self.management = management
         self.mininet: Mininet | None = None
         self.network: Network | None = None  # what net.json holds, once started
         self._owns_run_dir = False  # True from the moment our state.json is written
@@ -115,6 +150,19 @@ class InaNetwork:
     def log_dir(self) -> Path:
         return self.run_dir / LOG_DIR
 
+    @property
+    def management_address(self) -> str:
+        """The root namespace's address on the management network (where a service listens for the hosts)."""
+        if not self.management:
+            raise RuntimeError("this network has no management network (InaNetwork(..., management=True))")
+        return str(MANAGEMENT_ADDRESS.ip)
+
+    def management_ip(self, host: str) -> str:
+        """A host's address on the management network (``<host>-mgmt``)."""
+        if not self.management:
+            raise RuntimeError("this network has no management network (InaNetwork(..., management=True))")
+        return str(management_ip(self.topology, host).ip)
+
     # --- life cycle --------------------------------------------------------------------------
 
     def start(self) -> InaNetwork:
@@ -123,6 +171,9 @@ class InaNetwork:
         if os.geteuid() != 0:  # Mininet itself would exit() the whole process
             raise PermissionError("Mininet networks need root")
         names = interface_names(self.topology)
+        if self.management:
+            _check_management(self.topology)
+            names += management_names(self.topology)  # recorded: a crashed run's are deleted like its links
         self.log_dir.mkdir(parents=True, exist_ok=True)
         clean_run_dir(self.run_dir, names)
         # Recorded before anything exists, so whatever a crash from here on leaves is found again.
@@ -136,8 +187,12 @@ class InaNetwork:
             self.mininet.start()  # launches the switch processes without waiting for them
             state.switches = _recorded({s.name: s.process.pid for s in self.switches})
             state.save(self.run_dir)
+            if self.management:
+                add_management_bridge()
             for host in self.mininet.hosts:  # while the switches boot
                 configure_host(host, self.topology)
+                if self.management:
+                    add_management_link(host, self.topology)
             deadline = time.monotonic() + self.start_timeout
             for switch in self.switches:
                 switch.wait_ready(max(0.0, deadline - time.monotonic()))
@@ -191,6 +246,11 @@ class InaNetwork:
             self._interrupt_busy_shells()
             self.mininet.stop()
             self.mininet = None
+        if self.management and self._owns_run_dir:
+            # A veth goes with its host's namespace, but the kernel may free that later: delete them now.
+            for name in management_names(self.topology):
+                if link_exists(name):
+                    delete_link(name)
         self.network = None
         if self._owns_run_dir:  # never another run's files (a start refused as busy owns nothing)
             for name in (NET_FILE, STATE_FILE):

@@ -109,6 +109,8 @@ def parser() -> argparse.ArgumentParser:
 
 def _at_service(create: argparse.ArgumentParser) -> None:
     """`job create --controller`'s own options: the service's job is leased."""
+    create.add_argument("--token-file", type=Path, default=argparse.SUPPRESS, help="with --controller: the "
+                        "file holding the cluster's token (here or before the command)")
     create.add_argument("--lease-seconds", type=float, default=0.0,
                         help="with --controller: the job's lease (default: the service's); it expires unless held")
     create.add_argument("--hold", action="store_true",
@@ -123,6 +125,8 @@ def _watch_and_serve(sub) -> None:
     serve = sub.add_parser("serve", help="the controller service: jobs on demand over gRPC (ina_api/jobs.proto), "
                                          "with leases and admission, and what watch does")
     serve.add_argument("--listen", default="0.0.0.0:50051", help="HOST:PORT to serve on (default 0.0.0.0:50051)")
+    serve.add_argument("--token-file", type=Path, default=argparse.SUPPRESS,
+                       help="the file holding the cluster's token (here or before the command)")
     serve.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE,
                        help=f"a job's lease unless it asks for another (default {DEFAULT_LEASE:g}; owners renew at "
                             f"a third of it)")
@@ -212,9 +216,12 @@ def _serve(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
         raise ServiceError(f"serve needs --token-file (or {TOKEN_ENV}): the cluster's token")
     token = read_token(args.token_file)
     ctl.dead_after = args.dead_after
-    ctl.setup()
     running = start(ctl, args.listen, token, args.lease_seconds, args.grace, args.interval, pool_size=args.pool_size)
     lock.note(running.address)
+    try:  # after the service answers: its jobs' owners renew while the switches are checked
+        ctl.setup()
+    except SwitchError as e:
+        logging.getLogger("ina.service").warning("setup incomplete (the watch loop goes on): %s", e)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

@@ -152,18 +152,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeline", type=Path, help="write this rank's bucket timeline (JSON) here")
+    ap.add_argument("--print-setup", action="store_true",
+                    help="every rank prints a JSON line after its first step: when it called init_process_group "
+                         "(wall clock), and the seconds from then to its return and to the first allreduce's start")
     ap.add_argument("--exit-after-steps", type=int, default=0, help="(tests) this rank dies after N steps")
     args = ap.parse_args(argv)
     args.comm = COMMS[args.comm]
     if args.plain and args.comm == "ina-hook":
         ap.error("--plain calls dist.all_reduce: use it with --comm ina-backend or gloo")
     torch.set_num_threads(args.threads)
+    setup_wall, setup_started = time.time(), time.perf_counter()  # INA_CONTROLLER: init_process_group asks for a job
     if args.comm == "ina-backend":
         from worker.torch_backend import InaOptions
 
         dist.init_process_group("ina", pg_options=InaOptions(timeout=args.timeout))
     else:
         dist.init_process_group("gloo")
+    initialised = time.perf_counter()
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
     train_x, train_y, test_x, test_y = digits(args.seed, flat=args.model == "mlp")
@@ -213,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                 cpu_per_step.append(time.process_time() - cpu_started)
                 losses.append(loss.item())
                 steps += 1
+                if steps == 1 and args.print_setup:
+                    print_setup(rank, setup_wall, setup_started, initialised, timeline)
                 if steps == args.exit_after_steps:
                     os._exit(3)  # a killed worker: no goodbye to anyone
             mean_loss = torch.tensor([float(np.mean(losses))])
@@ -251,6 +258,19 @@ class Failure:
         if self.comm == "ina-backend":
             return dist.group.WORLD.failure
         return None
+
+
+def print_setup(rank: int, setup_wall: float, setup_started: float, initialised: float, timeline: Timeline) -> None:
+    """How long a job takes to start: init_process_group alone, and until the first allreduce began (the
+    first step's data, forward and backward up to its first bucket included); from the timeline, so the
+    first step is timed as any other.  Every rank, with the wall clock: init_process_group waits for the
+    last rank to arrive, so a launcher takes the set-up from the latest ``entered``."""
+    started = [b.started for b in timeline.buckets if b.started == b.started] or \
+        [b.ready for b in timeline.buckets]  # NaN != NaN: a bucket whose start was not recorded
+    first = min(started) - setup_started if started else None
+    print(json.dumps({"setup": {"rank": rank, "entered": setup_wall,
+                                "init_process_group_seconds": initialised - setup_started,
+                                "first_allreduce_seconds": first}}), flush=True)
 
 
 def average_gradients(model: nn.Module, world: int) -> None:

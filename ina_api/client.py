@@ -109,14 +109,16 @@ class JobsClient:
 class LeaseKeeper:
     """Renews a job's lease every third of its time to live, on a thread of its own, until ``stop``;
     ``on_spec`` gets the job's new spec (JSON) whenever its version grows (a tree moved, a switch lost
-    its registers).  A renewal that fails is tried again at the next beat; ``failure`` keeps the last."""
+    its registers).  Without a secret it only follows the spec (GetJob at each beat), for ranks that do
+    not own the job.  A beat that fails is tried again at the next; ``failure`` keeps the last (an
+    ``on_spec`` that raised too: the thread goes on)."""
 
-    def __init__(self, client: JobsClient, job: jobs_pb2.Job, secret: str,
+    def __init__(self, client: JobsClient, job: jobs_pb2.Job, secret: str | None,
                  on_spec: Callable[[str], None] | None = None, interval: float | None = None) -> None:
         self.client, self.name, self.secret, self.on_spec = client, job.name, secret, on_spec
         self.interval = interval if interval is not None else max(job.lease_seconds / 3, 0.05)
         self.version = job.spec_version
-        self.failure: ServiceError | None = None
+        self.failure: Exception | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"ina-lease-{job.name}")
         self._thread.start()
@@ -124,13 +126,17 @@ class LeaseKeeper:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                reply = self.client.keep_alive(self.name, self.secret)
-                self.failure = None
-                if reply.spec_version != self.version and self.on_spec is not None:
+                if self.secret is None:
                     job = self.client.get(self.name)
+                    version = job.spec_version
+                else:
+                    job, version = None, self.client.keep_alive(self.name, self.secret).spec_version
+                self.failure = None
+                if version != self.version and self.on_spec is not None:
+                    job = job if job is not None else self.client.get(self.name)
                     self.version = job.spec_version
                     self.on_spec(job.spec_json)
-            except ServiceError as e:
+            except Exception as e:  # noqa: BLE001 - the service's, or on_spec's: kept, and the next beat tries again
                 self.failure = e
 
     def stop(self) -> None:

@@ -1,12 +1,14 @@
 """One rank of tests/test_torch_backend.py: collectives through ``init_process_group("ina")``.
 
     INA_JOB_SPEC=SPEC python -m tests.backend_rank RANK WORLD PORT DEVICE   # cpu, cuda, or none: set-up only
+    INA_CONTROLLER=... python -m tests.backend_rank RANK WORLD PORT service  # the job from the service
 
 Prints one JSON line per check.  ``allreduce``: an ``all_reduce`` through the switches next to
 the exact result (every rank's input gathered in float64 by a plain gloo group), with the
 largest error over the bound it must meet.  ``delegated``: a collective the backend hands to
 its gloo group, next to the same collective on the plain gloo group (they must be equal).
 ``worker``: the worker's packet counts, so the test can tell what went through the switches.
+``service``: the controller service's job while the group lives, and an int32 sum through it.
 """
 
 import json
@@ -132,9 +134,28 @@ def check_subgroup(rank: int, world: int, ref: dist.ProcessGroup) -> dict:
             "exact": bool(torch.equal(x.to(torch.int64), stack.sum(0)))}
 
 
+def check_service(rank: int, world: int) -> dict:
+    """The job the backend got from the controller service exists while the group lives, and sums."""
+    from ina_api.client import JobsClient
+
+    pg = dist.group.WORLD
+    name = pg.worker.service.name
+    with JobsClient.from_env() as client:
+        exists = name in [job.name for job in client.list()]
+    x = inputs(torch.int32, rank, 3001, "cpu")
+    exact = sum(inputs(torch.int32, r, 3001, "cpu").to(torch.int64) for r in range(world))
+    dist.all_reduce(x)
+    return {"check": "service", "job": name, "exists": exists, "exact": bool(torch.equal(x.to(torch.int64), exact)),
+            "setup_seconds": pg.setup_seconds, "packets": pg.worker.stats.packets_sent}
+
+
 def main() -> None:
     rank, world, port, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     dist.init_process_group("ina", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    if device == "service":
+        print(json.dumps(check_service(rank, world)), flush=True)
+        dist.destroy_process_group()
+        return
     if device == "none":  # set-up only
         print(json.dumps({"check": "init", "backend": dist.get_backend()}), flush=True)
         dist.destroy_process_group()

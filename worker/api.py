@@ -2,6 +2,7 @@
 
     from worker import Worker
     w = Worker.from_env()                  # INA_JOB_SPEC=path/to/job.json INA_RANK=0 (or RANK)
+    w = Worker.from_controller(["h1", "h2"], rank, "train")  # the controller service's job (INA_CONTROLLER)
     total = w.allreduce(gradient)          # float32/float64/float16 or int32, any shape
     handle = w.allreduce_async(gradient)   # a Future: overlap with computation, then .result()
     handle = w.allreduce_async_(gradient)  # the same, the sum written into gradient itself
@@ -20,11 +21,13 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
+from ina_api.client import CONTROLLER_ENV, JobsClient
 from worker import calls, driver, protocol
 from worker.batch_io import BatchSocket
 from worker.buffers import BufferPool
@@ -32,14 +35,18 @@ from worker.engine import Pacer, Stats, Tree, overflow_error
 from worker.errors import AllreduceError, SwitchOverflowError
 from worker.jobspec import JobSpec, SpecWatch, spec_path
 from worker.ring import RingError, RingWorker
+from worker.service_job import JOIN_TIMEOUT, ServiceJob
 
 
 class Worker:
     def __init__(self, spec: JobSpec, rank: int, *, timeout: float = 10.0, window: int | None = None,
-                 bind_ip: str | None = None, spec_file: str | Path | None = None) -> None:
+                 bind_ip: str | None = None, spec_file: str | Path | None = None,
+                 service: ServiceJob | None = None) -> None:
         """``spec_file``: where ``spec`` came from.  The worker then watches it, and when the controller
         writes that a switch lost its registers (restarted), it sends its last window again, so that
-        calls in flight complete exactly (``from_env`` passes it; without it a restart fails them)."""
+        calls in flight complete exactly (``from_env`` passes it; without it a restart fails them).
+        ``service``: the job as the controller service gave it; the worker follows its spec the same way,
+        and closes it at ``close`` (which deletes the job if this rank owns it)."""
         if not 0 <= rank < len(spec.members):
             raise ValueError(f"rank {rank} is not in job {spec.name} (ranks 0..{len(spec.members) - 1})")
         if timeout <= 0:
@@ -85,19 +92,59 @@ class Worker:
         # job spec changes the watch thread saw, for the I/O thread to apply: job id -> (incarnation, name)
         self._spec_changes: dict[int, tuple[int, str]] = {}
         self._idle_failure: BaseException | None = None  # a recovery between calls that failed
-        if spec_file is not None and self._trees:
-            watch = SpecWatch(spec_file, spec)
+        self._incarnations = {t.job_id: t.incarnation for t in spec.trees}  # the latest spec's, update_spec's
+        self.service = service
+        if self._trees:
+            watch = SpecWatch(spec_file) if spec_file is not None else None
             threading.Thread(target=self._watch, args=(watch,), daemon=True, name=f"ina-watch-{rank}").start()
+        if service is not None:
+            service.follow(self.update_spec)
 
     @classmethod
     def from_env(cls, **options) -> Worker:
-        """The spec from INA_JOB_SPEC (else ./ina-job.json) and the rank from INA_RANK, or torchrun's RANK."""
+        """The rank from INA_RANK, or torchrun's RANK.  The spec from INA_JOB_SPEC; else, with INA_CONTROLLER
+        set, from the controller service: a job of INA_MEMBERS (comma-separated, each rank's host name or
+        address, in rank order) named INA_JOB_NAME (``from_controller``); else from ./ina-job.json."""
         rank = os.environ.get("INA_RANK", os.environ.get("RANK"))
         if rank is None:
             raise RuntimeError("set INA_RANK (or torchrun's RANK) to this worker's rank, and INA_JOB_SPEC to the job "
                                "spec file")
+        if not os.environ.get("INA_JOB_SPEC") and os.environ.get(CONTROLLER_ENV):
+            members = [m.strip() for m in os.environ.get("INA_MEMBERS", "").split(",") if m.strip()]
+            name = os.environ.get("INA_JOB_NAME", "")
+            if not members or not name:
+                raise RuntimeError(f"with {CONTROLLER_ENV} set, set INA_MEMBERS (every rank's host, comma-separated) "
+                                   f"and INA_JOB_NAME (the same on every rank), or INA_JOB_SPEC to a job spec file")
+            return cls.from_controller(members, int(rank), name, **options)
         path = spec_path()
         return cls(JobSpec.load(path), int(rank), spec_file=path, **options)
+
+    @classmethod
+    def from_controller(cls, members: Sequence[str | Sequence[str]], rank: int, name: str, *,
+                        client: JobsClient | None = None, join_timeout: float = JOIN_TIMEOUT, timeout: float = 10.0,
+                        window: int | None = None, bind_ip: str | None = None, **job_options) -> Worker:
+        """A worker of the job ``name`` of the controller service (``client``, default
+        ``JobsClient.from_env()``): every rank passes the same ``members`` (each rank's host name or
+        address, or a list of its addresses) and ``name``.  Rank 0 creates the job (``job_options``:
+        ``JobsClient.create``'s) and keeps its lease; the others wait up to ``join_timeout`` for it.  Every
+        rank follows the job's spec; ``close`` on rank 0 deletes the job, so close it last."""
+        if not 0 <= rank < len(members):
+            raise ValueError(f"rank {rank} is not one of the {len(members)} members given")
+        own = client is None
+        client = JobsClient.from_env() if client is None else client
+        try:
+            job = ServiceJob.create(client, name, members, own_client=own, **job_options) if rank == 0 else \
+                ServiceJob.join(client, name, join_timeout, own_client=own)
+        except BaseException:
+            if own:
+                client.close()
+            raise
+        try:
+            _check_members(job.spec, rank, members)
+            return cls(job.spec, rank, timeout=timeout, window=window, bind_ip=bind_ip, service=job)
+        except BaseException:
+            job.close()
+            raise
 
     @property
     def stats(self) -> Stats:
@@ -142,6 +189,7 @@ class Worker:
         return future
 
     def close(self) -> None:
+        """Waits for the calls made; then the job's lease, if the service gave it, ends (rank 0 deletes it)."""
         with self._lock:
             self._closed = True
         self._watching.set()
@@ -151,6 +199,8 @@ class Worker:
             io.sock.close()
         if self._ring is not None:
             self._ring.close()
+        if self.service is not None:
+            self.service.close()
 
     def __enter__(self) -> Worker:
         return self
@@ -163,20 +213,38 @@ class Worker:
         """Tensor bytes this worker sent round the job's ring (a pure ring's, or a hybrid's ring part)."""
         return 0 if self._ring is None else self._ring.bytes_sent
 
+    def update_spec(self, spec: JobSpec) -> None:
+        """A newer spec of this job, from its file or the controller service: each tree whose incarnation
+        grew (its switches lost their registers) sends its last window again, so that calls in flight
+        complete exactly.  That happens on the I/O thread: inside a running call, or between calls
+        within 0.2 s.  An older or the same spec changes nothing."""
+        if spec.name != self.spec.name or len(spec.members) != len(self.spec.members):
+            raise ValueError(f"the spec of job {spec.name} ({len(spec.members)} members) is not one of job "
+                             f"{self.spec.name} ({len(self.spec.members)} members)")
+        ids = {t.job_id for t in self._trees}
+        with self._lock:
+            for i, tree in enumerate(spec.trees):
+                if tree.job_id in ids and tree.incarnation > self._incarnations[tree.job_id]:
+                    self._incarnations[tree.job_id] = tree.incarnation
+                    # a tree moved off a dead switch has a new root
+                    self._spec_changes[tree.job_id] = (tree.incarnation, _tree_name(spec, i))
+
     # --- inside ----------------------------------------------------------------------------
 
-    def _watch(self, watch: SpecWatch, period: float = 0.2) -> None:
-        """Look at the spec file every ``period``; a tree whose switches lost their registers recovers on
-        the I/O thread, which alone writes the trees: inside a running call's loop (``_apply_spec``
-        before each turn), or between calls in a task of its own, queued while there is work."""
-        ids = {t.job_id for t in self._trees}
+    def _watch(self, watch: SpecWatch | None, period: float = 0.2) -> None:
+        """Every ``period``: the spec file (if any) into ``update_spec``; and a tree whose switches lost
+        their registers recovers on the I/O thread, which alone writes the trees: inside a running call's
+        loop (``_apply_spec`` before each turn), or between calls in a task of its own, queued while there
+        is work."""
         queued: Future | None = None
         while not self._watching.wait(period):
-            changes = {j: (incarnation, _tree_name(watch.spec, i))  # a tree moved off a dead switch has a new root
-                       for j, incarnation in watch.lost_registers().items() if j in ids
-                       for i in [next(i for i, t in enumerate(watch.spec.trees) if t.job_id == j)]}
+            spec = watch.changed() if watch is not None else None
+            if spec is not None:
+                try:
+                    self.update_spec(spec)
+                except ValueError:
+                    pass  # the file holds another job's spec now: ignored, as an unreadable one is
             with self._lock:
-                self._spec_changes.update(changes)
                 pending = bool(self._spec_changes)
             busy = pending or any(t.echo_end is not None or t.lost_registers for t in self._trees)
             if busy and (queued is None or queued.done()):
@@ -303,6 +371,18 @@ class Worker:
         except BaseException:
             stop.set()
             raise
+
+
+def _check_members(spec: JobSpec, rank: int, members: Sequence[str | Sequence[str]]) -> None:
+    """The service's job is the one these ranks asked for (not an older job of the same name)."""
+    given, again = members[rank], "another job of that name? (every rank must give the same members and name)"
+    if len(spec.members) != len(members):
+        raise ValueError(f"job {spec.name} of the controller service has {len(spec.members)} members, not "
+                         f"{len(members)}: {again}")
+    me = spec.members[rank]
+    if not ({given} if isinstance(given, str) else set(given)) & {me.host, me.ip}:
+        raise ValueError(f"job {spec.name} of the controller service has {me.host} ({me.ip}) as rank {rank}, not "
+                         f"{given}: {again}")
 
 
 def _tree_name(spec: JobSpec, i: int) -> str:

@@ -158,18 +158,28 @@ class JobSpec:
     @classmethod
     def load(cls, path: str | Path) -> JobSpec:
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as e:
+            text = Path(path).read_text()
+        except OSError as e:
             raise JobSpecError(f"{path}: cannot read the job spec: {e}") from None
+        return cls.from_json(text, path)
+
+    @classmethod
+    def from_json(cls, text: str, where: str | Path) -> JobSpec:
+        """The spec as ``save`` writes it, from a file or the controller service; ``where`` names the
+        source in errors."""
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise JobSpecError(f"{where}: cannot read the job spec: {e}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise JobSpecError(f"{path}: not a job spec of format {FORMAT} (written by another controller version?)")
+            raise JobSpecError(f"{where}: not a job spec of format {FORMAT} (written by another controller version?)")
         try:
             del data["format"]
             members = tuple(Member(**m) for m in data.pop("members"))
             trees = tuple(TreeSpec(**{**t, "children": tuple(t["children"])}) for t in data.pop("trees"))
             return cls(members=members, trees=trees, **data)
         except (KeyError, TypeError) as e:
-            raise JobSpecError(f"{path}: malformed job spec: {e}") from None
+            raise JobSpecError(f"{where}: malformed job spec: {e}") from None
 
 
 def spec_path(given: str | Path | None = None) -> Path:
@@ -186,29 +196,25 @@ def spec_path(given: str | Path | None = None) -> Path:
 
 class SpecWatch:
     """The job spec file, read again whenever it changes: the controller writes it again when a
-    switch of a tree lost its registers (the tree's ``incarnation`` grows), and the workers of the
-    job then send their last window again (``engine.Tree.recover``)."""
+    switch of a tree lost its registers (the tree's ``incarnation`` grows), and ``Worker.update_spec``
+    then sends the tree's last window again (``engine.Tree.recover``)."""
 
-    def __init__(self, path: str | Path, spec: JobSpec) -> None:
-        self.path, self.spec = Path(path), spec  # the spec as last read
-        self.incarnations = {t.job_id: t.incarnation for t in spec.trees}
-        self._stamp: tuple[int, int, int] | None = None  # read at the first look: it may be newer than ``spec``
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._stamp: tuple[int, int, int] | None = None  # read at the first look: it may be newer than the worker's
 
-    def lost_registers(self) -> dict[int, int]:
-        """The trees (job id: incarnation) whose switches lost their registers since the last look."""
+    def changed(self) -> JobSpec | None:
+        """The spec the file holds, if it changed since the last look."""
         try:
             st = os.stat(self.path)
         except OSError:
-            return {}
+            return None
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         if stamp == self._stamp:
-            return {}
+            return None
         try:
             spec = JobSpec.load(self.path)
         except JobSpecError:
-            return {}  # not a spec for now (a job deleted, a hand edit): look again next time
-        self._stamp, self.spec = stamp, spec
-        grown = {t.job_id: t.incarnation for t in spec.trees
-                 if t.incarnation > self.incarnations.get(t.job_id, t.incarnation)}
-        self.incarnations.update(grown)
-        return grown
+            return None  # not a spec for now (a job deleted, a hand edit): look again next time
+        self._stamp = stamp
+        return spec

@@ -16,31 +16,46 @@ made later with ``new_group`` (the switches' job is one session of the default g
 so a second group cannot share it).  Calls return ``Work`` objects with futures; async calls run
 one after the other on the worker's I/O thread while the caller goes on, as the DDP hook's do.
 
+The job is the spec file INA_JOB_SPEC (or ./ina-job.json); or, with INA_CONTROLLER=host:port (and
+INA_TOKEN_FILE) set and no spec file given, the controller service's: every rank posts its addresses
+(``service_job.local_addresses``, INA_ADDRESS overrides) in torch's store, rank 0 asks the service
+for a job of them, named by torchrun's run id, and posts it back; every rank keeps its lease and
+follows its spec, and rank 0 deletes it at ``destroy_process_group``.
+
 Set-up is checked on every rank before ``init_process_group`` returns, and a rank that cannot
-join (no spec, a world size or rank the spec does not have, an address this host does not own)
-fails every rank's ``init_process_group`` with its reason.  A failed allreduce (a dead rank, a
-dead path) fails its ``Work`` with the worker's error within the worker's timeout; every later
-allreduce fails at once (the job is broken: start a new one).
+join (no spec, a world size or rank the spec does not have, an address this host does not own,
+a service that refuses the job) fails every rank's ``init_process_group`` with its reason.  A
+failed allreduce (a dead rank, a dead path) fails its ``Work`` with the worker's error within the
+worker's timeout; every later allreduce fails at once (the job is broken: start a new one).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import secrets
+import time
 import warnings
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import grpc
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo, _create_work_from_future
 
+from ina_api import jobs_pb2
+from ina_api.client import CONTROLLER_ENV, JobsClient, ServiceError
 from worker.api import Worker
 from worker.jobspec import JobSpec, spec_path
+from worker.service_job import ServiceJob, local_addresses
 from worker.torch_tensors import WIRE_DTYPES, TensorWorker, divide_
 
 NAME = "ina"
 DEFAULT_TIMEOUT = 10.0  # seconds without progress before an allreduce fails (INA_TIMEOUT)
+SERVICE_KEYS = "ina-service/"  # torch's store: addr/RANK (JSON list, "" if none), job (a CreateJobReply)
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,7 @@ class InaProcessGroup(dist.ProcessGroup):
         super().__init__(rank, size)
         self.gloo = gloo
         self.tensors = tensors  # None: a group that is not the job, all gloo
+        self.setup_seconds: float | None = None  # from torch's call to the worker ready on every rank (the job)
         for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):  # what we do not override
             self._register_backend(torch.device(device), dist.ProcessGroup.BackendType.GLOO, gloo)
         self._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
@@ -106,6 +122,7 @@ class InaProcessGroup(dist.ProcessGroup):
 def _create(options: dist.distributed_c10d._DistributedBackendOptions,
             pg_options: InaOptions | None) -> InaProcessGroup:
     """torch calls this for every group of backend "ina": the default group is the job."""
+    started = time.perf_counter()
     store, rank, size = options.store, options.group_rank, options.group_size
     gloo = ProcessGroupGloo(PrefixStore("gloo/", store), rank, size, options.timeout)
     if options.global_ranks_in_group:  # a group made by new_group(): [] means the default group
@@ -117,7 +134,7 @@ def _create(options: dist.distributed_c10d._DistributedBackendOptions,
         raise TypeError(f'init_process_group("ina") takes pg_options=InaOptions(...), not {type(pg_options).__name__}')
     worker = error = None
     try:
-        worker = _join(rank, size, pg_options)
+        worker = _join(store, rank, size, pg_options, options.timeout)
     except Exception as e:  # noqa: BLE001 - every rank hears of it, below
         error = f"{type(e).__name__}: {e}"
     try:
@@ -126,20 +143,88 @@ def _create(options: dist.distributed_c10d._DistributedBackendOptions,
         if worker is not None:
             worker.close()
         raise
-    return InaProcessGroup(rank, size, gloo, TensorWorker(worker))
+    group = InaProcessGroup(rank, size, gloo, TensorWorker(worker))
+    group.setup_seconds = time.perf_counter() - started
+    return group
 
 
-def _join(rank: int, size: int, options: InaOptions) -> Worker:
+def _join(store: dist.Store, rank: int, size: int, options: InaOptions, wait: timedelta) -> Worker:
+    """This rank's worker of the job: the spec file's, or the controller service's."""
+    timeout = options.timeout if options.timeout is not None else float(os.environ.get("INA_TIMEOUT", DEFAULT_TIMEOUT))
+    if options.spec is None and not os.environ.get("INA_JOB_SPEC") and os.environ.get(CONTROLLER_ENV):
+        job = _service_job(PrefixStore(SERVICE_KEYS, store), rank, size, wait)
+        try:
+            _check(job.spec, f"from controller {job.client.address}", rank, size)
+            return Worker(job.spec, rank, timeout=timeout, window=options.window, service=job)
+        except BaseException:
+            job.close()
+            raise
     path = spec_path(options.spec)
     spec = JobSpec.load(path)
+    _check(spec, str(path), rank, size)
+    return Worker(spec, rank, timeout=timeout, window=options.window, spec_file=path)
+
+
+def _check(spec: JobSpec, where: str, rank: int, size: int) -> None:
     if len(spec.members) != size:
-        raise ValueError(f"the process group has {size} ranks but job {spec.name} ({path}) has "
+        raise ValueError(f"the process group has {size} ranks but job {spec.name} ({where}) has "
                          f"{len(spec.members)} workers: start one rank per job member")
     named = os.environ.get("INA_RANK")
     if named is not None and named.strip() != str(rank):
         raise ValueError(f"INA_RANK={named} but torch.distributed made this process rank {rank}")
-    timeout = options.timeout if options.timeout is not None else float(os.environ.get("INA_TIMEOUT", DEFAULT_TIMEOUT))
-    return Worker(spec, rank, timeout=timeout, window=options.window, spec_file=path)
+
+
+def _service_job(store: dist.Store, rank: int, size: int, wait: timedelta) -> ServiceJob:
+    """Every rank posts its addresses; rank 0 asks the service for a job of them and posts it (an empty
+    reply if it could not: every rank posts something, so none waits for a failed one).  Each rank holds
+    the secret and renews the lease; rank 0 owns the job."""
+    if rank != 0:
+        try:
+            store.set(f"addr/{rank}", json.dumps(local_addresses()))
+        except BaseException:
+            store.set(f"addr/{rank}", "")  # rank 0 sees there is no job to ask for; our reason goes to _agree
+            raise
+        store.wait(["job"], wait)
+        reply = jobs_pb2.CreateJobReply.FromString(store.get("job"))
+        if not reply.secret:
+            raise RuntimeError("rank 0 got no job from the controller service")
+        return ServiceJob(JobsClient.from_env(), reply.job, reply.secret, own_client=True)
+    try:
+        members = [local_addresses()]
+        store.wait([f"addr/{r}" for r in range(1, size)], wait)
+        posted = [store.get(f"addr/{r}").decode() for r in range(1, size)]
+        missing = [r for r, addresses in enumerate(posted, 1) if not addresses]
+        if missing:
+            raise RuntimeError(f"rank(s) {', '.join(map(str, missing))} gave no address, so no job was asked for")
+        client = JobsClient.from_env()
+        try:
+            job, secret = _create_job(client, members + [json.loads(a) for a in posted])
+            held = ServiceJob(client, job, secret, owner=True, own_client=True)
+        except BaseException:
+            client.close()
+            raise
+    except BaseException:
+        store.set("job", b"")
+        raise
+    try:
+        store.set("job", jobs_pb2.CreateJobReply(job=job, secret=secret).SerializeToString())
+    except BaseException:
+        held.close()
+        raise
+    return held
+
+
+def _create_job(client: JobsClient, members: list[list[str]]) -> tuple[jobs_pb2.Job, str]:
+    """Named by torchrun's run id (a name taken gets a random suffix), else by the service."""
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    name = "" if run in ("", "none") else re.sub(r"[^A-Za-z0-9_-]", "-", run)[:48]
+    for attempt in range(4):
+        try:
+            return client.create(f"{name}-{secrets.token_hex(3)}" if attempt else name, members)
+        except ServiceError as e:
+            if e.code != grpc.StatusCode.ALREADY_EXISTS or not name or attempt == 3:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _agree(store: dist.Store, rank: int, size: int, error: str | None, timeout: timedelta) -> None:

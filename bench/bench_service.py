@@ -52,6 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+TRAIN = ROOT / "examples" / "train_ddp.py"
+SETUP = ROOT / "examples" / "setup_latency.py"  # part e: init_process_group and one allreduce
 sys.path.insert(0, str(ROOT))
 
 from bmv2env.network import InaNetwork  # noqa: E402
@@ -152,7 +154,7 @@ class Training:
     killed: bool = False
 
     def start(self, net: InaNetwork, comm: str, port: int, train_args: list[str], service: Service | None,
-              token_file: Path, quiet: bool = False) -> Training:
+              token_file: Path, quiet: bool = False, script: Path = TRAIN) -> Training:
         first = net.management_ip(self.hosts[0])
         for i, host in enumerate(self.hosts):
             env = dict(os.environ, PYTHONPATH=str(ROOT), GLOO_SOCKET_IFNAME=f"{host}-eth0")
@@ -164,7 +166,7 @@ class Training:
                        "--nproc-per-node", "1", "--max-restarts", "0", "--rdzv-backend", "c10d",
                        "--rdzv-endpoint", f"{first}:{port}", "--rdzv-id", self.name,
                        "--rdzv-conf", f"is_host={int(i == 0)}", "--local-addr", net.management_ip(host),
-                       str(ROOT / "examples" / "train_ddp.py"), "--comm", comm, *train_args]
+                       str(script), *(["--comm", comm] if script == TRAIN else []), *train_args]
             proc = net.host(host).popen(command, env=env, cwd=str(ROOT), stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
             self.procs.append(proc)
@@ -393,11 +395,14 @@ class Bench:
     # --- e: set-up latency ---------------------------------------------------------------------
 
     def setup_latency(self) -> None:
-        for hosts in (A, ALL):
+        """examples/setup_latency.py (init_process_group, then one allreduce), with gloo beside "ina"."""
+        for hosts, backend in ((A, "gloo"), (A, "ina"), (ALL, "gloo"), (ALL, "ina")):
             first, inits = [], []
             for i in range(self.args.rounds):
-                t = self.train(f"setup{len(hosts)}-{i}-{secrets.token_hex(2)}", hosts,
-                               extra=["--epochs", "1", "--batch-size", "32", "--print-setup"], quiet=True)
+                self.port += 1
+                t = Training(f"setup{len(hosts)}-{backend}-{i}-{secrets.token_hex(2)}", hosts).start(
+                    self.net, backend, self.port, ["--backend", backend], self.service if backend == "ina" else None,
+                    self.token_file, quiet=True, script=SETUP)
                 t.wait(self.args.train_timeout)
                 if t.errors or len(t.setups) != len(hosts):
                     self.record("e", f"{len(hosts)} ranks, round {i + 1}", f"failed: {'; '.join(t.errors)[-600:]}",
@@ -406,14 +411,15 @@ class Bench:
                 last_in = max(s["entered"] for s in t.setups)
                 inits.append(max(s["entered"] + s["init_process_group_seconds"] for s in t.setups) - last_in)
                 first.append(max(s["entered"] + s["first_allreduce_seconds"] for s in t.setups) - last_in)
-                log(f"  {len(hosts)} ranks, round {i + 1}: init_process_group {inits[-1]:.3f} s, "
+                log(f"  {len(hosts)} ranks, {backend}, round {i + 1}: init_process_group {inits[-1]:.3f} s, "
                     f"first allreduce {first[-1]:.3f} s after the last rank entered")
             if first:
-                self.record("e", f"{len(hosts)} ranks: last rank in init_process_group to its return, median s",
-                            statistics.median(inits))
-                self.record("e", f"{len(hosts)} ranks: last rank in init_process_group to the first allreduce, "
-                            f"median s (of {len(first)}: {', '.join(f'{x:.2f}' for x in first)})",
-                            statistics.median(first), "< 1 s", statistics.median(first) < 1.0)
+                self.record("e", f"{len(hosts)} ranks, {backend}: last rank in init_process_group to its return, "
+                            f"median s", statistics.median(inits))
+                self.record("e", f"{len(hosts)} ranks, {backend}: last rank in init_process_group to the first "
+                            f"allreduce, median s (of {len(first)}: {', '.join(f'{x:.2f}' for x in first)})",
+                            statistics.median(first), "< 1 s" if backend == "ina" else "",
+                            statistics.median(first) < 1.0 if backend == "ina" else None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -542,13 +542,24 @@ class Controller:
 
     def _admit(self, name: str, members: list[str], pool_size: int, planned: JobPlan, mode: str,
                alpha: float | None, ring_sum: str) -> JobRecord:
-        """The job as planned if it fits; else the most aggregation that fits (``capacity.fallbacks``: fewer
-        trees, then a smaller pool), the rest round the host ring; else the ring alone.  Never fails for
-        lack of room; ``JobRecord.admission`` says what the job got and why."""
+        """The job as planned if it fits; else planned again around the switches that are full; else the most
+        aggregation that fits (``capacity.fallbacks``: fewer trees, then a smaller pool), the rest round the
+        host ring; else the ring alone.  Never fails for lack of room; ``JobRecord.admission`` says what the
+        job got and why."""
         try:
             return self._plan_job(name, members, pool_size, None, planned, mode, alpha, ring_sum)
         except CapacityError as e:
             short = e
+        full = [s for s in self.topology.switches if not self._has_room(s, pool_size)]
+        try:  # the planner knows links, not slots: show it only the switches that have room
+            around = plan_job(self.topology.without(set(full)), members, self._protocol(), "auto", mode, alpha,
+                              ring_sum)
+            job = self._plan_job(name, members, pool_size, None, around, mode, alpha, ring_sum)
+            job.admission = f"planned around full switch(es) {', '.join(full)} ({short})"
+            log.warning("job %s: %s", name, job.admission)
+            return job
+        except (JobError, CapacityError, TopologyError):
+            pass
         for trees, size in capacity.fallbacks(len(planned.tree_plan.trees), pool_size):
             smaller = planned if trees == len(planned.tree_plan.trees) else self._fewer_trees(
                 members, trees, len(planned.tree_plan.trees), mode, alpha, ring_sum)
@@ -565,6 +576,16 @@ class Controller:
         job.admission = f"ring alone: no tree fits ({short})"
         log.warning("job %s admitted with less: %s", name, job.admission)
         return job
+
+    def _has_room(self, switch: str, pool_size: int) -> bool:
+        """Whether one more tree with this pool fits the switch (slots and a job cell)."""
+        pipe, taken = self.pipeline(switch), self._allocations(switch, [])
+        try:
+            capacity.free_pool(switch, pool_size, pipe.pool_slots, [(a.pool_base, n) for a, n in taken])
+            capacity.free_cell(switch, pipe.max_jobs, {a.cell for a, _ in taken})
+        except CapacityError:
+            return False
+        return True
 
     def _fewer_trees(self, members: list[str], trees: int, planned: int, mode: str, alpha: float | None,
                      ring_sum: str) -> JobPlan:

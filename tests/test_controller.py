@@ -614,3 +614,19 @@ def test_watch_runs_beside_other_commands_and_follows_their_changes(switch_proce
     finally:
         watch.terminate()
         watch.communicate(timeout=10)
+
+
+def test_admission_plans_around_a_full_switch(tmp_path):
+    """The planner picks trees by links, not slots: a job whose best tree crosses a full spine is planned
+    again without it, and gets a tree of its own rather than the ring."""
+    switches = Switches(Topology.from_dict(leaf_spine(2, 4, 2)))
+    try:
+        c = controller(switches, tmp_path)
+        c.create_job("full", ["h1", "h3"], pool_size=1024, trees=1)
+        [tree] = c.state.jobs["full"].trees
+        c.create_job("next", ["h5", "h7"], trees=1, admit=True)
+        job = c.state.jobs["next"]
+        assert (job.mode, len(job.trees)) == ("ina", 1) and job.trees[0].tree.root != tree.tree.root
+        assert tree.tree.root in job.admission or job.admission == ""
+    finally:
+        switches.stop()

@@ -68,7 +68,7 @@ def workers(service, name: str, **options) -> list[Worker]:
 
 def allreduce_all(ws: list[Worker], arrays: list[np.ndarray]) -> list[np.ndarray]:
     futures = [w.allreduce_async(a) for w, a in zip(ws, arrays, strict=True)]
-    return [f.result(timeout=30) for f in futures]
+    return [f.result(timeout=80) for f in futures]
 
 
 def test_from_controller_sums_exactly_and_rank_0_deletes_the_job(service, client):
@@ -91,12 +91,20 @@ def test_a_spec_change_from_the_service_recovers_a_call_in_flight(net, service):
     """The result of one packet never reaches h3; the switch restarts; the service provisions it again
     and raises the tree's incarnation; the workers hear of it through the lease (rank 0) and GetJob (the
     others), send their last window again, and both calls complete with the exact sum."""
-    ws = workers(service, "restart")
+    ws = workers(service, "restart", timeout=30.0)  # a loaded machine re-provisions slowly: no call may time out
     fault = LoseResult("127.0.1.3", seq=8 + 20)
     net.faults = fault
     arrays = arrays3(7)
     results: list = []
-    calls = threading.Thread(target=lambda: results.extend(allreduce_all(ws, arrays) for _ in range(2)))
+    errors: list = []
+
+    def call_twice() -> None:
+        try:
+            results.extend(allreduce_all(ws, arrays) for _ in range(2))
+        except Exception as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    calls = threading.Thread(target=call_twice)
     try:
         calls.start()
         deadline = time.monotonic() + 20
@@ -105,8 +113,8 @@ def test_a_spec_change_from_the_service_recovers_a_call_in_flight(net, service):
         assert fault.lost >= 2, "the workers never got to the packet whose result is lost"
         net.restart_switch()
         fault.on = False
-        calls.join(30)
-        assert len(results) == 2
+        calls.join(90)
+        assert len(results) == 2, errors
         for call in results:
             check_sum(call, arrays)
         assert [w.stats.recoveries for w in ws[:2]] == [1, 1]

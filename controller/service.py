@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import ipaddress
-import json
 import logging
 import math
 import secrets
@@ -34,7 +33,7 @@ from controller.p4runtime_client import SwitchError
 from controller.state import JobRecord
 from ina_api import jobs_pb2, jobs_pb2_grpc
 from ina_api.client import AUTH_HEADER, AUTH_SCHEME
-from worker.jobspec import FORMAT, RING_SUMS
+from worker.jobspec import RING_SUMS
 
 log = logging.getLogger("ina.service")
 DEFAULT_LEASE = 6.0  # seconds a job lives unrenewed; its owner renews every third of it
@@ -247,7 +246,7 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
         spec = self.controller.job_spec(job.name)
         remaining = self.leases.remaining(job.name, self.clock())
         return jobs_pb2.Job(
-            name=job.name, spec_json=json.dumps({"format": FORMAT, **dataclasses.asdict(spec)}),
+            name=job.name, spec_json=spec.to_json(),
             spec_version=job.spec_version(), mode=job.mode, ina_share=job.ina_share, trees=len(job.trees),
             pool_size=job.pool_size, admission=job.admission, lease_seconds=job.lease_seconds or 0.0,
             lease_remaining=math.inf if remaining is None else remaining, switches=sorted(job.switches()))

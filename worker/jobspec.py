@@ -152,8 +152,12 @@ class JobSpec:
         """Written whole, then renamed: workers that watch the file never read half of it."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"format": FORMAT, **asdict(self)}, indent=2) + "\n")
+        tmp.write_text(self.to_json() + "\n")
         tmp.replace(path)
+
+    def to_json(self) -> str:
+        """What ``save`` writes and the controller service sends (``from_json`` reads either)."""
+        return json.dumps({"format": FORMAT, **asdict(self)}, indent=2)
 
     @classmethod
     def load(cls, path: str | Path) -> JobSpec:

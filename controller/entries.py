@@ -68,20 +68,62 @@ def _address(job_id: int, receiver: int, topology: Topology, me, peer: str, udp_
 
 
 def route_entries(topology: Topology, switch: str, program: Program = V1MODEL) -> list[Entry]:
-    """IPv4 /32 routes from this switch to every host, over shortest paths."""
+    """IPv4 routes from this switch to every host, over shortest paths.
+
+    A host on one of this switch's ports gets a /32 that writes its own MAC.  Every other host is
+    reached through a neighbour switch, whose MAC the frame gets (as a router writes its next
+    hop's), so the hosts behind one port share an action and their routes fold into prefixes
+    (``_prefixes``): a fat_tree(16) switch holds tens of routes, not 1,024, and fits the table.
+    """
     me = topology.switches[switch]
-    entries = []
+    local, remote = [], {}
     for host in topology.hosts.values():
         edge, port = topology.attachment[host.name]
-        if edge != switch:
-            hops = topology.next_hops(edge)
-            if switch not in hops:
-                continue  # unreachable: a disconnected part of the topology
-            port = hops[switch]
-        entries.append(Entry.of(program.routes, {"hdr.ipv4.dst": (int(host.ip.ip), 32)},
-                                program.forward, {"port": port, "dst_mac": mac_int(host.mac),
-                                                  "src_mac": mac_int(me.mac)}))
-    return entries
+        if edge == switch:
+            local.append(Entry.of(program.routes, {"hdr.ipv4.dst": (int(host.ip.ip), 32)}, program.forward,
+                                  {"port": port, "dst_mac": mac_int(host.mac), "src_mac": mac_int(me.mac)}))
+            continue
+        port = topology.next_hops(edge).get(switch)
+        if port is None:
+            continue  # unreachable: a disconnected part of the topology
+        remote[int(host.ip.ip)] = (port, mac_int(topology.switches[topology.ports[switch][port].node].mac))
+    folded = [Entry.of(program.routes, {"hdr.ipv4.dst": (prefix, length)}, program.forward,
+                       {"port": port, "dst_mac": mac, "src_mac": mac_int(me.mac)})
+              for prefix, length, (port, mac) in _prefixes(remote)]
+    return local + folded
+
+
+def _prefixes(actions: dict[int, tuple]) -> list[tuple[int, int, tuple]]:
+    """Longest-prefix routes that send each address in ``actions`` to its action, and no more routes
+    than it takes: under each prefix the most common action is the prefix's, and only the longer
+    prefixes that differ from it are added (addresses not in ``actions`` may go anywhere; the
+    switch's own hosts have /32s, which win)."""
+    if not actions:
+        return []
+    addresses = sorted(actions)
+    length = 32 - (addresses[0] ^ addresses[-1]).bit_length()  # the shortest prefix holding them all
+    out: list[tuple[int, int, tuple]] = []
+
+    def fold(lo: int, hi: int, prefix: int, length: int, inherited: tuple | None) -> None:
+        counts: dict[tuple, int] = {}
+        for a in addresses[lo:hi]:
+            counts[actions[a]] = counts.get(actions[a], 0) + 1
+        common = max(counts, key=lambda k: (counts[k], k))
+        if len(counts) == 1 and common == inherited:
+            return
+        if common != inherited:
+            out.append((prefix, length, common))
+        if len(counts) == 1:
+            return
+        bit = 1 << (31 - length)
+        mid = next((i for i in range(lo, hi) if addresses[i] & bit), hi)  # the first in the upper half
+        if lo < mid:
+            fold(lo, mid, prefix, length + 1, common)
+        if mid < hi:
+            fold(mid, hi, prefix | bit, length + 1, common)
+
+    fold(0, len(addresses), addresses[0] & ~((1 << (32 - length)) - 1) & 0xFFFFFFFF, length, None)
+    return out
 
 
 def high_water_entry(last_epoch: int, last_job_id: int, program: Program = V1MODEL) -> Entry:

@@ -26,7 +26,7 @@ from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineOptions
 from controller.plan import PlanError
 from controller.programs import V1MODEL
-from controller.topology import Topology, TopologyError, leaf_spine, single, tree
+from controller.topology import Topology, TopologyError, fat_tree, leaf_spine, mac_int, single, tree
 from p4target.dataplane import Dataplane
 from p4target.runtime.service import P4RuntimeServer, serve
 from tests.conftest import free_port
@@ -152,6 +152,49 @@ def test_tree_root_children_and_fan_in():
     assert list(local) == ["s3"] and [c.node for c in local["s3"].children] == ["h4", "h3"]
     with pytest.raises(PlanError, match="3 children .* 2 bits"):
         build_tree(Topology.from_dict(single(3)), ["h1", "h2", "h3"], 2)
+
+
+def _lookup(routes: list, address: int):
+    """The longest prefix among ``routes`` that holds ``address``, as the LPM table finds it."""
+    best = None
+    for e in routes:
+        prefix, length = e.key("hdr.ipv4.dst")
+        mask = ~((1 << (32 - length)) - 1) & 0xFFFFFFFF
+        if address & mask == prefix and (best is None or length > best[0]):
+            best = (length, e)
+    return None if best is None else best[1]
+
+
+@pytest.mark.parametrize("spec", [fat_tree(8), leaf_spine(2, 4, 8)], ids=["fat_tree8", "leaf_spine"])
+def test_folded_routes_take_every_switch_to_every_host(spec):
+    """Routes fold into prefixes (hosts behind one port share the next hop's MAC), yet from every
+    switch a frame to any host gets there over a shortest path, with the host's MAC on the last hop."""
+    topo = Topology.from_dict(spec)
+    tables = {s: entries.route_entries(topo, s) for s in topo.switches}
+    assert max(len(t) for t in tables.values()) < len(topo.hosts) / 2  # they did fold
+    distance: dict[str, dict[str, int]] = {}  # edge: switch: hops from it
+    for edge in {e for e, _ in topo.attachment.values()}:
+        far, frontier, hops = distance.setdefault(edge, {edge: 0}), [edge], 0
+        while frontier:
+            hops += 1
+            frontier = list(dict.fromkeys(n.node for f in frontier for n in topo.switch_neighbours(f)
+                                          if n.node not in far))
+            far.update(dict.fromkeys(frontier, hops))
+    for host in topo.hosts.values():
+        edge, _ = topo.attachment[host.name]
+        for start in topo.switches:
+            here, hops = start, 0
+            while True:
+                e = _lookup(tables[here], int(host.ip.ip))
+                assert e is not None, f"{here} has no route to {host.name}"
+                nxt = topo.ports[here][e.param("port")].node
+                if nxt == host.name:
+                    assert here == edge and e.param("dst_mac") == mac_int(host.mac)
+                    break
+                assert e.param("dst_mac") == mac_int(topo.switches[nxt].mac)
+                here, hops = nxt, hops + 1
+                assert hops < 8, f"{start} -> {host.name} loops"
+            assert hops == distance[edge][start], f"{start} -> {host.name}: {hops} hops, not the shortest"
 
 
 # --- against switches --------------------------------------------------------------------------

@@ -121,6 +121,11 @@ def configured(program: InaProgram, values: int, use_native: bool):
     """A root job of three children on ports 1-3 and a leaf job (parent on port 20) on ports 3-4."""
     sw = load_switch(program.path, {"INA_VALUES": str(values)}, use_native=use_native)
     assert (sw.native is not None) == use_native, sw.native_status
+    return configure(program, sw)
+
+
+def configure(program: InaProgram, sw):
+    """``configured``'s entries and groups, on a given switch."""
     for child, port in enumerate((1, 2, 3)):
         program.add_member(sw, port, JOB, child, [0, 8, 3, 1, GROUP, 0, 0, 1, 0])
         program.add_receiver(sw, JOB, child, [0x020000000100 + child, 0x02AA00000001, 0x0A000001 + child,

@@ -1,25 +1,33 @@
 """Switches built from caches are new switches: a simulated fabric starts hundreds of one program,
-so the parsed program (DeviceConfigCache) and the lowered C (native.lower) are kept, while every
-switch gets its own tables, registers, counters and native state.
+so the parsed program (DeviceConfigCache), its code generation and native image (Blueprint) and the
+lowered C (native.lower) are kept, while every switch gets its own tables, registers, counters and
+native state.
 
 Checked here: the cached program is never changed by building switches from it; two switches of
-one cached image share no state, in Python or in C; a cached lowering is the lowering itself,
-bound to the new switch's objects; registers are adopted by the native path value for value.
+one cached image share nothing that changes, in Python or in C, for v1model and TNA; the Nth
+switch is built without generating code or the native image again, and runs as a new switch even
+after others ran traffic; a cached lowering is the lowering itself, bound to the new switch's
+objects; registers are adopted by the native path value for value.
 """
 
 from __future__ import annotations
 
+import collections
 import importlib
 import pickle
+import struct
+import types
 
 import numpy as np
 import pytest
 
 from controller import programs
+from p4target.executor import native
 from p4target.executor.codegen import CodeGen
 from p4target.executor.native.engine import NativeCells
 from p4target.executor.native.lower import Lowering, lower
-from p4target.executor.tables import exact
+from p4target.executor.tna_codegen import TnaCodeGen
+from p4target.executor.tna_switch import blueprint_for, switch_for
 from p4target.frontend import load_program
 from p4target.frontend.types import BOOL, BitsT, HeaderT
 from p4target.runtime.device_config import (
@@ -30,13 +38,29 @@ from p4target.runtime.device_config import (
     load_device_config,
 )
 
+from . import ina_programs
+from .test_native import configure, random_frames, state
+
 V1MODEL = programs.V1MODEL
 native_lower = importlib.import_module("p4target.executor.native.lower")  # the package exports the function
 
 
+INA = {"v1model": ina_programs.V1MODEL, "tna": ina_programs.TNA}
+
+
 @pytest.fixture(scope="module")
-def blob() -> bytes:
-    return build_device_config(V1MODEL.source, {"INA_VALUES": "64"})
+def blobs() -> dict[str, bytes]:
+    return {arch: build_device_config(program.path, {"INA_VALUES": "64"}) for arch, program in INA.items()}
+
+
+@pytest.fixture(scope="module")
+def blob(blobs) -> bytes:
+    return blobs["v1model"]
+
+
+def namespace(switch) -> dict:
+    """The namespace a switch's generated code runs in."""
+    return switch._ingress.__globals__
 
 
 def test_building_switches_never_changes_the_parsed_program(blob):
@@ -51,11 +75,12 @@ def test_building_switches_never_changes_the_parsed_program(blob):
     assert pickle.dumps(prog) == before
 
 
-def test_two_switches_of_one_cached_program_share_no_state(blob):
+@pytest.mark.parametrize("arch", INA)
+def test_two_switches_of_one_cached_program_share_no_state(blobs, arch):
     """Parsed once; then a table entry, register cells, counters, multicast groups and the native
     packet counters written on one switch are not seen on the other."""
-    cache = DeviceConfigCache()
-    (a, info_a), (b, info_b) = cache(blob), cache(blob)
+    program, cache = INA[arch], DeviceConfigCache()
+    (a, info_a), (b, info_b) = cache(blobs[arch]), cache(blobs[arch])
     assert cache.parsed == 1
     assert a is not b and info_a == info_b and info_a is not info_b
     assert a.native_status == b.native_status == "native"
@@ -68,14 +93,83 @@ def test_two_switches_of_one_cached_program_share_no_state(blob):
     counter = next(iter(a.counters))
     a.counters[counter].packets[0] = 5
     assert b.counters[counter].packets[0] == 0
-    table = a.tables[V1MODEL.routes]
-    table.add([exact(0x0A000001)] + [exact(0)] * (len(table.keys) - 1), V1MODEL.forward,
-              [0] * len(table.actions[V1MODEL.forward].params), priority=0)
-    assert len(table.entries()) == 1 and b.tables[V1MODEL.routes].entries() == []
+    program.add_route(a, 0x0A000000, 8, 9, 0x020000000999, 0x02AA00000001)
+    assert len(a.tables[program.routes].entries()) == 1 and b.tables[program.routes].entries() == []
     a.set_multicast_group(1, [(1, 0)])
     assert b.multicast_groups == {}
     a.process(1, b"\x00" * 64)  # the C's per-switch context counts it
     assert a.stats["received"] == 1 and b.stats["received"] == 0
+
+
+SHARED = (type, str, int, bytes, struct.Struct)  # what no switch changes, in a generated namespace
+
+
+@pytest.mark.parametrize("arch", INA)
+def test_switches_of_one_blueprint_share_nothing_that_changes(blobs, arch):
+    """Every object of one switch's namespace that can change is not the other's: the namespace,
+    the generated functions (and the actions its tables and const entries run), tables, registers,
+    counters, hooks and scratch lists; only helpers, struct formats and the native library are
+    shared, and each switch has its own C context."""
+    cache = DeviceConfigCache()
+    a, b = cache(blobs[arch])[0], cache(blobs[arch])[0]
+    ns_a, ns_b = namespace(a), namespace(b)
+    assert ns_a is not ns_b and ns_a.keys() == ns_b.keys()
+    for name in ns_a.keys() - {"__builtins__"}:
+        mine, theirs = ns_a[name], ns_b[name]
+        if isinstance(mine, types.FunctionType) and mine.__globals__ is not ns_a:
+            assert theirs is mine, name  # a helper: pack_bits, csum16, ...
+        elif isinstance(mine, types.FunctionType):
+            assert theirs is not mine and theirs.__globals__ is ns_b and theirs.__code__ is mine.__code__, name
+        elif not isinstance(mine, SHARED):
+            assert theirs is not mine, name
+    for sw, ns in ((a, ns_a), (b, ns_b)):
+        objects = {id(v) for v in ns.values()}
+        for kind in ("tables", "registers", "counters"):
+            assert {id(o) for o in getattr(sw, kind).values()} <= objects, kind
+        assert sw.hooks is ns["RT"]
+        for table in sw.tables.values():
+            specs = [*table.actions.values(), *(e.action for e in table.entries()), table.default_entry.action]
+            assert all(spec.fn.__globals__ is ns for spec in specs), table.name
+    assert a.native.ctx != b.native.ctx and a.native.lib is b.native.lib
+    assert a.hooks is not b.hooks and a.hooks.rng is not b.hooks.rng
+
+
+@pytest.mark.parametrize("arch", INA)
+def test_the_nth_switch_is_built_without_generating_code_again(blobs, arch, monkeypatch):
+    """Code generation and the native image run once per program, not once per switch."""
+    calls: collections.Counter[str] = collections.Counter()
+
+    def counting(what, fn):
+        def counted(*args, **kwargs):
+            calls[what] += 1
+            return fn(*args, **kwargs)
+        return counted
+
+    for cls in (CodeGen, TnaCodeGen):
+        monkeypatch.setattr(cls, "generate", counting("generate", cls.generate))
+    monkeypatch.setattr(native, "image", counting("native image", native.image))
+    cache = DeviceConfigCache()
+    switches = [cache(blobs[arch])[0] for _ in range(4)]
+    assert calls == {"generate": 1, "native image": 1}
+    assert all(s.native_status == "native" for s in switches)
+
+
+@pytest.mark.parametrize("arch", INA)
+def test_a_switch_built_after_others_ran_traffic_runs_as_a_new_one(arch):
+    """The blueprint is not changed by its switches: one built after another ran traffic starts
+    empty, and gives the packets and state a switch of a blueprint of its own gives."""
+    program = INA[arch]
+    prog = load_program(program.path, {"INA_VALUES": "64"})
+    blueprint = blueprint_for(prog)
+    frames = list(random_frames(64, 400, seed=3))
+    first = configure(program, blueprint.switch())
+    sent = sum(len(first.process(port, frame)) for port, frame in frames)
+    assert sent > 20
+    nth, reference = configure(program, blueprint.switch()), configure(program, switch_for(prog, use_native=False))
+    assert nth.native is not None
+    for port, frame in frames:
+        assert nth.process(port, frame) == reference.process(port, frame), frame.hex()
+    assert state(nth) == state(reference) == state(first)
 
 
 LOWERED = """#include <core.p4>

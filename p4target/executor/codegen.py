@@ -12,6 +12,7 @@ module defines ``parse``, ``verify_checksum``, ``ingress``, ``egress``,
 from __future__ import annotations
 
 import struct
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +117,11 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.ns[name] = value
         return name
 
+    def run(self, code: types.CodeType) -> None:
+        """Define generated functions in the namespace; ``Generated.copy`` runs the same code again."""
+        exec(code, self.ns)  # noqa: S102 - compiler output
+        self.out.code.append(code)
+
     def alloc(self, t: Type) -> Storage:
         st = Storage(len(self.template), t)
         _initial(t, self.template)
@@ -147,7 +153,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             else:
                 self.control_function(role, decl, scope)
         module = "\n".join(self.lines) + "\n"
-        exec(compiled(module, f"<p4 {self.prog.program.loc.file}>"), self.ns)  # noqa: S102 - compiler output
+        self.run(compiled(module, f"<p4 {self.prog.program.loc.file}>"))
         self.out.source = "\n".join(self.action_sources) + "\n" + module
         return self.out
 
@@ -365,7 +371,7 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.lines, self.indent = saved
         self.return_stmt = saved_ret
         self.action_sources += fn_lines + [""]
-        exec(compiled("\n".join(fn_lines) + "\n", "<p4 action>"), self.ns)  # noqa: S102 - compiler output
+        self.run(compiled("\n".join(fn_lines) + "\n", "<p4 action>"))
         return self.ns[fname]
 
     # ================================================================ parser

@@ -52,6 +52,14 @@ class Register:
     def reset(self) -> None:
         self.cells[:] = [False if self.elem is BOOL else 0] * self.size
 
+    def __deepcopy__(self, memo: dict) -> Register:
+        """Cells hold ints, bools or tuples of them: a copy of the list is a copy of the state,
+        made at C speed (a switch of ina.p4 has half a million cells; ``Generated.copy``)."""
+        new = memo[id(self)] = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.cells = list(self.cells)
+        return new
+
 
 class Counter:
     """``counter(size, type)``: packets and bytes per index; the unit only filters reads."""
@@ -67,6 +75,13 @@ class Counter:
         for i in indexes:
             self.packets[i] = 0
             self.bytes[i] = 0
+
+    def __deepcopy__(self, memo: dict) -> Counter:
+        """As ``Register``'s: the counts are ints."""
+        new = memo[id(self)] = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.packets, new.bytes = list(self.packets), list(self.bytes)
+        return new
 
 
 class MeterCell:

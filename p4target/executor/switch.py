@@ -117,13 +117,49 @@ class ControlPlane:
         self.hooks.micros = lambda: int((clock() - start) * 1_000_000)
 
 
+class Blueprint:
+    """What every switch of one program is built from, made once: the program's code generation
+    (the generated code compiled, the state list's layout, pristine runtime objects) and, when
+    the first switch asks, its native image (the C and its library).
+
+    A simulated fabric starts hundreds of switches of one program, and generating the code and
+    the C again was most of each start; ``DeviceConfigCache`` keeps one blueprint per program.
+    No switch runs the pristine objects: each gets a copy (``Generated.copy``) and its own native
+    context, so every switch's state is its own.  TNA's is ``tna_switch.TnaBlueprint``."""
+
+    codegen: type[CodeGen] = CodeGen
+    arch = "v1model"
+
+    def __init__(self, prog: CheckedProgram) -> None:
+        self.prog = prog
+        self.cg = self.codegen(prog)
+        self.generated = self.cg.generate()
+        self._native: dict[str, tuple[native.NativeImage | None, str]] = {}
+        self._lock = threading.Lock()  # the servers of one process may build switches in several threads
+
+    def switch(self, use_native: bool = True) -> ControlPlane:
+        return Switch(self.prog, use_native, self)
+
+    def native_image(self, defines: dict[str, Any]) -> tuple[native.NativeImage | None, str]:
+        """The program's native image with the packet path ``defines`` configures (slots: the same
+        for every switch of the program), or None and why the program runs in Python."""
+        if not native.enabled():
+            return None, "P4TARGET_NATIVE=0"
+        key = repr(defines)
+        with self._lock:
+            if key not in self._native:
+                self._native[key] = native.image(self.generated, self.arch, defines)
+            return self._native[key]
+
+
 class Switch(ControlPlane):
     """One v1model switch running one compiled P4 program."""
 
-    def __init__(self, prog: CheckedProgram, use_native: bool = True) -> None:
+    def __init__(self, prog: CheckedProgram, use_native: bool = True, blueprint: Blueprint | None = None) -> None:
         """``use_native=False`` runs the Python executor (the reference) even where the
-        native path covers the program."""
-        gen = CodeGen(prog).generate()
+        native path covers the program; ``blueprint``: ``prog``'s, when other switches run it too."""
+        blueprint = blueprint or Blueprint(prog)
+        gen = blueprint.generated.copy()
         self.source = gen.source
         self.tables: dict[str, Table] = gen.tables
         self.registers: dict[str, Register] = gen.registers
@@ -164,9 +200,9 @@ class Switch(ControlPlane):
                      "SLOT_PARSER_ERROR": self._perr, "SLOT_MCAST_GRP": self._mcast, "SLOT_EGRESS_SPEC": self._spec,
                      "SLOT_INSTANCE_TYPE": self._instance, "SLOT_EGRESS_PORT": self._eport,
                      "SLOT_EGRESS_RID": self._rid}
-            self.native, self.native_status = native.attach(gen, "v1model", slots, self.multicast_groups, Output,
-                                                            tuple(self.stats))
-            if self.native is not None:
+            image, self.native_status = blueprint.native_image(slots)
+            if image is not None:
+                self.native = image.pipeline(gen, self.multicast_groups, Output, tuple(self.stats))
                 self.stats = self.native.stats  # type: ignore[assignment]
 
     # ------------------------------------------------------------------ data plane

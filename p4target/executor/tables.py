@@ -9,7 +9,6 @@ with BMv2's rules (longest prefix first only when there is no explicit priority)
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,7 +94,7 @@ class Table:
         self._lpm_index = next((i for i, k in enumerate(keys) if k.match_kind == "lpm"), None)
         self._mode = "exact" if kinds <= {"exact"} else ("lpm" if kinds <= {"exact", "lpm"} else "scan")
         self._entries: dict[tuple, Entry] = {}
-        self._handles = itertools.count(1)
+        self._next_handle = 1  # an int, not itertools.count: switches are deep copies (Generated.copy)
         self._rebuild()
         self.default_entry = self._make_default(*default)
         self.initial_default = self.default_entry
@@ -128,7 +127,7 @@ class Table:
             raise TableError("ALREADY_EXISTS", f"{self.name}: an entry with this match already exists")
         if len(self._entries) >= self.size:
             raise TableError("RESOURCE_EXHAUSTED", f"{self.name} is full ({self.size} entries)")
-        entry.handle = next(self._handles)
+        entry.handle, self._next_handle = self._next_handle, self._next_handle + 1
         self._entries[entry.identity] = entry
         self._index(entry)
         self._changed()

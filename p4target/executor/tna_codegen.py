@@ -41,7 +41,11 @@ FUNCTIONS = dict(zip(TNA_BLOCKS, ("ig_parse", "ingress", "ig_deparser", "eg_pars
 
 class Unset(int):
     """``ig_tm_md.ucast_egress_port`` before ingress writes it: reads as 0, but the traffic
-    manager tells it from a written 0 (on Tofino an unwritten field is not sent to the TM)."""
+    manager tells it from a written 0 (on Tofino an unwritten field is not sent to the TM).
+    One object, told by identity: a copy (``Generated.copy``) or a pickle is that object."""
+
+    def __reduce__(self) -> str:
+        return "UNSET"
 
 
 UNSET = Unset(0)
@@ -154,7 +158,7 @@ class TnaCodeGen(CodeGen):
         if "ig_tm_md" in bound:
             self.template[member_storage(bound["ig_tm_md"], "ucast_egress_port").base] = UNSET
         module = "\n".join(self.lines) + "\n"
-        exec(compiled(module, f"<p4 {self.prog.program.loc.file}>"), self.ns)  # noqa: S102 - compiler output
+        self.run(compiled(module, f"<p4 {self.prog.program.loc.file}>"))
         self.out.source = "\n".join(self.action_sources) + "\n" + module
         return self.out
 

@@ -31,13 +31,12 @@ import time
 from pathlib import Path
 
 from ..frontend import CheckedProgram, ast, load_program
-from . import native
 from .algorithms import pack_bits
 from .externs import CloneSession
 from .generated import Generated
 from .headers import StackIndexError
 from .loops import LOOP_LIMIT, LoopLimit
-from .switch import MAX_PASSES, ControlPlane, MulticastGroups, Output, Switch
+from .switch import MAX_PASSES, Blueprint, ControlPlane, MulticastGroups, Output, Switch
 from .tna_codegen import UNSET, RegisterConflict, TnaCodeGen
 
 log = logging.getLogger(__name__)
@@ -73,14 +72,33 @@ def _reads_parser_err(prog: CheckedProgram) -> bool:
     return any(isinstance(n, ast.Member) and n.member == "parser_err" for n in _nodes(prog.program.decls))
 
 
+class TnaBlueprint(Blueprint):
+    """``Blueprint`` for TNA programs: also the intrinsic metadata's slots and whether the program
+    reads ``parser_err``, which every switch of the program needs."""
+
+    codegen = TnaCodeGen
+    arch = "tna"
+    cg: TnaCodeGen
+
+    def __init__(self, prog: CheckedProgram) -> None:
+        super().__init__(prog)
+        self.keep_errors = _reads_parser_err(prog)
+
+    def slot(self, which: str, name: str) -> int | None:
+        return self.cg.slot(which, name)
+
+    def switch(self, use_native: bool = True) -> TnaSwitch:
+        return TnaSwitch(self.prog, use_native, self)
+
+
 class TnaSwitch(ControlPlane):
     """One Tofino pipeline running one compiled TNA program; the same interface as ``Switch``."""
 
     arch = "tna"
 
-    def __init__(self, prog: CheckedProgram, use_native: bool = True) -> None:
-        cg = TnaCodeGen(prog)
-        gen = cg.generate()
+    def __init__(self, prog: CheckedProgram, use_native: bool = True, blueprint: TnaBlueprint | None = None) -> None:
+        blueprint = blueprint or TnaBlueprint(prog)
+        gen = blueprint.generated.copy()
         self.source = gen.source
         self.tables = gen.tables
         self.registers = gen.registers
@@ -100,21 +118,21 @@ class TnaSwitch(ControlPlane):
         self.set_clock(time.monotonic)
         self._length = gen.std["packet_length"]
         self._errors = list(prog.errors)
-        self._keep_errors = _reads_parser_err(prog)
-        self._ig_perr = cg.slot("ig_prsr_md", "parser_err")
-        self._eg_perr = cg.slot("eg_prsr_md", "parser_err")
-        self._ig_drop = cg.slot("ig_dprsr_md", "drop_ctl")
-        self._eg_drop = cg.slot("eg_dprsr_md", "drop_ctl")
-        self._ucast = cg.slot("ig_tm_md", "ucast_egress_port")
-        self._bypass = cg.slot("ig_tm_md", "bypass_egress")
-        self._groups = [s for s in (cg.slot("ig_tm_md", "mcast_grp_a"), cg.slot("ig_tm_md", "mcast_grp_b"))
-                        if s is not None]
+        self._keep_errors = blueprint.keep_errors
+        self._ig_perr = blueprint.slot("ig_prsr_md", "parser_err")
+        self._eg_perr = blueprint.slot("eg_prsr_md", "parser_err")
+        self._ig_drop = blueprint.slot("ig_dprsr_md", "drop_ctl")
+        self._eg_drop = blueprint.slot("eg_dprsr_md", "drop_ctl")
+        self._ucast = blueprint.slot("ig_tm_md", "ucast_egress_port")
+        self._bypass = blueprint.slot("ig_tm_md", "bypass_egress")
+        groups = (blueprint.slot("ig_tm_md", "mcast_grp_a"), blueprint.slot("ig_tm_md", "mcast_grp_b"))
+        self._groups = [s for s in groups if s is not None]
         if use_native:
-            self._attach_native(cg, gen)
+            self._attach_native(blueprint, gen)
 
-    def _attach_native(self, cg: TnaCodeGen, gen: Generated) -> None:
+    def _attach_native(self, blueprint: TnaBlueprint, gen: Generated) -> None:
         def slot(which: str, name: str) -> int:
-            found = cg.slot(which, name)
+            found = blueprint.slot(which, name)
             return -1 if found is None else found
 
         defines = {
@@ -129,9 +147,9 @@ class TnaSwitch(ControlPlane):
             "EG_WIDTHS": _EG_WIDTHS, "EG_PORT_FIELD": _EG_PORT, "EG_RID_FIELD": _EG_RID,
             "EG_RID_FIRST_FIELD": _EG_RID_FIRST, "EG_LENGTH_FIELD": _EG_LENGTH,
         }
-        self.native, self.native_status = native.attach(gen, "tna", defines, self.multicast_groups, Output,
-                                                        tuple(self.stats))
-        if self.native is not None:
+        image, self.native_status = blueprint.native_image(defines)
+        if image is not None:
+            self.native = image.pipeline(gen, self.multicast_groups, Output, tuple(self.stats))
             self.stats = self.native.stats  # type: ignore[assignment]
 
     # ------------------------------------------------------------------ data plane
@@ -234,10 +252,15 @@ class TnaSwitch(ControlPlane):
         return Output(port, b"".join(chunks) + payload)
 
 
+def blueprint_for(prog: CheckedProgram) -> Blueprint:
+    """What every switch of ``prog``'s architecture (v1model or TNA) is built from: ``.switch()``."""
+    return TnaBlueprint(prog) if prog.arch == "tna" else Blueprint(prog)
+
+
 def switch_for(prog: CheckedProgram, use_native: bool = True) -> Switch | TnaSwitch:
     """The switch that runs ``prog``'s architecture (v1model or TNA); ``use_native=False`` runs
     the Python executor even where the native path covers the program."""
-    return TnaSwitch(prog, use_native) if prog.arch == "tna" else Switch(prog, use_native)
+    return blueprint_for(prog).switch(use_native)  # type: ignore[return-value]
 
 
 def load_switch(path: str | Path, defines: dict[str, str] | None = None, use_native: bool = True) -> Switch | TnaSwitch:

@@ -24,7 +24,8 @@ from pathlib import Path, PurePosixPath
 
 from p4.config.v1 import p4info_pb2
 
-from ..executor.switch import Switch
+from ..executor.switch import Blueprint, Switch
+from ..executor.tna_switch import blueprint_for
 from ..frontend import CheckedProgram, P4Error, load_program
 from ..p4info import build_p4info
 
@@ -101,35 +102,32 @@ def load_device_config(blob: bytes) -> tuple[CheckedProgram, p4info_pb2.P4Info]:
 def compile_device_config(blob: bytes) -> tuple[Switch, p4info_pb2.P4Info]:
     """As ``load_device_config``, down to the running switch (whose code generation can also
     reject a program).  Raises DeviceConfigError."""
-    switch, _, p4info = _compile(blob)
-    return switch, p4info
+    blueprint, p4info = _compile(blob)
+    return blueprint.switch(), p4info  # type: ignore[return-value]
 
 
-def _compile(blob: bytes) -> tuple[Switch, CheckedProgram, p4info_pb2.P4Info]:
+def _compile(blob: bytes) -> tuple[Blueprint, p4info_pb2.P4Info]:
     with _unpacked(blob) as (main, defines):
         prog = load_program(main, defines)
-        return _switch_for(prog), prog, build_p4info(prog)
-
-
-def _switch_for(prog: CheckedProgram) -> Switch:
-    from ..executor.tna_switch import switch_for  # v1model or TNA, by the program's main
-
-    return switch_for(prog)  # type: ignore[return-value]
+        return blueprint_for(prog), build_p4info(prog)
 
 
 class DeviceConfigCache:
-    """``compile_device_config`` that parses each distinct blob once: a simulated fabric starts
-    hundreds of switches of one program, and parsing is most of a start.
+    """``compile_device_config`` that compiles each distinct blob once: a simulated fabric starts
+    hundreds of switches of one program, and parsing, code generation and the native image were
+    most of a start.
 
-    Every call still builds a new switch (its own tables, registers, counters and multicast
-    groups) and returns its own P4Info; only the checked program is shared, which building a
-    switch reads and never changes (tests/test_switch_cache.py checks that).  A blob that does not
-    compile is not kept: it fails again, with the same DeviceConfigError."""
+    Kept per blob: the checked program and its P4Info, and the program's ``Blueprint`` (its
+    generated code and native image), which building a switch reads and never changes
+    (tests/test_switch_cache.py checks that).  Every call still returns a new switch (its own
+    tables, registers, counters, meters, multicast groups and native state: a copy of the
+    blueprint's) and its own P4Info.  A blob that does not compile is not kept: it fails again,
+    with the same DeviceConfigError."""
 
     def __init__(self, size: int = 8) -> None:
         self.size = size
         self.parsed = 0  # blobs parsed, for whoever wants to see the cache work
-        self._programs: OrderedDict[bytes, tuple[CheckedProgram, p4info_pb2.P4Info]] = OrderedDict()
+        self._programs: OrderedDict[bytes, tuple[Blueprint, p4info_pb2.P4Info]] = OrderedDict()
         self._lock = threading.Lock()  # servers of one process may share it across gRPC threads
 
     def __call__(self, blob: bytes) -> tuple[Switch, p4info_pb2.P4Info]:
@@ -139,15 +137,13 @@ class DeviceConfigCache:
             if found is not None:
                 self._programs.move_to_end(key)
         if found is None:
-            switch, prog, p4info = _compile(blob)
+            found = _compile(blob)
             with self._lock:
                 self.parsed += 1
-                self._programs[key] = prog, p4info
+                self._programs[key] = found
                 while len(self._programs) > self.size:
                     self._programs.popitem(last=False)
-        else:
-            prog, p4info = found
-            switch = _switch_for(prog)
+        blueprint, p4info = found
         fresh = p4info_pb2.P4Info()
         fresh.CopyFrom(p4info)
-        return switch, fresh
+        return blueprint.switch(), fresh  # type: ignore[return-value]

@@ -6,18 +6,20 @@ a missing compiler, or ``P4TARGET_NATIVE=0`` runs it in Python, as before.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .build import BuildError, build
 from .engine import STAT_NAMES, NativePipeline
-from .lower import Lowered, Unsupported, lower
+from .lower import Image, Unsupported, lower_image
 
 log = logging.getLogger(__name__)
 
-__all__ = ["STAT_NAMES", "NativePipeline", "attach", "enabled", "c_source"]
+__all__ = ["STAT_NAMES", "NativeImage", "NativePipeline", "enabled", "c_source", "image"]
 
 
 def enabled() -> bool:
@@ -25,28 +27,45 @@ def enabled() -> bool:
     return os.environ.get("P4TARGET_NATIVE", "1") != "0"
 
 
-def c_source(gen: Any, arch: str, defines: dict[str, Any]) -> tuple[str, Lowered]:
+@dataclass(frozen=True)
+class NativeImage:
+    """A program's native path, made once for every switch of it: the C, its lowering (the names
+    of the objects its arrays stand for) and the loaded library.  Each switch gets its own
+    pipeline (``pipeline``): its own C context, bound to its own tables, registers and counters."""
+
+    source: str
+    lowering: Image
+    lib: ctypes.CDLL
+
+    def pipeline(self, gen: Any, multicast_groups: dict[int, list[tuple[int, int]]],
+                 make_output: Callable[[int, bytes], Any], stat_names: tuple[str, ...]) -> NativePipeline:
+        pipeline = NativePipeline(self.lowering.bind(gen.namespace), self.lib, multicast_groups, make_output,
+                                  stat_names)
+        pipeline.source = self.source
+        return pipeline
+
+
+def c_source(gen: Any, arch: str, defines: dict[str, Any]) -> tuple[str, Image]:
     """The whole C translation unit for a generated program: the lowered functions, then the
     architecture's packet path (v1model.h or tna.h) configured by ``defines``."""
-    lowered = lower(gen.source, gen.namespace, gen.template)
-    lines = [lowered.source]
+    lowering = lower_image(gen.source, gen.namespace, gen.template)
+    lines = [lowering.source]
     for name, value in defines.items():
         if isinstance(value, (list, tuple)):
             lines.append(f"static const int {name}[] = {{{', '.join(str(int(v)) for v in value) or '0'}}};")
         else:
             lines.append(f"#define {name} {int(value)}")
-    lines.append(f"#define MAX_HEADER_BYTES {lowered.max_header_bytes}")
+    lines.append(f"#define MAX_HEADER_BYTES {lowering.max_header_bytes}")
     lines.append(f'#include "{arch}.h"')
-    return "\n".join(lines) + "\n", lowered
+    return "\n".join(lines) + "\n", lowering
 
 
-def attach(gen: Any, arch: str, defines: dict[str, Any], multicast_groups: dict[int, list[tuple[int, int]]],
-           make_output: Callable[[int, bytes], Any], stat_names: tuple[str, ...]) -> tuple[NativePipeline | None, str]:
-    """The native pipeline for ``gen``, or None and why it runs in Python."""
+def image(gen: Any, arch: str, defines: dict[str, Any]) -> tuple[NativeImage | None, str]:
+    """The native image of ``gen``'s program, or None and why it runs in Python."""
     if not enabled():
         return None, "P4TARGET_NATIVE=0"
     try:
-        source, lowered = c_source(gen, arch, defines)
+        source, lowering = c_source(gen, arch, defines)
     except Unsupported as e:
         log.info("this program runs in Python: the native path does not cover %s", e)
         return None, f"not covered by the native path: {e}"
@@ -55,6 +74,4 @@ def attach(gen: Any, arch: str, defines: dict[str, Any], multicast_groups: dict[
     except BuildError as e:
         log.warning("this program runs in Python: %s", e)
         return None, str(e)
-    pipeline = NativePipeline(lowered, lib, multicast_groups, make_output, stat_names)
-    pipeline.source = source
-    return pipeline, "native"
+    return NativeImage(source, lowering, lib), "native"

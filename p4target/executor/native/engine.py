@@ -263,7 +263,13 @@ class NativePipeline:
             width = len(reg.elem.fields) if isinstance(reg.elem, HeaderT) else 1
             array = np.zeros((reg.size, width), dtype=np.int64)
             view = NativeCells(array, reg.elem)
-            view[:] = reg.cells
+            cells = reg.cells
+            if isinstance(cells, list) and cells and cells.count(cells[0]) == len(cells):
+                row = view._row(cells[0])  # one value in every cell, as registers start: a fill, if not 0
+                if any(row):
+                    array[:] = row
+            else:
+                view[:] = cells
             reg.cells = view
             self._keep.append(array)
             self.lib.p4t_set_register(_P(self.ctx), i, _P(_ptr(array)))

@@ -910,7 +910,7 @@ def _cell_read(cell: str, t: Type) -> str:
 
 
 @dataclass(frozen=True)
-class _Image:
+class Image:
     """A lowering kept for the next switch of the same program: the C, and the names its objects
     go by in the generated namespace (a new switch has new objects under the same names)."""
 
@@ -929,7 +929,7 @@ class _Image:
         return Lowered(self.source, objects, self.unset_slots, self.max_header_bytes)
 
 
-_CACHE: OrderedDict[tuple, _Image | Unsupported] = OrderedDict()
+_CACHE: OrderedDict[tuple, Image | Unsupported] = OrderedDict()
 _CACHE_SIZE = 16
 _CACHE_LOCK = threading.Lock()
 _NAME = re.compile(r"\b_\w+")
@@ -969,10 +969,16 @@ def _key(source: str, ns: dict[str, Any], template: list[Any]) -> tuple:
 
 
 def lower(source: str, ns: dict[str, Any], template: list[Any]) -> Lowered:
-    """The C for a generated module; raises Unsupported with what it cannot lower.
+    """The C for a generated module, bound to the objects of ``ns``; raises Unsupported with what
+    it cannot lower."""
+    return lower_image(source, ns, template).bind(ns)
+
+
+def lower_image(source: str, ns: dict[str, Any], template: list[Any]) -> Image:
+    """The C for a generated module and the names of the objects it uses; raises Unsupported.
 
     Every switch of a program lowers the same module, so the C is kept by what it depends on
-    (``_key``) and only bound to the new switch's objects: a simulated fabric builds hundreds."""
+    (``_key``) and only bound to each switch's objects: a simulated fabric builds hundreds."""
     key = _key(source, ns, template)
     with _CACHE_LOCK:  # switches of one process may load programs in several threads (gRPC)
         found = _CACHE.get(key)
@@ -987,11 +993,11 @@ def lower(source: str, ns: dict[str, Any], template: list[Any]) -> Lowered:
         else:
             names = [tuple(lowering.names[id(o)] for o in objs) for objs in
                      (done.objects.tables, done.objects.registers, done.objects.counters, done.objects.value_sets)]
-            found = _Image(done.source, *names, tuple(done.objects.actions), done.unset_slots, done.max_header_bytes)
+            found = Image(done.source, *names, tuple(done.objects.actions), done.unset_slots, done.max_header_bytes)
         with _CACHE_LOCK:
             _CACHE[key] = found
             while len(_CACHE) > _CACHE_SIZE:
                 _CACHE.popitem(last=False)
     if isinstance(found, Unsupported):
         raise Unsupported(*found.args)
-    return found.bind(ns)
+    return found

@@ -1,6 +1,7 @@
 """``ina-sim``: the virtual fabric from the command line.
 
     ina-sim run --topology single --workers 4 --bw 50 --size 2000000    # one job, its figures
+    ina-sim run --topology fat_tree:16 --bw 100000 --delay 1us --size 262144 --window 512 [--json]
     ina-sim run --seed 17                                               # replay a campaign's seed
     ina-sim campaign --seeds 500 [--seed 0]                             # seeded fault campaign
 
@@ -12,41 +13,27 @@ depends only on the seeds and the commit; timings go to standard error.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
 from collections import Counter
 
-import numpy as np
-
-from controller.topology import Topology, fat_tree, leaf_spine, single, tree
+from virtual_fabric import runs
 from virtual_fabric.campaign import run_seed, run_seeds
-from virtual_fabric.fabric import Fabric
-from worker.cli import gradient
+from virtual_fabric.fabric import seconds
+from virtual_fabric.runs import RunConfig
 
 
-def _topology(args: argparse.Namespace) -> tuple[Topology, list[str]]:
-    fabric_bw = args.fabric_bw or args.bw
-    if args.topology == "single":
-        spec = single(args.workers)
-        for link in spec["links"]:
-            link.append({"bw": args.bw})
-    elif args.topology == "tree":
-        spec = tree(2, args.workers // 2)
-        for link in spec["links"]:
-            link.append({"bw": args.bw if any(e.startswith("h") for e in link) else fabric_bw})
-    elif args.topology == "leaf_spine":
-        spec = leaf_spine(2, 2, args.workers // 2, host_bw=args.bw, fabric_bw=fabric_bw)
-    elif args.topology == "fat_tree":
-        spec = fat_tree(4, host_bw=args.bw, fabric_bw=fabric_bw)
-    else:
-        topology = Topology.load(args.topology)
-        return topology, sorted(topology.hosts)[:args.workers]
-    if args.delay:
-        for link in spec["links"]:
-            link[2]["delay"] = args.delay
-    topology = Topology.from_dict(spec)
-    return topology, sorted(topology.hosts, key=lambda h: int(h[1:]))[:args.workers]
+def _fault(text: str) -> tuple[str, float]:
+    """"core1@50us" or "root@0.0001": a switch (or the first tree's root) and when it dies."""
+    name, at, when = text.partition("@")
+    if not at or not name:
+        raise argparse.ArgumentTypeError(f"{text!r}: a fault is SWITCH@TIME, like core1@50us or root@50us")
+    try:
+        return name, seconds(when if when[-1].isalpha() else float(when) * 1e3)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,43 +46,25 @@ def run(args: argparse.Namespace) -> int:
         for v in outcome.violations:
             print(f"VIOLATION {v}")
         return 1 if outcome.violations else 0
-    topology, hosts = _topology(args)
-    started = time.perf_counter()
-    fabric = Fabric(topology, args.rng, values=args.values)
-    arrays = [[gradient(call, rank, args.size, args.dtype) for call in range(args.calls)] for rank in range(len(hosts))]
-    job = fabric.create_job("sim", hosts, arrays, timeout=args.timeout, pool_size=args.window, trees=args.trees,
-                            mode="ina")
-    for c in fabric.all_channels():
-        c.faults.loss = args.loss / 100
-    built = time.perf_counter()
-    fabric.run(args.until)
-    wall = time.perf_counter() - built
-    spec = job.workers[0].spec
-    # the controller's model of the job (its planned trees' rate, the protocol's bytes per value)
-    predicted = fabric.controller.plan(hosts, trees=args.trees, mode="ina").seconds_per_mb() * args.size * 4 / 1e6
-    print(f"job: {len(hosts)} workers on {args.topology}, {len(spec.trees)} tree(s), V={spec.values}, "
-          f"W={spec.pool_size}, {args.size} {args.dtype} values per call")
-    for c in range(args.calls):
-        ends = [w.records[c].ended for w in job.workers if len(w.records) > c and w.records[c].ended is not None]
-        starts = [w.records[c].started for w in job.workers if len(w.records) > c]
-        errors = {w.records[c].error for w in job.workers if len(w.records) > c and w.records[c].error}
-        if errors or len(ends) < len(hosts):
-            print(f"call {c}: failed: {sorted(e for e in errors if e)[:1] or ['unfinished']}")
-            continue
-        took = max(ends) - min(starts)
-        print(f"call {c}: {took * 1e3:.3f} ms virtual (link-rate model: {predicted * 1e3:.3f} ms, "
-              f"{took / predicted:.3f}x)")
-    results = [w.records[-1].result for w in job.workers if w.records and w.records[-1].result is not None]
-    same = all(np.array_equal(results[0], r) for r in results[1:]) if results else False
-    print(f"every worker's last sum identical: {same}")
-    for line in fabric.report():
-        print(line)
-    passes = sum(s.passes for s in fabric.switches.values())
-    deliveries = sum(c.stats.frames for c in fabric.all_channels())
-    print(f"wall {wall:.3f} s (setup {built - started:.3f} s): {passes / wall:,.0f} pipeline passes/s, "
-          f"{fabric.loop.events / wall:,.0f} events/s, {deliveries / wall:,.0f} link deliveries/s",
-          file=sys.stderr if args.quiet_wall else sys.stdout)
-    return 0
+    config = RunConfig(
+        topology=args.topology, workers=args.workers, bw=args.bw, fabric_bw=args.fabric_bw, delay=args.delay,
+        size=args.size, dtype=args.dtype, calls=args.calls, values=args.values, pool_size=args.window,
+        trees=args.trees, mode=args.mode, alpha=args.alpha, agg_rate=args.agg_rate, loss=args.loss,
+        fail=args.fail, timeout=args.timeout, until=args.until, seed=args.rng, watch_interval=args.watch_interval,
+        check=not args.no_check)
+    try:
+        result = runs.run(config)
+    except (ValueError, OSError) as e:  # a bad topology, host count, option or fault: said by name
+        print(f"ina-sim: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        for line in runs.summary(result):
+            print(line)
+    failed = any(c["error"] for c in result["calls"])
+    check = result["check"]
+    return 1 if failed or (check and not (check["within_bound"] and check["identical"])) else 0
 
 
 def campaign(args: argparse.Namespace) -> int:
@@ -128,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="one job in the fabric, or a campaign's seed again")
     r.add_argument("--seed", type=int, help="replay this campaign seed (everything else is ignored)")
-    r.add_argument("--topology", default="single", help="single, tree, leaf_spine, fat_tree (k=4), or a topology file")
-    r.add_argument("--workers", type=int, default=4)
+    r.add_argument("--topology", default="single",
+                   help="a builder (fat_tree:16, leaf_spine:2,4,8, single:4, tree:2,4; bare single, tree, leaf_spine "
+                        "size themselves to --workers, bare fat_tree is k=4) or a topology file")
+    r.add_argument("--workers", type=int, help="the first N hosts (default: every host; 4 for a bare builder)")
     r.add_argument("--bw", type=float, default=50.0, help="host links, Mb/s")
     r.add_argument("--fabric-bw", type=float, help="links between switches, Mb/s (default: --bw)")
     r.add_argument("--delay", help="every link's propagation delay, e.g. 50us")
@@ -139,11 +110,20 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--calls", type=int, default=1)
     r.add_argument("--values", type=int, help="values per packet (default: the most the program takes)")
     r.add_argument("--window", type=int, default=64, help="the job's pool size (slots per switch)")
-    r.add_argument("--trees", default="auto")
+    r.add_argument("--trees", default="auto", help="auto (as many as the planner packs) or at most N")
+    r.add_argument("--mode", default="ina", choices=["ina", "ring", "hybrid", "auto"],
+                   help="ring and a hybrid's ring part run at flow level (docs/fabric.md)")
+    r.add_argument("--alpha", type=float, help="a hybrid's share through the switches (default: the model's)")
+    r.add_argument("--agg-rate", type=float, help="every switch of the job sums this fraction of the link rate "
+                                                  "per child (C = fraction x L; sets the switches' agg_pps)")
+    r.add_argument("--fail", type=_fault, action="append", default=[],
+                   help="SWITCH@TIME: the switch dies then (root: the first tree's root), e.g. root@40us")
+    r.add_argument("--watch-interval", type=float, default=0.5, help="the controller's watch period, virtual s")
+    r.add_argument("--no-check", action="store_true", help="skip comparing results with the exact sum")
+    r.add_argument("--json", action="store_true", help="every figure as JSON")
     r.add_argument("--timeout", type=float, default=10.0)
     r.add_argument("--until", type=float, default=3600.0, help="virtual seconds at most")
     r.add_argument("--rng", type=int, default=0, help="the run's seed (loss draws)")
-    r.add_argument("--quiet-wall", action="store_true", help="wall-clock figures to standard error")
     c = sub.add_parser("campaign", help="N seeded runs with faults, checked against the invariants")
     c.add_argument("--seeds", type=int, default=100)
     c.add_argument("--seed", type=int, default=0, help="the first seed")

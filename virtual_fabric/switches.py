@@ -6,6 +6,13 @@ image per program and registers and tables per switch.  A frame is one pipeline 
 outputs go onto the port's link at once (the switch's queues are its egress links').  A killed
 switch drops everything and its connections fail; a restarted one comes back empty, with no
 pipeline, as a restarted process does.
+
+A switch that declares an aggregation rate (the topology's ``agg_pps``: contributions summed per
+second, a Tofino's aggregation engine below its ports' line rate, or a switch shared by tenants)
+takes contributions (ina frames of type MSG_DATA) one at a time at that rate, in arrival order;
+each leaves the pipeline when its turn ends.  Everything else (results, routed traffic) is
+forwarded at once.  At most ``AGG_QUEUE`` seconds of contributions wait; more are dropped at the
+tail and counted in ``agg_dropped``, as a full ingress buffer drops them.
 """
 
 from __future__ import annotations
@@ -15,7 +22,12 @@ from dataclasses import dataclass, field
 from p4target.dataplane import Dataplane
 from p4target.runtime.device_config import DeviceConfigCache
 from p4target.runtime.service import P4RuntimeServer
+from virtual_fabric.events import EventLoop
 from virtual_fabric.links import Channel
+from worker.protocol import Protocol
+
+AGG_QUEUE = 1e-3  # seconds of contributions an aggregation-limited switch holds before it drops
+ETH_IP_UDP = 14 + 20 + 8  # where the ina header starts in a frame
 
 
 @dataclass(eq=False)
@@ -28,8 +40,17 @@ class SimSwitch:
     passes: int = 0  # frames run through the pipeline
     dropped: int = 0  # frames that met a dead switch, no pipeline, or no output port
     server: P4RuntimeServer | None = None
+    agg_pps: float | None = None  # contributions summed per second; None: as fast as they come
+    loop: EventLoop | None = None  # needed with agg_pps
+    protocol: Protocol | None = None  # how to tell a contribution; needed with agg_pps
+    agg_free: float = 0.0  # when the aggregation engine takes its next contribution
+    agg_busy: float = 0.0  # seconds it spent summing
+    agg_waited: float = 0.0  # seconds contributions waited for it, summed
+    agg_dropped: int = 0
 
     def __post_init__(self) -> None:
+        P = self.protocol
+        self.contribution = (P.INA_UDP_PORT, ETH_IP_UDP + P.field_bytes("msg_type")[0], P.MSG_DATA) if P else None
         self.boot()
 
     @property
@@ -43,6 +64,7 @@ class SimSwitch:
         self.server = P4RuntimeServer(Dataplane([]), self.device_id, compile=self.compile)
 
     def kill(self) -> None:
+        self.agg_free = 0.0  # what waited for the engine is lost with the process (its turns find no pipeline)
         if self.server is not None:
             self.server.stop()
         self.server = None
@@ -53,6 +75,25 @@ class SimSwitch:
             self.server.port_status(port, up, self.interfaces.get(port, f"{self.name}-p{port}"))
 
     def receive(self, port: int, frame: bytes) -> None:
+        if self.agg_pps and self.up and self._is_contribution(frame):
+            now, turn = self.loop.now, 1.0 / self.agg_pps
+            start = max(now, self.agg_free)
+            if start - now > AGG_QUEUE:
+                self.agg_dropped += 1
+                return
+            self.agg_free = start + turn
+            self.agg_busy += turn
+            self.agg_waited += start - now
+            self.loop.at(self.agg_free, self.process, port, frame)
+            return
+        self.process(port, frame)
+
+    def _is_contribution(self, frame: bytes) -> bool:
+        udp_port, at, data = self.contribution
+        return len(frame) > at and frame[at] == data and int.from_bytes(frame[36:38], "big") == udp_port
+
+    def process(self, port: int, frame: bytes) -> None:
+        """One pipeline pass, its outputs onto their links."""
         server = self.server
         switch = server.dataplane.switch if server is not None and server.running else None
         if switch is None:

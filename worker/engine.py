@@ -45,7 +45,7 @@ from worker.errors import AllreduceTimeout, SwitchOverflowError
 from worker.protocol import ETH_IP_UDP, Protocol
 
 RTO_MIN, RTO_MAX = 0.05, 1.0  # seconds
-INITIAL_IN_FLIGHT = 8  # packets in flight at first; grows by one per round trip up to the window
+INITIAL_IN_FLIGHT = 8  # packets in flight at first; doubles per round trip (slow start) up to the window
 OVERDUE_AFTER = 3  # a packet whose result is missing while this many later ones are in goes again at once
 QUEUEING = 1.5  # a timeout cuts the window only if the smoothed RTT is this many times the least seen
 _SPAN = 256  # round trips folded into the estimate at once: 0.875 ** -256 is still a modest float
@@ -96,7 +96,10 @@ class Pacer:
     def ready_at(self, now: float) -> float:
         """When the next datagram may go (now, or when the bucket is no longer in debt)."""
         self._refill(now)
-        return now if self.tokens >= 0 else now - self.tokens / self.rate
+        if self.tokens >= 0:
+            return now
+        # strictly later: a debt too small to move ``now`` (rounding) would wake the caller at now forever
+        return max(now - self.tokens / self.rate, math.nextafter(now, math.inf))
 
     def allowed(self, now: float, payload: int) -> int:
         """How many datagrams of ``payload`` bytes may go now: each may go while the bucket is not in debt."""
@@ -117,10 +120,12 @@ class Congestion:
     rttvar: float = 0.0
     rtt_min: float = float("inf")  # the round trip with empty queues, as near as seen
     cwnd: float = field(init=False)
+    ssthresh: float = field(init=False)  # below it cwnd doubles per round trip, above it grows by one
     last_cut: float = 0.0  # when cwnd was last halved
 
     def __post_init__(self) -> None:
         self.cwnd = float(min(self.window, INITIAL_IN_FLIGHT))
+        self.ssthresh = float(self.window)
 
     def rto(self) -> float:
         if self.srtt is None:
@@ -151,10 +156,16 @@ class Congestion:
             self.srtt = 0.875 ** k * (self.srtt + float(summed[-1]))
 
     def grow(self, results: int) -> None:
-        """Additive increase: one more packet in flight per window's worth of results."""
+        """Slow start, as TCP's: one more packet in flight per result (doubling per round trip) until
+        the first cut, then additive increase, one per window's worth of results.  Additive increase
+        alone from 8 packets takes hundreds of round trips to fill a 100 Gbit/s link's window, longer
+        than a whole call of a megabyte (docs/scale.md measured it)."""
         cwnd, window = self.cwnd, float(self.window)
         if cwnd >= window:
             return
+        if cwnd < self.ssthresh:
+            slow = min(results, math.ceil(self.ssthresh - cwnd))
+            cwnd, results = min(cwnd + slow, self.ssthresh, window), results - slow
         for _ in range(results):
             cwnd = min(window, cwnd + 1 / cwnd)
         self.cwnd = cwnd
@@ -167,6 +178,7 @@ class Congestion:
         congested = self.srtt is not None and self.srtt > QUEUEING * self.rtt_min
         if congested and now - self.last_cut > self.srtt:
             self.cwnd, self.last_cut = max(2.0, self.cwnd / 2), now
+            self.ssthresh = self.cwnd
             stats.window_cuts += 1
 
 

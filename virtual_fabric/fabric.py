@@ -6,6 +6,9 @@ and every action is an event of one loop, so a run is a function of its seed and
 The controller runs as ``ina-ctl watch`` would: one ``watch_once`` every ``watch_interval``
 seconds of virtual time, and its job spec reaches each worker ``spec_delay`` later (a real
 worker looks at the file every 0.2 s).  Control-plane calls take no virtual time.
+
+A job that sends a share round a host ring (mode ring or hybrid) runs its ring at flow level
+(``virtual_fabric.flows``, ``virtual_fabric.ring``) on the same links as the packets.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ from controller.pipeline import PipelineOptions
 from controller.topology import Topology
 from p4target.runtime.device_config import DeviceConfigCache
 from virtual_fabric.events import EventLoop
+from virtual_fabric.flows import FlowNetwork, route
 from virtual_fabric.hosts import STATES, SimWorker
 from virtual_fabric.links import Channel, Faults
 from virtual_fabric.p4runtime_local import LocalSwitchClient
+from virtual_fabric.ring import Ring
 from virtual_fabric.switches import SimSwitch
+from worker import protocol
 from worker.jobspec import JobSpec
 
 QUEUE_BYTES = 1_000_000  # per link direction, unless the link says "queue_bytes"
@@ -53,6 +59,7 @@ class Job:
     spec: JobSpec
     workers: list[SimWorker]
     seen: dict[int, int] = field(default_factory=dict)  # job id: incarnation the workers were told
+    ring: Ring | None = None  # when the job sends a share round a host ring
 
 
 class Fabric:
@@ -62,11 +69,14 @@ class Fabric:
         self.loop = EventLoop()
         self.rng = random.Random(seed)
         self.spec_delay, self.watch_interval = spec_delay, watch_interval
-        self.switches = {name: SimSwitch(name, s.index + 1, COMPILED) for name, s in topology.switches.items()}
+        P = protocol.load(values)  # what a contribution looks like, for switches that sum at a rate
+        self.switches = {name: SimSwitch(name, s.index + 1, COMPILED, agg_pps=s.agg_pps, loop=self.loop, protocol=P)
+                         for name, s in topology.switches.items()}
         self.hosts: dict[str, SimWorker] = {}  # host: the worker running there
         self.channels: list[tuple[Channel, Channel]] = []  # per topology link: (a -> b, b -> a)
         self.log: list[tuple[float, str]] = []  # what the controller did, when
         self.jobs: dict[str, Job] = {}
+        self.flows = FlowNetwork(self.loop)  # host rings' transfers, at flow level
         self._running = 0  # workers not done
         for link in topology.links:
             self.channels.append((self._channel(link, link.a, link.b), self._channel(link, link.b, link.a)))
@@ -115,23 +125,25 @@ class Fabric:
     def create_job(self, name: str, hosts: list[str], arrays: list[list[np.ndarray]], timeout: float = 3.0,
                    gap: float = 0.0, start: float | None = None, **options) -> Job:
         """The controller creates the job; a worker on each host makes the calls ``arrays[rank]``,
-        from ``start`` (now) on.  Only jobs through the switches alone run here (a host ring is TCP)."""
+        from ``start`` (now) on.  A job with a ring (``ina_share`` < 1: mode ring, hybrid, or auto choosing
+        one) runs it at flow level (``virtual_fabric.ring``)."""
         spec = self.controller.create_job(name, hosts, **options)
+        ring = None
         if spec.ina_share < 1:
-            self.controller.delete_job(name)
-            raise ValueError(f"job {name}: mode {spec.mode} sends part round a TCP ring, which the fabric does not "
-                             f"simulate; create it with mode='ina'")
+            paths = [route(self.topology, self.channels, host, hosts[(rank + 1) % len(hosts)])
+                     for rank, host in enumerate(hosts)] if len(hosts) > 1 else []
+            ring = Ring(self.loop, self.flows, spec, paths)
         workers = []
         for rank, host in enumerate(hosts):
             w = SimWorker(self.loop, spec, rank, arrays[rank], timeout, self.topology.hosts[host].mac, gap=gap,
-                          on_done=self._worker_done)
+                          on_done=self._worker_done, ring=ring)
             self._running += 1
             w.uplink = self.channels[self.topology.host_link(host)][0 if self.topology.links[
                 self.topology.host_link(host)].a == host else 1]
             self.hosts[host] = w
             w.start(self.loop.now if start is None else start)
             workers.append(w)
-        job = self.jobs[name] = Job(spec, workers, {t.job_id: t.incarnation for t in spec.trees})
+        job = self.jobs[name] = Job(spec, workers, {t.job_id: t.incarnation for t in spec.trees}, ring)
         return job
 
     def _watch(self) -> None:
@@ -192,11 +204,14 @@ class Fabric:
     def report(self) -> list[str]:
         """Where the virtual time went: the links, the queues in front of them, the workers' windows."""
         elapsed = max(self.loop.now, 1e-12)
+        self.flows.settle_stats()
         lines = [f"virtual time {elapsed:.6f} s, {self.loop.events} events, "
                  f"{sum(s.passes for s in self.switches.values())} pipeline passes"]
         busiest = sorted(self.all_channels(), key=lambda c: -c.stats.busy)[:4]
-        lines.append("links (busiest): " + ", ".join(f"{c.name} {100 * c.stats.busy / elapsed:.0f}% busy"
-                                                     for c in busiest))
+        lines.append("links (busiest): " + ", ".join(
+            f"{c.name} {100 * c.stats.busy / elapsed:.0f}% busy"
+            + (f" ({100 * c.stats.flow_busy / elapsed:.0f}% ring flows)" if c.stats.flow_busy else "")
+            for c in busiest))
         for kind, chans in (("switch egress", [c for c in self.all_channels() if "-p" in c.name.split(" -> ")[0]]),
                             ("host uplinks", [c for c in self.all_channels() if "-p" not in c.name.split(" -> ")[0]])):
             frames = sum(c.stats.frames + c.stats.dropped_fault for c in chans)
@@ -206,6 +221,13 @@ class Fabric:
             wait = 1e6 * waited / max(frames, 1)
             lines.append(f"{kind} queues: {wait:.1f} us per frame waiting, {drops} tail drops, "
                          f"{lost} lost to faults")
+        for name, job in self.jobs.items():
+            if job.ring is not None:
+                ring = [r.ring_seconds for w in job.workers for r in w.records if r.ring_seconds is not None]
+                trees = [r.trees_seconds for w in job.workers for r in w.records if r.trees_seconds is not None]
+                parts = [f"{what} {sum(t) / len(t):.6f} s" for what, t in (("trees", trees), ("ring", ring)) if t]
+                parts = f"; per call (mean): {', '.join(parts)}" if parts else ""
+                lines.append(f"job {name} (ina_share {job.spec.ina_share:.3f}): {job.ring.summary()}{parts}")
         workers = [w for job in self.jobs.values() for w in job.workers]
         if workers:
             total = {s: sum(w.time_in[s] for w in workers) / len(workers) for s in STATES}

@@ -6,6 +6,11 @@ a full queue is a full send buffer), results come in as frames, and the core's d
 become events.  The worker makes its calls one after another, each on its own arrays, and
 keeps each call's sums or its error; job spec changes (a switch lost its registers, a tree
 moved) reach it as they reach a real worker's spec watch, later, between two of its steps.
+
+A job with a ring (``ina_share`` < 1) cuts each call as ``Worker`` does: the first
+``round(ina_share x chunks)`` chunks through the trees, the rest round the ring
+(``virtual_fabric.ring``, at flow level), both at once; the call ends when both have, and its
+sums are the trees' followed by the ring's.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 from virtual_fabric.events import EventLoop
 from virtual_fabric.frames import HEADER_BYTES, udp_header, udp_payload
 from virtual_fabric.links import Channel
+from virtual_fabric.ring import Ring, ring_dtype
 from worker import calls as cutting
 from worker import protocol
 from worker.engine import Pacer, Stats, Tree, TreeCall, fail, step
@@ -27,8 +33,9 @@ from worker.errors import AllreduceError
 from worker.jobspec import JobSpec
 
 # what a worker waited on, for ``time_in``: results with its window full, the last results with
-# everything sent, room in its link's queue, the pacer, or nothing (no call)
-STATES = ("window", "tail", "queue", "paced", "idle")
+# everything sent, room in its link's queue, the pacer, the ring's part alone (the trees' is done
+# or there is none), or nothing (no call)
+STATES = ("window", "tail", "queue", "paced", "ring", "idle")
 
 
 @dataclass
@@ -40,6 +47,8 @@ class CallRecord:
     result: np.ndarray | None = None
     error: str | None = None
     last_progress: float | None = None  # of the failed call: when it last had a result
+    trees_seconds: float | None = None  # how long the trees' part took (None: it had none, or failed)
+    ring_seconds: float | None = None  # how long the ring's part took (None: it had none, or failed)
 
 
 @dataclass(eq=False)
@@ -51,6 +60,7 @@ class SimWorker:
     timeout: float
     mac: str = "02:00:00:00:00:01"  # the host's, as frames carry it
     uplink: Channel | None = None  # set when the fabric wires the host
+    ring: Ring | None = None  # the job's ring, when ina_share < 1 (set by the fabric)
     gap: float = 0.0  # seconds of "computation" between calls
     rx_delay: float = 20e-6  # a frame's way from the wire to the worker's loop (interrupt moderation, a syscall):
     # the frames that come meanwhile are taken in the same turn, as recvmmsg takes what is waiting
@@ -68,7 +78,7 @@ class SimWorker:
         self.by_port: dict[int, Tree] = {}
         self.inbox: dict[Tree, list[bytes]] = {}
         self.headers: dict[Tree, bytes] = {}
-        for i, t in enumerate(spec.trees):
+        for i, t in enumerate(spec.trees if spec.ina_share > 0 else ()):
             tree = Tree(self._transmit_for(len(self.trees)), me.switch, t.job_id, t.children[self.rank],
                         len(spec.members), spec.pool_size, self.P, self.timeout, f"tree {i + 1} of job {spec.name}",
                         pacer, incarnation=t.incarnation)
@@ -85,6 +95,9 @@ class SimWorker:
         self._next_wake: float | None = None
         self._state, self._since = "idle", 0.0
         self._spec_changes: dict[int, tuple[int, str]] = {}
+        self._ring_pending = False  # the current call's ring part is running
+        self._ring_result: np.ndarray | None = None
+        self._ring_from = 0  # the first element of the ring's part
 
     # --- what the fabric calls ---------------------------------------------------------------
 
@@ -113,6 +126,8 @@ class SimWorker:
         self.alive = False
         if self.current is not None and self.current.ended is None:
             self.current.ended, self.current.error = self.loop.now, "killed"
+        if self.ring is not None:
+            self.ring.abort(self.rank, "killed")
         if not was_done:
             self.on_done()
 
@@ -152,8 +167,28 @@ class SimWorker:
         padded, exponents = cutting.prepare(array, self.spec.values)
         self._out = np.empty(len(padded), padded.dtype)
         self._size = array.size
-        _, parts = cutting.tree_parts(self.spec, self.trees, padded, exponents, array.dtype == np.int32, self._out)
+        k, parts = cutting.tree_parts(self.spec, self.trees, padded, exponents, array.dtype == np.int32, self._out)
         self.calls = [c for _, c in parts]
+        self._ring_from = k * self.spec.values
+        rest = padded[self._ring_from:array.size]
+        self._ring_pending, self._ring_result = len(rest) > 0, None
+        if len(rest):
+            data = rest.astype(ring_dtype(self.spec, array.dtype))
+            self.ring.start(self.rank, i, data, array.dtype, lambda result, error: self._ring_done(i, result, error))
+        self._wake_at(self.loop.now)
+
+    def _ring_done(self, index: int, result: np.ndarray | None, error: str | None) -> None:
+        record = self.current
+        if not self.alive or record is None or len(self.records) - 1 != index or record.ended is not None:
+            return
+        if error is not None:
+            running = [c for c in self.calls if not c.complete]
+            fail(running)  # the trees' part stops too: the worker is broken
+            self._failed(running, AllreduceError(f"ring part of job {self.spec.name} (rank {self.rank}): {error}"),
+                         tell_ring=False)
+            return
+        self._ring_pending, self._ring_result = False, result
+        record.ring_seconds = self.loop.now - record.started
         self._wake_at(self.loop.now)
 
     def _wake_at(self, when: float) -> None:
@@ -191,7 +226,9 @@ class SimWorker:
             fail(running)
             self._failed(running, e)
             return
-        if self.current is not None and not running:
+        if self.current is not None and not running and self.calls and self.current.trees_seconds is None:
+            self.current.trees_seconds = now - self.current.started
+        if self.current is not None and not running and not self._ring_pending:
             self._finish()
             wake = min(wake, now) if self.current is not None else wake
         self._state = self._what_waits(running)
@@ -202,7 +239,7 @@ class SimWorker:
 
     def _what_waits(self, running: list[TreeCall]) -> str:
         if not running:
-            return "idle"
+            return "ring" if self._ring_pending else "idle"
         if any(t.blocked for t in self.trees):
             return "queue"
         if any(c.paced for c in running):
@@ -213,19 +250,28 @@ class SimWorker:
         record, out = self.current, self._out
         record.ended = self.loop.now
         overflowed = [c for call in self.calls for c in call.overflowed]
+        array = self.arrays[len(self.records) - 1]
+        ring = self._ring_result
         if overflowed:
             record.error = f"SwitchOverflowError: {len(overflowed)} chunk(s) wrapped"
+        elif ring is not None and array.dtype == np.int32 and np.abs(ring).max(initial=0) > np.iinfo(np.int32).max:
+            record.error = f"SwitchOverflowError: the int32 sum of the ring part (elements {self._ring_from}..) " \
+                           f"leaves int32"
         else:
-            array = self.arrays[len(self.records) - 1]
+            if ring is not None:
+                out[self._ring_from:self._size] = ring
             record.result = out[:self._size].astype(array.dtype, copy=False).reshape(array.shape)
-        self.current, self.calls = None, []
+        self.current, self.calls, self._ring_result = None, [], None
         if record.error is None and len(self.records) < len(self.arrays):
             self.loop.after(self.gap, self._next_call)
         elif self.done:
             self.on_done()
 
-    def _failed(self, running: list[TreeCall], error: AllreduceError) -> None:
+    def _failed(self, running: list[TreeCall], error: AllreduceError, tell_ring: bool = True) -> None:
         record = self.current
+        self._ring_pending, self._ring_result = False, None
+        if tell_ring and self.ring is not None:  # the worker closes its ring: the others' ring parts fail
+            self.ring.abort(self.rank, error.__class__.__name__)
         record.ended = self.loop.now
         record.error = f"{type(error).__name__}: {error}"
         record.last_progress = max((c.last_progress for c in running if c.last_progress is not None), default=None)

@@ -29,7 +29,8 @@ class Faults:
 class LinkStats:
     frames: int = 0  # delivered (a duplicate counts twice)
     bytes: int = 0
-    busy: float = 0.0  # seconds spent sending
+    busy: float = 0.0  # seconds spent sending (at the link's own rate; flows count their share of it)
+    flow_busy: float = 0.0  # of which flows (``virtual_fabric.flows``): their rate / the link's, over time
     queued: float = 0.0  # seconds frames waited behind others, summed over frames
     dropped_queue: int = 0
     dropped_fault: int = 0  # lost, or the link was down
@@ -51,6 +52,7 @@ class Channel:
     faults: Faults = field(default_factory=Faults)
     stats: LinkStats = field(default_factory=LinkStats)
     busy_until: float = 0.0  # when the last bit of the frames taken so far has left
+    line_rate: float | None = None  # the link's own rate, once flows (``virtual_fabric.flows``) take part of ``rate``
 
     def backlog(self, now: float) -> float:
         """Bytes waiting or being sent at ``now``: a FIFO drains at its rate, so this is what is left of
@@ -76,7 +78,7 @@ class Channel:
             return False
         serialize = size * 8 / self.rate
         self.busy_until = end = start + serialize
-        self.stats.busy += serialize
+        self.stats.busy += size * 8 / (self.line_rate or self.rate)  # the share of the link it took
         self.stats.queued += start - now
         if faults.loss and self.rng.random() < faults.loss:
             self.stats.dropped_fault += 1

@@ -164,6 +164,26 @@ def test_a_ring_alone_takes_the_bandwidth_optimal_time_and_sums_as_the_worker() 
     assert all(c.rate == c.line_rate for c in fab.all_channels() if c.line_rate)  # every link given back
 
 
+def test_a_ring_across_a_fat_tree_waits_for_its_longest_paths() -> None:
+    """16 ranks on fat_tree(4): neighbours one, three or five switches apart; every link direction
+    carries one flow per step, so the time is the transfer plus 2(N-1) step latencies, each between
+    the shortest path's (2 links) and the longest's (6)."""
+    n, mbps, count, delay = 16, 1000.0, 65_536, 0.1e-3
+    fab = Fabric(_topology(fat_tree(4), mbps, delay="0.1ms"))
+    hosts = [f"h{i}" for i in range(1, n + 1)]
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal(count).astype(np.float32) for _ in range(n)]
+    job = fab.create_job("ring", hosts, [[a] for a in arrays], mode="ring")
+    assert sorted({len(p) for p in job.ring.paths}) == [2, 4, 6]
+    fab.run(10)
+    records = [w.records[0] for w in job.workers]
+    took = records[0].ended - records[0].started
+    transfer = 2 * (n - 1) / n * count * 4 * TCP_WIRE * 8 / (mbps * 1e6)
+    assert transfer + 2 * (n - 1) * 2 * delay < took <= transfer + 2 * (n - 1) * 6 * delay + 1e-9, (took, transfer)
+    assert all(np.array_equal(r.result, ring_sum(arrays, np.dtype(np.float32))) for r in records)
+    assert max(c.stats.flow_busy for c in fab.all_channels()) == pytest.approx(transfer, rel=0.01)
+
+
 def test_a_dead_rank_fails_the_others_ring_parts() -> None:
     n = 4
     fab = Fabric(_topology(single(n), 100.0))

@@ -198,6 +198,6 @@ class Ring:
 
     def summary(self) -> str:
         mean = statistics.fmean(self.step_times) if self.step_times else 0.0
-        return (f"ring: flow level, {self.n} ranks, {self.steps} steps per call, mean step time {mean * 1e3:.3f} ms, "
+        return (f"ring: flow level, {self.n} ranks, {self.steps} steps per call, mean step time {mean * 1e6:.3f} us, "
                 f"{self.wire_bytes / 1e6:.3f} MB on the wire" + (f", paced at {self.cap / 1e6:g} Mb/s" if self.cap
                                                                   else ""))

@@ -25,6 +25,19 @@ from p4target.runtime.service import P4RuntimeServer, Stream
 
 Pipeline = p4runtime_pb2.SetForwardingPipelineConfigRequest
 GetPipeline = p4runtime_pb2.GetForwardingPipelineConfigRequest
+_REQUESTS: dict[int, tuple[p4runtime_pb2.ForwardingPipelineConfig, Pipeline]] = {}
+
+
+def _pipeline_request(config: p4runtime_pb2.ForwardingPipelineConfig) -> Pipeline:
+    """One request per config, its ids set per call: building it copies the P4Info, which in
+    pure-Python protobuf costs tens of ms, and a fabric pushes one config to hundreds of switches.
+    The server only reads the request (one thread: no two calls share it at once)."""
+    kept = _REQUESTS.get(id(config))
+    if kept is None or kept[0] is not config:
+        if len(_REQUESTS) > 16:
+            _REQUESTS.clear()
+        kept = _REQUESTS[id(config)] = config, Pipeline(action=Pipeline.VERIFY_AND_COMMIT, config=config)
+    return kept[1]
 Metadata = Sequence[tuple[str, bytes | str]]
 
 
@@ -152,8 +165,9 @@ class LocalSwitchClient:
     # --- pipeline ------------------------------------------------------------------------------
 
     def set_pipeline(self, config: p4runtime_pb2.ForwardingPipelineConfig) -> None:
-        request = Pipeline(device_id=self.device_id, election_id=self.election_id, action=Pipeline.VERIFY_AND_COMMIT,
-                           config=config)
+        request = _pipeline_request(config)
+        request.device_id = self.device_id
+        request.election_id.CopyFrom(self.election_id)
         self._check_reachable("SetForwardingPipelineConfig")
         try:
             self.server.SetForwardingPipelineConfig(request, _Context())

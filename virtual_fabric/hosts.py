@@ -25,7 +25,7 @@ import numpy as np
 from virtual_fabric.events import EventLoop
 from virtual_fabric.frames import HEADER_BYTES, udp_header, udp_payload
 from virtual_fabric.links import Channel
-from virtual_fabric.ring import Ring, ring_dtype
+from virtual_fabric.ring import HOST_LATENCY, Ring, ring_dtype
 from worker import calls as cutting
 from worker import protocol
 from worker.engine import Pacer, Stats, Tree, TreeCall, fail, step
@@ -62,7 +62,7 @@ class SimWorker:
     uplink: Channel | None = None  # set when the fabric wires the host
     ring: Ring | None = None  # the job's ring, when ina_share < 1 (set by the fabric)
     gap: float = 0.0  # seconds of "computation" between calls
-    rx_delay: float = 20e-6  # a frame's way from the wire to the worker's loop (interrupt moderation, a syscall):
+    rx_delay: float = HOST_LATENCY  # a frame's way from the wire to the worker's loop (interrupts, a syscall):
     # the frames that come meanwhile are taken in the same turn, as recvmmsg takes what is waiting
     records: list[CallRecord] = field(default_factory=list)
     alive: bool = True

@@ -4,7 +4,8 @@ N ranks in rank order, 2(N-1) steps: N-1 of reduce-scatter, then N-1 of allgathe
 every rank sends one segment (``worker.ring.segments`` of the ring's part, one flow to its
 successor along the topology's shortest path, capped at the spec's ``ring_pace_mbps``); a rank
 starts step s+1 when its own send of step s has left and its predecessor's segment of step s
-has arrived (the flow's end plus the path's propagation delay): per rank, as ``_exchange``
+has arrived (the flow's end plus the path's propagation delay and the host's latency, the same
+20 us a result frame takes to reach a worker's loop): per rank, as ``_exchange``
 waits for both, not a global barrier.  The first step also carries the call's 24-byte header.
 
 Bytes are the worker's: the ring's part in ``ring_dtype`` (as ``Worker._ring_dtype``: the
@@ -34,6 +35,7 @@ from virtual_fabric.links import Channel
 from worker.jobspec import JobSpec
 from worker.ring import segments
 
+HOST_LATENCY = 20e-6  # a frame's way from the wire to a worker's loop (interrupt moderation, a syscall)
 RING_HEADER = 24  # worker.ring's per-call header (magic, call number, element count, dtype), first step only
 
 
@@ -92,10 +94,13 @@ class _Call:
 class Ring:
     """One job's ring: ``paths[r]`` leads from rank r's host to rank r+1's."""
 
-    def __init__(self, loop: EventLoop, net: FlowNetwork, spec: JobSpec, paths: list[list[Channel]]) -> None:
+    def __init__(self, loop: EventLoop, net: FlowNetwork, spec: JobSpec, paths: list[list[Channel]],
+                 host_latency: float = HOST_LATENCY) -> None:
         self.loop, self.net, self.spec, self.paths = loop, net, spec, paths
         self.n = len(spec.members)
-        self.latency = [sum(c.delay for c in p) for p in paths]
+        # a segment reaches the next rank's loop after the path's propagation and the host's own way
+        # from the wire to the loop, as a result frame reaches a worker's (``SimWorker.rx_delay``)
+        self.latency = [sum(c.delay for c in p) + host_latency for p in paths]
         self.cap = spec.ring_pace_mbps * 1e6 if spec.ring_pace_mbps else None
         self.calls: dict[int, _Call] = {}
         self.broken: str | None = None

@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from controller.controller import plan_job
-from controller.plan import nodes
+from controller.plan import depth, nodes
 from controller.topology import Topology, fat_tree, leaf_spine, single, tree
 from virtual_fabric.fabric import Fabric, seconds
+from virtual_fabric.ring import HOST_LATENCY
 from worker import quantize
 from worker.cli import gradient
 from worker.protocol import load as load_protocol
@@ -137,6 +138,9 @@ def run(config: RunConfig) -> dict:
     planned = fabric.controller.plan(hosts, trees=config.trees, mode=config.mode, alpha=config.alpha)
     nbytes = config.size * np.dtype(config.dtype).itemsize
     model = planned.seconds_per_mb() * nbytes / 1e6
+    latency = latency_terms(topology, hosts, planned, job, config)
+    with_latency = model + {"ina": latency["ina"], "ring": latency["ring"]}.get(
+        planned.split.mode, max(latency["ina"], latency["ring"]))
     calls = []
     for c in range(config.calls):
         records = [w.records[c] for w in job.workers if len(w.records) > c]
@@ -145,6 +149,8 @@ def run(config: RunConfig) -> dict:
         done = len(ended) == len(hosts)
         took = max(ended) - min(r.started for r in records) if done else None
         calls.append({"seconds": took, "model": model, "ratio": took / model if took and model else None,
+                      "model_with_latency": with_latency,
+                      "ratio_with_latency": took / with_latency if took and with_latency else None,
                       "error": None if done else (errors[0] if errors else "unfinished")})
     check = _check(job, arrays, config) if config.check else {}
     checked = time.perf_counter()
@@ -158,6 +164,7 @@ def run(config: RunConfig) -> dict:
         "calls": calls,
         "check": check,
         "faults": {"injected": injected, "controller": [f"{t:.6f} s: {line}" for t, line in fabric.log]},
+        "latency": latency,
         "where": where_time_went(fabric, job),
         "virtual": fabric.loop.now,
         "events": fabric.loop.events,
@@ -166,6 +173,22 @@ def run(config: RunConfig) -> dict:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "report": fabric.report(),
     }
+
+
+def latency_terms(topology: Topology, hosts: list[str], planned, job, config: RunConfig) -> dict:
+    """What the link-rate model leaves out, per call (steady state: the window already open):
+    INA, two round trips of the deepest tree (the exponent-only packets that open the call wait a
+    round trip for their results before values go; the last results come a round trip after the
+    last packet); a ring, 2(N-1) steps of its path's propagation and the host's latency each."""
+    P = load_protocol(config.values)
+    hop = P.frame_bytes * 8 / (config.bw * 1e6) + (seconds(config.delay) if config.delay else 0.0)
+    trees = planned.tree_plan.trees
+    deepest = max((depth(topology, hosts, t.tree) for t in trees), default=0)
+    round_trip = 2 * (deepest + 1) * hop + HOST_LATENCY
+    ring = job.ring
+    step = float(np.mean(ring.latency)) if ring is not None and ring.latency else 0.0
+    return {"round_trip": round_trip, "ina": 2 * round_trip if trees else 0.0,
+            "ring_step": step, "ring": 2 * (len(hosts) - 1) * step}
 
 
 def where_time_went(fabric: Fabric, job) -> dict:
@@ -244,8 +267,9 @@ def summary(result: dict) -> list[str]:
         if c["error"]:
             lines.append(f"call {i}: failed: {c['error']}")
         else:
-            lines.append(f"call {i}: {c['seconds'] * 1e6:.1f} us virtual; model {c['model'] * 1e6:.1f} us "
-                         f"({c['ratio']:.3f}x the model)")
+            lines.append(f"call {i}: {c['seconds'] * 1e6:.1f} us virtual; link-rate model {c['model'] * 1e6:.1f} us "
+                         f"({c['ratio']:.3f}x), with round trips and ring steps {c['model_with_latency'] * 1e6:.1f} us "
+                         f"({c['ratio_with_latency']:.3f}x)")
     check = result["check"]
     if check:
         lines.append(f"every result within the bound: {check['within_bound']}; identical on every worker: "

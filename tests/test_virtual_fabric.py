@@ -173,8 +173,8 @@ def test_a_seed_that_once_broke_an_invariant(seed: int) -> None:
     assert campaign.run_seed(seed).violations == []
 
 
-def test_a_campaign_of_500_seeds_breaks_no_invariant() -> None:
-    outcomes = list(campaign.run_seeds(0, 500))
-    assert [o.scenario.seed for o in outcomes] == list(range(500))
+def test_a_campaign_of_300_seeds_breaks_no_invariant() -> None:
+    outcomes = list(campaign.run_seeds(0, 300))
+    assert [o.scenario.seed for o in outcomes] == list(range(300))
     assert {o.scenario.seed: o.violations for o in outcomes if o.violations} == {}
-    assert sum(o.completed for o in outcomes) > 5000 and sum(o.failed for o in outcomes) > 100
+    assert sum(o.completed for o in outcomes) > 3000 and sum(o.failed for o in outcomes) > 60

@@ -179,12 +179,18 @@ def latency_terms(topology: Topology, hosts: list[str], planned, job, config: Ru
     """What the link-rate model leaves out, per call (steady state: the window already open):
     INA, two round trips of the deepest tree (the exponent-only packets that open the call wait a
     round trip for their results before values go; the last results come a round trip after the
-    last packet); a ring, 2(N-1) steps of its path's propagation and the host's latency each."""
+    last packet), a round trip being at least what the trees' windows take to cross a host link;
+    a ring, 2(N-1) steps of its path's propagation and the host's latency each."""
     P = load_protocol(config.values)
-    hop = P.frame_bytes * 8 / (config.bw * 1e6) + (seconds(config.delay) if config.delay else 0.0)
+    bits, delay = P.frame_bytes * 8, seconds(config.delay) if config.delay else 0.0
+    host_hop = bits / (config.bw * 1e6) + delay
+    fabric_hop = bits / ((config.fabric_bw or config.bw) * 1e6) + delay
     trees = planned.tree_plan.trees
     deepest = max((depth(topology, hosts, t.tree) for t in trees), default=0)
-    round_trip = 2 * (deepest + 1) * hop + HOST_LATENCY
+    empty = 2 * (host_hop + deepest * fabric_hop) + HOST_LATENCY
+    # every tree's full window in flight: what the host link cannot carry in one empty round trip
+    # waits in its queue, and the round trip is as long as the link takes to send the windows
+    round_trip = max(empty, job.spec.pool_size * len(trees) * bits / (planned.tree_plan.rate * 1e6))
     ring = job.ring
     step = float(np.mean(ring.latency)) if ring is not None and ring.latency else 0.0
     return {"round_trip": round_trip, "ina": 2 * round_trip if trees else 0.0,

@@ -1,0 +1,74 @@
+"""``ina-sim run`` at scale, in virtual time: 64 workers of a 1,024-host fat_tree(16) (320 switches
+running the real P4 program), packed trees against the planner, switches that sum below the link
+rate, a root that dies mid-call, and the command's refusals.  The 1,024-worker runs are
+``bench/bench_scale.py``'s (docs/scale.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from controller.controller import DEAD_AFTER
+from virtual_fabric import cli
+from virtual_fabric.fabric import SPEC_DELAY
+
+FAT16 = ["--topology", "fat_tree:16", "--bw", "100000", "--delay", "1us", "--size", "262144"]
+FAT4 = ["--topology", "fat_tree:4", "--bw", "100000", "--delay", "1us", "--size", "262144", "--trees", "1"]
+
+
+def sim(capsys, *args: str) -> tuple[int, dict]:
+    status = cli.main(["run", *args, "--json"])
+    out = capsys.readouterr().out
+    return status, json.loads(out)
+
+
+def test_64_workers_of_fat_tree_16_on_packed_trees_match_the_planner(capsys):
+    """Fabric links at a quarter of the hosts': the planner packs 4 trees for the full host rate, and
+    the second call (its window open) takes the planner's time plus two round trips, within 10%."""
+    status, r = sim(capsys, *FAT16, "--fabric-bw", "25000", "--window", "128", "--workers", "64", "--calls", "2")
+    assert status == 0 and r["job"]["switches"] == 320 and r["job"]["trees"] == 4
+    assert r["check"] == {**r["check"], "within_bound": True, "identical": True, "calls_checked": 2}
+    steady = r["calls"][1]
+    assert steady["error"] is None and 0.9 < steady["ratio_with_latency"] < 1.1, steady
+    assert steady["seconds"] < r["calls"][0]["seconds"]  # the first call's window opened by slow start
+    assert r["passes"] > 64 * 1024 * 2  # every worker's packets went through the switches
+
+
+def test_a_switch_summing_half_the_link_rate_halves_ina_and_the_model_knows(capsys):
+    status, full = sim(capsys, *FAT4, "--window", "256", "--calls", "2")
+    status_half, half = sim(capsys, *FAT4, "--window", "256", "--calls", "2", "--agg-rate", "0.5")
+    assert status == status_half == 0
+    assert half["where"]["aggregation_busiest"] > 0.8  # the engines, not the links, set the pace
+    assert 1.6 < half["calls"][1]["seconds"] / full["calls"][1]["seconds"] < 2.4
+    assert 0.9 < half["calls"][1]["ratio_with_latency"] < 1.15, half["calls"][1]
+    assert "C = 50000 Mb/s" in half["job"]["why"]
+
+
+def test_a_root_dying_mid_call_is_routed_around_and_the_sum_is_exact(capsys):
+    status, r = sim(capsys, *FAT4, "--window", "256", "--fail", "root@40us", "--watch-interval", "0.01")
+    assert status == 0 and r["check"]["within_bound"] and r["check"]["identical"]
+    root = r["faults"]["injected"][0]["switch"]
+    assert root.startswith("core") and any(root in line for line in r["faults"]["controller"])
+    # stalled until the controller gave the switch up (DEAD_AFTER unreachable: a restart takes less) and
+    # moved the tree, and the workers saw the new spec (SPEC_DELAY) and sent their last window again
+    moved = float(r["faults"]["controller"][0].split(" s:")[0])
+    assert DEAD_AFTER <= moved < DEAD_AFTER + 0.05
+    assert moved + SPEC_DELAY < r["calls"][0]["seconds"] < moved + SPEC_DELAY + 0.1
+    assert r["where"]["retransmissions"] > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--topology", "fat_tree:x"], "arguments are integers"),
+    (["--topology", "fat_tree:4", "--workers", "17"], "the topology has 16 hosts"),
+    (["--topology", "fat_tree:4", "--fail", "nosuch@1us"], "no switch 'nosuch'"),
+    (["--topology", "/nonexistent.json"], "nonexistent"),
+])
+def test_bad_runs_are_refused_by_name(capsys, args, message):
+    assert cli.main(["run", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_fault_needs_a_time():
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--fail", "core1"])

@@ -33,6 +33,7 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_hybrid
 	$(VPY) -m bench.bench_loss
 	$(VPY) -m bench.bench_fabric
+	$(VPY) -m bench.bench_scale
 
 # `make bench` and `make train` write their CSVs and plots to bench/results/ (not tracked): they
 # leave the repository as it was.  `make figures` copies the plots there to docs/figures/ (tracked,

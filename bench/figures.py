@@ -33,6 +33,10 @@ PUBLISHED = {
     "veth-ina.png": "veth-ina.png",  # bench_veth_ina
     "worker.png": "worker.png",  # bench_worker
     "fabric-agreement.png": "fabric-agreement.png",  # bench_fabric
+    "scale-packing.png": "scale-packing.png",  # bench_scale
+    "scale-hybrid.png": "scale-hybrid.png",  # bench_scale
+    "scale-loss.png": "scale-loss.png",  # bench_scale
+    "scale-cost.png": "scale-cost.png",  # bench_scale
     "train-loss.png": "train-loss.png",  # examples/mininet_train.py
     "train-timeline.png": "train-timeline.png",  # examples/mininet_train.py
     "train-comm-loss.png": "train-comm-loss.png",  # examples/mininet_train.py --config comm-bound

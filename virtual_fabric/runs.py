@@ -9,6 +9,7 @@ commit, apart from ``wall`` and ``peak_rss_mb``, which say what the run cost thi
 
 from __future__ import annotations
 
+import math
 import resource
 import time
 from dataclasses import asdict, dataclass, field
@@ -22,6 +23,7 @@ from virtual_fabric.fabric import Fabric, seconds
 from virtual_fabric.ring import HOST_LATENCY
 from worker import quantize
 from worker.cli import gradient
+from worker.engine import INITIAL_IN_FLIGHT
 from worker.protocol import load as load_protocol
 
 BUILDERS = {"single": single, "tree": tree, "leaf_spine": leaf_spine, "fat_tree": fat_tree}
@@ -148,9 +150,10 @@ def run(config: RunConfig) -> dict:
         ended = [r.ended for r in records if r.ended is not None and not r.error]
         done = len(ended) == len(hosts)
         took = max(ended) - min(r.started for r in records) if done else None
+        predicted = with_latency + (latency["slow_start"] if c == 0 and planned.split.mode != "ring" else 0.0)
         calls.append({"seconds": took, "model": model, "ratio": took / model if took and model else None,
-                      "model_with_latency": with_latency,
-                      "ratio_with_latency": took / with_latency if took and with_latency else None,
+                      "model_with_latency": predicted,
+                      "ratio_with_latency": took / predicted if took and predicted else None,
                       "error": None if done else (errors[0] if errors else "unfinished")})
     check = _check(job, arrays, config) if config.check else {}
     checked = time.perf_counter()
@@ -179,7 +182,8 @@ def latency_terms(topology: Topology, hosts: list[str], planned, job, config: Ru
     """What the link-rate model leaves out, per call (steady state: the window already open):
     INA, two round trips of the deepest tree (the exponent-only packets that open the call wait a
     round trip for their results before values go; the last results come a round trip after the
-    last packet), a round trip being at least what the trees' windows take to cross a host link;
+    last packet), a round trip being at least what the trees' windows take to cross a host link,
+    and on the first call the slow start that opens the window;
     a ring, 2(N-1) steps of its path's propagation and the host's latency each."""
     P = load_protocol(config.values)
     bits, delay = P.frame_bytes * 8, seconds(config.delay) if config.delay else 0.0
@@ -190,10 +194,19 @@ def latency_terms(topology: Topology, hosts: list[str], planned, job, config: Ru
     empty = 2 * (host_hop + deepest * fabric_hop) + HOST_LATENCY
     # every tree's full window in flight: what the host link cannot carry in one empty round trip
     # waits in its queue, and the round trip is as long as the link takes to send the windows
-    round_trip = max(empty, job.spec.pool_size * len(trees) * bits / (planned.tree_plan.rate * 1e6))
+    windows = job.spec.pool_size * len(trees) * bits / (planned.tree_plan.rate * 1e6) if trees else 0.0
+    round_trip = max(empty, windows)
     ring = job.ring
     step = float(np.mean(ring.latency)) if ring is not None and ring.latency else 0.0
-    return {"round_trip": round_trip, "ina": 2 * round_trip if trees else 0.0,
+    # the first call opens each tree's window by slow start: a round trip per doubling from
+    # INITIAL_IN_FLIGHT to what the tree's rate fills in a round trip, less what those rounds sent
+    slow_start = 0.0
+    if trees:
+        rate = min(planned.tree_plan.rate, planned.split.capacity.ina_mbps) * 1e6 / len(trees)
+        target = min(job.spec.pool_size, rate * round_trip / bits)
+        rounds = max(0, math.ceil(math.log2(max(target, 1) / INITIAL_IN_FLIGHT)))
+        slow_start = max(0.0, rounds * round_trip - INITIAL_IN_FLIGHT * (2 ** rounds - 1) * bits / rate)
+    return {"round_trip": round_trip, "ina": 2 * round_trip if trees else 0.0, "slow_start": slow_start,
             "ring_step": step, "ring": 2 * (len(hosts) - 1) * step}
 
 

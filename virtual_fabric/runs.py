@@ -25,6 +25,7 @@ from worker import quantize
 from worker.cli import gradient
 from worker.engine import INITIAL_IN_FLIGHT
 from worker.protocol import load as load_protocol
+from worker.ring import summation_bound
 
 BUILDERS = {"single": single, "tree": tree, "leaf_spine": leaf_spine, "fat_tree": fat_tree}
 LEGACY = {"single": "single:{w}", "tree": "tree:2,{half}", "leaf_spine": "leaf_spine:2,2,{half}",
@@ -237,33 +238,18 @@ def _check(job, arrays: list[list[np.ndarray]], config: RunConfig) -> dict:
     """Every completed call against the exact sum: within the switches' bound (a ring alone: float
     summation's), and the same bits on every worker.  Streams over the ranks (1,024 x 1 MB fits)."""
     out = {"within_bound": True, "identical": True, "max_error": 0.0, "calls_checked": 0}
-    values = job.spec.values
     in_type = job.spec.ring_in_tensor_type
     for c in range(config.calls):
         results = [w.records[c].result for w in job.workers if len(w.records) > c]
         if any(r is None for r in results) or len(results) < len(job.workers):
             continue
-        exact = np.zeros(arrays[0][c].size)
-        magnitude = np.zeros(arrays[0][c].size) if in_type else None
-        chunks = -(-exact.size // values)
-        exponents = np.full(chunks, quantize.EXPONENT_NONE, np.int16)
-        for per_rank in arrays:
-            a = per_rank[c].astype(np.float64).reshape(-1)
-            exact += a
-            if in_type:
-                magnitude += np.abs(a)
-            padded = np.zeros(chunks * values)
-            padded[:a.size] = a
-            e = quantize.chunk_exponents(padded.reshape(-1, values)).astype(np.int16)
-            exponents = np.where(exponents == quantize.EXPONENT_NONE, e,
-                                 np.where(e == quantize.EXPONENT_NONE, exponents, np.maximum(exponents, e)))
-        n = len(arrays)
-        if in_type:
-            bound = (n - 1) * float(np.finfo(config.dtype).eps) * magnitude
-        else:
-            bound = np.repeat(quantize.error_bound(exponents, n), values)[:exact.size]
-        bound = bound + np.abs(exact) * float(np.finfo(np.dtype(config.dtype) if config.dtype != "int32"
-                                                      else np.float32).eps)
+        inputs = [per_rank[c] for per_rank in arrays]
+        exact = np.zeros(inputs[0].size)
+        for a in inputs:
+            exact += a.astype(np.float64).reshape(-1)
+        bound = summation_bound(inputs).reshape(-1) if in_type else quantize.elementwise_bound(inputs, job.spec.values)
+        out_type = np.float32 if config.dtype == "int32" else np.dtype(config.dtype)
+        bound = bound + np.abs(exact) * float(np.finfo(out_type).eps)
         first = results[0].reshape(-1)
         err = np.abs(first.astype(np.float64) - exact)
         out["max_error"] = max(out["max_error"], float(err.max(initial=0.0)))

@@ -98,11 +98,14 @@ def error_bound(exponents: np.ndarray, workers: int) -> np.ndarray:
 
 
 def elementwise_bound(arrays: list[np.ndarray], values: int) -> np.ndarray:
-    """The bound above for each element of the flat sum of these workers' arrays (V = values)."""
-    flat = [np.asarray(a, np.float64).reshape(-1) for a in arrays]
-    n = -(-flat[0].size // values)
-    padded = np.zeros((len(flat), n * values))
-    for i, f in enumerate(flat):
-        padded[i, :f.size] = f
-    agreed = chunk_exponents(padded.reshape(-1, values)).reshape(len(flat), n).max(axis=0)
-    return np.repeat(error_bound(agreed, len(flat)), values)[:flat[0].size]
+    """The bound above for each element of the flat sum of these workers' arrays (V = values).
+    One array at a time (EXPONENT_NONE is the least exponent, so a plain max agrees): 1,024 workers'
+    megabytes are never stacked."""
+    size = np.asarray(arrays[0]).size
+    padded = np.zeros(-(-size // values) * values)
+    agreed = None
+    for a in arrays:
+        padded[:size] = np.asarray(a, np.float64).reshape(-1)
+        e = chunk_exponents(padded.reshape(-1, values))
+        agreed = e if agreed is None else np.maximum(agreed, e)
+    return np.repeat(error_bound(agreed, len(arrays)), values)[:size]

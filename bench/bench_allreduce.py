@@ -81,7 +81,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import figures
+from bench import compare, figures
 from bench.veth_common import sigterm_as_interrupt
 from worker.protocol import ETH_IP_UDP
 
@@ -583,6 +583,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
     ap.add_argument("--quick", action="store_true", help="smoke run: N=4, 1 MiB")
     ap.add_argument("--plot-only", action="store_true", help="redraw the plot from the CSV in --out-dir, no network")
+    ap.add_argument("--against", metavar="REV", help="also run this commit's bench_allreduce, round by round in "
+                                                     "alternation with this tree's (--rounds), and set the medians "
+                                                     "side by side")
+    ap.add_argument("--rounds", type=int, default=3, help="with --against: runs of each side")
     runner = ap.add_argument_group("rank runner (internal: one per host, started by the benchmark)")
     runner.add_argument("--rank-runner", action="store_true")
     runner.add_argument("--method", choices=METHODS)
@@ -594,6 +598,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.rank_runner:
         return rank_runner(args)
+    if args.against:
+        return compare.against(args.against, args.rounds, list(argv if argv is not None else sys.argv[1:]),
+                               "bench.bench_allreduce", "allreduce.csv",
+                               lambda r: f"{r['method']:>8} N={r['workers']} {int(r['size_bytes']) / MIB:g} MiB")
     if args.plot_only:
         png = plot(args.out_dir / 'allreduce.csv', args.out_dir / 'allreduce.png')
         print(f"wrote {png}")

@@ -24,8 +24,8 @@ second, over the rate htb was given, are its bytes per frame.  Then the same job
 fabric: same topology and rates, pool, V, trees and arrays, mode ina, a warm-up call and
 ``--runs`` timed calls; a call's time is max(ended) - min(started) over the workers, in
 virtual time (deterministic: one run per job).  Each is printed beside the controller's model
-(``Controller.plan(...).seconds_per_mb()`` x MB: wire bits over the planned rate) and the wire
-bytes each worker sent per call (Mininet: the host interface's tx bytes).
+(``JobPlan.choose``: a call with the window open) and the wire bytes each worker sent per call
+(Mininet: the host interface's tx bytes).
 
 What it found (2026-11-26, 2 cores): the fabric agrees with Mininet within 6% (fabric/Mininet
 0.95-1.00) wherever Mininet's links are the limit, and is 18-21% faster (0.79-0.82) where its
@@ -246,8 +246,8 @@ def mininet(pts: list[Point], args: argparse.Namespace) -> None:
                                        run_dir)
             hosts = sorted(net.topology.hosts, key=lambda h: int(h[1:]))
             for p in mine:
-                plan = controller.plan(hosts, p.trees_option, mode="ina")
-                p.trees, p.predicted = len(plan.tree_plan.trees), p.size_bytes / 1e6 * plan.seconds_per_mb()
+                plan = controller.plan(hosts, p.trees_option, mode="ina", pool_size=args.pool_size)
+                p.trees, p.predicted = len(plan.tree_plan.trees), plan.choose(p.size_bytes).seconds
                 p.rate_mbps = plan.tree_plan.rate
             if mine[0].kind == "single":
                 print(f"  link check: {load_note(args.quiet_wait)}", flush=True)
@@ -311,9 +311,9 @@ def fabric_calls(topology: Any, hosts: list[str], size_bytes: int, calls: int, s
             raise RuntimeError(f"fabric call {c} failed: {errors[0]}")
         times.append(max(r.ended for r in records) - min(r.started for r in records))
     uplinks = [w.uplink for w in job.workers]
-    plan = fabric.controller.plan(hosts, trees, mode="ina")
+    plan = fabric.controller.job_plan("agreement")
     return FabricCalls(times, sum(u.stats.bytes for u in uplinks) / len(uplinks) / (calls + 1),
-                       size_bytes / 1e6 * plan.seconds_per_mb(), plan.tree_plan.rate, len(job.spec.trees),
+                       plan.choose(size_bytes).seconds, plan.tree_plan.rate, len(job.spec.trees),
                        bench_allreduce.relative_error(job.workers[0].records[-1].result, seed, len(hosts)))
 
 
@@ -452,7 +452,7 @@ def speed_run(bw: float, values: int, calls: int, run: int, profile: cProfile.Pr
     last = [w.records[-1] for w in job.workers]
     if any(r.error or r.ended is None for r in last) or any(len(w.records) < calls for w in job.workers):
         raise RuntimeError(f"fat_tree(4) at {bw:g} Mb/s: a call did not complete")
-    predicted = fabric.controller.plan(hosts, "auto", mode="ina").seconds_per_mb() * values * 4 / 1e6
+    predicted = fabric.controller.job_plan(job.spec.name).choose(values * 4).seconds
     return Speed(bw, run, len(hosts), len(job.spec.trees), values, calls, fabric.loop.now,
                  max(r.ended for r in last) - min(r.started for r in last), predicted, built - started, wall,
                  sum(s.passes for s in fabric.switches.values()), sum(c.stats.frames for c in fabric.all_channels()),

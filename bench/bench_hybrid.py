@@ -2,16 +2,16 @@
 
 Why: when the aggregation capacity C per worker is below the link rate L, pure INA runs at C
 and leaves link idle; the hybrid job sends the share alpha* = C r / (f (L - C) + C r) through
-the switches and the rest round a TCP ring at the same time (docs/hybrid.md).  The model's
-prediction is printed beside each measurement.
+the switches and the rest round a TCP ring at the same time (docs/hybrid.md), at the share the
+model (controller/model.py) gives each call.  The model's prediction is printed beside each
+measurement.
 
 How: Mininet, ``single(4)`` (one built-in-target switch, ina.p4 at V = 256), host links shaped
 to ``--bw`` Mbit/s (50 by default: bench_allreduce's rate for 4 workers, at which the links and
 not the two cores are the limit).  Per configuration a job is created in ``auto`` mode and calibrated
-(``controller.calibrate``: bursts of INA-only and ring-only calls on the hosts give C and the
-ring's rate; when the model then favours a hybrid, a hybrid burst too, and auto runs the
-fastest measured); jobs in modes ina, ring and hybrid get the same C and ring rate
-(``Controller.calibrated``), and the four are timed in ``--runs`` rounds, each mode once per
+(``controller.calibrate``: bursts of INA-only, ring-only and one-value calls on the hosts give C,
+the ring's rate and the hosts' latency); jobs in modes ina, ring, hybrid and auto get the same
+measurements (``Controller.calibrated``), and the four are timed in ``--runs`` rounds, each mode once per
 round and the order rotated, so that a slow spell of the machine hits every mode: one rank
 runner per host (``bench.bench_allreduce --rank-runner``, which runs whatever the job spec
 says), a checked warm-up and one timed call, its time the slowest rank's; the figure is the
@@ -45,7 +45,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench import figures
+from bench import compare, figures
 from bench.bench_allreduce import MIB, network, publish, run_ranks, runner_command, save_figure, write_rows
 from bench.veth_common import sigterm_as_interrupt
 
@@ -76,12 +76,13 @@ def measure_config(net, ctl, config: str, pool: int, bw: float, declared: bool,
     measured = calibrate(ctl, f"{config}-auto", values=args.size_bytes // 4, timeout=args.timeout)
     ina_mbps = measured.ina_mbps
     paced = ", paced to the declared rate" if declared else ""
+    bursts = ", ".join(f"{m} {s:.3g}" for m, s in measured.seconds.items())
     print(f"  {config}: C = {ina_mbps:.3g} Mb/s per worker (measured{paced}), ring alone "
-          f"{measured.ring_mbps:.3g} Mb/s per link (links {bw:g} Mb/s); bursts "
-          f"{', '.join(f'{m} {s:.3g}' for m, s in measured.seconds_per_mb.items())} s/MB", flush=True)
+          f"{measured.ring_mbps:.3g} Mb/s per link (links {bw:g} Mb/s), host latency "
+          f"{measured.host_latency * 1e6:.0f} us; bursts {bursts} s per call", flush=True)
     ctl.delete_job(f"{config}-auto")
     once = argparse.Namespace(**{**vars(args), "runs": 1})
-    specs, predicted = {}, {}
+    predicted = {}
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
     errors: dict[str, float] = dict.fromkeys(MODES, 0.0)
     for i in range(args.runs):  # round by round, each round in another order: a slow spell hits all modes
@@ -89,25 +90,24 @@ def measure_config(net, ctl, config: str, pool: int, bw: float, declared: bool,
             job = f"{config}-{mode}-{i}"  # a job is one session of its workers: a fresh one per run
             ctl.create_job(job, HOSTS, pool_size=pool, mode=mode)
             try:
-                specs[mode] = ctl.calibrated(job, ina_mbps, measured.ring_mbps,
-                                             measured.seconds_per_mb if mode == "auto" else None)
-                split = ctl.state.jobs[job].calibration["split"]
-                predicted[mode] = (split["mode"], args.size_bytes / 1e6 * split["seconds_per_mb"][split["mode"]])
+                ctl.calibrated(job, ina_mbps, measured.ring_mbps, measured.host_latency)
+                predicted[mode] = ctl.job_plan(job).choose(args.size_bytes)
                 reports = run_ranks(net, HOSTS, [runner_command("ina", r, h, args.size_bytes, once,
                                                                 ctl.spec_dir / f"{job}.json", None)
-                                                 for r, h in enumerate(HOSTS)], 8 * predicted[mode][1] + 120)
+                                                 for r, h in enumerate(HOSTS)], 8 * predicted[mode].seconds + 120)
             finally:
                 ctl.delete_job(job)
             times[mode].append(max(r["times"][0] for r in reports))
             errors[mode] = max(errors[mode], *(r["max_rel_error"] for r in reports))
     rows = []
     for mode in MODES:
-        runs_as, expected = predicted[mode]
+        choice = predicted[mode]
+        runs_as, expected, alpha = choice.method, choice.seconds, choice.ina_share
         median = statistics.median(times[mode])
-        print(f"    {mode:>6}: runs as {runs_as} (alpha {specs[mode].ina_share:.2f}), median {median:.3f} s "
+        print(f"    {mode:>6}: runs as {runs_as} (alpha {alpha:.2f}), median {median:.3f} s "
               f"({', '.join(f'{t:.2f}' for t in times[mode])}), predicted {expected:.3f} s "
               f"(measured/predicted {median / expected:.2f})", flush=True)
-        rows.append({"config": config, "mode": mode, "runs_as": runs_as, "alpha": f"{specs[mode].ina_share:.4f}",
+        rows.append({"config": config, "mode": mode, "runs_as": runs_as, "alpha": f"{alpha:.4f}",
                      "pool": pool, "bw_mbit": bw, "size_bytes": args.size_bytes,
                      "ina_mbps": f"{ina_mbps:.4f}", "ring_mbps": f"{measured.ring_mbps:.4f}",
                      "seconds_median": f"{median:.4f}", "seconds_min": f"{min(times[mode]):.4f}",
@@ -181,7 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
+    ap.add_argument("--against", metavar="REV", help="also run this commit's bench_hybrid, in alternation with this "
+                                                     "tree's (--rounds), and set the medians side by side")
+    ap.add_argument("--rounds", type=int, default=2, help="with --against: runs of each side")
     args = ap.parse_args(argv)
+    if args.against:
+        return compare.against(args.against, args.rounds, list(argv if argv is not None else sys.argv[1:]),
+                               "bench.bench_hybrid", "hybrid.csv", lambda r: f"{r['config']:>13} {r['mode']:>6}")
     args.size_bytes = int(args.size * MIB) // 4 * 4
     args.ring_cc = "cubic"
     csv_path = args.out_dir / "hybrid.csv"

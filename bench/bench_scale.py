@@ -1,121 +1,295 @@
-"""The seeds' scale in the virtual fabric: 1,024 workers on fat_tree(16) at 100 Gbit/s, against the
-planner's and the hybrid model's predictions (docs/scale.md).
+"""The seeds' scale in the virtual fabric, against the one model (controller/model.py): every call's
+simulated time beside the prediction the worker chose it by (docs/scale.md).
 
-Every point is one ``ina-sim run --json`` in a child process (so its peak memory is its own),
-appended to bench/results/scale.jsonl; the plots go to bench/results/ (``--publish``: also to
-docs/figures/).  Figures are in virtual time, a function of the config and the commit; only the
-wall time and memory depend on this machine.
+Studies (``--study``, default all):
 
-    python -m bench.bench_scale                      # every study (about 45 min on 2 cores)
-    python -m bench.bench_scale --study packing      # one of: packing ntt smallpool loss failure cost
-    python -m bench.bench_scale --plot-only          # redraw from bench/results/scale.jsonl
+- ``grid``: issue 40's acceptance.  16, 64 and 256 workers (fat_tree(4), fat_tree(8) and fat_tree(16)
+  at 100 Gbit/s, 1 us per link) with 256 KB, 4 MB and 64 MB per worker (64 MB at 16 and 64 only), the
+  switches summing C = L/4, L/2, 3L/4 or without limit, pools of 4, 64 and 256 slots; and 1,024
+  workers with 256 KB and 1 MB, C = L/2 and no limit, 256 slots.  Each cell runs ina, hybrid and auto,
+  each with two calls (the first opens the window); the ring once per workers and size (neither C nor
+  the pool touches it).  Where the model's choices for both calls of auto are those of a forced run
+  (the same method, share and layout), that run *is* auto's in the fabric (its workers do exactly the
+  same; tests/test_scale.py checks it), so the expensive cells reuse it; cells of 512 MB or less of
+  tensor per call over all workers run auto anyway.
+- ``ntt``: NTT's case, where the hybrid should pay off: C = L/2, 16 MB per worker, 16 and 256 workers.
+- ``rings``: 1,024 workers, 1 MB: each ring layout, the flat one (gloo's) among them.
+- ``packing``, ``loss``, ``failure``, ``cost``: issue 35's studies (packed trees against one, random
+  loss, a core dying mid-call, what the fabric costs this machine).
+
+Every point is one ``ina-sim run --json`` in a child process (its peak memory its own), two at a time
+unless a point is large (then alone), appended to bench/results/scale.jsonl; the plots go to
+bench/results/ (``--publish``: also docs/figures/).  Figures are in virtual time, a function of the
+config and the commit; only the wall time and memory depend on this machine.
+
+    python -m bench.bench_scale --study grid         # about 8 h on 2 cores
+    python -m bench.bench_scale --study ntt --study rings
+    python -m bench.bench_scale --plot-only          # redraw and summarise from bench/results/scale.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import statistics
 import subprocess
 import sys
 import time
+from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.figures import FIGURES, RESULTS
 
 LOG = RESULTS / "scale.jsonl"
 MB = 262144  # float32 values: 1 MB per worker
-# 100 Gbit/s hosts, 1 us per link; the fabric's links at a quarter, so packed trees have work to do
-FAT = ["--topology", "fat_tree:16", "--bw", "100000", "--delay", "1us"]
+FAST = ["--bw", "100000", "--delay", "1us"]
+FAT = ["--topology", "fat_tree:16", *FAST]
 OVERSUBSCRIBED = [*FAT, "--fabric-bw", "25000", "--window", "128"]
+TOPOLOGY = {16: "fat_tree:4", 64: "fat_tree:8", 256: "fat_tree:16", 1024: "fat_tree:16"}
+LARGE = 1 << 31  # tensor bytes per call over all workers: such a point runs alone (memory)
+CHECKED_AUTO = 1 << 29  # auto runs for real up to this many tensor bytes per call over all workers
 
 
-def studies() -> dict[str, list[tuple[str, list[str]]]]:
-    """Study -> [(label, ina-sim run arguments)], cheapest first within each."""
-    out: dict[str, list[tuple[str, list[str]]]] = {"cost": [], "smallpool": [], "ntt": [], "packing": [],
-                                                   "loss": [], "failure": []}
+@dataclass
+class Point:
+    study: str
+    label: str
+    args: list[str]
+    cell: dict = field(default_factory=dict)  # the grid's coordinates
+    same_as: str | None = None  # the label of the run this one's fabric run is (auto's reuse)
+
+    @property
+    def load(self) -> int:
+        return self.cell.get("workers", 1) * self.cell.get("bytes", 0)
+
+
+def grid() -> list[Point]:
+    points = []
+    cells = [(n, size) for n in (16, 64, 256) for size in (MB // 4, 4 * MB, 64 * MB)
+             if not (n == 256 and size > 4 * MB)]
+    for n, size in cells:
+        points += _cell_points(n, size, (0.25, 0.5, 0.75, None), (4, 64, 256))
+    for size in (MB // 4, MB):
+        points += _cell_points(1024, size, (0.5, None), (256,))
+    return points
+
+
+def _cell_points(n: int, size: int, rates: tuple, pools: tuple) -> list[Point]:
+    base = ["--topology", TOPOLOGY[n], *FAST, "--workers", str(n), "--size", str(size), "--calls", "2"]
+    at = {"workers": n, "bytes": size * 4}
+    points = [Point("grid", f"{n} workers, {_size(size * 4)}, ring", [*base, "--mode", "ring"], {**at, "mode": "ring"})]
+    for rate, pool in itertools.product(rates, pools):
+        rated = [*base, "--window", str(pool)] + (["--agg-rate", str(rate)] if rate is not None else [])
+        cell = {**at, "C": rate, "pool": pool}
+        name = f"{n} workers, {_size(size * 4)}, C={'L*' + str(rate) if rate else 'none'}, pool {pool}"
+        for mode in ("ina", "hybrid", "auto"):
+            points.append(Point("grid", f"{name}, {mode}", [*rated, "--mode", mode], {**cell, "mode": mode}))
+    return points
+
+
+def studies() -> dict[str, list[Point]]:
+    out: dict[str, list[Point]] = {"grid": grid(), "ntt": [], "rings": [], "packing": [], "loss": [], "failure": [],
+                                   "cost": []}
+    for n in (16, 256):
+        base = ["--topology", TOPOLOGY[n], *FAST, "--workers", str(n), "--size", str(16 * MB), "--calls", "2",
+                "--window", "256"]
+        for mode in ("ina", "ring", "hybrid", "auto"):
+            args = [*base, "--mode", mode] + (["--agg-rate", "0.5"] if mode != "ring" else [])
+            out["ntt"].append(Point("ntt", f"{n} workers, 16 MB, C=L/2, {mode}", args,
+                                    {"workers": n, "bytes": 16 << 20, "C": 0.5, "pool": 256, "mode": mode}))
+    for layout in ("halving_doubling", "hierarchical", "flat"):
+        out["rings"].append(Point("rings", f"1024 workers, 1 MB, {layout} ring",
+                                  [*FAT, "--size", str(MB), "--mode", "ring", "--ring-layout", layout],
+                                  {"workers": 1024, "bytes": 1 << 20, "mode": "ring"}))
     for n in (64, 256, 1024):
         for trees in ("1", "auto"):
-            out["packing"].append((f"{n} workers, trees {trees}", [*OVERSUBSCRIBED, "--workers", str(n), "--trees",
-                                                                     trees, "--size", str(MB), "--calls", "2"]))
-    # NTT's case: a switch summing a fraction of the link rate.  16 workers with 16 MB each, where
-    # the ring's 30 step latencies are small beside its transfer; then 1,024 workers with 1 MB
-    small = ["--topology", "fat_tree:4", "--bw", "100000", "--delay", "1us", "--window", "256", "--trees", "1",
-             "--size", str(16 * MB)]
-    out["ntt"].append(("16 workers, ring", [*small, "--mode", "ring"]))
-    for fraction in ("0.25", "0.5", "0.75"):
-        for mode in ("ina", "hybrid"):
-            out["ntt"].append((f"16 workers, C={fraction}L, {mode}", [*small, "--agg-rate", fraction, "--mode", mode]))
-    big = [*FAT, "--window", "256", "--trees", "1", "--size", str(MB)]
-    out["ntt"].append(("1024 workers, C=0.5L, ina", [*big, "--agg-rate", "0.5", "--mode", "ina"]))
-    out["ntt"].append(("1024 workers, C=0.5L, hybrid", [*big, "--agg-rate", "0.5", "--mode", "hybrid"]))
-    out["ntt"].append(("1024 workers, ring", [*big, "--mode", "ring"]))
-    # a small pool: the window, not a rate, limits the switches (C = 4 slots x frame / round trip)
-    pool = ["--topology", "fat_tree:4", "--bw", "100000", "--delay", "1us", "--window", "4", "--trees", "1",
-            "--size", str(4 * MB)]
-    out["smallpool"] += [("16 workers, 4 slots, ina", [*pool, "--mode", "ina"]),
-                         ("16 workers, ring", [*pool, "--mode", "ring"]),
-                         ("16 workers, 4 slots, hybrid", [*pool, "--mode", "hybrid", "--agg-rate", "0.0125"])]
-    # without loss: the packing study's first call, the same run.  At 1,024 workers only 0.01%: every
-    # loss in a call's last window stalls all workers for an RTO and makes each send its window again,
-    # and at 0.1% that is hours of wall time (docs/scale.md)
+            out["packing"].append(Point("packing", f"{n} workers, trees {trees}",
+                                        [*OVERSUBSCRIBED, "--workers", str(n), "--trees", trees, "--size", str(MB),
+                                         "--calls", "2"], {"workers": n, "bytes": 1 << 20}))
     for n, losses in ((64, ("0.01", "0.1", "1")), (1024, ("0.01",))):
         for loss in losses:
-            out["loss"].append((f"{n} workers, loss {loss}%", [*OVERSUBSCRIBED, "--workers", str(n), "--size", str(MB),
-                                                               "--loss", loss]))
-    out["failure"].append(("1024 workers, the first tree's root dies at 40 us",
-                           [*OVERSUBSCRIBED, "--size", str(MB), "--fail", "root@40us"]))
-    out["cost"].append(("16 workers, trees 1", [*OVERSUBSCRIBED, "--workers", "16", "--trees", "1", "--size", str(MB),
-                                                "--calls", "2"]))
+            out["loss"].append(Point("loss", f"{n} workers, loss {loss}%",
+                                     [*OVERSUBSCRIBED, "--workers", str(n), "--size", str(MB), "--loss", loss],
+                                     {"workers": n, "bytes": 1 << 20}))
+    out["failure"].append(Point("failure", "1024 workers, the first tree's root dies at 40 us",
+                                [*OVERSUBSCRIBED, "--size", str(MB), "--fail", "root@40us"],
+                                {"workers": 1024, "bytes": 1 << 20}))
+    out["cost"].append(Point("cost", "16 workers, trees 1", [*OVERSUBSCRIBED, "--workers", "16", "--trees", "1",
+                                                            "--size", str(MB), "--calls", "2"],
+                             {"workers": 16, "bytes": 1 << 20}))
     return out
 
 
-def run_point(study: str, label: str, args: list[str]) -> dict:
-    started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "virtual_fabric.cli", "run", *args, "--json"], capture_output=True,
-                          text=True)
-    if not proc.stdout.strip():
-        raise SystemExit(f"{study} / {label}: ina-sim failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    result = json.loads(proc.stdout)
-    result.pop("report", None)
-    point = {"study": study, "label": label, "args": args, "exit": proc.returncode,
-             "wall_outside": time.perf_counter() - started, **result}
-    with LOG.open("a") as f:
-        f.write(json.dumps(point) + "\n")
-    return point
+def reuse(points: list[Point]) -> None:
+    """Mark each expensive auto point whose two calls the model runs as one of its cell's forced runs."""
+    from virtual_fabric import cli, runs
+
+    by_label = {p.label: p for p in points}
+    for p in points:
+        if p.cell.get("mode") != "auto" or p.load <= CHECKED_AUTO:
+            continue
+        config = cli.config_of(cli.parser().parse_args(["run", *p.args]))
+        _, auto = runs.expected(config)
+        for mode in ("ina", "hybrid", "ring"):
+            label = p.label.rsplit(", ", 1)[0] + f", {mode}"
+            other = by_label.get(label) or next((q for q in points if q.cell.get("mode") == mode and
+                                                 q.cell["workers"] == p.cell["workers"] and
+                                                 q.cell["bytes"] == p.cell["bytes"]), None)
+            if other is None:
+                continue
+            config = cli.config_of(cli.parser().parse_args(["run", *other.args]))
+            _, forced = runs.expected(config)
+            if [_key(c) for c in forced] == [_key(c) for c in auto]:
+                p.same_as = other.label
+                break
+
+
+def _key(choice) -> tuple:
+    return choice.method, round(choice.ina_share, 9), choice.layout, choice.ina_pace_mbps, choice.ring_pace_mbps
+
+
+def run_points(todo: list[Point], done: dict[str, dict]) -> None:
+    """Two points at a time (a large one alone); each result appended to the log as it ends."""
+    queue = sorted((p for p in todo if p.same_as is None and p.label not in done), key=lambda p: p.load)
+    running: list[tuple[Point, subprocess.Popen, float]] = []
+    total, finished = len(queue), 0
+    while queue or running:
+        while queue and len(running) < 2 and not (running and (queue[0].load >= LARGE or
+                                                                running[0][0].load >= LARGE)):
+            p = queue.pop(0)
+            proc = subprocess.Popen([sys.executable, "-m", "virtual_fabric.cli", "run", *p.args, "--json"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            running.append((p, proc, time.perf_counter()))
+        time.sleep(1.0)
+        for item in [r for r in running if r[1].poll() is not None]:
+            running.remove(item)
+            p, proc, started = item
+            out, err = proc.communicate()
+            finished += 1
+            if not out.strip():
+                print(f"[{finished}/{total}] {p.label}: ina-sim failed ({proc.returncode}): {err[-1500:]}", flush=True)
+                continue
+            result = json.loads(out)
+            result.pop("report", None)
+            point = {"study": p.study, "label": p.label, "args": p.args, "cell": p.cell, "exit": proc.returncode,
+                     "wall_outside": time.perf_counter() - started, **result}
+            with LOG.open("a") as f:
+                f.write(json.dumps(point) + "\n")
+            done[p.label] = point
+            print(f"[{finished}/{total}] {line(point)}", flush=True)
 
 
 def line(point: dict) -> str:
-    last = point["calls"][-1]
+    calls = "; ".join(f"{c['seconds'] * 1e6:,.1f} us {c['method']} (model {c['model'] * 1e6:,.1f}, "
+                      f"{c['seconds'] / c['model']:.3f}x)" if c["seconds"] else f"FAILED ({c['error']})"
+                      for c in point["calls"])
     check = point["check"]
-    took = f"{last['seconds'] * 1e6:,.1f} us" if last["seconds"] else f"FAILED ({last['error']})"
-    return (f"{point['study']:9} {point['label']:42} {took:>14}  link-rate model {last['model'] * 1e6:,.1f} us, "
-            f"with latency {last['model_with_latency'] * 1e6:,.1f} us; mode {point['job']['mode']} "
-            f"(share {point['job']['ina_share']:.2f}), {point['job']['trees']} tree(s); bound "
-            f"{check.get('within_bound')}, identical {check.get('identical')}; wall {point['wall']['total']:.0f} s, "
-            f"{point['peak_rss_mb']:,.0f} MB")
+    return (f"{point['study']:8} {point['label']:52} {calls}; bound {check.get('within_bound')}, identical "
+            f"{check.get('identical')}; wall {point['wall']['total']:.0f} s, {point['peak_rss_mb']:,.0f} MB")
 
 
-def load() -> list[dict]:
-    if not LOG.exists():
-        return []
-    latest: dict[tuple[str, str], dict] = {}
-    for text in LOG.read_text().splitlines():
-        p = json.loads(text)
-        latest[p["study"], p["label"]] = p  # the last run of each point
-    return list(latest.values())
+def load() -> dict[str, dict]:
+    latest: dict[str, dict] = {}
+    if LOG.exists():
+        for text in LOG.read_text().splitlines():
+            p = json.loads(text)
+            latest[p["label"]] = p  # the last run of each point
+    return latest
 
 
-def plot(points: list[dict], publish: bool) -> list[Path]:
+# --- the acceptance figures ------------------------------------------------------------------------
+
+def grid_summary(points: list[Point], done: dict[str, dict]) -> tuple[list[str], list[dict]]:
+    """Auto against the fastest of ina, ring and hybrid per call and cell; every prediction's error."""
+    rows, cells = [], defaultdict(dict)
+    for p in points:
+        result = done.get(p.same_as or p.label)
+        if result is None:
+            continue
+        cell = (p.cell["workers"], p.cell["bytes"], p.cell.get("C"), p.cell.get("pool"))
+        cells[cell][p.cell["mode"]] = result
+        for i, c in enumerate(result["calls"]):
+            if c["seconds"] and c["model"]:
+                rows.append({"label": p.label, "call": "first" if i == 0 else "later", "simulated": c["seconds"],
+                             "predicted": c["model"], "method": c["method"], "reused": p.same_as is not None})
+    worst, lines = [], []
+    for (n, nbytes, rate, pool), modes in sorted(cells.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        if pool is None:
+            continue
+        ring = next((r for (m, b, _, pl), ms in cells.items() for r in [ms.get("ring")]
+                     if m == n and b == nbytes and pl is None and r), None)
+        if "auto" not in modes or ring is None:
+            continue
+        for i in range(2):
+            best = min(r["calls"][i]["seconds"] or float("inf") for r in (modes.get("ina"), modes.get("hybrid"), ring)
+                       if r)
+            auto = modes["auto"]["calls"][i]["seconds"] or float("inf")
+            worst.append((auto / best, f"{n} workers, {_size(nbytes)}, C={rate or 'none'}, pool {pool}, "
+                                       f"{'first' if i == 0 else 'later'} call"))
+    if worst:
+        ratio, where = max(worst)
+        over = [w for r, w in worst if r > 1.05]
+        lines.append(f"auto / fastest of ina, ring, hybrid: worst {ratio:.3f}x ({where}); {len(over)} of "
+                     f"{len(worst)} calls over 5%" + (f": {'; '.join(over[:6])}" if over else ""))
+    for when in ("first", "later"):
+        errors = [abs(r["simulated"] / r["predicted"] - 1) for r in rows if r["call"] == when and not r["reused"]]
+        if errors:
+            bad = [r["label"] for r in rows if r["call"] == when and not r["reused"]
+                   and abs(r["simulated"] / r["predicted"] - 1) > 0.10]
+            lines.append(f"predictions, {when} calls: {len(errors)}, median |error| {statistics.median(errors):.1%}, "
+                         f"max {max(errors):.1%}, {len(bad)} over 10%" + (f": {'; '.join(bad[:8])}" if bad else ""))
+    return lines, rows
+
+
+def plot(done: dict[str, dict], rows: list[dict], publish: bool) -> list[Path]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    def us(p: dict) -> float | None:
-        s = p["calls"][-1]["seconds"]
-        return s * 1e6 if s else None
-
     made = []
-    packing = [p for p in points if p["study"] == "packing"]
+    if rows:
+        fig, ax = plt.subplots(figsize=(6.5, 6))
+        colours = {"ina": "tab:blue", "ring": "tab:orange", "hybrid": "tab:green"}
+        for when, marker in (("first", "o"), ("later", "x")):
+            for method, colour in colours.items():
+                mine = [r for r in rows if r["call"] == when and r["method"] == method and not r["reused"]]
+                ax.scatter([r["predicted"] * 1e3 for r in mine], [r["simulated"] * 1e3 for r in mine], s=14,
+                           marker=marker, color=colour, label=f"{method}, {when} call", alpha=0.8)
+        lo = min(min(r["predicted"], r["simulated"]) for r in rows) * 1e3 / 1.5
+        hi = max(max(r["predicted"], r["simulated"]) for r in rows) * 1e3 * 1.5
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="grey", alpha=0.2, label="±10%")
+        ax.set(xscale="log", yscale="log", xlabel="predicted (ms)", ylabel="simulated (ms, virtual time)",
+               title="Every call of the grid: the model against the fabric")
+        ax.legend(fontsize=7)
+        made.append(_save(fig, "scale-model.png"))
+    ntt = [done[k] for k in done if done[k]["study"] == "ntt"]
+    if ntt:
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+        for ax, n in zip(axes, (16, 256)):
+            mine = sorted((p for p in ntt if p["job"]["workers"] == n), key=lambda p: p["label"])
+            labels = [p["label"].rsplit(", ", 1)[1] for p in mine]
+            sim = [p["calls"][-1]["seconds"] * 1e3 for p in mine]
+            model = [p["calls"][-1]["model"] * 1e3 for p in mine]
+            ax.bar(range(len(mine)), sim, color="tab:blue", label="fabric")
+            ax.plot(range(len(mine)), model, "kx", label="model")
+            ax.set_xticks(range(len(mine)), [f"{x}\n({p['calls'][-1]['method']})" for x, p in zip(labels, mine)],
+                      fontsize=8)
+            ax.set(ylabel="ms per call (2nd)", title=f"{n} workers, 16 MB, C = L/2")
+            ax.legend(fontsize=7)
+        made.append(_save(fig, "scale-hybrid.png"))
+    rings = [done[k] for k in done if done[k]["study"] == "rings"]
+    if rings:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.bar([p["label"].split(", ")[-1] for p in rings], [p["calls"][0]["seconds"] * 1e3 for p in rings])
+        ax.plot(range(len(rings)), [p["calls"][0]["model"] * 1e3 for p in rings], "kx", label="model")
+        ax.axhline(2.0, color="red", lw=0.8, label="2 ms")
+        ax.set(yscale="log", ylabel="ms per 1 MB allreduce", title="1,024 workers on fat_tree(16), 100 Gbit/s")
+        ax.legend(fontsize=7)
+        made.append(_save(fig, "scale-rings.png"))
+    packing = [done[k] for k in done if done[k]["study"] == "packing"]
     if packing:
         fig, ax = plt.subplots(figsize=(7, 4))
         for trees, colour in (("1", "tab:blue"), ("auto", "tab:orange")):
@@ -123,52 +297,13 @@ def plot(points: list[dict], publish: bool) -> list[Path]:
                         key=lambda p: p["job"]["workers"])
             xs = [p["job"]["workers"] for p in ps]
             name = "one tree" if trees == "1" else "packed trees"
-            ax.plot(xs, [us(p) for p in ps], "o-", color=colour, label=f"{name}: fabric")
-            ax.plot(xs, [p["calls"][-1]["model"] * 1e6 for p in ps], "x--", color=colour, label=f"{name}: planner")
-            ax.plot(xs, [p["calls"][-1]["model_with_latency"] * 1e6 for p in ps], "+:", color=colour,
-                    label=f"{name}: planner + 2 round trips")
+            ax.plot(xs, [p["calls"][-1]["seconds"] * 1e6 for p in ps], "o-", color=colour, label=f"{name}: fabric")
+            ax.plot(xs, [p["calls"][-1]["model"] * 1e6 for p in ps], "x--", color=colour, label=f"{name}: model")
         ax.set(xscale="log", xlabel="workers (fat_tree(16), 100G hosts, 25G fabric)", ylabel="us per 1 MB allreduce",
                title="Packed trees vs one tree, virtual time (2nd call)")
         ax.set_xticks([64, 256, 1024], ["64", "256", "1024"])
         ax.legend(fontsize=7)
         made.append(_save(fig, "scale-packing.png"))
-    ntt = [p for p in points if p["study"] in ("ntt", "smallpool")]
-    if ntt:
-        fig, ax = plt.subplots(figsize=(8, 4))
-        labels = [p["label"] for p in ntt]
-        ax.bar(range(len(ntt)), [us(p) or 0 for p in ntt], color="tab:blue", label="fabric")
-        ax.plot(range(len(ntt)), [p["calls"][-1]["model"] * 1e6 for p in ntt], "kx", label="model (links)")
-        ax.plot(range(len(ntt)), [p["calls"][-1]["model_with_latency"] * 1e6 for p in ntt], "r+",
-                label="model + round trips and ring steps")
-        ax.set_xticks(range(len(ntt)), labels, rotation=70, ha="right", fontsize=6)
-        ax.set(yscale="log", ylabel="us per allreduce (virtual)", title="NTT's case: a switch summing C < L")
-        ax.legend(fontsize=7)
-        made.append(_save(fig, "scale-hybrid.png"))
-    loss = sorted((p for p in points if p["study"] == "loss"),
-                  key=lambda p: (p["job"]["workers"], float(p["label"].split()[-1][:-1])))
-    if loss:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        xs = [f"{p['job']['workers']} w, {p['label'].split()[-1]}" for p in loss]
-        ax.bar(xs, [us(p) or 0 for p in loss])
-        ax.set(yscale="log", xlabel="workers, random loss on every link", ylabel="us per 1 MB allreduce (virtual)",
-               title="Packed trees (4), 25G fabric, loss")
-        made.append(_save(fig, "scale-loss.png"))
-    cost = sorted({(p["job"]["workers"], p["label"]): p for p in points
-                   if p["study"] in ("packing", "cost") and p["label"].endswith("trees 1")}.values(),
-                  key=lambda p: p["job"]["workers"])
-    if cost:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        xs = [p["job"]["workers"] for p in cost]
-        ax.plot(xs, [p["wall"]["setup"] for p in cost], "o-", label="wall: setup (320 switches)")
-        ax.plot(xs, [p["wall"]["run"] for p in cost], "o-", label="wall: run (2 calls)")
-        ax2 = ax.twinx()
-        ax2.plot(xs, [p["peak_rss_mb"] / 1024 for p in cost], "s--", color="tab:red", label="peak memory (GB)")
-        ax.set(xscale="log", xlabel="workers, fat_tree(16), 1 MB each", ylabel="wall seconds",
-               title="The fabric's own cost")
-        ax2.set_ylabel("GB")
-        ax.legend(loc="upper left", fontsize=7)
-        ax2.legend(loc="lower right", fontsize=7)
-        made.append(_save(fig, "scale-cost.png"))
     for path in made:
         if publish:
             (FIGURES / path.name).write_bytes(path.read_bytes())
@@ -185,6 +320,10 @@ def _save(fig, name: str) -> Path:
     return path
 
 
+def _size(nbytes: int) -> str:
+    return f"{nbytes >> 20} MB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KB"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study", action="append", choices=list(studies()), help="only these (default: all)")
@@ -192,14 +331,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--publish", action="store_true", help="also write the plots to docs/figures/")
     args = ap.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
+    chosen = {s: points for s, points in studies().items() if not args.study or s in args.study}
+    todo = [p for points in chosen.values() for p in points]
+    done = load()
     if not args.plot_only:
-        todo = [(s, label, a) for s, points in studies().items() if not args.study or s in args.study
-                for label, a in points]
-        for i, (study, label, a) in enumerate(todo, 1):
-            print(f"[{i}/{len(todo)}] {study}: {label} ...", file=sys.stderr, flush=True)
-            print(line(run_point(study, label, a)), flush=True)
-    points = load()
-    for p in plot(points, args.publish):
+        reuse(todo)
+        run_points(todo, done)
+    lines, rows = grid_summary(chosen.get("grid", []), done)
+    for text in lines:
+        print(text)
+    for p in plot(done, rows, args.publish):
         print(f"plot: {p}")
     return 0
 

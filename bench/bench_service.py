@@ -292,7 +292,8 @@ class Bench:
             if wait_for(lambda: c.name in self.service.jobs(), 120) and (job := self.service.jobs().get(c.name)):
                 self.record("c", f"{c.name}: admission", job.admission or "(none: got what it asked)",
                             "says why it got less", bool(job.admission))
-                self.record("c", f"{c.name}: job", f"{job.mode}, ina share {job.ina_share:.0%}, {job.trees} tree(s)")
+                calls = ", ".join(f"{p.bytes >> 10} KB {p.method}" for p in job.predictions)
+                self.record("c", f"{c.name}: job", f"mode {job.mode} ({calls}), {job.trees} tree(s)")
             else:
                 self.record("c", f"{c.name}: job", f"none after 120 s: {c.errors}", met=False)
         if "b" in parts:

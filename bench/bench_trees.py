@@ -4,8 +4,8 @@ Why: one aggregation tree sends each leaf's partial sums up one spine and leaves
 uplink idle.  The planner (controller/plan.py) packs one tree per spine and splits every
 allreduce between them by their rates, so on ``leaf_spine(2, 2, 2)`` with host links twice
 as fast as the leaf-spine links the packed job should take half the time of one tree: both
-uplinks of every leaf busy, and the host links exactly full.  The planner also predicts the
-time (``Plan.seconds_per_mb``: wire bits over the planned rate); each measurement is printed
+uplinks of every leaf busy, and the host links exactly full.  The controller's model predicts the
+time (``JobPlan.choose``: the trees' rates, round trips and window); each measurement is printed
 beside its prediction.
 
 How: a Mininet network of the built-in target running ina.p4 with 256 values per packet
@@ -96,8 +96,8 @@ def leaf_spine_topology(fabric: float):
 def measure(net, controller, mode: str, args: argparse.Namespace) -> Measured:
     job = f"trees-{mode.replace(' ', '')}"
     spec = controller.create_job(job, HOSTS, pool_size=args.pool_size, trees=MODES[mode])
-    plan = controller.plan(HOSTS, MODES[mode])
-    predicted = args.size_bytes / 1e6 * plan.seconds_per_mb()
+    plan = controller.plan(HOSTS, MODES[mode], mode="ina", pool_size=args.pool_size)
+    predicted = plan.choose(args.size_bytes).seconds  # a call after the first: the window open
     wait = (args.runs + 1) * predicted * 3 + 120
     try:
         reports = run_ranks(net, HOSTS, [runner_command("ina", r, h, args.size_bytes, args,
@@ -150,7 +150,7 @@ def bench_planner(ks: list[int]) -> list[dict]:
         topo = Topology.from_dict(fat_tree(k, host_bw=40, fabric_bw=10))
         members = sorted(topo.hosts, key=lambda h: int(h[1:]))
         t0 = time.process_time()
-        p = plan.plan_job(topo, members, 32)
+        p = plan.pack_trees(topo, members, 32)
         cpu = time.process_time() - t0
         load = [0.0] * len(topo.links)
         for t in p.trees:

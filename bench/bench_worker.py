@@ -96,18 +96,6 @@ def free_udp_port() -> int:
         return s.getsockname()[1]
 
 
-def job_spec(path: Path, values: int, window: int, job_id: int, pace_mbps: float | None = None) -> None:
-    """A one-member job on the ideal switch, in the job-spec format both old and new workers read;
-    ``pace_mbps``: the pace a calibrated job gets (``ina_pace_mbps``)."""
-    from worker import protocol
-    from worker.jobspec import JobSpec, Member, TreeSpec
-
-    P = protocol.load(values)
-    member = Member(0, "h1", WORKER_IP, "ideal", SWITCH_IP, "02:00:00:00:00:fe")
-    tree = TreeSpec(job_id, "ideal", 1.0, 1e6, free_udp_port(), (0,))
-    JobSpec(f"bench{job_id}", values, P.INA_UDP_PORT, window, (member,), (tree,), ina_pace_mbps=pace_mbps).save(path)
-
-
 @dataclass
 class Result:
     side: str
@@ -127,9 +115,9 @@ def run_workers(root: Path, tmp: Path, values: int, window: int, mb: float, work
     """``workers`` runner processes at once; each one's report, with its syscalls where perf counts them."""
     procs = []
     for i in range(workers):
-        spec = tmp / f"job{i}.json"
-        job_spec(spec, values, window, 1 + i, pace_mbps)
-        procs.append(subprocess.Popen([sys.executable, str(RUNNER), "--spec", str(spec), "--mb", str(mb),
+        job = ["--values", str(values), "--job-id", str(1 + i), "--port", str(free_udp_port()),
+               "--worker-ip", WORKER_IP, "--switch-ip", SWITCH_IP] + (["--pace", str(pace_mbps)] if pace_mbps else [])
+        procs.append(subprocess.Popen([sys.executable, str(RUNNER), *job, "--mb", str(mb),
                                        "--calls", str(calls), "--window", str(window), "--call", call], cwd=root,
                                       env=python_env(root), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))

@@ -2,16 +2,19 @@
 
 Run as a script with the checkout to measure first on PYTHONPATH (bench_worker runs this file
 against older commits too), so it uses only the worker's public interface: ``Worker(spec, rank,
-window=...)``, ``allreduce``, ``allreduce_`` and ``stats``.  After a checked warm-up call it prints ``ready`` and
-waits for a line on stdin (the benchmark attaches its syscall counter then), makes ``--calls``
-timed calls (``--call``: ``allreduce_``, in place as DDP's buckets are reduced, or ``allreduce``,
-a new array each time) and prints one JSON line: wall and CPU seconds (user + system, all threads) of the
-timed calls, the packets sent and the I/O loop's waits (``Stats.polls``, where the worker counts them).
+window=...)``, ``allreduce``, ``allreduce_`` and ``stats``; it writes the one-member job's spec with
+that checkout's own ``JobSpec`` (``job_spec``), whose format changed with the per-call model.
+After a checked warm-up call it prints ``ready`` and waits for a line on stdin (the benchmark
+attaches its syscall counter then), makes ``--calls`` timed calls (``--call``: ``allreduce_``, in
+place as DDP's buckets are reduced, or ``allreduce``, a new array each time) and prints one JSON
+line: wall and CPU seconds (user + system, all threads) of the timed calls, the packets sent and
+the I/O loop's waits (``Stats.polls``, where the worker counts them).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import resource
 import sys
@@ -19,8 +22,8 @@ import time
 
 import numpy as np
 
-from worker import Worker
-from worker.jobspec import JobSpec
+from worker import Worker, protocol
+from worker.jobspec import JobSpec, Member, TreeSpec
 
 
 def cpu_seconds() -> float:
@@ -28,15 +31,35 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def job_spec(args: argparse.Namespace) -> JobSpec:
+    """A one-member job on the ideal switch; paced at ``--pace`` (what a calibrated job gets)."""
+    P = protocol.load(args.values)
+    member = Member(0, "h1", args.worker_ip, "ideal", args.switch_ip, "02:00:00:00:00:fe")
+    tree = TreeSpec(args.job_id, "ideal", 1.0, 1e6, args.port, (0,))
+    extra = {}
+    if args.pace and "ina_pace_mbps" in {f.name for f in dataclasses.fields(JobSpec)}:  # before the per-call model
+        extra["ina_pace_mbps"] = args.pace
+    elif args.pace:
+        from worker.tuner import CallModel, InaCost, TreePipe
+
+        extra["model"] = CallModel(args.values, InaCost((TreePipe(1.0, 1e-5, 1e-6),), args.window, args.pace), ())
+    return JobSpec(f"bench{args.job_id}", args.values, P.INA_UDP_PORT, args.window, (member,), (tree,), **extra)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--spec", required=True)
+    ap.add_argument("--values", type=int, required=True, help="values per packet")
+    ap.add_argument("--job-id", type=int, required=True)
+    ap.add_argument("--port", type=int, required=True, help="the worker's UDP port for its results")
+    ap.add_argument("--worker-ip", required=True)
+    ap.add_argument("--switch-ip", required=True)
+    ap.add_argument("--pace", type=float, help="Mb/s the worker offers the switch (default: unpaced)")
     ap.add_argument("--mb", type=float, required=True, help="MB of float32 per call")
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--window", type=int, required=True)
     ap.add_argument("--call", choices=["allreduce_", "allreduce"], default="allreduce_")
     args = ap.parse_args()
-    spec = JobSpec.load(args.spec)
+    spec = job_spec(args)
     data = np.random.default_rng(0).standard_normal(int(args.mb * 1e6) // 4).astype(np.float32)
     with Worker(spec, 0, window=args.window, timeout=30.0) as w:
         out = w.allreduce(data)  # warm-up, checked: one worker's sum is its own values, quantized

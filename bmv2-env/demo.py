@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"IPv4 routes", flush=True)
             controller.setup()
             hosts = ["h1", "h2", "h3", "h4"]
-            spec = controller.create_job("demo", hosts)
+            spec = controller.create_job("demo", hosts, mode="ina")  # the demo is the switch summing
             print(f"[3/4] job {spec.name} ({len(spec.trees)} tree(s)): {len(hosts)} workers, {spec.pool_size} "
                   f"slots, spec "
                   f"{controller.spec_dir / 'demo.json'}", flush=True)

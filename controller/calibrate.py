@@ -1,13 +1,16 @@
-"""`ina-ctl calibrate JOB`: measure a job's aggregation capacity C and its ring's rate on its own hosts.
+"""`ina-ctl calibrate JOB`: measure a job's aggregation capacity C, its ring's rate and its hosts' latency
+on its own hosts, and make the job's model again from them.
 
-The hybrid split (controller/hybrid.py) needs C, what the switches take from each worker.
-Declared rates are a guess; this runs the real thing: a short burst of INA-only allreduces
-over the job's trees and one of ring-only allreduces, by ``ina-allreduce`` on every member
-host (through the network file's ``host_exec``, which bmv2-env writes for Mininet hosts).
-Each burst runs under a temporary job of the same members, trees count and pool (a job is
-one session: its own trees must see their workers' packets from the first), which is
-deleted afterwards.  The job then gets the split the measured C gives; in auto mode a
-hybrid is tried too, and the fastest method measured is the one the job runs.
+Declared rates and the default host latency are guesses; this runs the real thing: short bursts of
+allreduces by ``ina-allreduce`` on every member host (through the network file's ``host_exec``, which
+bmv2-env writes for Mininet hosts), each under a temporary job of the same members, trees count and
+pool (a job is one session: its own trees must see their workers' packets from the first), deleted
+afterwards:
+
+- through the switches alone, ``values`` float32 per call: C, the wire rate each worker got;
+- round the ring alone: the rate a ring gets of each link;
+- one value per call through the switches: two round trips (the exponent's, then the value's), so
+  the host's latency is half the call less the network's round trip the model knows.
 """
 
 from __future__ import annotations
@@ -20,26 +23,25 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller import hybrid
 from controller.controller import Controller, JobError
+from controller.model import JobTree, tree_pipe
+from controller.rings import TCP_WIRE
 from worker import protocol
 from worker.jobspec import JobSpec
+from worker.ring_layout import ring_types
 
 
 @dataclass(frozen=True)
 class Calibration:
     ina_mbps: float | None  # wire Mb/s each worker sent to the switches, INA alone (None: the job has no trees)
     ring_mbps: float  # wire Mb/s a ring put on each link, alone
-    seconds_per_mb: dict[str, float]  # each burst's time by method ("ina", "ring", and "hybrid" if tried)
-    spec: JobSpec  # the job's spec after the new split
+    host_latency: float | None  # seconds, wire to a worker's loop (None: the job has no trees)
+    seconds: dict[str, float]  # each burst's median time per call, by what it measured
+    spec: JobSpec  # the job's spec after its model was made again
 
 
 def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float = 20.0) -> Calibration:
-    """Run the bursts (``values`` float32 per call, one warm-up and two timed calls) and split the job again.
-
-    An ``auto`` job the model would make a hybrid also gets a hybrid burst at the model's split,
-    and runs whichever of the three was fastest: the model takes C as measured alone, and the
-    ring's traffic can slow the switches' part (docs/hybrid.md)."""
+    """Run the bursts (one warm-up and two timed calls each) and make the job's model again."""
     job = ctl.state.jobs.get(name)
     if job is None:
         raise JobError(f"no job named {name!r} (jobs: {sorted(ctl.state.jobs)})")
@@ -49,30 +51,29 @@ def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float 
         except ValueError as e:
             raise JobError(f"calibration of job {name}: {e}") from None
     P = protocol.load(ctl.state.options.values, ctl.state.options.udp_port)
-    seconds = {mode: _trial(ctl, name, mode, values, timeout) for mode in (("ina", "ring") if job.trees else ("ring",))}
     n = len(job.members)
-    tensor = 4 * values
-    ina = tensor * P.wire_factor * 8 / seconds["ina"] / 1e6 if "ina" in seconds else None
-    ring = tensor * hybrid.ring_tensors(job.ring_sum, alone=True) * (n - 1) / n * 8 / seconds["ring"] / 1e6
-    spec = ctl.calibrated(name, ina, ring)
-    if spec.ina_share not in (0.0, 1.0) and job.asked_mode == "auto":
-        seconds["hybrid"] = _trial(ctl, name, "hybrid", values, timeout, spec.ina_share, (ina, ring))
-    per_mb = {mode: s / (tensor / 1e6) for mode, s in seconds.items()}
-    if "hybrid" in per_mb:
-        spec = ctl.calibrated(name, ina, ring, per_mb)
-    return Calibration(ina, ring, per_mb, spec)
+    seconds = {"ring": _trial(ctl, name, "ring", values, timeout)}
+    wide, narrow = (d.itemsize for d in ring_types("float32", job.ring_sum == "native"))
+    ring = values * (wide + narrow) * (n - 1) / n * TCP_WIRE * 8 / seconds["ring"] / 1e6
+    ina = latency = None
+    if job.trees:
+        seconds["ina"] = _trial(ctl, name, "ina", values, timeout)
+        ina = -(-values // P.values) * P.frame_bytes * 8 / seconds["ina"] / 1e6  # a frame per chunk
+        seconds["one value"] = _trial(ctl, name, "ina", 1, timeout)
+        network = min(tree_pipe(ctl.topology, job.members, JobTree(t.tree, t.rate, t.share), t.rate, P.frame_bytes,
+                                0.0).round_trip for t in job.trees)
+        latency = max(0.0, seconds["one value"] / 2 - network)
+    spec = ctl.calibrated(name, ina, ring, latency)
+    return Calibration(ina, ring, latency, seconds, spec)
 
 
-def _trial(ctl: Controller, name: str, mode: str, values: int, timeout: float, alpha: float | None = None,
-           rates: tuple[float | None, float] | None = None) -> float:
+def _trial(ctl: Controller, name: str, mode: str, values: int, timeout: float) -> float:
     """A burst under a temporary job of ``name``'s members, trees count and pool, in ``mode``."""
     job = ctl.state.jobs[name]
     trial = f"{name}-calibrate-{mode}"
-    spec = ctl.create_job(trial, job.members, job.pool_size, trees=len(job.trees) or 1, mode=mode, alpha=alpha,
-                          ring_sum=job.ring_sum)
+    spec = ctl.create_job(trial, job.members, job.pool_size, trees=len(job.trees) or 1, mode=mode,
+                          ring_sum=job.ring_sum, ring_layout=job.ring_layout)
     try:
-        if rates is not None:  # a hybrid is paced as the measured rates make it
-            spec = ctl.calibrated(trial, *rates)
         return _burst(ctl, spec, values, timeout)
     finally:
         ctl.delete_job(trial)

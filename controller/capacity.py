@@ -42,9 +42,18 @@ def free_cell(switch: str, max_jobs: int, used: set[int]) -> int:
     return cell
 
 
-def free_pool(switch: str, size: int, slots: int, taken: list[tuple[int, int]]) -> int:
-    """The first ``size`` consecutive free slots of the switch's ``slots`` (first fit)."""
+def free_pool(switch: str, size: int, slots: int, taken: list[tuple[int, int]], wanted: int | None = None) -> int:
+    """The first ``size`` consecutive free slots of the switch's ``slots`` (first fit); ``wanted``: exactly
+    from there, or CapacityError naming what is in the way."""
     spans = sorted((a, a + n) for a, n in taken)
+    if wanted is not None:
+        if not (0 <= wanted and wanted + size <= slots):
+            raise CapacityError(f"pool {wanted}..{wanted + size - 1} does not fit switch {switch}'s {slots} slots")
+        clash = [(a, b) for a, b in spans if a < wanted + size and wanted < b]
+        if clash:
+            raise CapacityError(f"pool {wanted}..{wanted + size - 1} overlaps slots {clash[0][0]}..{clash[0][1] - 1} "
+                                f"of another tree on switch {switch}")
+        return wanted
     start = 0
     for a, b in spans + [(slots, slots)]:
         if a - start >= size:

@@ -1,8 +1,8 @@
 """`ina-ctl`: the controller from a shell.  Every subcommand is one call of ``Controller``.
 
     ina-ctl --net RUN/net.json setup [--values 64]
-    ina-ctl --net RUN/net.json job plan --hosts h1,h2,h3 [--trees auto|N] [--json]
-    ina-ctl job plan --topology TOPOLOGY.json --hosts h1,h2,h3 [--trees auto|N] [--json]   # no network needed
+    ina-ctl --net RUN/net.json job plan --hosts h1,h2,h3 [--trees auto|N] [--size 1MB,25MB] [--json]
+    ina-ctl job plan --topology TOPOLOGY.json --hosts h1,h2,h3 [--size 1MB] [--json]   # no network needed
     ina-ctl --net RUN/net.json job create NAME --hosts h1,h2,h3 --pool-size 64 [--trees auto|N]
     ina-ctl --net RUN/net.json job delete NAME
     ina-ctl --net RUN/net.json status [--json]
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import re
 import shlex
@@ -31,8 +32,8 @@ import threading
 from pathlib import Path
 
 from controller.calibrate import calibrate
-from controller.controller import DEAD_AFTER, DEFAULT_POOL_SIZE, Controller, JobPlan, plan_job
-from controller.hybrid import MODES
+from controller.controller import DEAD_AFTER, DEFAULT_POOL_SIZE, Controller
+from controller.job_plan import JobPlan, method_lines, plan_job, predictions
 from controller.network import Network
 from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineError, PipelineOptions
@@ -43,6 +44,10 @@ from controller.topology import Topology, TopologyError
 from ina_api.client import CONTROLLER_ENV, TOKEN_ENV, JobsClient, LeaseKeeper, ServiceError, read_token
 from worker import protocol
 from worker.jobspec import RING_SUMS
+from worker.ring_layout import LAYOUTS
+from worker.tuner import MODES
+
+_UNITS = {"": 1, "B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -66,16 +71,8 @@ def parser() -> argparse.ArgumentParser:
     setup.add_argument("--udp-port", type=int, help="aggregation UDP port (INA_UDP_PORT_NUMBER)")
     job = sub.add_parser("job", help="plan, create or delete a job").add_subparsers(dest="action", required=True)
     trees = {"default": "auto", "help": "aggregation trees: auto (the packing planner decides) or N (at most N)"}
-    show = job.add_parser("plan", help="print the job's packed trees without installing anything")
-    show.add_argument("--hosts", required=True, help="member hosts in rank order, comma-separated")
-    show.add_argument("--topology", type=Path,
-                      help="plan on this topology file (e.g. bmv2-env/topologies/fattree-4.json) instead of --net's: "
-                           "no network needs to run")
-    show.add_argument("--values", type=int,
-                      help="with --topology: int32 values per packet (INA_VALUES, default 256: ina.p4's most); "
-                           "with --net the network's state file fixes it")
-    show.add_argument("--trees", **trees)
-    show.add_argument("--json", action="store_true", help="the plan as JSON")
+    show = job.add_parser("plan", help="print the job's packed trees and its model without installing anything")
+    _plan_arguments(show, trees)
     create = job.add_parser("create", help="plan the job's trees and install them")
     create.add_argument("name")
     create.add_argument("--hosts", required=True, help="member hosts in rank order, comma-separated")
@@ -105,6 +102,24 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="as JSON")
     _watch_and_serve(sub)
     return ap
+
+
+def _plan_arguments(show: argparse.ArgumentParser, trees: dict) -> None:
+    """`job plan`'s own options: where it plans, and the calls it predicts."""
+    show.add_argument("--hosts", required=True, help="member hosts in rank order, comma-separated")
+    show.add_argument("--topology", type=Path,
+                      help="plan on this topology file (e.g. bmv2-env/topologies/fattree-4.json) instead of --net's: "
+                           "no network needs to run")
+    show.add_argument("--values", type=int,
+                      help="with --topology: int32 values per packet (INA_VALUES, default 256: ina.p4's most); "
+                           "with --net the network's state file fixes it")
+    show.add_argument("--trees", **trees)
+    show.add_argument("--size", type=_sizes, default=[1 << 20],
+                      help="call sizes to predict, comma-separated (64KB,1MB,25MB; default 1MB): each method's time "
+                           "with its latency and bandwidth terms, and the one that runs")
+    show.add_argument("--pool-size", type=int, default=DEFAULT_POOL_SIZE,
+                      help=f"slots per tree on each switch, the workers' window (default {DEFAULT_POOL_SIZE})")
+    show.add_argument("--json", action="store_true", help="the plan as JSON")
 
 
 def _at_service(create: argparse.ArgumentParser) -> None:
@@ -146,9 +161,11 @@ def _split_arguments(command: argparse.ArgumentParser) -> None:
     """How a job's calls split between the switches and a host ring (`job plan` and `job create`)."""
     command.add_argument("--mode", default="auto", choices=MODES,
                          help="ina: all through the switches; ring: all round a TCP ring of the hosts; "
-                              "hybrid: both at once; auto (default): what the model predicts fastest")
+                              "hybrid: both at once; auto (default): for each call, what the model predicts fastest")
     command.add_argument("--alpha", type=float, help="hybrid: the share through the switches (default: the "
-                                                     "model's, which makes both parts finish together)")
+                                                     "model's for each call, which makes both parts finish together)")
+    command.add_argument("--ring-layout", choices=LAYOUTS,
+                         help="the ring's layout (default: the model's for each call; flat is gloo's ring)")
     command.add_argument("--ring-sum", default="native", choices=RING_SUMS,
                          help="a pure ring's sums: native (default: in the tensor's type, as gloo; 2(N-1)/N "
                               "of it on each link) or float64 (float32 in float64 partials: 3(N-1)/N, 1.5x "
@@ -196,8 +213,10 @@ def _plan_topology(args: argparse.Namespace) -> int:
         raise TopologyError("give either --net or --topology to `job plan`, not both")
     topology = Topology.load(args.topology)
     P = protocol.load(args.values)  # None: protocol.p4's default, ina.p4's most
-    found = plan_job(topology, _hosts(args.hosts), P, args.trees, args.mode, args.alpha, args.ring_sum)
-    print(json.dumps(found.to_dict(topology), indent=2) if args.json else describe(found, topology))
+    found = plan_job(topology, _hosts(args.hosts), P, args.trees, args.mode, args.alpha, args.ring_sum,
+                     args.pool_size, args.ring_layout)
+    print(json.dumps(found.to_dict(topology, tuple(args.size)), indent=2) if args.json
+          else describe(found, topology, args.size))
     return 0
 
 
@@ -260,9 +279,12 @@ def _ask_service(args: argparse.Namespace) -> int:
 
 
 def _create_at_service(client: JobsClient, args: argparse.Namespace) -> None:
+    if args.alpha is not None:
+        raise ServiceError("job create --controller takes no --alpha: the service's jobs split each call by the model")
     job, secret = client.create(args.name, _hosts(args.hosts), mode=args.mode,
                                 trees=0 if args.trees == "auto" else int(args.trees), pool_size=args.pool_size,
-                                lease_seconds=args.lease_seconds, ring_sum=args.ring_sum)
+                                lease_seconds=args.lease_seconds, ring_sum=args.ring_sum,
+                                ring_layout=args.ring_layout or "")
     path = (args.spec_out or Path(f"{job.name}.json")).absolute()
     path.write_text(job.spec_json + "\n")
     print(f"{_job_line(job)}\nspec in {path}; secret {secret}", file=sys.stderr if args.export else sys.stdout)
@@ -280,7 +302,9 @@ def _create_at_service(client: JobsClient, args: argparse.Namespace) -> None:
 
 def _job_line(job) -> str:
     admission = f"; {job.admission}" if job.admission else ""
-    return (f"{job.name}: {job.mode}, {job.ina_share:.0%} through {job.trees} tree(s) of pool {job.pool_size} on "
+    calls = ", ".join(f"{_size(p.bytes)} {p.method}" + (f" {p.ina_share:.0%}" if p.method == "hybrid" else "")
+                      for p in job.predictions)
+    return (f"{job.name}: mode {job.mode} ({calls}), {job.trees} tree(s) of pool {job.pool_size} on "
             f"{', '.join(job.switches) or 'no switch'}; lease {job.lease_seconds:g} s, "
             f"{job.lease_remaining:.3g} s left{admission}")
 
@@ -290,15 +314,18 @@ def _run(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
         ctl.setup()
         print(f"{len(ctl.topology.switches)} switch(es) ready, {len(ctl.state.jobs)} job(s) installed")
     elif args.command == "job" and args.action == "plan":
-        plan = ctl.plan(_hosts(args.hosts), args.trees, args.mode, args.alpha, args.ring_sum)
-        print(json.dumps(plan.to_dict(ctl.topology), indent=2) if args.json else describe(plan, ctl.topology))
+        plan = ctl.plan(_hosts(args.hosts), args.trees, args.mode, args.alpha, args.ring_sum, args.pool_size,
+                        args.ring_layout)
+        print(json.dumps(plan.to_dict(ctl.topology, tuple(args.size)), indent=2) if args.json
+              else describe(plan, ctl.topology, args.size))
     elif args.command == "job" and args.action == "create":
         spec = ctl.create_job(args.name, _hosts(args.hosts), args.pool_size, args.pool_base, args.trees, args.mode,
-                              args.alpha, args.ring_sum)
+                              args.alpha, args.ring_sum, args.ring_layout)
         trees = ", ".join(f"root {t.root} (id {t.job_id}, {t.share:.1%})" for t in spec.trees)
-        ring = f"; {1 - spec.ina_share:.0%} round a ring on port {spec.ring_port}" if spec.ina_share < 1 else ""
+        ring = f"; rings ({', '.join(x.name for x in spec.ring_arrangements)}) on port {spec.ring_port}" \
+            if spec.mode != "ina" else ""
         path = (ctl.spec_dir / f"{spec.name}.json").absolute()
-        print(f"job {spec.name}: {len(spec.trees)} tree(s): {trees or 'none'}{ring}; spec in {path}",
+        print(f"job {spec.name}: mode {spec.mode}, {len(spec.trees)} tree(s): {trees or 'none'}{ring}; spec in {path}",
               file=sys.stderr if args.export else sys.stdout)
         if args.export:
             print(f"export INA_JOB_SPEC={shlex.quote(str(path))}")
@@ -312,11 +339,11 @@ def _run(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
             print(f"{name}: {len(spec.members)} members, pool {spec.pool_size} per tree, trees (root/id share) {trees}")
     elif args.command == "calibrate":
         measured = calibrate(ctl, args.name, args.values, args.timeout)
-        split = ctl.state.jobs[args.name].calibration["split"]
-        ina = f"{measured.ina_mbps:.3g} Mb/s per worker through the switches" if measured.ina_mbps else "no trees"
-        bursts = ", ".join(f"{mode} {s:.3g}" for mode, s in measured.seconds_per_mb.items())
-        print(f"job {args.name}: {ina}, {measured.ring_mbps:.3g} Mb/s per link for a ring alone; bursts took "
-              f"{bursts} s/MB; now {split['mode']}, {split['alpha']:.1%} through the switches ({split['why']})")
+        ina = f"{measured.ina_mbps:.4g} Mb/s per worker through the switches" if measured.ina_mbps else "no trees"
+        latency = f"{measured.host_latency * 1e6:.1f} us" if measured.host_latency is not None else "not measured"
+        print(f"job {args.name}: {ina}, {measured.ring_mbps:.4g} Mb/s per link for a ring alone, host latency "
+              f"{latency}; its model now:")
+        print(describe(ctl.job_plan(args.name), ctl.topology, [args.values * 4], trees=False))
     elif args.command == "status":
         print(json.dumps(ctl.status(), indent=2) if args.json else status_table(ctl.status()))
     elif args.command == "watch":  # the lock for each round, so `job create` and others run between them
@@ -363,39 +390,65 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
             for row, source in zip(cells, [header, *rows])]
 
 
-def describe(job: JobPlan, topology: Topology) -> str:
-    """The plan as a table a person reads."""
+def describe(job: JobPlan, topology: Topology, sizes: list[int], trees: bool = True) -> str:
+    """The plan as a person reads it: the trees, then each call size's prediction per method, then where
+    the method that runs changes."""
     plan = job.tree_plan
-    if not plan.trees:
-        lines = [f"{len(plan.members)} members, no aggregation trees (a pure ring)"]
-        return "\n".join(lines + _split_lines(job))
-    status = "optimal" if plan.optimal else f"{plan.rate / plan.upper_bound:.0%} of it"
-    lines = [f"{len(plan.members)} members, {len(plan.trees)} tree(s) of {plan.candidates} candidates "
-             f"(planned in {plan.seconds:.2f} s)",
-             f"rate {plan.rate:g} Mb/s on each member's link (cut bound {plan.upper_bound:g} Mb/s: {status}); "
-             f"predicted {job.seconds_per_mb():.3g} s per MB of tensor ({plan.wire_factor:.3f} wire bytes per byte)",
-             "",
-             f"{'tree':>4}  {'root':<10} {'share':>6} {'Mb/s':>9} {'depth':>5}  switches"]
-    for i, p in enumerate(plan.trees, 1):
-        switches = sorted(p.tree.switches(), key=lambda name: [int(t) if t.isdigit() else t
-                                                               for t in re.split(r"(\d+)", name)])
-        shown = ", ".join(switches[:6]) + (f", ... ({len(switches)} in all)" if len(switches) > 6 else "")
-        lines.append(f"{i:>4}  {p.tree.root:<10} {p.share:>6.1%} {p.rate:>9.4g} "
-                     f"{depth(topology, plan.members, p.tree):>5}  {shown}")
-    lines += ["", f"links at capacity ({len(plan.bottlenecks)}):"]
-    lines += [f"  {link_name(topology, i)}" for i in plan.bottlenecks[:12]]
-    if len(plan.bottlenecks) > 12:
-        lines.append(f"  ... and {len(plan.bottlenecks) - 12} more")
-    lines += [f"note: {n}" for n in plan.notes]
-    return "\n".join(lines + _split_lines(job))
+    lines = []
+    if trees and not plan.trees:
+        lines = [f"{len(plan.members)} members, no aggregation trees (a ring alone)"]
+    elif trees:
+        status = "optimal" if plan.optimal else f"{plan.rate / plan.upper_bound:.0%} of it"
+        lines = [f"{len(plan.members)} members, {len(plan.trees)} tree(s) of {plan.candidates} candidates "
+                 f"(planned in {plan.seconds:.2f} s)",
+                 f"rate {plan.rate:g} Mb/s on each member's link (cut bound {plan.upper_bound:g} Mb/s: {status}), "
+                 f"{plan.wire_factor:.3f} wire bytes per byte",
+                 "",
+                 f"{'tree':>4}  {'root':<10} {'share':>6} {'Mb/s':>9} {'depth':>5}  switches"]
+        for i, p in enumerate(plan.trees, 1):
+            switches = sorted(p.tree.switches(), key=lambda name: [int(t) if t.isdigit() else t
+                                                                   for t in re.split(r"(\d+)", name)])
+            shown = ", ".join(switches[:6]) + (f", ... ({len(switches)} in all)" if len(switches) > 6 else "")
+            lines.append(f"{i:>4}  {p.tree.root:<10} {p.share:>6.1%} {p.rate:>9.4g} "
+                         f"{depth(topology, plan.members, p.tree):>5}  {shown}")
+        lines += ["", f"links at capacity ({len(plan.bottlenecks)}):"]
+        lines += [f"  {link_name(topology, i)}" for i in plan.bottlenecks[:12]]
+        if len(plan.bottlenecks) > 12:
+            lines.append(f"  ... and {len(plan.bottlenecks) - 12} more")
+        lines += [f"note: {n}" for n in plan.notes]
+        lines.append("")
+    limit = f"C = {job.limit_mbps:g} Mb/s per worker ({job.why})" if job.limit_mbps < math.inf else \
+        "no aggregation limit known"
+    lines.append(f"mode {job.mode}; {limit}; ring layouts {', '.join(x.name for x in job.layouts)}")
+    for size in sizes:
+        found = predictions(job, size)
+        for when in ("later", "first"):
+            call = found[when]
+            lines.append(f"a {_size(size)} call ({'the first: windows opening' if when == 'first' else 'window open'})"
+                         f": {call['runs']}, {call['seconds'] * 1e6:,.1f} us")
+            lines += ["  " + line for line in method_lines(call["methods"], call["runs"])]
+    crossings = job.crossovers()
+    lines.append("crossovers: " + ("; ".join(f"{below} below {_size(b)}, {above} from there" for b, below, above
+                                             in crossings) if crossings else "none (one method at every size)"))
+    return "\n".join(lines)
 
 
-def _split_lines(job: JobPlan) -> list[str]:
-    s = job.split
-    times = ", ".join(f"{mode} {t:.3g} s" for mode, t in s.seconds_per_mb.items())
-    paced = f", paced at {s.pace_mbps:g} Mb/s per worker" if s.pace_mbps else ""
-    return ["", f"split: {s.mode}, {s.alpha:.1%} through the switches{paced}; predicted per MB: {times}",
-            f"why: {s.why}"]
+def _size(nbytes: int) -> str:
+    for unit in ("GB", "MB", "KB"):
+        if nbytes >= _UNITS[unit] and nbytes % (_UNITS[unit] // 1024 or 1) == 0:
+            return f"{nbytes / _UNITS[unit]:g} {unit}"
+    return f"{nbytes} B"
+
+
+def _sizes(text: str) -> list[int]:
+    """"64KB,1MB" -> bytes (KB, MB and GB are powers of two, as tensors are sized)."""
+    out = []
+    for part in (t.strip().upper() for t in text.split(",") if t.strip()):
+        m = re.fullmatch(r"([\d.]+)\s*([KMG]?B?)", part)
+        if not m or float(m[1]) <= 0:
+            raise argparse.ArgumentTypeError(f"{part!r}: a size like 64KB, 1MB or 1048576")
+        out.append(int(float(m[1]) * _UNITS[m[2]]))
+    return out
 
 
 if __name__ == "__main__":

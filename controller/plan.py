@@ -107,14 +107,9 @@ class Plan:
     def optimal(self) -> bool:
         return self.rate >= self.upper_bound * (1 - 1e-6)
 
-    def seconds_per_mb(self) -> float:
-        """Predicted time to allreduce 1 MB (10^6 bytes) of tensor through the trees alone: its wire bits
-        over the rate (the hybrid split, ``controller.JobPlan``, weighs a ring beside them)."""
-        return 8 * self.wire_factor / self.rate
-
     def to_dict(self, topology: Topology) -> dict:
         return {"members": list(self.members), "rate_mbps": self.rate, "upper_bound_mbps": self.upper_bound,
-                "optimal": self.optimal, "seconds_per_mb": self.seconds_per_mb(), "wire_factor": self.wire_factor,
+                "optimal": self.optimal, "wire_factor": self.wire_factor,
                 "candidates": self.candidates, "planning_seconds": self.seconds, "notes": list(self.notes),
                 "bottlenecks": [link_name(topology, i) for i in self.bottlenecks],
                 "trees": [{"root": p.tree.root, "rate_mbps": p.rate, "share": p.share,
@@ -329,8 +324,8 @@ class PlanRequest:
         return _Packing(self.topology, columns if trees is None else {t: columns[t] for t in trees}, self.host_cap)
 
 
-def plan_job(topology: Topology, members: list[str] | tuple[str, ...], max_children: int,
-             max_trees: int | None = None, wire_factor: float = 1.0) -> Plan:
+def pack_trees(topology: Topology, members: list[str] | tuple[str, ...], max_children: int,
+               max_trees: int | None = None, wire_factor: float = 1.0) -> Plan:
     """The packed trees for these members (``max_trees``: at most that many; None: as many as pay)."""
     started = time.perf_counter()
     request = PlanRequest.of(topology, members, max_children)

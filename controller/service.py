@@ -27,13 +27,15 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from controller.capacity import CapacityError
 from controller.controller import DEFAULT_POOL_SIZE, Controller, JobError, JobExists, NoSuchJob
-from controller.hybrid import MODES
+from controller.job_plan import REFERENCE_SIZES
 from controller.leases import Leases, NoLease, WrongSecret, new_secret
 from controller.p4runtime_client import SwitchError
 from controller.state import JobRecord
 from ina_api import jobs_pb2, jobs_pb2_grpc
 from ina_api.client import AUTH_HEADER, AUTH_SCHEME
 from worker.jobspec import RING_SUMS
+from worker.ring_layout import LAYOUTS
+from worker.tuner import MODES
 
 log = logging.getLogger("ina.service")
 DEFAULT_LEASE = 6.0  # seconds a job lives unrenewed; its owner renews every third of it
@@ -158,7 +160,7 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"job name is {len(name)} characters; at most {MAX_NAME}")
         secret, secret_hash = new_secret()
         self.controller.create_job(name, members, ask["pool_size"], None, ask["trees"], ask["mode"], None,
-                                   ask["ring_sum"], admit=True, lease=(ask["lease"], secret_hash))
+                                   ask["ring_sum"], ask["ring_layout"], admit=True, lease=(ask["lease"], secret_hash))
         self.leases.hold(name, ask["lease"], secret_hash, self.clock())
         job = self.controller.state.jobs[name]
         log.info("job %s: created for %s: %s%s", name, ", ".join(members), job.mode,
@@ -245,11 +247,20 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
     def _job_message(self, job: JobRecord) -> jobs_pb2.Job:
         spec = self.controller.job_spec(job.name)
         remaining = self.leases.remaining(job.name, self.clock())
+        planned = self.controller.job_plan(job.name)
+        predictions = []
+        for size in REFERENCE_SIZES:
+            chosen = planned.choose(size)
+            predictions.append(jobs_pb2.CallPrediction(
+                bytes=size, method=chosen.method, ina_share=chosen.ina_share, ring_layout=chosen.layout or "",
+                seconds=chosen.seconds, seconds_by_method={m: c.seconds for m, c in planned.options(size).items()}))
         return jobs_pb2.Job(
             name=job.name, spec_json=spec.to_json(),
-            spec_version=job.spec_version(), mode=job.mode, ina_share=job.ina_share, trees=len(job.trees),
+            spec_version=job.spec_version(), mode=job.mode, trees=len(job.trees),
             pool_size=job.pool_size, admission=job.admission, lease_seconds=job.lease_seconds or 0.0,
-            lease_remaining=math.inf if remaining is None else remaining, switches=sorted(job.switches()))
+            lease_remaining=math.inf if remaining is None else remaining, switches=sorted(job.switches()),
+            predictions=predictions, crossovers=[jobs_pb2.Crossover(bytes=b, below=lo, above=hi)
+                                                 for b, lo, hi in planned.crossovers()])
 
     # --- time ----------------------------------------------------------------------------------
 
@@ -287,6 +298,8 @@ def _checked(request: jobs_pb2.CreateJobRequest, values: int | None, default_lea
     ring_sum = request.ring_sum or "native"
     if ring_sum not in RING_SUMS:
         raise Refused(bad, f"ring_sum {request.ring_sum!r}: one of {', '.join(RING_SUMS)}")
+    if request.ring_layout and request.ring_layout not in LAYOUTS:
+        raise Refused(bad, f"ring_layout {request.ring_layout!r}: one of {', '.join(LAYOUTS)} (empty: the model's)")
     if request.trees > MAX_TREES:
         raise Refused(bad, f"trees {request.trees}: at most {MAX_TREES} (0: the planner's choice)")
     lease = request.lease_seconds or default_lease
@@ -294,7 +307,7 @@ def _checked(request: jobs_pb2.CreateJobRequest, values: int | None, default_lea
         raise Refused(bad, f"lease_seconds {request.lease_seconds}: within 0.1..{MAX_LEASE:g} (0: the service's "
                            f"{default_lease:g})")
     return {"mode": mode, "ring_sum": ring_sum, "trees": request.trees or "auto", "lease": lease,
-            "pool_size": request.pool_size or pool_size}
+            "pool_size": request.pool_size or pool_size, "ring_layout": request.ring_layout or None}
 
 
 @dataclasses.dataclass

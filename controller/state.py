@@ -22,7 +22,8 @@ from controller.pipeline import PipelineOptions
 from controller.plan import Tree
 
 STATE_FILE = "controller-state.json"  # beside the network file, unless told otherwise
-FORMAT = 2  # 2: leases; a file without "format" is 1 and loads as jobs without leases
+FORMAT = 3  # 3: a job's mode is chosen per call (its model); 2: leases; a file without "format" is 1
+_BEFORE_3 = ("ina_share", "pace_mbps", "ring_pace_mbps", "asked_mode", "asked_alpha")  # a job's format-2 fields
 EPOCH_LIMIT = 1 << 16  # ina.p4's epoch is bit<16>; 0 means "never used" in its registers
 
 
@@ -41,15 +42,12 @@ class JobRecord:
     name: str
     members: list[str]  # hosts, in rank order
     pool_size: int  # slots per tree on each of its switches
-    trees: list[TreeRecord]  # none for a pure ring
-    mode: str = "ina"  # ina, ring or hybrid: what runs
-    ina_share: float = 1.0  # of every allreduce through the trees; the rest round the ring
+    trees: list[TreeRecord]  # none for a job that runs a ring alone
+    mode: str = "auto"  # ina, ring, hybrid, or auto: each call as the model predicts fastest
+    alpha: float | None = None  # a hybrid's share through the switches, if fixed
     ring_id: int | None = None  # an id like a tree's, so the ring's port (WORKER_PORT_BASE + id) is the job's own
-    pace_mbps: float | None = None  # most each worker offers the trees
-    ring_pace_mbps: float | None = None  # most a hybrid's ring sends on each link
-    asked_mode: str = "auto"  # what create was asked for: a calibration splits again within it
-    asked_alpha: float | None = None
-    calibration: dict | None = None  # what `ina-ctl calibrate` measured, and the split it gave
+    ring_layout: str | None = None  # the ring's layout, if fixed
+    calibration: dict | None = None  # what `ina-ctl calibrate` measured (ina_mbps, ring_mbps, host_latency)
     version: int = 0  # of its plan: grows when a tree moves off a dead switch or link
     ring_sum: str = "native"  # a pure ring's sums: "native" (the tensor's type) or "float64" (wide partials)
     lease_seconds: float | None = None  # a service's job lives this long unrenewed (None: until deleted)
@@ -74,6 +72,7 @@ class ControllerState:
     jobs: dict[str, JobRecord] = field(default_factory=dict)
     next_epoch: dict[str, int] = field(default_factory=dict)  # per switch, so a reused pool never looks current
     next_job_id: int = 1  # ids are not reused soon: a deleted job's late packets must not match a new job
+    host_latency: float | None = None  # seconds, wire to a worker's loop, as the last calibration measured
 
     def take_epoch(self, switch: str) -> int:
         epoch = self.next_epoch.get(switch, 1)
@@ -89,7 +88,8 @@ class ControllerState:
 
     def save(self, path: Path) -> None:
         data = {"format": FORMAT, "options": asdict(self.options), "next_epoch": self.next_epoch,
-                "next_job_id": self.next_job_id, "jobs": {n: asdict(j) for n, j in self.jobs.items()}}
+                "next_job_id": self.next_job_id, "host_latency": self.host_latency,
+                "jobs": {n: asdict(j) for n, j in self.jobs.items()}}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         with tmp.open("w") as f:
@@ -117,8 +117,13 @@ class ControllerState:
                                 t["rate"], t["share"], {s: Allocation(**a) for s, a in t["allocations"].items()},
                                 t.get("incarnation", 0))
                      for t in j.pop("trees")]
+            if data.get("format", 1) < 3:  # the mode it asked for is now chosen per call
+                j["mode"], j["alpha"] = (j.get("asked_mode", "auto") if trees else "ring"), j.get("asked_alpha")
+                for key in _BEFORE_3:
+                    j.pop(key, None)
             jobs[name] = JobRecord(trees=trees, **j)
-        return cls(PipelineOptions(**data["options"]), jobs, data["next_epoch"], data.get("next_job_id", 1))
+        return cls(PipelineOptions(**data["options"]), jobs, data["next_epoch"], data.get("next_job_id", 1),
+                   data.get("host_latency"))
 
 
 class StateLock:

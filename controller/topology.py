@@ -12,7 +12,7 @@ aggregation packets to their switch's address, and the switch sends results from
 link options are Mininet's TCLink ones (Mb/s, delay string, loss %).  The planner reads a
 link's capacity from its ``bw``; a link without one counts as ``DEFAULT_BW_MBPS`` (1 Gb/s).
 A switch may declare ``"agg_pps"``, the contributions it can sum per second: the hybrid
-split (controller/hybrid.py) keeps the switches' share of a job within it.
+model (controller/model.py) keeps the switches' share of a job within it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 PORT_NAME = re.compile(r"^(?P<switch>[A-Za-z_][\w]*)-p(?P<port>\d+)$")
+_DELAY = re.compile(r"^\s*([\d.]+)\s*(s|ms|us)?\s*$")
 MAX_PORT = 510  # v1model: 511 drops, ports are 9 bits
 DEFAULT_BW_MBPS = 1000.0  # capacity of a link whose options give no "bw"
 
@@ -63,6 +64,11 @@ class Link:
         """Mb/s each way: the file's ``bw``, else DEFAULT_BW_MBPS."""
         bw = self.options.get("bw")
         return DEFAULT_BW_MBPS if bw is None else float(bw)
+
+    @property
+    def delay(self) -> float:
+        """Seconds of propagation each way: the file's ``delay``, else none."""
+        return delay_seconds(self.options.get("delay"))
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,10 @@ class Topology:
         bw = item[2].get("bw") if len(item) == 3 else None
         if bw is not None and (isinstance(bw, bool) or not isinstance(bw, int | float) or not 0 < bw < math.inf):
             raise TopologyError(f"{where}: link {item[:2]}: bw must be a positive number of Mb/s, not {bw!r}")
+        try:
+            delay_seconds(item[2].get("delay") if len(item) == 3 else None)
+        except ValueError as e:
+            raise TopologyError(f"{where}: link {item[:2]}: {e}") from None
         for (node, port), (peer, peer_port) in ((a, b), (b, a)):
             if port is None:
                 if node in self.attachment:
@@ -183,6 +193,25 @@ class Topology:
 
     # --- paths -------------------------------------------------------------------------------
 
+    def route(self, src: str, dst: str) -> list[tuple[int, int]]:
+        """The link directions from host ``src`` to host ``dst``, as (index in ``links``, 0 for a -> b or 1 for
+        b -> a): up its link, switch to switch as the switches forward (``next_hops``), down ``dst``'s link."""
+        def direction(index: int, sender: str) -> tuple[int, int]:
+            return index, 0 if self.links[index].a == sender else 1
+
+        here, _ = self.attachment[src]
+        last, last_port = self.attachment[dst]
+        path = [direction(self.host_link(src), src)]
+        hops = self.next_hops(last)
+        while here != last:
+            if here not in hops:
+                raise TopologyError(f"no path from {src} to {dst}: {here} cannot reach {last}")
+            port = hops[here]
+            path.append(direction(self.port_links[here, port], f"{here}-p{port}"))
+            here = self.ports[here][port].node
+        path.append(direction(self.port_links[last, last_port], f"{last}-p{last_port}"))
+        return path
+
     def switch_neighbours(self, switch: str) -> list[Neighbour]:
         return [n for n in self.ports[switch].values() if n.node in self.switches]
 
@@ -205,6 +234,18 @@ class Topology:
                     hops[n.node] = n.peer_port
                     queue.append(n.node)
         return hops
+
+
+def delay_seconds(delay: str | float | int | None) -> float:
+    """A Mininet delay ("2ms", "50us", "0.1s"; a bare number is milliseconds) in seconds."""
+    if delay is None:
+        return 0.0
+    if isinstance(delay, int | float) and not isinstance(delay, bool):
+        return float(delay) / 1e3
+    m = _DELAY.match(delay) if isinstance(delay, str) else None
+    if not m:
+        raise ValueError(f"delay {delay!r} is not like '2ms'")
+    return float(m[1]) * {"s": 1.0, "ms": 1e-3, "us": 1e-6, None: 1e-3}[m[2]]
 
 
 def _host(name: str, spec: dict, where: str) -> Host:

@@ -86,9 +86,9 @@ class LoopbackNet:
         self._thread = threading.Thread(target=self._serve, daemon=True, name="loopback-wire")
         self._thread.start()
 
-    def job(self, name: str = "job", pool_size: int = 16) -> JobSpec:
-        """A job of every host of the network."""
-        return self.controller.create_job(name, sorted(self.topology.hosts), pool_size)
+    def job(self, name: str = "job", pool_size: int = 16, mode: str = "ina") -> JobSpec:
+        """A job of every host of the network, through the switch unless ``mode`` says otherwise."""
+        return self.controller.create_job(name, sorted(self.topology.hosts), pool_size, mode=mode)
 
     def spec_file(self, name: str = "job") -> Path:
         """Where the controller wrote the job's spec (and writes it again)."""

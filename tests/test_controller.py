@@ -138,7 +138,7 @@ def test_topology_errors_name_the_problem():
 
 def build_tree(topo: Topology, members: list[str], max_children: int) -> dict[str, plan.TreeNode]:
     """The one-tree plan's nodes."""
-    (one,) = plan.plan_job(topo, members, max_children, max_trees=1).trees
+    (one,) = plan.pack_trees(topo, members, max_children, max_trees=1).trees
     return plan.nodes(topo, members, one.tree)
 
 
@@ -477,7 +477,7 @@ def test_a_lost_state_file_never_repeats_an_epoch_or_job_id(net_single, tmp_path
 
 def test_setup_removes_what_no_job_needs_and_a_failed_create_rolls_back(net_tree, tmp_path):
     c = controller(net_tree, tmp_path)
-    (one,) = plan.plan_job(net_tree.topology, ["h1", "h2"], 32).trees
+    (one,) = plan.pack_trees(net_tree.topology, ["h1", "h2"], 32).trees
     stray = entries.job_entries(net_tree.topology, c.pipeline("s1").protocol,
                                 plan.nodes(net_tree.topology, ["h1", "h2"], one.tree)["s2"], 77, 4,
                                 entries.Allocation(500, 9, 3), 40077)
@@ -552,7 +552,7 @@ def test_command_line(switch_process, tmp_path):
     exported = ina_ctl("job", "create", "second", "--hosts", "h1,h2", "--pool-size", "8", "--export")
     assert exported.returncode == 0, exported.stderr
     assert exported.stdout == f"export INA_JOB_SPEC={(tmp_path / 'jobs' / 'second.json').absolute()}\n"
-    assert "job second: 1 tree(s)" in exported.stderr
+    assert "job second: mode auto, 1 tree(s)" in exported.stderr
     assert ina_ctl("job", "delete", "second").returncode == 0
     status = json.loads(ina_ctl("status", "--json").stdout)
     assert status["jobs"]["demo"]["s1"]["aggregated"] == 0 and "truncated" in status["drops"]["s1"]
@@ -586,8 +586,12 @@ def test_command_line_plans_without_any_switch(tmp_path):
     assert "links at capacity (8)" in shown.stdout and "leaf1-p1 -- spine1-p1 (2 Mb/s)" in shown.stdout
     data = json.loads(ina_ctl("--hosts", "h1,h2,h3,h4", "--json").stdout)
     assert sorted(t["root"] for t in data["trees"]) == ["spine1", "spine2"] and data["optimal"]
-    one = json.loads(ina_ctl("--hosts", "h1,h2,h3,h4", "--trees", "1", "--json").stdout)
-    assert len(one["trees"]) == 1 and one["seconds_per_mb"] == pytest.approx(2 * data["seconds_per_mb"])
+    one = json.loads(ina_ctl("--hosts", "h1,h2,h3,h4", "--trees", "1", "--json", "--size", "25MB").stdout)
+    assert len(one["trees"]) == 1 and one["rate_mbps"] == pytest.approx(data["rate_mbps"] / 2)
+    packed = json.loads(ina_ctl("--hosts", "h1,h2,h3,h4", "--json", "--size", "25MB").stdout)
+    # a large call through the trees: the packed trees' twice the rate, nearly half the time
+    one_call, packed_call = (x["calls"][0]["later"]["methods"]["ina"]["seconds"] for x in (one, packed))
+    assert 1.9 < one_call / packed_call <= 2.0
     for args, message in [(("--hosts", "h1,spine1"), "spine1: not hosts of the topology"),
                           (("--hosts", "h1,h2", "--trees", "5"), "5 trees asked for, but the planner found only 4")]:
         bad = ina_ctl(*args)
@@ -607,12 +611,13 @@ def test_command_line_plans_on_a_topology_file(tmp_path):
     shown = ina_ctl("job", "plan", "--topology", fattree, "--hosts", "h1,h2,h5,h9,h13")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("5 members, 1 tree(s) of 20 candidates") and "cut bound 1000 Mb/s: optimal" in \
-        shown.stdout and "split: ina, 100.0% through the switches" in shown.stdout
+        shown.stdout and "a 1 MB call (window open): ina" in shown.stdout and "<- runs" in shown.stdout
     data = json.loads(ina_ctl("job", "plan", "--topology", str(topologies / "leafspine-2x2.json"), "--hosts",
-                              "h1,h2,h3,h4", "--trees", "1", "--json").stdout)
-    assert len(data["trees"]) == 1 and data["split"]["mode"] == "ina" and data["rate_mbps"] == 1000
+                              "h1,h2,h3,h4", "--trees", "1", "--json", "--mode", "ina").stdout)
+    assert len(data["trees"]) == 1 and data["mode"] == "ina" and data["rate_mbps"] == 1000
+    assert data["calls"][0]["later"]["runs"] == "ina"
     ring = ina_ctl("job", "plan", "--topology", fattree, "--hosts", "h1,h5", "--mode", "ring")
-    assert ring.returncode == 0 and "no aggregation trees (a pure ring)" in ring.stdout
+    assert ring.returncode == 0 and "no aggregation trees (a ring alone)" in ring.stdout
     assert list(tmp_path.iterdir()) == []  # planning wrote nothing
     net = tmp_path / "net.json"
     topology = Topology.load(topologies / "tree-4.json")
@@ -667,7 +672,7 @@ def test_admission_plans_around_a_full_switch(tmp_path):
         c = controller(switches, tmp_path)
         c.create_job("full", ["h1", "h3"], pool_size=1024, trees=1)
         [tree] = c.state.jobs["full"].trees
-        c.create_job("next", ["h5", "h7"], trees=1, admit=True)
+        c.create_job("next", ["h5", "h7"], trees=1, mode="ina", admit=True)
         job = c.state.jobs["next"]
         assert (job.mode, len(job.trees)) == ("ina", 1) and job.trees[0].tree.root != tree.tree.root
         assert tree.tree.root in job.admission or job.admission == ""

@@ -25,7 +25,7 @@ def test_a_job_sums_through_the_tna_program(tmp_path):
             controller.setup()
             assert controller.pipeline("s1").program is TNA
             hosts = ["h1", "h2", "h3"]
-            controller.create_job("tna", hosts, pool_size=16)
+            controller.create_job("tna", hosts, pool_size=16, mode="ina")
             results = reports(start_workers(net, controller.spec_dir / "tna.json", hosts, size=SIZE, repeat=2), 50)
             assert_all_exact(results, 3, repeat=2)
             status = controller.status()

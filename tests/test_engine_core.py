@@ -63,7 +63,7 @@ def test_a_call_runs_on_a_sink_and_handed_in_results() -> None:
     data = np.arange(64 * 10, dtype=np.int32)
     padded, exponents = calls.prepare(data, 64)
     out = np.empty_like(padded)
-    _, parts = calls.tree_parts(_spec(4), [tree], padded, exponents, True, out)
+    _, parts = calls.tree_parts(_spec(4), [tree], padded, exponents, True, out, 1.0)
     (_, call), = parts
     now = 5.0
     while not call.complete:
@@ -81,7 +81,7 @@ def test_a_full_sink_holds_a_recovery_back_without_blocking_or_counting_it() -> 
     sink = Sink()
     tree = _tree(sink)
     padded, exponents = calls.prepare(np.ones(64 * 6, np.int32), 64)
-    _, parts = calls.tree_parts(_spec(4), [tree], padded, exponents, True, np.empty_like(padded))
+    _, parts = calls.tree_parts(_spec(4), [tree], padded, exponents, True, np.empty_like(padded), 1.0)
     (_, call), = parts
     step([call], (), 0.0)
     first, sink.taken = sink.taken, []
@@ -109,7 +109,7 @@ def _field(P: protocol.Protocol, name: str) -> tuple[int, int]:
 def test_a_call_without_results_times_out_at_its_deadline_in_the_time_handed_in() -> None:
     tree = _tree(Sink(), timeout=2.0)
     padded, exponents = calls.prepare(np.ones(64, np.float32), 64)
-    _, parts = calls.tree_parts(_spec(4), [tree], padded, exponents, False, np.empty_like(padded))
+    _, parts = calls.tree_parts(_spec(4), [tree], padded, exponents, False, np.empty_like(padded), 1.0)
     (_, call), = parts
     assert step([call], (), 100.0) <= 102.0
     step([call], (), 101.99)

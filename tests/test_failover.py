@@ -59,7 +59,7 @@ def wait_for_version(spec_path: Path, version: int, timeout: float = 30) -> JobS
 
 def test_a_spine_of_a_two_tree_job_killed_mid_call(tmp_path):
     with watched_leaf_spine(tmp_path) as (net, controller):
-        before = controller.create_job("packed", HOSTS, pool_size=16)
+        before = controller.create_job("packed", HOSTS, pool_size=16, mode="ina")
         assert sorted(t.root for t in before.trees) == ["spine1", "spine2"]
         spec_path = controller.spec_dir / "packed.json"
         procs = start_workers(net, spec_path, HOSTS, size=SIZE, repeat=CALLS, timeout=10.0)
@@ -80,7 +80,7 @@ def test_a_leaf_uplink_down_mid_call(tmp_path):
     """A job of one tree: the uplink of leaf1 towards the tree's spine goes down, the built-in
     target reports its port down, and the tree moves to the other spine."""
     with watched_leaf_spine(tmp_path) as (net, controller):
-        (tree,) = controller.create_job("single", HOSTS, pool_size=16, trees=1).trees
+        (tree,) = controller.create_job("single", HOSTS, pool_size=16, trees=1, mode="ina").trees
         other = {"spine1": "spine2", "spine2": "spine1"}[tree.root]
         spec_path = controller.spec_dir / "single.json"
         procs = start_workers(net, spec_path, HOSTS, size=SIZE, repeat=CALLS, timeout=10.0)
@@ -97,7 +97,7 @@ def test_a_leaf_uplink_down_mid_call(tmp_path):
 def test_no_path_left_is_a_clear_timeout(tmp_path):
     """Both spines gone: no tree joins the leaves; the workers fail with today's clear error."""
     with watched_leaf_spine(tmp_path) as (net, controller):
-        controller.create_job("doomed", HOSTS, pool_size=16)
+        controller.create_job("doomed", HOSTS, pool_size=16, mode="ina")
         spec_path = controller.spec_dir / "doomed.json"
         procs = start_workers(net, spec_path, HOSTS, size=SIZE, repeat=CALLS, timeout=6.0)
         time.sleep(1.0)

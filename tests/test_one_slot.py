@@ -54,8 +54,9 @@ def test_a_window_bound_call_paced_at_its_own_rate_neither_spins_nor_slows(tmp_p
         packets = workers[0].stats.packets_sent / 3
         frame = protocol.load(spec.values, spec.udp_port).frame_bytes
         rate = packets * frame * 8 / unpaced / 1e6  # its measured C, wire Mb/s
-        paced_spec = replace(net.controller.create_job("paced", hosts, pool_size=window, mode="ina"),
-                             ina_pace_mbps=rate)
+        paced_spec = net.controller.create_job("paced", hosts, pool_size=window, mode="ina")
+        model = paced_spec.model  # paced at its own rate, as a calibration that measured it would pace it
+        paced_spec = replace(paced_spec, model=replace(model, ina=replace(model.ina, pace_mbps=rate)))
         paced, workers = timed_calls(paced_spec, calls=3)
         assert polls_per_packet(workers) <= POLLS_PER_PACKET, "the loop spins while the window is full"
         assert min(paced[1:]) <= SLOWER * unpaced, (

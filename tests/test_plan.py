@@ -39,7 +39,7 @@ def all_hosts_plan(name: str) -> tuple[Topology, tuple[str, ...], plan.Plan]:
     """The plan for every host of a fabric in FABRICS, planned once per test run (fat_tree(16) takes a while)."""
     topology = Topology.from_dict(FABRICS[name]())
     members = tuple(sorted(topology.hosts, key=lambda h: int(h[1:])))
-    return topology, members, plan.plan_job(topology, members, FAN_IN)
+    return topology, members, plan.pack_trees(topology, members, FAN_IN)
 
 
 def host_link(topology: Topology, host: str) -> int:
@@ -135,7 +135,7 @@ def test_1024_workers_on_fat_tree_16():
 
 def test_bottlenecked_leaf_spine_uses_both_spines():
     topology = bottlenecked_leaf_spine()
-    p = plan.plan_job(topology, ALL4, FAN_IN)
+    p = plan.pack_trees(topology, ALL4, FAN_IN)
     assert shares(p) == pytest.approx({"spine1": 0.5, "spine2": 0.5}, abs=1e-6)
     assert p.rate == pytest.approx(2 * 2.0, rel=1e-6)
     fabric = {i for i, link in enumerate(topology.links) if link.a.startswith("leaf") and "spine" in link.b}
@@ -146,7 +146,7 @@ def test_bottlenecked_leaf_spine_uses_both_spines():
 def test_uniform_leaf_spine_needs_one_tree():
     for data in (leaf_spine(2, 2, 2), leaf_spine(2, 2, 2, host_bw=2, fabric_bw=2)):
         topology = Topology.from_dict(data)
-        p = plan.plan_job(topology, ALL4, FAN_IN)
+        p = plan.pack_trees(topology, ALL4, FAN_IN)
         assert len(p.trees) == 1 and p.trees[0].share == 1.0
         assert p.trees[0].tree.root in ("spine1", "spine2")
         assert p.optimal
@@ -154,7 +154,7 @@ def test_uniform_leaf_spine_needs_one_tree():
 
 def test_asymmetric_spines_get_shares_in_proportion():
     topology = leaf_spine_topology(spine1_bw=3, spine2_bw=1, host_bw=10)
-    p = plan.plan_job(topology, ALL4, FAN_IN)
+    p = plan.pack_trees(topology, ALL4, FAN_IN)
     assert shares(p) == pytest.approx({"spine1": 0.75, "spine2": 0.25}, abs=1e-6)
     assert p.trees[0].tree.root == "spine1"  # largest share first
     assert p.rate == pytest.approx(4.0, rel=1e-6) and p.optimal
@@ -164,7 +164,7 @@ def test_asymmetric_spines_get_shares_in_proportion():
 def test_tree_below_min_share_is_dropped():
     """A spine link at 1 Mb/s next to one at 99 would carry 1 % of the data: not worth its switch state."""
     topology = leaf_spine_topology(spine1_bw=99, spine2_bw=1, host_bw=1000)
-    p = plan.plan_job(topology, ALL4, FAN_IN)
+    p = plan.pack_trees(topology, ALL4, FAN_IN)
     assert [(t.tree.root, t.share) for t in p.trees] == [("spine1", 1.0)]
     assert p.rate == pytest.approx(99.0, rel=1e-6)
     assert p.upper_bound == pytest.approx(100.0) and not p.optimal
@@ -182,7 +182,7 @@ def line(length: int) -> Topology:
 
 def test_equal_rate_prefers_the_shallowest_tree():
     topology = line(5)
-    (only,) = plan.plan_job(topology, ("h1", "h2"), FAN_IN).trees
+    (only,) = plan.pack_trees(topology, ("h1", "h2"), FAN_IN).trees
     assert only.tree.root == "s3" and plan.depth(topology, ("h1", "h2"), only.tree) == 2
 
 
@@ -196,38 +196,29 @@ def test_parallel_links_each_get_a_tree():
                                                            ("h4", "s2-p2")]]
     data["links"] += [["s1-p3", "s2-p3", {"bw": 2}], ["s1-p4", "s2-p4", {"bw": 2}]]
     topology = Topology.from_dict(data)
-    p = plan.plan_job(topology, ALL4, FAN_IN)
+    p = plan.pack_trees(topology, ALL4, FAN_IN)
     assert p.rate == pytest.approx(4.0, rel=1e-6) and p.optimal
     assert sorted(port for t in p.trees for _, port in t.tree.uplinks) == [3, 4]
     assert_feasible(topology, ALL4, p)
     assert_trees_valid(topology, ALL4, p)
 
 
-# --- max_trees and the predicted time --------------------------------------------------------------
+# --- max_trees --------------------------------------------------------------------------------
 
 def test_one_tree_on_a_bottlenecked_fabric_gets_half_the_rate():
     topology = bottlenecked_leaf_spine()
-    packed = plan.plan_job(topology, ALL4, FAN_IN)
-    one = plan.plan_job(topology, ALL4, FAN_IN, max_trees=1)
+    packed = plan.pack_trees(topology, ALL4, FAN_IN)
+    one = plan.pack_trees(topology, ALL4, FAN_IN, max_trees=1)
     assert len(one.trees) == 1 and one.trees[0].share == 1.0
     assert one.rate == pytest.approx(packed.rate / 2, rel=1e-6)
     assert not one.optimal and packed.optimal
     assert one.upper_bound == packed.upper_bound
-    assert one.seconds_per_mb() == pytest.approx(2 * packed.seconds_per_mb(), rel=1e-6)
     assert_feasible(topology, ALL4, one)
-
-
-@pytest.mark.parametrize("wire_factor", [1.0, 1.25])
-def test_seconds_per_mb_is_wire_bits_over_rate(wire_factor):
-    p = plan.plan_job(bottlenecked_leaf_spine(), ALL4, FAN_IN, wire_factor=wire_factor)
-    assert p.wire_factor == wire_factor
-    assert p.seconds_per_mb() == pytest.approx(8 * wire_factor / p.rate, rel=TOL)
-    assert p.seconds_per_mb() == pytest.approx(8 * wire_factor / 4.0, rel=1e-6)
 
 
 def test_max_trees_at_or_above_what_pays_keeps_the_packed_plan():
     topology = bottlenecked_leaf_spine()
-    p = plan.plan_job(topology, ALL4, FAN_IN, max_trees=3)
+    p = plan.pack_trees(topology, ALL4, FAN_IN, max_trees=3)
     assert len(p.trees) == 2 and p.optimal
     assert any("more would add nothing" in note for note in p.notes)
 
@@ -236,7 +227,7 @@ def test_max_trees_at_or_above_what_pays_keeps_the_packed_plan():
 
 def test_single_tree_root_and_child_order():
     topology = Topology.from_dict(tree(2, 2))
-    p = plan.plan_job(topology, ALL4, FAN_IN)
+    p = plan.pack_trees(topology, ALL4, FAN_IN)
     (only,) = p.trees
     assert only.tree.root == "s1" and only.share == 1.0
     tree_nodes = plan.nodes(topology, ALL4, only.tree)
@@ -248,7 +239,7 @@ def test_single_tree_root_and_child_order():
 def test_members_under_one_leaf_make_it_the_root_in_member_order():
     topology = Topology.from_dict(tree(2, 2))
     members = ("h2", "h1")
-    (only,) = plan.plan_job(topology, members, FAN_IN).trees
+    (only,) = plan.pack_trees(topology, members, FAN_IN).trees
     assert only.tree.root == "s2" and only.tree.uplinks == ()
     tree_nodes = plan.nodes(topology, members, only.tree)
     assert list(tree_nodes) == ["s2"]
@@ -282,17 +273,17 @@ def two_islands() -> Topology:
 def test_bad_input_raises_plan_error(topology, members, kwargs, message):
     topo = two_islands() if topology is None else Topology.from_dict(topology)
     with pytest.raises(PlanError, match=message):
-        plan.plan_job(topo, members, FAN_IN, **kwargs)
+        plan.pack_trees(topo, members, FAN_IN, **kwargs)
 
 
 def test_fan_in_limit_holds_when_another_tree_fits():
     """34 members fit 17 children per switch over two leaves (the root s1 has 2), not 16."""
     topology = Topology.from_dict(tree(2, 17))
     members = tuple(sorted(topology.hosts))
-    p = plan.plan_job(topology, members, 17)
+    p = plan.pack_trees(topology, members, 17)
     assert [t.tree.root for t in p.trees] == ["s1"]
     with pytest.raises(PlanError, match="fan-in limit"):
-        plan.plan_job(topology, members, 16)
+        plan.pack_trees(topology, members, 16)
 
 
 def test_fan_in_limit_finds_a_tree_that_spreads_children():
@@ -306,7 +297,7 @@ def test_fan_in_limit_finds_a_tree_that_spreads_children():
     topology = Topology.from_dict({"hosts": hosts, "switches": switches, "links": links})
     fits = plan.Tree("R", (("L1", 1), ("L2", 1), ("L3", 2), ("L4", 2), ("M1", 9), ("M2", 9)))
     plan.check_tree(topology, ALL4, fits, 2)  # such a tree exists
-    p = plan.plan_job(topology, ALL4, 2)
+    p = plan.pack_trees(topology, ALL4, 2)
     assert [t.tree.root for t in p.trees] == ["R"]
 
 
@@ -317,7 +308,7 @@ def test_fan_in_limit_finds_a_tree_that_spreads_children():
 def test_same_input_same_plan(build):
     first, second = build(), build()
     members = tuple(sorted(first.hosts))
-    a, b = plan.plan_job(first, members, FAN_IN), plan.plan_job(second, members, FAN_IN)
+    a, b = plan.pack_trees(first, members, FAN_IN), plan.pack_trees(second, members, FAN_IN)
     assert [(t.tree.root, t.tree.uplinks, t.share) for t in a.trees] == \
            [(t.tree.root, t.tree.uplinks, t.share) for t in b.trees]
     assert (a.rate, a.bottlenecks, a.candidates) == (b.rate, b.bottlenecks, b.candidates)
@@ -325,7 +316,7 @@ def test_same_input_same_plan(build):
 
 def test_to_dict_is_json_and_readable():
     topology = bottlenecked_leaf_spine()
-    p = plan.plan_job(topology, ALL4, FAN_IN)
+    p = plan.pack_trees(topology, ALL4, FAN_IN)
     d = p.to_dict(topology)
     assert json.loads(json.dumps(d)) == d
     assert d["members"] == list(ALL4) and d["optimal"] is True
@@ -369,7 +360,7 @@ def test_random_fabrics_never_overload_a_link(seed):
         members = tuple(rng.sample(sorted(topology.hosts), rng.randint(1, len(topology.hosts))))
         fan_in, max_trees = rng.choice([32, 2, 3]), rng.choice([None, None, 1, 2])
         try:
-            p = plan.plan_job(topology, members, fan_in, max_trees)
+            p = plan.pack_trees(topology, members, fan_in, max_trees)
         except PlanError as e:  # the only refusals a connected fabric may give
             assert "fan-in" in str(e) or "asked for" in str(e), e
             continue
@@ -385,7 +376,7 @@ def test_capacities_plan_alike_at_any_scale():
     shares = []
     for scale in (1e-6, 1.0, 1e6):
         topology = leaf_spine_topology(3 * scale, 1 * scale, 10 * scale)
-        p = plan.plan_job(topology, ALL4, FAN_IN)
+        p = plan.pack_trees(topology, ALL4, FAN_IN)
         assert p.rate == pytest.approx(4 * scale, rel=1e-6)
         shares.append([(t.tree.root, round(t.share, 6)) for t in p.trees])
     assert shares[0] == shares[1] == shares[2] == [("spine1", 0.75), ("spine2", 0.25)]
@@ -420,7 +411,7 @@ def test_plans_are_the_ones_before_the_split(case):
     gave: a refactoring must not move a plan."""
     topology = build(case["topology"])
     try:
-        got = plan.plan_job(topology, case["members"], case["max_children"], case["max_trees"], 1.0625)
+        got = plan.pack_trees(topology, case["members"], case["max_children"], case["max_trees"], 1.0625)
     except PlanError as e:
         assert {"error": str(e)} == case["plan"]
         return
@@ -432,7 +423,7 @@ def test_plans_are_the_ones_before_the_split(case):
     assert [t["share"] for t in data["trees"]] == pytest.approx([t["share"] for t in expected["trees"]])
     for key in ("members", "bottlenecks", "candidates", "notes", "optimal"):
         assert data[key] == expected[key], key
-    for key in ("rate_mbps", "upper_bound_mbps", "seconds_per_mb"):
+    for key in ("rate_mbps", "upper_bound_mbps"):
         assert data[key] == pytest.approx(expected[key]), key
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from worker.ring import RingError, RingWorker, parse_peer, segments
+from worker.ring import RingError, RingWorker, parse_peer
+from worker.ring_layout import segments
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +31,7 @@ def free_peers(n: int) -> list[str]:
 
 
 def run_ring(n: int, body: Callable[[RingWorker], object], timeout: float = 5.0, delays: list[float] | None = None,
-             peers: list[str] | None = None, ranks: list[int] | None = None) -> list[object]:
+             peers: list[str] | None = None, ranks: list[int] | None = None, layouts: tuple = ()) -> list[object]:
     """Run body(worker) at each rank in its own thread; a rank's result is its return value or its exception."""
     peers = peers or free_peers(n)
     ranks = list(range(n)) if ranks is None else ranks
@@ -39,7 +40,7 @@ def run_ring(n: int, body: Callable[[RingWorker], object], timeout: float = 5.0,
     def run(i: int) -> None:
         try:
             time.sleep(delays[i] if delays else 0)
-            with RingWorker(ranks[i], peers, timeout) as w:
+            with RingWorker(ranks[i], peers, timeout, layouts=layouts) as w:
                 results[i] = body(w)
         except BaseException as e:  # noqa: BLE001 - handed to the test
             results[i] = e
@@ -120,8 +121,18 @@ def test_wide_partial_sums_cast_once(n: int) -> None:
 
 
 def test_a_paced_ring_asks_the_kernel_for_that_rate() -> None:
-    def body(w: RingWorker) -> list[int]:
-        return [s.getsockopt(socket.SOL_SOCKET, 47) for s in (w._left, w._right)]  # SO_MAX_PACING_RATE
+    """The worker's rate on every connection it sends on, and a call's own rate for that call (a hybrid's
+    ring part leaves the switches their share; a ring alone takes the link)."""
+    def body(w: RingWorker) -> list[list[int]]:
+        def rates() -> list[int]:
+            return [s.getsockopt(socket.SOL_SOCKET, 47) for s in w.connections()]  # SO_MAX_PACING_RATE
+
+        seen = [rates()]
+        w.allreduce_(np.ones(10, np.float32), pacing_mbps=24.0)
+        seen.append(rates())
+        w.allreduce_(np.ones(10, np.float32))
+        seen.append(rates())
+        return seen
 
     peers = free_peers(2)
     results: list[object] = [None, None]
@@ -135,7 +146,8 @@ def test_a_paced_ring_asks_the_kernel_for_that_rate() -> None:
         t.start()
     for t in threads:
         t.join(20)
-    assert results == [[1_500_000, 1_500_000]] * 2  # 12 Mb/s in bytes per second, both connections
+    # 12 Mb/s in bytes per second, then 24 for one call, then 12 again
+    assert results == [[[1_500_000], [3_000_000], [1_500_000]]] * 2
 
 
 def test_segments_and_peers() -> None:

@@ -76,7 +76,11 @@ def sums_exactly(spec: JobSpec, size: int = 5000, seed: int = 0) -> bool:
 
 def test_a_job_from_create_to_delete(net, client):
     job, secret = client.create("", [["10.9.9.9", "127.0.1.1"], ["h2"], ["127.0.1.3"]], values=64)
-    assert job.name.startswith("job-") and job.mode == "ina" and job.trees == 1 and job.switches == ["s1"]
+    assert job.name.startswith("job-") and job.mode == "auto" and job.trees == 1 and job.switches == ["s1"]
+    # the model's choice at a few call sizes, and where it changes, come with the job
+    assert [p.bytes for p in job.predictions] == [64 << 10, 1 << 20, 25 << 20]
+    assert all(p.seconds == min(p.seconds_by_method.values()) or p.method == "ina" for p in job.predictions)
+    assert all(c.below != c.above for c in job.crossovers)
     spec = JobSpec.from_json(job.spec_json, "the service")
     assert [m.host for m in spec.members] == ["h1", "h2", "h3"] and spec.pool_size == 64
     assert client.get(job.name).spec_json == job.spec_json and [j.name for j in client.list()] == [job.name]
@@ -155,7 +159,7 @@ def test_a_job_that_does_not_fit_gets_a_smaller_pool_then_the_ring(net, client):
     last, _ = client.create("last", ["h2", "h4"], pool_size=64, lease_seconds=60)
     assert last.pool_size == 8 and client.status().switches[0].free_slots == 0
     ring, _ = client.create("ring", ["h1", "h3"], pool_size=64, lease_seconds=60)
-    assert (ring.mode, ring.trees, ring.ina_share) == ("ring", 0, 0.0)
+    assert (ring.mode, ring.trees) == ("ring", 0) and {p.method for p in ring.predictions} == {"ring"}
     assert ring.admission.startswith("ring alone: no tree fits") and "no 4 free" not in ring.admission
     assert sums_exactly(JobSpec.from_json(smaller.spec_json, "service"))
     status = {j.name: j.admission for j in client.status().jobs}
@@ -343,7 +347,7 @@ def test_ina_ctl_serve_and_its_clients_and_a_sigkill(net, tmp_path):
         service.wait()
         service = start_service()
         listed = _ina_ctl(*to_it, "job", "list").stdout
-        assert listed.startswith("train: ina, 100% through 1 tree(s) of pool 64 on s1; lease 600 s")
+        assert listed.startswith("train: mode auto (64 KB ") and "1 tree(s) of pool 64 on s1; lease 600 s" in listed
         assert "s1 (v1model): 960 of 1024 slots" in _ina_ctl(*to_it, "status").stdout
         wrong = _ina_ctl(*to_it, "job", "delete", "train", "--secret", "guess", check=False)
         assert wrong.returncode == 1 and "PERMISSION_DENIED" in wrong.stderr
@@ -370,7 +374,7 @@ def test_two_hand_run_creates_at_once_take_turns(net, tmp_path):
         _, err = p.communicate(timeout=60)
         assert p.returncode == 0, err
     state = json.loads((net_file.parent / "controller-state.json").read_text())
-    assert state["format"] == 2 and sorted(state["jobs"]) == ["one", "two"]
+    assert state["format"] == 3 and sorted(state["jobs"]) == ["one", "two"]
     trees = [state["jobs"][n]["trees"][0] for n in ("one", "two")]
     assert trees[0]["job_id"] != trees[1]["job_id"]
     assert {t["allocations"]["s1"]["pool_base"] for t in trees} == {0, 64}

@@ -169,7 +169,7 @@ def serve_wire():  # each datagram as the frame a host would send; each frame ou
 
 
 threading.Thread(target=serve_wire, daemon=True).start()
-spec = controller.create_job("wheel", sorted(hosts), 16)
+spec = controller.create_job("wheel", sorted(hosts), 16, mode="ina")
 rng = np.random.default_rng(32)
 ints = [rng.integers(-2**20, 2**20, 3000, dtype=np.int32) for _ in range(WORKERS)]
 floats = [rng.standard_normal(5000).astype(np.float32) * 10.0 ** rng.integers(-3, 4) for _ in range(WORKERS)]

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.loopback_net import Faults, LoopbackNet
-from worker import AllreduceError, AllreduceTimeout, SwitchOverflowError, Worker, quantize
+from worker import AllreduceError, AllreduceTimeout, SwitchOverflowError, Worker, calls, quantize
 from worker.buffers import BufferPool
 from worker.engine import Congestion
 from worker.jobspec import JobSpec, JobSpecError
@@ -328,14 +328,15 @@ def hybrid_job(net: LoopbackNet, name: str, alpha: float, pool_size: int = 16) -
 @pytest.mark.parametrize("alpha", [0.0, 0.3, 0.5, 1.0])
 def test_hybrid_calls_split_between_the_trees_and_the_ring(net3, alpha):
     spec = hybrid_job(net3, f"h{int(alpha * 10)}", alpha) if alpha < 1 else net3.job("pure", pool_size=16)
-    assert spec.ina_share == alpha and spec.ring_port is not None and bool(spec.trees) == (alpha > 0)
+    assert spec.choose(10_000, np.float32).ina_share == alpha and bool(spec.trees) == (alpha > 0)
+    assert spec.ring_port is not None
     rng = np.random.default_rng(12)
     arrays = [rng.standard_normal(10_000).astype(np.float32) * 100 for _ in range(3)]  # 157 chunks of 64
     results, workers = run_workers(spec, arrays, calls=2)
     for call in range(2):
         check_sum([r[call] for r in results], arrays, ring=alpha == 0)  # a ring alone sums in float32
-    k = spec.ina_chunks(157)
-    assert k == round(alpha * 157)
+    k = calls.ina_chunks(alpha, 157)
+    assert k == round(alpha * 157) and all(w.last_choice.ina_share == alpha for w in workers)
     ina = 2 * (k + min(16, k)) if k else 0  # per worker: the trees' chunks plus one window of exponents per call
     assert workers[0].stats.results == ina
     parts = workers[0].last_parts  # what calibration and benchmarks time each part by
@@ -392,7 +393,8 @@ def test_a_dead_peer_fails_the_call_naming_the_part(net3, alpha, part):
 def test_a_dead_switch_path_fails_a_hybrid_call_naming_the_tree(net3):
     spec = hybrid_job(net3, "no-switch", 0.5)
     (tree,) = spec.trees
-    net3.controller.io.remove("s1", *net3.controller._job_entries(net3.controller.state.jobs["no-switch"], "s1"))
+    net3.controller.io.remove("s1", *net3.controller.reconciler.job_entries(net3.controller.state.jobs["no-switch"],
+                                                                            "s1"))
     workers = [Worker(spec, r, timeout=1.0) for r in range(3)]
     futures = [w.allreduce_async(np.ones(5_000, np.float32)) for w in workers]
     for f in futures:
@@ -417,7 +419,7 @@ def test_job_spec_round_trip_and_bad_specs(net3, tmp_path):
         replace(spec, trees=(spec.trees[0], replace(spec.trees[1], port=spec.trees[0].port)))
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"name": "old", "job_id": 1, "members": []}))
-    with pytest.raises(JobSpecError, match="not a job spec of format ina-job/2"):
+    with pytest.raises(JobSpecError, match="not a job spec of format ina-job/3"):
         JobSpec.load(old)
     with pytest.raises(JobSpecError, match="cannot read"):
         JobSpec.load(tmp_path / "missing.json")

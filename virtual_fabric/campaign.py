@@ -76,7 +76,7 @@ def draw(seed: int) -> Scenario:
         s.faults["reordering"] = round(rng.uniform(0.01, 0.2), 3)
     if "duplication" in faults or "reordering" in faults:
         s.faults["late_by"] = round(rng.uniform(0.0002, 0.03), 4)  # seconds: past the RTO, past a slot's reuse
-    # moments as a share of the job's length at link rate (a restart may come before, during or after it)
+    # moments as a share of the job's length (a restart may come before, during or after it)
     for kind in ("switch_down", "link_down", "worker_dies"):
         if kind in faults:
             s.faults[kind] = round(rng.uniform(0.0, 1.5), 3)
@@ -192,9 +192,9 @@ def play(s: Scenario, fabric: Fabric) -> Outcome:
         c.faults.duplication = float(s.faults.get("duplication", 0.0))
         c.faults.reorder = float(s.faults.get("reordering", 0.0))
         c.faults.reorder_delay = float(s.faults.get("late_by", 0.0))
-    frame = 42 + job.workers[0].P.packet_bytes
-    packets = -(-s.size // s.values) * 2 * s.calls
-    span = packets * frame * 8 / (min(s.host_mbps, s.fabric_mbps) * 1e6) + 0.001  # the job at link rate
+    planned = fabric.controller.job_plan("job")  # the job's length as the model predicts it
+    nbytes = s.size * np.dtype(s.dtype).itemsize
+    span = sum(planned.choose(nbytes, s.dtype, opening=c == 0).seconds for c in range(s.calls))
     rng = random.Random(seed * 7919 + 1)
     injected = []
     switches = sorted({sw for t in job.spec.trees for sw in _switches_of(fabric, t.job_id)})

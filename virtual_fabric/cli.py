@@ -19,10 +19,15 @@ import sys
 import time
 from collections import Counter
 
+import numpy as np
+
+from controller.job_plan import method_lines
+from controller.topology import delay_seconds
 from virtual_fabric import runs
 from virtual_fabric.campaign import run_seed, run_seeds
-from virtual_fabric.fabric import seconds
 from virtual_fabric.runs import RunConfig
+from worker.ring_layout import LAYOUTS
+from worker.tuner import MODES
 
 
 def _fault(text: str) -> tuple[str, float]:
@@ -31,7 +36,7 @@ def _fault(text: str) -> tuple[str, float]:
     if not at or not name:
         raise argparse.ArgumentTypeError(f"{text!r}: a fault is SWITCH@TIME, like core1@50us or root@50us")
     try:
-        return name, seconds(when if when[-1].isalpha() else float(when) * 1e3)
+        return name, delay_seconds(when if when[-1].isalpha() else float(when) * 1e3)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -46,13 +51,12 @@ def run(args: argparse.Namespace) -> int:
         for v in outcome.violations:
             print(f"VIOLATION {v}")
         return 1 if outcome.violations else 0
-    config = RunConfig(
-        topology=args.topology, workers=args.workers, bw=args.bw, fabric_bw=args.fabric_bw, delay=args.delay,
-        size=args.size, dtype=args.dtype, calls=args.calls, values=args.values, pool_size=args.window,
-        trees=args.trees, mode=args.mode, alpha=args.alpha, agg_rate=args.agg_rate, loss=args.loss,
-        fail=args.fail, timeout=args.timeout, until=args.until, seed=args.rng, watch_interval=args.watch_interval,
-        check=not args.no_check)
+    config = config_of(args)
     try:
+        if args.dry_run:
+            for line in dry_run(config):
+                print(line)
+            return 0
         result = runs.run(config)
     except (ValueError, OSError) as e:  # a bad topology, host count, option or fault: said by name
         print(f"ina-sim: {e}", file=sys.stderr)
@@ -65,6 +69,30 @@ def run(args: argparse.Namespace) -> int:
     failed = any(c["error"] for c in result["calls"])
     check = result["check"]
     return 1 if failed or (check and not (check["within_bound"] and check["identical"])) else 0
+
+
+def config_of(args: argparse.Namespace) -> RunConfig:
+    """`run`'s options as a run's config."""
+    return RunConfig(
+        topology=args.topology, workers=args.workers, bw=args.bw, fabric_bw=args.fabric_bw, delay=args.delay,
+        size=args.size, dtype=args.dtype, calls=args.calls, values=args.values, pool_size=args.window,
+        trees=int(args.trees) if args.trees != "auto" else "auto", mode=args.mode, alpha=args.alpha,
+        ring_layout=args.ring_layout, agg_rate=args.agg_rate, loss=args.loss, fail=args.fail, timeout=args.timeout,
+        until=args.until, seed=args.rng, watch_interval=args.watch_interval, check=not args.no_check)
+
+
+def dry_run(config: RunConfig) -> list[str]:
+    """How each call would run and what the model predicts for it, without running anything."""
+    planned, choices = runs.expected(config)
+    nbytes = config.size * np.dtype(config.dtype).itemsize
+    lines = [f"{len(planned.tree_plan.members)} workers, {len(planned.tree_plan.trees)} tree(s), mode {planned.mode}, "
+             f"ring layouts {', '.join(x.name for x in planned.layouts)}"]
+    for i, choice in enumerate(choices):
+        lines.append(f"call {i}: {choice.describe()}")
+        opening = i == 0  # later calls: the window open once the trees have carried a call
+        options = planned.options(nbytes, config.dtype, opening)
+        lines += ["  " + line for line in method_lines({m: vars(c) for m, c in options.items()}, choice.method)]
+    return lines
 
 
 def campaign(args: argparse.Namespace) -> int:
@@ -92,7 +120,7 @@ def campaign(args: argparse.Namespace) -> int:
     return 1 if violations else 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ina-sim", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="one job in the fabric, or a campaign's seed again")
@@ -111,15 +139,20 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--values", type=int, help="values per packet (default: the most the program takes)")
     r.add_argument("--window", type=int, default=64, help="the job's pool size (slots per switch)")
     r.add_argument("--trees", default="auto", help="auto (as many as the planner packs) or at most N")
-    r.add_argument("--mode", default="ina", choices=["ina", "ring", "hybrid", "auto"],
-                   help="ring and a hybrid's ring part run at flow level (docs/fabric.md)")
+    r.add_argument("--mode", default="ina", choices=MODES,
+                   help="auto: the fastest for each call, as the model predicts; ring and a hybrid's ring part run "
+                        "at flow level (docs/fabric.md)")
     r.add_argument("--alpha", type=float, help="a hybrid's share through the switches (default: the model's)")
+    r.add_argument("--ring-layout", choices=LAYOUTS,
+                   help="the ring's layout (default: the model's choice per call; flat is gloo's ring)")
     r.add_argument("--agg-rate", type=float, help="every switch of the job sums this fraction of the link rate "
                                                   "per child (C = fraction x L; sets the switches' agg_pps)")
     r.add_argument("--fail", type=_fault, action="append", default=[],
                    help="SWITCH@TIME: the switch dies then (root: the first tree's root), e.g. root@40us")
     r.add_argument("--watch-interval", type=float, default=0.5, help="the controller's watch period, virtual s")
     r.add_argument("--no-check", action="store_true", help="skip comparing results with the exact sum")
+    r.add_argument("--dry-run", action="store_true", help="print how each call would run and the model's "
+                                                          "predictions, without running")
     r.add_argument("--json", action="store_true", help="every figure as JSON")
     r.add_argument("--timeout", type=float, default=10.0)
     r.add_argument("--until", type=float, default=3600.0, help="virtual seconds at most")
@@ -128,10 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--seeds", type=int, default=100)
     c.add_argument("--seed", type=int, default=0, help="the first seed")
     c.add_argument("--processes", type=int, help="seeds run at once (default: one per CPU); the output is the same")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     logging.basicConfig(level=logging.ERROR)  # the controller's warnings are the run's, not the user's
-    if args.command == "run" and args.trees != "auto":
-        args.trees = int(args.trees)
     return run(args) if args.command == "run" else campaign(args)
 
 

@@ -7,8 +7,9 @@ The controller runs as ``ina-ctl watch`` would: one ``watch_once`` every ``watch
 seconds of virtual time, and its job spec reaches each worker ``spec_delay`` later (a real
 worker looks at the file every 0.2 s).  Control-plane calls take no virtual time.
 
-A job that sends a share round a host ring (mode ring or hybrid) runs its ring at flow level
-(``virtual_fabric.flows``, ``virtual_fabric.ring``) on the same links as the packets.
+A job whose calls may go round a host ring (any but mode ina) runs its ring at flow level
+(``virtual_fabric.flows``, ``virtual_fabric.ring``) on the same links as the packets.  The
+controller's model is given the hosts' latency (``virtual_fabric.host_latency.MEAN``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import gc
 import random
 import re
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
@@ -24,8 +26,9 @@ from controller.controller import Controller
 from controller.network import Network, SwitchAccess
 from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineOptions
-from controller.topology import Topology
+from controller.topology import Topology, delay_seconds
 from p4target.runtime.device_config import DeviceConfigCache
+from virtual_fabric import host_latency
 from virtual_fabric.events import EventLoop
 from virtual_fabric.flows import FlowNetwork, route
 from virtual_fabric.hosts import STATES, SimWorker
@@ -39,20 +42,7 @@ from worker.jobspec import JobSpec
 QUEUE_BYTES = 1_000_000  # per link direction, unless the link says "queue_bytes"
 WATCH_INTERVAL = 0.5  # seconds between two rounds of the controller's watch
 SPEC_DELAY = 0.2  # seconds until a worker sees a job spec the controller wrote
-_DELAY = re.compile(r"^\s*([\d.]+)\s*(s|ms|us)?\s*$")
 COMPILED = DeviceConfigCache()  # one image per program for every fabric of this process
-
-
-def seconds(delay: str | float | int | None) -> float:
-    """A Mininet delay ("2ms", "50us", "0.1s") in seconds."""
-    if delay is None:
-        return 0.0
-    if isinstance(delay, int | float):
-        return float(delay) / 1e3
-    m = _DELAY.match(delay)
-    if not m:
-        raise ValueError(f"delay {delay!r} is not like '2ms'")
-    return float(m[1]) * {"s": 1.0, "ms": 1e-3, "us": 1e-6, None: 1e-3}[m[2]]
 
 
 @dataclass
@@ -60,7 +50,7 @@ class Job:
     spec: JobSpec
     workers: list[SimWorker]
     seen: dict[int, int] = field(default_factory=dict)  # job id: incarnation the workers were told
-    ring: Ring | None = None  # when the job sends a share round a host ring
+    ring: Ring | None = None  # when its calls may go round a host ring
 
 
 class Fabric:
@@ -84,7 +74,7 @@ class Fabric:
         access = {name: SwitchAccess(f"virtual:{name}", s.device_id, "builtin") for name, s in self.switches.items()}
         options = PipelineOptions() if values is None else PipelineOptions(values=values)
         self.controller = Controller(Network(topology, access), options=options, connect=self._connect,
-                                     clock=self.loop.clock)
+                                     clock=self.loop.clock, host_latency=host_latency.MEAN)
         self.controller.setup()
         self.loop.at(watch_interval, self._watch)
 
@@ -94,7 +84,7 @@ class Fabric:
         options = link.options
         name = f"{sender} -> {receiver}"
         deliver = self._deliverer(receiver)
-        channel = Channel(self.loop, name, link.capacity * 1e6, seconds(options.get("delay")),
+        channel = Channel(self.loop, name, link.capacity * 1e6, delay_seconds(options.get("delay")),
                           int(options.get("queue_bytes", QUEUE_BYTES)), self.rng, deliver,
                           Faults(loss=float(options.get("loss", 0)) / 100))
         m = re.match(r"^(\w+)-p(\d+)$", sender)
@@ -126,14 +116,16 @@ class Fabric:
     def create_job(self, name: str, hosts: list[str], arrays: list[list[np.ndarray]], timeout: float = 3.0,
                    gap: float = 0.0, start: float | None = None, **options) -> Job:
         """The controller creates the job; a worker on each host makes the calls ``arrays[rank]``,
-        from ``start`` (now) on.  A job with a ring (``ina_share`` < 1: mode ring, hybrid, or auto choosing
-        one) runs it at flow level (``virtual_fabric.ring``)."""
+        from ``start`` (now) on.  A job whose calls may go round a ring (any mode but ina) runs it at flow
+        level (``virtual_fabric.ring``)."""
         spec = self.controller.create_job(name, hosts, **options)
         ring = None
-        if spec.ina_share < 1:
-            paths = [route(self.topology, self.channels, host, hosts[(rank + 1) % len(hosts)])
-                     for rank, host in enumerate(hosts)] if len(hosts) > 1 else []
-            ring = Ring(self.loop, self.flows, spec, paths)
+        if spec.mode != "ina":
+            @cache
+            def paths(a: int, b: int) -> list:
+                return route(self.topology, self.channels, hosts[a], hosts[b])
+
+            ring = Ring(self.loop, self.flows, len(hosts), paths, host_latency.HOST_LATENCY)
         workers = []
         for rank, host in enumerate(hosts):
             w = SimWorker(self.loop, spec, rank, arrays[rank], timeout, self.topology.hosts[host].mac, gap=gap,
@@ -229,7 +221,7 @@ class Fabric:
                 trees = [r.trees_seconds for w in job.workers for r in w.records if r.trees_seconds is not None]
                 parts = [f"{what} {sum(t) / len(t):.6f} s" for what, t in (("trees", trees), ("ring", ring)) if t]
                 parts = f"; per call (mean): {', '.join(parts)}" if parts else ""
-                lines.append(f"job {name} (ina_share {job.spec.ina_share:.3f}): {job.ring.summary()}{parts}")
+                lines.append(f"job {name} (mode {job.spec.mode}): {job.ring.summary()}{parts}")
         workers = [w for job in self.jobs.values() for w in job.workers]
         if workers:
             total = {s: sum(w.time_in[s] for w in workers) / len(workers) for s in STATES}

@@ -5,12 +5,13 @@ Sans-I/O: no clock and no sockets; a flow's completion is an event of the fabric
 
 What is modelled:
 
-- a flow has a path (the link directions it crosses, ``route``: the topology's shortest paths, as
-  the switches forward), a number of wire bytes, and an optional rate cap (bits/s: a paced
-  socket's ``SO_MAX_PACING_RATE``);
-- rates are max-min fair over every link direction's capacity (progressive filling), computed
-  again, for the flows that share a link with it (directly or through others), whenever a flow
-  starts or ends; flows that start or end at the same virtual time are settled once;
+- a flow has a path (the link directions it crosses, ``route``: ``Topology.route``, as the switches
+  forward), a number of wire bytes, and an optional rate cap (bits/s: a paced socket's
+  ``SO_MAX_PACING_RATE``);
+- rates are max-min fair over every link direction's capacity (``controller.fair_share``, as the
+  model computes them), computed again, for the flows that share a link with it (directly or
+  through others), whenever a flow starts or ends; flows that start or end at the same virtual
+  time are settled once;
 - packets on a link direction that flows use get what the flows leave: ``Channel.rate`` is
   lowered by the flows' total rate on it (never below ``FLOOR`` of the link's rate, so a frame is
   never held forever) and restored when they leave;
@@ -21,8 +22,8 @@ What is not: TCP's slow start and congestion window (a flow starts at its fair r
 (no bytes on the reverse direction), loss and retransmission (a flow on a down or lossy link goes
 on), queueing of flows in front of packets (packets see a slower link, not a queue of segments),
 and propagation inside a flow: whoever uses ``Flow.latency`` (the ring) adds the path's
-propagation delay once per transfer.  A bulk transfer's wire bytes are its TCP segments':
-payload x (66 + 1448) / 1448 (``TCP_WIRE``; Ethernet, IPv4 and TCP with timestamps, as Linux sends).
+propagation delay once per transfer.  A bulk transfer's wire bytes are its TCP segments'
+(``controller.rings.TCP_WIRE``), counted by whoever starts it.
 """
 
 from __future__ import annotations
@@ -32,14 +33,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from controller.hybrid import ETH_IP_TCP, TCP_MSS
+from controller.fair_share import max_min_rates
+from controller.model import FLOOR
 from controller.topology import Topology
 from virtual_fabric.events import EventLoop
 from virtual_fabric.links import Channel
-
-TCP_WIRE = (ETH_IP_TCP + TCP_MSS) / TCP_MSS  # wire bytes per payload byte of a bulk TCP transfer
-FLOOR = 0.01  # of a link's rate: what packets keep however much the flows take
-_TIE = 1e-12  # rates within this (relative) of the bottleneck level are fixed with it
 
 
 @dataclass(eq=False)
@@ -160,7 +158,9 @@ class FlowNetwork:
         self.reallocations += 1
         for f in flows:
             self._update(f, now)
-        rates = max_min_rates(list(flows), {ch: self._links[ch].base for ch in channels})
+        flows_now = list(flows)
+        rates = dict(zip(flows_now, max_min_rates([f.path for f in flows_now], [f.cap for f in flows_now],
+                                                  {ch: self._links[ch].base for ch in channels})))
         for f in flows:
             rate = rates[f]
             if rate != f.rate or f.token == 0:
@@ -188,48 +188,6 @@ class FlowNetwork:
         flow.on_done(flow)
 
 
-def max_min_rates(flows: list[Flow], capacity: dict[Channel, float]) -> dict[Flow, float]:
-    """Progressive filling: raise every unfixed flow's rate together; a link that fills fixes its flows
-    at the level reached, a flow that reaches its cap is fixed there, and the rest go on."""
-    left = dict(capacity)
-    count = dict.fromkeys(capacity, 0)
-    for f in flows:
-        for ch in f.path:
-            count[ch] += 1
-    rates: dict[Flow, float] = {}
-    unfixed = list(flows)
-    while unfixed:
-        shares = {ch: left[ch] / n for ch, n in count.items() if n > 0}
-        level = min(shares.values(), default=math.inf)
-        level = min(level, min((f.cap for f in unfixed if f.cap is not None), default=math.inf))
-        full = {ch for ch, s in shares.items() if s <= level * (1 + _TIE)}
-        fixed = [f for f in unfixed if (f.cap is not None and f.cap <= level * (1 + _TIE))
-                 or any(ch in full for ch in f.path)]
-        for f in fixed:
-            rate = max(0.0, min(level, f.cap) if f.cap is not None else level)
-            rates[f] = rate
-            for ch in f.path:
-                left[ch] = max(0.0, left[ch] - rate)
-                count[ch] -= 1
-        unfixed = [f for f in unfixed if f not in rates]
-    return rates
-
-
 def route(topology: Topology, channels: list[tuple[Channel, Channel]], src: str, dst: str) -> list[Channel]:
-    """The link directions from host ``src`` to host ``dst``: up its link, switch to switch by the
-    topology's shortest paths (``next_hops``, as the switches forward), down ``dst``'s link."""
-    def direction(index: int, sender: str) -> Channel:
-        return channels[index][0 if topology.links[index].a == sender else 1]
-
-    here, _ = topology.attachment[src]
-    last, last_port = topology.attachment[dst]
-    path = [direction(topology.host_link(src), src)]
-    hops = topology.next_hops(last)
-    while here != last:
-        if here not in hops:
-            raise ValueError(f"no path from {src} to {dst}: {here} cannot reach {last}")
-        port = hops[here]
-        path.append(direction(topology.port_links[here, port], f"{here}-p{port}"))
-        here = topology.ports[here][port].node
-    path.append(direction(topology.port_links[last, last_port], f"{last}-p{last_port}"))
-    return path
+    """The link directions from host ``src`` to host ``dst`` (``Topology.route``), as the fabric's channels."""
+    return [channels[index][direction] for index, direction in topology.route(src, dst)]

@@ -3,12 +3,14 @@ virtual time, as ``worker.driver`` drives it on sockets.
 
 Its trees send through the host's link (``transmit`` takes what the link's queue has room for:
 a full queue is a full send buffer), results come in as frames, and the core's deadlines
-become events.  The worker makes its calls one after another, each on its own arrays, and
+become events.  A frame reaches the worker's loop ``rx_delay`` after its last bit arrives, whatever
+else wakes the loop meanwhile (its pacer, a timer), and is taken at the loop's next look
+(``virtual_fabric.host_latency``).  The worker makes its calls one after another, each on its own arrays, and
 keeps each call's sums or its error; job spec changes (a switch lost its registers, a tree
 moved) reach it as they reach a real worker's spec watch, later, between two of its steps.
 
-A job with a ring (``ina_share`` < 1) cuts each call as ``Worker`` does: the first
-``round(ina_share x chunks)`` chunks through the trees, the rest round the ring
+Each call runs as ``Worker`` runs it: as its job spec chooses for its size (``JobSpec.choose``), the
+first ``round(share x chunks)`` chunks through the trees, the rest round the ring
 (``virtual_fabric.ring``, at flow level), both at once; the call ends when both have, and its
 sums are the trees' followed by the ring's.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,13 +27,16 @@ import numpy as np
 
 from virtual_fabric.events import EventLoop
 from virtual_fabric.frames import HEADER_BYTES, udp_header, udp_payload
+from virtual_fabric.host_latency import HOST_LATENCY, reaches_loop
 from virtual_fabric.links import Channel
-from virtual_fabric.ring import HOST_LATENCY, Ring, ring_dtype
+from virtual_fabric.ring import Ring
 from worker import calls as cutting
 from worker import protocol
-from worker.engine import Pacer, Stats, Tree, TreeCall, fail, step
+from worker.engine import Stats, Tree, TreeCall, fail, step
 from worker.errors import AllreduceError
 from worker.jobspec import JobSpec
+from worker.ring_layout import ring_types
+from worker.tuner import Choice
 
 # what a worker waited on, for ``time_in``: results with its window full, the last results with
 # everything sent, room in its link's queue, the pacer, the ring's part alone (the trees' is done
@@ -47,6 +53,8 @@ class CallRecord:
     result: np.ndarray | None = None
     error: str | None = None
     last_progress: float | None = None  # of the failed call: when it last had a result
+    choice: Choice | None = None  # how it ran (method, share through the switches, ring layout, prediction)
+    sent: list[int] | None = None  # packets each tree had sent before it (what the choice went by)
     trees_seconds: float | None = None  # how long the trees' part took (None: it had none, or failed)
     ring_seconds: float | None = None  # how long the ring's part took (None: it had none, or failed)
 
@@ -60,28 +68,30 @@ class SimWorker:
     timeout: float
     mac: str = "02:00:00:00:00:01"  # the host's, as frames carry it
     uplink: Channel | None = None  # set when the fabric wires the host
-    ring: Ring | None = None  # the job's ring, when ina_share < 1 (set by the fabric)
+    ring: Ring | None = None  # the job's ring, when it may use one (set by the fabric)
     gap: float = 0.0  # seconds of "computation" between calls
-    rx_delay: float = HOST_LATENCY  # a frame's way from the wire to the worker's loop (interrupts, a syscall):
-    # the frames that come meanwhile are taken in the same turn, as recvmmsg takes what is waiting
+    rx_delay: float = HOST_LATENCY  # a frame's way from the wire to the worker's loop (interrupts, a syscall)
     records: list[CallRecord] = field(default_factory=list)
     alive: bool = True
     foreign: int = 0  # frames for this host that are not for a tree of the job
     time_in: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STATES, 0.0))
     on_done: Callable[[], None] = lambda: None  # called once, when ``done`` turns true
+    # each call's sums, as (rank, call, sums), instead of keeping them in its record (a large run checks
+    # them as they come and keeps one per call)
+    hand_over: Callable[[int, int, np.ndarray], None] | None = None
 
     def __post_init__(self) -> None:
         spec, me = self.spec, self.spec.members[self.rank]
         self.P = protocol.load(spec.values, spec.udp_port)
-        pacer = Pacer(spec.ina_pace_mbps, self.P.frame_bytes) if spec.ina_pace_mbps else None
         self.trees: list[Tree] = []
         self.by_port: dict[int, Tree] = {}
         self.inbox: dict[Tree, list[bytes]] = {}
+        self.arriving: deque[tuple[float, Tree, bytes]] = deque()  # (when it reaches the loop, tree, datagram)
         self.headers: dict[Tree, bytes] = {}
-        for i, t in enumerate(spec.trees if spec.ina_share > 0 else ()):
+        for i, t in enumerate(spec.trees if spec.mode != "ring" else ()):
             tree = Tree(self._transmit_for(len(self.trees)), me.switch, t.job_id, t.children[self.rank],
                         len(spec.members), spec.pool_size, self.P, self.timeout, f"tree {i + 1} of job {spec.name}",
-                        pacer, incarnation=t.incarnation)
+                        incarnation=t.incarnation)
             self.trees.append(tree)
             self.by_port[t.port] = tree
             self.inbox[tree] = []
@@ -113,8 +123,9 @@ class SimWorker:
         if tree is None:
             self.foreign += 1
             return
-        self.inbox[tree].append(got[1])
-        self._wake_at(self.loop.now + self.rx_delay)
+        visible = self.loop.now + self.rx_delay
+        self.arriving.append((visible, tree, got[1]))
+        self._wake_at(reaches_loop(visible))
 
     def spec_changed(self, changes: dict[int, tuple[int, str]]) -> None:
         """What the worker's spec watch would read: job id -> (incarnation, tree name)."""
@@ -162,19 +173,25 @@ class SimWorker:
         if i == len(self.arrays):
             return
         array = self.arrays[i]
+        self._shape, self._dtype = array.shape, array.dtype
         self.current = CallRecord(self.loop.now)
         self.records.append(self.current)
         padded, exponents = cutting.prepare(array, self.spec.values)
         self._out = np.empty(len(padded), padded.dtype)
         self._size = array.size
-        k, parts = cutting.tree_parts(self.spec, self.trees, padded, exponents, array.dtype == np.int32, self._out)
+        sent = self.current.sent = [t.next_packet for t in self.trees] or None
+        choice = self.current.choice = self.spec.choose(array.size, array.dtype, sent)
+        cutting.pace(self.trees, choice.ina_pace_mbps, self.P.frame_bytes)
+        k, parts = cutting.tree_parts(self.spec, self.trees, padded, exponents, array.dtype == np.int32, self._out,
+                                      choice.ina_share if self.trees else 0.0)
         self.calls = [c for _, c in parts]
         self._ring_from = k * self.spec.values
         rest = padded[self._ring_from:array.size]
         self._ring_pending, self._ring_result = len(rest) > 0, None
         if len(rest):
-            data = rest.astype(ring_dtype(self.spec, array.dtype))
-            self.ring.start(self.rank, i, data, array.dtype, lambda result, error: self._ring_done(i, result, error))
+            wide, narrow = ring_types(array.dtype, choice.method == "ring" and self.spec.ring_sum == "native")
+            self.ring.start(self.rank, i, rest.astype(wide), narrow, self.spec.layout(choice.layout),
+                            choice.ring_pace_mbps, lambda result, error: self._ring_done(i, result, error))
         self._wake_at(self.loop.now)
 
     def _ring_done(self, index: int, result: np.ndarray | None, error: str | None) -> None:
@@ -210,6 +227,10 @@ class SimWorker:
         for t in self.trees:
             if t.job_id in self._spec_changes:
                 t.incarnation, t.name = self._spec_changes.pop(t.job_id)
+        arriving = self.arriving
+        while arriving and arriving[0][0] <= now:
+            _, tree, datagram = arriving.popleft()
+            self.inbox[tree].append(datagram)
         by_tree = {c.tree: c for c in self.calls if not c.complete}
         for tree, datagrams in self.inbox.items():
             call = by_tree.get(tree)
@@ -234,6 +255,8 @@ class SimWorker:
         self._state = self._what_waits(running)
         if any(t.blocked for t in self.trees):
             wake = min(wake, self.uplink.next_departure())
+        if arriving:
+            wake = min(wake, reaches_loop(arriving[0][0]))
         if wake < math.inf:
             self._wake_at(max(wake, now))
 
@@ -250,18 +273,21 @@ class SimWorker:
         record, out = self.current, self._out
         record.ended = self.loop.now
         overflowed = [c for call in self.calls for c in call.overflowed]
-        array = self.arrays[len(self.records) - 1]
         ring = self._ring_result
         if overflowed:
             record.error = f"SwitchOverflowError: {len(overflowed)} chunk(s) wrapped"
-        elif ring is not None and array.dtype == np.int32 and np.abs(ring).max(initial=0) > np.iinfo(np.int32).max:
+        elif ring is not None and self._dtype == np.int32 and np.abs(ring).max(initial=0) > np.iinfo(np.int32).max:
             record.error = f"SwitchOverflowError: the int32 sum of the ring part (elements {self._ring_from}..) " \
                            f"leaves int32"
         else:
             if ring is not None:
                 out[self._ring_from:self._size] = ring
-            record.result = out[:self._size].astype(array.dtype, copy=False).reshape(array.shape)
-        self.current, self.calls, self._ring_result = None, [], None
+            result = out[:self._size].astype(self._dtype, copy=False).reshape(self._shape)
+            if self.hand_over is not None:
+                self.hand_over(self.rank, len(self.records) - 1, result)
+            else:
+                record.result = result
+        self.current, self.calls, self._ring_result, self._out = None, [], None, None
         if record.error is None and len(self.records) < len(self.arrays):
             self.loop.after(self.gap, self._next_call)
         elif self.done:

@@ -1,7 +1,12 @@
 """One job in the fabric, as ``ina-sim run`` and the scale benchmark describe it: build the network
 (a topology file, or a builder such as ``fat_tree:16``), run the job's calls in virtual time, and
-say how long each took beside the controller's model, whether every result is within the bound,
-and where the time went.
+say how long each took beside the controller's model (the prediction the worker chose the call by,
+and every method's with its latency and bandwidth terms, as `ina-ctl job plan` prints them),
+whether every result is within the bound, and where the time went.
+
+The inputs are made as each call starts, and each call's sums are checked as they come (every
+rank's against the first's, which alone is kept for the bound), so a run's memory is one call's
+arrays per worker, not every call's.
 
 The answer is a plain dict (``--json`` prints it) whose figures depend only on the config and the
 commit, apart from ``wall`` and ``peak_rss_mb``, which say what the run cost this machine.
@@ -9,23 +14,24 @@ commit, apart from ``wall`` and ``peak_rss_mb``, which say what the run cost thi
 
 from __future__ import annotations
 
-import math
 import resource
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from controller.controller import plan_job
-from controller.plan import depth, nodes
-from controller.topology import Topology, fat_tree, leaf_spine, single, tree
-from virtual_fabric.fabric import Fabric, seconds
-from virtual_fabric.ring import HOST_LATENCY
+from controller.job_plan import JobPlan, method_lines, plan_job
+from controller.plan import nodes
+from controller.topology import Topology, delay_seconds, fat_tree, leaf_spine, single, tree
+from virtual_fabric import host_latency
+from virtual_fabric.fabric import Fabric
 from worker import quantize
+from worker.calls import ina_chunks
 from worker.cli import gradient
-from worker.engine import INITIAL_IN_FLIGHT
 from worker.protocol import load as load_protocol
 from worker.ring import summation_bound
+from worker.tuner import Choice
 
 BUILDERS = {"single": single, "tree": tree, "leaf_spine": leaf_spine, "fat_tree": fat_tree}
 LEGACY = {"single": "single:{w}", "tree": "tree:2,{half}", "leaf_spine": "leaf_spine:2,2,{half}",
@@ -47,6 +53,7 @@ class RunConfig:
     trees: int | str = "auto"
     mode: str = "ina"  # ina, ring, hybrid or auto
     alpha: float | None = None
+    ring_layout: str | None = None  # flat, hierarchical or halving_doubling (None: the model's per call)
     agg_rate: float | None = None  # each switch sums this fraction of the link rate per child it has
     loss: float = 0.0  # % of frames lost on every link
     fail: list[tuple[str, float]] = field(default_factory=list)  # (switch or "root", virtual s): killed then
@@ -55,6 +62,35 @@ class RunConfig:
     seed: int = 0  # the run's random draws (loss)
     watch_interval: float = 0.5  # the controller's watch period (virtual s)
     check: bool = True  # compare every result with the exact sum
+
+
+class Inputs(Sequence):
+    """One rank's arrays, one per call, made when asked (``gradient``: the same every time)."""
+
+    def __init__(self, rank: int, config: RunConfig) -> None:
+        self.rank, self.config = rank, config
+
+    def __len__(self) -> int:
+        return self.config.calls
+
+    def __getitem__(self, call: int) -> np.ndarray:
+        if not 0 <= call < self.config.calls:
+            raise IndexError(call)
+        return gradient(call, self.rank, self.config.size, self.config.dtype)
+
+
+class Sums:
+    """Each call's sums as the workers finish it: every rank's against the first's (kept for the bound)."""
+
+    def __init__(self) -> None:
+        self.first: dict[int, np.ndarray] = {}
+        self.identical: dict[int, bool] = {}
+
+    def take(self, rank: int, call: int, result: np.ndarray) -> None:
+        if call not in self.first:
+            self.first[call], self.identical[call] = result.copy(), True
+        elif not np.array_equal(result, self.first[call]):
+            self.identical[call] = False
 
 
 def build_topology(config: RunConfig) -> Topology:
@@ -81,7 +117,7 @@ def build_topology(config: RunConfig) -> Topology:
         for link in spec["links"]:
             link.append({"bw": config.bw if any(e.startswith("h") and "-p" not in e for e in link[:2]) else fabric_bw})
     if config.delay:
-        seconds(config.delay)  # a bad delay fails here, by name
+        delay_seconds(config.delay)  # a bad delay fails here, by name
         for link in spec["links"]:
             link[2]["delay"] = config.delay
     return Topology.from_dict(spec)
@@ -100,7 +136,7 @@ def with_aggregation_rate(topology: Topology, hosts: list[str], config: RunConfi
     each worker send at ``agg_rate`` x L (C, in docs/hybrid.md's terms).  The planner does not read
     ``agg_pps``, so the trees are those planned without it."""
     P = load_protocol(config.values)
-    found = plan_job(topology, hosts, P, config.trees, "ina").tree_plan
+    found = plan_job(topology, hosts, P, config.trees, "ina", pool_size=config.pool_size).tree_plan
     frames = config.agg_rate * found.rate * 1e6 / (P.frame_bytes * 8)  # per child and second, at C
     load: dict[str, float] = {}
     for t in found.trees:
@@ -112,6 +148,29 @@ def with_aggregation_rate(topology: Topology, hosts: list[str], config: RunConfi
     return Topology.from_dict(data)
 
 
+def expected(config: RunConfig) -> tuple[JobPlan, list[Choice]]:
+    """The job's plan as the fabric's controller makes it, and how each call will run (its method, split,
+    layout and predicted time), without running it: the workers' choices follow from the spec, the
+    calls' sizes and the packets the trees sent before, all known in advance."""
+    topology = build_topology(config)
+    hosts = members(topology, config.workers)
+    if config.agg_rate is not None:
+        topology = with_aggregation_rate(topology, hosts, config)
+    P = load_protocol(config.values)
+    planned = plan_job(topology, hosts, P, config.trees, config.mode, config.alpha, pool_size=config.pool_size,
+                       ring_layout=config.ring_layout, host_latency=host_latency.MEAN)
+    dtype, chunks = np.dtype(config.dtype), -(-config.size // P.values)
+    sent, choices = [0] * len(planned.tree_plan.trees), []
+    for _ in range(config.calls):
+        choice = planned.model.choose(config.size, dtype, sent, planned.mode, planned.ring_sum == "native",
+                                      planned.ring_layout, planned.alpha)
+        choices.append(choice)
+        if planned.model.ina is not None:
+            done = planned.model.ina.packets(ina_chunks(choice.ina_share, chunks), dtype == np.int32)
+            sent = [s + d for s, d in zip(sent, done)]
+    return planned, choices
+
+
 def run(config: RunConfig) -> dict:
     """Build, run, check; the figures as a dict."""
     started = time.perf_counter()
@@ -120,12 +179,15 @@ def run(config: RunConfig) -> dict:
     if config.agg_rate is not None:
         topology = with_aggregation_rate(topology, hosts, config)
     fabric = Fabric(topology, config.seed, values=config.values, watch_interval=config.watch_interval)
-    arrays = [[gradient(call, rank, config.size, config.dtype) for call in range(config.calls)]
-              for rank in range(len(hosts))]
-    options = {"pool_size": config.pool_size, "trees": config.trees, "mode": config.mode}
+    options = {"pool_size": config.pool_size, "trees": config.trees, "mode": config.mode,
+               "ring_layout": config.ring_layout}
     if config.alpha is not None:
         options["alpha"] = config.alpha
-    job = fabric.create_job("sim", hosts, arrays, timeout=config.timeout, **options)
+    sums = Sums()
+    job = fabric.create_job("sim", hosts, [Inputs(rank, config) for rank in range(len(hosts))],
+                            timeout=config.timeout, **options)
+    for w in job.workers:
+        w.hand_over = sums.take
     for c in fabric.all_channels():
         c.faults.loss = config.loss / 100
     injected = []
@@ -138,12 +200,7 @@ def run(config: RunConfig) -> dict:
     built = time.perf_counter()
     fabric.run(config.until)
     ran = time.perf_counter()
-    planned = fabric.controller.plan(hosts, trees=config.trees, mode=config.mode, alpha=config.alpha)
-    nbytes = config.size * np.dtype(config.dtype).itemsize
-    model = planned.seconds_per_mb() * nbytes / 1e6
-    latency = latency_terms(topology, hosts, planned, job, config)
-    with_latency = model + {"ina": latency["ina"], "ring": latency["ring"]}.get(
-        planned.split.mode, max(latency["ina"], latency["ring"]))
+    planned = fabric.controller.job_plan("sim")
     calls = []
     for c in range(config.calls):
         records = [w.records[c] for w in job.workers if len(w.records) > c]
@@ -151,24 +208,29 @@ def run(config: RunConfig) -> dict:
         ended = [r.ended for r in records if r.ended is not None and not r.error]
         done = len(ended) == len(hosts)
         took = max(ended) - min(r.started for r in records) if done else None
-        predicted = with_latency + (latency["slow_start"] if c == 0 and planned.split.mode != "ring" else 0.0)
-        calls.append({"seconds": took, "model": model, "ratio": took / model if took and model else None,
-                      "model_with_latency": predicted,
-                      "ratio_with_latency": took / predicted if took and predicted else None,
+        choice = records[0].choice if records else None
+        options_then = planned.model.options(config.size, np.dtype(config.dtype), records[0].sent,
+                                             planned.ring_sum == "native", planned.ring_layout, planned.alpha) \
+            if records else {}
+        calls.append({"seconds": took, "method": choice and choice.method, "ina_share": choice and choice.ina_share,
+                      "layout": choice and choice.layout, "model": choice and choice.seconds,
+                      "ratio": took / choice.seconds if took and choice and choice.seconds else None,
+                      "methods": {m: {"seconds": o.seconds, "latency": o.latency, "ina_share": o.ina_share,
+                                      "layout": o.layout} for m, o in options_then.items()},
                       "error": None if done else (errors[0] if errors else "unfinished")})
-    check = _check(job, arrays, config) if config.check else {}
+    check = _check(job, sums, config) if config.check else {}
     checked = time.perf_counter()
     spec = job.spec
     return {
         "config": asdict(config),
         "job": {"workers": len(hosts), "switches": len(topology.switches), "trees": len(spec.trees),
                 "roots": [t.root for t in spec.trees], "values": spec.values, "pool_size": spec.pool_size,
-                "mode": planned.split.mode, "ina_share": spec.ina_share, "why": planned.split.why,
-                "model_seconds_per_mb": planned.split.seconds_per_mb, "plan_rate_mbps": planned.tree_plan.rate},
+                "mode": spec.mode, "layouts": [x.name for x in spec.ring_arrangements],
+                "ina_limit_mbps": None if planned.limit_mbps == float("inf") else planned.limit_mbps,
+                "why": planned.why, "plan_rate_mbps": planned.tree_plan.rate},
         "calls": calls,
         "check": check,
         "faults": {"injected": injected, "controller": [f"{t:.6f} s: {line}" for t, line in fabric.log]},
-        "latency": latency,
         "where": where_time_went(fabric, job),
         "virtual": fabric.loop.now,
         "events": fabric.loop.events,
@@ -177,38 +239,6 @@ def run(config: RunConfig) -> dict:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "report": fabric.report(),
     }
-
-
-def latency_terms(topology: Topology, hosts: list[str], planned, job, config: RunConfig) -> dict:
-    """What the link-rate model leaves out, per call (steady state: the window already open):
-    INA, two round trips of the deepest tree (the exponent-only packets that open the call wait a
-    round trip for their results before values go; the last results come a round trip after the
-    last packet), a round trip being at least what the trees' windows take to cross a host link,
-    and on the first call the slow start that opens the window;
-    a ring, 2(N-1) steps of its path's propagation and the host's latency each."""
-    P = load_protocol(config.values)
-    bits, delay = P.frame_bytes * 8, seconds(config.delay) if config.delay else 0.0
-    host_hop = bits / (config.bw * 1e6) + delay
-    fabric_hop = bits / ((config.fabric_bw or config.bw) * 1e6) + delay
-    trees = planned.tree_plan.trees
-    deepest = max((depth(topology, hosts, t.tree) for t in trees), default=0)
-    empty = 2 * (host_hop + deepest * fabric_hop) + HOST_LATENCY
-    # every tree's full window in flight: what the host link cannot carry in one empty round trip
-    # waits in its queue, and the round trip is as long as the link takes to send the windows
-    windows = job.spec.pool_size * len(trees) * bits / (planned.tree_plan.rate * 1e6) if trees else 0.0
-    round_trip = max(empty, windows)
-    ring = job.ring
-    step = float(np.mean(ring.latency)) if ring is not None and ring.latency else 0.0
-    # the first call opens each tree's window by slow start: a round trip per doubling from
-    # INITIAL_IN_FLIGHT to what the tree's rate fills in a round trip, less what those rounds sent
-    slow_start = 0.0
-    if trees:
-        rate = min(planned.tree_plan.rate, planned.split.capacity.ina_mbps) * 1e6 / len(trees)
-        target = min(job.spec.pool_size, rate * round_trip / bits)
-        rounds = max(0, math.ceil(math.log2(max(target, 1) / INITIAL_IN_FLIGHT)))
-        slow_start = max(0.0, rounds * round_trip - INITIAL_IN_FLIGHT * (2 ** rounds - 1) * bits / rate)
-    return {"round_trip": round_trip, "ina": 2 * round_trip if trees else 0.0, "slow_start": slow_start,
-            "ring_step": step, "ring": 2 * (len(hosts) - 1) * step}
 
 
 def where_time_went(fabric: Fabric, job) -> dict:
@@ -234,47 +264,71 @@ def where_time_went(fabric: Fabric, job) -> dict:
     }
 
 
-def _check(job, arrays: list[list[np.ndarray]], config: RunConfig) -> dict:
-    """Every completed call against the exact sum: within the switches' bound (a ring alone: float
-    summation's), and the same bits on every worker.  Streams over the ranks (1,024 x 1 MB fits)."""
+def _check(job, sums: Sums, config: RunConfig) -> dict:
+    """Every completed call against the exact sum: within the switches' bound (a ring alone in the tensor's
+    type: float summation's), and the same bits on every worker.  The inputs are made again, one rank at a
+    time (1,024 x 1 MB fits)."""
     out = {"within_bound": True, "identical": True, "max_error": 0.0, "calls_checked": 0}
-    in_type = job.spec.ring_in_tensor_type
+    n = len(job.workers)
     for c in range(config.calls):
-        results = [w.records[c].result for w in job.workers if len(w.records) > c]
-        if any(r is None for r in results) or len(results) < len(job.workers):
+        records = [w.records[c] for w in job.workers if len(w.records) > c]
+        if len(records) < n or any(r.error or r.ended is None for r in records) or c not in sums.first:
             continue
-        inputs = [per_rank[c] for per_rank in arrays]
-        exact = np.zeros(inputs[0].size)
+        small = n * config.size * np.dtype(config.dtype).itemsize <= 1 << 29
+        inputs = [Inputs(rank, config)[c] for rank in range(n)] if small else _Made(n, config, c)
+        exact = np.zeros(config.size)
         for a in inputs:
             exact += a.astype(np.float64).reshape(-1)
+        choice = records[0].choice
+        in_type = choice.method == "ring" and job.spec.ring_sum == "native" and config.dtype != "int32"
         bound = summation_bound(inputs).reshape(-1) if in_type else quantize.elementwise_bound(inputs, job.spec.values)
         out_type = np.float32 if config.dtype == "int32" else np.dtype(config.dtype)
         bound = bound + np.abs(exact) * float(np.finfo(out_type).eps)
-        first = results[0].reshape(-1)
-        err = np.abs(first.astype(np.float64) - exact)
+        err = np.abs(sums.first[c].reshape(-1).astype(np.float64) - exact)
         out["max_error"] = max(out["max_error"], float(err.max(initial=0.0)))
         out["within_bound"] &= bool((err <= bound).all())
-        out["identical"] &= all(np.array_equal(first, r.reshape(-1)) for r in results[1:])
+        out["identical"] &= sums.identical[c]
         out["calls_checked"] += 1
     if out["calls_checked"] == 0:
         out["within_bound"] = out["identical"] = False
     return out
 
 
+class _Made(Sequence):
+    """Every rank's input of one call, made when asked: a large job's are never all in memory at once."""
+
+    def __init__(self, n: int, config: RunConfig, call: int) -> None:
+        self.n, self.config, self.call = n, config, call
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, rank: int) -> np.ndarray:
+        if not 0 <= rank < self.n:
+            raise IndexError(rank)
+        return Inputs(rank, self.config)[self.call]
+
+
+def _limit(job: dict) -> str:
+    if job["ina_limit_mbps"] is None:
+        return "no aggregation limit known"
+    return f"{job['ina_limit_mbps']:g} Mb/s per worker ({job['why']})"
+
+
 def summary(result: dict) -> list[str]:
     """What ``ina-sim run`` prints."""
     job, cfg = result["job"], result["config"]
-    lines = [f"job: {job['workers']} workers on {cfg['topology']} ({job['switches']} switches), mode {job['mode']}"
-             f" (ina share {job['ina_share']:.3f}), {job['trees']} tree(s), V={job['values']}, "
-             f"W={job['pool_size']}, {cfg['size']} {cfg['dtype']} values per call",
-             f"why: {job['why']}"]
+    lines = [f"job: {job['workers']} workers on {cfg['topology']} ({job['switches']} switches), mode {job['mode']}, "
+             f"{job['trees']} tree(s), V={job['values']}, W={job['pool_size']}, ring layouts "
+             f"{', '.join(job['layouts'])}; {cfg['size']} {cfg['dtype']} values per call",
+             f"C: {_limit(job)}"]
     for i, c in enumerate(result["calls"]):
         if c["error"]:
             lines.append(f"call {i}: failed: {c['error']}")
-        else:
-            lines.append(f"call {i}: {c['seconds'] * 1e6:.1f} us virtual; link-rate model {c['model'] * 1e6:.1f} us "
-                         f"({c['ratio']:.3f}x), with round trips and ring steps {c['model_with_latency'] * 1e6:.1f} us "
-                         f"({c['ratio_with_latency']:.3f}x)")
+            continue
+        lines.append(f"call {i}: {c['seconds'] * 1e6:,.1f} us virtual, {c['method']}; the model said "
+                     f"{c['model'] * 1e6:,.1f} us ({c['ratio']:.3f}x)")
+        lines += ["  " + line for line in method_lines(c["methods"], c["method"])]
     check = result["check"]
     if check:
         lines.append(f"every result within the bound: {check['within_bound']}; identical on every worker: "

@@ -9,10 +9,10 @@
 
 Every worker of the job must make the same sequence of calls with arrays of the same size
 (as with any collective); the sum is the switch's, so every worker gets the same bits back.
-A job over several aggregation trees splits each call by the trees' shares, on chunk
-boundaries, and runs the parts at once (one socket per tree, one I/O loop).  A hybrid job
-also sends a share of each call round a TCP ring of its members (``worker.ring``), on a
-second thread, at the same time: the trees take what they can, the ring the rest.
+Each call runs as its job's spec chooses for its size (``JobSpec.choose``: through the trees, round a
+TCP ring of the members, or both at once).  A call's part through several aggregation trees is split
+by the trees' shares, on chunk boundaries, and the parts run at once (one socket per tree, one I/O
+loop); a ring part runs on a second thread at the same time (``worker.ring``).
 """
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ from ina_api.client import CONTROLLER_ENV, JobsClient
 from worker import calls, driver, protocol
 from worker.batch_io import BatchSocket
 from worker.buffers import BufferPool
-from worker.engine import Pacer, Stats, Tree, overflow_error
+from worker.engine import Stats, Tree, overflow_error
 from worker.errors import AllreduceError, SwitchOverflowError
 from worker.jobspec import JobSpec, SpecWatch, spec_path
 from worker.ring import RingError, RingWorker
+from worker.ring_layout import ring_types
 from worker.service_job import JOIN_TIMEOUT, ServiceJob
+from worker.tuner import Choice
 
 
 class Worker:
@@ -56,16 +58,15 @@ class Worker:
             raise ValueError(f"window {window} must be within 1..{spec.pool_size} (the job's pool size)")
         self.spec, self.rank = spec, rank
         me = spec.members[rank]
-        P = protocol.load(spec.values, spec.udp_port)
-        pacer = Pacer(spec.ina_pace_mbps, P.frame_bytes) if spec.ina_pace_mbps else None
+        P = self._P = protocol.load(spec.values, spec.udp_port)
         self._trees: list[Tree] = []
         self._sockets: dict[Tree, BatchSocket] = {}
         try:
-            for i, tree in enumerate(spec.trees if spec.ina_share > 0 else ()):
+            for i, tree in enumerate(spec.trees if spec.mode != "ring" else ()):
                 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 io = BatchSocket(sock, P.packet_bytes, (me.switch_ip, spec.udp_port))
                 t = Tree(io.send, me.switch, tree.job_id, tree.children[rank], len(spec.members), window, P,
-                         timeout, _tree_name(spec, i), pacer, incarnation=tree.incarnation)
+                         timeout, _tree_name(spec, i), incarnation=tree.incarnation)
                 self._trees.append(t)
                 self._sockets[t] = io
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
@@ -86,6 +87,7 @@ class Worker:
         self._broken = False
         self._closed = False
         self.last_parts: dict[str, float] = {}  # seconds each part of the last call took ("trees", "ring")
+        self.last_choice: Choice | None = None  # how the last call ran (its method, share, layout, prediction)
         self._lock = threading.Lock()
         self._pool = BufferPool()  # calls' private copies of their input, and allreduce_'s sums
         self._watching = threading.Event()  # set: stop watching
@@ -314,11 +316,15 @@ class Worker:
                                  "matches the other workers'; start a new job")
         V = self.spec.values
         exact = dtype == np.int32
-        k, parts = calls.tree_parts(self.spec, self._trees, padded, exponents, exact, out)
+        choice = self.last_choice = self.spec.choose(size, dtype, [t.next_packet for t in self._trees] or None)
+        calls.pace(self._trees, choice.ina_pace_mbps, self._P.frame_bytes)
+        k, parts = calls.tree_parts(self.spec, self._trees, padded, exponents, exact, out,
+                                    choice.ina_share if self._trees else 0.0)
         stop = threading.Event()
         rest = padded[k * V:size]
-        data = rest.astype(self._ring_dtype(dtype))  # a copy: padded goes back to the pool
-        ring = self._ring_io.submit(self._ring_part, data, dtype, stop) if len(rest) else None
+        wide, narrow = ring_types(dtype, choice.method == "ring" and self.spec.ring_sum == "native")
+        data = rest.astype(wide)  # a copy: padded goes back to the pool
+        ring = self._ring_io.submit(self._ring_part, data, narrow, choice, stop) if len(rest) else None
         started = time.perf_counter()
         try:
             busy = {call.tree for _, call in parts}
@@ -344,25 +350,21 @@ class Worker:
             raise SwitchOverflowError(f"the int32 sum of the ring part (elements {k * V}..) leaves int32")
         out[k * V:size] = ring_sum
 
-    def _ring_dtype(self, dtype: np.dtype) -> type:
-        """What the ring sums in.  int32 in int64, so an overflow is seen (as the switches report it), not
-        wrapped.  A pure ring in the tensor's own type, as gloo does: 2(N-1)/N of it on each link.  A
-        hybrid's ring part (or ``ring_sum="float64"``) in float64 partials, cast once: float32 partial
-        sums would err beyond the switches' stated bound (docs/hybrid.md)."""
-        if dtype == np.int32:
-            return np.int64
-        return dtype.type if self.spec.ring_in_tensor_type or dtype == np.float64 else np.float64
-
-    def _ring_part(self, data: np.ndarray, dtype: np.dtype, stop: threading.Event) -> tuple[np.ndarray, float]:
-        """The ring's share of a call, in ``data``'s dtype (``_ring_dtype``), cast once to ``dtype``; an
-        int32 sum is checked after; and the seconds it took.  A failure stops the trees too."""
+    def _ring_part(self, data: np.ndarray, narrow: np.dtype, choice: Choice,
+                   stop: threading.Event) -> tuple[np.ndarray, float]:
+        """The ring's share of a call, summed in ``data``'s dtype (``ring_types``) and cast once to
+        ``narrow``, in the call's layout and pace; an int32 sum is checked after; and the seconds it took.
+        A failure stops the trees too."""
         try:
             if self._ring is None:
                 self._ring = RingWorker(self.rank, self.spec.ring_peers, timeout=self._timeout,
-                                        pacing_mbps=self.spec.ring_pace_mbps)
+                                        layouts=self.spec.ring_arrangements)
             started = time.perf_counter()
-            summed_as_is = data.dtype in (np.dtype(np.int64), dtype)
-            total = self._ring.allreduce_(data) if summed_as_is else self._ring.allreduce_cast(data, dtype)
+            layout = self.spec.layout(choice.layout)
+            if data.dtype == narrow:
+                total = self._ring.allreduce_(data, layout, choice.ring_pace_mbps)
+            else:
+                total = self._ring.allreduce_cast(data, narrow, layout, choice.ring_pace_mbps)
             return total, time.perf_counter() - started
         except (RingError, OSError) as e:
             self._broken = True

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from worker import quantize
-from worker.engine import Tree, TreeCall
+from worker.engine import Pacer, Tree, TreeCall
 from worker.jobspec import JobSpec
 
 SUPPORTED = (np.float32, np.float64, np.float16, np.int32)
@@ -37,14 +37,30 @@ def prepare(array: np.ndarray, values: int, take: Callable[[int, type], np.ndarr
     return padded, quantize.peak_exponents(peaks)
 
 
+def ina_chunks(share: float, chunks: int) -> int:
+    """How many of a call's chunks go through the trees (the first ones) at this share; the rest go round
+    the ring."""
+    return chunks if share >= 1 else round(share * chunks)
+
+
 def tree_parts(spec: JobSpec, trees: list[Tree], padded: np.ndarray, exponents: np.ndarray | None, exact: bool,
-               out: np.ndarray) -> tuple[int, list[tuple[int, TreeCall]]]:
+               out: np.ndarray, share: float) -> tuple[int, list[tuple[int, TreeCall]]]:
     """The trees' share of a call: k, the chunks that go through them (the first ones; the rest go
     round the ring), and each tree's (first chunk, TreeCall) writing its sums into ``out``."""
     V = spec.values
-    k = spec.ina_chunks(len(padded) // V)
+    k = ina_chunks(share, len(padded) // V)
     chunks = padded[:k * V].reshape(k, V)
     sums = out[:k * V].reshape(k, V)
     return k, [(first, TreeCall(tree, chunks[first:end], exact, sums[first:end],
                                 None if exponents is None else exponents[first:end]))
                for tree, (first, end) in zip(trees, spec.split(k)) if end > first]
+
+
+def pace(trees: list[Tree], mbps: float | None, frame_bytes: int) -> None:
+    """The trees' pacer for a call (one, shared: the most they offer the switches together; None: none)."""
+    current = trees[0].pacer if trees else None
+    if (current.mbps if current is not None else None) == mbps:
+        return
+    pacer = Pacer(mbps, frame_bytes) if mbps else None
+    for t in trees:
+        t.pacer = pacer

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                           "parts": w.last_parts}
                 if args.check:
                     arrays = [gradient(args.seed, r, args.size, args.dtype) for r in range(len(spec.members))]
-                    in_type = spec.ring_in_tensor_type and result.dtype.kind == "f"
+                    in_type = w.last_choice.method == "ring" and spec.ring_sum == "native" and result.dtype.kind == "f"
                     report["max_error"], report["within_bound"] = bound_ok(result, arrays, spec.values, in_type)
                 print(json.dumps(report), flush=True)
     except (AllreduceError, OSError, ValueError) as e:

@@ -5,29 +5,28 @@ controller), so training hosts read it with the standard library and numpy alone
 
 A job runs over one or more aggregation trees.  Each tree is its own job id in the
 dataplane, with its own slot pools on its switches and its own UDP port at every worker;
-every allreduce is split over the trees by their shares, on chunk boundaries::
+a call's share through the switches is split over the trees by their shares, on chunk
+boundaries::
 
-    {"format": "ina-job/2", "name": "train", "values": 64, "udp_port": 48879, "pool_size": 64,
+    {"format": "ina-job/3", "name": "train", "values": 64, "udp_port": 48879, "pool_size": 64,
      "members": [{"rank": 0, "host": "h1", "ip": "10.0.0.1", "switch": "leaf1",
                   "switch_ip": "10.0.0.254", "switch_mac": "02:00:00:00:fe:01"}, ...],
      "trees": [{"job_id": 7, "root": "spine1", "share": 0.5, "rate_mbps": 4.0, "port": 16391,
-                "children": [0, 1, 0, 1]}, ...]}
+                "children": [0, 1, 0, 1]}, ...],
+     "mode": "auto", "ring_port": 16396, "layouts": [{"name": "flat", "levels": [4], "order": [0, 1, 2, 3]}],
+     "model": {...}}
 
 ``children[rank]`` is the member's child index at its switch in that tree (the ``child``
 header field, its bit in the slot bitmap).
 
-A hybrid job also sends the share ``1 - ina_share`` of every allreduce through a TCP ring of
-its members (each listening on ``ring_port``) at the same time, and paces its packets to the
-switches at ``ina_pace_mbps`` (wire Mb/s) so they never offer more than the trees take, and
-the ring's connections at ``ring_pace_mbps`` (the rest of the link): unpaced, TCP fills the
-queues in front of the switches' packets, whose RTT-bound slot window then starves::
-
-    "ina_share": 0.6, "ring_port": 16396, "ina_pace_mbps": 2.0, "ring_pace_mbps": 1.6
-
-``ina_share`` 1 (the default) is pure in-network aggregation, 0 a pure ring (no trees).  A pure
-ring sums in the tensor's own type, as gloo and NCCL do (2(N-1)/N of it on each link); with
-``"ring_sum": "float64"`` it sums float32 in float64 partials (3(N-1)/N), as a hybrid's ring part
-always does, so that part keeps the switches' stated error bound.
+Each call runs as the job's ``mode`` says: ``ina`` through the trees, ``ring`` round a TCP ring of the
+members (each listening on ``ring_port``) in one of the job's ``layouts``, ``hybrid`` both at once on
+shares of the call, or ``auto``: whichever the model (``worker.tuner.CallModel``, the controller's
+numbers) predicts fastest for the call's size, as NCCL's tuner chooses.  ``alpha`` fixes a hybrid's
+share through the switches, ``ring_layout`` the ring's layout.  A ring alone sums in the tensor's own
+type, as gloo and NCCL do (2(N-1)/N of it on each link); with ``"ring_sum": "float64"`` it sums float32
+in float64 partials (3(N-1)/N), as a hybrid's ring part always does, so that part keeps the switches'
+stated error bound.
 """
 
 from __future__ import annotations
@@ -35,10 +34,16 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-FORMAT = "ina-job/2"
+import numpy as np
+
+from worker.ring_layout import Layout, LayoutError
+from worker.tuner import MODES, CallModel, Choice, split_chunks
+
+FORMAT = "ina-job/3"
 RING_SUMS = ("native", "float64")  # a pure ring's sums: in the tensor's type (as gloo), or float64 partials
 DEFAULT_SPEC = "ina-job.json"  # where a worker looks, in its working directory, when INA_JOB_SPEC is not set
 
@@ -76,31 +81,42 @@ class JobSpec:
     pool_size: int  # slots of each tree a worker may use: 0 .. pool_size-1, two sets each
     members: tuple[Member, ...]
     trees: tuple[TreeSpec, ...]
-    ina_share: float = 1.0  # of every allreduce through the trees; the rest goes round the ring
-    ring_port: int | None = None  # where each member's ring listens (needed when ina_share < 1)
-    ina_pace_mbps: float | None = None  # most each worker offers the trees, wire Mb/s (None: as fast as they go)
-    ring_pace_mbps: float | None = None  # most the ring sends on each link: the rest of it, so no queue builds
+    mode: str = "ina"  # ina, ring, hybrid, or auto: the fastest of them for each call (``model``)
+    ring_port: int | None = None  # where each member's ring listens (needed for any ring)
+    layouts: tuple[Layout, ...] = ()  # the ring's arrangements (default: the flat ring)
+    model: CallModel | None = None  # the controller's numbers: each call's choice and pace
+    alpha: float | None = None  # a hybrid's share through the switches, fixed (None: the model's, per call)
+    ring_layout: str | None = None  # the ring's layout, fixed (None: the model's, per call)
     version: int = 0  # of the plan: grows when the controller moves a tree off a dead switch or link
     ring_sum: str = "native"  # a pure ring sums in the tensor's type; "float64": wide partial sums (3(N-1)/N)
 
     def __post_init__(self) -> None:
         if not self.members:
             raise JobSpecError(f"job {self.name}: needs at least one member")
-        share = self.ina_share
-        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
-            raise JobSpecError(f"job {self.name}: ina_share must be within [0, 1], not {share!r}")
-        if share > 0 and not self.trees:
-            raise JobSpecError(f"job {self.name}: ina_share {share} needs at least one tree")
-        if share < 1 and self.ring_port is None:
-            raise JobSpecError(f"job {self.name}: ina_share {share} sends data round a ring, but no ring_port is given")
-        for name, rate in (("ina_pace_mbps", self.ina_pace_mbps), ("ring_pace_mbps", self.ring_pace_mbps)):
-            if rate is not None and not 0 < rate < math.inf:
-                raise JobSpecError(f"job {self.name}: {name} must be a positive rate, not {rate!r}")
+        if self.mode not in MODES:
+            raise JobSpecError(f"job {self.name}: mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.mode in ("ina", "hybrid") and not self.trees:
+            raise JobSpecError(f"job {self.name}: mode {self.mode} needs at least one tree")
+        if self.mode != "ina" and self.ring_port is None and len(self.members) > 1:
+            raise JobSpecError(f"job {self.name}: mode {self.mode} may send data round a ring, but no ring_port "
+                               f"is given")
+        alpha = self.alpha
+        if alpha is not None and (self.mode != "hybrid" or isinstance(alpha, bool)
+                                  or not isinstance(alpha, int | float) or not 0 <= alpha <= 1):
+            raise JobSpecError(f"job {self.name}: alpha is a hybrid's share within [0, 1], not {alpha!r} "
+                               f"in mode {self.mode}")
         if self.ring_sum not in RING_SUMS:
             raise JobSpecError(f"job {self.name}: ring_sum must be one of {', '.join(RING_SUMS)}, "
                                f"not {self.ring_sum!r}")
         if [m.rank for m in self.members] != list(range(len(self.members))):
             raise JobSpecError(f"job {self.name}: members must be listed by rank 0..{len(self.members) - 1}")
+        for layout in self.layouts:
+            if len(layout.order) != len(self.members):
+                raise JobSpecError(f"job {self.name}: ring layout {layout.name} has {len(layout.order)} ranks, "
+                                   f"not {len(self.members)}")
+        if self.ring_layout is not None and self.ring_layout not in {x.name for x in self.ring_arrangements}:
+            raise JobSpecError(f"job {self.name}: ring_layout {self.ring_layout!r} is not one of the job's layouts "
+                               f"({', '.join(x.name for x in self.ring_arrangements)})")
         for t in self.trees:
             if len(t.children) != len(self.members):
                 raise JobSpecError(f"job {self.name}: tree {t.job_id} names {len(t.children)} children for "
@@ -112,38 +128,39 @@ class JobSpec:
             raise JobSpecError(f"job {self.name}: two trees share a worker port")
 
     @property
-    def ring_in_tensor_type(self) -> bool:
-        """Whether the ring sums in the tensor's own type (a pure ring, ``ring_sum`` native) rather than in
-        float64 partials (a hybrid's ring part keeps the switches' bound; ``ring_sum`` float64)."""
-        return self.ina_share == 0 and self.ring_sum == "native"
+    def ring_arrangements(self) -> tuple[Layout, ...]:
+        """The layouts a ring of this job may use: the spec's, or the flat ring."""
+        return self.layouts or (Layout.flat(len(self.members)),)
+
+    def layout(self, name: str | None) -> Layout:
+        """The job's layout of this name (None: its first)."""
+        for layout in self.ring_arrangements:
+            if name in (None, layout.name):
+                return layout
+        raise JobSpecError(f"job {self.name}: no ring layout {name!r}")
 
     @property
     def ring_peers(self) -> list[str]:
         """The ring's "ip:port" of every member, in rank order."""
         return [f"{m.ip}:{self.ring_port}" for m in self.members]
 
-    def ina_chunks(self, chunks: int) -> int:
-        """How many of an allreduce's chunks go through the trees (the first ones); the rest go round the ring."""
-        return chunks if self.ina_share >= 1 else round(self.ina_share * chunks)
+    def choose(self, elements: int, dtype: np.dtype | type, sent: Sequence[int] | None = None) -> Choice:
+        """How a call of ``elements`` of ``dtype`` runs, the trees having sent ``sent`` packets before
+        (None: their windows open): the same on every rank, for the same calls."""
+        in_type = self.ring_sum == "native"
+        if self.model is None:  # a hand-made spec: the mode as it is, unpaced
+            if self.mode == "hybrid" and self.alpha is not None:
+                return Choice("hybrid", self.alpha, self.layout(self.ring_layout).name, 0.0)
+            if self.mode == "ring" or not self.trees:
+                return Choice("ring", 0.0, self.layout(self.ring_layout).name, 0.0)
+            return Choice("ina", 1.0, None, 0.0)
+        return self.model.choose(elements, dtype, sent, self.mode, in_type, self.ring_layout, self.alpha)
 
     def split(self, chunks: int) -> list[tuple[int, int]]:
-        """Each tree's [first, end) range of an allreduce's chunks, in proportion to the shares.
-
-        Largest remainder over the shares as given (normalised, so shares that sum to 1 only up to
-        rounding still cover every chunk exactly once), so every worker computes the same split.
-        """
-        if not self.trees:
-            return []
-        total = sum(t.share for t in self.trees)
-        ideal = [t.share / total * chunks for t in self.trees]
-        counts = [min(chunks, math.floor(x)) for x in ideal]
-        by_remainder = sorted(range(len(ideal)), key=lambda i: (counts[i] - ideal[i], i))
-        for k in range(chunks - sum(counts)):
-            counts[by_remainder[k % len(counts)]] += 1
-        while sum(counts) > chunks:  # floating point put one too many somewhere
-            counts[max(range(len(counts)), key=counts.__getitem__)] -= 1
+        """Each tree's [first, end) range of a call's chunks through the trees, in proportion to the
+        shares (``tuner.split_chunks``), so every worker computes the same split."""
         ranges, start = [], 0
-        for c in counts:
+        for c in split_chunks([t.share for t in self.trees], chunks):
             ranges.append((start, start + c))
             start += c
         return ranges
@@ -157,7 +174,10 @@ class JobSpec:
 
     def to_json(self) -> str:
         """What ``save`` writes and the controller service sends (``from_json`` reads either)."""
-        return json.dumps({"format": FORMAT, **asdict(self)}, indent=2)
+        data = asdict(self)
+        data["layouts"] = [x.to_dict() for x in self.layouts]
+        data["model"] = None if self.model is None else self.model.to_dict()
+        return json.dumps({"format": FORMAT, **data}, indent=2)
 
     @classmethod
     def load(cls, path: str | Path) -> JobSpec:
@@ -181,8 +201,11 @@ class JobSpec:
             del data["format"]
             members = tuple(Member(**m) for m in data.pop("members"))
             trees = tuple(TreeSpec(**{**t, "children": tuple(t["children"])}) for t in data.pop("trees"))
-            return cls(members=members, trees=trees, **data)
-        except (KeyError, TypeError) as e:
+            layouts = tuple(Layout.from_dict(x) for x in data.pop("layouts", ()))
+            model = data.pop("model", None)
+            return cls(members=members, trees=trees, layouts=layouts,
+                       model=None if model is None else CallModel.from_dict(model), **data)
+        except (KeyError, TypeError, LayoutError) as e:
             raise JobSpecError(f"{where}: malformed job spec: {e}") from None
 
 

@@ -1,13 +1,17 @@
-"""Host-based ring allreduce over TCP: the baseline that in-network aggregation is compared against.
+"""Host-based ring allreduce over TCP: the baseline that in-network aggregation is compared against,
+and a hybrid job's ring part.
 
-This is the classic bandwidth-optimal ring: reduce-scatter (N-1 steps), then allgather (N-1 steps),
-over N nearly equal contiguous segments. For a K-byte array each worker sends 2(N-1)/N * K payload
-bytes (``bytes_sent``), against K for the switch. Each rank listens on its own port, connects to its
-right neighbour (rank+1 mod N) and receives from its left one.
+A reduce-scatter then an allgather over nearly equal contiguous segments, arranged by a
+``worker.ring_layout.Layout``: the flat ring (N-1 steps each way, as gloo's), recursive halving
+and doubling, or rings of rings that follow the topology (the hosts under one leaf, then the
+leaves of a pod, then the pods).  Every rank sends 2(N-1)/N * K payload bytes for a K-byte array
+(``bytes_sent``), against K for the switch, in 2 sum(g_i - 1) steps.  Each rank listens on its own
+port and keeps one connection to each rank it sends to and one from each it receives from.
 
 Sums are computed in the input dtype (float16/32/64, int32, int64), one segment at a time in ring
 order, so float results differ from ``np.sum`` over the stacked inputs by rounding, but every rank
-ends with the same bits. Integers wrap like numpy's fixed-width addition.
+ends with the same bits (``ring_layout.reduce_sum`` computes them without a network). Integers wrap
+like numpy's fixed-width addition.
 
     with RingWorker(rank, ["10.0.0.1:7000", "10.0.0.2:7000"], timeout=30) as w:
         total = w.allreduce(grad)
@@ -28,14 +32,19 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from worker.ring_layout import Layout, Step, schedule
+
 DTYPES = frozenset(np.dtype(t) for t in ("float16", "float32", "float64", "int32", "int64"))
 SO_MAX_PACING_RATE = 47  # Linux; not in Python's socket module
+_UNPACED = 0xFFFFFFFF  # SO_MAX_PACING_RATE's "no limit" (a 4-byte value caps pacing at 34 Gb/s)
 # CUBIC keeps shaped links 98-100% busy; BBR (v1), some machines' default, left them 30-40% idle
 # between the ring's steps (bench_allreduce's docstring).  tests/test_defaults.py keeps them equal.
 DEFAULT_TCP_CONGESTION = "cubic"
 _MAGIC = b"RING"
 _HELLO = struct.Struct("!4sII")  # magic, sender rank, world size
-_HEADER = struct.Struct("!4sIQ8s")  # magic, call number, element count, dtype.str: catches ranks out of step
+# magic, call number, step, element count, dtype.str: every step's message starts with it, so a rank out
+# of step (another call, size or layout) is caught at once and named
+HEADER = struct.Struct("!4sIIQ8s")
 
 
 class RingError(RuntimeError):
@@ -44,7 +53,8 @@ class RingError(RuntimeError):
 
 def summation_bound(arrays: list[np.ndarray]) -> np.ndarray:
     """Per element, how far a ring's sum in the arrays' own float type may be from the exact sum: N-1
-    roundings of partial sums, (N-1) eps of the sum of magnitudes (before the final cast)."""
+    roundings of partial sums, (N-1) eps of the sum of magnitudes (before the final cast).  Any layout's
+    sum is a tree of N-1 additions, so it holds for all of them."""
     eps = float(np.finfo(arrays[0].dtype).eps)
     magnitude = np.zeros(arrays[0].shape)
     for a in arrays:  # one at a time: 1,024 workers' arrays are never stacked
@@ -60,13 +70,6 @@ def parse_peer(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def segments(count: int, parts: int) -> list[tuple[int, int]]:
-    """Bounds of `parts` contiguous segments of `count` elements; the first count % parts are one longer."""
-    base, extra = divmod(count, parts)
-    bounds = [i * base + min(i, extra) for i in range(parts + 1)]
-    return list(zip(bounds[:-1], bounds[1:]))
-
-
 def _raw(array: np.ndarray) -> memoryview:
     return memoryview(array.view(np.uint8))
 
@@ -74,22 +77,28 @@ def _raw(array: np.ndarray) -> memoryview:
 class RingWorker:
     """One rank of a TCP ring; connect once, then call ``allreduce`` as often as needed (not thread-safe).
 
-    `timeout` bounds connection setup and each of the 2(N-1) steps of an allreduce, so a dead or stuck
-    peer raises RingError instead of hanging.
+    ``layouts``: every arrangement the calls may use (default: the flat ring), all connected at once.
+    ``timeout`` bounds connection setup and each step of an allreduce, so a dead or stuck peer raises
+    RingError instead of hanging.
     """
 
     def __init__(self, rank: int, peers: Sequence[str], timeout: float = 30.0,
-                 tcp_congestion: str | None = DEFAULT_TCP_CONGESTION, pacing_mbps: float | None = None) -> None:
+                 tcp_congestion: str | None = DEFAULT_TCP_CONGESTION, pacing_mbps: float | None = None,
+                 layouts: Sequence[Layout] = ()) -> None:
         self.peers = [parse_peer(p) for p in peers]
         self.size, self.rank, self.timeout = len(self.peers), rank, timeout
         if not 0 <= rank < self.size:
             raise ValueError(f"rank {rank} is outside 0..{self.size - 1}")
-        self.left_rank, self.right_rank = (rank - 1) % self.size, (rank + 1) % self.size
+        self.layouts = tuple(layouts) or (Layout.flat(self.size),)
+        for layout in self.layouts:
+            if len(layout.order) != self.size:
+                raise ValueError(f"ring layout {layout.name} has {len(layout.order)} ranks, not {self.size}")
         self.bytes_sent = self.bytes_received = self.calls = 0
         self.tcp_congestion = tcp_congestion  # e.g. "cubic": BBR under-fills rate-limited links between steps
         self.pacing_mbps = pacing_mbps  # most each connection sends (SO_MAX_PACING_RATE): leave room on the link
-        self._left: socket.socket | None = None
-        self._right: socket.socket | None = None
+        self._to: dict[int, socket.socket] = {}  # connections we send on, by the peer's rank
+        self._from: dict[int, socket.socket] = {}  # connections we receive on, by the peer's rank
+        self._paced: float | None = None
         self._closed = False
         if self.size > 1:
             self._connect()
@@ -105,140 +114,172 @@ class RingWorker:
         return f"rank {rank} ({host}:{port})"
 
     def _connect(self) -> None:
-        """Listen, then alternate connect attempts to the right with accepting the left: any start order works."""
+        """Listen, then alternate connect attempts with accepting: any start order works.  Each rank
+        connects to the ranks it sends to in any layout, and accepts the ones it receives from."""
+        steps = [layout.peers(self.rank, level) for layout in self.layouts for level in range(len(layout.levels))
+                 if layout.levels[level] > 1]
+        wanted_to = sorted({to for to, _ in steps})
+        wanted_from = {frm for _, frm in steps}
         deadline = time.monotonic() + self.timeout
-        right_addr, delay, last_error = self.peers[self.right_rank], 0.01, "no attempt"
-        with socket.create_server(self.peers[self.rank], backlog=self.size) as listener:
-            while self._left is None or self._right is None:
-                remaining = deadline - time.monotonic()
-                if self._right is None:
+        delay, last_error = 0.01, "no attempt"
+        with socket.create_server(self.peers[self.rank], backlog=max(self.size, 16)) as listener:
+            while True:
+                for peer in (p for p in wanted_to if p not in self._to):
+                    remaining = deadline - time.monotonic()
                     try:
-                        conn = socket.create_connection(right_addr, timeout=max(0.01, min(remaining, 5.0)))
+                        conn = socket.create_connection(self.peers[peer], timeout=max(0.01, min(remaining, 5.0)))
                         conn.sendall(_HELLO.pack(_MAGIC, self.rank, self.size))
-                        self._right = conn
+                        self._to[peer] = conn
                     except OSError as e:
                         last_error = str(e)
-                if self._left is not None and self._right is not None:
+                missing_to = [p for p in wanted_to if p not in self._to]
+                missing_from = sorted(wanted_from - set(self._from))
+                if not missing_to and not missing_from:
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    why = (f"could not connect to {self._name(self.right_rank)} ({last_error})" if self._right is None
-                           else f"{self._name(self.left_rank)} did not connect to us")
+                    why = (f"could not connect to {self._name(missing_to[0])} ({last_error})" if missing_to
+                           else f"{self._name(missing_from[0])} did not connect to us")
                     self.close()
                     raise RingError(f"setup: {why} within {self.timeout}s")
-                if self._left is None:  # wait for the left peer during the backoff instead of sleeping
-                    listener.settimeout(min(delay, remaining) if self._right is None else remaining)
+                if missing_from:  # wait for the senders during the backoff instead of sleeping
+                    listener.settimeout(min(delay, remaining) if missing_to else remaining)
                     try:
-                        self._left = self._check_hello(listener.accept()[0], deadline)
-                    except OSError:  # timed out: try the right neighbour again
+                        peer, conn = self._check_hello(listener.accept()[0], deadline)
+                        if conn is not None and peer in wanted_from and peer not in self._from:
+                            self._from[peer] = conn
+                        elif conn is not None:
+                            conn.close()
+                    except OSError:  # timed out: try connecting again
                         pass
                 else:
                     time.sleep(min(delay, remaining))
                 delay = min(2 * delay, 0.25)
-        for s in (self._left, self._right):
+        for s in (*self._to.values(), *self._from.values()):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.tcp_congestion:
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.tcp_congestion.encode())
-            if self.pacing_mbps:
-                s.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, int(self.pacing_mbps * 1e6 / 8))
             s.setblocking(False)
+        self._pace(self.pacing_mbps)
+
+    def _pace(self, mbps: float | None) -> None:
+        """Every connection we send on at most ``mbps`` (None: as fast as it goes)."""
+        if mbps == self._paced:
+            return
+        rate = min(int(mbps * 1e6 / 8), _UNPACED - 1) if mbps else _UNPACED  # bytes/s; ~0U: no limit
+        for s in self._to.values():
+            s.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, struct.pack("=I", rate))
+        self._paced = mbps
+
+    def connections(self) -> list[socket.socket]:
+        """The connections this rank sends on (benchmarks and tests read their options)."""
+        return list(self._to.values())
 
     @property
     def congestion_control(self) -> str:
         """The TCP congestion control of the ring's connections (reported by benchmarks)."""
         used = {s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
-                for s in (self._left, self._right) if s is not None}
+                for s in (*self._to.values(), *self._from.values())}
         return ",".join(sorted(used))
 
-    def _check_hello(self, conn: socket.socket, deadline: float) -> socket.socket | None:
-        """Keep the connection only if it is our left neighbour of the same ring (strays are dropped)."""
+    def _check_hello(self, conn: socket.socket, deadline: float) -> tuple[int, socket.socket | None]:
+        """The sender's rank, and the connection if it is a rank of the same ring (strays are dropped)."""
         try:
             conn.settimeout(max(0.01, deadline - time.monotonic()))
             hello = b""
             while len(hello) < _HELLO.size and (chunk := conn.recv(_HELLO.size - len(hello))):
                 hello += chunk
-            if len(hello) == _HELLO.size and _HELLO.unpack(hello) == (_MAGIC, self.left_rank, self.size):
-                return conn
+            if len(hello) == _HELLO.size:
+                magic, sender, size = _HELLO.unpack(hello)
+                if magic == _MAGIC and size == self.size and 0 <= sender < self.size:
+                    return sender, conn
         except OSError:
             pass
         conn.close()
-        return None
+        return -1, None
 
     def _fail(self, message: str) -> RingError:
         """Close first, so the neighbours see EOF at once and the error travels round the ring."""
         self.close()
         return RingError(message)
 
-    def _exchange(self, sends: list, recvs: list, step: str, on_first: Callable[[], None] | None = None) -> None:
-        """Send to the right while receiving from the left: blocking sends could fill both TCP buffers and deadlock."""
-        assert self._left is not None and self._right is not None
+    def _exchange(self, to: int, frm: int, sends: list, recvs: list, step: str,
+                  on_first: Callable[[], None] | None = None) -> None:
+        """Send to ``to`` while receiving from ``frm``: blocking sends could fill both TCP buffers and deadlock."""
+        out, into = self._to[to], self._from[frm]
         sends = [memoryview(b).cast("B") for b in sends if len(b)]
         recvs = [memoryview(b).cast("B") for b in recvs if len(b)]
         si = so = ri = ro = 0
         deadline = time.monotonic() + self.timeout
         with selectors.DefaultSelector() as sel:
             if sends:
-                sel.register(self._right, selectors.EVENT_WRITE)
+                sel.register(out, selectors.EVENT_WRITE, "out")
             if recvs:
-                sel.register(self._left, selectors.EVENT_READ)
+                sel.register(into, selectors.EVENT_READ, "in")
             while si < len(sends) or ri < len(recvs):
                 remaining = deadline - time.monotonic()
                 ready = sel.select(remaining) if remaining > 0 else []
                 if not ready:
-                    who = f"receiving from {self._name(self.left_rank)}" if ri < len(recvs) else \
-                        f"sending to {self._name(self.right_rank)}"
+                    who = f"receiving from {self._name(frm)}" if ri < len(recvs) else f"sending to {self._name(to)}"
                     raise self._fail(f"{step}: timed out after {self.timeout}s {who}")
                 for key, _ in ready:
                     try:
-                        if key.fileobj is self._right:
-                            so += self._right.send(sends[si][so:])
+                        if key.data == "out":
+                            so += out.send(sends[si][so:])
                             if so == len(sends[si]):
                                 si, so = si + 1, 0
                                 if si == len(sends):
-                                    sel.unregister(self._right)
+                                    sel.unregister(out)
                         else:
-                            n = self._left.recv_into(recvs[ri][ro:])
+                            n = into.recv_into(recvs[ri][ro:])
                             if n == 0:
-                                raise self._fail(f"{step}: {self._name(self.left_rank)} closed the connection")
+                                raise self._fail(f"{step}: {self._name(frm)} closed the connection")
                             ro += n
                             if ro == len(recvs[ri]):
                                 ri, ro = ri + 1, 0
                                 if ri == 1 and on_first is not None:
                                     on_first()
                                 if ri == len(recvs):
-                                    sel.unregister(self._left)
+                                    sel.unregister(into)
                     except (BlockingIOError, InterruptedError):
                         continue
                     except OSError as e:
-                        peer = self.right_rank if key.fileobj is self._right else self.left_rank
+                        peer = to if key.data == "out" else frm
                         raise self._fail(f"{step}: connection to {self._name(peer)} failed: {e}") from e
 
-    def allreduce(self, array: np.ndarray) -> np.ndarray:
+    def allreduce(self, array: np.ndarray, layout: Layout | None = None) -> np.ndarray:
         """The elementwise sum of `array` over all ranks, as a new array (the input is untouched)."""
-        return self.allreduce_(np.array(array, order="C", copy=True))
+        return self.allreduce_(np.array(array, order="C", copy=True), layout)
 
-    def allreduce_(self, array: np.ndarray) -> np.ndarray:
-        """Sum in place (C-contiguous, writeable, native byte order) and return `array`; saves one copy."""
+    def allreduce_(self, array: np.ndarray, layout: Layout | None = None, pacing_mbps: float | None = None
+                   ) -> np.ndarray:
+        """Sum in place (C-contiguous, writeable, native byte order) and return `array`; saves one copy.
+        ``layout``: one of the worker's (default its first); ``pacing_mbps``: this call's rate per
+        connection (default the worker's)."""
         flat = self._start(array)
         if self.size > 1:
-            self._allgather(self._reduce_scatter(flat))
+            self._run(flat, flat, self._layout(layout), pacing_mbps)
         return array
 
-    def allreduce_cast(self, array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    def allreduce_cast(self, array: np.ndarray, dtype: np.dtype, layout: Layout | None = None,
+                       pacing_mbps: float | None = None) -> np.ndarray:
         """The sum in ``array``'s (wide) dtype, cast once to ``dtype``: partial sums travel wide in the
-        reduce-scatter, each finished segment is cast by its owner and travels narrow in the allgather
+        reduce-scatter, each finished part is cast by its owner and travels narrow in the allgather
         (float32 gradients summed in float64: 3(N-1)/N of the tensor on the wire, not 4(N-1)/N)."""
         flat = self._start(array)
         out = np.empty(flat.size, dtype)
         if self.size == 1:
             out[:] = flat
             return out
-        wide = self._reduce_scatter(flat)
-        narrow = [out[lo:lo + len(w)] for lo, w in zip((lo for lo, _ in segments(flat.size, self.size)), wide)]
-        own = (self.rank + 1) % self.size
-        narrow[own][:] = wide[own]
-        self._allgather(narrow)
+        self._run(flat, out, self._layout(layout), pacing_mbps)
         return out
+
+    def _layout(self, layout: Layout | None) -> Layout:
+        if layout is None:
+            return self.layouts[0]
+        if layout not in self.layouts:
+            raise ValueError(f"ring layout {layout.name} {layout.levels} is not one this worker connected")
+        return layout
 
     def _start(self, array: np.ndarray) -> np.ndarray:
         if self._closed:
@@ -250,54 +291,48 @@ class RingWorker:
         self.calls += 1
         return array.reshape(-1)
 
-    def _reduce_scatter(self, flat: np.ndarray) -> list[np.ndarray]:
-        """N-1 steps; afterwards this rank's segment (rank + 1) holds the complete sum.  Returns the segments."""
-        n, r = self.size, self.rank
-        seg = [flat[lo:hi] for lo, hi in segments(flat.size, n)]
-        scratch = np.empty(len(seg[0]), flat.dtype)  # segment 0 is a longest one
-        header = _HEADER.pack(_MAGIC, self.calls & 0xFFFFFFFF, flat.size, flat.dtype.str.encode())
-        theirs = bytearray(_HEADER.size)
+    def _run(self, wide: np.ndarray, narrow: np.ndarray, layout: Layout, pacing_mbps: float | None) -> None:
+        """The layout's steps: the reduce-scatter on ``wide`` (in place), the owned part cast into ``narrow``,
+        the allgather on ``narrow`` (the same array when no cast is wanted)."""
+        self._pace(pacing_mbps if pacing_mbps is not None else self.pacing_mbps)
+        steps, owned = schedule(layout, self.rank, wide.size)
+        scratch = np.empty(max((hi - lo for s in steps if s.reduce for lo, hi in (s.recv,)), default=0), wide.dtype)
+        for i, step in enumerate(steps):
+            if not step.reduce and narrow is not wide and (i == 0 or steps[i - 1].reduce):
+                narrow[owned[0]:owned[1]] = wide[owned[0]:owned[1]]
+            self._step(i, len(steps), step, wide if step.reduce else narrow, scratch)
+
+    def _step(self, i: int, count: int, step: Step, array: np.ndarray, scratch: np.ndarray) -> None:
+        (slo, shi), (rlo, rhi) = step.send, step.recv
+        out = array[slo:shi]
+        into = scratch[:rhi - rlo] if step.reduce else array[rlo:rhi]
+        header = HEADER.pack(_MAGIC, self.calls & 0xFFFFFFFF, i, array.size, array.dtype.str.encode())
+        theirs = bytearray(HEADER.size)
+        name = f"{'reduce-scatter' if step.reduce else 'allgather'} step {i + 1}/{count}"
 
         def check_header() -> None:
             if bytes(theirs) != header:
-                _, calls, count, dt = _HEADER.unpack(theirs)
+                _, calls, at, size, dt = HEADER.unpack(theirs)
                 dt = dt.rstrip(b"\0").decode(errors="replace")
-                raise self._fail(f"reduce-scatter step 1/{n - 1}: {self._name(self.left_rank)} is at call {calls} "
-                                 f"with {count} x {dt}, we are at call "
-                                 f"{self.calls} with {flat.size} x {flat.dtype.str}")
+                raise self._fail(f"{name}: {self._name(step.frm)} is at call {calls} step {at + 1} with {size} x "
+                                 f"{dt}, we are at call {self.calls} with {array.size} x {array.dtype.str}")
 
-        for s in range(n - 1):
-            out, into = seg[(r - s) % n], seg[(r - s - 1) % n]
-            buf = scratch[:len(into)]
-            first = s == 0
-            self._exchange([header, _raw(out)] if first else [_raw(out)],
-                           [theirs, _raw(buf)] if first else [_raw(buf)],
-                           f"reduce-scatter step {s + 1}/{n - 1}", check_header if first else None)
-            np.add(into, buf, out=into)
-            self.bytes_sent += out.nbytes
-            self.bytes_received += buf.nbytes
-        return seg
-
-    def _allgather(self, seg: list[np.ndarray]) -> None:
-        """N-1 steps: rank r owns the complete segment r+1 and passes it on, until every rank has all."""
-        n, r = self.size, self.rank
-        for s in range(n - 1):
-            out, into = seg[(r + 1 - s) % n], seg[(r - s) % n]
-            self._exchange([_raw(out)], [_raw(into)], f"allgather step {s + 1}/{n - 1}")
-            self.bytes_sent += out.nbytes
-            self.bytes_received += into.nbytes
+        self._exchange(step.to, step.frm, [header, _raw(out)], [theirs, _raw(into)], name, check_header)
+        if step.reduce:
+            np.add(array[rlo:rhi], into, out=array[rlo:rhi])
+        self.bytes_sent += out.nbytes
+        self.bytes_received += into.nbytes
 
     def close(self) -> None:
-        """Drop both connections (idempotent); shutdown wakes any peer blocked on them."""
+        """Drop every connection (idempotent); shutdown wakes any peer blocked on them."""
         self._closed = True
-        for s in (self._left, self._right):
-            if s is not None:
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                s.close()
-        self._left = self._right = None
+        for s in (*self._to.values(), *self._from.values()):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        self._to, self._from = {}, {}
 
     def __enter__(self) -> RingWorker:
         return self

@@ -1,0 +1,73 @@
+"""What is down and for how long, on the failover's own clock: switches that stopped answering (a restart
+takes less than ``dead_after``; longer, and their trees move), links a reachable switch reports down,
+and switches a tree's move could not reach (provisioned once they answer).  It decides; the controller
+moves the trees (``Controller.route_around``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from controller import plan
+from controller.p4runtime_client import SwitchError
+from controller.state import JobRecord, TreeRecord
+from controller.switch_io import SwitchIO
+from controller.topology import Topology
+
+log = logging.getLogger("ina.controller")
+DEAD_AFTER = 3.0  # seconds unreachable before a switch counts as down (a restart takes less)
+
+
+class Failover:
+    def __init__(self, clock: Callable[[], float], dead_after: float = DEAD_AFTER) -> None:
+        self.clock, self.dead_after = clock, dead_after
+        self.unreachable: dict[str, float] = {}  # switch: since when (``clock``)
+        self.unsynced: set[str] = set()  # switches a write missed (a tree moved while they were away)
+        self._told: set[tuple] = set()  # failures already reported as leaving a tree without a path
+
+    def reachable(self, io: SwitchIO, switch: str) -> bool:
+        """Whether the switch answered last time it was asked (without asking it now)."""
+        client = io.known(switch)
+        return client is not None and client.alive and switch not in self.unreachable
+
+    def check(self, io: SwitchIO, topology: Topology, provision: Callable[[str], bool]) -> list[str]:
+        """``provision`` the switches that restarted (or lost their pipeline), and those a tree's move could
+        not reach; returns the names of those that needed the pipeline."""
+        restarted = []
+        for switch in topology.switches:
+            try:
+                client = io.known(switch)
+                if client is None or not client.alive or not io.runs_our_pipeline(switch) or switch in self.unsynced:
+                    self.unreachable.setdefault(switch, self.clock())
+                    if provision(switch):
+                        restarted.append(switch)
+                    self.unsynced.discard(switch)
+                self.unreachable.pop(switch, None)
+            except SwitchError as e:
+                log.warning("%s: not reachable yet: %s", switch, e)
+        return restarted
+
+    def failures(self, io: SwitchIO, topology: Topology) -> tuple[set[str], set[int]]:
+        """The switches unreachable for ``dead_after`` seconds, and the links (indexes in the topology)
+        that a reachable switch reports down (the built-in target reports its ports; BMv2 does not)."""
+        now = self.clock()
+        dead = {s for s, since in self.unreachable.items() if now - since >= self.dead_after}
+        links = set()
+        for switch, client in io.connections():
+            if switch not in self.unreachable and client.alive:
+                links |= {topology.port_links[switch, p] for p in client.ports_down
+                          if (switch, p) in topology.port_links}
+        return dead, links
+
+    @staticmethod
+    def crossed(topology: Topology, job: JobRecord, tree: TreeRecord, dead: set[str], links: set[int]) -> list[str]:
+        """What of these failures the tree crosses, by name (none: it is unharmed)."""
+        ours = set(plan.fabric_links(topology, tree.tree)) | {topology.host_link(m) for m in job.members}
+        return sorted(set(tree.tree.switches()) & dead) + [plan.link_name(topology, i) for i in sorted(ours & links)]
+
+    def first_report(self, key: tuple) -> bool:
+        """True the first time a failure is reported this way (a tree left without a path is said once)."""
+        if key in self._told:
+            return False
+        self._told.add(key)
+        return True

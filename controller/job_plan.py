@@ -1,0 +1,162 @@
+"""A job's plan without a switch: its packed trees (``plan``), its ring layouts (``rings``) and the model of
+its calls (``model``), which chooses each call's method.  Pure functions of the topology, so
+`ina-ctl job plan`, the virtual fabric and the controller plan alike."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from controller import plan
+from controller.model import DEFAULT_HOST_LATENCY, JobTree, aggregation_limit, call_model
+from controller.rings import layouts
+from controller.topology import Topology
+from worker import protocol
+from worker.jobspec import RING_SUMS
+from worker.ring_layout import LAYOUTS, Layout
+from worker.tuner import MODES, CallModel, Choice
+
+# Slots per switch for each of a job's trees, so the workers' window: 8 already fill 50 Mbit/s links
+# (bench_allreduce), and 64 keep them full at 1-5% loss, where a lost packet's slot waits a while
+# (bench_loss), in 1/16 of ina.p4's pool.  tests/test_defaults.py keeps the benchmarks on it.
+DEFAULT_POOL_SIZE = 64
+# call sizes a job's predictions are shown for: a tensor-parallel layer's activations, a megabyte, a DDP bucket
+REFERENCE_SIZES = (64 << 10, 1 << 20, 25 << 20)
+
+
+class JobError(ValueError):
+    """A job request that cannot be carried out; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """A job's trees, ring layouts and model, and how it asked to run (``mode``, ``alpha``, ``ring_layout``)."""
+
+    tree_plan: plan.Plan  # the packed trees (none for a job that runs a ring alone)
+    layouts: tuple[Layout, ...]
+    model: CallModel
+    mode: str = "auto"
+    alpha: float | None = None
+    ring_layout: str | None = None
+    ring_sum: str = "native"
+    limit_mbps: float = math.inf  # C: what the switches sum per worker (inf: no limit known)
+    why: str = ""  # where C comes from
+
+    def choose(self, nbytes: int, dtype: np.dtype | type = np.float32, opening: bool = False) -> Choice:
+        """How a call of ``nbytes`` runs (``opening``: the job's first, its windows still opening)."""
+        return self.model.choose(*self._call(nbytes, dtype, opening), mode=self.mode,
+                                 in_tensor_type=self.ring_sum == "native", layout=self.ring_layout, alpha=self.alpha)
+
+    def options(self, nbytes: int, dtype: np.dtype | type = np.float32, opening: bool = False) -> dict[str, Choice]:
+        """Each method at its best for such a call, whatever the mode."""
+        return self.model.options(*self._call(nbytes, dtype, opening), in_tensor_type=self.ring_sum == "native",
+                                  layout=self.ring_layout, alpha=self.alpha)
+
+    def _call(self, nbytes: int, dtype: np.dtype | type, opening: bool) -> tuple[int, np.dtype, list[int] | None]:
+        dtype = np.dtype(dtype)
+        return max(1, nbytes // dtype.itemsize), dtype, [0] * len(self.tree_plan.trees) if opening else None
+
+    def crossovers(self, dtype: np.dtype | type = np.float32) -> list[tuple[int, str, str]]:
+        """The call sizes (bytes) where the method that runs changes, with the window open."""
+        return self.model.crossovers(dtype, mode=self.mode, in_tensor_type=self.ring_sum == "native")
+
+    def to_dict(self, topology: Topology, sizes: tuple[int, ...] = ()) -> dict:
+        return {**self.tree_plan.to_dict(topology), "mode": self.mode, "alpha": self.alpha,
+                "ring_layout": self.ring_layout, "ring_sum": self.ring_sum,
+                "ina_limit_mbps": None if self.limit_mbps == math.inf else self.limit_mbps, "why": self.why,
+                "layouts": [x.to_dict() for x in self.layouts], "model": self.model.to_dict(),
+                "calls": [predictions(self, n) for n in sizes],
+                "crossovers": [{"bytes": b, "below": lo, "above": hi} for b, lo, hi in self.crossovers()]}
+
+
+def predictions(job: JobPlan, nbytes: int, dtype: np.dtype | type = np.float32) -> dict:
+    """A call of ``nbytes``: each method's time with its latency and bandwidth terms, first call and later,
+    and which one runs."""
+    out: dict = {"bytes": nbytes}
+    for when, opening in (("later", False), ("first", True)):
+        chosen = job.choose(nbytes, dtype, opening)
+        out[when] = {"runs": chosen.method, "ina_share": chosen.ina_share, "layout": chosen.layout,
+                     "seconds": chosen.seconds,
+                     "methods": {m: {"seconds": c.seconds, "latency": c.latency, "bandwidth": c.seconds - c.latency,
+                                     "ina_share": c.ina_share, "layout": c.layout}
+                                 for m, c in job.options(nbytes, dtype, opening).items()}}
+    return out
+
+
+def method_lines(methods: dict[str, dict], runs: str | None = None) -> list[str]:
+    """Each method's predicted time with its latency and bandwidth terms (``predictions``' "methods"), as
+    `ina-ctl job plan` and `ina-sim run` print them; ``runs`` is marked."""
+    lines = []
+    for method, m in methods.items():
+        how = {"ina": "", "ring": f" ({m['layout']} ring)",
+               "hybrid": f" ({m['ina_share']:.0%} through the switches, {m['layout']} ring)"}[method]
+        lines.append(f"{method:<6} {m['seconds'] * 1e6:>12,.1f} us = latency {m['latency'] * 1e6:,.1f} + bandwidth "
+                     f"{(m['seconds'] - m['latency']) * 1e6:,.1f}{how}{'   <- runs' if method == runs else ''}")
+    return lines
+
+
+def plan_job(topology: Topology, members: list[str], P: protocol.Protocol, trees: int | str | None = "auto",
+             mode: str = "auto", alpha: float | None = None, ring_sum: str = "native",
+             pool_size: int = DEFAULT_POOL_SIZE, ring_layout: str | None = None,
+             host_latency: float = DEFAULT_HOST_LATENCY, limit_mbps: float | None = None) -> JobPlan:
+    """The packed trees for these members (``trees``: "auto" or at most N; none in ``mode`` ring), their
+    ring layouts and the model of their calls, from the topology alone: no switch is needed.  ``mode``:
+    ina, ring, hybrid, or auto (the fastest for each call); ``alpha`` fixes a hybrid's share through the
+    switches, ``ring_layout`` the ring's layout; ``limit_mbps`` is C where it was measured."""
+    check_request(mode, alpha, ring_sum, ring_layout)
+    try:
+        if mode == "ring":
+            plan.check_members(topology, members)
+            found = plan.Plan(tuple(members), (), 0.0, 0.0, (), 0, 0.0, P.wire_factor,
+                              ("a ring alone: no aggregation trees",))
+        else:
+            found = plan.pack_trees(topology, members, P.MAX_CHILDREN, tree_count(trees), P.wire_factor)
+    except plan.PlanError as e:
+        raise JobError(str(e)) from None
+    return with_trees(topology, found, P, mode, alpha, ring_sum, pool_size, ring_layout, host_latency, limit_mbps)
+
+
+def with_trees(topology: Topology, found: plan.Plan, P: protocol.Protocol, mode: str = "auto",
+               alpha: float | None = None, ring_sum: str = "native", pool_size: int = DEFAULT_POOL_SIZE,
+               ring_layout: str | None = None, host_latency: float = DEFAULT_HOST_LATENCY,
+               limit_mbps: float | None = None) -> JobPlan:
+    """The job's plan on these trees (as planned, or as a job holds them after a move)."""
+    members = list(found.members)
+    found_layouts = tuple(layouts(topology, members))
+    if ring_layout is not None and ring_layout not in {x.name for x in found_layouts}:
+        raise JobError(f"ring layout {ring_layout!r} does not fit these members (they have "
+                       f"{', '.join(x.name for x in found_layouts)})")
+    trees = [JobTree(p.tree, p.rate, p.share) for p in found.trees]
+    limit, why = aggregation_limit(topology, members, trees, P.frame_bytes)
+    if limit_mbps is not None:
+        limit, why = limit_mbps, f"measured {limit_mbps:.4g} Mb/s per worker"
+    model = call_model(topology, members, trees, P, pool_size, found_layouts, host_latency,
+                       limit if limit < math.inf else None)
+    return JobPlan(found, found_layouts, model, mode, alpha, ring_layout, ring_sum, limit, why)
+
+
+def check_request(mode: str, alpha: float | None, ring_sum: str, ring_layout: str | None) -> None:
+    if mode not in MODES:
+        raise JobError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if alpha is not None:
+        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
+            raise JobError(f"the share through the switches (alpha) must be within [0, 1], not {alpha!r}")
+        if mode != "hybrid":
+            raise JobError(f"alpha is the hybrid mode's split; mode {mode} chooses its own")
+    if ring_sum not in RING_SUMS:
+        raise JobError(f"ring_sum must be one of {', '.join(RING_SUMS)}, not {ring_sum!r}")
+    if ring_layout is not None and ring_layout not in LAYOUTS:
+        raise JobError(f"ring layout must be one of {', '.join(LAYOUTS)}, not {ring_layout!r}")
+
+
+def tree_count(trees: int | str | None) -> int | None:
+    """"auto" (or None) lets the planner choose; a whole number (or its text) is the most trees to use."""
+    if trees is None or trees == "auto":
+        return None
+    if isinstance(trees, str) and trees.strip().isdigit():
+        trees = int(trees)
+    if isinstance(trees, bool) or not isinstance(trees, int) or trees < 1:
+        raise JobError(f"trees must be 'auto' or a positive whole number, not {trees!r}")
+    return trees

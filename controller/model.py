@@ -1,0 +1,148 @@
+"""The one model of a job's calls, built from the topology (each link's own rate and delay, each switch's
+aggregation rate), the plan (its trees) and the hosts' latency: the numbers a worker chooses and paces
+each call with (``worker.tuner.CallModel``, which evaluates them), and every prediction the controller
+makes: `ina-ctl job plan`, the service's replies, admission, `ina-sim` and its campaign.
+
+In-network aggregation, per tree (``tree_pipe``): a round trip is a frame's way from the deepest member up
+to the root and its result's back (each hop's frame time at the rate packets get there, plus its
+propagation), each switch's turn at its aggregation engine for the children it sums, and the host's
+latency (wire to the worker's loop: measured by `ina-ctl calibrate`, ``DEFAULT_HOST_LATENCY`` until
+then; the virtual fabric passes its own).  A tree's frames leave at the planner's rate for it, or at
+its share of C where the switches sum slower than the links (the worker paces them there).
+
+A ring, per layout: ``controller.rings``.  A hybrid, per layout: the ring's flows paced at L - C', the
+trees at C' = min(C, L, what their windows carry in a round trip), found by iteration because the
+ring's flows slow the trees' frames on the links they share (packets get what flows leave).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from controller.plan import Tree, nodes
+from controller.rings import Direction, layouts, ring_cost
+from controller.topology import Topology
+from worker import protocol
+from worker.ring_layout import Layout
+from worker.tuner import PURE, CallModel, HybridCost, InaCost, TreePipe
+
+DEFAULT_HOST_LATENCY = 20e-6  # seconds from the wire to a worker's loop, until `ina-ctl calibrate` measures it
+FLOOR = 0.01  # of a link's rate: what packets keep beside flows that fill it (as the virtual fabric's links)
+
+
+@dataclass(frozen=True)
+class JobTree:
+    """A tree as the model needs it: its shape, the planner's rate for it (wire Mb/s) and its share."""
+
+    tree: Tree
+    rate: float
+    share: float
+
+
+def aggregation_limit(topology: Topology, members: Sequence[str], trees: Sequence[JobTree],
+                      frame_bytes: int) -> tuple[float, str]:
+    """C: the wire Mb/s each worker may offer the trees given the switches' declared aggregation rates
+    (``agg_pps``: contributions summed per second).  A switch with c children in a tree sums c
+    contributions per slot; with the job's slots spread over its trees by their shares, switch s allows
+    S <= agg_pps / sum_t(share_t c_st) slots per second, and each worker sends one frame per slot.
+    math.inf where no switch of the job declares a rate."""
+    best, why = math.inf, ""
+    children: dict[str, float] = {}
+    for t in trees:
+        for node in nodes(topology, list(members), t.tree).values():
+            children[node.switch] = children.get(node.switch, 0.0) + t.share * len(node.children)
+    for switch, load in sorted(children.items()):
+        rate = topology.switches[switch].agg_pps
+        if rate is not None and rate / load * frame_bytes * 8 / 1e6 < best:
+            best = rate / load * frame_bytes * 8 / 1e6
+            why = f"{switch} sums {rate:g} contributions/s"
+    return best, why
+
+
+def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps: float, frame_bytes: int,
+              host_latency: float, taken: dict[Direction, float] | None = None) -> TreePipe:
+    """One tree whose frames leave at ``pace_mbps``, with ``taken`` bits/s of each link direction used by
+    flows beside it (its frames get the rest, and its planned rate shrinks with its busiest link's rest)."""
+    bits = frame_bytes * 8
+    taken = taken or {}
+    up = dict(t.tree.uplinks)
+    tree_nodes = nodes(topology, list(members), t.tree)
+
+    def left(direction: Direction) -> float:
+        capacity = topology.links[direction[0]].capacity * 1e6
+        return max(capacity - taken.get(direction, 0.0), FLOOR * capacity)
+
+    def hop(direction: Direction) -> float:
+        return bits / left(direction) + topology.links[direction[0]].delay
+
+    def turn(switch: str) -> float:
+        rate = topology.switches[switch].agg_pps
+        return len(tree_nodes[switch].children) / rate if rate else 0.0
+
+    deepest, fraction = 0.0, 1.0
+    for m in members:
+        here, port = topology.attachment[m]
+        index = topology.port_links[here, port]
+        way = [(index, 0 if topology.links[index].a == m else 1)]
+        engines = [here]
+        while here in up:
+            index = topology.port_links[here, up[here]]
+            way.append((index, 0 if topology.links[index].a == f"{here}-p{up[here]}" else 1))
+            here = topology.ports[here][up[here]].node
+            engines.append(here)
+        deepest = max(deepest, sum(hop(d) + hop((d[0], 1 - d[1])) for d in way) + sum(map(turn, engines)))
+        for index, _ in way:
+            fraction = min(fraction, *(left((index, d)) / (topology.links[index].capacity * 1e6) for d in (0, 1)))
+    return TreePipe(t.share, deepest + host_latency, bits / (min(pace_mbps, t.rate * fraction) * 1e6))
+
+
+def _ina(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P: protocol.Protocol,
+         pool_size: int, host_latency: float, pace_mbps: float | None,
+         taken: dict[Direction, float] | None = None) -> InaCost:
+    total = sum(t.rate for t in trees)
+    scale = min(1.0, pace_mbps / total) if pace_mbps else 1.0
+    return InaCost(tuple(tree_pipe(topology, members, t, t.rate * scale, P.frame_bytes, host_latency, taken)
+                         for t in trees), pool_size, pace_mbps)
+
+
+def window_mbps(ina: InaCost, frame_bytes: int) -> float:
+    """What the trees' windows carry: each tree W frames per round trip, at most its pace."""
+    return sum(min(ina.window / t.round_trip, 1 / t.spacing) for t in ina.trees) * frame_bytes * 8 / 1e6
+
+
+def call_model(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P: protocol.Protocol,
+               pool_size: int, ring_layouts: Sequence[Layout] | None = None,
+               host_latency: float = DEFAULT_HOST_LATENCY, limit_mbps: float | None = None) -> CallModel:
+    """The job's model.  ``trees``: none for a job that runs a ring alone; ``ring_layouts``: the layouts
+    its workers may use (default ``rings.layouts``); ``limit_mbps``: C where it was measured (default:
+    the switches' declared rates)."""
+    members = list(members)
+    ring_layouts = list(ring_layouts) if ring_layouts is not None else layouts(topology, members)
+    link = topology.slowest_link_mbps(members)
+    limit = limit_mbps if limit_mbps is not None else aggregation_limit(topology, members, trees, P.frame_bytes)[0]
+    rings = tuple(ring_cost(topology, members, layout, host_latency)[0] for layout in ring_layouts)
+    if not trees:
+        return CallModel(P.values, None, rings)
+    ina = _ina(topology, members, trees, P, pool_size, host_latency, limit if limit < link else None)
+    hybrids = tuple(_hybrid(topology, members, trees, P, pool_size, host_latency, layout, min(limit, link), link)
+                    for layout in (ring_layouts if len(members) > 1 else ()))
+    return CallModel(P.values, ina, rings, hybrids)
+
+
+def _hybrid(topology: Topology, members: list[str], trees: Sequence[JobTree], P: protocol.Protocol, pool_size: int,
+            host_latency: float, layout: Layout, limit: float, link: float) -> HybridCost:
+    """The trees beside this layout's ring, at C' where it settles (a few rounds: the ring's flows lengthen
+    the trees' round trips, which lowers what their windows carry, which leaves the ring more).  Where the
+    trees would take the whole link anyway, neither part is paced (a hybrid then only runs when asked)."""
+    pace = limit
+    for _ in range(8):
+        paced = pace < link * (1 - PURE)
+        ring, load = ring_cost(topology, members, layout, host_latency, link - pace if paced else None)
+        ina = _ina(topology, members, trees, P, pool_size, host_latency, pace if paced else None, load)
+        settled = min(limit, window_mbps(ina, P.frame_bytes))
+        if abs(settled - pace) <= 1e-3 * pace:
+            break
+        pace = settled
+    return HybridCost(ina, ring)

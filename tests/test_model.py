@@ -1,0 +1,316 @@
+"""The one model of a call (controller/model.py, controller/rings.py, worker/tuner.py): its formulas against
+hand-computed cases, the ring layouts it finds in topologies, the choice per call, and the jobs that carry
+it.  Its agreement with the virtual fabric is in tests/test_fabric_ring.py and tests/test_scale.py; the
+per-call choice on real sockets in tests/test_worker.py."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from controller import plan
+from controller.calibrate import calibrate
+from controller.controller import JobError
+from controller.entries import HIGH_WATER_CHILD
+from controller.job_plan import plan_job
+from controller.model import DEFAULT_HOST_LATENCY, JobTree, aggregation_limit, call_model, tree_pipe
+from controller.rings import TCP_WIRE, layouts, ring_cost
+from controller.topology import Topology, fat_tree, leaf_spine, single
+from tests.test_controller import Switches, controller, members
+from worker import protocol
+from worker.engine import INITIAL_IN_FLIGHT, Pacer
+from worker.ring import HEADER
+from worker.ring_layout import Layout, LayoutError, schedule
+from worker.tuner import CallModel, HybridCost, InaCost, RingCost, TreePipe, split_chunks
+
+P = protocol.load(256)
+BITS = P.frame_bytes * 8
+
+
+def _topology(data: dict, mbps: float, delay: str | None = None, agg_pps: float | None = None) -> Topology:
+    options = {"bw": mbps, **({"delay": delay} if delay else {})}
+    data["links"] = [[a, b, options] for a, b, *_ in data["links"]]
+    for s in data["switches"].values():
+        if agg_pps is not None:
+            s["agg_pps"] = agg_pps
+    return Topology.from_dict(data)
+
+
+# --- the tuner's formulas ---------------------------------------------------------------------------
+
+def test_a_tree_is_paced_by_its_link_or_by_its_window():
+    f, rtt = 1e-6, 30e-6
+    rate_bound = TreePipe(1.0, rtt, f)
+    # 64 slots fill 30 us of a 1 us-per-frame link: the last of 1,000 frames leaves at 999 us, back 30 us later
+    assert rate_bound.seconds(1000, 64, 64) == pytest.approx(999 * f + rtt)
+    # 8 slots: 8 frames per round trip; the last window starts at 124 round trips, its last frame 7 us in
+    assert rate_bound.seconds(1000, 8, 8) == pytest.approx(124 * rtt + 7 * f + rtt)
+    # slow start from 8 on a window that wants 30: rounds of 8 and 16 frames, then the pipe is full
+    assert rate_bound.seconds(1000, 64, INITIAL_IN_FLIGHT) == pytest.approx(2 * rtt + (1000 - 24 - 1) * f + rtt)
+    assert rate_bound.seconds(20, 64, INITIAL_IN_FLIGHT) == pytest.approx(rtt + 11 * f + rtt)  # done in round 2
+    assert rate_bound.seconds(0, 64, 64) == 0
+
+
+def test_the_trees_split_a_call_as_the_spec_does_and_the_slowest_sets_the_time():
+    assert split_chunks([0.25, 0.75], 12) == [3, 9] and split_chunks([0.5, 0.5], 3) == [2, 1]
+    ina = InaCost((TreePipe(0.25, 10e-6, 4e-6), TreePipe(0.75, 10e-6, 1e-6)), window=256)
+    # 400 chunks: 100 + 100 exponents on the first, 300 + 256 on the second (float); none in int32
+    assert ina.packets(400, exact=False) == [200, 556] and ina.packets(400, exact=True) == [100, 300]
+    assert ina.seconds(400, exact=True) == pytest.approx(max(99 * 4e-6, 299 * 1e-6) + 10e-6)
+
+
+def test_a_ring_is_its_latency_plus_what_each_rank_sends_over_its_rate():
+    ring = RingCost("flat", 6, latency=100e-6, reduce_seconds=2e-9, gather_seconds=1e-9)
+    assert ring.seconds(1000, 4, 4) == pytest.approx(100e-6 + 1000 * (8e-9 + 4e-9))
+    assert ring.seconds(1000, 8, 4) == pytest.approx(100e-6 + 1000 * (16e-9 + 4e-9))  # float64 sums, float32 back
+    assert ring.seconds(0, 4, 4) == 0
+
+
+def _model(ring_latency: float, pace: float | None = 50.0) -> CallModel:
+    """One tree of 2 us frames and 10 us round trips; a ring of 2 ns per byte each way; beside each other, the
+    tree at its pace (the same 2 us frames) and the ring at half its rate."""
+    ina = InaCost((TreePipe(1.0, 10e-6, 2e-6),), 64, pace)
+    ring = RingCost("flat", 6, ring_latency, 2e-9, 2e-9)
+    hybrid = HybridCost(InaCost((TreePipe(1.0, 10e-6, 2e-6),), 64, pace), RingCost("flat", 6, ring_latency, 4e-9,
+                                                                                    4e-9, pace))
+    return CallModel(256, ina, (ring,), (hybrid,))
+
+
+def test_the_hybrid_split_makes_both_parts_take_as_long():
+    model = _model(ring_latency=50e-6)
+    elements = 256 * 10_000
+    choice = model.hybrid_choice(elements, np.float32)
+    assert choice is not None and 0 < choice.ina_share < 1
+    assert choice.ina_seconds == pytest.approx(choice.ring_seconds, rel=0.01)
+    # by hand: trees a = 10 + 64 x 2 us, b = 2 us per chunk; ring (float64 sums, float32 back) a = 50 us,
+    # b = (8 + 4) x 4 ns per element
+    a_ina, b_ina, a_ring, b_ring = 138e-6, 2e-6 / 256, 50e-6, 12 * 4e-9
+    share = (a_ring - a_ina + b_ring * elements) / ((b_ina + b_ring) * elements)
+    assert choice.ina_share == pytest.approx(share)
+    assert model.choose(elements, np.float32).method == "hybrid"
+
+
+def test_a_ring_whose_latency_exceeds_the_trees_whole_call_is_never_taken():
+    small = 256 * 10
+    slow = _model(ring_latency=1.0)
+    assert slow.hybrid_choice(small, np.float32) is None
+    assert slow.choose(small, np.float32).method == "ina"
+    assert slow.choose(small, np.float32, mode="hybrid").method == "ina"  # asked for, but it would only lose
+    unpaced = _model(ring_latency=50e-6, pace=None)  # the trees take the whole link: no hybrid unless asked
+    assert unpaced.hybrid_choice(256 * 10_000, np.float32) is None
+    forced = unpaced.choose(256 * 10_000, np.float32, mode="hybrid", alpha=0.3)
+    assert (forced.method, forced.ina_share) == ("hybrid", 0.3)
+
+
+def test_modes_force_a_method_and_auto_takes_the_fastest():
+    model = _model(ring_latency=50e-6)
+    for elements in (256, 256 * 100, 256 * 100_000):
+        options = model.options(elements, np.float32)
+        auto = model.choose(elements, np.float32)
+        assert auto.seconds <= min(c.seconds for c in options.values()) * (1 + 1e-9)
+        for mode in ("ina", "ring"):
+            assert model.choose(elements, np.float32, mode=mode).method == mode
+    with pytest.raises(ValueError, match="mode must be one of"):
+        model.choose(10, np.float32, mode="both")
+    ringless = CallModel(256, None, (RingCost("flat", 2, 0.0, 1e-9, 1e-9),))
+    with pytest.raises(ValueError, match="cannot run it"):
+        ringless.choose(10, np.float32, mode="ina")
+
+
+def test_crossovers_are_where_the_choice_changes():
+    """A ring that starts sooner (5 us) but sends 8 ns per element against the trees' 1 us per chunk of 256:
+    the ring below some size, the trees above it."""
+    model = CallModel(256, InaCost((TreePipe(1.0, 10e-6, 1e-6),), 64), (RingCost("flat", 6, 5e-6, 1e-9, 1e-9),))
+    (crossing,) = model.crossovers(np.float32)
+    nbytes, below, above = crossing
+    assert (below, above) == ("ring (flat)", "ina")
+    assert model.choose(nbytes // 4, np.float32).method == "ina"
+    assert model.choose(nbytes // 4 - 256, np.float32).method == "ring"
+    # by hand, n chunks of 256 (n >= 64): 10 + (n + 63) x 1 us against 5 + n x 256 x 8 ns: equal at n = 64.9
+    assert 64 * 1024 < nbytes <= 65 * 1024
+
+
+def test_the_model_goes_into_the_spec_and_back():
+    model = _model(ring_latency=50e-6)
+    assert CallModel.from_dict(json.loads(json.dumps(model.to_dict()))) == model
+
+
+# --- layouts --------------------------------------------------------------------------------------
+
+def test_layouts_follow_the_topology():
+    fat16 = Topology.from_dict(fat_tree(16))
+    hosts = sorted(fat16.hosts, key=lambda h: int(h[1:]))
+    found = {x.name: x for x in layouts(fat16, hosts)}
+    assert found["hierarchical"].levels == (8, 8, 16) and found["hierarchical"].steps == 58
+    assert found["halving_doubling"].steps == 20 and found["flat"].steps == 2046
+    assert {x.name: x.levels for x in layouts(fat16, hosts[:256])}["hierarchical"] == (8, 8, 4)
+    assert {x.name: x.levels for x in layouts(fat16, hosts[:64])}["hierarchical"] == (8, 8)
+    # 12 hosts: 8 under one leaf, 4 under the next: uneven leaves in one pod make one ring, the flat one
+    assert [x.name for x in layouts(fat16, hosts[:12])] == ["flat"]
+    spine = Topology.from_dict(leaf_spine(2, 3, 4))
+    assert {x.name: x.levels for x in layouts(spine, sorted(spine.hosts))}["hierarchical"] == (4, 3)
+    assert [x.name for x in layouts(Topology.from_dict(single(6)), [f"h{i}" for i in range(1, 7)])] == ["flat"]
+    # a member order unlike the topology's: the layout keeps each leaf's hosts together (rank 0's leaf first)
+    shuffled = ["h3", "h1", "h4", "h2"]
+    small = Topology.from_dict(leaf_spine(2, 2, 2))
+    hier = {x.name: x for x in layouts(small, shuffled)}["hierarchical"]
+    assert [shuffled[r] for r in hier.order] == ["h3", "h4", "h1", "h2"] and hier.levels == (2, 2)
+
+
+def test_every_layout_moves_the_bandwidth_optimal_bytes_in_its_steps():
+    for layout in (Layout.flat(6), Layout("hierarchical", (3, 2), (0, 1, 2, 3, 4, 5)),
+                   Layout("halving_doubling", (2, 2, 2), tuple(range(8)))):
+        n, count = len(layout.order), 24_000
+        for rank in range(n):
+            steps, (lo, hi) = schedule(layout, rank, count)
+            assert len(steps) == layout.steps
+            sent = sum(b - a for s in steps for a, b in (s.send,))
+            assert sent == 2 * (n - 1) * count // n and hi - lo == count // n
+    with pytest.raises(LayoutError, match="do not describe"):
+        Layout("flat", (3,), (0, 1, 1))
+
+
+# --- the model's numbers from a topology ----------------------------------------------------------
+
+def test_a_trees_round_trip_is_its_hops_and_the_hosts_latency():
+    topology = _topology(single(4), 1000.0, delay="10us")
+    members = ["h1", "h2", "h3", "h4"]
+    tree = plan.pack_trees(topology, members, 32).trees[0]
+    pipe = tree_pipe(topology, members, JobTree(tree.tree, tree.rate, tree.share), tree.rate, P.frame_bytes, 20e-6)
+    hop = BITS / 1e9 + 10e-6
+    assert pipe.round_trip == pytest.approx(2 * hop + 20e-6) and pipe.spacing == pytest.approx(BITS / 1e9)
+
+
+def test_a_flat_rings_cost_on_one_switch_is_the_closed_form():
+    n, mbps = 4, 1000.0
+    topology = _topology(single(n), mbps, delay="10us")
+    cost, load = ring_cost(topology, [f"h{i}" for i in range(1, n + 1)], Layout.flat(n), 20e-6)
+    step = 2 * 10e-6 + 20e-6 + HEADER.size * TCP_WIRE * 8 / (mbps * 1e6)
+    assert cost.latency == pytest.approx(2 * (n - 1) * step)
+    assert cost.reduce_seconds == pytest.approx((n - 1) / n * TCP_WIRE * 8 / (mbps * 1e6))
+    assert max(load.values()) == pytest.approx(mbps * 1e6)  # every host link full both ways
+
+
+def test_declared_aggregation_rates_bound_the_switches_share():
+    spec = single(4)
+    spec["switches"]["s1"]["agg_pps"] = 1000
+    topology = Topology.from_dict(spec)
+    members = ["h1", "h2", "h3", "h4"]
+    trees = [JobTree(t.tree, t.rate, t.share) for t in plan.pack_trees(topology, members, 32).trees]
+    limit, why = aggregation_limit(topology, members, trees, 1082)
+    assert limit == pytest.approx(1000 / 4 * 1082 * 8 / 1e6) and "s1 sums 1000" in why
+    assert aggregation_limit(Topology.from_dict(single(4)), members, trees, 1082)[0] == math.inf
+    spec["switches"]["s1"]["agg_pps"] = -5
+    with pytest.raises(ValueError, match="agg_pps must be a positive number"):
+        Topology.from_dict(spec)
+
+
+def test_a_hybrid_paces_the_trees_at_C_and_the_ring_at_the_rest():
+    topology = _topology(single(4), 100.0, agg_pps=50e6 / BITS * 4)  # C = 50 Mb/s per worker
+    members = ["h1", "h2", "h3", "h4"]
+    trees = [JobTree(t.tree, t.rate, t.share) for t in plan.pack_trees(topology, members, 32).trees]
+    model = call_model(topology, members, trees, P, 256)
+    assert model.ina.pace_mbps == pytest.approx(50.0)  # INA alone keeps to C too
+    (flat, hd) = model.hybrids
+    assert flat.ina.pace_mbps == pytest.approx(50.0) and flat.ring.pace_mbps == pytest.approx(50.0)
+    assert model.choose(4 << 20, np.float32).method == "hybrid"  # a large call: both at once
+    small = model.choose(1024, np.float32)
+    assert small.method != "hybrid"  # a small one: a ring's latency alone is most of it
+    # a small pool: the window, not C, bounds the trees, and the ring gets what they leave
+    narrow = call_model(_topology(single(4), 100.0, delay="100us"), members, trees, P, 2)
+    assert narrow.hybrids[0].ina.pace_mbps < 100.0 * 0.1
+    assert narrow.hybrids[0].ring.pace_mbps == pytest.approx(100.0 - narrow.hybrids[0].ina.pace_mbps)
+
+
+def test_a_plan_prints_every_method_and_the_one_that_runs():
+    topology = _topology(fat_tree(4), 100_000.0, delay="1us")
+    hosts = sorted(topology.hosts, key=lambda h: int(h[1:]))
+    job = plan_job(topology, hosts, P, "1", pool_size=256)
+    data = json.loads(json.dumps(job.to_dict(topology, (1 << 20,))))
+    call = data["calls"][0]
+    assert set(call["later"]["methods"]) == {"ina", "ring"} and call["later"]["runs"] == "ina"
+    ina = call["later"]["methods"]["ina"]
+    assert ina["latency"] + ina["bandwidth"] == pytest.approx(ina["seconds"])
+    assert call["first"]["seconds"] > call["later"]["seconds"]  # slow start on the first call
+    assert [x["name"] for x in data["layouts"]] == ["flat", "hierarchical", "halving_doubling"]
+    assert DEFAULT_HOST_LATENCY == 20e-6
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+
+@pytest.fixture
+def slow_switch():
+    """Four hosts on 4 Mb/s links under a switch that sums 4,000 contributions per second (C = 2.51 Mb/s)."""
+    spec = single(4)
+    spec["switches"]["s1"]["agg_pps"] = 4000
+    for link in spec["links"]:
+        link.append({"bw": 4})
+    s = Switches(Topology.from_dict(spec))
+    yield s
+    s.stop()
+
+
+def test_a_job_carries_its_model_and_layouts_in_the_spec(slow_switch, tmp_path):
+    c = controller(slow_switch, tmp_path)
+    hosts = ["h1", "h2", "h3", "h4"]
+    spec = c.create_job("mixed", hosts, pool_size=8)
+    assert spec.mode == "auto" and spec.model is not None and spec.model == c.job_plan("mixed").model
+    big = spec.choose(1 << 20, np.float32, [0])
+    assert big.method == "hybrid" and big.ina_pace_mbps == pytest.approx(4000 / 4 * (42 + 272) * 8 / 1e6)
+    assert big.ring_pace_mbps == pytest.approx(4.0 - big.ina_pace_mbps)  # the ring gets what is left: L - C
+    assert spec.ring_port is not None and spec.ring_port not in {t.port for t in spec.trees}
+    assert spec.ring_peers == [f"10.0.0.{i}:{spec.ring_port}" for i in range(1, 5)]
+    ring = c.create_job("ring", hosts, pool_size=8, mode="ring")
+    assert (ring.trees, ring.mode) == ((), "ring") and ring.ring_port not in (spec.ring_port, None)
+    assert {e.key("hdr.ina.job_id") for e in members(c, "s1")} == {spec.trees[0].job_id}  # the ring has no entries
+    pure = c.create_job("pure", hosts, pool_size=8, mode="ina")
+    assert pure.choose(1 << 20, np.float32).ina_pace_mbps == big.ina_pace_mbps  # paced at C
+    c.close()
+
+
+@pytest.mark.parametrize("kwargs, message", [({"mode": "hybrid", "alpha": 2.0}, r"within \[0, 1\]"),
+                                             ({"mode": "ina", "alpha": 0.5}, "chooses its own"),
+                                             ({"mode": "both"}, "mode must be one of"),
+                                             ({"ring_layout": "star"}, "ring layout must be one of"),
+                                             ({"ring_layout": "halving_doubling"}, "does not fit these members")])
+def test_bad_requests_change_nothing(slow_switch, tmp_path, kwargs, message):
+    c = controller(slow_switch, tmp_path)
+    before = (c.state.next_job_id, c.installed_entries("s1"))
+    with pytest.raises(JobError, match=message):
+        c.create_job("x", ["h1", "h2", "h3"], pool_size=8, **kwargs)
+    assert (c.state.next_job_id, c.installed_entries("s1")) == before and not c.state.jobs
+    c.close()
+
+
+def test_the_pacer_lets_a_burst_through_then_holds_to_the_rate():
+    pacer = Pacer(8.0, frame_bytes=1000, burst_packets=2)  # 1 MB/s; a burst of 2,000 bytes
+    now = 12.5  # any time: the bucket is full at the first look
+    for _ in range(3):  # the bucket starts full (2,000 bytes): two frames go, the third puts it in debt
+        assert pacer.ready_at(now) == now
+        pacer.spend(958, now)
+    assert pacer.ready_at(now) == pytest.approx(now + 1000 / 1e6)  # 1,000 bytes of debt at 1 MB/s
+    assert pacer.ready_at(now + 0.0005) == pytest.approx(now + 0.001)
+    assert pacer.ready_at(now + 0.002) == now + 0.002
+
+
+@pytest.mark.parametrize("host_exec, message", [({}, "gives no way to run commands on h1"),
+                                                ({h: ["false"] for h in ("h1", "h2", "h3", "h4")},
+                                                 r"calibration: h\d \(is it running\?\): exit status 1")])
+def test_calibrating_a_job_whose_hosts_do_not_run_changes_nothing(slow_switch, tmp_path, host_exec, message):
+    c = controller(slow_switch, tmp_path)
+    c.network.host_exec = host_exec
+    spec = c.create_job("idle", ["h1", "h2", "h3", "h4"], pool_size=8)
+
+    def seen() -> tuple:  # job ids and epochs move on (a temporary job's packets may still fly), nothing else
+        jobs = json.loads((tmp_path / "state.json").read_text())["jobs"]
+        entries = {e for e in c.installed_entries("s1") if dict(e.match).get("hdr.ina.child") != HIGH_WATER_CHILD}
+        return jobs, entries, c.installed_groups("s1"), sorted(p.name for p in c.spec_dir.iterdir())
+
+    before = seen()
+    with pytest.raises(JobError, match=message):
+        calibrate(c, "idle", values=1000, timeout=2.0)
+    assert seen() == before and c.job_spec("idle") == spec
+    c.close()

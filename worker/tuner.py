@@ -1,0 +1,301 @@
+"""The model of one allreduce call as a worker reads it from its job spec, and the method chosen per call.
+
+NCCL picks its algorithm for each call from ``time = latency + bytes / bandwidth`` (src/graph/tuning.cc,
+ncclTopoGetAlgoTime).  So does the worker, among in-network aggregation (``ina``), a host ring of each
+layout the job has (``ring``), and both at once on shares of the call (``hybrid``, NTT's split).  The
+controller computes the few numbers from the topology and the plan (``controller/model.py``); this
+module only evaluates them.  Every rank makes the same choice for the same call: the choice is a
+function of the spec, the call's size and type, and how many packets each tree sent before (a tree's
+window opens by slow start over its first calls, ``worker.engine.Congestion``), all the same on every
+rank.
+
+In-network aggregation, one tree (``TreePipe``): a call of n chunks is T = n + D packets (D = min(W, n)
+exponent-only packets open a float call, none an int32 one).  Packet q goes once the result of packet
+q - W is in, so with a round trip R and the tree's bottleneck spacing f between frames the call takes
+
+    R + max((T - 1) f, floor((T - 1) / W) R + ((T - 1) mod W) f)
+
+(the link's pace, or W packets per round trip, whichever is slower), after a round trip per doubling of
+the window while slow start opens it.  A job's trees run at once on their shares of the chunks.
+
+A ring (``RingCost``): its steps' latencies (each: the path's propagation and the host's latency) plus
+what each rank sends over the rate its flows get, per byte of the array: 2(N-1)/N of it in all, the
+reduce-scatter in the sums' type and the allgather in the result's (``ring_layout.ring_types``).
+
+The hybrid: both parts at once, so the call takes the longer of the two; the share through the
+switches alpha that makes them equal is, with each part as latency a + slope b per element,
+
+    alpha = (a_ring - a_ina + b_ring E) / ((b_ina + b_ring) E)        (E elements, clipped to [0, 1])
+
+and a ring whose latency alone exceeds in-network aggregation's whole call is never taken.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from worker.engine import INITIAL_IN_FLIGHT
+from worker.ring_layout import ring_types
+
+METHODS = ("ina", "ring", "hybrid")
+MODES = (*METHODS, "auto")
+PURE = 0.02  # a hybrid share within this of 0 or 1 runs as the pure method: the other part would be noise
+
+
+def split_chunks(shares: Sequence[float], chunks: int) -> list[int]:
+    """How many of a call's chunks each tree takes, in proportion to the shares: largest remainder over
+    the shares as given (normalised, so shares that sum to 1 only up to rounding still cover every
+    chunk exactly once), the same on every worker."""
+    if not shares:
+        return []
+    total = sum(shares)
+    ideal = [s / total * chunks for s in shares]
+    counts = [min(chunks, math.floor(x)) for x in ideal]
+    by_remainder = sorted(range(len(ideal)), key=lambda i: (counts[i] - ideal[i], i))
+    for k in range(chunks - sum(counts)):
+        counts[by_remainder[k % len(counts)]] += 1
+    while sum(counts) > chunks:  # floating point put one too many somewhere
+        counts[max(range(len(counts)), key=counts.__getitem__)] -= 1
+    return counts
+
+
+@dataclass(frozen=True)
+class TreePipe:
+    """One aggregation tree as a call sees it."""
+
+    share: float  # of the call's chunks
+    round_trip: float  # seconds: a contribution to the root and its result back, queues empty, host latency in
+    spacing: float  # seconds between two frames at the rate the tree gets (its bottleneck's frame time)
+
+    def seconds(self, packets: int, window: int, cwnd: float) -> float:
+        """``packets`` through this tree, its window of ``window`` slots, ``cwnd`` of them open at first."""
+        if packets <= 0:
+            return 0.0
+        f, rtt = self.spacing, self.round_trip
+        fill = min(window, rtt / f)  # packets in flight that keep the bottleneck busy
+        start, left, c = 0.0, packets, max(1, math.floor(min(cwnd, window)))
+        while c < fill:  # slow start: each round trip's results double what may be in flight
+            if left <= c:
+                return start + (left - 1) * f + rtt
+            start, left, c = start + rtt, left - c, min(window, 2 * c)
+        last = left - 1
+        return start + max(last * f, last // window * rtt + last % window * f) + rtt
+
+
+@dataclass(frozen=True)
+class InaCost:
+    """A job's trees, and the pace the worker keeps while they carry a call."""
+
+    trees: tuple[TreePipe, ...]
+    window: int  # slots per tree
+    pace_mbps: float | None = None  # what the worker offers the switches (None: as fast as they take it)
+
+    def packets(self, chunks: int, exact: bool) -> list[int]:
+        return [n + (0 if exact else min(self.window, n))
+                for n in split_chunks([t.share for t in self.trees], chunks)]
+
+    def seconds(self, chunks: int, exact: bool, sent: Sequence[int] | None = None) -> float:
+        """``chunks`` through the trees; ``sent``: packets each tree sent before (None: their windows open)."""
+        cwnds = [self.window] * len(self.trees) if sent is None else \
+            [min(self.window, INITIAL_IN_FLIGHT + s) for s in sent]
+        return max((t.seconds(p, self.window, c) for t, p, c in zip(self.trees, self.packets(chunks, exact), cwnds)),
+                   default=0.0)
+
+    def line(self) -> tuple[float, float]:
+        """(latency, seconds per chunk) of a long call with the window open: the slowest tree's."""
+        worst = (0.0, 0.0)
+        for t in self.trees:
+            per = max(t.spacing, t.round_trip / self.window)
+            worst = max(worst, (t.round_trip + self.window * per, per * t.share), key=lambda x: x[1])
+        return worst
+
+
+@dataclass(frozen=True)
+class RingCost:
+    """A host ring of one layout as a call sees it: per rank, the seconds per byte of the array it sends
+    in the reduce-scatter and in the allgather, and its steps' latencies."""
+
+    layout: str  # a ``ring_layout.Layout`` name of the spec's
+    steps: int
+    latency: float  # seconds: every step's latency (propagation, host, a step's header), summed
+    reduce_seconds: float  # seconds per byte of the array (in the sums' type) in the reduce-scatter
+    gather_seconds: float  # and per byte of the result's type in the allgather
+    pace_mbps: float | None = None  # each connection's rate (None: as fast as it goes)
+
+    def seconds(self, elements: int, wide: int, narrow: int) -> float:
+        """``elements`` summed in ``wide``-byte values, gathered in ``narrow``-byte ones."""
+        return self.latency + elements * (wide * self.reduce_seconds + narrow * self.gather_seconds) if elements \
+            else 0.0
+
+
+@dataclass(frozen=True)
+class HybridCost:
+    """The trees and a ring at once: each paced so the two leave each other their shares of the links."""
+
+    ina: InaCost
+    ring: RingCost
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How one call runs: its method, its share through the switches and its ring's layout."""
+
+    method: str
+    ina_share: float  # of the call's chunks through the trees (1: ina, 0: ring)
+    layout: str | None  # the ring's, when a ring runs
+    seconds: float  # predicted
+    latency: float = 0.0  # of which what does not grow with the call's size (the rest: its bytes over a rate)
+    ina_seconds: float = 0.0  # the trees' part (the two parts run at once)
+    ring_seconds: float = 0.0
+    ina_pace_mbps: float | None = None
+    ring_pace_mbps: float | None = None
+
+    def describe(self) -> str:
+        what = {"ina": "through the switches", "ring": f"round the {self.layout} ring",
+                "hybrid": f"{self.ina_share:.0%} through the switches, the rest round the {self.layout} ring"}
+        return f"{self.method}: {what[self.method]}, {self.seconds * 1e6:,.1f} us"
+
+
+@dataclass(frozen=True)
+class CallModel:
+    """Everything a worker needs to choose and pace each call."""
+
+    values: int  # per packet: a call of E elements is ceil(E / values) chunks
+    ina: InaCost | None  # the trees alone (None: the job has none)
+    rings: tuple[RingCost, ...]  # each layout alone
+    hybrids: tuple[HybridCost, ...] = ()  # the trees beside each layout's ring
+
+    # --- one method ---------------------------------------------------------------------------
+
+    def ina_choice(self, elements: int, exact: bool, sent: Sequence[int] | None = None) -> Choice | None:
+        if self.ina is None:
+            return None
+        chunks = -(-elements // self.values)
+        t = self.ina.seconds(chunks, exact, sent)
+        latency = max(0.0, t - chunks * self.ina.line()[1])
+        return Choice("ina", 1.0, None, t, latency, ina_seconds=t, ina_pace_mbps=self.ina.pace_mbps)
+
+    def ring_choice(self, elements: int, dtype: np.dtype | type, in_tensor_type: bool,
+                    layout: str | None = None) -> Choice | None:
+        wide, narrow = (d.itemsize for d in ring_types(dtype, in_tensor_type))
+        options = [r for r in self.rings if layout in (None, r.layout)]
+        if not options:
+            return None
+        best = min(options, key=lambda r: r.seconds(elements, wide, narrow))
+        t = best.seconds(elements, wide, narrow)
+        return Choice("ring", 0.0, best.layout, t, best.latency, ring_seconds=t, ring_pace_mbps=best.pace_mbps)
+
+    def hybrid_choice(self, elements: int, dtype: np.dtype | type, sent: Sequence[int] | None = None,
+                      layout: str | None = None, alpha: float | None = None) -> Choice | None:
+        """The best split beside each layout's ring (``alpha``: this share instead), the fastest of them;
+        None where no hybrid can run, every ring part's latency alone exceeds the trees' whole call, or the
+        trees take the whole link anyway (their part is not paced: only a share asked for runs then)."""
+        exact = np.dtype(dtype) == np.int32
+        wide, narrow = (d.itemsize for d in ring_types(dtype, in_tensor_type=False))
+        chunks = -(-elements // self.values)
+        alone = self.ina.seconds(chunks, exact, sent) if self.ina is not None else math.inf
+        best = None
+        for h in self.hybrids:
+            if layout not in (None, h.ring.layout) or \
+                    (alpha is None and (h.ina.pace_mbps is None or h.ring.latency >= alone)):
+                continue
+            share = _split(h, elements, self.values, exact, wide, narrow, sent) if alpha is None else alpha
+            k = chunks if share >= 1 else round(share * chunks)
+            t_ina = h.ina.seconds(k, exact, sent)
+            t_ring = h.ring.seconds(elements - min(elements, k * self.values), wide, narrow)
+            latency = max(0.0, t_ina - k * h.ina.line()[1]) if t_ina >= t_ring else h.ring.latency
+            choice = Choice("hybrid", share, h.ring.layout, max(t_ina, t_ring), latency, t_ina, t_ring,
+                            h.ina.pace_mbps, h.ring.pace_mbps)
+            if best is None or choice.seconds < best.seconds:
+                best = choice
+        return best
+
+    # --- the choice ---------------------------------------------------------------------------
+
+    def options(self, elements: int, dtype: np.dtype | type, sent: Sequence[int] | None = None,
+                in_tensor_type: bool = True, layout: str | None = None, alpha: float | None = None
+                ) -> dict[str, Choice]:
+        """Each method that can run this call, at its best (a ring alone in the tensor's type when
+        ``in_tensor_type``; a hybrid's ring part always in wide partial sums)."""
+        exact = np.dtype(dtype) == np.int32
+        found = {"ina": self.ina_choice(elements, exact, sent),
+                 "ring": self.ring_choice(elements, dtype, in_tensor_type, layout),
+                 "hybrid": self.hybrid_choice(elements, dtype, sent, layout, alpha)}
+        return {m: c for m, c in found.items() if c is not None}
+
+    def choose(self, elements: int, dtype: np.dtype | type, sent: Sequence[int] | None = None, mode: str = "auto",
+               in_tensor_type: bool = True, layout: str | None = None, alpha: float | None = None) -> Choice:
+        """How this call runs: the fastest method (``mode`` auto) or the one asked for; a hybrid whose
+        split comes out (nearly) whole runs as the pure method."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        options = self.options(elements, dtype, sent, in_tensor_type, layout, alpha)
+        if mode != "auto":
+            if mode not in options and mode == "hybrid" and "ina" in options and self.hybrids:
+                return options["ina"]  # every ring part's latency exceeds the trees' whole call
+            if mode not in options:
+                raise ValueError(f"mode {mode}: this job cannot run it (it has {', '.join(options) or 'nothing'})")
+            chosen = options[mode]
+        else:
+            chosen = min(options.values(), key=lambda c: c.seconds)
+        if chosen.method == "hybrid" and alpha is None:
+            if chosen.ina_share >= 1 - PURE and "ina" in options:
+                return options["ina"]
+            if chosen.ina_share <= PURE and "ring" in options:
+                return options["ring"]
+        return chosen
+
+    def crossovers(self, dtype: np.dtype | type, sent: Sequence[int] | None = None, mode: str = "auto",
+                   in_tensor_type: bool = True, smallest: int = 1 << 8, largest: int = 1 << 32
+                   ) -> list[tuple[int, str, str]]:
+        """The call sizes (bytes) where the choice changes, from ``smallest`` to ``largest``: (bytes, the
+        method below, the method from there on), found by bisection between powers of two."""
+        itemsize = np.dtype(dtype).itemsize
+
+        def pick(nbytes: int) -> str:
+            c = self.choose(max(1, nbytes // itemsize), dtype, sent, mode, in_tensor_type)
+            return c.method if c.method != "ring" else f"ring ({c.layout})"
+
+        found, size, before = [], smallest, pick(smallest)
+        while size < largest:
+            nxt = size * 2
+            after = pick(nxt)
+            if after != before:
+                lo, hi = size, nxt
+                while hi - lo > max(itemsize, lo // 1000):
+                    mid = (lo + hi) // 2
+                    lo, hi = (mid, hi) if pick(mid) == before else (lo, mid)
+                found.append((hi, before, pick(hi)))
+            size, before = nxt, after
+        return found
+
+    # --- the spec -----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CallModel:
+        def ina(d: dict | None) -> InaCost | None:
+            return None if d is None else InaCost(tuple(TreePipe(**t) for t in d["trees"]), d["window"],
+                                                   d.get("pace_mbps"))
+
+        return cls(data["values"], ina(data.get("ina")), tuple(RingCost(**r) for r in data.get("rings", ())),
+                   tuple(HybridCost(ina(h["ina"]), RingCost(**h["ring"])) for h in data.get("hybrids", ())))
+
+
+def _split(h: HybridCost, elements: int, values: int, exact: bool, wide: int, narrow: int,
+           sent: Sequence[int] | None) -> float:
+    """The share through the switches that makes both parts take as long (each part as a line)."""
+    a_ina, per_chunk = h.ina.line()
+    if sent is not None:  # the window still opening adds its round trips to the trees' latency
+        big = 1 << 20
+        a_ina = max(a_ina, h.ina.seconds(big, exact, sent) - big * per_chunk)
+    b_ina = per_chunk / values
+    b_ring = wide * h.ring.reduce_seconds + narrow * h.ring.gather_seconds
+    share = (h.ring.latency - a_ina + b_ring * elements) / ((b_ina + b_ring) * elements)
+    return min(1.0, max(0.0, share))

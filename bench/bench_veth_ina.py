@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from controller.controller import WORKER_PORT_BASE
+from controller.reconcile import WORKER_PORT_BASE
 from p4target import netns
 from p4target.ports import SO_RCVBUFFORCE
 

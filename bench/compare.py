@@ -73,15 +73,15 @@ def alternate(rev: str, module: str, args: list[str], rounds: int, csv_name: str
 
 
 def side_by_side(found: dict[str, list[list[dict]]], key: Callable[[dict], str], column: str) -> list[str]:
-    """Per key: each side's median over rounds of ``column``, and new / old."""
+    """Per key: each side's median over rounds of ``column`` (each round's value after it), and new / old."""
     lines = []
     for k in dict.fromkeys(key(row) for rows in found["new"] for row in rows):
-        medians = {side: statistics.median(float(row[column]) for rows in found[side] for row in rows
-                                           if key(row) == k) for side in ("old", "new") if any(
-                       key(row) == k for rows in found[side] for row in rows)}
-        if len(medians) == 2:
-            lines.append(f"{k}: old {medians['old']:.3f}, new {medians['new']:.3f} "
-                         f"(new / old {medians['new'] / medians['old']:.3f})")
+        values = {side: [float(row[column]) for rows in found[side] for row in rows if key(row) == k]
+                  for side in ("old", "new")}
+        if all(values.values()):
+            old, new = (statistics.median(values[side]) for side in ("old", "new"))
+            each = "; ".join(f"{side} " + ", ".join(f"{v:.3f}" for v in values[side]) for side in ("old", "new"))
+            lines.append(f"{k}: old {old:.3f}, new {new:.3f} (new / old {new / old:.3f}) [{each}]")
     return lines
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from controller import admission, plan, programs
 from controller.admission import Admitted, Held, Placement, Pools
-from controller.capacity import CapacityError, room
+from controller.capacity import CapacityError, Room, room
 from controller.entries import Allocation
 from controller.failover import DEAD_AFTER, Failover
 from controller.job_plan import DEFAULT_POOL_SIZE, JobError, JobPlan, plan_job, with_trees
@@ -28,7 +29,7 @@ from controller.network import Network
 from controller.p4runtime_client import SwitchConnection, SwitchError
 from controller.pipeline import Pipeline, PipelineOptions
 from controller.programs import V1MODEL
-from controller.reconcile import Reconciler, worker_port
+from controller.reconcile import WORKER_PORT_BASE, Reconciler, worker_port
 from controller.schema import Entry
 from controller.state import ControllerState, JobRecord, TreeRecord
 from controller.switch_io import SwitchIO
@@ -39,7 +40,7 @@ from worker.jobspec import JobSpec, Member, TreeSpec
 __all__ = ["DEAD_AFTER", "DEFAULT_POOL_SIZE", "Controller", "JobError", "JobExists", "NoSuchJob", "fastest"]
 
 log = logging.getLogger("ina.controller")
-MAX_JOB_ID = 32767 - 16384  # a job id's worker port stays below Linux's ephemeral range (``reconcile``)
+MAX_JOB_ID = 32767 - WORKER_PORT_BASE  # a job id's worker port stays below Linux's ephemeral range
 MANAGED_TABLES = V1MODEL.managed_tables  # ina.p4's; a switch's own are pipeline(switch).program.managed_tables
 
 
@@ -85,6 +86,7 @@ class Controller:
         self.reconciler = Reconciler(self.topology, self.io, lambda: self.state)
         self.failover = Failover(clock)
         self._host_latency = host_latency
+        self._plans: dict[str, tuple[tuple, JobPlan]] = {}  # a live job's plan, while what it is made of holds
         self._lock = threading.RLock()
 
     @property
@@ -349,6 +351,7 @@ class Controller:
                     self.failover.unsynced.add(switch)
                     log.warning("job %s: %s keeps its entries until it answers: %s", name, switch, e)
             del self.state.jobs[name]
+            self._plans.pop(name, None)
             self._save()  # a switch that was down keeps stale entries until setup() converges it
             if self.spec_dir is not None:
                 (self.spec_dir / f"{name}.json").unlink(missing_ok=True)
@@ -369,15 +372,24 @@ class Controller:
             return self._write_spec(name)
 
     def job_plan(self, name: str) -> JobPlan:
-        """A live job's plan: the trees it holds now, its layouts and its model."""
+        """A live job's plan: the trees it holds now, its layouts and its model (made again only when the
+        trees move, a calibration measures, or the hosts' latency changes: for 1,024 hosts it takes seconds,
+        and the service answers with it)."""
         job = self._job(name)
-        P = self._protocol()
         measured = job.calibration or {}
+        key = (tuple(job.members), [(t.tree, t.rate, t.share) for t in job.trees], json.dumps(measured, sort_keys=True),
+               self.host_latency, job.mode, job.alpha, job.ring_layout, job.ring_sum, job.pool_size)
+        cached = self._plans.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        P = self._protocol()
         trees = tuple(plan.PlannedTree(t.tree, t.rate, t.share) for t in job.trees)
         found = plan.Plan(tuple(job.members), trees, sum(t.rate for t in trees), 0.0, (), 0, 0.0, P.wire_factor)
         latency = measured.get("host_latency") or self.host_latency
-        return with_trees(self.topology, found, P, job.mode, job.alpha, job.ring_sum, job.pool_size,
-                          job.ring_layout, latency, measured.get("ina_mbps"))
+        planned = with_trees(self.topology, found, P, job.mode, job.alpha, job.ring_sum, job.pool_size,
+                             job.ring_layout, latency, measured.get("ina_mbps"))
+        self._plans[name] = (key, planned)
+        return planned
 
     def job_spec(self, name: str) -> JobSpec:
         job = self._job(name)
@@ -402,7 +414,7 @@ class Controller:
         """Per job and switch: the job_stats counters by name (packets), and per-switch drops."""
         return self.reconciler.counters()
 
-    def room(self, switch: str):
+    def room(self, switch: str) -> Room:
         """The switch's pool and cells, and what of them live jobs leave free."""
         pipe, held = self.pipeline(switch), self._held().get(switch, [])
         return room(switch, self.network.access[switch].arch, pipe.pool_slots, pipe.max_jobs,

@@ -114,6 +114,11 @@ class JobSpec:
             if len(layout.order) != len(self.members):
                 raise JobSpecError(f"job {self.name}: ring layout {layout.name} has {len(layout.order)} ranks, "
                                    f"not {len(self.members)}")
+        model = self.model
+        if model is not None and ((self.mode in ("ina", "hybrid") and model.ina is None) or
+                                  (self.mode != "ina" and len(self.members) > 1 and not model.rings)):
+            raise JobSpecError(f"job {self.name}: its model has {'no trees' if model.ina is None else 'no ring'} "
+                               f"for mode {self.mode}")
         if self.ring_layout is not None and self.ring_layout not in {x.name for x in self.ring_arrangements}:
             raise JobSpecError(f"job {self.name}: ring_layout {self.ring_layout!r} is not one of the job's layouts "
                                f"({', '.join(x.name for x in self.ring_arrangements)})")

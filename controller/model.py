@@ -133,16 +133,19 @@ def call_model(topology: Topology, members: Sequence[str], trees: Sequence[JobTr
 
 def _hybrid(topology: Topology, members: list[str], trees: Sequence[JobTree], P: protocol.Protocol, pool_size: int,
             host_latency: float, layout: Layout, limit: float, link: float) -> HybridCost:
-    """The trees beside this layout's ring, at C' where it settles (a few rounds: the ring's flows lengthen
-    the trees' round trips, which lowers what their windows carry, which leaves the ring more).  Where the
-    trees would take the whole link anyway, neither part is paced (a hybrid then only runs when asked)."""
-    pace = limit
+    """The trees beside this layout's ring, at C' where it settles.  It starts from what the trees carry on
+    empty links (C, or their windows' worth) and comes down: the ring's flows, paced at L - C', lengthen the
+    trees' round trips, which lowers what their windows carry, which leaves the ring more.  (From an unpaced
+    ring it would settle at the bottom: flows that fill the links leave the trees' frames 1% of them.)
+    Where the trees would take the whole link anyway, neither part is paced (a hybrid then only runs when
+    asked)."""
+    pace = min(limit, window_mbps(_ina(topology, members, trees, P, pool_size, host_latency, None), P.frame_bytes))
     for _ in range(8):
         paced = pace < link * (1 - PURE)
         ring, load = ring_cost(topology, members, layout, host_latency, link - pace if paced else None)
         ina = _ina(topology, members, trees, P, pool_size, host_latency, pace if paced else None, load)
-        settled = min(limit, window_mbps(ina, P.frame_bytes))
-        if abs(settled - pace) <= 1e-3 * pace:
+        settled = min(pace, window_mbps(ina, P.frame_bytes))
+        if not paced or settled >= pace * (1 - 1e-3):
             break
         pace = settled
     return HybridCost(ina, ring)

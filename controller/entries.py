@@ -68,12 +68,13 @@ def _address(job_id: int, receiver: int, topology: Topology, me, peer: str, udp_
 
 
 def route_entries(topology: Topology, switch: str, program: Program = V1MODEL) -> list[Entry]:
-    """IPv4 routes from this switch to every host, over shortest paths.
+    """IPv4 routes from this switch to every host, over shortest paths, spread over equal ones by the
+    destination (``Topology.next_hop``).
 
     A host on one of this switch's ports gets a /32 that writes its own MAC.  Every other host is
     reached through a neighbour switch, whose MAC the frame gets (as a router writes its next
-    hop's), so the hosts behind one port share an action and their routes fold into prefixes
-    (``_prefixes``): a fat_tree(16) switch holds tens of routes, not 1,024, and fits the table.
+    hop's), so the hosts sent one way share an action and their routes fold into prefixes
+    (``_prefixes``): a fat_tree(16) switch holds at most a few hundred routes, not 1,024.
     """
     me = topology.switches[switch]
     local, remote = [], {}
@@ -83,7 +84,7 @@ def route_entries(topology: Topology, switch: str, program: Program = V1MODEL) -
             local.append(Entry.of(program.routes, {"hdr.ipv4.dst": (int(host.ip.ip), 32)}, program.forward,
                                   {"port": port, "dst_mac": mac_int(host.mac), "src_mac": mac_int(me.mac)}))
             continue
-        port = topology.next_hops(edge).get(switch)
+        port = topology.next_hop(switch, host.name)
         if port is None:
             continue  # unreachable: a disconnected part of the topology
         remote[int(host.ip.ip)] = (port, mac_int(topology.switches[topology.ports[switch][port].node].mac))

@@ -60,7 +60,8 @@ class JobPlan:
 
     def crossovers(self, dtype: np.dtype | type = np.float32) -> list[tuple[int, str, str]]:
         """The call sizes (bytes) where the method that runs changes, with the window open."""
-        return self.model.crossovers(dtype, mode=self.mode, in_tensor_type=self.ring_sum == "native")
+        return self.model.crossovers(dtype, mode=self.mode, in_tensor_type=self.ring_sum == "native",
+                                     layout=self.ring_layout, alpha=self.alpha)
 
     def to_dict(self, topology: Topology, sizes: tuple[int, ...] = ()) -> dict:
         return {**self.tree_plan.to_dict(topology), "mode": self.mode, "alpha": self.alpha,

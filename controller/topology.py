@@ -88,7 +88,8 @@ class Topology:
     ports: dict[str, dict[int, Neighbour]]  # switch -> port -> neighbour
     attachment: dict[str, tuple[str, int]]  # host -> (switch, port)
     port_links: dict[tuple[str, int], int] = field(default_factory=dict)  # (switch, port) -> index in links
-    _hops: dict[str, dict[str, int]] = field(default_factory=dict, repr=False, compare=False)  # next_hops, by target
+    _near: dict[str, dict[str, int]] = field(default_factory=dict, repr=False, compare=False)  # hops to a switch
+    _toward: dict[tuple[str, str], list[int]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def load(cls, path: str | Path) -> Topology:
@@ -154,7 +155,8 @@ class Topology:
                 self.ports[node][port] = Neighbour(port, peer, peer_port)
                 self.port_links[node, port] = len(self.links)
         self.links.append(Link(item[0], item[1], dict(item[2]) if len(item) == 3 else {}))
-        self._hops.clear()
+        self._near.clear()
+        self._toward.clear()
 
     def _endpoint(self, name: Any, where: str) -> tuple[str, int | None]:
         if isinstance(name, str) and name in self.hosts:
@@ -193,47 +195,64 @@ class Topology:
 
     # --- paths -------------------------------------------------------------------------------
 
+    def switch_neighbours(self, switch: str) -> list[Neighbour]:
+        return [n for n in self.ports[switch].values() if n.node in self.switches]
+
     def route(self, src: str, dst: str) -> list[tuple[int, int]]:
         """The link directions from host ``src`` to host ``dst``, as (index in ``links``, 0 for a -> b or 1 for
-        b -> a): up its link, switch to switch as the switches forward (``next_hops``), down ``dst``'s link."""
+        b -> a): up its link, switch to switch as the switches forward (``next_hop``), down ``dst``'s link."""
         def direction(index: int, sender: str) -> tuple[int, int]:
             return index, 0 if self.links[index].a == sender else 1
 
         here, _ = self.attachment[src]
-        last, last_port = self.attachment[dst]
+        last, _ = self.attachment[dst]
         path = [direction(self.host_link(src), src)]
-        hops = self.next_hops(last)
-        while here != last:
-            if here not in hops:
+        while True:
+            port = self.next_hop(here, dst)
+            if port is None:
                 raise TopologyError(f"no path from {src} to {dst}: {here} cannot reach {last}")
-            port = hops[here]
             path.append(direction(self.port_links[here, port], f"{here}-p{port}"))
+            if here == last:
+                return path
             here = self.ports[here][port].node
-        path.append(direction(self.port_links[last, last_port], f"{last}-p{last_port}"))
-        return path
 
-    def switch_neighbours(self, switch: str) -> list[Neighbour]:
-        return [n for n in self.ports[switch].values() if n.node in self.switches]
+    def next_hop(self, switch: str, host: str) -> int | None:
+        """The port by which ``switch`` forwards to ``host`` (None: it cannot reach it): the host's own where it
+        hangs off the switch, else one towards a switch one hop nearer the host's, over shortest paths.  Where
+        several are as near, the host's index among its switch's hosts picks one, as a fat-tree's D-mod-k
+        routing spreads destinations over the uplinks: the flows from one leaf to another leaf's hosts leave by
+        as many uplinks as there are, not all by the first (a ring's steps send every host of a leaf at once)."""
+        edge, port = self.attachment[host]
+        if switch == edge:
+            return port
+        options = self._toward.get((switch, edge))
+        if options is None:
+            near = self._distances(edge)
+            if switch not in near:
+                return None
+            options = self._toward[switch, edge] = [
+                n.port for n in sorted(self.switch_neighbours(switch), key=lambda n: (n.node, n.port))
+                if near.get(n.node) == near[switch] - 1]
+        return options[self.host_index(host) % len(options)]
 
-    def next_hops(self, target: str) -> dict[str, int]:
-        """For each switch that can reach switch `target`: the port of its first hop there.
+    def host_index(self, host: str) -> int:
+        """The host's place among its switch's hosts, by port (what spreads routes to it)."""
+        edge, port = self.attachment[host]
+        return sum(1 for n in self.ports[edge].values() if n.node in self.hosts and n.port < port)
 
-        Breadth-first from the target, ties broken by switch and port order, so every
-        switch's choice is the same on every run.  Kept per target: routing every switch to every
-        host of a 1,024-host fabric asks for each edge switch's 320 times.
-        """
-        if target in self._hops:
-            return self._hops[target]
-        hops = self._hops[target] = {}
-        seen, queue = {target}, deque([target])
-        while queue:
-            here = queue.popleft()
-            for n in sorted(self.switch_neighbours(here), key=lambda n: (n.node, n.port)):
-                if n.node not in seen:
-                    seen.add(n.node)
-                    hops[n.node] = n.peer_port
-                    queue.append(n.node)
-        return hops
+    def _distances(self, target: str) -> dict[str, int]:
+        """Hops from every switch that reaches switch ``target`` to it (breadth-first, kept per target: routing
+        every switch to every host of a 1,024-host fabric asks for each edge switch's 320 times)."""
+        if target not in self._near:
+            near, queue = {target: 0}, deque([target])
+            while queue:
+                here = queue.popleft()
+                for n in self.switch_neighbours(here):
+                    if n.node not in near:
+                        near[n.node] = near[here] + 1
+                        queue.append(n.node)
+            self._near[target] = near
+        return self._near[target]
 
 
 def delay_seconds(delay: str | float | int | None) -> float:
@@ -337,7 +356,7 @@ def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int, host_bw: float | N
             links.append(_link(f"leaf{leaf}-p{s}", f"spine{s}-p{leaf}", fabric_bw))
         for j in range(1, hosts_per_leaf + 1):
             n = (leaf - 1) * hosts_per_leaf + j
-            hosts[f"h{n}"] = _numbered_host(n)
+            hosts[f"h{n}"] = _placed_host(j - 1, leaf, 1)
             links.append(_link(f"h{n}", f"leaf{leaf}-p{spines + j}", host_bw))
     return {"hosts": hosts, "switches": {name: _numbered_switch(i) for i, name in enumerate(names, 1)},
             "links": links}
@@ -364,7 +383,7 @@ def fat_tree(k: int, host_bw: float | None = None, fabric_bw: float | None = Non
             edge, agg = edges[pod * half + i], aggs[pod * half + i]
             for h in range(half):
                 n = (pod * half + i) * half + h + 1
-                hosts[f"h{n}"] = _numbered_host(n)
+                hosts[f"h{n}"] = _placed_host(pod, h, i + 1)
                 links.append(_link(f"h{n}", f"{edge}-p{h + 1}", host_bw))
             for j in range(half):
                 links.append(_link(f"{edge}-p{half + j + 1}", f"{aggs[pod * half + j]}-p{i + 1}", fabric_bw))
@@ -378,10 +397,12 @@ def _link(a: str, b: str, bw: float | None) -> list:
     return [a, b, {"bw": bw}] if bw is not None else [a, b]
 
 
-def _numbered_host(n: int) -> dict:
-    """Host n of a generated fabric: 10.0.0.n for n < 256, one /8 so any number of hosts fits."""
-    return {"ip": f"10.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}/8", "mac": f"02:00:00:{n >> 16 & 255:02x}:"
-            f"{n >> 8 & 255:02x}:{n & 255:02x}"}
+def _placed_host(a: int, b: int, c: int) -> dict:
+    """A generated fabric's host at 10.a.b.c in one /8, its place in the fabric in the address: routes spread
+    by a host's index under its leaf (``Topology.next_hop``), so the index goes high in the address, where a
+    switch's routes fold into prefixes (a fat-tree's 10.pod.index.edge: an edge switch holds a route per pod
+    and index, an aggregation switch its pod's hosts and one per pod and index, a core one per pod)."""
+    return {"ip": f"10.{a}.{b}.{c}/8", "mac": f"02:00:00:{a:02x}:{b:02x}:{c:02x}"}
 
 
 def _numbered_switch(i: int) -> dict:

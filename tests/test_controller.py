@@ -32,6 +32,7 @@ from p4target.runtime.service import P4RuntimeServer, serve
 from tests.conftest import free_port
 from worker import protocol
 from worker.jobspec import JobSpec
+from worker.protocol import PROTOCOL_P4, load_declarations
 
 
 class Switches:
@@ -167,11 +168,20 @@ def _lookup(routes: list, address: int):
 
 @pytest.mark.parametrize("spec", [fat_tree(8), leaf_spine(2, 4, 8)], ids=["fat_tree8", "leaf_spine"])
 def test_folded_routes_take_every_switch_to_every_host(spec):
-    """Routes fold into prefixes (hosts behind one port share the next hop's MAC), yet from every
-    switch a frame to any host gets there over a shortest path, with the host's MAC on the last hop."""
+    """Routes fold into prefixes (hosts sent one way share the next hop's MAC) and spread over equal paths by
+    the destination, yet from every switch a frame to any host gets there over a shortest path, with the
+    host's MAC on the last hop."""
     topo = Topology.from_dict(spec)
     tables = {s: entries.route_entries(topo, s) for s in topo.switches}
-    assert max(len(t) for t in tables.values()) < len(topo.hosts) / 2  # they did fold
+    edges = {e for e, _ in topo.attachment.values()}
+    assert max(len(tables[e]) for e in edges) < len(topo.hosts) / 2  # the leaves' routes did fold
+    routes = load_declarations(PROTOCOL_P4.with_name("common") / "vocabulary.p4").constants["ROUTE_ENTRIES"]
+    assert max(len(t) for t in tables.values()) <= int(routes)  # and every switch's fit the table
+    # a leaf's routes to another leaf's hosts leave by every uplink (D-mod-k), not all by the first
+    first, other = sorted(edges)[:2]
+    ports = {_lookup(tables[first], int(topo.hosts[h].ip.ip)).param("port") for h, (e, _) in topo.attachment.items()
+             if e == other}
+    assert len(ports) == min(len(topo.switch_neighbours(first)), sum(e == other for e, _ in topo.attachment.values()))
     distance: dict[str, dict[str, int]] = {}  # edge: switch: hops from it
     for edge in {e for e, _ in topo.attachment.values()}:
         far, frontier, hops = distance.setdefault(edge, {edge: 0}), [edge], 0

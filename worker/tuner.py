@@ -250,14 +250,14 @@ class CallModel:
         return chosen
 
     def crossovers(self, dtype: np.dtype | type, sent: Sequence[int] | None = None, mode: str = "auto",
-                   in_tensor_type: bool = True, smallest: int = 1 << 8, largest: int = 1 << 32
-                   ) -> list[tuple[int, str, str]]:
+                   in_tensor_type: bool = True, layout: str | None = None, alpha: float | None = None,
+                   smallest: int = 1 << 8, largest: int = 1 << 32) -> list[tuple[int, str, str]]:
         """The call sizes (bytes) where the choice changes, from ``smallest`` to ``largest``: (bytes, the
         method below, the method from there on), found by bisection between powers of two."""
         itemsize = np.dtype(dtype).itemsize
 
         def pick(nbytes: int) -> str:
-            c = self.choose(max(1, nbytes // itemsize), dtype, sent, mode, in_tensor_type)
+            c = self.choose(max(1, nbytes // itemsize), dtype, sent, mode, in_tensor_type, layout, alpha)
             return c.method if c.method != "ring" else f"ring ({c.layout})"
 
         found, size, before = [], smallest, pick(smallest)

@@ -291,9 +291,17 @@ def test_the_pacer_lets_a_burst_through_then_holds_to_the_rate():
     for _ in range(3):  # the bucket starts full (2,000 bytes): two frames go, the third puts it in debt
         assert pacer.ready_at(now) == now
         pacer.spend(958, now)
-    assert pacer.ready_at(now) == pytest.approx(now + 1000 / 1e6)  # 1,000 bytes of debt at 1 MB/s
-    assert pacer.ready_at(now + 0.0005) == pytest.approx(now + 0.001)
+    # 1,000 bytes of debt at 1 MB/s, then half a burst more: the next wake sends two, not one
+    assert pacer.ready_at(now) == pytest.approx(now + 2000 / 1e6)
+    assert pacer.ready_at(now + 0.0005) == pytest.approx(now + 0.002)
+    assert pacer.allowed(now + 0.002, 958) == 2
     assert pacer.ready_at(now + 0.002) == now + 0.002
+    sender, t, sent, wakes = Pacer(8.0, frame_bytes=1000, burst_packets=4), 0.0, 0, 0
+    while t < 2.0:  # a sender that sends what it may and sleeps until the pacer is ready: the rate holds
+        k = sender.allowed(t, 958)
+        sender.spend(958, t, k)
+        sent, wakes, t = sent + k, wakes + 1, sender.ready_at(t)
+    assert 2000 <= sent <= 2006 and wakes < sent / 2  # 1 MB/s of 1,000-byte frames, a few a wake
 
 
 @pytest.mark.parametrize("host_exec, message", [({}, "gives no way to run commands on h1"),

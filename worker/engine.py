@@ -50,6 +50,7 @@ OVERDUE_AFTER = 3  # a packet whose result is missing while this many later ones
 TURN = 8  # new packets a tree sends before the next tree of the call takes its turn (``step``)
 QUEUEING = 1.5  # a timeout cuts the window only if the smoothed RTT is this many times the least seen
 _SPAN = 256  # round trips folded into the estimate at once: 0.875 ** -256 is still a modest float
+_FEW = 8  # round trips taken one at a time rather than in closed form
 _GAIN = 0.125 * 0.875 ** -np.arange(1.0, _SPAN + 1)  # sample i's weight in srtt, before the decay
 _DECAY = 0.875 ** np.arange(0.0, _SPAN)  # how much of srtt is left after i samples
 _VAR_WEIGHT = 0.25 * 0.75 ** np.arange(_SPAN - 1.0, -1.0, -1.0)  # deviation j's weight in rttvar after the last
@@ -96,12 +97,13 @@ class Pacer:
         self.updated = now
 
     def ready_at(self, now: float) -> float:
-        """When the next datagram may go (now, or when the bucket is no longer in debt)."""
+        """When the next datagrams may go: now, or once the bucket holds half a burst again, so a wake
+        sends a few (one per wake would cost a turn of the loop per packet: at 100 Gbit/s one every 0.1 us)."""
         self._refill(now)
         if self.tokens >= 0:
             return now
         # strictly later: a debt too small to move ``now`` (rounding) would wake the caller at now forever
-        return max(now - self.tokens / self.rate, math.nextafter(now, math.inf))
+        return max(now + (self.burst / 2 - self.tokens) / self.rate, math.nextafter(now, math.inf))
 
     def allowed(self, now: float, payload: int) -> int:
         """How many datagrams of ``payload`` bytes may go now: each may go while the bucket is not in debt."""
@@ -139,6 +141,15 @@ class Congestion:
         per-ACK update would, one sample at a time (srtt by 1/8, rttvar by 1/4 of the deviation from
         srtt as it was then), computed for the whole batch in closed form."""
         if not len(rtts):
+            return
+        if len(rtts) <= _FEW:  # a few: one at a time costs less than the closed form's setup
+            for x in rtts.tolist():
+                self.rtt_min = min(self.rtt_min, x)
+                if self.srtt is None:
+                    self.srtt, self.rttvar = x, x / 2
+                else:
+                    self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - x)
+                    self.srtt = 0.875 * self.srtt + 0.125 * x
             return
         self.rtt_min = min(self.rtt_min, float(rtts.min()))
         if self.srtt is None:

@@ -23,6 +23,8 @@ bench/results/ (``--publish``: also docs/figures/).  Figures are in virtual time
 config and the commit; only the wall time and memory depend on this machine.
 
     python -m bench.bench_scale --study grid         # about 8 h on 2 cores
+    python -m bench.bench_scale --study grid --max-load 64        # the cells of at most 64 MB per call
+    python -m bench.bench_scale --study grid --match "1024 workers"
     python -m bench.bench_scale --study ntt --study rings
     python -m bench.bench_scale --plot-only          # redraw and summarise from bench/results/scale.jsonl
 """
@@ -228,6 +230,9 @@ def grid_summary(points: list[Point], done: dict[str, dict]) -> tuple[list[str],
             auto = modes["auto"]["calls"][i]["seconds"] or float("inf")
             worst.append((auto / best, f"{n} workers, {_size(nbytes)}, C={rate or 'none'}, pool {pool}, "
                                        f"{'first' if i == 0 else 'later'} call"))
+    wanted = len({(p.cell["workers"], p.cell["bytes"], p.cell.get("C"), p.cell.get("pool")) for p in points
+                  if p.cell.get("pool")})
+    lines.append(f"grid cells measured: {sum(1 for c in cells if c[3] is not None)} of {wanted}")
     if worst:
         ratio, where = max(worst)
         over = [w for r, w in worst if r > 1.05]
@@ -327,12 +332,16 @@ def _size(nbytes: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study", action="append", choices=list(studies()), help="only these (default: all)")
+    ap.add_argument("--match", action="append", default=[], help="only points whose label holds this text")
+    ap.add_argument("--max-load", type=int, help="only points of at most this many MB of tensor per call, all "
+                                                 "workers together (the grid's cells cost wall time in proportion)")
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--publish", action="store_true", help="also write the plots to docs/figures/")
     args = ap.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
     chosen = {s: points for s, points in studies().items() if not args.study or s in args.study}
-    todo = [p for points in chosen.values() for p in points]
+    todo = [p for points in chosen.values() for p in points
+            if all(m in p.label for m in args.match) and (args.max_load is None or p.load <= args.max_load << 20)]
     done = load()
     if not args.plot_only:
         reuse(todo)

@@ -34,6 +34,7 @@ from pathlib import Path
 from controller.calibrate import calibrate
 from controller.controller import DEAD_AFTER, DEFAULT_POOL_SIZE, Controller
 from controller.job_plan import JobPlan, method_lines, plan_job, predictions
+from controller.model import DEFAULT_HOST_LATENCY
 from controller.network import Network
 from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineError, PipelineOptions
@@ -119,6 +120,10 @@ def _plan_arguments(show: argparse.ArgumentParser, trees: dict) -> None:
                            "with its latency and bandwidth terms, and the one that runs")
     show.add_argument("--pool-size", type=int, default=DEFAULT_POOL_SIZE,
                       help=f"slots per tree on each switch, the workers' window (default {DEFAULT_POOL_SIZE})")
+    show.add_argument("--host-latency", type=_microseconds, default=None, metavar="US",
+                      help="the hosts' latency, wire to worker loop, in us (default: what `calibrate` measured, else "
+                           f"{DEFAULT_HOST_LATENCY * 1e6:g}; ina-sim's hosts wait "
+                           "20.5 on average: 20 and half a 1-us poll)")
     show.add_argument("--json", action="store_true", help="the plan as JSON")
 
 
@@ -196,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             raise OSError(f"{state} is held by the controller service at {lock.holder() or '?'}: "
                           f"ask it with --controller")
         try:
-            with Controller(network, state, options, election_id) as ctl:
+            with Controller(network, state, options, election_id,
+                            host_latency=getattr(args, "host_latency", None)) as ctl:
                 return _serve(ctl, args, lock) if args.command == "serve" else _run(ctl, args, lock)
         finally:
             lock.release()
@@ -214,7 +220,8 @@ def _plan_topology(args: argparse.Namespace) -> int:
     topology = Topology.load(args.topology)
     P = protocol.load(args.values)  # None: protocol.p4's default, ina.p4's most
     found = plan_job(topology, _hosts(args.hosts), P, args.trees, args.mode, args.alpha, args.ring_sum,
-                     args.pool_size, args.ring_layout)
+                     args.pool_size, args.ring_layout,
+                     DEFAULT_HOST_LATENCY if args.host_latency is None else args.host_latency)
     print(json.dumps(found.to_dict(topology, tuple(args.size)), indent=2) if args.json
           else describe(found, topology, args.size))
     return 0
@@ -449,6 +456,17 @@ def _sizes(text: str) -> list[int]:
             raise argparse.ArgumentTypeError(f"{part!r}: a size like 64KB, 1MB or 1048576")
         out.append(int(float(m[1]) * _UNITS[m[2]]))
     return out
+
+
+def _microseconds(text: str) -> float:
+    """"20.5" (us) -> seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: microseconds, like 20 or 20.5") from None
+    if not 0 <= value < 1e6:
+        raise argparse.ArgumentTypeError(f"{text!r}: microseconds from 0 to under a second")
+    return value * 1e-6
 
 
 if __name__ == "__main__":

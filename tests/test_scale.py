@@ -90,3 +90,37 @@ def test_bad_runs_are_refused_by_name(capsys, args, message):
 def test_a_fault_needs_a_time():
     with pytest.raises(SystemExit):
         cli.main(["run", "--fail", "core1"])
+
+
+def test_ina_ctl_job_plan_prints_what_ina_sim_predicts(capsys):
+    """The same topology file, hosts and host latency: `ina-ctl job plan` (no switch) and `ina-sim run
+    --dry-run` print the same methods, terms and choice, for the first call and a later one."""
+    import subprocess
+    import sys
+
+    from virtual_fabric.host_latency import MEAN
+
+    topology = "bmv2-env/topologies/leafspine-2x2.json"
+    hosts = ",".join(f"h{i}" for i in range(1, 5))
+    plan = subprocess.run([sys.executable, "-m", "controller.cli", "job", "plan", "--topology", topology,
+                           "--hosts", hosts, "--size", "1MB", "--host-latency", str(MEAN * 1e6)],
+                          capture_output=True, text=True, timeout=60)
+    assert plan.returncode == 0, plan.stderr
+    assert cli.main(["run", "--topology", topology, "--workers", "4", "--size", "262144", "--calls", "2",
+                     "--dry-run"]) == 0
+    simulated = capsys.readouterr().out
+
+    def blocks(text: str, heading: str) -> list[list[str]]:
+        out: list[list[str]] = []
+        for line in text.splitlines():
+            if line.startswith(heading):
+                out.append([])
+            elif out and line.startswith("  "):
+                out[-1].append(" ".join(line.split()))
+            elif out and out[-1]:
+                out.append([])
+        return [b for b in out if b]
+
+    later, first = blocks(plan.stdout, "a 1 MB call")
+    assert [first, later] == blocks(simulated, "call "), (plan.stdout, simulated)
+    assert any("<- runs" in line for line in first) and any(" us = latency " in line for line in later)

@@ -232,7 +232,8 @@ def grid_summary(points: list[Point], done: dict[str, dict]) -> tuple[list[str],
                                        f"{'first' if i == 0 else 'later'} call"))
     wanted = len({(p.cell["workers"], p.cell["bytes"], p.cell.get("C"), p.cell.get("pool")) for p in points
                   if p.cell.get("pool")})
-    lines.append(f"grid cells measured: {sum(1 for c in cells if c[3] is not None)} of {wanted}")
+    if wanted:
+        lines.append(f"grid cells measured: {sum(1 for c in cells if c[3] is not None)} of {wanted}")
     if worst:
         ratio, where = max(worst)
         over = [w for r, w in worst if r > 1.05]
@@ -343,8 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     todo = [p for points in chosen.values() for p in points
             if all(m in p.label for m in args.match) and (args.max_load is None or p.load <= args.max_load << 20)]
     done = load()
+    reuse(todo)  # the summary counts a reused run as auto's too
     if not args.plot_only:
-        reuse(todo)
         run_points(todo, done)
     lines, rows = grid_summary(chosen.get("grid", []), done)
     for text in lines:

@@ -6,12 +6,15 @@ the 1,024-worker runs are ``bench/bench_scale.py``'s (docs/scale.md)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from controller.failover import DEAD_AFTER
 from virtual_fabric import cli
 from virtual_fabric.fabric import SPEC_DELAY
+from virtual_fabric.host_latency import MEAN
 
 FAT16 = ["--topology", "fat_tree:16", "--bw", "100000", "--delay", "1us", "--size", "262144"]
 FAT4 = ["--topology", "fat_tree:4", "--bw", "100000", "--delay", "1us", "--size", "262144", "--trees", "1"]
@@ -95,11 +98,6 @@ def test_a_fault_needs_a_time():
 def test_ina_ctl_job_plan_prints_what_ina_sim_predicts(capsys):
     """The same topology file, hosts and host latency: `ina-ctl job plan` (no switch) and `ina-sim run
     --dry-run` print the same methods, terms and choice, for the first call and a later one."""
-    import subprocess
-    import sys
-
-    from virtual_fabric.host_latency import MEAN
-
     topology = "bmv2-env/topologies/leafspine-2x2.json"
     hosts = ",".join(f"h{i}" for i in range(1, 5))
     plan = subprocess.run([sys.executable, "-m", "controller.cli", "job", "plan", "--topology", topology,

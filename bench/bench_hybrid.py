@@ -48,6 +48,7 @@ from pathlib import Path
 from bench import compare, figures
 from bench.bench_allreduce import MIB, network, publish, run_ranks, runner_command, save_figure, write_rows
 from bench.veth_common import sigterm_as_interrupt
+from worker.ring_layout import LAYOUTS
 
 RESULTS = Path(__file__).resolve().parent / "results"
 HOSTS = ["h1", "h2", "h3", "h4"]
@@ -77,43 +78,54 @@ def measure_config(net, ctl, config: str, pool: int, bw: float, declared: bool,
     ina_mbps = measured.ina_mbps
     paced = ", paced to the declared rate" if declared else ""
     bursts = ", ".join(f"{m} {s:.3g}" for m, s in measured.seconds.items())
-    print(f"  {config}: C = {ina_mbps:.3g} Mb/s per worker (measured{paced}), ring alone "
-          f"{measured.ring_mbps:.3g} Mb/s per link (links {bw:g} Mb/s), host latency "
+    ring_mbps = max(measured.ring_mbps.values())
+    print(f"  {config}: C = {ina_mbps:.3g} Mb/s per worker (measured{paced}), a ring alone per link "
+          f"{measured.rings()} (links {bw:g} Mb/s), host latency "
           f"{measured.host_latency * 1e6:.0f} us; bursts {bursts} s per call", flush=True)
     ctl.delete_job(f"{config}-auto")
     once = argparse.Namespace(**{**vars(args), "runs": 1})
     predicted = {}
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    parts: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}  # the slowest rank's, per run
     errors: dict[str, float] = dict.fromkeys(MODES, 0.0)
     for i in range(args.runs):  # round by round, each round in another order: a slow spell hits all modes
         for mode in MODES[i % len(MODES):] + MODES[:i % len(MODES)]:
             job = f"{config}-{mode}-{i}"  # a job is one session of its workers: a fresh one per run
-            ctl.create_job(job, HOSTS, pool_size=pool, mode=mode)
+            ctl.create_job(job, HOSTS, pool_size=pool, mode=mode, ring_layout=args.ring_layout)
             try:
-                ctl.calibrated(job, ina_mbps, measured.ring_mbps, measured.host_latency)
+                ctl.calibrated(job, ina_mbps, measured.ring_mbps, measured.host_latency, measured.ring_efficiency)
                 predicted[mode] = ctl.job_plan(job).choose(args.size_bytes)
                 reports = run_ranks(net, HOSTS, [runner_command("ina", r, h, args.size_bytes, once,
                                                                 ctl.spec_dir / f"{job}.json", None)
                                                  for r, h in enumerate(HOSTS)], 8 * predicted[mode].seconds + 120)
             finally:
                 ctl.delete_job(job)
-            times[mode].append(max(r["times"][0] for r in reports))
+            slowest = max(reports, key=lambda r: r["times"][0])
+            times[mode].append(slowest["times"][0])
+            parts[mode].append(slowest["parts"][0])
             errors[mode] = max(errors[mode], *(r["max_rel_error"] for r in reports))
     rows = []
     for mode in MODES:
         choice = predicted[mode]
         runs_as, expected, alpha = choice.method, choice.seconds, choice.ina_share
         median = statistics.median(times[mode])
+        both = f"; trees {_median(parts[mode], 'trees')} s (predicted {choice.ina_seconds:.3f}), ring " \
+               f"{_median(parts[mode], 'ring')} s (predicted {choice.ring_seconds:.3f})" if runs_as == "hybrid" else ""
         print(f"    {mode:>6}: runs as {runs_as} (alpha {alpha:.2f}), median {median:.3f} s "
               f"({', '.join(f'{t:.2f}' for t in times[mode])}), predicted {expected:.3f} s "
-              f"(measured/predicted {median / expected:.2f})", flush=True)
+              f"(measured/predicted {median / expected:.2f}){both}", flush=True)
         rows.append({"config": config, "mode": mode, "runs_as": runs_as, "alpha": f"{alpha:.4f}",
                      "pool": pool, "bw_mbit": bw, "size_bytes": args.size_bytes,
-                     "ina_mbps": f"{ina_mbps:.4f}", "ring_mbps": f"{measured.ring_mbps:.4f}",
+                     "ina_mbps": f"{ina_mbps:.4f}", "ring_mbps": f"{ring_mbps:.4f}",
                      "seconds_median": f"{median:.4f}", "seconds_min": f"{min(times[mode]):.4f}",
                      "seconds_max": f"{max(times[mode]):.4f}", "predicted": f"{expected:.4f}",
                      "measured_over_predicted": f"{median / expected:.3f}", "max_rel_error": f"{errors[mode]:.2e}"})
     return rows
+
+
+def _median(parts: list[dict[str, float]], part: str) -> str:
+    took = [p[part] for p in parts if part in p]
+    return f"{statistics.median(took):.3f}" if took else "-"
 
 
 def plot(csv_path: Path, path: Path) -> Path:
@@ -175,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", type=_configs, default=list(CONFIGS),
                     help=f"comma-separated configurations to run, of {','.join(CONFIGS)} (e.g. small-pool alone: the "
                          "window-bound case of issue 32)")
+    ap.add_argument("--ring-layout", choices=LAYOUTS, help="the ring's layout in every mode (default: the "
+                                                                   "model's choice per call)")
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--busy-wait", type=float, default=1800.0)

@@ -8,9 +8,13 @@ pool (a job is one session: its own trees must see their workers' packets from t
 afterwards:
 
 - through the switches alone, ``values`` float32 per call: C, the wire rate each worker got;
-- round the ring alone: the rate a ring gets of each link;
-- one value per call through the switches: two round trips (the exponent's, then the value's), so
-  the host's latency is half the call less the network's round trip the model knows.
+- round the ring alone, once per layout the job may use: the rate each gets of a link, and its
+  efficiency, the model's time for the bytes over the measured (TCP does not fill a link, and not
+  equally in every layout: two-way exchanges of halving-doubling lose more on Mininet's links than a
+  flat ring's one-way flows), so the model compares layouts as the hosts run them;
+- one value per call through the switches: the workers' shortest round trip (send to result, in
+  their loops) less the network's round trip the model knows is the hosts' latency.  (Not half the
+  call: a call's setup, milliseconds in Python, is paid once per call, not per round trip.)
 """
 
 from __future__ import annotations
@@ -34,9 +38,15 @@ from worker.ring_layout import ring_types
 @dataclass(frozen=True)
 class Calibration:
     ina_mbps: float | None  # wire Mb/s each worker sent to the switches, INA alone (None: the job has no trees)
-    ring_mbps: float  # wire Mb/s a ring put on each link, alone
+    ring_mbps: dict[str, float]  # by layout: wire Mb/s a ring put on each link, alone
+    ring_efficiency: dict[str, float]  # by layout: the model's time for a ring's bytes over the measured, <= 1
     host_latency: float | None  # seconds, wire to a worker's loop (None: the job has no trees)
     seconds: dict[str, float]  # each burst's median time per call, by what it measured
+
+    def rings(self) -> str:
+        """Each layout's rate and efficiency, as a line says them."""
+        return ", ".join(f"{layout} {mbps:.3g} Mb/s ({self.ring_efficiency[layout]:.0%} of its share)"
+                         for layout, mbps in self.ring_mbps.items())
     spec: JobSpec  # the job's spec after its model was made again
 
 
@@ -52,35 +62,47 @@ def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float 
             raise JobError(f"calibration of job {name}: {e}") from None
     P = protocol.load(ctl.state.options.values, ctl.state.options.udp_port)
     n = len(job.members)
-    seconds = {"ring": _trial(ctl, name, "ring", values, timeout)}
+    planned = ctl.job_plan(name)
     wide, narrow = (d.itemsize for d in ring_types("float32", job.ring_sum == "native"))
-    ring = values * (wide + narrow) * (n - 1) / n * TCP_WIRE * 8 / seconds["ring"] / 1e6
+    seconds: dict[str, float] = {}
+    ring: dict[str, float] = {}
+    efficiency: dict[str, float] = {}
+    for cost in planned.model.rings:
+        if job.ring_layout not in (None, cost.layout):
+            continue
+        took = seconds[f"ring ({cost.layout})"] = _trial(ctl, name, "ring", values, timeout, cost.layout)[0]
+        ring[cost.layout] = values * (wide + narrow) * (n - 1) / n * TCP_WIRE * 8 / took / 1e6
+        modelled = cost.seconds(values, wide, narrow) - cost.latency
+        efficiency[cost.layout] = min(1.0, modelled / max(took - cost.latency, modelled))
     ina = latency = None
     if job.trees:
-        seconds["ina"] = _trial(ctl, name, "ina", values, timeout)
+        seconds["ina"] = _trial(ctl, name, "ina", values, timeout)[0]
         ina = -(-values // P.values) * P.frame_bytes * 8 / seconds["ina"] / 1e6  # a frame per chunk
-        seconds["one value"] = _trial(ctl, name, "ina", 1, timeout)
+        seconds["one value"], round_trips = _trial(ctl, name, "ina", 1, timeout)
         network = min(tree_pipe(ctl.topology, job.members, JobTree(t.tree, t.rate, t.share), t.rate, P.frame_bytes,
                                 0.0).round_trip for t in job.trees)
-        latency = max(0.0, seconds["one value"] / 2 - network)
-    spec = ctl.calibrated(name, ina, ring, latency)
-    return Calibration(ina, ring, latency, seconds, spec)
+        latency = max(0.0, statistics.median(round_trips) - network) if round_trips else None
+    spec = ctl.calibrated(name, ina, ring, latency, efficiency)
+    return Calibration(ina, ring, efficiency, latency, seconds, spec)
 
 
-def _trial(ctl: Controller, name: str, mode: str, values: int, timeout: float) -> float:
-    """A burst under a temporary job of ``name``'s members, trees count and pool, in ``mode``."""
+def _trial(ctl: Controller, name: str, mode: str, values: int, timeout: float,
+           ring_layout: str | None = None) -> tuple[float, list[float]]:
+    """A burst under a temporary job of ``name``'s members, trees count and pool, in ``mode`` (and the
+    ring's ``ring_layout``, default the job's)."""
     job = ctl.state.jobs[name]
     trial = f"{name}-calibrate-{mode}"
     spec = ctl.create_job(trial, job.members, job.pool_size, trees=len(job.trees) or 1, mode=mode,
-                          ring_sum=job.ring_sum, ring_layout=job.ring_layout)
+                          ring_sum=job.ring_sum, ring_layout=ring_layout or job.ring_layout)
     try:
         return _burst(ctl, spec, values, timeout)
     finally:
         ctl.delete_job(trial)
 
 
-def _burst(ctl: Controller, spec: JobSpec, values: int, timeout: float) -> float:
-    """Median over the timed calls of the slowest rank's time; JobError naming the host that failed."""
+def _burst(ctl: Controller, spec: JobSpec, values: int, timeout: float) -> tuple[float, list[float]]:
+    """Median over the timed calls of the slowest rank's time, and each rank's shortest round trip through
+    the trees (none in a ring); JobError naming the host that failed."""
     with tempfile.TemporaryDirectory(prefix="ina-calibrate-") as tmp:
         path = Path(tmp) / f"{spec.name}.json"
         spec.save(path)  # paced only by a rate the topology declares: a limit the job must keep
@@ -90,6 +112,7 @@ def _burst(ctl: Controller, spec: JobSpec, values: int, timeout: float) -> float
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for m in spec.members}
         runs: dict[str, list[float]] = {}
+        round_trips: list[float] = []
         try:
             for host, p in procs.items():
                 try:
@@ -102,9 +125,11 @@ def _burst(ctl: Controller, spec: JobSpec, values: int, timeout: float) -> float
                     why = failed or err.strip()[-300:] or f"exit status {p.returncode}"
                     raise JobError(f"calibration: {host} (is it running?): {why}")
                 runs[host] = [r["seconds"] for r in lines[1:3]]
+                if lines[-1].get("round_trip_min") is not None:
+                    round_trips.append(lines[-1]["round_trip_min"])
         finally:
             for p in procs.values():
                 if p.poll() is None:
                     p.kill()
                 p.wait()
-    return statistics.median(max(times[i] for times in runs.values()) for i in range(2))
+    return statistics.median(max(times[i] for times in runs.values()) for i in range(2)), round_trips

@@ -348,8 +348,8 @@ def _run(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
         measured = calibrate(ctl, args.name, args.values, args.timeout)
         ina = f"{measured.ina_mbps:.4g} Mb/s per worker through the switches" if measured.ina_mbps else "no trees"
         latency = f"{measured.host_latency * 1e6:.1f} us" if measured.host_latency is not None else "not measured"
-        print(f"job {args.name}: {ina}, {measured.ring_mbps:.4g} Mb/s per link for a ring alone, host latency "
-              f"{latency}; its model now:")
+        print(f"job {args.name}: {ina}; per link, a ring alone: {measured.rings()}; host latency {latency}; "
+              "its model now:")
         print(describe(ctl.job_plan(args.name), ctl.topology, [args.values * 4], trees=False))
     elif args.command == "status":
         print(json.dumps(ctl.status(), indent=2) if args.json else status_table(ctl.status()))

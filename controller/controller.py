@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from controller import admission, plan, programs
@@ -356,16 +356,17 @@ class Controller:
             if self.spec_dir is not None:
                 (self.spec_dir / f"{name}.json").unlink(missing_ok=True)
 
-    def calibrated(self, name: str, ina_mbps: float | None, ring_mbps: float | None,
-                   host_latency: float | None = None) -> JobSpec:
+    def calibrated(self, name: str, ina_mbps: float | None, ring_mbps: Mapping[str, float] | None,
+                   host_latency: float | None = None, ring_efficiency: Mapping[str, float] | None = None) -> JobSpec:
         """Record what a calibration measured (``controller.calibrate``): C where the trees carried less than
-        their links, the ring's rate, and the hosts' latency (also the controller's for later jobs).  The
-        job's model is made again from them; returns the new spec."""
+        their links, each ring layout's rate and what TCP got of its fair share, and the hosts' latency (also
+        the controller's for later jobs).  The job's model is made again from them; returns the new spec."""
         with self._lock:
             job = self._job(name)
             links = sum(t.rate for t in job.trees) or self.topology.slowest_link_mbps(job.members)
             job.calibration = {"ina_mbps": ina_mbps if ina_mbps is not None and ina_mbps < links * 0.98 else None,
-                               "ring_mbps": ring_mbps, "host_latency": host_latency, "link_mbps": links}
+                               "ring_mbps": dict(ring_mbps or {}), "ring_efficiency": dict(ring_efficiency or {}),
+                               "host_latency": host_latency, "link_mbps": links}
             if host_latency is not None:
                 self.state.host_latency = host_latency
             self._save()
@@ -387,7 +388,7 @@ class Controller:
         found = plan.Plan(tuple(job.members), trees, sum(t.rate for t in trees), 0.0, (), 0, 0.0, P.wire_factor)
         latency = measured.get("host_latency") or self.host_latency
         planned = with_trees(self.topology, found, P, job.mode, job.alpha, job.ring_sum, job.pool_size,
-                             job.ring_layout, latency, measured.get("ina_mbps"))
+                             job.ring_layout, latency, measured.get("ina_mbps"), _efficiencies(measured))
         self._plans[name] = (key, planned)
         return planned
 
@@ -507,3 +508,13 @@ class Controller:
 
 def _allocations(placed: Placement, state: ControllerState) -> dict[str, Allocation]:
     return {switch: Allocation(base, cell, state.take_epoch(switch)) for switch, (base, cell) in placed.items()}
+
+
+def _efficiencies(measured: dict) -> dict[str, float]:
+    """A calibration's ring efficiencies by layout; a state file written before they were measured (or
+    edited by hand) has none, or values the model cannot use, which count as unmeasured."""
+    found = measured.get("ring_efficiency")
+    if not isinstance(found, dict):
+        return {}
+    return {k: float(v) for k, v in found.items()
+            if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1}

@@ -5,6 +5,7 @@ its calls (``model``), which chooses each call's method.  Pure functions of the 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,8 +123,9 @@ def plan_job(topology: Topology, members: list[str], P: protocol.Protocol, trees
 def with_trees(topology: Topology, found: plan.Plan, P: protocol.Protocol, mode: str = "auto",
                alpha: float | None = None, ring_sum: str = "native", pool_size: int = DEFAULT_POOL_SIZE,
                ring_layout: str | None = None, host_latency: float = DEFAULT_HOST_LATENCY,
-               limit_mbps: float | None = None) -> JobPlan:
-    """The job's plan on these trees (as planned, or as a job holds them after a move)."""
+               limit_mbps: float | None = None, ring_efficiency: Mapping[str, float] | None = None) -> JobPlan:
+    """The job's plan on these trees (as planned, or as a job holds them after a move); ``limit_mbps`` and
+    ``ring_efficiency`` as a calibration measured them (``model.call_model``)."""
     members = list(found.members)
     found_layouts = tuple(layouts(topology, members))
     if ring_layout is not None and ring_layout not in {x.name for x in found_layouts}:
@@ -134,7 +136,7 @@ def with_trees(topology: Topology, found: plan.Plan, P: protocol.Protocol, mode:
     if limit_mbps is not None:
         limit, why = limit_mbps, f"measured {limit_mbps:.4g} Mb/s per worker"
     model = call_model(topology, members, trees, P, pool_size, found_layouts, host_latency,
-                       limit if limit < math.inf else None)
+                       limit if limit < math.inf else None, ring_efficiency)
     return JobPlan(found, found_layouts, model, mode, alpha, ring_layout, ring_sum, limit, why)
 
 

@@ -18,7 +18,7 @@ ring's flows slow the trees' frames on the links they share (packets get what fl
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.plan import Tree, nodes
@@ -114,25 +114,30 @@ def window_mbps(ina: InaCost, frame_bytes: int) -> float:
 
 def call_model(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P: protocol.Protocol,
                pool_size: int, ring_layouts: Sequence[Layout] | None = None,
-               host_latency: float = DEFAULT_HOST_LATENCY, limit_mbps: float | None = None) -> CallModel:
+               host_latency: float = DEFAULT_HOST_LATENCY, limit_mbps: float | None = None,
+               ring_efficiency: Mapping[str, float] | None = None) -> CallModel:
     """The job's model.  ``trees``: none for a job that runs a ring alone; ``ring_layouts``: the layouts
     its workers may use (default ``rings.layouts``); ``limit_mbps``: C where it was measured (default:
-    the switches' declared rates)."""
+    the switches' declared rates); ``ring_efficiency``: by layout, what TCP got of its fair share where
+    it was measured (``rings.ring_cost``)."""
     members = list(members)
     ring_layouts = list(ring_layouts) if ring_layouts is not None else layouts(topology, members)
     link = topology.slowest_link_mbps(members)
     limit = limit_mbps if limit_mbps is not None else aggregation_limit(topology, members, trees, P.frame_bytes)[0]
-    rings = tuple(ring_cost(topology, members, layout, host_latency)[0] for layout in ring_layouts)
+    efficiency = dict(ring_efficiency or {})
+    rings = tuple(ring_cost(topology, members, layout, host_latency, None, efficiency.get(layout.name, 1.0))[0]
+                  for layout in ring_layouts)
     if not trees:
         return CallModel(P.values, None, rings)
     ina = _ina(topology, members, trees, P, pool_size, host_latency, limit if limit < link else None)
-    hybrids = tuple(_hybrid(topology, members, trees, P, pool_size, host_latency, layout, min(limit, link), link)
+    hybrids = tuple(_hybrid(topology, members, trees, P, pool_size, host_latency, layout, min(limit, link), link,
+                            efficiency.get(layout.name, 1.0))
                     for layout in (ring_layouts if len(members) > 1 else ()))
     return CallModel(P.values, ina, rings, hybrids)
 
 
 def _hybrid(topology: Topology, members: list[str], trees: Sequence[JobTree], P: protocol.Protocol, pool_size: int,
-            host_latency: float, layout: Layout, limit: float, link: float) -> HybridCost:
+            host_latency: float, layout: Layout, limit: float, link: float, efficiency: float = 1.0) -> HybridCost:
     """The trees beside this layout's ring, at C' where it settles.  It starts from what the trees carry on
     empty links (C, or their windows' worth) and comes down: the ring's flows, paced at L - C', lengthen the
     trees' round trips, which lowers what their windows carry, which leaves the ring more.  (From an unpaced
@@ -142,7 +147,7 @@ def _hybrid(topology: Topology, members: list[str], trees: Sequence[JobTree], P:
     pace = min(limit, window_mbps(_ina(topology, members, trees, P, pool_size, host_latency, None), P.frame_bytes))
     for _ in range(8):
         paced = pace < link * (1 - PURE)
-        ring, load = ring_cost(topology, members, layout, host_latency, link - pace if paced else None)
+        ring, load = ring_cost(topology, members, layout, host_latency, link - pace if paced else None, efficiency)
         ina = _ina(topology, members, trees, P, pool_size, host_latency, pace if paced else None, load)
         settled = min(pace, window_mbps(ina, P.frame_bytes))
         if not paced or settled >= pace * (1 - 1e-3):

@@ -86,9 +86,11 @@ def level_flows(topology: Topology, members: list[str], layout: Layout, level: i
 
 
 def ring_cost(topology: Topology, members: list[str], layout: Layout, host_latency: float,
-              pace_mbps: float | None = None) -> tuple[RingCost, dict[Direction, float]]:
+              pace_mbps: float | None = None, efficiency: float = 1.0) -> tuple[RingCost, dict[Direction, float]]:
     """What a call costs on this layout (each flow at most ``pace_mbps``), and the most its flows put on
-    each link direction at once (bits/s), which packets beside the ring do not get."""
+    each link direction at once (bits/s), which packets beside the ring do not get.  ``efficiency``: of
+    its fair share, what TCP gets on these hosts (``ina-ctl calibrate`` measures it per layout; 1 until
+    then)."""
     capacity = {(i, d): link.capacity * 1e6 for i, link in enumerate(topology.links) for d in (0, 1)}
     cap = pace_mbps * 1e6 if pace_mbps else None
     latency = seconds_per_byte = 0.0
@@ -98,7 +100,7 @@ def ring_cost(topology: Topology, members: list[str], layout: Layout, host_laten
         if g == 1:
             continue
         paths = level_flows(topology, members, layout, level)
-        rates = max_min_rates(paths, [cap] * len(paths), capacity)
+        rates = [r * efficiency for r in max_min_rates(paths, [cap] * len(paths), capacity)]
         rate = min(rates)
         rings: dict[int, list[float]] = defaultdict(list)  # a ring's flows' propagation, by its first position
         stride = math.prod(layout.levels[:level])

@@ -47,7 +47,8 @@ class JobRecord:
     alpha: float | None = None  # a hybrid's share through the switches, if fixed
     ring_id: int | None = None  # an id like a tree's, so the ring's port (WORKER_PORT_BASE + id) is the job's own
     ring_layout: str | None = None  # the ring's layout, if fixed
-    calibration: dict | None = None  # what `ina-ctl calibrate` measured (ina_mbps, ring_mbps, host_latency)
+    calibration: dict | None = None  # what `ina-ctl calibrate` measured (ina_mbps, by layout ring_mbps and
+    # ring_efficiency, host_latency)
     version: int = 0  # of its plan: grows when a tree moves off a dead switch or link
     ring_sum: str = "native"  # a pure ring's sums: "native" (the tensor's type) or "float64" (wide partials)
     lease_seconds: float | None = None  # a service's job lives this long unrenewed (None: until deleted)

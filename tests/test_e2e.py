@@ -294,10 +294,19 @@ def test_calibrate_measures_on_the_hosts_and_makes_the_model_again(single8):
     before = controller.create_job("cal", hosts, pool_size=32)
     try:
         measured = calibrate(controller, "cal", values=50_000, timeout=10.0)
-        assert measured.ina_mbps > 0 and measured.ring_mbps > 0 and measured.host_latency >= 0
-        assert set(measured.seconds) == {"ina", "ring", "one value"} and min(measured.seconds.values()) > 0
+        layouts = [x.name for x in controller.job_plan("cal").layouts]
+        assert layouts == ["flat", "halving_doubling"]  # four ranks on one switch
+        assert measured.ina_mbps > 0 and measured.host_latency >= 0
+        assert sorted(measured.ring_mbps) == sorted(measured.ring_efficiency) == sorted(layouts)
+        assert all(x > 0 for x in measured.ring_mbps.values())
+        assert all(0 < x <= 1 for x in measured.ring_efficiency.values())
+        assert set(measured.seconds) == {"ina", "one value", *(f"ring ({x})" for x in layouts)}
+        assert min(measured.seconds.values()) > 0
+        # per round trip, not per call: a one-value call's two round trips take less than the call
+        assert measured.host_latency < measured.seconds["one value"] / 2
         record = controller.state.jobs["cal"].calibration
         assert record["ring_mbps"] == measured.ring_mbps and record["host_latency"] == measured.host_latency
+        assert record["ring_efficiency"] == measured.ring_efficiency
         assert controller.host_latency == measured.host_latency  # later jobs' models take it too
         assert measured.spec.trees == before.trees and measured.spec.model == controller.job_plan("cal").model
         assert measured.spec.model != before.model  # the measured latency (and C) changed its numbers

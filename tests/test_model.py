@@ -194,6 +194,27 @@ def test_a_flat_rings_cost_on_one_switch_is_the_closed_form():
     assert max(load.values()) == pytest.approx(mbps * 1e6)  # every host link full both ways
 
 
+def test_a_measured_efficiency_slows_a_layouts_bytes_not_its_steps_and_steers_the_choice():
+    """What ``ina-ctl calibrate`` measured of each layout: on four ranks of one switch halving-doubling moves the
+    same bytes in 4 steps instead of 6, so it wins until the hosts show TCP gets less of the links in it."""
+    n, mbps = 4, 50.0
+    topology = _topology(single(n), mbps, delay="10us")
+    hosts = [f"h{i}" for i in range(1, n + 1)]
+    full, _ = ring_cost(topology, hosts, Layout("halving_doubling", (2, 2), (0, 1, 2, 3)), 1e-3)
+    half, load = ring_cost(topology, hosts, Layout("halving_doubling", (2, 2), (0, 1, 2, 3)), 1e-3, None, 0.5)
+    assert half.reduce_seconds == pytest.approx(2 * full.reduce_seconds)
+    assert half.latency - full.latency == pytest.approx(4 * HEADER.size * TCP_WIRE * 8 / (mbps * 1e6))  # headers
+    assert max(load.values()) == pytest.approx(mbps * 1e6 / 2)  # and it leaves the rest of the links
+
+    def ring_layout(efficiency: dict[str, float] | None) -> str | None:
+        model = call_model(topology, hosts, [], P, 8, None, 1e-3, None, efficiency)
+        return model.choose(1 << 19, np.dtype(np.float32), mode="ring").layout  # 2 MiB
+
+    assert ring_layout(None) == "halving_doubling"
+    assert ring_layout({"flat": 0.75, "halving_doubling": 0.6}) == "flat"
+    assert ring_layout({"flat": 0.75, "halving_doubling": 0.749}) == "halving_doubling"  # two steps outweigh 0.1%
+
+
 def test_declared_aggregation_rates_bound_the_switches_share():
     spec = single(4)
     spec["switches"]["s1"]["agg_pps"] = 1000
@@ -268,6 +289,20 @@ def test_a_job_carries_its_model_and_layouts_in_the_spec(slow_switch, tmp_path):
     assert {e.key("hdr.ina.job_id") for e in members(c, "s1")} == {spec.trees[0].job_id}  # the ring has no entries
     pure = c.create_job("pure", hosts, pool_size=8, mode="ina")
     assert pure.choose(1 << 20, np.float32).ina_pace_mbps == big.ina_pace_mbps  # paced at C
+    c.close()
+
+
+def test_a_calibration_goes_into_the_jobs_model_and_a_bad_record_counts_as_unmeasured(slow_switch, tmp_path):
+    c = controller(slow_switch, tmp_path)
+    hosts = ["h1", "h2", "h3", "h4"]
+    c.create_job("ring", hosts, pool_size=8, mode="ring")
+    assert c.job_plan("ring").choose(1 << 22).layout == "halving_doubling"
+    spec = c.calibrated("ring", None, {"flat": 3.0, "halving_doubling": 2.0}, 1e-4,
+                        {"flat": 0.75, "halving_doubling": 0.5})
+    assert spec.choose(1 << 22, np.float32).layout == c.job_plan("ring").choose(1 << 22).layout == "flat"
+    assert c.state.jobs["ring"].calibration["ring_efficiency"] == {"flat": 0.75, "halving_doubling": 0.5}
+    c.state.jobs["ring"].calibration["ring_efficiency"] = {"flat": "fast", "halving_doubling": 7}
+    assert c.job_plan("ring").choose(1 << 22).layout == "halving_doubling"  # as measured by nobody
     c.close()
 
 

@@ -153,6 +153,13 @@ class Worker:
         """Counts over the worker's life, all trees together."""
         return Stats.total([t.stats for t in self._trees])
 
+    @property
+    def round_trip_min(self) -> float | None:
+        """The shortest round trip any tree saw, send to result in the worker's loop (seconds; None before
+        a result): what a window waits for per round trip, where a call's time also holds its setup."""
+        seen = [t.congestion.rtt_min for t in self._trees if t.congestion.srtt is not None]
+        return min(seen) if seen else None
+
     # --- the API -------------------------------------------------------------------------------
 
     def allreduce(self, array: np.ndarray) -> np.ndarray:

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                 report = {"rank": args.rank, "run": run, "seconds": elapsed, "values": args.size,
                           "goodput_MBps": mine.nbytes / elapsed / 1e6, "bytes_sent": w.stats.bytes_sent,
                           "retransmissions": w.stats.retransmissions, "recoveries": w.stats.recoveries,
-                          "parts": w.last_parts}
+                          "parts": w.last_parts, "round_trip_min": w.round_trip_min}
                 if args.check:
                     arrays = [gradient(args.seed, r, args.size, args.dtype) for r in range(len(spec.members))]
                     in_type = w.last_choice.method == "ring" and spec.ring_sum == "native" and result.dtype.kind == "f"

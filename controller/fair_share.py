@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 
+FLOOR = 0.01  # of a link's rate: what packets keep beside flows that fill it (as the virtual fabric's links)
 _TIE = 1e-12  # rates within this (relative) of the bottleneck level are fixed with it
 
 

@@ -10,9 +10,11 @@ latency (wire to the worker's loop: measured by `ina-ctl calibrate`, ``DEFAULT_H
 then; the virtual fabric passes its own).  A tree's frames leave at the planner's rate for it, or at
 its share of C where the switches sum slower than the links (the worker paces them there).
 
-A ring, per layout: ``controller.rings``.  A hybrid, per layout: the ring's flows paced at L - C', the
-trees at C' = min(C, L, what their windows carry in a round trip), found by iteration because the
-ring's flows slow the trees' frames on the links they share (packets get what flows leave).
+A ring, per layout: ``controller.rings``.  A hybrid, per layout: the trees at C' = min(C, L, what their
+windows carry in a round trip), the ring's flows in what C' leaves of every link the trees use (each
+level paced at its slowest flow's share, so several flows on one fabric link do not take the trees'
+part), C' found by iteration because the ring's flows slow the trees' frames on the links they share
+(packets get what flows leave).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from controller.fair_share import FLOOR
 from controller.plan import Tree, nodes
 from controller.rings import Direction, layouts, ring_cost
 from controller.topology import Topology
@@ -29,7 +32,6 @@ from worker.ring_layout import Layout
 from worker.tuner import PURE, CallModel, HybridCost, InaCost, TreePipe
 
 DEFAULT_HOST_LATENCY = 20e-6  # seconds from the wire to a worker's loop, until `ina-ctl calibrate` measures it
-FLOOR = 0.01  # of a link's rate: what packets keep beside flows that fill it (as the virtual fabric's links)
 
 
 @dataclass(frozen=True)
@@ -83,19 +85,40 @@ def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps:
 
     deepest, fraction = 0.0, 1.0
     for m in members:
-        here, port = topology.attachment[m]
-        index = topology.port_links[here, port]
-        way = [(index, 0 if topology.links[index].a == m else 1)]
-        engines = [here]
-        while here in up:
-            index = topology.port_links[here, up[here]]
-            way.append((index, 0 if topology.links[index].a == f"{here}-p{up[here]}" else 1))
-            here = topology.ports[here][up[here]].node
-            engines.append(here)
+        way, engines = _way_up(topology, up, m)
         deepest = max(deepest, sum(hop(d) + hop((d[0], 1 - d[1])) for d in way) + sum(map(turn, engines)))
         for index, _ in way:
             fraction = min(fraction, *(left((index, d)) / (topology.links[index].capacity * 1e6) for d in (0, 1)))
     return TreePipe(t.share, deepest + host_latency, bits / (min(pace_mbps, t.rate * fraction) * 1e6))
+
+
+def _way_up(topology: Topology, up: Mapping[str, int], member: str) -> tuple[list[Direction], list[str]]:
+    """The link directions from a member up to its tree's root (``up``: each switch's uplink port), and
+    the switches on the way."""
+    here, port = topology.attachment[member]
+    index = topology.port_links[here, port]
+    way = [(index, 0 if topology.links[index].a == member else 1)]
+    engines = [here]
+    while here in up:
+        index = topology.port_links[here, up[here]]
+        way.append((index, 0 if topology.links[index].a == f"{here}-p{up[here]}" else 1))
+        here = topology.ports[here][up[here]].node
+        engines.append(here)
+    return way, engines
+
+
+def trees_load(topology: Topology, members: Sequence[str], trees: Sequence[JobTree],
+               pace_mbps: float) -> dict[Direction, float]:
+    """Bits/s the trees put on each link direction when each worker offers them ``pace_mbps`` in all: tree t
+    carries its share of it on each of its links, up (the sums) and down (the results)."""
+    load: dict[Direction, float] = {}
+    for t in trees:
+        up = dict(t.tree.uplinks)
+        links = {index for m in members for index, _ in _way_up(topology, up, m)[0]}
+        for index in links:
+            for d in (0, 1):
+                load[index, d] = load.get((index, d), 0.0) + t.share * pace_mbps * 1e6
+    return load
 
 
 def _ina(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P: protocol.Protocol,
@@ -139,15 +162,17 @@ def call_model(topology: Topology, members: Sequence[str], trees: Sequence[JobTr
 def _hybrid(topology: Topology, members: list[str], trees: Sequence[JobTree], P: protocol.Protocol, pool_size: int,
             host_latency: float, layout: Layout, limit: float, link: float, efficiency: float = 1.0) -> HybridCost:
     """The trees beside this layout's ring, at C' where it settles.  It starts from what the trees carry on
-    empty links (C, or their windows' worth) and comes down: the ring's flows, paced at L - C', lengthen the
-    trees' round trips, which lowers what their windows carry, which leaves the ring more.  (From an unpaced
-    ring it would settle at the bottom: flows that fill the links leave the trees' frames 1% of them.)
+    empty links (C, or their windows' worth) and comes down: the ring's flows, in what C' leaves of each
+    link (``rings.ring_cost``'s ``reserved``), lengthen the trees' round trips, which lowers what their
+    windows carry, which leaves the ring more.  (From an unpaced ring it would settle at the bottom: flows
+    that fill the links leave the trees' frames 1% of them.)
     Where the trees would take the whole link anyway, neither part is paced (a hybrid then only runs when
     asked)."""
     pace = min(limit, window_mbps(_ina(topology, members, trees, P, pool_size, host_latency, None), P.frame_bytes))
     for _ in range(8):
         paced = pace < link * (1 - PURE)
-        ring, load = ring_cost(topology, members, layout, host_latency, link - pace if paced else None, efficiency)
+        reserved = trees_load(topology, members, trees, pace) if paced else None
+        ring, load = ring_cost(topology, members, layout, host_latency, reserved, efficiency)
         ina = _ina(topology, members, trees, P, pool_size, host_latency, pace if paced else None, load)
         settled = min(pace, window_mbps(ina, P.frame_bytes))
         if not paced or settled >= pace * (1 - 1e-3):

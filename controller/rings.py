@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 
-from controller.fair_share import max_min_rates
+from controller.fair_share import FLOOR, max_min_rates
 from controller.topology import Topology
 from worker.ring import HEADER
 from worker.ring_layout import Layout
@@ -86,21 +87,31 @@ def level_flows(topology: Topology, members: list[str], layout: Layout, level: i
 
 
 def ring_cost(topology: Topology, members: list[str], layout: Layout, host_latency: float,
-              pace_mbps: float | None = None, efficiency: float = 1.0) -> tuple[RingCost, dict[Direction, float]]:
-    """What a call costs on this layout (each flow at most ``pace_mbps``), and the most its flows put on
-    each link direction at once (bits/s), which packets beside the ring do not get.  ``efficiency``: of
-    its fair share, what TCP gets on these hosts (``ina-ctl calibrate`` measures it per layout; 1 until
-    then)."""
+              reserved: Mapping[Direction, float] | None = None,
+              efficiency: float = 1.0) -> tuple[RingCost, dict[Direction, float]]:
+    """What a call costs on this layout, and the most its flows put on each link direction at once
+    (bits/s), which packets beside the ring do not get.  ``reserved``: bits/s of each link direction the
+    ring leaves to others (a hybrid's trees): its flows share the rest, and each level's are paced at the
+    slowest one's rate, so none takes more where several cross one link (the paces, per level, go into
+    the call).  ``efficiency``: of its rate, what TCP gets on these hosts (``ina-ctl calibrate`` measures
+    it per layout; 1 until then)."""
     capacity = {(i, d): link.capacity * 1e6 for i, link in enumerate(topology.links) for d in (0, 1)}
-    cap = pace_mbps * 1e6 if pace_mbps else None
+    if reserved is not None:
+        capacity = {d: max(c - reserved.get(d, 0.0), FLOOR * c) for d, c in capacity.items()}
+    paces: list[float] = []
     latency = seconds_per_byte = 0.0
     span = 1.0  # of the array, what a level's rings work on
     load: dict[Direction, float] = {}
     for level, g in enumerate(layout.levels):
         if g == 1:
+            paces.append(0.0)  # no steps at this level
             continue
         paths = level_flows(topology, members, layout, level)
-        rates = [r * efficiency for r in max_min_rates(paths, [cap] * len(paths), capacity)]
+        rates = max_min_rates(paths, [None] * len(paths), capacity)
+        if reserved is not None:
+            paces.append(min(rates) / 1e6)
+            rates = [min(rates)] * len(rates)
+        rates = [r * efficiency for r in rates]
         rate = min(rates)
         rings: dict[int, list[float]] = defaultdict(list)  # a ring's flows' propagation, by its first position
         stride = math.prod(layout.levels[:level])
@@ -117,4 +128,5 @@ def ring_cost(topology: Topology, members: list[str], layout: Layout, host_laten
                 here[link] += r
         for link, bits in here.items():
             load[link] = max(load.get(link, 0.0), bits)
-    return RingCost(layout.name, layout.steps, latency, seconds_per_byte, seconds_per_byte, pace_mbps), load
+    return RingCost(layout.name, layout.steps, latency, seconds_per_byte, seconds_per_byte,
+                    tuple(paces) if reserved is not None else None), load

@@ -16,7 +16,7 @@ from controller.calibrate import calibrate
 from controller.controller import JobError
 from controller.entries import HIGH_WATER_CHILD
 from controller.job_plan import plan_job
-from controller.model import DEFAULT_HOST_LATENCY, JobTree, aggregation_limit, call_model, tree_pipe
+from controller.model import DEFAULT_HOST_LATENCY, JobTree, aggregation_limit, call_model, tree_pipe, trees_load
 from controller.rings import TCP_WIRE, layouts, ring_cost
 from controller.topology import Topology, fat_tree, leaf_spine, single
 from tests.test_controller import Switches, controller, members
@@ -236,14 +236,33 @@ def test_a_hybrid_paces_the_trees_at_C_and_the_ring_at_the_rest():
     model = call_model(topology, members, trees, P, 256)
     assert model.ina.pace_mbps == pytest.approx(50.0)  # INA alone keeps to C too
     (flat, hd) = model.hybrids
-    assert flat.ina.pace_mbps == pytest.approx(50.0) and flat.ring.pace_mbps == pytest.approx(50.0)
+    assert flat.ina.pace_mbps == pytest.approx(50.0) and flat.ring.pace_mbps == pytest.approx((50.0,))
+    assert hd.ring.pace_mbps == pytest.approx((50.0, 50.0))  # per level: one switch, every flow on host links
     assert model.choose(4 << 20, np.float32).method == "hybrid"  # a large call: both at once
     small = model.choose(1024, np.float32)
     assert small.method != "hybrid"  # a small one: a ring's latency alone is most of it
     # a small pool: the window, not C, bounds the trees, and the ring gets what they leave
     narrow = call_model(_topology(single(4), 100.0, delay="100us"), members, trees, P, 2)
     assert narrow.hybrids[0].ina.pace_mbps < 100.0 * 0.1
-    assert narrow.hybrids[0].ring.pace_mbps == pytest.approx(100.0 - narrow.hybrids[0].ina.pace_mbps)
+    assert narrow.hybrids[0].ring.pace_mbps == pytest.approx((100.0 - narrow.hybrids[0].ina.pace_mbps,))
+
+
+def test_a_hybrids_ring_leaves_the_trees_their_share_on_every_link():
+    """On a fat tree several ring flows of one level cross one fabric link: each paced at L - C' they would
+    fill it and leave the trees' frames 1% (C' then fell to the floor).  Paced per level at the slowest
+    flow's share of what the trees leave, they do not."""
+    topology = _topology(fat_tree(4), 100_000.0, delay="1us")
+    hosts = sorted(topology.hosts, key=lambda h: int(h[1:]))
+    job = plan_job(topology, hosts, P, "auto", pool_size=256, host_latency=20.5e-6, limit_mbps=50_000.0)
+    trees = [JobTree(t.tree, t.rate, t.share) for t in job.tree_plan.trees]
+    for h in job.model.hybrids:
+        assert h.ina.pace_mbps == pytest.approx(50_000.0)  # C' stays at C
+        layout = next(x for x in job.layouts if x.name == h.ring.layout)
+        reserved = trees_load(topology, hosts, trees, h.ina.pace_mbps)
+        _, load = ring_cost(topology, hosts, layout, 20.5e-6, reserved)
+        for (index, d), bits in load.items():
+            assert bits + reserved.get((index, d), 0.0) <= topology.links[index].capacity * 1e6 * (1 + 1e-9)
+        assert len(h.ring.pace_mbps) == len(layout.levels) and min(h.ring.pace_mbps) > 0
 
 
 def test_a_plan_prints_every_method_and_the_one_that_runs():
@@ -281,7 +300,8 @@ def test_a_job_carries_its_model_and_layouts_in_the_spec(slow_switch, tmp_path):
     assert spec.mode == "auto" and spec.model is not None and spec.model == c.job_plan("mixed").model
     big = spec.choose(1 << 20, np.float32, [0])
     assert big.method == "hybrid" and big.ina_pace_mbps == pytest.approx(4000 / 4 * (42 + 272) * 8 / 1e6)
-    assert big.ring_pace_mbps == pytest.approx(4.0 - big.ina_pace_mbps)  # the ring gets what is left: L - C
+    levels = len(big.ring_pace_mbps)  # each level of its layout: the ring gets what is left, L - C
+    assert big.ring_pace_mbps == pytest.approx((4.0 - big.ina_pace_mbps,) * levels)
     assert spec.ring_port is not None and spec.ring_port not in {t.port for t in spec.trees}
     assert spec.ring_peers == [f"10.0.0.{i}:{spec.ring_port}" for i in range(1, 5)]
     ring = c.create_job("ring", hosts, pool_size=8, mode="ring")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from worker.ring import RingError, RingWorker, parse_peer
-from worker.ring_layout import segments
+from worker.ring_layout import Layout, segments
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -148,6 +148,28 @@ def test_a_paced_ring_asks_the_kernel_for_that_rate() -> None:
         t.join(20)
     # 12 Mb/s in bytes per second, then 24 for one call, then 12 again
     assert results == [[[1_500_000], [3_000_000], [1_500_000]]] * 2
+
+
+def test_a_ring_paced_per_level_sends_each_levels_steps_at_that_levels_rate() -> None:
+    """A hybrid's ring leaves the trees their share on every link: the model gives each level of the layout
+    its own rate, and each rank paces the connection of that level's peer at it."""
+    n = 4
+    layout = Layout("halving_doubling", (2, 2), tuple(range(n)))
+    peers = free_peers(n)
+    results: list[object] = [None] * n
+
+    def run(rank: int) -> None:
+        with RingWorker(rank, peers, 5.0, layouts=[layout]) as w:
+            w.allreduce_(np.ones(100, np.float32), layout, pacing_mbps=(8.0, 16.0))
+            results[rank] = {peer: s.getsockopt(socket.SOL_SOCKET, 47) for peer, s in w._to.items()}
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    for rank in range(n):  # 8 Mb/s to the level-0 peer, 16 to the level-1 peer, in bytes per second
+        assert results[rank] == {layout.peers(rank, 0)[0]: 1_000_000, layout.peers(rank, 1)[0]: 2_000_000}
 
 
 def test_segments_and_peers() -> None:

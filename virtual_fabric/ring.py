@@ -3,7 +3,7 @@ job's layouts (``worker.ring_layout``).
 
 In step s every rank sends its part (``ring_layout.schedule``: a segment of the call's ring part) to its
 peer of that step, as one flow along the topology's routes (as the switches forward), capped at the
-call's ring pace; a rank starts step s+1 when its own send of step s has left and its peer's part of
+call's ring pace (its level's); a rank starts step s+1 when its own send of step s has left and its peer's part of
 step s has arrived (the flow's end plus the path's propagation delay, then the host's latency to the
 loop, ``host_latency``): per rank, as ``RingWorker._exchange`` waits for both, not a global barrier.
 Every step's message carries the ring's header (``worker.ring.HEADER``); on the wire each byte is its
@@ -30,7 +30,7 @@ from virtual_fabric.flows import Flow, FlowNetwork
 from virtual_fabric.host_latency import reaches_loop
 from virtual_fabric.links import Channel
 from worker.ring import HEADER
-from worker.ring_layout import Layout, Step, reduce_sum, schedule
+from worker.ring_layout import Layout, Step, level_pace, reduce_sum, schedule
 
 Paths = Callable[[int, int], list[Channel]]  # (from rank, to rank) -> the link directions between their hosts
 
@@ -42,7 +42,7 @@ class _Call:
     index: int
     layout: Layout
     dtype: np.dtype  # what every rank ends with (the allgather's type)
-    cap: float | None  # bits/s per flow
+    pace: float | tuple[float, ...] | None  # Mb/s per flow, or per level of the layout (``ring_layout.level_pace``)
     data: dict[int, np.ndarray] = field(default_factory=dict)  # rank: its part, in the sums' type
     steps: dict[int, list[Step]] = field(default_factory=dict)
     step: dict[int, int] = field(default_factory=dict)  # rank: the step it is in
@@ -68,9 +68,10 @@ class Ring:
         self.wire_bytes = 0.0  # sent by all ranks
 
     def start(self, rank: int, index: int, data: np.ndarray, dtype: np.dtype, layout: Layout,
-              pace_mbps: float | None, on_done: Callable[[np.ndarray | None, str | None], None]) -> None:
+              pace_mbps: float | tuple[float, ...] | None,
+              on_done: Callable[[np.ndarray | None, str | None], None]) -> None:
         """Rank ``rank``'s ring part of its call ``index``: ``data`` in the sums' type, the result in
-        ``dtype`` (as the worker's ring returns it), on ``layout`` at ``pace_mbps`` per flow (every rank
+        ``dtype`` (as the worker's ring returns it), on ``layout`` at ``pace_mbps`` per flow or per level (every rank
         of a call gives the same).  ``on_done(result, None)`` or ``(None, error)``, always from an event
         of its own."""
         if self.broken is not None:
@@ -78,7 +79,7 @@ class Ring:
             return
         call = self.calls.get(index)
         if call is None:
-            call = self.calls[index] = _Call(index, layout, np.dtype(dtype), pace_mbps * 1e6 if pace_mbps else None)
+            call = self.calls[index] = _Call(index, layout, np.dtype(dtype), pace_mbps)
             self.layouts[layout.name] += 1
         call.data[rank] = data
         call.on_done[rank] = on_done
@@ -118,7 +119,9 @@ class Ring:
         wire = ((hi - lo) * itemsize + HEADER.size) * TCP_WIRE
         self.wire_bytes += wire
         path = self.paths(rank, step.to)
-        call.flows[rank] = self.net.start(path, wire, call.cap, lambda flow: self._sent(call, rank, s, step.to, flow))
+        pace = level_pace(call.pace, step.level)
+        call.flows[rank] = self.net.start(path, wire, pace * 1e6 if pace else None,
+                                          lambda flow: self._sent(call, rank, s, step.to, flow))
 
     def _sent(self, call: _Call, rank: int, s: int, to: int, flow: Flow) -> None:
         call.flows.pop(rank, None)

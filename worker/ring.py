@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from worker.ring_layout import Layout, Step, schedule
+from worker.ring_layout import Layout, Step, level_pace, schedule
 
 DTYPES = frozenset(np.dtype(t) for t in ("float16", "float32", "float64", "int32", "int64"))
 SO_MAX_PACING_RATE = 47  # Linux; not in Python's socket module
@@ -98,7 +98,7 @@ class RingWorker:
         self.pacing_mbps = pacing_mbps  # most each connection sends (SO_MAX_PACING_RATE): leave room on the link
         self._to: dict[int, socket.socket] = {}  # connections we send on, by the peer's rank
         self._from: dict[int, socket.socket] = {}  # connections we receive on, by the peer's rank
-        self._paced: float | None = None
+        self._paced: dict[int, float | None] = {}  # each connection we send on: its rate now (Mb/s)
         self._closed = False
         if self.size > 1:
             self._connect()
@@ -160,16 +160,16 @@ class RingWorker:
             if self.tcp_congestion:
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.tcp_congestion.encode())
             s.setblocking(False)
-        self._pace(self.pacing_mbps)
+        for peer in self._to:
+            self._pace(peer, self.pacing_mbps)
 
-    def _pace(self, mbps: float | None) -> None:
-        """Every connection we send on at most ``mbps`` (None: as fast as it goes)."""
-        if mbps == self._paced:
+    def _pace(self, peer: int, mbps: float | None) -> None:
+        """The connection to ``peer`` at most ``mbps`` (None: as fast as it goes)."""
+        if peer in self._paced and mbps == self._paced[peer]:
             return
         rate = min(int(mbps * 1e6 / 8), _UNPACED - 1) if mbps else _UNPACED  # bytes/s; ~0U: no limit
-        for s in self._to.values():
-            s.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, struct.pack("=I", rate))
-        self._paced = mbps
+        self._to[peer].setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, struct.pack("=I", rate))
+        self._paced[peer] = mbps
 
     def connections(self) -> list[socket.socket]:
         """The connections this rank sends on (benchmarks and tests read their options)."""
@@ -251,18 +251,18 @@ class RingWorker:
         """The elementwise sum of `array` over all ranks, as a new array (the input is untouched)."""
         return self.allreduce_(np.array(array, order="C", copy=True), layout)
 
-    def allreduce_(self, array: np.ndarray, layout: Layout | None = None, pacing_mbps: float | None = None
-                   ) -> np.ndarray:
+    def allreduce_(self, array: np.ndarray, layout: Layout | None = None,
+                   pacing_mbps: float | Sequence[float] | None = None) -> np.ndarray:
         """Sum in place (C-contiguous, writeable, native byte order) and return `array`; saves one copy.
         ``layout``: one of the worker's (default its first); ``pacing_mbps``: this call's rate per
-        connection (default the worker's)."""
+        connection, or one per level of the layout (``ring_layout.level_pace``; default the worker's)."""
         flat = self._start(array)
         if self.size > 1:
             self._run(flat, flat, self._layout(layout), pacing_mbps)
         return array
 
     def allreduce_cast(self, array: np.ndarray, dtype: np.dtype, layout: Layout | None = None,
-                       pacing_mbps: float | None = None) -> np.ndarray:
+                       pacing_mbps: float | Sequence[float] | None = None) -> np.ndarray:
         """The sum in ``array``'s (wide) dtype, cast once to ``dtype``: partial sums travel wide in the
         reduce-scatter, each finished part is cast by its owner and travels narrow in the allgather
         (float32 gradients summed in float64: 3(N-1)/N of the tensor on the wire, not 4(N-1)/N)."""
@@ -291,15 +291,17 @@ class RingWorker:
         self.calls += 1
         return array.reshape(-1)
 
-    def _run(self, wide: np.ndarray, narrow: np.ndarray, layout: Layout, pacing_mbps: float | None) -> None:
+    def _run(self, wide: np.ndarray, narrow: np.ndarray, layout: Layout,
+             pacing_mbps: float | Sequence[float] | None) -> None:
         """The layout's steps: the reduce-scatter on ``wide`` (in place), the owned part cast into ``narrow``,
         the allgather on ``narrow`` (the same array when no cast is wanted)."""
-        self._pace(pacing_mbps if pacing_mbps is not None else self.pacing_mbps)
+        pace = pacing_mbps if pacing_mbps is not None else self.pacing_mbps
         steps, owned = schedule(layout, self.rank, wide.size)
         scratch = np.empty(max((hi - lo for s in steps if s.reduce for lo, hi in (s.recv,)), default=0), wide.dtype)
         for i, step in enumerate(steps):
             if not step.reduce and narrow is not wide and (i == 0 or steps[i - 1].reduce):
                 narrow[owned[0]:owned[1]] = wide[owned[0]:owned[1]]
+            self._pace(step.to, level_pace(pace, step.level))
             self._step(i, len(steps), step, wide if step.reduce else narrow, scratch)
 
     def _step(self, i: int, count: int, step: Step, array: np.ndarray, scratch: np.ndarray) -> None:

@@ -19,6 +19,7 @@ exactly the order the ranks do (so the virtual fabric's sums are the real ring's
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +82,14 @@ class Step:
     send: tuple[int, int]
     recv: tuple[int, int]
     reduce: bool
+
+
+def level_pace(pace_mbps: float | Sequence[float] | None, level: int) -> float | None:
+    """A call's ring pace for the flows of one level: one rate for all (a float), one per level (the
+    model's, so a hybrid's ring leaves the trees their share on every link it crosses), or none."""
+    if pace_mbps is None or isinstance(pace_mbps, (int, float)):
+        return pace_mbps or None
+    return pace_mbps[level] or None
 
 
 def segments(count: int, parts: int) -> list[tuple[int, int]]:

@@ -124,7 +124,11 @@ class RingCost:
     latency: float  # seconds: every step's latency (propagation, host, a step's header), summed
     reduce_seconds: float  # seconds per byte of the array (in the sums' type) in the reduce-scatter
     gather_seconds: float  # and per byte of the result's type in the allgather
-    pace_mbps: float | None = None  # each connection's rate (None: as fast as it goes)
+    pace_mbps: tuple[float, ...] | None = None  # each connection's rate, per level (None: as fast as it goes)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pace_mbps, list):  # from a spec's JSON
+            object.__setattr__(self, "pace_mbps", tuple(self.pace_mbps))
 
     def seconds(self, elements: int, wide: int, narrow: int) -> float:
         """``elements`` summed in ``wide``-byte values, gathered in ``narrow``-byte ones."""
@@ -152,7 +156,7 @@ class Choice:
     ina_seconds: float = 0.0  # the trees' part (the two parts run at once)
     ring_seconds: float = 0.0
     ina_pace_mbps: float | None = None
-    ring_pace_mbps: float | None = None
+    ring_pace_mbps: tuple[float, ...] | None = None  # per level of the ring's layout
 
     def describe(self) -> str:
         what = {"ina": "through the switches", "ring": f"round the {self.layout} ring",
@@ -244,10 +248,41 @@ class CallModel:
             chosen = min(options.values(), key=lambda c: c.seconds)
         if chosen.method == "hybrid" and alpha is None:
             if chosen.ina_share >= 1 - PURE and "ina" in options:
-                return options["ina"]
-            if chosen.ina_share <= PURE and "ring" in options:
-                return options["ring"]
+                chosen = options["ina"]
+            elif chosen.ina_share <= PURE and "ring" in options:
+                chosen = options["ring"]
+        if mode == "auto" and chosen.method == "ring" and sent is not None:
+            return self._opening(chosen, elements, dtype, sent, in_tensor_type, layout) or chosen
         return chosen
+
+    def _opening(self, ring: Choice, elements: int, dtype: np.dtype | type, sent: Sequence[int],
+                 in_tensor_type: bool, layout: str | None) -> Choice | None:
+        """The choice is greedy: a ring chosen because the trees' windows are still closed would be chosen
+        again on every later call of the size, since only the trees' own packets open them.  Where the trees
+        with open windows would beat the ring, run instead the hybrid whose trees carry the most chunks that,
+        window opening, finish within the ring's time (its ring part too): no slower now, and a job that
+        repeats the size opens the windows in a call or a few instead of never."""
+        opened = self.options(elements, dtype, None, in_tensor_type, layout)
+        if min(c.seconds for c in opened.values()) >= ring.seconds:
+            return None
+        exact = np.dtype(dtype) == np.int32
+        wide, narrow = (d.itemsize for d in ring_types(dtype, in_tensor_type=False))
+        chunks = -(-elements // self.values)
+        best = None
+        for h in self.hybrids:
+            if h.ina.pace_mbps is None or layout not in (None, h.ring.layout):  # (unpaced trees: only when asked)
+                continue
+            lo, hi = 0, chunks  # the most chunks the trees carry within the ring's time (their time grows with k)
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if h.ina.seconds(mid, exact, sent) <= ring.seconds else (lo, mid - 1)
+            t_ina = h.ina.seconds(lo, exact, sent)
+            t_ring = h.ring.seconds(elements - min(elements, lo * self.values), wide, narrow)
+            if lo == 0 or t_ring > ring.seconds or (best is not None and lo <= best.ina_share * chunks):
+                continue
+            best = Choice("hybrid", lo / chunks, h.ring.layout, max(t_ina, t_ring), h.ring.latency, t_ina, t_ring,
+                          h.ina.pace_mbps, h.ring.pace_mbps)
+        return best
 
     def crossovers(self, dtype: np.dtype | type, sent: Sequence[int] | None = None, mode: str = "auto",
                    in_tensor_type: bool = True, layout: str | None = None, alpha: float | None = None,

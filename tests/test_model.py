@@ -247,6 +247,33 @@ def test_a_hybrid_paces_the_trees_at_C_and_the_ring_at_the_rest():
     assert narrow.hybrids[0].ring.pace_mbps == pytest.approx((100.0 - narrow.hybrids[0].ina.pace_mbps,))
 
 
+def test_a_ring_chosen_while_the_windows_are_closed_opens_them_within_its_time():
+    """8 workers on one switch at 100 Gbit/s, C = L/4, 256 slots, 256 KB: the ring beats the trees whose
+    windows still open, but not the trees with open windows.  Greedy, auto would run the ring on every call
+    and the windows would never open; instead the call sends beside the ring what the trees carry within
+    its time, and later calls are faster than the ring."""
+    topology = _topology(single(8), 100_000.0, delay="1us")
+    hosts = [f"h{i}" for i in range(1, 9)]
+    job = plan_job(topology, hosts, P, "auto", pool_size=256, host_latency=20.5e-6, limit_mbps=25_000.0)
+    model, elements = job.model, 65_536
+    closed = [0] * len(model.ina.trees)
+    now, opened = model.options(elements, np.float32, closed), model.options(elements, np.float32)
+    ring = now["ring"]
+    assert min(now.values(), key=lambda c: c.seconds) == ring
+    assert min(c.seconds for c in opened.values()) < ring.seconds
+    first = model.choose(elements, np.float32, closed)
+    assert first.method == "hybrid" and first.seconds <= ring.seconds and first.ina_share > 0.1
+    chunks = -(-elements // model.values)
+    sent, later = closed, first
+    for _ in range(3):  # the windows open over a few calls
+        sent = [a + b for a, b in zip(sent, model.ina.packets(round(later.ina_share * chunks), False))]
+        later = model.choose(elements, np.float32, sent)
+    best_open = min(c.seconds for c in opened.values())
+    assert later.seconds == pytest.approx(best_open) and best_open < ring.seconds
+    assert model.choose(elements, np.float32, closed, mode="ring") == ring  # a mode still forces
+    assert model.choose(elements, np.float32, None) == min(opened.values(), key=lambda c: c.seconds)
+
+
 def test_a_hybrids_ring_leaves_the_trees_their_share_on_every_link():
     """On a fat tree several ring flows of one level cross one fabric link: each paced at L - C' they would
     fill it and leave the trees' frames 1% (C' then fell to the floor).  Paced per level at the slowest

@@ -42,12 +42,12 @@ class Calibration:
     ring_efficiency: dict[str, float]  # by layout: the model's time for a ring's bytes over the measured, <= 1
     host_latency: float | None  # seconds, wire to a worker's loop (None: the job has no trees)
     seconds: dict[str, float]  # each burst's median time per call, by what it measured
+    spec: JobSpec  # the job's spec after its model was made again
 
     def rings(self) -> str:
         """Each layout's rate and efficiency, as a line says them."""
         return ", ".join(f"{layout} {mbps:.3g} Mb/s ({self.ring_efficiency[layout]:.0%} of its share)"
                          for layout, mbps in self.ring_mbps.items())
-    spec: JobSpec  # the job's spec after its model was made again
 
 
 def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float = 20.0) -> Calibration:

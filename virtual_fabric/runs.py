@@ -260,6 +260,7 @@ def where_time_went(fabric: Fabric, job) -> dict:
         "aggregation_drops": sum(s.agg_dropped for s in switches),
         "worker_seconds": states,
         "retransmissions": int(sum(w.stats.retransmissions for w in job.workers)),
+        "early_retransmissions": int(sum(w.stats.early_retransmissions for w in job.workers)),
         "window_cuts": int(sum(w.stats.window_cuts for w in job.workers)),
     }
 

@@ -44,6 +44,7 @@ TICK = 0.2  # seconds between looks for expired leases
 SERVICE_NAME = "ina.jobs.v1.Jobs"  # the health service answers for it and for ""
 MAX_NAME = 64
 MAX_TREES = 64
+MAX_ADDRESSES = 256  # of one rank: every interface's IPv4 and IPv6 addresses fit, many times over
 
 
 class Refused(Exception):
@@ -204,7 +205,10 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
                                                             f"{len(self.controller.topology.hosts)} hosts")
         hosts = []
         for rank, member in enumerate(members):
-            known = {h for h in map(self._host, member.addresses[:64]) if h is not None}
+            if len(member.addresses) > MAX_ADDRESSES:  # each is looked at: exactly one must be known
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"rank {rank}: {len(member.addresses)} addresses; "
+                                                                f"at most {MAX_ADDRESSES}")
+            known = {h for h in map(self._host, member.addresses) if h is not None}
             if len(known) != 1:
                 shown = ", ".join(repr(a) for a in member.addresses[:8]) or "no address"
                 why = "none is a host of the network" if not known else f"they name {len(known)} hosts"

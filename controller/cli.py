@@ -244,10 +244,7 @@ def _serve(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
     ctl.dead_after = args.dead_after
     running = start(ctl, args.listen, token, args.lease_seconds, args.grace, args.interval, pool_size=args.pool_size)
     lock.note(running.address)
-    try:  # after the service answers: its jobs' owners renew while the switches are checked
-        ctl.setup()
-    except SwitchError as e:
-        logging.getLogger("ina.service").warning("setup incomplete (the watch loop goes on): %s", e)
+    ctl.setup(strict=False)  # after the service answers: its jobs' owners renew while the switches are checked
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
@@ -354,10 +351,10 @@ def _run(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
     elif args.command == "status":
         print(json.dumps(ctl.status(), indent=2) if args.json else status_table(ctl.status()))
     elif args.command == "watch":  # the lock for each round, so `job create` and others run between them
-        _locked(lock, ctl.setup)
+        _locked(lock, lambda: ctl.setup(strict=False))  # a switch that does not answer yet is left to the rounds
         ctl.dead_after = args.dead_after
         while True:
-            threading.Event().wait(args.interval)
+            ctl.wait(args.interval)  # or less: a switch reported a port change, or its stream ended
             _locked(lock, ctl.watch_once)
     return 0
 

@@ -82,7 +82,8 @@ class Controller:
             self.state = ControllerState(options or fastest(PipelineOptions(), network))
         self.spec_dir = spec_dir or (state_path.parent / "jobs" if state_path else None)
         self._state_mtime = state_path.stat().st_mtime_ns if state_path is not None and state_path.exists() else 0
-        self.io = SwitchIO(network, lambda: self.state.options, election_id, connect)
+        self.wake = threading.Event()  # a switch reported a port change or its stream ended: watch now
+        self.io = SwitchIO(network, lambda: self.state.options, election_id, connect, self.wake)
         self.reconciler = Reconciler(self.topology, self.io, lambda: self.state)
         self.failover = Failover(clock)
         self._host_latency = host_latency
@@ -122,11 +123,24 @@ class Controller:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def setup(self) -> None:
-        """Pipeline, routes and every live job on every switch; safe to repeat."""
+    def setup(self, strict: bool = True) -> list[str]:
+        """Pipeline, routes and every live job on every switch; safe to repeat.
+
+        ``strict`` False (a watch or the service starting): a switch that does not answer, or stops
+        answering meanwhile, is left for the watch (``check_switches`` provisions it once it answers)
+        and every other switch is provisioned; returns the switches left."""
+        left = []
         with self._lock:
             for switch in self.topology.switches:
-                self.provision(switch)
+                try:
+                    self.provision(switch)
+                except SwitchError as e:
+                    if strict:
+                        raise
+                    self.failover.unsynced.add(switch)
+                    left.append(switch)
+                    log.warning("%s: not provisioned (%s); the watch provisions it once it answers", switch, e)
+        return left
 
     def provision(self, switch: str) -> bool:
         """Bring one switch up to date; True when it needed the pipeline (fresh or restarted).
@@ -164,10 +178,21 @@ class Controller:
         return self.failover.check(self.io, self.topology, self.provision)
 
     def watch(self, interval: float = 1.0, stop: threading.Event | None = None) -> None:
-        """Keep every switch provisioned until ``stop`` is set, and move trees off what stays down."""
+        """Keep every switch provisioned until ``stop`` is set, and move trees off what stays down: a round
+        every ``interval``, and at once when a switch reports something (``wait``; set ``wake`` after
+        ``stop`` to end a long wait)."""
         stop = stop or threading.Event()
-        while not stop.wait(interval):
-            self.watch_once()
+        while not stop.is_set():
+            self.wait(interval)
+            if not stop.is_set():
+                self.watch_once()
+
+    def wait(self, interval: float) -> bool:
+        """Until ``interval`` passes or a switch reports a port change or its stream ends (``wake``, which
+        this clears); True when woken.  Whatever happens during the round that follows wakes the next."""
+        woken = self.wake.wait(interval)
+        self.wake.clear()
+        return woken
 
     def watch_once(self) -> list[str]:
         """One round of ``watch``: follow the state file, provision restarted switches, move trees off
@@ -283,8 +308,7 @@ class Controller:
         with self._lock:
             self._check_name(name)
             if admit:
-                admitted = admission.admit(planned, pool_size, self.topology, self._pools(), self._held(),
-                                           self._replan(members, alpha, ring_sum, ring_layout))
+                admitted = self._admit(name, planned, members, trees, pool_size, alpha, ring_sum, ring_layout)
                 if admitted.note:
                     log.warning("job %s admitted with less: %s", name, admitted.note)
             else:
@@ -318,6 +342,35 @@ class Controller:
             log.info("job %s: %d members, %d tree(s) (ids %s) over %s, mode %s", name, len(members), len(job.trees),
                      [t.job_id for t in job.trees], sorted(job.switches()), job.mode)
             return spec
+
+    def _admit(self, name: str, planned: JobPlan, members: list[str], trees: int | str | None, pool_size: int,
+               alpha: float | None, ring_sum: str, ring_layout: str | None) -> Admitted:
+        """Admission (``admission.admit``) on the switches that answer: a job planned over one known to be
+        down is planned again without it, or refused naming it (SwitchError) when nothing else joins its
+        members."""
+        replan = self._replan(members, alpha, ring_sum, ring_layout)
+        down = self.down()
+        topology = self.topology.without(down) if down else self.topology
+        crossed = sorted(down & {s for p in planned.tree_plan.trees for s in p.tree.switches()})
+        if crossed:
+            try:
+                planned = replan(topology, None if trees in (None, "auto") else int(trees), planned.mode, pool_size)
+            except JobError as e:
+                raise SwitchError(f"job {name}: switch(es) {', '.join(crossed)} do not answer, and no tree joins "
+                                  f"its members without them ({e}); the watch provisions them once they answer"
+                                  ) from None
+        admitted = admission.admit(planned, pool_size, topology, self._pools(), self._held(), replan)
+        if crossed:
+            around = f"planned around unreachable switch(es) {', '.join(crossed)}"
+            admitted = dataclasses.replace(admitted, note=f"{around}; {admitted.note}" if admitted.note else around)
+        return admitted
+
+    def down(self) -> set[str]:
+        """The switches known not to answer now: unreachable since a watch round, left out of a setup or a
+        write, or whose stream ended (a switch never asked is taken to answer)."""
+        found = set(self.failover.unreachable) | self.failover.unsynced
+        found |= {s for s, c in self.io.connections() if not c.alive}
+        return found & set(self.topology.switches)
 
     def _replan(self, members: list[str], alpha: float | None, ring_sum: str,
                 ring_layout: str | None) -> admission.Replan:

@@ -64,8 +64,11 @@ class SwitchClient:
     """
 
     def __init__(self, address: str, device_id: int, election_id: int | None = 1, timeout: float = 10.0,
-                 connect_timeout: float = 3.0) -> None:
+                 connect_timeout: float = 3.0, wake: threading.Event | None = None) -> None:
+        """``wake`` is set when the switch reports a port going down or up, and when the stream ends, so
+        a watch acts at once rather than at its next round."""
         self.address, self.device_id, self.timeout = address, device_id, timeout
+        self._wake = wake
         self.election_id = p4runtime_pb2.Uint128(high=0, low=election_id or 0)
         self._channel = grpc.insecure_channel(address)
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
@@ -97,12 +100,19 @@ class SwitchClient:
             self._arbitration.put(e)
         finally:
             self._broken.set()
+            self._woken()
 
     def _other(self, message: any_pb2.Any) -> None:
         status = port_status(message)
         if status is not None:
             port, up = status
-            (self.ports_down.discard if up else self.ports_down.add)(port)
+            if up == (port in self.ports_down):  # a change
+                (self.ports_down.discard if up else self.ports_down.add)(port)
+                self._woken()
+
+    def _woken(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
 
     def _arbitrate(self) -> None:
         request = p4runtime_pb2.StreamMessageRequest()

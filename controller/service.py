@@ -44,6 +44,7 @@ TICK = 0.2  # seconds between looks for expired leases
 SERVICE_NAME = "ina.jobs.v1.Jobs"  # the health service answers for it and for ""
 MAX_NAME = 64
 MAX_TREES = 64
+MAX_ADDRESSES = 256  # of one rank: every interface's IPv4 and IPv6 addresses fit, many times over
 
 
 class Refused(Exception):
@@ -204,7 +205,10 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
                                                             f"{len(self.controller.topology.hosts)} hosts")
         hosts = []
         for rank, member in enumerate(members):
-            known = {h for h in map(self._host, member.addresses[:64]) if h is not None}
+            if len(member.addresses) > MAX_ADDRESSES:  # each is looked at: exactly one must be known
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"rank {rank}: {len(member.addresses)} addresses; "
+                                                                f"at most {MAX_ADDRESSES}")
+            known = {h for h in map(self._host, member.addresses) if h is not None}
             if len(known) != 1:
                 shown = ", ".join(repr(a) for a in member.addresses[:8]) or "no address"
                 why = "none is a host of the network" if not known else f"they name {len(known)} hosts"
@@ -324,6 +328,7 @@ class RunningService:
     def stop(self, grace: float = 1.0) -> None:
         self.health.enter_graceful_shutdown()
         self._stop.set()
+        self.service.controller.wake.set()  # the watch thread's wait ends now
         self.server.stop(grace).wait()
         for t in self._threads:
             t.join(timeout=10)
@@ -350,12 +355,24 @@ def start(controller: Controller, address: str, token: str, lease_seconds: float
     threads = [threading.Thread(target=_every, args=(TICK, stop, service.expire), daemon=True,
                                 name="ina-service-leases")]
     if watch_interval is not None:
-        threads.append(threading.Thread(target=_every, args=(watch_interval, stop, controller.watch_once),
-                                        daemon=True, name="ina-service-watch"))
+        threads.append(threading.Thread(target=_watch, args=(controller, watch_interval, stop), daemon=True,
+                                        name="ina-service-watch"))
     for t in threads:
         t.start()
     host = address.rsplit(":", 1)[0]
     return RunningService(service, server, healthy, f"{host}:{port}", stop, threads)
+
+
+def _watch(controller: Controller, interval: float, stop: threading.Event) -> None:
+    """The controller's watch rounds: every ``interval``, and at once when a switch reports something."""
+    while True:
+        controller.wait(interval)
+        if stop.is_set():
+            return
+        try:
+            controller.watch_once()
+        except Exception:  # noqa: BLE001 - a round that failed is tried again at the next
+            log.exception("watch round failed")
 
 
 def _every(interval: float, stop: threading.Event, work: Callable[[], object]) -> None:

@@ -27,6 +27,24 @@ _BEFORE_3 = ("ina_share", "pace_mbps", "ring_pace_mbps", "asked_mode", "asked_al
 EPOCH_LIMIT = 1 << 16  # ina.p4's epoch is bit<16>; 0 means "never used" in its registers
 
 
+_REMEDY = ("restore it, or move it away: its jobs are then forgotten, and `ina-ctl setup` removes their entries "
+           "(the switches' own high-water marks keep epochs and job ids from repeating)")
+
+
+class StateError(ValueError):
+    """A state file this controller cannot read: truncated, edited, or from a newer controller."""
+
+
+def _why(e: json.JSONDecodeError | UnicodeDecodeError) -> str:
+    """What is wrong with the file's text, and whether it ends early (a truncated write, a full disk)."""
+    if isinstance(e, UnicodeDecodeError):
+        return f"byte {e.start} is not UTF-8"
+    if not e.doc.strip():
+        return "it is empty"
+    cut = e.pos >= len(e.doc.rstrip()) or e.msg.startswith("Unterminated string")
+    return f"{e.msg}: line {e.lineno} column {e.colno}" + (" (it ends there: truncated?)" if cut else "")
+
+
 @dataclass
 class TreeRecord:
     job_id: int  # the tree's id in the dataplane; its workers listen on WORKER_PORT_BASE + job_id
@@ -106,13 +124,31 @@ class ControllerState:
 
     @classmethod
     def load(cls, path: Path) -> ControllerState:
-        data = json.loads(path.read_text())
+        """The state saved at ``path``; StateError naming the file and what is wrong with it."""
+        try:
+            data = json.loads(path.read_bytes())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise StateError(f"{path}: not a controller state file: {_why(e)}; {_REMEDY}") from None
+        try:
+            return cls._parse(path, data)
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            if isinstance(e, StateError):
+                raise
+            what = f"no {e.args[0]!r} where one was expected" if isinstance(e, KeyError) else str(e)
+            raise StateError(f"{path}: not a controller state file of format {FORMAT} or older ({what}); "
+                             f"{_REMEDY}") from None
+
+    @classmethod
+    def _parse(cls, path: Path, data: dict) -> ControllerState:
+        if not isinstance(data, dict):
+            raise StateError(f"{path}: not a controller state file: a JSON {type(data).__name__}, not an object; "
+                             f"{_REMEDY}")
         if data.get("format", 1) > FORMAT:
-            raise ValueError(f"{path}: state format {data['format']} is newer than this controller's ({FORMAT})")
+            raise StateError(f"{path}: state format {data['format']} is newer than this controller's ({FORMAT})")
         jobs = {}
         for name, j in data["jobs"].items():
             if "trees" not in j:
-                raise ValueError(f"{path}: job {name} was saved by a controller without packed trees; delete the "
+                raise StateError(f"{path}: job {name} was saved by a controller without packed trees; delete the "
                                  f"state file and the job's entries go with the next `ina-ctl setup`")
             trees = [TreeRecord(t["job_id"], Tree(t["tree"]["root"], tuple(map(tuple, t["tree"]["uplinks"]))),
                                 t["rate"], t["share"], {s: Allocation(**a) for s, a in t["allocations"].items()},

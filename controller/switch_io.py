@@ -7,6 +7,7 @@ what exists becomes a modify, a delete of what is gone is no error.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 
 from p4.v1 import p4runtime_pb2
@@ -22,12 +23,16 @@ Groups = list[tuple[int, list[tuple[int, int]]]]  # multicast group id, [(port, 
 
 class SwitchIO:
     def __init__(self, network: Network, options: Callable[[], PipelineOptions], election_id: int | None,
-                 connect: Callable[[str], SwitchConnection] | None = None) -> None:
+                 connect: Callable[[str], SwitchConnection] | None = None, wake: threading.Event | None = None
+                 ) -> None:
         """``options``: the pipeline knobs now (the controller's state may load new ones); ``connect`` opens a
-        switch's connection by name (default: a SwitchClient over gRPC to its access's address)."""
+        switch's connection by name (default: a SwitchClient over gRPC to its access's address, which sets
+        ``wake`` when the switch reports a port change or its stream ends)."""
         self.network, self.options, self.election_id = network, options, election_id
         self.connect = connect or self._connect_grpc
+        self.wake = wake
         self._clients: dict[str, SwitchConnection] = {}
+        self._tried: set[str] = set()  # switches asked before: a reconnect waits less
 
     def pipeline(self, switch: str) -> Pipeline:
         """The switch's program (its access's arch: ina.p4 or the TNA program) built for its target."""
@@ -52,8 +57,10 @@ class SwitchIO:
 
     def _connect_grpc(self, switch: str) -> SwitchClient:
         access = self.network.access[switch]
+        again = switch in self._tried
+        self._tried.add(switch)
         return SwitchClient(access.grpc_address, access.device_id, self.election_id,
-                            connect_timeout=1.0 if switch in self._clients else 3.0)  # shorter for a reconnect
+                            connect_timeout=1.0 if again else 3.0, wake=self.wake)  # shorter for a reconnect
 
     def close(self) -> None:
         for c in self._clients.values():

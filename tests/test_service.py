@@ -20,7 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from controller.controller import Controller
 from controller.pipeline import PipelineOptions
-from controller.service import start
+from controller.service import MAX_ADDRESSES, start
 from ina_api import jobs_pb2
 from ina_api.client import JobsClient, ServiceError
 from tests.conftest import free_port
@@ -122,6 +122,23 @@ def test_refusals_name_the_problem_and_the_service_stays_up(client, service):
         reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service="ina.jobs.v1.Jobs"))
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
     assert [j.name for j in client.list()] == ["mine"]  # nothing refused changed anything
+
+
+def test_every_address_of_a_rank_counts(client):
+    """Exactly one address of a rank must be known, wherever it stands in the list: one past the 64th still
+    names the rank's host (or a second host), and a list longer than MAX_ADDRESSES is refused by its count."""
+    junk = [f"10.9.{i // 250}.{i % 250 + 1}" for i in range(100)]  # addresses of no host of the network
+    job, _ = client.create("late", [[*junk, "127.0.1.3"], "h1"])
+    assert [m["host"] for m in json.loads(job.spec_json)["members"]] == ["h3", "h1"]
+    with pytest.raises(ServiceError) as e:
+        client.create("two", [["h2", *junk, "127.0.1.4"]])
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "rank 0: " in str(e.value) and \
+        "they name 2 hosts" in str(e.value)
+    with pytest.raises(ServiceError) as e:
+        client.create("many", ["h2", [f"10.8.{i // 250}.{i % 250 + 1}" for i in range(999)] + ["h4"]])
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and \
+        f"rank 1: 1000 addresses; at most {MAX_ADDRESSES}" in str(e.value)
+    assert [j.name for j in client.list()] == ["late"]
 
 
 def test_a_lease_not_renewed_expires_and_frees_the_slots(net, client, caplog):

@@ -204,7 +204,8 @@ class Controller:
             jobs = sum(bool(j.on(switch)) for j in self.state.jobs.values())
             lines.append(f"{switch} restarted: pipeline, routes and {jobs} job(s) installed again")
             log.warning("%s", lines[-1])
-        for line in self.route_around(*self.failures()):
+        failures = self.failures()
+        for line in self.route_around(*failures) + self.return_home(*failures):
             lines.append(line)
             log.warning("%s", line)
         return lines
@@ -247,28 +248,56 @@ class Controller:
             if not self.failover.first_report((job.name, tree.job_id, frozenset(dead), frozenset(links))):
                 return []
             return [f"{where}; no other tree joins its members ({e}): its workers will time out"]
+        if tree.home is None:  # where the planner put it: it goes back once that is whole again
+            tree.home, tree.home_rate = tree.tree, tree.rate
+        return self._relocate(job, tree, planned.tree, planned.rate, dead, where, "moved to")
+
+    def return_home(self, dead: set[str], links: set[int]) -> list[str]:
+        """Move each tree that was moved off a failure back to where the planner put it, once every switch
+        there answers and nothing down crosses it (the packing the planner prefers)."""
+        lines = []
+        with self._lock:
+            for job in self.state.jobs.values():
+                for tree in job.trees:
+                    home = tree.home
+                    if home is None or not all(self.reachable(s) for s in home.switches()):
+                        continue
+                    if self.failover.crossed(self.topology, job, dataclasses.replace(tree, tree=home), dead, links):
+                        continue
+                    where = f"job {job.name}: tree {tree.job_id} (root {tree.tree.root}): its planned tree is up again"
+                    lines += self._relocate(job, tree, home, tree.home_rate, dead, where, "back at")
+                    if tree.tree == home:
+                        tree.home = None
+                        self._save()
+        return lines
+
+    def _relocate(self, job: JobRecord, tree: TreeRecord, new: plan.Tree, rate: float, dead: set[str], where: str,
+                  verb: str) -> list[str]:
+        """Put the tree on ``new``: slots and a fresh epoch on the switches it gains, its entries there, the old
+        ones removed where it leaves, and a grown incarnation (its workers send their last window again)."""
         before = copy.deepcopy(job)
-        gained = [s for s in planned.tree.switches() if s not in tree.allocations]
+        gained = [s for s in new.switches() if s not in tree.allocations]
         try:
             placed = admission.place_switches(gained, job.pool_size, self._pools(), self._held())
         except CapacityError as e:
-            return [f"{where}; the surviving tree (root {planned.tree.root}) does not fit: {e}"]
+            return [f"{where}; the tree (root {new.root}) does not fit: {e}"]
         tree.allocations = {s: tree.allocations.get(s) or Allocation(*placed[s], self.state.take_epoch(s))
-                            for s in planned.tree.switches()}
-        tree.tree, tree.rate = planned.tree, planned.rate
+                            for s in new.switches()}
+        tree.tree, tree.rate = new, rate
         tree.incarnation += 1
         job.version += 1
         self._save()
-        for switch in sorted(set(planned.tree.switches()) | (set(before.switches()) - dead)):
+        for switch in sorted(set(new.switches()) | (set(before.switches()) - dead)):
             try:  # each switch on its own: one that cannot be reached must not keep the others from the new tree
                 if switch in gained:
                     self.io.install(switch, [self.reconciler.high_water(switch)], [])
-                if switch in planned.tree.switches():
+                if switch in new.switches():
                     self.io.install(switch, *self.reconciler.job_entries(job, switch))
                 if switch in before.switches():
                     old, old_groups = self.reconciler.job_entries(before, switch)
-                    new, new_groups = self.reconciler.job_entries(job, switch) if switch in job.switches() else ([], [])
-                    keys, group_ids = {(e.table, e.match) for e in new}, {g for g, _ in new_groups}
+                    kept, kept_groups = (self.reconciler.job_entries(job, switch) if switch in job.switches()
+                                         else ([], []))
+                    keys, group_ids = {(e.table, e.match) for e in kept}, {g for g, _ in kept_groups}
                     self.io.remove(switch, [e for e in old if (e.table, e.match) not in keys],
                                    [(g, r) for g, r in old_groups if g not in group_ids])
             except SwitchError as e:
@@ -276,8 +305,8 @@ class Controller:
                 log.warning("job %s: moving tree %d: %s (watch provisions %s once it answers)", job.name, tree.job_id,
                             e, switch)
         self._write_spec(job.name)
-        return [f"{where}; moved to root {planned.tree.root} over {', '.join(planned.tree.switches())} "
-                f"({planned.rate:.3g} Mb/s alone): incarnation {tree.incarnation}, plan version {job.version}; "
+        return [f"{where}; {verb} root {new.root} over {', '.join(new.switches())} "
+                f"({rate:.3g} Mb/s alone): incarnation {tree.incarnation}, plan version {job.version}; "
                 f"its workers send their last window again"]
 
     # --- jobs ----------------------------------------------------------------------------------

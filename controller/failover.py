@@ -48,15 +48,24 @@ class Failover:
         return restarted
 
     def failures(self, io: SwitchIO, topology: Topology) -> tuple[set[str], set[int]]:
-        """The switches unreachable for ``dead_after`` seconds, and the links (indexes in the topology)
-        that a reachable switch reports down (the built-in target reports its ports; BMv2 does not)."""
+        """The dead switches, and the links (indexes in the topology) that a reachable switch reports down
+        (the built-in target reports its ports; BMv2 does not).
+
+        A switch is dead once every switch next to it that answers has lost carrier to it: a box that
+        died takes its links down at once, where a restarting process leaves them up.  Silence alone
+        (unreachable for ``dead_after``) is the backstop, for a control channel lost with the links up."""
         now = self.clock()
         dead = {s for s, since in self.unreachable.items() if now - since >= self.dead_after}
-        links = set()
+        down = set()
         for switch, client in io.connections():
             if switch not in self.unreachable and client.alive:
-                links |= {topology.port_links[switch, p] for p in client.ports_down
-                          if (switch, p) in topology.port_links}
+                down |= {(switch, p) for p in client.ports_down}
+        links = {topology.port_links[end] for end in down if end in topology.port_links}
+        for switch, ports in topology.ports.items():
+            facing = [(n.node, n.peer_port) for n in ports.values() if n.node in topology.switches]
+            heard = [end for end in facing if self.reachable(io, end[0])]
+            if heard and all(end in down for end in heard):
+                dead.add(switch)
         return dead, links
 
     @staticmethod

@@ -53,6 +53,8 @@ class TreeRecord:
     share: float  # of the job's data
     allocations: dict[str, Allocation]  # per switch of the tree
     incarnation: int = 0  # times a switch of the tree lost its registers under the job (the spec tells the workers)
+    home: Tree | None = None  # where the planner put it, while it runs elsewhere (moved off a failure)
+    home_rate: float = 0.0
 
 
 @dataclass
@@ -150,9 +152,9 @@ class ControllerState:
             if "trees" not in j:
                 raise StateError(f"{path}: job {name} was saved by a controller without packed trees; delete the "
                                  f"state file and the job's entries go with the next `ina-ctl setup`")
-            trees = [TreeRecord(t["job_id"], Tree(t["tree"]["root"], tuple(map(tuple, t["tree"]["uplinks"]))),
+            trees = [TreeRecord(t["job_id"], _tree(t["tree"]),
                                 t["rate"], t["share"], {s: Allocation(**a) for s, a in t["allocations"].items()},
-                                t.get("incarnation", 0))
+                                t.get("incarnation", 0), _tree(t.get("home")), t.get("home_rate", 0.0))
                      for t in j.pop("trees")]
             if data.get("format", 1) < 3:  # the mode it asked for is now chosen per call
                 j["mode"], j["alpha"] = (j.get("asked_mode", "auto") if trees else "ring"), j.get("asked_alpha")
@@ -161,6 +163,10 @@ class ControllerState:
             jobs[name] = JobRecord(trees=trees, **j)
         return cls(PipelineOptions(**data["options"]), jobs, data["next_epoch"], data.get("next_job_id", 1),
                    data.get("host_latency"))
+
+
+def _tree(data: dict | None) -> Tree | None:
+    return None if data is None else Tree(data["root"], tuple(map(tuple, data["uplinks"])))
 
 
 class StateLock:

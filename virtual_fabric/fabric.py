@@ -37,11 +37,12 @@ from virtual_fabric.p4runtime_local import LocalSwitchClient
 from virtual_fabric.ring import Ring
 from virtual_fabric.switches import SimSwitch
 from worker import protocol
-from worker.jobspec import JobSpec
+from worker.jobspec import SPEC_PERIOD, JobSpec
 
 QUEUE_BYTES = 1_000_000  # per link direction, unless the link says "queue_bytes"
 WATCH_INTERVAL = 0.5  # seconds between two rounds of the controller's watch
-SPEC_DELAY = 0.2  # seconds until a worker sees a job spec the controller wrote
+SPEC_DELAY = SPEC_PERIOD  # seconds until a worker sees a job spec the controller wrote (it looks this often)
+REACTION = 1e-3  # seconds from a port status a switch publishes to the controller's round on it
 COMPILED = DeviceConfigCache()  # one image per program for every fabric of this process
 
 
@@ -61,8 +62,10 @@ class Fabric:
         self.rng = random.Random(seed)
         self.spec_delay, self.watch_interval = spec_delay, watch_interval
         P = protocol.load(values)  # what a contribution looks like, for switches that sum at a rate
-        self.switches = {name: SimSwitch(name, s.index + 1, COMPILED, agg_pps=s.agg_pps, loop=self.loop, protocol=P)
+        self.switches = {name: SimSwitch(name, s.index + 1, COMPILED, agg_pps=s.agg_pps, loop=self.loop, protocol=P,
+                                         on_port_status=self._port_status)
                          for name, s in topology.switches.items()}
+        self._reaction_due = False  # a round on a port status is scheduled
         self.hosts: dict[str, SimWorker] = {}  # host: the worker running there
         self.channels: list[tuple[Channel, Channel]] = []  # per topology link: (a -> b, b -> a)
         self.log: list[tuple[float, str]] = []  # what the controller did, when
@@ -140,6 +143,23 @@ class Fabric:
         return job
 
     def _watch(self) -> None:
+        self._look()
+        if not self.finished():
+            self.loop.after(self.watch_interval, self._watch)
+
+    def _port_status(self) -> None:
+        """A switch published a port's carrier change: the controller, subscribed to it, takes a round at
+        once (as ``ina-ctl watch`` wakes on it), not at its next period."""
+        if not self._reaction_due:
+            self._reaction_due = True
+            self.loop.after(REACTION, self._react)
+
+    def _react(self) -> None:
+        self._reaction_due = False
+        self._look()
+
+    def _look(self) -> None:
+        """One round of the controller's watch, and the job specs it changed on their way to the workers."""
         for line in self.controller.watch_once():
             self.log.append((self.loop.now, line))
         for name, job in self.jobs.items():
@@ -150,21 +170,37 @@ class Fabric:
                 job.seen.update({j: inc for j, (inc, _) in changes.items()})
                 for w in job.workers:
                     self.loop.after(self.spec_delay, w.spec_changed, dict(changes))
-        if not self.finished():
-            self.loop.after(self.watch_interval, self._watch)
 
     # --- faults --------------------------------------------------------------------------------
 
     def kill_switch(self, name: str) -> None:
+        """The switch dies (power, a crash of the whole box): its neighbours lose carrier to it at once."""
         self.switches[name].kill()
+        for neighbour, port in self._facing(name):
+            neighbour.port_status(port, False)
 
     def restart_switch(self, name: str) -> None:
-        """A killed switch's process starts again, empty; it finds the carrier of its ports as it is."""
+        """A killed switch's process starts again, empty; it finds the carrier of its ports as it is, and
+        its neighbours find carrier to it again where the link is up."""
         switch = self.switches[name]
         switch.boot()
         for port, channel in switch.ports.items():
             if not channel.faults.up:
                 switch.port_status(port, False)
+        for neighbour, port in self._facing(name):
+            if neighbour.ports[port].faults.up:
+                neighbour.port_status(port, True)
+
+    def _facing(self, name: str) -> list[tuple[SimSwitch, int]]:
+        """The switches linked to this one, each with its port toward it."""
+        out = []
+        for link in self.topology.links:
+            ends = [re.match(r"^(\w+)-p(\d+)$", e) for e in (link.a, link.b)]
+            if all(ends) and name in (ends[0][1], ends[1][1]):
+                other = ends[1] if ends[0][1] == name else ends[0]
+                if other[1] in self.switches:
+                    out.append((self.switches[other[1]], int(other[2])))
+        return out
 
     def set_link(self, index: int, up: bool) -> None:
         """A topology link's carrier goes down (or up): both directions, and both switch ends say so."""

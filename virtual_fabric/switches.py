@@ -17,6 +17,7 @@ tail and counted in ``agg_dropped``, as a full ingress buffer drops them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from p4target.dataplane import Dataplane
@@ -47,6 +48,7 @@ class SimSwitch:
     agg_busy: float = 0.0  # seconds it spent summing
     agg_waited: float = 0.0  # seconds contributions waited for it, summed
     agg_dropped: int = 0
+    on_port_status: Callable[[], None] | None = None  # told after the server publishes a port's change
 
     def __post_init__(self) -> None:
         P = self.protocol
@@ -73,6 +75,8 @@ class SimSwitch:
         """A port's carrier changed: the server tells its controller, as the built-in target does."""
         if self.up:
             self.server.port_status(port, up, self.interfaces.get(port, f"{self.name}-p{port}"))
+            if self.on_port_status is not None:
+                self.on_port_status()
 
     def receive(self, port: int, frame: bytes) -> None:
         if self.agg_pps and self.up and self._is_contribution(frame):

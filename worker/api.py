@@ -33,7 +33,7 @@ from worker.batch_io import BatchSocket
 from worker.buffers import BufferPool
 from worker.engine import Stats, Tree, overflow_error
 from worker.errors import AllreduceError, SwitchOverflowError
-from worker.jobspec import JobSpec, SpecWatch, spec_path
+from worker.jobspec import SPEC_PERIOD, JobSpec, SpecWatch, spec_path
 from worker.ring import RingError, RingWorker
 from worker.ring_layout import ring_types
 from worker.service_job import JOIN_TIMEOUT, ServiceJob
@@ -226,7 +226,7 @@ class Worker:
         """A newer spec of this job, from its file or the controller service: each tree whose incarnation
         grew (its switches lost their registers) sends its last window again, so that calls in flight
         complete exactly.  That happens on the I/O thread: inside a running call, or between calls
-        within 0.2 s.  An older or the same spec changes nothing."""
+        within SPEC_PERIOD.  An older or the same spec changes nothing."""
         if spec.name != self.spec.name or len(spec.members) != len(self.spec.members):
             raise ValueError(f"the spec of job {spec.name} ({len(spec.members)} members) is not one of job "
                              f"{self.spec.name} ({len(self.spec.members)} members)")
@@ -240,7 +240,7 @@ class Worker:
 
     # --- inside ----------------------------------------------------------------------------
 
-    def _watch(self, watch: SpecWatch | None, period: float = 0.2) -> None:
+    def _watch(self, watch: SpecWatch | None, period: float = SPEC_PERIOD) -> None:
         """Every ``period``: the spec file (if any) into ``update_spec``; and a tree whose switches lost
         their registers recovers on the I/O thread, which alone writes the trees: inside a running call's
         loop (``_apply_spec`` before each turn), or between calls in a task of its own, queued while there

@@ -45,6 +45,8 @@ from worker.tuner import MODES, CallModel, Choice, split_chunks
 
 FORMAT = "ina-job/3"
 RING_SUMS = ("native", "float64")  # a pure ring's sums: in the tensor's type (as gloo), or float64 partials
+# how often a worker looks at its spec file (a stat): a tree moved off a dead switch is taken up within this
+SPEC_PERIOD = 0.01
 DEFAULT_SPEC = "ina-job.json"  # where a worker looks, in its working directory, when INA_JOB_SPEC is not set
 
 

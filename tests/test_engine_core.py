@@ -117,3 +117,57 @@ def test_a_call_without_results_times_out_at_its_deadline_in_the_time_handed_in(
         step([call], (), 102.0)
     fail([call])
     assert tree.broken
+
+
+def _seqs(P: protocol.Protocol, datagrams: list[bytes]) -> list[int]:
+    seq = _field(P, "seq")
+    return [int.from_bytes(d[seq[0]:seq[1]], "big") for d in datagrams]
+
+
+def _exact_call(window: int, packets: int):
+    sink = Sink()
+    tree = _tree(sink, window=window)
+    padded, exponents = calls.prepare(np.arange(64 * packets, dtype=np.int32), 64)
+    _, parts = calls.tree_parts(_spec(window), [tree], padded, exponents, True, np.empty_like(padded), 1.0)
+    (_, call), = parts
+    return sink, tree, call
+
+
+def test_a_lost_packet_goes_again_one_round_trip_after_a_later_result_not_after_a_timeout() -> None:
+    """RACK: packet 1 lost, 2..7 answered 30 us after they went; packet 1 goes again once a round trip
+    (and a quarter of the least, for reordering) has passed since it went, long before any timer."""
+    sink, tree, call = _exact_call(8, 8)
+    step([call], (), 0.0)
+    sent, sink.taken = sink.taken, []
+    assert _seqs(tree.protocol, sent) == list(range(1, 9))
+    call.receive(*_echo_results(tree.protocol, [sent[0]] + sent[2:]), 30e-6)
+    wake = step([call], (), 30e-6)
+    assert not sink.taken and wake == pytest.approx(30e-6 + 30e-6 / 4)  # due then: not yet
+    step([call], (), wake)
+    assert _seqs(tree.protocol, sink.taken) == [2] and tree.stats.early_retransmissions == 1
+    # the copy answered: the call completes, and the copy's round trip is not sampled (Karn)
+    call.receive(*_echo_results(tree.protocol, sink.taken), wake + 30e-6)
+    assert call.complete and tree.congestion.srtt == pytest.approx(30e-6)
+
+
+def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_when_sent_again_twice() -> None:
+    """The last packet lost (nothing later reveals it): it goes again after srtt + max(4 rttvar, srtt),
+    at 30 us round trips about 60 us, not a fixed 50 ms floor; a second copy lost waits twice that."""
+    sink, tree, call = _exact_call(8, 4)
+    step([call], (), 0.0)
+    sent, sink.taken = sink.taken, []
+    call.receive(*_echo_results(tree.protocol, sent[:3]), 30e-6)
+    rto = tree.congestion.rto()
+    assert 60e-6 <= rto < 70e-6  # 2 srtt, or srtt + 4 rttvar while the deviation is still settling
+    wake = step([call], (), 30e-6)
+    assert wake == pytest.approx(rto)  # the last packet went at 0
+    step([call], (), wake - 1e-9)
+    assert not sink.taken
+    step([call], (), wake)
+    assert _seqs(tree.protocol, sink.taken) == [4]
+    sink.taken = []
+    again = step([call], (), wake)
+    assert again == pytest.approx(wake + rto)  # the first copy's timer: one RTO
+    step([call], (), again)
+    assert _seqs(tree.protocol, sink.taken) == [4]
+    assert step([call], (), again) == pytest.approx(again + 2 * rto)  # sent again twice: doubled

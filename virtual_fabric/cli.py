@@ -77,8 +77,9 @@ def config_of(args: argparse.Namespace) -> RunConfig:
         topology=args.topology, workers=args.workers, bw=args.bw, fabric_bw=args.fabric_bw, delay=args.delay,
         size=args.size, dtype=args.dtype, calls=args.calls, values=args.values, pool_size=args.window,
         trees=int(args.trees) if args.trees != "auto" else "auto", mode=args.mode, alpha=args.alpha,
-        ring_layout=args.ring_layout, agg_rate=args.agg_rate, loss=args.loss, fail=args.fail, timeout=args.timeout,
-        until=args.until, seed=args.rng, watch_interval=args.watch_interval, check=not args.no_check)
+        ring_layout=args.ring_layout, agg_rate=args.agg_rate, loss=args.loss, fail=args.fail,
+        restart=args.restart, cut=args.cut, timeout=args.timeout, until=args.until, seed=args.rng,
+        watch_interval=args.watch_interval, check=not args.no_check)
 
 
 def dry_run(config: RunConfig) -> list[str]:
@@ -149,6 +150,11 @@ def parser() -> argparse.ArgumentParser:
                                                   "per child (C = fraction x L; sets the switches' agg_pps)")
     r.add_argument("--fail", type=_fault, action="append", default=[],
                    help="SWITCH@TIME: the switch dies then (root: the first tree's root), e.g. root@40us")
+    r.add_argument("--restart", type=_fault, action="append", default=[],
+                   help="SWITCH@TIME: the switch boots again then (empty, as a restarted process), e.g. root@4ms")
+    r.add_argument("--cut", type=_fault, action="append", default=[],
+                   help="PORT@TIME: the link at this switch port loses carrier then (uplink: the first tree's "
+                        "first uplink), e.g. agg1-p5@40us")
     r.add_argument("--watch-interval", type=float, default=0.5, help="the controller's watch period, virtual s")
     r.add_argument("--no-check", action="store_true", help="skip comparing results with the exact sum")
     r.add_argument("--dry-run", action="store_true", help="print how each call would run and the model's "

@@ -57,6 +57,9 @@ class RunConfig:
     agg_rate: float | None = None  # each switch sums this fraction of the link rate per child it has
     loss: float = 0.0  # % of frames lost on every link
     fail: list[tuple[str, float]] = field(default_factory=list)  # (switch or "root", virtual s): killed then
+    restart: list[tuple[str, float]] = field(default_factory=list)  # (switch or "root", virtual s): booted again
+    # (a switch port "agg1-p5", or "uplink": the first tree's first uplink, virtual s): that link's carrier lost
+    cut: list[tuple[str, float]] = field(default_factory=list)
     timeout: float = 10.0  # a worker's seconds without progress
     until: float = 3600.0  # virtual seconds at most
     seed: int = 0  # the run's random draws (loss)
@@ -191,12 +194,20 @@ def run(config: RunConfig) -> dict:
     for c in fabric.all_channels():
         c.faults.loss = config.loss / 100
     injected = []
-    for name, at in config.fail:
+    for (name, at), action in [*((f, "kill") for f in config.fail), *((f, "restart") for f in config.restart)]:
         switch = job.spec.trees[0].root if name == "root" else name
         if switch not in fabric.switches:
-            raise ValueError(f"--fail {name}: no switch {switch!r}")
-        fabric.loop.at(at, fabric.kill_switch, switch)
-        injected.append({"switch": switch, "at": at})
+            raise ValueError(f"--{'fail' if action == 'kill' else action} {name}: no switch {switch!r}")
+        fabric.loop.at(at, fabric.kill_switch if action == "kill" else fabric.restart_switch, switch)
+        injected.append({"switch": switch, "at": at} if action == "kill" else {"restart": switch, "at": at})
+    for name, at in config.cut:
+        end = "{}-p{}".format(*fabric.controller.state.jobs["sim"].trees[0].tree.uplinks[0]) if name == "uplink" \
+            else name
+        index = next((i for i, lk in enumerate(topology.links) if end in (lk.a, lk.b)), None)
+        if index is None:
+            raise ValueError(f"--cut {name}: no link at {end!r} (a switch port, like agg1-p5)")
+        fabric.loop.at(at, fabric.set_link, index, False)
+        injected.append({"cut": f"{topology.links[index].a} -- {topology.links[index].b}", "at": at})
     built = time.perf_counter()
     fabric.run(config.until)
     ran = time.perf_counter()

@@ -1,6 +1,6 @@
-"""What is down and for how long, on the failover's own clock: switches that stopped answering (a restart
-takes less than ``dead_after``; longer, and their trees move), links a reachable switch reports down,
-and switches a tree's move could not reach (provisioned once they answer).  It decides; the controller
+"""What is down, on the failover's own clock: switches whose neighbours lost carrier to them or whose control
+stream ended (at once), switches silent for ``dead_after`` (the backstop), links a reachable switch reports
+down, and switches a tree's move could not reach (provisioned once they answer).  It decides; the controller
 moves the trees (``Controller.route_around``)."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ class Failover:
         self.clock, self.dead_after = clock, dead_after
         self.unreachable: dict[str, float] = {}  # switch: since when (``clock``)
         self.unsynced: set[str] = set()  # switches a write missed (a tree moved while they were away)
+        self.gone: set[str] = set()  # switches whose control stream ended and that do not answer again
         self._told: set[tuple] = set()  # failures already reported as leaving a tree without a path
 
     def reachable(self, io: SwitchIO, switch: str) -> bool:
@@ -37,12 +38,15 @@ class Failover:
         for switch in topology.switches:
             try:
                 client = io.known(switch)
+                if client is not None and not client.alive:
+                    self.gone.add(switch)  # until it answers below
                 if client is None or not client.alive or not io.runs_our_pipeline(switch) or switch in self.unsynced:
                     self.unreachable.setdefault(switch, self.clock())
                     if provision(switch):
                         restarted.append(switch)
                     self.unsynced.discard(switch)
                 self.unreachable.pop(switch, None)
+                self.gone.discard(switch)
             except SwitchError as e:
                 log.warning("%s: not reachable yet: %s", switch, e)
         return restarted
@@ -51,11 +55,13 @@ class Failover:
         """The dead switches, and the links (indexes in the topology) that a reachable switch reports down
         (the built-in target reports its ports; BMv2 does not).
 
-        A switch is dead once every switch next to it that answers has lost carrier to it: a box that
-        died takes its links down at once, where a restarting process leaves them up.  Silence alone
-        (unreachable for ``dead_after``) is the backstop, for a control channel lost with the links up."""
+        A switch is dead at once when every switch next to it that answers has lost carrier to it (a box
+        that died takes its links down), or when its control stream ended and it does not answer again (a
+        killed process: in Mininet its veths stay up).  A restart that answers by then is provisioned and
+        never counted; one that takes longer has its trees moved and given back (``return_home``).
+        Silence alone (unreachable for ``dead_after``) is the backstop, for a switch never reached."""
         now = self.clock()
-        dead = {s for s, since in self.unreachable.items() if now - since >= self.dead_after}
+        dead = set(self.gone) | {s for s, since in self.unreachable.items() if now - since >= self.dead_after}
         down = set()
         for switch, client in io.connections():
             if switch not in self.unreachable and client.alive:

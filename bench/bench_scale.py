@@ -50,6 +50,7 @@ FAST = ["--bw", "100000", "--delay", "1us"]
 FAT = ["--topology", "fat_tree:16", *FAST]
 OVERSUBSCRIBED = [*FAT, "--fabric-bw", "25000", "--window", "128"]
 TOPOLOGY = {16: "fat_tree:4", 64: "fat_tree:8", 256: "fat_tree:16", 1024: "fat_tree:16"}
+LOSSES = ("0", "0.01", "0.1", "1")  # % on every link: the loss study's, against the clean call
 LARGE = 1 << 31  # tensor bytes per call over all workers: such a point runs alone (memory)
 CHECKED_AUTO = 1 << 29  # auto runs for real up to this many tensor bytes per call over all workers
 
@@ -110,14 +111,17 @@ def studies() -> dict[str, list[Point]]:
             out["packing"].append(Point("packing", f"{n} workers, trees {trees}",
                                         [*OVERSUBSCRIBED, "--workers", str(n), "--trees", trees, "--size", str(MB),
                                          "--calls", "2"], {"workers": n, "bytes": 1 << 20}))
-    for n, losses in ((64, ("0.01", "0.1", "1")), (1024, ("0.01",))):
-        for loss in losses:
+    for n in (64, 1024):
+        for loss in LOSSES:
             out["loss"].append(Point("loss", f"{n} workers, loss {loss}%",
                                      [*OVERSUBSCRIBED, "--workers", str(n), "--size", str(MB), "--loss", loss],
                                      {"workers": n, "bytes": 1 << 20}))
-    out["failure"].append(Point("failure", "1024 workers, the first tree's root dies at 40 us",
-                                [*OVERSUBSCRIBED, "--size", str(MB), "--fail", "root@40us"],
-                                {"workers": 1024, "bytes": 1 << 20}))
+    for label, fault in (("the first tree's root dies at 40 us", ["--fail", "root@40us"]),
+                         ("the first tree's first uplink is cut at 40 us", ["--cut", "uplink@40us"]),
+                         ("the first tree's root restarts: down at 40 us, back at 1 s",
+                          ["--fail", "root@40us", "--restart", "root@1", "--calls", "2", "--until", "3"])):
+        out["failure"].append(Point("failure", f"1024 workers, {label}", [*OVERSUBSCRIBED, "--size", str(MB), *fault],
+                                    {"workers": 1024, "bytes": 1 << 20}))
     out["cost"].append(Point("cost", "16 workers, trees 1", [*OVERSUBSCRIBED, "--workers", "16", "--trees", "1",
                                                             "--size", str(MB), "--calls", "2"],
                              {"workers": 16, "bytes": 1 << 20}))
@@ -310,6 +314,20 @@ def plot(done: dict[str, dict], rows: list[dict], publish: bool) -> list[Path]:
         ax.set_xticks([64, 256, 1024], ["64", "256", "1024"])
         ax.legend(fontsize=7)
         made.append(_save(fig, "scale-packing.png"))
+    loss = [done[k] for k in done if done[k]["study"] == "loss"]
+    if loss:
+        fig, ax = plt.subplots(figsize=(6, 3.8))
+        for n, colour in ((64, "tab:blue"), (1024, "tab:orange")):
+            runs = {p["config"]["loss"]: p["calls"][0]["seconds"] for p in loss
+                    if p["job"]["workers"] == n and p["calls"][0]["seconds"]}
+            if 0.0 in runs:
+                xs = sorted(x for x in runs if x > 0)
+                ax.plot(xs, [runs[x] / runs[0.0] for x in xs], "o-", color=colour, label=f"{n} workers")
+        ax.plot([0.01, 0.1, 1], [1.2, 1.5, 3], "k--", lw=0.8, label="issue 41's bound")
+        ax.set(xscale="log", yscale="log", xlabel="loss on every link (%)", ylabel="call / clean call (virtual time)",
+               title="1 MB allreduce, fat_tree, 100G hosts, 25G fabric, W = 128")
+        ax.legend(fontsize=7)
+        made.append(_save(fig, "scale-loss.png"))
     for path in made:
         if publish:
             (FIGURES / path.name).write_bytes(path.read_bytes())

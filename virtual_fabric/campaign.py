@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import pickle
 import random
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -49,6 +49,7 @@ SHAPES: dict[str, tuple[Callable[[random.Random], int], Callable[[int], dict]]] 
 RATES = {"campus": ((100.0, 1000.0, 10000.0), (None,)),
          "datacenter": ((10000.0, 25000.0, 40000.0, 100000.0), ("1us", "2us", "5us", "10us"))}
 MODES = ("ina", "ina", "ina", "hybrid", "auto", "ring")  # hybrids and auto with a known C (``agg_rate``)
+TEMPLATES = 16  # fabrics a campaign keeps built, to fork seeds of the same network from
 
 
 @dataclass
@@ -144,7 +145,8 @@ def run_seed(seed: int) -> Outcome:
 
 def _network_key(s: Scenario) -> tuple:
     """What a fabric is built from, before any seed's job: the same for many seeds."""
-    return s.topology, s.workers, s.values, s.host_mbps, s.fabric_mbps, s.delay, s.agg_rate, s.trees, s.window
+    planned = (s.trees, s.window) if s.agg_rate is not None else None  # the switches' agg_pps follow the plan
+    return s.topology, s.workers, s.values, s.host_mbps, s.fabric_mbps, s.delay, s.agg_rate, planned
 
 
 def run_seeds(first: int, count: int, processes: int | None = None) -> Iterator[Outcome]:
@@ -153,7 +155,7 @@ def run_seeds(first: int, count: int, processes: int | None = None) -> Iterator[
     the child), ``processes`` at a time.  A fabric takes far longer to build than most runs take,
     and a child's run is exactly ``run_seed``'s: nothing random happens before the job."""
     processes = processes or os.cpu_count() or 1
-    built: dict[tuple, Fabric] = {}
+    built: OrderedDict[tuple, Fabric] = OrderedDict()  # the networks built last, the oldest first
     running: deque[tuple[int, int, int]] = deque()  # (seed, pid, read end of its pipe)
     seeds_left = iter(range(first, first + count))
     while True:
@@ -162,6 +164,9 @@ def run_seeds(first: int, count: int, processes: int | None = None) -> Iterator[
             key = _network_key(s)
             if key not in built:
                 built[key] = Fabric(topology_of(s)[0], 0, values=s.values)
+                if len(built) > TEMPLATES:  # each holds its switches' registers: the parent's memory stays bounded
+                    built.popitem(last=False)
+            built.move_to_end(key)
             running.append((seed, *_fork(s, built[key])))
         if not running:
             return

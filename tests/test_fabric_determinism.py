@@ -177,3 +177,15 @@ def test_a_liveness_check_with_a_wrong_predicate_is_caught_during_the_run(monkey
     (violation,) = outcome.violations
     assert violation.startswith("at 0.000010 s: rank 0 has waited in call 0")
 
+
+
+def test_a_failure_is_judged_as_the_worker_raises_it(monkeypatch) -> None:
+    """With no error counted as clear, the first failed call stops the run at its moment, before the
+    other workers fail."""
+    whole = campaign.run_seed(3)  # a switch of the job's one tree dies for good: the workers time out
+    assert whole.failed > 1 and whole.violations == []
+    monkeypatch.setattr(invariants, "CLEAR", ("NothingIsClear",))
+    broken = campaign.run_seed(3)
+    (violation,) = broken.violations
+    assert violation.startswith(f"at {broken.virtual:.6f} s: call ") and "failed unclearly: Allreduce" in violation
+    assert broken.failed == 1 and broken.virtual <= whole.virtual

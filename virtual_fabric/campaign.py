@@ -232,8 +232,9 @@ def _switches_of(fabric: Fabric, job_id: int) -> list[str]:
 
 
 def check(s: Scenario, fabric: Fabric, job, limit: float) -> list[str]:
-    """What can be judged only at the end: nothing hangs, every failure was clear, timely and allowed,
-    and the registers of a job that completed.  The sums were checked as they came (``Monitor``)."""
+    """What can be judged only at the end: nothing hangs, every failure was allowed (a worker may die
+    after another's call failed), and the registers of a job that completed.  The sums and each
+    failure's error and timing were checked as they came (``Monitor``)."""
     out = []
     workers = job.workers
     killed = any(not w.alive for w in workers)
@@ -246,12 +247,6 @@ def check(s: Scenario, fabric: Fabric, job, limit: float) -> list[str]:
         for rank, r in [(w.rank, w.records[c]) for w in workers if len(w.records) > c]:
             if r.error is None or r.error == "killed":
                 continue
-            if not r.error.startswith(("AllreduceTimeout", "AllreduceError", "SwitchOverflowError")):
-                out.append(f"call {c}: rank {rank} failed unclearly: {r.error}")
-            if r.error.startswith("AllreduceTimeout") and r.last_progress is not None \
-                    and r.ended - r.last_progress > TIMEOUT + 0.1:
-                out.append(f"call {c}: rank {rank} timed out {r.ended - r.last_progress:.3f} s after its last "
-                           f"progress (timeout {TIMEOUT} s)")
             if not killed and not cut_off:
                 out.append(f"call {c}: rank {rank} failed though every worker lived and a tree joined them: "
                            f"{r.error[:160]}")

@@ -6,22 +6,27 @@ what a replay stops at.
   sum (a ring alone in the tensor's type: float summation's bound), and the same bits as the
   first worker's that completed it;
 - liveness, every ``every`` virtual seconds: no living worker is in a call without progress
-  (a result, or the call's start) for longer than its timeout and a margin, without an error.
+  (a result, or the call's start) for longer than its timeout and a margin, without an error;
+- each failure, as the worker raises it: a clear error (``CLEAR``), and a timeout raised within
+  its timeout (and the margin) of the call's last progress.
 
-What can only be judged at the end (that nothing hangs, that failures were allowed, the
-switches' registers) stays in ``virtual_fabric.campaign.check``.
+What can only be judged at the end (that nothing hangs, that failures were allowed: a worker
+may die after another's call failed, the switches' registers) stays in
+``virtual_fabric.campaign.check``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from virtual_fabric.fabric import Fabric, Job
+from virtual_fabric.hosts import SimWorker
 from worker import quantize
 from worker.ring import summation_bound
 
+CLEAR = ("AllreduceTimeout", "AllreduceError", "SwitchOverflowError")  # what a failed call may raise
 MARGIN = 0.1  # virtual seconds past a timeout a worker may take to raise it (its engine looks every 0.05 s)
 EVERY = 0.1  # virtual seconds between two liveness checks
 
@@ -36,12 +41,33 @@ class Monitor:
         self._first: dict[int, tuple[int, bytes]] = {}  # call: (rank, its sums' bytes)
         for w in job.workers:
             w.hand_over = self.result
+            w.on_done = self._done_then(w, w.on_done)
         fabric.loop.check_every(every, self.liveness)
 
     def result(self, rank: int, call: int, sums: np.ndarray) -> None:
         """A worker completed a call: its record keeps the sums; a wrong one stops the run now."""
         self.job.workers[rank].records[call].result = sums
         self.fabric.loop.fail(self.check_result(rank, call, sums))
+
+    def _done_then(self, w: SimWorker, done: Callable[[], None]) -> Callable[[], None]:
+        def check_then_done() -> None:
+            self.fabric.loop.fail(self.check_failure(w))
+            done()
+        return check_then_done
+
+    def check_failure(self, w: SimWorker) -> str | None:
+        """A worker is done: if its last call failed, it failed clearly and in time."""
+        r = w.records[-1] if w.records else None
+        if r is None or r.error is None or r.error == "killed":
+            return None
+        call = len(w.records) - 1
+        if not r.error.startswith(CLEAR):
+            return f"call {call}: rank {w.rank} failed unclearly: {r.error}"
+        if r.error.startswith("AllreduceTimeout") and r.last_progress is not None \
+                and r.ended - r.last_progress > self.timeout + MARGIN:
+            return (f"call {call}: rank {w.rank} timed out {r.ended - r.last_progress:.3f} s after its last "
+                    f"progress (timeout {self.timeout} s)")
+        return None
 
     def check_result(self, rank: int, call: int, sums: np.ndarray) -> str | None:
         exact, bound = self._bound(call, rank)

@@ -102,9 +102,7 @@ def campaign(args: argparse.Namespace) -> int:
     injected: Counter[str] = Counter()
     for outcome in run_seeds(args.seed, args.seeds, args.processes):
         seed = outcome.scenario.seed
-        faults = outcome.scenario.faults
-        injected.update(k for k in ("loss", "duplication", "reordering") if k in faults)
-        injected.update(kind for kind, _ in outcome.injected)
+        injected.update(list(outcome.scenario.faults))
         mark = "ok" if not outcome.violations else f"VIOLATIONS {len(outcome.violations)}"
         moments = "; ".join(what for _, what in outcome.injected) or "-"
         print(f"seed {seed}: {mark}; {outcome.scenario.describe()}; injected: {moments}; "

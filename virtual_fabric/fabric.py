@@ -1,8 +1,10 @@
 """A whole network in virtual time: the topology's links, a simulated switch per switch, the real
 controller, and the workers of the jobs it creates.
 
-Every random choice (loss, duplication, reordering) comes from the one ``random.Random(seed)``
-and every action is an event of one loop, so a run is a function of its seed and its inputs.
+Every random choice (loss, duplication, reordering on each link direction, each switch's
+``random`` extern) comes from its own stream of the seed (``virtual_fabric.seeds``), every
+action is an event of one loop, and the switches' pipelines read the loop's clock, so a run is
+a function of its seed and its inputs.
 The controller runs as ``ina-ctl watch`` would: one ``watch_once`` every ``watch_interval``
 seconds of virtual time, and its job spec reaches each worker ``spec_delay`` later (a real
 worker looks at the file every 0.2 s).  Control-plane calls take no virtual time.
@@ -15,7 +17,6 @@ controller's model is given the hosts' latency (``virtual_fabric.host_latency.ME
 from __future__ import annotations
 
 import gc
-import random
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -28,7 +29,7 @@ from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineOptions
 from controller.topology import Topology, delay_seconds
 from p4target.runtime.device_config import DeviceConfigCache
-from virtual_fabric import host_latency
+from virtual_fabric import host_latency, seeds
 from virtual_fabric.events import EventLoop
 from virtual_fabric.flows import FlowNetwork, route
 from virtual_fabric.hosts import STATES, SimWorker
@@ -59,11 +60,11 @@ class Fabric:
                  watch_interval: float = WATCH_INTERVAL, spec_delay: float = SPEC_DELAY) -> None:
         self.topology, self.seed = topology, seed
         self.loop = EventLoop()
-        self.rng = random.Random(seed)
         self.spec_delay, self.watch_interval = spec_delay, watch_interval
         P = protocol.load(values)  # what a contribution looks like, for switches that sum at a rate
         self.switches = {name: SimSwitch(name, s.index + 1, COMPILED, agg_pps=s.agg_pps, loop=self.loop, protocol=P,
-                                         on_port_status=self._port_status)
+                                         on_port_status=self._port_status,
+                                         rng=seeds.stream(seed, f"switch {name}"))
                          for name, s in topology.switches.items()}
         self._reaction_due = False  # a round on a port status is scheduled
         self.hosts: dict[str, SimWorker] = {}  # host: the worker running there
@@ -88,8 +89,8 @@ class Fabric:
         name = f"{sender} -> {receiver}"
         deliver = self._deliverer(receiver)
         channel = Channel(self.loop, name, link.capacity * 1e6, delay_seconds(options.get("delay")),
-                          int(options.get("queue_bytes", QUEUE_BYTES)), self.rng, deliver,
-                          Faults(loss=float(options.get("loss", 0)) / 100))
+                          int(options.get("queue_bytes", QUEUE_BYTES)), seeds.stream(self.seed, f"link {name}"),
+                          deliver, Faults(loss=float(options.get("loss", 0)) / 100))
         m = re.match(r"^(\w+)-p(\d+)$", sender)
         if m and m[1] in self.switches:
             self.switches[m[1]].ports[int(m[2])] = channel
@@ -113,6 +114,15 @@ class Fabric:
         if not switch.up:
             raise SwitchError(f"{name}: not reachable (the simulated switch is down)")
         return LocalSwitchClient(switch.server, switch.device_id, self.controller.io.election_id, name)
+
+    def reseed(self, seed: int) -> None:
+        """Every stream as a fabric built with ``seed`` starts it (a campaign's child, forked from a
+        fabric built once per network, before anything random happened)."""
+        self.seed = seed
+        for channel in self.all_channels():
+            seeds.reseed(channel.rng, seed, f"link {channel.name}")
+        for name, switch in self.switches.items():
+            seeds.reseed(switch.rng, seed, f"switch {name}")
 
     # --- jobs ----------------------------------------------------------------------------------
 

@@ -4,7 +4,8 @@ A frame offered while the queue holds ``queue_bytes`` or more is dropped at the 
 switch's egress buffer or a host's qdisc drops it.  Otherwise it leaves when the frames before
 it have (``busy_until``) and arrives ``delay`` after its last bit.  Loss, duplication and
 reordering are drawn per frame from the run's one random generator; a link that is down
-drops what is offered and what arrives.
+drops what is offered and what arrives.  Loss may also come in bursts: a ``Burst`` (a
+Gilbert-Elliott chain, ``virtual_fabric.faults``) decides each frame's fate from the link's state.
 """
 
 from __future__ import annotations
@@ -12,8 +13,14 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from virtual_fabric.events import EventLoop
+
+
+class Burst(Protocol):
+    def lost(self, rng: random.Random) -> bool:
+        """Whether this frame is lost (the model moves its state as it decides)."""
 
 
 @dataclass
@@ -23,6 +30,7 @@ class Faults:
     reorder: float = 0.0  # probability that a frame is held back by up to reorder_delay
     reorder_delay: float = 0.0  # seconds: how late a held-back frame (or a duplicate) may come
     up: bool = True
+    burst: Burst | None = None  # loss in bursts, on top of ``loss``
 
 
 @dataclass
@@ -80,7 +88,7 @@ class Channel:
         self.busy_until = end = start + serialize
         self.stats.busy += size * 8 / (self.line_rate or self.rate)  # the share of the link it took
         self.stats.queued += start - now
-        if faults.loss and self.rng.random() < faults.loss:
+        if faults.loss and self.rng.random() < faults.loss or faults.burst is not None and faults.burst.lost(self.rng):
             self.stats.dropped_fault += 1
             return False
         arrival = end + self.delay

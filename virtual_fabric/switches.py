@@ -13,15 +13,22 @@ takes contributions (ina frames of type MSG_DATA) one at a time at that rate, in
 each leaves the pipeline when its turn ends.  Everything else (results, routed traffic) is
 forwarded at once.  At most ``AGG_QUEUE`` seconds of contributions wait; more are dropped at the
 tail and counted in ``agg_dropped``, as a full ingress buffer drops them.
+
+Every process of the switch runs in the fabric's time: its pipeline's meters read the loop's
+clock, its digest timers are the loop's events (no threads), and its ``random`` extern draws
+from the switch's own stream of the run's seed (``rng``, kept across restarts and reseeded in
+place by the fabric), through the target's ``Environment``.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from p4target.dataplane import Dataplane
 from p4target.runtime.device_config import DeviceConfigCache
+from p4target.runtime.environment import Environment
 from p4target.runtime.service import P4RuntimeServer
 from virtual_fabric.events import EventLoop
 from virtual_fabric.links import Channel
@@ -42,7 +49,8 @@ class SimSwitch:
     dropped: int = 0  # frames that met a dead switch, no pipeline, or no output port
     server: P4RuntimeServer | None = None
     agg_pps: float | None = None  # contributions summed per second; None: as fast as they come
-    loop: EventLoop | None = None  # needed with agg_pps
+    loop: EventLoop | None = None  # needed with agg_pps; without one the pipeline reads the machine's clock
+    rng: random.Random = field(default_factory=lambda: random.Random(0))  # the random extern's stream
     protocol: Protocol | None = None  # how to tell a contribution; needed with agg_pps
     agg_free: float = 0.0  # when the aggregation engine takes its next contribution
     agg_busy: float = 0.0  # seconds it spent summing
@@ -63,7 +71,14 @@ class SimSwitch:
         """A fresh process: no pipeline, no state.  A running one is killed first (one process per
         switch: a controller connected to the old one must see it go)."""
         self.kill()
-        self.server = P4RuntimeServer(Dataplane([]), self.device_id, compile=self.compile)
+        self.server = P4RuntimeServer(Dataplane([]), self.device_id, compile=self.compile,
+                                      environment=self.environment())
+
+    def environment(self) -> Environment:
+        """The pipeline's clock, timers and randomness: the loop's and the switch's stream."""
+        if self.loop is None:
+            return Environment(rng=self.rng)
+        return Environment(clock=self.loop.clock, timer=self.loop.timer, rng=self.rng)
 
     def kill(self) -> None:
         self.agg_free = 0.0  # what waited for the engine is lost with the process (its turns find no pipeline)

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from p4.config.v1 import p4info_pb2, p4types_pb2
 from p4.v1 import p4data_pb2, p4runtime_pb2
 
+from .environment import MACHINE, Cancellable, Environment
 from .requests import DELETE, INSERT, MODIFY, encode_int, rpc_error
 
 log = logging.getLogger(__name__)
@@ -32,13 +32,16 @@ class _Digest:
     waiting: set[tuple] = field(default_factory=set)  # samples in the list being built
     unacked: dict[int, set[tuple]] = field(default_factory=dict)  # list id -> its samples
     next_list: int = 1
-    timer: threading.Timer | None = None
+    timer: Cancellable | None = None
 
 
 class DigestManager:
     """Digest configuration, batching and acknowledgements for one committed pipeline."""
 
-    def __init__(self, p4info: p4info_pb2.P4Info, send: Callable[[p4runtime_pb2.DigestList], bool]) -> None:
+    def __init__(self, p4info: p4info_pb2.P4Info, send: Callable[[p4runtime_pb2.DigestList], bool],
+                 environment: Environment = MACHINE) -> None:
+        """``environment``: the clock of the lists' timestamps and the timers (threads on the real target)."""
+        self.environment = environment
         self.type_info = p4info.type_info
         self.send = send  # False when no primary client took the list
         self.digests = {d.preamble.id: _Digest(d) for d in p4info.digests}
@@ -113,9 +116,7 @@ class DigestManager:
             if c.max_timeout_ns == 0 or (c.max_list_size and len(d.data) >= c.max_list_size):
                 self._flush(d)
             elif d.timer is None:
-                d.timer = threading.Timer(c.max_timeout_ns / 1e9, self._timeout, (d,))
-                d.timer.daemon = True
-                d.timer.start()
+                d.timer = self.environment.timer(c.max_timeout_ns / 1e9, lambda: self._timeout(d))
 
     def _timeout(self, d: _Digest) -> None:
         with self.lock:
@@ -130,14 +131,12 @@ class DigestManager:
         list_id = d.next_list
         d.next_list += 1
         msg = p4runtime_pb2.DigestList(digest_id=d.info.preamble.id, list_id=list_id, data=d.data,
-                                       timestamp=time.monotonic_ns())
+                                       timestamp=int(self.environment.clock() * 1e9))
         samples, d.data, d.waiting = d.waiting, [], set()
         ack_timeout = d.config.config.ack_timeout_ns if d.config is not None else 0
         if ack_timeout > 0:
             d.unacked[list_id] = samples
-            t = threading.Timer(ack_timeout / 1e9, self._ack_timeout, (d, list_id))
-            t.daemon = True
-            t.start()
+            self.environment.timer(ack_timeout / 1e9, lambda: self._ack_timeout(d, list_id))
         if self.send(msg):
             self.stats["lists_sent"] += 1
         else:

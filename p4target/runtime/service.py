@@ -31,6 +31,7 @@ from .cpu_port import packet_in_message, packet_out_frame
 from .device_config import DeviceConfigError, compile_device_config
 from .digests import DigestManager
 from .entities import PipelineState
+from .environment import MACHINE, Environment
 from .extern_entities import ExternEntities
 from .port_status import port_status_message
 from .requests import RpcError, rpc_error
@@ -99,10 +100,14 @@ def p4info_mismatch(given: p4info_pb2.P4Info, expected: p4info_pb2.P4Info) -> st
 
 class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def __init__(self, dataplane: Dataplane, device_id: int = 0,
-                 compile: Callable[[bytes], tuple[Switch, p4info_pb2.P4Info]] = compile_device_config) -> None:
+                 compile: Callable[[bytes], tuple[Switch, p4info_pb2.P4Info]] = compile_device_config,
+                 environment: Environment = MACHINE) -> None:
         """``compile`` turns a device config into a new switch and its P4Info (raising
-        DeviceConfigError): a simulated fabric passes a ``DeviceConfigCache``."""
+        DeviceConfigError): a simulated fabric passes a ``DeviceConfigCache``, and an
+        ``environment`` of virtual time and a seeded generator, which every committed pipeline
+        gets (the machine's clock, threads and an unseeded generator otherwise)."""
         self.dataplane = dataplane
+        self.environment = environment
         self.device_id = device_id
         self.compile = compile
         self.running = True  # False once stop() ended the switch
@@ -179,8 +184,12 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def commit(self, state: PipelineState) -> None:
         if self.pipeline is not None:
             self.pipeline.digests.close()
-        state.digests = DigestManager(state.p4info, self._send_digest)
+        env = self.environment
+        state.digests = DigestManager(state.p4info, self._send_digest, env)
         state.switch.hooks.digest_sink = state.digests.learn
+        state.switch.set_clock(env.clock)  # the meters count from the commit, as BMv2's from its start
+        if env.rng is not None:
+            state.switch.hooks.rng = env.rng
         self.pipeline, self.saved = state, None
         self.dataplane.switch = state.switch  # the dataplane picks it up on its next frame
         log.info("pipeline committed: %d tables", len(state.switch.tables))

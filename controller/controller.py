@@ -15,14 +15,14 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 from controller import admission, plan, programs
 from controller.admission import Admitted, Held, Placement, Pools
 from controller.capacity import CapacityError, Room, room
 from controller.entries import Allocation
-from controller.failover import DEAD_AFTER, Failover
+from controller.failover import DEAD_AFTER, PROBE_DEADLINE, Failover
 from controller.job_plan import DEFAULT_POOL_SIZE, JobError, JobPlan, plan_job, with_trees
 from controller.model import DEFAULT_HOST_LATENCY
 from controller.network import Network
@@ -89,6 +89,7 @@ class Controller:
         self._host_latency = host_latency
         self._plans: dict[str, tuple[tuple, JobPlan]] = {}  # a live job's plan, while what it is made of holds
         self._lock = threading.RLock()
+        self._rounds = threading.Lock()  # one watch round (or probe) at a time: they share the failover's books
 
     @property
     def dead_after(self) -> float:
@@ -198,6 +199,10 @@ class Controller:
         """One round of ``watch``: follow the state file, provision restarted switches, move trees off
         what stayed down; returns (and logs) a line per thing done.  A simulated fabric calls it in
         virtual time."""
+        with self._rounds:
+            return self._watch_round()
+
+    def _watch_round(self) -> list[str]:
         self._reload_state()  # `ina-ctl job create/delete` run by others since
         lines = []
         for switch in self.check_switches():
@@ -209,6 +214,26 @@ class Controller:
             lines.append(line)
             log.warning("%s", line)
         return lines
+
+    def probe(self, name: str, job_ids: Collection[int]) -> list[str]:
+        """A worker of job ``name`` reports these trees stalled: ask each of their switches for its pipeline
+        cookie with a short deadline (``failover.PROBE_DEADLINE``; a switch asked within ``PROBE_GAP`` is
+        not asked again), take those that do not answer for dead, and run a watch round, so their trees move
+        now rather than after ``dead_after`` of silence.  Ids that are not the job's trees are ignored.
+        Returns (and logs) a line per switch found silent and per thing the round did."""
+        job = self.state.jobs.get(name)
+        ids = set(job_ids)
+        trees = [t for t in job.trees if t.job_id in ids] if job is not None else []
+        if not trees:
+            return []
+        switches = sorted({s for t in trees for s in t.tree.switches()})
+        with self._rounds:
+            lines = [f"{s}: does not answer within {PROBE_DEADLINE:g} s, and job {name} reports tree(s) "
+                     f"{sorted(t.job_id for t in trees)} stalled: down"
+                     for s in self.failover.probe(self.io, switches)]
+            for line in lines:
+                log.warning("%s", line)
+            return lines + (self._watch_round() if lines else [])
 
     # --- failures ------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """What is down, on the failover's own clock: switches whose neighbours lost carrier to them or whose control
-stream ended (at once), switches silent for ``dead_after`` (the backstop), links a reachable switch reports
-down, and switches a tree's move could not reach (provisioned once they answer).  It decides; the controller
+stream ended (at once), switches that did not answer a probe (``probe``: a worker reported one of their trees
+stalled), switches silent for ``dead_after`` (the backstop), links a reachable switch reports down, and
+switches a tree's move could not reach (provisioned once they answer).  It decides; the controller
 moves the trees (``Controller.route_around``)."""
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ from controller.topology import Topology
 
 log = logging.getLogger("ina.controller")
 DEAD_AFTER = 3.0  # seconds unreachable before a switch counts as down (a restart takes less)
+# A probe's deadline: a live switch answers a cookie read in milliseconds, even loaded; a probe runs on the watch
+# thread, so a switch that hangs must not hold the round (and the trees it would move) for the client's 10 s.
+PROBE_DEADLINE = 0.2
+# Seconds between two probes of one switch: every rank of a job reports the same stall with its renewal (1,000
+# ranks, each once per stall), and one answer (or silence) is all the controller needs.
+PROBE_GAP = 1.0
 
 
 class Failover:
@@ -23,7 +30,8 @@ class Failover:
         self.clock, self.dead_after = clock, dead_after
         self.unreachable: dict[str, float] = {}  # switch: since when (``clock``)
         self.unsynced: set[str] = set()  # switches a write missed (a tree moved while they were away)
-        self.gone: set[str] = set()  # switches whose control stream ended and that do not answer again
+        self.gone: set[str] = set()  # switches whose control stream ended, or a probe found silent, until they answer
+        self.probed: dict[str, float] = {}  # switch: when it was last probed (``clock``)
         self._told: set[tuple] = set()  # failures already reported as leaving a tree without a path
 
     def reachable(self, io: SwitchIO, switch: str) -> bool:
@@ -40,7 +48,9 @@ class Failover:
                 client = io.known(switch)
                 if client is not None and not client.alive:
                     self.gone.add(switch)  # until it answers below
-                if client is None or not client.alive or not io.runs_our_pipeline(switch) or switch in self.unsynced:
+                deadline = PROBE_DEADLINE if switch in self.gone else None  # a dead one must not hold the round
+                if client is None or not client.alive or not io.runs_our_pipeline(switch, deadline) \
+                        or switch in self.unsynced:
                     self.unreachable.setdefault(switch, self.clock())
                     if provision(switch):
                         restarted.append(switch)
@@ -73,6 +83,28 @@ class Failover:
             if heard and all(end in down for end in heard):
                 dead.add(switch)
         return dead, links
+
+    def probe(self, io: SwitchIO, switches: list[str]) -> list[str]:
+        """Ask each switch (not asked within ``PROBE_GAP``) for its pipeline cookie with ``PROBE_DEADLINE``;
+        those whose stream ended or that do not answer are ``gone`` (dead in ``failures`` at once, until
+        ``check`` finds them answering).  Returns them.  A switch never connected is left to the watch."""
+        now, silent = self.clock(), []
+        for switch in switches:
+            if now - self.probed.get(switch, -float("inf")) < PROBE_GAP:
+                continue
+            self.probed[switch] = now
+            client = io.known(switch)
+            if client is None:
+                continue
+            try:
+                if client.alive:
+                    client.pipeline_cookie(PROBE_DEADLINE)
+                    continue
+            except SwitchError as e:
+                log.warning("%s: no answer to a probe within %g s: %s", switch, PROBE_DEADLINE, e)
+            self.gone.add(switch)
+            silent.append(switch)
+        return silent
 
     @staticmethod
     def crossed(topology: Topology, job: JobRecord, tree: TreeRecord, dead: set[str], links: set[int]) -> list[str]:

@@ -49,7 +49,7 @@ class SwitchConnection(Protocol):
 
     def set_pipeline(self, config: p4runtime_pb2.ForwardingPipelineConfig) -> None: ...
 
-    def pipeline_cookie(self) -> int | None: ...
+    def pipeline_cookie(self, timeout: float | None = None) -> int | None: ...
 
     def write(self, updates: list[p4runtime_pb2.Update]) -> None: ...
 
@@ -151,11 +151,12 @@ class SwitchClient:
                            config=config)
         self._call(self._stub.SetForwardingPipelineConfig, request, "SetForwardingPipelineConfig")
 
-    def pipeline_cookie(self) -> int | None:
-        """The running pipeline's cookie; None when the switch has no pipeline (a fresh start)."""
+    def pipeline_cookie(self, timeout: float | None = None) -> int | None:
+        """The running pipeline's cookie; None when the switch has no pipeline (a fresh start).  ``timeout``:
+        a deadline shorter than the client's (a probe of a switch reported stalled)."""
         request = GetPipeline(device_id=self.device_id, response_type=GetPipeline.COOKIE_ONLY)
         try:
-            reply = self._stub.GetForwardingPipelineConfig(request, timeout=self.timeout)
+            reply = self._stub.GetForwardingPipelineConfig(request, timeout=timeout or self.timeout)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.FAILED_PRECONDITION:
                 return None

@@ -6,7 +6,9 @@ switches that restart and moves trees off switches and links that stay down.
 
 Three kinds of thread touch it, and none waits for another's slow work: gRPC's (requests; a
 create plans without the controller's lock and writes switches with it), the lease thread
-(expiry, every ``TICK``), the watch thread.  A renewal only touches ``Leases``.
+(expiry, every ``TICK``), the watch thread.  A renewal only touches ``Leases``, and a renewal that reports
+stalled trees queues them for the watch thread, which probes their switches (``Controller.probe``) before
+its next round, at once.
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
             if job.lease_seconds is not None and job.secret_hash is not None:
                 self.leases.hold(job.name, job.lease_seconds, job.secret_hash, self.started, grace)
         self._by_ip = {str(h.ip.ip): name for name, h in controller.topology.hosts.items()}
+        self._stalls: dict[str, set[int]] = {}  # job: tree ids reported stalled, for the watch thread to probe
+        self._stalls_lock = threading.Lock()
 
     # --- the API -------------------------------------------------------------------------------
 
@@ -171,6 +175,8 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
     def _keep_alive(self, request: jobs_pb2.KeepAliveRequest) -> jobs_pb2.KeepAliveReply:
         seconds = self.leases.renew(request.name, request.secret, self.clock())
         job = self.controller.state.jobs.get(request.name)
+        if job is not None and request.stalled_trees:
+            self._report_stall(job, request.stalled_trees)
         return jobs_pb2.KeepAliveReply(lease_seconds=seconds, spec_version=job.spec_version() if job else 0)
 
     def _delete(self, request: jobs_pb2.DeleteJobRequest) -> jobs_pb2.DeleteJobReply:
@@ -193,6 +199,35 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
                         job.packets[counter] += n
         return jobs_pb2.StatusReply(jobs=jobs, switches=switches, uptime_seconds=self.clock() - self.started,
                                     state_file=str(ctl.state_path or ""))
+
+    def _report_stall(self, job: JobRecord, reported) -> None:
+        """Queue the job's trees a worker reports stalled for the watch thread (``take_stalls``), and wake it;
+        ids that are not the job's trees are ignored.  Reports of many ranks merge until it takes them."""
+        ids = {t.job_id for t in job.trees} & set(reported)
+        if not ids:
+            log.debug("job %s: stalled tree(s) %s reported, none of them the job's: ignored", job.name,
+                      sorted(reported)[:8])
+            return
+        with self._stalls_lock:
+            self._stalls.setdefault(job.name, set()).update(ids)
+        self.controller.wake.set()
+
+    def take_stalls(self) -> dict[str, set[int]]:
+        """The trees reported stalled since the last call, by job."""
+        with self._stalls_lock:
+            taken, self._stalls = self._stalls, {}
+        return taken
+
+    def probe_stalls(self) -> bool:
+        """Probe the switches of the trees reported stalled (``Controller.probe``); True when a watch round
+        ran because one did not answer."""
+        ran = False
+        for name, ids in self.take_stalls().items():
+            try:
+                ran |= bool(self.controller.probe(name, ids))
+            except Exception:  # noqa: BLE001 - one job's probe must not keep the others' or the round
+                log.exception("job %s: probe of stalled tree(s) %s failed", name, sorted(ids))
+        return ran
 
     # --- the pieces ----------------------------------------------------------------------------
 
@@ -338,7 +373,8 @@ def start(controller: Controller, address: str, token: str, lease_seconds: float
           grace: float | None = None, watch_interval: float | None = 1.0, workers: int = 16,
           pool_size: int = DEFAULT_POOL_SIZE) -> RunningService:
     """Serve on ``address`` (port 0: a free one, the returned ``address`` says which), expire leases every
-    TICK and, unless ``watch_interval`` is None, watch the switches at that interval."""
+    TICK and, unless ``watch_interval`` is None, watch the switches at that interval; either way, probe the
+    switches of trees that workers report stalled (``KeepAliveRequest.stalled_trees``) at once."""
     service = JobsService(controller, token, lease_seconds, grace, pool_size=pool_size)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ina-service"),
                          options=[("grpc.max_receive_message_length", 4 << 20)])
@@ -353,24 +389,26 @@ def start(controller: Controller, address: str, token: str, lease_seconds: float
         healthy.set(name, health_pb2.HealthCheckResponse.SERVING)
     stop = threading.Event()
     threads = [threading.Thread(target=_every, args=(TICK, stop, service.expire), daemon=True,
-                                name="ina-service-leases")]
-    if watch_interval is not None:
-        threads.append(threading.Thread(target=_watch, args=(controller, watch_interval, stop), daemon=True,
-                                        name="ina-service-watch"))
+                                name="ina-service-leases"),
+               threading.Thread(target=_watch, args=(service, watch_interval, stop), daemon=True,
+                                name="ina-service-watch")]
     for t in threads:
         t.start()
     host = address.rsplit(":", 1)[0]
     return RunningService(service, server, healthy, f"{host}:{port}", stop, threads)
 
 
-def _watch(controller: Controller, interval: float, stop: threading.Event) -> None:
-    """The controller's watch rounds: every ``interval``, and at once when a switch reports something."""
+def _watch(service: JobsService, interval: float | None, stop: threading.Event) -> None:
+    """The controller's watch rounds: every ``interval``, and at once when a switch reports something; first
+    the probes of trees workers reported stalled.  ``interval`` None: no rounds but the probes'."""
+    controller = service.controller
     while True:
         controller.wait(interval)
         if stop.is_set():
             return
         try:
-            controller.watch_once()
+            if not service.probe_stalls() and interval is not None:
+                controller.watch_once()
         except Exception:  # noqa: BLE001 - a round that failed is tried again at the next
             log.exception("watch round failed")
 

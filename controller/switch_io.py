@@ -67,8 +67,9 @@ class SwitchIO:
             c.close()
         self._clients.clear()
 
-    def runs_our_pipeline(self, switch: str) -> bool:
-        return self.client(switch).pipeline_cookie() == self.pipeline(switch).config.cookie.cookie
+    def runs_our_pipeline(self, switch: str, timeout: float | None = None) -> bool:
+        """``timeout``: a deadline shorter than the connection's (a switch already taken for dead)."""
+        return self.client(switch).pipeline_cookie(timeout) == self.pipeline(switch).config.cookie.cookie
 
     def install(self, switch: str, entries: list[Entry], groups: Groups) -> None:
         """Insert, and modify whatever already exists: the same call converges from any state."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import grpc
@@ -90,8 +91,10 @@ class JobsClient:
         reply = self._call("CreateJob", request)
         return reply.job, reply.secret
 
-    def keep_alive(self, name: str, secret: str) -> jobs_pb2.KeepAliveReply:
-        return self._call("KeepAlive", jobs_pb2.KeepAliveRequest(name=name, secret=secret))
+    def keep_alive(self, name: str, secret: str, stalled: Sequence[int] = ()) -> jobs_pb2.KeepAliveReply:
+        """Renew the lease; ``stalled``: job ids of the job's trees this worker finds stalled (the service
+        probes their switches)."""
+        return self._call("KeepAlive", jobs_pb2.KeepAliveRequest(name=name, secret=secret, stalled_trees=stalled))
 
     def delete(self, name: str, secret: str) -> None:
         self._call("DeleteJob", jobs_pb2.DeleteJobRequest(name=name, secret=secret))
@@ -111,26 +114,53 @@ class LeaseKeeper:
     ``on_spec`` gets the job's new spec (JSON) whenever its version grows (a tree moved, a switch lost
     its registers).  Without a secret it only follows the spec (GetJob at each beat), for ranks that do
     not own the job.  A beat that fails is tried again at the next; ``failure`` keeps the last (an
-    ``on_spec`` that raised too: the thread goes on)."""
+    ``on_spec`` that raised too: the thread goes on).
+
+    Each renewal carries the trees ``stalled`` names (job ids; a worker's ``stalled_trees``), and
+    ``stalled_now`` renews at once, without waiting for the interval, at most once per ``early_gap``."""
 
     def __init__(self, client: JobsClient, job: jobs_pb2.Job, secret: str | None,
-                 on_spec: Callable[[str], None] | None = None, interval: float | None = None) -> None:
+                 on_spec: Callable[[str], None] | None = None, interval: float | None = None,
+                 early_gap: float = 0.02) -> None:
         self.client, self.name, self.secret, self.on_spec = client, job.name, secret, on_spec
         self.interval = interval if interval is not None else max(job.lease_seconds / 3, 0.05)
+        self.early_gap = early_gap
         self.version = job.spec_version
         self.failure: Exception | None = None
+        self.stalled: Callable[[], Collection[int]] | None = None  # the trees to report with each renewal
         self._stop = threading.Event()
+        self._early = threading.Event()  # a tree became stalled (or ``stop``): renew now
+        self._last = -float("inf")  # when the last beat went (``time.monotonic``)
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"ina-lease-{job.name}")
         self._thread.start()
 
+    def stalled_now(self) -> None:
+        """A tree became stalled: renew at once (or ``early_gap`` after the last renewal).  Only a renewal
+        reports stalls: a keeper without the secret ignores this."""
+        if self.secret is not None:
+            self._early.set()
+
+    def _beat(self) -> bool:
+        """Wait for the next beat: the interval, or a stall (no sooner than ``early_gap`` after the last
+        beat); False once stopped."""
+        if self._early.wait(self.interval):
+            self._early.clear()
+            if not self._stop.is_set():
+                self._stop.wait(self._last + self.early_gap - time.monotonic())
+        if self._stop.is_set():
+            return False
+        self._last = time.monotonic()
+        return True
+
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while self._beat():
             try:
                 if self.secret is None:
                     job = self.client.get(self.name)
                     version = job.spec_version
                 else:
-                    job, version = None, self.client.keep_alive(self.name, self.secret).spec_version
+                    stalled = sorted(self.stalled()) if self.stalled is not None else []
+                    job, version = None, self.client.keep_alive(self.name, self.secret, stalled).spec_version
                 self.failure = None
                 if version != self.version and self.on_spec is not None:
                     job = job if job is not None else self.client.get(self.name)
@@ -141,4 +171,5 @@ class LeaseKeeper:
 
     def stop(self) -> None:
         self._stop.set()
+        self._early.set()
         self._thread.join(timeout=self.client.timeout + 1)

@@ -174,8 +174,9 @@ class LocalSwitchClient:
         except CallError as e:
             raise SwitchError(f"{self.name}: SetForwardingPipelineConfig: {describe(e)}") from None
 
-    def pipeline_cookie(self) -> int | None:
-        """The running pipeline's cookie; None when the switch has no pipeline (a fresh start)."""
+    def pipeline_cookie(self, timeout: float | None = None) -> int | None:
+        """The running pipeline's cookie; None when the switch has no pipeline (a fresh start).  In process
+        the answer is at once: ``timeout`` (SwitchClient's deadline) has nothing to bound."""
         request = GetPipeline(device_id=self.device_id, response_type=GetPipeline.COOKIE_ONLY)
         self._check_reachable("GetForwardingPipelineConfig")
         try:

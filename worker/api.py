@@ -41,6 +41,8 @@ from worker.tuner import Choice
 
 
 class Worker:
+    _stalled: frozenset[int] = frozenset()  # the running call's stalled trees: replaced whole by the I/O thread
+
     def __init__(self, spec: JobSpec, rank: int, *, timeout: float = 10.0, window: int | None = None,
                  bind_ip: str | None = None, spec_file: str | Path | None = None,
                  service: ServiceJob | None = None) -> None:
@@ -100,7 +102,7 @@ class Worker:
             watch = SpecWatch(spec_file) if spec_file is not None else None
             threading.Thread(target=self._watch, args=(watch,), daemon=True, name=f"ina-watch-{rank}").start()
         if service is not None:
-            service.follow(self.update_spec)
+            service.follow(self.update_spec, stalled=lambda: self.stalled_trees)
 
     @classmethod
     def from_env(cls, **options) -> Worker:
@@ -147,6 +149,13 @@ class Worker:
         except BaseException:
             job.close()
             raise
+
+    @property
+    def stalled_trees(self) -> frozenset[int]:
+        """The job ids of the trees of the running call that have had no result for a few retransmission
+        timeouts (``driver.stall_after``) with packets in flight: a switch of theirs may be gone.  The lease
+        renewal reports them to the service, which probes their switches.  Safe from any thread."""
+        return self._stalled
 
     @property
     def stats(self) -> Stats:
@@ -261,6 +270,17 @@ class Worker:
                     if not self._closed:
                         queued = self._io.submit(self._recover_idle)
 
+    def _turn(self, tree_calls: list) -> None:
+        """On the I/O thread, before each turn of a call's loop: the spec changes, and the stalled trees
+        (a tree newly stalled renews the lease at once, to report it)."""
+        self._apply_spec()
+        self._note_stalls(driver.stalled(tree_calls))
+
+    def _note_stalls(self, now: frozenset[int]) -> None:
+        before, self._stalled = self._stalled, now
+        if now - before and self.service is not None:
+            self.service.stalled_now()
+
     def _apply_spec(self) -> None:
         """On the I/O thread: the job spec changes the watch thread saw."""
         with self._lock:
@@ -336,7 +356,8 @@ class Worker:
         try:
             busy = {call.tree for _, call in parts}
             idle = tuple(t for t in self._trees if t not in busy)
-            driver.run_calls([call for _, call in parts], self._sockets, stop, idle, self._apply_spec)
+            tree_calls = [call for _, call in parts]
+            driver.run_calls(tree_calls, self._sockets, stop, idle, lambda: self._turn(tree_calls))
             self.last_parts = {"trees": time.perf_counter() - started} if parts else {}
         except AllreduceError:
             if ring is None or not stop.is_set():  # the trees failed on their own: the ring gives up too
@@ -346,6 +367,7 @@ class Worker:
                 raise
         finally:
             stop.set()  # a ring still running after the trees failed gives up too
+            self._stalled = frozenset()
         if ring is not None:
             ring_sum, self.last_parts["ring"] = ring.result()  # raises the ring's error first
         else:

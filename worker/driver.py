@@ -18,6 +18,14 @@ from worker.engine import Tree, TreeCall, fail, step
 from worker.errors import AllreduceError
 
 MAX_WAIT = 0.1  # seconds in one select: a stop request is seen within this
+# A tree is stalled (its worker tells the service, which probes its switches) once a call on it has had no result
+# for STALL_RTOS of its retransmission timeouts with packets in flight: one timeout is a loss the timer resends,
+# several in a row, each resend unanswered, a path that is gone.  STALL_FLOOR keeps a datacenter's microsecond
+# timers from reporting a scheduling hiccup (a descheduled thread, a page fault storm) as a failure; STALL_MAX
+# keeps a slow path's report well before the controller's DEAD_AFTER (3 s), which it is there to beat.
+STALL_RTOS = 4
+STALL_FLOOR = 0.02
+STALL_MAX = 1.0
 
 
 def run_calls(calls: list[TreeCall], sockets: dict[Tree, BatchSocket], stop: threading.Event | None = None,
@@ -51,6 +59,18 @@ def run_calls(calls: list[TreeCall], sockets: dict[Tree, BatchSocket], stop: thr
     finally:
         for c in calls:
             c.tree.stats.syscalls = sockets[c.tree].syscalls
+
+
+def stall_after(tree: Tree) -> float:
+    """Seconds without a result, packets in flight, after which the tree counts as stalled."""
+    return min(STALL_MAX, max(STALL_FLOOR, STALL_RTOS * tree.congestion.rto()))
+
+
+def stalled(calls: list[TreeCall]) -> frozenset[int]:
+    """The job ids of the calls' trees that are stalled now (the cheap test first: most turns see none)."""
+    now = time.monotonic()
+    return frozenset(c.tree.job_id for c in calls
+                     if c.stalled(now, STALL_FLOOR) and c.stalled(now, stall_after(c.tree)))
 
 
 def receive(call: TreeCall, io: BatchSocket) -> None:

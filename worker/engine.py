@@ -675,6 +675,11 @@ class TreeCall:
             self.tree.next_packet = self.base + self.total
             self.tree.keep(self)
 
+    def stalled(self, now: float, after: float) -> bool:
+        """No result for ``after`` seconds while packets are in flight (``now``: the caller's clock)."""
+        return (self.oldest < self.next_q and not self.complete and self.last_progress is not None
+                and now - self.last_progress >= after)
+
     def excuse(self, now: float) -> None:
         """Time without results that is nobody's fault (the switches were away): the timeout starts again."""
         self.last_progress = now

@@ -14,13 +14,14 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import grpc
 
 from ina_api import jobs_pb2
 from ina_api.client import JobsClient, LeaseKeeper, ServiceError
+from worker.driver import STALL_FLOOR
 from worker.jobspec import JobSpec
 
 ADDRESS_ENV = "INA_ADDRESS"  # comma-separated: the addresses this rank may send from (else the host's)
@@ -72,7 +73,8 @@ class ServiceJob:
         self._on_spec: Callable[[JobSpec], object] | None = None
         if interval is None:
             interval = min(job.lease_seconds / 3 or FOLLOW_INTERVAL, FOLLOW_INTERVAL)
-        self._keeper = LeaseKeeper(client, job, secret, on_spec=self._new_spec, interval=interval)
+        self._keeper = LeaseKeeper(client, job, secret, on_spec=self._new_spec, interval=interval,
+                                   early_gap=STALL_FLOOR)
 
     @classmethod
     def create(cls, client: JobsClient, name: str, members: Sequence[Sequence[str] | str], *,
@@ -103,12 +105,24 @@ class ServiceJob:
         """The last renewal (or look) that failed, until one succeeds."""
         return self._keeper.failure
 
-    def follow(self, on_spec: Callable[[JobSpec], object]) -> None:
+    def follow(self, on_spec: Callable[[JobSpec], object],
+               stalled: Callable[[], Collection[int]] | None = None) -> None:
         """``on_spec`` gets the latest spec now (it may be newer than the one a worker was built from), then
-        every newer one, in order."""
+        every newer one, in order.  ``stalled``: see ``report_stalls``."""
+        if stalled is not None:
+            self.report_stalls(stalled)
         with self._lock:
             self._on_spec = on_spec
             on_spec(self.spec)
+
+    def report_stalls(self, stalled: Callable[[], Collection[int]]) -> None:
+        """Each renewal reports the trees ``stalled`` names (a worker's ``stalled_trees``: job ids), and
+        ``stalled_now`` renews at once; a rank without the secret does not renew, so it reports nothing."""
+        self._keeper.stalled = stalled
+
+    def stalled_now(self) -> None:
+        """A tree became stalled: renew now (no sooner than STALL_FLOOR after the last renewal)."""
+        self._keeper.stalled_now()
 
     def close(self, delete: bool | None = None) -> None:
         """Stop renewing (or following), and with ``delete`` (default: ``owner``) give the job back at

@@ -181,9 +181,9 @@ def test_a_port_down_reaches_failures(cache, clock, tmp_path):
     c.close()
 
 
-def test_a_dead_switch_counts_after_dead_after_and_its_tree_moves(cache, clock, tmp_path):
-    """spine2 stops answering: calls to it fail as unreachable, watch_once notices at once but moves
-    spine2's tree onto spine1 only once dead_after seconds of virtual time have passed."""
+def test_a_killed_switch_is_dead_at_once_and_its_tree_moves(cache, clock, tmp_path):
+    """spine2's process stops: calls to it fail as unreachable, and the next watch round (its stream ended
+    and it does not answer again) moves spine2's tree onto spine1 without waiting dead_after."""
     net = LocalSwitches(Topology.from_dict(leaf_spine(2, 2, 2, host_bw=20, fabric_bw=10)), cache)
     c = controller(net, tmp_path, clock)
     before = c.create_job("packed", HOSTS, pool_size=8)
@@ -198,12 +198,6 @@ def test_a_dead_switch_counts_after_dead_after_and_its_tree_moves(cache, clock, 
     assert caught.value.codes == ["UNAVAILABLE"] * 3
     with pytest.raises(SwitchError, match="not reachable"):
         net.connect("spine2")
-    assert c.dead_after == DEAD_AFTER
-    assert c.watch_once() == []  # unreachable from now on
-    clock.advance(DEAD_AFTER - 0.5)
-    assert c.watch_once() == [] and c.failures() == (set(), set())
-    clock.advance(0.5)
-    assert c.failures() == ({"spine2"}, set())
     (line,) = c.watch_once()
     assert f"tree {moving.job_id} (root spine2) crosses spine2, down; moved to root spine1" in line
     spec = JobSpec.load(tmp_path / "jobs" / "packed.json")
@@ -212,6 +206,26 @@ def test_a_dead_switch_counts_after_dead_after_and_its_tree_moves(cache, clock, 
     for sw in ("leaf1", "leaf2", "spine1"):
         assert c.installed_entries(sw) == c.expected_entries(sw), sw
     assert c.watch_once() == []  # moved once
+    c.close()
+
+
+def test_a_switch_never_reached_counts_as_dead_after_dead_after(cache, clock, tmp_path):
+    """The backstop: a controller started again while spine2 is down never had its stream, so silence is
+    all it has; it moves spine2's tree once dead_after seconds of virtual time have passed."""
+    net = LocalSwitches(Topology.from_dict(leaf_spine(2, 2, 2, host_bw=20, fabric_bw=10)), cache)
+    first = controller(net, tmp_path, clock)
+    moving = next(t for t in first.create_job("packed", HOSTS, pool_size=8).trees if t.root == "spine2")
+    first.close()
+    net.servers["spine2"].stop()
+    c = Controller(net.network, tmp_path / "state.json", V64, connect=net.connect, clock=clock)
+    assert c.dead_after == DEAD_AFTER
+    assert c.watch_once() == []  # unreachable from now on
+    clock.advance(DEAD_AFTER - 0.5)
+    assert c.watch_once() == [] and c.failures() == (set(), set())
+    clock.advance(0.5)
+    assert c.failures() == ({"spine2"}, set())
+    (line,) = c.watch_once()
+    assert f"tree {moving.job_id} (root spine2) crosses spine2, down; moved to root spine1" in line
     c.close()
 
 

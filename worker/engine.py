@@ -8,8 +8,9 @@ q carries the exponent of chunk q (q < n) and the values of chunk q - D (q >= D)
 with the exponent the switch agreed in the result of packet q - D; so exponents travel one
 window ahead, as in SwitchML. int32 arrays need no exponents: packet q carries chunk q.
 
-Lost packets are sent again after a retransmission timeout (RTT-estimated, doubled on each
-retry), or at once when later results are in; results are matched by slot, set and seq, and
+Lost packets are sent again about a round trip after a packet sent after them has its result
+(RACK), or on a retransmission timer that follows the round trip (doubled from the second copy
+on) when nothing sent later reveals them; results are matched by slot, set and seq, and
 anything else is counted and dropped. No progress for ``timeout`` seconds raises
 AllreduceTimeout naming what is missing.
 

@@ -416,6 +416,8 @@ class TreeCall:
         # RACK (RFC 8985): the latest packet sent once whose result is in, and its round trip
         self.rack_q, self.rack_rtt = -1, 0.0
         self.rack_timer = math.inf  # when the next packet behind rack_q counts as lost (``_resend_lost``)
+        self.finished_at_timeout = -1  # ``finished`` at the last timeout: none since, and the next one probes
+        self.probe_until = -math.inf  # while probing, no timer before the probe's own
         self.last_progress: float | None = None  # when a result last came (the first ``pump`` starts it)
         self.closed = False  # complete, and its last window kept by the tree
 
@@ -648,20 +650,30 @@ class TreeCall:
         return np.where(self.done[live], np.inf, self.sent_at[live] + wait)
 
     def _timer(self) -> float:
-        """When the next packet in flight times out: the oldest's time, unless some packet went twice."""
+        """When the next packet in flight times out: the oldest's time, unless some packet went twice;
+        while a probe is out, not before the probe's own time."""
         if self.oldest >= self.next_q:
             return math.inf
         if not self.retried:  # packets first go in order: the oldest without a result went first
             return float(self.sent_at[self.oldest]) + min(RTO_MAX, self.tree.congestion.rto())
-        return float(self._expiries(slice(self.oldest, self.next_q)).min())
+        first = float(self._expiries(slice(self.oldest, self.next_q)).min())
+        return max(first, self.probe_until) if self.finished == self.finished_at_timeout else first
 
     def _resend_expired(self, now: float) -> None:
         """Timeouts: the packets in flight whose timers expired go again, and the window shrinks
-        (``Congestion.back_off``)."""
+        (``Congestion.back_off``).  A timeout with no result since the last one sends the oldest alone,
+        as a probe (TCP sends one segment after an RTO): the path may be gone (a dead switch before the
+        controller moves its trees), and a whole window per backoff from every worker is a storm in
+        front of it.  The rest go once results flow again."""
         due = np.flatnonzero(self._expiries(slice(self.oldest, self.next_q)) <= now)
         if len(due):
             self.tree.congestion.back_off(now, self.tree.stats)
-            self._resend(due + self.oldest, now)
+            probing = self.finished == self.finished_at_timeout
+            self.finished_at_timeout = self.finished
+            q = due[:1] + self.oldest if probing else due + self.oldest
+            self._resend(q, now)
+            if probing:
+                self.probe_until = float(self._expiries(slice(q[0], q[0] + 1))[0])
 
     def receive(self, rows: np.ndarray, lengths: np.ndarray, now: float) -> None:
         """Datagrams that came for this tree: (k, slot) uint8 rows and their lengths (longer than a

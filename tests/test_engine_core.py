@@ -151,8 +151,9 @@ def test_a_lost_packet_goes_again_one_round_trip_after_a_later_result_not_after_
 
 
 def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_when_sent_again_twice() -> None:
-    """The last packet lost (nothing later reveals it): it goes again after srtt + max(4 rttvar, srtt),
-    at 30 us round trips about 60 us, not a fixed 50 ms floor; a second copy lost waits twice that."""
+    """The last packet lost (nothing later reveals it): it goes again srtt + max(4 rttvar, srtt) after the
+    last result, at 30 us round trips about 60 us, not a fixed 50 ms floor; a second copy lost waits
+    twice that."""
     sink, tree, call = _exact_call(8, 4)
     step([call], (), 0.0)
     sent, sink.taken = sink.taken, []
@@ -160,7 +161,7 @@ def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_when
     rto = tree.congestion.rto()
     assert 60e-6 <= rto < 70e-6  # 2 srtt, or srtt + 4 rttvar while the deviation is still settling
     wake = step([call], (), 30e-6)
-    assert wake == pytest.approx(rto)  # the last packet went at 0
+    assert wake == pytest.approx(30e-6 + rto)  # the last result (at 30 us) restarted the timer
     step([call], (), wake - 1e-9)
     assert not sink.taken
     step([call], (), wake)

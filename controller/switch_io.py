@@ -18,6 +18,10 @@ from controller.pipeline import Pipeline, PipelineOptions, build
 from controller.schema import Entry, Schema, multicast_group
 
 Update = p4runtime_pb2.Update
+# A switch that answered before takes a reconnect in milliseconds when it is up; one whose process was killed
+# refuses it for as long as we wait, and the watch round waiting on it decides its trees' fate (1 s here made a
+# Mininet spine's death take 1.25 s to route around).
+RECONNECT_TIMEOUT = 0.2
 Groups = list[tuple[int, list[tuple[int, int]]]]  # multicast group id, [(port, instance)]
 
 
@@ -60,7 +64,7 @@ class SwitchIO:
         again = switch in self._tried
         self._tried.add(switch)
         return SwitchClient(access.grpc_address, access.device_id, self.election_id,
-                            connect_timeout=1.0 if again else 3.0, wake=self.wake)  # shorter for a reconnect
+                            connect_timeout=RECONNECT_TIMEOUT if again else 3.0, wake=self.wake)
 
     def close(self) -> None:
         for c in self._clients.values():

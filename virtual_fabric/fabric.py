@@ -203,14 +203,8 @@ class Fabric:
 
     def _facing(self, name: str) -> list[tuple[SimSwitch, int]]:
         """The switches linked to this one, each with its port toward it."""
-        out = []
-        for link in self.topology.links:
-            ends = [re.match(r"^(\w+)-p(\d+)$", e) for e in (link.a, link.b)]
-            if all(ends) and name in (ends[0][1], ends[1][1]):
-                other = ends[1] if ends[0][1] == name else ends[0]
-                if other[1] in self.switches:
-                    out.append((self.switches[other[1]], int(other[2])))
-        return out
+        return [(self.switches[n.node], n.peer_port) for n in self.topology.ports[name].values()
+                if n.node in self.switches]
 
     def set_link(self, index: int, up: bool) -> None:
         """A topology link's carrier goes down (or up): both directions, and both switch ends say so."""

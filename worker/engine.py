@@ -133,9 +133,10 @@ class Congestion:
         self.ssthresh = float(self.window)
 
     def rto(self) -> float:
-        """The retransmission timer: the smoothed round trip plus four deviations (TCP's), at least a few
-        of the least round trips seen.  It follows the path, from 27 us at 100 Gbit/s to Mininet's
-        milliseconds (a fixed 50 ms floor cost 1,850 round trips per tail loss in a datacenter)."""
+        """The retransmission timer: the smoothed round trip plus four deviations (TCP's) or, if more, plus
+        itself (queues grow as a window opens), and at least two of the least round trips seen.  It follows
+        the path, from 27 us at 100 Gbit/s to Mininet's milliseconds (a fixed 50 ms floor cost 1,850 round
+        trips per tail loss in a datacenter)."""
         if self.srtt is None:
             return 0.1
         return min(RTO_MAX, max(RTO_MIN, RTO_FLOOR_RTTS * self.rtt_min, self.srtt + max(4 * self.rttvar, self.srtt)))
@@ -632,13 +633,15 @@ class TreeCall:
             raise self._timeout_error()
         self.paced = self.held = False
         self._send_new(now, budget)
-        if now >= self._timer():
+        timer = self._timer()
+        if now >= timer:
             self._resend_expired(now)
+            timer = self._timer()
         self._resend_lost(now)
         wake = min(now + 0.05, self.last_progress + tree.timeout, self.rack_timer)
         if self.paced and tree.pacer is not None:
             return min(wake, tree.pacer.ready_at(now))
-        return min(wake, self._timer())
+        return min(wake, timer)
 
     def _expiries(self, live: slice) -> np.ndarray:
         """When each packet in ``live`` times out, as the round trip stands now (done ones: never).  A

@@ -47,9 +47,12 @@ def job_entries(topology: Topology, protocol: Protocol, node: TreeNode, job_id: 
         entries.append(_address(job_id, child.index, topology, me, child.node,
                                 worker_port if child.node in topology.hosts else protocol.INA_UDP_PORT, program))
     if node.parent is not None:
+        down = {"group": group, "stats_base": stats_base}
+        if program.keeps_results:  # the cell a result is kept in, so repeats from below are answered here
+            down.update({k: member[k] for k in ("pool_base", "pool_size", "children", "epoch")})
         entries.append(Entry.of(program.jobs, {program.ingress_port: node.parent_port, "hdr.ina.job_id": job_id,
                                                "hdr.ina.child": node.index_at_parent},
-                                program.result_from_parent, {"group": group, "stats_base": stats_base}))
+                                program.result_from_parent, down))
         entries.append(_address(job_id, protocol.RECEIVER_PARENT, topology, me, node.parent, protocol.INA_UDP_PORT,
                                 program))
     return entries, (group, [(c.port, c.index) for c in node.children])

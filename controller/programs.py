@@ -48,6 +48,7 @@ class Program:
     values_source: Path  # the file whose INA_VALUE_COUNT is the program's default INA_VALUES
     program_tables: tuple[str, ...] = ()  # tables the program fills itself (const entries): never written
     recirculation_port: int | None = None  # internal to the switch: no link, no route, no multicast replica
+    keeps_results: bool = False  # result_from_parent names the cell a result is kept in (pool, children, epoch)
 
     @property
     def max_values(self) -> int:
@@ -79,6 +80,7 @@ V1MODEL = Program(
     job_stats="InaIngress.job_stats", drops="InaIngress.drops",
     pool_register="InaIngress.bitmap", pool_cells_per_slot=2,  # one bitmap per set
     values_source=protocol.PROTOCOL_P4,
+    keeps_results=True,
 )
 
 TNA = Program(

@@ -43,10 +43,11 @@ control InaIngress(inout headers hdr, inout metadata meta, inout standard_metada
             forwarding.apply(hdr.ethernet, hdr.ipv4, hdr.udp, meta, sm);
         } else {
             job_lookup.apply(hdr.ina, sm.ingress_port, sm.parser_error, meta);
-            if (meta.verdict == Verdict.CHECKED) {
-                round_check.apply(hdr.ina.seq, meta);
+            if (meta.verdict == Verdict.CHECKED || meta.verdict == Verdict.PASS_DOWN) {
+                round_check.apply(hdr.ina.msg_type, hdr.ina.flags, hdr.ina.seq, meta);
             }
-            if (meta.verdict == Verdict.ANSWER || meta.verdict == Verdict.FIRST || meta.verdict == Verdict.ADD) {
+            if (meta.verdict == Verdict.ANSWER || meta.verdict == Verdict.FIRST || meta.verdict == Verdict.ADD
+                    || meta.verdict == Verdict.KEEP) {
                 value_lanes.apply(meta.verdict, meta.cell, hdr.values, meta.lane_overflow);
                 exponent_overflow.apply(meta.verdict, meta.cell, meta.lane_overflow, meta.completed,
                                         hdr.ina.flags, hdr.ina.exponent);

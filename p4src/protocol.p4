@@ -31,6 +31,8 @@ const bit<8> MSG_RESULT = 2;   // the complete sum: root -> workers, parent -> c
 /* flags (bit values) */
 const bit<8> FLAG_OVERFLOW   = 0x01;  // some lane's sum left the int32 range: do not use the values
 const bit<8> FLAG_RETRANSMIT = 0x02;  // the sender sent this chunk before (timeout)
+const bit<8> FLAG_RECOVER    = 0x04;  // sent again after a switch of the tree lost its registers: a switch
+                                      // that holds the round's result passes it up (docs/protocol.md)
 
 /* receiver index meaning "this switch's parent" in the egress address table */
 const bit<8> RECEIVER_PARENT = 0xFF;

@@ -84,9 +84,12 @@ class InaProgram:
         """params: pool_base, pool_size, children, is_root, group, parent_port, index_at_parent, epoch, stats_base."""
         sw.tables[self.jobs].add([exact(port), exact(job), exact(child)], self.member, params)
 
-    def add_result_from_parent(self, sw: Any, port: int, job: int, child: int, group: int, stats_base: int) -> None:
-        sw.tables[self.jobs].add([exact(port), exact(job), exact(child)], self.result_from_parent,
-                                 [group, stats_base])
+    def add_result_from_parent(self, sw: Any, port: int, job: int, child: int, group: int, stats_base: int,
+                               cell: tuple[int, int, int, int] = (0, 8, 2, 1)) -> None:
+        """cell: pool_base, pool_size, children, epoch (as the job's member entries), for a program that keeps
+        results on the way down (controller.programs.Program.keeps_results)."""
+        args = [*cell, group, stats_base] if self.control.keeps_results else [group, stats_base]
+        sw.tables[self.jobs].add([exact(port), exact(job), exact(child)], self.result_from_parent, args)
 
     def add_receiver(self, sw: Any, job: int, receiver: int, params: list[int]) -> None:
         """params: dst_mac, src_mac, dst_ip, src_ip, dst_port."""

@@ -150,11 +150,11 @@ def test_a_lost_packet_goes_again_one_round_trip_after_a_later_result_not_after_
     assert call.complete and tree.congestion.srtt == pytest.approx(30e-6)
 
 
-def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_when_sent_again_twice() -> None:
+def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_while_nothing_answers() -> None:
     """The last packet lost (nothing later reveals it): it goes again srtt + max(4 rttvar, srtt) after the
-    last result, at 30 us round trips about 60 us, not a fixed 50 ms floor; a second copy lost waits
-    twice that."""
-    sink, tree, call = _exact_call(8, 4)
+    last result, at 30 us round trips about 60 us, not a fixed 50 ms floor; each timeout in a row with no
+    result between doubles the timer (a dead path), and a result brings it back to one RTO (random loss)."""
+    sink, tree, call = _exact_call(8, 5)
     step([call], (), 0.0)
     sent, sink.taken = sink.taken, []
     call.receive(*_echo_results(tree.protocol, sent[:3]), 30e-6)
@@ -165,10 +165,16 @@ def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_when
     step([call], (), wake - 1e-9)
     assert not sink.taken
     step([call], (), wake)
-    assert _seqs(tree.protocol, sink.taken) == [4]
+    assert _seqs(tree.protocol, sink.taken) == [4, 5]
     sink.taken = []
     again = step([call], (), wake)
-    assert again == pytest.approx(wake + rto)  # the first copy's timer: one RTO
+    assert again == pytest.approx(wake + 2 * rto)  # no result since: doubled
     step([call], (), again)
-    assert _seqs(tree.protocol, sink.taken) == [4]
-    assert step([call], (), again) == pytest.approx(again + 2 * rto)  # sent again twice: doubled
+    assert _seqs(tree.protocol, sink.taken) == [4]  # still nothing answers: the oldest alone, as a probe
+    assert step([call], (), again) == pytest.approx(again + 4 * rto)
+    copy5 = sink.taken
+    sink.taken = []
+    call.receive(*_echo_results(tree.protocol, [sent[4]]), again + 10e-6)  # packet 5's result: the path answers
+    rto = tree.congestion.rto()
+    assert step([call], (), again + 10e-6) == pytest.approx(again + 10e-6 + rto)  # one plain RTO again
+    assert copy5 and not sink.taken

@@ -373,7 +373,7 @@ def build_tree(program: InaProgram, V: int) -> dict:
         program.add_receiver(root, JOB, i, [0x02BB00000000 + i, SW_MAC, 0x0A0100FE + i, SW_IP, P.INA_UDP_PORT])
         sw = sws[leaf]
         add_job(program, sw, ports=TREE[leaf], pool_size=4, group=5, is_root=0, parent_port=UP, index_at_parent=i)
-        program.add_result_from_parent(sw, UP, JOB, i, group=5, stats_base=0)
+        program.add_result_from_parent(sw, UP, JOB, i, group=5, stats_base=0, cell=(0, 4, len(TREE[leaf]), 1))
         program.add_receiver(sw, JOB, P.RECEIVER_PARENT, [0x02CC00000000, 0x02BB00000000 + i, SW_IP, 0x0A0100FE + i,
                                                           P.INA_UDP_PORT])
     root.set_multicast_group(5, [(1 + i, i) for i in range(len(TREE))])
@@ -456,6 +456,38 @@ def test_two_level_tree_with_loss(program, V, loss):
             np.testing.assert_array_equal(v, expect)
     assert lost == ([] if LOSSES[loss] is None else [LOSSES[loss]])
     assert program.stats(sws["root"])[P.JOB_STAT_RESULTS] == rounds
+
+
+def test_a_restarted_root_gets_the_result_a_leaf_kept_from_a_recovery(program, V):
+    """The root's result reached leaf0 (which kept it) but not leaf1; then the root restarts, empty.  The
+    workers' recovery copies (RETRANSMIT | RECOVER) make leaf0 send its kept result up, the root keeps it
+    and multicasts it, and leaf1's workers get the exact sum (leaf0's partial sum is gone from its lanes)."""
+    if not program.control.keeps_results:
+        pytest.skip(f"{program.name} keeps no results: its partial sums stay, and go up again as before")
+    sws = build_tree(program, V)
+    rng = np.random.default_rng(11)
+    workers = [(leaf, c) for leaf in TREE for c in range(len(TREE[leaf]))]
+    vals = {w: rng.integers(-(1 << 26), 1 << 26, size=V, dtype=np.int32) for w in workers}
+    expect = np.sum(list(vals.values()), axis=0)
+    inbox: dict[str, list[bytes]] = {}
+
+    def send_all(flags: int, drop) -> None:
+        for leaf, c in workers:
+            f = frame(vals[(leaf, c)], child=c, seq=1, slot=1, set=0, flags=flags)
+            wire(sws, drop, leaf, TREE[leaf][c], f, inbox)
+
+    send_all(0, lambda link, data: link == ("root", "leaf1"))  # the result to leaf1 is lost
+    assert sorted(inbox) == ["leaf0/w0", "leaf0/w1", "leaf0/w2"]
+    root = sws["root"]
+    for r in root.registers.values():
+        r.reset()  # the root restarts with every register at zero
+    inbox.clear()
+    send_all(P.FLAG_RETRANSMIT | P.FLAG_RECOVER, lambda link, data: False)
+    got = {name: dissect(Output(0, data)) for name, frames in inbox.items() for data in frames}
+    assert {"leaf1/w0", "leaf1/w1"} <= set(got)
+    for name, (_pkt, h, v) in got.items():
+        assert h.msg_type == P.MSG_RESULT and h.seq == 1, name
+        np.testing.assert_array_equal(v, expect)
 
 
 # ---------------------------------------------------------------------------- plain IPv4

@@ -134,7 +134,7 @@ def configure(program: InaProgram, sw):
         program.add_member(sw, port, LEAF_JOB, child, [8, 4, 2, 0, LEAF_GROUP, PARENT_PORT, 1, 2, 8])
         program.add_receiver(sw, LEAF_JOB, child, [0x020000000200 + child, 0x02AA00000001, 0x0A000101 + child,
                                                    0x0A0000FE, 41000 + child])
-    program.add_result_from_parent(sw, PARENT_PORT, LEAF_JOB, 1, LEAF_GROUP, 8)
+    program.add_result_from_parent(sw, PARENT_PORT, LEAF_JOB, 1, LEAF_GROUP, 8, cell=(8, 4, 2, 2))
     program.add_receiver(sw, LEAF_JOB, 0xFF, [0x020000000300, 0x02AA00000001, 0x0A000201, 0x0A0000FE, 42000])
     program.add_route(sw, 0x0A000000, 8, 9, 0x020000000999, 0x02AA00000001)
     sw.set_multicast_group(GROUP, [(1, 0), (2, 1), (3, 2)])

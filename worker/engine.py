@@ -234,6 +234,8 @@ class Tree:
         self._buffers: dict[str, np.ndarray] = {}
         P, H = self.protocol, self.protocol.header_bytes
         self.retransmit_bits = P.pack_headers(1, flags=P.FLAG_RETRANSMIT)[0]
+        # a recovery's copies: a switch that kept the round's result passes it up (its parent may have lost it)
+        self.recover_bits = P.pack_headers(1, flags=P.FLAG_RETRANSMIT | P.FLAG_RECOVER)[0]
         # a result of packet q has these header bits of q, its type turned into RESULT.  OVERFLOW is in the
         # mask, so a flagged result fails the quick check and takes _accept's general way, which records it.
         self.word = np.dtype(f"u{next(b for b in (8, 4, 2, 1) if H % b == 0)}")  # headers compared in words
@@ -312,7 +314,7 @@ class Tree:
         return call.base + call.oldest, call.base
 
     def _send_again(self, call: TreeCall | None, lo: int, hi: int, now: float, with_results_only: bool) -> bool:
-        """Packets g in [lo, hi), marked as retransmissions: kept ones (before the call), then the call's.
+        """Packets g in [lo, hi), marked as a recovery's: kept ones (before the call), then the call's.
         False when ``transmit`` took only some: only those are counted and timed."""
         _, base = self._oldest(call)
         W, rows = self.window, []
@@ -329,7 +331,7 @@ class Tree:
         if not rows:
             return True
         batch = np.concatenate(rows)
-        batch[:, :len(self.retransmit_bits)] |= self.retransmit_bits
+        batch[:, :len(self.recover_bits)] |= self.recover_bits
         sent = self.send(batch)
         kept_sent = min(sent, len(batch) - len(qs))
         if sent > kept_sent:
@@ -414,10 +416,12 @@ class TreeCall:
         self.overflowed: list[int] = []  # chunks whose sum wrapped: raised once every packet is done
         self.finished = 0
         self.oldest = 0  # every packet before this one has its result; this one has not (or is not sent)
-        # RACK (RFC 8985): the latest packet sent once whose result is in, and its round trip
-        self.rack_q, self.rack_rtt = -1, 0.0
-        self.rack_timer = math.inf  # when the next packet behind rack_q counts as lost (``_resend_lost``)
+        # RACK (RFC 8985): when the latest copy whose result is in went, and its round trip
+        self.rack_sent, self.rack_q, self.rack_rtt = -math.inf, -1, 0.0
+        self.rack_timer = math.inf  # when the next packet sent before rack_sent counts as lost (``_resend_lost``)
+        self.rack_stale = False  # results came since ``_resend_lost`` last looked
         self.finished_at_timeout = -1  # ``finished`` at the last timeout: none since, and the next one probes
+        self.silent_timeouts = 0  # timeouts in a row with no result between them: the timer doubles per one
         self.probe_until = -math.inf  # while probing, no timer before the probe's own
         self.last_progress: float | None = None  # when a result last came (the first ``pump`` starts it)
         self.closed = False  # complete, and its last window kept by the tree
@@ -579,16 +583,29 @@ class TreeCall:
         self.finished += count
         tree.stats.results += count
         tree.congestion.grow(count)
-        sent = self.sent_at[qs]  # round trips of the packets sent once (Karn), in the order they came
-        once = last
+        sent = self.sent_at[qs]  # when each packet's last copy went
         if self.retried:
             first = self.retries[qs] == 0
-            sent = sent[first]
-            numbers = np.arange(qs.start, qs.stop) if isinstance(qs, slice) else qs
-            once = int(numbers[first].max(initial=-1))
-        tree.congestion.sample(now - sent)
-        if once > self.rack_q:  # packets first go in order: the latest sent of these is the highest
-            self.rack_q, self.rack_rtt = once, now - float(self.sent_at[once])
+            if tree.congestion.srtt is None and not first.any():
+                # no round trip yet and every packet went twice (at 1,024 workers and 1% loss on every link every
+                # slot loses something): the last copies' give a first estimate, short if anything, rather than
+                # the initial timer for ever
+                first = np.ones(len(sent), bool)
+            tree.congestion.sample(now - sent[first])  # round trips of the packets sent once (Karn)
+            # RACK takes a copy sent again too, once its result cannot be an earlier copy's (RFC 8985 6.2):
+            # in a call's tail every packet left may have gone twice, and only RACK finds losses a round trip on
+            plain = first | (now - sent >= tree.congestion.rtt_min)
+            sent = sent[plain]
+            numbers = (np.arange(qs.start, qs.stop) if isinstance(qs, slice) else qs)[plain]
+            latest = float(sent.max(initial=-math.inf))
+            q = int(numbers[sent == latest].max(initial=-1))
+        else:
+            tree.congestion.sample(now - sent)
+            latest, q = float(self.sent_at[last]), last  # packets first go in order: the latest sent is the highest
+        if (latest, q) > (self.rack_sent, self.rack_q):  # sent later, or at once and later in the call
+            self.rack_sent, self.rack_q, self.rack_rtt = latest, q, now - latest
+        self.rack_stale = True
+        self.silent_timeouts = 0
         o = self.oldest
         if isinstance(qs, slice) and qs.start <= o < qs.stop:
             o = qs.stop
@@ -648,9 +665,15 @@ class TreeCall:
         timer set when a packet went would be stale: the round trip grows several-fold as a call's window
         opens and shrinks as its queues drain, so each look takes the RTO of the moment (as TCP restarts
         its timer on every acknowledgement).  Backoff only for a packet sent again more than once."""
-        rto, retries = self.tree.congestion.rto(), self.retries[live]
-        wait = np.minimum(RTO_MAX, rto * np.exp2(np.maximum(retries - 1, 0))) if self.retried else rto
+        wait = self._rto()
         return np.where(self.done[live], np.inf, np.maximum(self.sent_at[live], self._restarted()) + wait)
+
+    def _rto(self) -> float:
+        """The timer, doubled per timeout in a row without a result between them (a path that answers
+        nothing: a dead switch before its trees move).  A packet sent again while results flow waits one
+        plain RTO: at 1% loss on each link most slots of a 1,024-worker tree lose something, and a backoff
+        per packet's copies cost a tail of doubling timers."""
+        return min(RTO_MAX, self.tree.congestion.rto() * 2.0 ** min(self.silent_timeouts, 20))
 
     def _restarted(self) -> float:
         """When the timers last started again: every result restarts them (RFC 6298, 5.3), so a window
@@ -665,7 +688,7 @@ class TreeCall:
         if self.oldest >= self.next_q:
             return math.inf
         if not self.retried:  # packets first go in order: the oldest without a result went first
-            return max(float(self.sent_at[self.oldest]), self._restarted()) + min(RTO_MAX, self.tree.congestion.rto())
+            return max(float(self.sent_at[self.oldest]), self._restarted()) + self._rto()
         first = float(self._expiries(slice(self.oldest, self.next_q)).min())
         return max(first, self.probe_until) if self.finished == self.finished_at_timeout else first
 
@@ -680,6 +703,7 @@ class TreeCall:
             self.tree.congestion.back_off(now, self.tree.stats)
             probing = self.finished == self.finished_at_timeout
             self.finished_at_timeout = self.finished
+            self.silent_timeouts += 1
             q = due[:1] + self.oldest if probing else due + self.oldest
             self._resend(q, now)
             if probing:
@@ -709,26 +733,30 @@ class TreeCall:
 
     def _resend_lost(self, now: float) -> None:
         """Resend on a gap, without waiting for the timer (RACK, RFC 8985): a packet without a result
-        counts as lost once a packet sent after it has its result and a round trip (that packet's,
-        plus a quarter of the least as leeway for reordering) has passed since it went.  It was lost,
-        or its slot waits for another worker's lost packet, or the result to us was lost; sending it
-        again costs one packet and recovers the first and the last case at once (a repeat for a
-        complete slot is answered by unicast), the other worker the second.  A copy sent again is
-        judged the same way by packets sent after it, so nothing goes twice per round trip, and the
-        window is not cut: a gap is not congestion.  The timer stays for a loss with nothing sent
-        after it (the tail); ATP resends on a gap the same way."""
-        self.rack_timer = math.inf
-        if self.rack_q <= self.oldest:  # results come back in order: the common case costs this comparison
-            return
-        span = slice(self.oldest, self.rack_q)  # a packet past rack_q went after it (a copy sent again too)
+        counts as lost once a copy sent after it has its result and a round trip (that copy's, plus a
+        quarter of the least as leeway for reordering) has passed since it went.  It was lost, or its
+        slot waits for another worker's lost packet, or the result to us was lost; sending it again
+        costs one packet and recovers the first and the last case at once (a repeat for a complete slot
+        is answered by unicast), the other worker the second.  A copy sent again is judged the same way
+        by copies sent after it, so nothing goes twice per round trip, and the window is not cut: a gap
+        is not congestion.  The timer stays for a loss with nothing sent after it (the tail); ATP
+        resends on a gap the same way."""
+        if not self.rack_stale and now < self.rack_timer:
+            return  # no result since the last look, and nothing due yet: the common case costs this
+        self.rack_stale, self.rack_timer = False, math.inf
+        span = slice(self.oldest, self.next_q)
         sent_at = self.sent_at[span]
-        behind = ~self.done[span] & ((self.retries[span] == 0) | (sent_at < self.sent_at[self.rack_q]))
+        behind = ~self.done[span] & ((sent_at < self.rack_sent) | ((sent_at == self.rack_sent)
+                                                               & (np.arange(self.oldest, self.next_q) < self.rack_q)))
         if not behind.any():
             return
         due = sent_at + (self.rack_rtt + self.tree.congestion.rtt_min / 4)
         lost = behind & (due <= now)
         if lost.any():
-            self.tree.stats.early_retransmissions += self._resend(np.flatnonzero(lost) + self.oldest, now)
+            qs = np.flatnonzero(lost) + self.oldest
+            went = self._resend(qs, now)
+            self.tree.stats.early_retransmissions += went
+            self.rack_stale = went < len(qs)  # the pacer or the sink held some: look again at the next turn
         waiting = behind & ~lost
         if waiting.any():
             self.rack_timer = float(due[waiting].min())
@@ -766,6 +794,7 @@ def step(calls: list[TreeCall], idle: tuple[Tree, ...], now: float) -> float:
     # would start the others late on the host's link, and packed trees each held to their own rate never
     # catch up (4 trees of 128 slots: the last 33 us late on a 100 Gb/s link, 20% of a 1 MB call)
     running = [c for c in calls if not c.complete]
+    _share_round_trip(running)
     budget = TURN if len(running) > 1 else math.inf
     wakes = [c.pump(now, budget) for c in running]
     while any(c.held for c in running):
@@ -775,6 +804,19 @@ def step(calls: list[TreeCall], idle: tuple[Tree, ...], now: float) -> float:
         if t.echo_end is not None:
             wake = min(wake, t.echo_at)
     return wake
+
+
+def _share_round_trip(calls: list[TreeCall]) -> None:
+    """A tree with no round trip measured yet starts from a sibling's (the same host, the same kind of path):
+    its initial timer is 0.1 s, and at 1% loss on every link all of a tree's first packets often wait on a
+    loss (64 workers: 0.83 ** 8 of the time), which cost a 64-worker call 100 ms."""
+    known = next((c.tree.congestion for c in calls if c.tree.congestion.srtt is not None), None)
+    if known is None:
+        return
+    for c in calls:
+        mine = c.tree.congestion
+        if mine.srtt is None:
+            mine.srtt, mine.rttvar, mine.rtt_min = known.srtt, known.rttvar, known.rtt_min
 
 
 def fail(calls: list[TreeCall]) -> None:

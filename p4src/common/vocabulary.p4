@@ -18,7 +18,8 @@ enum bit<8> Verdict {
     ANSWER    = 3,  // v1model: a repeat of a complete round, answered with the stored result
     FIRST     = 4,  // v1model: the first contribution of a round, overwrites the cell
     ADD       = 5,  // v1model: a further contribution, adds to the cell
-    FORWARD   = 6   // TNA: plain IPv4, the routes decide
+    FORWARD   = 6,  // TNA: plain IPv4, the routes decide
+    KEEP      = 7   // v1model: a result the cell lacked, stored in it, then multicast to the children
 }
 
 /* Table sizes (entries). */

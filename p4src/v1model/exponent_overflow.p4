@@ -3,7 +3,7 @@
  *
  * A contribution merges its flags and exponent into the cell and, when it completed the
  * round, writes the totals into the packet; an answer to a repeat carries the stored ones
- * with FLAG_RETRANSMIT.  `flags` and `exponent` are the packet's hdr.ina fields.
+ * with FLAG_RETRANSMIT; a result kept (Verdict.KEEP) stores its own.  `flags` and `exponent` are the packet's hdr.ina fields.
  */
 #ifndef INA_V1MODEL_EXPONENT_OVERFLOW_P4
 #define INA_V1MODEL_EXPONENT_OVERFLOW_P4
@@ -22,7 +22,7 @@ control ExponentAndOverflow(in Verdict verdict, in cell_t cell, in bit<1> lane_o
         if (verdict == Verdict.ANSWER) {
             round_flags.read(stored_flags, cell);
             round_exponent.read(exponent_bits, cell);
-            flags = stored_flags | FLAG_RETRANSMIT;
+            flags = stored_flags | FLAG_RETRANSMIT | (flags & FLAG_RECOVER);  // a recovery's result, raised
             exponent = (int<8>)exponent_bits;
             return;
         }

@@ -2,7 +2,7 @@
  * it is acceptable at all.
  *
  * The jobs table has one entry per child of a job at this switch (member) and one for the
- * results coming down from the parent (result_from_parent).  Everything that cannot be
+ * results coming down from the parent (result_from_parent, which also names the cell a result is kept in).  Everything that cannot be
  * aggregated is refused here with its reason (meta.verdict = Verdict.DROP and the counter
  * Telemetry bumps), before any slot state is read: bad input leaves the registers untouched.
  */
@@ -25,9 +25,16 @@ control JobLookup(in ina_t ina, in bit<9> ingress_port, in error parser_error, i
         meta.pool_size = pool_size;
     }
 
+    /* The parent's results: pool_base, pool_size, children and epoch name the cell a result is kept
+     * in, so a repeat from below is answered here (docs/protocol.md, "Results kept on the way down"). */
     @name(".InaIngress.result_from_parent")
-    action result_from_parent(bit<16> group, bit<32> stats_base) {
+    action result_from_parent(bit<16> pool_base, bit<16> pool_size, bit<8> children, bit<16> epoch,
+                              bit<16> group, bit<32> stats_base) {
+        meta.cell = (((bit<32>)pool_base + (bit<32>)ina.slot) << 1) | (bit<32>)ina.set;
         meta.from_parent = 1;
+        meta.children = children;
+        meta.epoch = epoch;
+        meta.pool_size = pool_size;
         meta.group = group;
         meta.stats_base = stats_base;
     }
@@ -75,20 +82,19 @@ control JobLookup(in ina_t ina, in bit<9> ingress_port, in error parser_error, i
             reject(DROP_UNKNOWN_MEMBER);
         } else if (meta.stats_base > JOB_STAT_CELLS - JOB_STAT_COUNT) {
             reject(DROP_BAD_ENTRY);      // a controller bug must not touch another job's cells
-        } else if (meta.from_parent == 1) {
-            if (ina.msg_type == MSG_RESULT) {
-                meta.verdict = Verdict.PASS_DOWN;
-                meta.count_job = 1;
-                meta.job_stat = JOB_STAT_FROM_PARENT;
-            } else {
-                reject_job(JOB_STAT_BAD_TYPE);
-            }
-        } else if (ina.msg_type != MSG_DATA) {
+        } else if (meta.from_parent == 1 && ina.msg_type != MSG_RESULT) {
             reject_job(JOB_STAT_BAD_TYPE);
+        } else if (meta.from_parent == 0 && ina.msg_type != MSG_DATA
+                   && (ina.msg_type != MSG_RESULT || (ina.flags & FLAG_RECOVER) == 0)) {
+            reject_job(JOB_STAT_BAD_TYPE);   // a child sends DATA, or its copy of a result after a restart
         } else if (ina.slot >= meta.pool_size) {
             reject_job(JOB_STAT_BAD_SLOT);
         } else if (meta.cell >= POOL_CELLS) {
             reject(DROP_BAD_ENTRY);      // pool_base + pool_size beyond the pool: a controller bug
+        } else if (meta.from_parent == 1) {
+            meta.verdict = Verdict.PASS_DOWN;  // the round check may keep it in the cell (Verdict.KEEP)
+            meta.count_job = 1;
+            meta.job_stat = JOB_STAT_FROM_PARENT;
         }
     }
 }

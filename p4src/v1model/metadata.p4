@@ -8,7 +8,7 @@
 #define INA_V1MODEL_METADATA_P4
 
 /* meta.verdict: what happens to an aggregation packet (Verdict, ../common/vocabulary.p4:
- * CHECKED, DROP, PASS_DOWN, ANSWER, FIRST, ADD).  The metadata starts zeroed: CHECKED. */
+ * CHECKED, DROP, PASS_DOWN, ANSWER, FIRST, ADD, KEEP).  The metadata starts zeroed: CHECKED. */
 
 struct metadata {
     cell_t  cell;          // (pool base + slot) * 2 + set: this round's copy
@@ -23,6 +23,8 @@ struct metadata {
     bit<16> pool_size;
     bit<8>  receiver;      // whom egress addresses: a child index or RECEIVER_PARENT
     bit<1>  from_parent;
+    bit<1>  answered;      // the cell holds the round's result (a root's complete cell, or kept from a RESULT)
+    bit<1>  raise;         // a repeat answered upwards: the result goes to the parent (FLAG_RECOVER)
     /* Between the ingress controls. */
     Verdict verdict;
     bit<1>  completed;     // this contribution completed the round: send the sum

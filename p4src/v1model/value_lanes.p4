@@ -1,6 +1,6 @@
 /* value_lanes.p4: the slot's INA_VALUES sums, one register per lane (as Tofino wants).
  *
- * Verdict.FIRST overwrites the cell with the packet's values, Verdict.ADD adds them (the
+ * Verdict.FIRST (and KEEP, a result) overwrites the cell with the packet's values, Verdict.ADD adds them (the
  * wrapping sum goes to the cell and into the packet; `overflow` says whether any lane's
  * saturating and wrapping sums differ, i.e. it left the int32 range), Verdict.ANSWER reads
  * the complete sum into the packet.  Signed values are stored as their bit patterns and cast
@@ -24,7 +24,7 @@ control ValueLanes(in Verdict verdict, in cell_t cell, inout ina_values_t values
 #define LANE(i) lane##i.read(lane_bits, cell); values.v##i = (int<32>)lane_bits;
 #include "../lanes.p4"
 #undef LANE
-        } else if (verdict == Verdict.FIRST) {
+        } else if (verdict == Verdict.FIRST || verdict == Verdict.KEEP) {
 #define LANE(i) lane##i.write(cell, (bit<32>)values.v##i);
 #include "../lanes.p4"
 #undef LANE

@@ -445,12 +445,17 @@ A leaf (non-root) switch.  Job 7 has two children on ports 1, 2 here, is_root = 
 parent on port 9 where this switch is child 3.  The partial goes up as DATA with child 3,
 addressed by the receivers entry for RECEIVER_PARENT (0xff) to the parent's MAC, IP and
 UDP port {P.INA_UDP_PORT}; a worker's retransmission to the complete slot re-sends it
-with RETRANSMIT.  The parent's RESULT, admitted on port 9 by a result_from_parent
-entry, is multicast to the children unchanged but for each copy's addresses and child.""")
+with RETRANSMIT, for the first child to repeat (and a child repeating a second time): the
+others' first repeats are absorbed.  The parent's RESULT, admitted on port 9 by a
+result_from_parent entry (which names the cell), is kept in the cell and multicast to the
+children unchanged but for each copy's addresses and child; from then on a repeat is answered
+here, and a recovery's repeat (FLAG_RECOVER) sends the result up to the parent as RESULT.""")
     job = Job(7, (1, 2), pool_size=4, is_root=0, parent_port=9, index_at_parent=3)
     vec.install(job)
     vec.add("InaIngress.jobs", {"sm.ingress_port": 9, "hdr.ina.job_id": 7, "hdr.ina.child": 3},
-            "InaIngress.result_from_parent", {"group": job.group, "stats_base": job.stats_base})
+            "InaIngress.result_from_parent",
+            {"pool_base": job.pool_base, "pool_size": job.pool_size, "children": len(job.ports), "epoch": job.epoch,
+             "group": job.group, "stats_base": job.stats_base})
     vec.receiver(job, P.RECEIVER_PARENT, PARENT, P.INA_UDP_PORT)
     chunk = Chunk(slot=3, set=1, seq=7)
     parts = [Part(0, lanes(64) - 32, exponent=-2), Part(1, full(64, 0x5000), exponent=-4)]
@@ -462,6 +467,11 @@ entry, is multicast to the children unchanged but for each copy's addresses and 
     vec.expect_partial(job, chunk, partial)
     vec.note("child 0 retransmits: the stored partial goes up again, RETRANSMIT set")
     vec.contribute(job, chunk, replace(parts[0], flags=P.FLAG_RETRANSMIT))
+    vec.expect_partial(job, chunk, partial, retransmit=True)
+    vec.note("child 1 retransmits: absorbed (child 0 asked first; its answer comes down to both)")
+    vec.contribute(job, chunk, replace(parts[1], flags=P.FLAG_RETRANSMIT))
+    vec.note("child 1 retransmits again: its second repeat goes up")
+    vec.contribute(job, chunk, replace(parts[1], flags=P.FLAG_RETRANSMIT))
     vec.expect_partial(job, chunk, partial, retransmit=True)
     other = Part(3, full(64, 0x30000), exponent=1)  # the other leaf's partial, summed at the parent
     result = aggregate([Part(3, partial.values, exponent=partial.exponent), other])
@@ -475,6 +485,20 @@ entry, is multicast to the children unchanged but for each copy's addresses and 
     vec.note("the parent's RESULT (child 3, lanes 0x35000 + i - 32, exponent 1): multicast to both children")
     vec.send(job.parent_port, from_parent(P.MSG_RESULT))
     vec.expect_result(job, chunk, result, sport=P.INA_UDP_PORT)
+    vec.note("child 1 retransmits: the kept result, to it only, RETRANSMIT set")
+    vec.contribute(job, chunk, replace(parts[1], flags=P.FLAG_RETRANSMIT))
+    vec.expect_result(job, chunk, result, to=[1], retransmit=True)
+    vec.note("the parent's RESULT again (another child of the parent asked): down to both children again")
+    vec.send(job.parent_port, from_parent(P.MSG_RESULT))
+    vec.expect_result(job, chunk, result, sport=P.INA_UDP_PORT)
+    vec.note("child 0's recovery copy (RETRANSMIT | RECOVER): the kept result goes up as RESULT, child 3")
+    recover = P.FLAG_RETRANSMIT | P.FLAG_RECOVER
+    vec.contribute(job, chunk, replace(parts[0], flags=recover))
+    body = ina(job.id, job.index_at_parent, chunk, result.values, P.MSG_RESULT, result.flags | recover,
+               result.exponent)
+    vec.expect(job.parent_port, frame(SWITCH, PARENT, WORKER_SPORT, P.INA_UDP_PORT, body, False))
+    vec.note("a child's RESULT without RECOVER: refused (bad type)")
+    vec.contribute(job, chunk, replace(parts[0], flags=P.FLAG_RETRANSMIT), msg_type=P.MSG_RESULT)
     return vec
 
 

@@ -67,7 +67,8 @@ def test_every_name_a_program_uses_is_in_its_p4info(pipes, arch):
         assert {f.name for f in tables[table].match_fields} == wanted, table
     assert actions[program.member] == {"pool_base", "pool_size", "children", "is_root", "group", "parent_port",
                                        "index_at_parent", "epoch", "stats_base"}
-    assert actions[program.result_from_parent] == {"group", "stats_base"}
+    kept = {"pool_base", "pool_size", "children", "epoch"} if program.keeps_results else set()
+    assert actions[program.result_from_parent] == {"group", "stats_base"} | kept
     assert actions[program.forward] == {"port", "dst_mac", "src_mac"}
     assert actions[program.address] == {"dst_mac", "src_mac", "dst_ip", "src_ip", "dst_port"}
     assert {program.job_stats, program.drops} <= {c.preamble.name for c in info.counters}
@@ -92,11 +93,15 @@ def test_targets_refuse_what_they_cannot_run():
 # --- entries -----------------------------------------------------------------------------------
 
 def renamed(entry: Entry) -> Entry:
-    """A v1model entry under the TNA program's names: the only difference the programs have."""
+    """A v1model entry under the TNA program's names: the only difference the programs have, but for the
+    cell a v1model switch keeps a parent's result in (TNA keeps none: ``Program.keeps_results``)."""
     names = {getattr(V1MODEL, f): getattr(TNA, f) for f in ("jobs", "member", "result_from_parent", "ingress_port",
                                                            "routes", "forward", "receivers", "address")}
+    params = entry.params
+    if entry.action == V1MODEL.result_from_parent:
+        params = tuple((k, v) for k, v in params if k in ("group", "stats_base"))
     return Entry(names[entry.table], tuple(sorted((names.get(k, k), v) for k, v in entry.match)),
-                 names[entry.action], entry.params)
+                 names[entry.action], params)
 
 
 def test_tna_entries_are_the_v1model_entries_renamed_and_encode(pipes):

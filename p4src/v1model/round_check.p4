@@ -69,6 +69,7 @@ control RoundCheck(in bit<8> msg_type, in bit<8> flags, in bit<32> seq, inout me
             round_seq.write(meta.cell, seq);
             round_epoch.write(meta.cell, meta.epoch);
             arrivals.write(meta.cell, meta.children);
+            bitmap.write(meta.cell, ((bit<32>)1 << meta.children) - 1);  // every child counted, as arrivals says
             answered.write(meta.cell, 1);
             return;
         }

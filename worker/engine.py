@@ -50,6 +50,7 @@ RTO_FLOOR_RTTS = 2  # the timer is at least this many least round trips (a datac
 INITIAL_IN_FLIGHT = 8  # packets in flight at first; doubles per round trip (slow start) up to the window
 TURN = 8  # new packets a tree sends before the next tree of the call takes its turn (``step``)
 QUEUEING = 1.5  # a timeout cuts the window only if the smoothed RTT is this many times the least seen
+AMBIGUOUS = 0.75  # a copy's result sooner than this share of srtt after it went may be an earlier copy's: no RACK
 _SPAN = 256  # round trips folded into the estimate at once: 0.875 ** -256 is still a modest float
 _FEW = 8  # round trips taken one at a time rather than in closed form
 _GAIN = 0.125 * 0.875 ** -np.arange(1.0, _SPAN + 1)  # sample i's weight in srtt, before the decay
@@ -592,9 +593,11 @@ class TreeCall:
                 # the initial timer for ever
                 first = np.ones(len(sent), bool)
             tree.congestion.sample(now - sent[first])  # round trips of the packets sent once (Karn)
-            # RACK takes a copy sent again too, once its result cannot be an earlier copy's (RFC 8985 6.2):
-            # in a call's tail every packet left may have gone twice, and only RACK finds losses a round trip on
-            plain = first | (now - sent >= tree.congestion.rtt_min)
+            # RACK takes a copy sent again too, once its result is unlikely to be an earlier copy's: in a call's
+            # tail every packet left may have gone twice, and only RACK finds losses a round trip on.  RFC 8985
+            # (6.2) takes a result sooner than the least round trip for an earlier copy's; on a queued path a copy
+            # waits far longer than that (Mininet's 25 Mbit/s links: that rule resent ten times what a call needs)
+            plain = first | (now - sent >= max(tree.congestion.rtt_min, AMBIGUOUS * (tree.congestion.srtt or 0.0)))
             sent = sent[plain]
             numbers = (np.arange(qs.start, qs.stop) if isinstance(qs, slice) else qs)[plain]
             latest = float(sent.max(initial=-math.inf))

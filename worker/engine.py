@@ -9,8 +9,8 @@ with the exponent the switch agreed in the result of packet q - D; so exponents 
 window ahead, as in SwitchML. int32 arrays need no exponents: packet q carries chunk q.
 
 Lost packets are sent again about a round trip after a packet sent after them has its result
-(RACK), or on a retransmission timer that follows the round trip (doubled from the second copy
-on) when nothing sent later reveals them; results are matched by slot, set and seq, and
+(RACK), or on a retransmission timer that follows the round trip (doubled per timeout in a row
+without a result) when nothing sent later reveals them; results are matched by slot, set and seq, and
 anything else is counted and dropped. No progress for ``timeout`` seconds raises
 AllreduceTimeout naming what is missing.
 
@@ -141,6 +141,10 @@ class Congestion:
         if self.srtt is None:
             return 0.1
         return min(RTO_MAX, max(RTO_MIN, RTO_FLOOR_RTTS * self.rtt_min, self.srtt + max(4 * self.rttvar, self.srtt)))
+
+    def adopt(self, other: Congestion) -> None:
+        """Start from another tree's round trip (the same host, the same kind of path) before any of our own."""
+        self.srtt, self.rttvar, self.rtt_min = other.srtt, other.rttvar, other.rtt_min
 
     def sample(self, rtts: np.ndarray) -> None:
         """Round trips measured for a batch of results, in order: the estimate moves exactly as TCP's
@@ -667,7 +671,7 @@ class TreeCall:
         """When each packet in ``live`` times out, as the round trip stands now (done ones: never).  A
         timer set when a packet went would be stale: the round trip grows several-fold as a call's window
         opens and shrinks as its queues drain, so each look takes the RTO of the moment (as TCP restarts
-        its timer on every acknowledgement).  Backoff only for a packet sent again more than once."""
+        its timer on every acknowledgement).  Backoff only while nothing answers (``_rto``)."""
         wait = self._rto()
         return np.where(self.done[live], np.inf, np.maximum(self.sent_at[live], self._restarted()) + wait)
 
@@ -817,9 +821,8 @@ def _share_round_trip(calls: list[TreeCall]) -> None:
     if known is None:
         return
     for c in calls:
-        mine = c.tree.congestion
-        if mine.srtt is None:
-            mine.srtt, mine.rttvar, mine.rtt_min = known.srtt, known.rttvar, known.rtt_min
+        if c.tree.congestion.srtt is None:
+            c.tree.congestion.adopt(known)
 
 
 def fail(calls: list[TreeCall]) -> None:

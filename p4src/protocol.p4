@@ -58,7 +58,7 @@ header ina_t {
  * stats_base; the drops counter counts drops that happen before a job is known. */
 const bit<32> JOB_STAT_AGGREGATED   = 0;  // contributions summed into a slot
 const bit<32> JOB_STAT_RESULTS      = 1;  // slots completed (result multicast or partial sent up)
-const bit<32> JOB_STAT_RETRANSMITS  = 2;  // retransmissions seen (answered or absorbed)
+const bit<32> JOB_STAT_RETRANSMITS  = 2;  // retransmissions seen (answered, absorbed, or a child's result kept)
 const bit<32> JOB_STAT_STALE        = 3;  // duplicates of an earlier round, dropped
 const bit<32> JOB_STAT_BAD_SLOT     = 4;  // slot >= the job's pool size, dropped
 const bit<32> JOB_STAT_BAD_TYPE     = 5;  // unknown msg_type, dropped

@@ -481,12 +481,16 @@ def test_a_restarted_root_gets_the_result_a_leaf_kept_from_a_recovery(V):
     for r in root.registers.values():
         r.reset()  # the root restarts with every register at zero
     inbox.clear()
+    repeats = program.stats(root)[P.JOB_STAT_RETRANSMITS]
     send_all(P.FLAG_RETRANSMIT | P.FLAG_RECOVER, lambda link, data: False)
     got = {name: dissect(Output(0, data)) for name, frames in inbox.items() for data in frames}
     assert {"leaf1/w0", "leaf1/w1"} <= set(got)
     for name, (_pkt, h, v) in got.items():
         assert h.msg_type == P.MSG_RESULT and h.seq == 1, name
         np.testing.assert_array_equal(v, expect)
+    # every worker's copy raised its leaf's result to the root: the first was kept, the other four answered,
+    # and all five count as repeats there
+    assert program.stats(root)[P.JOB_STAT_RETRANSMITS] - repeats == len(workers)
 
 
 # ---------------------------------------------------------------------------- plain IPv4

@@ -66,6 +66,10 @@ control RoundCheck(in bit<8> msg_type, in bit<8> flags, in bit<32> seq, inout me
                 return;  // the parent's again (someone below asked): down to every child
             }
             meta.verdict = Verdict.KEEP;
+            if (meta.from_parent == 0) {  // a recovery's copy: counted as the repeats are
+                meta.count_job = 1;
+                meta.job_stat = JOB_STAT_RETRANSMITS;
+            }
             round_seq.write(meta.cell, seq);
             round_epoch.write(meta.cell, meta.epoch);
             arrivals.write(meta.cell, meta.children);

@@ -178,3 +178,25 @@ def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_whil
     rto = tree.congestion.rto()
     assert step([call], (), again + 10e-6) == pytest.approx(again + 10e-6 + rto)  # one plain RTO again
     assert copy5 and not sink.taken
+
+
+def test_in_a_calls_tail_a_copys_result_after_the_least_round_trip_reveals_an_earlier_copys_loss() -> None:
+    """Every packet sent (the tail), 7 and 8 lost, then sent again by the timer; 8's copy is answered 20 us
+    later: past the least round trip (10 us), short of 0.75 srtt (about 40 us).  While new packets go that
+    result may be an earlier copy's and is not taken; in the tail it is, and 7's copy counts as lost a
+    round trip on (RACK), not a whole timer later."""
+    sink, tree, call = _exact_call(8, 8)
+    step([call], (), 0.0)
+    sent, sink.taken = sink.taken, []
+    call.receive(*_echo_results(tree.protocol, sent[:1]), 10e-6)
+    call.receive(*_echo_results(tree.protocol, sent[1:6]), 100e-6)
+    assert tree.congestion.rtt_min == pytest.approx(10e-6) and 0.75 * tree.congestion.srtt > 20e-6
+    timer = step([call], (), 100e-6)
+    step([call], (), timer)
+    assert _seqs(tree.protocol, sink.taken) == [7, 8] and tree.stats.early_retransmissions == 0
+    copies, sink.taken = sink.taken, []
+    call.receive(*_echo_results(tree.protocol, copies[1:]), timer + 20e-6)
+    wake = step([call], (), timer + 20e-6)
+    assert wake == pytest.approx(timer + 20e-6 + 10e-6 / 4)  # the copy's round trip, and a quarter of the least
+    step([call], (), wake)
+    assert _seqs(tree.protocol, sink.taken) == [7] and tree.stats.early_retransmissions == 1

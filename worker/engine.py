@@ -51,6 +51,7 @@ INITIAL_IN_FLIGHT = 8  # packets in flight at first; doubles per round trip (slo
 TURN = 8  # new packets a tree sends before the next tree of the call takes its turn (``step``)
 QUEUEING = 1.5  # a timeout cuts the window only if the smoothed RTT is this many times the least seen
 AMBIGUOUS = 0.75  # a copy's result sooner than this share of srtt after it went may be an earlier copy's: no RACK
+#                   (while new packets go; in a call's tail, the least round trip, RFC 8985's rule)
 _SPAN = 256  # round trips folded into the estimate at once: 0.875 ** -256 is still a modest float
 _FEW = 8  # round trips taken one at a time rather than in closed form
 _GAIN = 0.125 * 0.875 ** -np.arange(1.0, _SPAN + 1)  # sample i's weight in srtt, before the decay
@@ -599,9 +600,14 @@ class TreeCall:
             tree.congestion.sample(now - sent[first])  # round trips of the packets sent once (Karn)
             # RACK takes a copy sent again too, once its result is unlikely to be an earlier copy's: in a call's
             # tail every packet left may have gone twice, and only RACK finds losses a round trip on.  RFC 8985
-            # (6.2) takes a result sooner than the least round trip for an earlier copy's; on a queued path a copy
-            # waits far longer than that (Mininet's 25 Mbit/s links: that rule resent ten times what a call needs)
-            plain = first | (now - sent >= max(tree.congestion.rtt_min, AMBIGUOUS * (tree.congestion.srtt or 0.0)))
+            # (6.2) takes a result sooner than the least round trip for an earlier copy's.  While new packets
+            # still go, a queued path makes a copy wait far longer than that (Mininet's 25 Mbit/s links: that
+            # rule resent ten times what a call needs), so there it takes AMBIGUOUS srtt; in the tail the queues
+            # have drained, the few packets left cost little to send again, and waiting for the timer instead
+            # cost 64 workers at 0.1% loss a fifth of the call (docs/scale.md)
+            ambiguous = max(tree.congestion.rtt_min,
+                            AMBIGUOUS * (tree.congestion.srtt or 0.0) if self.next_q < self.total else 0.0)
+            plain = first | (now - sent >= ambiguous)
             sent = sent[plain]
             numbers = (np.arange(qs.start, qs.stop) if isinstance(qs, slice) else qs)[plain]
             latest = float(sent.max(initial=-math.inf))

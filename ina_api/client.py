@@ -22,6 +22,9 @@ CONTROLLER_ENV = "INA_CONTROLLER"
 TOKEN_ENV = "INA_TOKEN_FILE"
 AUTH_HEADER = "authorization"  # gRPC metadata keys are lower case
 AUTH_SCHEME = "Bearer "
+STALL_FOLLOW_UP = 0.25  # s after a renewal that reported stalls, the next (doubling while they last): the
+#                         service probes the trees' switches with a 0.2 s deadline, and a moved tree's spec
+#                         comes with the renewal after that, not the interval's (2 s) later
 
 
 class ServiceError(RuntimeError):
@@ -117,7 +120,10 @@ class LeaseKeeper:
     ``on_spec`` that raised too: the thread goes on).
 
     Each renewal carries the trees ``stalled`` names (job ids; a worker's ``stalled_trees``), and
-    ``stalled_now`` renews at once, without waiting for the interval, at most once per ``early_gap``."""
+    ``stalled_now`` renews at once, without waiting for the interval, at most once per ``early_gap``.
+    A beat while trees are stalled is followed by another STALL_FOLLOW_UP later, doubling while they
+    stay stalled, to fetch the spec the service's probe may have changed (a keeper without the secret
+    reports nothing, but follows up the same way: its rank's trees move with the owner's report)."""
 
     def __init__(self, client: JobsClient, job: jobs_pb2.Job, secret: str | None,
                  on_spec: Callable[[str], None] | None = None, interval: float | None = None,
@@ -131,19 +137,20 @@ class LeaseKeeper:
         self._stop = threading.Event()
         self._early = threading.Event()  # a tree became stalled (or ``stop``): renew now
         self._last = -float("inf")  # when the last beat went (``time.monotonic``)
+        self._follow_up: float | None = None  # after beats while trees were stalled: the wait for the next
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"ina-lease-{job.name}")
         self._thread.start()
 
     def stalled_now(self) -> None:
         """A tree became stalled: renew at once (or ``early_gap`` after the last renewal).  Only a renewal
-        reports stalls: a keeper without the secret ignores this."""
-        if self.secret is not None:
-            self._early.set()
+        reports stalls; a keeper without the secret looks at the spec instead, and both follow up."""
+        self._early.set()
 
     def _beat(self) -> bool:
         """Wait for the next beat: the interval, or a stall (no sooner than ``early_gap`` after the last
         beat); False once stopped."""
-        if self._early.wait(self.interval):
+        wait = self.interval if self._follow_up is None else min(self.interval, self._follow_up)
+        if self._early.wait(wait):
             self._early.clear()
             if not self._stop.is_set():
                 self._stop.wait(self._last + self.early_gap - time.monotonic())
@@ -155,12 +162,16 @@ class LeaseKeeper:
     def _run(self) -> None:
         while self._beat():
             try:
+                stalled = sorted(self.stalled()) if self.stalled is not None else []
                 if self.secret is None:
                     job = self.client.get(self.name)
                     version = job.spec_version
                 else:
-                    stalled = sorted(self.stalled()) if self.stalled is not None else []
                     job, version = None, self.client.keep_alive(self.name, self.secret, stalled).spec_version
+                if not stalled:
+                    self._follow_up = None
+                else:
+                    self._follow_up = STALL_FOLLOW_UP if self._follow_up is None else 2 * self._follow_up
                 self.failure = None
                 if version != self.version and self.on_spec is not None:
                     job = job if job is not None else self.client.get(self.name)

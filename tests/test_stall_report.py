@@ -158,3 +158,48 @@ def test_a_keeper_renews_early_at_most_once_per_gap():
         assert client.renewals == [[3, 7], [3, 7]]  # the second no sooner than early_gap after the first
     finally:
         keeper.stop()
+
+
+@pytest.mark.parametrize("secret", ["secret", None], ids=["owner", "follower"])
+def test_a_beat_while_a_tree_is_stalled_is_followed_up_soon_for_the_moved_trees_spec(secret):
+    """The service moves a reported tree after its probe (0.2 s deadline); the keeper beats again
+    STALL_FOLLOW_UP later, not an interval (10 s here) later, and hands on the new spec: the owner's
+    renewal, which reported the stall, and a rank's without the secret (a look at the spec).  Once
+    nothing is stalled, beats go back to the interval."""
+    from ina_api import jobs_pb2
+    from ina_api.client import STALL_FOLLOW_UP, LeaseKeeper
+
+    class Client:
+        timeout = 1.0
+
+        def __init__(self) -> None:
+            self.beats: list[tuple[float, list[int]]] = []
+
+        def keep_alive(self, name, secret, stalled=()):
+            self.beats.append((time.monotonic(), list(stalled)))
+            return type("Reply", (), {"spec_version": 0 if len(self.beats) == 1 else 1})()
+
+        def get(self, name):
+            if secret is None:  # a follower's beat
+                self.beats.append((time.monotonic(), []))
+            return jobs_pb2.Job(name=name, spec_version=0 if len(self.beats) == 1 else 1, spec_json="moved")
+
+    client, specs, stalled = Client(), [], {5}
+    keeper = LeaseKeeper(client, jobs_pb2.Job(name="j", lease_seconds=30), secret, on_spec=specs.append,
+                         interval=10.0, early_gap=0.02)
+    keeper.stalled = lambda: set(stalled)
+    try:
+        keeper.stalled_now()
+        deadline = time.monotonic() + 3
+        while not specs and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert specs == ["moved"], "no follow-up beat fetched the new spec"
+        (first, reported), (second, _) = client.beats[:2]
+        assert reported == ([5] if secret else []) and STALL_FOLLOW_UP - 0.01 <= second - first < STALL_FOLLOW_UP + 0.5
+        stalled.clear()
+        time.sleep(3 * STALL_FOLLOW_UP)  # the next follow-up (doubled) finds nothing stalled: then the interval
+        count = len(client.beats)
+        time.sleep(6 * STALL_FOLLOW_UP)
+        assert len(client.beats) == count
+    finally:
+        keeper.stop()

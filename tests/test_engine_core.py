@@ -134,12 +134,13 @@ def _exact_call(window: int, packets: int):
 
 
 def test_a_lost_packet_goes_again_one_round_trip_after_a_later_result_not_after_a_timeout() -> None:
-    """RACK: packet 1 lost, 2..7 answered 30 us after they went; packet 1 goes again once a round trip
-    (and a quarter of the least, for reordering) has passed since it went, long before any timer."""
-    sink, tree, call = _exact_call(8, 8)
+    """RACK: packet 2 of 4 lost, 1, 3 and 4 answered 30 us after they went (fewer than DUP_THRESH after it);
+    packet 2 goes again once a round trip (and a quarter of the least, for reordering) has passed since it
+    went, long before any timer."""
+    sink, tree, call = _exact_call(8, 4)
     step([call], (), 0.0)
     sent, sink.taken = sink.taken, []
-    assert _seqs(tree.protocol, sent) == list(range(1, 9))
+    assert _seqs(tree.protocol, sent) == list(range(1, 5))
     call.receive(*_echo_results(tree.protocol, [sent[0]] + sent[2:]), 30e-6)
     wake = step([call], (), 30e-6)
     assert not sink.taken and wake == pytest.approx(30e-6 + 30e-6 / 4)  # due then: not yet
@@ -148,6 +149,22 @@ def test_a_lost_packet_goes_again_one_round_trip_after_a_later_result_not_after_
     # the copy answered: the call completes, and the copy's round trip is not sampled (Karn)
     call.receive(*_echo_results(tree.protocol, sink.taken), wake + 30e-6)
     assert call.complete and tree.congestion.srtt == pytest.approx(30e-6)
+
+
+def test_a_packet_whose_three_later_packets_are_answered_goes_again_a_least_round_trip_after_it_went() -> None:
+    """DUP_THRESH: packet 2 of 5 lost, 1 and 3..5 answered 30 us after they went; 2 goes again at once (a least
+    round trip has passed since it went), not a quarter round trip later as RACK alone would.  Its copy does not
+    go a third time on older results: only a packet sent once is judged by the count."""
+    sink, tree, call = _exact_call(8, 5)
+    step([call], (), 0.0)
+    sent, sink.taken = sink.taken, []
+    call.receive(*_echo_results(tree.protocol, [sent[0]] + sent[2:]), 30e-6)
+    step([call], (), 30e-6)
+    assert _seqs(tree.protocol, sink.taken) == [2] and tree.stats.early_retransmissions == 1
+    sink.taken = []
+    call.receive(*_echo_results(tree.protocol, sent[2:]), 65e-6)  # the same results again: nothing new
+    step([call], (), 65e-6)
+    assert not sink.taken and tree.stats.early_retransmissions == 1
 
 
 def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_while_nothing_answers() -> None:

@@ -48,6 +48,7 @@ from worker.protocol import ETH_IP_UDP, Protocol
 RTO_MIN, RTO_MAX = 20e-6, 1.0  # seconds: the timer's bounds whatever the round trip (a timer's grain, a dead path)
 RTO_FLOOR_RTTS = 2  # the timer is at least this many least round trips (a datacenter's 50 us, Mininet's ms)
 INITIAL_IN_FLIGHT = 8  # packets in flight at first; doubles per round trip (slow start) up to the window
+DUP_THRESH = 3  # a packet sent once whose three later packets have their results is lost (TCP's DupThresh)
 TURN = 8  # new packets a tree sends before the next tree of the call takes its turn (``step``)
 QUEUEING = 1.5  # a timeout cuts the window only if the smoothed RTT is this many times the least seen
 AMBIGUOUS = 0.75  # a copy's result sooner than this share of srtt after it went may be an earlier copy's: no RACK
@@ -752,8 +753,9 @@ class TreeCall:
         costs one packet and recovers the first and the last case at once (a repeat for a complete slot
         is answered by unicast), the other worker the second.  A copy sent again is judged the same way
         by copies sent after it, so nothing goes twice per round trip, and the window is not cut: a gap
-        is not congestion.  The timer stays for a loss with nothing sent after it (the tail); ATP
-        resends on a gap the same way."""
+        is not congestion.  A packet sent once goes sooner, a least round trip after it went, once
+        DUP_THRESH packets after it have their results (as TCP before RACK).  The timer stays for a loss
+        with nothing sent after it (the tail); ATP resends on a gap the same way."""
         if not self.rack_stale and now < self.rack_timer:
             return  # no result since the last look, and nothing due yet: the common case costs this
         self.rack_stale, self.rack_timer = False, math.inf
@@ -763,7 +765,16 @@ class TreeCall:
                                                                & (np.arange(self.oldest, self.next_q) < self.rack_q)))
         if not behind.any():
             return
-        due = sent_at + (self.rack_rtt + self.tree.congestion.rtt_min / 4)
+        rtt_min = self.tree.congestion.rtt_min
+        due = sent_at + (self.rack_rtt + rtt_min / 4)
+        # a packet sent once, with DUP_THRESH later packets answered, goes a least round trip after it went:
+        # a slot completes only after every worker's packets before it, so results come in send order but
+        # for losses, and RACK's wait (the later packet's round trip, which a full window's queues stretch to
+        # twice the least) is what a lost result to one worker holds every worker's window for
+        done = self.done[span]
+        later = np.cumsum(done[::-1])[::-1] - done
+        once = behind & (later >= DUP_THRESH) & (self.retries[span] == 0)
+        due[once] = np.minimum(due[once], sent_at[once] + rtt_min)
         lost = behind & (due <= now)
         if lost.any():
             qs = np.flatnonzero(lost) + self.oldest

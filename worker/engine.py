@@ -606,8 +606,8 @@ class TreeCall:
             # rule resent ten times what a call needs), so there it takes AMBIGUOUS srtt; in the tail the queues
             # have drained, the few packets left cost little to send again, and waiting for the timer instead
             # cost 64 workers at 0.1% loss a fifth of the call (docs/scale.md)
-            ambiguous = max(tree.congestion.rtt_min,
-                            AMBIGUOUS * (tree.congestion.srtt or 0.0) if self.next_q < self.total else 0.0)
+            queued = AMBIGUOUS * (tree.congestion.srtt or 0.0) if self.next_q < self.total else 0.0
+            ambiguous = max(tree.congestion.rtt_min, queued)
             plain = first | (now - sent >= ambiguous)
             sent = sent[plain]
             numbers = (np.arange(qs.start, qs.stop) if isinstance(qs, slice) else qs)[plain]

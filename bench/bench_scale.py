@@ -118,8 +118,8 @@ def studies() -> dict[str, list[Point]]:
                                      {"workers": n, "bytes": 1 << 20}))
     for label, fault in (("the first tree's root dies at 40 us", ["--fail", "root@40us"]),
                          ("the first tree's first uplink is cut at 40 us", ["--cut", "uplink@40us"]),
-                         ("the first tree's root restarts: down at 40 us, back at 3 ms",
-                          ["--fail", "root@40us", "--restart", "root@3ms", "--calls", "2"])):
+                         ("the first tree's root restarts: down at 40 us, back at 1.5 ms (mid-call)",
+                          ["--fail", "root@40us", "--restart", "root@1500us", "--calls", "2"])):
         out["failure"].append(Point("failure", f"1024 workers, {label}", [*OVERSUBSCRIBED, "--size", str(MB), *fault],
                                     {"workers": 1024, "bytes": 1 << 20}))
     out["cost"].append(Point("cost", "16 workers, trees 1", [*OVERSUBSCRIBED, "--workers", "16", "--trees", "1",

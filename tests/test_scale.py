@@ -102,6 +102,15 @@ def test_bad_runs_are_refused_by_name(capsys, args, message):
     assert message in capsys.readouterr().err
 
 
+def test_the_text_report_names_every_kind_of_fault(capsys):
+    """A kill, a restart and a cut in one run, each on its own line (a restart once crashed the report)."""
+    assert cli.main(["run", "--topology", "fat_tree:4", "--bw", "100000", "--delay", "1us", "--size", "16384",
+                     "--trees", "1", "--fail", "root@40us", "--restart", "root@300us", "--cut", "uplink@20us"]) == 0
+    faults = [line for line in capsys.readouterr().out.splitlines() if line.startswith("fault: ")]
+    assert faults == ["fault: core4 killed at 40.0 us", "fault: core4 back at 300.0 us",
+                      "fault: agg2-p4 -- core4-p1 cut at 20.0 us"]
+
+
 def test_a_fault_needs_a_time():
     with pytest.raises(SystemExit):
         cli.main(["run", "--fail", "core1"])

@@ -346,7 +346,9 @@ def summary(result: dict) -> list[str]:
         lines.append(f"every result within the bound: {check['within_bound']}; identical on every worker: "
                      f"{check['identical']}; max |error| {check['max_error']:.3g} ({check['calls_checked']} call(s))")
     for f in result["faults"]["injected"]:
-        lines.append(f"fault: {f['switch']} killed at {f['at'] * 1e6:.1f} us")
+        what = (f"{f['switch']} killed" if "switch" in f else f"{f['restart']} back" if "restart" in f
+                else f"{f['cut']} cut")
+        lines.append(f"fault: {what} at {f['at'] * 1e6:.1f} us")
     lines += [f"controller: {line}" for line in result["faults"]["controller"]]
     lines += result["report"]
     w = result["wall"]

@@ -22,9 +22,9 @@ CONTROLLER_ENV = "INA_CONTROLLER"
 TOKEN_ENV = "INA_TOKEN_FILE"
 AUTH_HEADER = "authorization"  # gRPC metadata keys are lower case
 AUTH_SCHEME = "Bearer "
-STALL_FOLLOW_UP = 0.25  # s after a renewal that reported stalls, the next (doubling while they last): the
-#                         service probes the trees' switches with a 0.2 s deadline, and a moved tree's spec
-#                         comes with the renewal after that, not the interval's (2 s) later
+STALL_FOLLOW_UP = 0.25  # s after a beat while trees are stalled, the next (doubling while they stay so): just
+#                         past the service's probe deadline (controller.failover.PROBE_DEADLINE), so a moved
+#                         tree's spec comes with it, not an interval (2 s) later
 
 
 class ServiceError(RuntimeError):

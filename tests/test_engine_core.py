@@ -152,19 +152,23 @@ def test_a_lost_packet_goes_again_one_round_trip_after_a_later_result_not_after_
 
 
 def test_a_packet_whose_three_later_packets_are_answered_goes_again_a_least_round_trip_after_it_went() -> None:
-    """DUP_THRESH: packet 2 of 5 lost, 1 and 3..5 answered 30 us after they went; 2 goes again at once (a least
-    round trip has passed since it went), not a quarter round trip later as RACK alone would.  Its copy does not
-    go a third time on older results: only a packet sent once is judged by the count."""
-    sink, tree, call = _exact_call(8, 5)
+    """DUP_THRESH: packet 2 lost, 1 and 3..8 answered 30 us after they went; 2 goes again at once (a least
+    round trip has passed since it went), not a quarter round trip later as RACK alone would.  Its copy is
+    judged by RACK only: packet 9, sent with it, is answered 15 us later (the least round trip is now 15 us),
+    and the copy, with many later results, waits that round trip plus a quarter of the least."""
+    sink, tree, call = _exact_call(8, 12)
     step([call], (), 0.0)
     sent, sink.taken = sink.taken, []
     call.receive(*_echo_results(tree.protocol, [sent[0]] + sent[2:]), 30e-6)
     step([call], (), 30e-6)
-    assert _seqs(tree.protocol, sink.taken) == [2] and tree.stats.early_retransmissions == 1
+    new, copy = sink.taken
+    assert _seqs(tree.protocol, [copy, new]) == [2, 9] and tree.stats.early_retransmissions == 1
     sink.taken = []
-    call.receive(*_echo_results(tree.protocol, sent[2:]), 65e-6)  # the same results again: nothing new
-    step([call], (), 65e-6)
-    assert not sink.taken and tree.stats.early_retransmissions == 1
+    call.receive(*_echo_results(tree.protocol, [new]), 45e-6)
+    wake = step([call], (), 45e-6)
+    assert not sink.taken and wake == pytest.approx(45e-6 + 15e-6 / 4)  # copy's time 30 + 15 + 15 / 4
+    step([call], (), wake)
+    assert _seqs(tree.protocol, sink.taken) == [2] and tree.stats.early_retransmissions == 2
 
 
 def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_while_nothing_answers() -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from worker import calls, protocol
-from worker.engine import Tree, fail, step
+from worker.engine import Tree, TreeConfig, step
 from worker.errors import AllreduceTimeout
 from worker.jobspec import JobSpec, Member, TreeSpec
 
@@ -28,20 +28,22 @@ def test_the_core_imports_no_clock_socket_or_thread() -> None:
 
 
 class Sink:
-    """A transmit sink that takes at most ``room`` rows per offer and keeps what it took."""
+    """Takes at most ``room`` datagrams per step and keeps what it took: a step's ``Outbox`` drained."""
 
     def __init__(self, room: int = 1 << 30) -> None:
         self.room, self.taken = room, []
+        self.full = False
 
-    def __call__(self, rows: np.ndarray) -> int:
-        k = min(self.room, len(rows))
-        self.taken += [bytes(r) for r in rows[:k]]
-        return k
+    def step(self, calls: list, now: float, idle: tuple = ()) -> float:
+        out = step(calls, idle, now, self.room)
+        self.taken += [bytes(r) for _, rows in out.datagrams for r in rows]
+        self.full = out.full
+        return out.wake
 
 
 def _tree(sink: Sink, window: int = 4, workers: int = 1, timeout: float = 1.0) -> Tree:
     P = protocol.load(64)
-    return Tree(sink, "s1", 1, 0, workers, window, P, timeout)
+    return Tree(TreeConfig("s1", 1, 0, workers, window, P, timeout))
 
 
 def _spec(window: int) -> JobSpec:
@@ -67,35 +69,35 @@ def test_a_call_runs_on_a_sink_and_handed_in_results() -> None:
     (_, call), = parts
     now = 5.0
     while not call.complete:
-        step([call], (), now)
+        sink.step([call], now)
         assert sink.taken, "nothing left to answer: the call would wait for ever"
         sent, sink.taken = sink.taken, []
-        call.receive(*_echo_results(tree.protocol, sent), now + 0.001)
+        call.receive(*_echo_results(tree.config.protocol, sent), now + 0.001)
         now += 0.001
     assert np.array_equal(out, data) and tree.next_packet == 10
 
 
 def test_a_full_sink_holds_a_recovery_back_without_blocking_or_counting_it() -> None:
-    """Recovery offers the last window; a sink that takes nothing leaves it owed (not counted, not
-    blocking), and it goes whole once the sink takes again."""
+    """Recovery offers the last window; a step with no room leaves it owed (not counted, the outbox
+    full), and it goes whole once there is room again."""
     sink = Sink()
     tree = _tree(sink)
     padded, exponents = calls.prepare(np.ones(64 * 6, np.int32), 64)
     _, parts = calls.tree_parts(_spec(4), [tree], padded, exponents, True, np.empty_like(padded), 1.0)
     (_, call), = parts
-    step([call], (), 0.0)
+    sink.step([call], 0.0)
     first, sink.taken = sink.taken, []
-    call.receive(*_echo_results(tree.protocol, first[:2]), 0.001)  # packets 0, 1 answered
-    tree.incarnation = 1  # the switch lost its registers
+    call.receive(*_echo_results(tree.config.protocol, first[:2]), 0.001)  # packets 0, 1 answered
+    tree.spec_changed(1, tree.name)  # the switch lost its registers
     sink.room = 0
-    step([call], (), 0.002)
-    assert tree.lost_registers and tree.blocked and tree.stats.recoveries == 0
+    sink.step([call], 0.002)
+    assert tree.lost_registers and sink.full and tree.stats.recoveries == 0
     assert tree.stats.retransmissions == 0 and not sink.taken
     sink.room = 1 << 30
-    step([call], (), 0.003)
+    sink.step([call], 0.003)
     assert not tree.lost_registers and tree.stats.recoveries == 1
     # every packet sent so far (0..3: the window) goes again, marked as a retransmission
-    P = tree.protocol
+    P = tree.config.protocol
     seq, flags = _field(P, "seq"), _field(P, "flags")
     again = [d for d in sink.taken if int.from_bytes(d[flags[0]:flags[1]], "big") & P.FLAG_RETRANSMIT]
     assert sorted(int.from_bytes(d[seq[0]:seq[1]], "big") for d in again) == [1, 2, 3, 4]
@@ -106,17 +108,17 @@ def _field(P: protocol.Protocol, name: str) -> tuple[int, int]:
     return offset, offset + np.dtype(dtype).itemsize
 
 
-def test_a_call_without_results_times_out_at_its_deadline_in_the_time_handed_in() -> None:
-    tree = _tree(Sink(), timeout=2.0)
+def test_a_call_without_results_times_out_at_its_deadline_in_the_time_handed_in_and_marks_its_tree_broken() -> None:
+    sink = Sink()
+    tree = _tree(sink, timeout=2.0)
     padded, exponents = calls.prepare(np.ones(64, np.float32), 64)
     _, parts = calls.tree_parts(_spec(4), [tree], padded, exponents, False, np.empty_like(padded), 1.0)
     (_, call), = parts
-    assert step([call], (), 100.0) <= 102.0
-    step([call], (), 101.99)
+    assert sink.step([call], 100.0) <= 102.0
+    sink.step([call], 101.99)
     with pytest.raises(AllreduceTimeout, match="no result for 2.0 s"):
-        step([call], (), 102.0)
-    fail([call])
-    assert tree.broken
+        sink.step([call], 102.0)
+    assert tree.broken  # the core marked it: the caller need not
 
 
 def _seqs(P: protocol.Protocol, datagrams: list[bytes]) -> list[int]:
@@ -138,16 +140,16 @@ def test_a_lost_packet_goes_again_one_round_trip_after_a_later_result_not_after_
     packet 2 goes again once a round trip (and a quarter of the least, for reordering) has passed since it
     went, long before any timer."""
     sink, tree, call = _exact_call(8, 4)
-    step([call], (), 0.0)
+    sink.step([call], 0.0)
     sent, sink.taken = sink.taken, []
-    assert _seqs(tree.protocol, sent) == list(range(1, 5))
-    call.receive(*_echo_results(tree.protocol, [sent[0]] + sent[2:]), 30e-6)
-    wake = step([call], (), 30e-6)
+    assert _seqs(tree.config.protocol, sent) == list(range(1, 5))
+    call.receive(*_echo_results(tree.config.protocol, [sent[0]] + sent[2:]), 30e-6)
+    wake = sink.step([call], 30e-6)
     assert not sink.taken and wake == pytest.approx(30e-6 + 30e-6 / 4)  # due then: not yet
-    step([call], (), wake)
-    assert _seqs(tree.protocol, sink.taken) == [2] and tree.stats.early_retransmissions == 1
+    sink.step([call], wake)
+    assert _seqs(tree.config.protocol, sink.taken) == [2] and tree.stats.early_retransmissions == 1
     # the copy answered: the call completes, and the copy's round trip is not sampled (Karn)
-    call.receive(*_echo_results(tree.protocol, sink.taken), wake + 30e-6)
+    call.receive(*_echo_results(tree.config.protocol, sink.taken), wake + 30e-6)
     assert call.complete and tree.congestion.srtt == pytest.approx(30e-6)
 
 
@@ -157,18 +159,18 @@ def test_a_packet_whose_three_later_packets_are_answered_goes_again_a_least_roun
     judged by RACK only: packet 9, sent with it, is answered 15 us later (the least round trip is now 15 us),
     and the copy, with many later results, waits that round trip plus a quarter of the least."""
     sink, tree, call = _exact_call(8, 12)
-    step([call], (), 0.0)
+    sink.step([call], 0.0)
     sent, sink.taken = sink.taken, []
-    call.receive(*_echo_results(tree.protocol, [sent[0]] + sent[2:]), 30e-6)
-    step([call], (), 30e-6)
+    call.receive(*_echo_results(tree.config.protocol, [sent[0]] + sent[2:]), 30e-6)
+    sink.step([call], 30e-6)
     new, copy = sink.taken
-    assert _seqs(tree.protocol, [copy, new]) == [2, 9] and tree.stats.early_retransmissions == 1
+    assert _seqs(tree.config.protocol, [copy, new]) == [2, 9] and tree.stats.early_retransmissions == 1
     sink.taken = []
-    call.receive(*_echo_results(tree.protocol, [new]), 45e-6)
-    wake = step([call], (), 45e-6)
+    call.receive(*_echo_results(tree.config.protocol, [new]), 45e-6)
+    wake = sink.step([call], 45e-6)
     assert not sink.taken and wake == pytest.approx(45e-6 + 15e-6 / 4)  # copy's time 30 + 15 + 15 / 4
-    step([call], (), wake)
-    assert _seqs(tree.protocol, sink.taken) == [2] and tree.stats.early_retransmissions == 2
+    sink.step([call], wake)
+    assert _seqs(tree.config.protocol, sink.taken) == [2] and tree.stats.early_retransmissions == 2
 
 
 def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_while_nothing_answers() -> None:
@@ -176,28 +178,28 @@ def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_whil
     last result, at 30 us round trips about 60 us, not a fixed 50 ms floor; each timeout in a row with no
     result between doubles the timer (a dead path), and a result brings it back to one RTO (random loss)."""
     sink, tree, call = _exact_call(8, 5)
-    step([call], (), 0.0)
+    sink.step([call], 0.0)
     sent, sink.taken = sink.taken, []
-    call.receive(*_echo_results(tree.protocol, sent[:3]), 30e-6)
+    call.receive(*_echo_results(tree.config.protocol, sent[:3]), 30e-6)
     rto = tree.congestion.rto()
     assert 60e-6 <= rto < 70e-6  # 2 srtt, or srtt + 4 rttvar while the deviation is still settling
-    wake = step([call], (), 30e-6)
+    wake = sink.step([call], 30e-6)
     assert wake == pytest.approx(30e-6 + rto)  # the last result (at 30 us) restarted the timer
-    step([call], (), wake - 1e-9)
+    sink.step([call], wake - 1e-9)
     assert not sink.taken
-    step([call], (), wake)
-    assert _seqs(tree.protocol, sink.taken) == [4, 5]
+    sink.step([call], wake)
+    assert _seqs(tree.config.protocol, sink.taken) == [4, 5]
     sink.taken = []
-    again = step([call], (), wake)
+    again = sink.step([call], wake)
     assert again == pytest.approx(wake + 2 * rto)  # no result since: doubled
-    step([call], (), again)
-    assert _seqs(tree.protocol, sink.taken) == [4]  # still nothing answers: the oldest alone, as a probe
-    assert step([call], (), again) == pytest.approx(again + 4 * rto)
+    sink.step([call], again)
+    assert _seqs(tree.config.protocol, sink.taken) == [4]  # still nothing answers: the oldest alone, as a probe
+    assert sink.step([call], again) == pytest.approx(again + 4 * rto)
     copy5 = sink.taken
     sink.taken = []
-    call.receive(*_echo_results(tree.protocol, [sent[4]]), again + 10e-6)  # packet 5's result: the path answers
+    call.receive(*_echo_results(tree.config.protocol, [sent[4]]), again + 10e-6)  # packet 5's result: the path answers
     rto = tree.congestion.rto()
-    assert step([call], (), again + 10e-6) == pytest.approx(again + 10e-6 + rto)  # one plain RTO again
+    assert sink.step([call], again + 10e-6) == pytest.approx(again + 10e-6 + rto)  # one plain RTO again
     assert copy5 and not sink.taken
 
 
@@ -207,17 +209,17 @@ def test_in_a_calls_tail_a_copys_result_after_the_least_round_trip_reveals_an_ea
     result may be an earlier copy's and is not taken; in the tail it is, and 7's copy counts as lost a
     round trip on (RACK), not a whole timer later."""
     sink, tree, call = _exact_call(8, 8)
-    step([call], (), 0.0)
+    sink.step([call], 0.0)
     sent, sink.taken = sink.taken, []
-    call.receive(*_echo_results(tree.protocol, sent[:1]), 10e-6)
-    call.receive(*_echo_results(tree.protocol, sent[1:6]), 100e-6)
+    call.receive(*_echo_results(tree.config.protocol, sent[:1]), 10e-6)
+    call.receive(*_echo_results(tree.config.protocol, sent[1:6]), 100e-6)
     assert tree.congestion.rtt_min == pytest.approx(10e-6) and 0.75 * tree.congestion.srtt > 20e-6
-    timer = step([call], (), 100e-6)
-    step([call], (), timer)
-    assert _seqs(tree.protocol, sink.taken) == [7, 8] and tree.stats.early_retransmissions == 0
+    timer = sink.step([call], 100e-6)
+    sink.step([call], timer)
+    assert _seqs(tree.config.protocol, sink.taken) == [7, 8] and tree.stats.early_retransmissions == 0
     copies, sink.taken = sink.taken, []
-    call.receive(*_echo_results(tree.protocol, copies[1:]), timer + 20e-6)
-    wake = step([call], (), timer + 20e-6)
+    call.receive(*_echo_results(tree.config.protocol, copies[1:]), timer + 20e-6)
+    wake = sink.step([call], timer + 20e-6)
     assert wake == pytest.approx(timer + 20e-6 + 10e-6 / 4)  # the copy's round trip, and a quarter of the least
-    step([call], (), wake)
-    assert _seqs(tree.protocol, sink.taken) == [7] and tree.stats.early_retransmissions == 1
+    sink.step([call], wake)
+    assert _seqs(tree.config.protocol, sink.taken) == [7] and tree.stats.early_retransmissions == 1

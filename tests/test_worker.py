@@ -238,8 +238,8 @@ def test_a_recovery_that_fails_between_calls_fails_the_next_call(net3):
         def broken(rows: np.ndarray) -> int:
             raise OSError(101, "Network is unreachable")
 
-        tree.transmit = broken
-        w._spec_changes[tree.job_id] = (1, "tree 1 of job idle")  # as the watch thread posts it
+        w._sockets[tree].send = broken
+        w._spec_changes[tree.config.job_id] = (1, "tree 1 of job idle")  # as the watch thread posts it
         w._io.submit(w._recover_idle).result(timeout=5)
         assert tree.incarnation == 1  # applied on the I/O thread
         with pytest.raises(AllreduceError, match="failed between calls .*OSError.*unreachable"):

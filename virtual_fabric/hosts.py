@@ -1,8 +1,8 @@
 """A worker on a simulated host: the worker's own protocol core (``worker.engine``) driven in
 virtual time, as ``worker.driver`` drives it on sockets.
 
-Its trees send through the host's link (``transmit`` takes what the link's queue has room for:
-a full queue is a full send buffer), results come in as frames, and the core's deadlines
+Each step's datagrams go onto the host's link (the step takes no more than the link's queue has
+room for: a full queue is a full send buffer), results come in as frames, and the core's deadlines
 become events.  A frame reaches the worker's loop ``rx_delay`` after its last bit arrives, whatever
 else wakes the loop meanwhile (its pacer, a timer), and is taken at the loop's next look
 (``virtual_fabric.host_latency``).  The worker makes its calls one after another, each on its own arrays, and
@@ -32,7 +32,7 @@ from virtual_fabric.links import Channel
 from virtual_fabric.ring import Ring
 from worker import calls as cutting
 from worker import protocol
-from worker.engine import Stats, Tree, TreeCall, fail, step
+from worker.engine import Outbox, Stats, Tree, TreeCall, TreeConfig, fail, step
 from worker.errors import AllreduceError
 from worker.jobspec import JobSpec
 from worker.ring_layout import ring_types
@@ -89,9 +89,8 @@ class SimWorker:
         self.arriving: deque[tuple[float, Tree, bytes]] = deque()  # (when it reaches the loop, tree, datagram)
         self.headers: dict[Tree, bytes] = {}
         for i, t in enumerate(spec.trees if spec.mode != "ring" else ()):
-            tree = Tree(self._transmit_for(len(self.trees)), me.switch, t.job_id, t.children[self.rank],
-                        len(spec.members), spec.pool_size, self.P, self.timeout, f"tree {i + 1} of job {spec.name}",
-                        incarnation=t.incarnation)
+            tree = Tree(TreeConfig(me.switch, t.job_id, t.children[self.rank], len(spec.members), spec.pool_size,
+                                   self.P, self.timeout), f"tree {i + 1} of job {spec.name}", incarnation=t.incarnation)
             self.trees.append(tree)
             self.by_port[t.port] = tree
             self.inbox[tree] = []
@@ -154,17 +153,13 @@ class SimWorker:
 
     # --- inside --------------------------------------------------------------------------------
 
-    def _transmit_for(self, index: int):
-        def transmit(rows: np.ndarray) -> int:
-            tree, link = self.trees[index], self.uplink
-            frame_bytes = HEADER_BYTES + rows.shape[1]
-            room = link.room(self.loop.now)
-            k = min(len(rows), max(0, room // frame_bytes))
+    def _transmit(self, out: Outbox) -> None:
+        """The step's datagrams onto the host's link (``step`` took no more than the link's queue had room for)."""
+        link = self.uplink
+        for tree, rows in out.datagrams:
             header = self.headers[tree]
-            for row in rows[:k]:
+            for row in rows:
                 link.send(header + row.tobytes())
-            return k
-        return transmit
 
     def _next_call(self) -> None:
         if not self.alive or any(r.error for r in self.records):
@@ -225,8 +220,8 @@ class SimWorker:
         self.time_in[self._state] += now - self._since
         self._since = now
         for t in self.trees:
-            if t.job_id in self._spec_changes:
-                t.incarnation, t.name = self._spec_changes.pop(t.job_id)
+            if t.config.job_id in self._spec_changes:
+                t.spec_changed(*self._spec_changes.pop(t.config.job_id))
         arriving = self.arriving
         while arriving and arriving[0][0] <= now:
             _, tree, datagram = arriving.popleft()
@@ -241,29 +236,31 @@ class SimWorker:
                 self.inbox[tree] = []  # between calls a socket's old results wait; none of them matters
         idle = tuple(t for t in self.trees if t not in by_tree and not t.broken)
         running = [c for c in self.calls if not c.complete]
+        room = self.uplink.room(now) // (HEADER_BYTES + self.P.packet_bytes)
         try:
-            wake = step(running, idle, now)
+            out = step(running, idle, now, room)
         except AllreduceError as e:
-            fail(running)
-            self._failed(running, e)
+            self._failed(running, e)  # step marked the trees broken
             return
+        self._transmit(out)
+        wake = out.wake
         if self.current is not None and not running and self.calls and self.current.trees_seconds is None:
             self.current.trees_seconds = now - self.current.started
         if self.current is not None and not running and not self._ring_pending:
             self._finish()
             wake = min(wake, now) if self.current is not None else wake
-        self._state = self._what_waits(running)
-        if any(t.blocked for t in self.trees):
+        self._state = self._what_waits(running, out.full)
+        if out.full:
             wake = min(wake, self.uplink.next_departure())
         if arriving:
             wake = min(wake, reaches_loop(arriving[0][0]))
         if wake < math.inf:
             self._wake_at(max(wake, now))
 
-    def _what_waits(self, running: list[TreeCall]) -> str:
+    def _what_waits(self, running: list[TreeCall], full: bool) -> str:
         if not running:
             return "ring" if self._ring_pending else "idle"
-        if any(t.blocked for t in self.trees):
+        if full:
             return "queue"
         if any(c.paced for c in running):
             return "paced"

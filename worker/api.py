@@ -31,7 +31,7 @@ from ina_api.client import CONTROLLER_ENV, JobsClient
 from worker import calls, driver, protocol
 from worker.batch_io import BatchSocket
 from worker.buffers import BufferPool
-from worker.engine import Stats, Tree, overflow_error
+from worker.engine import Stats, Tree, TreeConfig, overflow_error
 from worker.errors import AllreduceError, SwitchOverflowError
 from worker.jobspec import SPEC_PERIOD, JobSpec, SpecWatch, spec_path
 from worker.ring import RingError, RingWorker
@@ -67,8 +67,8 @@ class Worker:
             for i, tree in enumerate(spec.trees if spec.mode != "ring" else ()):
                 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 io = BatchSocket(sock, P.packet_bytes, (me.switch_ip, spec.udp_port))
-                t = Tree(io.send, me.switch, tree.job_id, tree.children[rank], len(spec.members), window, P,
-                         timeout, _tree_name(spec, i), incarnation=tree.incarnation)
+                t = Tree(TreeConfig(me.switch, tree.job_id, tree.children[rank], len(spec.members), window, P, timeout),
+                         _tree_name(spec, i), incarnation=tree.incarnation)
                 self._trees.append(t)
                 self._sockets[t] = io
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
@@ -239,7 +239,7 @@ class Worker:
         if spec.name != self.spec.name or len(spec.members) != len(self.spec.members):
             raise ValueError(f"the spec of job {spec.name} ({len(spec.members)} members) is not one of job "
                              f"{self.spec.name} ({len(self.spec.members)} members)")
-        ids = {t.job_id for t in self._trees}
+        ids = {t.config.job_id for t in self._trees}
         with self._lock:
             for i, tree in enumerate(spec.trees):
                 if tree.job_id in ids and tree.incarnation > self._incarnations[tree.job_id]:
@@ -264,7 +264,7 @@ class Worker:
                     pass  # the file holds another job's spec now: ignored, as an unreadable one is
             with self._lock:
                 pending = bool(self._spec_changes)
-            busy = pending or any(t.echo_end is not None or t.lost_registers for t in self._trees)
+            busy = pending or any(t.echo is not None or t.lost_registers for t in self._trees)
             if busy and (queued is None or queued.done()):
                 with self._lock:
                     if not self._closed:
@@ -286,8 +286,8 @@ class Worker:
         with self._lock:
             changes, self._spec_changes = self._spec_changes, {}
         for t in self._trees:
-            if t.job_id in changes:
-                t.incarnation, t.name = changes[t.job_id]
+            if t.config.job_id in changes:
+                t.spec_changed(*changes[t.config.job_id])
 
     def _recover_idle(self) -> None:
         """Between calls (a call's own loop does the same).  A failure here is kept for the next call

@@ -51,8 +51,8 @@ def tree_parts(spec: JobSpec, trees: list[Tree], padded: np.ndarray, exponents: 
     k = ina_chunks(share, len(padded) // V)
     chunks = padded[:k * V].reshape(k, V)
     sums = out[:k * V].reshape(k, V)
-    return k, [(first, TreeCall(tree, chunks[first:end], exact, sums[first:end],
-                                None if exponents is None else exponents[first:end]))
+    return k, [(first, tree.new_call(chunks[first:end], exact, sums[first:end],
+                                     None if exponents is None else exponents[first:end]))
                for tree, (first, end) in zip(trees, spec.split(k)) if end > first]
 
 

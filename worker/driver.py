@@ -13,8 +13,10 @@ import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from worker.batch_io import BatchSocket
-from worker.engine import Tree, TreeCall, fail, step
+from worker.engine import Outbox, Tree, TreeCall, fail, step
 from worker.errors import AllreduceError
 
 MAX_WAIT = 0.1  # seconds in one select: a stop request is seen within this
@@ -28,6 +30,33 @@ STALL_FLOOR = 0.02
 STALL_MAX = 1.0
 
 
+class Sender:
+    """The trees' sockets, and the datagrams a socket's full send buffer held back (sent first, once it
+    drains: the core counted them as sent at the step that let them go)."""
+
+    def __init__(self, sockets: dict[Tree, BatchSocket]) -> None:
+        self.sockets = sockets
+        self.pending: dict[Tree, np.ndarray] = {}
+
+    def send(self, out: Outbox) -> None:
+        for t in dict.fromkeys(t for t, _ in out.datagrams):
+            rows = out.rows(t)
+            self.pending[t] = np.concatenate([self.pending[t], rows]) if t in self.pending else rows
+        self.flush()
+
+    def flush(self) -> None:
+        for t, rows in list(self.pending.items()):
+            went = self.sockets[t].send(np.ascontiguousarray(rows))
+            if went == len(rows):
+                del self.pending[t]
+            else:
+                self.pending[t] = rows[went:].copy()  # the core's buffers move on
+
+    @property
+    def blocked(self) -> list[Tree]:
+        return list(self.pending)
+
+
 def run_calls(calls: list[TreeCall], sockets: dict[Tree, BatchSocket], stop: threading.Event | None = None,
               idle: tuple[Tree, ...] = (), before_step: Callable[[], None] | None = None) -> None:
     """Drive one allreduce's TreeCalls (one per tree) to completion in one loop.
@@ -38,21 +67,25 @@ def run_calls(calls: list[TreeCall], sockets: dict[Tree, BatchSocket], stop: thr
     ``before_step`` runs on this thread before each turn (the worker applies job spec changes
     there, so only this thread writes a tree's state).
     """
+    sender = Sender(sockets)
     try:
         while active := [c for c in calls if not c.complete]:
             if stop is not None and stop.is_set():
                 raise AllreduceError("stopped: another part of this allreduce failed")
             if before_step is not None:
                 before_step()
-            wake = step(calls, idle, time.monotonic())
+            sender.flush()
+            out = step(calls, idle, time.monotonic())
+            sender.send(out)
             trees = [c.tree for c in active]
-            readable = select.select([sockets[t].sock for t in trees], [sockets[t].sock for t in trees if t.blocked],
-                                     [], min(max(0.0, wake - time.monotonic()), MAX_WAIT))[0]
+            readable = select.select([sockets[t].sock for t in trees], [sockets[t].sock for t in sender.blocked],
+                                     [], min(max(0.0, out.wake - time.monotonic()), MAX_WAIT))[0]
             for t in trees:
                 t.stats.polls += 1
             for c in active:
                 if sockets[c.tree].sock in readable:
                     receive(c, sockets[c.tree])
+        sender.flush()  # what the last step let go
     except BaseException:
         fail(calls)
         raise
@@ -69,7 +102,7 @@ def stall_after(tree: Tree) -> float:
 def stalled(calls: list[TreeCall]) -> frozenset[int]:
     """The job ids of the calls' trees that are stalled now (the cheap test first: most turns see none)."""
     now = time.monotonic()
-    return frozenset(c.tree.job_id for c in calls
+    return frozenset(c.tree.config.job_id for c in calls
                      if c.stalled(now, STALL_FLOOR) and c.stalled(now, stall_after(c.tree)))
 
 
@@ -83,9 +116,10 @@ def receive(call: TreeCall, io: BatchSocket) -> None:
 
 
 def tend_idle(trees: list[Tree], sockets: dict[Tree, BatchSocket]) -> None:
-    """Between calls: recoveries and echoes the trees owe (a call's own loop does the same)."""
-    now = time.monotonic()
-    for t in trees:
-        if not t.broken:
-            t.tend(None, now)
-            t.stats.syscalls = sockets[t].syscalls
+    """Between calls: recoveries and echoes the trees owe (a call's own loop does the same).  What a full
+    send buffer holds back is lost: the recovery goes again at the next look, the echo later."""
+    live = tuple(t for t in trees if not t.broken)
+    out = step([], live, time.monotonic())
+    for t in live:
+        sockets[t].send(np.ascontiguousarray(out.rows(t)))
+        t.stats.syscalls = sockets[t].syscalls

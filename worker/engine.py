@@ -20,10 +20,12 @@ an allreduce call gives each tree a ``TreeCall``, its share of the call's chunks
 
 This module is the protocol without I/O (as h11 and aioquic are): it opens no socket, starts no
 thread and reads no clock.  The caller passes ``now`` into every step, hands received datagrams
-to ``TreeCall.receive``, and takes each step's next deadline; datagrams leave through the tree's
-``transmit``, a non-blocking sink the caller supplies (a socket's send buffer in
-``worker.driver``, a host's link in the virtual fabric), which says how many it took.  ``step``
-is one turn of a call's loop, so the socket driver and the fabric run the same code.
+to ``TreeCall.receive``, and takes from each ``step`` its ``Outbox``: the datagrams to put on the
+wire now, in order, and the next deadline (aioquic's ``datagrams_to_send`` and ``get_timer``).  The
+caller says how many datagrams it can take (a shaped link's queue in the virtual fabric); the socket
+driver takes them all.  ``step`` is one turn of a call's loop, so the socket driver, the fabric and
+the native core's differential test run the same code.  A configuration (``TreeConfig``) is fixed
+for the job; the congestion, RACK and timer state and the per-packet arrays are the call's.
 
 The datapath works on windows, not packets.  A TreeCall lays out all its packets at once (one
 (packets, header + 4V) array: headers from ``Protocol.pack_headers``, int32 values byte-swapped
@@ -36,7 +38,6 @@ is numpy arrays over the call's packets.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,11 +54,8 @@ TURN = 8  # new packets a tree sends before the next tree of the call takes its 
 QUEUEING = 1.5  # a timeout cuts the window only if the smoothed RTT is this many times the least seen
 AMBIGUOUS = 0.75  # a copy's result sooner than this share of srtt after it went may be an earlier copy's: no RACK
 #                   (while new packets go; in a call's tail, the least round trip, RFC 8985's rule)
-_SPAN = 256  # round trips folded into the estimate at once: 0.875 ** -256 is still a modest float
-_FEW = 8  # round trips taken one at a time rather than in closed form
-_GAIN = 0.125 * 0.875 ** -np.arange(1.0, _SPAN + 1)  # sample i's weight in srtt, before the decay
-_DECAY = 0.875 ** np.arange(0.0, _SPAN)  # how much of srtt is left after i samples
-_VAR_WEIGHT = 0.25 * 0.75 ** np.arange(_SPAN - 1.0, -1.0, -1.0)  # deviation j's weight in rttvar after the last
+INITIAL_RTO = 0.1  # seconds: the timer before any round trip is measured
+LOOK_AGAIN = 0.05  # seconds: a running call looks again at least this often, whatever its timers
 
 
 @dataclass
@@ -141,7 +139,7 @@ class Congestion:
         the path, from 27 us at 100 Gbit/s to Mininet's milliseconds (a fixed 50 ms floor cost 1,850 round
         trips per tail loss in a datacenter)."""
         if self.srtt is None:
-            return 0.1
+            return INITIAL_RTO
         return min(RTO_MAX, max(RTO_MIN, RTO_FLOOR_RTTS * self.rtt_min, self.srtt + max(4 * self.rttvar, self.srtt)))
 
     def adopt(self, other: Congestion) -> None:
@@ -149,36 +147,19 @@ class Congestion:
         self.srtt, self.rttvar, self.rtt_min = other.srtt, other.rttvar, other.rtt_min
 
     def sample(self, rtts: np.ndarray) -> None:
-        """Round trips measured for a batch of results, in order: the estimate moves exactly as TCP's
-        per-ACK update would, one sample at a time (srtt by 1/8, rttvar by 1/4 of the deviation from
-        srtt as it was then), computed for the whole batch in closed form."""
-        if not len(rtts):
-            return
-        if len(rtts) <= _FEW:  # a few: one at a time costs less than the closed form's setup
-            for x in rtts.tolist():
-                self.rtt_min = min(self.rtt_min, x)
-                if self.srtt is None:
-                    self.srtt, self.rttvar = x, x / 2
-                else:
-                    self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - x)
-                    self.srtt = 0.875 * self.srtt + 0.125 * x
-            return
-        self.rtt_min = min(self.rtt_min, float(rtts.min()))
-        if self.srtt is None:
-            self.srtt, self.rttvar, rtts = float(rtts[0]), float(rtts[0]) / 2, rtts[1:]
-        for i in range(0, len(rtts), _SPAN):
-            part = rtts[i:i + _SPAN]
-            k = len(part)
-            # srtt as sample j found it: 0.875**j * (srtt + sum_{i<j} 0.125 * 0.875**-(i+1) * x_i)
-            summed = np.cumsum(part * _GAIN[:k])
-            before = np.empty(k)
-            before[0], before[1:] = 0.0, summed[:-1]
-            before += self.srtt
-            before *= _DECAY[:k]
-            before -= part
-            np.abs(before, out=before)
-            self.rttvar = 0.75 ** k * self.rttvar + float(np.dot(_VAR_WEIGHT[_SPAN - k:], before))
-            self.srtt = 0.875 ** k * (self.srtt + float(summed[-1]))
+        """Round trips measured for a batch of results, in order: TCP's per-ACK update, one sample at a
+        time (srtt by 1/8, rttvar by 1/4 of the deviation from srtt as it was then).  Sequential, in
+        plain doubles, so the native core computes the same bits."""
+        srtt, rttvar, rtt_min = self.srtt, self.rttvar, self.rtt_min
+        for x in rtts.tolist():
+            if x < rtt_min:
+                rtt_min = x
+            if srtt is None:
+                srtt, rttvar = x, x / 2
+            else:
+                rttvar = 0.75 * rttvar + 0.25 * abs(srtt - x)
+                srtt = 0.875 * srtt + 0.125 * x
+        self.srtt, self.rttvar, self.rtt_min = srtt, rttvar, rtt_min
 
     def grow(self, results: int) -> None:
         """Slow start, as TCP's: one more packet in flight per result (doubling per round trip) until
@@ -207,14 +188,10 @@ class Congestion:
             stats.window_cuts += 1
 
 
-@dataclass(eq=False)  # a tree is itself: workers hold them in sets
-class Tree:
-    """One aggregation tree as this worker sees it: where its packets go, its packet sequence over
-    the worker's life, and its congestion state.  ``transmit`` takes a C-contiguous (k, packet
-    bytes) array and returns how many of its rows it took, at once (never blocking); the rest are
-    this tree's to send again (``blocked`` tells the caller to wake when it can take more)."""
+@dataclass(frozen=True)
+class TreeConfig:
+    """What a tree is for this worker while the job lasts: where its packets go and how they are numbered."""
 
-    transmit: Callable[[np.ndarray], int]
     switch: str  # the first switch, as errors name it
     job_id: int
     child: int
@@ -222,97 +199,158 @@ class Tree:
     window: int
     protocol: Protocol
     timeout: float
-    name: str = "the job's tree"  # how errors name this tree
+
+
+@dataclass(frozen=True, eq=False)
+class HeaderBits:
+    """Header bits and field positions the core sets or compares, from the protocol (``header_bits``)."""
+
+    retransmit: np.ndarray  # OR-ed into a copy's header
+    recover: np.ndarray  # a recovery's copies: a switch that kept the round's result passes it up
+    word: np.dtype  # headers are compared in words of this type
+    result_mask: np.ndarray  # a result of packet q has these header bits of q, its type turned into RESULT
+    match_mask: np.ndarray  # result_mask without OVERFLOW: the general way takes OVERFLOW, and notes it
+    data_to_result: np.ndarray  # XOR turns a DATA header into its RESULT's
+    seq_at: tuple[int, str]
+    flags_at: tuple[int, str]
+    exponent_at: tuple[int, str]
+
+
+def header_bits(P: Protocol) -> HeaderBits:
+    H = P.header_bytes
+    word = np.dtype(f"u{next(b for b in (8, 4, 2, 1) if H % b == 0)}")
+    # OVERFLOW is in the result mask, so a flagged result fails the quick check and takes _accept's general
+    # way, which records it
+    mask = P.pack_headers(1, msg_type=-1, job_id=-1, slot=-1, set=-1, seq=-1, flags=P.FLAG_OVERFLOW)[0]
+    overflow = P.pack_headers(1, flags=P.FLAG_OVERFLOW)[0]
+    return HeaderBits(P.pack_headers(1, flags=P.FLAG_RETRANSMIT)[0],
+                      P.pack_headers(1, flags=P.FLAG_RETRANSMIT | P.FLAG_RECOVER)[0], word, mask.view(word),
+                      (mask & ~overflow).view(word), P.pack_headers(1, msg_type=P.MSG_DATA ^ P.MSG_RESULT)[0],
+                      *(P.field_at(f) for f in ("seq", "flags", "exponent")))
+
+
+class Outbox:
+    """The datagrams one ``step`` lets go, in the order they go, each with its tree: the caller puts
+    every one of them on the wire (as aioquic's ``datagrams_to_send``).  ``room``: how many the caller
+    can take now (a shaped link's queue); what the core would send beyond it waits for a later step."""
+
+    def __init__(self, room: float = math.inf) -> None:
+        self.room = room
+        self.datagrams: list[tuple[Tree, np.ndarray]] = []
+        self.wake = math.inf  # when the calls next need a step (results wake the caller by themselves)
+        self.full = False  # the core had more to send than the room: step again once the caller can take more
+
+    def offer(self, tree: Tree, rows: np.ndarray) -> int:
+        """Take what room allows of these (k, packet bytes) rows; returns how many."""
+        k = int(min(len(rows), self.room))
+        if k:
+            self.datagrams.append((tree, rows[:k]))
+            self.room -= k
+        self.full |= k < len(rows)
+        return k
+
+    def rows(self, tree: Tree) -> np.ndarray:
+        """This tree's datagrams as one (k, packet bytes) array, in order."""
+        mine = [r for t, r in self.datagrams if t is tree]
+        if len(mine) == 1:
+            return mine[0]
+        return np.concatenate(mine) if mine else np.empty((0, tree.config.protocol.packet_bytes), np.uint8)
+
+
+@dataclass
+class Echo:
+    """After a recovery: packets below ``end`` with results here go again at ``at``, then every ``gap``
+    (doubling), until ``stop`` or until every worker is known to have their results (``Tree.echo``)."""
+
+    end: int
+    at: float
+    gap: float
+    stop: float
+
+
+@dataclass(eq=False)  # a tree is itself: workers hold them in sets
+class Tree:
+    """One aggregation tree as this worker sees it: its configuration, its packet sequence over the
+    worker's life, its congestion state and what it owes the other workers after a switch lost its
+    registers.  Its datagrams leave through the ``Outbox`` of each ``step``."""
+
+    config: TreeConfig
+    name: str = "the job's tree"  # how errors name this tree (a moved tree is renamed: ``spec_changed``)
+    incarnation: int = 0  # the job spec's: how often the tree's switches lost their registers
     pacer: Pacer | None = None  # shared by the worker's trees: the most they offer the switches together
     stats: Stats = field(default_factory=Stats)
     next_packet: int = 0  # g of the next allreduce's first packet
-    broken: bool = False  # after a timeout: later calls would not line up with the other workers
-    incarnation: int = 0  # the job spec's: how often the tree's switches lost their registers (the caller sets it)
+    broken: bool = False  # after a failure: later calls would not line up with the other workers
     recovered: int = 0  # the incarnation whose loss this worker has answered (``recover``)
-    blocked: bool = False  # ``transmit`` took fewer rows than offered: wake when it can take more
-    echo_end: int | None = None  # after a recovery: packets below this one with results here go again (``echo``)
-    echo_at: float = 0.0
-    echo_gap: float = 0.0
-    echo_stop: float = 0.0
+    echo: Echo | None = None
     congestion: Congestion = field(init=False)
 
     def __post_init__(self) -> None:
-        self.congestion = Congestion(self.window)
-        self._buffers: dict[str, np.ndarray] = {}
-        P, H = self.protocol, self.protocol.header_bytes
-        self.retransmit_bits = P.pack_headers(1, flags=P.FLAG_RETRANSMIT)[0]
-        # a recovery's copies: a switch that kept the round's result passes it up (its parent may have lost it)
-        self.recover_bits = P.pack_headers(1, flags=P.FLAG_RETRANSMIT | P.FLAG_RECOVER)[0]
-        # a result of packet q has these header bits of q, its type turned into RESULT.  OVERFLOW is in the
-        # mask, so a flagged result fails the quick check and takes _accept's general way, which records it.
-        self.word = np.dtype(f"u{next(b for b in (8, 4, 2, 1) if H % b == 0)}")  # headers compared in words
-        mask = P.pack_headers(1, msg_type=-1, job_id=-1, slot=-1, set=-1, seq=-1, flags=P.FLAG_OVERFLOW)[0]
-        overflow = P.pack_headers(1, flags=P.FLAG_OVERFLOW)[0]
-        self.result_mask = mask.view(self.word)
-        self.match_mask = (mask & ~overflow).view(self.word)  # the general way takes OVERFLOW, and notes it
-        self.data_to_result = P.pack_headers(1, msg_type=P.MSG_DATA ^ P.MSG_RESULT)[0]
-        self.seq_at, self.flags_at, self.exponent_at = (P.field_at(f) for f in ("seq", "flags", "exponent"))
+        self.congestion = Congestion(self.config.window)
+        self.bits = header_bits(self.config.protocol)
+        self.buffers = Buffers(self.config.protocol)
         self.recovered = self.incarnation
         # the last W packets of the calls before the current one, packet g in row g mod W: a switch that
         # loses its registers may have given their results to some workers and not to others
-        self.kept = np.zeros((self.window, self.protocol.packet_bytes), np.uint8)
+        self.kept = np.zeros((self.config.window, self.config.protocol.packet_bytes), np.uint8)
 
     @property
     def lost_registers(self) -> bool:
         return self.incarnation != self.recovered
 
-    def send(self, rows: np.ndarray) -> int:
-        """Offer rows to ``transmit``; returns how many went (noting ``blocked`` when not all did)."""
-        sent = self.transmit(rows) if len(rows) else 0
-        if sent < len(rows):
-            self.blocked = True
-        return sent
+    def spec_changed(self, incarnation: int, name: str) -> None:
+        """The job's spec moved on: a higher incarnation (its switches lost their registers: ``tend``
+        recovers) and the tree's name (a tree moved off a dead switch has a new root).  An older one is
+        ignored."""
+        if incarnation >= self.incarnation:
+            self.incarnation, self.name = incarnation, name
 
-    def tend(self, call: TreeCall | None, now: float) -> None:
+    def tend(self, call: TreeCall | None, now: float, out: Outbox) -> None:
         """What the tree owes the other workers, whatever the call: a recovery after its switches lost
         their registers, and its echoes.  ``call`` is the tree's part of the running call, if any."""
         if self.lost_registers:
-            self.recover(call, now)
-        self.echo(call, now)
+            self.recover(call, now, out)
+        self.send_echo(call, now, out)
 
     def keep(self, call: TreeCall) -> None:
         """A call is complete: its last W packets are kept for ``recover`` (the call's buffer is reused)."""
-        first = max(0, call.total - self.window)
+        W = self.config.window
+        first = max(0, call.total - W)
         g = call.base + np.arange(first, call.total)
-        self.kept[g % self.window] = call.packets[first:call.total]
+        self.kept[g % W] = call.packets[first:call.total]
 
-    def recover(self, call: TreeCall | None, now: float) -> None:
+    def recover(self, call: TreeCall | None, now: float, out: Outbox) -> None:
         """A switch of the tree lost its registers: every packet from W before the oldest without a result
         on goes again, kept or in the call, with or without its result here (docs/protocol.md, "A switch
         restart").  Another worker may lack the result of any of them, but of none older.  Those with a
-        result here go again from time to time (``echo``) until that is known to be past."""
+        result here go again from time to time (``send_echo``) until that is known to be past."""
         oldest, _ = self._oldest(call)
         end = call.base + call.next_q if call is not None and not call.complete else self.next_packet
         if call is not None:
             call.excuse(now)  # the time the switch was away is not the workers' fault
-        if not self._send_again(call, max(0, oldest - self.window), end, now, with_results_only=False):
-            return  # the sink is full: all of it goes again once it drains (lost_registers still holds)
-        self.echo_end = end
-        self.echo_gap, self.echo_stop = self.congestion.rto(), now + self.timeout
-        self.echo_at = now + self.echo_gap
+        if not self._send_again(call, max(0, oldest - self.config.window), end, now, out, with_results_only=False):
+            return  # no room: all of it goes again at a later step (lost_registers still holds)
+        gap = self.congestion.rto()
+        self.echo = Echo(end, now + gap, gap, now + self.config.timeout)
         self.stats.recoveries += 1
         self.recovered = self.incarnation
 
-    def echo(self, call: TreeCall | None, now: float) -> None:
+    def send_echo(self, call: TreeCall | None, now: float, out: Outbox) -> None:
         """After ``recover``: the packets sent again that have their result here go again, each RTO and
         then less often, while another worker may still lack the result (a copy sent again may be lost
         too).  Once the result of a packet W later is here, every worker has the earlier one: the
         echo ends when the oldest packet without a result is W past the recovered ones (or after
         ``timeout``, for a worker with no call to learn that from)."""
-        if self.echo_end is None or now < self.echo_at:
+        echo = self.echo
+        if echo is None or now < echo.at:
             return
         oldest, _ = self._oldest(call)
-        if oldest - self.window >= self.echo_end or now >= self.echo_stop:
-            self.echo_end = None
+        if oldest - self.config.window >= echo.end or now >= echo.stop:
+            self.echo = None
             return
-        self._send_again(call, max(0, oldest - self.window), self.echo_end, now, with_results_only=True)
-        self.echo_gap = min(RTO_MAX, 2 * self.echo_gap)
-        self.echo_at = now + self.echo_gap
+        self._send_again(call, max(0, oldest - self.config.window), echo.end, now, out, with_results_only=True)
+        echo.gap = min(RTO_MAX, 2 * echo.gap)
+        echo.at = now + echo.gap
 
     def _oldest(self, call: TreeCall | None) -> tuple[int, int]:
         """The oldest packet without a result here (g), and the first packet of the call (of the next one)."""
@@ -320,11 +358,12 @@ class Tree:
             return self.next_packet, self.next_packet
         return call.base + call.oldest, call.base
 
-    def _send_again(self, call: TreeCall | None, lo: int, hi: int, now: float, with_results_only: bool) -> bool:
+    def _send_again(self, call: TreeCall | None, lo: int, hi: int, now: float, out: Outbox,
+                    with_results_only: bool) -> bool:
         """Packets g in [lo, hi), marked as a recovery's: kept ones (before the call), then the call's.
-        False when ``transmit`` took only some: only those are counted and timed."""
+        False when the outbox took only some: only those are counted and timed."""
         _, base = self._oldest(call)
-        W, rows = self.window, []
+        W, rows = self.config.window, []
         kept = np.arange(max(lo, base - W), min(hi, base))
         if len(kept):
             rows.append(self.kept[kept % W])
@@ -338,25 +377,38 @@ class Tree:
         if not rows:
             return True
         batch = np.concatenate(rows)
-        batch[:, :len(self.recover_bits)] |= self.recover_bits
-        sent = self.send(batch)
+        batch[:, :len(self.bits.recover)] |= self.bits.recover
+        sent = out.offer(self, batch)
         kept_sent = min(sent, len(batch) - len(qs))
         if sent > kept_sent:
             call.note_sent(qs[:sent - kept_sent], sent - kept_sent, now, True)  # timed as retransmissions
         self.stats.retransmissions += kept_sent
         self.stats.packets_sent += kept_sent
-        self.stats.bytes_sent += kept_sent * self.protocol.packet_bytes
+        self.stats.bytes_sent += kept_sent * self.config.protocol.packet_bytes
         return sent == len(batch)
 
+    def new_call(self, chunks: np.ndarray, exact: bool, out: np.ndarray,
+                 exponents: np.ndarray | None = None) -> TreeCall:
+        """This tree's share of a call (the native core's trees make theirs)."""
+        return TreeCall(self, chunks, exact, out, exponents)
+
+
+class Buffers:
+    """Memory a tree reuses from call to call (fresh memory costs a page fault per 4 KB, and numpy's
+    allocator time)."""
+
+    def __init__(self, protocol: Protocol) -> None:
+        self.protocol = protocol
+        self._arrays: dict[str, np.ndarray] = {}
+
     def _buffer(self, name: str, rows: int, columns: int, dtype: np.dtype | type) -> np.ndarray:
-        """A (rows, columns) array of this dtype, reused from call to call (fresh memory costs a page
-        fault per 4 KB, and numpy's allocator time)."""
-        have = self._buffers.get(name)
+        """A (rows, columns) array of this dtype."""
+        have = self._arrays.get(name)
         if have is None or len(have) < rows or have.dtype != dtype:
-            have = self._buffers[name] = np.empty((max(rows, 1), columns), dtype)
+            have = self._arrays[name] = np.empty((max(rows, 1), columns), dtype)
         return have[:rows]
 
-    def packet_buffer(self, count: int) -> np.ndarray:
+    def packets(self, count: int) -> np.ndarray:
         """Room for a call's packets."""
         return self._buffer("packets", count, self.protocol.packet_bytes, np.uint8)
 
@@ -368,9 +420,69 @@ class Tree:
         """Room for ``rows`` headers as words, to be compared with what is expected."""
         return self._buffer("words", rows, self.protocol.header_bytes // dtype.itemsize, dtype)
 
-    def gather(self, rows: int) -> np.ndarray:
-        """Room for packets gathered to be sent again."""
-        return self._buffer("gather", rows, self.protocol.packet_bytes, np.uint8)
+
+@dataclass
+class Layout:
+    """A call's packets laid out before anything is sent (``lay_out``): headers complete, int32 values in
+    place, float values written as their exponents come back; each packet's result header, masked."""
+
+    n: int  # chunks
+    lead: int  # D: packets carrying only exponents
+    total: int  # packets
+    base: int  # g of the first packet
+    packets: np.ndarray  # (total, packet bytes)
+    expected: np.ndarray  # (total, header words): each packet's result header, masked (HeaderBits.result_mask)
+    agreed: np.ndarray  # int8 per chunk: the switch's exponents as they come back
+    qscale: np.ndarray  # per chunk, in the output's dtype: 2**s to quantize
+    dscale: np.ndarray  # and 2**-s to dequantize
+
+
+def lay_out(tree: Tree, chunks: np.ndarray, exact: bool, out: np.ndarray, exponents: np.ndarray | None) -> Layout:
+    """Every packet of a call, at once: headers from ``Protocol.pack_headers``, int32 values byte-swapped in
+    one operation (``exponents``: the chunks' own, if the caller has them)."""
+    P, config = tree.config.protocol, tree.config
+    n = len(chunks)
+    lead = 0 if exact else min(config.window, n)
+    T, base = n + lead, tree.next_packet
+    W, H = config.window, P.header_bytes
+    if exact:
+        local_exp = np.full(n, quantize.EXPONENT_NONE, np.int8)
+    else:
+        local_exp = quantize.chunk_exponents(chunks) if exponents is None else exponents
+    g = base + np.arange(T, dtype=np.int64)
+    exps = np.full(T, quantize.EXPONENT_NONE, np.int64)
+    exps[:n] = local_exp
+    packets = tree.buffers.packets(T)
+    packets[:lead, H:] = 0  # exponent-only packets carry zeros
+    packets[:, :H] = P.pack_headers(T, msg_type=P.MSG_DATA, job_id=config.job_id, child=config.child, slot=g % W,
+                                    set=(g // W) % 2, seq=(g + 1) & 0xFFFFFFFF, exponent=exps)
+    if exact:
+        packets[:, H:].view(">i4")[:] = chunks
+    bits = tree.bits
+    expected = (packets[:, :H] ^ bits.data_to_result).view(bits.word) & bits.result_mask
+    return Layout(n, lead, T, base, packets, expected, np.full(n, quantize.EXPONENT_NONE, np.int8),
+                  np.ones(n, out.dtype), np.ones(n, out.dtype))
+
+
+@dataclass
+class Rack:
+    """RACK's state (RFC 8985) in one call: when the latest copy whose result is in went, its packet and its
+    round trip; when the next packet sent before it counts as lost; whether results came since the last look."""
+
+    sent: float = -math.inf
+    q: int = -1
+    rtt: float = 0.0
+    timer: float = math.inf
+    stale: bool = False
+
+
+@dataclass
+class Timeouts:
+    """The retransmission timer's state in one call."""
+
+    finished_at: int = -1  # ``finished`` at the last timeout: none since, and the next one probes
+    silent: int = 0  # timeouts in a row with no result between them: the timer doubles per one
+    probe_until: float = -math.inf  # while probing, no timer before the probe's own
 
 
 class TreeCall:
@@ -381,37 +493,17 @@ class TreeCall:
     def __init__(self, tree: Tree, chunks: np.ndarray, exact: bool, out: np.ndarray,
                  exponents: np.ndarray | None = None) -> None:
         """``exponents``: the chunks' own (``quantize.chunk_exponents``), if the caller has them."""
-        P = self.P = tree.protocol
-        self.tree, self.chunks, self.exact = tree, chunks, exact
-        self.n = len(chunks)
-        self.lead = 0 if exact else min(tree.window, self.n)  # D: packets carrying only exponents
-        self.total = T = self.n + self.lead
-        self.base = tree.next_packet
-        W, H = tree.window, P.header_bytes
-        if exact:
-            local_exp = np.full(self.n, quantize.EXPONENT_NONE, np.int8)
-        else:
-            local_exp = quantize.chunk_exponents(chunks) if exponents is None else exponents
-        self.agreed = np.full(self.n, quantize.EXPONENT_NONE, np.int8)
-        self.out = out
+        P = self.P = tree.config.protocol
+        self.tree, self.chunks, self.exact, self.out = tree, chunks, exact, out
+        layout = lay_out(tree, chunks, exact, out, exponents)
+        self.n, self.lead, self.total, self.base = layout.n, layout.lead, layout.total, layout.base
+        T = self.total
+        self.packets, self.expected, self.agreed = layout.packets, layout.expected, layout.agreed
         # scales by chunk, set as the exponents are agreed: 2**s to quantize, 2**-s to dequantize
-        self.qscale, self.dscale = np.ones(self.n, out.dtype), np.ones(self.n, out.dtype)
+        self.qscale, self.dscale = layout.qscale, layout.dscale
         self.wide = False  # some scale is not a normal float32: float32 calls take quantize's float64 way
-        # every packet of the call, laid out now: headers complete, values as they become known
-        g = self.base + np.arange(T, dtype=np.int64)
-        exps = np.full(T, quantize.EXPONENT_NONE, np.int64)
-        exps[:self.n] = local_exp
-        self.packets = tree.packet_buffer(T)
-        self.packets[:self.lead, H:] = 0  # exponent-only packets carry zeros
-        self.packets[:, :H] = P.pack_headers(T, msg_type=P.MSG_DATA, job_id=tree.job_id, child=tree.child,
-                                             slot=g % W, set=(g // W) % 2, seq=(g + 1) & 0xFFFFFFFF,
-                                             exponent=exps)
-        self.values = self.packets[:, H:].view(">i4")  # (T, V)
-        if exact:
-            self.values[:] = chunks
+        self.values = self.packets[:, P.header_bytes:].view(">i4")  # (T, V)
         self.filled = T if exact else self.lead  # packets below this have their values in place
-        # each packet's result header, masked (Tree.result_mask), in words: (T, H / word)
-        self.expected = (self.packets[:, :H] ^ tree.data_to_result).view(tree.word) & tree.result_mask
         self.latest = np.zeros(T, np.int64)  # scratch: which row of a batch carried packet q
         self.done = np.zeros(T, bool)
         self.sent_at = np.full(T, np.nan)
@@ -423,13 +515,8 @@ class TreeCall:
         self.overflowed: list[int] = []  # chunks whose sum wrapped: raised once every packet is done
         self.finished = 0
         self.oldest = 0  # every packet before this one has its result; this one has not (or is not sent)
-        # RACK (RFC 8985): when the latest copy whose result is in went, and its round trip
-        self.rack_sent, self.rack_q, self.rack_rtt = -math.inf, -1, 0.0
-        self.rack_timer = math.inf  # when the next packet sent before rack_sent counts as lost (``_resend_lost``)
-        self.rack_stale = False  # results came since ``_resend_lost`` last looked
-        self.finished_at_timeout = -1  # ``finished`` at the last timeout: none since, and the next one probes
-        self.silent_timeouts = 0  # timeouts in a row with no result between them: the timer doubles per one
-        self.probe_until = -math.inf  # while probing, no timer before the probe's own
+        self.rack = Rack()
+        self.timeouts = Timeouts()
         self.last_progress: float | None = None  # when a result last came (the first ``pump`` starts it)
         self.closed = False  # complete, and its last window kept by the tree
 
@@ -442,10 +529,10 @@ class TreeCall:
             return
         c0, c1 = start - self.lead, end - self.lead
         if self.wide:
-            shift = quantize.shifts(self.agreed[c0:c1], self.tree.workers)
+            shift = quantize.shifts(self.agreed[c0:c1], self.tree.config.workers)
             self.values[start:end] = quantize.quantize_rows(self.chunks[c0:c1], shift)
         else:  # scale, then round straight into the packets (cast and byte-swapped on the way)
-            scaled = self.tree.scratch(c1 - c0, self.out.dtype)
+            scaled = self.tree.buffers.scratch(c1 - c0, self.out.dtype)
             np.multiply(self.chunks[c0:c1], self.qscale[c0:c1, None], out=scaled)
             np.rint(scaled, out=self.values[start:end], casting="unsafe")
         self.filled = end
@@ -453,7 +540,7 @@ class TreeCall:
     def _agree(self, chunks: slice | np.ndarray, exponents: np.ndarray) -> None:
         """The switch's exponents for these chunks: their scales follow."""
         self.agreed[chunks] = exponents
-        shift = quantize.shifts(exponents, self.tree.workers)
+        shift = quantize.shifts(exponents, self.tree.config.workers)
         shift[exponents == quantize.EXPONENT_NONE] = 0  # every worker's chunk is zeros: any scale will do
         if self.out.dtype == np.float32 and (shift.max() > 126 or shift.min() < -126):
             self.wide = True
@@ -467,7 +554,7 @@ class TreeCall:
         slot (or exponent) is still busy is ``oldest + W`` (``oldest + D``)."""
         tree = self.tree
         hi = min(self.total, self.finished + math.ceil(tree.congestion.cwnd),
-                 self.oldest + (tree.window if self.exact else self.lead))
+                 self.oldest + (tree.config.window if self.exact else self.lead))
         k = hi - self.next_q
         if k > 0 and tree.pacer is not None:
             k = min(k, tree.pacer.allowed(now, self.P.packet_bytes))
@@ -487,7 +574,7 @@ class TreeCall:
             self.retried = True
             self.retries[qs] += 1
 
-    def _send_new(self, now: float, budget: float = math.inf) -> None:
+    def _send_new(self, now: float, out: Outbox, budget: float = math.inf) -> None:
         sent_here = 0
         while (k := self._sendable(now)) > 0:
             if sent_here >= budget:
@@ -496,15 +583,15 @@ class TreeCall:
             k = int(min(k, budget - sent_here))
             q0 = self.next_q
             self._fill(q0 + k)
-            sent = self.tree.send(self.packets[q0:q0 + k])
+            sent = out.offer(self.tree, self.packets[q0:q0 + k])
             sent_here += sent
             if sent:
                 self.note_sent(slice(q0, q0 + sent), sent, now, False)
                 self.next_q += sent
-            if sent < k:  # the sink is full (a shaped link's queue): the rest go when it drains
+            if sent < k:  # no room (a shaped link's queue): the rest go at a later step
                 break
 
-    def _resend(self, qs: np.ndarray, now: float) -> int:
+    def _resend(self, qs: np.ndarray, now: float, out: Outbox) -> int:
         """Send these packets again, marked as retransmissions (as many as the pacer lets go now:
         the others stay due); returns how many went."""
         if self.tree.pacer is not None:
@@ -513,10 +600,9 @@ class TreeCall:
             qs = qs[:allowed]
         if len(qs) == 0:
             return 0
-        batch = self.tree.gather(len(qs))
-        np.take(self.packets, qs, axis=0, out=batch)
-        batch[:, :len(self.tree.retransmit_bits)] |= self.tree.retransmit_bits
-        sent = self.tree.send(batch)  # the rest stay due, and go once the sink drains
+        batch = self.packets[qs]  # a copy: the outbox keeps it until the caller sends it
+        batch[:, :len(self.tree.bits.retransmit)] |= self.tree.bits.retransmit
+        sent = out.offer(self.tree, batch)  # the rest stay due, and go at a later step
         self.note_sent(qs[:sent], sent, now, True)
         return sent
 
@@ -527,13 +613,13 @@ class TreeCall:
         if self._accept_run(rows, lengths, now):
             return
         P, tree, H = self.P, self.tree, self.P.header_bytes
-        q = P.column(rows, tree.seq_at).astype(np.int64)
+        q = P.column(rows, tree.bits.seq_at).astype(np.int64)
         q -= self.base + 1
         q &= 0xFFFFFFFF
         ok = (lengths >= P.packet_bytes) & (q < self.next_q)  # packets sent (in order), so in flight or done
         q[~ok] = 0
-        flags = P.column(rows, tree.flags_at)
-        mismatch = (rows[:, :H].view(tree.word) ^ self.expected[q]) & tree.match_mask  # OVERFLOW: noted below
+        flags = P.column(rows, tree.bits.flags_at)
+        mismatch = (rows[:, :H].view(tree.bits.word) ^ self.expected[q]) & tree.bits.match_mask  # OVERFLOW: below
         ok &= ~mismatch.any(axis=1) & ~self.done[q]
         idx = np.flatnonzero(ok)
         qi = q[idx]
@@ -552,7 +638,7 @@ class TreeCall:
         if not self.exact:
             head = qi < self.n
             if head.any():
-                self._agree(qi[head], P.column(rows[head], tree.exponent_at))
+                self._agree(qi[head], P.column(rows[head], tree.bits.exponent_at))
         c = qi - self.lead
         mine = c >= 0
         if mine.any():
@@ -564,19 +650,20 @@ class TreeCall:
         """The common case, checked with slices: the batch is the results of a run of packets in
         flight, in sending order.  False if it is anything else (``_accept`` sorts it out)."""
         tree = self.tree
-        k, (offset, dtype) = len(rows), tree.seq_at
+        k, (offset, dtype) = len(rows), tree.bits.seq_at
         width = np.dtype(dtype).itemsize
         first = (int.from_bytes(rows[0, offset:offset + width].tobytes(), "big") - 1 - self.base) & 0xFFFFFFFF
         end = first + k
         if end > self.next_q or int(lengths.min()) < self.P.packet_bytes:
             return False
         H = self.P.header_bytes
-        heads = np.bitwise_and(rows[:, :H].view(tree.word), tree.result_mask, out=tree.words(k, tree.word))
+        bits = tree.bits
+        heads = np.bitwise_and(rows[:, :H].view(bits.word), bits.result_mask, out=tree.buffers.words(k, bits.word))
         if heads.tobytes() != self.expected[first:end].tobytes() or self.done[first:end].any():
             return False
         self._taken(slice(first, end), k, end - 1, now)
         if first < self.n and not self.exact:  # packets below n carry exponents
-            self._agree(slice(first, min(end, self.n)), self.P.column(rows[:self.n - first], tree.exponent_at))
+            self._agree(slice(first, min(end, self.n)), self.P.column(rows[:self.n - first], tree.bits.exponent_at))
         skip = min(k, max(0, self.lead - first))  # packets below D carry no values
         if skip < k:
             c0, c1 = first + skip - self.lead, end - self.lead
@@ -616,10 +703,10 @@ class TreeCall:
         else:
             tree.congestion.sample(now - sent)
             latest, q = float(self.sent_at[last]), last  # packets first go in order: the latest sent is the highest
-        if (latest, q) > (self.rack_sent, self.rack_q):  # sent later, or at once and later in the call
-            self.rack_sent, self.rack_q, self.rack_rtt = latest, q, now - latest
-        self.rack_stale = True
-        self.silent_timeouts = 0
+        if (latest, q) > (self.rack.sent, self.rack.q):  # sent later, or at once and later in the call
+            self.rack.sent, self.rack.q, self.rack.rtt = latest, q, now - latest
+        self.rack.stale = True
+        self.timeouts.silent = 0
         o = self.oldest
         if isinstance(qs, slice) and qs.start <= o < qs.stop:
             o = qs.stop
@@ -634,7 +721,7 @@ class TreeCall:
         if self.exact:
             out[...] = sums
         elif self.wide:
-            quantize.dequantize_into(out, sums, quantize.shifts(self.agreed[chunks], self.tree.workers))
+            quantize.dequantize_into(out, sums, quantize.shifts(self.agreed[chunks], self.tree.config.workers))
         else:  # cast and scale in one pass: 2**-s is exact and the int -> float cast the only rounding
             np.multiply(sums, self.dscale[chunks, None], out=out, dtype=out.dtype)
 
@@ -644,7 +731,7 @@ class TreeCall:
     def complete(self) -> bool:
         return self.finished >= self.total
 
-    def pump(self, now: float, budget: float = math.inf) -> float:
+    def pump(self, now: float, out: Outbox, budget: float = math.inf) -> float:
         """Send what the window (and the pacer) allows and what timed out; returns when this call next
         needs a look (results wake the loop by themselves).
 
@@ -660,16 +747,16 @@ class TreeCall:
         tree = self.tree
         if self.last_progress is None:
             self.last_progress = now
-        elif now - self.last_progress >= tree.timeout:
-            raise self._timeout_error()
+        elif now - self.last_progress >= tree.config.timeout:
+            raise timeout_error(self)
         self.paced = self.held = False
-        self._send_new(now, budget)
+        self._send_new(now, out, budget)
         timer = self._timer()
         if now >= timer:
-            self._resend_expired(now)
+            self._resend_expired(now, out)
             timer = self._timer()
-        self._resend_lost(now)
-        wake = min(now + 0.05, self.last_progress + tree.timeout, self.rack_timer)
+        self._resend_lost(now, out)
+        wake = min(now + LOOK_AGAIN, self.last_progress + tree.config.timeout, self.rack.timer)
         if self.paced and tree.pacer is not None:
             return min(wake, tree.pacer.ready_at(now))
         return min(wake, timer)
@@ -687,7 +774,7 @@ class TreeCall:
         nothing: a dead switch before its trees move).  A packet sent again while results flow waits one
         plain RTO: at 1% loss on each link most slots of a 1,024-worker tree lose something, and a backoff
         per packet's copies cost a tail of doubling timers."""
-        return min(RTO_MAX, self.tree.congestion.rto() * 2.0 ** min(self.silent_timeouts, 20))
+        return min(RTO_MAX, self.tree.congestion.rto() * 2.0 ** min(self.timeouts.silent, 20))
 
     def _restarted(self) -> float:
         """When the timers last started again: every result restarts them (RFC 6298, 5.3), so a window
@@ -704,9 +791,9 @@ class TreeCall:
         if not self.retried:  # packets first go in order: the oldest without a result went first
             return max(float(self.sent_at[self.oldest]), self._restarted()) + self._rto()
         first = float(self._expiries(slice(self.oldest, self.next_q)).min())
-        return max(first, self.probe_until) if self.finished == self.finished_at_timeout else first
+        return max(first, self.timeouts.probe_until) if self.finished == self.timeouts.finished_at else first
 
-    def _resend_expired(self, now: float) -> None:
+    def _resend_expired(self, now: float, out: Outbox) -> None:
         """Timeouts: the packets in flight whose timers expired go again, and the window shrinks
         (``Congestion.back_off``).  A timeout with no result since the last one sends the oldest alone,
         as a probe (TCP sends one segment after an RTO): the path may be gone (a dead switch before the
@@ -715,13 +802,13 @@ class TreeCall:
         due = np.flatnonzero(self._expiries(slice(self.oldest, self.next_q)) <= now)
         if len(due):
             self.tree.congestion.back_off(now, self.tree.stats)
-            probing = self.finished == self.finished_at_timeout
-            self.finished_at_timeout = self.finished
-            self.silent_timeouts += 1
+            probing = self.finished == self.timeouts.finished_at
+            self.timeouts.finished_at = self.finished
+            self.timeouts.silent += 1
             q = due[:1] + self.oldest if probing else due + self.oldest
-            self._resend(q, now)
+            self._resend(q, now, out)
             if probing:
-                self.probe_until = float(self._expiries(slice(q[0], q[0] + 1))[0])
+                self.timeouts.probe_until = float(self._expiries(slice(q[0], q[0] + 1))[0])
 
     def receive(self, rows: np.ndarray, lengths: np.ndarray, now: float) -> None:
         """Datagrams that came for this tree: (k, slot) uint8 rows and their lengths (longer than a
@@ -745,7 +832,7 @@ class TreeCall:
         """Time without results that is nobody's fault (the switches were away): the timeout starts again."""
         self.last_progress = now
 
-    def _resend_lost(self, now: float) -> None:
+    def _resend_lost(self, now: float, out: Outbox) -> None:
         """Resend on a gap, without waiting for the timer (RACK, RFC 8985): a packet without a result
         counts as lost once a copy sent after it has its result and a round trip (that copy's, plus a
         quarter of the least as leeway for reordering) has passed since it went.  It was lost, or its
@@ -756,17 +843,17 @@ class TreeCall:
         is not congestion.  A packet sent once goes sooner, a least round trip after it went, once
         DUP_THRESH packets after it have their results (as TCP before RACK).  The timer stays for a loss
         with nothing sent after it (the tail); ATP resends on a gap the same way."""
-        if not self.rack_stale and now < self.rack_timer:
+        if not self.rack.stale and now < self.rack.timer:
             return  # no result since the last look, and nothing due yet: the common case costs this
-        self.rack_stale, self.rack_timer = False, math.inf
+        self.rack.stale, self.rack.timer = False, math.inf
         span = slice(self.oldest, self.next_q)
         sent_at = self.sent_at[span]
-        behind = ~self.done[span] & ((sent_at < self.rack_sent) | ((sent_at == self.rack_sent)
-                                                               & (np.arange(self.oldest, self.next_q) < self.rack_q)))
+        behind = ~self.done[span] & ((sent_at < self.rack.sent) | ((sent_at == self.rack.sent)
+                                                               & (np.arange(self.oldest, self.next_q) < self.rack.q)))
         if not behind.any():
             return
         rtt_min = self.tree.congestion.rtt_min
-        due = sent_at + (self.rack_rtt + rtt_min / 4)
+        due = sent_at + (self.rack.rtt + rtt_min / 4)
         # a packet sent once, with DUP_THRESH later packets answered, goes a least round trip after it went:
         # a slot completes only after every worker's packets before it, so results come in send order but
         # for losses, and RACK's wait (the later packet's round trip, which a full window's queues stretch to
@@ -778,56 +865,61 @@ class TreeCall:
         lost = behind & (due <= now)
         if lost.any():
             qs = np.flatnonzero(lost) + self.oldest
-            went = self._resend(qs, now)
+            went = self._resend(qs, now, out)
             self.tree.stats.early_retransmissions += went
-            self.rack_stale = went < len(qs)  # the pacer or the sink held some: look again at the next turn
+            self.rack.stale = went < len(qs)  # the pacer or the sink held some: look again at the next turn
         waiting = behind & ~lost
         if waiting.any():
-            self.rack_timer = float(due[waiting].min())
+            self.rack.timer = float(due[waiting].min())
 
-    def _timeout_error(self) -> AllreduceTimeout:
-        missing = np.flatnonzero(~self.done).tolist()
-        W = self.tree.window
-        sent = [q for q in missing if q < self.next_q]
-        shown = ", ".join(f"slot {(self.base + q) % W} set {((self.base + q) // W) % 2} seq {self.base + q + 1}"
-                          f" ({int(self.retries[q])} retransmissions)" for q in sent[:5])
-        return AllreduceTimeout(
-            f"{self.tree.name}: no result for {self.tree.timeout:.1f} s: {self.finished}/{self.total} packets done, "
-            f"{len(sent)} sent without a result ({shown}{', ...' if len(sent) > 5 else ''}), "
-            f"{len(missing) - len(sent)} not sent yet (window full). Some worker of job id {self.tree.job_id} "
-            f"stopped contributing, or the path to switch {self.tree.switch} is down."
-            + (" Or this job's workers ran before: the switches are past these rounds, and a job is one session "
-               "of its workers (create a new job for new workers)." if self.base == 0 and not self.finished else ""),
-            missing=[self.base + q + 1 for q in sent], retransmissions=int(self.retries.sum()))
+def timeout_error(call: TreeCall) -> AllreduceTimeout:
+    """What a call whose timeout ran out tells: what is missing, and the likely causes (the native core's
+    calls have the same fields)."""
+    tree = call.tree
+    missing = np.flatnonzero(~call.done).tolist()
+    W, timeout = tree.config.window, tree.config.timeout
+    sent = [q for q in missing if q < call.next_q]
+    shown = ", ".join(f"slot {(call.base + q) % W} set {((call.base + q) // W) % 2} seq {call.base + q + 1}"
+                      f" ({int(call.retries[q])} retransmissions)" for q in sent[:5])
+    return AllreduceTimeout(
+        f"{tree.name}: no result for {timeout:.1f} s: {call.finished}/{call.total} packets done, "
+        f"{len(sent)} sent without a result ({shown}{', ...' if len(sent) > 5 else ''}), "
+        f"{len(missing) - len(sent)} not sent yet (window full). Some worker of job id {tree.config.job_id} "
+        f"stopped contributing, or the path to switch {tree.config.switch} is down."
+        + (" Or this job's workers ran before: the switches are past these rounds, and a job is one session "
+           "of its workers (create a new job for new workers)." if call.base == 0 and not call.finished else ""),
+        missing=[call.base + q + 1 for q in sent], retransmissions=int(call.retries.sum()))
 
 
-def step(calls: list[TreeCall], idle: tuple[Tree, ...], now: float) -> float:
+def step(calls: list[TreeCall], idle: tuple[Tree, ...], now: float, room: float = math.inf) -> Outbox:
     """One turn of an allreduce's loop, after handing in what arrived: every tree tends what it owes
     (``Tree.tend``: the call's trees and the ``idle`` ones, which another worker may still wait on),
-    then each call still running sends what it may.  Returns the next deadline; raises the first
-    failure (a timeout), after which ``fail`` must mark the trees broken."""
-    for c in calls:
-        c.tree.blocked = False
+    then each call still running sends what it may, within ``room`` datagrams.  Returns the outbox: the
+    datagrams to put on the wire now and the next deadline.  A failure (a timeout) marks the calls'
+    trees broken (their packet sequences no longer agree with the other workers') and is raised."""
+    out = Outbox(room)
+    try:
+        for c in calls:
+            c.tree.tend(c, now, out)
+        for t in idle:
+            t.tend(None, now, out)
+        # the trees take turns, TURN new packets at a time: one tree's whole window sent before the next tree's
+        # would start the others late on the host's link, and packed trees each held to their own rate never
+        # catch up (4 trees of 128 slots: the last 33 us late on a 100 Gb/s link, 20% of a 1 MB call)
+        running = [c for c in calls if not c.complete]
+        _share_round_trip(running)
+        budget = TURN if len(running) > 1 else math.inf
+        wakes = [c.pump(now, out, budget) for c in running]
+        while any(c.held for c in running):
+            wakes = [c.pump(now, out, budget) if c.held else w for c, w in zip(running, wakes)]
+    except BaseException:
+        fail(calls)
+        raise
+    out.wake = min(wakes, default=math.inf)
     for t in idle:
-        t.blocked = False
-    for c in calls:
-        c.tree.tend(c, now)
-    for t in idle:
-        t.tend(None, now)
-    # the trees take turns, TURN new packets at a time: one tree's whole window sent before the next tree's
-    # would start the others late on the host's link, and packed trees each held to their own rate never
-    # catch up (4 trees of 128 slots: the last 33 us late on a 100 Gb/s link, 20% of a 1 MB call)
-    running = [c for c in calls if not c.complete]
-    _share_round_trip(running)
-    budget = TURN if len(running) > 1 else math.inf
-    wakes = [c.pump(now, budget) for c in running]
-    while any(c.held for c in running):
-        wakes = [c.pump(now, budget) if c.held else w for c, w in zip(running, wakes)]
-    wake = min(wakes, default=math.inf)
-    for t in idle:
-        if t.echo_end is not None:
-            wake = min(wake, t.echo_at)
-    return wake
+        if t.echo is not None:
+            out.wake = min(out.wake, t.echo.at)
+    return out
 
 
 def _share_round_trip(calls: list[TreeCall]) -> None:
@@ -843,7 +935,8 @@ def _share_round_trip(calls: list[TreeCall]) -> None:
 
 
 def fail(calls: list[TreeCall]) -> None:
-    """A call failed (or was stopped): its trees' packet sequences no longer agree with the other workers'."""
+    """A call failed or was stopped from outside (its ring part failed): its trees' packet sequences no
+    longer agree with the other workers'.  ``step`` marks its own failures so."""
     for c in calls:
         c.tree.broken = True
 

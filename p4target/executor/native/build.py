@@ -49,42 +49,52 @@ def _compiler_identity(cc: str) -> str:
     return out.stdout.splitlines()[0] if out.stdout else cc
 
 
-def library_path(source: str) -> Path:
+def library_path(source: str, flags: tuple[str, ...] = CFLAGS) -> Path:
     cc = compiler()
     if cc is None:
         raise BuildError("no C compiler (cc or gcc) on PATH; install Debian's gcc, or run with P4TARGET_NATIVE=0")
     h = hashlib.sha256()
-    for part in (source, _compiler_identity(cc), " ".join(CFLAGS), *((HERE / n).read_text() for n in HEADERS)):
+    for part in (source, _compiler_identity(cc), " ".join(flags), *((HERE / n).read_text() for n in HEADERS)):
         h.update(part.encode())
         h.update(b"\0")
     return cache_dir() / f"p4t-{h.hexdigest()[:24]}.so"
 
 
-def build(source: str) -> ctypes.CDLL:
+def build(source: str, flags: tuple[str, ...] = CFLAGS) -> ctypes.CDLL:
     """The loaded library for ``source``, compiled now unless the cache has it."""
-    path = library_path(source)
+    return _load(compiled(source, flags))
+
+
+def compiled(source: str, flags: tuple[str, ...] = CFLAGS) -> Path:
+    """The shared object built from ``source`` with ``flags`` (compiled now unless the cache has it), for
+    a loader other than ctypes (cffi's ``dlopen``)."""
+    path = library_path(source, flags)
     try:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path.with_suffix(".lock"), "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
                 if not path.exists():
-                    _compile(source, path)
+                    _compile(source, path, flags)
     except OSError as e:
         raise BuildError(f"cannot build in {path.parent} (set P4TARGET_CACHE to a writable folder): {e}") from e
+    return path
+
+
+def _load(path: Path) -> ctypes.CDLL:
     try:
         return ctypes.CDLL(str(path))
     except OSError as e:
         raise BuildError(f"cannot load {path}: {e}") from e
 
 
-def _compile(source: str, path: Path) -> None:
+def _compile(source: str, path: Path, flags: tuple[str, ...]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="p4t-build-") as tmp:
         src = Path(tmp) / "program.c"
         src.write_text(source)
         out = Path(tmp) / "program.so"
-        cmd = [compiler() or "cc", *CFLAGS, f"-I{HERE}", "-o", str(out), str(src)]
+        cmd = [compiler() or "cc", *flags, f"-I{HERE}", "-o", str(out), str(src), "-lm"]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
         except (OSError, subprocess.TimeoutExpired) as e:

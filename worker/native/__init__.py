@@ -1,0 +1,404 @@
+"""The worker's protocol core in C (core.c), with the socket loop that runs a whole call without the GIL
+(run.c): what every packet touches, at a host's rates.
+
+``worker.engine`` stays the reference: the C mirrors it function for function, and a differential test
+(tests/test_native_core.py) hands both the same datagrams at the same times and checks they send the same
+datagrams, name the same deadlines and write the same sums.  ``NativeTree`` and ``NativeCall`` have the
+engine's ``Tree`` and ``TreeCall`` interface, so ``Worker`` and the virtual fabric take either core
+(``core()``).  The C is compiled on first use with the system compiler and cached (as the built-in
+switch's is); with no compiler, or ``INA_NATIVE=0``, the worker runs the reference core, and says so once.
+
+The structures are declared once, in core.h, which cffi reads: the per-packet arrays are numpy's, lent to
+C, and the call's scalars live in C structures that Python reads by name.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import threading
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from worker import engine, quantize
+from worker.engine import Echo, Outbox, Pacer, Stats, TreeConfig, header_bits, lay_out, timeout_error
+
+log = logging.getLogger(__name__)
+HERE = Path(__file__).resolve().parent
+# -ffp-contract=off: no fused multiply-add, so the timers' doubles are computed as numpy computes them
+CFLAGS = ("-O2", "-fno-strict-aliasing", "-ffp-contract=off", "-shared", "-fPIC", "-w", "-pthread")
+_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.int32): 2}  # core.h's INA_F32 ...
+
+
+def enabled() -> bool:
+    """``INA_NATIVE=0`` runs the reference core (worker.engine) instead."""
+    return os.environ.get("INA_NATIVE", "1") != "0"
+
+
+def source() -> str:
+    """One translation unit: core.h in place of its #include, then core.c and run.c."""
+    header = (HERE / "core.h").read_text()
+    parts = [(HERE / name).read_text().replace('#include "core.h"', header) for name in ("core.c",)]
+    return "\n".join(parts)
+
+
+@cache
+def _library() -> tuple[Any, Any] | str:
+    """(ffi, lib), or why the native core is not here."""
+    from p4target.executor.native.build import BuildError, compiled
+
+    try:
+        import cffi
+    except ImportError as e:
+        return f"cffi is not installed ({e})"
+    try:
+        path = compiled(source(), CFLAGS)
+    except BuildError as e:
+        return str(e)
+    ffi = cffi.FFI()
+    ffi.cdef(re.sub(r"/\*.*?\*/", "", (HERE / "core.h").read_text(), flags=re.S))
+    return ffi, ffi.dlopen(str(path))
+
+
+_said = threading.Lock()
+_told = False
+
+
+def core() -> ModuleType:
+    """The core a worker runs: this module where the C builds, else worker.engine (said once, with why)."""
+    global _told
+    if not enabled():
+        return engine
+    got = _library()
+    if isinstance(got, str):
+        with _said:
+            if not _told:
+                _told = True
+                log.warning("the worker runs its reference Python core, slower per packet: %s", got)
+        return engine
+    return _this()
+
+
+def _this() -> ModuleType:
+    import sys
+
+    return sys.modules[__name__]
+
+
+def available() -> bool:
+    return not isinstance(_library(), str)
+
+
+def _lib() -> tuple[Any, Any]:
+    got = _library()
+    if isinstance(got, str):
+        raise RuntimeError(f"the native core is not available: {got}")
+    return got
+
+
+def _ptr(ffi: Any, ctype: str, array: np.ndarray) -> Any:
+    return ffi.cast(ctype, array.ctypes.data)
+
+
+class CongestionView:
+    """A tree's round-trip estimate and window, read from C (``engine.Congestion``'s fields)."""
+
+    def __init__(self, tree: NativeTree) -> None:
+        self._tree = tree
+
+    def __getattr__(self, name: str) -> Any:
+        c = self._tree._t.congestion
+        if name == "srtt":
+            return c.srtt if c.has_srtt else None
+        if name in ("rttvar", "rtt_min", "cwnd", "ssthresh", "last_cut", "window"):
+            return getattr(c, name)
+        raise AttributeError(name)
+
+    def rto(self) -> float:
+        ffi, lib = _lib()
+        return lib.ina_rto(self._tree._t)
+
+
+class NativeTree:
+    """``engine.Tree`` in C: the same interface, the state in an ``ina_tree``."""
+
+    def __init__(self, config: TreeConfig, name: str = "the job's tree", incarnation: int = 0) -> None:
+        ffi, lib = _lib()
+        self.config, self.name = config, name
+        P = config.protocol
+        self.bits = header_bits(P)
+        self.buffers = engine.Buffers(P)
+        self._c = ffi.new("ina_config *")
+        self._fill_config(ffi)
+        self._t = ffi.new("ina_tree *")
+        self._t.config = self._c
+        lib.ina_congestion_init(ffi.addressof(self._t.congestion), config.window, engine.INITIAL_IN_FLIGHT)
+        self._t.incarnation = self._t.recovered = incarnation
+        self.kept = np.zeros((config.window, P.packet_bytes), np.uint8)
+        self._t.kept = _ptr(ffi, "uint8_t *", self.kept)
+        self._pacer: Pacer | None = None
+        self.polls = 0  # the socket loop's, as engine.Stats counts them
+
+    def _fill_config(self, ffi: Any) -> None:
+        config, P, c, b = self.config, self.config.protocol, self._c, self.bits
+        H = P.header_bytes
+        if H > 16:
+            raise ValueError("the native core takes headers of at most 16 bytes")
+        for name, (offset, dtype), width in (("seq", b.seq_at, ">u4"), ("flags", b.flags_at, ">u1"),
+                                             ("exponent", b.exponent_at, ">i1")):
+            if np.dtype(dtype) != np.dtype(width):
+                raise ValueError(f"ina_t.{name} is {dtype}: the native core reads it as {width}")
+            setattr(c, f"{name}_at", offset)
+        c.window, c.workers, c.header_bytes = config.window, config.workers, H
+        c.packet_bytes, c.values, c.timeout = P.packet_bytes, P.values, config.timeout
+        c.flag_overflow = P.FLAG_OVERFLOW
+        c.shift_base = int(quantize.shifts(0, config.workers))
+        c.exponent_none = quantize.EXPONENT_NONE
+        c.frame_overhead = engine.ETH_IP_UDP
+        c.rto_min, c.rto_max, c.rto_floor_rtts = engine.RTO_MIN, engine.RTO_MAX, engine.RTO_FLOOR_RTTS
+        c.queueing, c.ambiguous, c.look_again = engine.QUEUEING, engine.AMBIGUOUS, engine.LOOK_AGAIN
+        c.initial_rto = engine.INITIAL_RTO
+        c.initial_in_flight, c.dup_thresh, c.turn = engine.INITIAL_IN_FLIGHT, engine.DUP_THRESH, engine.TURN
+        for field, bits in (("retransmit_bits", b.retransmit), ("recover_bits", b.recover),
+                            ("result_mask", b.result_mask.view(np.uint8)), ("match_mask", b.match_mask.view(np.uint8)),
+                            ("data_to_result", b.data_to_result)):
+            row = np.zeros(16, np.uint8)
+            row[:H] = np.asarray(bits).view(np.uint8)[:H]
+            ffi.memmove(getattr(c, field), row.tobytes(), 16)
+
+    # --- engine.Tree's interface ------------------------------------------------------------------
+
+    @property
+    def incarnation(self) -> int:
+        return self._t.incarnation
+
+    @incarnation.setter
+    def incarnation(self, value: int) -> None:
+        self._t.incarnation = value
+
+    @property
+    def recovered(self) -> int:
+        return self._t.recovered
+
+    @property
+    def lost_registers(self) -> bool:
+        return self._t.incarnation != self._t.recovered
+
+    def spec_changed(self, incarnation: int, name: str) -> None:
+        if incarnation >= self._t.incarnation:
+            self._t.incarnation, self.name = incarnation, name
+
+    @property
+    def broken(self) -> bool:
+        return bool(self._t.broken)
+
+    @broken.setter
+    def broken(self, value: bool) -> None:
+        self._t.broken = int(value)
+
+    @property
+    def next_packet(self) -> int:
+        return self._t.next_packet
+
+    @next_packet.setter
+    def next_packet(self, value: int) -> None:
+        self._t.next_packet = value
+
+    @property
+    def echo(self) -> Echo | None:
+        t = self._t
+        return Echo(t.echo_end, t.echo_at, t.echo_gap, t.echo_stop) if t.has_echo else None
+
+    @property
+    def congestion(self) -> CongestionView:
+        return CongestionView(self)
+
+    @property
+    def stats(self) -> Stats:
+        s = self._t.stats
+        return Stats(**{name: getattr(s, name) for name in vars(Stats())})
+
+    @property
+    def pacer(self) -> Pacer | None:
+        return self._pacer
+
+    @pacer.setter
+    def pacer(self, pacer: Pacer | None) -> None:
+        """A worker's trees share one pacer: its C twin hangs on the Pacer object."""
+        ffi, lib = _lib()
+        self._pacer = pacer
+        if pacer is None:
+            self._t.pacer = ffi.NULL
+            return
+        twin = getattr(pacer, "_native", None)
+        if twin is None:
+            twin = ffi.new("ina_pacer *")
+            lib.ina_pacer_init(twin, pacer.mbps, float(pacer.burst))
+            pacer._native = twin  # type: ignore[attr-defined]
+        self._t.pacer = twin
+
+    def new_call(self, chunks: np.ndarray, exact: bool, out: np.ndarray,
+                 exponents: np.ndarray | None = None) -> NativeCall:
+        return NativeCall(self, chunks, exact, out, exponents)
+
+
+Tree = NativeTree
+
+
+class NativeCall:
+    """``engine.TreeCall`` in C: the per-packet arrays numpy's, the scalars an ``ina_call``."""
+
+    def __init__(self, tree: NativeTree, chunks: np.ndarray, exact: bool, out: np.ndarray,
+                 exponents: np.ndarray | None = None) -> None:
+        ffi, lib = _lib()
+        self.tree, self.exact, self.out = tree, exact, out
+        self.chunks = np.ascontiguousarray(chunks)
+        if out.dtype not in _DTYPES or self.chunks.dtype != out.dtype or not out.flags.c_contiguous:
+            raise TypeError(f"the native core sums float32, float64 and int32 into a contiguous array of the same "
+                            f"dtype, not {chunks.dtype} into {out.dtype}")
+        layout = lay_out(tree, self.chunks, exact, out, exponents)
+        self.n, self.lead, self.total, self.base = layout.n, layout.lead, layout.total, layout.base
+        self.packets = layout.packets
+        self.expected = np.ascontiguousarray(layout.expected).view(np.uint8)
+        self.agreed, self.qscale, self.dscale = layout.agreed, layout.qscale, layout.dscale
+        T = self.total
+        self.latest = np.zeros(T, np.int64)
+        self.done = np.zeros(T, bool)
+        self.sent_at = np.full(T, np.nan)
+        self.retries = np.zeros(T, np.int64)
+        self._overflowed = np.zeros(max(self.n, 1), np.int64)
+        c = self._c = ffi.new("ina_call *")
+        c.tree = tree._t
+        c.n, c.lead, c.total, c.base = self.n, self.lead, T, self.base
+        c.exact, c.dtype = int(exact), _DTYPES[out.dtype]
+        for name, ctype, array in (("chunks", "void *", self.chunks), ("out", "void *", out),
+                                   ("agreed", "int8_t *", self.agreed), ("qscale", "void *", self.qscale),
+                                   ("dscale", "void *", self.dscale), ("packets", "uint8_t *", self.packets),
+                                   ("expected", "uint8_t *", self.expected), ("latest", "int64_t *", self.latest),
+                                   ("done", "uint8_t *", self.done), ("sent_at", "double *", self.sent_at),
+                                   ("retries", "int64_t *", self.retries),
+                                   ("overflowed", "int64_t *", self._overflowed)):
+            setattr(c, name, _ptr(ffi, ctype, array))
+        lib.ina_call_start(c)
+
+    # --- engine.TreeCall's interface ------------------------------------------------------------
+
+    @property
+    def next_q(self) -> int:
+        return self._c.next_q
+
+    @property
+    def finished(self) -> int:
+        return self._c.finished
+
+    @property
+    def oldest(self) -> int:
+        return self._c.oldest
+
+    @property
+    def complete(self) -> bool:
+        return self._c.finished >= self._c.total
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._c.closed)
+
+    @property
+    def paced(self) -> bool:
+        return bool(self._c.paced)
+
+    @property
+    def held(self) -> bool:
+        return bool(self._c.held)
+
+    @property
+    def retried(self) -> bool:
+        return bool(self._c.retried)
+
+    @property
+    def last_progress(self) -> float | None:
+        return self._c.last_progress if self._c.has_progress else None
+
+    @property
+    def overflowed(self) -> list[int]:
+        return self._overflowed[:self._c.n_overflowed].tolist()
+
+    def receive(self, rows: np.ndarray, lengths: np.ndarray, now: float) -> None:
+        ffi, lib = _lib()
+        rows = np.ascontiguousarray(rows)
+        lengths = np.ascontiguousarray(lengths, np.int64)
+        lib.ina_receive(self._c, _ptr(ffi, "uint8_t *", rows), rows.shape[1] if rows.ndim == 2 else 0,
+                        _ptr(ffi, "int64_t *", lengths), len(rows), now)
+
+    def stalled(self, now: float, after: float) -> bool:
+        ffi, lib = _lib()
+        return bool(lib.ina_stalled(self._c, now, after))
+
+    def excuse(self, now: float) -> None:
+        self._c.last_progress, self._c.has_progress = now, 1
+
+
+TreeCall = NativeCall
+
+
+class _Scratch:
+    """An outbox's memory in C, reused step after step (grown as the trees ask)."""
+
+    def __init__(self) -> None:
+        self.rows = np.empty(0, np.uint8)
+        self.segments: Any = None
+        self.capacity = 0
+
+    def outbox(self, ffi: Any, room: float, rows: int, packet_bytes: int, segments: int) -> Any:
+        if self.rows.size < rows * packet_bytes:
+            self.rows = np.empty(rows * packet_bytes, np.uint8)
+        if self.capacity < segments:
+            self.segments, self.capacity = ffi.new("ina_segment[]", segments), segments
+        out = ffi.new("ina_outbox *")
+        out.room = room if room < math.inf else float("inf")
+        out.segments, out.cap_segments = self.segments, self.capacity
+        out.scratch, out.scratch_cap = _ptr(ffi, "uint8_t *", self.rows), self.rows.size // packet_bytes
+        return out
+
+
+_scratch = threading.local()
+
+
+def step(calls: list[NativeCall], idle: tuple[NativeTree, ...], now: float, room: float = math.inf) -> Outbox:
+    """``engine.step`` in C: the same datagrams (copied out of C's scratch) and the same deadline."""
+    ffi, lib = _lib()
+    trees = [c.tree for c in calls] + list(idle)
+    if not trees:
+        return Outbox(room)
+    P = trees[0].config.protocol
+    # every copy a step can make: a recovery (2 W), the timers' and RACK's (W each), per tree
+    rows = sum(5 * t.config.window for t in trees) + 64
+    scratch = getattr(_scratch, "it", None) or _Scratch()
+    _scratch.it = scratch
+    out = scratch.outbox(ffi, room, rows, P.packet_bytes, 4 * len(trees) + 64 + 2 * sum(
+        math.ceil(c.total / engine.TURN) for c in calls if len(calls) > 1))
+    c_calls = ffi.new("ina_call *[]", [c._c for c in calls] or 1)
+    c_idle = ffi.new("ina_tree *[]", [t._t for t in idle] or 1)
+    failed = lib.ina_step(c_calls, len(calls), c_idle, len(idle), now, out)
+    if failed >= 0:
+        raise timeout_error(calls[failed])
+    result = Outbox(room)
+    by_pointer = {int(ffi.cast("uintptr_t", t._t)): t for t in trees}
+    for i in range(out.n_segments):
+        seg = out.segments[i]
+        count = seg.count
+        rows_out = np.frombuffer(ffi.buffer(seg.rows, count * P.packet_bytes), np.uint8).reshape(count, -1).copy()
+        result.datagrams.append((by_pointer[int(ffi.cast("uintptr_t", seg.tree))], rows_out))
+    result.wake, result.full, result.room = out.wake, bool(out.full), out.room
+    return result
+
+
+def fail(calls: list[NativeCall]) -> None:
+    for c in calls:
+        c.tree.broken = True

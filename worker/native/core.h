@@ -1,0 +1,105 @@
+/* core.h: the worker's protocol core in C, declared once for the C file and for cffi (worker/native/__init__.py
+ * parses this text: plain declarations only, no #include and no #if).  The structures mirror worker/engine.py's
+ * state, split as there: a tree's configuration (fixed for the job), its congestion, counters and recovery, and
+ * a call's per-packet arrays (owned by numpy, lent to C) beside its scalars.  Every constant the core uses is
+ * read from worker/engine.py and worker/protocol.py into ina_config, never re-typed here. */
+
+#define INA_F32 0
+#define INA_F64 1
+#define INA_I32 2
+
+typedef struct ina_config {
+    int32_t window, workers, header_bytes, packet_bytes, values;
+    double timeout;
+    int32_t seq_at, flags_at, exponent_at;      /* byte offsets: seq a big-endian u32, flags a byte, exponent an int8 */
+    int32_t flag_overflow;
+    int32_t shift_base;                          /* HEADROOM_BITS - headroom(workers): s = shift_base - E */
+    int32_t exponent_none;
+    int32_t frame_overhead;                      /* Ethernet, IPv4 and UDP bytes in front of a payload */
+    /* worker/engine.py's tuning */
+    double rto_min, rto_max, rto_floor_rtts, queueing, ambiguous, look_again, initial_rto;
+    int32_t initial_in_flight, dup_thresh, turn;
+    uint8_t retransmit_bits[16], recover_bits[16], result_mask[16], match_mask[16], data_to_result[16];
+} ina_config;
+
+typedef struct ina_stats {
+    int64_t packets_sent, retransmissions, early_retransmissions, window_cuts, results, ignored, bytes_sent,
+        syscalls, polls, recoveries;
+} ina_stats;
+
+typedef struct ina_congestion {
+    int32_t window, has_srtt;
+    double srtt, rttvar, rtt_min, cwnd, ssthresh, last_cut;
+} ina_congestion;
+
+typedef struct ina_pacer {
+    double mbps, rate, burst, tokens, updated;
+    int32_t has_updated;
+} ina_pacer;
+
+typedef struct ina_tree {
+    const ina_config *config;
+    ina_congestion congestion;
+    ina_stats stats;
+    ina_pacer *pacer;                            /* NULL: unpaced; shared by a worker's trees */
+    int64_t next_packet;
+    int32_t broken, incarnation, recovered;
+    int32_t has_echo;
+    int64_t echo_end;
+    double echo_at, echo_gap, echo_stop;
+    uint8_t *kept;                               /* window x packet_bytes */
+} ina_tree;
+
+typedef struct ina_call {
+    ina_tree *tree;
+    int64_t n, lead, total, base;
+    int32_t exact, dtype, wide;
+    const void *chunks;                          /* n x values of dtype (float32, float64 or int32) */
+    void *out;                                   /* n x values of dtype */
+    int8_t *agreed;
+    void *qscale, *dscale;                       /* n of dtype (float types) */
+    uint8_t *packets;                            /* total x packet_bytes */
+    uint8_t *expected;                           /* total x header_bytes: each result's header, masked */
+    int64_t filled;
+    int64_t *latest;
+    uint8_t *done;
+    double *sent_at;
+    int64_t *retries;
+    int64_t *overflowed;                         /* room for n */
+    int64_t n_overflowed;
+    int32_t retried, paced, held, closed;
+    int64_t next_q, finished, oldest;
+    double rack_sent, rack_rtt, rack_timer;
+    int64_t rack_q;
+    int32_t rack_stale;
+    int64_t finished_at_timeout;
+    int32_t silent_timeouts;
+    double probe_until;
+    int32_t has_progress;
+    double last_progress;
+} ina_call;
+
+typedef struct ina_segment {
+    ina_tree *tree;
+    const uint8_t *rows;
+    int64_t count;
+} ina_segment;
+
+/* What one step lets go (worker/engine.py's Outbox): segments of rows in order, copies in ``scratch``. */
+typedef struct ina_outbox {
+    double room, wake;
+    int32_t full;
+    int32_t n_segments, cap_segments;
+    ina_segment *segments;
+    uint8_t *scratch;
+    int64_t scratch_used, scratch_cap;           /* rows */
+} ina_outbox;
+
+void ina_congestion_init(ina_congestion *c, int32_t window, int32_t initial_in_flight);
+double ina_rto(const ina_tree *t);
+void ina_pacer_init(ina_pacer *p, double mbps, double burst);
+void ina_call_start(ina_call *c);
+void ina_receive(ina_call *c, const uint8_t *rows, int64_t stride, const int64_t *lengths, int64_t k, double now);
+/* -1, or the index of the call whose timeout ran out (every call's tree is then marked broken) */
+int32_t ina_step(ina_call **calls, int32_t ncalls, ina_tree **idle, int32_t nidle, double now, ina_outbox *out);
+int32_t ina_stalled(const ina_call *c, double now, double after);

@@ -18,7 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from controller.topology import Topology, single
 from tests.loopback_net import Faults, LoopbackNet
+from virtual_fabric.fabric import Fabric
 from worker import AllreduceError, AllreduceTimeout, SwitchOverflowError, Worker, calls, quantize
 from worker.buffers import BufferPool
 from worker.engine import Congestion
@@ -373,6 +375,31 @@ def test_hybrid_int32_is_exact(net3):
     arrays = [np.arange(1000, dtype=np.int32) * (r + 1) for r in range(3)]
     results, _ = run_workers(spec, arrays)
     assert all((r[0] == np.arange(1000, dtype=np.int32) * 6).all() for r in results)
+
+
+@pytest.mark.parametrize("alpha, message", [
+    (None, r"the switch flagged an int32 overflow in 2 chunk\(s\), first chunk 0 \(elements 0\.\.63\); those sums "
+           r"wrapped"),
+    (0.5, r"the int32 sum of the ring part \(elements 128\.\.199\) leaves int32 in 72 element\(s\), first element "
+          r"128"),
+])
+def test_an_overflow_fails_a_worker_and_a_simulated_one_with_the_same_message(net3, alpha, message):
+    """The same calls overflow the same chunks (the trees' part) or elements (a hybrid's ring part, its
+    first two chunks through the trees) in a ``Worker`` and in the virtual fabric's workers, and both
+    name them alike: each composes its calls with ``calls.ComposedCall``."""
+    mode = "ina" if alpha is None else "hybrid"
+    size = 100 if alpha is None else 200
+    big = [np.full(size, 2**30, np.int32) for _ in range(3)]
+    if alpha is not None:
+        for a in big:
+            a[:128] = 1  # the trees' part sums well
+    hosts = sorted(net3.topology.hosts)
+    with pytest.raises(SwitchOverflowError, match=f"^{message}$") as raised:
+        run_workers(net3.controller.create_job("big", hosts, 8, mode=mode, alpha=alpha), big)
+    fabric = Fabric(Topology.from_dict(single(3)), seed=1, values=64)
+    job = fabric.create_job("big", ["h1", "h2", "h3"], [[a] for a in big], mode=mode, alpha=alpha, pool_size=8)
+    fabric.run(60.0)
+    assert [w.records[0].error for w in job.workers] == [f"SwitchOverflowError: {raised.value}"] * 3
 
 
 @pytest.mark.parametrize("alpha, part", [(0.0, r"ring part of job dead-0 \(rank \d\): setup: "),

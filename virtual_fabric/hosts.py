@@ -9,10 +9,10 @@ else wakes the loop meanwhile (its pacer, a timer), and is taken at the loop's n
 keeps each call's sums or its error; job spec changes (a switch lost its registers, a tree
 moved) reach it as they reach a real worker's spec watch, later, between two of its steps.
 
-Each call runs as ``Worker`` runs it: as its job spec chooses for its size (``JobSpec.choose``), the
-first ``round(share x chunks)`` chunks through the trees, the rest round the ring
-(``virtual_fabric.ring``, at flow level), both at once; the call ends when both have, and its
-sums are the trees' followed by the ring's.
+Each call is composed as ``Worker`` composes it (``worker.calls.ComposedCall``): as its job spec
+chooses for its size (``JobSpec.choose``), the first ``round(share x chunks)`` chunks through the
+trees, the rest round the ring (``virtual_fabric.ring``, at flow level), both at once; the call ends
+when both have, and its sums are the trees' followed by the ring's, or its error the worker's.
 """
 
 from __future__ import annotations
@@ -30,12 +30,11 @@ from virtual_fabric.frames import HEADER_BYTES, udp_header, udp_payload
 from virtual_fabric.host_latency import HOST_LATENCY, reaches_loop
 from virtual_fabric.links import Channel
 from virtual_fabric.ring import Ring
-from worker import calls as cutting
 from worker import protocol
+from worker.calls import ComposedCall, prepare
 from worker.engine import Outbox, Stats, Tree, TreeCall, TreeConfig, fail, step
-from worker.errors import AllreduceError
+from worker.errors import AllreduceError, SwitchOverflowError
 from worker.jobspec import JobSpec
-from worker.ring_layout import ring_types
 from worker.tuner import Choice
 
 # what a worker waited on, for ``time_in``: results with its window full, the last results with
@@ -97,16 +96,14 @@ class SimWorker:
             self.headers[tree] = udp_header(self.mac, me.switch_mac, me.ip, me.switch_ip, t.port, spec.udp_port,
                                             self.P.packet_bytes)
         self.ip = ipaddress.IPv4Address(me.ip).packed
-        self.calls: list[TreeCall] = []
+        self.calls: list[TreeCall] = []  # the current call's trees' parts
         self.current: CallRecord | None = None
-        self._out: np.ndarray | None = None
-        self._size = 0
+        self._composed: ComposedCall | None = None  # the current call
         self._next_wake: float | None = None
         self._state, self._since = "idle", 0.0
         self._spec_changes: dict[int, tuple[int, str]] = {}
         self._ring_pending = False  # the current call's ring part is running
         self._ring_result: np.ndarray | None = None
-        self._ring_from = 0  # the first element of the ring's part
 
     # --- what the fabric calls ---------------------------------------------------------------
 
@@ -168,25 +165,18 @@ class SimWorker:
         if i == len(self.arrays):
             return
         array = self.arrays[i]
-        self._shape, self._dtype = array.shape, array.dtype
         self.current = CallRecord(self.loop.now)
         self.records.append(self.current)
-        padded, exponents = cutting.prepare(array, self.spec.values)
-        self._out = np.empty(len(padded), padded.dtype)
-        self._size = array.size
-        sent = self.current.sent = [t.next_packet for t in self.trees] or None
-        choice = self.current.choice = self.spec.choose(array.size, array.dtype, sent)
-        cutting.pace(self.trees, choice.ina_pace_mbps, self.P.frame_bytes)
-        k, parts = cutting.tree_parts(self.spec, self.trees, padded, exponents, array.dtype == np.int32, self._out,
-                                      choice.ina_share if self.trees else 0.0)
-        self.calls = [c for _, c in parts]
-        self._ring_from = k * self.spec.values
-        rest = padded[self._ring_from:array.size]
-        self._ring_pending, self._ring_result = len(rest) > 0, None
-        if len(rest):
-            wide, narrow = ring_types(array.dtype, choice.method == "ring" and self.spec.ring_sum == "native")
-            self.ring.start(self.rank, i, rest.astype(wide), narrow, self.spec.layout(choice.layout),
-                            choice.ring_pace_mbps, lambda result, error: self._ring_done(i, result, error))
+        padded, exponents = prepare(array, self.spec.values)
+        composed = self._composed = ComposedCall(self.spec, self.trees, padded, exponents, array.shape, array.dtype,
+                                                 np.empty(len(padded), padded.dtype))
+        self.current.sent, self.current.choice = composed.sent, composed.choice
+        self.calls = composed.tree_calls
+        part = composed.ring_part
+        self._ring_pending, self._ring_result = part is not None, None
+        if part is not None:
+            self.ring.start(self.rank, i, part.data, part.narrow, part.layout, part.pace_mbps,
+                            lambda result, error: self._ring_done(i, result, error))
         self._wake_at(self.loop.now)
 
     def _ring_done(self, index: int, result: np.ndarray | None, error: str | None) -> None:
@@ -267,24 +257,18 @@ class SimWorker:
         return "window" if any(c.next_q < c.total for c in running) else "tail"
 
     def _finish(self) -> None:
-        record, out = self.current, self._out
+        record = self.current
         record.ended = self.loop.now
-        overflowed = [c for call in self.calls for c in call.overflowed]
-        ring = self._ring_result
-        if overflowed:
-            record.error = f"SwitchOverflowError: {len(overflowed)} chunk(s) wrapped"
-        elif ring is not None and self._dtype == np.int32 and np.abs(ring).max(initial=0) > np.iinfo(np.int32).max:
-            record.error = f"SwitchOverflowError: the int32 sum of the ring part (elements {self._ring_from}..) " \
-                           f"leaves int32"
+        try:
+            result = self._composed.result(self._ring_result)
+        except SwitchOverflowError as e:
+            record.error = f"{type(e).__name__}: {e}"
         else:
-            if ring is not None:
-                out[self._ring_from:self._size] = ring
-            result = out[:self._size].astype(self._dtype, copy=False).reshape(self._shape)
             if self.hand_over is not None:
                 self.hand_over(self.rank, len(self.records) - 1, result)
             else:
                 record.result = result
-        self.current, self.calls, self._ring_result, self._out = None, [], None, None
+        self.current, self.calls, self._ring_result, self._composed = None, [], None, None
         if record.error is None and len(self.records) < len(self.arrays):
             self.loop.after(self.gap, self._next_call)
         elif self.done:
@@ -298,7 +282,7 @@ class SimWorker:
         record.ended = self.loop.now
         record.error = f"{type(error).__name__}: {error}"
         record.last_progress = max((c.last_progress for c in running if c.last_progress is not None), default=None)
-        self.current, self.calls = None, []
+        self.current, self.calls, self._composed = None, [], None
         self.on_done()
 
 

@@ -31,11 +31,10 @@ from ina_api.client import CONTROLLER_ENV, JobsClient
 from worker import calls, driver, protocol
 from worker.batch_io import BatchSocket
 from worker.buffers import BufferPool
-from worker.engine import Stats, Tree, TreeConfig, overflow_error
-from worker.errors import AllreduceError, SwitchOverflowError
+from worker.engine import Stats, Tree, TreeConfig
+from worker.errors import AllreduceError
 from worker.jobspec import SPEC_PERIOD, JobSpec, SpecWatch, spec_path
 from worker.ring import RingError, RingWorker
-from worker.ring_layout import ring_types
 from worker.service_job import JOIN_TIMEOUT, ServiceJob
 from worker.tuner import Choice
 
@@ -198,8 +197,7 @@ class Worker:
             with self._lock:
                 if self._closed:
                     raise RuntimeError("this Worker is closed")
-                future = self._io.submit(self._timed, timing, data, exponents, array.size, array.shape, array.dtype,
-                                         target)
+                future = self._io.submit(self._timed, timing, data, exponents, array.shape, array.dtype, target)
         except BaseException:
             self._pool.give(data)
             raise
@@ -314,51 +312,42 @@ class Worker:
                 self._pool.give(buffer)
             raise
 
-    def _timed(self, timing: dict[str, float], padded: np.ndarray, exponents: np.ndarray | None, size: int,
+    def _timed(self, timing: dict[str, float], padded: np.ndarray, exponents: np.ndarray | None,
                shape: tuple[int, ...], dtype: np.dtype, target: np.ndarray | None) -> np.ndarray:
         """The sums: into ``target`` through memory lent by the pool, or as a new array (whose fresh
         pages the caller keeps)."""
         timing["started"] = time.perf_counter()
         out = self._pool.take(len(padded), padded.dtype) if target is not None else np.empty(len(padded), padded.dtype)
         try:
-            self._run(padded, exponents, size, dtype, out)
-            if target is None:
-                return out[:size].astype(dtype, copy=False).reshape(shape)
-            np.copyto(target, out[:size].reshape(target.shape), casting="unsafe")  # float16 is summed as float32
-            return target
+            return self._run(padded, exponents, shape, dtype, out, target)
         finally:
             if target is not None:
                 self._pool.give(out)
             self._pool.give(padded)
             timing["finished"] = time.perf_counter()
 
-    def _run(self, padded: np.ndarray, exponents: np.ndarray | None, size: int, dtype: np.dtype,
-             out: np.ndarray) -> None:
-        """The sums of ``padded`` (its first ``size`` elements are the call's) into ``out``."""
+    def _run(self, padded: np.ndarray, exponents: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype,
+             out: np.ndarray, target: np.ndarray | None) -> np.ndarray:
+        """The call composed (``calls.ComposedCall``), its trees' part and its ring's run at once, and its
+        result (``out`` holds the sums on the way; ``target``, if given, receives them)."""
         if self._idle_failure is not None:
             raise AllreduceError(f"this Worker failed between calls ({type(self._idle_failure).__name__}: "
                                  f"{self._idle_failure}); start a new job") from self._idle_failure
         if self._broken or any(t.broken for t in self._trees):
             raise AllreduceError("an earlier allreduce of this Worker failed, so its packet sequence no longer "
                                  "matches the other workers'; start a new job")
-        V = self.spec.values
-        exact = dtype == np.int32
-        choice = self.last_choice = self.spec.choose(size, dtype, [t.next_packet for t in self._trees] or None)
-        calls.pace(self._trees, choice.ina_pace_mbps, self._P.frame_bytes)
-        k, parts = calls.tree_parts(self.spec, self._trees, padded, exponents, exact, out,
-                                    choice.ina_share if self._trees else 0.0)
+        composed = calls.ComposedCall(self.spec, self._trees, padded, exponents, shape, dtype, out)
+        self.last_choice = composed.choice
         stop = threading.Event()
-        rest = padded[k * V:size]
-        wide, narrow = ring_types(dtype, choice.method == "ring" and self.spec.ring_sum == "native")
-        data = rest.astype(wide)  # a copy: padded goes back to the pool
-        ring = self._ring_io.submit(self._ring_part, data, narrow, choice, stop) if len(rest) else None
+        part = composed.ring_part
+        ring = self._ring_io.submit(self._ring_part, part, stop) if part is not None else None
         started = time.perf_counter()
         try:
-            busy = {call.tree for _, call in parts}
+            tree_calls = composed.tree_calls
+            busy = {c.tree for c in tree_calls}
             idle = tuple(t for t in self._trees if t not in busy)
-            tree_calls = [call for _, call in parts]
             driver.run_calls(tree_calls, self._sockets, stop, idle, lambda: self._turn(tree_calls))
-            self.last_parts = {"trees": time.perf_counter() - started} if parts else {}
+            self.last_parts = {"trees": time.perf_counter() - started} if tree_calls else {}
         except AllreduceError:
             if ring is None or not stop.is_set():  # the trees failed on their own: the ring gives up too
                 self._broken = True
@@ -368,32 +357,23 @@ class Worker:
         finally:
             stop.set()  # a ring still running after the trees failed gives up too
             self._stalled = frozenset()
+        ring_sum = None
         if ring is not None:
             ring_sum, self.last_parts["ring"] = ring.result()  # raises the ring's error first
-        else:
-            ring_sum = rest
-        overflowed = [first + c for first, call in parts for c in call.overflowed]
-        if overflowed:
-            raise overflow_error(overflowed, V)
-        if exact and np.abs(ring_sum).max(initial=0) > np.iinfo(np.int32).max:
-            raise SwitchOverflowError(f"the int32 sum of the ring part (elements {k * V}..) leaves int32")
-        out[k * V:size] = ring_sum
+        return composed.result(ring_sum, target)
 
-    def _ring_part(self, data: np.ndarray, narrow: np.dtype, choice: Choice,
-                   stop: threading.Event) -> tuple[np.ndarray, float]:
-        """The ring's share of a call, summed in ``data``'s dtype (``ring_types``) and cast once to
-        ``narrow``, in the call's layout and pace; an int32 sum is checked after; and the seconds it took.
-        A failure stops the trees too."""
+    def _ring_part(self, part: calls.RingPart, stop: threading.Event) -> tuple[np.ndarray, float]:
+        """The ring's share of a call, summed in ``part.data``'s dtype and cast once to ``part.narrow``, in
+        the call's layout and pace; and the seconds it took.  A failure stops the trees too."""
         try:
             if self._ring is None:
                 self._ring = RingWorker(self.rank, self.spec.ring_peers, timeout=self._timeout,
                                         layouts=self.spec.ring_arrangements)
             started = time.perf_counter()
-            layout = self.spec.layout(choice.layout)
-            if data.dtype == narrow:
-                total = self._ring.allreduce_(data, layout, choice.ring_pace_mbps)
+            if part.data.dtype == part.narrow:
+                total = self._ring.allreduce_(part.data, part.layout, part.pace_mbps)
             else:
-                total = self._ring.allreduce_cast(data, narrow, layout, choice.ring_pace_mbps)
+                total = self._ring.allreduce_cast(part.data, part.narrow, part.layout, part.pace_mbps)
             return total, time.perf_counter() - started
         except (RingError, OSError) as e:
             self._broken = True

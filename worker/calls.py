@@ -1,16 +1,23 @@
-"""An allreduce call cut into the trees' parts: the checks, padding and exponents before anything
-is sent, and one ``TreeCall`` per tree.  Pure (no I/O), so ``Worker`` and the virtual fabric's
-workers cut calls the same way."""
+"""An allreduce call composed: the checks, padding and exponents before anything is sent; the
+method the job spec chooses for it; the first chunks cut into one ``TreeCall`` per tree, the rest
+round the ring; and at the end its result, or the overflow that refuses it.  Pure (no I/O, no
+clock, no threads), so ``Worker`` and the virtual fabric's workers compose calls the same way and
+fail them with the same words."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
-from worker import quantize
-from worker.engine import Pacer, Tree, TreeCall
+from worker import protocol, quantize
+from worker.engine import Pacer, Tree, TreeCall, overflow_error
+from worker.errors import SwitchOverflowError
 from worker.jobspec import JobSpec
+from worker.ring_layout import Layout, ring_types
+from worker.tuner import Choice
 
 SUPPORTED = (np.float32, np.float64, np.float16, np.int32)
 
@@ -64,3 +71,84 @@ def pace(trees: list[Tree], mbps: float | None, frame_bytes: int) -> None:
     pacer = Pacer(mbps, frame_bytes) if mbps else None
     for t in trees:
         t.pacer = pacer
+
+
+@dataclass(frozen=True)
+class RingPart:
+    """What a call sends round the ring: its elements from ``first`` on, in the type the ring sums them
+    in (a copy, so the call's input may go back to its pool), and how the ring runs them."""
+
+    first: int  # the call's element the part starts at (the trees' chunks end there)
+    data: np.ndarray  # in the ring's sum type (``ring_types``: int32 in int64, a hybrid's floats in float64)
+    narrow: np.dtype  # what the allgather moves and the ring's sum is cast to once
+    layout: Layout
+    pace_mbps: tuple[float, ...] | None  # per level of the layout
+
+
+class ComposedCall:
+    """One allreduce call as both the worker and the virtual fabric run it: the choice the spec makes for
+    it (from the packets the trees sent before, the same on every rank), the trees paced for it, the
+    first ``k`` chunks through the trees (``tree_parts``: (first chunk, TreeCall), their sums written into
+    ``out``) and the rest round the ring (``ring_part``, None when there is none).  The caller runs the parts
+    and hands the ring's sum to ``result``."""
+
+    def __init__(self, spec: JobSpec, trees: list[Tree], padded: np.ndarray, exponents: np.ndarray | None,
+                 shape: tuple[int, ...], dtype: np.dtype | type, out: np.ndarray) -> None:
+        """``padded`` and ``exponents``: ``prepare``'s for an array of ``shape`` and ``dtype``; ``out``: as long
+        as ``padded``, of its dtype."""
+        self.shape, self.dtype, self.out = shape, np.dtype(dtype), out
+        self.size = math.prod(shape)
+        self.values = spec.values
+        self.sent: list[int] | None = [t.next_packet for t in trees] or None  # what the choice goes by
+        self.choice: Choice = spec.choose(self.size, self.dtype, self.sent)
+        if trees:
+            pace(trees, self.choice.ina_pace_mbps, protocol.load(spec.values, spec.udp_port).frame_bytes)
+        self.k, self.tree_parts = tree_parts(spec, trees, padded, exponents, self.dtype == np.int32, out,
+                                             self.choice.ina_share if trees else 0.0)
+        self.ring_part = self._cut_ring_part(spec, padded)
+
+    def _cut_ring_part(self, spec: JobSpec, padded: np.ndarray) -> RingPart | None:
+        first = self.k * self.values
+        if first >= self.size:
+            return None
+        alone = self.choice.method == "ring" and spec.ring_sum == "native"  # a ring alone sums as gloo does
+        wide, narrow = ring_types(self.dtype, alone)
+        return RingPart(first, padded[first:self.size].astype(wide), narrow, spec.layout(self.choice.layout),
+                        self.choice.ring_pace_mbps)
+
+    @property
+    def tree_calls(self) -> list[TreeCall]:
+        return [call for _, call in self.tree_parts]
+
+    def _overflow(self, ring_sum: np.ndarray | None) -> SwitchOverflowError | None:
+        """What refuses the call's sums once its parts are done: chunks the switches flagged (numbered in
+        the call, elements named), else an int32 ring sum that leaves int32 (its elements named)."""
+        flagged = [first + c for first, call in self.tree_parts for c in call.overflowed]
+        if flagged:
+            return overflow_error(flagged, self.values)
+        if self.ring_part is None or ring_sum is None or self.dtype != np.int32:
+            return None
+        limits = np.iinfo(np.int32)
+        outside = np.flatnonzero((ring_sum < limits.min) | (ring_sum > limits.max))
+        if not len(outside):
+            return None
+        return SwitchOverflowError(f"the int32 sum of the ring part (elements {self.ring_part.first}..{self.size - 1}) "
+                                   f"leaves int32 in {len(outside)} element(s), first element "
+                                   f"{self.ring_part.first + int(outside[0])}")
+
+    def result(self, ring_sum: np.ndarray | None, into: np.ndarray | None = None) -> np.ndarray:
+        """The call's sums, the trees' followed by the ring's, in its dtype and shape; with ``into``, written
+        there (cast: float16 is summed as float32) and returned.  Raises a ``SwitchOverflowError`` instead
+        when a part overflowed."""
+        if (self.ring_part is None) != (ring_sum is None):
+            raise ValueError("the ring's sum is needed exactly when the call has a ring part")
+        error = self._overflow(ring_sum)
+        if error is not None:
+            raise error
+        if self.ring_part is not None:
+            self.out[self.ring_part.first:self.size] = ring_sum
+        sums = self.out[:self.size]
+        if into is None:
+            return sums.astype(self.dtype, copy=False).reshape(self.shape)
+        np.copyto(into, sums.reshape(into.shape), casting="unsafe")
+        return into

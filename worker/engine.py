@@ -544,8 +544,9 @@ class TreeCall:
         shift[exponents == quantize.EXPONENT_NONE] = 0  # every worker's chunk is zeros: any scale will do
         if self.out.dtype == np.float32 and (shift.max() > 126 or shift.min() < -126):
             self.wide = True
-        self.qscale[chunks] = np.ldexp(1.0, shift)
-        self.dscale[chunks] = np.ldexp(1.0, -shift)
+        with np.errstate(over="ignore"):  # a float32 scale out of range: ``wide`` takes the float64 way instead
+            self.qscale[chunks] = np.ldexp(1.0, shift)
+            self.dscale[chunks] = np.ldexp(1.0, -shift)
 
     def _sendable(self, now: float) -> int:
         """How many packets from next_q on may go now: within the window in flight, after their

@@ -17,8 +17,20 @@ MB/s of float32 per wall-second and per CPU-second of the worker, packets/s, sys
 switch), to show how the figure scales with processes on this machine's cores.  ``--against
 REV`` measures the worker of commit REV too (a worktree), run by run in alternation.
 
+Sides: each runs in its own process, alternated with the others run by run against the one ideal
+switch, with the same V, W and MB.  Besides this checkout's worker ("new") and ``--against``'s ("old
+REV"): ``--new-env KEY=VALUE`` runs this checkout's worker again with that variable set, as a side
+of its own ("new (KEY=VALUE)"; the option repeats, one side each), e.g. ``--new-env INA_NATIVE=0``;
+``--plain`` runs the plain C loop (``bench/plain_loop.c`` in ``bench/plain_runner.py``: the same
+socket, UDP GSO and GRO, window and packet size, and a copy in and out of the values, but no
+protocol; issue 42), "plain C", with a column new / plain of MB/s per CPU-second.  ``--threads
+1,2`` gives the worker that many datapath threads (``Worker(threads=N)``, in checkouts whose
+``Worker`` takes it: others run only 1), one configuration each; the plain loop is one thread and
+runs in the configurations of 1.
+
     python -m bench.bench_worker [--values 64,256] [--windows 64,256,512] [--mb 1,64] [--runs 3]
-                                 [--workers 1,2] [--call allreduce_] [--against REV]
+                                 [--workers 1,2] [--threads 1] [--call allreduce_] [--against REV]
+                                 [--new-env KEY=VALUE ...] [--plain]
                                  [--bound-windows 1,2] [--bound-mb 2] [--bound-only]
 
 Window-bound calls first (``--bound-windows``, issue 32): W = 1 and 2 at V = 256, unpaced and paced at
@@ -56,6 +68,8 @@ from .compare import REPO, python_env, worktree
 RESULTS = Path(__file__).resolve().parent / "results"
 FIGURE = RESULTS / "worker.png"  # --publish copies it to docs/figures/
 RUNNER = Path(__file__).resolve().parent / "worker_runner.py"
+PLAIN_RUNNER = Path(__file__).resolve().parent / "plain_runner.py"
+PLAIN = "plain C"  # the plain loop's side
 SWITCH_IP, WORKER_IP = "127.0.0.2", "127.0.0.1"
 BOUND_VALUES = 256  # the window-bound calls' V: bench_hybrid's
 
@@ -96,6 +110,32 @@ def free_udp_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Side:
+    """What one side runs: a checkout's worker (``worker_runner.py`` with ``root`` first on the path and ``env``
+    added to the environment), or the plain C loop (``plain_runner.py``, from this checkout)."""
+
+    label: str
+    root: Path
+    runner: Path = RUNNER
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def plain(self) -> bool:
+        return self.runner == PLAIN_RUNNER
+
+
+def sides(args: argparse.Namespace, old: Path | None, plain: bool = True) -> list[Side]:
+    """The sides to alternate: old (``--against``), new, new with each ``--new-env``, and the plain loop
+    (``--plain``, unless ``plain`` is False)."""
+    out = [Side(f"old {args.against}", old)] if old else []
+    out.append(Side("new", REPO))
+    out += [Side(f"new ({key}={value})", REPO, env=((key, value),)) for key, value in args.new_env]
+    if plain and args.plain:
+        out.append(Side(PLAIN, REPO, PLAIN_RUNNER))
+    return out
+
+
 @dataclass
 class Result:
     side: str
@@ -103,6 +143,7 @@ class Result:
     window: int
     mb: float
     workers: int
+    threads: int
     run: int
     wall_mbps: float  # per worker: MB of float32 per wall-second
     cpu_mbps: float  # per worker: MB per CPU-second of its process
@@ -110,23 +151,24 @@ class Result:
     syscalls_per_packet: float | None
 
 
-def run_workers(root: Path, tmp: Path, values: int, window: int, mb: float, workers: int, calls: int,
-                call: str, pace_mbps: float | None = None) -> list[dict]:
-    """``workers`` runner processes at once; each one's report, with its syscalls where perf counts them."""
+def run_workers(side: Side, tmp: Path, values: int, window: int, mb: float, workers: int, calls: int,
+                call: str, pace_mbps: float | None = None, threads: int = 1) -> list[dict]:
+    """``workers`` runner processes of ``side`` at once; each one's report, with its syscalls where perf counts
+    them."""
     procs = []
     for i in range(workers):
         job = ["--values", str(values), "--job-id", str(1 + i), "--port", str(free_udp_port()),
                "--worker-ip", WORKER_IP, "--switch-ip", SWITCH_IP] + (["--pace", str(pace_mbps)] if pace_mbps else [])
-        procs.append(subprocess.Popen([sys.executable, str(RUNNER), *job, "--mb", str(mb),
-                                       "--calls", str(calls), "--window", str(window), "--call", call], cwd=root,
-                                      env=python_env(root), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        procs.append(subprocess.Popen([sys.executable, str(side.runner), *job, "--mb", str(mb), "--calls", str(calls),
+                                       "--window", str(window), "--call", call, "--threads", str(threads)],
+                                      cwd=side.root, env=python_env(side.root, dict(side.env)), stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     perfs = []
     try:
         for p in procs:
             line = p.stdout.readline()
             if line.strip() != "ready":
-                raise RuntimeError(f"a worker did not start: {line}{p.stderr.read()[-2000:]}")
+                raise RuntimeError(f"a {side.label} runner did not start: {line}{p.stderr.read()[-2000:]}")
         for p in procs:
             perfs.append(_perf(p.pid))
         for p in procs:
@@ -167,28 +209,36 @@ def _perf_count(perf: subprocess.Popen | None) -> int | None:
 
 def measure(args: argparse.Namespace) -> list[Result]:
     results: list[Result] = []
-    configs = [(v, w, mb, 1) for v in args.values for w in args.windows for mb in args.mb]
-    configs += [(v, max(args.windows), max(args.mb), k) for v in args.values for k in args.workers if k > 1]
+    configs = [(v, w, mb, 1, t) for t in args.threads for v in args.values for w in args.windows for mb in args.mb]
+    configs += [(v, max(args.windows), max(args.mb), k, t) for t in args.threads for v in args.values
+                for k in args.workers if k > 1]
     with worktree(args.against) if args.against else contextlib.nullcontext() as old, \
             tempfile.TemporaryDirectory(prefix="bench-worker-") as tmp:
-        sides = ([(f"old {args.against}", old)] if old else []) + [("new", REPO)]
+        every = sides(args, old)
         for values in args.values:
             with ideal_switch(values):
-                for v, window, mb, workers in (c for c in configs if c[0] == values):
+                for v, window, mb, workers, threads in (c for c in configs if c[0] == values):
+                    here = [s for s in every if threads == 1 or not s.plain]  # the plain loop is one thread
                     for run in range(args.runs):
-                        for side, root in sides:
-                            reports = run_workers(root, Path(tmp), v, window, mb, workers, args.calls, args.call)
+                        for side in here:
+                            reports = run_workers(side, Path(tmp), v, window, mb, workers, args.calls, args.call,
+                                                  threads=threads)
                             for r in reports:
                                 calls_per = r["packets"] / r["wall"]
                                 syscalls = r["syscalls"] / r["packets"] if r["syscalls"] is not None else None
-                                results.append(Result(side, v, window, mb, workers, run, r["bytes"] / r["wall"] / 1e6,
-                                                      r["bytes"] / r["cpu"] / 1e6, calls_per, syscalls))
-                        mine = [x for x in results if (x.values, x.window, x.mb, x.workers) == (v, window, mb, workers)
-                                and x.run == run]
-                        print(f"  V={v} W={window} {mb:g} MB x{workers} run {run + 1}/{args.runs}: " + "; ".join(
-                            f"{s} {statistics.mean(x.cpu_mbps for x in mine if x.side == s):.1f} MB/s per CPU-s"
-                            for s, _ in sides), flush=True)
+                                results.append(Result(side.label, v, window, mb, workers, threads, run,
+                                                      r["bytes"] / r["wall"] / 1e6, r["bytes"] / r["cpu"] / 1e6,
+                                                      calls_per, syscalls))
+                        key = (v, window, mb, workers, threads)
+                        mine = [x for x in results if _key(x) == key and x.run == run]
+                        each = [(s.label, statistics.mean(x.cpu_mbps for x in mine if x.side == s.label)) for s in here]
+                        print(f"  V={v} W={window} {mb:g} MB x{workers} threads {threads} run {run + 1}/{args.runs}: "
+                              + "; ".join(f"{label} {cpu:.1f} MB/s per CPU-s" for label, cpu in each), flush=True)
     return results
+
+
+def _key(r: Result) -> tuple[int, int, float, int, int]:
+    return r.values, r.window, r.mb, r.workers, r.threads
 
 
 @dataclass
@@ -217,34 +267,33 @@ def measure_bound(args: argparse.Namespace) -> list[Bound]:
     out: list[Bound] = []
     with worktree(args.against) if args.against else contextlib.nullcontext() as old, \
             tempfile.TemporaryDirectory(prefix="bench-worker-") as tmp, ideal_switch(BOUND_VALUES):
-        sides = ([(f"old {args.against}", old)] if old else []) + [("new", REPO)]
         for run in range(args.runs):
-            for side, root in sides:
+            for side in sides(args, old, plain=False):  # the plain loop has no pacer
                 one: float | None = None  # packets per round trip of W = 1
                 for window in args.bound_windows:
                     free = 0.0  # this window's unpaced rate, measured first
                     for paced in (False, True):
                         mbps = free * frame * 8 / 1e6 if paced else None  # wire Mb/s, as calibration measures C
-                        r = run_workers(root, Path(tmp), BOUND_VALUES, window, args.bound_mb, 1, args.calls,
-                                        args.call, mbps)[0]
+                        r = run_workers(side, Path(tmp), BOUND_VALUES, window, args.bound_mb, 1, args.calls,
+                                        args.call, mbps, args.threads[0])[0]
                         pps = r["packets"] / r["wall"]
                         if not paced:
                             free, one = pps, one or pps / window
                         predicted = free if paced else window * (one or free)
                         polls = r.get("polls")
-                        out.append(Bound(side, window, run, mbps, pps, predicted,
+                        out.append(Bound(side.label, window, run, mbps, pps, predicted,
                                          None if polls is None else polls / r["packets"],
                                          None if r["syscalls"] is None else r["syscalls"] / r["packets"]))
                         print(f"  bound W={window} {'unpaced' if mbps is None else f'paced {mbps:.3g} Mb/s'} "
-                              f"{side} run {run + 1}/{args.runs}: {pps:,.0f} packets/s (predicted {predicted:,.0f})",
-                              flush=True)
+                              f"{side.label} run {run + 1}/{args.runs}: {pps:,.0f} packets/s "
+                              f"(predicted {predicted:,.0f})", flush=True)
     return out
 
 
 def bound_table(results: list[Bound]) -> None:
     print(f"\nwindow-bound calls: V = {BOUND_VALUES}, one worker against the ideal switch, packets/s "
           "(median of runs) beside the prediction")
-    print(f"{'side':>14} {'W':>3} {'pace':>8} | {'packets/s':>10} {'predicted':>10} {'ratio':>6} {'polls/pkt':>9} "
+    print(f"{'side':>20} {'W':>3} {'pace':>8} | {'packets/s':>10} {'predicted':>10} {'ratio':>6} {'polls/pkt':>9} "
           f"{'sys/pkt':>8}")
     for side in dict.fromkeys(r.side for r in results):
         for window in sorted({r.window for r in results}):
@@ -258,29 +307,39 @@ def bound_table(results: list[Bound]) -> None:
                 polls = [r.polls_per_packet for r in mine if r.polls_per_packet is not None]
                 calls = [r.syscalls_per_packet for r in mine if r.syscalls_per_packet is not None]
                 flag = "  <- below 85% of its prediction" if pps < 0.85 * predicted else ""
-                print(f"{side:>14} {window:>3} {'own' if paced else 'none':>8} | {pps:>10,.0f} {predicted:>10,.0f} "
+                print(f"{side:>20} {window:>3} {'own' if paced else 'none':>8} | {pps:>10,.0f} {predicted:>10,.0f} "
                       f"{pps / predicted:>6.2f} {statistics.median(polls) if polls else float('nan'):>9.2f} "
                       f"{statistics.median(calls) if calls else float('nan'):>8.2f}{flag}")
 
 
 def table(results: list[Result]) -> None:
-    keys = sorted({(r.values, r.window, r.mb, r.workers) for r in results})
-    sides = list(dict.fromkeys(r.side for r in results))
-    print(f"\n{'V':>4} {'W':>4} {'MB':>5} {'wk':>3} " + "".join(
-        f"| {s:^45} " for s in sides) + ("| new/old (CPU)" if len(sides) > 1 else ""))
-    print(f"{'':>19}" + "".join(f"| {'MB/s wall':>10} {'MB/s CPU':>10} {'pps':>10} {'sys/pkt':>8} " for _ in sides))
+    """Medians per configuration and side; new / old and new / plain of MB/s per CPU-second where those sides ran."""
+    keys = sorted({_key(r) for r in results})
+    labels = list(dict.fromkeys(r.side for r in results))
+    ratios = [(f"new / {'old' if s.startswith('old') else 'plain'} (CPU)", s) for s in labels
+              if s.startswith("old") or s == PLAIN]
+    print(f"\n{'V':>4} {'W':>4} {'MB':>5} {'wk':>3} {'thr':>3} " + "".join(f"| {s:^45} " for s in labels)
+          + "".join(f"| {name} " for name, _ in ratios))
+    print(f"{'':>24}" + "".join(f"| {'MB/s wall':>10} {'MB/s CPU':>10} {'pps':>10} {'sys/pkt':>8} " for _ in labels))
     for key in keys:
-        cells, cpus = [], []
-        for s in sides:
-            mine = [r for r in results if (r.values, r.window, r.mb, r.workers) == key and r.side == s]
+        cells, cpus = [], {}
+        for s in labels:
+            mine = [r for r in results if _key(r) == key and r.side == s]
+            if not mine:
+                cells.append(f"| {'-':>10} {'-':>10} {'-':>10} {'-':>8} ")
+                continue
             wall, cpu = statistics.median(r.wall_mbps for r in mine), statistics.median(r.cpu_mbps for r in mine)
             pps = statistics.median(r.pps for r in mine)
             sc = [r.syscalls_per_packet for r in mine if r.syscalls_per_packet is not None]
             per = statistics.median(sc) if sc else float("nan")
             cells.append(f"| {wall:>10.1f} {cpu:>10.1f} {pps:>10,.0f} {per:>8.2f} ")
-            cpus.append(cpu)
-        ratio = f"| {cpus[-1] / cpus[0]:.1f}x" if len(cpus) > 1 else ""
-        print(f"{key[0]:>4} {key[1]:>4} {key[2]:>5g} {key[3]:>3} " + "".join(cells) + ratio)
+            cpus[s] = cpu
+        shown = "".join(f"| {_ratio(cpus.get('new'), cpus.get(s)):^{len(name)}} " for name, s in ratios)
+        print(f"{key[0]:>4} {key[1]:>4} {key[2]:>5g} {key[3]:>3} {key[4]:>3} " + "".join(cells) + shown)
+
+
+def _ratio(new: float | None, other: float | None) -> str:
+    return f"{new / other:.2f}x" if new and other else "-"
 
 
 def write(results: list[Result] | list[Bound], path: Path) -> None:
@@ -301,6 +360,7 @@ def plot(path: Path, figure: Path) -> Path:
 
     with path.open() as f:
         rows = list(csv.DictReader(f))
+    rows = [r for r in rows if int(r.get("threads") or 1) == 1]  # the figure is of one datapath thread
     one = [r for r in rows if int(r["workers"]) == 1]
     biggest = max(float(r["mb"]) for r in one)
     fig, (ax, scale) = plt.subplots(1, 2, figsize=(12, 4.4), gridspec_kw={"width_ratios": [1.4, 1]})
@@ -346,17 +406,33 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
+def _assignment(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--values", type=_ints, default=[64, 256])
     ap.add_argument("--windows", type=_ints, default=[64, 256, 512])
     ap.add_argument("--mb", type=lambda t: [float(x) for x in t.split(",")], default=[1.0, 64.0])
     ap.add_argument("--workers", type=_ints, default=[1, 2], help="workers at once, for the largest configuration")
+    ap.add_argument("--threads", type=_ints, default=[1],
+                    help="the worker's datapath threads (Worker(threads=N)), one configuration each; the window-bound "
+                         "calls take the first")
     ap.add_argument("--calls", type=int, default=3, help="timed calls per run")
     ap.add_argument("--call", choices=["allreduce_", "allreduce"], default="allreduce_",
                     help="in place (as DDP's buckets), or a new array per call")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--against", metavar="REV", help="also measure the worker of this commit, side by side")
+    ap.add_argument("--new-env", metavar="KEY=VALUE", type=_assignment, action="append", default=[],
+                    help="also measure this checkout's worker with KEY=VALUE in its environment, as a side of its own "
+                         "(repeatable: one side each), e.g. INA_NATIVE=0")
+    ap.add_argument("--plain", action="store_true",
+                    help="also measure the plain C loop (bench/plain_loop.c): the same sockets, GSO/GRO, window and "
+                         "packets, no protocol; with a column new / plain (CPU)")
     ap.add_argument("--bound-windows", type=_ints, default=[1, 2],
                     help="window-bound calls (V = 256): these windows, unpaced and paced at their own rate, each "
                          "beside its prediction (empty: none)")

@@ -8,17 +8,22 @@ After a checked warm-up call it prints ``ready`` and waits for a line on stdin (
 attaches its syscall counter then), makes ``--calls`` timed calls (``--call``: ``allreduce_``, in
 place as DDP's buckets are reduced, or ``allreduce``, a new array each time) and prints one JSON
 line: wall and CPU seconds (user + system, all threads) of the timed calls, the packets sent and
-the I/O loop's waits (``Stats.polls``, where the worker counts them).
+the I/O loop's waits (``Stats.polls``, where the worker counts them).  ``--threads N`` goes to
+``Worker(..., threads=N)`` where the checkout's ``Worker`` takes it (older ones do not: they run only
+``--threads 1``).  ``arguments`` and ``timed`` are shared with bench/plain_runner.py, the plain C loop's
+runner, so that bench_worker starts, times and reads both alike.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
 import resource
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -46,8 +51,9 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
     return JobSpec(f"bench{args.job_id}", args.values, P.INA_UDP_PORT, args.window, (member,), (tree,), **extra)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(description: str) -> argparse.ArgumentParser:
+    """The command line bench_worker gives every runner (bench_worker.run_workers)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--values", type=int, required=True, help="values per packet")
     ap.add_argument("--job-id", type=int, required=True)
     ap.add_argument("--port", type=int, required=True, help="the worker's UDP port for its results")
@@ -58,23 +64,41 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--window", type=int, required=True)
     ap.add_argument("--call", choices=["allreduce_", "allreduce"], default="allreduce_")
+    ap.add_argument("--threads", type=int, default=1, help="the worker's datapath threads, where it takes them")
+    return ap
+
+
+def timed(calls: int, call: Callable[[], object]) -> tuple[float, float]:
+    """Print ``ready``, wait for a line on stdin (the benchmark attaches its syscall counter meanwhile), make
+    ``calls`` calls: their wall and CPU seconds (user + system, all threads)."""
+    print("ready", flush=True)
+    sys.stdin.readline()
+    cpu, wall = cpu_seconds(), time.perf_counter()
+    for _ in range(calls):
+        call()
+    return time.perf_counter() - wall, cpu_seconds() - cpu
+
+
+def main() -> int:
+    ap = arguments(__doc__.splitlines()[0])
     args = ap.parse_args()
+    options = {}
+    if "threads" in inspect.signature(Worker).parameters:
+        options["threads"] = args.threads
+    elif args.threads != 1:
+        ap.error(f"--threads {args.threads}: this checkout's Worker takes no threads (it runs one; use --threads 1)")
     spec = job_spec(args)
     data = np.random.default_rng(0).standard_normal(int(args.mb * 1e6) // 4).astype(np.float32)
-    with Worker(spec, 0, window=args.window, timeout=30.0) as w:
+    with Worker(spec, 0, window=args.window, timeout=30.0, **options) as w:
         out = w.allreduce(data)  # warm-up, checked: one worker's sum is its own values, quantized
         scale = np.abs(data).max()
         if not np.allclose(out, data, rtol=0, atol=scale * 2.0 ** -20):
             print(json.dumps({"error": "the warm-up call's result is not the input"}), flush=True)
             return 1
         before, polls = w.stats.packets_sent, getattr(w.stats, "polls", None)
-        print("ready", flush=True)
-        sys.stdin.readline()
         call = getattr(w, args.call)
-        cpu, wall = cpu_seconds(), time.perf_counter()
-        for _ in range(args.calls):
-            call(data)  # in place: one worker's sum is its quantized input, which quantizes to itself
-        wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
+        # in place: one worker's sum is its quantized input, which quantizes to itself
+        wall, cpu = timed(args.calls, lambda: call(data))
         print(json.dumps({"wall": wall, "cpu": cpu, "calls": args.calls, "bytes": data.nbytes * args.calls,
                           "packets": w.stats.packets_sent - before,
                           "polls": None if polls is None else w.stats.polls - polls}), flush=True)

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ina_api.client import CONTROLLER_ENV, JobsClient
-from worker import calls, driver, protocol
+from worker import calls, driver, native, protocol
 from worker.batch_io import BatchSocket
 from worker.buffers import BufferPool
 from worker.engine import Stats, Tree, TreeConfig
@@ -61,13 +61,14 @@ class Worker:
         me = spec.members[rank]
         P = self._P = protocol.load(spec.values, spec.udp_port)
         self._trees: list[Tree] = []
+        core = native.core()  # the C core where it builds, else the reference (said once)
         self._sockets: dict[Tree, BatchSocket] = {}
         try:
             for i, tree in enumerate(spec.trees if spec.mode != "ring" else ()):
                 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 io = BatchSocket(sock, P.packet_bytes, (me.switch_ip, spec.udp_port))
-                t = Tree(TreeConfig(me.switch, tree.job_id, tree.children[rank], len(spec.members), window, P, timeout),
-                         _tree_name(spec, i), incarnation=tree.incarnation)
+                config = TreeConfig(me.switch, tree.job_id, tree.children[rank], len(spec.members), window, P, timeout)
+                t = core.Tree(config, _tree_name(spec, i), incarnation=tree.incarnation)
                 self._trees.append(t)
                 self._sockets[t] = io
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)

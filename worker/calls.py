@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from worker import protocol, quantize
+from worker import native, protocol, quantize
 from worker.engine import Pacer, Tree, TreeCall, overflow_error
 from worker.errors import SwitchOverflowError
 from worker.jobspec import JobSpec
@@ -33,6 +33,9 @@ def prepare(array: np.ndarray, values: int, take: Callable[[int, type], np.ndarr
         raise TypeError(f"allreduce sums {', '.join(t.__name__ for t in SUPPORTED)}, not {array.dtype}")
     flat = np.ascontiguousarray(array).reshape(-1)
     padded = take(-(-flat.size // values) * values, np.float32 if array.dtype == np.float16 else array.dtype)
+    done, exponents = native.prepare_into(flat, padded, values)  # one pass of C where the core is built
+    if done:
+        return padded, exponents
     padded[:flat.size] = flat
     padded[flat.size:] = 0
     if array.dtype.kind != "f":

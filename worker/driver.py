@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from worker import native
 from worker.batch_io import BatchSocket
 from worker.engine import Outbox, Tree, TreeCall, fail, step
 from worker.errors import AllreduceError
@@ -65,8 +66,12 @@ def run_calls(calls: list[TreeCall], sockets: dict[Tree, BatchSocket], stop: thr
     raised at once; the other calls are abandoned, so no partial result is ever returned.
     ``stop`` set from elsewhere (the ring part of a hybrid call failed) ends the loop the same way.
     ``before_step`` runs on this thread before each turn (the worker applies job spec changes
-    there, so only this thread writes a tree's state).
+    there, so only this thread writes a tree's state).  Calls of the native core run in its own loop,
+    in C (``worker.native.run_calls``).
     """
+    if calls and isinstance(calls[0], native.NativeCall):
+        native.run_calls(calls, sockets, stop, idle, before_step, MAX_WAIT)
+        return
     sender = Sender(sockets)
     try:
         while active := [c for c in calls if not c.complete]:
@@ -118,6 +123,9 @@ def receive(call: TreeCall, io: BatchSocket) -> None:
 def tend_idle(trees: list[Tree], sockets: dict[Tree, BatchSocket]) -> None:
     """Between calls: recoveries and echoes the trees owe (a call's own loop does the same).  What a full
     send buffer holds back is lost: the recovery goes again at the next look, the echo later."""
+    if trees and isinstance(trees[0], native.NativeTree):
+        native.tend_idle(trees, sockets)
+        return
     live = tuple(t for t in trees if not t.broken)
     out = step([], live, time.monotonic())
     for t in live:

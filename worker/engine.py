@@ -408,6 +408,10 @@ class Buffers:
             have = self._arrays[name] = np.empty((max(rows, 1), columns), dtype)
         return have[:rows]
 
+    def array(self, name: str, count: int, dtype: np.dtype | type) -> np.ndarray:
+        """A one-dimensional array of ``count`` (its contents what the last user left)."""
+        return self._buffer(name, count, 1, dtype)[:, 0]
+
     def packets(self, count: int) -> np.ndarray:
         """Room for a call's packets."""
         return self._buffer("packets", count, self.protocol.packet_bytes, np.uint8)

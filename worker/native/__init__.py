@@ -18,7 +18,11 @@ import logging
 import math
 import os
 import re
+import socket
+import sys
 import threading
+import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -27,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from worker import engine, quantize
-from worker.engine import Echo, Outbox, Pacer, Stats, TreeConfig, header_bits, lay_out, timeout_error
+from worker.engine import Echo, Outbox, Pacer, Stats, TreeConfig, header_bits, timeout_error
+from worker.errors import AllreduceError
 
 log = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent
@@ -42,9 +47,12 @@ def enabled() -> bool:
 
 
 def source() -> str:
-    """One translation unit: core.h in place of its #include, then core.c and run.c."""
-    header = (HERE / "core.h").read_text()
-    parts = [(HERE / name).read_text().replace('#include "core.h"', header) for name in ("core.c",)]
+    """One translation unit: core.h once, then core.c and run.c (each #includes it to stand alone for an
+    editor or a compiler run by hand)."""
+    parts = ["#define _GNU_SOURCE", "#include <stdint.h>", (HERE / "core.h").read_text()]
+    for name in ("core.c", "run.c"):
+        text = (HERE / name).read_text().replace('#include "core.h"', "").replace("#define _GNU_SOURCE", "")
+        parts.append(f'#line 1 "{name}"\n{text}')
     return "\n".join(parts)
 
 
@@ -143,7 +151,9 @@ class NativeTree:
         self.kept = np.zeros((config.window, P.packet_bytes), np.uint8)
         self._t.kept = _ptr(ffi, "uint8_t *", self.kept)
         self._pacer: Pacer | None = None
-        self.polls = 0  # the socket loop's, as engine.Stats counts them
+        # the call's headers: the fixed fields, and where the per-packet ones go (Protocol.layout's)
+        self.header_template = P.pack_headers(1, msg_type=P.MSG_DATA, job_id=config.job_id, child=config.child)[0]
+        self.header_fields = np.array([P.layout[f][:2] for f in ("slot", "set", "seq", "exponent")], np.int32)
 
     def _fill_config(self, ffi: Any) -> None:
         config, P, c, b = self.config, self.config.protocol, self._c, self.bits
@@ -262,17 +272,33 @@ class NativeCall:
         if out.dtype not in _DTYPES or self.chunks.dtype != out.dtype or not out.flags.c_contiguous:
             raise TypeError(f"the native core sums float32, float64 and int32 into a contiguous array of the same "
                             f"dtype, not {chunks.dtype} into {out.dtype}")
-        layout = lay_out(tree, self.chunks, exact, out, exponents)
-        self.n, self.lead, self.total, self.base = layout.n, layout.lead, layout.total, layout.base
-        self.packets = layout.packets
-        self.expected = np.ascontiguousarray(layout.expected).view(np.uint8)
-        self.agreed, self.qscale, self.dscale = layout.agreed, layout.qscale, layout.dscale
-        T = self.total
-        self.latest = np.zeros(T, np.int64)
-        self.done = np.zeros(T, bool)
-        self.sent_at = np.full(T, np.nan)
-        self.retries = np.zeros(T, np.int64)
-        self._overflowed = np.zeros(max(self.n, 1), np.int64)
+        P, config = tree.config.protocol, tree.config
+        self.n = n = len(self.chunks)
+        self.lead = 0 if exact else min(config.window, n)
+        self.total = T = n + self.lead
+        self.base = tree.next_packet
+        if exact:
+            exponents = np.full(n, quantize.EXPONENT_NONE, np.int8)
+        elif exponents is None:
+            exponents = quantize.chunk_exponents(self.chunks)
+        self._exponents = np.ascontiguousarray(exponents, np.int8)
+        # the call's arrays, reused from call to call (fresh pages cost a fault each): reset as lay_out makes them
+        buffers = tree.buffers
+        self.packets = buffers.packets(T)
+        self.expected = buffers.array("expected", T * P.header_bytes, np.uint8)
+        self.agreed = buffers.array("agreed", n, np.int8)
+        self.agreed[:] = quantize.EXPONENT_NONE
+        self.qscale, self.dscale = buffers.array("qscale", n, out.dtype), buffers.array("dscale", n, out.dtype)
+        self.qscale[:] = 1
+        self.dscale[:] = 1
+        self.latest = buffers.array("latest", T, np.int64)
+        self.done = buffers.array("done", T, bool)
+        self.done[:] = False
+        self.sent_at = buffers.array("sent_at", T, np.float64)
+        self.sent_at[:] = np.nan
+        self.retries = buffers.array("retries", T, np.int64)
+        self.retries[:] = 0
+        self._overflowed = np.zeros(max(n, 1), np.int64)
         c = self._c = ffi.new("ina_call *")
         c.tree = tree._t
         c.n, c.lead, c.total, c.base = self.n, self.lead, T, self.base
@@ -285,7 +311,11 @@ class NativeCall:
                                    ("retries", "int64_t *", self.retries),
                                    ("overflowed", "int64_t *", self._overflowed)):
             setattr(c, name, _ptr(ffi, ctype, array))
+        c.header_template = _ptr(ffi, "uint8_t *", tree.header_template)
+        c.header_fields = _ptr(ffi, "int32_t *", tree.header_fields)
+        c.exponents = _ptr(ffi, "int8_t *", self._exponents)
         lib.ina_call_start(c)
+        lib.ina_lay_out(c)
 
     # --- engine.TreeCall's interface ------------------------------------------------------------
 
@@ -402,3 +432,98 @@ def step(calls: list[NativeCall], idle: tuple[NativeTree, ...], now: float, room
 def fail(calls: list[NativeCall]) -> None:
     for c in calls:
         c.tree.broken = True
+
+
+SLICE = 0.01  # seconds the C loop runs between two looks of the driver (spec changes, stalls, a stop request)
+RX_BYTES = 8 * 65536  # receive buffers: run.c's RX_MESSAGES coalesced datagrams of up to 64 KB
+
+
+class _Ports:
+    """The C loop's view of the trees' sockets (``ina_port``), with their buffers."""
+
+    def __init__(self, ffi: Any, trees: list[NativeTree], sockets: dict, calls: dict) -> None:
+        self.ports = ffi.new("ina_port[]", max(1, len(trees)))
+        self.buffers: list[np.ndarray] = []
+        for i, t in enumerate(trees):
+            io, p = sockets[t], self.ports[i]
+            _enable_gro(io.sock)
+            p.fd, p.gso = io.fd, int(io.gso)
+            p.address = int.from_bytes(socket.inet_aton(io.destination[0]), sys.byteorder)
+            p.port = socket.htons(io.destination[1])
+            p.tree = t._t
+            call = calls.get(t)
+            p.call = call._c if call is not None else ffi.NULL
+            pending = np.empty((4 * t.config.window, t.config.protocol.packet_bytes), np.uint8)
+            rx = np.empty(RX_BYTES, np.uint8)
+            self.buffers += [pending, rx]
+            p.pending_rows, p.pending, p.pending_cap = _ptr(ffi, "uint8_t *", pending), 0, len(pending)
+            p.rx, p.rx_bytes = _ptr(ffi, "uint8_t *", rx), RX_BYTES
+
+
+def _enable_gro(sock: socket.socket) -> None:
+    """Results in runs (UDP GRO, Linux >= 5.0) where the kernel offers it; one by one where not."""
+    try:
+        sock.setsockopt(socket.SOL_UDP, 104, 1)  # UDP_GRO: not in Python's socket module
+    except OSError:
+        pass
+
+
+def run_calls(calls: list[NativeCall], sockets: dict, stop: threading.Event | None, idle: tuple[NativeTree, ...],
+              before_step: Callable[[], None] | None, max_wait: float) -> None:
+    """``driver.run_calls`` in C: the loop runs without the GIL, a slice at a time; between slices the
+    driver's own work (``before_step``: spec changes, stall reports) and a stop request.  ``max_wait``:
+    the longest wait in one ppoll."""
+    ffi, lib = _lib()
+    trees = [c.tree for c in calls] + list(idle)
+    ports = _Ports(ffi, trees, sockets, {c.tree: c for c in calls})
+    P = trees[0].config.protocol
+    scratch = _Scratch()
+    out = scratch.outbox(ffi, math.inf, sum(5 * t.config.window for t in trees) + 64, P.packet_bytes,
+                         4 * len(trees) + 64 + 2 * sum(math.ceil(c.total / engine.TURN) for c in calls))
+    args = ffi.new("ina_run_args *")
+    c_calls = ffi.new("ina_call *[]", [c._c for c in calls] or 1)
+    c_idle = ffi.new("ina_tree *[]", [t._t for t in idle] or 1)
+    args.calls, args.ncalls, args.idle, args.nidle = c_calls, len(calls), c_idle, len(idle)
+    args.ports, args.nports, args.out, args.max_wait = ports.ports, len(trees), out, max_wait
+    try:
+        while True:
+            if stop is not None and stop.is_set():
+                raise AllreduceError("stopped: another part of this allreduce failed")
+            if before_step is not None:
+                before_step()
+            args.until = lib.ina_now() + SLICE
+            status = lib.ina_run(args)
+            if status == lib.INA_RUN_DONE:
+                return
+            if status == lib.INA_RUN_FAILED:
+                raise timeout_error(calls[args.failed])
+            if status == lib.INA_RUN_OS_ERROR:
+                raise OSError(args.error, os.strerror(args.error))
+    except BaseException:
+        fail(calls)
+        raise
+
+
+def tend_idle(trees: list[NativeTree], sockets: dict) -> None:
+    """``driver.tend_idle``: between calls, the recoveries and echoes the trees owe."""
+    live = tuple(t for t in trees if not t.broken)
+    if not live:
+        return
+    out = step([], live, time.monotonic())
+    for t in live:
+        sockets[t].send(np.ascontiguousarray(out.rows(t)))
+
+
+def prepare_into(flat: np.ndarray, padded: np.ndarray, values: int) -> tuple[bool, np.ndarray | None]:
+    """``calls.prepare``'s copy and exponents in one pass of C: (True, exponents or None for int32), or
+    (False, None) when the input is bad (the caller's numpy way then raises, in its words) or the core
+    is not built."""
+    if not enabled() or not available() or flat.dtype not in _DTYPES or padded.dtype != flat.dtype:
+        return False, None
+    ffi, lib = _lib()
+    exact = flat.dtype == np.int32
+    exps = None if exact else np.empty(len(padded) // values, np.int8)
+    status = lib.ina_prepare(_ptr(ffi, "void *", flat), flat.size, _DTYPES[flat.dtype], _ptr(ffi, "void *", padded),
+                             padded.size, values, ffi.NULL if exps is None else _ptr(ffi, "int8_t *", exps),
+                             quantize.EXPONENT_MIN, quantize.EXPONENT_MAX, quantize.EXPONENT_NONE)
+    return status == 0, exps

@@ -3,9 +3,13 @@
  * and reordering).  No clock, no socket: run.c drives it on sockets.  Each function names the method of
  * worker/engine.py it mirrors; the reasons for each rule are written there, once.  Floating point follows
  * numpy's order of operations (build with -ffp-contract=off), so the timers agree to the bit. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "core.h"
 
@@ -13,14 +17,88 @@ static double dmin(double a, double b) { return b < a ? b : a; }
 static double dmax(double a, double b) { return b > a ? b : a; }
 
 static uint32_t be32(const uint8_t *p) {
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return __builtin_bswap32(v);
 }
 
 static void put_be32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
+    v = __builtin_bswap32(v);
+    memcpy(p, &v, 4);
+}
+
+#ifdef __SSE2__
+static __m128i bswap_epi32(__m128i q) {  /* SSE2 has no byte shuffle: four shifts */
+    __m128i outer = _mm_or_si128(_mm_slli_epi32(q, 24), _mm_srli_epi32(q, 24));
+    __m128i inner = _mm_or_si128(_mm_and_si128(_mm_slli_epi32(q, 8), _mm_set1_epi32(0x00FF0000)),
+                                 _mm_and_si128(_mm_srli_epi32(q, 8), _mm_set1_epi32(0x0000FF00)));
+    return _mm_or_si128(outer, inner);
+}
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define INA_AVX2 1
+/* the same loops eight values at a time where the CPU has AVX2 (checked once, at run time) */
+__attribute__((target("avx2"))) static void quantize_f32_avx2(uint8_t *dst, const float *src, float scale,
+                                                              int64_t count, int64_t *done) {
+    const __m256i swap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
+                                          3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+    __m256 s = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 8 <= count; i += 8)
+        _mm256_storeu_si256((__m256i *)(dst + 4 * i),
+                            _mm256_shuffle_epi8(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(src + i), s)), swap));
+    *done = i;
+}
+
+__attribute__((target("avx2"))) static void dequantize_f32_avx2(float *dst, const uint8_t *src, float scale,
+                                                                int64_t count, int64_t *done) {
+    const __m256i swap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
+                                          3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+    __m256 s = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 8 <= count; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_shuffle_epi8(
+                                                    _mm256_loadu_si256((const __m256i *)(src + 4 * i)), swap)), s));
+    *done = i;
+}
+
+static int has_avx2(void) {
+    static int known = -1;
+    if (known < 0) known = __builtin_cpu_supports("avx2") ? 1 : 0;
+    return known;
+}
+#endif
+
+/* float32 values scaled and rounded (to nearest, ties to even: numpy's rint) into big-endian int32.
+ * cvtps2dq rounds as MXCSR says, to nearest even unless someone changed it, and gives INT32_MIN out of
+ * range, as the scalar cast does on x86. */
+static void quantize_f32(uint8_t *dst, const float *src, float scale, int64_t count) {
+    int64_t i = 0;
+#ifdef INA_AVX2
+    if (has_avx2()) quantize_f32_avx2(dst, src, scale, count, &i);
+#endif
+#ifdef __SSE2__
+    __m128 s = _mm_set1_ps(scale);
+    for (; i + 4 <= count; i += 4)
+        _mm_storeu_si128((__m128i *)(dst + 4 * i), bswap_epi32(_mm_cvtps_epi32(_mm_mul_ps(_mm_loadu_ps(src + i), s))));
+#endif
+    for (; i < count; i++) put_be32(dst + 4 * i, (uint32_t)(int32_t)rintf(src[i] * scale));
+}
+
+/* big-endian int32 sums to float32, each cast (the one rounding) and scaled by a power of two */
+static void dequantize_f32(float *dst, const uint8_t *src, float scale, int64_t count) {
+    int64_t i = 0;
+#ifdef INA_AVX2
+    if (has_avx2()) dequantize_f32_avx2(dst, src, scale, count, &i);
+#endif
+#ifdef __SSE2__
+    __m128 s = _mm_set1_ps(scale);
+    for (; i + 4 <= count; i += 4)
+        _mm_storeu_ps(dst + i, _mm_mul_ps(_mm_cvtepi32_ps(bswap_epi32(_mm_loadu_si128((const __m128i *)(src + 4 * i)))), s));
+#endif
+    for (; i < count; i++) dst[i] = (float)(int32_t)be32(src + 4 * i) * scale;
 }
 
 /* Python's float // (CPython's float_floor_div), which floor(a / b) does not always equal. */
@@ -168,12 +246,63 @@ static void agree(ina_call *c, int64_t chunk, int8_t e) {  /* TreeCall._agree, o
     }
 }
 
+/* --- engine.lay_out ------------------------------------------------------------------------------ */
+
+static void set_field(unsigned __int128 *w, const int32_t *field, int32_t bits, int64_t v) {
+    unsigned __int128 mask = (((unsigned __int128)1) << field[1]) - 1;
+    *w |= (((unsigned __int128)(uint64_t)v) & mask) << (field[0] + 128 - bits);
+}
+
+/* Packet q's header in the first header_bytes of ``wire``: the template (the fixed fields) with the packet's
+ * slot, set, seq and exponent (each field as (shift, width) in the header read as one big-endian integer:
+ * Protocol.layout's). */
+static void header_of(const ina_call *c, int64_t q, uint8_t *wire) {
+    const ina_config *cf = c->tree->config;
+    int32_t H = cf->header_bytes, bits = 8 * H;
+    int64_t W = cf->window, g = c->base + q;
+    unsigned __int128 w = 0;
+    for (int32_t b = 0; b < H; b++) w |= ((unsigned __int128)c->header_template[b]) << (120 - 8 * b);
+    set_field(&w, c->header_fields + 0, bits, g % W);
+    set_field(&w, c->header_fields + 2, bits, (g / W) % 2);
+    set_field(&w, c->header_fields + 4, bits, (g + 1) & 0xFFFFFFFF);
+    set_field(&w, c->header_fields + 6, bits, q < c->n ? c->exponents[q] : cf->exponent_none);
+    uint64_t hi = __builtin_bswap64((uint64_t)(w >> 64)), lo = __builtin_bswap64((uint64_t)w);
+    memcpy(wire, &hi, 8);
+    memcpy(wire + 8, &lo, 8);
+}
+
+/* A call's packets as engine.lay_out makes them, except that a float packet's header is written when its
+ * values are (``fill``: its row is touched once): exponent-only packets' values zeros, int32 values
+ * byte-swapped in; and each packet's result header, masked. */
+void ina_lay_out(ina_call *c) {
+    const ina_config *cf = c->tree->config;
+    int32_t H = cf->header_bytes, PB = cf->packet_bytes;
+    int64_t V = cf->values;
+    for (int64_t q = 0; q < c->total; q++) {
+        uint8_t wire[16], *want = c->expected + q * H;
+        header_of(c, q, wire);
+        for (int32_t b = 0; b < H; b++) want[b] = (uint8_t)((wire[b] ^ cf->data_to_result[b]) & cf->result_mask[b]);
+        if (q >= c->filled) continue;
+        uint8_t *row = c->packets + q * PB;
+        memcpy(row, wire, (size_t)H);
+        if (c->exact) {
+            const int32_t *x = (const int32_t *)c->chunks + q * V;
+            for (int64_t i = 0; i < V; i++) put_be32(row + H + 4 * i, (uint32_t)x[i]);
+        } else {
+            memset(row + H, 0, (size_t)(4 * V));
+        }
+    }
+}
+
 static void fill(ina_call *c, int64_t end) {  /* TreeCall._fill: quantize into the packets */
     const ina_config *cf = c->tree->config;
     int64_t start = c->filled, V = cf->values;
     if (end <= start) return;
     for (int64_t q = start; q < end; q++) {
         int64_t ch = q - c->lead;
+        uint8_t wire[16];
+        header_of(c, q, wire);
+        memcpy(c->packets + q * cf->packet_bytes, wire, (size_t)cf->header_bytes);
         uint8_t *dst = c->packets + q * cf->packet_bytes + cf->header_bytes;
         if (c->wide) {  /* quantize.quantize_rows: every route gives these integers (exact power-of-two scaling) */
             int64_t s = shift_of(c, c->agreed[ch]);
@@ -185,9 +314,7 @@ static void fill(ina_call *c, int64_t end) {  /* TreeCall._fill: quantize into t
                 put_be32(dst + 4 * i, (uint32_t)(int32_t)rint(x * scale));
             }
         } else if (c->dtype == INA_F32) {
-            const float *src = (const float *)c->chunks + ch * V;
-            float scale = ((const float *)c->qscale)[ch];
-            for (int64_t i = 0; i < V; i++) put_be32(dst + 4 * i, (uint32_t)(int32_t)rintf(src[i] * scale));
+            quantize_f32(dst, (const float *)c->chunks + ch * V, ((const float *)c->qscale)[ch], V);
         } else {
             const double *src = (const double *)c->chunks + ch * V;
             double scale = ((const double *)c->qscale)[ch];
@@ -207,9 +334,7 @@ static void dequantize(ina_call *c, int64_t chunk, const uint8_t *values) {  /* 
         int64_t s = shift_of(c, c->agreed[chunk]);
         int si = s > 100000 ? 100000 : s < -100000 ? -100000 : (int)s;
         if (c->dtype == INA_F32 && s <= 126) {
-            float scale = (float)ldexp(1.0, -si);
-            float *dst = (float *)c->out + chunk * V;
-            for (int64_t i = 0; i < V; i++) dst[i] = (float)(int32_t)be32(values + 4 * i) * scale;
+            dequantize_f32((float *)c->out + chunk * V, values, (float)ldexp(1.0, -si), V);
         } else if (c->dtype == INA_F32) {
             float *dst = (float *)c->out + chunk * V;
             for (int64_t i = 0; i < V; i++) dst[i] = (float)ldexp((double)(int32_t)be32(values + 4 * i), -si);
@@ -218,8 +343,7 @@ static void dequantize(ina_call *c, int64_t chunk, const uint8_t *values) {  /* 
             for (int64_t i = 0; i < V; i++) dst[i] = ldexp((double)(int32_t)be32(values + 4 * i), -si);
         }
     } else if (c->dtype == INA_F32) {
-        float scale = ((const float *)c->dscale)[chunk], *dst = (float *)c->out + chunk * V;
-        for (int64_t i = 0; i < V; i++) dst[i] = (float)(int32_t)be32(values + 4 * i) * scale;
+        dequantize_f32((float *)c->out + chunk * V, values, ((const float *)c->dscale)[chunk], V);
     } else {
         double scale = ((const double *)c->dscale)[chunk], *dst = (double *)c->out + chunk * V;
         for (int64_t i = 0; i < V; i++) dst[i] = (double)(int32_t)be32(values + 4 * i) * scale;
@@ -719,3 +843,67 @@ int32_t ina_step(ina_call **calls, int32_t ncalls, ina_tree **idle, int32_t nidl
         if (idle[i]->has_echo) o->wake = dmin(o->wake, idle[i]->echo_at);
     return -1;
 }
+
+/* --- calls.prepare ---------------------------------------------------------------------------- */
+
+/* A call's input copied into ``dst`` (``padded`` elements: zeros after ``count``), and each float chunk's
+ * exponent (quantize.peak_exponents: e with max|x| < 2**e, at least emin, enone for a zero chunk), in
+ * one pass.  Returns 0; 1 if some value is not finite, 2 if some exponent is above emax (the caller
+ * raises, with its own words). */
+int32_t ina_prepare(const void *src, int64_t count, int32_t dtype, void *dst, int64_t padded, int32_t values,
+                    int8_t *exps, int32_t emin, int32_t emax, int32_t enone) {
+    size_t item = dtype == INA_F64 ? 8 : 4;
+    if (dtype == INA_I32) {
+        memcpy(dst, src, (size_t)count * item);
+        memset((uint8_t *)dst + count * item, 0, (size_t)(padded - count) * item);
+        return 0;
+    }
+    int bad = 0;
+    for (int64_t c = 0; c * values < padded; c++) {  /* a chunk at a time: copied, then read while in cache */
+        int64_t first = c * values, have = count - first < values ? count - first : values;
+        memcpy((uint8_t *)dst + first * item, (const uint8_t *)src + first * item, (size_t)have * item);
+        memset((uint8_t *)dst + (first + have) * item, 0, (size_t)(values - have) * item);
+        double peak = 0;
+        if (dtype == INA_F32) {
+            const float *x = (const float *)dst + c * values;
+            float m = 0;
+            int64_t i = 0;
+#ifdef __SSE2__
+            __m128 sign = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF)), big = _mm_set1_ps(FLT_MAX), mm = _mm_setzero_ps();
+            __m128i nonfinite = _mm_setzero_si128();
+            for (; i + 4 <= values; i += 4) {
+                __m128 a = _mm_and_ps(_mm_loadu_ps(x + i), sign);
+                mm = _mm_max_ps(mm, a);
+                nonfinite = _mm_or_si128(nonfinite, _mm_castps_si128(_mm_cmpnle_ps(a, big)));
+            }
+            float lanes[4];
+            _mm_storeu_ps(lanes, mm);
+            for (int j = 0; j < 4; j++) m = lanes[j] > m ? lanes[j] : m;
+            bad |= _mm_movemask_epi8(nonfinite) != 0;
+#endif
+            for (; i < values; i++) {
+                float a = fabsf(x[i]);
+                bad |= !(a <= FLT_MAX);
+                m = a > m ? a : m;
+            }
+            peak = m;
+        } else {
+            const double *x = (const double *)dst + c * values;
+            for (int64_t i = 0; i < values; i++) {
+                double a = fabs(x[i]);
+                bad |= !(a <= DBL_MAX);
+                peak = a > peak ? a : peak;
+            }
+        }
+        int e;
+        frexp(peak, &e);
+        if (peak == 0) {
+            exps[c] = (int8_t)enone;
+            continue;
+        }
+        if (e > emax) return bad ? 1 : 2;
+        exps[c] = (int8_t)(e < emin ? emin : e);
+    }
+    return bad ? 1 : 0;
+}
+

@@ -60,6 +60,9 @@ typedef struct ina_call {
     void *qscale, *dscale;                       /* n of dtype (float types) */
     uint8_t *packets;                            /* total x packet_bytes */
     uint8_t *expected;                           /* total x header_bytes: each result's header, masked */
+    const uint8_t *header_template;              /* the fixed fields of every packet's header */
+    const int32_t *header_fields;                /* (shift, width) of slot, set, seq, exponent */
+    const int8_t *exponents;                     /* n: the chunks' own */
     int64_t filled;
     int64_t *latest;
     uint8_t *done;
@@ -103,3 +106,41 @@ void ina_receive(ina_call *c, const uint8_t *rows, int64_t stride, const int64_t
 /* -1, or the index of the call whose timeout ran out (every call's tree is then marked broken) */
 int32_t ina_step(ina_call **calls, int32_t ncalls, ina_tree **idle, int32_t nidle, double now, ina_outbox *out);
 int32_t ina_stalled(const ina_call *c, double now, double after);
+void ina_lay_out(ina_call *c);
+int32_t ina_prepare(const void *src, int64_t count, int32_t dtype, void *dst, int64_t padded, int32_t values,
+                    int8_t *exps, int32_t emin, int32_t emax, int32_t enone);
+
+/* run.c: the loop on sockets (worker/driver.py's run_calls in C) */
+#define INA_RUN_DONE 0
+#define INA_RUN_FAILED 1
+#define INA_RUN_STOPPED 2
+#define INA_RUN_SLICE 3
+#define INA_RUN_OS_ERROR 4
+
+typedef struct ina_port {                        /* a tree's socket */
+    int32_t fd, gso;
+    uint32_t address;                            /* the switch's, in network order */
+    uint16_t port;                               /* network order */
+    ina_tree *tree;
+    ina_call *call;                              /* the tree's part of the running call, or NULL */
+    uint8_t *pending_rows;                       /* what a full send buffer held back */
+    int64_t pending, pending_cap;
+    uint8_t *rx;                                 /* receive buffers */
+    int64_t rx_bytes;
+} ina_port;
+
+typedef struct ina_run_args {
+    ina_call **calls;
+    int32_t ncalls;
+    ina_tree **idle;
+    int32_t nidle;
+    ina_port *ports;
+    int32_t nports;
+    volatile int32_t *stop;                      /* set from another thread: give up */
+    double until, max_wait;                      /* return by then (monotonic seconds); wait at most this long */
+    ina_outbox *out;
+    int32_t failed, error;                       /* the call that timed out; errno of a socket error */
+} ina_run_args;
+
+double ina_now(void);
+int32_t ina_run(ina_run_args *a);

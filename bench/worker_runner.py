@@ -37,10 +37,14 @@ def cpu_seconds() -> float:
 
 
 def job_spec(args: argparse.Namespace) -> JobSpec:
-    """A one-member job on the ideal switch; paced at ``--pace`` (what a calibrated job gets)."""
+    """A one-member job on the ideal switch; paced at ``--pace`` (what a calibrated job gets).  With
+    ``--threads N`` above 1, N trees of equal shares (job ids job_id * 100 + i, ports port + i): the
+    worker's threads each run one."""
     P = protocol.load(args.values)
     member = Member(0, "h1", args.worker_ip, "ideal", args.switch_ip, "02:00:00:00:00:fe")
-    tree = TreeSpec(args.job_id, "ideal", 1.0, 1e6, args.port, (0,))
+    count = max(1, args.threads)
+    trees = tuple(TreeSpec(args.job_id * 100 + i if count > 1 else args.job_id, "ideal", 1.0 / count, 1e6,
+                           args.port + i, (0,)) for i in range(count))
     extra = {}
     if args.pace and "ina_pace_mbps" in {f.name for f in dataclasses.fields(JobSpec)}:  # before the per-call model
         extra["ina_pace_mbps"] = args.pace
@@ -48,7 +52,7 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         from worker.tuner import CallModel, InaCost, TreePipe
 
         extra["model"] = CallModel(args.values, InaCost((TreePipe(1.0, 1e-5, 1e-6),), args.window, args.pace), ())
-    return JobSpec(f"bench{args.job_id}", args.values, P.INA_UDP_PORT, args.window, (member,), (tree,), **extra)
+    return JobSpec(f"bench{args.job_id}", args.values, P.INA_UDP_PORT, args.window, (member,), trees, **extra)
 
 
 def arguments(description: str) -> argparse.ArgumentParser:

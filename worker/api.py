@@ -44,12 +44,14 @@ class Worker:
 
     def __init__(self, spec: JobSpec, rank: int, *, timeout: float = 10.0, window: int | None = None,
                  bind_ip: str | None = None, spec_file: str | Path | None = None,
-                 service: ServiceJob | None = None) -> None:
+                 service: ServiceJob | None = None, threads: int | None = None) -> None:
         """``spec_file``: where ``spec`` came from.  The worker then watches it, and when the controller
         writes that a switch lost its registers (restarted), it sends its last window again, so that
         calls in flight complete exactly (``from_env`` passes it; without it a restart fails them).
         ``service``: the job as the controller service gave it; the worker follows its spec the same way,
-        and closes it at ``close`` (which deletes the job if this rank owns it)."""
+        and closes it at ``close`` (which deletes the job if this rank owns it).
+        ``threads``: how many threads run a call's trees at once, each tree's socket on one of them (the
+        native core; default: the cores this process may use, at most one per tree)."""
         if not 0 <= rank < len(spec.members):
             raise ValueError(f"rank {rank} is not in job {spec.name} (ranks 0..{len(spec.members) - 1})")
         if timeout <= 0:
@@ -83,6 +85,12 @@ class Worker:
                 io.sock.close()
             raise
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-worker-{rank}")
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1, not {threads}")
+        cores = len(os.sched_getaffinity(0))
+        self.threads = min(threads or cores, max(1, len(self._trees))) if core is native else 1
+        self._helpers = ThreadPoolExecutor(max_workers=self.threads - 1, thread_name_prefix=f"ina-lane-{rank}") \
+            if self.threads > 1 else None
         self._ring_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-ring-{rank}")
         self._ring: RingWorker | None = None  # connected on the first call that needs it
         self._timeout = timeout
@@ -212,6 +220,8 @@ class Worker:
         self._watching.set()
         self._io.shutdown(wait=True)
         self._ring_io.shutdown(wait=True)
+        if self._helpers is not None:
+            self._helpers.shutdown(wait=True)
         for io in self._sockets.values():
             io.sock.close()
         if self._ring is not None:
@@ -347,7 +357,7 @@ class Worker:
             tree_calls = composed.tree_calls
             busy = {c.tree for c in tree_calls}
             idle = tuple(t for t in self._trees if t not in busy)
-            driver.run_calls(tree_calls, self._sockets, stop, idle, lambda: self._turn(tree_calls))
+            driver.run_calls(tree_calls, self._sockets, stop, idle, lambda: self._turn(tree_calls), self._helpers)
             self.last_parts = {"trees": time.perf_counter() - started} if tree_calls else {}
         except AllreduceError:
             if ring is None or not stop.is_set():  # the trees failed on their own: the ring gives up too

@@ -12,6 +12,7 @@ import select
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -59,7 +60,8 @@ class Sender:
 
 
 def run_calls(calls: list[TreeCall], sockets: dict[Tree, BatchSocket], stop: threading.Event | None = None,
-              idle: tuple[Tree, ...] = (), before_step: Callable[[], None] | None = None) -> None:
+              idle: tuple[Tree, ...] = (), before_step: Callable[[], None] | None = None,
+              helpers: ThreadPoolExecutor | None = None) -> None:
     """Drive one allreduce's TreeCalls (one per tree) to completion in one loop.
 
     Any failure marks every tree broken (the workers' packet sequences no longer agree) and is
@@ -67,10 +69,10 @@ def run_calls(calls: list[TreeCall], sockets: dict[Tree, BatchSocket], stop: thr
     ``stop`` set from elsewhere (the ring part of a hybrid call failed) ends the loop the same way.
     ``before_step`` runs on this thread before each turn (the worker applies job spec changes
     there, so only this thread writes a tree's state).  Calls of the native core run in its own loop,
-    in C (``worker.native.run_calls``).
+    in C (``worker.native.run_calls``), the trees shared out among this thread and the ``helpers``.
     """
     if calls and isinstance(calls[0], native.NativeCall):
-        native.run_calls(calls, sockets, stop, idle, before_step, MAX_WAIT)
+        native.run_calls(calls, sockets, stop, idle, before_step, MAX_WAIT, helpers)
         return
     sender = Sender(sockets)
     try:

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -468,37 +469,79 @@ def _enable_gro(sock: socket.socket) -> None:
         pass
 
 
+class _GaveUp(AllreduceError):
+    """A thread's loop stopped because another thread's failed (that one's error is the call's)."""
+
+
+class _Loop:
+    """One thread's C loop over some of a call's trees (``ina_run_args``), and what it holds on to."""
+
+    def __init__(self, ffi: Any, calls: list[NativeCall], idle: tuple[NativeTree, ...], sockets: dict,
+                 max_wait: float, give_up: Any) -> None:
+        self.calls = calls
+        trees = [c.tree for c in calls] + list(idle)
+        self.ports = _Ports(ffi, trees, sockets, {c.tree: c for c in calls})
+        P = trees[0].config.protocol
+        self.scratch = _Scratch()
+        self.out = self.scratch.outbox(ffi, math.inf, sum(5 * t.config.window for t in trees) + 64, P.packet_bytes,
+                                       4 * len(trees) + 64 + 2 * sum(math.ceil(c.total / engine.TURN) for c in calls))
+        self.c_calls = ffi.new("ina_call *[]", [c._c for c in calls] or 1)
+        self.c_idle = ffi.new("ina_tree *[]", [t._t for t in idle] or 1)
+        a = self.args = ffi.new("ina_run_args *")
+        a.calls, a.ncalls, a.idle, a.nidle = self.c_calls, len(calls), self.c_idle, len(idle)
+        a.ports, a.nports, a.out, a.max_wait, a.stop = self.ports.ports, len(trees), self.out, max_wait, give_up
+
+    def run(self, lib: Any, give_up: Any, between: Callable[[], None] | None = None) -> None:
+        """Slices until the calls are done; a failure sets ``give_up`` for the other threads and is raised."""
+        try:
+            while True:
+                if between is not None:
+                    between()
+                self.args.until = lib.ina_now() + SLICE
+                status = lib.ina_run(self.args)
+                if status == lib.INA_RUN_DONE:
+                    return
+                if status == lib.INA_RUN_FAILED:
+                    raise timeout_error(self.calls[self.args.failed])
+                if status == lib.INA_RUN_OS_ERROR:
+                    raise OSError(self.args.error, os.strerror(self.args.error))
+                if status == lib.INA_RUN_STOPPED:
+                    raise _GaveUp("stopped: another thread of this allreduce failed")
+        except BaseException:
+            give_up[0] = 1
+            raise
+
+
 def run_calls(calls: list[NativeCall], sockets: dict, stop: threading.Event | None, idle: tuple[NativeTree, ...],
-              before_step: Callable[[], None] | None, max_wait: float) -> None:
+              before_step: Callable[[], None] | None, max_wait: float,
+              helpers: ThreadPoolExecutor | None = None) -> None:
     """``driver.run_calls`` in C: the loop runs without the GIL, a slice at a time; between slices the
     driver's own work (``before_step``: spec changes, stall reports) and a stop request.  ``max_wait``:
-    the longest wait in one ppoll."""
+    the longest wait in one ppoll.  With ``helpers`` (threads), the calls' trees are shared out among
+    this thread and the helpers, each tree's socket read and written by one thread."""
     ffi, lib = _lib()
-    trees = [c.tree for c in calls] + list(idle)
-    ports = _Ports(ffi, trees, sockets, {c.tree: c for c in calls})
-    P = trees[0].config.protocol
-    scratch = _Scratch()
-    out = scratch.outbox(ffi, math.inf, sum(5 * t.config.window for t in trees) + 64, P.packet_bytes,
-                         4 * len(trees) + 64 + 2 * sum(math.ceil(c.total / engine.TURN) for c in calls))
-    args = ffi.new("ina_run_args *")
-    c_calls = ffi.new("ina_call *[]", [c._c for c in calls] or 1)
-    c_idle = ffi.new("ina_tree *[]", [t._t for t in idle] or 1)
-    args.calls, args.ncalls, args.idle, args.nidle = c_calls, len(calls), c_idle, len(idle)
-    args.ports, args.nports, args.out, args.max_wait = ports.ports, len(trees), out, max_wait
+    give_up = ffi.new("int32_t[1]")
+    groups = 1 + min(helpers._max_workers if helpers is not None else 0, len(calls) - 1)
+    loops = [_Loop(ffi, calls[i::groups], idle if i == 0 else (), sockets, max_wait, give_up) for i in range(groups)]
+
+    def between() -> None:
+        if stop is not None and stop.is_set():
+            give_up[0] = 1
+            raise AllreduceError("stopped: another part of this allreduce failed")
+        if before_step is not None:
+            before_step()
+
     try:
-        while True:
-            if stop is not None and stop.is_set():
-                raise AllreduceError("stopped: another part of this allreduce failed")
-            if before_step is not None:
-                before_step()
-            args.until = lib.ina_now() + SLICE
-            status = lib.ina_run(args)
-            if status == lib.INA_RUN_DONE:
-                return
-            if status == lib.INA_RUN_FAILED:
-                raise timeout_error(calls[args.failed])
-            if status == lib.INA_RUN_OS_ERROR:
-                raise OSError(args.error, os.strerror(args.error))
+        others = [helpers.submit(loop.run, lib, give_up) for loop in loops[1:]] if helpers is not None else []
+        try:
+            loops[0].run(lib, give_up, between)
+            errors: list[BaseException | None] = []
+        except BaseException as e:
+            errors = [e]
+        errors += [f.exception() for f in others]  # waits for every thread: none outlives the call
+        failures = [e for e in errors if e is not None]
+        if failures:  # the thread that failed first speaks, not those it stopped
+            raise next((e for e in failures if not isinstance(e, _GaveUp)), failures[0])
     except BaseException:
         fail(calls)
         raise

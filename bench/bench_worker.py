@@ -149,6 +149,7 @@ class Result:
     cpu_mbps: float  # per worker: MB per CPU-second of its process
     pps: float  # per worker
     syscalls_per_packet: float | None
+    threads_cpu: str = ""  # the worker's CPU seconds by thread (name=s;...), where its runner reports them
 
 
 def run_workers(side: Side, tmp: Path, values: int, window: int, mb: float, workers: int, calls: int,
@@ -226,9 +227,10 @@ def measure(args: argparse.Namespace) -> list[Result]:
                             for r in reports:
                                 calls_per = r["packets"] / r["wall"]
                                 syscalls = r["syscalls"] / r["packets"] if r["syscalls"] is not None else None
+                                split = ";".join(f"{k}={v:.3f}" for k, v in sorted(r.get("threads_cpu", {}).items()))
                                 results.append(Result(side.label, v, window, mb, workers, threads, run,
                                                       r["bytes"] / r["wall"] / 1e6, r["bytes"] / r["cpu"] / 1e6,
-                                                      calls_per, syscalls))
+                                                      calls_per, syscalls, split))
                         key = (v, window, mb, workers, threads)
                         mine = [x for x in results if _key(x) == key and x.run == run]
                         each = [(s.label, statistics.mean(x.cpu_mbps for x in mine if x.side == s.label)) for s in here]
@@ -336,6 +338,13 @@ def table(results: list[Result]) -> None:
             cpus[s] = cpu
         shown = "".join(f"| {_ratio(cpus.get('new'), cpus.get(s)):^{len(name)}} " for name, s in ratios)
         print(f"{key[0]:>4} {key[1]:>4} {key[2]:>5g} {key[3]:>3} {key[4]:>3} " + "".join(cells) + shown)
+    splits = [r for r in results if r.threads_cpu and r.side == "new"]
+    if splits:
+        print("\nthe new worker's CPU by thread (s, last run of each configuration):")
+        for key in keys:
+            last = [r for r in splits if _key(r) == key]
+            if last:
+                print(f"  V={key[0]} W={key[1]} {key[2]:g} MB x{key[3]} threads {key[4]}: {last[-1].threads_cpu}")
 
 
 def _ratio(new: float | None, other: float | None) -> str:

@@ -20,10 +20,12 @@ import argparse
 import dataclasses
 import inspect
 import json
+import os
 import resource
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -83,6 +85,20 @@ def timed(calls: int, call: Callable[[], object]) -> tuple[float, float]:
     return time.perf_counter() - wall, cpu_seconds() - cpu
 
 
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) per thread of this process so far, by thread name (Linux /proc)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def main() -> int:
     ap = arguments(__doc__.splitlines()[0])
     args = ap.parse_args()
@@ -102,8 +118,11 @@ def main() -> int:
         before, polls = w.stats.packets_sent, getattr(w.stats, "polls", None)
         call = getattr(w, args.call)
         # in place: one worker's sum is its quantized input, which quantizes to itself
+        before_threads = thread_cpu()
         wall, cpu = timed(args.calls, lambda: call(data))
+        split = {k: round(v - before_threads.get(k, 0.0), 3) for k, v in thread_cpu().items()}
         print(json.dumps({"wall": wall, "cpu": cpu, "calls": args.calls, "bytes": data.nbytes * args.calls,
+                          "threads_cpu": {k: v for k, v in split.items() if v > 0},
                           "packets": w.stats.packets_sent - before,
                           "polls": None if polls is None else w.stats.polls - polls}), flush=True)
     return 0

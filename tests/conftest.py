@@ -10,6 +10,20 @@ import pytest
 P4_DIR = Path(__file__).resolve().parent / "p4"
 
 
+@pytest.fixture(params=["native", "reference"])
+def worker_core(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A worker test runs on both cores: the native one (worker/native) and the reference (INA_NATIVE=0)."""
+    if request.param == "reference":
+        monkeypatch.setenv("INA_NATIVE", "0")
+    else:
+        from worker import native
+
+        if not native.available():
+            pytest.skip(f"the native core cannot be built here: {native.why_not()}")
+        monkeypatch.delenv("INA_NATIVE", raising=False)
+    return request.param
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now (for a P4Runtime server)."""
     with socket.socket() as s:

@@ -21,6 +21,8 @@ from tests.loopback_net import Faults, LoopbackNet
 from tests.test_worker import check_sum, hybrid_job
 from worker import AllreduceTimeout, Worker, protocol
 
+pytestmark = pytest.mark.usefixtures("worker_core")  # every test on both cores
+
 POOL = 8
 SIZE = 3000  # float32: 47 chunks of 64, so a call is 47 + 8 packets per worker
 

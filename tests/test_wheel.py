@@ -91,6 +91,7 @@ def test_the_wheel_carries_every_file_read_at_run_time(installed):
     wanted += [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "p4target" / "p4include").glob("*.p4"))]
     wanted += ["p4target/frontend/p4.lark", "p4target/portio.c", "p4src/__init__.py"]
     wanted += [f"p4target/executor/native/{h}" for h in ("runtime.h", "v1model.h", "tna.h")]
+    wanted += [f"worker/native/{c}" for c in ("core.h", "core.c", "run.c")]
     wanted += [f"bmv2env/topologies/{p.name}" for p in sorted((ROOT / "bmv2-env" / "topologies").glob("*.json"))]
     assert {"p4src/protocol.p4", "p4src/tofino/ina_tna.p4", "p4src/v1model/parser.p4"} <= set(wanted)
     assert [n for n in wanted if n not in names] == []
@@ -99,7 +100,7 @@ def test_the_wheel_carries_every_file_read_at_run_time(installed):
 # Run by the new virtualenv's python in a folder outside the checkout: argv[1] is the checkout,
 # argv[2] LENT as JSON.
 SCRIPT = r'''
-import json, os, select, socket, struct, sys, sysconfig, threading, traceback
+import json, os, select, shutil, socket, struct, sys, sysconfig, threading, traceback
 from pathlib import Path
 
 import numpy as np
@@ -144,7 +145,8 @@ controller = Controller(Network(topology, {"s1": SwitchAccess(grpc_address, 1, "
                         Path("state.json"), PipelineOptions(udp_port=48864))
 controller.setup()
 switch = service.pipeline.switch
-if compiler() is not None:  # the C was built from the installed headers
+has_compiler = compiler() is not None and shutil.which(compiler()) is not None
+if has_compiler:  # the C was built from the installed headers
     assert switch.native is not None, switch.native_status
 
 wire = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -173,12 +175,13 @@ spec = controller.create_job("wheel", sorted(hosts), 16, mode="ina")
 rng = np.random.default_rng(32)
 ints = [rng.integers(-2**20, 2**20, 3000, dtype=np.int32) for _ in range(WORKERS)]
 floats = [rng.standard_normal(5000).astype(np.float32) * 10.0 ** rng.integers(-3, 4) for _ in range(WORKERS)]
-results, errors = {}, []
+results, errors, cores = {}, [], set()
 
 
 def rank(r):
     try:
         with Worker(spec, r, timeout=20.0) as w:
+            cores.add(type(w._trees[0]).__name__)
             results[r] = (w.allreduce(ints[r]), w.allreduce(floats[r]))
     except BaseException as e:
         errors.append(e)
@@ -209,7 +212,8 @@ files = {n: Path(m.__file__).resolve() for n, m in list(sys.modules.items()) if 
 leaked = sorted(n for n, f in files.items()
                 if f.is_relative_to(checkout) and not any(f.is_relative_to(d) for d in lent))
 assert not leaked, f"imported from the checkout: {leaked}"
-print(json.dumps({"modules": len(ours), "native": switch.native is not None, "ranks": sorted(results)}), flush=True)
+print(json.dumps({"modules": len(ours), "native": switch.native is not None, "ranks": sorted(results),
+                  "cores": sorted(cores)}), flush=True)
 os._exit(0)
 '''
 
@@ -225,3 +229,21 @@ def test_an_installed_wheel_runs_an_allreduce_outside_the_checkout(installed, tm
                env={**_env(), "P4TARGET_CACHE": str(tmp_path / "native-cache")})  # cold: C built from the wheel
     report = json.loads(out.strip().splitlines()[-1])
     assert report["ranks"] == [0, 1, 2] and report["modules"] > 20, report
+    assert report["cores"] == ["NativeTree"], report  # the worker's C, built from the installed files
+
+
+def test_an_installed_wheel_without_a_compiler_runs_the_reference_core_and_says_so_once(installed, tmp_path):
+    """A training node with no C compiler: the switch and the worker fall back to Python, and the worker
+    says so once (three workers in the process), not silently."""
+    _, python = installed
+    run = tmp_path / "elsewhere"
+    run.mkdir()
+    (run / "allreduce_from_wheel.py").write_text(SCRIPT)
+    env = {**_env(), "P4TARGET_CACHE": str(tmp_path / "native-cache"), "CC": str(tmp_path / "no-such-cc")}
+    done = subprocess.run([str(python), "allreduce_from_wheel.py", str(ROOT), json.dumps(LENT)], cwd=run, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["ranks"] == [0, 1, 2] and report["cores"] == ["Tree"] and not report["native"], report
+    said = [line for line in done.stderr.splitlines() if "the worker runs its reference Python core" in line]
+    assert len(said) == 1 and "no-such-cc" in said[0], done.stderr[-2000:]

@@ -27,6 +27,8 @@ from worker.engine import Congestion
 from worker.jobspec import JobSpec, JobSpecError
 from worker.ring import summation_bound
 
+pytestmark = pytest.mark.usefixtures("worker_core")  # every test on both cores
+
 
 def run_workers(spec, arrays: list[np.ndarray], calls: int = 1,
                 times: list[list[float]] | None = None) -> tuple[list[list[np.ndarray]], list[Worker]]:

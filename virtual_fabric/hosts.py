@@ -30,9 +30,9 @@ from virtual_fabric.frames import HEADER_BYTES, udp_header, udp_payload
 from virtual_fabric.host_latency import HOST_LATENCY, reaches_loop
 from virtual_fabric.links import Channel
 from virtual_fabric.ring import Ring
-from worker import protocol
+from worker import native, protocol
 from worker.calls import ComposedCall, prepare
-from worker.engine import Outbox, Stats, Tree, TreeCall, TreeConfig, fail, step
+from worker.engine import Outbox, Stats, Tree, TreeCall, TreeConfig, fail
 from worker.errors import AllreduceError, SwitchOverflowError
 from worker.jobspec import JobSpec
 from worker.tuner import Choice
@@ -82,14 +82,16 @@ class SimWorker:
     def __post_init__(self) -> None:
         spec, me = self.spec, self.spec.members[self.rank]
         self.P = protocol.load(spec.values, spec.udp_port)
+        self.core = native.core()  # the worker's C core where it builds (the same datagrams as the reference)
         self.trees: list[Tree] = []
         self.by_port: dict[int, Tree] = {}
         self.inbox: dict[Tree, list[bytes]] = {}
         self.arriving: deque[tuple[float, Tree, bytes]] = deque()  # (when it reaches the loop, tree, datagram)
         self.headers: dict[Tree, bytes] = {}
         for i, t in enumerate(spec.trees if spec.mode != "ring" else ()):
-            tree = Tree(TreeConfig(me.switch, t.job_id, t.children[self.rank], len(spec.members), spec.pool_size,
-                                   self.P, self.timeout), f"tree {i + 1} of job {spec.name}", incarnation=t.incarnation)
+            config = TreeConfig(me.switch, t.job_id, t.children[self.rank], len(spec.members), spec.pool_size, self.P,
+                                self.timeout)
+            tree = self.core.Tree(config, f"tree {i + 1} of job {spec.name}", incarnation=t.incarnation)
             self.trees.append(tree)
             self.by_port[t.port] = tree
             self.inbox[tree] = []
@@ -228,7 +230,7 @@ class SimWorker:
         running = [c for c in self.calls if not c.complete]
         room = self.uplink.room(now) // (HEADER_BYTES + self.P.packet_bytes)
         try:
-            out = step(running, idle, now, room)
+            out = self.core.step(running, idle, now, room)
         except AllreduceError as e:
             self._failed(running, e)  # step marked the trees broken
             return

@@ -104,6 +104,12 @@ def available() -> bool:
     return not isinstance(_library(), str)
 
 
+def why_not() -> str | None:
+    """Why the native core cannot be built here (None: it can)."""
+    got = _library()
+    return got if isinstance(got, str) else None
+
+
 def _lib() -> tuple[Any, Any]:
     got = _library()
     if isinstance(got, str):
@@ -435,7 +441,12 @@ def fail(calls: list[NativeCall]) -> None:
         c.tree.broken = True
 
 
-SLICE = 0.01  # seconds the C loop runs between two looks of the driver (spec changes, stalls, a stop request)
+SLICE = 0.05  # seconds the C loop runs between two looks of the driver (spec changes, stalls, a stop request)
+# Results that trickle in (a slow link: Mininet's 50 Mbit/s brings one every 170 us) are taken a few at a
+# time: the loop waits up to COALESCE of the least round trip after the last look before it reads again,
+# at most COALESCE_MAX, and not at all where that is below COALESCE_MIN (a datacenter's microseconds,
+# where results come in bursts anyway).  A NIC's interrupt moderation does the same.
+COALESCE, COALESCE_MIN, COALESCE_MAX = 1 / 16, 20e-6, 1e-3
 RX_BYTES = 8 * 65536  # receive buffers: run.c's RX_MESSAGES coalesced datagrams of up to 64 KB
 
 
@@ -497,6 +508,9 @@ class _Loop:
             while True:
                 if between is not None:
                     between()
+                least = min((c.tree.congestion.rtt_min for c in self.calls), default=math.inf)
+                gap = min(COALESCE_MAX, COALESCE * least) if least < math.inf else 0.0
+                self.args.coalesce = gap if gap >= COALESCE_MIN else 0.0
                 self.args.until = lib.ina_now() + SLICE
                 status = lib.ina_run(self.args)
                 if status == lib.INA_RUN_DONE:

@@ -6,8 +6,9 @@ process that answers every contribution at once, on loopback: ``ideal_switch()``
 switch and the network cost nothing and the worker's CPU seconds per packet are its host cost.
 
 How: one worker, ``--calls`` timed calls of ``--mb`` MB of float32 per run (in place, as DDP's buckets), window
-``--window``, at two packet sizes, V = 64 and V = 256 values: CPU seconds of the worker (user + system, all
-threads) per packet it sent (each packet's result comes back and is taken too), median of ``--runs``.  The line
+``--window``, at two packet sizes, V = 64 and V = 256 values, alternated run by run: CPU seconds of the worker
+(user + system, all threads) per packet it sent (each packet's result comes back and is taken too), median of
+``--runs``.  The line
 through the two points separates a part per datagram from a part per byte of datagram (its UDP payload).
 
 The split between send and receive is not measured: the worker sends and receives in one loop on one core, and
@@ -15,7 +16,7 @@ the fabric's host spends the sum on every packet either way (one serial CPU), so
 to the send and half to the receive.  (The split only moves when a packet leaves against when its result is
 seen, within the sum.)
 
-    python -m bench.host_cost [--values 64,256] [--window 256] [--mb 32] [--calls 3] [--runs 5] [--publish]
+    python -m bench.host_cost [--values 64,256] [--window 256] [--mb 32] [--calls 3] [--runs 7] [--publish]
 
 Writes bench/results/host_cost.json; ``--publish`` writes virtual_fabric/host_cost.json, the calibration
 ``--host-cost measured`` reads (commit it).  Run it again when the worker changes (its native datapath will).
@@ -54,16 +55,19 @@ def switch_port_free(values: int) -> bool:
     return True
 
 
-def cpu_per_packet(values: int, window: int, mb: float, calls: int, runs: int) -> list[float]:
-    """Seconds of the worker's CPU per packet, one figure per run (a runner process each)."""
+def cpu_per_packet(sizes: list[int], window: int, mb: float, calls: int, runs: int) -> dict[int, list[float]]:
+    """Seconds of the worker's CPU per packet at each V, one figure per run (a runner process each), the sizes
+    alternated run by run so that what else the machine does weighs on both alike."""
     side = Side("new", REPO)
-    out = []
-    with ideal_switch(values), tempfile.TemporaryDirectory(prefix="bench-host-cost-") as tmp:
+    out: dict[int, list[float]] = {values: [] for values in sizes}
+    with tempfile.TemporaryDirectory(prefix="bench-host-cost-") as tmp:
         for run in range(runs):
-            report = run_workers(side, Path(tmp), values, window, mb, 1, calls, "allreduce_")[0]
-            out.append(report["cpu"] / report["packets"])
-            print(f"  V={values} run {run + 1}/{runs}: {out[-1] * 1e6:.3f} us of CPU per packet "
-                  f"({report['packets']} packets, {report['cpu']:.3f} s of CPU)", flush=True)
+            for values in sizes:
+                with ideal_switch(values):
+                    report = run_workers(side, Path(tmp), values, window, mb, 1, calls, "allreduce_")[0]
+                out[values].append(report["cpu"] / report["packets"])
+                print(f"  V={values} run {run + 1}/{runs}: {out[values][-1] * 1e6:.3f} us of CPU per packet "
+                      f"({report['packets']} packets, {report['cpu']:.3f} s of CPU)", flush=True)
     return out
 
 
@@ -98,7 +102,7 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=256)
     ap.add_argument("--mb", type=float, default=32.0, help="MB of float32 per call")
     ap.add_argument("--calls", type=int, default=3, help="timed calls per run")
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--publish", action="store_true", help=f"write {PUBLISHED.relative_to(REPO)} (commit it)")
     args = ap.parse_args()
     if len(args.values) != 2 or args.values[0] == args.values[1]:
@@ -111,8 +115,8 @@ def main() -> int:
         return 1
     before = machine()
     points, measured = [], []
-    for values in args.values:
-        runs = cpu_per_packet(values, args.window, args.mb, args.calls, args.runs)
+    every = cpu_per_packet(args.values, args.window, args.mb, args.calls, args.runs)
+    for values, runs in every.items():
         nbytes = protocol.load(values).packet_bytes
         points.append((nbytes, statistics.median(runs)))
         measured.append({"values": values, "datagram_bytes": nbytes, "cpu_us_per_packet": points[-1][1] * 1e6,
@@ -129,8 +133,8 @@ def main() -> int:
         "points": measured,
         "how": f"one worker (this checkout's Worker, bench/worker_runner.py) against bench_worker's ideal switch on "
                f"loopback, window {args.window}, {args.calls} timed calls of {args.mb:g} MB of float32 per run, "
-               f"{args.runs} runs per point; CPU seconds of the worker process (user + system, all threads) per "
-               "packet sent",
+               f"{args.runs} runs per point (the sizes alternated); CPU seconds of the worker process (user + system, "
+               "all threads) per packet sent",
         "machine": before,
         "date": time.strftime("%Y-%m-%d"),
         "commit": commit(),

@@ -24,7 +24,7 @@ from controller.capacity import CapacityError, Room, room
 from controller.entries import Allocation
 from controller.failover import DEAD_AFTER, PROBE_DEADLINE, Failover
 from controller.job_plan import DEFAULT_POOL_SIZE, JobError, JobPlan, plan_job, with_trees
-from controller.model import DEFAULT_HOST_LATENCY
+from controller.model import DEFAULT_HOST_LATENCY, NO_HOST_COST, HostCost
 from controller.network import Network
 from controller.p4runtime_client import SwitchConnection, SwitchError
 from controller.pipeline import Pipeline, PipelineOptions
@@ -65,11 +65,13 @@ class Controller:
     def __init__(self, network: Network, state_path: Path | None = None, options: PipelineOptions | None = None,
                  election_id: int | None = 1, spec_dir: Path | None = None,
                  connect: Callable[[str], SwitchConnection] | None = None,
-                 clock: Callable[[], float] = time.monotonic, host_latency: float | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, host_latency: float | None = None,
+                 host_cost: HostCost = NO_HOST_COST) -> None:
         """``connect`` opens a switch's connection by its name (default: a SwitchClient over gRPC to its
         access's address, with ``election_id``); ``clock`` tells how long a switch has been unreachable;
-        ``host_latency`` is the model's (default: what a calibration measured, else the model's default).
-        A simulated fabric passes in-process connections, its virtual time and its hosts' latency."""
+        ``host_latency`` is the model's (default: what a calibration measured, else the model's default);
+        ``host_cost`` what a packet costs the hosts' CPU, for the model (default: nothing).
+        A simulated fabric passes in-process connections, its virtual time and its hosts' latency and cost."""
         self.network = network
         self.topology = network.topology
         self.state_path = state_path
@@ -87,6 +89,7 @@ class Controller:
         self.reconciler = Reconciler(self.topology, self.io, lambda: self.state)
         self.failover = Failover(clock)
         self._host_latency = host_latency
+        self.host_cost = host_cost
         self._plans: dict[str, tuple[tuple, JobPlan]] = {}  # a live job's plan, while what it is made of holds
         self._lock = threading.RLock()
         self._rounds = threading.Lock()  # one watch round (or probe) at a time: they share the failover's books
@@ -341,7 +344,7 @@ class Controller:
              ring_layout: str | None = None) -> JobPlan:
         """The job's plan (``job_plan.plan_job``) with this controller's options, without touching a switch."""
         return plan_job(self.topology, members, self._protocol(), trees, mode, alpha, ring_sum, pool_size,
-                        ring_layout, self.host_latency)
+                        ring_layout, self.host_latency, host_cost=self.host_cost)
 
     def _protocol(self) -> protocol.Protocol:
         return protocol.load(self.state.options.values, self.state.options.udp_port)
@@ -434,13 +437,13 @@ class Controller:
         def replan(topology: Topology, trees: int | None, mode: str, pool_size: int) -> JobPlan:
             if mode == "ring":
                 return plan_job(self.topology, members, P, None, "ring", None, ring_sum, pool_size, ring_layout,
-                                self.host_latency)
+                                self.host_latency, host_cost=self.host_cost)
             try:
                 found = plan.pack_trees(topology, members, P.MAX_CHILDREN, trees, P.wire_factor)
             except plan.PlanError as e:
                 raise JobError(str(e)) from None
             return with_trees(self.topology, found, P, mode, alpha if mode == "hybrid" else None, ring_sum,
-                              pool_size, ring_layout, self.host_latency)
+                              pool_size, ring_layout, self.host_latency, host_cost=self.host_cost)
 
         return replan
 
@@ -481,12 +484,12 @@ class Controller:
 
     def job_plan(self, name: str) -> JobPlan:
         """A live job's plan: the trees it holds now, its layouts and its model (made again only when the
-        trees move, a calibration measures, or the hosts' latency changes: for 1,024 hosts it takes seconds,
-        and the service answers with it)."""
+        trees move, a calibration measures, or the hosts' latency or cost changes: for 1,024 hosts it takes
+        seconds, and the service answers with it)."""
         job = self._job(name)
         measured = job.calibration or {}
         key = (tuple(job.members), [(t.tree, t.rate, t.share) for t in job.trees], json.dumps(measured, sort_keys=True),
-               self.host_latency, job.mode, job.alpha, job.ring_layout, job.ring_sum, job.pool_size)
+               self.host_latency, self.host_cost, job.mode, job.alpha, job.ring_layout, job.ring_sum, job.pool_size)
         cached = self._plans.get(name)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -495,7 +498,8 @@ class Controller:
         found = plan.Plan(tuple(job.members), trees, sum(t.rate for t in trees), 0.0, (), 0, 0.0, P.wire_factor)
         latency = measured.get("host_latency") or self.host_latency
         planned = with_trees(self.topology, found, P, job.mode, job.alpha, job.ring_sum, job.pool_size,
-                             job.ring_layout, latency, measured.get("ina_mbps"), _efficiencies(measured))
+                             job.ring_layout, latency, measured.get("ina_mbps"), _efficiencies(measured),
+                             self.host_cost)
         self._plans[name] = (key, planned)
         return planned
 

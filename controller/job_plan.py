@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from controller import plan
-from controller.model import DEFAULT_HOST_LATENCY, JobTree, aggregation_limit, call_model
+from controller.model import DEFAULT_HOST_LATENCY, NO_HOST_COST, HostCost, JobTree, aggregation_limit, call_model
 from controller.rings import layouts
 from controller.topology import Topology
 from worker import protocol
@@ -102,11 +102,13 @@ def method_lines(methods: dict[str, dict], runs: str | None = None) -> list[str]
 def plan_job(topology: Topology, members: list[str], P: protocol.Protocol, trees: int | str | None = "auto",
              mode: str = "auto", alpha: float | None = None, ring_sum: str = "native",
              pool_size: int = DEFAULT_POOL_SIZE, ring_layout: str | None = None,
-             host_latency: float = DEFAULT_HOST_LATENCY, limit_mbps: float | None = None) -> JobPlan:
+             host_latency: float = DEFAULT_HOST_LATENCY, limit_mbps: float | None = None,
+             host_cost: HostCost = NO_HOST_COST) -> JobPlan:
     """The packed trees for these members (``trees``: "auto" or at most N; none in ``mode`` ring), their
     ring layouts and the model of their calls, from the topology alone: no switch is needed.  ``mode``:
     ina, ring, hybrid, or auto (the fastest for each call); ``alpha`` fixes a hybrid's share through the
-    switches, ``ring_layout`` the ring's layout; ``limit_mbps`` is C where it was measured."""
+    switches, ``ring_layout`` the ring's layout; ``limit_mbps`` is C where it was measured; ``host_cost``
+    what a packet costs the hosts' CPU (``model.HostCost``)."""
     check_request(mode, alpha, ring_sum, ring_layout)
     try:
         if mode == "ring":
@@ -117,13 +119,15 @@ def plan_job(topology: Topology, members: list[str], P: protocol.Protocol, trees
             found = plan.pack_trees(topology, members, P.MAX_CHILDREN, tree_count(trees), P.wire_factor)
     except plan.PlanError as e:
         raise JobError(str(e)) from None
-    return with_trees(topology, found, P, mode, alpha, ring_sum, pool_size, ring_layout, host_latency, limit_mbps)
+    return with_trees(topology, found, P, mode, alpha, ring_sum, pool_size, ring_layout, host_latency, limit_mbps,
+                      host_cost=host_cost)
 
 
 def with_trees(topology: Topology, found: plan.Plan, P: protocol.Protocol, mode: str = "auto",
                alpha: float | None = None, ring_sum: str = "native", pool_size: int = DEFAULT_POOL_SIZE,
                ring_layout: str | None = None, host_latency: float = DEFAULT_HOST_LATENCY,
-               limit_mbps: float | None = None, ring_efficiency: Mapping[str, float] | None = None) -> JobPlan:
+               limit_mbps: float | None = None, ring_efficiency: Mapping[str, float] | None = None,
+               host_cost: HostCost = NO_HOST_COST) -> JobPlan:
     """The job's plan on these trees (as planned, or as a job holds them after a move); ``limit_mbps`` and
     ``ring_efficiency`` as a calibration measured them (``model.call_model``)."""
     members = list(found.members)
@@ -136,7 +140,7 @@ def with_trees(topology: Topology, found: plan.Plan, P: protocol.Protocol, mode:
     if limit_mbps is not None:
         limit, why = limit_mbps, f"measured {limit_mbps:.4g} Mb/s per worker"
     model = call_model(topology, members, trees, P, pool_size, found_layouts, host_latency,
-                       limit if limit < math.inf else None, ring_efficiency)
+                       limit if limit < math.inf else None, ring_efficiency, host_cost)
     return JobPlan(found, found_layouts, model, mode, alpha, ring_layout, ring_sum, limit, why)
 
 

@@ -8,7 +8,10 @@ to the root and its result's back (each hop's frame time at the rate packets get
 propagation), each switch's turn at its aggregation engine for the children it sums, and the host's
 latency (wire to the worker's loop: measured by `ina-ctl calibrate`, ``DEFAULT_HOST_LATENCY`` until
 then; the virtual fabric passes its own).  A tree's frames leave at the planner's rate for it, or at
-its share of C where the switches sum slower than the links (the worker paces them there).
+its share of C where the switches sum slower than the links (the worker paces them there), or as fast
+as the host's CPU sends them and takes their results (``HostCost``, where it is known: the virtual
+fabric's ``--host-cost``): its send and receive cost per packet add to every round trip, and one CPU
+serving every tree spaces a tree's packets by their sum over the tree's share.
 
 A ring, per layout: ``controller.rings``.  A hybrid, per layout: the trees at C' = min(C, L, what their
 windows carry in a round trip), the ring's flows in what C' leaves of every link the trees use (each
@@ -32,6 +35,36 @@ from worker.ring_layout import Layout
 from worker.tuner import PURE, CallModel, HybridCost, InaCost, TreePipe
 
 DEFAULT_HOST_LATENCY = 20e-6  # seconds from the wire to a worker's loop, until `ina-ctl calibrate` measures it
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """What a packet costs a host's one CPU: seconds per datagram sent and per datagram received, and per byte
+    of the datagram (UDP payload) each way.  Serial: a packet and its result cost the sum, and nothing else
+    runs meanwhile, so a host moves at most one packet per ``per_packet`` seconds."""
+
+    send: float = 0.0
+    receive: float = 0.0
+    send_per_byte: float = 0.0
+    receive_per_byte: float = 0.0
+
+    def send_seconds(self, nbytes: int) -> float:
+        return self.send + self.send_per_byte * nbytes
+
+    def receive_seconds(self, nbytes: int) -> float:
+        return self.receive + self.receive_per_byte * nbytes
+
+    def per_packet(self, nbytes: int) -> float:
+        """One packet of ``nbytes`` sent and its result of as many received, on the one CPU."""
+        return self.send_seconds(nbytes) + self.receive_seconds(nbytes)
+
+    @property
+    def free(self) -> bool:
+        """Hosts that take no time (the fabric's default, and every figure before host costs)."""
+        return not (self.send or self.receive or self.send_per_byte or self.receive_per_byte)
+
+
+NO_HOST_COST = HostCost()
 
 
 @dataclass(frozen=True)
@@ -64,9 +97,11 @@ def aggregation_limit(topology: Topology, members: Sequence[str], trees: Sequenc
 
 
 def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps: float, frame_bytes: int,
-              host_latency: float, taken: dict[Direction, float] | None = None) -> TreePipe:
+              host_latency: float, taken: dict[Direction, float] | None = None, host_seconds: float = 0.0
+              ) -> TreePipe:
     """One tree whose frames leave at ``pace_mbps``, with ``taken`` bits/s of each link direction used by
-    flows beside it (its frames get the rest, and its planned rate shrinks with its busiest link's rest)."""
+    flows beside it (its frames get the rest, and its planned rate shrinks with its busiest link's rest);
+    ``host_seconds``: the host's CPU per packet, sent and its result received (``HostCost.per_packet``)."""
     bits = frame_bytes * 8
     taken = taken or {}
     up = dict(t.tree.uplinks)
@@ -89,7 +124,8 @@ def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps:
         deepest = max(deepest, sum(hop(d) + hop((d[0], 1 - d[1])) for d in way) + sum(map(turn, engines)))
         for index, _ in way:
             fraction = min(fraction, *(left((index, d)) / (topology.links[index].capacity * 1e6) for d in (0, 1)))
-    return TreePipe(t.share, deepest + host_latency, bits / (min(pace_mbps, t.rate * fraction) * 1e6))
+    return TreePipe(t.share, deepest + host_latency + host_seconds, bits / (min(pace_mbps, t.rate * fraction) * 1e6),
+                    host_seconds / t.share if host_seconds else 0.0)
 
 
 def _way_up(topology: Topology, up: Mapping[str, int], member: str) -> tuple[list[Direction], list[str]]:
@@ -123,26 +159,28 @@ def trees_load(topology: Topology, members: Sequence[str], trees: Sequence[JobTr
 
 def _ina(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P: protocol.Protocol,
          pool_size: int, host_latency: float, pace_mbps: float | None,
-         taken: dict[Direction, float] | None = None) -> InaCost:
+         taken: dict[Direction, float] | None = None, host_cost: HostCost = NO_HOST_COST) -> InaCost:
     total = sum(t.rate for t in trees)
     scale = min(1.0, pace_mbps / total) if pace_mbps else 1.0
-    return InaCost(tuple(tree_pipe(topology, members, t, t.rate * scale, P.frame_bytes, host_latency, taken)
+    cpu = host_cost.per_packet(P.packet_bytes)
+    return InaCost(tuple(tree_pipe(topology, members, t, t.rate * scale, P.frame_bytes, host_latency, taken, cpu)
                          for t in trees), pool_size, pace_mbps)
 
 
 def window_mbps(ina: InaCost, frame_bytes: int) -> float:
     """What the trees' windows carry: each tree W frames per round trip, at most its pace."""
-    return sum(min(ina.window / t.round_trip, 1 / t.spacing) for t in ina.trees) * frame_bytes * 8 / 1e6
+    return sum(min(ina.window / t.round_trip, 1 / t.pace) for t in ina.trees) * frame_bytes * 8 / 1e6
 
 
 def call_model(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P: protocol.Protocol,
                pool_size: int, ring_layouts: Sequence[Layout] | None = None,
                host_latency: float = DEFAULT_HOST_LATENCY, limit_mbps: float | None = None,
-               ring_efficiency: Mapping[str, float] | None = None) -> CallModel:
+               ring_efficiency: Mapping[str, float] | None = None, host_cost: HostCost = NO_HOST_COST) -> CallModel:
     """The job's model.  ``trees``: none for a job that runs a ring alone; ``ring_layouts``: the layouts
     its workers may use (default ``rings.layouts``); ``limit_mbps``: C where it was measured (default:
     the switches' declared rates); ``ring_efficiency``: by layout, what TCP got of its fair share where
-    it was measured (``rings.ring_cost``)."""
+    it was measured (``rings.ring_cost``); ``host_cost``: what a packet costs the hosts' CPU (the trees'
+    packets only: a ring's flows are modelled without it)."""
     members = list(members)
     ring_layouts = list(ring_layouts) if ring_layouts is not None else layouts(topology, members)
     link = topology.slowest_link_mbps(members)
@@ -152,15 +190,17 @@ def call_model(topology: Topology, members: Sequence[str], trees: Sequence[JobTr
                   for layout in ring_layouts)
     if not trees:
         return CallModel(P.values, None, rings)
-    ina = _ina(topology, members, trees, P, pool_size, host_latency, limit if limit < link else None)
+    ina = _ina(topology, members, trees, P, pool_size, host_latency, limit if limit < link else None,
+               host_cost=host_cost)
     hybrids = tuple(_hybrid(topology, members, trees, P, pool_size, host_latency, layout, min(limit, link), link,
-                            efficiency.get(layout.name, 1.0))
+                            efficiency.get(layout.name, 1.0), host_cost)
                     for layout in (ring_layouts if len(members) > 1 else ()))
     return CallModel(P.values, ina, rings, hybrids)
 
 
 def _hybrid(topology: Topology, members: list[str], trees: Sequence[JobTree], P: protocol.Protocol, pool_size: int,
-            host_latency: float, layout: Layout, limit: float, link: float, efficiency: float = 1.0) -> HybridCost:
+            host_latency: float, layout: Layout, limit: float, link: float, efficiency: float = 1.0,
+            host_cost: HostCost = NO_HOST_COST) -> HybridCost:
     """The trees beside this layout's ring, at C' where it settles.  It starts from what the trees carry on
     empty links (C, or their windows' worth) and comes down: the ring's flows, in what C' leaves of each
     link (``rings.ring_cost``'s ``reserved``), lengthen the trees' round trips, which lowers what their
@@ -168,12 +208,13 @@ def _hybrid(topology: Topology, members: list[str], trees: Sequence[JobTree], P:
     that fill the links leave the trees' frames 1% of them.)
     Where the trees would take the whole link anyway, neither part is paced (a hybrid then only runs when
     asked)."""
-    pace = min(limit, window_mbps(_ina(topology, members, trees, P, pool_size, host_latency, None), P.frame_bytes))
+    pace = min(limit, window_mbps(_ina(topology, members, trees, P, pool_size, host_latency, None,
+                                       host_cost=host_cost), P.frame_bytes))
     for _ in range(8):
         paced = pace < link * (1 - PURE)
         reserved = trees_load(topology, members, trees, pace) if paced else None
         ring, load = ring_cost(topology, members, layout, host_latency, reserved, efficiency)
-        ina = _ina(topology, members, trees, P, pool_size, host_latency, pace if paced else None, load)
+        ina = _ina(topology, members, trees, P, pool_size, host_latency, pace if paced else None, load, host_cost)
         settled = min(pace, window_mbps(ina, P.frame_bytes))
         if not paced or settled >= pace * (1 - 1e-3):
             break

@@ -2,6 +2,7 @@
 
     ina-sim run --topology single --workers 4 --bw 50 --size 2000000    # one job, its figures
     ina-sim run --topology fat_tree:16 --bw 100000 --delay 1us --size 262144 --window 512 [--json]
+    ina-sim run --topology fat_tree:8 --bw 100000 --workers 64 --host-cost measured   # hosts whose CPU costs time
     ina-sim run --seed 17                                               # replay a campaign's seed
     ina-sim campaign --seeds 500 [--seed 0]                             # seeded fault campaign
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from controller.job_plan import method_lines
 from controller.topology import delay_seconds
-from virtual_fabric import runs
+from virtual_fabric import host_cost, runs
 from virtual_fabric.campaign import run_seed, run_seeds
 from virtual_fabric.runs import RunConfig
 from worker.ring_layout import LAYOUTS
@@ -39,6 +40,15 @@ def _fault(text: str) -> tuple[str, float]:
         return name, delay_seconds(when if when[-1].isalpha() else float(when) * 1e3)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _host_cost(text: str) -> str:
+    """--host-cost's text, checked now (the run reads it again)."""
+    try:
+        host_cost.parse(text)
+    except (ValueError, OSError, KeyError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +89,7 @@ def config_of(args: argparse.Namespace) -> RunConfig:
         trees=int(args.trees) if args.trees != "auto" else "auto", mode=args.mode, alpha=args.alpha,
         ring_layout=args.ring_layout, agg_rate=args.agg_rate, loss=args.loss, fail=args.fail,
         restart=args.restart, cut=args.cut, timeout=args.timeout, until=args.until, seed=args.rng,
-        watch_interval=args.watch_interval, check=not args.no_check)
+        watch_interval=args.watch_interval, check=not args.no_check, host_cost=args.host_cost)
 
 
 def dry_run(config: RunConfig) -> list[str]:
@@ -154,6 +164,10 @@ def parser() -> argparse.ArgumentParser:
                    help="PORT@TIME: the link at this switch port loses carrier then (uplink: the first tree's "
                         "first uplink), e.g. agg1-p5@40us")
     r.add_argument("--watch-interval", type=float, default=0.5, help="the controller's watch period, virtual s")
+    r.add_argument("--host-cost", type=_host_cost, default="none",
+                   help="what each datagram costs a host's one CPU, sent and received: none (hosts take no time), "
+                        "measured (virtual_fabric/host_cost.json, from `python -m bench.host_cost`), US each way, or "
+                        "SEND/RECEIVE in us (0.4/0.6); the model's prediction takes the same cost")
     r.add_argument("--no-check", action="store_true", help="skip comparing results with the exact sum")
     r.add_argument("--dry-run", action="store_true", help="print how each call would run and the model's "
                                                           "predictions, without running")

@@ -11,7 +11,8 @@ worker looks at the file every 0.2 s).  Control-plane calls take no virtual time
 
 A job whose calls may go round a host ring (any but mode ina) runs its ring at flow level
 (``virtual_fabric.flows``, ``virtual_fabric.ring``) on the same links as the packets.  The
-controller's model is given the hosts' latency (``virtual_fabric.host_latency.MEAN``).
+controller's model is given the hosts' latency (``virtual_fabric.host_latency.MEAN``), and their CPU's cost
+per datagram where the fabric has one (``host_cost``: none by default, so hosts take no time).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from functools import cache
 import numpy as np
 
 from controller.controller import Controller
+from controller.model import NO_HOST_COST, HostCost
 from controller.network import Network, SwitchAccess
 from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineOptions
@@ -32,6 +34,7 @@ from p4target.runtime.device_config import DeviceConfigCache
 from virtual_fabric import host_latency, seeds
 from virtual_fabric.events import EventLoop
 from virtual_fabric.flows import FlowNetwork, route
+from virtual_fabric.host_cost import describe
 from virtual_fabric.hosts import STATES, SimWorker
 from virtual_fabric.links import Channel, Faults
 from virtual_fabric.p4runtime_local import LocalSwitchClient
@@ -57,8 +60,9 @@ class Job:
 
 class Fabric:
     def __init__(self, topology: Topology, seed: int = 0, values: int | None = None,
-                 watch_interval: float = WATCH_INTERVAL, spec_delay: float = SPEC_DELAY) -> None:
-        self.topology, self.seed = topology, seed
+                 watch_interval: float = WATCH_INTERVAL, spec_delay: float = SPEC_DELAY,
+                 host_cost: HostCost = NO_HOST_COST) -> None:
+        self.topology, self.seed, self.host_cost = topology, seed, host_cost
         self.loop = EventLoop()
         self.spec_delay, self.watch_interval = spec_delay, watch_interval
         P = protocol.load(values)  # what a contribution looks like, for switches that sum at a rate
@@ -78,7 +82,7 @@ class Fabric:
         access = {name: SwitchAccess(f"virtual:{name}", s.device_id, "builtin") for name, s in self.switches.items()}
         options = PipelineOptions() if values is None else PipelineOptions(values=values)
         self.controller = Controller(Network(topology, access), options=options, connect=self._connect,
-                                     clock=self.loop.clock, host_latency=host_latency.MEAN)
+                                     clock=self.loop.clock, host_latency=host_latency.MEAN, host_cost=host_cost)
         self.controller.setup()
         self.loop.at(watch_interval, self._watch)
 
@@ -142,7 +146,7 @@ class Fabric:
         workers = []
         for rank, host in enumerate(hosts):
             w = SimWorker(self.loop, spec, rank, arrays[rank], timeout, self.topology.hosts[host].mac, gap=gap,
-                          on_done=self._worker_done, ring=ring)
+                          on_done=self._worker_done, ring=ring, host_cost=self.host_cost)
             self._running += 1
             w.uplink = self.channels[self.topology.host_link(host)][0 if self.topology.links[
                 self.topology.host_link(host)].a == host else 1]
@@ -266,4 +270,8 @@ class Fabric:
         if workers:
             total = {s: sum(w.time_in[s] for w in workers) / len(workers) for s in STATES}
             lines.append("worker windows (mean s per worker): " + ", ".join(f"{s} {v:.4f}" for s, v in total.items()))
+            if not self.host_cost.free:
+                busy = sum(w.cpu_busy for w in workers) / len(workers)
+                lines.append(f"host CPUs: {describe(self.host_cost)}; busy {busy:.6f} s per worker "
+                             f"({100 * busy / elapsed:.0f}% of the run)")
         return lines

@@ -5,7 +5,15 @@ Each step's datagrams go onto the host's link (the step takes no more than the l
 room for: a full queue is a full send buffer), results come in as frames, and the core's deadlines
 become events.  A frame reaches the worker's loop ``rx_delay`` after its last bit arrives, whatever
 else wakes the loop meanwhile (its pacer, a timer), and is taken at the loop's next look
-(``virtual_fabric.host_latency``).  The worker makes its calls one after another, each on its own arrays, and
+(``virtual_fabric.host_latency``).
+
+A host's CPU (``host_cost``; none by default: a host then takes no time) is one serial resource that the
+worker's loop runs on: each datagram a step sends leaves the host only once the CPU has spent its send cost on
+it, one after another, and the results the loop takes at a look cost their receive cost, one after another,
+before the core sees them; the loop's next turn waits for the CPU.  So a turn is: take what has reached the
+loop, pay for it, hand it to the core and step, pay for the step's datagrams as they leave.  (The core's own
+work is inside these costs: they are a worker's CPU per packet, measured.)  A ring's part is flow-level and
+costs the CPU nothing.  The worker makes its calls one after another, each on its own arrays, and
 keeps each call's sums or its error; job spec changes (a switch lost its registers, a tree
 moved) reach it as they reach a real worker's spec watch, later, between two of its steps.
 
@@ -25,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from controller.model import NO_HOST_COST, HostCost
 from virtual_fabric.events import EventLoop
 from virtual_fabric.frames import HEADER_BYTES, udp_header, udp_payload
 from virtual_fabric.host_latency import HOST_LATENCY, reaches_loop
@@ -70,6 +79,7 @@ class SimWorker:
     ring: Ring | None = None  # the job's ring, when it may use one (set by the fabric)
     gap: float = 0.0  # seconds of "computation" between calls
     rx_delay: float = HOST_LATENCY  # a frame's way from the wire to the worker's loop (interrupts, a syscall)
+    host_cost: HostCost = NO_HOST_COST  # what each datagram sent and received costs the host's one CPU
     records: list[CallRecord] = field(default_factory=list)
     alive: bool = True
     foreign: int = 0  # frames for this host that are not for a tree of the job
@@ -106,6 +116,10 @@ class SimWorker:
         self._spec_changes: dict[int, tuple[int, str]] = {}
         self._ring_pending = False  # the current call's ring part is running
         self._ring_result: np.ndarray | None = None
+        self.cpu_busy = 0.0  # seconds the host's CPU spent on datagrams (its host cost)
+        self._cpu_free = 0.0  # when the CPU is done with what it was given: the loop's next turn is no earlier
+        self._taken: list[tuple[Tree, bytes]] = []  # datagrams the loop took and paid for, for the core next turn
+        self._unsent = 0  # datagrams of earlier steps the CPU is still sending (not on the link yet)
 
     # --- what the fabric calls ---------------------------------------------------------------
 
@@ -153,12 +167,43 @@ class SimWorker:
     # --- inside --------------------------------------------------------------------------------
 
     def _transmit(self, out: Outbox) -> None:
-        """The step's datagrams onto the host's link (``step`` took no more than the link's queue had room for)."""
-        link = self.uplink
+        """The step's datagrams onto the host's link (``step`` took no more than the link's queue had room for),
+        each once the CPU has spent its send cost on it, after those before it."""
+        link, cost = self.uplink, self.host_cost
+        costed = bool(cost.send or cost.send_per_byte)
         for tree, rows in out.datagrams:
             header = self.headers[tree]
             for row in rows:
-                link.send(header + row.tobytes())
+                if not costed:
+                    link.send(header + row.tobytes())
+                    continue
+                spent = cost.send_seconds(row.nbytes)
+                self.cpu_busy += spent
+                self._cpu_free = max(self._cpu_free, self.loop.now) + spent
+                self._unsent += 1
+                self.loop.at(self._cpu_free, self._leave, header + row.tobytes())
+
+    def _leave(self, frame: bytes) -> None:
+        """A datagram the CPU has sent: onto the link (unless the host died meanwhile)."""
+        self._unsent -= 1
+        if self.alive:
+            self.uplink.send(frame)
+
+    def _take(self, now: float) -> bool:
+        """What has reached the loop, paid for at the receive cost (the core gets it once that is spent); True
+        when that takes time, and the turn goes on then."""
+        arriving, cost = self.arriving, self.host_cost
+        spent = 0.0
+        while arriving and arriving[0][0] <= now:
+            _, tree, datagram = arriving.popleft()
+            self._taken.append((tree, datagram))
+            spent += cost.receive_seconds(len(datagram))
+        if not spent:
+            return False
+        self.cpu_busy += spent
+        self._cpu_free = now + spent
+        self._wake_at(self._cpu_free)
+        return True
 
     def _next_call(self) -> None:
         if not self.alive or any(r.error for r in self.records):
@@ -209,15 +254,20 @@ class SimWorker:
 
     def _turn(self) -> None:
         now = self.loop.now
+        if now < self._cpu_free:  # the CPU is still sending or receiving: the loop turns when it is done
+            self._wake_at(self._cpu_free)
+            return
         self.time_in[self._state] += now - self._since
         self._since = now
         for t in self.trees:
             if t.config.job_id in self._spec_changes:
                 t.spec_changed(*self._spec_changes.pop(t.config.job_id))
         arriving = self.arriving
-        while arriving and arriving[0][0] <= now:
-            _, tree, datagram = arriving.popleft()
+        if not self._taken and self._take(now):
+            return  # the core sees them once the CPU has received them
+        for tree, datagram in self._taken:
             self.inbox[tree].append(datagram)
+        self._taken = []
         by_tree = {c.tree: c for c in self.calls if not c.complete}
         for tree, datagrams in self.inbox.items():
             call = by_tree.get(tree)
@@ -228,7 +278,8 @@ class SimWorker:
                 self.inbox[tree] = []  # between calls a socket's old results wait; none of them matters
         idle = tuple(t for t in self.trees if t not in by_tree and not t.broken)
         running = [c for c in self.calls if not c.complete]
-        room = self.uplink.room(now) // (HEADER_BYTES + self.P.packet_bytes)
+        frame = HEADER_BYTES + self.P.packet_bytes
+        room = (self.uplink.room(now) - self._unsent * frame) // frame  # what the CPU still sends takes room too
         try:
             out = self.core.step(running, idle, now, room)
         except AllreduceError as e:

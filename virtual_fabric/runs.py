@@ -24,7 +24,7 @@ import numpy as np
 from controller.job_plan import JobPlan, method_lines, plan_job
 from controller.plan import nodes
 from controller.topology import Topology, delay_seconds, fat_tree, leaf_spine, single, tree
-from virtual_fabric import host_latency
+from virtual_fabric import host_cost, host_latency
 from virtual_fabric.fabric import Fabric
 from worker import quantize
 from worker.calls import ina_chunks
@@ -65,6 +65,7 @@ class RunConfig:
     seed: int = 0  # the run's random draws (loss)
     watch_interval: float = 0.5  # the controller's watch period (virtual s)
     check: bool = True  # compare every result with the exact sum
+    host_cost: str = "none"  # what a datagram costs a host's CPU: none, measured, "<us>" or "<send>/<receive>" (us)
 
 
 class Inputs(Sequence):
@@ -161,7 +162,8 @@ def expected(config: RunConfig) -> tuple[JobPlan, list[Choice]]:
         topology = with_aggregation_rate(topology, hosts, config)
     P = load_protocol(config.values)
     planned = plan_job(topology, hosts, P, config.trees, config.mode, config.alpha, pool_size=config.pool_size,
-                       ring_layout=config.ring_layout, host_latency=host_latency.MEAN)
+                       ring_layout=config.ring_layout, host_latency=host_latency.MEAN,
+                       host_cost=host_cost.parse(config.host_cost))
     dtype, chunks = np.dtype(config.dtype), -(-config.size // P.values)
     sent, choices = [0] * len(planned.tree_plan.trees), []
     for _ in range(config.calls):
@@ -181,7 +183,9 @@ def run(config: RunConfig) -> dict:
     hosts = members(topology, config.workers)
     if config.agg_rate is not None:
         topology = with_aggregation_rate(topology, hosts, config)
-    fabric = Fabric(topology, config.seed, values=config.values, watch_interval=config.watch_interval)
+    cost = host_cost.parse(config.host_cost)
+    fabric = Fabric(topology, config.seed, values=config.values, watch_interval=config.watch_interval,
+                    host_cost=cost)
     options = {"pool_size": config.pool_size, "trees": config.trees, "mode": config.mode,
                "ring_layout": config.ring_layout}
     if config.alpha is not None:
@@ -243,6 +247,10 @@ def run(config: RunConfig) -> dict:
         "check": check,
         "faults": {"injected": injected, "controller": [f"{t:.6f} s: {line}" for t, line in fabric.log]},
         "where": where_time_went(fabric, job),
+        "host_cost": None if cost.free else {  # per datagram (and byte of it), and how busy the CPUs were
+            "send_us": cost.send * 1e6, "receive_us": cost.receive * 1e6, "send_us_per_byte": cost.send_per_byte * 1e6,
+            "receive_us_per_byte": cost.receive_per_byte * 1e6,
+            "busy_seconds_per_worker": float(np.mean([w.cpu_busy for w in job.workers]))},
         "virtual": fabric.loop.now,
         "events": fabric.loop.events,
         "passes": sum(s.passes for s in fabric.switches.values()),

@@ -16,7 +16,10 @@ q - W is in, so with a round trip R and the tree's bottleneck spacing f between 
     R + max((T - 1) f, floor((T - 1) / W) R + ((T - 1) mod W) f)
 
 (the link's pace, or W packets per round trip, whichever is slower), after a round trip per doubling of
-the window while slow start opens it.  A job's trees run at once on their shares of the chunks.
+the window while slow start opens it.  A job's trees run at once on their shares of the chunks.  Where the
+host's CPU, not the link, sets the pace, f is the host's: a host that spends c_send + c_recv of its one
+CPU on each packet (sending it, receiving its result) paces a tree of share s at one packet per
+(c_send + c_recv) / s, so f = max(the link's frame time, that) (``TreePipe.host_spacing``).
 
 A ring (``RingCost``): its steps' latencies (each: the path's propagation and the host's latency) plus
 what each rank sends over the rate its flows get, per byte of the array: 2(N-1)/N of it in all, the
@@ -69,13 +72,21 @@ class TreePipe:
 
     share: float  # of the call's chunks
     round_trip: float  # seconds: a contribution to the root and its result back, queues empty, host latency in
-    spacing: float  # seconds between two frames at the rate the tree gets (its bottleneck's frame time)
+    spacing: float  # seconds between two frames at the rate the tree gets (its bottleneck link's frame time)
+    # seconds of the host's CPU between two of this tree's packets: its send and receive cost per packet over
+    # the tree's share (the host's one CPU serves every tree); 0: hosts that take no time
+    host_spacing: float = 0.0
+
+    @property
+    def pace(self) -> float:
+        """The bottleneck spacing f: the link's frame time or the host's CPU per packet, whichever is slower."""
+        return max(self.spacing, self.host_spacing)
 
     def seconds(self, packets: int, window: int, cwnd: float) -> float:
         """``packets`` through this tree, its window of ``window`` slots, ``cwnd`` of them open at first."""
         if packets <= 0:
             return 0.0
-        f, rtt = self.spacing, self.round_trip
+        f, rtt = self.pace, self.round_trip
         fill = min(window, rtt / f)  # packets in flight that keep the bottleneck busy
         start, left, c = 0.0, packets, max(1, math.floor(min(cwnd, window)))
         while c < fill:  # slow start: each round trip's results double what may be in flight
@@ -109,7 +120,7 @@ class InaCost:
         """(latency, seconds per chunk) of a long call with the window open: the slowest tree's."""
         worst = (0.0, 0.0)
         for t in self.trees:
-            per = max(t.spacing, t.round_trip / self.window)
+            per = max(t.pace, t.round_trip / self.window)
             worst = max(worst, (t.round_trip + self.window * per, per * t.share), key=lambda x: x[1])
         return worst
 
@@ -311,7 +322,14 @@ class CallModel:
     # --- the spec -----------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """As a spec carries it; a tree's ``host_spacing`` only where hosts cost time (so a spec of hosts that
+        take none reads as before, to workers that do not know the field too)."""
+        data = asdict(self)
+        for ina in [data["ina"], *(h["ina"] for h in data["hybrids"])]:
+            for tree in ina["trees"] if ina is not None else ():
+                if not tree["host_spacing"]:
+                    del tree["host_spacing"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> CallModel:

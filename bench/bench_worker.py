@@ -219,7 +219,8 @@ def measure(args: argparse.Namespace) -> list[Result]:
         for values in args.values:
             with ideal_switch(values):
                 for v, window, mb, workers, threads in (c for c in configs if c[0] == values):
-                    here = [s for s in every if threads == 1 or not s.plain]  # the plain loop is one thread
+                    # the plain loop is one thread, and an older worker may take no threads
+                    here = [s for s in every if threads == 1 or not (s.plain or s.label.startswith("old"))]
                     for run in range(args.runs):
                         for side in here:
                             reports = run_workers(side, Path(tmp), v, window, mb, workers, args.calls, args.call,

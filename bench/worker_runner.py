@@ -23,6 +23,7 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -86,12 +87,14 @@ def timed(calls: int, call: Callable[[], object]) -> tuple[float, float]:
 
 
 def thread_cpu() -> dict[str, float]:
-    """CPU seconds (user + system) per thread of this process so far, by thread name (Linux /proc)."""
+    """CPU seconds (user + system) per thread of this process so far, by thread name (Linux /proc): Python's
+    names (a pool's prefix, the number dropped), else the kernel's."""
+    names = {t.native_id: t.name.rsplit("_", 1)[0] for t in threading.enumerate()}
     out: dict[str, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
     for task in Path("/proc/self/task").iterdir():
         try:
-            name = (task / "comm").read_text().strip()
+            name = names.get(int(task.name)) or (task / "comm").read_text().strip()
             fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue  # the thread ended meanwhile

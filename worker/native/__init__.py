@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -57,9 +56,20 @@ def source() -> str:
     return "\n".join(parts)
 
 
-@cache
+_loading = threading.Lock()
+_loaded: list[tuple[Any, Any] | str] = []
+
+
 def _library() -> tuple[Any, Any] | str:
-    """(ffi, lib), or why the native core is not here."""
+    """(ffi, lib), or why the native core is not here: built and loaded once per process, whichever thread
+    asks first (the workers of one process share it: a cdata of one FFI is refused by another's functions)."""
+    with _loading:
+        if not _loaded:
+            _loaded.append(_load())
+        return _loaded[0]
+
+
+def _load() -> tuple[Any, Any] | str:
     from p4target.executor.native.build import BuildError, compiled
 
     try:
@@ -442,11 +452,7 @@ def fail(calls: list[NativeCall]) -> None:
 
 
 SLICE = 0.05  # seconds the C loop runs between two looks of the driver (spec changes, stalls, a stop request)
-# Results that trickle in (a slow link: Mininet's 50 Mbit/s brings one every 170 us) are taken a few at a
-# time: the loop waits up to COALESCE of the least round trip after the last look before it reads again,
-# at most COALESCE_MAX, and not at all where that is below COALESCE_MIN (a datacenter's microseconds,
-# where results come in bursts anyway).  A NIC's interrupt moderation does the same.
-COALESCE, COALESCE_MIN, COALESCE_MAX = 1 / 16, 20e-6, 1e-3
+
 RX_BYTES = 8 * 65536  # receive buffers: run.c's RX_MESSAGES coalesced datagrams of up to 64 KB
 
 
@@ -508,9 +514,6 @@ class _Loop:
             while True:
                 if between is not None:
                     between()
-                least = min((c.tree.congestion.rtt_min for c in self.calls), default=math.inf)
-                gap = min(COALESCE_MAX, COALESCE * least) if least < math.inf else 0.0
-                self.args.coalesce = gap if gap >= COALESCE_MIN else 0.0
                 self.args.until = lib.ina_now() + SLICE
                 status = lib.ina_run(self.args)
                 if status == lib.INA_RUN_DONE:

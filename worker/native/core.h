@@ -138,7 +138,6 @@ typedef struct ina_run_args {
     int32_t nports;
     volatile int32_t *stop;                      /* set from another thread: give up */
     double until, max_wait;                      /* return by then (monotonic seconds); wait at most this long */
-    double coalesce, last_drain;                 /* take results at most every ``coalesce`` seconds (0: as they come) */
     ina_outbox *out;
     int32_t failed, error;                       /* the call that timed out; errno of a socket error */
 } ina_run_args;

@@ -34,8 +34,6 @@ double ina_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static double dmin_(double a, double b) { return b < a ? b : a; }
-
 static int lost_errno(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS || e == ENOMEM; }
 static int gso_refused(int e) { return e == EIO || e == EINVAL || e == ENOPROTOOPT || e == EOPNOTSUPP; }
 
@@ -223,15 +221,6 @@ int32_t ina_run(ina_run_args *a) {
         if (r < 0 && errno != EINTR) {
             a->error = errno;
             return INA_RUN_OS_ERROR;
-        }
-        if (r > 0 && a->coalesce > 0) {  /* results trickling in (a slow link): let a few gather, one wake for them */
-            double t = ina_now(), gather_until = dmin_(a->last_drain + a->coalesce, running ? a->out->wake : INFINITY);
-            if (t < gather_until && gather_until < a->until) {
-                double d = gather_until - t;
-                struct timespec nap = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
-                nanosleep(&nap, NULL);
-            }
-            a->last_drain = ina_now();
         }
         for (int32_t i = 0; i < a->nports && r > 0; i++) {
             ina_port *p = &a->ports[i];

@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -59,34 +60,13 @@ class Worker:
         window = spec.pool_size if window is None else window
         if not 1 <= window <= spec.pool_size:
             raise ValueError(f"window {window} must be within 1..{spec.pool_size} (the job's pool size)")
-        self.spec, self.rank = spec, rank
-        me = spec.members[rank]
-        P = self._P = protocol.load(spec.values, spec.udp_port)
-        self._trees: list[Tree] = []
-        core = native.core()  # the C core where it builds, else the reference (said once)
-        self._sockets: dict[Tree, BatchSocket] = {}
-        try:
-            for i, tree in enumerate(spec.trees if spec.mode != "ring" else ()):
-                sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                io = BatchSocket(sock, P.packet_bytes, (me.switch_ip, spec.udp_port))
-                config = TreeConfig(me.switch, tree.job_id, tree.children[rank], len(spec.members), window, P, timeout)
-                t = core.Tree(config, _tree_name(spec, i), incarnation=tree.incarnation)
-                self._trees.append(t)
-                self._sockets[t] = io
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-                try:
-                    sock.bind((bind_ip if bind_ip is not None else me.ip, tree.port))
-                except OSError as e:
-                    raise OSError(f"rank {rank} cannot listen on {me.ip}:{tree.port} for {_tree_name(spec, i)} "
-                                  f"(is it running on {me.host}?): {e}") from e
-                sock.setblocking(False)
-        except BaseException:
-            for io in self._sockets.values():
-                io.sock.close()
-            raise
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-worker-{rank}")
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be at least 1, not {threads}")
+        self.spec, self.rank = spec, rank
+        self._P = protocol.load(spec.values, spec.udp_port)
+        core = native.core()  # the C core where it builds, else the reference (said once)
+        self._trees, self._sockets = self._open_trees(core, window, timeout, bind_ip)
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ina-worker-{rank}")
         cores = len(os.sched_getaffinity(0))
         self.threads = min(threads or cores, max(1, len(self._trees))) if core is native else 1
         self._helpers = ThreadPoolExecutor(max_workers=self.threads - 1, thread_name_prefix=f"ina-lane-{rank}") \
@@ -157,6 +137,34 @@ class Worker:
         except BaseException:
             job.close()
             raise
+
+    def _open_trees(self, core: ModuleType, window: int, timeout: float,
+                    bind_ip: str | None) -> tuple[list[Tree], dict[Tree, BatchSocket]]:
+        """One tree of ``core`` per tree of the job, each with its socket bound to this rank's port for it."""
+        spec, rank, P = self.spec, self.rank, self._P
+        me = spec.members[rank]
+        trees: list[Tree] = []
+        sockets: dict[Tree, BatchSocket] = {}
+        try:
+            for i, tree in enumerate(spec.trees if spec.mode != "ring" else ()):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                io = BatchSocket(sock, P.packet_bytes, (me.switch_ip, spec.udp_port))
+                config = TreeConfig(me.switch, tree.job_id, tree.children[rank], len(spec.members), window, P, timeout)
+                t = core.Tree(config, _tree_name(spec, i), incarnation=tree.incarnation)
+                trees.append(t)
+                sockets[t] = io
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+                try:
+                    sock.bind((bind_ip if bind_ip is not None else me.ip, tree.port))
+                except OSError as e:
+                    raise OSError(f"rank {rank} cannot listen on {me.ip}:{tree.port} for {_tree_name(spec, i)} "
+                                  f"(is it running on {me.host}?): {e}") from e
+                sock.setblocking(False)
+        except BaseException:
+            for io in sockets.values():
+                io.sock.close()
+            raise
+        return trees, sockets
 
     @property
     def stalled_trees(self) -> frozenset[int]:

@@ -22,6 +22,9 @@ from worker.engine import Outbox, Tree, TreeCall, fail, step
 from worker.errors import AllreduceError
 
 MAX_WAIT = 0.1  # seconds in one select: a stop request is seen within this
+# results gather behind a standing queue for this share of its wait, if that is at least GATHER_MIN (a nap
+# shorter than a timer's slack gathers nothing), at most GATHER_MAX (``gather_time``; run.c's are the same)
+GATHER_SHARE, GATHER_MIN, GATHER_MAX = 0.125, 50e-6, 1e-3
 # A tree is stalled (its worker tells the service, which probes its switches) once a call on it has had no result
 # for STALL_RTOS of its retransmission timeouts with packets in flight: one timeout is a loss the timer resends,
 # several in a row, each resend unanswered, a path that is gone.  STALL_FLOOR keeps a datacenter's microsecond
@@ -84,6 +87,8 @@ def run_calls(calls: list[TreeCall], sockets: dict[Tree, BatchSocket], stop: thr
             sender.flush()
             out = step(calls, idle, time.monotonic())
             sender.send(out)
+            if not sender.blocked and gathered(active, sockets, out.wake):
+                continue
             trees = [c.tree for c in active]
             readable = select.select([sockets[t].sock for t in trees], [sockets[t].sock for t in sender.blocked],
                                      [], min(max(0.0, out.wake - time.monotonic()), MAX_WAIT))[0]
@@ -99,6 +104,33 @@ def run_calls(calls: list[TreeCall], sockets: dict[Tree, BatchSocket], stop: thr
     finally:
         for c in calls:
             c.tree.stats.syscalls = sockets[c.tree].syscalls
+
+
+def gather_time(calls: list[TreeCall]) -> float:
+    """How long results may gather before the loop takes them: an eighth of the standing queue's wait (srtt
+    less the least round trip), the least over the calls.  Behind a slow link's queue (Mininet's 50 Mbit/s
+    holds a 64-slot window about 10 ms) results trickle in one at a time, and a wake per result (a context
+    switch, a poll, a receive and a send) was most of a training step's CPU; the queue keeps the link busy
+    through the nap.  Where no queue stands (a datacenter path) there is none.  run.c does the same."""
+    d = GATHER_MAX
+    for c in calls:
+        congestion = c.tree.congestion
+        if congestion.srtt is None:
+            return 0.0
+        d = min(d, GATHER_SHARE * (congestion.srtt - congestion.rtt_min))
+    return d if d >= GATHER_MIN else 0.0
+
+
+def gathered(calls: list[TreeCall], sockets: dict[Tree, BatchSocket], wake: float) -> bool:
+    """Nap while results gather (``gather_time``), if nothing is due before; True if results came."""
+    gather = gather_time(calls)
+    if not gather or wake - time.monotonic() <= gather:
+        return False
+    time.sleep(gather)
+    before = sum(c.finished for c in calls)
+    for c in calls:
+        receive(c, sockets[c.tree])
+    return sum(c.finished for c in calls) > before
 
 
 def stall_after(tree: Tree) -> float:

@@ -127,6 +127,8 @@ def gathered(calls: list[TreeCall], sockets: dict[Tree, BatchSocket], wake: floa
     if not gather or wake - time.monotonic() <= gather:
         return False
     time.sleep(gather)
+    for c in calls:
+        c.tree.stats.polls += 1
     before = sum(c.finished for c in calls)
     for c in calls:
         receive(c, sockets[c.tree])

@@ -226,6 +226,7 @@ static int64_t gathered(ina_run_args *a) {
         if (a->ports[i].pending) return 0;
     if (!(gather > 0 && a->out->wake - t > gather && a->until - t > gather)) return 0;
     nap(gather);
+    for (int32_t i = 0; i < a->nports; i++) a->ports[i].tree->stats.polls += 1;
     return drain_all(a, NULL);
 }
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from worker import engine, quantize
-from worker.engine import Echo, Outbox, Pacer, Stats, TreeConfig, header_bits, timeout_error
+from worker.engine import Echo, Outbox, Pacer, Stats, TreeConfig, fail, header_bits, timeout_error
 from worker.errors import AllreduceError
 
 log = logging.getLogger(__name__)
@@ -101,12 +101,6 @@ def core() -> ModuleType:
                 _told = True
                 log.warning("the worker runs its reference Python core, slower per packet: %s", got)
         return engine
-    return _this()
-
-
-def _this() -> ModuleType:
-    import sys
-
     return sys.modules[__name__]
 
 
@@ -395,15 +389,19 @@ TreeCall = NativeCall
 
 
 class _Scratch:
-    """An outbox's memory in C, reused step after step (grown as the trees ask)."""
+    """An outbox's memory in C, reused step after step (grown as the trees ask; with ``buffers``, a tree's,
+    reused from call to call: 1.4 MB of fresh pages per call cost their faults)."""
 
-    def __init__(self) -> None:
+    def __init__(self, buffers: engine.Buffers | None = None) -> None:
+        self.buffers = buffers
         self.rows = np.empty(0, np.uint8)
         self.segments: Any = None
         self.capacity = 0
 
     def outbox(self, ffi: Any, room: float, rows: int, packet_bytes: int, segments: int) -> Any:
-        if self.rows.size < rows * packet_bytes:
+        if self.buffers is not None:
+            self.rows = self.buffers.array("outbox", rows * packet_bytes, np.uint8)
+        elif self.rows.size < rows * packet_bytes:
             self.rows = np.empty(rows * packet_bytes, np.uint8)
         if self.capacity < segments:
             self.segments, self.capacity = ffi.new("ina_segment[]", segments), segments
@@ -446,22 +444,17 @@ def step(calls: list[NativeCall], idle: tuple[NativeTree, ...], now: float, room
     return result
 
 
-def fail(calls: list[NativeCall]) -> None:
-    for c in calls:
-        c.tree.broken = True
-
-
 SLICE = 0.05  # seconds the C loop runs between two looks of the driver (spec changes, stalls, a stop request)
 
 RX_BYTES = 8 * 65536  # receive buffers: run.c's RX_MESSAGES coalesced datagrams of up to 64 KB
 
 
 class _Ports:
-    """The C loop's view of the trees' sockets (``ina_port``), with their buffers."""
+    """The C loop's view of the trees' sockets (``ina_port``), with their buffers: each tree's own, reused
+    from call to call (a tree's socket is read and written by one thread at a time)."""
 
     def __init__(self, ffi: Any, trees: list[NativeTree], sockets: dict, calls: dict) -> None:
         self.ports = ffi.new("ina_port[]", max(1, len(trees)))
-        self.buffers: list[np.ndarray] = []
         for i, t in enumerate(trees):
             io, p = sockets[t], self.ports[i]
             _enable_gro(io.sock)
@@ -471,10 +464,9 @@ class _Ports:
             p.tree = t._t
             call = calls.get(t)
             p.call = call._c if call is not None else ffi.NULL
-            pending = np.empty((4 * t.config.window, t.config.protocol.packet_bytes), np.uint8)
-            rx = np.empty(RX_BYTES, np.uint8)
-            self.buffers += [pending, rx]
-            p.pending_rows, p.pending, p.pending_cap = _ptr(ffi, "uint8_t *", pending), 0, len(pending)
+            pending = t.buffers.array("pending", 4 * t.config.window * t.config.protocol.packet_bytes, np.uint8)
+            rx = t.buffers.array("rx", RX_BYTES, np.uint8)
+            p.pending_rows, p.pending, p.pending_cap = _ptr(ffi, "uint8_t *", pending), 0, 4 * t.config.window
             p.rx, p.rx_bytes = _ptr(ffi, "uint8_t *", rx), RX_BYTES
 
 
@@ -499,7 +491,7 @@ class _Loop:
         trees = [c.tree for c in calls] + list(idle)
         self.ports = _Ports(ffi, trees, sockets, {c.tree: c for c in calls})
         P = trees[0].config.protocol
-        self.scratch = _Scratch()
+        self.scratch = _Scratch(trees[0].buffers)  # each tree runs on one loop: its memory is this loop's
         self.out = self.scratch.outbox(ffi, math.inf, sum(5 * t.config.window for t in trees) + 64, P.packet_bytes,
                                        4 * len(trees) + 64 + 2 * sum(math.ceil(c.total / engine.TURN) for c in calls))
         self.c_calls = ffi.new("ina_call *[]", [c._c for c in calls] or 1)

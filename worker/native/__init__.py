@@ -566,16 +566,18 @@ def tend_idle(trees: list[NativeTree], sockets: dict) -> None:
         sockets[t].send(np.ascontiguousarray(out.rows(t)))
 
 
-def prepare_into(flat: np.ndarray, padded: np.ndarray, values: int) -> tuple[bool, np.ndarray | None]:
-    """``calls.prepare``'s copy and exponents in one pass of C: (True, exponents or None for int32), or
-    (False, None) when the input is bad (the caller's numpy way then raises, in its words) or the core
-    is not built."""
-    if not enabled() or not available() or flat.dtype not in _DTYPES or padded.dtype != flat.dtype:
+def prepare_into(flat: np.ndarray, padded: np.ndarray | None, values: int) -> tuple[bool, np.ndarray | None]:
+    """``calls.prepare``'s copy and exponents in one pass of C (``padded`` None: the exponents alone, read
+    from ``flat``, for a call that reads it as it goes): (True, exponents or None for int32), or (False,
+    None) when the input is bad (the caller's numpy way then raises, in its words) or the core is not built."""
+    if not enabled() or not available() or flat.dtype not in _DTYPES or (padded is not None and
+                                                                           padded.dtype != flat.dtype):
         return False, None
     ffi, lib = _lib()
-    exact = flat.dtype == np.int32
-    exps = None if exact else np.empty(len(padded) // values, np.int8)
-    status = lib.ina_prepare(_ptr(ffi, "void *", flat), flat.size, _DTYPES[flat.dtype], _ptr(ffi, "void *", padded),
-                             padded.size, values, ffi.NULL if exps is None else _ptr(ffi, "int8_t *", exps),
+    size = -(-flat.size // values) * values if padded is None else padded.size
+    exps = None if flat.dtype == np.int32 else np.empty(size // values, np.int8)
+    status = lib.ina_prepare(_ptr(ffi, "void *", flat), flat.size, _DTYPES[flat.dtype],
+                             ffi.NULL if padded is None else _ptr(ffi, "void *", padded), size, values,
+                             ffi.NULL if exps is None else _ptr(ffi, "int8_t *", exps),
                              quantize.EXPONENT_MIN, quantize.EXPONENT_MAX, quantize.EXPONENT_NONE)
     return status == 0, exps

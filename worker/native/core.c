@@ -848,12 +848,15 @@ int32_t ina_step(ina_call **calls, int32_t ncalls, ina_tree **idle, int32_t nidl
 
 /* A call's input copied into ``dst`` (``padded`` elements: zeros after ``count``), and each float chunk's
  * exponent (quantize.peak_exponents: e with max|x| < 2**e, at least emin, enone for a zero chunk), in
- * one pass.  Returns 0; 1 if some value is not finite, 2 if some exponent is above emax (the caller
- * raises, with its own words). */
+ * one pass.  With ``dst`` NULL (a call that reads the caller's array as it goes), the exponents alone,
+ * read from ``src``: ``padded`` is then ``count`` rounded up to whole chunks, the last one's missing
+ * values taken as zeros.  Returns 0; 1 if some value is not finite, 2 if some exponent is above emax
+ * (the caller raises, with its own words). */
 int32_t ina_prepare(const void *src, int64_t count, int32_t dtype, void *dst, int64_t padded, int32_t values,
                     int8_t *exps, int32_t emin, int32_t emax, int32_t enone) {
     size_t item = dtype == INA_F64 ? 8 : 4;
     if (dtype == INA_I32) {
+        if (!dst) return 0;
         memcpy(dst, src, (size_t)count * item);
         memset((uint8_t *)dst + count * item, 0, (size_t)(padded - count) * item);
         return 0;
@@ -861,17 +864,22 @@ int32_t ina_prepare(const void *src, int64_t count, int32_t dtype, void *dst, in
     int bad = 0;
     for (int64_t c = 0; c * values < padded; c++) {  /* a chunk at a time: copied, then read while in cache */
         int64_t first = c * values, have = count - first < values ? count - first : values;
-        memcpy((uint8_t *)dst + first * item, (const uint8_t *)src + first * item, (size_t)have * item);
-        memset((uint8_t *)dst + (first + have) * item, 0, (size_t)(values - have) * item);
+        const uint8_t *chunk = (const uint8_t *)src + first * item;
+        if (dst) {
+            memcpy((uint8_t *)dst + first * item, chunk, (size_t)have * item);
+            memset((uint8_t *)dst + (first + have) * item, 0, (size_t)(values - have) * item);
+            chunk = (const uint8_t *)dst + first * item;
+            have = values;
+        }
         double peak = 0;
         if (dtype == INA_F32) {
-            const float *x = (const float *)dst + c * values;
+            const float *x = (const float *)chunk;
             float m = 0;
             int64_t i = 0;
 #ifdef __SSE2__
             __m128 sign = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF)), big = _mm_set1_ps(FLT_MAX), mm = _mm_setzero_ps();
             __m128i nonfinite = _mm_setzero_si128();
-            for (; i + 4 <= values; i += 4) {
+            for (; i + 4 <= have; i += 4) {
                 __m128 a = _mm_and_ps(_mm_loadu_ps(x + i), sign);
                 mm = _mm_max_ps(mm, a);
                 nonfinite = _mm_or_si128(nonfinite, _mm_castps_si128(_mm_cmpnle_ps(a, big)));
@@ -881,15 +889,15 @@ int32_t ina_prepare(const void *src, int64_t count, int32_t dtype, void *dst, in
             for (int j = 0; j < 4; j++) m = lanes[j] > m ? lanes[j] : m;
             bad |= _mm_movemask_epi8(nonfinite) != 0;
 #endif
-            for (; i < values; i++) {
+            for (; i < have; i++) {
                 float a = fabsf(x[i]);
                 bad |= !(a <= FLT_MAX);
                 m = a > m ? a : m;
             }
             peak = m;
         } else {
-            const double *x = (const double *)dst + c * values;
-            for (int64_t i = 0; i < values; i++) {
+            const double *x = (const double *)chunk;
+            for (int64_t i = 0; i < have; i++) {
                 double a = fabs(x[i]);
                 bad |= !(a <= DBL_MAX);
                 peak = a > peak ? a : peak;

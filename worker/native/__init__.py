@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent
 # -ffp-contract=off: no fused multiply-add, so the timers' doubles are computed as numpy computes them
 CFLAGS = ("-O2", "-fno-strict-aliasing", "-ffp-contract=off", "-shared", "-fPIC", "-w", "-pthread")
+RING_WINDOWS = 2  # a call's packets live in a ring of this many windows (at least 2: core.c's row_of)
 _DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.int32): 2}  # core.h's INA_F32 ...
 
 
@@ -295,7 +296,7 @@ class NativeCall:
         self._exponents = np.ascontiguousarray(exponents, np.int8)
         # the call's arrays, reused from call to call (fresh pages cost a fault each): reset as lay_out makes them
         buffers = tree.buffers
-        self.packets = buffers.packets(T)
+        self.packets = buffers.packets(min(T, RING_WINDOWS * config.window))  # a ring: core.c's row_of
         self.expected = buffers.array("expected", T * P.header_bytes, np.uint8)
         self.agreed = buffers.array("agreed", n, np.int8)
         self.agreed[:] = quantize.EXPONENT_NONE
@@ -312,7 +313,7 @@ class NativeCall:
         self._overflowed = np.zeros(max(n, 1), np.int64)
         c = self._c = ffi.new("ina_call *")
         c.tree = tree._t
-        c.n, c.lead, c.total, c.base = self.n, self.lead, T, self.base
+        c.n, c.lead, c.total, c.base, c.rows = self.n, self.lead, T, self.base, len(self.packets)
         c.exact, c.dtype = int(exact), _DTYPES[out.dtype]
         for name, ctype, array in (("chunks", "void *", self.chunks), ("out", "void *", out),
                                    ("agreed", "int8_t *", self.agreed), ("qscale", "void *", self.qscale),
@@ -426,7 +427,7 @@ def step(calls: list[NativeCall], idle: tuple[NativeTree, ...], now: float, room
     rows = sum(5 * t.config.window for t in trees) + 64
     scratch = getattr(_scratch, "it", None) or _Scratch()
     _scratch.it = scratch
-    out = scratch.outbox(ffi, room, rows, P.packet_bytes, 4 * len(trees) + 64 + 2 * sum(
+    out = scratch.outbox(ffi, room, rows, P.packet_bytes, 4 * len(trees) + 64 + len(calls) + 2 * sum(
         math.ceil(c.total / engine.TURN) for c in calls if len(calls) > 1))
     c_calls = ffi.new("ina_call *[]", [c._c for c in calls] or 1)
     c_idle = ffi.new("ina_tree *[]", [t._t for t in idle] or 1)
@@ -493,7 +494,8 @@ class _Loop:
         P = trees[0].config.protocol
         self.scratch = _Scratch(trees[0].buffers)  # each tree runs on one loop: its memory is this loop's
         self.out = self.scratch.outbox(ffi, math.inf, sum(5 * t.config.window for t in trees) + 64, P.packet_bytes,
-                                       4 * len(trees) + 64 + 2 * sum(math.ceil(c.total / engine.TURN) for c in calls))
+                                       4 * len(trees) + 64 + len(calls)
+                                       + 2 * sum(math.ceil(c.total / engine.TURN) for c in calls))
         self.c_calls = ffi.new("ina_call *[]", [c._c for c in calls] or 1)
         self.c_idle = ffi.new("ina_tree *[]", [t._t for t in idle] or 1)
         a = self.args = ffi.new("ina_run_args *")

@@ -291,40 +291,41 @@ static void header_of(const ina_call *c, int64_t q, uint8_t *wire) {
     memcpy(wire + 8, &lo, 8);
 }
 
-/* A call's packets as engine.lay_out makes them, except that a float packet's header is written when its
- * values are (``fill``: its row is touched once): exponent-only packets' values zeros, int32 values
- * byte-swapped in; and each packet's result header, masked. */
+/* Packet q's row: a call's packets live in a ring of ``rows`` (at least 2 W: a recovery sends again from W
+ * before the oldest packet without a result, and no packet is filled W or more after it), so the rows a
+ * window touches stay in cache instead of a call's worth of fresh memory. */
+static uint8_t *row_of(const ina_call *c, int64_t q) {
+    return c->packets + (q % c->rows) * c->tree->config->packet_bytes;
+}
+
+/* Each packet's result header, masked (engine.lay_out's ``expected``); the packets themselves are laid out
+ * as they are filled (``fill``: each row is written once, just before it goes). */
 void ina_lay_out(ina_call *c) {
     const ina_config *cf = c->tree->config;
-    int32_t H = cf->header_bytes, PB = cf->packet_bytes;
-    int64_t V = cf->values;
+    int32_t H = cf->header_bytes;
     for (int64_t q = 0; q < c->total; q++) {
         uint8_t wire[16], *want = c->expected + q * H;
         header_of(c, q, wire);
         for (int32_t b = 0; b < H; b++) want[b] = (uint8_t)((wire[b] ^ cf->data_to_result[b]) & cf->result_mask[b]);
-        if (q >= c->filled) continue;
-        uint8_t *row = c->packets + q * PB;
-        memcpy(row, wire, (size_t)H);
-        if (c->exact) {
-            const int32_t *x = (const int32_t *)c->chunks + q * V;
-            for (int64_t i = 0; i < V; i++) put_be32(row + H + 4 * i, (uint32_t)x[i]);
-        } else {
-            memset(row + H, 0, (size_t)(4 * V));
-        }
     }
 }
 
-static void fill(ina_call *c, int64_t end) {  /* TreeCall._fill: quantize into the packets */
+/* TreeCall._fill, and engine.lay_out's rows: packets filled .. end-1 with their headers and values (quantized
+ * at their chunks' agreed exponents; zeros in exponent-only packets; int32 byte-swapped). */
+static void fill(ina_call *c, int64_t end) {
     const ina_config *cf = c->tree->config;
     int64_t start = c->filled, V = cf->values;
     if (end <= start) return;
     for (int64_t q = start; q < end; q++) {
         int64_t ch = q - c->lead;
-        uint8_t wire[16];
-        header_of(c, q, wire);
-        memcpy(c->packets + q * cf->packet_bytes, wire, (size_t)cf->header_bytes);
-        uint8_t *dst = c->packets + q * cf->packet_bytes + cf->header_bytes;
-        if (c->wide) {  /* quantize.quantize_rows: every route gives these integers (exact power-of-two scaling) */
+        uint8_t *row = row_of(c, q), *dst = row + cf->header_bytes;
+        header_of(c, q, row);  /* 16 bytes: the values written next cover any beyond the header */
+        if (ch < 0) {
+            memset(dst, 0, (size_t)(4 * V));
+        } else if (c->exact) {
+            const int32_t *x = (const int32_t *)c->chunks + ch * V;
+            for (int64_t i = 0; i < V; i++) put_be32(dst + 4 * i, (uint32_t)x[i]);
+        } else if (c->wide) {  /* quantize.quantize_rows: every route gives these integers (exact power-of-two scaling) */
             int64_t s = shift_of(c, c->agreed[ch]);
             int si = s > 100000 ? 100000 : s < -100000 ? -100000 : (int)s;
             double scale = ldexp(1.0, si);
@@ -373,7 +374,7 @@ static void dequantize(ina_call *c, int64_t chunk, const uint8_t *values) {  /* 
 /* --- TreeCall: sending ------------------------------------------------------------------------- */
 
 void ina_call_start(ina_call *c) {  /* TreeCall.__init__'s scalars (the arrays are laid out by the caller) */
-    c->filled = c->exact ? c->total : c->lead;
+    c->filled = 0;
     c->retried = c->paced = c->held = c->closed = 0;
     c->next_q = c->finished = c->oldest = 0;
     c->n_overflowed = 0;
@@ -430,9 +431,10 @@ static void send_new(ina_call *c, double now, ina_outbox *o, double budget) {  /
             return;
         }
         if ((double)k > budget - (double)sent_here) k = (int64_t)(budget - (double)sent_here);
-        int64_t q0 = c->next_q;
+        int64_t q0 = c->next_q, before_end = c->rows - q0 % c->rows;
         fill(c, q0 + k);
-        int64_t sent = offer(o, c->tree, c->packets + q0 * cf->packet_bytes, k);
+        int64_t sent = offer(o, c->tree, row_of(c, q0), k < before_end ? k : before_end);
+        if (sent == before_end && k > before_end) sent += offer(o, c->tree, row_of(c, q0 + sent), k - sent);
         sent_here += sent;
         if (sent) {
             note_sent(c, NULL, q0, sent, now, 0);
@@ -458,7 +460,7 @@ static int64_t resend(ina_call *c, const int64_t *qs, int64_t count, double now,
     int64_t sent = 0;
     if (batch) {
         for (int64_t i = 0; i < count; i++) {
-            memcpy(batch + i * cf->packet_bytes, c->packets + qs[i] * cf->packet_bytes, cf->packet_bytes);
+            memcpy(batch + i * cf->packet_bytes, row_of(c, qs[i]), cf->packet_bytes);
             or_bits(batch + i * cf->packet_bytes, cf->retransmit_bits, cf->header_bytes);
         }
         sent = offer(o, t, batch, count);
@@ -610,8 +612,7 @@ void ina_receive(ina_call *c, const uint8_t *rows, int64_t stride, const int64_t
         t->next_packet = c->base + c->total;
         int64_t W = cf->window, first = c->total - W > 0 ? c->total - W : 0;
         for (int64_t q = first; q < c->total; q++)
-            memcpy(t->kept + ((c->base + q) % W) * cf->packet_bytes, c->packets + q * cf->packet_bytes,
-                   cf->packet_bytes);
+            memcpy(t->kept + ((c->base + q) % W) * cf->packet_bytes, row_of(c, q), cf->packet_bytes);
     }
 }
 
@@ -757,7 +758,7 @@ static int send_again(ina_tree *t, ina_call *c, int64_t lo, int64_t hi, double n
     for (int64_t g = k0; g < k1; g++, r++) memcpy(batch + r * PB, t->kept + (g % W) * PB, PB);
     for (int64_t q = q0; q < q1 && has_call; q++) {
         if (results_only && !c->done[q]) continue;
-        memcpy(batch + r * PB, c->packets + q * PB, PB);
+        memcpy(batch + r * PB, row_of(c, q), PB);
         qs[j++] = q;
         r++;
     }

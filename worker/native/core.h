@@ -58,7 +58,8 @@ typedef struct ina_call {
     void *out;                                   /* n x values of dtype */
     int8_t *agreed;
     void *qscale, *dscale;                       /* n of dtype (float types) */
-    uint8_t *packets;                            /* total x packet_bytes */
+    uint8_t *packets;                            /* rows x packet_bytes: packet q in row q % rows (core.c's row_of) */
+    int64_t rows;
     uint8_t *expected;                           /* total x header_bytes: each result's header, masked */
     const uint8_t *header_template;              /* the fixed fields of every packet's header */
     const int32_t *header_fields;                /* (shift, width) of slot, set, seq, exponent */

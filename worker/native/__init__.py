@@ -164,7 +164,9 @@ class NativeTree:
         self._t.kept = _ptr(ffi, "uint8_t *", self.kept)
         self._pacer: Pacer | None = None
         # the call's headers: the fixed fields, and where the per-packet ones go (Protocol.layout's)
-        self.header_template = P.pack_headers(1, msg_type=P.MSG_DATA, job_id=config.job_id, child=config.child)[0]
+        self.header_template = np.zeros(16, np.uint8)  # read as two big-endian words
+        self.header_template[:P.header_bytes] = P.pack_headers(1, msg_type=P.MSG_DATA, job_id=config.job_id,
+                                                               child=config.child)[0]
         self.header_fields = np.array([P.layout[f][:2] for f in ("slot", "set", "seq", "exponent")], np.int32)
 
     def _fill_config(self, ffi: Any) -> None:

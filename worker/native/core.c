@@ -22,6 +22,12 @@ static uint32_t be32(const uint8_t *p) {
     return __builtin_bswap32(v);
 }
 
+static uint64_t be64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+
 static void put_be32(uint8_t *p, uint32_t v) {
     v = __builtin_bswap32(v);
     memcpy(p, &v, 4);
@@ -279,11 +285,11 @@ static void set_field(unsigned __int128 *w, const int32_t *field, int32_t bits, 
 static void header_of(const ina_call *c, int64_t q, uint8_t *wire) {
     const ina_config *cf = c->tree->config;
     int32_t H = cf->header_bytes, bits = 8 * H;
-    int64_t W = cf->window, g = c->base + q;
-    unsigned __int128 w = 0;
-    for (int32_t b = 0; b < H; b++) w |= ((unsigned __int128)c->header_template[b]) << (120 - 8 * b);
-    set_field(&w, c->header_fields + 0, bits, g % W);
-    set_field(&w, c->header_fields + 2, bits, (g / W) % 2);
+    int64_t W = cf->window, g = c->base + q, round = g / W;
+    const uint8_t *t = c->header_template;
+    unsigned __int128 w = ((unsigned __int128)be64(t) << 64) | be64(t + 8);
+    set_field(&w, c->header_fields + 0, bits, g - round * W);
+    set_field(&w, c->header_fields + 2, bits, round % 2);
     set_field(&w, c->header_fields + 4, bits, (g + 1) & 0xFFFFFFFF);
     set_field(&w, c->header_fields + 6, bits, q < c->n ? c->exponents[q] : cf->exponent_none);
     uint64_t hi = __builtin_bswap64((uint64_t)(w >> 64)), lo = __builtin_bswap64((uint64_t)w);

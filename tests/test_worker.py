@@ -176,16 +176,17 @@ def test_consecutive_and_async_calls_continue_the_sequence(net3):
 
 
 def test_in_place_calls_sum_into_the_array_itself(tmp_path):
-    """A contiguous array of whole chunks is read and summed into as the call runs (no private copy): under
-    loss, duplication and reordering (copies go again from the packets, never from the array the sums
-    overwrite), its sums are those of a call that copies, to the bit; float32, float64 and int32."""
+    """A contiguous array is read and summed into as the call runs (no private copy; a last chunk cut short
+    apart, padded): under loss, duplication and reordering (copies go again from the packets, never from
+    the array the sums overwrite), its sums are those of a call that copies, to the bit; float32, float64
+    and int32."""
     rng = np.random.default_rng(12)
     with LoopbackNet(3, tmp_path, Faults(loss=0.05, duplicate=0.05, reorder=0.05, seed=13)) as net:
         spec = net.job(pool_size=8)
         workers = [Worker(spec, r) for r in range(3)]
-        for dtype in (np.float32, np.float64, np.int32):
-            arrays = [(rng.standard_normal((20, 64)) * 1e3).astype(dtype) for _ in range(3)]
-            assert all(calls.summed_in_place(a, 64) for a in arrays)
+        for dtype, shape in ((np.float32, (20, 64)), (np.float64, (7, 101)), (np.int32, (20, 64)), (np.int32, 33)):
+            arrays = [(rng.standard_normal(shape) * 1e3).astype(dtype) for _ in range(3)]
+            assert all(calls.summed_in_place(a) for a in arrays)
             copied = [f.result(timeout=30) for f in [w.allreduce_async(a) for w, a in zip(workers, arrays)]]
             targets = [a.copy() for a in arrays]
             handles = [w.allreduce_async_(t) for w, t in zip(workers, targets)]
@@ -196,9 +197,8 @@ def test_in_place_calls_sum_into_the_array_itself(tmp_path):
         assert sum(w.stats.retransmissions for w in workers) > 0
         for w in workers:
             w.close()
-    assert not calls.summed_in_place(np.ones(65, np.float32), 64)  # a partial chunk: copied, padded
-    assert not calls.summed_in_place(np.ones(128, np.float16), 64)  # summed as float32
-    assert not calls.summed_in_place(np.ones(256, np.float32)[::2], 64)
+    assert not calls.summed_in_place(np.ones(128, np.float16))  # summed as float32
+    assert not calls.summed_in_place(np.ones(256, np.float32)[::2])
 
 
 @pytest.mark.parametrize("faults", [Faults(loss=0.05, seed=4), Faults(loss=0.01, seed=5),

@@ -202,9 +202,9 @@ class Worker:
 
     def allreduce_async_(self, array: np.ndarray) -> Future:
         """Start an in-place allreduce: the I/O thread writes the sum into ``array``, which the Future's
-        result() returns.  ``array`` must not change before then: a contiguous array of whole chunks
-        (``calls.summed_in_place``) is read as the call runs and its sums written into it as they come (a
-        call that fails leaves it part summed), any other is read at this call."""
+        result() returns.  ``array`` must not change before then: a contiguous float32, float64 or int32 array
+        (``calls.summed_in_place``) is read as the call runs and its sums written into it as they come (a call
+        that fails leaves it part summed), any other is read at this call."""
         return self._submit(array, array)
 
     def _submit(self, array: np.ndarray, target: np.ndarray | None) -> Future:

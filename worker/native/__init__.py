@@ -268,8 +268,8 @@ class NativeTree:
         self._t.pacer = twin
 
     def new_call(self, chunks: np.ndarray, exact: bool, out: np.ndarray,
-                 exponents: np.ndarray | None = None) -> NativeCall:
-        return NativeCall(self, chunks, exact, out, exponents)
+                 exponents: np.ndarray | None = None, last: np.ndarray | None = None) -> NativeCall:
+        return NativeCall(self, chunks, exact, out, exponents, last)
 
 
 Tree = NativeTree
@@ -279,22 +279,25 @@ class NativeCall:
     """``engine.TreeCall`` in C: the per-packet arrays numpy's, the scalars an ``ina_call``."""
 
     def __init__(self, tree: NativeTree, chunks: np.ndarray, exact: bool, out: np.ndarray,
-                 exponents: np.ndarray | None = None) -> None:
+                 exponents: np.ndarray | None = None, last: np.ndarray | None = None) -> None:
+        """``last``: as ``engine.TreeCall``'s, read and written in place."""
         ffi, lib = _lib()
-        self.tree, self.exact, self.out = tree, exact, out
+        self.tree, self.exact, self.out, self.last = tree, exact, out, last
         self.chunks = np.ascontiguousarray(chunks)
-        if out.dtype not in _DTYPES or self.chunks.dtype != out.dtype or not out.flags.c_contiguous:
+        if out.dtype not in _DTYPES or self.chunks.dtype != out.dtype or not out.flags.c_contiguous or (
+                last is not None and (last.dtype != out.dtype or not last.flags.c_contiguous)):
             raise TypeError(f"the native core sums float32, float64 and int32 into a contiguous array of the same "
                             f"dtype, not {chunks.dtype} into {out.dtype}")
         P, config = tree.config.protocol, tree.config
-        self.n = n = len(self.chunks)
+        self.n = n = len(self.chunks) + (last is not None)
         self.lead = 0 if exact else min(config.window, n)
         self.total = T = n + self.lead
         self.base = tree.next_packet
         if exact:
             exponents = np.full(n, quantize.EXPONENT_NONE, np.int8)
         elif exponents is None:
-            exponents = quantize.chunk_exponents(self.chunks)
+            exponents = quantize.chunk_exponents(self.chunks if last is None else
+                                                 np.concatenate([self.chunks, last.reshape(1, -1)]))
         self._exponents = np.ascontiguousarray(exponents, np.int8)
         # the call's arrays, reused from call to call (fresh pages cost a fault each): reset as lay_out makes them
         buffers = tree.buffers
@@ -328,6 +331,7 @@ class NativeCall:
         c.header_template = _ptr(ffi, "uint8_t *", tree.header_template)
         c.header_fields = _ptr(ffi, "int32_t *", tree.header_fields)
         c.exponents = _ptr(ffi, "int8_t *", self._exponents)
+        c.last = ffi.NULL if last is None else _ptr(ffi, "void *", last)
         lib.ina_call_start(c)
         lib.ina_lay_out(c)
 

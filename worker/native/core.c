@@ -318,6 +318,12 @@ void ina_lay_out(ina_call *c) {
 
 /* TreeCall._fill, and engine.lay_out's rows: packets filled .. end-1 with their headers and values (quantized
  * at their chunks' agreed exponents; zeros in exponent-only packets; int32 byte-swapped). */
+/* Chunk ch's values in ``base`` (the call's chunks or out), or in ``last`` for the final chunk if given. */
+static void *chunk_at(const ina_call *c, const void *base, int64_t ch) {
+    if (ch == c->n - 1 && c->last) return c->last;
+    return (uint8_t *)base + ch * c->tree->config->values * (c->dtype == INA_F64 ? 8 : 4);
+}
+
 static void fill(ina_call *c, int64_t end) {
     const ina_config *cf = c->tree->config;
     int64_t start = c->filled, V = cf->values;
@@ -328,24 +334,26 @@ static void fill(ina_call *c, int64_t end) {
         header_of(c, q, row);  /* 16 bytes: the values written next cover any beyond the header */
         if (ch < 0) {
             memset(dst, 0, (size_t)(4 * V));
-        } else if (c->exact) {
-            const int32_t *x = (const int32_t *)c->chunks + ch * V;
+            continue;
+        }
+        const void *src = chunk_at(c, c->chunks, ch);
+        if (c->exact) {
+            const int32_t *x = (const int32_t *)src;
             for (int64_t i = 0; i < V; i++) put_be32(dst + 4 * i, (uint32_t)x[i]);
         } else if (c->wide) {  /* quantize.quantize_rows: every route gives these integers (exact power-of-two scaling) */
             int64_t s = shift_of(c, c->agreed[ch]);
             int si = s > 100000 ? 100000 : s < -100000 ? -100000 : (int)s;
             double scale = ldexp(1.0, si);
             for (int64_t i = 0; i < V; i++) {
-                double x = c->dtype == INA_F32 ? (double)((const float *)c->chunks)[ch * V + i]
-                                               : ((const double *)c->chunks)[ch * V + i];
+                double x = c->dtype == INA_F32 ? (double)((const float *)src)[i] : ((const double *)src)[i];
                 put_be32(dst + 4 * i, (uint32_t)(int32_t)rint(x * scale));
             }
         } else if (c->dtype == INA_F32) {
-            quantize_f32(dst, (const float *)c->chunks + ch * V, ((const float *)c->qscale)[ch], V);
+            quantize_f32(dst, (const float *)src, ((const float *)c->qscale)[ch], V);
         } else {
-            const double *src = (const double *)c->chunks + ch * V;
+            const double *x = (const double *)src;
             double scale = ((const double *)c->qscale)[ch];
-            for (int64_t i = 0; i < V; i++) put_be32(dst + 4 * i, (uint32_t)(int32_t)rint(src[i] * scale));
+            for (int64_t i = 0; i < V; i++) put_be32(dst + 4 * i, (uint32_t)(int32_t)rint(x[i] * scale));
         }
     }
     c->filled = end;
@@ -354,25 +362,26 @@ static void fill(ina_call *c, int64_t end) {
 static void dequantize(ina_call *c, int64_t chunk, const uint8_t *values) {  /* TreeCall._dequantize, one chunk */
     const ina_config *cf = c->tree->config;
     int64_t V = cf->values;
+    void *out = chunk_at(c, c->out, chunk);
     if (c->exact) {
-        int32_t *dst = (int32_t *)c->out + chunk * V;
+        int32_t *dst = (int32_t *)out;
         for (int64_t i = 0; i < V; i++) dst[i] = (int32_t)be32(values + 4 * i);
     } else if (c->wide) {  /* quantize.dequantize_into: float32 when the result is normal, else through float64 */
         int64_t s = shift_of(c, c->agreed[chunk]);
         int si = s > 100000 ? 100000 : s < -100000 ? -100000 : (int)s;
         if (c->dtype == INA_F32 && s <= 126) {
-            dequantize_f32((float *)c->out + chunk * V, values, (float)ldexp(1.0, -si), V);
+            dequantize_f32((float *)out, values, (float)ldexp(1.0, -si), V);
         } else if (c->dtype == INA_F32) {
-            float *dst = (float *)c->out + chunk * V;
+            float *dst = (float *)out;
             for (int64_t i = 0; i < V; i++) dst[i] = (float)ldexp((double)(int32_t)be32(values + 4 * i), -si);
         } else {
-            double *dst = (double *)c->out + chunk * V;
+            double *dst = (double *)out;
             for (int64_t i = 0; i < V; i++) dst[i] = ldexp((double)(int32_t)be32(values + 4 * i), -si);
         }
     } else if (c->dtype == INA_F32) {
-        dequantize_f32((float *)c->out + chunk * V, values, ((const float *)c->dscale)[chunk], V);
+        dequantize_f32((float *)out, values, ((const float *)c->dscale)[chunk], V);
     } else {
-        double scale = ((const double *)c->dscale)[chunk], *dst = (double *)c->out + chunk * V;
+        double scale = ((const double *)c->dscale)[chunk], *dst = (double *)out;
         for (int64_t i = 0; i < V; i++) dst[i] = (double)(int32_t)be32(values + 4 * i) * scale;
     }
 }

@@ -56,6 +56,8 @@ typedef struct ina_call {
     int32_t exact, dtype, wide;
     const void *chunks;                          /* n x values of dtype (float32, float64 or int32) */
     void *out;                                   /* n x values of dtype */
+    void *last;                                  /* NULL, or chunk n-1 (input, then sum), where chunks and out
+                                                    are a row short (TreeCall's ``last``) */
     int8_t *agreed;
     void *qscale, *dscale;                       /* n of dtype (float types) */
     uint8_t *packets;                            /* rows x packet_bytes: packet q in row q % rows (core.c's row_of) */

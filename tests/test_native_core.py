@@ -1,7 +1,8 @@
 """The native core (worker/native) against the reference (worker/engine.py): both are handed the same
 datagrams at the same times, over seeded loss, duplication, reordering, foreign and cut-short datagrams,
 switch restarts, a pacer and a shaped link's room, and must send the same datagrams in the same order,
-name the same deadlines, write the same sums and count the same things."""
+name the same deadlines, write the same sums and count the same things; a seed's second call is summed
+in place (into its input, a last chunk cut short apart) where its type allows."""
 
 from __future__ import annotations
 
@@ -100,12 +101,17 @@ def _run(seed: int) -> None:
     for index, size in enumerate(s["sizes"]):
         data = (np.random.default_rng(seed * 7 + index).standard_normal(size) * s["scale"]).astype(s["dtype"]) \
             if s["dtype"] != np.int32 else np.random.default_rng(seed).integers(-1000, 1000, size).astype(np.int32)
-        padded, exponents = calls.prepare(data, s["values"])
         exact = s["dtype"] == np.int32
-        parts, outs = {}, {}
+        parts, outs, lasts = {}, {}, {}
         for name, (_, trees) in sides.items():
-            outs[name] = np.full_like(padded, 7)
-            _, got = calls.tree_parts(spec, trees, padded, exponents, exact, outs[name], 1.0)
+            if index == 1 and calls.summed_in_place(data):  # the second call in place: read and summed into
+                outs[name], exponents = calls.prepare(data.copy(), s["values"], in_place=True)  # each side's own
+                padded = outs[name]
+                lasts[name] = calls.last_chunk(padded, s["values"])  # a chunk cut short goes apart
+            else:
+                padded, exponents = calls.prepare(data, s["values"])
+                outs[name], lasts[name] = np.full_like(padded, 7), None
+            _, got = calls.tree_parts(spec, trees, padded, exponents, exact, outs[name], 1.0, lasts[name])
             parts[name] = [c for _, c in got]
         restart_at = now + float(rng.uniform(0, 300e-6)) if s["restart"] else None
         turns = 0
@@ -156,6 +162,8 @@ def _run(seed: int) -> None:
             turns += 1
             assert turns < 200_000, seed
         assert np.array_equal(outs["ref"], outs["nat"], equal_nan=True), seed
+        assert (lasts["ref"] is None) == (lasts["nat"] is None), seed
+        assert lasts["ref"] is None or np.array_equal(lasts["ref"], lasts["nat"], equal_nan=True), seed
         assert [c.overflowed for c in parts["ref"]] == [c.overflowed for c in parts["nat"]], seed
         for a, b in zip(sides["ref"][1], sides["nat"][1]):
             assert vars(a.stats) == vars(b.stats), (seed, vars(a.stats), vars(b.stats))

@@ -189,6 +189,32 @@ def test_consecutive_and_async_calls_continue_the_sequence(net3):
         w.close()
 
 
+def test_in_place_calls_sum_into_the_array_itself(tmp_path):
+    """A contiguous array is read and summed into as the call runs (no private copy; a last chunk cut short
+    apart, padded): under loss, duplication and reordering (copies go again from the packets, never from
+    the array the sums overwrite), its sums are those of a call that copies, to the bit; float32, float64
+    and int32."""
+    rng = np.random.default_rng(12)
+    with LoopbackNet(3, tmp_path, Faults(loss=0.05, duplicate=0.05, reorder=0.05, seed=13)) as net:
+        spec = net.job(pool_size=8)
+        workers = [Worker(spec, r) for r in range(3)]
+        for dtype, shape in ((np.float32, (20, 64)), (np.float64, (7, 101)), (np.int32, (20, 64)), (np.int32, 33)):
+            arrays = [(rng.standard_normal(shape) * 1e3).astype(dtype) for _ in range(3)]
+            assert all(calls.summed_in_place(a) for a in arrays)
+            copied = [f.result(timeout=30) for f in [w.allreduce_async(a) for w, a in zip(workers, arrays)]]
+            targets = [a.copy() for a in arrays]
+            handles = [w.allreduce_async_(t) for w, t in zip(workers, targets)]
+            assert all(h.result(timeout=30) is t for h, t in zip(handles, targets))
+            assert all(t.tobytes() == c.tobytes() for t, c in zip(targets, copied))
+            if dtype != np.int32:
+                check_sum(targets, arrays)
+        assert sum(w.stats.retransmissions for w in workers) > 0
+        for w in workers:
+            w.close()
+    assert not calls.summed_in_place(np.ones(128, np.float16))  # summed as float32
+    assert not calls.summed_in_place(np.ones(256, np.float32)[::2])
+
+
 @pytest.mark.parametrize("faults", [Faults(loss=0.05, seed=4), Faults(loss=0.01, seed=5),
                                     Faults(duplicate=0.2, reorder=0.2, seed=6),
                                     Faults(loss=0.05, duplicate=0.05, reorder=0.05, seed=7)],

@@ -202,21 +202,25 @@ class Worker:
 
     def allreduce_async_(self, array: np.ndarray) -> Future:
         """Start an in-place allreduce: the I/O thread writes the sum into ``array``, which the Future's
-        result() returns.  ``array`` must not change before then (its values are read at this call)."""
+        result() returns.  ``array`` must not change before then: a contiguous float32, float64 or int32 array
+        (``calls.summed_in_place``) is read as the call runs and its sums written into it as they come (a call
+        that fails leaves it part summed), any other is read at this call."""
         return self._submit(array, array)
 
     def _submit(self, array: np.ndarray, target: np.ndarray | None) -> Future:
         """The call, queued for the I/O thread; its result is the sum as ``array`` was, or ``target``
         holding it."""
-        data, exponents = self._checked(array)
+        data, exponents, lent = self._checked(array, in_place=target is not None)
         timing = {"submitted": time.perf_counter()}
         try:
             with self._lock:
                 if self._closed:
                     raise RuntimeError("this Worker is closed")
-                future = self._io.submit(self._timed, timing, data, exponents, array.shape, array.dtype, target)
+                future = self._io.submit(self._timed, timing, data, exponents, array.shape, array.dtype, target,
+                                         lent)
         except BaseException:
-            self._pool.give(data)
+            if lent:
+                self._pool.give(data)
             raise
         future.timing = timing  # type: ignore[attr-defined]
         return future
@@ -316,8 +320,9 @@ class Worker:
             self._idle_failure = e
             self._broken = True
 
-    def _checked(self, array: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """``calls.prepare`` into memory from the pool (given back if the input is bad)."""
+    def _checked(self, array: np.ndarray, in_place: bool) -> tuple[np.ndarray, np.ndarray | None, bool]:
+        """``calls.prepare`` into memory from the pool (given back if the input is bad), or ``array`` itself
+        (``in_place``, where it can be); and whether the memory is the pool's."""
         taken: list[np.ndarray] = []
 
         def take(n: int, dtype: type) -> np.ndarray:
@@ -325,24 +330,31 @@ class Worker:
             return taken[-1]
 
         try:
-            return calls.prepare(array, self.spec.values, take)
+            padded, exponents = calls.prepare(array, self.spec.values, take, in_place)
+            return padded, exponents, bool(taken)
         except BaseException:
             for buffer in taken:
                 self._pool.give(buffer)
             raise
 
     def _timed(self, timing: dict[str, float], padded: np.ndarray, exponents: np.ndarray | None,
-               shape: tuple[int, ...], dtype: np.dtype, target: np.ndarray | None) -> np.ndarray:
-        """The sums: into ``target`` through memory lent by the pool, or as a new array (whose fresh
-        pages the caller keeps)."""
+               shape: tuple[int, ...], dtype: np.dtype, target: np.ndarray | None, lent: bool) -> np.ndarray:
+        """The sums: into ``target`` directly (``padded`` is ``target``, flat: not ``lent`` by the pool), or
+        through memory lent by the pool, or as a new array (whose fresh pages the caller keeps)."""
         timing["started"] = time.perf_counter()
-        out = self._pool.take(len(padded), padded.dtype) if target is not None else np.empty(len(padded), padded.dtype)
+        if not lent:
+            out = padded
+        else:
+            out = self._pool.take(len(padded), padded.dtype) if target is not None else np.empty(len(padded),
+                                                                                                   padded.dtype)
         try:
-            return self._run(padded, exponents, shape, dtype, out, target)
+            sums = self._run(padded, exponents, shape, dtype, out, target if lent else None)
+            return sums if lent or target is None else target
         finally:
-            if target is not None:
-                self._pool.give(out)
-            self._pool.give(padded)
+            if lent:
+                if target is not None:
+                    self._pool.give(out)
+                self._pool.give(padded)
             timing["finished"] = time.perf_counter()
 
     def _run(self, padded: np.ndarray, exponents: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype,

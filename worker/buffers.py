@@ -2,8 +2,9 @@
 
 A fresh array of 64 MB is 16,000 page faults, each zeroing a page (and, in a VM whose host
 reclaims freed memory, fetching it back): measured here as a fifth of a 64 MB call's CPU.  A
-call's private copy of its input, and the sums ``allreduce_`` copies into the caller's array,
-live in buffers that go back to this pool when the call is done.
+call's private copy of its input, and the sums ``allreduce_`` copies into the caller's array (when
+it cannot sum into the array itself: ``calls.summed_in_place``), live in buffers that go back to
+this pool when the call is done.
 """
 
 from __future__ import annotations

@@ -22,29 +22,57 @@ from worker.tuner import Choice
 SUPPORTED = (np.float32, np.float64, np.float16, np.int32)
 
 
-def prepare(array: np.ndarray, values: int, take: Callable[[int, type], np.ndarray] = np.empty
-            ) -> tuple[np.ndarray, np.ndarray | None]:
+def prepare(array: np.ndarray, values: int, take: Callable[[int, type], np.ndarray] = np.empty,
+            in_place: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """A private flat copy (in memory from ``take``), padded with zeros to whole chunks of ``values``
     (float16 as float32, whose scaling by 2**s cannot overflow), and each float chunk's exponent.
-    Bad input raises here, before anything is sent."""
+    With ``in_place``, where ``array`` can be summed into itself (``summed_in_place``), the array itself,
+    flat, instead of a copy: the call then reads its chunks and writes its sums as it goes.  Bad input
+    raises here, before anything is sent."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"allreduce takes a numpy array, not {type(array).__name__}")
     if array.dtype.type not in SUPPORTED:
         raise TypeError(f"allreduce sums {', '.join(t.__name__ for t in SUPPORTED)}, not {array.dtype}")
     flat = np.ascontiguousarray(array).reshape(-1)
-    padded = take(-(-flat.size // values) * values, np.float32 if array.dtype == np.float16 else array.dtype)
-    done, exponents = native.prepare_into(flat, padded, values)  # one pass of C where the core is built
+    if in_place and summed_in_place(array):
+        padded = flat
+        done, exponents = native.prepare_into(flat, None, values)  # the exponents alone, in C
+    else:
+        padded = take(-(-flat.size // values) * values, np.float32 if array.dtype == np.float16 else array.dtype)
+        done, exponents = native.prepare_into(flat, padded, values)  # one pass of C where the core is built
+        if not done:
+            padded[:flat.size] = flat
+            padded[flat.size:] = 0
     if done:
         return padded, exponents
-    padded[:flat.size] = flat
-    padded[flat.size:] = 0
     if array.dtype.kind != "f":
         return padded, None
-    peaks = quantize.chunk_peaks(padded.reshape(-1, values))
+    tail = last_chunk(padded, values)  # in place, the array may end mid-chunk
+    rows = padded[:len(padded) - len(padded) % values].reshape(-1, values)
+    peaks = quantize.chunk_peaks(rows if tail is None else np.concatenate([rows, tail.reshape(1, -1)]))
     if not np.isfinite(peaks).all():
         bad = np.flatnonzero(~np.isfinite(flat))
         raise ValueError(f"{len(bad)} non-finite value(s), first at flat index {bad[0]}: {flat[bad[0]]}")
     return padded, quantize.peak_exponents(peaks)
+
+
+def summed_in_place(array: np.ndarray) -> bool:
+    """Whether a call can read ``array`` and write its sums into it directly, with no private copy (which
+    costs as much CPU as a fifth of a call): a type the core sums as it is, in one writable block (a last
+    chunk cut short goes apart, padded: ``last_chunk``)."""
+    return (array.dtype in (np.float32, np.float64, np.int32) and array.flags.c_contiguous
+            and array.flags.writeable and array.size > 0)
+
+
+def last_chunk(padded: np.ndarray, values: int) -> np.ndarray | None:
+    """Where a call's flat array ends mid-chunk (summed in place), a copy of its last chunk padded with
+    zeros, which the tree that sums it reads and writes instead (``TreeCall``'s ``last``); else None."""
+    cut = len(padded) % values
+    if not cut:
+        return None
+    last = np.zeros(values, padded.dtype)
+    last[:cut] = padded[len(padded) - cut:]
+    return last
 
 
 def ina_chunks(share: float, chunks: int) -> int:
@@ -54,15 +82,18 @@ def ina_chunks(share: float, chunks: int) -> int:
 
 
 def tree_parts(spec: JobSpec, trees: list[Tree], padded: np.ndarray, exponents: np.ndarray | None, exact: bool,
-               out: np.ndarray, share: float) -> tuple[int, list[tuple[int, TreeCall]]]:
+               out: np.ndarray, share: float, last: np.ndarray | None = None) -> tuple[int, list[tuple[int, TreeCall]]]:
     """The trees' share of a call: k, the chunks that go through them (the first ones; the rest go
-    round the ring), and each tree's (first chunk, TreeCall) writing its sums into ``out``."""
-    V = spec.values
-    k = ina_chunks(share, len(padded) // V)
-    chunks = padded[:k * V].reshape(k, V)
-    sums = out[:k * V].reshape(k, V)
-    return k, [(first, tree.new_call(chunks[first:end], exact, sums[first:end],
-                                     None if exponents is None else exponents[first:end]))
+    round the ring), and each tree's (first chunk, TreeCall) writing its sums into ``out``.  ``last``:
+    ``last_chunk``'s, where ``padded`` ends mid-chunk (the tree whose part ends the call sums it there)."""
+    V, n = spec.values, -(-len(padded) // spec.values)
+    k = ina_chunks(share, n)
+    apart = last is not None and k == n  # the final chunk goes in ``last``, not in the rows
+    rows = k - apart
+    chunks, sums = padded[:rows * V].reshape(rows, V), out[:rows * V].reshape(rows, V)
+    return k, [(first, tree.new_call(chunks[first:min(end, rows)], exact, sums[first:min(end, rows)],
+                                     None if exponents is None else exponents[first:end],
+                                     last if apart and end == k else None))
                for tree, (first, end) in zip(trees, spec.split(k)) if end > first]
 
 
@@ -106,8 +137,9 @@ class ComposedCall:
         self.choice: Choice = spec.choose(self.size, self.dtype, self.sent)
         if trees:
             pace(trees, self.choice.ina_pace_mbps, protocol.load(spec.values, spec.udp_port).frame_bytes)
+        self.last = last_chunk(padded, self.values)  # summed in place, ``padded`` may end mid-chunk
         self.k, self.tree_parts = tree_parts(spec, trees, padded, exponents, self.dtype == np.int32, out,
-                                             self.choice.ina_share if trees else 0.0)
+                                             self.choice.ina_share if trees else 0.0, self.last)
         self.ring_part = self._cut_ring_part(spec, padded)
 
     def _cut_ring_part(self, spec: JobSpec, padded: np.ndarray) -> RingPart | None:
@@ -150,6 +182,9 @@ class ComposedCall:
             raise error
         if self.ring_part is not None:
             self.out[self.ring_part.first:self.size] = ring_sum
+        elif self.last is not None:  # the trees summed the final chunk apart
+            first = self.size - self.size % self.values
+            self.out[first:self.size] = self.last[:self.size - first]
         sums = self.out[:self.size]
         if into is None:
             return sums.astype(self.dtype, copy=False).reshape(self.shape)

@@ -388,9 +388,9 @@ class Tree:
         return sent == len(batch)
 
     def new_call(self, chunks: np.ndarray, exact: bool, out: np.ndarray,
-                 exponents: np.ndarray | None = None) -> TreeCall:
+                 exponents: np.ndarray | None = None, last: np.ndarray | None = None) -> TreeCall:
         """This tree's share of a call (the native core's trees make theirs)."""
-        return TreeCall(self, chunks, exact, out, exponents)
+        return TreeCall(self, chunks, exact, out, exponents, last)
 
 
 class Buffers:
@@ -495,9 +495,17 @@ class TreeCall:
     ``overflowed`` the chunks whose sum wrapped (whose ``out`` rows mean nothing)."""
 
     def __init__(self, tree: Tree, chunks: np.ndarray, exact: bool, out: np.ndarray,
-                 exponents: np.ndarray | None = None) -> None:
-        """``exponents``: the chunks' own (``quantize.chunk_exponents``), if the caller has them."""
+                 exponents: np.ndarray | None = None, last: np.ndarray | None = None) -> None:
+        """``exponents``: the chunks' own (``quantize.chunk_exponents``), if the caller has them.  ``last``:
+        the final chunk, padded with zeros, where ``chunks`` and ``out`` are one row short (a call summed
+        into the caller's array, which ends mid-chunk): its input, and its sum once the call completes
+        (here the rows are joined in a private copy; the native core reads and writes each in place)."""
         P = self.P = tree.config.protocol
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
+        if last is not None:
+            self._last = (out, last)
+            chunks = np.concatenate([chunks, last.reshape(1, -1)])
+            out = np.empty_like(chunks)
         self.tree, self.chunks, self.exact, self.out = tree, chunks, exact, out
         layout = lay_out(tree, chunks, exact, out, exponents)
         self.n, self.lead, self.total, self.base = layout.n, layout.lead, layout.total, layout.base
@@ -827,6 +835,10 @@ class TreeCall:
             self.closed = True
             self.tree.next_packet = self.base + self.total
             self.tree.keep(self)
+            if self._last is not None:  # the sums back where the caller reads them
+                head, last = self._last
+                head[:] = self.out[:-1]
+                last[:] = self.out[-1]
 
     def stalled(self, now: float, after: float) -> bool:
         """No result for ``after`` seconds while packets are in flight (``now``: the caller's clock)."""

@@ -31,13 +31,14 @@ from typing import Any
 import numpy as np
 
 from worker import engine, quantize
-from worker.engine import Echo, Outbox, Pacer, Stats, TreeConfig, header_bits, timeout_error
+from worker.engine import Echo, Outbox, Pacer, Stats, TreeConfig, fail, header_bits, timeout_error
 from worker.errors import AllreduceError
 
 log = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent
 # -ffp-contract=off: no fused multiply-add, so the timers' doubles are computed as numpy computes them
 CFLAGS = ("-O2", "-fno-strict-aliasing", "-ffp-contract=off", "-shared", "-fPIC", "-w", "-pthread")
+RING_WINDOWS = 2  # a call's packets live in a ring of this many windows (at least 2: core.c's row_of)
 _DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.int32): 2}  # core.h's INA_F32 ...
 
 
@@ -101,12 +102,6 @@ def core() -> ModuleType:
                 _told = True
                 log.warning("the worker runs its reference Python core, slower per packet: %s", got)
         return engine
-    return _this()
-
-
-def _this() -> ModuleType:
-    import sys
-
     return sys.modules[__name__]
 
 
@@ -169,7 +164,9 @@ class NativeTree:
         self._t.kept = _ptr(ffi, "uint8_t *", self.kept)
         self._pacer: Pacer | None = None
         # the call's headers: the fixed fields, and where the per-packet ones go (Protocol.layout's)
-        self.header_template = P.pack_headers(1, msg_type=P.MSG_DATA, job_id=config.job_id, child=config.child)[0]
+        self.header_template = np.zeros(16, np.uint8)  # read as two big-endian words
+        self.header_template[:P.header_bytes] = P.pack_headers(1, msg_type=P.MSG_DATA, job_id=config.job_id,
+                                                               child=config.child)[0]
         self.header_fields = np.array([P.layout[f][:2] for f in ("slot", "set", "seq", "exponent")], np.int32)
 
     def _fill_config(self, ffi: Any) -> None:
@@ -271,8 +268,8 @@ class NativeTree:
         self._t.pacer = twin
 
     def new_call(self, chunks: np.ndarray, exact: bool, out: np.ndarray,
-                 exponents: np.ndarray | None = None) -> NativeCall:
-        return NativeCall(self, chunks, exact, out, exponents)
+                 exponents: np.ndarray | None = None, last: np.ndarray | None = None) -> NativeCall:
+        return NativeCall(self, chunks, exact, out, exponents, last)
 
 
 Tree = NativeTree
@@ -282,26 +279,29 @@ class NativeCall:
     """``engine.TreeCall`` in C: the per-packet arrays numpy's, the scalars an ``ina_call``."""
 
     def __init__(self, tree: NativeTree, chunks: np.ndarray, exact: bool, out: np.ndarray,
-                 exponents: np.ndarray | None = None) -> None:
+                 exponents: np.ndarray | None = None, last: np.ndarray | None = None) -> None:
+        """``last``: as ``engine.TreeCall``'s, read and written in place."""
         ffi, lib = _lib()
-        self.tree, self.exact, self.out = tree, exact, out
+        self.tree, self.exact, self.out, self.last = tree, exact, out, last
         self.chunks = np.ascontiguousarray(chunks)
-        if out.dtype not in _DTYPES or self.chunks.dtype != out.dtype or not out.flags.c_contiguous:
+        if out.dtype not in _DTYPES or self.chunks.dtype != out.dtype or not out.flags.c_contiguous or (
+                last is not None and (last.dtype != out.dtype or not last.flags.c_contiguous)):
             raise TypeError(f"the native core sums float32, float64 and int32 into a contiguous array of the same "
                             f"dtype, not {chunks.dtype} into {out.dtype}")
         P, config = tree.config.protocol, tree.config
-        self.n = n = len(self.chunks)
+        self.n = n = len(self.chunks) + (last is not None)
         self.lead = 0 if exact else min(config.window, n)
         self.total = T = n + self.lead
         self.base = tree.next_packet
         if exact:
             exponents = np.full(n, quantize.EXPONENT_NONE, np.int8)
         elif exponents is None:
-            exponents = quantize.chunk_exponents(self.chunks)
+            exponents = quantize.chunk_exponents(self.chunks if last is None else
+                                                 np.concatenate([self.chunks, last.reshape(1, -1)]))
         self._exponents = np.ascontiguousarray(exponents, np.int8)
         # the call's arrays, reused from call to call (fresh pages cost a fault each): reset as lay_out makes them
         buffers = tree.buffers
-        self.packets = buffers.packets(T)
+        self.packets = buffers.packets(min(T, RING_WINDOWS * config.window))  # a ring: core.c's row_of
         self.expected = buffers.array("expected", T * P.header_bytes, np.uint8)
         self.agreed = buffers.array("agreed", n, np.int8)
         self.agreed[:] = quantize.EXPONENT_NONE
@@ -318,7 +318,7 @@ class NativeCall:
         self._overflowed = np.zeros(max(n, 1), np.int64)
         c = self._c = ffi.new("ina_call *")
         c.tree = tree._t
-        c.n, c.lead, c.total, c.base = self.n, self.lead, T, self.base
+        c.n, c.lead, c.total, c.base, c.rows = self.n, self.lead, T, self.base, len(self.packets)
         c.exact, c.dtype = int(exact), _DTYPES[out.dtype]
         for name, ctype, array in (("chunks", "void *", self.chunks), ("out", "void *", out),
                                    ("agreed", "int8_t *", self.agreed), ("qscale", "void *", self.qscale),
@@ -331,6 +331,7 @@ class NativeCall:
         c.header_template = _ptr(ffi, "uint8_t *", tree.header_template)
         c.header_fields = _ptr(ffi, "int32_t *", tree.header_fields)
         c.exponents = _ptr(ffi, "int8_t *", self._exponents)
+        c.last = ffi.NULL if last is None else _ptr(ffi, "void *", last)
         lib.ina_call_start(c)
         lib.ina_lay_out(c)
 
@@ -395,15 +396,19 @@ TreeCall = NativeCall
 
 
 class _Scratch:
-    """An outbox's memory in C, reused step after step (grown as the trees ask)."""
+    """An outbox's memory in C, reused step after step (grown as the trees ask; with ``buffers``, a tree's,
+    reused from call to call: 1.4 MB of fresh pages per call cost their faults)."""
 
-    def __init__(self) -> None:
+    def __init__(self, buffers: engine.Buffers | None = None) -> None:
+        self.buffers = buffers
         self.rows = np.empty(0, np.uint8)
         self.segments: Any = None
         self.capacity = 0
 
     def outbox(self, ffi: Any, room: float, rows: int, packet_bytes: int, segments: int) -> Any:
-        if self.rows.size < rows * packet_bytes:
+        if self.buffers is not None:
+            self.rows = self.buffers.array("outbox", rows * packet_bytes, np.uint8)
+        elif self.rows.size < rows * packet_bytes:
             self.rows = np.empty(rows * packet_bytes, np.uint8)
         if self.capacity < segments:
             self.segments, self.capacity = ffi.new("ina_segment[]", segments), segments
@@ -428,7 +433,7 @@ def step(calls: list[NativeCall], idle: tuple[NativeTree, ...], now: float, room
     rows = sum(5 * t.config.window for t in trees) + 64
     scratch = getattr(_scratch, "it", None) or _Scratch()
     _scratch.it = scratch
-    out = scratch.outbox(ffi, room, rows, P.packet_bytes, 4 * len(trees) + 64 + 2 * sum(
+    out = scratch.outbox(ffi, room, rows, P.packet_bytes, 4 * len(trees) + 64 + len(calls) + 2 * sum(
         math.ceil(c.total / engine.TURN) for c in calls if len(calls) > 1))
     c_calls = ffi.new("ina_call *[]", [c._c for c in calls] or 1)
     c_idle = ffi.new("ina_tree *[]", [t._t for t in idle] or 1)
@@ -446,22 +451,17 @@ def step(calls: list[NativeCall], idle: tuple[NativeTree, ...], now: float, room
     return result
 
 
-def fail(calls: list[NativeCall]) -> None:
-    for c in calls:
-        c.tree.broken = True
-
-
 SLICE = 0.05  # seconds the C loop runs between two looks of the driver (spec changes, stalls, a stop request)
 
 RX_BYTES = 8 * 65536  # receive buffers: run.c's RX_MESSAGES coalesced datagrams of up to 64 KB
 
 
 class _Ports:
-    """The C loop's view of the trees' sockets (``ina_port``), with their buffers."""
+    """The C loop's view of the trees' sockets (``ina_port``), with their buffers: each tree's own, reused
+    from call to call (a tree's socket is read and written by one thread at a time)."""
 
     def __init__(self, ffi: Any, trees: list[NativeTree], sockets: dict, calls: dict) -> None:
         self.ports = ffi.new("ina_port[]", max(1, len(trees)))
-        self.buffers: list[np.ndarray] = []
         for i, t in enumerate(trees):
             io, p = sockets[t], self.ports[i]
             _enable_gro(io.sock)
@@ -471,10 +471,9 @@ class _Ports:
             p.tree = t._t
             call = calls.get(t)
             p.call = call._c if call is not None else ffi.NULL
-            pending = np.empty((4 * t.config.window, t.config.protocol.packet_bytes), np.uint8)
-            rx = np.empty(RX_BYTES, np.uint8)
-            self.buffers += [pending, rx]
-            p.pending_rows, p.pending, p.pending_cap = _ptr(ffi, "uint8_t *", pending), 0, len(pending)
+            pending = t.buffers.array("pending", 4 * t.config.window * t.config.protocol.packet_bytes, np.uint8)
+            rx = t.buffers.array("rx", RX_BYTES, np.uint8)
+            p.pending_rows, p.pending, p.pending_cap = _ptr(ffi, "uint8_t *", pending), 0, 4 * t.config.window
             p.rx, p.rx_bytes = _ptr(ffi, "uint8_t *", rx), RX_BYTES
 
 
@@ -499,9 +498,10 @@ class _Loop:
         trees = [c.tree for c in calls] + list(idle)
         self.ports = _Ports(ffi, trees, sockets, {c.tree: c for c in calls})
         P = trees[0].config.protocol
-        self.scratch = _Scratch()
+        self.scratch = _Scratch(trees[0].buffers)  # each tree runs on one loop: its memory is this loop's
         self.out = self.scratch.outbox(ffi, math.inf, sum(5 * t.config.window for t in trees) + 64, P.packet_bytes,
-                                       4 * len(trees) + 64 + 2 * sum(math.ceil(c.total / engine.TURN) for c in calls))
+                                       4 * len(trees) + 64 + len(calls)
+                                       + 2 * sum(math.ceil(c.total / engine.TURN) for c in calls))
         self.c_calls = ffi.new("ina_call *[]", [c._c for c in calls] or 1)
         self.c_idle = ffi.new("ina_tree *[]", [t._t for t in idle] or 1)
         a = self.args = ffi.new("ina_run_args *")
@@ -574,16 +574,18 @@ def tend_idle(trees: list[NativeTree], sockets: dict) -> None:
         sockets[t].send(np.ascontiguousarray(out.rows(t)))
 
 
-def prepare_into(flat: np.ndarray, padded: np.ndarray, values: int) -> tuple[bool, np.ndarray | None]:
-    """``calls.prepare``'s copy and exponents in one pass of C: (True, exponents or None for int32), or
-    (False, None) when the input is bad (the caller's numpy way then raises, in its words) or the core
-    is not built."""
-    if not enabled() or not available() or flat.dtype not in _DTYPES or padded.dtype != flat.dtype:
+def prepare_into(flat: np.ndarray, padded: np.ndarray | None, values: int) -> tuple[bool, np.ndarray | None]:
+    """``calls.prepare``'s copy and exponents in one pass of C (``padded`` None: the exponents alone, read
+    from ``flat``, for a call that reads it as it goes): (True, exponents or None for int32), or (False,
+    None) when the input is bad (the caller's numpy way then raises, in its words) or the core is not built."""
+    if not enabled() or not available() or flat.dtype not in _DTYPES or (padded is not None and
+                                                                           padded.dtype != flat.dtype):
         return False, None
     ffi, lib = _lib()
-    exact = flat.dtype == np.int32
-    exps = None if exact else np.empty(len(padded) // values, np.int8)
-    status = lib.ina_prepare(_ptr(ffi, "void *", flat), flat.size, _DTYPES[flat.dtype], _ptr(ffi, "void *", padded),
-                             padded.size, values, ffi.NULL if exps is None else _ptr(ffi, "int8_t *", exps),
+    size = -(-flat.size // values) * values if padded is None else padded.size
+    exps = None if flat.dtype == np.int32 else np.empty(size // values, np.int8)
+    status = lib.ina_prepare(_ptr(ffi, "void *", flat), flat.size, _DTYPES[flat.dtype],
+                             ffi.NULL if padded is None else _ptr(ffi, "void *", padded), size, values,
+                             ffi.NULL if exps is None else _ptr(ffi, "int8_t *", exps),
                              quantize.EXPONENT_MIN, quantize.EXPONENT_MAX, quantize.EXPONENT_NONE)
     return status == 0, exps

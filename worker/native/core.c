@@ -22,6 +22,12 @@ static uint32_t be32(const uint8_t *p) {
     return __builtin_bswap32(v);
 }
 
+static uint64_t be64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+
 static void put_be32(uint8_t *p, uint32_t v) {
     v = __builtin_bswap32(v);
     memcpy(p, &v, 4);
@@ -62,6 +68,26 @@ __attribute__((target("avx2"))) static void dequantize_f32_avx2(float *dst, cons
         _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_shuffle_epi8(
                                                     _mm256_loadu_si256((const __m256i *)(src + 4 * i)), swap)), s));
     *done = i;
+}
+
+/* max |x| over count float32 (their bits, sign cleared, compared as integers: the same order for
+ * non-negative floats, and infinities and NaNs above every finite value), 32 at a time in four lanes */
+__attribute__((target("avx2"))) static uint32_t peak_bits_f32_avx2(const float *x, int64_t count, int64_t *done) {
+    const __m256i sign = _mm256_set1_epi32(0x7FFFFFFF);
+    __m256i m0 = _mm256_setzero_si256(), m1 = m0, m2 = m0, m3 = m0;
+    int64_t i = 0;
+    for (; i + 32 <= count; i += 32) {
+        m0 = _mm256_max_epu32(m0, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), sign));
+        m1 = _mm256_max_epu32(m1, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), sign));
+        m2 = _mm256_max_epu32(m2, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 16)), sign));
+        m3 = _mm256_max_epu32(m3, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 24)), sign));
+    }
+    m0 = _mm256_max_epu32(_mm256_max_epu32(m0, m1), _mm256_max_epu32(m2, m3));
+    uint32_t lanes[8], m = 0;
+    _mm256_storeu_si256((__m256i *)lanes, m0);
+    for (int j = 0; j < 8; j++) m = lanes[j] > m ? lanes[j] : m;
+    *done = i;
+    return m;
 }
 
 static int has_avx2(void) {
@@ -259,11 +285,11 @@ static void set_field(unsigned __int128 *w, const int32_t *field, int32_t bits, 
 static void header_of(const ina_call *c, int64_t q, uint8_t *wire) {
     const ina_config *cf = c->tree->config;
     int32_t H = cf->header_bytes, bits = 8 * H;
-    int64_t W = cf->window, g = c->base + q;
-    unsigned __int128 w = 0;
-    for (int32_t b = 0; b < H; b++) w |= ((unsigned __int128)c->header_template[b]) << (120 - 8 * b);
-    set_field(&w, c->header_fields + 0, bits, g % W);
-    set_field(&w, c->header_fields + 2, bits, (g / W) % 2);
+    int64_t W = cf->window, g = c->base + q, round = g / W;
+    const uint8_t *t = c->header_template;
+    unsigned __int128 w = ((unsigned __int128)be64(t) << 64) | be64(t + 8);
+    set_field(&w, c->header_fields + 0, bits, g - round * W);
+    set_field(&w, c->header_fields + 2, bits, round % 2);
     set_field(&w, c->header_fields + 4, bits, (g + 1) & 0xFFFFFFFF);
     set_field(&w, c->header_fields + 6, bits, q < c->n ? c->exponents[q] : cf->exponent_none);
     uint64_t hi = __builtin_bswap64((uint64_t)(w >> 64)), lo = __builtin_bswap64((uint64_t)w);
@@ -271,54 +297,63 @@ static void header_of(const ina_call *c, int64_t q, uint8_t *wire) {
     memcpy(wire + 8, &lo, 8);
 }
 
-/* A call's packets as engine.lay_out makes them, except that a float packet's header is written when its
- * values are (``fill``: its row is touched once): exponent-only packets' values zeros, int32 values
- * byte-swapped in; and each packet's result header, masked. */
+/* Packet q's row: a call's packets live in a ring of ``rows`` (at least 2 W: a recovery sends again from W
+ * before the oldest packet without a result, and no packet is filled W or more after it), so the rows a
+ * window touches stay in cache instead of a call's worth of fresh memory. */
+static uint8_t *row_of(const ina_call *c, int64_t q) {
+    return c->packets + (q % c->rows) * c->tree->config->packet_bytes;
+}
+
+/* Each packet's result header, masked (engine.lay_out's ``expected``); the packets themselves are laid out
+ * as they are filled (``fill``: each row is written once, just before it goes). */
 void ina_lay_out(ina_call *c) {
     const ina_config *cf = c->tree->config;
-    int32_t H = cf->header_bytes, PB = cf->packet_bytes;
-    int64_t V = cf->values;
+    int32_t H = cf->header_bytes;
     for (int64_t q = 0; q < c->total; q++) {
         uint8_t wire[16], *want = c->expected + q * H;
         header_of(c, q, wire);
         for (int32_t b = 0; b < H; b++) want[b] = (uint8_t)((wire[b] ^ cf->data_to_result[b]) & cf->result_mask[b]);
-        if (q >= c->filled) continue;
-        uint8_t *row = c->packets + q * PB;
-        memcpy(row, wire, (size_t)H);
-        if (c->exact) {
-            const int32_t *x = (const int32_t *)c->chunks + q * V;
-            for (int64_t i = 0; i < V; i++) put_be32(row + H + 4 * i, (uint32_t)x[i]);
-        } else {
-            memset(row + H, 0, (size_t)(4 * V));
-        }
     }
 }
 
-static void fill(ina_call *c, int64_t end) {  /* TreeCall._fill: quantize into the packets */
+/* TreeCall._fill, and engine.lay_out's rows: packets filled .. end-1 with their headers and values (quantized
+ * at their chunks' agreed exponents; zeros in exponent-only packets; int32 byte-swapped). */
+/* Chunk ch's values in ``base`` (the call's chunks or out), or in ``last`` for the final chunk if given. */
+static void *chunk_at(const ina_call *c, const void *base, int64_t ch) {
+    if (ch == c->n - 1 && c->last) return c->last;
+    return (uint8_t *)base + ch * c->tree->config->values * (c->dtype == INA_F64 ? 8 : 4);
+}
+
+static void fill(ina_call *c, int64_t end) {
     const ina_config *cf = c->tree->config;
     int64_t start = c->filled, V = cf->values;
     if (end <= start) return;
     for (int64_t q = start; q < end; q++) {
         int64_t ch = q - c->lead;
-        uint8_t wire[16];
-        header_of(c, q, wire);
-        memcpy(c->packets + q * cf->packet_bytes, wire, (size_t)cf->header_bytes);
-        uint8_t *dst = c->packets + q * cf->packet_bytes + cf->header_bytes;
-        if (c->wide) {  /* quantize.quantize_rows: every route gives these integers (exact power-of-two scaling) */
+        uint8_t *row = row_of(c, q), *dst = row + cf->header_bytes;
+        header_of(c, q, row);  /* 16 bytes: the values written next cover any beyond the header */
+        if (ch < 0) {
+            memset(dst, 0, (size_t)(4 * V));
+            continue;
+        }
+        const void *src = chunk_at(c, c->chunks, ch);
+        if (c->exact) {
+            const int32_t *x = (const int32_t *)src;
+            for (int64_t i = 0; i < V; i++) put_be32(dst + 4 * i, (uint32_t)x[i]);
+        } else if (c->wide) {  /* quantize.quantize_rows: every route gives these integers (exact power-of-two scaling) */
             int64_t s = shift_of(c, c->agreed[ch]);
             int si = s > 100000 ? 100000 : s < -100000 ? -100000 : (int)s;
             double scale = ldexp(1.0, si);
             for (int64_t i = 0; i < V; i++) {
-                double x = c->dtype == INA_F32 ? (double)((const float *)c->chunks)[ch * V + i]
-                                               : ((const double *)c->chunks)[ch * V + i];
+                double x = c->dtype == INA_F32 ? (double)((const float *)src)[i] : ((const double *)src)[i];
                 put_be32(dst + 4 * i, (uint32_t)(int32_t)rint(x * scale));
             }
         } else if (c->dtype == INA_F32) {
-            quantize_f32(dst, (const float *)c->chunks + ch * V, ((const float *)c->qscale)[ch], V);
+            quantize_f32(dst, (const float *)src, ((const float *)c->qscale)[ch], V);
         } else {
-            const double *src = (const double *)c->chunks + ch * V;
+            const double *x = (const double *)src;
             double scale = ((const double *)c->qscale)[ch];
-            for (int64_t i = 0; i < V; i++) put_be32(dst + 4 * i, (uint32_t)(int32_t)rint(src[i] * scale));
+            for (int64_t i = 0; i < V; i++) put_be32(dst + 4 * i, (uint32_t)(int32_t)rint(x[i] * scale));
         }
     }
     c->filled = end;
@@ -327,25 +362,26 @@ static void fill(ina_call *c, int64_t end) {  /* TreeCall._fill: quantize into t
 static void dequantize(ina_call *c, int64_t chunk, const uint8_t *values) {  /* TreeCall._dequantize, one chunk */
     const ina_config *cf = c->tree->config;
     int64_t V = cf->values;
+    void *out = chunk_at(c, c->out, chunk);
     if (c->exact) {
-        int32_t *dst = (int32_t *)c->out + chunk * V;
+        int32_t *dst = (int32_t *)out;
         for (int64_t i = 0; i < V; i++) dst[i] = (int32_t)be32(values + 4 * i);
     } else if (c->wide) {  /* quantize.dequantize_into: float32 when the result is normal, else through float64 */
         int64_t s = shift_of(c, c->agreed[chunk]);
         int si = s > 100000 ? 100000 : s < -100000 ? -100000 : (int)s;
         if (c->dtype == INA_F32 && s <= 126) {
-            dequantize_f32((float *)c->out + chunk * V, values, (float)ldexp(1.0, -si), V);
+            dequantize_f32((float *)out, values, (float)ldexp(1.0, -si), V);
         } else if (c->dtype == INA_F32) {
-            float *dst = (float *)c->out + chunk * V;
+            float *dst = (float *)out;
             for (int64_t i = 0; i < V; i++) dst[i] = (float)ldexp((double)(int32_t)be32(values + 4 * i), -si);
         } else {
-            double *dst = (double *)c->out + chunk * V;
+            double *dst = (double *)out;
             for (int64_t i = 0; i < V; i++) dst[i] = ldexp((double)(int32_t)be32(values + 4 * i), -si);
         }
     } else if (c->dtype == INA_F32) {
-        dequantize_f32((float *)c->out + chunk * V, values, ((const float *)c->dscale)[chunk], V);
+        dequantize_f32((float *)out, values, ((const float *)c->dscale)[chunk], V);
     } else {
-        double scale = ((const double *)c->dscale)[chunk], *dst = (double *)c->out + chunk * V;
+        double scale = ((const double *)c->dscale)[chunk], *dst = (double *)out;
         for (int64_t i = 0; i < V; i++) dst[i] = (double)(int32_t)be32(values + 4 * i) * scale;
     }
 }
@@ -353,7 +389,7 @@ static void dequantize(ina_call *c, int64_t chunk, const uint8_t *values) {  /* 
 /* --- TreeCall: sending ------------------------------------------------------------------------- */
 
 void ina_call_start(ina_call *c) {  /* TreeCall.__init__'s scalars (the arrays are laid out by the caller) */
-    c->filled = c->exact ? c->total : c->lead;
+    c->filled = 0;
     c->retried = c->paced = c->held = c->closed = 0;
     c->next_q = c->finished = c->oldest = 0;
     c->n_overflowed = 0;
@@ -410,9 +446,10 @@ static void send_new(ina_call *c, double now, ina_outbox *o, double budget) {  /
             return;
         }
         if ((double)k > budget - (double)sent_here) k = (int64_t)(budget - (double)sent_here);
-        int64_t q0 = c->next_q;
+        int64_t q0 = c->next_q, before_end = c->rows - q0 % c->rows;
         fill(c, q0 + k);
-        int64_t sent = offer(o, c->tree, c->packets + q0 * cf->packet_bytes, k);
+        int64_t sent = offer(o, c->tree, row_of(c, q0), k < before_end ? k : before_end);
+        if (sent == before_end && k > before_end) sent += offer(o, c->tree, row_of(c, q0 + sent), k - sent);
         sent_here += sent;
         if (sent) {
             note_sent(c, NULL, q0, sent, now, 0);
@@ -438,7 +475,7 @@ static int64_t resend(ina_call *c, const int64_t *qs, int64_t count, double now,
     int64_t sent = 0;
     if (batch) {
         for (int64_t i = 0; i < count; i++) {
-            memcpy(batch + i * cf->packet_bytes, c->packets + qs[i] * cf->packet_bytes, cf->packet_bytes);
+            memcpy(batch + i * cf->packet_bytes, row_of(c, qs[i]), cf->packet_bytes);
             or_bits(batch + i * cf->packet_bytes, cf->retransmit_bits, cf->header_bytes);
         }
         sent = offer(o, t, batch, count);
@@ -590,8 +627,7 @@ void ina_receive(ina_call *c, const uint8_t *rows, int64_t stride, const int64_t
         t->next_packet = c->base + c->total;
         int64_t W = cf->window, first = c->total - W > 0 ? c->total - W : 0;
         for (int64_t q = first; q < c->total; q++)
-            memcpy(t->kept + ((c->base + q) % W) * cf->packet_bytes, c->packets + q * cf->packet_bytes,
-                   cf->packet_bytes);
+            memcpy(t->kept + ((c->base + q) % W) * cf->packet_bytes, row_of(c, q), cf->packet_bytes);
     }
 }
 
@@ -737,7 +773,7 @@ static int send_again(ina_tree *t, ina_call *c, int64_t lo, int64_t hi, double n
     for (int64_t g = k0; g < k1; g++, r++) memcpy(batch + r * PB, t->kept + (g % W) * PB, PB);
     for (int64_t q = q0; q < q1 && has_call; q++) {
         if (results_only && !c->done[q]) continue;
-        memcpy(batch + r * PB, c->packets + q * PB, PB);
+        memcpy(batch + r * PB, row_of(c, q), PB);
         qs[j++] = q;
         r++;
     }
@@ -848,12 +884,15 @@ int32_t ina_step(ina_call **calls, int32_t ncalls, ina_tree **idle, int32_t nidl
 
 /* A call's input copied into ``dst`` (``padded`` elements: zeros after ``count``), and each float chunk's
  * exponent (quantize.peak_exponents: e with max|x| < 2**e, at least emin, enone for a zero chunk), in
- * one pass.  Returns 0; 1 if some value is not finite, 2 if some exponent is above emax (the caller
- * raises, with its own words). */
+ * one pass.  With ``dst`` NULL (a call that reads the caller's array as it goes), the exponents alone,
+ * read from ``src``: ``padded`` is then ``count`` rounded up to whole chunks, the last one's missing
+ * values taken as zeros.  Returns 0; 1 if some value is not finite, 2 if some exponent is above emax
+ * (the caller raises, with its own words). */
 int32_t ina_prepare(const void *src, int64_t count, int32_t dtype, void *dst, int64_t padded, int32_t values,
                     int8_t *exps, int32_t emin, int32_t emax, int32_t enone) {
     size_t item = dtype == INA_F64 ? 8 : 4;
     if (dtype == INA_I32) {
+        if (!dst) return 0;
         memcpy(dst, src, (size_t)count * item);
         memset((uint8_t *)dst + count * item, 0, (size_t)(padded - count) * item);
         return 0;
@@ -861,17 +900,30 @@ int32_t ina_prepare(const void *src, int64_t count, int32_t dtype, void *dst, in
     int bad = 0;
     for (int64_t c = 0; c * values < padded; c++) {  /* a chunk at a time: copied, then read while in cache */
         int64_t first = c * values, have = count - first < values ? count - first : values;
-        memcpy((uint8_t *)dst + first * item, (const uint8_t *)src + first * item, (size_t)have * item);
-        memset((uint8_t *)dst + (first + have) * item, 0, (size_t)(values - have) * item);
+        const uint8_t *chunk = (const uint8_t *)src + first * item;
+        if (dst) {
+            memcpy((uint8_t *)dst + first * item, chunk, (size_t)have * item);
+            memset((uint8_t *)dst + (first + have) * item, 0, (size_t)(values - have) * item);
+            chunk = (const uint8_t *)dst + first * item;
+            have = values;
+        }
         double peak = 0;
         if (dtype == INA_F32) {
-            const float *x = (const float *)dst + c * values;
+            const float *x = (const float *)chunk;
             float m = 0;
             int64_t i = 0;
+#ifdef INA_AVX2
+            if (has_avx2()) {
+                uint32_t bits = peak_bits_f32_avx2(x, have, &i);
+                bad |= bits > 0x7F7FFFFFu;  /* above FLT_MAX's bits: an infinity or a NaN */
+                memcpy(&m, &bits, 4);
+                if (!(m <= FLT_MAX)) m = 0;
+            }
+#endif
 #ifdef __SSE2__
             __m128 sign = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF)), big = _mm_set1_ps(FLT_MAX), mm = _mm_setzero_ps();
             __m128i nonfinite = _mm_setzero_si128();
-            for (; i + 4 <= values; i += 4) {
+            for (; i + 4 <= have; i += 4) {
                 __m128 a = _mm_and_ps(_mm_loadu_ps(x + i), sign);
                 mm = _mm_max_ps(mm, a);
                 nonfinite = _mm_or_si128(nonfinite, _mm_castps_si128(_mm_cmpnle_ps(a, big)));
@@ -881,15 +933,15 @@ int32_t ina_prepare(const void *src, int64_t count, int32_t dtype, void *dst, in
             for (int j = 0; j < 4; j++) m = lanes[j] > m ? lanes[j] : m;
             bad |= _mm_movemask_epi8(nonfinite) != 0;
 #endif
-            for (; i < values; i++) {
+            for (; i < have; i++) {
                 float a = fabsf(x[i]);
                 bad |= !(a <= FLT_MAX);
                 m = a > m ? a : m;
             }
             peak = m;
         } else {
-            const double *x = (const double *)dst + c * values;
-            for (int64_t i = 0; i < values; i++) {
+            const double *x = (const double *)chunk;
+            for (int64_t i = 0; i < have; i++) {
                 double a = fabs(x[i]);
                 bad |= !(a <= DBL_MAX);
                 peak = a > peak ? a : peak;

@@ -56,11 +56,14 @@ typedef struct ina_call {
     int32_t exact, dtype, wide;
     const void *chunks;                          /* n x values of dtype (float32, float64 or int32) */
     void *out;                                   /* n x values of dtype */
+    void *last;                                  /* NULL, or chunk n-1 (input, then sum), where chunks and out
+                                                    are a row short (TreeCall's ``last``) */
     int8_t *agreed;
     void *qscale, *dscale;                       /* n of dtype (float types) */
-    uint8_t *packets;                            /* total x packet_bytes */
+    uint8_t *packets;                            /* rows x packet_bytes: packet q in row q % rows (core.c's row_of) */
+    int64_t rows;
     uint8_t *expected;                           /* total x header_bytes: each result's header, masked */
-    const uint8_t *header_template;              /* the fixed fields of every packet's header */
+    const uint8_t *header_template;              /* 16 bytes: the fixed fields of every packet's header, zeros after */
     const int32_t *header_fields;                /* (shift, width) of slot, set, seq, exponent */
     const int8_t *exponents;                     /* n: the chunks' own */
     int64_t filled;

@@ -345,12 +345,16 @@ def _limit(job: dict) -> str:
     return f"{job['ina_limit_mbps']:g} Mb/s per worker ({job['why']})"
 
 
+def _trees(job: dict) -> str:
+    lanes = job.get("lanes", 1)
+    return f"{job['trees']} tree(s)" if lanes == 1 else f"{job['trees'] // lanes} tree(s) in {lanes} lanes each"
+
+
 def summary(result: dict) -> list[str]:
     """What ``ina-sim run`` prints."""
     job, cfg = result["job"], result["config"]
     lines = [f"job: {job['workers']} workers on {cfg['topology']} ({job['switches']} switches), mode {job['mode']}, "
-             f"{job['trees']} tree(s)" + (f" ({job['lanes']} lanes each)" if job.get("lanes", 1) > 1 else "") +
-             f", V={job['values']}, W={job['pool_size']}, ring layouts "
+             + _trees(job) + f", V={job['values']}, W={job['pool_size']}, ring layouts "
              f"{', '.join(job['layouts'])}; {cfg['size']} {cfg['dtype']} values per call",
              f"C: {_limit(job)}"]
     for i, c in enumerate(result["calls"]):

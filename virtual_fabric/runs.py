@@ -274,11 +274,11 @@ def where_time_went(fabric: Fabric, job) -> dict:
     """The figures behind ``Fabric.report``, for scripts: links, queues, the switches' engines, the workers."""
     elapsed = max(fabric.loop.now, 1e-12)
     channels = fabric.all_channels()
-    busiest = max(channels, key=lambda c: c.stats.busy)
+    busiest = max(channels, key=lambda c: c.busy_by(elapsed))
     switches = [s for s in fabric.switches.values() if s.agg_pps]
     states = {s: float(np.mean([w.time_in[s] for w in job.workers])) for s in job.workers[0].time_in}
     return {
-        "busiest_link": {"name": busiest.name, "busy": busiest.stats.busy / elapsed},
+        "busiest_link": {"name": busiest.name, "busy": busiest.busy_by(elapsed) / elapsed},
         "queue_wait_us_per_frame": 1e6 * sum(c.stats.queued for c in channels)
         / max(sum(c.stats.frames for c in channels), 1),
         "tail_drops": sum(c.stats.dropped_queue for c in channels),

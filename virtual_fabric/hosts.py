@@ -302,8 +302,8 @@ class SimWorker:
         if full:
             wake = min(wake, self.uplink.next_departure())
         for c, arriving in enumerate(self.arriving):
-            if arriving:
-                wake = min(wake, reaches_loop(arriving[0][0]))
+            if arriving:  # a busy core takes what reached it once it is free (waking before spun at one instant)
+                wake = min(wake, max(reaches_loop(arriving[0][0]), self._cpu_free[c]))
             if c not in stepping and self._cpu_free[c] > now:
                 wake = min(wake, self._cpu_free[c])
         if wake < math.inf:

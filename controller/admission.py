@@ -25,7 +25,8 @@ from controller.topology import Topology, TopologyError
 Pools = dict[str, tuple[int, int]]  # switch: (pool slots, job cells) its program has
 Held = dict[str, list[tuple[int, int, int]]]  # switch: (first slot, pool size, cell) of every tree on it
 Placement = dict[str, tuple[int, int]]  # one tree's (first slot, cell) on each of its switches
-Replan = Callable[[Topology, int | None, str, int], JobPlan]  # (topology, most trees, mode, pool size) -> plan
+# (topology, most planned trees, mode, pool size of each installed tree) -> plan
+Replan = Callable[[Topology, int | None, str, int], JobPlan]
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def admit(planned: JobPlan, pool_size: int, topology: Topology, pools: Pools, he
                                                               f"{', '.join(sorted(full))} ({short})"))
     except (JobError, CapacityError, TopologyError):
         pass
-    count = len(trees)
+    count = len(trees) // planned.lanes  # planned trees: ``replan`` makes each in the job's lanes again
     for most, size in capacity.fallbacks(count, pool_size):
         # fewer trees take less of each member's link: the rest may go round the ring
         smaller = replan(topology, most, "auto" if planned.mode == "ina" else planned.mode, size)
@@ -103,7 +104,8 @@ def admit(planned: JobPlan, pool_size: int, topology: Topology, pools: Pools, he
             placed = place([p.tree for p in smaller.tree_plan.trees], size, pools, held)
         except CapacityError:
             continue
-        candidates.append(Admitted(smaller, size, placed, f"{len(placed)} of {count} tree(s), pool {size} of "
+        got = len(placed) // smaller.lanes
+        candidates.append(Admitted(smaller, size, placed, f"{got} of {count} tree(s), pool {size} of "
                                                           f"{pool_size} asked ({short}); mode {smaller.mode}"))
         break  # the most aggregation that fits: fewer trees or a smaller pool than this would only be slower
     if not candidates:

@@ -175,6 +175,11 @@ def _split_arguments(command: argparse.ArgumentParser) -> None:
                          help="a pure ring's sums: native (default: in the tensor's type, as gloo; 2(N-1)/N "
                               "of it on each link) or float64 (float32 in float64 partials: 3(N-1)/N, 1.5x "
                               "the bytes, an error of one rounding); a hybrid's ring part is always float64")
+    command.add_argument("--lanes", default="1",
+                         help="each planned tree installed as N trees on its switches (each with a job id, "
+                              "pool-size/N slots and a socket at every worker, so its own thread), or auto: as many "
+                              "as a host core per lane needs at the tree's rate, by the controller's host cost "
+                              "(default 1)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,7 +226,7 @@ def _plan_topology(args: argparse.Namespace) -> int:
     P = protocol.load(args.values)  # None: protocol.p4's default, ina.p4's most
     found = plan_job(topology, _hosts(args.hosts), P, args.trees, args.mode, args.alpha, args.ring_sum,
                      args.pool_size, args.ring_layout,
-                     DEFAULT_HOST_LATENCY if args.host_latency is None else args.host_latency)
+                     DEFAULT_HOST_LATENCY if args.host_latency is None else args.host_latency, lanes=args.lanes)
     print(json.dumps(found.to_dict(topology, tuple(args.size)), indent=2) if args.json
           else describe(found, topology, args.size))
     return 0
@@ -288,7 +293,7 @@ def _create_at_service(client: JobsClient, args: argparse.Namespace) -> None:
     job, secret = client.create(args.name, _hosts(args.hosts), mode=args.mode,
                                 trees=0 if args.trees == "auto" else int(args.trees), pool_size=args.pool_size,
                                 lease_seconds=args.lease_seconds, ring_sum=args.ring_sum,
-                                ring_layout=args.ring_layout or "")
+                                ring_layout=args.ring_layout or "", lanes=args.lanes)
     path = (args.spec_out or Path(f"{job.name}.json")).absolute()
     path.write_text(job.spec_json + "\n")
     print(f"{_job_line(job)}\nspec in {path}; secret {secret}", file=sys.stderr if args.export else sys.stdout)
@@ -319,13 +324,15 @@ def _run(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
         print(f"{len(ctl.topology.switches)} switch(es) ready, {len(ctl.state.jobs)} job(s) installed")
     elif args.command == "job" and args.action == "plan":
         plan = ctl.plan(_hosts(args.hosts), args.trees, args.mode, args.alpha, args.ring_sum, args.pool_size,
-                        args.ring_layout)
+                        args.ring_layout, args.lanes)
         print(json.dumps(plan.to_dict(ctl.topology, tuple(args.size)), indent=2) if args.json
               else describe(plan, ctl.topology, args.size))
     elif args.command == "job" and args.action == "create":
         spec = ctl.create_job(args.name, _hosts(args.hosts), args.pool_size, args.pool_base, args.trees, args.mode,
-                              args.alpha, args.ring_sum, args.ring_layout)
-        trees = ", ".join(f"root {t.root} (id {t.job_id}, {t.share:.1%})" for t in spec.trees)
+                              args.alpha, args.ring_sum, args.ring_layout, lanes=args.lanes)
+        trees = ", ".join(f"root {t.root} (id {t.job_id}, {t.share:.1%}"
+                          + (f", lane of tree {t.lane_of + 1}" if spec.lanes > 1 else "") + ")"
+                          for t in spec.trees)
         ring = f"; rings ({', '.join(x.name for x in spec.ring_arrangements)}) on port {spec.ring_port}" \
             if spec.mode != "ina" else ""
         path = (ctl.spec_dir / f"{spec.name}.json").absolute()
@@ -394,6 +401,27 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
             for row, source in zip(cells, [header, *rows])]
 
 
+def _lanes_line(job: JobPlan) -> list[str]:
+    if job.lanes == 1:
+        return []
+    return [f"each tree in {job.lanes} lanes: trees on its switches with a job id, {job.pool_size} slots and a "
+            f"worker socket each, so a thread each at a worker"]
+
+
+def _tree_rows(job: JobPlan, topology: Topology) -> list[str]:
+    """A row per planned tree (its lanes taken together)."""
+    plan, lanes = job.tree_plan, job.lanes
+    rows = [f"{'tree':>4}  {'root':<10} {'share':>6} {'Mb/s':>9} {'depth':>5}  switches"]
+    for i, p in enumerate(plan.trees[::lanes], 1):
+        switches = sorted(p.tree.switches(), key=lambda name: [int(t) if t.isdigit() else t
+                                                               for t in re.split(r"(\d+)", name)])
+        shown = ", ".join(switches[:6]) + (f", ... ({len(switches)} in all)" if len(switches) > 6 else "")
+        rows.append(f"{i:>4}  {p.tree.root:<10} {p.share * lanes:>6.1%} {p.rate * lanes:>9.4g} "
+                    f"{depth(topology, plan.members, p.tree):>5}  {shown}" + (f"  (in {lanes} lanes)" if lanes > 1
+                                                                             else ""))
+    return rows
+
+
 def describe(job: JobPlan, topology: Topology, sizes: list[int], trees: bool = True) -> str:
     """The plan as a person reads it: the trees, then each call size's prediction per method, then where
     the method that runs changes."""
@@ -403,18 +431,10 @@ def describe(job: JobPlan, topology: Topology, sizes: list[int], trees: bool = T
         lines = [f"{len(plan.members)} members, no aggregation trees (a ring alone)"]
     elif trees:
         status = "optimal" if plan.optimal else f"{plan.rate / plan.upper_bound:.0%} of it"
-        lines = [f"{len(plan.members)} members, {len(plan.trees)} tree(s) of {plan.candidates} candidates "
-                 f"(planned in {plan.seconds:.2f} s)",
+        lines = [f"{len(plan.members)} members, {len(plan.trees) // job.lanes} tree(s) of {plan.candidates} "
+                 f"candidates (planned in {plan.seconds:.2f} s)",
                  f"rate {plan.rate:g} Mb/s on each member's link (cut bound {plan.upper_bound:g} Mb/s: {status}), "
-                 f"{plan.wire_factor:.3f} wire bytes per byte",
-                 "",
-                 f"{'tree':>4}  {'root':<10} {'share':>6} {'Mb/s':>9} {'depth':>5}  switches"]
-        for i, p in enumerate(plan.trees, 1):
-            switches = sorted(p.tree.switches(), key=lambda name: [int(t) if t.isdigit() else t
-                                                                   for t in re.split(r"(\d+)", name)])
-            shown = ", ".join(switches[:6]) + (f", ... ({len(switches)} in all)" if len(switches) > 6 else "")
-            lines.append(f"{i:>4}  {p.tree.root:<10} {p.share:>6.1%} {p.rate:>9.4g} "
-                         f"{depth(topology, plan.members, p.tree):>5}  {shown}")
+                 f"{plan.wire_factor:.3f} wire bytes per byte", *_lanes_line(job), "", *_tree_rows(job, topology)]
         lines += ["", f"links at capacity ({len(plan.bottlenecks)}):"]
         lines += [f"  {link_name(topology, i)}" for i in plan.bottlenecks[:12]]
         if len(plan.bottlenecks) > 12:

@@ -23,7 +23,7 @@ from controller.admission import Admitted, Held, Placement, Pools
 from controller.capacity import CapacityError, Room, room
 from controller.entries import Allocation
 from controller.failover import DEAD_AFTER, PROBE_DEADLINE, Failover
-from controller.job_plan import DEFAULT_POOL_SIZE, JobError, JobPlan, plan_job, with_trees
+from controller.job_plan import DEFAULT_POOL_SIZE, JobError, JobPlan, in_lanes, plan_job, with_trees
 from controller.model import DEFAULT_HOST_LATENCY, NO_HOST_COST, HostCost
 from controller.network import Network
 from controller.p4runtime_client import SwitchConnection, SwitchError
@@ -278,7 +278,8 @@ class Controller:
             return [f"{where}; no other tree joins its members ({e}): its workers will time out"]
         if tree.home is None:  # where the planner put it: it goes back once that is whole again
             tree.home, tree.home_rate = tree.tree, tree.rate
-        return self._relocate(job, tree, planned.tree, planned.rate, dead, where, "moved to")
+        # a tree's lanes cross the same switches, so they move together and share the new tree's rate
+        return self._relocate(job, tree, planned.tree, planned.rate / job.lanes, dead, where, "moved to")
 
     def return_home(self, dead: set[str], links: set[int]) -> list[str]:
         """Move each tree that was moved off a failure back to where the planner put it, once every switch
@@ -341,10 +342,10 @@ class Controller:
 
     def plan(self, members: list[str], trees: int | str | None = "auto", mode: str = "auto",
              alpha: float | None = None, ring_sum: str = "native", pool_size: int = DEFAULT_POOL_SIZE,
-             ring_layout: str | None = None) -> JobPlan:
+             ring_layout: str | None = None, lanes: int | str = 1) -> JobPlan:
         """The job's plan (``job_plan.plan_job``) with this controller's options, without touching a switch."""
         return plan_job(self.topology, members, self._protocol(), trees, mode, alpha, ring_sum, pool_size,
-                        ring_layout, self.host_latency, host_cost=self.host_cost)
+                        ring_layout, self.host_latency, host_cost=self.host_cost, lanes=lanes)
 
     def _protocol(self) -> protocol.Protocol:
         return protocol.load(self.state.options.values, self.state.options.udp_port)
@@ -352,16 +353,17 @@ class Controller:
     def create_job(self, name: str, members: list[str], pool_size: int = DEFAULT_POOL_SIZE,
                    pool_base: int | None = None, trees: int | str | None = "auto", mode: str = "auto",
                    alpha: float | None = None, ring_sum: str = "native", ring_layout: str | None = None, *,
-                   admit: bool = False, lease: tuple[float, str] | None = None) -> JobSpec:
+                   admit: bool = False, lease: tuple[float, str] | None = None, lanes: int | str = 1) -> JobSpec:
         """Plan the job (``trees``: "auto", or at most N; ``mode``: ina, ring, hybrid, or auto, which picks
-        per call; ``alpha`` a hybrid's share through the trees; ``ring_layout`` the ring's) and install
-        every tree.
+        per call; ``alpha`` a hybrid's share through the trees; ``ring_layout`` the ring's; ``lanes``: each
+        planned tree installed as that many trees, or "auto", sharing ``pool_size``) and install every tree.
 
         ``admit``: a job the switches have no room for gets less rather than an error (``admission``), and
         its record says what and why.  ``lease``: (seconds, sha256 of its secret), for the service."""
         self._check_name(name)
         self._check_pool(pool_size)
-        planned = self.plan(members, trees, mode, alpha, ring_sum, pool_size, ring_layout)  # no lock held
+        planned = self.plan(members, trees, mode, alpha, ring_sum, pool_size, ring_layout, lanes)  # no lock held
+        pool_size = planned.pool_size  # each installed (lane) tree's
         with self._lock:
             self._check_name(name)
             if admit:
@@ -405,7 +407,7 @@ class Controller:
         """Admission (``admission.admit``) on the switches that answer: a job planned over one known to be
         down is planned again without it, or refused naming it (SwitchError) when nothing else joins its
         members."""
-        replan = self._replan(members, alpha, ring_sum, ring_layout)
+        replan = self._replan(members, alpha, ring_sum, ring_layout, planned.lanes)
         down = self.down()
         topology = self.topology.without(down) if down else self.topology
         crossed = sorted(down & {s for p in planned.tree_plan.trees for s in p.tree.switches()})
@@ -429,9 +431,10 @@ class Controller:
         found |= {s for s, c in self.io.connections() if not c.alive}
         return found & set(self.topology.switches)
 
-    def _replan(self, members: list[str], alpha: float | None, ring_sum: str,
-                ring_layout: str | None) -> admission.Replan:
-        """Admission's planner: trees packed on the topology it shows, the model on the whole network."""
+    def _replan(self, members: list[str], alpha: float | None, ring_sum: str, ring_layout: str | None,
+                lanes: int = 1) -> admission.Replan:
+        """Admission's planner: trees packed on the topology it shows (in the job's ``lanes``, each on the pool
+        it is given), the model on the whole network."""
         P = self._protocol()
 
         def replan(topology: Topology, trees: int | None, mode: str, pool_size: int) -> JobPlan:
@@ -442,8 +445,9 @@ class Controller:
                 found = plan.pack_trees(topology, members, P.MAX_CHILDREN, trees, P.wire_factor)
             except plan.PlanError as e:
                 raise JobError(str(e)) from None
-            return with_trees(self.topology, found, P, mode, alpha if mode == "hybrid" else None, ring_sum,
-                              pool_size, ring_layout, self.host_latency, host_cost=self.host_cost)
+            return with_trees(self.topology, in_lanes(found, lanes), P, mode, alpha if mode == "hybrid" else None,
+                              ring_sum, pool_size, ring_layout, self.host_latency, host_cost=self.host_cost,
+                              lanes=lanes)
 
         return replan
 
@@ -489,7 +493,8 @@ class Controller:
         job = self._job(name)
         measured = job.calibration or {}
         key = (tuple(job.members), [(t.tree, t.rate, t.share) for t in job.trees], json.dumps(measured, sort_keys=True),
-               self.host_latency, self.host_cost, job.mode, job.alpha, job.ring_layout, job.ring_sum, job.pool_size)
+               self.host_latency, self.host_cost, job.mode, job.alpha, job.ring_layout, job.ring_sum, job.pool_size,
+               job.lanes)
         cached = self._plans.get(name)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -499,7 +504,7 @@ class Controller:
         latency = measured.get("host_latency") or self.host_latency
         planned = with_trees(self.topology, found, P, job.mode, job.alpha, job.ring_sum, job.pool_size,
                              job.ring_layout, latency, measured.get("ina_mbps"), _efficiencies(measured),
-                             self.host_cost)
+                             self.host_cost, job.lanes)
         self._plans[name] = (key, planned)
         return planned
 
@@ -516,7 +521,7 @@ class Controller:
             nodes = self.reconciler.tree_nodes(job, t)
             children = tuple(next(c.index for c in nodes[m.switch].children if c.node == m.host) for m in members)
             trees.append(TreeSpec(t.job_id, t.tree.root, t.share, t.rate, worker_port(t.job_id), children,
-                                  t.incarnation))
+                                  t.incarnation, t.lane_of))
         planned = self.job_plan(name)
         return JobSpec(name, P.values, P.INA_UDP_PORT, job.pool_size, tuple(members), tuple(trees), job.mode,
                        None if job.ring_id is None else worker_port(job.ring_id), planned.layouts, planned.model,
@@ -585,11 +590,12 @@ class Controller:
             live.add(job_id)
             ids.append(job_id)
         records = []
-        for job_id, p, placed in zip(ids, planned.tree_plan.trees, admitted.placements):
-            records.append(TreeRecord(job_id, p.tree, p.rate, p.share, _allocations(placed, self.state)))
+        for i, (job_id, p, placed) in enumerate(zip(ids, planned.tree_plan.trees, admitted.placements)):
+            records.append(TreeRecord(job_id, p.tree, p.rate, p.share, _allocations(placed, self.state),
+                                      lane_of=planned.lane_of(i)))
         return JobRecord(name, list(planned.tree_plan.members), admitted.pool_size, records, planned.mode,
                          planned.alpha, ids[-1], planned.ring_layout, ring_sum=planned.ring_sum,
-                         admission=admitted.note)
+                         admission=admitted.note, lanes=planned.lanes)
 
     def _write_spec(self, name: str) -> JobSpec:
         spec = self.job_spec(name)

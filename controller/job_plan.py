@@ -4,6 +4,7 @@ its calls (``model``), which chooses each call's method.  Pure functions of the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +26,11 @@ from worker.tuner import MODES, CallModel, Choice
 DEFAULT_POOL_SIZE = 64
 # call sizes a job's predictions are shown for: a tensor-parallel layer's activations, a megabyte, a DDP bucket
 REFERENCE_SIZES = (64 << 10, 1 << 20, 25 << 20)
+# Lanes: a planned tree installed as L trees on the same switches (each its own job id, slots and worker socket,
+# so its own thread at a worker).  "auto" takes as many as one core per lane needs to keep up with the tree's
+# rate, at most MAX_LANES; each lane's pool is the asked pool over L, at least MIN_LANE_POOL (fewer lanes else).
+MAX_LANES = 8
+MIN_LANE_POOL = 8
 
 
 class JobError(ValueError):
@@ -44,6 +50,12 @@ class JobPlan:
     ring_sum: str = "native"
     limit_mbps: float = math.inf  # C: what the switches sum per worker (inf: no limit known)
     why: str = ""  # where C comes from
+    lanes: int = 1  # each planned tree is installed as this many lane trees (tree_plan holds the lanes)
+    pool_size: int = DEFAULT_POOL_SIZE  # slots of each installed (lane) tree on each switch: the workers' window
+
+    def lane_of(self, index: int) -> int:
+        """The planned tree that installed tree ``index`` is a lane of (lanes are consecutive)."""
+        return index // self.lanes
 
     def choose(self, nbytes: int, dtype: np.dtype | type = np.float32, opening: bool = False) -> Choice:
         """How a call of ``nbytes`` runs (``opening``: the job's first, its windows still opening)."""
@@ -65,8 +77,11 @@ class JobPlan:
                                      layout=self.ring_layout, alpha=self.alpha)
 
     def to_dict(self, topology: Topology, sizes: tuple[int, ...] = ()) -> dict:
-        return {**self.tree_plan.to_dict(topology), "mode": self.mode, "alpha": self.alpha,
-                "ring_layout": self.ring_layout, "ring_sum": self.ring_sum,
+        found = self.tree_plan.to_dict(topology)
+        found["trees"] = [{**t, "lane_of": self.lane_of(i)} for i, t in enumerate(found["trees"])]
+        return {**found, "mode": self.mode, "alpha": self.alpha,
+                "ring_layout": self.ring_layout, "ring_sum": self.ring_sum, "lanes": self.lanes,
+                "pool_size": self.pool_size,
                 "ina_limit_mbps": None if self.limit_mbps == math.inf else self.limit_mbps, "why": self.why,
                 "layouts": [x.to_dict() for x in self.layouts], "model": self.model.to_dict(),
                 "calls": [predictions(self, n) for n in sizes],
@@ -103,12 +118,14 @@ def plan_job(topology: Topology, members: list[str], P: protocol.Protocol, trees
              mode: str = "auto", alpha: float | None = None, ring_sum: str = "native",
              pool_size: int = DEFAULT_POOL_SIZE, ring_layout: str | None = None,
              host_latency: float = DEFAULT_HOST_LATENCY, limit_mbps: float | None = None,
-             host_cost: HostCost = NO_HOST_COST) -> JobPlan:
+             host_cost: HostCost = NO_HOST_COST, lanes: int | str = 1) -> JobPlan:
     """The packed trees for these members (``trees``: "auto" or at most N; none in ``mode`` ring), their
     ring layouts and the model of their calls, from the topology alone: no switch is needed.  ``mode``:
     ina, ring, hybrid, or auto (the fastest for each call); ``alpha`` fixes a hybrid's share through the
     switches, ``ring_layout`` the ring's layout; ``limit_mbps`` is C where it was measured; ``host_cost``
-    what a packet costs the hosts' CPU (``model.HostCost``)."""
+    what a packet costs the hosts' CPU (``model.HostCost``); ``lanes``: each planned tree installed as that
+    many trees ("auto": ``lane_count``), sharing ``pool_size`` (``job_lanes``).  Here planned trees become
+    the trees a job installs, so the planner knows nothing of lanes."""
     check_request(mode, alpha, ring_sum, ring_layout)
     try:
         if mode == "ring":
@@ -119,17 +136,19 @@ def plan_job(topology: Topology, members: list[str], P: protocol.Protocol, trees
             found = plan.pack_trees(topology, members, P.MAX_CHILDREN, tree_count(trees), P.wire_factor)
     except plan.PlanError as e:
         raise JobError(str(e)) from None
-    return with_trees(topology, found, P, mode, alpha, ring_sum, pool_size, ring_layout, host_latency, limit_mbps,
-                      host_cost=host_cost)
+    count = job_lanes(lanes, found, P, host_cost, pool_size)
+    return with_trees(topology, in_lanes(found, count), P, mode, alpha, ring_sum, pool_size // count, ring_layout,
+                      host_latency, limit_mbps, host_cost=host_cost, lanes=count)
 
 
 def with_trees(topology: Topology, found: plan.Plan, P: protocol.Protocol, mode: str = "auto",
                alpha: float | None = None, ring_sum: str = "native", pool_size: int = DEFAULT_POOL_SIZE,
                ring_layout: str | None = None, host_latency: float = DEFAULT_HOST_LATENCY,
                limit_mbps: float | None = None, ring_efficiency: Mapping[str, float] | None = None,
-               host_cost: HostCost = NO_HOST_COST) -> JobPlan:
-    """The job's plan on these trees (as planned, or as a job holds them after a move); ``limit_mbps`` and
-    ``ring_efficiency`` as a calibration measured them (``model.call_model``)."""
+               host_cost: HostCost = NO_HOST_COST, lanes: int = 1) -> JobPlan:
+    """The job's plan on these trees as installed (lanes already made: ``in_lanes``; or as a job holds them
+    after a move), ``pool_size`` slots each; ``limit_mbps`` and ``ring_efficiency`` as a calibration measured
+    them (``model.call_model``)."""
     members = list(found.members)
     found_layouts = tuple(layouts(topology, members))
     if ring_layout is not None and ring_layout not in {x.name for x in found_layouts}:
@@ -141,7 +160,7 @@ def with_trees(topology: Topology, found: plan.Plan, P: protocol.Protocol, mode:
         limit, why = limit_mbps, f"measured {limit_mbps:.4g} Mb/s per worker"
     model = call_model(topology, members, trees, P, pool_size, found_layouts, host_latency,
                        limit if limit < math.inf else None, ring_efficiency, host_cost)
-    return JobPlan(found, found_layouts, model, mode, alpha, ring_layout, ring_sum, limit, why)
+    return JobPlan(found, found_layouts, model, mode, alpha, ring_layout, ring_sum, limit, why, lanes, pool_size)
 
 
 def check_request(mode: str, alpha: float | None, ring_sum: str, ring_layout: str | None) -> None:
@@ -167,3 +186,37 @@ def tree_count(trees: int | str | None) -> int | None:
     if isinstance(trees, bool) or not isinstance(trees, int) or trees < 1:
         raise JobError(f"trees must be 'auto' or a positive whole number, not {trees!r}")
     return trees
+
+
+def lane_count(rate_mbps: float, host_cost: HostCost, packet_bytes: int, frame_bytes: int,
+               most: int = MAX_LANES) -> int:
+    """The lanes a tree at ``rate_mbps`` (wire) needs for its hosts to keep up, a core per lane: a core sends a
+    packet and takes its result per ``host_cost.per_packet``; 1 where the hosts' cost is not known."""
+    if host_cost.free or rate_mbps <= 0:
+        return 1
+    core_mbps = frame_bytes * 8 / host_cost.per_packet(packet_bytes) / 1e6
+    return max(1, min(most, math.ceil(rate_mbps / core_mbps * (1 - 1e-9))))
+
+
+def job_lanes(lanes: int | str | None, found: plan.Plan, P: protocol.Protocol, host_cost: HostCost,
+              pool_size: int) -> int:
+    """The lanes of a job's trees: as asked, or "auto" (``lane_count`` of its fastest tree), and no more than
+    leave each lane MIN_LANE_POOL of ``pool_size`` slots (the switches hold as many slots as without lanes)."""
+    if lanes is None or lanes == "auto":
+        count = max((lane_count(t.rate, host_cost, P.packet_bytes, P.frame_bytes) for t in found.trees), default=1)
+    else:
+        if isinstance(lanes, str) and lanes.strip().isdigit():
+            lanes = int(lanes)
+        if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
+            raise JobError(f"lanes must be 'auto' or a positive whole number, not {lanes!r}")
+        count = lanes
+    return max(1, min(count, pool_size // MIN_LANE_POOL)) if found.trees else 1
+
+
+def in_lanes(found: plan.Plan, lanes: int) -> plan.Plan:
+    """Each planned tree as ``lanes`` trees on the same switches, each with 1/lanes of its rate and share: the
+    model sees parallel trees sharing its links, the controller installs each as a tree of its own."""
+    if lanes == 1:
+        return found
+    return dataclasses.replace(found, trees=tuple(plan.PlannedTree(p.tree, p.rate / lanes, p.share / lanes)
+                                                  for p in found.trees for _ in range(lanes)))

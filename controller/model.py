@@ -10,8 +10,9 @@ latency (wire to the worker's loop: measured by `ina-ctl calibrate`, ``DEFAULT_H
 then; the virtual fabric passes its own).  A tree's frames leave at the planner's rate for it, or at
 its share of C where the switches sum slower than the links (the worker paces them there), or as fast
 as the host's CPU sends them and takes their results (``HostCost``, where it is known: the virtual
-fabric's ``--host-cost``): its send and receive cost per packet add to every round trip, and one CPU
-serving every tree spaces a tree's packets by their sum over the tree's share.
+fabric's ``--host-cost``): its send and receive cost per packet add to every round trip, and a CPU serving
+several trees spaces a tree's packets by their sum over the tree's part of what that CPU serves (the host's
+``cores`` take the trees in turn, as the worker's threads do: a lane of a tree on a core of its own).
 
 A ring, per layout: ``controller.rings``.  A hybrid, per layout: the trees at C' = min(C, L, what their
 windows carry in a round trip), the ring's flows in what C' leaves of every link the trees use (each
@@ -41,12 +42,19 @@ DEFAULT_HOST_LATENCY = 20e-6  # seconds from the wire to a worker's loop, until 
 class HostCost:
     """What a packet costs a host's one CPU: seconds per datagram sent and per datagram received, and per byte
     of the datagram (UDP payload) each way.  Serial: a packet and its result cost the sum, and nothing else
-    runs meanwhile, so a host moves at most one packet per ``per_packet`` seconds."""
+    runs meanwhile, so a host moves at most one packet per ``per_packet`` seconds on each of its ``cores``.
+    A host's trees go to its cores in turn (tree i on core i mod min(cores, trees)), as ``Worker(threads=)``
+    shares them out among its threads."""
 
     send: float = 0.0
     receive: float = 0.0
     send_per_byte: float = 0.0
     receive_per_byte: float = 0.0
+    cores: int = 1
+
+    def core_of(self, tree: int, trees: int) -> int:
+        """The core that serves tree ``tree`` of ``trees``."""
+        return tree % max(1, min(self.cores, trees))
 
     def send_seconds(self, nbytes: int) -> float:
         return self.send + self.send_per_byte * nbytes
@@ -97,11 +105,12 @@ def aggregation_limit(topology: Topology, members: Sequence[str], trees: Sequenc
 
 
 def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps: float, frame_bytes: int,
-              host_latency: float, taken: dict[Direction, float] | None = None, host_seconds: float = 0.0
-              ) -> TreePipe:
+              host_latency: float, taken: dict[Direction, float] | None = None, host_seconds: float = 0.0,
+              core_share: float = 1.0) -> TreePipe:
     """One tree whose frames leave at ``pace_mbps``, with ``taken`` bits/s of each link direction used by
     flows beside it (its frames get the rest, and its planned rate shrinks with its busiest link's rest);
-    ``host_seconds``: the host's CPU per packet, sent and its result received (``HostCost.per_packet``)."""
+    ``host_seconds``: the host's CPU per packet, sent and its result received (``HostCost.per_packet``), on a
+    core that serves trees of ``core_share`` of the job's data in all (one core: all of it)."""
     bits = frame_bytes * 8
     taken = taken or {}
     up = dict(t.tree.uplinks)
@@ -125,7 +134,7 @@ def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps:
         for index, _ in way:
             fraction = min(fraction, *(left((index, d)) / (topology.links[index].capacity * 1e6) for d in (0, 1)))
     return TreePipe(t.share, deepest + host_latency + host_seconds, bits / (min(pace_mbps, t.rate * fraction) * 1e6),
-                    host_seconds / t.share if host_seconds else 0.0)
+                    host_seconds * core_share / t.share if host_seconds else 0.0)
 
 
 def _way_up(topology: Topology, up: Mapping[str, int], member: str) -> tuple[list[Direction], list[str]]:
@@ -163,8 +172,11 @@ def _ina(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P
     total = sum(t.rate for t in trees)
     scale = min(1.0, pace_mbps / total) if pace_mbps else 1.0
     cpu = host_cost.per_packet(P.packet_bytes)
-    return InaCost(tuple(tree_pipe(topology, members, t, t.rate * scale, P.frame_bytes, host_latency, taken, cpu)
-                         for t in trees), pool_size, pace_mbps)
+    cores = [host_cost.core_of(i, len(trees)) for i in range(len(trees))]
+    served = [sum(t.share for t, c in zip(trees, cores) if c == core) if max(cores, default=0) else 1.0
+              for core in cores]  # one core serves all the data: 1, as the shares sum to
+    return InaCost(tuple(tree_pipe(topology, members, t, t.rate * scale, P.frame_bytes, host_latency, taken, cpu,
+                                   load) for t, load in zip(trees, served)), pool_size, pace_mbps)
 
 
 def window_mbps(ina: InaCost, frame_bytes: int) -> float:

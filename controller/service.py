@@ -29,7 +29,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from controller.capacity import CapacityError
 from controller.controller import DEFAULT_POOL_SIZE, Controller, JobError, JobExists, NoSuchJob
-from controller.job_plan import REFERENCE_SIZES
+from controller.job_plan import MAX_LANES, REFERENCE_SIZES
 from controller.leases import Leases, NoLease, WrongSecret, new_secret
 from controller.p4runtime_client import SwitchError
 from controller.state import JobRecord
@@ -165,7 +165,8 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"job name is {len(name)} characters; at most {MAX_NAME}")
         secret, secret_hash = new_secret()
         self.controller.create_job(name, members, ask["pool_size"], None, ask["trees"], ask["mode"], None,
-                                   ask["ring_sum"], ask["ring_layout"], admit=True, lease=(ask["lease"], secret_hash))
+                                   ask["ring_sum"], ask["ring_layout"], admit=True, lease=(ask["lease"], secret_hash),
+                                   lanes=ask["lanes"])
         self.leases.hold(name, ask["lease"], secret_hash, self.clock())
         job = self.controller.state.jobs[name]
         log.info("job %s: created for %s: %s%s", name, ", ".join(members), job.mode,
@@ -295,7 +296,7 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
                 seconds=chosen.seconds, seconds_by_method={m: c.seconds for m, c in planned.options(size).items()}))
         return jobs_pb2.Job(
             name=job.name, spec_json=spec.to_json(),
-            spec_version=job.spec_version(), mode=job.mode, trees=len(job.trees),
+            spec_version=job.spec_version(), mode=job.mode, trees=len(job.trees), lanes=job.lanes,
             pool_size=job.pool_size, admission=job.admission, lease_seconds=job.lease_seconds or 0.0,
             lease_remaining=math.inf if remaining is None else remaining, switches=sorted(job.switches()),
             predictions=predictions, crossovers=[jobs_pb2.Crossover(bytes=b, below=lo, above=hi)
@@ -345,8 +346,12 @@ def _checked(request: jobs_pb2.CreateJobRequest, values: int | None, default_lea
     if not 0.1 <= lease <= MAX_LEASE:  # NaN fails too
         raise Refused(bad, f"lease_seconds {request.lease_seconds}: within 0.1..{MAX_LEASE:g} (0: the service's "
                            f"{default_lease:g})")
+    lanes = request.lanes or "1"
+    if lanes != "auto" and not (lanes.isdigit() and 1 <= int(lanes) <= MAX_LANES):
+        raise Refused(bad, f"lanes {request.lanes!r}: auto, or 1..{MAX_LANES} (empty: 1)")
     return {"mode": mode, "ring_sum": ring_sum, "trees": request.trees or "auto", "lease": lease,
-            "pool_size": request.pool_size or pool_size, "ring_layout": request.ring_layout or None}
+            "pool_size": request.pool_size or pool_size, "ring_layout": request.ring_layout or None,
+            "lanes": lanes if lanes == "auto" else int(lanes)}
 
 
 @dataclasses.dataclass

@@ -84,13 +84,13 @@ class JobsClient:
 
     def create(self, name: str, members: Sequence[Sequence[str] | str], *, values: int = 0, mode: str = "",
                trees: int = 0, pool_size: int = 0, lease_seconds: float = 0.0,
-               ring_sum: str = "", ring_layout: str = "") -> tuple[jobs_pb2.Job, str]:
+               ring_sum: str = "", ring_layout: str = "", lanes: int | str = "") -> tuple[jobs_pb2.Job, str]:
         """A job of these members in rank order (each a host name or address, or a list of a rank's
-        addresses); returns the job and its secret."""
+        addresses); returns the job and its secret.  ``lanes``: each planned tree as N trees, or "auto"."""
         request = jobs_pb2.CreateJobRequest(
             name=name, members=[jobs_pb2.Member(addresses=[m] if isinstance(m, str) else list(m)) for m in members],
             values=values, mode=mode, trees=trees, pool_size=pool_size, lease_seconds=lease_seconds,
-            ring_sum=ring_sum, ring_layout=ring_layout)
+            ring_sum=ring_sum, ring_layout=ring_layout, lanes=str(lanes))
         reply = self._call("CreateJob", request)
         return reply.job, reply.secret
 

@@ -89,7 +89,8 @@ def config_of(args: argparse.Namespace) -> RunConfig:
         trees=int(args.trees) if args.trees != "auto" else "auto", mode=args.mode, alpha=args.alpha,
         ring_layout=args.ring_layout, agg_rate=args.agg_rate, loss=args.loss, fail=args.fail,
         restart=args.restart, cut=args.cut, timeout=args.timeout, until=args.until, seed=args.rng,
-        watch_interval=args.watch_interval, check=not args.no_check, host_cost=args.host_cost)
+        watch_interval=args.watch_interval, check=not args.no_check, host_cost=args.host_cost,
+        host_cores=args.host_cores, lanes=int(args.lanes) if args.lanes != "auto" else "auto")
 
 
 def dry_run(config: RunConfig) -> list[str]:
@@ -168,6 +169,11 @@ def parser() -> argparse.ArgumentParser:
                    help="what each datagram costs a host's one CPU, sent and received: none (hosts take no time), "
                         "measured (virtual_fabric/host_cost.json, from `python -m bench.host_cost`), US each way, or "
                         "SEND/RECEIVE in us (0.4/0.6); the model's prediction takes the same cost")
+    r.add_argument("--host-cores", type=int, default=1,
+                   help="CPUs per host (default 1): a host's trees take them in turn, as the worker's threads do")
+    r.add_argument("--lanes", default="1",
+                   help="each planned tree installed as N trees on its switches (a socket and a core each at a "
+                        "host), or auto: a core per lane at the tree's rate, by --host-cost (default 1)")
     r.add_argument("--no-check", action="store_true", help="skip comparing results with the exact sum")
     r.add_argument("--dry-run", action="store_true", help="print how each call would run and the model's "
                                                           "predictions, without running")

@@ -245,9 +245,9 @@ class Fabric:
         self.flows.settle_stats()
         lines = [f"virtual time {elapsed:.6f} s, {self.loop.events} events, "
                  f"{sum(s.passes for s in self.switches.values())} pipeline passes"]
-        busiest = sorted(self.all_channels(), key=lambda c: -c.stats.busy)[:4]
+        busiest = sorted(self.all_channels(), key=lambda c: -c.busy_by(elapsed))[:4]
         lines.append("links (busiest): " + ", ".join(
-            f"{c.name} {100 * c.stats.busy / elapsed:.0f}% busy"
+            f"{c.name} {100 * c.busy_by(elapsed) / elapsed:.0f}% busy"
             + (f" ({100 * c.stats.flow_busy / elapsed:.0f}% ring flows)" if c.stats.flow_busy else "")
             for c in busiest))
         for kind, chans in (("switch egress", [c for c in self.all_channels() if "-p" in c.name.split(" -> ")[0]]),

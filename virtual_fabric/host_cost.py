@@ -51,5 +51,6 @@ def describe(cost: HostCost) -> str:
     def way(fixed: float, per_byte: float) -> str:
         return f"{fixed * 1e6:.3g} us" + (f" + {per_byte * 1e9:.3g} ns/B" if per_byte else "")
 
+    cpus = "one CPU" if cost.cores == 1 else f"{cost.cores} CPUs"
     return f"send {way(cost.send, cost.send_per_byte)}, receive {way(cost.receive, cost.receive_per_byte)} " \
-           "per datagram, on one CPU"
+           f"per datagram, on {cpus}"

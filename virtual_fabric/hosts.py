@@ -13,7 +13,10 @@ it, one after another, and the results the loop takes at a look cost their recei
 before the core sees them; the loop's next turn waits for the CPU.  So a turn is: take what has reached the
 loop, pay for it, hand it to the core and step, pay for the step's datagrams as they leave.  (The core's own
 work is inside these costs: they are a worker's CPU per packet, measured.)  A ring's part is flow-level and
-costs the CPU nothing.  The worker makes its calls one after another, each on its own arrays, and
+costs the CPU nothing.  A host of several ``cores`` (``HostCost.cores``) serves its trees on them in turn, as
+the worker's threads do (``HostCost.core_of``): each core pays for its own trees' datagrams and steps their
+calls when it is free, so a tree's lanes on cores of their own move as many packets as the cores.  The worker
+makes its calls one after another, each on its own arrays, and
 keeps each call's sums or its error; job spec changes (a switch lost its registers, a tree
 moved) reach it as they reach a real worker's spec watch, later, between two of its steps.
 
@@ -96,13 +99,17 @@ class SimWorker:
         self.trees: list[Tree] = []
         self.by_port: dict[int, Tree] = {}
         self.inbox: dict[Tree, list[bytes]] = {}
-        self.arriving: deque[tuple[float, Tree, bytes]] = deque()  # (when it reaches the loop, tree, datagram)
+        n = max(1, min(self.host_cost.cores, len(spec.trees)))
+        self.arriving: list[deque[tuple[float, Tree, bytes]]] = [deque() for _ in range(n)]  # per core: (when it
+        # reaches the loop, tree, datagram)
+        self.core_of: dict[Tree, int] = {}
         self.headers: dict[Tree, bytes] = {}
         for i, t in enumerate(spec.trees if spec.mode != "ring" else ()):
             config = TreeConfig(me.switch, t.job_id, t.children[self.rank], len(spec.members), spec.pool_size, self.P,
                                 self.timeout)
             tree = self.core.Tree(config, f"tree {i + 1} of job {spec.name}", incarnation=t.incarnation)
             self.trees.append(tree)
+            self.core_of[tree] = self.host_cost.core_of(i, len(spec.trees))
             self.by_port[t.port] = tree
             self.inbox[tree] = []
             self.headers[tree] = udp_header(self.mac, me.switch_mac, me.ip, me.switch_ip, t.port, spec.udp_port,
@@ -117,8 +124,9 @@ class SimWorker:
         self._ring_pending = False  # the current call's ring part is running
         self._ring_result: np.ndarray | None = None
         self.cpu_busy = 0.0  # seconds the host's CPU spent on datagrams (its host cost)
-        self._cpu_free = 0.0  # when the CPU is done with what it was given: the loop's next turn is no earlier
-        self._taken: list[tuple[Tree, bytes]] = []  # datagrams the loop took and paid for, for the core next turn
+        self._cpu_free = [0.0] * n  # per core: when it is done with what it was given (its next turn is no earlier)
+        self._taken: list[list[tuple[Tree, bytes]]] = [[] for _ in range(n)]  # per core: datagrams it took and
+        # paid for, for the protocol core next turn
         self._unsent = 0  # datagrams of earlier steps the CPU is still sending (not on the link yet)
 
     # --- what the fabric calls ---------------------------------------------------------------
@@ -136,7 +144,7 @@ class SimWorker:
             self.foreign += 1
             return
         visible = self.loop.now + self.rx_delay
-        self.arriving.append((visible, tree, got[1]))
+        self.arriving[self.core_of[tree]].append((visible, tree, got[1]))
         self._wake_at(reaches_loop(visible))
 
     def spec_changed(self, changes: dict[int, tuple[int, str]]) -> None:
@@ -179,9 +187,10 @@ class SimWorker:
                     continue
                 spent = cost.send_seconds(row.nbytes)
                 self.cpu_busy += spent
-                self._cpu_free = max(self._cpu_free, self.loop.now) + spent
+                core = self.core_of[tree]
+                self._cpu_free[core] = max(self._cpu_free[core], self.loop.now) + spent
                 self._unsent += 1
-                self.loop.at(self._cpu_free, self._leave, header + row.tobytes())
+                self.loop.at(self._cpu_free[core], self._leave, header + row.tobytes())
 
     def _leave(self, frame: bytes) -> None:
         """A datagram the CPU has sent: onto the link (unless the host died meanwhile)."""
@@ -189,20 +198,20 @@ class SimWorker:
         if self.alive:
             self.uplink.send(frame)
 
-    def _take(self, now: float) -> bool:
-        """What has reached the loop, paid for at the receive cost (the core gets it once that is spent); True
-        when that takes time, and the turn goes on then."""
-        arriving, cost = self.arriving, self.host_cost
+    def _take(self, core: int, now: float) -> bool:
+        """What has reached the loop for this core's trees, paid for at the receive cost (the protocol core gets
+        it once that is spent); True when that takes time, and the core's turn goes on then."""
+        arriving, cost = self.arriving[core], self.host_cost
         spent = 0.0
         while arriving and arriving[0][0] <= now:
             _, tree, datagram = arriving.popleft()
-            self._taken.append((tree, datagram))
+            self._taken[core].append((tree, datagram))
             spent += cost.receive_seconds(len(datagram))
         if not spent:
             return False
         self.cpu_busy += spent
-        self._cpu_free = now + spent
-        self._wake_at(self._cpu_free)
+        self._cpu_free[core] = now + spent
+        self._wake_at(self._cpu_free[core])
         return True
 
     def _next_call(self) -> None:
@@ -254,20 +263,22 @@ class SimWorker:
 
     def _turn(self) -> None:
         now = self.loop.now
-        if now < self._cpu_free:  # the CPU is still sending or receiving: the loop turns when it is done
-            self._wake_at(self._cpu_free)
+        free = [c for c, busy in enumerate(self._cpu_free) if busy <= now]
+        if not free:  # the CPUs are still sending or receiving: the loop turns when one is done
+            self._wake_at(min(self._cpu_free))
             return
         self.time_in[self._state] += now - self._since
         self._since = now
         for t in self.trees:
             if t.config.job_id in self._spec_changes:
                 t.spec_changed(*self._spec_changes.pop(t.config.job_id))
-        arriving = self.arriving
-        if not self._taken and self._take(now):
-            return  # the core sees them once the CPU has received them
-        for tree, datagram in self._taken:
-            self.inbox[tree].append(datagram)
-        self._taken = []
+        stepping = [c for c in free if self._taken[c] or not self._take(c, now)]
+        if not stepping:
+            return  # the protocol core sees them once the CPU has received them
+        for c in stepping:
+            for tree, datagram in self._taken[c]:
+                self.inbox[tree].append(datagram)
+            self._taken[c] = []
         by_tree = {c.tree: c for c in self.calls if not c.complete}
         for tree, datagrams in self.inbox.items():
             call = by_tree.get(tree)
@@ -276,29 +287,43 @@ class SimWorker:
                 call.receive(*_rows(datagrams, self.P.packet_bytes), now)
             elif datagrams and self.current is None:
                 self.inbox[tree] = []  # between calls a socket's old results wait; none of them matters
-        idle = tuple(t for t in self.trees if t not in by_tree and not t.broken)
         running = [c for c in self.calls if not c.complete]
-        frame = HEADER_BYTES + self.P.packet_bytes
-        room = (self.uplink.room(now) - self._unsent * frame) // frame  # what the CPU still sends takes room too
         try:
-            out = self.core.step(running, idle, now, room)
+            wake, full = self._step(stepping, running, by_tree, now)
         except AllreduceError as e:
             self._failed(running, e)  # step marked the trees broken
             return
-        self._transmit(out)
-        wake = out.wake
         if self.current is not None and not running and self.calls and self.current.trees_seconds is None:
             self.current.trees_seconds = now - self.current.started
         if self.current is not None and not running and not self._ring_pending:
             self._finish()
             wake = min(wake, now) if self.current is not None else wake
-        self._state = self._what_waits(running, out.full)
-        if out.full:
+        self._state = self._what_waits(running, full)
+        if full:
             wake = min(wake, self.uplink.next_departure())
-        if arriving:
-            wake = min(wake, reaches_loop(arriving[0][0]))
+        for c, arriving in enumerate(self.arriving):
+            if arriving:  # a busy core takes what reached it once it is free (waking before spun at one instant)
+                wake = min(wake, max(reaches_loop(arriving[0][0]), self._cpu_free[c]))
+            if c not in stepping and self._cpu_free[c] > now:
+                wake = min(wake, self._cpu_free[c])
         if wake < math.inf:
             self._wake_at(max(wake, now))
+
+    def _step(self, cores: list[int], running: list[TreeCall], by_tree: dict[Tree, TreeCall], now: float
+              ) -> tuple[float, bool]:
+        """Each of these cores steps its trees' calls (one core: all of them, in one step) and sends what they
+        let go; the earliest deadline, and whether the link's queue was full."""
+        frame = HEADER_BYTES + self.P.packet_bytes
+        wake, full, one = math.inf, False, len(self._cpu_free) == 1
+        for core in cores:
+            mine = running if one else [c for c in running if self.core_of[c.tree] == core]
+            idle = tuple(t for t in self.trees if t not in by_tree and not t.broken and
+                         (one or self.core_of[t] == core))
+            room = (self.uplink.room(now) - self._unsent * frame) // frame  # what the CPU still sends takes room too
+            out = self.core.step(mine, idle, now, room)
+            self._transmit(out)
+            wake, full = min(wake, out.wake), full or out.full
+        return wake, full
 
     def _what_waits(self, running: list[TreeCall], full: bool) -> str:
         if not running:

@@ -70,6 +70,12 @@ class Channel:
     def room(self, now: float) -> int:
         return int(self.queue_bytes - self.backlog(now))
 
+    def busy_by(self, now: float) -> float:
+        """Seconds spent sending by ``now``: ``stats.busy`` counts a frame as it is queued, so frames still
+        queued at the end of a run (a call's last copies) are taken off (a link was once shown 105% busy)."""
+        left = max(0.0, self.busy_until - now) * self.rate / (self.line_rate or self.rate)
+        return max(0.0, self.stats.busy - left)
+
     def next_departure(self) -> float:
         """When there is room for another full-size frame (or now)."""
         return max(self.loop.now, self.busy_until - (self.queue_bytes - 1600) * 8 / self.rate)

@@ -14,6 +14,7 @@ commit, apart from ``wall`` and ``peak_rss_mb``, which say what the run cost thi
 
 from __future__ import annotations
 
+import dataclasses
 import resource
 import time
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from controller.job_plan import JobPlan, method_lines, plan_job
+from controller.model import HostCost
 from controller.plan import nodes
 from controller.topology import Topology, delay_seconds, fat_tree, leaf_spine, single, tree
 from virtual_fabric import host_cost, host_latency
@@ -66,6 +68,8 @@ class RunConfig:
     watch_interval: float = 0.5  # the controller's watch period (virtual s)
     check: bool = True  # compare every result with the exact sum
     host_cost: str = "none"  # what a datagram costs a host's CPU: none, measured, "<us>" or "<send>/<receive>" (us)
+    host_cores: int = 1  # the CPUs each host serves its trees on (tree i on core i mod min(cores, trees))
+    lanes: int | str = 1  # each planned tree installed as this many trees ("auto": a core per lane at its rate)
 
 
 class Inputs(Sequence):
@@ -152,6 +156,11 @@ def with_aggregation_rate(topology: Topology, hosts: list[str], config: RunConfi
     return Topology.from_dict(data)
 
 
+def host_costs(config: RunConfig) -> HostCost:
+    """What a datagram costs the hosts' CPUs, and how many each host has."""
+    return dataclasses.replace(host_cost.parse(config.host_cost), cores=config.host_cores)
+
+
 def expected(config: RunConfig) -> tuple[JobPlan, list[Choice]]:
     """The job's plan as the fabric's controller makes it, and how each call will run (its method, split,
     layout and predicted time), without running it: the workers' choices follow from the spec, the
@@ -163,7 +172,7 @@ def expected(config: RunConfig) -> tuple[JobPlan, list[Choice]]:
     P = load_protocol(config.values)
     planned = plan_job(topology, hosts, P, config.trees, config.mode, config.alpha, pool_size=config.pool_size,
                        ring_layout=config.ring_layout, host_latency=host_latency.MEAN,
-                       host_cost=host_cost.parse(config.host_cost))
+                       host_cost=host_costs(config), lanes=config.lanes)
     dtype, chunks = np.dtype(config.dtype), -(-config.size // P.values)
     sent, choices = [0] * len(planned.tree_plan.trees), []
     for _ in range(config.calls):
@@ -183,11 +192,11 @@ def run(config: RunConfig) -> dict:
     hosts = members(topology, config.workers)
     if config.agg_rate is not None:
         topology = with_aggregation_rate(topology, hosts, config)
-    cost = host_cost.parse(config.host_cost)
+    cost = host_costs(config)
     fabric = Fabric(topology, config.seed, values=config.values, watch_interval=config.watch_interval,
                     host_cost=cost)
     options = {"pool_size": config.pool_size, "trees": config.trees, "mode": config.mode,
-               "ring_layout": config.ring_layout}
+               "ring_layout": config.ring_layout, "lanes": config.lanes}
     if config.alpha is not None:
         options["alpha"] = config.alpha
     sums = Sums()
@@ -239,6 +248,7 @@ def run(config: RunConfig) -> dict:
     return {
         "config": asdict(config),
         "job": {"workers": len(hosts), "switches": len(topology.switches), "trees": len(spec.trees),
+                "lanes": spec.lanes,
                 "roots": [t.root for t in spec.trees], "values": spec.values, "pool_size": spec.pool_size,
                 "mode": spec.mode, "layouts": [x.name for x in spec.ring_arrangements],
                 "ina_limit_mbps": None if planned.limit_mbps == float("inf") else planned.limit_mbps,
@@ -264,11 +274,11 @@ def where_time_went(fabric: Fabric, job) -> dict:
     """The figures behind ``Fabric.report``, for scripts: links, queues, the switches' engines, the workers."""
     elapsed = max(fabric.loop.now, 1e-12)
     channels = fabric.all_channels()
-    busiest = max(channels, key=lambda c: c.stats.busy)
+    busiest = max(channels, key=lambda c: c.busy_by(elapsed))
     switches = [s for s in fabric.switches.values() if s.agg_pps]
     states = {s: float(np.mean([w.time_in[s] for w in job.workers])) for s in job.workers[0].time_in}
     return {
-        "busiest_link": {"name": busiest.name, "busy": busiest.stats.busy / elapsed},
+        "busiest_link": {"name": busiest.name, "busy": busiest.busy_by(elapsed) / elapsed},
         "queue_wait_us_per_frame": 1e6 * sum(c.stats.queued for c in channels)
         / max(sum(c.stats.frames for c in channels), 1),
         "tail_drops": sum(c.stats.dropped_queue for c in channels),
@@ -335,11 +345,16 @@ def _limit(job: dict) -> str:
     return f"{job['ina_limit_mbps']:g} Mb/s per worker ({job['why']})"
 
 
+def _trees(job: dict) -> str:
+    lanes = job.get("lanes", 1)
+    return f"{job['trees']} tree(s)" if lanes == 1 else f"{job['trees'] // lanes} tree(s) in {lanes} lanes each"
+
+
 def summary(result: dict) -> list[str]:
     """What ``ina-sim run`` prints."""
     job, cfg = result["job"], result["config"]
     lines = [f"job: {job['workers']} workers on {cfg['topology']} ({job['switches']} switches), mode {job['mode']}, "
-             f"{job['trees']} tree(s), V={job['values']}, W={job['pool_size']}, ring layouts "
+             + _trees(job) + f", V={job['values']}, W={job['pool_size']}, ring layouts "
              f"{', '.join(job['layouts'])}; {cfg['size']} {cfg['dtype']} values per call",
              f"C: {_limit(job)}"]
     for i, c in enumerate(result["calls"]):

@@ -128,6 +128,7 @@ class Congestion:
     cwnd: float = field(init=False)
     ssthresh: float = field(init=False)  # below it cwnd doubles per round trip, above it grows by one
     last_cut: float = 0.0  # when cwnd was last halved
+    borrowed: bool = False  # srtt, rttvar and rtt_min are a sibling tree's (``adopt``): no round trip of our own yet
 
     def __post_init__(self) -> None:
         self.cwnd = float(min(self.window, INITIAL_IN_FLIGHT))
@@ -143,14 +144,19 @@ class Congestion:
         return min(RTO_MAX, max(RTO_MIN, RTO_FLOOR_RTTS * self.rtt_min, self.srtt + max(4 * self.rttvar, self.srtt)))
 
     def adopt(self, other: Congestion) -> None:
-        """Start from another tree's round trip (the same host, the same kind of path) before any of our own."""
+        """Take another tree's round trip (the same host, the same kind of path) while we have none of our own
+        (``_share_round_trip``: again at every step, so it follows the sibling's as its queues grow)."""
         self.srtt, self.rttvar, self.rtt_min = other.srtt, other.rttvar, other.rtt_min
+        self.borrowed = True
 
     def sample(self, rtts: np.ndarray) -> None:
         """Round trips measured for a batch of results, in order: TCP's per-ACK update, one sample at a
         time (srtt by 1/8, rttvar by 1/4 of the deviation from srtt as it was then).  Sequential, in
-        plain doubles, so the native core computes the same bits."""
+        plain doubles, so the native core computes the same bits.  Our first round trip replaces a borrowed
+        estimate (``adopt``) as a first one does none: srtt is our own from then on (the least stays the least)."""
         srtt, rttvar, rtt_min = self.srtt, self.rttvar, self.rtt_min
+        if self.borrowed and len(rtts):
+            srtt, self.borrowed = None, False
         for x in rtts.tolist():
             if x < rtt_min:
                 rtt_min = x
@@ -940,14 +946,19 @@ def step(calls: list[TreeCall], idle: tuple[Tree, ...], now: float, room: float 
 
 
 def _share_round_trip(calls: list[TreeCall]) -> None:
-    """A tree with no round trip measured yet starts from a sibling's (the same host, the same kind of path):
-    its initial timer is 0.1 s, and at 1% loss on every link all of a tree's first packets often wait on a
-    loss (64 workers: 0.83 ** 8 of the time), which cost a 64-worker call 100 ms."""
-    known = next((c.tree.congestion for c in calls if c.tree.congestion.srtt is not None), None)
+    """A tree with no round trip of its own yet takes a sibling's (the same host, the same kind of path): its
+    initial timer is 0.1 s, and at 1% loss on every link all of a tree's first packets often wait on a loss
+    (64 workers: 0.83 ** 8 of the time), which cost a 64-worker call 100 ms.  It takes it again at every step
+    until its own first round trip (``Congestion.sample``): a sibling's first, taken with empty queues, is short
+    for trees whose packets queue behind the sibling's on the host's link, and once a too short timer has sent a
+    tree's packets twice, Karn's rule leaves it no round trip of its own to correct it (2 lanes at 50 Mbit/s: every
+    packet of the second lane went twice, 3,768 copies, and the call took 3.7 times as long)."""
+    known = next((c.tree.congestion for c in calls
+                  if c.tree.congestion.srtt is not None and not c.tree.congestion.borrowed), None)
     if known is None:
         return
     for c in calls:
-        if c.tree.congestion.srtt is None:
+        if c.tree.congestion.srtt is None or c.tree.congestion.borrowed:
             c.tree.congestion.adopt(known)
 
 

@@ -6,7 +6,9 @@ controller), so training hosts read it with the standard library and numpy alone
 A job runs over one or more aggregation trees.  Each tree is its own job id in the
 dataplane, with its own slot pools on its switches and its own UDP port at every worker;
 a call's share through the switches is split over the trees by their shares, on chunk
-boundaries::
+boundaries.  A planned tree may be installed as several *lanes* (``lane_of`` names the planned
+tree): trees on the same switches, each with its part of the share, so a worker runs them on
+several threads; to the worker they are trees like any other::
 
     {"format": "ina-job/3", "name": "train", "values": 64, "udp_port": 48879, "pool_size": 64,
      "members": [{"rank": 0, "host": "h1", "ip": "10.0.0.1", "switch": "leaf1",
@@ -73,6 +75,7 @@ class TreeSpec:
     port: int  # the UDP port where this tree's results arrive at every member
     children: tuple[int, ...]  # per rank: the member's child index at its switch
     incarnation: int = 0  # grows each time a switch of the tree loses its registers (restart, new pipeline)
+    lane_of: int | None = None  # the planned tree it is a lane of (its index; None: a spec written before lanes)
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,12 @@ class JobSpec:
             raise JobSpecError(f"job {self.name}: tree shares {shares} must be positive and sum to 1")
         if len({t.port for t in self.trees}) != len(self.trees):
             raise JobSpecError(f"job {self.name}: two trees share a worker port")
+
+    @property
+    def lanes(self) -> int:
+        """Trees per planned tree (1: no lanes, or a spec written before them)."""
+        planned = {t.lane_of for t in self.trees if t.lane_of is not None}
+        return len(self.trees) // len(planned) if planned else 1
 
     @property
     def ring_arrangements(self) -> tuple[Layout, ...]:

@@ -138,6 +138,8 @@ class CongestionView:
             return c.srtt if c.has_srtt else None
         if name in ("rttvar", "rtt_min", "cwnd", "ssthresh", "last_cut", "window"):
             return getattr(c, name)
+        if name == "borrowed":
+            return bool(c.borrowed)
         raise AttributeError(name)
 
     def rto(self) -> float:

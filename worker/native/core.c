@@ -161,6 +161,10 @@ static double congestion_rto(const ina_congestion *c, const ina_config *cf) {  /
 double ina_rto(const ina_tree *t) { return congestion_rto(&t->congestion, t->config); }
 
 static void congestion_sample(ina_congestion *c, double x) {  /* Congestion.sample, one round trip */
+    if (c->borrowed) {  /* our first round trip replaces a sibling's */
+        c->has_srtt = 0;
+        c->borrowed = 0;
+    }
     if (x < c->rtt_min) c->rtt_min = x;
     if (!c->has_srtt) {
         c->srtt = x;
@@ -841,15 +845,17 @@ int32_t ina_step(ina_call **calls, int32_t ncalls, ina_tree **idle, int32_t nidl
         if (calls[i]->finished < calls[i]->total) running[nr++] = calls[i];
     const ina_congestion *known = NULL;  /* _share_round_trip */
     for (int32_t i = 0; i < nr && !known; i++)
-        if (running[i]->tree->congestion.has_srtt) known = &running[i]->tree->congestion;
+        if (running[i]->tree->congestion.has_srtt && !running[i]->tree->congestion.borrowed)
+            known = &running[i]->tree->congestion;
     if (known)
         for (int32_t i = 0; i < nr; i++) {
             ina_congestion *cg = &running[i]->tree->congestion;
-            if (!cg->has_srtt) {
+            if (!cg->has_srtt || cg->borrowed) {  /* Congestion.adopt, at every step until our own round trip */
                 cg->srtt = known->srtt;
                 cg->rttvar = known->rttvar;
                 cg->rtt_min = known->rtt_min;
                 cg->has_srtt = 1;
+                cg->borrowed = 1;
             }
         }
     double budget = nr > 1 ? (double)running[0]->tree->config->turn : INFINITY;

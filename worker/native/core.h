@@ -28,7 +28,7 @@ typedef struct ina_stats {
 } ina_stats;
 
 typedef struct ina_congestion {
-    int32_t window, has_srtt;
+    int32_t window, has_srtt, borrowed;          /* borrowed: srtt, rttvar and rtt_min are a sibling tree's */
     double srtt, rttvar, rtt_min, cwnd, ssthresh, last_cut;
 } ina_congestion;
 

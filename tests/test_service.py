@@ -74,7 +74,7 @@ def sums_exactly(spec: JobSpec, size: int = 5000, seed: int = 0) -> bool:
     return all(r is not None and np.array_equal(r, sum(data)) for r in results)
 
 
-def test_a_job_from_create_to_delete(net, client):
+def test_a_job_from_create_to_delete(net, client, worker_core):
     job, secret = client.create("", [["10.9.9.9", "127.0.1.1"], ["h2"], ["127.0.1.3"]], values=64)
     assert job.name.startswith("job-") and job.mode == "auto" and job.trees == 1 and job.switches == ["s1"]
     # the model's choice at a few call sizes, and where it changes, come with the job

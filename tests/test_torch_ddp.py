@@ -45,6 +45,16 @@ def test_the_hook_averages_within_the_bound_and_matches_gloo(net3, tmp_path, dty
     """Three steps over three decades of gradient size: every element of the hook's average is
     within the quantization bound / N of the exact average (and of gloo's, for float32).  On a
     GPU the buckets are CUDA tensors, staged through pinned memory."""
+    check_hook(net3, tmp_path, dtype, view, device)
+
+
+def test_the_hook_on_the_reference_core(net3, tmp_path, monkeypatch):
+    """The same on the Python core (where no compiler is): the ranks inherit INA_NATIVE=0."""
+    monkeypatch.setenv("INA_NATIVE", "0")
+    check_hook(net3, tmp_path, "float32", "copy", "cpu")
+
+
+def check_hook(net3: LoopbackNet, tmp_path: Path, dtype: str, view: str, device: str) -> None:
     spec = spec_file(net3, tmp_path, f"grads-{dtype}-{view}-{device}")
     port = free_port()
     results = run_ranks([[sys.executable, "-m", "tests.ddp_rank", str(spec), str(r), "3", str(port), dtype, view,

@@ -33,7 +33,8 @@ def main() -> None:
     torch.manual_seed(0)
     base = nn.Sequential(nn.Linear(24, 96), nn.Tanh(), nn.Linear(96, 64), nn.Tanh(), nn.Linear(64, 5)).to(device, dtype)
     ina = DistributedDataParallel(copy.deepcopy(base), bucket_cap_mb=0.01, gradient_as_bucket_view=view == "view")
-    ina.register_comm_hook(InaHookState(Worker(JobSpec.load(spec), rank, timeout=5.0)), ina_hook)
+    state = InaHookState(Worker(JobSpec.load(spec), rank, timeout=5.0))
+    ina.register_comm_hook(state, ina_hook)
     gloo = DistributedDataParallel(copy.deepcopy(base), bucket_cap_mb=0.01) if dtype == torch.float32 else None
     local = copy.deepcopy(base)
     n_bits = (world - 1).bit_length()  # ceil(log2 N)
@@ -73,6 +74,7 @@ def main() -> None:
                 for p in copies:
                     p -= 0.1 * update
                 start += size
+    state.worker.close()
     dist.destroy_process_group()
 
 

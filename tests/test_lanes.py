@@ -25,7 +25,7 @@ MEASURED = host_cost.measured()
 
 def test_lane_count_is_what_one_core_moves_of_the_trees_rate():
     one_core = P.frame_bytes * 8 / MEASURED.per_packet(P.packet_bytes) / 1e6  # Mb/s of wire one core keeps up with
-    assert 3000 < one_core < 6000  # about 1.7 us per packet of 1,040 bytes
+    assert 2000 < one_core < 12000  # the calibration's 1.4 us per packet of 1,040 bytes: about 6 Gbit/s
     assert lane_count(50, MEASURED, P.packet_bytes, P.frame_bytes) == 1  # Mininet's links: one lane
     assert lane_count(one_core, MEASURED, P.packet_bytes, P.frame_bytes) == 1
     assert lane_count(one_core * 1.01, MEASURED, P.packet_bytes, P.frame_bytes) == 2
@@ -69,7 +69,8 @@ def test_auto_lanes_follow_the_hosts_cost_at_the_trees_rate():
     fast, hosts = _single(20_000), ["h1", "h2", "h3", "h4"]
     rate = plan_job(fast, hosts, P).tree_plan.trees[0].rate
     auto = plan_job(fast, hosts, P, host_cost=MEASURED, lanes="auto")
-    assert auto.lanes == lane_count(rate, MEASURED, P.packet_bytes, P.frame_bytes) == 5  # a core: 4.97 Gbit/s
+    one_core = P.frame_bytes * 8 / MEASURED.per_packet(P.packet_bytes) / 1e6
+    assert auto.lanes == lane_count(rate, MEASURED, P.packet_bytes, P.frame_bytes) == math.ceil(rate / one_core) > 1
     assert plan_job(_single(50), hosts, P, host_cost=MEASURED, lanes="auto").lanes == 1
 
 

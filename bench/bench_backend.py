@@ -40,7 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .bench_worker import RESULTS, ideal_switch, job_spec
+from .bench_worker import RESULTS, SWITCH_IP, WORKER_IP, free_udp_port, ideal_switch
+from .worker_runner import arguments, job_spec
 
 PATHS = ("worker", "backend f32", "backend f32 avg", "backend bf16", "backend async x4")
 
@@ -85,7 +86,10 @@ def measure(args: argparse.Namespace) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp, ideal_switch(args.values):
         spec = Path(tmp) / "job.json"
-        job_spec(spec, args.values, args.window, 1)
+        runner = arguments("").parse_args(["--values", str(args.values), "--job-id", "1", "--mb", "1",
+                                           "--port", str(free_udp_port()), "--worker-ip", WORKER_IP,
+                                           "--switch-ip", SWITCH_IP, "--window", str(args.window)])
+        job_spec(runner).save(spec)  # the one-member job bench_worker's runners make, on the same ideal switch
         dist.init_process_group("ina", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1,
                                 pg_options=InaOptions(spec=spec, timeout=30.0))
         worker = dist.group.WORLD.worker

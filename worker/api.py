@@ -17,10 +17,12 @@ loop); a ring part runs on a second thread at the same time (``worker.ring``).
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -38,6 +40,16 @@ from worker.jobspec import SPEC_PERIOD, JobSpec, SpecWatch, spec_path
 from worker.ring import RingError, RingWorker
 from worker.service_job import JOIN_TIMEOUT, ServiceJob
 from worker.tuner import Choice
+
+_OPEN: weakref.WeakSet[Worker] = weakref.WeakSet()  # workers whose watch thread runs
+
+
+@atexit.register
+def _close_open_workers() -> None:
+    """A worker left open is closed at exit, before the interpreter tears down: a DDP rank that never closed
+    its worker sometimes aborted in torch's exit while the daemon watch thread still ran (2 of 17 runs)."""
+    for w in list(_OPEN):
+        w.close()
 
 
 class Worker:
@@ -89,6 +101,7 @@ class Worker:
         if self._trees:
             watch = SpecWatch(spec_file) if spec_file is not None else None
             threading.Thread(target=self._watch, args=(watch,), daemon=True, name=f"ina-watch-{rank}").start()
+            _OPEN.add(self)
         if service is not None:
             service.follow(self.update_spec, stalled=lambda: self.stalled_trees)
 
@@ -229,6 +242,7 @@ class Worker:
         """Waits for the calls made; then the job's lease, if the service gave it, ends (rank 0 deletes it)."""
         with self._lock:
             self._closed = True
+        _OPEN.discard(self)
         self._watching.set()
         self._io.shutdown(wait=True)
         self._ring_io.shutdown(wait=True)

@@ -273,5 +273,5 @@ class Fabric:
             if not self.host_cost.free:
                 busy = sum(w.cpu_busy for w in workers) / len(workers)
                 lines.append(f"host CPUs: {describe(self.host_cost)}; busy {busy:.6f} s per worker "
-                             f"({100 * busy / elapsed:.0f}% of the run)")
+                             f"(on average {busy / elapsed:.2f} of its CPUs busy over the run)")
         return lines

@@ -516,13 +516,13 @@ class Controller:
             switch = self.topology.switches[self.topology.attachment[host][0]]
             members.append(Member(rank, host, str(self.topology.hosts[host].ip.ip), switch.name, str(switch.ip),
                                   switch.mac))
+        planned = self.job_plan(name)
         trees = []
-        for t in job.trees:
+        for i, t in enumerate(job.trees):
             nodes = self.reconciler.tree_nodes(job, t)
             children = tuple(next(c.index for c in nodes[m.switch].children if c.node == m.host) for m in members)
             trees.append(TreeSpec(t.job_id, t.tree.root, t.share, t.rate, worker_port(t.job_id), children,
-                                  t.incarnation, t.lane_of))
-        planned = self.job_plan(name)
+                                  t.incarnation, planned.lane_of(i)))
         return JobSpec(name, P.values, P.INA_UDP_PORT, job.pool_size, tuple(members), tuple(trees), job.mode,
                        None if job.ring_id is None else worker_port(job.ring_id), planned.layouts, planned.model,
                        job.alpha, job.ring_layout, job.version, job.ring_sum)
@@ -590,9 +590,8 @@ class Controller:
             live.add(job_id)
             ids.append(job_id)
         records = []
-        for i, (job_id, p, placed) in enumerate(zip(ids, planned.tree_plan.trees, admitted.placements)):
-            records.append(TreeRecord(job_id, p.tree, p.rate, p.share, _allocations(placed, self.state),
-                                      lane_of=planned.lane_of(i)))
+        for job_id, p, placed in zip(ids, planned.tree_plan.trees, admitted.placements):
+            records.append(TreeRecord(job_id, p.tree, p.rate, p.share, _allocations(placed, self.state)))
         return JobRecord(name, list(planned.tree_plan.members), admitted.pool_size, records, planned.mode,
                          planned.alpha, ids[-1], planned.ring_layout, ring_sum=planned.ring_sum,
                          admission=admitted.note, lanes=planned.lanes)

@@ -55,7 +55,6 @@ class TreeRecord:
     incarnation: int = 0  # times a switch of the tree lost its registers under the job (the spec tells the workers)
     home: Tree | None = None  # where the planner put it, while it runs elsewhere (moved off a failure)
     home_rate: float = 0.0
-    lane_of: int | None = None  # the planned tree it is a lane of (its index; None: written before lanes)
 
 
 @dataclass
@@ -75,7 +74,7 @@ class JobRecord:
     lease_seconds: float | None = None  # a service's job lives this long unrenewed (None: until deleted)
     secret_hash: str | None = None  # sha256 of the secret its owner renews and deletes it with
     admission: str = ""  # what the job got, and why, when it is less than it asked for
-    lanes: int = 1  # each planned tree installed as this many trees (``job_plan.in_lanes``), pool_size slots each
+    lanes: int = 1  # each planned tree installed as this many consecutive trees (``job_plan.in_lanes``)
 
     def spec_version(self) -> int:
         """Grows with every change of the job's spec: its plan's version and its trees' incarnations only grow."""
@@ -156,8 +155,7 @@ class ControllerState:
                                  f"state file and the job's entries go with the next `ina-ctl setup`")
             trees = [TreeRecord(t["job_id"], _tree(t["tree"]),
                                 t["rate"], t["share"], {s: Allocation(**a) for s, a in t["allocations"].items()},
-                                t.get("incarnation", 0), _tree(t.get("home")), t.get("home_rate", 0.0),
-                                t.get("lane_of"))
+                                t.get("incarnation", 0), _tree(t.get("home")), t.get("home_rate", 0.0))
                      for t in j.pop("trees")]
             if data.get("format", 1) < 3:  # the mode it asked for is now chosen per call
                 j["mode"], j["alpha"] = (j.get("asked_mode", "auto") if trees else "ring"), j.get("asked_alpha")

@@ -314,11 +314,10 @@ class SimWorker:
         """Each of these cores steps its trees' calls (one core: all of them, in one step) and sends what they
         let go; the earliest deadline, and whether the link's queue was full."""
         frame = HEADER_BYTES + self.P.packet_bytes
-        wake, full, one = math.inf, False, len(self._cpu_free) == 1
+        wake, full = math.inf, False
         for core in cores:
-            mine = running if one else [c for c in running if self.core_of[c.tree] == core]
-            idle = tuple(t for t in self.trees if t not in by_tree and not t.broken and
-                         (one or self.core_of[t] == core))
+            mine = [c for c in running if self.core_of[c.tree] == core]
+            idle = tuple(t for t in self.trees if t not in by_tree and not t.broken and self.core_of[t] == core)
             room = (self.uplink.room(now) - self._unsent * frame) // frame  # what the CPU still sends takes room too
             out = self.core.step(mine, idle, now, room)
             self._transmit(out)

@@ -320,14 +320,14 @@ void ina_lay_out(ina_call *c) {
     }
 }
 
-/* TreeCall._fill, and engine.lay_out's rows: packets filled .. end-1 with their headers and values (quantized
- * at their chunks' agreed exponents; zeros in exponent-only packets; int32 byte-swapped). */
 /* Chunk ch's values in ``base`` (the call's chunks or out), or in ``last`` for the final chunk if given. */
 static void *chunk_at(const ina_call *c, const void *base, int64_t ch) {
     if (ch == c->n - 1 && c->last) return c->last;
     return (uint8_t *)base + ch * c->tree->config->values * (c->dtype == INA_F64 ? 8 : 4);
 }
 
+/* TreeCall._fill, and engine.lay_out's rows: packets filled .. end-1 with their headers and values (quantized
+ * at their chunks' agreed exponents; zeros in exponent-only packets; int32 byte-swapped). */
 static void fill(ina_call *c, int64_t end) {
     const ina_config *cf = c->tree->config;
     int64_t start = c->filled, V = cf->values;

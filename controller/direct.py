@@ -1,0 +1,590 @@
+"""Direct-connect clusters (NTT's optical-circuit case): workers with D interfaces joined by circuits
+that the plan chooses, and a few aggregation devices (P4 switches, or p4target on a spare server) on
+free circuit ports.  Pure planning: no switch, no socket, no clock.
+
+A tree through devices needs about N/(E-2) of them (a device of E ports keeps one for its parent and
+one more is spent per device joined), so few clusters can give every job a full tree per interface.
+The plan therefore combines *parts*: each part is a small topology with its own algorithm, using some
+of every worker's interfaces and some devices, and carrying its own share of the call.  The catalogue
+(``shapes``):
+
+- ``ring``: a ring of circuits over 2 interfaces, run both ways (two directed rings, half each):
+  2(N-1) steps, each worker sends (N-1)/N of its share on each interface.
+- ``tree``: one interface per worker into a tree of ceil((N-2)/(E-2)) devices: a round trip through
+  the tree's depth, each worker's share once each way.
+- ``ring_tree`` (g): partial trees joined by rings.  Groups of g workers each form a ring of circuits
+  through one device; the group's two halves stream their partial sums towards it along the ring
+  (hosts add their own as a chunk passes), the devices of the groups sum across groups in a small tree
+  of devices, and the result flows back along the rings.  Each worker uses 2 interfaces and moves its
+  share once each way on each (a ring's bandwidth), in g + 2 x depth steps instead of 2(N-1), with
+  N/g + about N/(g(E-2)) devices.
+- with NIC streaming (a worker's NIC sums as data passes: SmartNICs): ``nic_mesh`` (d): a d-regular
+  graph of circuits in which each chunk is summed towards a meeting circuit along a tree and spread
+  back the same way: 2h + 1 steps, h the least depth at which two trees of fan-out d - 1 cover N;
+  d = 2 is the ring with NIC streaming (N - 1 steps), d = D NTT's optimised topology (3 steps at 8
+  nodes of 4 interfaces).  Every circuit carries its equal part of the 2(N-1) transfers a chunk
+  needs (balanced: exact for 8 nodes on K_{4,4}, assumed beyond).
+
+A part's time is latency + bytes / bandwidth (``Shape.seconds``).  The plan is the least time T at
+which some combination of parts carries the call: for a given T a part of shape k carries at most
+(T - latency_k) / seconds_per_byte_k, and the best combination under the devices M and the interfaces
+D of every worker is a two-dimensional knapsack, solved exactly as a small MILP
+(``scipy.optimize.milp``); T is found by bisection (the carried amount only grows with T).  Shares then
+make every part end at once.  Every worker uses the same interfaces for the same part, so assigning
+interfaces and devices to parts is a walk over them (``_assign``), and the circuits follow.
+
+Trees and rings are what the worker and the virtual fabric run; ``ring_tree`` and ``nic_mesh`` are
+planned, shown and compared, not yet run (docs/direct.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import optimize
+
+from controller.model import DEFAULT_HOST_LATENCY
+from controller.rings import TCP_WIRE
+from worker import protocol
+from worker.ring import HEADER
+
+RUNNABLE = ("ring", "tree")  # what the worker and the virtual fabric run; the other shapes are planned only
+BISECTION_STEPS = 60
+GROUP_SIZES = 24  # ring_tree group sizes tried: about this many, spread geometrically from 3 to N
+
+
+class DirectError(ValueError):
+    """A direct-connect cluster that cannot be described or planned; the message names the field."""
+
+
+@dataclass(frozen=True)
+class DirectCluster:
+    """N workers with D interfaces at L each way, M aggregation devices of E ports summing at A, and the
+    latency of one circuit hop and of a host (wire to the worker's loop)."""
+
+    workers: int
+    interfaces: int
+    link_gbps: float
+    devices: int = 0
+    device_ports: int = 4
+    device_gbps: float | None = None  # the summed stream a device can put out (None: at the link rate)
+    hop_latency: float = 1e-6  # seconds per circuit, each way (propagation through the OCS)
+    host_latency: float = DEFAULT_HOST_LATENCY
+    nic_streaming: bool = False  # the workers' NICs sum as data passes (SmartNICs)
+
+    def __post_init__(self) -> None:
+        _whole("workers.count", self.workers, 2)
+        _whole("workers.interfaces", self.interfaces, 1)
+        _positive("workers.gbps", self.link_gbps)
+        _whole("devices.count", self.devices, 0)
+        _whole("devices.ports", self.device_ports, 3)
+        if self.device_gbps is not None:
+            _positive("devices.gbps", self.device_gbps)
+        for name, value in (("hop_latency_us", self.hop_latency), ("host_latency_us", self.host_latency)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+                raise DirectError(f"{name}: a latency is a number of microseconds >= 0, not {value!r}")
+        if not isinstance(self.nic_streaming, bool):
+            raise DirectError(f"workers.nic_streaming: true or false, not {self.nic_streaming!r}")
+
+    @property
+    def link_bytes(self) -> float:
+        """L in bytes per second, each way."""
+        return self.link_gbps * 1e9 / 8
+
+    @property
+    def device_bytes(self) -> float:
+        return (self.device_gbps or self.link_gbps) * 1e9 / 8
+
+    def to_dict(self) -> dict:
+        return {"workers": {"count": self.workers, "interfaces": self.interfaces, "gbps": self.link_gbps,
+                            "nic_streaming": self.nic_streaming},
+                "devices": {"count": self.devices, "ports": self.device_ports,
+                            **({"gbps": self.device_gbps} if self.device_gbps is not None else {})},
+                "hop_latency_us": self.hop_latency * 1e6, "host_latency_us": self.host_latency * 1e6}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "cluster") -> DirectCluster:
+        if not isinstance(data, dict):
+            raise DirectError(f"{where}: a cluster is a JSON object with 'workers' and 'devices'")
+        unknown = sorted(set(data) - {"workers", "devices", "hop_latency_us", "host_latency_us"})
+        if unknown:
+            raise DirectError(f"{where}: unknown field(s) {unknown}")
+        workers = _section(data, "workers", {"count", "interfaces", "gbps", "nic_streaming"}, where)
+        devices = _section(data, "devices", {"count", "ports", "gbps"}, where, required=False)
+        for name in ("count", "interfaces", "gbps"):
+            if name not in workers:
+                raise DirectError(f"{where}: workers.{name} is missing")
+        try:
+            return cls(workers["count"], workers["interfaces"], workers["gbps"], devices.get("count", 0),
+                       devices.get("ports", 4), devices.get("gbps"),
+                       _microseconds(data.get("hop_latency_us", 1.0), "hop_latency_us"),
+                       _microseconds(data.get("host_latency_us", DEFAULT_HOST_LATENCY * 1e6), "host_latency_us"),
+                       workers.get("nic_streaming", False))
+        except DirectError as e:
+            raise DirectError(f"{where}: {e}") from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> DirectCluster:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise DirectError(f"{path}: {e}") from None
+        return cls.from_dict(data, str(path))
+
+
+def _section(data: dict, name: str, fields: set[str], where: str, required: bool = True) -> dict:
+    section = data.get(name)
+    if section is None and not required:
+        return {}
+    if not isinstance(section, dict):
+        raise DirectError(f"{where}: {name} must be an object with {', '.join(sorted(fields))}")
+    unknown = sorted(set(section) - fields)
+    if unknown:
+        raise DirectError(f"{where}: unknown field(s) {[f'{name}.{u}' for u in unknown]}")
+    return section
+
+
+def _whole(name: str, value: Any, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise DirectError(f"{name}: a whole number >= {least}, not {value!r}")
+
+
+def _positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise DirectError(f"{name}: a positive number of Gbit/s, not {value!r}")
+
+
+def _microseconds(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise DirectError(f"{name}: a latency is a number of microseconds >= 0, not {value!r}")
+    return float(value) * 1e-6
+
+
+# --- device trees ------------------------------------------------------------------------------
+
+def tree_devices(leaves: int, ports: int) -> int:
+    """Devices of ``ports`` ports that a tree needs to take ``leaves`` leaves: each device but the root
+    gives one port to its parent, so m devices offer m(E-2) + 2 ports below them (at least one device)."""
+    return max(1, math.ceil((leaves - 2) / (ports - 2)))
+
+
+@dataclass(frozen=True)
+class DeviceTree:
+    """A tree of devices 0..m-1 (0 the root; numbered breadth first): each non-root device's port 1 goes to
+    its parent, the rest take children; ``leaves[i]`` = (device, port) of leaf i."""
+
+    parent: tuple[tuple[int, int], ...]  # device j >= 1: (its parent, the parent's port)
+    leaves: tuple[tuple[int, int], ...]
+    depth: int  # devices on the longest way from a leaf to the root
+
+    @property
+    def devices(self) -> int:
+        return len(self.parent) + 1
+
+
+def device_tree(leaves: int, ports: int) -> DeviceTree:
+    """The shallowest tree of ``tree_devices(leaves, ports)`` devices: devices take the free ports breadth
+    first, then the leaves take the rest, deepest devices' ports first only where they must."""
+    m = tree_devices(leaves, ports)
+    level = [0]
+    free: list[tuple[int, int]] = [(0, p) for p in range(1, ports + 1)]  # (device, port), breadth first
+    parent: list[tuple[int, int]] = []
+    for j in range(1, m):
+        parent.append(free.pop(0))
+        level.append(level[parent[-1][0]] + 1)
+        free += [(j, p) for p in range(2, ports + 1)]
+    if len(free) < leaves:
+        raise DirectError(f"{m} devices of {ports} ports take {len(free)} leaves, not {leaves}")
+    # leaves go to the devices with no child device first (every device then has a child), deepest last
+    childless = {j for j in range(m)} - {p for p, _ in parent}
+    free.sort(key=lambda dp: (dp[0] not in childless, level[dp[0]], dp))
+    taken = sorted(free[:leaves], key=lambda dp: (level[dp[0]], dp))
+    return DeviceTree(tuple(parent), tuple(taken), max(level[d] for d, _ in taken) + 1)
+
+
+# --- the catalogue -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Shape:
+    """A kind of part: what it takes of every worker and of the devices, and what a share costs it."""
+
+    kind: str  # ring, tree, ring_tree, nic_mesh
+    group: int  # ring_tree: workers per group; nic_mesh: circuits per worker; else 0
+    interfaces: int  # of every worker's
+    devices: int
+    steps: int  # transfers one after another on the longest way (NTT's "transfer steps")
+    latency: float  # seconds that do not grow with the share
+    per_byte: float  # seconds per byte of the share (the transfer time, headers in)
+    volume: float = 1.0  # payload bytes on the busiest interface, each way, per byte of the share
+
+    def seconds(self, nbytes: float) -> float:
+        return self.latency + self.per_byte * nbytes if nbytes > 0 else 0.0
+
+    def carries(self, seconds: float) -> float:
+        """The most bytes this part finishes within ``seconds``."""
+        return max(0.0, (seconds - self.latency) / self.per_byte)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}({self.group})" if self.group else self.kind
+
+
+def shapes(cluster: DirectCluster, P: protocol.Protocol | None = None) -> list[Shape]:
+    """The catalogue for this cluster (what fits in its interfaces and devices)."""
+    P = P or protocol.load()
+    n, c = cluster.workers, cluster
+    hop, host = c.hop_latency, c.host_latency
+    ring_step = hop + host + HEADER.size * TCP_WIRE / c.link_bytes  # one host step of a ring
+    found = []
+    if n >= 3 and c.interfaces >= 2:
+        # two directed rings, half the share each: (N-1)/N of it on each interface, each way
+        found.append(Shape("ring", 0, 2, 0, 2 * (n - 1), 2 * (n - 1) * ring_step,
+                           (n - 1) / n * TCP_WIRE / c.link_bytes, (n - 1) / n))
+    if n == 2:  # one circuit: an exchange of halves
+        found.append(Shape("ring", 0, 1, 0, 2, 2 * ring_step, 0.5 * TCP_WIRE / c.link_bytes, 0.5))
+    t = device_tree(n, c.device_ports)
+    if t.devices <= c.devices:
+        found.append(tree_shape(c, t, P))
+    for g in _group_sizes(n):
+        s = _ring_tree_shape(c, g, ring_step)
+        if s.devices <= c.devices and s.interfaces <= c.interfaces:
+            found.append(s)
+    if c.nic_streaming:
+        for d in range(2, c.interfaces + 1):
+            if d % 2 and n % 2:
+                continue  # an odd degree needs an even number of workers
+            h = _meeting_depth(n, d)
+            found.append(Shape("nic_mesh", d, d, 0, 2 * h + 1, (2 * h + 1) * hop + host,
+                               2 * (n - 1) / (n * d) / c.link_bytes, 2 * (n - 1) / (n * d)))
+    return found
+
+
+def tree_shape(cluster: DirectCluster, t: DeviceTree, P: protocol.Protocol) -> Shape:
+    """A full tree: its round trip (each device level a hop up and down, the frame's time on each, the host's
+    latency) and its bytes in frames at the slower of the link and what a device sums."""
+    frame = P.frame_bytes
+    rate = min(cluster.link_bytes, cluster.device_bytes)
+    round_trip = 2 * t.depth * (cluster.hop_latency + frame / cluster.link_bytes) + cluster.host_latency
+    return Shape("tree", 0, 1, t.devices, 2 * t.depth, round_trip, P.wire_factor / rate)
+
+
+def _ring_tree_shape(c: DirectCluster, g: int, ring_step: float) -> Shape:
+    groups = math.ceil(c.workers / g)
+    joining = 0 if groups <= 2 else tree_devices(groups, c.device_ports)  # devices above the groups' devices
+    depth = 1 if groups <= 2 else device_tree(groups, c.device_ports).depth + 1
+    half = math.ceil((g - 1) / 2)  # hops along a group's ring to its device
+    steps = 2 * (half + depth)
+    rate = min(c.link_bytes, c.device_bytes)
+    return Shape("ring_tree", g, 2, groups + joining, steps, steps * ring_step, TCP_WIRE / rate)
+
+
+def _group_sizes(n: int) -> list[int]:
+    """ring_tree group sizes worth trying: 3..n, geometrically spaced (the step count is what changes)."""
+    if n < 4:
+        return []
+    sizes = {round(3 * (n / 3) ** (i / (GROUP_SIZES - 1))) for i in range(GROUP_SIZES)}
+    return sorted(g for g in sizes if 3 <= g < n)
+
+
+def _meeting_depth(n: int, d: int) -> int:
+    """Least h with two trees of depth h and fan-out d - 1 (rooted at a circuit's two ends) covering n."""
+    h, side, level = 0, 1, 1
+    while 2 * side < n:
+        h, level = h + 1, level * (d - 1)
+        side += level
+    return h
+
+
+# --- the plan ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a plan: its shape, which of every worker's interfaces and which devices it has, its
+    share of the call, and its circuits (pairs of ports: "w3.1" is worker 3's interface 1, "d7.2" device
+    7's port 2)."""
+
+    shape: Shape
+    interfaces: tuple[int, ...]
+    devices: tuple[int, ...]
+    share: float
+    circuits: tuple[tuple[str, str], ...]
+    order: tuple[int, ...] = ()  # a ring's workers in ring order
+    root: int | None = None  # a tree's root device
+
+    def to_dict(self) -> dict:
+        return {"kind": self.shape.kind, "group": self.shape.group, "interfaces": list(self.interfaces),
+                "devices": list(self.devices), "share": self.share, "steps": self.shape.steps,
+                "latency_us": self.shape.latency * 1e6, "ns_per_byte": self.shape.per_byte * 1e9,
+                "runnable": self.shape.kind in RUNNABLE, "root": self.root, "order": list(self.order),
+                "circuits": [list(c) for c in self.circuits]}
+
+
+@dataclass(frozen=True)
+class DirectPlan:
+    cluster: DirectCluster
+    nbytes: int  # per worker and call
+    parts: tuple[Part, ...]
+    seconds: float  # the plan's time for the call
+    baselines: dict[str, float | None] = field(default_factory=dict)  # the plain ring; a full tree per interface
+    planning_seconds: float = 0.0
+
+    @property
+    def devices_used(self) -> int:
+        return sum(len(p.devices) for p in self.parts)
+
+    @property
+    def circuits(self) -> list[tuple[str, str]]:
+        return [c for p in self.parts for c in p.circuits]
+
+    @property
+    def steps(self) -> int:
+        return max((p.shape.steps for p in self.parts), default=0)
+
+    @property
+    def transfer_seconds(self) -> float:
+        """The bandwidth term: the slowest part's bytes over its rate, headers in."""
+        return max((p.shape.per_byte * p.share * self.nbytes for p in self.parts), default=0.0)
+
+    @property
+    def transfer_lb(self) -> float:
+        """NTT's transfer time in units of L x b (the call's bits times the seconds per bit of one interface):
+        the busiest interface's payload, headers left out."""
+        return max((p.shape.volume * p.share for p in self.parts), default=0.0)
+
+    def slices(self, elements: int) -> list[tuple[int, int]]:
+        """Each part's element range of a call of ``elements``: consecutive, by share (largest remainder)."""
+        shares = [p.share for p in self.parts]
+        ideal = [s * elements for s in shares]
+        counts = [math.floor(x) for x in ideal]
+        for i in sorted(range(len(ideal)), key=lambda i: counts[i] - ideal[i])[:elements - sum(counts)]:
+            counts[i] += 1
+        edges = np.cumsum([0, *counts])
+        return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+    def to_dict(self) -> dict:
+        return {"cluster": self.cluster.to_dict(), "bytes": self.nbytes, "seconds": self.seconds,
+                "steps": self.steps, "transfer_seconds": self.transfer_seconds, "devices_used": self.devices_used,
+                "baselines": self.baselines, "planning_seconds": self.planning_seconds,
+                "parts": [p.to_dict() for p in self.parts], "circuits": [list(c) for c in self.circuits]}
+
+
+def plan(cluster: DirectCluster, nbytes: int, kinds: Iterable[str] | None = None,
+         P: protocol.Protocol | None = None) -> DirectPlan:
+    """The fastest combination of parts for a call of ``nbytes`` per worker (``kinds``: only these shapes)."""
+    started = time.perf_counter()
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
+        raise DirectError(f"bytes: a whole number >= 1, not {nbytes!r}")
+    P = P or protocol.load()
+    wanted = None if kinds is None else set(kinds)
+    catalogue = [s for s in shapes(cluster, P) if wanted is None or {s.kind, s.name} & wanted]
+    if not catalogue:
+        raise DirectError(f"no part fits {cluster.workers} workers with {cluster.interfaces} interface(s) and "
+                          f"{cluster.devices} device(s)" + (f" among {sorted(wanted)}" if wanted else ""))
+    counts, seconds = best_combination(catalogue, cluster.interfaces, cluster.devices, nbytes)
+    chosen = [s for s, k in zip(catalogue, counts) for _ in range(k)]
+    shares = _equal_finish(chosen, nbytes)
+    parts = _assign(cluster, [(s, x) for s, x in zip(chosen, shares) if x > 0])
+    seconds = max(p.shape.seconds(p.share * nbytes) for p in parts)
+    return DirectPlan(cluster, nbytes, tuple(parts), seconds, baselines(cluster, nbytes, P),
+                      time.perf_counter() - started)
+
+
+def baselines(cluster: DirectCluster, nbytes: int, P: protocol.Protocol) -> dict[str, float | None]:
+    """The plain ring on every pair of interfaces, and one full tree per interface (None: does not fit)."""
+    out: dict[str, float | None] = {}
+    for name, kind, devices in (("ring", "ring", 0),
+                                ("tree_per_interface", "tree", cluster.interfaces * tree_devices(
+                                    cluster.workers, cluster.device_ports))):
+        roomy = replace(cluster, devices=devices, nic_streaming=False)
+        shape = [s for s in shapes(roomy, P) if s.kind == kind]
+        out[name] = best_combination(shape, cluster.interfaces, devices, nbytes)[1] if shape else None
+    return out
+
+
+def best_combination(catalogue: list[Shape], interfaces: int, devices: int, nbytes: float) -> tuple[list[int], float]:
+    """How many parts of each shape, and the least time T at which they carry ``nbytes``: bisection on T,
+    each T a knapsack (maximise the bytes carried by T under the interfaces and devices) solved as a MILP."""
+    def best(t: float) -> tuple[list[int], float]:
+        value = np.array([s.carries(t) for s in catalogue])
+        if not value.any():
+            return [0] * len(catalogue), 0.0
+        use = np.array([[s.interfaces for s in catalogue], [s.devices for s in catalogue]], dtype=float)
+        found = optimize.milp(-value / value.max(), integrality=np.ones(len(catalogue)),
+                              bounds=optimize.Bounds(0, interfaces),
+                              constraints=optimize.LinearConstraint(use, -np.inf, [interfaces, devices]))
+        x = np.round(found.x).astype(int) if found.x is not None else np.zeros(len(catalogue), int)
+        return list(x), float(value @ x)
+
+    hi = min(s.seconds(nbytes / max(1, interfaces // s.interfaces)) for s in catalogue
+             if s.interfaces <= interfaces and s.devices <= devices)
+    lo = 0.0
+    counts, carried = best(hi)
+    for _ in range(BISECTION_STEPS):
+        mid = (lo + hi) / 2
+        x, got = best(mid)
+        if got >= nbytes:
+            hi, counts = mid, x
+        else:
+            lo = mid
+        if hi - lo <= hi * 1e-6:
+            break
+    return counts, hi
+
+
+def _equal_finish(chosen: list[Shape], nbytes: int) -> list[float]:
+    """Shares that end every part at once (parts whose latency alone is longer get none)."""
+    used = sorted(chosen, key=lambda s: s.latency)
+    active = list(used)
+    while active:
+        rate = sum(1 / s.per_byte for s in active)
+        t = (nbytes + sum(s.latency / s.per_byte for s in active)) / rate
+        if all(s.latency < t for s in active):
+            break
+        active.pop()
+    return [(t - s.latency) / s.per_byte / nbytes if s in active and s.latency < t else 0.0 for s in chosen]
+
+
+def _assign(cluster: DirectCluster, chosen: list[tuple[Shape, float]]) -> list[Part]:
+    """Interfaces and devices to the parts, in turn, and each part's circuits (every worker the same
+    interfaces for the same part: workers are re-assigned as a whole)."""
+    parts, interface, device = [], 0, 0
+    n = cluster.workers
+    for shape, share in sorted(chosen, key=lambda x: (x[0].kind, -x[0].interfaces)):
+        ifaces = tuple(range(interface, interface + shape.interfaces))
+        devs = tuple(range(device, device + shape.devices))
+        interface, device = interface + shape.interfaces, device + shape.devices
+        order, root = tuple(range(n)), None
+        if shape.kind == "ring" or (shape.kind == "nic_mesh" and shape.group == 2):
+            circuits = ring_circuits(order, ifaces)
+        elif shape.kind == "tree":
+            circuits, root = tree_circuits(n, ifaces[0], devs, cluster.device_ports), devs[0]
+        elif shape.kind == "ring_tree":
+            circuits = _ring_tree_circuits(n, shape.group, ifaces, devs, cluster.device_ports)
+        else:
+            circuits = mesh_circuits(n, shape.group, ifaces)
+        parts.append(Part(shape, ifaces, devs, share, tuple(circuits), order if shape.kind == "ring" else (), root))
+    return parts
+
+
+def ring_circuits(order: tuple[int, ...], ifaces: tuple[int, ...]) -> list[tuple[str, str]]:
+    """Each worker's first interface to the next worker's second, round the ring (two workers: one circuit)."""
+    if len(order) == 2:
+        return [(f"w{order[0]}.{ifaces[0]}", f"w{order[1]}.{ifaces[0]}")]
+    a, b = ifaces
+    return [(f"w{w}.{a}", f"w{order[(i + 1) % len(order)]}.{b}") for i, w in enumerate(order)]
+
+
+def tree_circuits(n: int, iface: int, devs: tuple[int, ...], ports: int) -> list[tuple[str, str]]:
+    t = device_tree(n, ports)
+    return ([(f"d{devs[j + 1]}.1", f"d{devs[p]}.{port}") for j, (p, port) in enumerate(t.parent)]
+            + [(f"w{w}.{iface}", f"d{devs[d]}.{port}") for w, (d, port) in enumerate(t.leaves)])
+
+
+def _ring_tree_circuits(n: int, g: int, ifaces: tuple[int, ...], devs: tuple[int, ...],
+                        ports: int) -> list[tuple[str, str]]:
+    """Each group's ring through its device (ports 1 and 2), the group devices joined by a tree (port 3)."""
+    groups = math.ceil(n / g)
+    a, b = ifaces
+    out = []
+    for k in range(groups):
+        members = list(range(k * g, min(n, (k + 1) * g)))
+        dev = devs[k]
+        ends = [f"d{dev}.1", *(f"w{w}" for w in members), f"d{dev}.2"]
+        for x, y in zip(ends[:-1], ends[1:]):
+            out.append((x if x.startswith("d") else f"{x}.{a}", y if y.startswith("d") else f"{y}.{b}"))
+    if groups == 2:
+        out.append((f"d{devs[0]}.3", f"d{devs[1]}.3"))
+    elif groups > 2:
+        joining = devs[groups:]
+        t = device_tree(groups, ports)
+        out += [(f"d{joining[j + 1]}.1", f"d{joining[p]}.{port}") for j, (p, port) in enumerate(t.parent)]
+        out += [(f"d{devs[k]}.3", f"d{joining[d]}.{port}") for k, (d, port) in enumerate(t.leaves)]
+    return out
+
+
+def mesh_circuits(n: int, d: int, ifaces: tuple[int, ...]) -> list[tuple[str, str]]:
+    """A d-regular circulant graph (offsets 1, d-1... spread out; n/2 for an odd degree), each circuit on the
+    next free interface of its two ends."""
+    offsets = sorted({max(1, min(n // 2, round((n / 2) ** (i / max(1, d // 2))))) for i in range(d // 2)})
+    k = 2
+    while len(offsets) < d // 2:  # collisions at small n: take the next unused offsets
+        if k not in offsets and k < (n + 1) // 2:
+            offsets.append(k)
+        k += 1
+    edges = [(w, (w + o) % n) for o in offsets for w in range(n)]
+    if d % 2:
+        edges += [(w, w + n // 2) for w in range(n // 2)]
+    used: dict[int, int] = {}
+    out = []
+    for u, v in edges:
+        iu, iv = used.get(u, 0), used.get(v, 0)
+        used[u], used[v] = iu + 1, iv + 1
+        out.append((f"w{u}.{ifaces[iu]}", f"w{v}.{ifaces[iv]}"))
+    return out
+
+
+def check_circuits(cluster: DirectCluster, circuits: Iterable[tuple[str, str]]) -> None:
+    """Every port in at most one circuit, every port one the cluster has (a plan's invariant; tests use it)."""
+    seen: set[str] = set()
+    for pair in circuits:
+        for end in pair:
+            kind, _, rest = end[0], end[1:].partition(".")[0], end.partition(".")[2]
+            node, port = int(end[1:].partition(".")[0]), int(rest)
+            ok = (kind == "w" and 0 <= node < cluster.workers and 0 <= port < cluster.interfaces) or \
+                 (kind == "d" and 0 <= node < cluster.devices and 1 <= port <= cluster.device_ports)
+            if not ok or end in seen:
+                raise DirectError(f"circuit {pair}: port {end} " + ("is used twice" if ok else "does not exist"))
+            seen.add(end)
+
+
+def tree_topology(cluster: DirectCluster, part: Part, P: protocol.Protocol | None = None) -> dict:
+    """A tree part as a topology file (controller.topology): worker w's interface as host h<w+1>, each device
+    as switch d<j> with its aggregation rate, the circuits as links at L with the hop's delay.  The
+    controller plans and installs it like any network, and the model predicts it."""
+    P = P or protocol.load()
+    link = {"bw": cluster.link_gbps * 1e3, "delay": f"{cluster.hop_latency * 1e6:g}us"}
+    hosts = {f"h{w + 1}": {"ip": f"10.1.{w >> 8 & 255}.{w & 255}/8",
+                           "mac": f"02:00:01:00:{w >> 8 & 255:02x}:{w & 255:02x}"} for w in range(cluster.workers)}
+    switches = {}
+    for i, d in enumerate(part.devices):
+        spec = {"ip": f"10.254.{i >> 8 & 255}.{i & 255}", "mac": f"02:00:00:fe:{i >> 8 & 255:02x}:{i & 255:02x}"}
+        if cluster.device_gbps is not None:  # contributions/s: E children at A each
+            spec["agg_pps"] = cluster.device_bytes / P.frame_bytes * cluster.device_ports
+        switches[f"d{d}"] = spec
+
+    def end(name: str) -> str:
+        node, port = name.split(".")
+        return f"h{int(node[1:]) + 1}" if node[0] == "w" else f"{node}-p{port}"
+
+    return {"hosts": hosts, "switches": switches, "links": [[end(a), end(b), dict(link)] for a, b in part.circuits]}
+
+
+def describe(p: DirectPlan) -> list[str]:
+    """What `ina-ctl direct plan` prints."""
+    c = p.cluster
+    lines = [f"cluster: {c.workers} workers x {c.interfaces} interfaces at {c.link_gbps:g} Gbit/s; {c.devices} "
+             f"device(s) of {c.device_ports} ports; hop {c.hop_latency * 1e6:g} us, host {c.host_latency * 1e6:g} us"
+             + ("; NIC streaming" if c.nic_streaming else ""),
+             f"call: {p.nbytes:,} bytes per worker: {p.seconds * 1e3:.3f} ms ({p.steps} steps, transfer "
+             f"{p.transfer_seconds * 1e3:.3f} ms), {p.devices_used} device(s), planned in "
+             f"{p.planning_seconds:.2f} s"]
+    for name, t in p.baselines.items():
+        said = f"{t * 1e3:.3f} ms" if t is not None else "does not fit"
+        lines.append(f"  beside {name.replace('_', ' ')}: {said}")
+    for part in p.parts:
+        s = part.shape
+        lines.append(f"  {s.name}: interfaces {list(part.interfaces)}, {len(part.devices)} device(s), share "
+                     f"{part.share:.3f}, {s.steps} steps, {s.seconds(part.share * p.nbytes) * 1e3:.3f} ms"
+                     + ("" if s.kind in RUNNABLE else " (planned only)"))
+    return lines
+
+
+def from_json(text: str | Mapping) -> DirectCluster:
+    return DirectCluster.from_dict(json.loads(text) if isinstance(text, str) else dict(text))

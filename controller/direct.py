@@ -54,8 +54,12 @@ from controller.model import DEFAULT_HOST_LATENCY
 from controller.rings import TCP_WIRE
 from worker import protocol
 from worker.ring import HEADER
+from worker.tuner import TreePipe
 
 RUNNABLE = ("ring", "tree")  # what the worker and the virtual fabric run; the other shapes are planned only
+# slots a device gives a tree: ina.p4's whole default pool (INA_POOL_SLOTS), as a device serves one part
+# (tests/test_direct.py checks it against the built program)
+DEVICE_POOL = 1024
 BISECTION_STEPS = 60
 GROUP_SIZES = 24  # ring_tree group sizes tried: about this many, spread geometrically from 3 to N
 
@@ -223,6 +227,16 @@ class Shape:
     latency: float  # seconds that do not grow with the share
     per_byte: float  # seconds per byte of the share (the transfer time, headers in)
     volume: float = 1.0  # payload bytes on the busiest interface, each way, per byte of the share
+    pipe: TreePipe | None = None  # a tree's, as the one model times it
+    window: int = 0  # a tree's slots on every device
+
+    def exact_seconds(self, nbytes: float, values: int) -> float:
+        """The one model's time for ``nbytes`` of float32 (a tree: its packets through ``TreePipe`` with the
+        window open, exponent packets in; others: linear)."""
+        if self.pipe is None or nbytes <= 0:
+            return self.seconds(nbytes)
+        chunks = math.ceil(nbytes / 4 / values)
+        return self.pipe.seconds(chunks + min(self.window, chunks), self.window, self.window)
 
     def seconds(self, nbytes: float) -> float:
         return self.latency + self.per_byte * nbytes if nbytes > 0 else 0.0
@@ -267,12 +281,17 @@ def shapes(cluster: DirectCluster, P: protocol.Protocol | None = None) -> list[S
 
 
 def tree_shape(cluster: DirectCluster, t: DeviceTree, P: protocol.Protocol) -> Shape:
-    """A full tree: its round trip (each device level a hop up and down, the frame's time on each, the host's
-    latency) and its bytes in frames at the slower of the link and what a device sums."""
+    """A full tree as the one model sees it (``worker.tuner.TreePipe``): its round trip (each device level a
+    hop up and down, the frame's time on each, the host's latency), frames at the slower of the link and
+    what a device sums, and as many slots as keep that pace over the round trip (at most ``DEVICE_POOL``).
+    Linear for the knapsack: the round trip and a window of exponent packets, then the frames' time."""
     frame = P.frame_bytes
-    rate = min(cluster.link_bytes, cluster.device_bytes)
     round_trip = 2 * t.depth * (cluster.hop_latency + frame / cluster.link_bytes) + cluster.host_latency
-    return Shape("tree", 0, 1, t.devices, 2 * t.depth, round_trip, P.wire_factor / rate)
+    spacing = frame / min(cluster.link_bytes, cluster.device_bytes)
+    window = min(DEVICE_POOL, math.ceil(1.25 * round_trip / spacing) + 1)
+    pace = max(spacing, round_trip / window)
+    return Shape("tree", 0, 1, t.devices, 2 * t.depth, round_trip + window * pace, pace / (4 * P.values),
+                 1.0, TreePipe(1.0, round_trip, spacing), window)
 
 
 def _ring_tree_shape(c: DirectCluster, g: int, ring_step: float) -> Shape:
@@ -323,6 +342,7 @@ class Part:
                 "devices": list(self.devices), "share": self.share, "steps": self.shape.steps,
                 "latency_us": self.shape.latency * 1e6, "ns_per_byte": self.shape.per_byte * 1e9,
                 "runnable": self.shape.kind in RUNNABLE, "root": self.root, "order": list(self.order),
+                "pool_size": self.shape.window or None,
                 "circuits": [list(c) for c in self.circuits]}
 
 
@@ -391,7 +411,7 @@ def plan(cluster: DirectCluster, nbytes: int, kinds: Iterable[str] | None = None
     chosen = [s for s, k in zip(catalogue, counts) for _ in range(k)]
     shares = _equal_finish(chosen, nbytes)
     parts = _assign(cluster, [(s, x) for s, x in zip(chosen, shares) if x > 0])
-    seconds = max(p.shape.seconds(p.share * nbytes) for p in parts)
+    seconds = max(p.shape.exact_seconds(p.share * nbytes, P.values) for p in parts)
     return DirectPlan(cluster, nbytes, tuple(parts), seconds, baselines(cluster, nbytes, P),
                       time.perf_counter() - started)
 

@@ -8,6 +8,8 @@
     ina-ctl --net RUN/net.json status [--json]
     ina-ctl --net RUN/net.json watch          # re-provisions switches that restart, moves trees off dead ones
     ina-ctl --net RUN/net.json serve --listen 0.0.0.0:50051 --token-file TOKEN   # the controller service
+    ina-ctl direct plan --workers 128 --interfaces 4 --gbps 100 --devices 63 --ports 4 --size 25MB [--json]
+    ina-ctl direct plan --cluster CLUSTER.json --size 25MB [--kinds tree,ring] [--circuits OUT.json]
 
 With a service running, `job create/delete/list` and `status` go to it: `--controller HOST:PORT
 --token-file TOKEN` (or INA_CONTROLLER and INA_TOKEN_FILE), no --net.
@@ -31,6 +33,7 @@ import sys
 import threading
 from pathlib import Path
 
+from controller import direct
 from controller.calibrate import calibrate
 from controller.controller import DEAD_AFTER, DEFAULT_POOL_SIZE, Controller
 from controller.job_plan import JobPlan, method_lines, plan_job, predictions
@@ -70,6 +73,7 @@ def parser() -> argparse.ArgumentParser:
     setup.add_argument("--values", type=int, help="int32 values per packet (INA_VALUES; default: the most every "
                        "switch's program takes, 256 for ina.p4 and 64 for the TNA program)")
     setup.add_argument("--udp-port", type=int, help="aggregation UDP port (INA_UDP_PORT_NUMBER)")
+    _direct(sub)
     job = sub.add_parser("job", help="plan, create or delete a job").add_subparsers(dest="action", required=True)
     trees = {"default": "auto", "help": "aggregation trees: auto (the packing planner decides) or N (at most N)"}
     show = job.add_parser("plan", help="print the job's packed trees and its model without installing anything")
@@ -162,6 +166,55 @@ def _watch_and_serve(sub) -> None:
                              help="seconds a switch may stay unreachable (a restart) before its trees move")
 
 
+def _direct(sub) -> None:
+    """`direct plan`: a direct-connect cluster's parts and circuits (controller.direct; no network needed)."""
+    plan = sub.add_parser("direct", help="direct-connect clusters (optical circuits and aggregation devices)") \
+        .add_subparsers(dest="action", required=True) \
+        .add_parser("plan", help="the parts, shares and circuits for a call, beside the plain ring and a tree per "
+                                 "interface")
+    plan.add_argument("--cluster", type=Path, help="a cluster file (docs/direct.md); or the options below")
+    plan.add_argument("--workers", type=int)
+    plan.add_argument("--interfaces", type=int, help="D: each worker's circuit interfaces")
+    plan.add_argument("--gbps", type=float, help="L: each interface's rate, each way")
+    plan.add_argument("--devices", type=int, default=0, help="M: aggregation devices")
+    plan.add_argument("--ports", type=int, default=4, help="E: each device's ports (default 4)")
+    plan.add_argument("--device-gbps", type=float, help="what a device sums (default: L; `ina-ctl calibrate` "
+                                                        "measures a device)")
+    plan.add_argument("--hop-latency-us", type=float, default=1.0, help="one circuit, each way (default 1)")
+    plan.add_argument("--host-latency-us", type=float, default=DEFAULT_HOST_LATENCY * 1e6)
+    plan.add_argument("--nic-streaming", action="store_true", help="the workers' NICs sum as data passes")
+    plan.add_argument("--size", type=_sizes, default=[25 << 20], help="bytes per worker and call (default 25MB)")
+    plan.add_argument("--kinds", help="only these part shapes (ring, tree, ring_tree, nic_mesh, or one like "
+                                      "ring_tree(16)), comma-separated")
+    plan.add_argument("--circuits", type=Path, help="write the circuits to program (pairs of ports) to this file")
+    plan.add_argument("--json", action="store_true")
+
+
+def _plan_direct(args: argparse.Namespace) -> int:
+    if args.cluster is not None:
+        cluster = direct.DirectCluster.load(args.cluster)
+    else:
+        missing = [f"--{n}" for n in ("workers", "interfaces", "gbps") if getattr(args, n) is None]
+        if missing:
+            raise direct.DirectError(f"give --cluster FILE, or {', '.join(missing)}")
+        cluster = direct.DirectCluster.from_dict(
+            {"workers": {"count": args.workers, "interfaces": args.interfaces, "gbps": args.gbps,
+                         "nic_streaming": args.nic_streaming},
+             "devices": {"count": args.devices, "ports": args.ports,
+                         **({"gbps": args.device_gbps} if args.device_gbps else {})},
+             "hop_latency_us": args.hop_latency_us, "host_latency_us": args.host_latency_us}, "the options")
+    kinds = args.kinds.split(",") if args.kinds else None
+    plans = [direct.plan(cluster, size, kinds) for size in args.size]
+    if args.circuits:
+        args.circuits.write_text("[\n" + ",\n".join(json.dumps(list(c)) for c in plans[-1].circuits) + "\n]\n")
+    if args.json:
+        print(json.dumps([p.to_dict() for p in plans] if len(plans) > 1 else plans[0].to_dict(), indent=2))
+    else:
+        for p in plans:
+            print("\n".join(direct.describe(p)))
+    return 0
+
+
 def _split_arguments(command: argparse.ArgumentParser) -> None:
     """How a job's calls split between the switches and a host ring (`job plan` and `job create`)."""
     command.add_argument("--mode", default="auto", choices=MODES,
@@ -189,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "job" and args.action == "plan" and args.topology is not None:
             return _plan_topology(args)
+        if args.command == "direct":
+            return _plan_direct(args)
         if args.controller and (args.command == "status" or (args.command == "job" and args.action != "plan")):
             return _ask_service(args)
         if args.net is None:

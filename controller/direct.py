@@ -20,7 +20,7 @@ of every worker's interfaces and some devices, and carrying its own share of the
   N/g + about N/(g(E-2)) devices.
 - with NIC streaming (a worker's NIC sums as data passes: SmartNICs): ``nic_mesh`` (d): a d-regular
   graph of circuits in which each chunk is summed towards a meeting circuit along a tree and spread
-  back the same way: 2h + 1 steps, h the least depth at which two trees of fan-out d - 1 cover N;
+  back the same way: 2h + 1 steps, h the farthest worker's distance from the circuit (``mesh_offsets``);
   d = 2 is the ring with NIC streaming (N - 1 steps), d = D NTT's optimised topology (3 steps at 8
   nodes of 4 interfaces).  Every circuit carries its equal part of the 2(N-1) transfers a chunk
   needs (balanced: exact for 8 nodes on K_{4,4}, assumed beyond).
@@ -39,6 +39,7 @@ planned, shown and compared, not yet run (docs/direct.md).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -48,7 +49,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import optimize
+from scipy import optimize, sparse
+from scipy.sparse import csgraph
 
 from controller.model import DEFAULT_HOST_LATENCY
 from controller.rings import TCP_WIRE
@@ -274,7 +276,7 @@ def shapes(cluster: DirectCluster, P: protocol.Protocol | None = None) -> list[S
         for d in range(2, c.interfaces + 1):
             if d % 2 and n % 2:
                 continue  # an odd degree needs an even number of workers
-            h = _meeting_depth(n, d)
+            h = mesh_offsets(n, d)[1]
             found.append(Shape("nic_mesh", d, d, 0, 2 * h + 1, (2 * h + 1) * hop + host,
                                2 * (n - 1) / (n * d) / c.link_bytes, 2 * (n - 1) / (n * d)))
     return found
@@ -310,15 +312,6 @@ def _group_sizes(n: int) -> list[int]:
         return []
     sizes = {round(3 * (n / 3) ** (i / (GROUP_SIZES - 1))) for i in range(GROUP_SIZES)}
     return sorted(g for g in sizes if 3 <= g < n)
-
-
-def _meeting_depth(n: int, d: int) -> int:
-    """Least h with two trees of depth h and fan-out d - 1 (rooted at a circuit's two ends) covering n."""
-    h, side, level = 0, 1, 1
-    while 2 * side < n:
-        h, level = h + 1, level * (d - 1)
-        side += level
-    return h
 
 
 # --- the plan ----------------------------------------------------------------------------------
@@ -529,18 +522,47 @@ def _ring_tree_circuits(n: int, g: int, ifaces: tuple[int, ...], devs: tuple[int
     return out
 
 
+@functools.cache
+def mesh_offsets(n: int, d: int) -> tuple[tuple[int, ...], int]:
+    """A d-regular circulant graph on n workers (offsets; n/2 for an odd degree) whose meeting trees are
+    shallow, and their depth h: offsets are added greedily, each the candidate that brings every worker
+    nearest to some circuit's two ends (breadth first, by ``scipy.sparse.csgraph``)."""
+    fixed = [n // 2] if d % 2 else []
+    candidates = sorted({max(1, min((n - 1) // 2, round((n / 2) ** (k / 32)))) for k in range(33)} | {1, 2, 3})
+    offsets: list[int] = []
+    depth = n
+    for _ in range(d // 2):
+        best = None
+        for o in candidates:
+            if o in offsets or (n % 2 == 0 and o == n // 2):
+                continue
+            h = _meeting_eccentricity(n, (*offsets, o, *fixed))
+            if best is None or h < best[0]:
+                best = (h, o)
+        if best is None:
+            break
+        depth = best[0]
+        offsets.append(best[1])
+    if not offsets:  # degree 1: the n/2 circuits alone
+        depth = _meeting_eccentricity(n, tuple(fixed))
+    return tuple(offsets + fixed), depth
+
+
+def _meeting_eccentricity(n: int, offsets: tuple[int, ...]) -> int:
+    """How far the farthest worker is from the nearer end of the best circuit (0, o)."""
+    rows = np.repeat(np.arange(n), len(offsets))
+    cols = (rows + np.tile(np.array(offsets), n)) % n
+    graph = sparse.coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n)).tocsr()
+    far = np.nan_to_num(csgraph.shortest_path(graph, directed=False, unweighted=True, indices=[0, *offsets]),
+                        posinf=n)  # not reached: as far as can be
+    return int(min(np.minimum(far[0], far[1 + i]).max() for i in range(len(offsets))))
+
+
 def mesh_circuits(n: int, d: int, ifaces: tuple[int, ...]) -> list[tuple[str, str]]:
-    """A d-regular circulant graph (offsets 1, d-1... spread out; n/2 for an odd degree), each circuit on the
-    next free interface of its two ends."""
-    offsets = sorted({max(1, min(n // 2, round((n / 2) ** (i / max(1, d // 2))))) for i in range(d // 2)})
-    k = 2
-    while len(offsets) < d // 2:  # collisions at small n: take the next unused offsets
-        if k not in offsets and k < (n + 1) // 2:
-            offsets.append(k)
-        k += 1
-    edges = [(w, (w + o) % n) for o in offsets for w in range(n)]
-    if d % 2:
-        edges += [(w, w + n // 2) for w in range(n // 2)]
+    """``mesh_offsets``' graph, each circuit on the next free interface of its two ends."""
+    offsets, _ = mesh_offsets(n, d)
+    edges = [(w, (w + o) % n) for o in offsets if not (n % 2 == 0 and o == n // 2) for w in range(n)]
+    edges += [(w, w + n // 2) for w in range(n // 2)] if n % 2 == 0 and n // 2 in offsets else []
     used: dict[int, int] = {}
     out = []
     for u, v in edges:

@@ -1,0 +1,167 @@
+"""The direct-connect planner (controller/direct.py): clusters checked by field, device trees within their
+ports, plans that fit the cluster, NTT's step counts, and a tree part timed as the one model times it."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from dataclasses import replace
+
+import pytest
+
+from controller import direct
+from controller.cli import main as ina_ctl
+from controller.direct import DirectCluster, DirectError
+from controller.job_plan import plan_job
+from controller.pipeline import build
+from controller.topology import Topology
+from worker import protocol
+
+CLUSTER = {"workers": {"count": 16, "interfaces": 4, "gbps": 100}, "devices": {"count": 14, "ports": 4},
+           "hop_latency_us": 1}
+
+
+@pytest.mark.parametrize("n, ports, devices", [(128, 4, 63), (128, 8, 21), (2048, 8, 341), (4, 4, 1), (5, 4, 2)])
+def test_a_full_tree_takes_ceil_n_less_2_over_e_less_2_devices_each_within_its_ports(n, ports, devices):
+    assert direct.tree_devices(n, ports) == devices == math.ceil((n - 2) / (ports - 2))
+    circuits = direct.tree_circuits(n, 0, tuple(range(devices)), ports)
+    used = Counter(end.split(".")[0] for pair in circuits for end in pair)
+    assert max(used[f"d{j}"] for j in range(devices)) <= ports
+    assert all(used[f"w{w}"] == 1 for w in range(n))
+    ports_seen = [end for pair in circuits for end in pair]
+    assert len(ports_seen) == len(set(ports_seen))
+    # a tree: devices + workers - 1 circuits, every node reaches device 0
+    assert len(circuits) == devices + n - 1
+    near = defaultdict(set)
+    for a, b in circuits:
+        near[a.split(".")[0]].add(b.split(".")[0])
+        near[b.split(".")[0]].add(a.split(".")[0])
+    seen, todo = {"d0"}, ["d0"]
+    while todo:
+        for x in near[todo.pop()] - seen:
+            seen.add(x)
+            todo.append(x)
+    assert len(seen) == devices + n
+
+
+def test_the_tree_is_as_shallow_as_its_ports_allow():
+    # 128 workers on fan-out-3 devices: 3 x 3^4 = 243 >= 128 > 81, so 5 device levels
+    assert direct.device_tree(128, 4).depth == 5
+    assert direct.device_tree(128, 8).depth == 3
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda d: d["workers"].update(count=1), "workers.count"),
+    (lambda d: d["workers"].update(interfaces=0), "workers.interfaces"),
+    (lambda d: d["workers"].update(gbps=-1), "workers.gbps"),
+    (lambda d: d["workers"].pop("gbps"), "workers.gbps"),
+    (lambda d: d["devices"].update(ports=2), "devices.ports"),
+    (lambda d: d["devices"].update(count="many"), "devices.count"),
+    (lambda d: d["devices"].update(colour="red"), "devices.colour"),
+    (lambda d: d.update(hop_latency_us=-3), "hop_latency_us"),
+    (lambda d: d.update(workers=[16]), "workers"),
+    (lambda d: d["workers"].update(nic_streaming="yes"), "workers.nic_streaming"),
+])
+def test_a_bad_cluster_is_refused_naming_the_field(change, field):
+    data = json.loads(json.dumps(CLUSTER))
+    change(data)
+    with pytest.raises(DirectError, match=rf"cluster\.json: .*{field}"):
+        DirectCluster.from_dict(data, "cluster.json")
+
+
+def test_a_cluster_file_round_trips(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(CLUSTER))
+    cluster = DirectCluster.load(path)
+    assert (cluster.workers, cluster.interfaces, cluster.devices, cluster.hop_latency) == (16, 4, 14, 1e-6)
+    assert DirectCluster.from_dict(cluster.to_dict()) == cluster
+    path.write_text("{")
+    with pytest.raises(DirectError, match="c.json"):
+        DirectCluster.load(path)
+
+
+def _fits(plan: direct.DirectPlan) -> None:
+    """The plan's invariants: ports used once, interfaces and devices within the cluster, shares cover."""
+    c = plan.cluster
+    direct.check_circuits(c, plan.circuits)
+    assert sum(len(p.interfaces) for p in plan.parts) <= c.interfaces
+    assert plan.devices_used <= c.devices
+    assert math.isclose(sum(p.share for p in plan.parts), 1.0)
+    slices = plan.slices(1000)
+    assert slices[0][0] == 0 and slices[-1][1] == 1000
+    assert all(a[1] == b[0] for a, b in zip(slices, slices[1:]))
+    for p in plan.parts:  # every worker in every part
+        ends = {end.split(".")[0] for pair in p.circuits for end in pair}
+        assert {f"w{w}" for w in range(c.workers)} <= ends
+
+
+def test_more_devices_never_slow_the_plan_and_none_gives_the_ring():
+    cluster = DirectCluster(128, 4, 100.0, 0, 4)
+    times = []
+    for m in (0, 5, 11, 22, 40, 63, 100, 126, 189, 252):
+        found = direct.plan(replace(cluster, devices=m), 25 << 20)
+        _fits(found)
+        times.append(found.seconds)
+        if m == 0:
+            assert [p.shape.kind for p in found.parts] == ["ring", "ring"]
+            assert found.seconds == pytest.approx(found.baselines["ring"], rel=1e-6)
+    assert all(b <= a * (1 + 1e-6) for a, b in zip(times, times[1:]))
+    assert times[-1] == pytest.approx(direct.plan(replace(cluster, devices=252), 25 << 20).baselines[
+        "tree_per_interface"], rel=1e-3)
+    assert times[2] < times[0] / 2  # a few devices in partial trees cut the ring's 254 steps
+
+
+def test_partial_trees_are_chosen_when_devices_are_too_few_for_a_tree():
+    found = direct.plan(DirectCluster(128, 4, 100.0, 22, 4), 25 << 20)
+    assert {p.shape.kind for p in found.parts} == {"ring_tree"}
+    baseline = direct.plan(DirectCluster(128, 4, 100.0, 22, 4), 25 << 20, ["ring", "tree"])
+    assert found.seconds < baseline.seconds / 3
+
+
+def test_ntts_table_eight_nodes_of_four_interfaces():
+    cluster = DirectCluster(8, 4, 100.0, nic_streaming=True)
+    rows = {kinds: direct.plan(cluster, 1 << 20, [kinds]) for kinds in ("ring", "nic_mesh(2)", "nic_mesh(4)")}
+    assert {k: p.steps for k, p in rows.items()} == {"ring": 14, "nic_mesh(2)": 7, "nic_mesh(4)": 3}
+    for p in rows.values():
+        assert p.transfer_lb == pytest.approx(0.4375)
+        _fits(p)
+    # the optimised topology is K_{4,4}: every circuit joins an even worker to an odd one
+    assert all(int(a[1]) % 2 != int(b[1]) % 2 for a, b in rows["nic_mesh(4)"].circuits)
+    assert direct.plan(cluster, 1 << 20).steps == 3  # the whole catalogue finds it
+
+
+def test_a_tree_part_is_timed_as_the_one_model_times_its_topology():
+    P = protocol.load()
+    cluster = DirectCluster(64, 2, 100.0, 2 * direct.tree_devices(64, 4), 4)
+    found = direct.plan(cluster, 16 << 20, ["tree"])
+    part = found.parts[0]
+    topology = Topology.from_dict(direct.tree_topology(cluster, part))
+    job = plan_job(topology, [f"h{w + 1}" for w in range(64)], P, 1, "ina", pool_size=part.shape.window)
+    assert job.tree_plan.trees[0].tree.root == f"d{part.root}"
+    elements = round(part.share * found.nbytes / 4)
+    model = job.model.ina_choice(elements, False, [1 << 30]).seconds
+    assert part.shape.exact_seconds(elements * 4, P.values) == pytest.approx(model, rel=1e-6)
+
+
+def test_the_device_pool_is_the_programs():
+    assert direct.DEVICE_POOL == build("builtin").pool_slots
+
+
+def test_a_bad_request_is_refused():
+    cluster = DirectCluster(16, 1, 10.0)
+    with pytest.raises(DirectError, match="no part fits 16 workers with 1 interface"):
+        direct.plan(cluster, 1 << 20)
+    with pytest.raises(DirectError, match="bytes"):
+        direct.plan(DirectCluster(16, 2, 10.0), 0)
+
+
+def test_ina_ctl_direct_plan_prints_the_plan_and_writes_the_circuits(tmp_path, capsys):
+    out = tmp_path / "circuits.json"
+    assert ina_ctl(["direct", "plan", "--workers", "16", "--interfaces", "3", "--gbps", "10", "--devices", "7",
+                    "--size", "4MB", "--circuits", str(out), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {p["kind"] for p in shown["parts"]} <= {"tree", "ring", "ring_tree"}
+    assert json.loads(out.read_text()) == shown["circuits"]
+    assert ina_ctl(["direct", "plan", "--workers", "16", "--gbps", "10"]) == 1
+    assert "--interfaces" in capsys.readouterr().err

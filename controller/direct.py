@@ -54,6 +54,7 @@ from scipy.sparse import csgraph
 
 from controller.model import DEFAULT_HOST_LATENCY
 from controller.rings import TCP_WIRE
+from controller.topology import MAX_PORT
 from worker import protocol
 from worker.ring import HEADER
 from worker.tuner import TreePipe
@@ -63,6 +64,7 @@ RUNNABLE = ("ring", "tree")  # what the worker and the virtual fabric run; the o
 # (tests/test_direct.py checks it against the built program)
 DEVICE_POOL = 1024
 BISECTION_STEPS = 60
+MOST = {"workers.count": 1 << 16, "workers.interfaces": 64, "devices.count": 1 << 20}  # beyond: refused, by name
 GROUP_SIZES = 24  # ring_tree group sizes tried: about this many, spread geometrically from 3 to N
 
 
@@ -158,8 +160,10 @@ def _section(data: dict, name: str, fields: set[str], where: str, required: bool
 
 
 def _whole(name: str, value: Any, least: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise DirectError(f"{name}: a whole number >= {least}, not {value!r}")
+    most = MOST.get(name, MAX_PORT if name == "devices.ports" else None)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least or (most and value > most):
+        raise DirectError(f"{name}: a whole number from {least} to {most}, not {value!r}" if most else
+                          f"{name}: a whole number >= {least}, not {value!r}")
 
 
 def _positive(name: str, value: Any) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import ipaddress
+import json
 import logging
 import math
 import secrets
@@ -27,8 +28,10 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from controller import direct
 from controller.capacity import CapacityError
 from controller.controller import DEFAULT_POOL_SIZE, Controller, JobError, JobExists, NoSuchJob
+from controller.direct import DirectCluster, DirectError
 from controller.job_plan import MAX_LANES, REFERENCE_SIZES
 from controller.leases import Leases, NoLease, WrongSecret, new_secret
 from controller.p4runtime_client import SwitchError
@@ -124,6 +127,9 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
     def Status(self, request, context):  # noqa: N802
         return self._answer(context, self._status, request)
 
+    def PlanDirect(self, request, context):  # noqa: N802
+        return self._answer(context, _plan_direct, request)
+
     def _answer(self, context: grpc.ServicerContext, handler: Callable, request):
         """The handler's reply, or the status its failure maps to: a bad request never escapes as a crash."""
         try:
@@ -140,7 +146,7 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
                 else str(e)
         except WrongSecret as e:
             code, message = grpc.StatusCode.PERMISSION_DENIED, str(e)
-        except (JobError, CapacityError) as e:
+        except (JobError, CapacityError, DirectError) as e:
             code, message = grpc.StatusCode.INVALID_ARGUMENT, str(e)
         except (SwitchError, OSError) as e:
             code, message = grpc.StatusCode.UNAVAILABLE, f"a switch did not answer: {e}"
@@ -325,6 +331,17 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
                         name, lease.seconds, slots, len(job.switches()))
             done.append(name)
         return done
+
+
+def _plan_direct(request: jobs_pb2.PlanDirectRequest) -> jobs_pb2.PlanDirectReply:
+    """A direct-connect cluster's plan: pure planning, nothing installed (the cluster is the request's)."""
+    try:
+        cluster = DirectCluster.from_dict(json.loads(request.cluster_json), "cluster_json")
+    except json.JSONDecodeError as e:
+        raise DirectError(f"cluster_json: {e}") from None
+    found = direct.plan(cluster, request.bytes, list(request.kinds) or None)
+    return jobs_pb2.PlanDirectReply(plan_json=json.dumps(found.to_dict()), seconds=found.seconds,
+                                    devices_used=found.devices_used)
 
 
 def _checked(request: jobs_pb2.CreateJobRequest, values: int | None, default_lease: float, pool_size: int) -> dict:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -110,6 +111,12 @@ class JobsClient:
 
     def status(self, counters: bool = False) -> jobs_pb2.StatusReply:
         return self._call("Status", jobs_pb2.StatusRequest(counters=counters))
+
+    def plan_direct(self, cluster: dict, nbytes: int, kinds: Sequence[str] = ()) -> dict:
+        """A direct-connect cluster's plan for calls of ``nbytes`` per worker (docs/direct.md), as a dict."""
+        reply = self._call("PlanDirect", jobs_pb2.PlanDirectRequest(cluster_json=json.dumps(cluster), bytes=nbytes,
+                                                                    kinds=list(kinds)))
+        return json.loads(reply.plan_json)
 
 
 class LeaseKeeper:

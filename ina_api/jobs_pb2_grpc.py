@@ -47,6 +47,11 @@ class JobsStub(object):
                 request_serializer=ina__api_dot_jobs__pb2.StatusRequest.SerializeToString,
                 response_deserializer=ina__api_dot_jobs__pb2.StatusReply.FromString,
                 )
+        self.PlanDirect = channel.unary_unary(
+                '/ina.jobs.v1.Jobs/PlanDirect',
+                request_serializer=ina__api_dot_jobs__pb2.PlanDirectRequest.SerializeToString,
+                response_deserializer=ina__api_dot_jobs__pb2.PlanDirectReply.FromString,
+                )
 
 
 class JobsServicer(object):
@@ -91,6 +96,12 @@ class JobsServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PlanDirect(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -123,6 +134,11 @@ def add_JobsServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=ina__api_dot_jobs__pb2.StatusRequest.FromString,
                     response_serializer=ina__api_dot_jobs__pb2.StatusReply.SerializeToString,
+            ),
+            'PlanDirect': grpc.unary_unary_rpc_method_handler(
+                    servicer.PlanDirect,
+                    request_deserializer=ina__api_dot_jobs__pb2.PlanDirectRequest.FromString,
+                    response_serializer=ina__api_dot_jobs__pb2.PlanDirectReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -236,5 +252,22 @@ class Jobs(object):
         return grpc.experimental.unary_unary(request, target, '/ina.jobs.v1.Jobs/Status',
             ina__api_dot_jobs__pb2.StatusRequest.SerializeToString,
             ina__api_dot_jobs__pb2.StatusReply.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def PlanDirect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/ina.jobs.v1.Jobs/PlanDirect',
+            ina__api_dot_jobs__pb2.PlanDirectRequest.SerializeToString,
+            ina__api_dot_jobs__pb2.PlanDirectReply.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -395,3 +395,21 @@ def test_two_hand_run_creates_at_once_take_turns(net, tmp_path):
     trees = [state["jobs"][n]["trees"][0] for n in ("one", "two")]
     assert trees[0]["job_id"] != trees[1]["job_id"]
     assert {t["allocations"]["s1"]["pool_base"] for t in trees} == {0, 64}
+
+
+def test_the_service_plans_a_direct_connect_cluster(client):
+    cluster = {"workers": {"count": 128, "interfaces": 4, "gbps": 100}, "devices": {"count": 63, "ports": 4}}
+    found = client.plan_direct(cluster, 25 << 20)
+    assert found["devices_used"] <= 63 and found["seconds"] < found["baselines"]["ring"]
+    assert sum(len(p["interfaces"]) for p in found["parts"]) <= 4
+    trees = client.plan_direct({**cluster, "devices": {"count": 252, "ports": 4}}, 25 << 20, ["tree"])
+    assert [p["kind"] for p in trees["parts"]] == ["tree"] * 4
+    for bad, field in (({**cluster, "devices": {"count": 63, "ports": 2}}, "devices.ports"),
+                       ({"workers": {"count": 128}}, "workers.interfaces")):
+        with pytest.raises(ServiceError, match=field) as e:
+            client.plan_direct(bad, 1 << 20)
+        assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(ServiceError, match="bytes") as e:
+        client.plan_direct(cluster, 0)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert [j.name for j in client.list()] == []  # planning installs nothing

@@ -38,6 +38,7 @@ PUBLISHED = {
     "scale-loss.png": "scale-loss.png",  # bench_scale
     "scale-cost.png": "scale-cost.png",  # bench_scale
     "train-loss.png": "train-loss.png",  # examples/mininet_train.py
+    "direct-devices.png": "direct-devices.png",  # bench_direct
     "train-timeline.png": "train-timeline.png",  # examples/mininet_train.py
     "train-comm-loss.png": "train-comm-loss.png",  # examples/mininet_train.py --config comm-bound
     "train-comm-timeline.png": "train-comm-timeline.png",  # examples/mininet_train.py --config comm-bound

@@ -404,13 +404,18 @@ def plan(cluster: DirectCluster, nbytes: int, kinds: Iterable[str] | None = None
     if not catalogue:
         raise DirectError(f"no part fits {cluster.workers} workers with {cluster.interfaces} interface(s) and "
                           f"{cluster.devices} device(s)" + (f" among {sorted(wanted)}" if wanted else ""))
-    counts, seconds = best_combination(catalogue, cluster.interfaces, cluster.devices, nbytes)
+    parts, seconds = _solve(cluster, catalogue, nbytes, P)
+    return DirectPlan(cluster, nbytes, tuple(parts), seconds, baselines(cluster, nbytes, P),
+                      time.perf_counter() - started)
+
+
+def _solve(cluster: DirectCluster, catalogue: list[Shape], nbytes: int,
+           P: protocol.Protocol) -> tuple[list[Part], float]:
+    counts, _ = best_combination(catalogue, cluster.interfaces, cluster.devices, nbytes)
     chosen = [s for s, k in zip(catalogue, counts) for _ in range(k)]
     shares = _equal_finish(chosen, nbytes)
     parts = _assign(cluster, [(s, x) for s, x in zip(chosen, shares) if x > 0])
-    seconds = max(p.shape.exact_seconds(p.share * nbytes, P.values) for p in parts)
-    return DirectPlan(cluster, nbytes, tuple(parts), seconds, baselines(cluster, nbytes, P),
-                      time.perf_counter() - started)
+    return parts, max(p.shape.exact_seconds(p.share * nbytes, P.values) for p in parts)
 
 
 def baselines(cluster: DirectCluster, nbytes: int, P: protocol.Protocol) -> dict[str, float | None]:
@@ -421,7 +426,7 @@ def baselines(cluster: DirectCluster, nbytes: int, P: protocol.Protocol) -> dict
                                     cluster.workers, cluster.device_ports))):
         roomy = replace(cluster, devices=devices, nic_streaming=False)
         shape = [s for s in shapes(roomy, P) if s.kind == kind]
-        out[name] = best_combination(shape, cluster.interfaces, devices, nbytes)[1] if shape else None
+        out[name] = _solve(roomy, shape, nbytes, P)[1] if shape else None
     return out
 
 
@@ -439,10 +444,12 @@ def best_combination(catalogue: list[Shape], interfaces: int, devices: int, nbyt
         x = np.round(found.x).astype(int) if found.x is not None else np.zeros(len(catalogue), int)
         return list(x), float(value @ x)
 
-    hi = min(s.seconds(nbytes / max(1, interfaces // s.interfaces)) for s in catalogue
-             if s.interfaces <= interfaces and s.devices <= devices)
+    fits = [s for s in catalogue if s.interfaces <= interfaces and s.devices <= devices]
+    if not fits:
+        return [0] * len(catalogue), math.inf
+    hi = min(s.seconds(nbytes) for s in fits) * (1 + 1e-9)  # one part alone carries the call by then
     lo = 0.0
-    counts, carried = best(hi)
+    counts, _ = best(hi)
     for _ in range(BISECTION_STEPS):
         mid = (lo + hi) / 2
         x, got = best(mid)
@@ -614,7 +621,7 @@ def tree_topology(cluster: DirectCluster, part: Part, P: protocol.Protocol | Non
 
 def describe(p: DirectPlan) -> list[str]:
     """What `ina-ctl direct plan` prints."""
-    c = p.cluster
+    c, P = p.cluster, protocol.load()
     lines = [f"cluster: {c.workers} workers x {c.interfaces} interfaces at {c.link_gbps:g} Gbit/s; {c.devices} "
              f"device(s) of {c.device_ports} ports; hop {c.hop_latency * 1e6:g} us, host {c.host_latency * 1e6:g} us"
              + ("; NIC streaming" if c.nic_streaming else ""),
@@ -626,8 +633,9 @@ def describe(p: DirectPlan) -> list[str]:
         lines.append(f"  beside {name.replace('_', ' ')}: {said}")
     for part in p.parts:
         s = part.shape
+        took = s.exact_seconds(part.share * p.nbytes, P.values)
         lines.append(f"  {s.name}: interfaces {list(part.interfaces)}, {len(part.devices)} device(s), share "
-                     f"{part.share:.3f}, {s.steps} steps, {s.seconds(part.share * p.nbytes) * 1e3:.3f} ms"
+                     f"{part.share:.3f}, {s.steps} steps, {took * 1e3:.3f} ms"
                      + ("" if s.kind in RUNNABLE else " (planned only)"))
     return lines
 

@@ -99,7 +99,7 @@ def _fits(plan: direct.DirectPlan) -> None:
 def test_more_devices_never_slow_the_plan_and_none_gives_the_ring():
     cluster = DirectCluster(128, 4, 100.0, 0, 4)
     times = []
-    for m in (0, 5, 11, 22, 40, 63, 100, 126, 189, 252):
+    for m in (*range(0, 24), 40, 63, 100, 126, 189, 252):
         found = direct.plan(replace(cluster, devices=m), 25 << 20)
         _fits(found)
         times.append(found.seconds)
@@ -109,7 +109,7 @@ def test_more_devices_never_slow_the_plan_and_none_gives_the_ring():
     assert all(b <= a * (1 + 1e-6) for a, b in zip(times, times[1:]))
     assert times[-1] == pytest.approx(direct.plan(replace(cluster, devices=252), 25 << 20).baselines[
         "tree_per_interface"], rel=1e-3)
-    assert times[2] < times[0] / 2  # a few devices in partial trees cut the ring's 254 steps
+    assert times[11] < times[0] / 2  # a few devices in partial trees cut the ring's 254 steps
 
 
 def test_partial_trees_are_chosen_when_devices_are_too_few_for_a_tree():

@@ -8,8 +8,9 @@ against devices, beside the plain ring and a tree per interface, is what a clust
     python -m bench.bench_direct [--runs 3] [--publish]      # planning times, the curve, the table
     python -m bench.bench_direct --plot-only
 
-Planning time is the median of ``--runs`` plans per (N, D, E) with the whole catalogue (NIC streaming on, so
-the NIC meshes are searched too; M = D trees' devices, so every shape fits).  The curve: N = 128, D = 4,
+Planning time is the median of ``--runs`` plans per (N, D, E) with the whole catalogue, twice: with NIC
+streaming on (the NIC meshes searched too) and M = D trees' devices, so every shape fits; and with M = N/16,
+where partial trees are what the devices allow.  The curve: N = 128, D = 4,
 E = 4, devices summing at L, 25 MB per worker, at 100 and 10 Gbit/s, M from 0 to 4 x 63, with the whole
 catalogue and with the baseline's (ring and full tree only).  Writes bench/results/direct-planning.csv,
 direct-devices.csv and direct-devices.png (``--publish``: docs/figures/direct-devices.png).
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import statistics
 import time
 from dataclasses import replace
@@ -31,28 +33,29 @@ from controller.direct import DirectCluster
 
 RESULTS = figures.RESULTS
 CURVE = {"workers": 128, "interfaces": 4, "ports": 4, "bytes": 25 << 20, "gbps": (100.0, 10.0)}
-BASELINE = ("ring", "tree")  # what a cluster without partial trees can do
+BASELINE = ("ring", "torus", "tree")  # what a cluster without partial trees can do
 
 
 def planning(runs: int) -> list[dict]:
     rows = []
-    for n in (1024, 2048):
-        for d in (4, 8):
-            for e in (4, 8):
-                cluster = DirectCluster(n, d, 100.0, d * direct.tree_devices(n, e), e, nic_streaming=True)
-                took, found = [], None
-                for _ in range(runs):
-                    direct.mesh_offsets.cache_clear()  # every run searches the NIC meshes again
-                    started = time.perf_counter()
-                    found = direct.plan(cluster, 25 << 20)
-                    took.append(time.perf_counter() - started)
-                assert found is not None
-                rows.append({"workers": n, "interfaces": d, "ports": e, "devices": cluster.devices,
-                             "shapes": len(direct.shapes(cluster)), "seconds_median": statistics.median(took),
-                             "seconds_max": max(took), "plan": "+".join(p.shape.name for p in found.parts)})
-                r = rows[-1]
-                print(f"N={n:5d} D={d} E={e}: {r['shapes']} shapes, planned in {r['seconds_median']:.2f} s "
-                      f"(max {r['seconds_max']:.2f}): {r['plan']}")
+    for n, d, e, scarce in itertools.product((1024, 2048), (4, 8), (4, 8), (False, True)):
+        devices = n // 16 if scarce else d * direct.tree_devices(n, e)
+        cluster = DirectCluster(n, d, 100.0, devices, e, nic_streaming=not scarce)
+        took, found = [], None
+        for _ in range(runs):
+            direct.mesh_offsets.cache_clear()  # every run searches the NIC meshes again
+            started = time.perf_counter()
+            found = direct.plan(cluster, 25 << 20)
+            took.append(time.perf_counter() - started)
+        assert found is not None
+        rows.append({"workers": n, "interfaces": d, "ports": e, "devices": devices,
+                     "nic_streaming": cluster.nic_streaming, "shapes": len(direct.shapes(cluster)),
+                     "seconds_median": statistics.median(took), "seconds_max": max(took),
+                     "plan": "+".join(p.shape.name for p in found.parts)})
+        r = rows[-1]
+        print(f"N={n:5d} D={d} E={e} M={devices:4d}{' NIC' if cluster.nic_streaming else '    '}: "
+              f"{r['shapes']} shapes, planned in {r['seconds_median']:.2f} s (max {r['seconds_max']:.2f}): "
+              f"{r['plan']}")
     return rows
 
 
@@ -88,7 +91,7 @@ def describe_curve(rows: list[dict]) -> list[str]:
                      f"(baseline catalogue: M = {needed(rows, gbps, 'baseline', 0.05)})")
         for target in (2.0, 1.5, 1.25, 1.1):
             lines.append(f"  within {target:.2f}x of all trees: M = {needed(rows, gbps, 'all', target - 1)} with "
-                         f"partial trees, {needed(rows, gbps, 'baseline', target - 1)} with ring and trees only")
+                         f"partial trees, {needed(rows, gbps, 'baseline', target - 1)} with rings and trees only")
         for m in (11, 22, 63, 126):
             lines.append(f"  M = {m:3d}: {at(m, 'all'):.3f} ms with partial trees, "
                          f"{at(m, 'baseline'):.3f} ms without")
@@ -117,7 +120,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     fig, axes = plt.subplots(1, len(CURVE["gbps"]), figsize=(6.2 * len(CURVE["gbps"]), 4.8), squeeze=False)
     for ax, gbps in zip(axes[0], CURVE["gbps"]):
         for catalogue, colour, label in (("all", "tab:blue", "whole catalogue (partial trees)"),
-                                         ("baseline", "tab:orange", "ring and full trees only")):
+                                         ("baseline", "tab:orange", "rings and full trees only")):
             mine = [r for r in rows if float(r["gbps"]) == gbps and r["catalogue"] == catalogue]
             ax.step([int(r["devices"]) for r in mine], [float(r["ms"]) for r in mine], where="post",
                     color=colour, label=label)

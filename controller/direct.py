@@ -12,6 +12,9 @@ of every worker's interfaces and some devices, and carrying its own share of the
   2(N-1) steps, each worker sends (N-1)/N of its share on each interface.
 - ``tree``: one interface per worker into a tree of ceil((N-2)/(E-2)) devices: a round trip through
   the tree's depth, each worker's share once each way.
+- ``torus`` (g): a ring of rings over 4 interfaces (the hierarchical ring layout of ``worker.ring_layout``):
+  rings of g workers, then rings of N/g across them, both run both ways: a ring's bandwidth on twice the
+  interfaces, in 2(g-1) + 2(N/g-1) steps instead of 2(N-1).
 - ``ring_tree`` (g): partial trees joined by rings.  Groups of g workers each form a ring of circuits
   through one device; the group's two halves stream their partial sums towards it along the ring
   (hosts add their own as a chunk passes), the devices of the groups sum across groups in a small tree
@@ -272,6 +275,11 @@ def shapes(cluster: DirectCluster, P: protocol.Protocol | None = None) -> list[S
     t = device_tree(n, c.device_ports)
     if t.devices <= c.devices:
         found.append(tree_shape(c, t, P))
+    if c.interfaces >= 4:  # rings of rings: g workers per first-level ring, n/g per second-level one
+        for g in _torus_sizes(n):
+            found.append(Shape("torus", g, 4, 0, 2 * (g - 1) + 2 * (n // g - 1),
+                               (2 * (g - 1) + 2 * (n // g - 1)) * ring_step, (g - 1) / g * TCP_WIRE / c.link_bytes,
+                               (g - 1) / g))
     for g in _group_sizes(n):
         s = _ring_tree_shape(c, g, ring_step)
         if s.devices <= c.devices and s.interfaces <= c.interfaces:
@@ -308,6 +316,13 @@ def _ring_tree_shape(c: DirectCluster, g: int, ring_step: float) -> Shape:
     steps = 2 * (half + depth)
     rate = min(c.link_bytes, c.device_bytes)
     return Shape("ring_tree", g, 2, groups + joining, steps, steps * ring_step, TCP_WIRE / rate)
+
+
+def _torus_sizes(n: int) -> list[int]:
+    """First-level ring sizes g of a torus: divisors of n with both levels at least 3 (fewer is a pair, not a
+    ring); the few nearest sqrt(n) on each side, where the steps are fewest."""
+    sizes = [g for g in range(3, n // 3 + 1) if n % g == 0]
+    return sorted(sorted(sizes, key=lambda g: abs(math.log(g * g / n)))[:6])
 
 
 def _group_sizes(n: int) -> list[int]:
@@ -487,13 +502,16 @@ def _assign(cluster: DirectCluster, chosen: list[tuple[Shape, float]]) -> list[P
         order, root = tuple(range(n)), None
         if shape.kind == "ring" or (shape.kind == "nic_mesh" and shape.group == 2):
             circuits = ring_circuits(order, ifaces)
+        elif shape.kind == "torus":
+            circuits = torus_circuits(n, shape.group, ifaces)
         elif shape.kind == "tree":
             circuits, root = tree_circuits(n, ifaces[0], devs, cluster.device_ports), devs[0]
         elif shape.kind == "ring_tree":
             circuits = _ring_tree_circuits(n, shape.group, ifaces, devs, cluster.device_ports)
         else:
             circuits = mesh_circuits(n, shape.group, ifaces)
-        parts.append(Part(shape, ifaces, devs, share, tuple(circuits), order if shape.kind == "ring" else (), root))
+        parts.append(Part(shape, ifaces, devs, share, tuple(circuits),
+                          order if shape.kind in ("ring", "torus") else (), root))
     return parts
 
 
@@ -503,6 +521,14 @@ def ring_circuits(order: tuple[int, ...], ifaces: tuple[int, ...]) -> list[tuple
         return [(f"w{order[0]}.{ifaces[0]}", f"w{order[1]}.{ifaces[0]}")]
     a, b = ifaces
     return [(f"w{w}.{a}", f"w{order[(i + 1) % len(order)]}.{b}") for i, w in enumerate(order)]
+
+
+def torus_circuits(n: int, g: int, ifaces: tuple[int, ...]) -> list[tuple[str, str]]:
+    """Rings of g consecutive workers on the first two interfaces, rings of every g-th worker on the other two
+    (``worker.ring_layout.Layout("hierarchical", (g, n // g), ...)``'s peers)."""
+    a, b, c, d = ifaces
+    first = [(f"w{w}.{a}", f"w{w - w % g + (w + 1) % g}.{b}") for w in range(n)]
+    return first + [(f"w{w}.{c}", f"w{(w + g) % n}.{d}") for w in range(n)]
 
 
 def tree_circuits(n: int, iface: int, devs: tuple[int, ...], ports: int) -> list[tuple[str, str]]:

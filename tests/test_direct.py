@@ -45,6 +45,20 @@ def test_a_full_tree_takes_ceil_n_less_2_over_e_less_2_devices_each_within_its_p
     assert len(seen) == devices + n
 
 
+def test_a_torus_is_the_hierarchical_ring_layout_on_circuits():
+    from worker.ring_layout import Layout
+    n, g = 24, 4
+    circuits = dict(direct.torus_circuits(n, g, (0, 1, 2, 3)))
+    layout = Layout("hierarchical", (g, n // g), tuple(range(n)))
+    for w in range(n):  # each rank's successor at each level is the far end of its circuit on that level
+        assert circuits[f"w{w}.0"] == f"w{layout.peers(w, 0)[0]}.1"
+        assert circuits[f"w{w}.2"] == f"w{layout.peers(w, 1)[0]}.3"
+    torus = direct.plan(DirectCluster(n, 4, 10.0), 1 << 20, ["torus"])
+    _fits(torus)
+    chosen = torus.parts[0].shape.group
+    assert chosen in (3, 4, 6, 8) and torus.steps == 2 * (chosen - 1) + 2 * (n // chosen - 1)
+
+
 def test_the_tree_is_as_shallow_as_its_ports_allow():
     # 128 workers on fan-out-3 devices: 3 x 3^4 = 243 >= 128 > 81, so 5 device levels
     assert direct.device_tree(128, 4).depth == 5
@@ -96,16 +110,19 @@ def _fits(plan: direct.DirectPlan) -> None:
         assert {f"w{w}" for w in range(c.workers)} <= ends
 
 
-def test_more_devices_never_slow_the_plan_and_none_gives_the_ring():
+def test_more_devices_never_slow_the_plan_and_none_gives_rings():
     cluster = DirectCluster(128, 4, 100.0, 0, 4)
     times = []
     for m in (*range(0, 24), 40, 63, 100, 126, 189, 252):
         found = direct.plan(replace(cluster, devices=m), 25 << 20)
         _fits(found)
         times.append(found.seconds)
-        if m == 0:
-            assert [p.shape.kind for p in found.parts] == ["ring", "ring"]
-            assert found.seconds == pytest.approx(found.baselines["ring"], rel=1e-6)
+        if m == 0:  # rings over circuits: flat ones, or rings of rings (fewer steps at 100 Gbit/s)
+            assert {p.shape.kind for p in found.parts} <= {"ring", "torus"}
+            flat = direct.plan(cluster, 25 << 20, ["ring"])
+            assert [p.shape.kind for p in flat.parts] == ["ring", "ring"]
+            assert flat.seconds == pytest.approx(found.baselines["ring"], rel=1e-6)
+            assert found.seconds < flat.seconds / 2
     assert all(b <= a * (1 + 1e-6) for a, b in zip(times, times[1:]))
     assert times[-1] == pytest.approx(direct.plan(replace(cluster, devices=252), 25 << 20).baselines[
         "tree_per_interface"], rel=1e-3)
@@ -115,8 +132,8 @@ def test_more_devices_never_slow_the_plan_and_none_gives_the_ring():
 def test_partial_trees_are_chosen_when_devices_are_too_few_for_a_tree():
     found = direct.plan(DirectCluster(128, 4, 100.0, 22, 4), 25 << 20)
     assert {p.shape.kind for p in found.parts} == {"ring_tree"}
-    baseline = direct.plan(DirectCluster(128, 4, 100.0, 22, 4), 25 << 20, ["ring", "tree"])
-    assert found.seconds < baseline.seconds / 3
+    baseline = direct.plan(DirectCluster(128, 4, 100.0, 22, 4), 25 << 20, ["ring", "torus", "tree"])
+    assert found.seconds < baseline.seconds * 0.7
 
 
 def test_ntts_table_eight_nodes_of_four_interfaces():
@@ -161,7 +178,7 @@ def test_ina_ctl_direct_plan_prints_the_plan_and_writes_the_circuits(tmp_path, c
     assert ina_ctl(["direct", "plan", "--workers", "16", "--interfaces", "3", "--gbps", "10", "--devices", "7",
                     "--size", "4MB", "--circuits", str(out), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert {p["kind"] for p in shown["parts"]} <= {"tree", "ring", "ring_tree"}
+    assert {p["kind"] for p in shown["parts"]} <= {"tree", "ring", "ring_tree", "torus"}
     assert json.loads(out.read_text()) == shown["circuits"]
     assert ina_ctl(["direct", "plan", "--workers", "16", "--gbps", "10"]) == 1
     assert "--interfaces" in capsys.readouterr().err

@@ -126,7 +126,7 @@ def test_more_devices_never_slow_the_plan_and_none_gives_rings():
     assert all(b <= a * (1 + 1e-6) for a, b in zip(times, times[1:]))
     assert times[-1] == pytest.approx(direct.plan(replace(cluster, devices=252), 25 << 20).baselines[
         "tree_per_interface"], rel=1e-3)
-    assert times[11] < times[0] / 2  # a few devices in partial trees cut the ring's 254 steps
+    assert times[11] < times[0] * 0.7  # 11 devices in partial trees cut the torus's 44 steps to 38 and halve its bytes
 
 
 def test_partial_trees_are_chosen_when_devices_are_too_few_for_a_tree():

@@ -86,7 +86,7 @@ def describe_curve(rows: list[dict]) -> list[str]:
         def at(m: int, catalogue: str, gbps: float = gbps) -> float:
             return next(float(r["ms"]) for r in rows if float(r["gbps"]) == gbps and int(r["devices"]) == m
                         and r["catalogue"] == catalogue)
-        lines.append(f"{gbps:g} Gbit/s: ring (M = 0) {at(0, 'all'):.3f} ms; all trees (M = 252) "
+        lines.append(f"{gbps:g} Gbit/s: rings alone (M = 0) {at(0, 'all'):.3f} ms; all trees (M = 252) "
                      f"{at(252, 'all'):.3f} ms; within 5% of it from M = {needed(rows, gbps, 'all', 0.05)} "
                      f"(baseline catalogue: M = {needed(rows, gbps, 'baseline', 0.05)})")
         for target in (2.0, 1.5, 1.25, 1.1):

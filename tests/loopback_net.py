@@ -16,6 +16,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from controller.controller import Controller
@@ -30,9 +31,13 @@ from worker.jobspec import JobSpec
 SWITCH_IP = "127.0.0.254"
 
 
-def topology(workers: int) -> Topology:
-    hosts = {f"h{i}": {"ip": f"127.0.1.{i}/8", "mac": f"02:00:00:00:00:{i:02x}"} for i in range(1, workers + 1)}
-    return Topology.from_dict({"hosts": hosts, "switches": {"s1": {"ip": SWITCH_IP}},
+def topology(workers: int, host_ips: Sequence[str] | None = None, switch_ip: str = SWITCH_IP) -> Topology:
+    """h1..hN on ``host_ips`` (default 127.0.1.1..N), each on its own port of s1 at ``switch_ip``."""
+    ips = list(host_ips) if host_ips is not None else [f"127.0.1.{i}" for i in range(1, workers + 1)]
+    if len(ips) != workers:
+        raise ValueError(f"{len(ips)} host addresses for {workers} workers")
+    hosts = {f"h{i}": {"ip": f"{ips[i - 1]}/8", "mac": f"02:00:00:00:00:{i:02x}"} for i in range(1, workers + 1)}
+    return Topology.from_dict({"hosts": hosts, "switches": {"s1": {"ip": switch_ip}},
                                "links": [[f"h{i}", f"s1-p{i}"] for i in range(1, workers + 1)]})
 
 
@@ -64,10 +69,15 @@ class Faults:
 
 
 class LoopbackNet:
-    """``with LoopbackNet(3) as net: spec = net.job(pool_size=16)``; workers then use ``spec``."""
+    """``with LoopbackNet(3) as net: spec = net.job(pool_size=16)``; workers then use ``spec``.
 
-    def __init__(self, workers: int, state_dir: Path, faults: Faults | None = None) -> None:
-        self.topology = topology(workers)
+    ``host_ips`` and ``switch_ip`` put the hosts and the switch elsewhere on loopback, so that several
+    networks (one per aggregation device of a direct-connect plan) run side by side."""
+
+    def __init__(self, workers: int, state_dir: Path, faults: Faults | None = None, *,
+                 host_ips: Sequence[str] | None = None, switch_ip: str = SWITCH_IP) -> None:
+        self.switch_ip = switch_ip
+        self.topology = topology(workers, host_ips, switch_ip)
         self.faults = faults or Faults()
         self.service = P4RuntimeServer(Dataplane([]), device_id=1)
         self.grpc_address = f"127.0.0.1:{free_port()}"
@@ -79,7 +89,7 @@ class LoopbackNet:
         self.controller.setup()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-        self.sock.bind((SWITCH_IP, self.controller.pipeline("s1").protocol.INA_UDP_PORT))
+        self.sock.bind((switch_ip, self.controller.pipeline("s1").protocol.INA_UDP_PORT))
         self.port_of = {str(h.ip.ip): self.topology.attachment[h.name][1] for h in self.topology.hosts.values()}
         self.mac_of = {str(h.ip.ip): bytes.fromhex(h.mac.replace(":", "")) for h in self.topology.hosts.values()}
         self._stop = threading.Event()
@@ -125,7 +135,7 @@ class LoopbackNet:
 
     def _serve(self) -> None:
         switch_mac = bytes.fromhex(self.topology.switches["s1"].mac.replace(":", ""))
-        dst = socket.inet_aton(SWITCH_IP)
+        dst = socket.inet_aton(self.switch_ip)
         while not self._stop.is_set():
             if not select.select([self.sock], [], [], 0.05)[0]:
                 continue

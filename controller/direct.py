@@ -60,7 +60,7 @@ from controller.rings import TCP_WIRE
 from controller.topology import MAX_PORT
 from worker import protocol
 from worker.ring import HEADER
-from worker.tuner import TreePipe
+from worker.tuner import TreePipe, split_chunks
 
 RUNNABLE = ("ring", "tree")  # what the worker and the virtual fabric run; the other shapes are planned only
 # slots a device gives a tree: ina.p4's whole default pool (INA_POOL_SLOTS), as a device serves one part
@@ -391,13 +391,9 @@ class DirectPlan:
         return max((p.shape.volume * p.share for p in self.parts), default=0.0)
 
     def slices(self, elements: int) -> list[tuple[int, int]]:
-        """Each part's element range of a call of ``elements``: consecutive, by share (largest remainder)."""
-        shares = [p.share for p in self.parts]
-        ideal = [s * elements for s in shares]
-        counts = [math.floor(x) for x in ideal]
-        for i in sorted(range(len(ideal)), key=lambda i: counts[i] - ideal[i])[:elements - sum(counts)]:
-            counts[i] += 1
-        edges = np.cumsum([0, *counts])
+        """Each part's element range of a call of ``elements``: consecutive, by share, split as every worker
+        splits it (``worker.tuner.split_chunks``)."""
+        edges = np.cumsum([0, *split_chunks([p.share for p in self.parts], elements)])
         return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
     def to_dict(self) -> dict:

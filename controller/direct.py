@@ -57,7 +57,7 @@ from scipy.sparse import csgraph
 
 from controller.model import DEFAULT_HOST_LATENCY
 from controller.rings import TCP_WIRE
-from controller.topology import MAX_PORT
+from controller.topology import MAX_PORT, read_json
 from worker import protocol
 from worker.ring import HEADER
 from worker.tuner import TreePipe, split_chunks
@@ -143,11 +143,7 @@ class DirectCluster:
 
     @classmethod
     def load(cls, path: str | Path) -> DirectCluster:
-        try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise DirectError(f"{path}: {e}") from None
-        return cls.from_dict(data, str(path))
+        return cls.from_dict(read_json(path, DirectError), str(path))
 
 
 def _section(data: dict, name: str, fields: set[str], where: str, required: bool = True) -> dict:

@@ -93,11 +93,7 @@ class Topology:
 
     @classmethod
     def load(cls, path: str | Path) -> Topology:
-        try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise TopologyError(f"{path}: {e}") from None
-        return cls.from_dict(data, str(path))
+        return cls.from_dict(read_json(path, TopologyError), str(path))
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "topology") -> Topology:
@@ -253,6 +249,14 @@ class Topology:
                         queue.append(n.node)
             self._near[target] = near
         return self._near[target]
+
+
+def read_json(path: str | Path, error: type[ValueError]) -> Any:
+    """A JSON file's data; ``error`` naming the file where it cannot be read or parsed."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise error(f"{path}: {e}") from None
 
 
 def delay_seconds(delay: str | float | int | None) -> float:

@@ -8,6 +8,7 @@ built-in-target switch set up by the real controller (tests/loopback_net.py, the
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -55,6 +56,17 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield c
     finally:
         c.close()
+
+
+@contextlib.contextmanager
+def ranks(parts: list, timeout: float) -> Iterator[list[DirectWorker]]:
+    """A DirectWorker per rank, closed after."""
+    workers = [DirectWorker(parts, r, timeout=timeout) for r in range(N)]
+    try:
+        yield workers
+    finally:
+        for w in workers:
+            w.close()
 
 
 def on_ranks(workers: list[DirectWorker], body: Callable[[DirectWorker], object], limit: float = 20.0) -> list:
@@ -105,8 +117,7 @@ def test_three_parts_sum_on_every_rank(cluster: Cluster) -> None:
     """float32 then int32, twice each, through two switches and a ring both ways at once."""
     parts = parts_from_json(parts_to_json(cluster.parts))  # as the controller would hand them over
     assert parts == cluster.parts
-    workers = [DirectWorker(parts, r, timeout=5.0) for r in range(N)]
-    try:
+    with ranks(parts, 5.0) as workers:
         rng = np.random.default_rng(7)
         ranges = workers[0].split(SIZE)
         assert [b - a for a, b in ranges] == [8004, 7004, 5003]
@@ -131,15 +142,11 @@ def test_three_parts_sum_on_every_rank(cluster: Cluster) -> None:
         buf = np.ones((3, 5), np.float32)  # in place, another shape
         out = on_ranks(workers, lambda w: w.allreduce_(buf.copy()) if w.rank else w.allreduce_(buf))
         assert out[0] is buf and (buf == N).all() and all((o == N).all() for o in out)
-    finally:
-        for w in workers:
-            w.close()
 
 
 def test_a_closed_ring_fails_every_rank_naming_the_part(cluster: Cluster) -> None:
     timeout = 5.0
-    workers = [DirectWorker(cluster.parts, r, timeout=timeout) for r in range(N)]
-    try:
+    with ranks(cluster.parts, timeout) as workers:
         x = np.arange(1000, dtype=np.int32)
         assert all((r == N * x).all() for r in on_ranks(workers, lambda w: w.allreduce(x)))  # rings connected
         workers[2]._rings[(0, 0)].close()  # rank 2's forward ring dies
@@ -152,15 +159,11 @@ def test_a_closed_ring_fails_every_rank_naming_the_part(cluster: Cluster) -> Non
         assert took < timeout, f"the failure took {took:.1f} s to reach every rank"
         with pytest.raises(AllreduceError, match="an earlier allreduce of this DirectWorker failed"):
             workers[0].allreduce(x)
-    finally:
-        for w in workers:
-            w.close()
 
 
 def test_a_switch_gone_fails_every_rank_within_the_timeout(cluster: Cluster) -> None:
     timeout = 2.0
-    workers = [DirectWorker(cluster.parts, r, timeout=timeout) for r in range(N)]
-    try:
+    with ranks(cluster.parts, timeout) as workers:
         x = np.linspace(-1, 1, 5000, dtype=np.float32)
         on_ranks(workers, lambda w: w.allreduce(x))
         cluster.nets[1].restart_switch()  # device b comes back empty, and nobody provisions it again
@@ -172,9 +175,6 @@ def test_a_switch_gone_fails_every_rank_within_the_timeout(cluster: Cluster) -> 
             assert set(e.failures) == {"part 3/3 (tree, job direct-b)"} and "direct-b" in str(e), e
             assert "no result for" in str(e)  # the Worker's own timeout, named
         assert timeout <= took < timeout + 3, took
-    finally:
-        for w in workers:
-            w.close()
 
 
 def test_bad_input_and_parts_are_refused_before_anything_is_sent(cluster: Cluster) -> None:

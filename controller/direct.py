@@ -46,7 +46,7 @@ import functools
 import json
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -416,10 +416,37 @@ def plan(cluster: DirectCluster, nbytes: int, kinds: Iterable[str] | None = None
                       time.perf_counter() - started)
 
 
+def plan_of(cluster: DirectCluster, nbytes: int, names: Sequence[str],
+            P: protocol.Protocol | None = None) -> DirectPlan:
+    """A plan of exactly these parts (a shape's name each: ``("tree", "ring")`` is one tree and one ring), with
+    the shares that end them together (a part whose latency alone is longer gets none, and is left out): to
+    run or show a combination the planner did not choose."""
+    started = time.perf_counter()
+    P = P or protocol.load()
+    catalogue = {s.name: s for s in shapes(cluster, P)}
+    missing = sorted(set(names) - set(catalogue))
+    if missing or not names:
+        raise DirectError(f"parts {list(names)}: {', '.join(missing) or 'none'} not among the shapes that fit this "
+                          f"cluster ({', '.join(sorted(catalogue)) or 'none'})")
+    chosen = [catalogue[k] for k in names]
+    interfaces, devices = sum(s.interfaces for s in chosen), sum(s.devices for s in chosen)
+    if interfaces > cluster.interfaces or devices > cluster.devices:
+        raise DirectError(f"parts {list(names)} take {interfaces} interface(s) and {devices} device(s); the "
+                          f"cluster has {cluster.interfaces} and {cluster.devices}")
+    parts, seconds = _combine(cluster, chosen, nbytes, P)
+    return DirectPlan(cluster, nbytes, tuple(parts), seconds, baselines(cluster, nbytes, P),
+                      time.perf_counter() - started)
+
+
 def _solve(cluster: DirectCluster, catalogue: list[Shape], nbytes: int,
            P: protocol.Protocol) -> tuple[list[Part], float]:
     counts, _ = best_combination(catalogue, cluster.interfaces, cluster.devices, nbytes)
-    chosen = [s for s, k in zip(catalogue, counts) for _ in range(k)]
+    return _combine(cluster, [s for s, k in zip(catalogue, counts) for _ in range(k)], nbytes, P)
+
+
+def _combine(cluster: DirectCluster, chosen: list[Shape], nbytes: int,
+             P: protocol.Protocol) -> tuple[list[Part], float]:
+    """These parts, with shares that end them together, their interfaces, devices and circuits, and the time."""
     shares = _equal_finish(chosen, nbytes)
     parts = _assign(cluster, [(s, x) for s, x in zip(chosen, shares) if x > 0])
     return parts, max(p.shape.exact_seconds(p.share * nbytes, P.values) for p in parts)

@@ -182,3 +182,16 @@ def test_ina_ctl_direct_plan_prints_the_plan_and_writes_the_circuits(tmp_path, c
     assert json.loads(out.read_text()) == shown["circuits"]
     assert ina_ctl(["direct", "plan", "--workers", "16", "--gbps", "10"]) == 1
     assert "--interfaces" in capsys.readouterr().err
+
+
+def test_a_plan_of_given_parts_ends_them_together():
+    cluster = DirectCluster(16, 3, 10.0, direct.tree_devices(16, 4), 4)
+    mixed = direct.plan_of(cluster, 8 << 20, ["tree", "ring"])
+    assert [p.shape.kind for p in mixed.parts] == ["ring", "tree"]
+    _fits(mixed)
+    ends = [p.shape.seconds(p.share * mixed.nbytes) for p in mixed.parts]
+    assert ends[0] == pytest.approx(ends[1], rel=1e-9)
+    with pytest.raises(DirectError, match="take 4 interface"):
+        direct.plan_of(cluster, 8 << 20, ["tree", "ring", "tree"])
+    with pytest.raises(DirectError, match="torus"):
+        direct.plan_of(cluster, 8 << 20, ["torus(4)"])

@@ -67,8 +67,13 @@ def test_a_mixed_plan_of_a_tree_and_a_ring_ends_both_parts_together() -> None:
 
 def test_every_part_gets_its_slice_and_the_whole_call_is_the_parts_in_order() -> None:
     p = combined_plan(_cluster(3, 3), 64 * 1024, ["tree", "ring"])
-    r = DirectRun(p, calls=1)
+    r = DirectRun(p, calls=2)
     r.run()
+    assert r.finished and not r.errors
+    # each call starts on every part of every worker at once, when the last part of the call before ended
+    tree = next(k for k, part in enumerate(p.parts) if part.shape.kind == "tree")
+    assert r.started[1] == max(max(ends.values()) for ends in r.ended[0].values())
+    assert {w.records[c].started for w in r.jobs[tree].workers for c in (0, 1)} == {r.started[0], r.started[1]}
     spans = r.spans
     assert spans[0][0] == 0 and spans[-1][1] == r.elements
     assert all(a[1] == b[0] for a, b in zip(spans[:-1], spans[1:]))

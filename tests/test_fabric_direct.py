@@ -126,3 +126,17 @@ def test_ina_sim_direct_takes_a_cluster_file_with_the_fabrics_host_latency(tmp_p
     assert result["cluster"]["host_latency_us"] == pytest.approx(host_latency.MEAN * 1e6)
     assert result["call_figures"][0]["ratio"] == pytest.approx(1.0, rel=0.10)
     assert direct.summary(result)[-1].startswith("wall")
+
+
+def test_a_part_that_fails_ends_the_run_with_its_error_and_no_call_counts() -> None:
+    # the tree's root device dies mid-call: its workers time out, the run stops there (the barrier does not wait
+    # for ever), and no call has a time or passes the check
+    p = combined_plan(_cluster(3, 3), MB, ["tree", "ring"])
+    tree = next(k for k, part in enumerate(p.parts) if part.shape.kind == "tree")
+    r = DirectRun(p, calls=2, timeout=0.05)
+    r.loop.at(1e-4, r.fabric.kill_switch, f"d{p.parts[tree].root}")
+    r.run(10.0)
+    assert not r.finished and r.loop.now < 1.0
+    assert r.errors and r.errors[0].startswith(f"part {tree} (tree), worker 0, call 0: AllreduceTimeout")
+    assert all(c["seconds"] is None for c in r.calls_figures())
+    assert not r.check()["within_bound"]

@@ -5,6 +5,7 @@
     ina-sim run --topology fat_tree:8 --bw 100000 --workers 64 --host-cost measured   # hosts whose CPU costs time
     ina-sim run --seed 17                                               # replay a campaign's seed
     ina-sim campaign --seeds 500 [--seed 0]                             # seeded fault campaign
+    ina-sim direct --workers 16 --interfaces 3 --gbps 100 --devices 3 --ports 8 --size 4194304   # a direct plan
 
 A campaign prints one line per seed, the replay command of each seed that broke an
 invariant, and last ``seeds=N violations=K`` (exit status 1 when K > 0).  Its standard output
@@ -22,9 +23,10 @@ from collections import Counter
 
 import numpy as np
 
+from controller.direct import DirectCluster, DirectError
 from controller.job_plan import method_lines
 from controller.topology import delay_seconds
-from virtual_fabric import host_cost, runs
+from virtual_fabric import direct, host_cost, host_latency, runs
 from virtual_fabric.campaign import run_seed, run_seeds
 from virtual_fabric.runs import RunConfig
 from worker.ring_layout import LAYOUTS
@@ -130,6 +132,41 @@ def campaign(args: argparse.Namespace) -> int:
     return 1 if violations else 0
 
 
+def direct_cluster(args: argparse.Namespace) -> DirectCluster:
+    """`direct`'s cluster: the file's, or the options'."""
+    if args.cluster:
+        return DirectCluster.load(args.cluster)
+    missing = [f"--{name}" for name in ("workers", "interfaces", "gbps") if getattr(args, name) is None]
+    if missing:
+        raise DirectError(f"{', '.join(missing)} (or --cluster FILE) needed")
+    return DirectCluster(args.workers, args.interfaces, args.gbps, args.devices, args.ports, args.device_gbps,
+                         delay_seconds(args.hop_latency))
+
+
+def run_direct(args: argparse.Namespace) -> int:
+    try:
+        cluster = direct_cluster(args)
+        if args.size % direct.DTYPE.itemsize:
+            raise DirectError(f"--size {args.size}: a whole number of float32 values (a multiple of 4 bytes)")
+        kinds = args.kinds.split(",") if args.kinds else None
+        parts = args.parts.split(",") if args.parts else None
+        result = direct.run(cluster, args.size, kinds, args.calls, args.rng, args.until, parts)
+    except (ValueError, OSError) as e:  # a bad cluster, size or kind, a part the fabric cannot run: by name
+        print(f"ina-sim: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        if args.cluster and abs(cluster.host_latency - host_latency.MEAN) > 1e-12:
+            print(f"note: host latency {cluster.host_latency * 1e6:g} us replaced by the fabric's hosts' "
+                  f"{host_latency.MEAN * 1e6:g} us (the plan is made with it)")
+        for line in direct.summary(result):
+            print(line)
+    check = result["check"]
+    failed = result["errors"] or any(c["seconds"] is None for c in result["call_figures"])
+    return 1 if failed or not (check["within_bound"] and check["identical"]) else 0
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ina-sim", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -181,6 +218,25 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=float, default=10.0)
     r.add_argument("--until", type=float, default=3600.0, help="virtual seconds at most")
     r.add_argument("--rng", type=int, default=0, help="the run's seed (loss draws)")
+    d = sub.add_parser("direct", help="a direct-connect cluster's plan (controller.direct), every part at once")
+    d.add_argument("--cluster", help="the cluster as a JSON file (DirectCluster.from_dict's format) instead of the "
+                                     "options below")
+    d.add_argument("--workers", type=int, help="N workers")
+    d.add_argument("--interfaces", type=int, help="D interfaces per worker")
+    d.add_argument("--gbps", type=float, help="L: each interface's rate each way, Gbit/s")
+    d.add_argument("--devices", type=int, default=0, help="M aggregation devices (default 0)")
+    d.add_argument("--ports", type=int, default=4, help="E ports per device (default 4)")
+    d.add_argument("--device-gbps", type=float, help="A: what a device sums, Gbit/s per port (default: L)")
+    d.add_argument("--hop-latency", default="1us", help="one circuit's propagation delay (default 1us)")
+    d.add_argument("--size", type=int, required=True, help="bytes of float32 per worker and call")
+    d.add_argument("--kinds", help="the shapes the planner may use, e.g. tree,ring (default: every shape; the "
+                                   "fabric runs trees and rings)")
+    d.add_argument("--parts", help="exactly these parts instead of the planner's choice, e.g. tree,ring (shares "
+                                   "that end them together)")
+    d.add_argument("--calls", type=int, default=2, help="calls, each started on every part at once (default 2)")
+    d.add_argument("--until", type=float, default=60.0, help="virtual seconds at most")
+    d.add_argument("--rng", type=int, default=0, help="the run's seed")
+    d.add_argument("--json", action="store_true", help="every figure as JSON")
     c = sub.add_parser("campaign", help="N seeded runs with faults, checked against the invariants")
     c.add_argument("--seeds", type=int, default=100)
     c.add_argument("--seed", type=int, default=0, help="the first seed")
@@ -191,7 +247,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.ERROR)  # the controller's warnings are the run's, not the user's
-    return run(args) if args.command == "run" else campaign(args)
+    commands = {"run": run, "direct": run_direct, "campaign": campaign}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

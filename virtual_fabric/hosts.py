@@ -91,6 +91,9 @@ class SimWorker:
     # each call's sums, as (rank, call, sums), instead of keeping them in its record (a large run checks
     # them as they come and keeps one per call)
     hand_over: Callable[[int, int, np.ndarray], None] | None = None
+    # before each call but the first: ``gate(call, go)``, and the call starts ``gap`` after ``go()`` (a direct
+    # plan's parts start each call together, ``virtual_fabric.direct``); None: ``gap`` after the last call
+    gate: Callable[[int, Callable[[], None]], None] | None = None
 
     def __post_init__(self) -> None:
         spec, me = self.spec, self.spec.members[self.rank]
@@ -347,7 +350,10 @@ class SimWorker:
                 record.result = result
         self.current, self.calls, self._ring_result, self._composed = None, [], None, None
         if record.error is None and len(self.records) < len(self.arrays):
-            self.loop.after(self.gap, self._next_call)
+            if self.gate is None:
+                self.loop.after(self.gap, self._next_call)
+            else:
+                self.gate(len(self.records), lambda: self.loop.after(self.gap, self._next_call))
         elif self.done:
             self.on_done()
 

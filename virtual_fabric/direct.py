@@ -1,0 +1,492 @@
+"""A direct-connect plan (``controller.direct``) run in the virtual fabric: every part at once, in one
+event loop and one virtual time, so the plan's predicted call time can be held against what its parts do
+together.
+
+- Tree parts: every tree part's topology (``controller.direct.tree_topology``) merged into one network
+  (part k's worker w is host ``t<k>h<w+1>``, devices keep their names ``d<j>``, which no two parts share),
+  one ``Fabric`` on it: the real P4 program on every device, the real controller creating one job per tree
+  part (``tree<k>``: one tree, the part's window as its pool), the worker's own core on every host.
+- Ring parts: at flow level (``virtual_fabric.ring.Ring`` on the fabric's ``FlowNetwork``), on channels of
+  their own for the part's circuits (L each way, the hop's delay), as the plan runs them: two directed flat
+  rings, one in the part's order and one in reverse, each with half of the part's slice (a circuit is full
+  duplex, so the directions do not share it).
+
+A worker's call is each part's slice of one array (``DirectPlan.slices``).  Every part of every worker
+starts call k at one moment, when the last part of call k-1 ended on the last worker (a barrier, so each
+call has one start: ``SimWorker.gate`` holds the trees' workers), and the call's time is from that start to
+the last part's end on any worker.  The results are checked as ``virtual_fabric.runs`` checks a job's: each
+part's within its bound (trees: the switches', ``worker.quantize``; rings: float summation's,
+``worker.ring.summation_bound``) and the same bits on every worker, and the whole call's result too.
+
+The hosts take ``virtual_fabric.host_latency`` from wire to loop, so the plan is made for a cluster with
+that host latency (``fabric_cluster``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import resource
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from controller.direct import (
+    RUNNABLE,
+    DirectCluster,
+    DirectError,
+    DirectPlan,
+    Part,
+    _assign,  # the planner's own assignment and shares, for a combination it did not choose (combined_plan)
+    _equal_finish,
+    baselines,
+    plan,
+    shapes,
+    tree_topology,
+)
+from controller.topology import Topology
+from virtual_fabric import host_latency, seeds
+from virtual_fabric.events import EventLoop
+from virtual_fabric.fabric import QUEUE_BYTES, Fabric
+from virtual_fabric.flows import FlowNetwork
+from virtual_fabric.links import Channel
+from virtual_fabric.ring import Ring
+from worker import protocol, quantize
+from worker.cli import gradient
+from worker.ring_layout import Layout
+
+DTYPE = np.dtype(np.float32)  # what the plan times: float32 values
+FAILURE_CHECK = 1e-3  # virtual seconds between two looks for a failed part (the run stops at the first)
+
+
+def fabric_cluster(cluster: DirectCluster) -> DirectCluster:
+    """The cluster with the host latency the fabric's hosts take (a frame waits ``host_latency.MEAN`` on
+    average from the wire to the worker's loop), so the plan and the fabric count the same."""
+    return dataclasses.replace(cluster, host_latency=host_latency.MEAN)
+
+
+def check_runnable(p: DirectPlan) -> None:
+    """DirectError naming the first part the fabric cannot run."""
+    for k, part in enumerate(p.parts):
+        if part.shape.kind not in RUNNABLE:
+            raise DirectError(f"part {k} ({part.shape.name} on interfaces {list(part.interfaces)}, share "
+                              f"{part.share:.3f}) is not runnable: the fabric runs {', '.join(RUNNABLE)} parts; "
+                              f"plan with kinds among them")
+
+
+def merged_topology(cluster: DirectCluster, p: DirectPlan) -> tuple[Topology | None, dict[int, list[str]]]:
+    """Every tree part's topology as one network (None: the plan has no tree part), and each tree part's
+    hosts in worker order.  Names and addresses are made unique across parts: part k's worker w is host
+    ``t<k>h<w+1>`` at 10.<k+1>.x.y; a device keeps its name and is addressed by its number."""
+    hosts: dict[str, dict] = {}
+    switches: dict[str, dict] = {}
+    links: list[list] = []
+    members: dict[int, list[str]] = {}
+    for k, part in enumerate(p.parts):
+        if part.shape.kind != "tree":
+            continue
+        if k > 250:
+            raise DirectError(f"part {k}: more tree parts than the fabric's addresses (10.<part>.x.y) take")
+        data = tree_topology(cluster, part)
+        names = {f"h{w + 1}": f"t{k}h{w + 1}" for w in range(cluster.workers)}
+        for w in range(cluster.workers):
+            hosts[names[f"h{w + 1}"]] = {"ip": f"10.{k + 1}.{w >> 8 & 255}.{w & 255}/8",
+                                         "mac": f"02:00:{k + 1:02x}:00:{w >> 8 & 255:02x}:{w & 255:02x}"}
+        for name, spec in data["switches"].items():
+            j = int(name[1:])
+            switches[name] = {**spec, "ip": f"10.254.{j >> 8 & 255}.{j & 255}",
+                              "mac": f"02:00:00:fe:{j >> 8 & 255:02x}:{j & 255:02x}"}
+        links += [[names.get(a, a), names.get(b, b), options] for a, b, options in data["links"]]
+        members[k] = [names[f"h{w + 1}"] for w in range(cluster.workers)]
+    if not members:
+        return None, {}
+    return Topology.from_dict({"hosts": hosts, "switches": switches, "links": links}), members
+
+
+class Inputs:
+    """Every worker's array of each call (``worker.cli.gradient``, as ``ina-sim run``'s), made when first
+    asked for and kept for the current call only (1 call x N workers in memory, not every call's)."""
+
+    def __init__(self, elements: int) -> None:
+        self.elements = elements
+        self._call = -1
+        self._arrays: dict[int, np.ndarray] = {}
+
+    def get(self, call: int, worker: int) -> np.ndarray:
+        if call != self._call:
+            self._call, self._arrays = call, {}
+        if worker not in self._arrays:
+            self._arrays[worker] = gradient(call, worker, self.elements, DTYPE.name)
+        return self._arrays[worker]
+
+
+class _Slices(Sequence):
+    """One worker's arrays for one part, call by call: its slice of the call's array."""
+
+    def __init__(self, inputs: Inputs, worker: int, span: tuple[int, int], calls: int) -> None:
+        self.inputs, self.worker, self.span, self.calls = inputs, worker, span, calls
+
+    def __len__(self) -> int:
+        return self.calls
+
+    def __getitem__(self, call: int) -> np.ndarray:
+        if not 0 <= call < self.calls:
+            raise IndexError(call)
+        lo, hi = self.span
+        return self.inputs.get(call, self.worker)[lo:hi]
+
+
+class RingPart:
+    """A ring part on its circuits: two directed flat rings (``order`` and its reverse), half of the part's
+    slice each, on one channel per circuit and direction."""
+
+    def __init__(self, loop: EventLoop, flows: FlowNetwork, cluster: DirectCluster, part: Part, seed: int) -> None:
+        n = cluster.workers
+        if n < 3 or len(part.interfaces) != 2:
+            raise DirectError(f"ring part on interfaces {list(part.interfaces)}: the fabric runs rings of 3 or more "
+                              f"workers over 2 interfaces each")
+        self.channels: dict[tuple[int, int], Channel] = {}  # (from worker, to worker): its circuit's direction
+        for a, b in part.circuits:
+            (wa, ia), (wb, ib) = _port(a), _port(b)
+            for (src, si), (dst, di) in (((wa, ia), (wb, ib)), ((wb, ib), (wa, ia))):
+                name = f"w{src}.{si} -> w{dst}.{di}"
+                self.channels[src, dst] = Channel(loop, name, cluster.link_gbps * 1e9, cluster.hop_latency,
+                                                  QUEUE_BYTES, seeds.stream(seed, f"link {name}"), _nowhere)
+        order = tuple(part.order)
+        self.layouts = (Layout("flat", (n,), order), Layout("flat", (n,), order[::-1]))
+        self.rings = tuple(Ring(loop, flows, n, self._path, host_latency.HOST_LATENCY) for _ in self.layouts)
+        self.n = n
+
+    def _path(self, a: int, b: int) -> list[Channel]:
+        return [self.channels[a, b]]
+
+    def start(self, call: int, worker: int, data: np.ndarray,
+              on_done: Callable[[np.ndarray | None, str | None], None]) -> None:
+        """Worker ``worker``'s part of call ``call``: the first half round ``order``, the second half the other
+        way; ``on_done(result, None)`` with both halves' sums, or ``(None, error)``."""
+        mid = (data.size + 1) // 2
+        halves: dict[int, np.ndarray] = {}
+        failed: list[str] = []
+
+        def half_done(which: int, result: np.ndarray | None, error: str | None) -> None:
+            if failed:
+                return
+            if error is not None:
+                failed.append(error)
+                on_done(None, error)
+                return
+            halves[which] = result
+            if len(halves) == 2:
+                on_done(np.concatenate([halves[0], halves[1]]), None)
+
+        for which, (ring, layout, piece) in enumerate(zip(self.rings, self.layouts, (data[:mid], data[mid:]))):
+            # the ring sums in the tensor's type, in place: its own copy
+            ring.start(worker, call, np.array(piece, DTYPE), DTYPE, layout, None,
+                       lambda result, error, which=which: half_done(which, result, error))
+
+    def mean_step(self) -> float:
+        times = [t for r in self.rings for t in r.step_times]
+        return sum(times) / len(times) if times else 0.0
+
+
+def _port(name: str) -> tuple[int, int]:
+    """"w3.1" -> (3, 1)."""
+    node, _, port = name.partition(".")
+    if not node.startswith("w"):
+        raise DirectError(f"ring circuit end {name!r}: a ring joins workers' interfaces (w<worker>.<interface>)")
+    return int(node[1:]), int(port)
+
+
+def _nowhere(frame: bytes) -> None:
+    """A ring circuit carries flows, never frames."""
+
+
+class DirectRun:
+    """A plan's parts built in one fabric, ready to run ``calls`` calls."""
+
+    def __init__(self, p: DirectPlan, calls: int = 2, seed: int = 0, timeout: float = 3.0) -> None:
+        check_runnable(p)
+        if calls < 1:
+            raise DirectError(f"calls: a whole number >= 1, not {calls!r}")
+        c = p.cluster
+        self.plan, self.calls, self.n = p, calls, c.workers
+        self.elements = p.nbytes // DTYPE.itemsize
+        if self.elements < 1:
+            raise DirectError(f"bytes: {p.nbytes} per worker is less than one float32")
+        self.spans = p.slices(self.elements)
+        self.inputs = Inputs(self.elements)
+        topology, members = merged_topology(c, p)
+        self.fabric = Fabric(topology, seed) if topology is not None else None
+        self.loop = self.fabric.loop if self.fabric else EventLoop()
+        self.flows = self.fabric.flows if self.fabric else FlowNetwork(self.loop)
+        # per call: when it started, when each part ended on each worker, what is still running
+        self.started: dict[int, float] = {}
+        self.ended: dict[int, dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+        self.running: dict[int, int] = {}
+        self.errors: list[str] = []
+        self.first: dict[tuple[int, int], np.ndarray] = {}  # (part, call): the first sums to come (kept)
+        self.identical: dict[tuple[int, int], bool] = {}
+        self._opened = -1
+        self._waiting: dict[int, list[Callable[[], None]]] = defaultdict(list)
+        self.jobs, self.rings = {}, {}
+        for k, part in enumerate(p.parts):
+            if part.shape.kind == "tree":
+                arrays = [_Slices(self.inputs, w, self.spans[k], calls) for w in range(self.n)]
+                job = self.fabric.create_job(f"tree{k}", members[k], arrays, timeout=timeout, mode="ina", trees=1,
+                                             pool_size=part.shape.window)
+                for w in job.workers:
+                    w.hand_over = lambda rank, call, result, k=k: self._done(k, rank, call, result)
+                    w.gate = self._gate
+                self.jobs[k] = job
+            else:
+                self.rings[k] = RingPart(self.loop, self.flows, c, part, seed)
+        self.loop.at(self.loop.now, self._open, 0)
+        self.loop.check_every(FAILURE_CHECK, self._failure)
+
+    # --- the barrier ---------------------------------------------------------------------------
+
+    def _open(self, call: int) -> None:
+        """Call ``call`` starts on every part of every worker now."""
+        self._opened = call
+        self.started[call] = self.loop.now
+        self.running[call] = self.n * len(self.plan.parts)
+        for go in self._waiting.pop(call, []):
+            go()
+        for k, ring in self.rings.items():
+            lo, hi = self.spans[k]
+            for w in range(self.n):
+                ring.start(call, w, self.inputs.get(call, w)[lo:hi],
+                           lambda result, error, k=k, w=w: self._ring_done(k, w, call, result, error))
+
+    def _gate(self, call: int, go: Callable[[], None]) -> None:
+        """A tree part's worker is ready for ``call``: it starts once the call has (at once if it has)."""
+        if call <= self._opened:
+            go()
+        else:
+            self._waiting[call].append(go)
+
+    def _ring_done(self, k: int, w: int, call: int, result: np.ndarray | None, error: str | None) -> None:
+        if error is not None:
+            self.errors.append(f"part {k} (ring), worker {w}, call {call}: {error}")
+            self.loop.stopped = True
+            return
+        self._done(k, w, call, result)
+
+    def _done(self, k: int, w: int, call: int, result: np.ndarray) -> None:
+        """Part ``k`` of worker ``w``'s call ended with these sums."""
+        self.ended[call][k][w] = self.loop.now
+        key = (k, call)
+        if key not in self.first:
+            self.first[key], self.identical[key] = result.copy(), True
+        elif self.identical[key] and not np.array_equal(result, self.first[key]):
+            self.identical[key] = False
+        self.running[call] -= 1
+        if self.running[call] == 0:
+            if call + 1 < self.calls:
+                self._open(call + 1)
+            else:
+                self.loop.stopped = True
+
+    def _failure(self) -> str | None:
+        """The first part that failed on some worker (the run stops: the barrier would wait for it forever)."""
+        if not self.errors:
+            self.errors = [f"part {k} (tree), worker {rank}, call {call}: {r.error}"
+                           for k, job in self.jobs.items() for rank, w in enumerate(job.workers)
+                           for call, r in enumerate(w.records) if r.error]
+        return self.errors[0] if self.errors else None
+
+    # --- running -------------------------------------------------------------------------------
+
+    @property
+    def finished(self) -> bool:
+        return len(self.started) == self.calls and self.running[self.calls - 1] == 0
+
+    def run(self, until: float = 60.0) -> None:
+        """Until every call ended on every part, a part failed, or virtual time ``until``."""
+        while not self.finished and not self.errors and self.loop.now < until:
+            events = self.loop.events
+            self.loop.run(until)  # the fabric stops it when its workers are done; the rings may not be
+            if self.loop.events == events:
+                break
+
+    def calls_figures(self) -> list[dict]:
+        """Each call: its time (common start to the last part's end), and each part's (to its last worker's end)."""
+        out = []
+        for call in range(self.calls):
+            ends = self.ended.get(call, {})
+            complete = call in self.started and all(len(ends.get(k, {})) == self.n for k in range(len(self.plan.parts)))
+            start = self.started.get(call)
+            parts = [max(ends[k].values()) - start if complete else None for k in range(len(self.plan.parts))]
+            out.append({"seconds": max(parts) if complete else None, "parts": parts,
+                        "ratio": max(parts) / self.plan.seconds if complete and self.plan.seconds else None})
+        return out
+
+    def check(self) -> dict:
+        """Every completed call against the exact sum, one pass over the workers' inputs: each part within its
+        bound and the same bits on every worker, and the whole result (the parts' sums in slice order) within
+        the parts' bounds."""
+        parts = self.plan.parts
+        values = protocol.load().values
+        out = {"within_bound": True, "identical": True, "max_error": 0.0, "calls_checked": 0,
+               "parts": [{"within_bound": True, "identical": True, "max_error": 0.0} for _ in parts]}
+        for call in range(self.calls):
+            if any((k, call) not in self.first for k in range(len(parts))):
+                continue
+            exact = np.zeros(self.elements)
+            magnitude = np.zeros(self.elements)  # for the rings' bound
+            exponents: dict[int, np.ndarray] = {}  # a tree part's chunks' agreed exponents
+            for w in range(self.n):
+                x = self.inputs.get(call, w)
+                exact += x
+                magnitude += np.abs(x.astype(np.float64))
+                for k, part in enumerate(parts):
+                    if part.shape.kind == "tree":
+                        e = _exponents(x[slice(*self.spans[k])], values)
+                        exponents[k] = e if k not in exponents else np.maximum(exponents[k], e)
+            bound = np.empty(self.elements)
+            for k, part in enumerate(parts):
+                lo, hi = self.spans[k]
+                if part.shape.kind == "tree":  # as quantize.elementwise_bound, from the exponents
+                    bound[lo:hi] = np.repeat(quantize.error_bound(exponents[k], self.n), values)[:hi - lo]
+                else:  # as worker.ring.summation_bound: N-1 roundings of partial sums
+                    bound[lo:hi] = (self.n - 1) * float(np.finfo(DTYPE).eps) * magnitude[lo:hi]
+            bound += np.abs(exact) * float(np.finfo(DTYPE).eps)  # the final cast
+            whole = np.concatenate([self.first[k, call] for k in range(len(parts))]).astype(np.float64)
+            if whole.size != self.elements:
+                out["within_bound"] = False
+                continue
+            err = np.abs(whole - exact)
+            for k in range(len(parts)):
+                lo, hi = self.spans[k]
+                mine = out["parts"][k]
+                mine["max_error"] = max(mine["max_error"], float(err[lo:hi].max(initial=0.0)))
+                mine["within_bound"] &= bool((err[lo:hi] <= bound[lo:hi]).all())
+                mine["identical"] &= self.identical[k, call]
+            out["max_error"] = max(out["max_error"], float(err.max(initial=0.0)))
+            out["within_bound"] &= bool((err <= bound).all())
+            out["identical"] &= all(self.identical[k, call] for k in range(len(parts)))
+            out["calls_checked"] += 1
+        if out["calls_checked"] < self.calls:
+            out["within_bound"] = out["identical"] = False
+        return out
+
+
+def _exponents(x: np.ndarray, values: int) -> np.ndarray:
+    """One worker's chunk exponents of its slice, as ``quantize.elementwise_bound`` takes them."""
+    padded = np.zeros(-(-x.size // values) * values)
+    padded[:x.size] = x
+    return quantize.chunk_exponents(padded.reshape(-1, values))
+
+
+def combined_plan(cluster: DirectCluster, nbytes: int, kinds: Sequence[str]) -> DirectPlan:
+    """A plan of exactly these parts (a shape's name each: ``("tree", "ring")`` is one tree and one ring), with
+    the shares that end them together and the interfaces, devices and circuits ``controller.direct`` gives
+    them (a part whose latency alone is longer than that gets no share, and is left out): to run a combination
+    the planner did not choose."""
+    P = protocol.load()
+    catalogue = {s.name: s for s in shapes(cluster, P)}
+    missing = sorted(set(kinds) - set(catalogue))
+    if missing or not kinds:
+        raise DirectError(f"parts {list(kinds)}: {', '.join(missing) or 'none'} not among the shapes that fit this "
+                          f"cluster ({', '.join(sorted(catalogue)) or 'none'})")
+    chosen = [catalogue[k] for k in kinds]
+    interfaces, devices = sum(s.interfaces for s in chosen), sum(s.devices for s in chosen)
+    if interfaces > cluster.interfaces or devices > cluster.devices:
+        raise DirectError(f"parts {list(kinds)} take {interfaces} interface(s) and {devices} device(s); the cluster "
+                          f"has {cluster.interfaces} and {cluster.devices}")
+    shares = _equal_finish(chosen, nbytes)
+    parts = _assign(cluster, [(s, x) for s, x in zip(chosen, shares) if x > 0])
+    seconds = max(part.shape.exact_seconds(part.share * nbytes, P.values) for part in parts)
+    return DirectPlan(cluster, nbytes, tuple(parts), seconds, baselines(cluster, nbytes, P))
+
+
+def run_plan(p: DirectPlan, calls: int = 2, seed: int = 0, until: float = 60.0) -> dict:
+    """Build, run and check a plan; the figures as a dict (``summary`` prints them)."""
+    started = time.perf_counter()
+    r = DirectRun(p, calls, seed)
+    built = time.perf_counter()
+    r.run(until)
+    ran = time.perf_counter()
+    check = r.check()
+    checked = time.perf_counter()
+    figures = r.calls_figures()
+    values = protocol.load().values
+    parts = []
+    for k, part in enumerate(p.parts):
+        lo, hi = r.spans[k]
+        entry = {"kind": part.shape.kind, "interfaces": list(part.interfaces), "devices": len(part.devices),
+                 "share": part.share, "elements": [lo, hi], "steps": part.shape.steps,
+                 "predicted": part.shape.exact_seconds((hi - lo) * DTYPE.itemsize, values),
+                 "measured": [f["parts"][k] for f in figures], **check["parts"][k]}
+        if k in r.jobs:
+            spec = r.jobs[k].spec
+            entry.update(root=part.root, fabric_root=spec.trees[0].root, window=spec.pool_size)
+        else:
+            ring = r.rings[k]
+            entry.update(mean_step=ring.mean_step(),
+                         planned_step=part.shape.latency / part.shape.steps + part.shape.per_byte * (hi - lo)
+                         * DTYPE.itemsize / part.shape.steps)
+        parts.append(entry)
+    return {
+        "cluster": p.cluster.to_dict(), "bytes": p.nbytes, "calls": calls,
+        "plan": {"seconds": p.seconds, "steps": p.steps, "devices_used": p.devices_used, "baselines": p.baselines,
+                 "planning_seconds": p.planning_seconds},
+        "parts": parts,
+        "call_figures": figures,
+        "errors": r.errors,
+        "check": check,
+        "virtual": r.loop.now, "events": r.loop.events,
+        "passes": sum(s.passes for s in r.fabric.switches.values()) if r.fabric else 0,
+        "wall": {"setup": built - started, "run": ran - built, "check": checked - ran, "total": checked - started},
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "report": r.fabric.report() if r.fabric else [],
+    }
+
+
+def run(cluster: DirectCluster, nbytes: int, kinds: Iterable[str] | None = None, calls: int = 2,
+        seed: int = 0, until: float = 60.0, parts: Sequence[str] | None = None) -> dict:
+    """Plan a call of ``nbytes`` per worker for the cluster (with the fabric's host latency: ``kinds`` the shapes
+    the planner may use, or ``parts`` exactly these, ``combined_plan``) and run it."""
+    cluster = fabric_cluster(cluster)
+    p = combined_plan(cluster, nbytes, parts) if parts else plan(cluster, nbytes, kinds)
+    return run_plan(p, calls, seed, until)
+
+
+def summary(result: dict) -> list[str]:
+    """What ``ina-sim direct`` prints."""
+    c = result["cluster"]
+    w, d = c["workers"], c["devices"]
+    lines = [f"cluster: {w['count']} workers x {w['interfaces']} interfaces at {w['gbps']:g} Gbit/s; {d['count']} "
+             f"device(s) of {d['ports']} ports; hop {result['cluster']['hop_latency_us']:g} us, host "
+             f"{result['cluster']['host_latency_us']:g} us; {result['bytes']:,} bytes per worker, "
+             f"{result['calls']} call(s)"]
+    plan_ = result["plan"]
+    lines.append(f"plan: {plan_['seconds'] * 1e3:.3f} ms, {plan_['steps']} steps, {plan_['devices_used']} device(s)"
+                 + "".join(f"; beside {name.replace('_', ' ')} "
+                           + (f"{t * 1e3:.3f} ms" if t is not None else "(does not fit)")
+                           for name, t in plan_["baselines"].items()))
+    for k, part in enumerate(result["parts"]):
+        measured = ", ".join("failed" if m is None else f"{m * 1e3:.3f}" for m in part["measured"])
+        extra = (f"root {part['fabric_root']} (planned {'d' + str(part['root'])}), window {part['window']}"
+                 if part["kind"] == "tree" else
+                 f"step {part['mean_step'] * 1e6:.2f} us (planned {part['planned_step'] * 1e6:.2f})")
+        lines.append(f"  part {k}: {part['kind']} on interfaces {part['interfaces']}, {part['devices']} device(s), "
+                     f"share {part['share']:.3f}, {part['steps']} steps; predicted {part['predicted'] * 1e3:.3f} ms, "
+                     f"measured {measured} ms; {extra}; within bound {part['within_bound']}, identical "
+                     f"{part['identical']}")
+    for i, f in enumerate(result["call_figures"]):
+        if f["seconds"] is None:
+            lines.append(f"call {i}: failed")
+        else:
+            lines.append(f"call {i}: {f['seconds'] * 1e3:.3f} ms virtual; the plan said "
+                         f"{plan_['seconds'] * 1e3:.3f} ms ({f['ratio']:.3f}x)")
+    lines += [f"error: {e}" for e in result["errors"][:5]]
+    check = result["check"]
+    lines.append(f"every result within the bound: {check['within_bound']}; identical on every worker: "
+                 f"{check['identical']}; max |error| {check['max_error']:.3g} ({check['calls_checked']} call(s))")
+    lines += result["report"]
+    wall = result["wall"]
+    lines.append(f"wall {wall['total']:.1f} s (setup {wall['setup']:.1f}, run {wall['run']:.1f}, check "
+                 f"{wall['check']:.1f}); peak memory {result['peak_rss_mb']:,.0f} MB")
+    return lines

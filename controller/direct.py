@@ -36,8 +36,8 @@ D of every worker is a two-dimensional knapsack, solved exactly as a small MILP
 make every part end at once.  Every worker uses the same interfaces for the same part, so assigning
 interfaces and devices to parts is a walk over them (``_assign``), and the circuits follow.
 
-Trees and rings are what the worker and the virtual fabric run; ``ring_tree`` and ``nic_mesh`` are
-planned, shown and compared, not yet run (docs/direct.md).
+Rings, tori and trees are what the virtual fabric runs (``worker.direct.DirectWorker`` runs rings and trees on
+sockets); ``ring_tree`` and ``nic_mesh`` are planned, shown and compared, not yet run (docs/direct.md).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from worker import protocol
 from worker.ring import HEADER
 from worker.tuner import TreePipe, split_chunks
 
-RUNNABLE = ("ring", "tree")  # what the worker and the virtual fabric run; the other shapes are planned only
+RUNNABLE = ("ring", "torus", "tree")  # what the virtual fabric runs; the other shapes are planned only
 # slots a device gives a tree: ina.p4's whole default pool (INA_POOL_SLOTS), as a device serves one part
 # (tests/test_direct.py checks it against the built program)
 DEVICE_POOL = 1024
@@ -273,9 +273,12 @@ def shapes(cluster: DirectCluster, P: protocol.Protocol | None = None) -> list[S
         found.append(tree_shape(c, t, P))
     if c.interfaces >= 4:  # rings of rings: g workers per first-level ring, n/g per second-level one
         for g in _torus_sizes(n):
+            # the second level's rings work on the 1/g each worker owns after the first's, one level after the
+            # other (``controller.rings.ring_cost``'s sum over levels)
+            second = (n // g - 1) / (n // g) / g
             found.append(Shape("torus", g, 4, 0, 2 * (g - 1) + 2 * (n // g - 1),
-                               (2 * (g - 1) + 2 * (n // g - 1)) * ring_step, (g - 1) / g * TCP_WIRE / c.link_bytes,
-                               (g - 1) / g))
+                               (2 * (g - 1) + 2 * (n // g - 1)) * ring_step,
+                               ((g - 1) / g + second) * TCP_WIRE / c.link_bytes, (g - 1) / g))
     for g in _group_sizes(n):
         s = _ring_tree_shape(c, g, ring_step)
         if s.devices <= c.devices and s.interfaces <= c.interfaces:
@@ -498,15 +501,14 @@ def best_combination(catalogue: list[Shape], interfaces: int, devices: int, nbyt
 
 def _equal_finish(chosen: list[Shape], nbytes: int) -> list[float]:
     """Shares that end every part at once (parts whose latency alone is longer get none)."""
-    used = sorted(chosen, key=lambda s: s.latency)
-    active = list(used)
+    active = sorted(range(len(chosen)), key=lambda i: chosen[i].latency)
     while active:
-        rate = sum(1 / s.per_byte for s in active)
-        t = (nbytes + sum(s.latency / s.per_byte for s in active)) / rate
-        if all(s.latency < t for s in active):
+        rate = sum(1 / chosen[i].per_byte for i in active)
+        t = (nbytes + sum(chosen[i].latency / chosen[i].per_byte for i in active)) / rate
+        if all(chosen[i].latency < t for i in active):
             break
         active.pop()
-    return [(t - s.latency) / s.per_byte / nbytes if s in active and s.latency < t else 0.0 for s in chosen]
+    return [(t - s.latency) / s.per_byte / nbytes if i in active else 0.0 for i, s in enumerate(chosen)]
 
 
 def _assign(cluster: DirectCluster, chosen: list[tuple[Shape, float]]) -> list[Part]:
@@ -648,8 +650,9 @@ def tree_topology(cluster: DirectCluster, part: Part, P: protocol.Protocol | Non
     controller plans and installs it like any network, and the model predicts it."""
     P = P or protocol.load()
     link = {"bw": cluster.link_gbps * 1e3, "delay": f"{cluster.hop_latency * 1e6:g}us"}
-    hosts = {f"h{w + 1}": {"ip": f"10.1.{w >> 8 & 255}.{w & 255}/8",
-                           "mac": f"02:00:01:00:{w >> 8 & 255:02x}:{w & 255:02x}"} for w in range(cluster.workers)}
+    hosts = {f"h{w}": {"ip": f"10.{1 + (w >> 16)}.{w >> 8 & 255}.{w & 255}/8",
+                       "mac": f"02:00:01:{w >> 16 & 255:02x}:{w >> 8 & 255:02x}:{w & 255:02x}"}
+             for w in range(1, cluster.workers + 1)}
     switches = {}
     for i, d in enumerate(part.devices):
         spec = {"ip": f"10.254.{i >> 8 & 255}.{i & 255}", "mac": f"02:00:00:fe:{i >> 8 & 255:02x}:{i & 255:02x}"}

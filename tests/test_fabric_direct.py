@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from controller.direct import DirectCluster, DirectError, plan
+from controller.direct import DirectCluster, DirectError, plan, plan_of
 from virtual_fabric import cli, direct, host_latency
-from virtual_fabric.direct import DirectRun, combined_plan, fabric_cluster, merged_topology, run_plan
+from virtual_fabric.direct import DirectRun, fabric_cluster, merged_topology, run_plan
 
 MB = 1 << 20
 WORKERS = 16
@@ -56,17 +56,26 @@ def test_a_pure_ring_plan_runs_both_directions_in_the_planned_time() -> None:
 
 
 def test_a_mixed_plan_of_a_tree_and_a_ring_ends_both_parts_together() -> None:
-    # three interfaces, devices for one tree: a tree on one interface and a ring on the other two, shares that end
-    # them together (controller.direct.plan does not choose this yet: see combined_plan)
-    p = combined_plan(_cluster(3, 3), MB, ["tree", "ring"])
+    # three interfaces, devices for one tree: the planner puts a tree on one interface and a ring on the other
+    # two, with shares that end them together
+    p = plan(_cluster(3, 3), MB)
     assert sorted(part.shape.kind for part in p.parts) == ["ring", "tree"]
     assert all(0.1 < part.share < 0.9 for part in p.parts)
     result = run_plan(p)
     _assert_agrees(result, 0.15)
 
 
+def test_a_torus_plan_runs_its_rings_of_rings_both_ways_in_the_planned_time() -> None:
+    p = plan(_cluster(4, 0), MB, ["torus"])
+    assert [part.shape.kind for part in p.parts] == ["torus"]
+    result = run_plan(p)
+    _assert_agrees(result, 0.10)
+    g = p.parts[0].shape.group
+    assert p.steps == 2 * (g - 1) + 2 * (WORKERS // g - 1) < 2 * (WORKERS - 1)
+
+
 def test_every_part_gets_its_slice_and_the_whole_call_is_the_parts_in_order() -> None:
-    p = combined_plan(_cluster(3, 3), 64 * 1024, ["tree", "ring"])
+    p = plan_of(_cluster(3, 3), 64 * 1024, ["tree", "ring"])
     r = DirectRun(p, calls=2)
     r.run()
     assert r.finished and not r.errors
@@ -131,7 +140,7 @@ def test_ina_sim_direct_takes_a_cluster_file_with_the_fabrics_host_latency(tmp_p
 def test_a_part_that_fails_ends_the_run_with_its_error_and_no_call_counts() -> None:
     # the tree's root device dies mid-call: its workers time out, the run stops there (the barrier does not wait
     # for ever), and no call has a time or passes the check
-    p = combined_plan(_cluster(3, 3), MB, ["tree", "ring"])
+    p = plan_of(_cluster(3, 3), MB, ["tree", "ring"])
     tree = next(k for k, part in enumerate(p.parts) if part.shape.kind == "tree")
     r = DirectRun(p, calls=2, timeout=0.05)
     r.loop.at(1e-4, r.fabric.kill_switch, f"d{p.parts[tree].root}")

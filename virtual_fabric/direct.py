@@ -32,19 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from controller.direct import (
-    RUNNABLE,
-    DirectCluster,
-    DirectError,
-    DirectPlan,
-    Part,
-    _assign,  # the planner's own assignment and shares, for a combination it did not choose (combined_plan)
-    _equal_finish,
-    baselines,
-    plan,
-    shapes,
-    tree_topology,
-)
+from controller.direct import RUNNABLE, DirectCluster, DirectError, DirectPlan, Part, plan, plan_of, tree_topology
 from controller.topology import Topology
 from virtual_fabric import host_latency, seeds
 from virtual_fabric.events import EventLoop
@@ -138,14 +126,15 @@ class _Slices(Sequence):
 
 
 class RingPart:
-    """A ring part on its circuits: two directed flat rings (``order`` and its reverse), half of the part's
-    slice each, on one channel per circuit and direction."""
+    """A ring or torus part on its circuits: two directed rings (``order`` and its reverse; a torus's are rings
+    of rings, ``worker.ring_layout``'s hierarchical layout), half of the part's slice each, on one channel per
+    circuit and direction."""
 
     def __init__(self, loop: EventLoop, flows: FlowNetwork, cluster: DirectCluster, part: Part, seed: int) -> None:
         n = cluster.workers
-        if n < 3 or len(part.interfaces) != 2:
-            raise DirectError(f"ring part on interfaces {list(part.interfaces)}: the fabric runs rings of 3 or more "
-                              f"workers over 2 interfaces each")
+        if n < 3 or len(part.interfaces) != (4 if part.shape.kind == "torus" else 2):
+            raise DirectError(f"{part.shape.name} part on interfaces {list(part.interfaces)}: the fabric runs rings of "
+                              f"3 or more workers over 2 interfaces each, and tori over 4")
         self.channels: dict[tuple[int, int], Channel] = {}  # (from worker, to worker): its circuit's direction
         for a, b in part.circuits:
             (wa, ia), (wb, ib) = _port(a), _port(b)
@@ -154,7 +143,9 @@ class RingPart:
                 self.channels[src, dst] = Channel(loop, name, cluster.link_gbps * 1e9, cluster.hop_latency,
                                                   QUEUE_BYTES, seeds.stream(seed, f"link {name}"), _nowhere)
         order = tuple(part.order)
-        self.layouts = (Layout("flat", (n,), order), Layout("flat", (n,), order[::-1]))
+        name, levels = ("hierarchical", (part.shape.group, n // part.shape.group)) if part.shape.kind == "torus" \
+            else ("flat", (n,))
+        self.layouts = (Layout(name, levels, order), Layout(name, levels, order[::-1]))
         self.rings = tuple(Ring(loop, flows, n, self._path, host_latency.HOST_LATENCY) for _ in self.layouts)
         self.n = n
 
@@ -379,28 +370,6 @@ def _exponents(x: np.ndarray, values: int) -> np.ndarray:
     return quantize.chunk_exponents(padded.reshape(-1, values))
 
 
-def combined_plan(cluster: DirectCluster, nbytes: int, kinds: Sequence[str]) -> DirectPlan:
-    """A plan of exactly these parts (a shape's name each: ``("tree", "ring")`` is one tree and one ring), with
-    the shares that end them together and the interfaces, devices and circuits ``controller.direct`` gives
-    them (a part whose latency alone is longer than that gets no share, and is left out): to run a combination
-    the planner did not choose."""
-    P = protocol.load()
-    catalogue = {s.name: s for s in shapes(cluster, P)}
-    missing = sorted(set(kinds) - set(catalogue))
-    if missing or not kinds:
-        raise DirectError(f"parts {list(kinds)}: {', '.join(missing) or 'none'} not among the shapes that fit this "
-                          f"cluster ({', '.join(sorted(catalogue)) or 'none'})")
-    chosen = [catalogue[k] for k in kinds]
-    interfaces, devices = sum(s.interfaces for s in chosen), sum(s.devices for s in chosen)
-    if interfaces > cluster.interfaces or devices > cluster.devices:
-        raise DirectError(f"parts {list(kinds)} take {interfaces} interface(s) and {devices} device(s); the cluster "
-                          f"has {cluster.interfaces} and {cluster.devices}")
-    shares = _equal_finish(chosen, nbytes)
-    parts = _assign(cluster, [(s, x) for s, x in zip(chosen, shares) if x > 0])
-    seconds = max(part.shape.exact_seconds(part.share * nbytes, P.values) for part in parts)
-    return DirectPlan(cluster, nbytes, tuple(parts), seconds, baselines(cluster, nbytes, P))
-
-
 def run_plan(p: DirectPlan, calls: int = 2, seed: int = 0, until: float = 60.0) -> dict:
     """Build, run and check a plan; the figures as a dict (``summary`` prints them)."""
     started = time.perf_counter()
@@ -447,9 +416,9 @@ def run_plan(p: DirectPlan, calls: int = 2, seed: int = 0, until: float = 60.0) 
 def run(cluster: DirectCluster, nbytes: int, kinds: Iterable[str] | None = None, calls: int = 2,
         seed: int = 0, until: float = 60.0, parts: Sequence[str] | None = None) -> dict:
     """Plan a call of ``nbytes`` per worker for the cluster (with the fabric's host latency: ``kinds`` the shapes
-    the planner may use, or ``parts`` exactly these, ``combined_plan``) and run it."""
+    the planner may use, or ``parts`` exactly these, ``controller.direct.plan_of``) and run it."""
     cluster = fabric_cluster(cluster)
-    p = combined_plan(cluster, nbytes, parts) if parts else plan(cluster, nbytes, kinds)
+    p = plan_of(cluster, nbytes, parts) if parts else plan(cluster, nbytes, kinds)
     return run_plan(p, calls, seed, until)
 
 

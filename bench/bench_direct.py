@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench import figures
 from bench.bench_allreduce import publish, save_figure, write_rows
-from controller import direct
+from controller import circuits, direct
 from controller.direct import DirectCluster
 
 RESULTS = figures.RESULTS
@@ -39,11 +39,11 @@ BASELINE = ("ring", "torus", "tree")  # what a cluster without partial trees can
 def planning(runs: int) -> list[dict]:
     rows = []
     for n, d, e, scarce in itertools.product((1024, 2048), (4, 8), (4, 8), (False, True)):
-        devices = n // 16 if scarce else d * direct.tree_devices(n, e)
+        devices = n // 16 if scarce else d * circuits.tree_devices(n, e)
         cluster = DirectCluster(n, d, 100.0, devices, e, nic_streaming=not scarce)
         took, found = [], None
         for _ in range(runs):
-            direct.mesh_offsets.cache_clear()  # every run searches the NIC meshes again
+            circuits.mesh_offsets.cache_clear()  # every run searches the NIC meshes again
             started = time.perf_counter()
             found = direct.plan(cluster, 25 << 20)
             took.append(time.perf_counter() - started)
@@ -61,7 +61,7 @@ def planning(runs: int) -> list[dict]:
 
 def curve() -> list[dict]:
     rows = []
-    trees = CURVE["interfaces"] * direct.tree_devices(CURVE["workers"], CURVE["ports"])
+    trees = CURVE["interfaces"] * circuits.tree_devices(CURVE["workers"], CURVE["ports"])
     for gbps in CURVE["gbps"]:
         cluster = DirectCluster(CURVE["workers"], CURVE["interfaces"], gbps, 0, CURVE["ports"])
         for m in range(trees + 1):

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from controller import direct
+from controller import circuits, direct
 from controller.cli import main as ina_ctl
 from controller.direct import DirectCluster, DirectError
 from controller.job_plan import plan_job
@@ -24,17 +24,17 @@ CLUSTER = {"workers": {"count": 16, "interfaces": 4, "gbps": 100}, "devices": {"
 
 @pytest.mark.parametrize("n, ports, devices", [(128, 4, 63), (128, 8, 21), (2048, 8, 341), (4, 4, 1), (5, 4, 2)])
 def test_a_full_tree_takes_ceil_n_less_2_over_e_less_2_devices_each_within_its_ports(n, ports, devices):
-    assert direct.tree_devices(n, ports) == devices == math.ceil((n - 2) / (ports - 2))
-    circuits = direct.tree_circuits(n, 0, tuple(range(devices)), ports)
-    used = Counter(end.split(".")[0] for pair in circuits for end in pair)
+    assert circuits.tree_devices(n, ports) == devices == math.ceil((n - 2) / (ports - 2))
+    wiring = circuits.tree_circuits(n, 0, tuple(range(devices)), ports)
+    used = Counter(end.split(".")[0] for pair in wiring for end in pair)
     assert max(used[f"d{j}"] for j in range(devices)) <= ports
     assert all(used[f"w{w}"] == 1 for w in range(n))
-    ports_seen = [end for pair in circuits for end in pair]
+    ports_seen = [end for pair in wiring for end in pair]
     assert len(ports_seen) == len(set(ports_seen))
     # a tree: devices + workers - 1 circuits, every node reaches device 0
-    assert len(circuits) == devices + n - 1
+    assert len(wiring) == devices + n - 1
     near = defaultdict(set)
-    for a, b in circuits:
+    for a, b in wiring:
         near[a.split(".")[0]].add(b.split(".")[0])
         near[b.split(".")[0]].add(a.split(".")[0])
     seen, todo = {"d0"}, ["d0"]
@@ -48,11 +48,11 @@ def test_a_full_tree_takes_ceil_n_less_2_over_e_less_2_devices_each_within_its_p
 def test_a_torus_is_the_hierarchical_ring_layout_on_circuits():
     from worker.ring_layout import Layout
     n, g = 24, 4
-    circuits = dict(direct.torus_circuits(n, g, (0, 1, 2, 3)))
+    wiring = dict(circuits.torus_circuits(n, g, (0, 1, 2, 3)))
     layout = Layout("hierarchical", (g, n // g), tuple(range(n)))
     for w in range(n):  # each rank's successor at each level is the far end of its circuit on that level
-        assert circuits[f"w{w}.0"] == f"w{layout.peers(w, 0)[0]}.1"
-        assert circuits[f"w{w}.2"] == f"w{layout.peers(w, 1)[0]}.3"
+        assert wiring[f"w{w}.0"] == f"w{layout.peers(w, 0)[0]}.1"
+        assert wiring[f"w{w}.2"] == f"w{layout.peers(w, 1)[0]}.3"
     torus = direct.plan(DirectCluster(n, 4, 10.0), 1 << 20, ["torus"])
     _fits(torus)
     chosen = torus.parts[0].shape.group
@@ -61,8 +61,8 @@ def test_a_torus_is_the_hierarchical_ring_layout_on_circuits():
 
 def test_the_tree_is_as_shallow_as_its_ports_allow():
     # 128 workers on fan-out-3 devices: 3 x 3^4 = 243 >= 128 > 81, so 5 device levels
-    assert direct.device_tree(128, 4).depth == 5
-    assert direct.device_tree(128, 8).depth == 3
+    assert circuits.device_tree(128, 4).depth == 5
+    assert circuits.device_tree(128, 8).depth == 3
 
 
 @pytest.mark.parametrize("change, field", [
@@ -150,7 +150,7 @@ def test_ntts_table_eight_nodes_of_four_interfaces():
 
 def test_a_tree_part_is_timed_as_the_one_model_times_its_topology():
     P = protocol.load()
-    cluster = DirectCluster(64, 2, 100.0, 2 * direct.tree_devices(64, 4), 4)
+    cluster = DirectCluster(64, 2, 100.0, 2 * circuits.tree_devices(64, 4), 4)
     found = direct.plan(cluster, 16 << 20, ["tree"])
     part = found.parts[0]
     topology = Topology.from_dict(direct.tree_topology(cluster, part))
@@ -185,7 +185,7 @@ def test_ina_ctl_direct_plan_prints_the_plan_and_writes_the_circuits(tmp_path, c
 
 
 def test_a_plan_of_given_parts_ends_them_together():
-    cluster = DirectCluster(16, 3, 10.0, direct.tree_devices(16, 4), 4)
+    cluster = DirectCluster(16, 3, 10.0, circuits.tree_devices(16, 4), 4)
     mixed = direct.plan_of(cluster, 8 << 20, ["tree", "ring"])
     assert [p.shape.kind for p in mixed.parts] == ["ring", "tree"]
     _fits(mixed)

@@ -1,0 +1,151 @@
+"""The wiring of a direct-connect cluster's parts (controller/direct.py): trees of devices, rings and rings of
+rings of circuits, circulant meshes, as the pairs of ports an optical circuit switch joins ("w3.1": worker 3's
+interface 1; "d7.2": device 7's port 2).  Pure functions of the sizes."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from scipy.sparse import csgraph
+
+
+class WiringError(ValueError):
+    """Sizes that no wiring of this kind takes."""
+
+
+def tree_devices(leaves: int, ports: int) -> int:
+    """Devices of ``ports`` ports that a tree needs to take ``leaves`` leaves: each device but the root
+    gives one port to its parent, so m devices offer m(E-2) + 2 ports below them (at least one device)."""
+    return max(1, math.ceil((leaves - 2) / (ports - 2)))
+
+
+@dataclass(frozen=True)
+class DeviceTree:
+    """A tree of devices 0..m-1 (0 the root; numbered breadth first): each non-root device's port 1 goes to
+    its parent, the rest take children; ``leaves[i]`` = (device, port) of leaf i."""
+
+    parent: tuple[tuple[int, int], ...]  # device j >= 1: (its parent, the parent's port)
+    leaves: tuple[tuple[int, int], ...]
+    depth: int  # devices on the longest way from a leaf to the root
+
+    @property
+    def devices(self) -> int:
+        return len(self.parent) + 1
+
+
+def device_tree(leaves: int, ports: int) -> DeviceTree:
+    """The shallowest tree of ``tree_devices(leaves, ports)`` devices: devices take the free ports breadth
+    first, then the leaves take the rest, deepest devices' ports first only where they must."""
+    m = tree_devices(leaves, ports)
+    level = [0]
+    free: list[tuple[int, int]] = [(0, p) for p in range(1, ports + 1)]  # (device, port), breadth first
+    parent: list[tuple[int, int]] = []
+    for j in range(1, m):
+        parent.append(free.pop(0))
+        level.append(level[parent[-1][0]] + 1)
+        free += [(j, p) for p in range(2, ports + 1)]
+    if len(free) < leaves:
+        raise WiringError(f"{m} devices of {ports} ports take {len(free)} leaves, not {leaves}")
+    # leaves go to the devices with no child device first (every device then has a child), deepest last
+    childless = {j for j in range(m)} - {p for p, _ in parent}
+    free.sort(key=lambda dp: (dp[0] not in childless, level[dp[0]], dp))
+    taken = sorted(free[:leaves], key=lambda dp: (level[dp[0]], dp))
+    return DeviceTree(tuple(parent), tuple(taken), max(level[d] for d, _ in taken) + 1)
+
+
+def ring_circuits(order: tuple[int, ...], ifaces: tuple[int, ...]) -> list[tuple[str, str]]:
+    """Each worker's first interface to the next worker's second, round the ring (two workers: one circuit)."""
+    if len(order) == 2:
+        return [(f"w{order[0]}.{ifaces[0]}", f"w{order[1]}.{ifaces[0]}")]
+    a, b = ifaces
+    return [(f"w{w}.{a}", f"w{order[(i + 1) % len(order)]}.{b}") for i, w in enumerate(order)]
+
+
+def torus_circuits(n: int, g: int, ifaces: tuple[int, ...]) -> list[tuple[str, str]]:
+    """Rings of g consecutive workers on the first two interfaces, rings of every g-th worker on the other two
+    (``worker.ring_layout.Layout("hierarchical", (g, n // g), ...)``'s peers)."""
+    a, b, c, d = ifaces
+    first = [(f"w{w}.{a}", f"w{w - w % g + (w + 1) % g}.{b}") for w in range(n)]
+    return first + [(f"w{w}.{c}", f"w{(w + g) % n}.{d}") for w in range(n)]
+
+
+def tree_circuits(n: int, iface: int, devs: tuple[int, ...], ports: int) -> list[tuple[str, str]]:
+    t = device_tree(n, ports)
+    return ([(f"d{devs[j + 1]}.1", f"d{devs[p]}.{port}") for j, (p, port) in enumerate(t.parent)]
+            + [(f"w{w}.{iface}", f"d{devs[d]}.{port}") for w, (d, port) in enumerate(t.leaves)])
+
+
+def ring_tree_circuits(n: int, g: int, ifaces: tuple[int, ...], devs: tuple[int, ...],
+                        ports: int) -> list[tuple[str, str]]:
+    """Each group's ring through its device (ports 1 and 2), the group devices joined by a tree (port 3)."""
+    groups = math.ceil(n / g)
+    a, b = ifaces
+    out = []
+    for k in range(groups):
+        members = list(range(k * g, min(n, (k + 1) * g)))
+        dev = devs[k]
+        ends = [f"d{dev}.1", *(f"w{w}" for w in members), f"d{dev}.2"]
+        for x, y in zip(ends[:-1], ends[1:]):
+            out.append((x if x.startswith("d") else f"{x}.{a}", y if y.startswith("d") else f"{y}.{b}"))
+    if groups == 2:
+        out.append((f"d{devs[0]}.3", f"d{devs[1]}.3"))
+    elif groups > 2:
+        joining = devs[groups:]
+        t = device_tree(groups, ports)
+        out += [(f"d{joining[j + 1]}.1", f"d{joining[p]}.{port}") for j, (p, port) in enumerate(t.parent)]
+        out += [(f"d{devs[k]}.3", f"d{joining[d]}.{port}") for k, (d, port) in enumerate(t.leaves)]
+    return out
+
+
+@functools.cache
+def mesh_offsets(n: int, d: int) -> tuple[tuple[int, ...], int]:
+    """A d-regular circulant graph on n workers (offsets; n/2 for an odd degree) whose meeting trees are
+    shallow, and their depth h: offsets are added greedily, each the candidate that brings every worker
+    nearest to some circuit's two ends (breadth first, by ``scipy.sparse.csgraph``)."""
+    fixed = [n // 2] if d % 2 else []
+    candidates = sorted({max(1, min((n - 1) // 2, round((n / 2) ** (k / 32)))) for k in range(33)} | {1, 2, 3})
+    offsets: list[int] = []
+    depth = n
+    for _ in range(d // 2):
+        best = None
+        for o in candidates:
+            if o in offsets or (n % 2 == 0 and o == n // 2):
+                continue
+            h = _meeting_eccentricity(n, (*offsets, o, *fixed))
+            if best is None or h < best[0]:
+                best = (h, o)
+        if best is None:
+            break
+        depth = best[0]
+        offsets.append(best[1])
+    if not offsets:  # degree 1: the n/2 circuits alone
+        depth = _meeting_eccentricity(n, tuple(fixed))
+    return tuple(offsets + fixed), depth
+
+
+def _meeting_eccentricity(n: int, offsets: tuple[int, ...]) -> int:
+    """How far the farthest worker is from the nearer end of the best circuit (0, o)."""
+    rows = np.repeat(np.arange(n), len(offsets))
+    cols = (rows + np.tile(np.array(offsets), n)) % n
+    graph = sparse.coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n)).tocsr()
+    far = np.nan_to_num(csgraph.shortest_path(graph, directed=False, unweighted=True, indices=[0, *offsets]),
+                        posinf=n)  # not reached: as far as can be
+    return int(min(np.minimum(far[0], far[1 + i]).max() for i in range(len(offsets))))
+
+
+def mesh_circuits(n: int, d: int, ifaces: tuple[int, ...]) -> list[tuple[str, str]]:
+    """``mesh_offsets``' graph, each circuit on the next free interface of its two ends."""
+    offsets, _ = mesh_offsets(n, d)
+    edges = [(w, (w + o) % n) for o in offsets if not (n % 2 == 0 and o == n // 2) for w in range(n)]
+    edges += [(w, w + n // 2) for w in range(n // 2)] if n % 2 == 0 and n // 2 in offsets else []
+    used: dict[int, int] = {}
+    out = []
+    for u, v in edges:
+        iu, iv = used.get(u, 0), used.get(v, 0)
+        used[u], used[v] = iu + 1, iv + 1
+        out.append((f"w{u}.{ifaces[iu]}", f"w{v}.{ifaces[iv]}"))
+    return out

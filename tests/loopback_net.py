@@ -6,6 +6,9 @@ socket at the switch's address turns each datagram into the Ethernet/IPv4/UDP fr
 would have sent on its switch port, runs it through the pipeline, and sends every frame the
 switch emits to its IPv4/UDP destination.  The wire can lose, duplicate and reorder frames
 (seeded), in each direction, to test the protocol under exactly those faults.
+
+``LoopbackSwitch`` is the switch and its wire alone, for a controller made elsewhere (a direct-connect
+cluster's devices, set up by ``controller.direct_jobs``); ``LoopbackNet`` adds the controller.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from controller.topology import Topology
 from p4target.dataplane import Dataplane
 from p4target.runtime.service import P4RuntimeServer, serve
 from tests.conftest import free_port
+from worker import protocol
 from worker.jobspec import JobSpec
 
 SWITCH_IP = "127.0.0.254"
@@ -68,49 +72,38 @@ class Faults:
         return out
 
 
-class LoopbackNet:
-    """``with LoopbackNet(3) as net: spec = net.job(pool_size=16)``; workers then use ``spec``.
+class LoopbackSwitch:
+    """One switch of ``topology`` on loopback, with no controller: a built-in-target P4Runtime server at
+    ``grpc_address`` (default: a free port), empty until whoever has its address sets it up over gRPC, and
+    its wire, a UDP socket at the switch's address (the hosts attached to it are the ones it takes frames
+    from).  ``udp_port``: the aggregation port the wire listens on (default: the protocol's)."""
 
-    ``host_ips`` and ``switch_ip`` put the hosts and the switch elsewhere on loopback, so that several
-    networks (one per aggregation device of a direct-connect plan) run side by side."""
-
-    def __init__(self, workers: int, state_dir: Path, faults: Faults | None = None, *,
-                 host_ips: Sequence[str] | None = None, switch_ip: str = SWITCH_IP) -> None:
-        self.switch_ip = switch_ip
-        self.topology = topology(workers, host_ips, switch_ip)
+    def __init__(self, topology: Topology, name: str = "s1", faults: Faults | None = None, *,
+                 grpc_address: str | None = None, udp_port: int | None = None, device_id: int = 1) -> None:
+        self.name, self.device_id = name, device_id
+        self.switch_ip = str(topology.switches[name].ip)
+        self.switch_mac = bytes.fromhex(topology.switches[name].mac.replace(":", ""))
         self.faults = faults or Faults()
-        self.service = P4RuntimeServer(Dataplane([]), device_id=1)
-        self.grpc_address = f"127.0.0.1:{free_port()}"
+        self.grpc_address = grpc_address or f"127.0.0.1:{free_port()}"
+        self.service = P4RuntimeServer(Dataplane([]), device_id=device_id)
         self.server = serve(self.service, self.grpc_address)
-        network = Network(self.topology, {"s1": SwitchAccess(self.grpc_address, 1, "builtin")})
-        # V = 64 (not the default 256): the tests size their calls and bounds in chunks of 64
-        self.controller = Controller(network, state_dir / "state.json", PipelineOptions(values=64))
         self._switch_lock = threading.Lock()  # a restart never cuts a frame's way through the switch
-        self.controller.setup()
+        attached = [h for h in topology.hosts.values() if topology.attachment[h.name][0] == name]
+        self.port_of = {str(h.ip.ip): topology.attachment[h.name][1] for h in attached}
+        self.mac_of = {str(h.ip.ip): bytes.fromhex(h.mac.replace(":", "")) for h in attached}
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-        self.sock.bind((switch_ip, self.controller.pipeline("s1").protocol.INA_UDP_PORT))
-        self.port_of = {str(h.ip.ip): self.topology.attachment[h.name][1] for h in self.topology.hosts.values()}
-        self.mac_of = {str(h.ip.ip): bytes.fromhex(h.mac.replace(":", "")) for h in self.topology.hosts.values()}
+        self.sock.bind((self.switch_ip, udp_port if udp_port is not None else protocol.load().INA_UDP_PORT))
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True, name="loopback-wire")
+        self._thread = threading.Thread(target=self._serve, daemon=True, name=f"loopback-wire-{name}")
         self._thread.start()
 
-    def job(self, name: str = "job", pool_size: int = 16, mode: str = "ina") -> JobSpec:
-        """A job of every host of the network, through the switch unless ``mode`` says otherwise."""
-        return self.controller.create_job(name, sorted(self.topology.hosts), pool_size, mode=mode)
-
-    def spec_file(self, name: str = "job") -> Path:
-        """Where the controller wrote the job's spec (and writes it again)."""
-        assert self.controller.spec_dir is not None
-        return self.controller.spec_dir / f"{name}.json"
-
-    def restart_switch(self) -> None:
+    def restart(self) -> None:
         """The switch dies and comes back on the same address empty: no pipeline, no entries, no
-        registers; frames sent meanwhile are lost.  ``controller.check_switches()`` provisions it again."""
+        registers; frames sent meanwhile are lost."""
         with self._switch_lock:
             self.server.stop(None).wait()
-            self.service = P4RuntimeServer(Dataplane([]), device_id=1)
+            self.service = P4RuntimeServer(Dataplane([]), device_id=self.device_id)
             for attempt in range(50):
                 try:
                     self.server = serve(self.service, self.grpc_address)
@@ -124,17 +117,15 @@ class LoopbackNet:
         self._stop.set()
         self._thread.join()
         self.sock.close()
-        self.controller.close()
         self.server.stop(None)
 
-    def __enter__(self) -> LoopbackNet:
+    def __enter__(self) -> LoopbackSwitch:
         return self
 
     def __exit__(self, *_: object) -> None:
         self.close()
 
     def _serve(self) -> None:
-        switch_mac = bytes.fromhex(self.topology.switches["s1"].mac.replace(":", ""))
         dst = socket.inet_aton(self.switch_ip)
         while not self._stop.is_set():
             if not select.select([self.sock], [], [], 0.05)[0]:
@@ -144,7 +135,7 @@ class LoopbackNet:
                 continue
             ip_header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28 + len(payload), 0, 0, 64, 17, 0,
                                     socket.inet_aton(ip), dst)
-            frame = switch_mac + self.mac_of[ip] + b"\x08\x00" + ip_header + \
+            frame = self.switch_mac + self.mac_of[ip] + b"\x08\x00" + ip_header + \
                 struct.pack("!HHHH", sport, self.sock.getsockname()[1], 8 + len(payload), 0) + payload
             for data, port in self.faults.apply("up", frame, self.port_of[ip]):
                 self._through_switch(port, data)
@@ -158,3 +149,53 @@ class LoopbackNet:
             for payload, where in self.faults.apply("down", data[42:], (dst_ip, dst_port)):
                 self.sock.sendto(payload, where)
 
+
+class LoopbackNet:
+    """``with LoopbackNet(3) as net: spec = net.job(pool_size=16)``; workers then use ``spec``.
+
+    ``host_ips`` and ``switch_ip`` put the hosts and the switch elsewhere on loopback, so that several
+    networks (one per aggregation device of a direct-connect plan) run side by side."""
+
+    def __init__(self, workers: int, state_dir: Path, faults: Faults | None = None, *,
+                 host_ips: Sequence[str] | None = None, switch_ip: str = SWITCH_IP) -> None:
+        self.switch_ip = switch_ip
+        self.topology = topology(workers, host_ips, switch_ip)
+        self.switch = LoopbackSwitch(self.topology, "s1", faults)
+        self.grpc_address = self.switch.grpc_address
+        network = Network(self.topology, {"s1": SwitchAccess(self.grpc_address, 1, "builtin")})
+        # V = 64 (not the default 256): the tests size their calls and bounds in chunks of 64
+        self.controller = Controller(network, state_dir / "state.json", PipelineOptions(values=64))
+        self.controller.setup()
+
+    @property
+    def faults(self) -> Faults:
+        """The wire's faults; a test may put others in place while the network runs."""
+        return self.switch.faults
+
+    @faults.setter
+    def faults(self, faults: Faults) -> None:
+        self.switch.faults = faults
+
+    def job(self, name: str = "job", pool_size: int = 16, mode: str = "ina") -> JobSpec:
+        """A job of every host of the network, through the switch unless ``mode`` says otherwise."""
+        return self.controller.create_job(name, sorted(self.topology.hosts), pool_size, mode=mode)
+
+    def spec_file(self, name: str = "job") -> Path:
+        """Where the controller wrote the job's spec (and writes it again)."""
+        assert self.controller.spec_dir is not None
+        return self.controller.spec_dir / f"{name}.json"
+
+    def restart_switch(self) -> None:
+        """The switch dies and comes back on the same address empty (``LoopbackSwitch.restart``):
+        ``controller.check_switches()`` provisions it again."""
+        self.switch.restart()
+
+    def close(self) -> None:
+        self.controller.close()
+        self.switch.close()
+
+    def __enter__(self) -> LoopbackNet:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

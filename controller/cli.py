@@ -10,6 +10,7 @@
     ina-ctl --net RUN/net.json serve --listen 0.0.0.0:50051 --token-file TOKEN   # the controller service
     ina-ctl direct plan --workers 128 --interfaces 4 --gbps 100 --devices 63 --ports 4 --size 25MB [--json]
     ina-ctl direct plan --cluster CLUSTER.json --size 25MB [--kinds tree,ring] [--circuits OUT.json]
+    ina-ctl direct setup --cluster CLUSTER.json --site SITE.json --size 25MB --state-dir DIR   # DIR/parts.json
 
 With a service running, `job create/delete/list` and `status` go to it: `--controller HOST:PORT
 --token-file TOKEN` (or INA_CONTROLLER and INA_TOKEN_FILE), no --net.
@@ -36,6 +37,8 @@ from pathlib import Path
 from controller import direct
 from controller.calibrate import calibrate
 from controller.controller import DEAD_AFTER, DEFAULT_POOL_SIZE, Controller
+from controller.direct_jobs import create_parts, write_parts
+from controller.direct_site import DirectSite
 from controller.job_plan import JobPlan, method_lines, plan_job, predictions
 from controller.model import DEFAULT_HOST_LATENCY
 from controller.network import Network
@@ -47,6 +50,7 @@ from controller.state import STATE_FILE, StateLock
 from controller.topology import Topology, TopologyError
 from ina_api.client import CONTROLLER_ENV, TOKEN_ENV, JobsClient, LeaseKeeper, ServiceError, read_token
 from worker import protocol
+from worker.direct import TreePart
 from worker.jobspec import RING_SUMS
 from worker.ring_layout import LAYOUTS
 from worker.tuner import MODES
@@ -167,11 +171,12 @@ def _watch_and_serve(sub) -> None:
 
 
 def _direct(sub) -> None:
-    """`direct plan`: a direct-connect cluster's parts and circuits (controller.direct; no network needed)."""
-    plan = sub.add_parser("direct", help="direct-connect clusters (optical circuits and aggregation devices)") \
-        .add_subparsers(dest="action", required=True) \
-        .add_parser("plan", help="the parts, shares and circuits for a call, beside the plain ring and a tree per "
-                                 "interface")
+    """`direct plan`: a direct-connect cluster's parts and circuits (controller.direct; no network needed);
+    `direct setup`: every tree part's job on a real cluster's devices, and the parts every rank loads."""
+    actions = sub.add_parser("direct", help="direct-connect clusters (optical circuits and aggregation devices)") \
+        .add_subparsers(dest="action", required=True)
+    plan = actions.add_parser("plan", help="the parts, shares and circuits for a call, beside the plain ring and a "
+                                           "tree per interface")
     plan.add_argument("--cluster", type=Path, help="a cluster file (docs/direct.md); or the options below")
     plan.add_argument("--workers", type=int)
     plan.add_argument("--interfaces", type=int, help="D: each worker's circuit interfaces")
@@ -188,6 +193,17 @@ def _direct(sub) -> None:
                                       "ring_tree(16)), comma-separated")
     plan.add_argument("--circuits", type=Path, help="write the circuits to program (pairs of ports) to this file")
     plan.add_argument("--json", action="store_true")
+    setup = actions.add_parser("setup", help="plan a call, create every tree part's job on the site's devices, "
+                                             "and write the parts every rank's DirectWorker loads")
+    setup.add_argument("--cluster", type=Path, required=True, help="the cluster file (docs/direct.md)")
+    setup.add_argument("--site", type=Path, required=True, help="the site file: every worker's interfaces, every "
+                                                                "device's P4Runtime access and address")
+    setup.add_argument("--size", type=_sizes, required=True, help="bytes per worker and call the plan is for")
+    setup.add_argument("--state-dir", type=Path, required=True,
+                       help="a fresh directory: DIR/parts.json, and each tree part's net.json, state and spec in "
+                            "DIR/part-K")
+    setup.add_argument("--kinds", help="only these part shapes, comma-separated (DirectWorker runs tree and ring)")
+    setup.add_argument("--values", type=int, help="int32 values per packet (default: the most the devices take)")
 
 
 def _plan_direct(args: argparse.Namespace) -> int:
@@ -212,6 +228,29 @@ def _plan_direct(args: argparse.Namespace) -> int:
     else:
         for p in plans:
             print("\n".join(direct.describe(p)))
+    return 0
+
+
+def _setup_direct(args: argparse.Namespace) -> int:
+    """`direct setup`: the plan, its tree parts' jobs (controller.direct_jobs) and DIR/parts.json."""
+    if len(args.size) != 1:
+        raise direct.DirectError("direct setup plans for one --size")
+    cluster, site = direct.DirectCluster.load(args.cluster), DirectSite.load(args.site)
+    site.check(cluster, str(args.site))
+    found = direct.plan(cluster, args.size[0], args.kinds.split(",") if args.kinds else None)
+    print("\n".join(direct.describe(found)))
+    parts = create_parts(cluster, found, site, args.state_dir, PipelineOptions(args.values) if args.values else None)
+    for k, (planned, part) in enumerate(zip(found.parts, parts)):
+        head = f"part {k + 1}/{len(parts)}: {planned.shape.name}, share {part.share:.3f}"
+        if isinstance(part, TreePart):
+            devices = ", ".join(f"d{j} ({site.devices[j].p4runtime})" for j in planned.devices)
+            print(f"{head}, interface {planned.interfaces[0]}, device(s) {devices}: job {part.spec.name}, pool "
+                  f"{part.spec.pool_size}, spec in {part.spec_file}")
+        else:
+            print(f"{head}, interfaces {list(planned.interfaces)}: listening on {part.forward[0]} and "
+                  f"{part.backward[0]}, ... (forward, backward)")
+    out = write_parts(parts, args.state_dir)
+    print(f"parts for every rank in {out.absolute()}: DirectWorker(parts_from_json(text), rank)")
     return 0
 
 
@@ -243,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "job" and args.action == "plan" and args.topology is not None:
             return _plan_topology(args)
         if args.command == "direct":
-            return _plan_direct(args)
+            return _plan_direct(args) if args.action == "plan" else _setup_direct(args)
         if args.controller and (args.command == "status" or (args.command == "job" and args.action != "plan")):
             return _ask_service(args)
         if args.net is None:

@@ -1,0 +1,154 @@
+"""From a direct-connect plan (``controller.direct``) and the cluster's real addresses (``controller.direct_site``)
+to what every rank's ``worker.direct.DirectWorker`` runs.
+
+A tree part is an ordinary INA job on its devices: ``part_network`` is the part's topology
+(``controller.direct.tree_topology``'s links) with the site's addresses and the devices' P4Runtime access, and
+``create_parts`` has a controller of its own per tree part set the devices up and create the job.  A ring part
+needs nothing installed, only every worker's listening addresses (``ring_part``).  DirectWorker runs tree and
+ring parts; a plan with any other part is refused by name before anything is installed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from controller.controller import Controller
+from controller.direct import DirectCluster, DirectError, DirectPlan, Part, tree_topology
+from controller.direct_site import DirectSite
+from controller.network import Network
+from controller.p4runtime_client import SwitchError
+from controller.pipeline import PipelineOptions
+from controller.state import STATE_FILE
+from controller.topology import Topology
+from worker.direct import RingPart, TreePart, parts_to_json
+
+log = logging.getLogger("ina.direct")
+RUNS = ("ring", "tree")  # the parts DirectWorker runs on sockets
+WHY_NOT = {"torus": "DirectWorker does not run tori: a rank would listen on one address per ring level",
+           "ring_tree": "planned only: hosts would forward partial sums along a chain",
+           "nic_mesh": "planned only: it needs NICs that sum"}
+PARTS_FILE = "parts.json"  # in the state directory: what every rank loads
+ELECTION_ID = 2  # as ina-ctl's other commands that change switches: a watch (id 1) may hold them
+
+
+def check_runnable(plan: DirectPlan) -> None:
+    """Every part is a tree or a ring (a DirectError naming the first that is not)."""
+    for k, part in enumerate(plan.parts):
+        if part.shape.kind not in RUNS:
+            why = WHY_NOT.get(part.shape.kind, f"DirectWorker runs {' and '.join(RUNS)} parts only")
+            raise DirectError(f"part {k + 1}/{len(plan.parts)} is {part.shape.name}: {why}; plan without it "
+                              f"(--kinds {','.join(RUNS)})")
+
+
+def part_network(cluster: DirectCluster, plan: DirectPlan, k: int, site: DirectSite) -> Network:
+    """Tree part ``k`` as a network the controller sets up: worker w is host h<w+1> at its address on the
+    part's interface, device j is switch d<j> at the site's address and P4Runtime access, linked as
+    ``tree_topology`` links them."""
+    part = _part(cluster, plan, k, site, "tree")
+    topology = tree_topology(cluster, part)
+    interface = part.interfaces[0]
+    for w in range(cluster.workers):
+        end = site.workers[w][interface]
+        topology["hosts"][f"h{w + 1}"] = {"ip": str(end.ip), "mac": end.mac}
+    for j in part.devices:
+        device = site.devices[j]
+        topology["switches"][f"d{j}"].update(ip=str(device.ip), mac=device.mac)
+    return Network(Topology.from_dict(topology, f"part {k + 1}/{len(plan.parts)}"),
+                   {f"d{j}": site.devices[j].access for j in part.devices})
+
+
+def ring_part(plan: DirectPlan, k: int, site: DirectSite) -> RingPart:
+    """Ring part ``k``'s listening addresses.  Worker order[i]'s interface a is a circuit to order[i+1]'s
+    interface b, so in the ring in ``order`` a worker hears its predecessor on b (``forward``), and in the
+    reversed ring on a (``backward``).  The i-th ring part of the plan listens on ring_port + 2i forward and
+    the port after it backward (two workers have one circuit, both directions on it)."""
+    part = _part(plan.cluster, plan, k, site, "ring")
+    a, b = part.interfaces if len(part.interfaces) == 2 else part.interfaces * 2
+    port = site.ring_port + 2 * sum(p.shape.kind == "ring" for p in plan.parts[:k])
+    if port + 1 > 65535:
+        raise DirectError(f"ring_port {site.ring_port}: part {k + 1}/{len(plan.parts)} would listen on port "
+                          f"{port + 1}, beyond 65535")
+    workers = range(plan.cluster.workers)
+    return RingPart(part.share, part.order, tuple(f"{site.workers[w][b].ip.ip}:{port}" for w in workers),
+                    tuple(f"{site.workers[w][a].ip.ip}:{port + 1}" for w in workers))
+
+
+def create_parts(cluster: DirectCluster, plan: DirectPlan, site: DirectSite, state_dir: Path,
+                 options: PipelineOptions | None = None) -> list[TreePart | RingPart]:
+    """Every part of the plan, in its order, as DirectWorker takes them: each tree part's job created on its
+    devices by a controller whose network file, state and job specs are in state_dir/part-<k> (so that
+    ``ina-ctl --net state_dir/part-<k>/net.json watch`` keeps them provisioned), each ring part's addresses.
+
+    The tree part's job is ``direct-<k>``, mode ina, one tree, as many slots as its window (the planner's, at
+    most what the devices have free).  Either every job is created or none: a failure deletes the ones made (a
+    device that does not answer keeps their entries until it is set up again), and the directory may be used
+    again."""
+    _check(cluster, plan, site)
+    check_runnable(plan)
+    if (state_dir / PARTS_FILE).exists():
+        raise DirectError(f"{state_dir} holds an earlier setup ({PARTS_FILE}), whose ranks may be running: give a "
+                          f"fresh state directory (its controllers set the devices up anew)")
+    controllers: list[Controller] = []
+    made: list[tuple[Controller, str]] = []
+    try:
+        parts: list[TreePart | RingPart] = []
+        for k, part in enumerate(plan.parts):
+            if part.shape.kind == "ring":
+                parts.append(ring_part(plan, k, site))
+                continue
+            network = part_network(cluster, plan, k, site)
+            where = state_dir / f"part-{k}"
+            where.mkdir(parents=True, exist_ok=True)
+            network.save(where / "net.json")
+            ctl = Controller(network, where / STATE_FILE, options, ELECTION_ID)
+            controllers.append(ctl)
+            parts.append(_tree_job(ctl, cluster, part, f"direct-{k}"))
+            made.append((ctl, f"direct-{k}"))
+        return parts
+    except BaseException:
+        _undo(made)
+        raise
+    finally:
+        for ctl in controllers:
+            ctl.close()
+
+
+def write_parts(parts: Sequence[TreePart | RingPart], state_dir: Path) -> Path:
+    """state_dir/parts.json, which every rank loads (``worker.direct.parts_from_json``)."""
+    state_dir.mkdir(parents=True, exist_ok=True)  # a plan of rings alone made no part's directory
+    path = state_dir / PARTS_FILE
+    path.write_text(parts_to_json(parts) + "\n")
+    return path
+
+
+def _tree_job(ctl: Controller, cluster: DirectCluster, part: Part, name: str) -> TreePart:
+    """The part's devices set up, and its job on them (every worker, in rank order)."""
+    ctl.setup()
+    pool = min(part.shape.window, *(ctl.room(d).free_slots for d in ctl.topology.switches))
+    spec = ctl.create_job(name, [f"h{w + 1}" for w in range(cluster.workers)], max(1, pool), trees=1, mode="ina")
+    assert ctl.spec_dir is not None
+    return TreePart(spec, part.share, str((ctl.spec_dir / f"{name}.json").absolute()))
+
+
+def _undo(made: Sequence[tuple[Controller, str]]) -> None:
+    """Delete the jobs already made (best effort: a switch that does not answer keeps them until set up)."""
+    for ctl, name in made:
+        try:
+            ctl.delete_job(name, force=True)
+        except (SwitchError, OSError, ValueError) as e:
+            log.warning("job %s not deleted after a failed setup: %s", name, e)
+
+
+def _check(cluster: DirectCluster, plan: DirectPlan, site: DirectSite) -> None:
+    if plan.cluster != cluster:
+        raise DirectError("the plan was made for another cluster")
+    site.check(cluster)
+
+
+def _part(cluster: DirectCluster, plan: DirectPlan, k: int, site: DirectSite, kind: str) -> Part:
+    _check(cluster, plan, site)
+    if not 0 <= k < len(plan.parts) or plan.parts[k].shape.kind != kind:
+        raise DirectError(f"part {k + 1} of {len(plan.parts)} is not a {kind} part")
+    return plan.parts[k]

@@ -1,0 +1,193 @@
+"""controller/direct_site.py and controller/direct_jobs.py: from a plan and a site file to every rank's parts.
+
+Four workers with three "interfaces" each (127.0.1.x, 127.0.2.x, 127.0.3.x) and one device of four ports: the
+planner gives a ring on interfaces 0 and 1 and a tree through the device on interface 2.  The device is a
+built-in-target switch on loopback with no controller of its own (tests/loopback_net.py's LoopbackSwitch):
+`ina-ctl direct setup` sets it up over real gRPC and writes parts.json, and four DirectWorker ranks load it
+and sum over real sockets.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from controller import cli
+from controller.controller import Controller
+from controller.direct import DirectCluster, DirectError, plan, plan_of, tree_topology
+from controller.direct_jobs import create_parts, part_network, ring_part
+from controller.direct_site import DirectSite
+from controller.network import Network
+from controller.p4runtime_client import SwitchError
+from tests.conftest import free_port
+from tests.loopback_net import LoopbackSwitch
+from tests.test_direct_worker import check, on_ranks
+from worker import DirectWorker
+from worker.direct import RingPart, TreePart, parts_from_json
+
+N = 4
+SIZE = 20_011  # elements per call: not a multiple of V = 256
+CLUSTER = DirectCluster(N, 3, 10.0, devices=1, device_ports=4)
+NBYTES = 1 << 20  # the plan's call: at 10 Gbit/s a tree and a ring share it
+DEVICE_IP = "127.0.0.250"
+
+
+def site_dict(grpc_address: str, ring_port: int) -> dict:
+    """Worker w's interface i at 127.0.(i+1).(w+1); the device at DEVICE_IP."""
+    return {"workers": [{"interfaces": [{"ip": f"127.0.{i + 1}.{w + 1}/24", "mac": f"02:00:0{i + 1}:00:00:{w + 1:02x}"}
+                                        for i in range(CLUSTER.interfaces)]} for w in range(N)],
+            "devices": [{"p4runtime": grpc_address, "device_id": 1, "target": "builtin", "ip": DEVICE_IP,
+                         "mac": "02:00:00:00:fe:fa"}],
+            "ring_port": ring_port}
+
+
+def test_site_file_and_the_parts_it_gives() -> None:
+    """The planner's tree + ring, and each part's addresses taken from the site."""
+    site = DirectSite.from_dict(site_dict("127.0.0.1:9559", 41000))
+    assert DirectSite.from_dict(site.to_dict()) == site
+    p = plan(CLUSTER, NBYTES)
+    assert [x.shape.kind for x in p.parts] == ["ring", "tree"]
+    ring, tree = p.parts
+    assert ring.interfaces == (0, 1) and tree.interfaces == (2,) and tree.devices == (0,)
+    net = part_network(CLUSTER, p, 1, site)
+    hosts = net.topology.hosts
+    assert [str(hosts[f"h{w + 1}"].ip) for w in range(N)] == [f"127.0.3.{w + 1}/24" for w in range(N)]
+    assert str(net.topology.switches["d0"].ip) == DEVICE_IP and net.topology.switches["d0"].mac == "02:00:00:00:fe:fa"
+    assert net.access["d0"].grpc_address == "127.0.0.1:9559" and net.access["d0"].target == "builtin"
+    placeholder = tree_topology(CLUSTER, tree)
+    assert net.topology.to_dict()["links"] == placeholder["links"]  # only the addresses change
+    r = ring_part(p, 0, site)
+    assert r.share == ring.share and r.order == ring.order
+    # w's interface 0 is a circuit to w+1's interface 1: forward, w hears w-1 on 1; backward, w+1 on 0
+    assert r.forward == tuple(f"127.0.2.{w + 1}:41000" for w in range(N))
+    assert r.backward == tuple(f"127.0.1.{w + 1}:41001" for w in range(N))
+    with pytest.raises(DirectError, match="part 2 of 2 is not a ring part"):
+        ring_part(p, 1, site)
+
+
+def test_two_workers_ring_both_ways_on_one_circuit() -> None:
+    cluster = DirectCluster(2, 1, 10.0)
+    p = plan(cluster, NBYTES)
+    (only,) = p.parts
+    site = DirectSite.from_dict({"workers": [{"interfaces": [{"ip": f"10.9.0.{w}/31", "mac": f"02:00:00:00:09:0{w}"}]}
+                                             for w in range(2)], "ring_port": 5000})
+    r = ring_part(p, 0, site)
+    assert only.interfaces == (0,) and r.forward == ("10.9.0.0:5000", "10.9.0.1:5000")
+    assert r.backward == ("10.9.0.0:5001", "10.9.0.1:5001")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d["workers"][2]["interfaces"][1].update(ip="127.0.2.3"),
+     r"workers\[2\]\.interfaces\[1\]\.ip: an address with its prefix"),
+    (lambda d: d["workers"][1]["interfaces"][0].update(mac="02:00"), r"workers\[1\]\.interfaces\[0\]\.mac: a MAC"),
+    (lambda d: d["workers"][3]["interfaces"][2].update(ip="127.0.1.1/24"),
+     r"workers\[3\]\.interfaces\[2\]\.ip: 127\.0\.1\.1 is also workers\[0\]\.interfaces\[0\]\.ip"),
+    (lambda d: d["devices"][0].update(target="tofino"), r"devices\[0\]\.target: one of builtin, bmv2"),
+    (lambda d: d["devices"][0].update(p4runtime="nowhere"), r"devices\[0\]\.p4runtime: host:port"),
+    (lambda d: d["devices"][0].pop("device_id"), r"devices\[0\]\.device_id is missing"),
+    (lambda d: d["devices"][0].update(ip="127.0.0.250/24"), r"devices\[0\]\.ip: the device's own address"),
+    (lambda d: d.update(ring_port=70000), "ring_port: a TCP port"),
+    (lambda d: d["workers"][0].update(colour="red"), r"unknown field\(s\) \['workers\[0\]\.colour'\]"),
+])
+def test_a_bad_site_is_refused_naming_the_field(change, message: str) -> None:
+    data = copy.deepcopy(site_dict("127.0.0.1:9559", 41000))
+    change(data)
+    with pytest.raises(DirectError, match=message):
+        DirectSite.from_dict(data)
+
+
+def test_a_site_that_is_not_the_clusters_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    data = site_dict("127.0.0.1:9559", 41000)
+    data["workers"][1]["interfaces"].pop()
+    site = tmp_path / "site.json"
+    site.write_text(json.dumps(data))
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps(CLUSTER.to_dict()))
+    assert cli.main(["direct", "setup", "--cluster", str(cluster), "--site", str(site), "--size", "1MB",
+                     "--state-dir", str(tmp_path / "state")]) == 1
+    err = capsys.readouterr().err
+    assert f"{site}: workers[1].interfaces: 2 listed, each worker of the cluster has 3" in err, err
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_torus_is_refused_by_name_before_anything_is_installed(tmp_path: Path) -> None:
+    """A tree part ahead of a torus: the device (nothing answers at its address) is never asked."""
+    cluster = DirectCluster(9, 5, 10.0, devices=1, device_ports=16)
+    p = plan_of(cluster, NBYTES, ["tree", "torus(3)"])
+    tree_first = dataclasses.replace(p, parts=tuple(sorted(p.parts, key=lambda x: x.shape.kind != "tree")))
+    assert [x.shape.name for x in tree_first.parts] == ["tree", "torus(3)"]
+    site = DirectSite.from_dict({
+        "workers": [{"interfaces": [{"ip": f"10.{i}.0.{w}/31", "mac": f"02:00:00:00:0{i}:0{w}"} for i in range(5)]}
+                    for w in range(9)],
+        "devices": [{"p4runtime": f"127.0.0.1:{free_port()}", "device_id": 1, "target": "builtin",
+                     "ip": "10.9.9.9", "mac": "02:00:00:00:09:09"}]})
+    with pytest.raises(DirectError, match=r"part 2/2 is torus\(3\): DirectWorker does not run tori"):
+        create_parts(cluster, tree_first, site, tmp_path / "state")
+    assert not (tmp_path / "state").exists()
+
+
+def test_setup_then_every_rank_sums(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`ina-ctl direct setup` sets the device up and writes parts.json; four ranks load it and sum float32 and
+    int32 through the device and round the ring at once."""
+    grpc_address = f"127.0.0.1:{free_port()}"
+    site = tmp_path / "site.json"
+    site.write_text(json.dumps(site_dict(grpc_address, free_port())))
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps(CLUSTER.to_dict()))
+    network = part_network(CLUSTER, plan(CLUSTER, NBYTES), 1, DirectSite.load(site))
+    with LoopbackSwitch(network.topology, "d0", grpc_address=grpc_address):
+        assert cli.main(["direct", "setup", "--cluster", str(cluster), "--site", str(site), "--size", "1MB",
+                         "--state-dir", str(tmp_path / "state")]) == 0
+        out = capsys.readouterr().out
+        assert "part 1/2: ring, share 0.528, interfaces [0, 1]" in out, out
+        assert "part 2/2: tree, share 0.472, interface 2, device(s) d0" in out and "job direct-1, pool 36" in out
+        parts = parts_from_json((tmp_path / "state" / "parts.json").read_text())
+        ring, tree = parts
+        assert isinstance(ring, RingPart) and isinstance(tree, TreePart)
+        assert [m.ip for m in tree.spec.members] == [f"127.0.3.{w + 1}" for w in range(N)]
+        assert {m.switch_ip for m in tree.spec.members} == {DEVICE_IP} and tree.spec.mode == "ina"
+        assert tree.spec_file == str((tmp_path / "state" / "part-1" / "jobs" / "direct-1.json").absolute())
+        assert (tmp_path / "state" / "part-1" / "net.json").exists()
+        workers = [DirectWorker(parts, r, timeout=5.0) for r in range(N)]
+        try:
+            rng = np.random.default_rng(11)
+            ranges = workers[0].split(SIZE)
+            for dtype in (np.float32, np.int32):
+                if dtype == np.float32:
+                    arrays = [(rng.standard_normal(SIZE) * 10 ** rng.uniform(-3, 3, SIZE)).astype(dtype)
+                              for _ in range(N)]
+                else:
+                    arrays = [rng.integers(-2**20, 2**20, SIZE, dtype=np.int32) for _ in range(N)]
+                check(on_ranks(workers, lambda w, xs=arrays: w.allreduce(xs[w.rank])), arrays, ranges, parts)
+            assert set(workers[0].last_parts) == {"part 1/2 (ring, forward)", "part 1/2 (ring, backward)",
+                                                  "part 2/2 (tree, job direct-1)"}
+        finally:
+            for w in workers:
+                w.close()
+    with pytest.raises(DirectError, match=r"holds an earlier setup \(parts.json\)"):
+        create_parts(CLUSTER, plan(CLUSTER, NBYTES), DirectSite.load(site), tmp_path / "state")
+
+
+def test_a_device_that_does_not_answer_undoes_the_jobs_made(tmp_path: Path) -> None:
+    """Two tree parts; the second device does not answer, so the first part's job is deleted from its device
+    and its state, and nothing is left for the ranks."""
+    cluster = DirectCluster(N, 3, 10.0, devices=2, device_ports=4)
+    p = plan_of(cluster, NBYTES, ["tree", "tree"])
+    data = site_dict(f"127.0.0.1:{free_port()}", free_port())
+    data["devices"].append({**data["devices"][0], "p4runtime": f"127.0.0.1:{free_port()}", "ip": "127.0.0.251",
+                            "mac": "02:00:00:00:fe:fb"})
+    site = DirectSite.from_dict(data)
+    first = part_network(cluster, p, 0, site)
+    with LoopbackSwitch(first.topology, "d0", grpc_address=data["devices"][0]["p4runtime"]):
+        with pytest.raises(SwitchError):
+            create_parts(cluster, p, site, tmp_path / "state")
+        assert not (tmp_path / "state" / "parts.json").exists()
+        part0 = tmp_path / "state" / "part-0"
+        with Controller(Network.load(part0 / "net.json"), part0 / "controller-state.json") as ctl:
+            assert ctl.state.jobs == {}
+            assert ctl.installed_entries("d0") == ctl.expected_entries("d0")  # routes, and no job's entries

@@ -71,7 +71,8 @@ from worker import protocol
 from worker.ring import HEADER
 from worker.tuner import TreePipe, split_chunks
 
-RUNNABLE = ("ring", "torus", "tree")  # what the virtual fabric runs; the other shapes are planned only
+RUNS_IN_FABRIC = ("ring", "torus", "tree")  # what the virtual fabric runs (virtual_fabric/direct.py)
+RUNS_ON_SOCKETS = ("ring", "tree")  # what a worker runs (worker.direct.DirectWorker); the rest is planned only
 # slots a device gives a tree: ina.p4's whole default pool (INA_POOL_SLOTS), as a device serves one part
 # (tests/test_direct.py checks it against the built program)
 DEVICE_POOL = 1024
@@ -319,7 +320,7 @@ class Part:
         return {"kind": self.shape.kind, "group": self.shape.group, "interfaces": list(self.interfaces),
                 "devices": list(self.devices), "share": self.share, "steps": self.shape.steps,
                 "latency_us": self.shape.latency * 1e6, "ns_per_byte": self.shape.per_byte * 1e9,
-                "runnable": self.shape.kind in RUNNABLE, "root": self.root, "order": list(self.order),
+                "runs": runs(self.shape.kind), "root": self.root, "order": list(self.order),
                 "pool_size": self.shape.window or None,
                 "circuits": [list(c) for c in self.circuits]}
 
@@ -540,6 +541,12 @@ def tree_topology(cluster: DirectCluster, part: Part, P: protocol.Protocol | Non
     return {"hosts": hosts, "switches": switches, "links": [[end(a), end(b), dict(link)] for a, b in part.circuits]}
 
 
+def runs(kind: str) -> str:
+    """Where a kind of part runs."""
+    return "fabric and sockets" if kind in RUNS_ON_SOCKETS else "fabric only" if kind in RUNS_IN_FABRIC \
+        else "planned only"
+
+
 def describe(p: DirectPlan) -> list[str]:
     """What `ina-ctl direct plan` prints."""
     c, P = p.cluster, protocol.load()
@@ -557,5 +564,5 @@ def describe(p: DirectPlan) -> list[str]:
         took = s.exact_seconds(part.share * p.nbytes, P.values)
         lines.append(f"  {s.name}: interfaces {list(part.interfaces)}, {len(part.devices)} device(s), share "
                      f"{part.share:.3f}, {s.steps} steps, {took * 1e3:.3f} ms"
-                     + ("" if s.kind in RUNNABLE else " (planned only)"))
+                     + ("" if s.kind in RUNS_ON_SOCKETS else f" ({runs(s.kind)})"))
     return lines

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from controller.controller import Controller
-from controller.direct import DirectCluster, DirectError, DirectPlan, Part, tree_topology
+from controller.direct import RUNS_ON_SOCKETS, DirectCluster, DirectError, DirectPlan, Part, tree_topology
 from controller.direct_site import DirectSite
 from controller.network import Network
 from controller.p4runtime_client import SwitchError
@@ -25,7 +25,6 @@ from controller.topology import Topology
 from worker.direct import RingPart, TreePart, parts_to_json
 
 log = logging.getLogger("ina.direct")
-RUNS = ("ring", "tree")  # the parts DirectWorker runs on sockets
 WHY_NOT = {"torus": "DirectWorker does not run tori: a rank would listen on one address per ring level",
            "ring_tree": "planned only: hosts would forward partial sums along a chain",
            "nic_mesh": "planned only: it needs NICs that sum"}
@@ -36,10 +35,10 @@ ELECTION_ID = 2  # as ina-ctl's other commands that change switches: a watch (id
 def check_runnable(plan: DirectPlan) -> None:
     """Every part is a tree or a ring (a DirectError naming the first that is not)."""
     for k, part in enumerate(plan.parts):
-        if part.shape.kind not in RUNS:
-            why = WHY_NOT.get(part.shape.kind, f"DirectWorker runs {' and '.join(RUNS)} parts only")
+        if part.shape.kind not in RUNS_ON_SOCKETS:
+            why = WHY_NOT.get(part.shape.kind, f"DirectWorker runs {' and '.join(RUNS_ON_SOCKETS)} parts only")
             raise DirectError(f"part {k + 1}/{len(plan.parts)} is {part.shape.name}: {why}; plan without it "
-                              f"(--kinds {','.join(RUNS)})")
+                              f"(--kinds {','.join(RUNS_ON_SOCKETS)})")
 
 
 def part_network(cluster: DirectCluster, plan: DirectPlan, k: int, site: DirectSite) -> Network:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from controller.direct import RUNNABLE, DirectCluster, DirectError, DirectPlan, Part, plan, plan_of, tree_topology
+from controller.direct import RUNS_IN_FABRIC, DirectCluster, DirectError, DirectPlan, Part, plan, plan_of, tree_topology
 from controller.topology import Topology
 from virtual_fabric import host_latency, seeds
 from virtual_fabric.events import EventLoop
@@ -57,9 +57,9 @@ def fabric_cluster(cluster: DirectCluster) -> DirectCluster:
 def check_runnable(p: DirectPlan) -> None:
     """DirectError naming the first part the fabric cannot run."""
     for k, part in enumerate(p.parts):
-        if part.shape.kind not in RUNNABLE:
+        if part.shape.kind not in RUNS_IN_FABRIC:
             raise DirectError(f"part {k} ({part.shape.name} on interfaces {list(part.interfaces)}, share "
-                              f"{part.share:.3f}) is not runnable: the fabric runs {', '.join(RUNNABLE)} parts; "
+                              f"{part.share:.3f}) is not runnable: the fabric runs {', '.join(RUNS_IN_FABRIC)} parts; "
                               f"plan with kinds among them")
 
 

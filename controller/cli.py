@@ -237,7 +237,8 @@ def _setup_direct(args: argparse.Namespace) -> int:
         raise direct.DirectError("direct setup plans for one --size")
     cluster, site = direct.DirectCluster.load(args.cluster), DirectSite.load(args.site)
     site.check(cluster, str(args.site))
-    found = direct.plan(cluster, args.size[0], args.kinds.split(",") if args.kinds else None)
+    found = direct.plan(cluster, args.size[0], args.kinds.split(",") if args.kinds else None,
+                        protocol.load(args.values))  # the trees' packets, so their windows, at the values asked
     print("\n".join(direct.describe(found)))
     parts = create_parts(cluster, found, site, args.state_dir, PipelineOptions(args.values) if args.values else None)
     for k, (planned, part) in enumerate(zip(found.parts, parts)):

@@ -331,6 +331,7 @@ class DirectPlan:
     nbytes: int  # per worker and call
     parts: tuple[Part, ...]
     seconds: float  # the plan's time for the call
+    values: int  # per packet, as the trees' windows and times were planned (the devices' INA_VALUES)
     baselines: dict[str, float | None] = field(default_factory=dict)  # the plain ring; a full tree per interface
     planning_seconds: float = 0.0
 
@@ -364,7 +365,7 @@ class DirectPlan:
         return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
     def to_dict(self) -> dict:
-        return {"cluster": self.cluster.to_dict(), "bytes": self.nbytes, "seconds": self.seconds,
+        return {"cluster": self.cluster.to_dict(), "bytes": self.nbytes, "values": self.values, "seconds": self.seconds,
                 "steps": self.steps, "transfer_seconds": self.transfer_seconds, "devices_used": self.devices_used,
                 "baselines": self.baselines, "planning_seconds": self.planning_seconds,
                 "parts": [p.to_dict() for p in self.parts], "circuits": [list(c) for c in self.circuits]}
@@ -383,7 +384,7 @@ def plan(cluster: DirectCluster, nbytes: int, kinds: Iterable[str] | None = None
         raise DirectError(f"no part fits {cluster.workers} workers with {cluster.interfaces} interface(s) and "
                           f"{cluster.devices} device(s)" + (f" among {sorted(wanted)}" if wanted else ""))
     parts, seconds = _solve(cluster, catalogue, nbytes, P)
-    return DirectPlan(cluster, nbytes, tuple(parts), seconds, baselines(cluster, nbytes, P),
+    return DirectPlan(cluster, nbytes, tuple(parts), seconds, P.values, baselines(cluster, nbytes, P),
                       time.perf_counter() - started)
 
 
@@ -405,7 +406,7 @@ def plan_of(cluster: DirectCluster, nbytes: int, names: Sequence[str],
         raise DirectError(f"parts {list(names)} take {interfaces} interface(s) and {devices} device(s); the "
                           f"cluster has {cluster.interfaces} and {cluster.devices}")
     parts, seconds = _combine(cluster, chosen, nbytes, P)
-    return DirectPlan(cluster, nbytes, tuple(parts), seconds, baselines(cluster, nbytes, P),
+    return DirectPlan(cluster, nbytes, tuple(parts), seconds, P.values, baselines(cluster, nbytes, P),
                       time.perf_counter() - started)
 
 
@@ -549,7 +550,7 @@ def runs(kind: str) -> str:
 
 def describe(p: DirectPlan) -> list[str]:
     """What `ina-ctl direct plan` prints."""
-    c, P = p.cluster, protocol.load()
+    c = p.cluster
     lines = [f"cluster: {c.workers} workers x {c.interfaces} interfaces at {c.link_gbps:g} Gbit/s; {c.devices} "
              f"device(s) of {c.device_ports} ports; hop {c.hop_latency * 1e6:g} us, host {c.host_latency * 1e6:g} us"
              + ("; NIC streaming" if c.nic_streaming else ""),
@@ -561,7 +562,7 @@ def describe(p: DirectPlan) -> list[str]:
         lines.append(f"  beside {name.replace('_', ' ')}: {said}")
     for part in p.parts:
         s = part.shape
-        took = s.exact_seconds(part.share * p.nbytes, P.values)
+        took = s.exact_seconds(part.share * p.nbytes, p.values)
         lines.append(f"  {s.name}: interfaces {list(part.interfaces)}, {len(part.devices)} device(s), share "
                      f"{part.share:.3f}, {s.steps} steps, {took * 1e3:.3f} ms"
                      + ("" if s.kind in RUNS_ON_SOCKETS else f" ({runs(s.kind)})"))

@@ -12,6 +12,7 @@ import pytest
 from controller.direct import DirectCluster, DirectError, plan, plan_of
 from virtual_fabric import cli, direct, host_latency
 from virtual_fabric.direct import DirectRun, fabric_cluster, merged_topology, run_plan
+from worker import protocol
 
 MB = 1 << 20
 WORKERS = 16
@@ -41,6 +42,14 @@ def test_a_pure_tree_plan_takes_the_planned_time_with_every_result_within_the_bo
     # two trees on disjoint devices, each on its own interface of every worker, rooted where the plan roots it
     assert [part["fabric_root"] for part in result["parts"]] == [f"d{part.root}" for part in p.parts]
     assert result["passes"] > 0
+
+
+def test_a_plan_for_64_values_per_packet_runs_at_64() -> None:
+    p = plan(_cluster(2, 6), MB, ["tree"], protocol.load(64))
+    assert p.values == 64
+    _assert_agrees(run_plan(p), 0.10)
+    r = DirectRun(p, calls=1)
+    assert {job.spec.values for job in r.jobs.values()} == {64}
 
 
 def test_a_pure_ring_plan_runs_both_directions_in_the_planned_time() -> None:

@@ -40,7 +40,7 @@ from virtual_fabric.fabric import QUEUE_BYTES, Fabric
 from virtual_fabric.flows import FlowNetwork
 from virtual_fabric.links import Channel
 from virtual_fabric.ring import Ring
-from worker import protocol, quantize
+from worker import quantize
 from worker.cli import gradient
 from worker.ring_layout import Layout
 
@@ -208,7 +208,7 @@ class DirectRun:
         self.spans = p.slices(self.elements)
         self.inputs = Inputs(self.elements)
         topology, members = merged_topology(c, p)
-        self.fabric = Fabric(topology, seed) if topology is not None else None
+        self.fabric = Fabric(topology, seed, values=p.values) if topology is not None else None
         self.loop = self.fabric.loop if self.fabric else EventLoop()
         self.flows = self.fabric.flows if self.fabric else FlowNetwork(self.loop)
         # per call: when it started, when each part ended on each worker, what is still running
@@ -318,7 +318,7 @@ class DirectRun:
         bound and the same bits on every worker, and the whole result (the parts' sums in slice order) within
         the parts' bounds."""
         parts = self.plan.parts
-        values = protocol.load().values
+        values = self.plan.values
         out = {"within_bound": True, "identical": True, "max_error": 0.0, "calls_checked": 0,
                "parts": [{"within_bound": True, "identical": True, "max_error": 0.0} for _ in parts]}
         for call in range(self.calls):
@@ -380,7 +380,7 @@ def run_plan(p: DirectPlan, calls: int = 2, seed: int = 0, until: float = 60.0) 
     check = r.check()
     checked = time.perf_counter()
     figures = r.calls_figures()
-    values = protocol.load().values
+    values = p.values
     parts = []
     for k, part in enumerate(p.parts):
         lo, hi = r.spans[k]

@@ -14,7 +14,15 @@ from scipy.sparse import csgraph
 
 
 class WiringError(ValueError):
-    """Sizes that no wiring of this kind takes."""
+    """Sizes that no wiring of this kind takes, or a port name that is not one."""
+
+
+def end_of(name: str) -> tuple[str, int, int]:
+    """"w3.1" -> ("w", 3, 1): worker 3's interface 1; "d7.2" -> ("d", 7, 2): device 7's port 2."""
+    node, _, port = name.partition(".")
+    if node[:1] not in ("w", "d") or not node[1:].isdigit() or not port.isdigit():
+        raise WiringError(f"port {name!r} is neither w<worker>.<interface> nor d<device>.<port>")
+    return node[0], int(node[1:]), int(port)
 
 
 def tree_devices(leaves: int, ports: int) -> int:

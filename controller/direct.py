@@ -56,6 +56,7 @@ from scipy import optimize
 from controller.circuits import (
     DeviceTree,
     device_tree,
+    end_of,
     mesh_circuits,
     mesh_offsets,
     ring_circuits,
@@ -68,8 +69,9 @@ from controller.model import DEFAULT_HOST_LATENCY
 from controller.rings import TCP_WIRE
 from controller.topology import MAX_PORT, read_json
 from worker import protocol
+from worker.direct import split
 from worker.ring import HEADER
-from worker.tuner import TreePipe, split_chunks
+from worker.tuner import TreePipe
 
 RUNS_IN_FABRIC = ("ring", "torus", "tree")  # what the virtual fabric runs (virtual_fabric/direct.py)
 RUNS_ON_SOCKETS = ("ring", "tree")  # what a worker runs (worker.direct.DirectWorker); the rest is planned only
@@ -359,10 +361,8 @@ class DirectPlan:
         return max((p.shape.volume * p.share for p in self.parts), default=0.0)
 
     def slices(self, elements: int) -> list[tuple[int, int]]:
-        """Each part's element range of a call of ``elements``: consecutive, by share, split as every worker
-        splits it (``worker.tuner.split_chunks``)."""
-        edges = np.cumsum([0, *split_chunks([p.share for p in self.parts], elements)])
-        return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+        """Each part's element range of a call of ``elements``, as every worker splits it."""
+        return split(self.parts, elements)
 
     def to_dict(self) -> dict:
         return {"cluster": self.cluster.to_dict(), "bytes": self.nbytes, "values": self.values, "seconds": self.seconds,
@@ -510,8 +510,7 @@ def check_circuits(cluster: DirectCluster, circuits: Iterable[tuple[str, str]]) 
     seen: set[str] = set()
     for pair in circuits:
         for end in pair:
-            kind, _, rest = end[0], end[1:].partition(".")[0], end.partition(".")[2]
-            node, port = int(end[1:].partition(".")[0]), int(rest)
+            kind, node, port = end_of(end)
             ok = (kind == "w" and 0 <= node < cluster.workers and 0 <= port < cluster.interfaces) or \
                  (kind == "d" and 0 <= node < cluster.devices and 1 <= port <= cluster.device_ports)
             if not ok or end in seen:
@@ -536,8 +535,8 @@ def tree_topology(cluster: DirectCluster, part: Part, P: protocol.Protocol | Non
         switches[f"d{d}"] = spec
 
     def end(name: str) -> str:
-        node, port = name.split(".")
-        return f"h{int(node[1:]) + 1}" if node[0] == "w" else f"{node}-p{port}"
+        kind, node, port = end_of(name)
+        return f"h{node + 1}" if kind == "w" else f"d{node}-p{port}"
 
     return {"hosts": hosts, "switches": switches, "links": [[end(a), end(b), dict(link)] for a, b in part.circuits]}
 

@@ -193,11 +193,14 @@ def test_bad_input_and_parts_are_refused_before_anything_is_sent(cluster: Cluste
         assert w.allreduce(np.zeros(0, np.float32)).size == 0  # nothing to send: no part runs
 
 
-def test_split_is_the_plans() -> None:
-    """The controller's DirectPlan.slices and the worker's split agree for a real plan's shares."""
+def test_split_covers_the_call_by_share() -> None:
+    """The worker's split (which DirectPlan.slices is): consecutive ranges covering the call, each within one
+    element of its share, for a real plan's shares."""
     p = plan(DirectCluster(8, 4, 100.0, devices=4, device_ports=10), 64 << 20)
     assert len(p.parts) > 1
-    ring = RingPart(1.0, tuple(range(8)), ("x:1",) * 8, ("y:1",) * 8)
-    parts = [RingPart(part.share, ring.order, ring.forward, ring.backward) for part in p.parts]
     for elements in (0, 1, 7, 1000, 20_011, 16 << 20):
-        assert split(parts, elements) == p.slices(elements)
+        ranges = split(p.parts, elements)
+        assert ranges[0][0] == 0 and ranges[-1][1] == elements
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        assert all(abs((hi - lo) - part.share * elements) < 1 for (lo, hi), part in zip(ranges, p.parts))
+        assert p.slices(elements) == ranges

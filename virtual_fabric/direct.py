@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from controller.circuits import end_of
 from controller.direct import RUNS_IN_FABRIC, DirectCluster, DirectError, DirectPlan, Part, plan, plan_of, tree_topology
 from controller.topology import Topology
 from virtual_fabric import host_latency, seeds
@@ -42,6 +43,7 @@ from virtual_fabric.links import Channel
 from virtual_fabric.ring import Ring
 from worker import quantize
 from worker.cli import gradient
+from worker.ring import summation_bound
 from worker.ring_layout import Layout
 
 DTYPE = np.dtype(np.float32)  # what the plan times: float32 values
@@ -125,7 +127,7 @@ class _Slices(Sequence):
         return self.inputs.get(call, self.worker)[lo:hi]
 
 
-class RingPart:
+class CircuitRings:
     """A ring or torus part on its circuits: two directed rings (``order`` and its reverse; a torus's are rings
     of rings, ``worker.ring_layout``'s hierarchical layout), half of the part's slice each, on one channel per
     circuit and direction."""
@@ -183,10 +185,10 @@ class RingPart:
 
 def _port(name: str) -> tuple[int, int]:
     """"w3.1" -> (3, 1)."""
-    node, _, port = name.partition(".")
-    if not node.startswith("w"):
+    kind, worker, interface = end_of(name)
+    if kind != "w":
         raise DirectError(f"ring circuit end {name!r}: a ring joins workers' interfaces (w<worker>.<interface>)")
-    return int(node[1:]), int(port)
+    return worker, interface
 
 
 def _nowhere(frame: bytes) -> None:
@@ -231,7 +233,7 @@ class DirectRun:
                     w.gate = self._gate
                 self.jobs[k] = job
             else:
-                self.rings[k] = RingPart(self.loop, self.flows, c, part, seed)
+                self.rings[k] = CircuitRings(self.loop, self.flows, c, part, seed)
         self.loop.at(self.loop.now, self._open, 0)
         self.loop.check_every(FAILURE_CHECK, self._failure)
 
@@ -314,34 +316,25 @@ class DirectRun:
         return out
 
     def check(self) -> dict:
-        """Every completed call against the exact sum, one pass over the workers' inputs: each part within its
-        bound and the same bits on every worker, and the whole result (the parts' sums in slice order) within
-        the parts' bounds."""
+        """Every completed call against the exact sum: each part within its bound (``quantize.elementwise_bound``
+        for a tree's slice, ``ring.summation_bound`` for a ring's) and the same bits on every worker, and the
+        whole result (the parts' sums in slice order) within the parts' bounds."""
         parts = self.plan.parts
-        values = self.plan.values
         out = {"within_bound": True, "identical": True, "max_error": 0.0, "calls_checked": 0,
                "parts": [{"within_bound": True, "identical": True, "max_error": 0.0} for _ in parts]}
         for call in range(self.calls):
             if any((k, call) not in self.first for k in range(len(parts))):
                 continue
+            arrays = [self.inputs.get(call, w) for w in range(self.n)]  # the call's, kept by Inputs
             exact = np.zeros(self.elements)
-            magnitude = np.zeros(self.elements)  # for the rings' bound
-            exponents: dict[int, np.ndarray] = {}  # a tree part's chunks' agreed exponents
-            for w in range(self.n):
-                x = self.inputs.get(call, w)
+            for x in arrays:
                 exact += x
-                magnitude += np.abs(x.astype(np.float64))
-                for k, part in enumerate(parts):
-                    if part.shape.kind == "tree":
-                        e = _exponents(x[slice(*self.spans[k])], values)
-                        exponents[k] = e if k not in exponents else np.maximum(exponents[k], e)
             bound = np.empty(self.elements)
             for k, part in enumerate(parts):
                 lo, hi = self.spans[k]
-                if part.shape.kind == "tree":  # as quantize.elementwise_bound, from the exponents
-                    bound[lo:hi] = np.repeat(quantize.error_bound(exponents[k], self.n), values)[:hi - lo]
-                else:  # as worker.ring.summation_bound: N-1 roundings of partial sums
-                    bound[lo:hi] = (self.n - 1) * float(np.finfo(DTYPE).eps) * magnitude[lo:hi]
+                mine = [x[lo:hi] for x in arrays]  # every worker chunks its own slice
+                bound[lo:hi] = quantize.elementwise_bound(mine, self.plan.values) if part.shape.kind == "tree" \
+                    else summation_bound(mine)
             bound += np.abs(exact) * float(np.finfo(DTYPE).eps)  # the final cast
             whole = np.concatenate([self.first[k, call] for k in range(len(parts))]).astype(np.float64)
             if whole.size != self.elements:
@@ -361,13 +354,6 @@ class DirectRun:
         if out["calls_checked"] < self.calls:
             out["within_bound"] = out["identical"] = False
         return out
-
-
-def _exponents(x: np.ndarray, values: int) -> np.ndarray:
-    """One worker's chunk exponents of its slice, as ``quantize.elementwise_bound`` takes them."""
-    padded = np.zeros(-(-x.size // values) * values)
-    padded[:x.size] = x
-    return quantize.chunk_exponents(padded.reshape(-1, values))
 
 
 def run_plan(p: DirectPlan, calls: int = 2, seed: int = 0, until: float = 60.0) -> dict:

@@ -13,6 +13,11 @@ link options are Mininet's TCLink ones (Mb/s, delay string, loss %).  The planne
 link's capacity from its ``bw``; a link without one counts as ``DEFAULT_BW_MBPS`` (1 Gb/s).
 A switch may declare ``"agg_pps"``, the contributions it can sum per second: the hybrid
 model (controller/model.py) keeps the switches' share of a job within it.
+
+A host is a network interface.  A machine with several (a training node with a NIC per GPU,
+rail-optimised: local rank i on NIC i and rail i's leaves) lists each as a host with the same
+``"node"``; its interfaces are its rails in file order (``Topology.nodes``), and bmv2-env puts
+them in one namespace.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class Host:
     ip: ipaddress.IPv4Interface
     mac: str
     commands: tuple[str, ...] = ()
+    node: str | None = None  # the machine this interface is in, if it has several (else the host is its own)
 
 
 @dataclass(frozen=True)
@@ -120,12 +126,22 @@ class Topology:
 
     def to_dict(self) -> dict:
         return {
-            "hosts": {h.name: {"ip": str(h.ip), "mac": h.mac, **({"commands": list(h.commands)} if h.commands else {})}
+            "hosts": {h.name: {"ip": str(h.ip), "mac": h.mac, **({"commands": list(h.commands)} if h.commands else {}),
+                               **({"node": h.node} if h.node else {})}
                       for h in self.hosts.values()},
             "switches": {s.name: {"ip": str(s.ip), "mac": s.mac, **({"agg_pps": s.agg_pps} if s.agg_pps else {})}
                          for s in self.switches.values()},
             "links": [[lk.a, lk.b, lk.options] if lk.options else [lk.a, lk.b] for lk in self.links],
         }
+
+    @property
+    def nodes(self) -> dict[str, tuple[str, ...]]:
+        """Machine -> its interfaces (hosts), in file order: interface i is the machine's rail i.  A host
+        without ``node`` is a machine of its own, named as the host."""
+        found: dict[str, list[str]] = {}
+        for host in self.hosts.values():
+            found.setdefault(host.node or host.name, []).append(host.name)
+        return {node: tuple(hosts) for node, hosts in found.items()}
 
     def _add_link(self, item: Any, where: str) -> None:
         if not isinstance(item, list) or len(item) not in (2, 3) or (len(item) == 3 and not isinstance(item[2], dict)):
@@ -279,7 +295,11 @@ def _host(name: str, spec: dict, where: str) -> Host:
         raise TopologyError(f"{where}: host {name} needs a valid 'ip' (a.b.c.d/len) and 'mac': {e}") from None
     if ip.network.prefixlen == 32:
         ip = ipaddress.IPv4Interface(f"{ip.ip}/24")
-    return Host(name, ip, mac, tuple(spec.get("commands", ())))
+    node = spec.get("node")
+    if node is not None and (not isinstance(node, str) or not re.match(r"^[A-Za-z_]\w*$", node)):
+        raise TopologyError(f"{where}: host {name}: 'node' must be a word (it names the machine's interfaces), "
+                            f"not {node!r}")
+    return Host(name, ip, mac, tuple(spec.get("commands", ())), node)
 
 
 def _switch(name: str, index: int, spec: dict, where: str) -> Switch:
@@ -394,6 +414,44 @@ def fat_tree(k: int, host_bw: float | None = None, fabric_bw: float | None = Non
                 links.append(_link(f"{agg}-p{half + j + 1}", f"{cores[i * half + j]}-p{pod + 1}", fabric_bw))
     names = cores + aggs + edges
     return {"hosts": hosts, "switches": {name: _numbered_switch(i) for i, name in enumerate(names, 1)},
+            "links": links}
+
+
+def rail_optimised(nodes: int, rails: int, nodes_per_leaf: int, spines: int = 1, host_bw: float | None = None,
+                   fabric_bw: float | None = None) -> dict:
+    """Machines with a NIC per rail: NIC i of every machine is on rail i's leaves, and spines join all leaves
+    (NVIDIA's rail-optimised layout), so a job of rail i's NICs never crosses another rail's leaf.
+
+    Machine ``n<k>`` (k from 1) has NICs ``n<k>r<i>`` (i from 0) at 10.i.p.(j + 1)/16: its index p under
+    leaf ``r<i>leaf<j + 1>`` high in the address (``_placed_host``), and a /16 per rail, so a machine's
+    route to a peer leaves by that rail's NIC.  Leaf port s (1..spines) goes up to spine s's port (the
+    leaf's number over all rails); its machines use ports spines + 1, ...
+    """
+    if min(nodes, rails, nodes_per_leaf, spines) < 1:
+        raise TopologyError("a rail-optimised fabric needs at least one node, rail, node per leaf and spine")
+    if rails > 256 or nodes_per_leaf > 256:
+        raise TopologyError(f"a rail-optimised fabric has at most 256 rails and 256 nodes per leaf "
+                            f"(the address 10.rail.index.leaf), not {rails} and {nodes_per_leaf}")
+    per_rail = -(-nodes // nodes_per_leaf)
+    if per_rail > 254 or spines + nodes_per_leaf > MAX_PORT or rails * per_rail > MAX_PORT:
+        raise TopologyError(f"{nodes} nodes x {rails} rails at {nodes_per_leaf} per leaf need {rails * per_rail} "
+                            f"leaves of {spines + nodes_per_leaf} ports: more than a switch has ({MAX_PORT})")
+    hosts, links, leaves = {}, [], []
+    for rail in range(rails):
+        for j in range(per_rail):
+            leaf = f"r{rail}leaf{j + 1}"
+            leaves.append(leaf)
+            for s in range(1, spines + 1):
+                links.append(_link(f"{leaf}-p{s}", f"spine{s}-p{len(leaves)}", fabric_bw))
+            for p in range(min(nodes_per_leaf, nodes - j * nodes_per_leaf)):
+                k = j * nodes_per_leaf + p + 1
+                nic = f"n{k}r{rail}"
+                hosts[nic] = {"ip": f"10.{rail}.{p}.{j + 1}/16", "mac": f"02:{rail:02x}:00:{p:02x}:{j + 1:02x}:01",
+                              "node": f"n{k}"}
+                links.append(_link(nic, f"{leaf}-p{spines + p + 1}", host_bw))
+    names = [f"spine{s}" for s in range(1, spines + 1)] + leaves
+    ordered = {f"n{k}r{rail}": hosts[f"n{k}r{rail}"] for k in range(1, nodes + 1) for rail in range(rails)}
+    return {"hosts": ordered, "switches": {name: _numbered_switch(i) for i, name in enumerate(names, 1)},
             "links": links}
 
 

@@ -225,11 +225,12 @@ class JobSpec:
             raise JobSpecError(f"{where}: malformed job spec: {e}") from None
 
 
-def spec_path(given: str | Path | None = None) -> Path:
+def spec_path(given: str | Path | None = None, rail: int = 0) -> Path:
     """The job spec a worker joins: ``given``, else INA_JOB_SPEC, else ``ina-job.json`` in the working
-    directory (``ina-ctl job create --export`` prints the line that sets INA_JOB_SPEC)."""
+    directory (``ina-ctl job create --export`` prints the line that sets INA_JOB_SPEC).  ``{rail}`` in
+    the path is the rail's number (nodes of several ranks: a job per rail)."""
     env = os.environ.get("INA_JOB_SPEC")
-    path = Path(given if given is not None else env or DEFAULT_SPEC)
+    path = Path(str(given if given is not None else env or DEFAULT_SPEC).replace("{rail}", str(rail)))
     if not path.is_file():
         source = "as given" if given is not None else "from INA_JOB_SPEC" if env else "the default"
         raise JobSpecError(f"no job spec at {path.absolute()} ({source}): set INA_JOB_SPEC to the spec file the "

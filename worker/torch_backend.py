@@ -44,13 +44,14 @@ from pathlib import Path
 import grpc
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo, _create_work_from_future
+from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo
 
 from ina_api import jobs_pb2
 from ina_api.client import CONTROLLER_ENV, JobsClient, ServiceError
 from worker.api import Worker
 from worker.jobspec import JobSpec, spec_path
 from worker.service_job import ServiceJob, local_addresses
+from worker.torch_node import NodeLayout, NodeReducer, flat_layout, local_timeout, node_layout
 from worker.torch_tensors import WIRE_DTYPES, TensorWorker, divide_
 
 NAME = "ina"
@@ -67,10 +68,36 @@ class InaOptions:
     window: int | None = None  # slots in flight per tree (default: the job's pool size)
 
 
+class FutureWork(dist.Work):
+    """A call's ``Work``: ``wait()`` raises the call's error.  torch's ``_create_work_from_future`` gives a
+    ``Work`` whose ``wait()`` returns as if all went well, so a synchronous ``all_reduce`` on a broken job
+    would go on with a wrong sum."""
+
+    def __init__(self, future: torch.futures.Future, source: TensorWorker | NodeReducer | None = None) -> None:
+        super().__init__()
+        self.future, self.source = future, source
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        try:
+            self.future.wait()
+        except Exception:  # torch's text wraps the error in its callback's; the job's own error says it plainly
+            if self.source is not None and self.source.failure is not None:
+                raise self.source.failure from None
+            raise
+        return True
+
+    def is_completed(self) -> bool:
+        return self.future.done()
+
+    def get_future(self) -> torch.futures.Future:
+        return self.future
+
+
 class InaProcessGroup(dist.ProcessGroup):
     """The default group's allreduce through the switches; everything else through ``gloo``."""
 
-    def __init__(self, rank: int, size: int, gloo: ProcessGroupGloo, tensors: TensorWorker | None) -> None:
+    def __init__(self, rank: int, size: int, gloo: ProcessGroupGloo,
+                 tensors: TensorWorker | NodeReducer | None) -> None:
         super().__init__(rank, size)
         self.gloo = gloo
         self.tensors = tensors  # None: a group that is not the job, all gloo
@@ -97,14 +124,14 @@ class InaProcessGroup(dist.ProcessGroup):
         average = op == dist.ReduceOp.AVG
         if self._switches_can(tensors, op):
             tensor = tensors[0]
-            return _create_work_from_future(self.tensors.allreduce_(tensor, tensors,
-                                                                    divide=self.size() if average else 1))
+            return FutureWork(self.tensors.allreduce_(tensor, tensors, divide=self.size() if average else 1),
+                              self.tensors)
         if average:  # gloo has no AVG: its sum, divided here
             summed = dist.AllreduceOptions()
             summed.reduceOp, summed.timeout = dist.ReduceOp.SUM, opts.timeout
             size = self.size()
             future = self.gloo.allreduce(tensors, summed).get_future()
-            return _create_work_from_future(future.then(lambda f: [divide_(t, size) for t in f.value()]))
+            return FutureWork(future.then(lambda f: [divide_(t, size) for t in f.value()]))
         return self.gloo.allreduce(tensors, opts)
 
     def _switches_can(self, tensors: list[torch.Tensor], op: dist.ReduceOp) -> bool:
@@ -132,52 +159,91 @@ def _create(options: dist.distributed_c10d._DistributedBackendOptions,
     pg_options = pg_options if pg_options is not None else InaOptions()
     if not isinstance(pg_options, InaOptions):
         raise TypeError(f'init_process_group("ina") takes pg_options=InaOptions(...), not {type(pg_options).__name__}')
-    worker = error = None
-    try:
-        worker = _join(store, rank, size, pg_options, options.timeout)
-    except Exception as e:  # noqa: BLE001 - every rank hears of it, below
-        error = f"{type(e).__name__}: {e}"
-    try:
-        _agree(store, rank, size, error, options.timeout)
-    except BaseException:
-        if worker is not None:
-            worker.close()
-        raise
-    group = InaProcessGroup(rank, size, gloo, TensorWorker(worker))
+    group = InaProcessGroup(rank, size, gloo, join_switches(store, rank, size, pg_options, options.timeout))
     group.setup_seconds = time.perf_counter() - started
     return group
 
 
-def _join(store: dist.Store, rank: int, size: int, options: InaOptions, wait: timedelta) -> Worker:
-    """This rank's worker of the job: the spec file's, or the controller service's."""
+def join_switches(store: dist.Store, rank: int, size: int, options: InaOptions,
+                  wait: timedelta) -> TensorWorker | NodeReducer:
+    """This rank's way to the switches, ready on every rank or failed on all: its worker of the job (a
+    node of one rank), or of its rail's job under the node's reduce-scatter (``worker.torch_node``)."""
     timeout = options.timeout if options.timeout is not None else float(os.environ.get("INA_TIMEOUT", DEFAULT_TIMEOUT))
+    worker = layout = error = None
+    try:
+        layout = node_layout(store, rank, size, wait)
+        worker, layout = _join(store, layout, options, timeout, wait)
+    except Exception as e:  # noqa: BLE001 - every rank hears of it, below
+        error = f"{type(e).__name__}: {e}"
+    try:
+        _agree(store, rank, size, error, wait)
+    except BaseException:
+        if worker is not None:
+            worker.close()
+        raise
+    tensors = TensorWorker(worker)
+    if layout.local_size == 1:
+        return tensors
+    try:
+        return NodeReducer(store, layout, tensors, local_timeout(timeout))
+    except BaseException:
+        tensors.close()
+        raise
+
+
+def _join(store: dist.Store, layout: NodeLayout, options: InaOptions, timeout: float,
+          wait: timedelta) -> tuple[Worker, NodeLayout]:
+    """This rank's worker of the job (its rail's, on a node of several ranks): the spec file's, or the
+    controller service's.  A spec file of one member per rank, not named per rail, keeps every rank a
+    member of its own (ranks of one host on loopback addresses, as before nodes had several)."""
+    rail = layout.local_rank
     if options.spec is None and not os.environ.get("INA_JOB_SPEC") and os.environ.get(CONTROLLER_ENV):
-        job = _service_job(PrefixStore(SERVICE_KEYS, store), rank, size, wait)
+        job = _service_job(PrefixStore(SERVICE_KEYS, store), layout, wait)
         try:
-            _check(job.spec, f"from controller {job.client.address}", rank, size)
-            return Worker(job.spec, rank, timeout=timeout, window=options.window, service=job)
+            _check(job.spec, f"from controller {job.client.address}", layout)
+            return Worker(job.spec, layout.node, timeout=timeout, window=options.window, service=job), layout
         except BaseException:
             job.close()
             raise
-    path = spec_path(options.spec)
+    path = spec_path(options.spec, rail)
     spec = JobSpec.load(path)
-    _check(spec, str(path), rank, size)
-    return Worker(spec, rank, timeout=timeout, window=options.window, spec_file=path)
+    size = sum(map(len, layout.ranks))
+    per_rail = "{rail}" in str(options.spec if options.spec is not None else os.environ.get("INA_JOB_SPEC", ""))
+    if layout.local_size > 1 and not per_rail:
+        if len(spec.members) != size:
+            raise ValueError(f"{layout.local_size} ranks per node sum through one job per rail: name each rail's "
+                             f"spec with {{rail}} in INA_JOB_SPEC (ina-ctl job create NAME --nodes writes "
+                             f"NAME-rail<i>.json), or give a job of one member per rank, not {path} "
+                             f"({len(spec.members)} members)")
+        layout = flat_layout(layout.rank, size)
+    _check(spec, str(path), layout)
+    return Worker(spec, layout.node, timeout=timeout, window=options.window, spec_file=path), layout
 
 
-def _check(spec: JobSpec, where: str, rank: int, size: int) -> None:
-    if len(spec.members) != size:
-        raise ValueError(f"the process group has {size} ranks but job {spec.name} ({where}) has "
+def _check(spec: JobSpec, where: str, layout: NodeLayout) -> None:
+    if len(spec.members) != layout.nodes and layout.local_size == 1:
+        raise ValueError(f"the process group has {layout.nodes} ranks but job {spec.name} ({where}) has "
                          f"{len(spec.members)} workers: start one rank per job member")
+    if len(spec.members) != layout.nodes:
+        raise ValueError(f"the process group has {layout.nodes} nodes of {layout.local_size} ranks but job "
+                         f"{spec.name} ({where}) has {len(spec.members)} workers: a rail's job has one member "
+                         f"per node")
+    rail = getattr(spec, "rail", None)
+    if layout.local_size > 1 and rail is not None and (rail.index, rail.count) != (layout.local_rank,
+                                                                                   layout.local_size):
+        raise ValueError(f"job {spec.name} ({where}) is rail {rail.index} of {rail.count}, but this is local rank "
+                         f"{layout.local_rank} of {layout.local_size}")
     named = os.environ.get("INA_RANK")
-    if named is not None and named.strip() != str(rank):
-        raise ValueError(f"INA_RANK={named} but torch.distributed made this process rank {rank}")
+    if named is not None and named.strip() != str(layout.rank):
+        raise ValueError(f"INA_RANK={named} but torch.distributed made this process rank {layout.rank}")
 
 
-def _service_job(store: dist.Store, rank: int, size: int, wait: timedelta) -> ServiceJob:
-    """Every rank posts its addresses; rank 0 asks the service for a job of them and posts it (an empty
-    reply if it could not: every rank posts something, so none waits for a failed one).  Each rank holds
-    the secret and renews the lease; rank 0 owns the job."""
+def _service_job(store: dist.Store, layout: NodeLayout, wait: timedelta) -> ServiceJob:
+    """Every rank posts its addresses; rank 0 asks the service for a job of them (a job per rail, one
+    member per node, when nodes run several ranks) and posts it (an empty reply if it could not: every
+    rank posts something, so none waits for a failed one).  Each rank holds the secret and renews its
+    job's lease; node 0's ranks own their rails' jobs."""
+    rank, size = layout.rank, sum(map(len, layout.ranks))
     if rank != 0:
         try:
             store.set(f"addr/{rank}", json.dumps(local_addresses()))
@@ -188,18 +254,21 @@ def _service_job(store: dist.Store, rank: int, size: int, wait: timedelta) -> Se
         reply = jobs_pb2.CreateJobReply.FromString(store.get("job"))
         if not reply.secret:
             raise RuntimeError("rank 0 got no job from the controller service")
-        return ServiceJob(JobsClient.from_env(), reply.job, reply.secret, own_client=True)
+        job = reply.rails[layout.local_rank] if layout.local_size > 1 else reply.job
+        return ServiceJob(JobsClient.from_env(), job, reply.secret, owner=layout.node == 0, own_client=True)
     try:
-        members = [local_addresses()]
+        addresses = [local_addresses()]
         store.wait([f"addr/{r}" for r in range(1, size)], wait)
         posted = [store.get(f"addr/{r}").decode() for r in range(1, size)]
-        missing = [r for r, addresses in enumerate(posted, 1) if not addresses]
+        missing = [r for r, given in enumerate(posted, 1) if not given]
         if missing:
             raise RuntimeError(f"rank(s) {', '.join(map(str, missing))} gave no address, so no job was asked for")
+        addresses += [json.loads(a) for a in posted]
         client = JobsClient.from_env()
         try:
-            job, secret = _create_job(client, members + [json.loads(a) for a in posted])
-            held = ServiceJob(client, job, secret, owner=True, own_client=True)
+            reply = _create_job(client, layout, addresses)
+            job = reply.rails[0] if layout.local_size > 1 else reply.job
+            held = ServiceJob(client, job, reply.secret, owner=True, own_client=True)
         except BaseException:
             client.close()
             raise
@@ -207,20 +276,27 @@ def _service_job(store: dist.Store, rank: int, size: int, wait: timedelta) -> Se
         store.set("job", b"")
         raise
     try:
-        store.set("job", jobs_pb2.CreateJobReply(job=job, secret=secret).SerializeToString())
+        store.set("job", reply.SerializeToString())
     except BaseException:
         held.close()
         raise
     return held
 
 
-def _create_job(client: JobsClient, members: list[list[str]]) -> tuple[jobs_pb2.Job, str]:
-    """Named by torchrun's run id (a name taken gets a random suffix), else by the service."""
+def _create_job(client: JobsClient, layout: NodeLayout, addresses: list[list[str]]) -> jobs_pb2.CreateJobReply:
+    """Named by torchrun's run id (a name taken gets a random suffix), else by the service: a job of every
+    rank, or of every node's ranks (a job per rail)."""
     run = os.environ.get("TORCHELASTIC_RUN_ID", "")
-    name = "" if run in ("", "none") else re.sub(r"[^A-Za-z0-9_-]", "-", run)[:48]
+    name = "" if run in ("", "none") else re.sub(r"[^A-Za-z0-9_-]", "-", run)[:40]
+    nodes = [[addresses[r] for r in ranks] for ranks in layout.ranks]
     for attempt in range(4):
         try:
-            return client.create(f"{name}-{secrets.token_hex(3)}" if attempt else name, members)
+            given = f"{name}-{secrets.token_hex(3)}" if attempt else name
+            if layout.local_size == 1:
+                job, secret = client.create(given, [node[0] for node in nodes])
+                return jobs_pb2.CreateJobReply(job=job, secret=secret)
+            rails, secret = client.create_rails(given, nodes)
+            return jobs_pb2.CreateJobReply(job=rails[0], secret=secret, rails=rails)
         except ServiceError as e:
             if e.code != grpc.StatusCode.ALREADY_EXISTS or not name or attempt == 3:
                 raise

@@ -1,0 +1,97 @@
+"""Nodes of several ranks (worker/torch_node.py): reduce-scatter in the node, a job per rail, all-gather.
+
+Ranks are real processes (tests/node_rank.py) with torchrun's LOCAL_RANK, LOCAL_WORLD_SIZE and
+GROUP_RANK; each rail's job is a job of the loopback switch (tests/loopback_net.py: ina.p4 on the
+built-in target) whose members are that rail's NIC of every node.
+"""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.conftest import free_port  # noqa: E402
+from tests.loopback_net import LoopbackNet  # noqa: E402
+from tests.rank_procs import json_lines, run_ranks  # noqa: E402
+
+NODES = 2
+
+
+def node_net(hosts: int, tmp_path: Path) -> LoopbackNet:
+    """The loopback network on addresses of its own (127.0.4.x): these tests run beside others'."""
+    return LoopbackNet(hosts, tmp_path, host_ips=[f"127.0.4.{i}" for i in range(1, hosts + 1)],
+                       switch_ip="127.0.4.254")
+
+
+def rail_specs(net: LoopbackNet, tmp_path: Path, local: int, name: str) -> str:
+    """A job per rail of the network's hosts h(k*local + i + 1) (node k's NIC i); the path with {rail}."""
+    for rail in range(local):
+        members = [f"h{k * local + rail + 1}" for k in range(NODES)]
+        spec = net.controller.create_job(f"{name}-rail{rail}", members, 32, mode="ina")
+        spec.save(tmp_path / f"{name}-rail{rail}.json")
+    return str(tmp_path / f"{name}-rail{{rail}}.json")
+
+
+def node_ranks(spec: str, local: int, *extra: str, timeout: float = 180) -> list[tuple[int, str, str]]:
+    world = NODES * local
+    port = free_port()
+    envs = [dict(os.environ, INA_JOB_SPEC=spec, INA_TIMEOUT="3", LOCAL_WORLD_SIZE=str(local),
+                 LOCAL_RANK=str(r % local), GROUP_RANK=str(r // local)) for r in range(world)]
+    return run_ranks([[sys.executable, "-m", "tests.node_rank", str(r), str(world), str(port), *extra]
+                      for r in range(world)], envs, timeout)
+
+
+@pytest.mark.parametrize("local", [1, 2, 3, 4])
+def test_every_dtype_and_size_on_nodes_of_several_ranks(tmp_path, local):
+    """SUM and AVG of float32/float16/bfloat16 within the bound and int32 exact, at sizes that split
+    unevenly over the node's ranks (and a tensor smaller than the node); calls in flight together; each
+    rank in its own rail's job as its node's member, sending its shard and no more."""
+    with node_net(NODES * local, tmp_path) as net:
+        results = node_ranks(rail_specs(net, tmp_path, local, f"nodes{local}"), local)
+    sent = {}
+    for rank, (code, stdout, stderr) in enumerate(results):
+        assert code == 0, stderr[-2000:]
+        checks = json_lines(stdout)
+        sums = [c for c in checks if c["check"] == "allreduce"]
+        assert len(sums) == 4 * 2 * 3
+        for c in sums:
+            if c["dtype"] == "int32":
+                assert c["exact"], c
+            else:
+                assert c["over_bound"] <= 1.0 and c["max_abs"] > 0, c
+        assert [c["exact"] for c in checks if c["check"] == "async"] == [True]
+        rail = next(c for c in checks if c["check"] == "rail")
+        assert (rail["job"], rail["member"]) == (f"nodes{local}-rail{rank % local}", rank // local)
+        sent[rank] = rail["bytes_sent"]
+    if local > 1:  # each rank sends about 1/local of what a rank of a one-rank node sends
+        per_node = [sum(sent[k * local + i] for i in range(local)) for k in range(NODES)]
+        for k in range(NODES):
+            assert max(sent[k * local + i] for i in range(local)) < 1.5 * per_node[k] / local + 4096, sent
+
+
+def test_a_killed_rank_fails_every_rank_within_the_timeout(tmp_path):
+    """Node 1's local rank 1 dies in a call: every other rank's call fails with an error, within the
+    worker's 3 s timeout and the node's own, not a hang and not a wrong sum."""
+    with node_net(NODES * 2, tmp_path) as net:
+        started = time.perf_counter()
+        results = node_ranks(rail_specs(net, tmp_path, 2, "killed"), 2, "kill-after", "3", timeout=120)
+        elapsed = time.perf_counter() - started
+    for rank, (code, stdout, stderr) in enumerate(results):
+        if rank == 3:
+            assert code == 9
+            continue
+        failed = [c for c in json_lines(stdout) if c["check"] == "failed"]
+        assert code == 0 and failed, stderr[-2000:]
+        # the dying rank's call may finish before it dies: then the next one fails
+        assert failed[0]["call"] in (3, 4) and failed[0]["seconds"] < 3 + 1, failed
+        error = failed[0]["error"]
+        if rank == 2:  # the dead rank's node-mate: its node's collective breaks at once
+            assert "among node 1's 2 ranks failed" in error, error
+        else:  # rail 1 lost node 1's member: both ranks of node 0 fail, and rail 1's rank says why
+            assert "the allreduce failed on rail(s)" in error and "1 of node 0" in error, error
+            assert rank == 0 or "AllreduceTimeout" in error, error
+    assert elapsed < 100

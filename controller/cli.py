@@ -4,6 +4,7 @@
     ina-ctl --net RUN/net.json job plan --hosts h1,h2,h3 [--trees auto|N] [--size 1MB,25MB] [--json]
     ina-ctl job plan --topology TOPOLOGY.json --hosts h1,h2,h3 [--size 1MB] [--json]   # no network needed
     ina-ctl --net RUN/net.json job create NAME --hosts h1,h2,h3 --pool-size 64 [--trees auto|N]
+    ina-ctl --net RUN/net.json job create NAME --nodes n1,n2,n3   # a rail set: NAME-rail<i> of each node's NIC i
     ina-ctl --net RUN/net.json job delete NAME
     ina-ctl --net RUN/net.json status [--json]
     ina-ctl --net RUN/net.json watch          # re-provisions switches that restart, moves trees off dead ones
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from controller import direct
 from controller.calibrate import calibrate
-from controller.controller import DEAD_AFTER, DEFAULT_POOL_SIZE, Controller
+from controller.controller import DEAD_AFTER, DEFAULT_POOL_SIZE, Controller, JobError
 from controller.direct_jobs import create_parts, write_parts
 from controller.direct_site import DirectSite
 from controller.job_plan import JobPlan, method_lines, plan_job, predictions
@@ -51,7 +52,7 @@ from controller.topology import Topology, TopologyError
 from ina_api.client import CONTROLLER_ENV, TOKEN_ENV, JobsClient, LeaseKeeper, ServiceError, read_token
 from worker import protocol
 from worker.direct import TreePart
-from worker.jobspec import RING_SUMS
+from worker.jobspec import RING_SUMS, JobSpec
 from worker.ring_layout import LAYOUTS
 from worker.tuner import MODES
 
@@ -84,7 +85,11 @@ def parser() -> argparse.ArgumentParser:
     _plan_arguments(show, trees)
     create = job.add_parser("create", help="plan the job's trees and install them")
     create.add_argument("name")
-    create.add_argument("--hosts", required=True, help="member hosts in rank order, comma-separated")
+    who = create.add_mutually_exclusive_group(required=True)
+    who.add_argument("--hosts", help="member hosts in rank order, comma-separated")
+    who.add_argument("--nodes", help="a rail set instead: these machines of the topology (a host's \"node\"; a "
+                                     "host without one is its own), comma-separated, each with the same number of "
+                                     "NICs; job NAME-rail<i> of every node's NIC i, its spec in NAME-rail<i>.json")
     create.add_argument("--pool-size", type=int, default=DEFAULT_POOL_SIZE,
                         help=f"slots per switch for each of the job's trees, and so its workers' window "
                              f"(default {DEFAULT_POOL_SIZE})")
@@ -385,6 +390,9 @@ def _ask_service(args: argparse.Namespace) -> int:
 def _create_at_service(client: JobsClient, args: argparse.Namespace) -> None:
     if args.alpha is not None:
         raise ServiceError("job create --controller takes no --alpha: the service's jobs split each call by the model")
+    if args.nodes is not None:
+        raise ServiceError("job create --nodes runs without --controller (it reads the machines from --net's "
+                           "topology); a service's rail set comes from JobsClient.create_rails")
     job, secret = client.create(args.name, _hosts(args.hosts), mode=args.mode,
                                 trees=0 if args.trees == "auto" else int(args.trees), pool_size=args.pool_size,
                                 lease_seconds=args.lease_seconds, ring_sum=args.ring_sum,
@@ -408,9 +416,10 @@ def _job_line(job) -> str:
     admission = f"; {job.admission}" if job.admission else ""
     calls = ", ".join(f"{_size(p.bytes)} {p.method}" + (f" {p.ina_share:.0%}" if p.method == "hybrid" else "")
                       for p in job.predictions)
+    rail = f"; rail {job.rail} of set {job.rail_set}" if job.rail_set else ""
     return (f"{job.name}: mode {job.mode} ({calls}), {job.trees} tree(s) of pool {job.pool_size} on "
             f"{', '.join(job.switches) or 'no switch'}; lease {job.lease_seconds:g} s, "
-            f"{job.lease_remaining:.3g} s left{admission}")
+            f"{job.lease_remaining:.3g} s left{admission}{rail}")
 
 
 def _run(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
@@ -422,19 +431,15 @@ def _run(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
                         args.ring_layout, args.lanes)
         print(json.dumps(plan.to_dict(ctl.topology, tuple(args.size)), indent=2) if args.json
               else describe(plan, ctl.topology, args.size))
+    elif args.command == "job" and args.action == "create" and args.nodes is not None:
+        for spec in _create_rails(ctl, args):
+            print(_created(ctl, spec))
     elif args.command == "job" and args.action == "create":
         spec = ctl.create_job(args.name, _hosts(args.hosts), args.pool_size, args.pool_base, args.trees, args.mode,
                               args.alpha, args.ring_sum, args.ring_layout, lanes=args.lanes)
-        trees = ", ".join(f"root {t.root} (id {t.job_id}, {t.share:.1%}"
-                          + (f", lane of tree {t.lane_of + 1}" if spec.lanes > 1 else "") + ")"
-                          for t in spec.trees)
-        ring = f"; rings ({', '.join(x.name for x in spec.ring_arrangements)}) on port {spec.ring_port}" \
-            if spec.mode != "ina" else ""
-        path = (ctl.spec_dir / f"{spec.name}.json").absolute()
-        print(f"job {spec.name}: mode {spec.mode}, {len(spec.trees)} tree(s): {trees or 'none'}{ring}; spec in {path}",
-              file=sys.stderr if args.export else sys.stdout)
+        print(_created(ctl, spec), file=sys.stderr if args.export else sys.stdout)
         if args.export:
-            print(f"export INA_JOB_SPEC={shlex.quote(str(path))}")
+            print(f"export INA_JOB_SPEC={shlex.quote(str((ctl.spec_dir / f'{spec.name}.json').absolute()))}")
     elif args.command == "job" and args.action == "delete":
         ctl.delete_job(args.name)
         print(f"job {args.name} deleted")
@@ -442,7 +447,9 @@ def _run(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
         for name in ctl.state.jobs:
             spec = ctl.job_spec(name)
             trees = ", ".join(f"{t.root}/{t.job_id} {t.share:.0%}" for t in spec.trees)
-            print(f"{name}: {len(spec.members)} members, pool {spec.pool_size} per tree, trees (root/id share) {trees}")
+            rail = f", rail {spec.rail.index} of {spec.rail.count} of set {spec.rail.set}" if spec.rail else ""
+            print(f"{name}: {len(spec.members)} members, pool {spec.pool_size} per tree, trees (root/id share) "
+                  f"{trees}{rail}")
     elif args.command == "calibrate":
         measured = calibrate(ctl, args.name, args.values, args.timeout)
         ina = f"{measured.ina_mbps:.4g} Mb/s per worker through the switches" if measured.ina_mbps else "no trees"
@@ -451,7 +458,10 @@ def _run(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
               "its model now:")
         print(describe(ctl.job_plan(args.name), ctl.topology, [args.values * 4], trees=False))
     elif args.command == "status":
-        print(json.dumps(ctl.status(), indent=2) if args.json else status_table(ctl.status()))
+        rails = [f"{name}: rail {job.rail.index} of {job.rail.count} of set {job.rail.set}"
+                 for name, job in ctl.state.jobs.items() if job.rail is not None]
+        print(json.dumps(ctl.status(), indent=2) if args.json else
+              "\n".join([status_table(ctl.status()), *(["", *rails] if rails else [])]))
     elif args.command == "watch":  # the lock for each round, so `job create` and others run between them
         _locked(lock, lambda: ctl.setup(strict=False))  # a switch that does not answer yet is left to the rounds
         ctl.dead_after = args.dead_after
@@ -459,6 +469,41 @@ def _run(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
             ctl.wait(args.interval)  # or less: a switch reported a port change, or its stream ended
             _locked(lock, ctl.watch_once)
     return 0
+
+
+def _created(ctl: Controller, spec: JobSpec) -> str:
+    """What `job create` made: the job's trees and rings, and where its spec is."""
+    trees = ", ".join(f"root {t.root} (id {t.job_id}, {t.share:.1%}"
+                      + (f", lane of tree {t.lane_of + 1}" if spec.lanes > 1 else "") + ")"
+                      for t in spec.trees)
+    ring = f"; rings ({', '.join(x.name for x in spec.ring_arrangements)}) on port {spec.ring_port}" \
+        if spec.mode != "ina" else ""
+    rail = f" (rail {spec.rail.index} of {spec.rail.count} of set {spec.rail.set})" if spec.rail else ""
+    path = (ctl.spec_dir / f"{spec.name}.json").absolute()
+    return (f"job {spec.name}{rail}: mode {spec.mode}, {len(spec.trees)} tree(s): {trees or 'none'}{ring}; "
+            f"spec in {path}")
+
+
+def _create_rails(ctl: Controller, args: argparse.Namespace) -> list[JobSpec]:
+    """`job create NAME --nodes`: a rail set by hand, rail i's job of every node's NIC i (``Topology.nodes``:
+    a machine's hosts in rail order), for spec-file users without the service."""
+    if args.export or args.pool_base is not None:
+        raise JobError("job create --nodes takes neither --export (each rail has its spec, NAME-rail<i>.json) nor "
+                       "--pool-base (each rail's trees go where they fit)")
+    machines, names = ctl.topology.nodes, _hosts(args.nodes)
+    unknown = [n for n in names if n not in machines]
+    if not names or unknown:
+        raise TopologyError(f"--nodes: {', '.join(unknown) or 'none given'}: not a node of the topology (its nodes: "
+                            f"{', '.join(list(machines)[:12])}{', ...' if len(machines) > 12 else ''})")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    counts = {len(machines[n]) for n in names}
+    if twice or len(counts) > 1:
+        raise TopologyError(f"--nodes: node(s) {', '.join(twice)} given twice" if twice else
+                            "--nodes: every node needs the same number of NICs, not " +
+                            ", ".join(f"{n} {len(machines[n])}" for n in names))
+    rails = [[machines[n][i] for n in names] for i in range(counts.pop())]
+    return ctl.create_rails(args.name, rails, pool_size=args.pool_size, trees=args.trees, mode=args.mode,
+                            alpha=args.alpha, ring_sum=args.ring_sum, ring_layout=args.ring_layout, lanes=args.lanes)
 
 
 def _locked(lock: StateLock, work) -> None:

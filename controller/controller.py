@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from controller import admission, plan, programs
@@ -35,7 +35,7 @@ from controller.state import ControllerState, JobRecord, TreeRecord
 from controller.switch_io import SwitchIO
 from controller.topology import Topology, TopologyError
 from worker import protocol
-from worker.jobspec import JobSpec, Member, TreeSpec
+from worker.jobspec import JobSpec, Member, Rail, TreeSpec, rail_name
 
 __all__ = ["DEAD_AFTER", "DEFAULT_POOL_SIZE", "Controller", "JobError", "JobExists", "NoSuchJob", "fastest"]
 
@@ -353,13 +353,15 @@ class Controller:
     def create_job(self, name: str, members: list[str], pool_size: int = DEFAULT_POOL_SIZE,
                    pool_base: int | None = None, trees: int | str | None = "auto", mode: str = "auto",
                    alpha: float | None = None, ring_sum: str = "native", ring_layout: str | None = None, *,
-                   admit: bool = False, lease: tuple[float, str] | None = None, lanes: int | str = 1) -> JobSpec:
+                   admit: bool = False, lease: tuple[float, str] | None = None, lanes: int | str = 1,
+                   rail: Rail | None = None) -> JobSpec:
         """Plan the job (``trees``: "auto", or at most N; ``mode``: ina, ring, hybrid, or auto, which picks
         per call; ``alpha`` a hybrid's share through the trees; ``ring_layout`` the ring's; ``lanes``: each
         planned tree installed as that many trees, or "auto", sharing ``pool_size``) and install every tree.
 
         ``admit``: a job the switches have no room for gets less rather than an error (``admission``), and
-        its record says what and why.  ``lease``: (seconds, sha256 of its secret), for the service."""
+        its record says what and why.  ``lease``: (seconds, sha256 of its secret), for the service.
+        ``rail``: the rail of a set it is (``create_rails``), in its record and spec."""
         self._check_name(name)
         self._check_pool(pool_size)
         planned = self.plan(members, trees, mode, alpha, ring_sum, pool_size, ring_layout, lanes)  # no lock held
@@ -380,6 +382,7 @@ class Controller:
             job = self._record(name, admitted)
             if lease is not None:
                 job.lease_seconds, job.secret_hash = lease
+            job.rail = rail
             self.state.jobs[name] = job  # saved before any write: a crash leaves a job setup() completes
             try:
                 self._save()
@@ -401,6 +404,29 @@ class Controller:
             log.info("job %s: %d members, %d tree(s) (ids %s) over %s, mode %s", name, len(members), len(job.trees),
                      [t.job_id for t in job.trees], sorted(job.switches()), job.mode)
             return spec
+
+    def create_rails(self, name: str, rails: Sequence[Sequence[str]], **options) -> list[JobSpec]:
+        """A rail set: rail i's job, ``NAME-rail<i>`` (``rail_name``), of ``rails[i]``'s hosts (every node's
+        local rank i, in node order), with ``create_job``'s keyword ``options`` for each.  All or none: every
+        name is checked first, and a rail that fails takes the rails made before it away again, so no node
+        is left with half a set (its ranks would wait for a rail that is not there)."""
+        names = [rail_name(name, i) for i in range(len(rails))]
+        if not names:
+            raise JobError(f"rail set {name}: no rails")
+        for each in names:
+            self._check_name(each)
+        specs: list[JobSpec] = []
+        try:
+            for i, (each, members) in enumerate(zip(names, rails)):
+                specs.append(self.create_job(each, list(members), rail=Rail(name, i, len(names)), **options))
+        except BaseException:
+            for made in reversed(specs):
+                try:
+                    self.delete_job(made.name, force=True)
+                except Exception as e:  # noqa: BLE001 - the rail's own failure is the one to report
+                    log.error("rail set %s: %s not rolled back (delete it): %s", name, made.name, e)
+            raise
+        return specs
 
     def _admit(self, name: str, planned: JobPlan, members: list[str], trees: int | str | None, pool_size: int,
                alpha: float | None, ring_sum: str, ring_layout: str | None) -> Admitted:
@@ -525,7 +551,7 @@ class Controller:
                                   t.incarnation, planned.lane_of(i)))
         return JobSpec(name, P.values, P.INA_UDP_PORT, job.pool_size, tuple(members), tuple(trees), job.mode,
                        None if job.ring_id is None else worker_port(job.ring_id), planned.layouts, planned.model,
-                       job.alpha, job.ring_layout, job.version, job.ring_sum)
+                       job.alpha, job.ring_layout, job.version, job.ring_sum, job.rail)
 
     def status(self) -> dict[str, dict]:
         """Per job and switch: the job_stats counters by name (packets), and per-switch drops."""

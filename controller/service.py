@@ -38,7 +38,7 @@ from controller.p4runtime_client import SwitchError
 from controller.state import JobRecord
 from ina_api import jobs_pb2, jobs_pb2_grpc
 from ina_api.client import AUTH_HEADER, AUTH_SCHEME
-from worker.jobspec import RING_SUMS
+from worker.jobspec import RING_SUMS, rail_name
 from worker.ring_layout import LAYOUTS
 from worker.tuner import MODES
 
@@ -50,6 +50,7 @@ SERVICE_NAME = "ina.jobs.v1.Jobs"  # the health service answers for it and for "
 MAX_NAME = 64
 MAX_TREES = 64
 MAX_ADDRESSES = 256  # of one rank: every interface's IPv4 and IPv6 addresses fit, many times over
+MAX_RAILS = 16  # local ranks of a node in a rail set (CreateJobRequest.nodes): GPUs per machine, with room
 
 
 class Refused(Exception):
@@ -164,6 +165,8 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
             raise Refused(grpc.StatusCode.UNAUTHENTICATED, "wrong token")
 
     def _create(self, request: jobs_pb2.CreateJobRequest) -> jobs_pb2.CreateJobReply:
+        if request.nodes:
+            return self._create_rails(request)
         members = self._members(request.members)
         ask = _checked(request, self.controller.state.options.values, self.lease_seconds, self.pool_size)
         name = request.name or self._fresh_name()
@@ -178,6 +181,36 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
         log.info("job %s: created for %s: %s%s", name, ", ".join(members), job.mode,
                  f" ({job.admission})" if job.admission else "")
         return jobs_pb2.CreateJobReply(job=self._job_message(job), secret=secret)
+
+    def _create_rails(self, request: jobs_pb2.CreateJobRequest) -> jobs_pb2.CreateJobReply:
+        """A rail set (``CreateJobRequest.nodes``): a job per local rank, each an ordinary job with the request's
+        options, all made or none (``Controller.create_rails``), every lease held with one secret."""
+        if request.members:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "give either members (a job) or nodes (a rail set), "
+                                                            "not both")
+        rails = self._rails(request.nodes)
+        ask = _checked(request, self.controller.state.options.values, self.lease_seconds, self.pool_size)
+        name = request.name or self._fresh_name(len(rails))
+        names = [rail_name(name, i) for i in range(len(rails))]
+        if len(names[-1]) > MAX_NAME:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"rail job name {names[-1]} is {len(names[-1])} "
+                                                            f"characters; at most {MAX_NAME}")
+        taken = [n for n in names if n in self.controller.state.jobs]
+        if taken:
+            raise JobExists(f"rail set {name}: job(s) {', '.join(taken)} exist already")
+        secret, secret_hash = new_secret()
+        self.controller.create_rails(name, rails, pool_size=ask["pool_size"], trees=ask["trees"], mode=ask["mode"],
+                                     ring_sum=ask["ring_sum"], ring_layout=ask["ring_layout"], admit=True,
+                                     lease=(ask["lease"], secret_hash), lanes=ask["lanes"])
+        now = self.clock()
+        for each in names:
+            self.leases.hold(each, ask["lease"], secret_hash, now)
+        jobs = [self._job_message(self.controller.state.jobs[each]) for each in names]
+        each_rail = [f"{j.name} for {', '.join(members)}: {j.mode}" + (f" ({j.admission})" if j.admission else "")
+                     for j, members in zip(jobs, rails)]
+        log.info("rail set %s: %d node(s) x %d rail(s) created: %s", name, len(request.nodes), len(rails),
+                 "; ".join(each_rail))
+        return jobs_pb2.CreateJobReply(job=jobs[0], secret=secret, rails=jobs)
 
     def _keep_alive(self, request: jobs_pb2.KeepAliveRequest) -> jobs_pb2.KeepAliveReply:
         seconds = self.leases.renew(request.name, request.secret, self.clock())
@@ -245,21 +278,47 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
         if len(members) > len(self.controller.topology.hosts):
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"{len(members)} members, but the network has "
                                                             f"{len(self.controller.topology.hosts)} hosts")
-        hosts = []
-        for rank, member in enumerate(members):
-            if len(member.addresses) > MAX_ADDRESSES:  # each is looked at: exactly one must be known
-                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"rank {rank}: {len(member.addresses)} addresses; "
-                                                                f"at most {MAX_ADDRESSES}")
-            known = {h for h in map(self._host, member.addresses) if h is not None}
-            if len(known) != 1:
-                shown = ", ".join(repr(a) for a in member.addresses[:8]) or "no address"
-                why = "none is a host of the network" if not known else f"they name {len(known)} hosts"
-                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"rank {rank}: {shown}: {why}")
-            hosts.append(known.pop())
+        hosts = [self._member_host(f"rank {rank}", member) for rank, member in enumerate(members)]
         twice = sorted({h for h in hosts if hosts.count(h) > 1})
         if twice:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"host(s) {', '.join(twice)} given for several ranks")
         return hosts
+
+    def _rails(self, nodes) -> list[list[str]]:
+        """Each rail's members (rail i: every node's local rank i, in node order), each rank's host found as
+        ``_members`` finds it.  A host may serve several local ranks of one node (fewer NICs than GPUs: its
+        rails share the NIC), never two nodes: each rail job would hold it twice."""
+        bad = grpc.StatusCode.INVALID_ARGUMENT
+        if len(nodes) > len(self.controller.topology.hosts):
+            raise Refused(bad, f"{len(nodes)} nodes, but the network has {len(self.controller.topology.hosts)} hosts")
+        count = len(nodes[0].ranks)
+        for n, node in enumerate(nodes):
+            if not 1 <= len(node.ranks) <= MAX_RAILS:
+                raise Refused(bad, f"node {n}: {len(node.ranks)} local ranks; 1..{MAX_RAILS}")
+            if len(node.ranks) != count:
+                raise Refused(bad, f"node {n}: {len(node.ranks)} local ranks, but node 0 has {count}: every node "
+                                   f"of a rail set needs the same")
+        hosts = [[self._member_host(f"node {n} local rank {i}", rank) for i, rank in enumerate(node.ranks)]
+                 for n, node in enumerate(nodes)]
+        seen: dict[str, int] = {}
+        for n, node_hosts in enumerate(hosts):
+            for host in node_hosts:
+                first = seen.setdefault(host, n)
+                if first != n:
+                    raise Refused(bad, f"host {host} is in nodes {first} and {n}: a host serves one node's ranks")
+        return [[node_hosts[i] for node_hosts in hosts] for i in range(count)]
+
+    def _member_host(self, who: str, member: jobs_pb2.Member) -> str:
+        """The one host of the network among a rank's addresses (or names); ``who`` names the rank in errors."""
+        if len(member.addresses) > MAX_ADDRESSES:  # each is looked at: exactly one must be known
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"{who}: {len(member.addresses)} addresses; "
+                                                            f"at most {MAX_ADDRESSES}")
+        known = {h for h in map(self._host, member.addresses) if h is not None}
+        if len(known) != 1:
+            shown = ", ".join(repr(a) for a in member.addresses[:8]) or "no address"
+            why = "none is a host of the network" if not known else f"they name {len(known)} hosts"
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"{who}: {shown}: {why}")
+        return known.pop()
 
     def _host(self, address: str) -> str | None:
         if address in self.controller.topology.hosts:
@@ -269,10 +328,12 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
         except ValueError:
             return None
 
-    def _fresh_name(self) -> str:
+    def _fresh_name(self, rails: int = 0) -> str:
+        """An unused job name; with ``rails``, a set's, none of whose rail jobs exists."""
         while True:
             name = f"job-{secrets.token_hex(4)}"
-            if name not in self.controller.state.jobs:
+            names = [rail_name(name, i) for i in range(rails)] if rails else [name]
+            if not any(each in self.controller.state.jobs for each in names):
                 return name
 
     def _record(self, name: str) -> JobRecord:
@@ -306,7 +367,8 @@ class JobsService(jobs_pb2_grpc.JobsServicer):
             pool_size=job.pool_size, admission=job.admission, lease_seconds=job.lease_seconds or 0.0,
             lease_remaining=math.inf if remaining is None else remaining, switches=sorted(job.switches()),
             predictions=predictions, crossovers=[jobs_pb2.Crossover(bytes=b, below=lo, above=hi)
-                                                 for b, lo, hi in planned.crossovers()])
+                                                 for b, lo, hi in planned.crossovers()],
+            rail_set=job.rail.set if job.rail else "", rail=job.rail.index if job.rail else 0)
 
     # --- time ----------------------------------------------------------------------------------
 

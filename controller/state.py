@@ -20,6 +20,7 @@ from pathlib import Path
 from controller.entries import Allocation
 from controller.pipeline import PipelineOptions
 from controller.plan import Tree
+from worker.jobspec import JobSpecError, Rail
 
 STATE_FILE = "controller-state.json"  # beside the network file, unless told otherwise
 FORMAT = 3  # 3: a job's mode is chosen per call (its model); 2: leases; a file without "format" is 1
@@ -75,6 +76,7 @@ class JobRecord:
     secret_hash: str | None = None  # sha256 of the secret its owner renews and deletes it with
     admission: str = ""  # what the job got, and why, when it is less than it asked for
     lanes: int = 1  # each planned tree installed as this many consecutive trees (``job_plan.in_lanes``)
+    rail: Rail | None = None  # the rail of a set it is (``Controller.create_rails``); None: a plain job
 
     def spec_version(self) -> int:
         """Grows with every change of the job's spec: its plan's version and its trees' incarnations only grow."""
@@ -111,7 +113,7 @@ class ControllerState:
     def save(self, path: Path) -> None:
         data = {"format": FORMAT, "options": asdict(self.options), "next_epoch": self.next_epoch,
                 "next_job_id": self.next_job_id, "host_latency": self.host_latency,
-                "jobs": {n: asdict(j) for n, j in self.jobs.items()}}
+                "jobs": {n: _job_dict(j) for n, j in self.jobs.items()}}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         with tmp.open("w") as f:
@@ -161,9 +163,22 @@ class ControllerState:
                 j["mode"], j["alpha"] = (j.get("asked_mode", "auto") if trees else "ring"), j.get("asked_alpha")
                 for key in _BEFORE_3:
                     j.pop(key, None)
-            jobs[name] = JobRecord(trees=trees, **j)
+            rail = j.pop("rail", None)
+            try:
+                rail = None if rail is None else Rail.from_dict(rail, f"job {name}")
+            except JobSpecError as e:
+                raise StateError(f"{path}: {e}; {_REMEDY}") from None
+            jobs[name] = JobRecord(trees=trees, rail=rail, **j)
         return cls(PipelineOptions(**data["options"]), jobs, data["next_epoch"], data.get("next_job_id", 1),
                    data.get("host_latency"))
+
+
+def _job_dict(job: JobRecord) -> dict:
+    """A job as the file holds it; ``rail`` only when it is one, so a plain job's record is as before rails."""
+    data = asdict(job)
+    if job.rail is None:
+        del data["rail"]
+    return data
 
 
 def _tree(data: dict | None) -> Tree | None:

@@ -4,6 +4,9 @@
     job, secret = client.create("", [["10.0.1.1"], ["10.0.1.2"]])
     client.keep_alive(job.name, secret)        # every lease_seconds / 3 (LeaseKeeper does it)
     client.delete(job.name, secret)
+
+    # two nodes of two local ranks (a NIC each): a job per rail, train-rail0 of both nodes' rank 0, ...
+    rails, secret = client.create_rails("train", [[["10.0.1.1"], ["10.1.1.1"]], [["10.0.1.2"], ["10.1.1.2"]]])
 """
 
 from __future__ import annotations
@@ -89,11 +92,25 @@ class JobsClient:
         """A job of these members in rank order (each a host name or address, or a list of a rank's
         addresses); returns the job and its secret.  ``lanes``: each planned tree as N trees, or "auto"."""
         request = jobs_pb2.CreateJobRequest(
-            name=name, members=[jobs_pb2.Member(addresses=[m] if isinstance(m, str) else list(m)) for m in members],
-            values=values, mode=mode, trees=trees, pool_size=pool_size, lease_seconds=lease_seconds,
-            ring_sum=ring_sum, ring_layout=ring_layout, lanes=str(lanes))
+            name=name, members=[_member(m) for m in members], values=values, mode=mode, trees=trees,
+            pool_size=pool_size, lease_seconds=lease_seconds, ring_sum=ring_sum, ring_layout=ring_layout,
+            lanes=str(lanes))
         reply = self._call("CreateJob", request)
         return reply.job, reply.secret
+
+    def create_rails(self, name: str, nodes: Sequence[Sequence[Sequence[str] | str]], *, values: int = 0,
+                     mode: str = "", trees: int = 0, pool_size: int = 0, lease_seconds: float = 0.0,
+                     ring_sum: str = "", ring_layout: str = "",
+                     lanes: int | str = "") -> tuple[list[jobs_pb2.Job], str]:
+        """A rail set: ``nodes`` in node order, each its local ranks in order, each rank as ``create``'s members
+        are.  Returns rail i's job at index i (``NAME-rail<i>``, of every node's local rank i; ``create``'s
+        options apply to each) and the one secret that renews and deletes every rail; all are made or none."""
+        request = jobs_pb2.CreateJobRequest(
+            name=name, nodes=[jobs_pb2.Node(ranks=[_member(m) for m in node]) for node in nodes], values=values,
+            mode=mode, trees=trees, pool_size=pool_size, lease_seconds=lease_seconds, ring_sum=ring_sum,
+            ring_layout=ring_layout, lanes=str(lanes))
+        reply = self._call("CreateJob", request)
+        return list(reply.rails), reply.secret
 
     def keep_alive(self, name: str, secret: str, stalled: Sequence[int] = ()) -> jobs_pb2.KeepAliveReply:
         """Renew the lease; ``stalled``: job ids of the job's trees this worker finds stalled (the service
@@ -117,6 +134,11 @@ class JobsClient:
         reply = self._call("PlanDirect", jobs_pb2.PlanDirectRequest(cluster_json=json.dumps(cluster), bytes=nbytes,
                                                                     kinds=list(kinds)))
         return json.loads(reply.plan_json)
+
+
+def _member(rank: Sequence[str] | str) -> jobs_pb2.Member:
+    """A rank as a host name or address, or the list of its addresses."""
+    return jobs_pb2.Member(addresses=[rank] if isinstance(rank, str) else list(rank))
 
 
 class LeaseKeeper:

@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12ina_api/jobs.proto\x12\x0bina.jobs.v1\"\x1b\n\x06Member\x12\x11\n\taddresses\x18\x01 \x03(\t\"\xd3\x01\n\x10\x43reateJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12$\n\x07members\x18\x02 \x03(\x0b\x32\x13.ina.jobs.v1.Member\x12\x0e\n\x06values\x18\x03 \x01(\r\x12\x0c\n\x04mode\x18\x04 \x01(\t\x12\r\n\x05trees\x18\x05 \x01(\r\x12\x11\n\tpool_size\x18\x06 \x01(\r\x12\x15\n\rlease_seconds\x18\x07 \x01(\x01\x12\x10\n\x08ring_sum\x18\x08 \x01(\t\x12\x13\n\x0bring_layout\x18\t \x01(\t\x12\r\n\x05lanes\x18\n \x01(\t\"?\n\x0e\x43reateJobReply\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.ina.jobs.v1.Job\x12\x0e\n\x06secret\x18\x02 \x01(\t\"G\n\x10KeepAliveRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06secret\x18\x02 \x01(\t\x12\x15\n\rstalled_trees\x18\x03 \x03(\r\"=\n\x0eKeepAliveReply\x12\x15\n\rlease_seconds\x18\x01 \x01(\x01\x12\x14\n\x0cspec_version\x18\x02 \x01(\r\"0\n\x10\x44\x65leteJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06secret\x18\x02 \x01(\t\"\x10\n\x0e\x44\x65leteJobReply\"\x1d\n\rGetJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x11\n\x0fListJobsRequest\"/\n\rListJobsReply\x12\x1e\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.ina.jobs.v1.Job\"!\n\rStatusRequest\x12\x10\n\x08\x63ounters\x18\x01 \x01(\x08\"\x94\x03\n\x03Job\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tspec_json\x18\x02 \x01(\t\x12\x14\n\x0cspec_version\x18\x03 \x01(\r\x12\x0c\n\x04mode\x18\x04 \x01(\t\x12\r\n\x05trees\x18\x06 \x01(\r\x12\x11\n\tpool_size\x18\x07 \x01(\r\x12\x11\n\tadmission\x18\x08 \x01(\t\x12\x15\n\rlease_seconds\x18\t \x01(\x01\x12\x17\n\x0flease_remaining\x18\n \x01(\x01\x12\x10\n\x08switches\x18\x0b \x03(\t\x12.\n\x07packets\x18\x0c \x03(\x0b\x32\x1d.ina.jobs.v1.Job.PacketsEntry\x12\x30\n\x0bpredictions\x18\r \x03(\x0b\x32\x1b.ina.jobs.v1.CallPrediction\x12*\n\ncrossovers\x18\x0e \x03(\x0b\x32\x16.ina.jobs.v1.Crossover\x12\r\n\x05lanes\x18\x0f \x01(\r\x1a.\n\x0cPacketsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01J\x04\x08\x05\x10\x06\"\xed\x01\n\x0e\x43\x61llPrediction\x12\r\n\x05\x62ytes\x18\x01 \x01(\x04\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x11\n\tina_share\x18\x03 \x01(\x01\x12\x13\n\x0bring_layout\x18\x04 \x01(\t\x12\x0f\n\x07seconds\x18\x05 \x01(\x01\x12K\n\x11seconds_by_method\x18\x06 \x03(\x0b\x32\x30.ina.jobs.v1.CallPrediction.SecondsByMethodEntry\x1a\x36\n\x14SecondsByMethodEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"8\n\tCrossover\x12\r\n\x05\x62ytes\x18\x01 \x01(\x04\x12\r\n\x05\x62\x65low\x18\x02 \x01(\t\x12\r\n\x05\x61\x62ove\x18\x03 \x01(\t\"\x8d\x01\n\x0eSwitchCapacity\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07program\x18\x02 \x01(\t\x12\x12\n\npool_slots\x18\x03 \x01(\r\x12\x12\n\nfree_slots\x18\x04 \x01(\r\x12\r\n\x05\x63\x65lls\x18\x05 \x01(\r\x12\x12\n\nfree_cells\x18\x06 \x01(\r\x12\x11\n\treachable\x18\x07 \x01(\x08\"\x88\x01\n\x0bStatusReply\x12\x1e\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.ina.jobs.v1.Job\x12-\n\x08switches\x18\x02 \x03(\x0b\x32\x1b.ina.jobs.v1.SwitchCapacity\x12\x16\n\x0euptime_seconds\x18\x03 \x01(\x01\x12\x12\n\nstate_file\x18\x04 \x01(\t\"G\n\x11PlanDirectRequest\x12\x14\n\x0c\x63luster_json\x18\x01 \x01(\t\x12\r\n\x05\x62ytes\x18\x02 \x01(\x04\x12\r\n\x05kinds\x18\x03 \x03(\t\"K\n\x0fPlanDirectReply\x12\x11\n\tplan_json\x18\x01 \x01(\t\x12\x0f\n\x07seconds\x18\x02 \x01(\x01\x12\x14\n\x0c\x64\x65vices_used\x18\x03 \x01(\r2\xeb\x03\n\x04Jobs\x12G\n\tCreateJob\x12\x1d.ina.jobs.v1.CreateJobRequest\x1a\x1b.ina.jobs.v1.CreateJobReply\x12G\n\tKeepAlive\x12\x1d.ina.jobs.v1.KeepAliveRequest\x1a\x1b.ina.jobs.v1.KeepAliveReply\x12G\n\tDeleteJob\x12\x1d.ina.jobs.v1.DeleteJobRequest\x1a\x1b.ina.jobs.v1.DeleteJobReply\x12\x36\n\x06GetJob\x12\x1a.ina.jobs.v1.GetJobRequest\x1a\x10.ina.jobs.v1.Job\x12\x44\n\x08ListJobs\x12\x1c.ina.jobs.v1.ListJobsRequest\x1a\x1a.ina.jobs.v1.ListJobsReply\x12>\n\x06Status\x12\x1a.ina.jobs.v1.StatusRequest\x1a\x18.ina.jobs.v1.StatusReply\x12J\n\nPlanDirect\x12\x1e.ina.jobs.v1.PlanDirectRequest\x1a\x1c.ina.jobs.v1.PlanDirectReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12ina_api/jobs.proto\x12\x0bina.jobs.v1\"\x1b\n\x06Member\x12\x11\n\taddresses\x18\x01 \x03(\t\"*\n\x04Node\x12\"\n\x05ranks\x18\x01 \x03(\x0b\x32\x13.ina.jobs.v1.Member\"\xf5\x01\n\x10\x43reateJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12$\n\x07members\x18\x02 \x03(\x0b\x32\x13.ina.jobs.v1.Member\x12\x0e\n\x06values\x18\x03 \x01(\r\x12\x0c\n\x04mode\x18\x04 \x01(\t\x12\r\n\x05trees\x18\x05 \x01(\r\x12\x11\n\tpool_size\x18\x06 \x01(\r\x12\x15\n\rlease_seconds\x18\x07 \x01(\x01\x12\x10\n\x08ring_sum\x18\x08 \x01(\t\x12\x13\n\x0bring_layout\x18\t \x01(\t\x12\r\n\x05lanes\x18\n \x01(\t\x12 \n\x05nodes\x18\x0b \x03(\x0b\x32\x11.ina.jobs.v1.Node\"`\n\x0e\x43reateJobReply\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.ina.jobs.v1.Job\x12\x0e\n\x06secret\x18\x02 \x01(\t\x12\x1f\n\x05rails\x18\x03 \x03(\x0b\x32\x10.ina.jobs.v1.Job\"G\n\x10KeepAliveRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06secret\x18\x02 \x01(\t\x12\x15\n\rstalled_trees\x18\x03 \x03(\r\"=\n\x0eKeepAliveReply\x12\x15\n\rlease_seconds\x18\x01 \x01(\x01\x12\x14\n\x0cspec_version\x18\x02 \x01(\r\"0\n\x10\x44\x65leteJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06secret\x18\x02 \x01(\t\"\x10\n\x0e\x44\x65leteJobReply\"\x1d\n\rGetJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x11\n\x0fListJobsRequest\"/\n\rListJobsReply\x12\x1e\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.ina.jobs.v1.Job\"!\n\rStatusRequest\x12\x10\n\x08\x63ounters\x18\x01 \x01(\x08\"\xb4\x03\n\x03Job\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tspec_json\x18\x02 \x01(\t\x12\x14\n\x0cspec_version\x18\x03 \x01(\r\x12\x0c\n\x04mode\x18\x04 \x01(\t\x12\r\n\x05trees\x18\x06 \x01(\r\x12\x11\n\tpool_size\x18\x07 \x01(\r\x12\x11\n\tadmission\x18\x08 \x01(\t\x12\x15\n\rlease_seconds\x18\t \x01(\x01\x12\x17\n\x0flease_remaining\x18\n \x01(\x01\x12\x10\n\x08switches\x18\x0b \x03(\t\x12.\n\x07packets\x18\x0c \x03(\x0b\x32\x1d.ina.jobs.v1.Job.PacketsEntry\x12\x30\n\x0bpredictions\x18\r \x03(\x0b\x32\x1b.ina.jobs.v1.CallPrediction\x12*\n\ncrossovers\x18\x0e \x03(\x0b\x32\x16.ina.jobs.v1.Crossover\x12\r\n\x05lanes\x18\x0f \x01(\r\x12\x10\n\x08rail_set\x18\x10 \x01(\t\x12\x0c\n\x04rail\x18\x11 \x01(\r\x1a.\n\x0cPacketsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01J\x04\x08\x05\x10\x06\"\xed\x01\n\x0e\x43\x61llPrediction\x12\r\n\x05\x62ytes\x18\x01 \x01(\x04\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x11\n\tina_share\x18\x03 \x01(\x01\x12\x13\n\x0bring_layout\x18\x04 \x01(\t\x12\x0f\n\x07seconds\x18\x05 \x01(\x01\x12K\n\x11seconds_by_method\x18\x06 \x03(\x0b\x32\x30.ina.jobs.v1.CallPrediction.SecondsByMethodEntry\x1a\x36\n\x14SecondsByMethodEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"8\n\tCrossover\x12\r\n\x05\x62ytes\x18\x01 \x01(\x04\x12\r\n\x05\x62\x65low\x18\x02 \x01(\t\x12\r\n\x05\x61\x62ove\x18\x03 \x01(\t\"\x8d\x01\n\x0eSwitchCapacity\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07program\x18\x02 \x01(\t\x12\x12\n\npool_slots\x18\x03 \x01(\r\x12\x12\n\nfree_slots\x18\x04 \x01(\r\x12\r\n\x05\x63\x65lls\x18\x05 \x01(\r\x12\x12\n\nfree_cells\x18\x06 \x01(\r\x12\x11\n\treachable\x18\x07 \x01(\x08\"\x88\x01\n\x0bStatusReply\x12\x1e\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.ina.jobs.v1.Job\x12-\n\x08switches\x18\x02 \x03(\x0b\x32\x1b.ina.jobs.v1.SwitchCapacity\x12\x16\n\x0euptime_seconds\x18\x03 \x01(\x01\x12\x12\n\nstate_file\x18\x04 \x01(\t\"G\n\x11PlanDirectRequest\x12\x14\n\x0c\x63luster_json\x18\x01 \x01(\t\x12\r\n\x05\x62ytes\x18\x02 \x01(\x04\x12\r\n\x05kinds\x18\x03 \x03(\t\"K\n\x0fPlanDirectReply\x12\x11\n\tplan_json\x18\x01 \x01(\t\x12\x0f\n\x07seconds\x18\x02 \x01(\x01\x12\x14\n\x0c\x64\x65vices_used\x18\x03 \x01(\r2\xeb\x03\n\x04Jobs\x12G\n\tCreateJob\x12\x1d.ina.jobs.v1.CreateJobRequest\x1a\x1b.ina.jobs.v1.CreateJobReply\x12G\n\tKeepAlive\x12\x1d.ina.jobs.v1.KeepAliveRequest\x1a\x1b.ina.jobs.v1.KeepAliveReply\x12G\n\tDeleteJob\x12\x1d.ina.jobs.v1.DeleteJobRequest\x1a\x1b.ina.jobs.v1.DeleteJobReply\x12\x36\n\x06GetJob\x12\x1a.ina.jobs.v1.GetJobRequest\x1a\x10.ina.jobs.v1.Job\x12\x44\n\x08ListJobs\x12\x1c.ina.jobs.v1.ListJobsRequest\x1a\x1a.ina.jobs.v1.ListJobsReply\x12>\n\x06Status\x12\x1a.ina.jobs.v1.StatusRequest\x1a\x18.ina.jobs.v1.StatusReply\x12J\n\nPlanDirect\x12\x1e.ina.jobs.v1.PlanDirectRequest\x1a\x1c.ina.jobs.v1.PlanDirectReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -27,44 +27,46 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _globals['_CALLPREDICTION_SECONDSBYMETHODENTRY']._serialized_options = b'8\001'
   _globals['_MEMBER']._serialized_start=35
   _globals['_MEMBER']._serialized_end=62
-  _globals['_CREATEJOBREQUEST']._serialized_start=65
-  _globals['_CREATEJOBREQUEST']._serialized_end=276
-  _globals['_CREATEJOBREPLY']._serialized_start=278
-  _globals['_CREATEJOBREPLY']._serialized_end=341
-  _globals['_KEEPALIVEREQUEST']._serialized_start=343
-  _globals['_KEEPALIVEREQUEST']._serialized_end=414
-  _globals['_KEEPALIVEREPLY']._serialized_start=416
-  _globals['_KEEPALIVEREPLY']._serialized_end=477
-  _globals['_DELETEJOBREQUEST']._serialized_start=479
-  _globals['_DELETEJOBREQUEST']._serialized_end=527
-  _globals['_DELETEJOBREPLY']._serialized_start=529
-  _globals['_DELETEJOBREPLY']._serialized_end=545
-  _globals['_GETJOBREQUEST']._serialized_start=547
-  _globals['_GETJOBREQUEST']._serialized_end=576
-  _globals['_LISTJOBSREQUEST']._serialized_start=578
-  _globals['_LISTJOBSREQUEST']._serialized_end=595
-  _globals['_LISTJOBSREPLY']._serialized_start=597
-  _globals['_LISTJOBSREPLY']._serialized_end=644
-  _globals['_STATUSREQUEST']._serialized_start=646
-  _globals['_STATUSREQUEST']._serialized_end=679
-  _globals['_JOB']._serialized_start=682
-  _globals['_JOB']._serialized_end=1086
-  _globals['_JOB_PACKETSENTRY']._serialized_start=1034
-  _globals['_JOB_PACKETSENTRY']._serialized_end=1080
-  _globals['_CALLPREDICTION']._serialized_start=1089
-  _globals['_CALLPREDICTION']._serialized_end=1326
-  _globals['_CALLPREDICTION_SECONDSBYMETHODENTRY']._serialized_start=1272
-  _globals['_CALLPREDICTION_SECONDSBYMETHODENTRY']._serialized_end=1326
-  _globals['_CROSSOVER']._serialized_start=1328
-  _globals['_CROSSOVER']._serialized_end=1384
-  _globals['_SWITCHCAPACITY']._serialized_start=1387
-  _globals['_SWITCHCAPACITY']._serialized_end=1528
-  _globals['_STATUSREPLY']._serialized_start=1531
-  _globals['_STATUSREPLY']._serialized_end=1667
-  _globals['_PLANDIRECTREQUEST']._serialized_start=1669
-  _globals['_PLANDIRECTREQUEST']._serialized_end=1740
-  _globals['_PLANDIRECTREPLY']._serialized_start=1742
-  _globals['_PLANDIRECTREPLY']._serialized_end=1817
-  _globals['_JOBS']._serialized_start=1820
-  _globals['_JOBS']._serialized_end=2311
+  _globals['_NODE']._serialized_start=64
+  _globals['_NODE']._serialized_end=106
+  _globals['_CREATEJOBREQUEST']._serialized_start=109
+  _globals['_CREATEJOBREQUEST']._serialized_end=354
+  _globals['_CREATEJOBREPLY']._serialized_start=356
+  _globals['_CREATEJOBREPLY']._serialized_end=452
+  _globals['_KEEPALIVEREQUEST']._serialized_start=454
+  _globals['_KEEPALIVEREQUEST']._serialized_end=525
+  _globals['_KEEPALIVEREPLY']._serialized_start=527
+  _globals['_KEEPALIVEREPLY']._serialized_end=588
+  _globals['_DELETEJOBREQUEST']._serialized_start=590
+  _globals['_DELETEJOBREQUEST']._serialized_end=638
+  _globals['_DELETEJOBREPLY']._serialized_start=640
+  _globals['_DELETEJOBREPLY']._serialized_end=656
+  _globals['_GETJOBREQUEST']._serialized_start=658
+  _globals['_GETJOBREQUEST']._serialized_end=687
+  _globals['_LISTJOBSREQUEST']._serialized_start=689
+  _globals['_LISTJOBSREQUEST']._serialized_end=706
+  _globals['_LISTJOBSREPLY']._serialized_start=708
+  _globals['_LISTJOBSREPLY']._serialized_end=755
+  _globals['_STATUSREQUEST']._serialized_start=757
+  _globals['_STATUSREQUEST']._serialized_end=790
+  _globals['_JOB']._serialized_start=793
+  _globals['_JOB']._serialized_end=1229
+  _globals['_JOB_PACKETSENTRY']._serialized_start=1177
+  _globals['_JOB_PACKETSENTRY']._serialized_end=1223
+  _globals['_CALLPREDICTION']._serialized_start=1232
+  _globals['_CALLPREDICTION']._serialized_end=1469
+  _globals['_CALLPREDICTION_SECONDSBYMETHODENTRY']._serialized_start=1415
+  _globals['_CALLPREDICTION_SECONDSBYMETHODENTRY']._serialized_end=1469
+  _globals['_CROSSOVER']._serialized_start=1471
+  _globals['_CROSSOVER']._serialized_end=1527
+  _globals['_SWITCHCAPACITY']._serialized_start=1530
+  _globals['_SWITCHCAPACITY']._serialized_end=1671
+  _globals['_STATUSREPLY']._serialized_start=1674
+  _globals['_STATUSREPLY']._serialized_end=1810
+  _globals['_PLANDIRECTREQUEST']._serialized_start=1812
+  _globals['_PLANDIRECTREQUEST']._serialized_end=1883
+  _globals['_PLANDIRECTREPLY']._serialized_start=1885
+  _globals['_PLANDIRECTREPLY']._serialized_end=1960
+  _globals['_JOBS']._serialized_start=1963
+  _globals['_JOBS']._serialized_end=2454
 # @@protoc_insertion_point(module_scope)

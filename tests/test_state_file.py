@@ -17,6 +17,7 @@ from controller.pipeline import PipelineOptions
 from controller.plan import Tree
 from controller.state import ControllerState, JobRecord, StateError, TreeRecord
 from controller.topology import Topology, single
+from worker.jobspec import Rail
 
 
 def saved_state(path: Path) -> bytes:
@@ -80,3 +81,21 @@ def test_ina_ctl_exits_with_the_files_name(tmp_path):
         assert "truncated?" in run.stderr and "Traceback" not in run.stderr
     assert json.loads(whole)["jobs"]["train"]["pool_size"] == 16  # the loader never rewrote the file
     assert state.read_bytes() == whole[:len(whole) // 2]
+
+
+def test_a_rail_jobs_record_keeps_its_rail_and_a_plain_ones_file_is_as_before(tmp_path):
+    """A rail set's job (issue 44) saves its rail, and loads it back; a plain job's record has no "rail" (so a
+    file without one, an older controller's, loads as a plain job); a rail edited wrong names the job and field."""
+    path = tmp_path / "controller-state.json"
+    whole = json.loads(saved_state(path))
+    assert "rail" not in whole["jobs"]["train"] and ControllerState.load(path).jobs["train"].rail is None
+    state = ControllerState.load(path)
+    state.jobs["train"].rail = Rail("big", 1, 2)
+    state.save(path)
+    assert json.loads(path.read_text())["jobs"]["train"]["rail"] == {"set": "big", "index": 1, "count": 2}
+    assert ControllerState.load(path).jobs["train"].rail == Rail("big", 1, 2)
+    edited = json.loads(path.read_text())
+    edited["jobs"]["train"]["rail"]["index"] = 2
+    path.write_text(json.dumps(edited))
+    with pytest.raises(StateError, match=r": job train: rail.index must be an integer in 0..1, not 2; restore it"):
+        ControllerState.load(path)

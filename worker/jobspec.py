@@ -21,6 +21,11 @@ several threads; to the worker they are trees like any other::
 ``children[rank]`` is the member's child index at its switch in that tree (the ``child``
 header field, its bit in the slot bitmap).
 
+A job may be one *rail* of a set (``"rail": {"set": "train", "index": 1, "count": 4}``, absent for a
+plain job): nodes of L local ranks each sum across nodes in L jobs, job i of the nodes' rank-i
+addresses, named ``SET-rail<i>``.  After a reduce-scatter in the node, local rank i sends shard i
+of the node's tensor through job i and gets shard i's sum back, for the all-gather in the node.
+
 Each call runs as the job's ``mode`` says: ``ina`` through the trees, ``ring`` round a TCP ring of the
 members (each listening on ``ring_port``) in one of the job's ``layouts``, ``hybrid`` both at once on
 shares of the call, or ``auto``: whichever the model (``worker.tuner.CallModel``, the controller's
@@ -79,6 +84,40 @@ class TreeSpec:
 
 
 @dataclass(frozen=True)
+class Rail:
+    """Which rail of which set a job is, so a rank knows its part: local rank ``index`` of every node sends
+    shard ``index`` of the node's ``count`` shards (one per local rank) through this job, and only that."""
+
+    set: str  # the set's name: its jobs are SET-rail0 .. SET-rail<count - 1>
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        name, index, count = self.set, self.index, self.count
+        if not isinstance(name, str) or not name:
+            raise JobSpecError(f"rail.set must be the set's name, not {name!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise JobSpecError(f"rail.count must be a positive integer, not {count!r}")
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+            raise JobSpecError(f"rail.index must be an integer in 0..{count - 1}, not {index!r}")
+
+    @classmethod
+    def from_dict(cls, data: object, where: str | Path) -> Rail:
+        """A spec's (or a state file's) ``rail``; errors name ``where`` and the field."""
+        if not isinstance(data, dict) or sorted(data) != ["count", "index", "set"]:
+            raise JobSpecError(f"{where}: rail must be an object of set, index and count, not {data!r}")
+        try:
+            return cls(**data)
+        except JobSpecError as e:
+            raise JobSpecError(f"{where}: {e}") from None
+
+
+def rail_name(name: str, index: int) -> str:
+    """The name of rail ``index``'s job of the set ``name``: what a rank that did not create the set joins."""
+    return f"{name}-rail{index}"
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     values: int  # int32 values per packet (INA_VALUES)
@@ -94,6 +133,7 @@ class JobSpec:
     ring_layout: str | None = None  # the ring's layout, fixed (None: the model's, per call)
     version: int = 0  # of the plan: grows when the controller moves a tree off a dead switch or link
     ring_sum: str = "native"  # a pure ring sums in the tensor's type; "float64": wide partial sums (3(N-1)/N)
+    rail: Rail | None = None  # the rail of a set this job is (None: a plain job)
 
     def __post_init__(self) -> None:
         if not self.members:
@@ -193,6 +233,8 @@ class JobSpec:
         data = asdict(self)
         data["layouts"] = [x.to_dict() for x in self.layouts]
         data["model"] = None if self.model is None else self.model.to_dict()
+        if self.rail is None:  # written only when present: a plain job's spec is as before rails
+            del data["rail"]
         return json.dumps({"format": FORMAT, **data}, indent=2)
 
     @classmethod
@@ -219,8 +261,10 @@ class JobSpec:
             trees = tuple(TreeSpec(**{**t, "children": tuple(t["children"])}) for t in data.pop("trees"))
             layouts = tuple(Layout.from_dict(x) for x in data.pop("layouts", ()))
             model = data.pop("model", None)
+            rail = data.pop("rail", None)
             return cls(members=members, trees=trees, layouts=layouts,
-                       model=None if model is None else CallModel.from_dict(model), **data)
+                       model=None if model is None else CallModel.from_dict(model),
+                       rail=None if rail is None else Rail.from_dict(rail, where), **data)
         except (KeyError, TypeError, LayoutError) as e:
             raise JobSpecError(f"{where}: malformed job spec: {e}") from None
 

@@ -206,8 +206,8 @@ def test_two_rails_sum_at_once_each_on_its_own_nics(tmp_path: Path) -> None:
 @needs_mininet
 def test_ina_net_starts_the_rail_builder_and_execs_on_a_nic(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    started = subprocess.Popen([sys.executable, "-m", "bmv2env.cli", "start", "rails:2,2,2,1", "--run-dir",
-                                str(run_dir), "--target", "builtin"], stdout=subprocess.PIPE,
+    started = subprocess.Popen([sys.executable, "-m", "bmv2env.cli", "start", "rails:2,2,2,1", "--bw", "500",
+                                "--run-dir", str(run_dir), "--target", "builtin"], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 30
     while not (run_dir / "net.json").exists():
@@ -218,9 +218,27 @@ def test_ina_net_starts_the_rail_builder_and_execs_on_a_nic(tmp_path: Path) -> N
     shown = subprocess.run([sys.executable, "-m", "bmv2env.cli", "exec", "n2r1", "--run-dir", str(run_dir), "--",
                             "ip", "-br", "addr"], capture_output=True, text=True, timeout=10)
     assert shown.returncode == 0 and re.search(r"n2-eth1\S*\s+UP\s+10\.1\.1\.1/16", shown.stdout), shown
+    shaped = subprocess.run([sys.executable, "-m", "bmv2env.cli", "exec", "n2", "--run-dir", str(run_dir), "--",
+                             "tc", "class", "show", "dev", "n2-eth1"], capture_output=True, text=True, timeout=10)
+    assert "rate 500Mbit" in shaped.stdout, shaped
     stopped = subprocess.run([sys.executable, "-m", "bmv2env.cli", "stop", "--run-dir", str(run_dir)],
                              capture_output=True, text=True, timeout=40)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     output = started.communicate(timeout=10)[0]
     assert started.returncode == 0 and "Traceback" not in output, output
     assert "2 hosts (2 machines of several NICs)" in output and "n2r1 (n2-eth1): 10.1.1.1/16" in output, output
+
+
+@needs_mininet
+def test_a_nic_link_is_shaped_and_lossy_on_its_own_interface(tmp_path: Path) -> None:
+    spec = rail_optimised(2, 2, 2, 1)
+    for link in spec["links"]:
+        if link[0] == "n1r1":
+            link.append({"bw": 100, "loss": 100})
+    with InaNetwork(Topology.from_dict(spec), tmp_path / "net", target="builtin") as net:
+        with Controller(net.network, tmp_path / "controller-state.json") as controller:
+            controller.setup()
+        assert "rate 100Mbit" in net.run("n1", "tc class show dev n1-eth1")
+        assert "bpf" in net.run("n1", "tc filter show dev n1-eth1 parent 10:")
+        assert net.run("n1", "tc qdisc show dev n1-eth0").count("qdisc") == 1  # rail 0: the default qdisc alone
+        assert net.ping_all() == [("n1r1", "n2r1"), ("n2r1", "n1r1")]  # rail 1's link of n1 loses everything

@@ -1,12 +1,17 @@
 """ina-net: start a topology file as a Mininet network of P4 switches, and tidy up after it.
 
     ina-net start bmv2-env/topologies/single-4.json [--cli]   # until Ctrl-C / `ina-net stop`
+    ina-net start rails:4,2,2,1                               # or a builder of controller/topology.py
     ina-net exec h1 -- ping -c1 10.0.0.2                      # on a host of the running network
     ina-net stop                                              # from another terminal
     ina-net clean                                             # what a crashed run left behind
 
 Every command takes ``--run-dir`` (default: ina-net in the temporary directory); the running
 network writes ``net.json`` there for the controller, and its logs under ``logs/``.
+
+A topology is a file or a builder, named as ``ina-sim`` names them: ``single:N``, ``tree:LEAVES,PER_LEAF``,
+``leaf_spine:SPINES,LEAVES,PER_LEAF``, ``fat_tree:K``, ``rails:NODES,RAILS,PER_LEAF,SPINES`` (rail_optimised:
+machines with a NIC per rail); ``--bw``/``--fabric-bw`` shape a builder's host and switch-to-switch links.
 """
 
 from __future__ import annotations
@@ -21,15 +26,42 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from controller.topology import Topology, TopologyError
+from controller.network import Network
+from controller.topology import Topology, TopologyError, fat_tree, leaf_spine, rail_optimised, single, tree
 from p4target.netns import remove_stale
 
+from .machines import Placement
 from .network import GRPC_PORT_BASE, START_TIMEOUT, InaNetwork, interface_names
 from .p4switch import TARGETS, SwitchStartError
-from .runstate import NetworkBusy, RunState, clean_run_dir
+from .runstate import NET_FILE, NetworkBusy, RunState, clean_run_dir
 
 DEFAULT_RUN_DIR = Path(tempfile.gettempdir()) / "ina-net"
 STOP_WAIT = 30.0
+# name -> (builder, whether it takes host_bw/fabric_bw), named as virtual_fabric/runs.py names them
+BUILDERS = {"single": (single, False), "tree": (tree, False), "leaf_spine": (leaf_spine, True),
+            "fat_tree": (fat_tree, True), "rails": (rail_optimised, True)}
+
+
+def topology_argument(text: str, bw: float | None = None, fabric_bw: float | None = None) -> Topology:
+    """A topology file, or a builder with its integer arguments: ``rails:4,2,2,1`` is ``rail_optimised(4, 2, 2,
+    1)`` (nodes, rails, nodes per leaf, spines), with ``bw``/``fabric_bw`` (Mb/s) on its host and fabric links."""
+    name, colon, argtext = text.partition(":")
+    if not colon or name not in BUILDERS:
+        if bw is not None or fabric_bw is not None:
+            raise TopologyError("--bw and --fabric-bw shape a builder's links; a topology file gives its own")
+        return Topology.load(text)
+    build, shaped = BUILDERS[name]
+    try:
+        args = [int(a) for a in argtext.split(",")]
+    except ValueError:
+        raise TopologyError(f"topology {text!r}: a builder's arguments are integers, like rails:4,2,2,1") from None
+    if not shaped and (bw is not None or fabric_bw is not None):
+        raise TopologyError(f"the {name} builder takes no --bw or --fabric-bw (leaf_spine, fat_tree and rails do)")
+    try:
+        spec = build(*args, host_bw=bw, fabric_bw=fabric_bw) if shaped else build(*args)
+    except TypeError as e:
+        raise TopologyError(f"topology {text!r}: {e}") from None
+    return Topology.from_dict(spec, text)
 
 
 class StopRequested(BaseException):
@@ -41,11 +73,13 @@ def _raise_stop(signum: int, _frame: FrameType | None) -> None:
 
 
 def _summary(net: InaNetwork) -> str:
-    lines = [f"network up: {len(net.hosts)} hosts, {len(net.switches)} switches ({net.target} target)"]
+    machines = f" ({len(net.placement.machines)} machines of several NICs)" if net.placement.machines else ""
+    lines = [f"network up: {len(net.hosts)} hosts{machines}, {len(net.switches)} switches ({net.target} target)"]
     for sw in net.switches:
         lines.append(f"  {sw.name}: device {sw.device_id}, P4Runtime {sw.grpc_address}, log {sw.log_path}")
     for name, host in net.topology.hosts.items():
-        lines.append(f"  {name}: {host.ip} {host.mac} on {'-p'.join(map(str, net.topology.attachment[name]))}")
+        where = f" ({net.interface(name)})" if host.node else ""
+        lines.append(f"  {name}{where}: {host.ip} {host.mac} on {'-p'.join(map(str, net.topology.attachment[name]))}")
     lines.append(f"the switches start empty: `ina-ctl --net {net.net_file} setup` pushes the pipeline and routes")
     return "\n".join(lines)
 
@@ -57,8 +91,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     setLogLevel("info" if args.verbose else "output")  # "output": what the Mininet CLI prints
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_stop)
-    net = InaNetwork(args.topology, args.run_dir, args.target, args.grpc_port_base, args.switch_log,
-                     args.start_timeout, args.program, args.management)
+    net = InaNetwork(topology_argument(args.topology, args.bw, args.fabric_bw), args.run_dir, args.target,
+                     args.grpc_port_base, args.switch_log, args.start_timeout, args.program, args.management)
     try:
         net.start()
     except (KeyboardInterrupt, StopRequested):
@@ -103,7 +137,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
     if state is None or not state.owner.alive():
         print(f"no network is running from {args.run_dir}", file=sys.stderr)
         return 1
-    shell = state.hosts.get(args.host)
+    shell = state.hosts.get(_mininet_host(args.run_dir, args.host))
     if shell is None or not shell.alive():
         print(f"no host {args.host!r} in the network (hosts: {', '.join(state.hosts)})", file=sys.stderr)
         return 1
@@ -112,8 +146,16 @@ def cmd_exec(args: argparse.Namespace) -> int:
     return subprocess.run(["mnexec", "-a", str(shell.pid), *command]).returncode
 
 
+def _mininet_host(run_dir: Path, name: str) -> str:
+    """The Mininet host a name runs on: a machine's NIC runs on its machine (net.json has the topology)."""
+    try:
+        return Placement.of(Network.load(run_dir / NET_FILE).topology).node(name)
+    except (TopologyError, KeyError):
+        return name
+
+
 def cmd_clean(args: argparse.Namespace) -> int:
-    names = interface_names(Topology.load(args.topology)) if args.topology else []
+    names = interface_names(topology_argument(args.topology)) if args.topology else []
     removed = clean_run_dir(args.run_dir, names, force=args.force) + remove_stale()
     print("\n".join(f"removed {what}" for what in removed) or "nothing to clean")
     return 0
@@ -132,7 +174,12 @@ def parser() -> argparse.ArgumentParser:
         return p
 
     start = add("start", "start a topology file; runs until Ctrl-C or `ina-net stop`")
-    start.add_argument("topology", type=Path, help="topology file, e.g. bmv2-env/topologies/single-4.json")
+    start.add_argument("topology", help="topology file, e.g. bmv2-env/topologies/single-4.json, or a builder: "
+                                        "single:N, tree:L,H, leaf_spine:S,L,H, fat_tree:K, "
+                                        "rails:NODES,RAILS,PER_LEAF,SPINES")
+    start.add_argument("--bw", type=float, metavar="MBPS", help="a builder's host links, Mb/s (default unshaped)")
+    start.add_argument("--fabric-bw", type=float, metavar="MBPS",
+                       help="a builder's switch-to-switch links, Mb/s (default unshaped)")
     start.add_argument("--target", choices=TARGETS, default="auto",
                        help="switch program: builtin (p4target-switch-grpc), bmv2 (simple_switch_grpc), "
                             "auto (bmv2 when installed; the default)")
@@ -161,7 +208,8 @@ def parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_exec)
 
     clean = add("clean", "remove what a crashed run left: switch processes, host shells, interfaces")
-    clean.add_argument("topology", type=Path, nargs="?", help="also delete links named like this topology's")
+    clean.add_argument("topology", nargs="?", help="also delete links named like this topology's (a file or a "
+                                                   "builder, as for start)")
     clean.add_argument("--force", action="store_true",
                        help="also kill switch processes of other runs that use these interfaces")
     clean.set_defaults(func=cmd_clean)

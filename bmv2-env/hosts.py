@@ -10,6 +10,9 @@ A P4 switch answers no ARP and forwards UDP as it is, so each host gets
   checksums partial on veth and the switch would forward them unfinished.  Segmentation
   offload goes with it, so the kernel cuts a worker's UDP GSO sends into wire-size frames
   before the veth (a veth would pass the whole buffer on as one frame: tests/test_batch_io.py).
+
+A machine with several NICs (``machines.py``) gets the same on each NIC's interface, and routes that keep
+each NIC's traffic on its own link.
 """
 
 from __future__ import annotations
@@ -80,13 +83,20 @@ MANAGEMENT_ADDRESS = ipaddress.IPv4Interface("172.31.255.254/16")  # the root na
 
 
 def management_interfaces(host: str) -> tuple[str, str]:
-    """(root end, host end) of a host's management veth: ``h1-mgr`` on the bridge, ``h1-mgmt`` in h1."""
+    """(root end, host end) of a host's management veth: ``h1-mgr`` on the bridge, ``h1-mgmt`` in h1.  A
+    machine with several NICs (``machines.py``) has one, named after the machine: ``n1-mgr``, ``n1-mgmt``."""
     return f"{host}-mgr", f"{host}-mgmt"
 
 
 def management_ip(topology: Topology, host: str) -> ipaddress.IPv4Interface:
-    """Host number n (its position in the topology, from 1) gets 172.31.0.0 + n: any number of hosts fits."""
-    n = list(topology.hosts).index(host) + 1
+    """Machine number n (its position among ``Topology.nodes``, from 1; a host without ``node`` is a machine of
+    its own, so a file without machines numbers its hosts) gets 172.31.0.0 + n: any number fits.  ``host`` is a
+    machine or a topology host (a NIC: its machine's address)."""
+    machines = list(topology.nodes)
+    machine = host if host in topology.nodes else topology.hosts[host].node if host in topology.hosts else None
+    if machine not in topology.nodes:
+        raise HostSetupError(f"no host or machine {host!r} in the topology")
+    n = machines.index(machine) + 1
     address = MANAGEMENT_NETWORK.network_address + n
     if address >= MANAGEMENT_ADDRESS.ip:
         raise HostSetupError(f"{host}: the management network {MANAGEMENT_NETWORK} has no address for host {n}")

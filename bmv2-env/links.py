@@ -20,6 +20,9 @@ really took effect and raises LinkSetupError otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
 from mininet.link import Link, TCLink
 from mininet.net import Mininet
 
@@ -37,23 +40,45 @@ class LinkSetupError(RuntimeError):
     """A link whose bandwidth, delay or loss could not be set up."""
 
 
-def endpoint(name: str) -> tuple[str, int]:
-    """A link end of the topology file as (node, Mininet port): ``"s1-p3"`` -> (s1, 3), ``"h1"`` -> (h1, 0)."""
+class HostEnd(NamedTuple):
+    """Where a topology host's end of its link is in Mininet: a machine's NIC is port i of the machine
+    (``machines.py``), its interface made with the NIC's MAC and address (``params``: mac, ip)."""
+
+    node: str
+    port: int
+    params: dict[str, Any]
+
+
+def endpoint(name: str, hosts: Mapping[str, HostEnd] | None = None) -> tuple[str, int]:
+    """A link end of the topology file as (node, Mininet port): ``"s1-p3"`` -> (s1, 3), ``"h1"`` -> (h1, 0),
+    a machine's NIC in ``hosts`` -> (machine, its port)."""
+    if hosts and name in hosts:
+        return hosts[name].node, hosts[name].port
     m = PORT_NAME.match(name)
     return (m["switch"], int(m["port"])) if m else (name, 0)
 
 
-def add_link(net: Mininet, link: TopologyLink) -> Link:
-    (a, port_a), (b, port_b) = endpoint(link.a), endpoint(link.b)
+def _end_options(end: HostEnd | None, side: int) -> dict[str, Any]:
+    """addLink's options for a machine NIC's end: the MAC at creation, the address by Mininet's Intf.config."""
+    if end is None or not end.params:
+        return {}
+    return {f"addr{side}": end.params["mac"], f"params{side}": {"ip": end.params["ip"]}}
+
+
+def add_link(net: Mininet, link: TopologyLink, hosts: Mapping[str, HostEnd] | None = None) -> Link:
+    """The topology link in ``net``; ``hosts`` places the machines' NICs (a host not in it is its own node)."""
+    hosts = hosts or {}
+    (a, port_a), (b, port_b) = endpoint(link.a, hosts), endpoint(link.b, hosts)
+    ends = {**_end_options(hosts.get(link.a), 1), **_end_options(hosts.get(link.b), 2)}
     loss = link.options.get("loss")
     shaping = {k: v for k, v in link.options.items() if k != "loss"}
     if loss and any(shaping.get(k) for k in NETEM_OPTIONS):
         raise LinkSetupError(f"link {link.a} -- {link.b}: loss cannot be combined with {', '.join(NETEM_OPTIONS)} "
                              f"(both would need the root qdisc)")
     if shaping and not loss:
-        made = net.addLink(a, b, port1=port_a, port2=port_b, cls=TCLink, **shaping)
+        made = net.addLink(a, b, port1=port_a, port2=port_b, cls=TCLink, **ends, **shaping)
     else:
-        made = net.addLink(a, b, port1=port_a, port2=port_b)
+        made = net.addLink(a, b, port1=port_a, port2=port_b, **ends)
     for intf in (made.intf1, made.intf2):
         if loss:
             lose_frames(intf, float(loss), link.options.get("bw"), link)

@@ -7,12 +7,14 @@
         print(net.run("h1", "ping -c1 10.0.0.2"))
 
 ``start()`` first cleans what a crashed run left in the same run directory, then builds the
-hosts (own namespaces), the switches (root namespace, one process each) and the links
-(``TCLink`` when the file gives bw/delay/loss), waits until every switch answers P4Runtime,
-configures the hosts and writes ``net.json`` (``controller.network.Network``) for the controller.
-With ``management=True`` every host also gets a management interface on a bridge in the root
-namespace (``hosts.py`` says why), so a service there (``ina-ctl serve``) is reachable from the hosts
-at ``net.management_address``; the data path is the same either way.
+hosts (own namespaces; the hosts that name the same ``node`` are the NICs of one machine, one
+Mininet host named after it with an interface per NIC: ``machines.py``), the switches (root
+namespace, one process each) and the links (``TCLink`` when the file gives bw/delay/loss), waits
+until every switch answers P4Runtime, configures the hosts and writes ``net.json``
+(``controller.network.Network``) for the controller.
+With ``management=True`` every host (every machine, once) also gets a management interface on a
+bridge in the root namespace (``hosts.py`` says why), so a service there (``ina-ctl serve``) is
+reachable from the hosts at ``net.management_address``; the data path is the same either way.
 Run directory: ``net.json``, ``state.json`` (what to clean after a crash), ``logs/<node>.log``.
 """
 
@@ -45,7 +47,8 @@ from .hosts import (
     management_interfaces,
     management_ip,
 )
-from .links import add_link
+from .links import HostEnd, add_link
+from .machines import Placement, configure_machine
 from .p4switch import P4Switch, port_is_free, resolve_target
 from .processes import ProcessRef
 from .runstate import LOG_DIR, NET_FILE, STATE_FILE, NetworkBusy, RunState, clean_run_dir, link_exists
@@ -65,13 +68,14 @@ def interface_name(node: str, port: int) -> str:
 
 
 def interface_names(topology: Topology) -> list[str]:
+    """Every data interface of the network: the switches' ports, then each host's (a machine's NIC i: its ethi)."""
     return [interface_name(sw, port) for sw, ports in topology.ports.items() for port in ports] + \
-        [interface_name(host, 0) for host in topology.hosts]
+        [interface_name(node, port) for node, port in Placement.of(topology).ports.values()]
 
 
 def management_names(topology: Topology) -> list[str]:
-    """The root namespace's links of a management network: the bridge and each host's veth end."""
-    return [MANAGEMENT_BRIDGE] + [management_interfaces(host)[0] for host in topology.hosts]
+    """The root namespace's links of a management network: the bridge and each host's (machine's) veth end."""
+    return [MANAGEMENT_BRIDGE] + [management_interfaces(node)[0] for node in Placement.of(topology).nodes]
 
 
 def _check_management(topology: Topology) -> None:
@@ -124,6 +128,7 @@ class InaNetwork:
                  grpc_port_base: int = GRPC_PORT_BASE, switch_log_level: str | None = None,
                  start_timeout: float = START_TIMEOUT, arch: str = "v1model", management: bool = False) -> None:
         self.topology = topology if isinstance(topology, Topology) else Topology.load(topology)
+        self.placement = Placement.of(self.topology)  # which Mininet host (and interface) each topology host is
         self.run_dir = Path(run_dir).resolve()
         # The program the switches will run (net.json tells the controller): only the built-in
         # target runs the TNA program, so "auto" means builtin for it.
@@ -158,7 +163,7 @@ class InaNetwork:
         return str(MANAGEMENT_ADDRESS.ip)
 
     def management_ip(self, host: str) -> str:
-        """A host's address on the management network (``<host>-mgmt``)."""
+        """A host's (a machine's, or a NIC's machine's) address on the management network (``<host>-mgmt``)."""
         if not self.management:
             raise RuntimeError("this network has no management network (InaNetwork(..., management=True))")
         return str(management_ip(self.topology, host).ip)
@@ -190,7 +195,11 @@ class InaNetwork:
             if self.management:
                 add_management_bridge()
             for host in self.mininet.hosts:  # while the switches boot
-                configure_host(host, self.topology)
+                if host.name in self.placement.machines:
+                    configure_machine(host, self.topology, [(nic, self.interface(nic))
+                                                            for nic in self.placement.nodes[host.name]])
+                else:
+                    configure_host(host, self.topology)
                 if self.management:
                     add_management_link(host, self.topology)
             deadline = time.monotonic() + self.start_timeout
@@ -200,7 +209,9 @@ class InaNetwork:
             self.network = Network(self.topology, {s.name: SwitchAccess(s.grpc_address, s.device_id, s.target,
                                                                         self.program.arch)
                                                    for s in self.switches},
-                                   {h.name: ["mnexec", "-a", str(h.pid)] for h in self.mininet.hosts})
+                                   # keyed by topology host, as the controller names job members: a NIC runs
+                                   # its commands in its machine
+                                   {nic: ["mnexec", "-a", str(self.host(nic).pid)] for nic in self.topology.hosts})
             self.network.save(self.net_file)
         except BaseException:
             self.stop()
@@ -211,8 +222,14 @@ class InaNetwork:
         net = Mininet(topo=None, switch=P4Switch, host=InaHost, controller=None, build=False,
                       inNamespace=False, autoSetMacs=False, autoStaticArp=False)
         self.mininet = net  # so that stop() tears down a half-built network too
-        for host in self.topology.hosts.values():
-            net.addHost(host.name, ip=str(host.ip), mac=host.mac)
+        ends: dict[str, HostEnd] = {}
+        for name, nics in self.placement.nodes.items():
+            first = self.topology.hosts[nics[0]]  # Mininet configures a host's port 0 (a machine's NIC 0)
+            net.addHost(name, ip=str(first.ip), mac=first.mac)
+            if name in self.placement.machines:
+                for port, nic in enumerate(nics):
+                    spec = self.topology.hosts[nic]
+                    ends[nic] = HostEnd(name, port, {"mac": spec.mac, "ip": str(spec.ip)})
         switches = list(self.topology.switches.values())
         grpc_ports = free_ports(len(switches), self.grpc_port_base)
         thrift_ports: list[int | None] = free_ports(len(switches), THRIFT_PORT_BASE, set(grpc_ports)) \
@@ -222,12 +239,13 @@ class InaNetwork:
             net.addSwitch(sw.name, grpc_port=grpc_port, device_id=sw.index + 1, target=self.target,
                           log_dir=self.log_dir, log_level=self.switch_log_level, thrift_port=thrift_port)
         for link in self.topology.links:
-            add_link(net, link)
+            add_link(net, link, ends)
         net.build()
         return net
 
     def _run_host_commands(self) -> None:
-        """The topology file's per-host ``commands``, in order; output in ``logs/<host>.log``."""
+        """The topology file's per-host ``commands``, in order (a NIC's in its machine); output in
+        ``logs/<host>.log``."""
         for spec in self.topology.hosts.values():
             if spec.commands:
                 with (self.log_dir / f"{spec.name}.log").open("a") as log:
@@ -287,9 +305,17 @@ class InaNetwork:
         return [] if self.mininet is None else list(self.mininet.hosts)
 
     def host(self, name: str) -> Host:
-        if self.mininet is None or name not in self.topology.hosts:
+        """The Mininet host of a topology host, or of a machine by name (a NIC's is its machine's)."""
+        if self.mininet is None:
             raise KeyError(f"no running host {name!r}")
-        return self.mininet[name]
+        try:
+            return self.mininet[self.placement.node(name)]
+        except KeyError:
+            raise KeyError(f"no running host {name!r}") from None
+
+    def interface(self, host: str) -> str:
+        """The interface of a topology host in its Mininet host: ``h1-eth0``, a machine's NIC i ``n1-ethi``."""
+        return interface_name(*self.placement.ports[host])
 
     def switch(self, name: str) -> P4Switch:
         if self.mininet is None or name not in self.topology.switches:
@@ -297,20 +323,38 @@ class InaNetwork:
         return self.mininet[name]
 
     def run(self, host: str, command: str) -> str:
-        """Run a shell command on a host and return its output (stdout and stderr)."""
+        """Run a shell command on a host (a NIC's machine, or a machine) and return its output (stdout and stderr)."""
         return self.host(host).cmd(command)
 
-    def ping_all(self, timeout: float = 1.0) -> list[tuple[str, str]]:
-        """One ping from every host to every other (all sources at once); returns the pairs that failed."""
-        names = list(self.topology.hosts)
-        for src in names:
-            targets = " ".join(str(self.topology.hosts[dst].ip.ip) for dst in names if dst != src)
-            self.host(src).sendCmd(f"for ip in {targets}; do ping -c1 -W{timeout:g} -q $ip >/dev/null 2>&1 "
-                                   "|| echo unreachable $ip; done")
-        by_ip = {str(h.ip.ip): h.name for h in self.topology.hosts.values()}
+    def ping_pairs(self, across_rails: bool = False) -> list[tuple[str, str]]:
+        """What ``ping_all`` pings: every host to every host of another Mininet host on the same rail (its
+        interface number: 0 for a host without ``node``, i for a machine's NIC i); ``across_rails``: on any rail."""
+        port = self.placement.ports
+        return [(src, dst) for src in self.topology.hosts for dst in self.topology.hosts
+                if port[src][0] != port[dst][0] and (across_rails or port[src][1] == port[dst][1])]
+
+    def ping_all(self, timeout: float = 1.0, across_rails: bool = False) -> list[tuple[str, str]]:
+        """One ping for each of ``ping_pairs`` (all Mininet hosts at once); returns the pairs that failed.
+
+        A machine's NIC pings from its own address (``ping -I``), so a pair tests that NIC's path: with
+        ``across_rails``, another rail's NIC is reached by the source's rail, its switch and the spines
+        (``machines.py``), which needs a topology whose switches join the rails."""
+        pairs = self.ping_pairs(across_rails)
+        ip = {name: str(h.ip.ip) for name, h in self.topology.hosts.items()}
+        by_ip = {address: name for name, address in ip.items()}
+        nodes = [node for node in self.placement.nodes if any(self.placement.node(src) == node for src, _ in pairs)]
+        for node in nodes:
+            bind = node in self.placement.machines
+            targets = " ".join(f"{ip[src] if bind else '-'},{ip[dst]}" for src, dst in pairs
+                               if self.placement.node(src) == node)
+            self.host(node).sendCmd(f"for pair in {targets}; do src=${{pair%,*}}; dst=${{pair#*,}}; "
+                                    f"if [ $src = - ]; then bind=; else bind=\"-I $src\"; fi; "
+                                    f"ping -c1 -W{timeout:g} -q $bind $dst >/dev/null 2>&1 "
+                                    "|| echo unreachable $src $dst; done")
         failed = []
-        for src in names:
-            for line in self.host(src).waitOutput().splitlines():
+        for node in nodes:
+            for line in self.host(node).waitOutput().splitlines():
                 if line.startswith("unreachable "):
-                    failed.append((src, by_ip[line.split()[1]]))
+                    _, src, dst = line.split()
+                    failed.append((self.placement.nodes[node][0] if src == "-" else by_ip[src], by_ip[dst]))
         return failed

@@ -182,9 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         model = DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb, gradient_as_bucket_view=args.bucket_view)
         step_gradients = None
         if args.comm == "ina-hook":
-            from worker import Worker
-
-            failure.hook = InaHookState(Worker.from_env(timeout=args.timeout), timeline=timeline)
+            failure.hook = InaHookState(timeline=timeline, timeout=args.timeout)
             model.register_comm_hook(failure.hook, ina_hook)
         elif args.comm == "gloo":
             model.register_comm_hook(None, gloo_hook(timeline))

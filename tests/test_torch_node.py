@@ -14,6 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from controller.service import start  # noqa: E402
+from ina_api.client import JobsClient  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 from tests.loopback_net import LoopbackNet  # noqa: E402
 from tests.rank_procs import json_lines, run_ranks  # noqa: E402
@@ -36,11 +38,15 @@ def rail_specs(net: LoopbackNet, tmp_path: Path, local: int, name: str) -> str:
     return str(tmp_path / f"{name}-rail{{rail}}.json")
 
 
-def node_ranks(spec: str, local: int, *extra: str, timeout: float = 180) -> list[tuple[int, str, str]]:
+def node_ranks(spec: str | None, local: int, *extra: str, timeout: float = 180,
+               env: dict[str, str] | None = None) -> list[tuple[int, str, str]]:
+    """The ranks of NODES nodes of ``local`` ranks, as torchrun starts them; rank r sends from 127.0.4.(r + 1)."""
     world = NODES * local
     port = free_port()
-    envs = [dict(os.environ, INA_JOB_SPEC=spec, INA_TIMEOUT="3", LOCAL_WORLD_SIZE=str(local),
-                 LOCAL_RANK=str(r % local), GROUP_RANK=str(r // local)) for r in range(world)]
+    base = {k: v for k, v in os.environ.items() if k != "INA_JOB_SPEC"}
+    envs = [dict(base, INA_TIMEOUT="3", LOCAL_WORLD_SIZE=str(local), LOCAL_RANK=str(r % local),
+                 GROUP_RANK=str(r // local), INA_ADDRESS=f"127.0.4.{r + 1}", **({"INA_JOB_SPEC": spec} if spec else {}),
+                 **(env or {})) for r in range(world)]
     return run_ranks([[sys.executable, "-m", "tests.node_rank", str(r), str(world), str(port), *extra]
                       for r in range(world)], envs, timeout)
 
@@ -71,6 +77,28 @@ def test_every_dtype_and_size_on_nodes_of_several_ranks(tmp_path, local):
         per_node = [sum(sent[k * local + i] for i in range(local)) for k in range(NODES)]
         for k in range(NODES):
             assert max(sent[k * local + i] for i in range(local)) < 1.5 * per_node[k] / local + 4096, sent
+
+
+def test_the_service_makes_a_job_per_rail_from_one_request(tmp_path):
+    """INA_CONTROLLER and nothing else: rank 0 asks the service for the nodes' rails in one request,
+    every rank joins its rail's job as its node's member, and node 0's ranks delete the rails at the end."""
+    with node_net(NODES * 2, tmp_path) as net:
+        running = start(net.controller, "127.0.0.1:0", "t0ken", lease_seconds=2.0, watch_interval=0.2)
+        try:
+            (tmp_path / "token").write_text("t0ken\n")
+            results = node_ranks(None, 2, env={"INA_CONTROLLER": running.address, "TORCHELASTIC_RUN_ID": "run-9",
+                                               "INA_TOKEN_FILE": str(tmp_path / "token")})
+            with JobsClient(running.address, "t0ken") as client:
+                left = client.list()
+        finally:
+            running.stop()
+    for rank, (code, stdout, stderr) in enumerate(results):
+        assert code == 0, stderr[-2000:]
+        checks = json_lines(stdout)
+        assert all(c["exact"] if "exact" in c else c.get("over_bound", 0) <= 1.0 for c in checks), checks
+        rail = next(c for c in checks if c["check"] == "rail")
+        assert (rail["job"], rail["member"]) == (f"run-9-rail{rank % 2}", rank // 2)
+    assert left == []
 
 
 def test_a_killed_rank_fails_every_rank_within_the_timeout(tmp_path):

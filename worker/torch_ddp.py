@@ -42,8 +42,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import PrefixStore
+from torch.distributed.constants import default_pg_timeout
 
 from worker.api import Worker
+from worker.torch_backend import InaOptions, InaProcessGroup, join_switches
+from worker.torch_node import NodeReducer
 from worker.torch_tensors import TensorWorker
 
 
@@ -74,22 +78,43 @@ class Timeline:
 
 
 class InaHookState:
-    """What ``ina_hook`` needs: the worker (from the environment by default) and, if asked, a timeline."""
+    """What ``ina_hook`` needs: the way to the switches and, if asked, a timeline.
 
-    def __init__(self, worker: Worker | None = None, *, timeline: Timeline | None = None) -> None:
-        self.worker = worker if worker is not None else Worker.from_env()
-        self.world = len(self.worker.spec.members)
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() != self.world:
-            raise ValueError(f"the process group has {dist.get_world_size()} ranks but job {self.worker.spec.name} "
-                             f"has {self.world} workers: start one rank per job member")
+    Given no worker, under an initialised process group: the ``"ina"`` group's own (one way per rank), or
+    else the backend's set-up over the group's store (``torch_backend.join_switches``: the spec file or the
+    controller service, and nodes of several ranks through their rails); with no process group, the
+    worker from the environment (``Worker.from_env``)."""
+
+    def __init__(self, worker: Worker | None = None, *, timeline: Timeline | None = None,
+                 timeout: float | None = None) -> None:
+        initialised = dist.is_available() and dist.is_initialized()
+        if worker is None and initialised:
+            self.tensors = _switches_of_group(timeout)
+            self.world = dist.get_world_size()
+        else:
+            worker = worker if worker is not None else Worker.from_env(**({"timeout": timeout} if timeout else {}))
+            self.world = len(worker.spec.members)
+            if initialised and dist.get_world_size() != self.world:
+                raise ValueError(f"the process group has {dist.get_world_size()} ranks but job {worker.spec.name} "
+                                 f"has {self.world} workers: start one rank per job member")
+            self.tensors = TensorWorker(worker)
+        self.worker = self.tensors.worker
         self.timeline = timeline
-        self.tensors = TensorWorker(self.worker)
         self._lock = threading.Lock()
 
     @property
     def failure(self) -> BaseException | None:
         """The worker's first error (an ``AllreduceError``): DDP raises only its text."""
         return self.tensors.failure
+
+
+def _switches_of_group(timeout: float | None) -> TensorWorker | NodeReducer:
+    group = dist.group.WORLD
+    if isinstance(group, InaProcessGroup) and group.tensors is not None:
+        return group.tensors
+    store = PrefixStore("ina-hook/", dist.distributed_c10d._get_default_store())
+    return join_switches(store, dist.get_rank(), dist.get_world_size(), InaOptions(timeout=timeout),
+                         default_pg_timeout)
 
 
 def ina_hook(state: InaHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:

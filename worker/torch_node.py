@@ -154,6 +154,7 @@ class NodeReducer:
         self.layout, self.rail = layout, rail
         self.world = layout.nodes * layout.local_size
         self.failure: BaseException | None = None
+        self.timings: list[dict[str, float]] | None = None  # as TensorWorker's: every finished call's times
         self._scatter = _Group(store, layout, "scatter", timeout)
         self._gather = _Group(store, layout, "gather", timeout)
         self._started: queue.Queue[_Call | None] = queue.Queue()
@@ -258,6 +259,10 @@ class NodeReducer:
             self._fail(call, e)
             return
         call.timing["finished"] = time.perf_counter()
+        if self.timings is not None:
+            self.timings.append({"values": call.tensor.numel(), "ready": call.timing["submitted"],
+                                 "started": call.timing.get("started", float("nan")),
+                                 "finished": call.timing["finished"]})
         if call.finished is not None:
             call.finished(_Timed(call.timing))
         call.result.set_result(call.value)

@@ -61,7 +61,7 @@ from bmv2env.network import InaNetwork  # noqa: E402
 
 from bench import figures  # noqa: E402
 from controller.controller import Controller  # noqa: E402
-from controller.topology import Topology  # noqa: E402
+from controller.topology import Topology, rail_optimised  # noqa: E402
 
 TOPOLOGY = ROOT / "bmv2-env" / "topologies" / "single-4.json"
 HOSTS = ["h1", "h2", "h3", "h4"]
@@ -92,8 +92,29 @@ CONFIGS = {
 }
 
 
-def topology(bw: float | None) -> Topology:
-    """single-4.json, every link shaped to ``bw`` Mbit/s when given."""
+@dataclasses.dataclass(frozen=True)
+class Nodes:
+    """The training nodes: ``local`` ranks on each, and each node's NIC per rail (one NIC: every rail's)."""
+
+    names: tuple[str, ...]
+    local: int
+    nics: dict[str, tuple[str, ...]]  # node -> its NIC per local rank
+
+    @classmethod
+    def of(cls, topology: Topology, local: int) -> "Nodes":
+        machines = topology.nodes
+        return cls(tuple(machines), local, {node: tuple(nics[i % len(nics)] for i in range(local))
+                                            for node, nics in machines.items()})
+
+    def rail(self, i: int) -> list[str]:
+        return [self.nics[node][i] for node in self.names]
+
+
+def topology(bw: float | None, local: int = 1, rails: bool = False) -> Topology:
+    """single-4.json (4 nodes of one NIC), or with ``rails`` 4 nodes with a NIC per local rank, each rail on a
+    leaf of its own under one spine; every host link shaped to ``bw`` Mbit/s when given."""
+    if rails:
+        return Topology.from_dict(rail_optimised(len(HOSTS), local, len(HOSTS), 1, host_bw=bw), where="rails")
     spec = json.loads(TOPOLOGY.read_text())
     if bw is not None:
         for link in spec["links"]:
@@ -104,52 +125,89 @@ def topology(bw: float | None) -> Topology:
     return Topology.from_dict(spec, where=TOPOLOGY.name)
 
 
-def train(net: InaNetwork, comm: str, spec: Path | None, config: Config, args: argparse.Namespace, out: Path,
-          port: int) -> tuple[list[dict], list[dict]]:
-    """One training run, a rank per host; rank 0's epochs (shown as they come) and every rank's timeline."""
-    master = str(net.network.topology.hosts[HOSTS[0]].ip.ip)
+def train(net: InaNetwork, nodes: Nodes, comm: str, spec: str | None, config: Config, args: argparse.Namespace,
+          out: Path, port: int) -> tuple[list[dict], list[dict], dict[str, float]]:
+    """One training run, a rank per host (or torchrun with ``nodes.local`` ranks on each node); rank 0's epochs
+    (shown as they come), every rank's timeline, and each node's bytes per step each way after the first epoch."""
+    first = nodes.nics[nodes.names[0]][0]
+    master = str(net.network.topology.hosts[first].ip.ip)
+    world = len(nodes.names) * nodes.local
     procs = []
-    for rank, host in enumerate(HOSTS):
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE=str(len(HOSTS)), MASTER_ADDR=master,
-                   MASTER_PORT=str(port), PYTHONPATH=str(ROOT),
-                   GLOO_SOCKET_IFNAME=f"{host}-eth0")  # else gloo takes the host name's address, 127.0.0.1
+    for k, node in enumerate(nodes.names):
+        env = dict(os.environ, MASTER_ADDR=master, MASTER_PORT=str(port), PYTHONPATH=str(ROOT),
+                   GLOO_SOCKET_IFNAME=net.interface(nodes.nics[node][0]))  # else gloo takes 127.0.0.1
+        for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "INA_JOB_SPEC"):
+            env.pop(name, None)
         if spec is not None:
-            env["INA_JOB_SPEC"] = str(spec)
-        command = [sys.executable, str(ROOT / "examples" / "train_ddp.py"), "--comm", comm, "--model", config.model,
-                   "--epochs", str(config.epochs), "--batch-size", str(config.batch_size), "--lr", str(config.lr),
-                   "--bucket-cap-mb", str(config.bucket_cap_mb), "--seed", str(args.seed),
-                   "--timeline", str(out / f"{comm}-rank{rank}.json")]
-        procs.append(net.host(host).popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env["INA_JOB_SPEC"] = spec
+        script = [str(ROOT / "examples" / "train_ddp.py"), "--comm", comm, "--model", config.model,
+                  "--epochs", str(config.epochs), "--batch-size", str(config.batch_size), "--lr", str(config.lr),
+                  "--bucket-cap-mb", str(config.bucket_cap_mb), "--seed", str(args.seed),
+                  "--timeline", str(out / f"{comm}-rank{{rank}}.json")]
+        if nodes.local == 1:
+            env.update(RANK=str(k), LOCAL_RANK="0", WORLD_SIZE=str(world))
+            command = [sys.executable, *script]
+        else:  # torchrun's static rendezvous: GROUP_RANK, LOCAL_RANK and LOCAL_WORLD_SIZE for each rank
+            command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(nodes.names)),
+                       "--nproc-per-node", str(nodes.local), "--node-rank", str(k), "--master-addr", master,
+                       "--master-port", str(port), "--max-restarts", "0", *script]
+        procs.append(net.host(node).popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           text=True))
     epochs = []
+    counted: list[dict[str, tuple[int, int]]] = []
     try:
         for line in procs[0].stdout:  # rank 0 reports each epoch
             if line.startswith("{"):
                 record = json.loads(line)
                 if "error" in record:
                     raise RuntimeError(f"{comm}: rank 0: {record['error']}")
+                if "epoch" not in record:
+                    continue
                 epochs.append(record)
+                if record["epoch"] in (1, config.epochs):
+                    counted.append(node_bytes(net, nodes))
                 print(f"  [{comm:>4}] epoch {record['epoch']:>2}/{config.epochs}: loss {record['loss']:.4f}, "
                       f"test accuracy {record['test_accuracy']:.1%}, {record['seconds_per_step'] * 1e3:.0f} ms "
                       f"per step", flush=True)
-        for rank, p in enumerate(procs):
+        for k, p in enumerate(procs):
             _, err = p.communicate(timeout=120)
             if p.returncode != 0:
-                raise RuntimeError(f"{comm}: rank {rank} exited with {p.returncode}: {err.strip()[-1500:]}")
+                raise RuntimeError(f"{comm}: node {k} exited with {p.returncode}: {err.strip()[-1500:]}")
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
             p.wait()
-    return epochs, [json.loads((out / f"{comm}-rank{r}.json").read_text()) for r in range(len(HOSTS))]
+    steps = sum(e["steps"] for e in epochs[1:])
+    per_step = {"tx": float("nan"), "rx": float("nan")}
+    if len(counted) == 2 and steps:
+        for way, i in (("tx", 0), ("rx", 1)):
+            per_step[way] = statistics.median((counted[1][n][i] - counted[0][n][i]) / steps for n in nodes.names)
+    return epochs, [json.loads((out / f"{comm}-rank{r}.json").read_text()) for r in range(world)], per_step
 
 
-def summary(comm: str, rounds: list[list[dict]], timelines: list[dict]) -> dict:
+def node_bytes(net: InaNetwork, nodes: Nodes) -> dict[str, tuple[int, int]]:
+    """Each node's bytes sent and received so far on its data links (its NICs' counters, /proc/net/dev in
+    its namespace)."""
+    found = {}
+    for node in nodes.names:
+        table = {}
+        for line in net.run(node, "cat /proc/net/dev").splitlines()[2:]:
+            name, _, numbers = line.partition(":")
+            fields = numbers.split()
+            table[name.strip()] = (int(fields[8]), int(fields[0]))  # tx bytes, rx bytes
+        nics = {net.interface(nic) for nic in nodes.nics[node]}
+        found[node] = (sum(table[i][0] for i in nics), sum(table[i][1] for i in nics))
+    return found
+
+
+def summary(comm: str, rounds: list[list[dict]], timelines: list[dict], per_step: list[dict[str, float]]) -> dict:
     """Medians over the trainings (each training's step: the median of its epochs after the first), and
     over every rank's steps after the first."""
     hidden = [h for t in timelines for h in t["hidden_share"]]
     comm_s = [c for t in timelines for c in t["comm_seconds"]]
     trainings = [statistics.median(e["seconds_per_step"] for e in (epochs[1:] or epochs)) for epochs in rounds]
+    gradient = 4 * rounds[0][0]["parameters"]  # bytes: float32
     return {"comm": comm, "model": rounds[0][0]["model"], "parameters": rounds[0][0]["parameters"],
             "loss": statistics.median(epochs[-1]["loss"] for epochs in rounds),
             "test_accuracy": statistics.median(epochs[-1]["test_accuracy"] for epochs in rounds),
@@ -158,7 +216,9 @@ def summary(comm: str, rounds: list[list[dict]], timelines: list[dict]) -> dict:
             "comm_ms_per_step": 1e3 * statistics.median(comm_s), "hidden_share": statistics.median(hidden),
             "cpu_ms_per_step": 1e3 * statistics.median(c for t in timelines for c in t["cpu_seconds_per_step"]),
             "buckets": len({(b["index"], b["values"]) for b in timelines[0]["buckets"] if b["step"] > 1}),
-            "bucket_cap_mb": timelines[0]["bucket_cap_mb"]}
+            "bucket_cap_mb": timelines[0]["bucket_cap_mb"],
+            **{f"node_{way}_per_gradient": statistics.median(b[way] for b in per_step) / gradient
+               for way in ("tx", "rx")}}
 
 
 def against_gloo(table: list[dict]) -> None:
@@ -186,7 +246,9 @@ def print_table(config: Config, table: list[dict], rounds: int) -> None:
                                    ("speedup_over_gloo", "gloo's step / this step", "{:.2f}x", 1),
                                    ("comm_ms_per_step", "communication per step (ms)", "{:.0f}", 1),
                                    ("cpu_ms_per_step", "CPU per step and rank (ms)", "{:.0f}", 1),
-                                   ("hidden_share", "hidden behind backward", "{:.0%}", 1)):
+                                   ("hidden_share", "hidden behind backward", "{:.0%}", 1),
+                                   ("node_tx_per_gradient", "node sends / gradient", "{:.2f}", 1),
+                                   ("node_rx_per_gradient", "node receives / gradient", "{:.2f}", 1)):
         print(f"{label:<28}" + "".join(f"{fmt.format(r[key] * scale):>12}" for r in table))
     print(f"(DDP buckets: {table[0]['buckets']} of at most {table[0]['bucket_cap_mb']} MiB; accuracy and loss: "
           f"median of the trainings' last epoch; time per step: median of the trainings, each the median of its "
@@ -200,7 +262,8 @@ def print_table(config: Config, table: list[dict], rounds: int) -> None:
 def write_csv(path: Path, rows: list[dict], configs: dict[str, Config]) -> None:
     fields = ["config", "comm", "model", "parameters", "bw_mbit", "batch_size", "epochs", "rounds", "bucket_cap_mb",
               "buckets", "loss", "test_accuracy", "ms_per_step", "ms_per_step_trainings", "speedup_over_gloo",
-              "accuracy_vs_gloo_points", "comm_ms_per_step", "cpu_ms_per_step", "hidden_share"]
+              "accuracy_vs_gloo_points", "comm_ms_per_step", "cpu_ms_per_step", "hidden_share", "nodes",
+              "ranks_per_node", "rails", "node_tx_per_gradient", "node_rx_per_gradient"]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fields, extrasaction="ignore")
         writer.writeheader()
@@ -286,47 +349,58 @@ def run_config(config: Config, args: argparse.Namespace, out: Path, progress: It
     out.mkdir(parents=True, exist_ok=True)
     (out / "controller-state.json").unlink(missing_ok=True)  # a run of its own: its network is new
     links = f"host links shaped to {config.bw:g} Mbit/s" if config.bw is not None else "links unshaped"
-    print(f"[{next(progress)}/{total}] {config.name}: starting {TOPOLOGY.name}, 4 hosts on one P4 switch, {links} "
-          f"(files in {out})", flush=True)
+    topo = topology(config.bw, args.nproc_per_node, args.rails)
+    nodes = Nodes.of(topo, args.nproc_per_node)
+    shape = (f"4 nodes of {nodes.local} ranks, a NIC per rank, each rail on its own leaf" if args.rails else
+             f"4 nodes of {nodes.local} rank(s) on one P4 switch")
+    print(f"[{next(progress)}/{total}] {config.name}: starting {shape}, {links} (files in {out})", flush=True)
     runs: dict[str, list[list[dict]]] = {comm: [] for comm in COMMS}
     timelines: dict[str, list[dict]] = {comm: [] for comm in COMMS}
-    with InaNetwork(topology(config.bw), out / "net", target=args.target) as net:
+    bytes_per_step: dict[str, list[dict[str, float]]] = {comm: [] for comm in COMMS}
+    with InaNetwork(topo, out / "net", target=args.target) as net:
         for switch in net.switches:  # a switch is a device of its own: it must not wait for the trainers' CPU
             for thread in Path(f"/proc/{switch.process.pid}/task").iterdir():
                 os.setpriority(os.PRIO_PROCESS, int(thread.name), args.switch_nice)
         with Controller(net.network, out / "controller-state.json") as controller:  # the defaults: V = 256, 64 slots
+
+            def new_job(job: str) -> str:
+                """The job's spec file ({rail} in it: a job per rail, one member per node)."""
+                if nodes.local == 1:
+                    controller.create_job(job, nodes.rail(0), mode="ina")
+                    return str(controller.spec_dir / f"{job}.json")
+                controller.create_rails(job, [nodes.rail(i) for i in range(nodes.local)], mode="ina")
+                return str(controller.spec_dir / f"{job}-rail{{rail}}.json")
+
             controller.setup()
-            controller.create_job("train", HOSTS, mode="ina")
-            target = net.network.access["s1"].target
-            print(f"[{next(progress)}/{total}] switch s1 ({target}): ina.p4, job 'train' for {', '.join(HOSTS)}",
-                  flush=True)
+            spec = new_job("train")
+            print(f"[{next(progress)}/{total}] switches ({net.network.access[next(iter(topo.switches))].target}): "
+                  f"ina.p4, job 'train' for {', '.join(nodes.names)}"
+                  f"{f' (a job per rail of {nodes.local})' if nodes.local > 1 else ''}", flush=True)
             order = [COMMS[(r + i) % 3] for r in range(args.rounds) for i in range(3)]
             jobs = 0
             for comm in order:
                 print(f"[{next(progress)}/{total}] {config.name}: training with --comm {comm}, --model "
                       f"{config.model}, {config.epochs} epochs", flush=True)
                 started = time.monotonic()
-                spec = None
+                given = None
                 if comm != "gloo":  # a job is one session of its workers: a new one for each training
-                    job = "train" if not jobs else f"train{jobs}"
-                    if jobs:
-                        controller.create_job(job, HOSTS, mode="ina")
+                    given = spec if not jobs else new_job(f"train{jobs}")
                     jobs += 1
-                    spec = controller.spec_dir / f"{job}.json"
-                epochs, ranks = train(net, comm, spec, config, args, out, next(ports))
+                epochs, ranks, per_step = train(net, nodes, comm, given, config, args, out, next(ports))
                 runs[comm].append(epochs)
                 timelines[comm] += ranks
+                bytes_per_step[comm].append(per_step)
                 print(f"      {time.monotonic() - started:.0f} s", flush=True)
-    table = [summary(comm, runs[comm], timelines[comm]) for comm in runs]
+    table = [summary(comm, runs[comm], timelines[comm], bytes_per_step[comm]) for comm in runs]
     against_gloo(table)
     for r in table:
-        r["config"] = config.name
+        r.update(config=config.name, nodes=len(nodes.names), ranks_per_node=nodes.local, rails=args.rails)
     (out / "summary.json").write_text(json.dumps({"config": dataclasses.asdict(config), "summary": table,
                                                   "epochs": runs}, indent=1))
     print_table(config, table, args.rounds)
     loss_png, timeline_png = (out / name for name in config.plots)
-    title = (f"{describe(config, table[0]['parameters'], training=False)}\nDDP on digits, 4 workers in Mininet: "
-             f"gradients through the P4 switch (hook, backend) or gloo")
+    title = (f"{describe(config, table[0]['parameters'], training=False)}\nDDP on digits, 4 nodes of "
+             f"{nodes.local} rank(s) in Mininet: gradients through the P4 switches (hook, backend) or gloo")
     plot_loss({comm: rounds[0] for comm, rounds in runs.items()}, loss_png, title)
     plot_timeline({comm: timelines[comm][0] for comm in runs}, timeline_png)
     figures.RESULTS.mkdir(parents=True, exist_ok=True)
@@ -352,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bucket-cap-mb", type=float, help="DDP's, instead of the configuration's (0.025, 4)")
     ap.add_argument("--bw", type=float, help="Mbit/s of every host link, instead of the configuration's "
                                              "(unshaped, 50)")
+    ap.add_argument("--nproc-per-node", type=int, default=1,
+                    help="ranks per node (torchrun's): above 1 each node reduces inside itself and sums through "
+                         "a job per rail")
+    ap.add_argument("--rails", action="store_true",
+                    help="a NIC per local rank, each rail on a leaf of its own (rail-optimised); else one NIC per node")
     ap.add_argument("--target", default="auto", choices=["auto", "builtin", "bmv2"])
     ap.add_argument("--switch-nice", type=int, default=-10,
                     help="the switch processes' nice value: on a shared machine, the emulated switch keeps its CPU")
@@ -361,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if not 1 <= args.nproc_per_node <= 8:
+        ap.error("--nproc-per-node must be within 1..8")
     if os.geteuid() != 0:
         print("make train starts a Mininet network: run it as root", file=sys.stderr)
         return 1

@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=10.0, help="the INA worker's timeout (s)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--timeline", type=Path, help="write this rank's bucket timeline (JSON) here")
+    ap.add_argument("--timeline", help="write this rank's bucket timeline (JSON) here ({rank}: the rank's number, "
+                                       "for torchrun --nproc-per-node)")
     ap.add_argument("--print-setup", action="store_true",
                     help="every rank prints a JSON line after its first step: when it called init_process_group "
                          "(wall clock), and the seconds from then to its return and to the first allreduce's start")
@@ -229,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
                                   "train_accuracy": accuracy(net, train_x, train_y),
                                   "test_accuracy": accuracy(net, test_x, test_y),
                                   "seconds": time.perf_counter() - started,
-                                  "seconds_per_step": training / batches}), flush=True)  # evaluation left out
+                                  "seconds_per_step": training / batches,  # evaluation left out
+                                  "steps": batches}), flush=True)
             dist.barrier()  # the next epoch starts together: no rank's first bucket waits out rank 0's evaluation
     except RuntimeError:  # DDP raises the hook's or backend's failure from backward(), as its text
         error = failure.error()
@@ -280,11 +282,11 @@ def average_gradients(model: nn.Module, world: int) -> None:
         g.div_(world)
 
 
-def write_timeline(path: Path, timeline: Timeline, args: argparse.Namespace, rank: int,
+def write_timeline(path: str, timeline: Timeline, args: argparse.Namespace, rank: int,
                    cpu_per_step: list[float]) -> None:
     steps = sorted({b.step for b in timeline.buckets})
     shares = [hidden_share(timeline, s) for s in steps[1:]]  # the first step builds DDP's buckets
-    path.write_text(json.dumps({
+    Path(path.replace("{rank}", str(rank))).write_text(json.dumps({
         "comm": args.comm, "plain": args.plain, "model": args.model, "rank": rank,
         "bucket_cap_mb": args.bucket_cap_mb,
         "backward_started": {str(s): t for s, t in timeline.backward_started.items()},

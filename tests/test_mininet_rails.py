@@ -242,3 +242,32 @@ def test_a_nic_link_is_shaped_and_lossy_on_its_own_interface(tmp_path: Path) -> 
         assert "bpf" in net.run("n1", "tc filter show dev n1-eth1 parent 10:")
         assert net.run("n1", "tc qdisc show dev n1-eth0").count("qdisc") == 1  # rail 0: the default qdisc alone
         assert net.ping_all() == [("n1r1", "n2r1"), ("n2r1", "n1r1")]  # rail 1's link of n1 loses everything
+
+
+@needs_mininet
+def test_ddp_under_torchrun_on_nodes_of_two_ranks_sums_through_each_rail(tmp_path: Path) -> None:
+    """torchrun --nproc-per-node 2 on each of 2 machines with a NIC per rank, ``init_process_group("ina")`` and
+    nothing else: the model learns, and every rank's gradients reach the switches only through its own
+    rail's leaf."""
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import mininet_train
+
+    topology = Topology.from_dict(rail_optimised(2, 2, 2, 1))
+    nodes = mininet_train.Nodes.of(topology, 2)
+    config = mininet_train.Config("rails", "cnn", 2, 64, 3e-3, 0.025, None, ("", ""))
+    args = type("Args", (), {"seed": 0})()
+    with InaNetwork(topology, tmp_path / "net", target="builtin") as net, \
+            Controller(net.network, tmp_path / "state.json") as controller:
+        controller.setup()
+        controller.create_rails("ddp", [nodes.rail(0), nodes.rail(1)], mode="ina")
+        epochs, timelines, per_step = mininet_train.train(
+            net, nodes, "ina-backend", str(controller.spec_dir / "ddp-rail{rail}.json"), config, args, tmp_path,
+            29731)
+        counted = controller.status()["jobs"]
+    assert [e["epoch"] for e in epochs] == [1, 2] and epochs[-1]["test_accuracy"] > 0.5, epochs
+    assert len(timelines) == 4
+    for rail in (0, 1):  # each rail's job summed on its own leaf (both machines are under leaf 1 of each rail)
+        assert set(counted[f"ddp-rail{rail}"]) == {f"r{rail}leaf1"}, counted
+        assert counted[f"ddp-rail{rail}"][f"r{rail}leaf1"]["aggregated"] > 0, counted
+    assert per_step["tx"] > 0 and per_step["rx"] > 0

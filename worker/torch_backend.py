@@ -22,6 +22,11 @@ INA_TOKEN_FILE) set and no spec file given, the controller service's: every rank
 for a job of them, named by torchrun's run id, and posts it back; every rank keeps its lease and
 follows its spec, and rank 0 deletes it at ``destroy_process_group``.
 
+Nodes of several ranks (torchrun's ``--nproc-per-node`` above 1): each node is one member of a job
+per rail, and each call reduce-scatters inside the node, sums local rank i's shard through rail i's
+job, and all-gathers (``worker.torch_node``).  With a spec file, INA_JOB_SPEC names each rail's with
+``{rail}``; a spec of one member per rank instead keeps every rank a member of its own.
+
 Set-up is checked on every rank before ``init_process_group`` returns, and a rank that cannot
 join (no spec, a world size or rank the spec does not have, an address this host does not own,
 a service that refuses the job) fails every rank's ``init_process_group`` with its reason.  A

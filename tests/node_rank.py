@@ -1,6 +1,6 @@
 """One rank of tests/test_torch_node.py: ``init_process_group("ina")`` on nodes of several ranks.
 
-    LOCAL_WORLD_SIZE=L LOCAL_RANK=i GROUP_RANK=k INA_JOB_SPEC=rail{rail}.json \
+    LOCAL_WORLD_SIZE=L LOCAL_RANK=i GROUP_RANK=k INA_JOB_SPEC=rail{rail}.json [NODE_DEVICE=cuda] \
         python -m tests.node_rank RANK WORLD PORT [kill-after CALLS]
 
 Prints one JSON line per check: ``allreduce``, a call through the node's reduce-scatter, its rail's
@@ -24,12 +24,12 @@ SIZES = (1001, 2, 773)  # not a multiple of 2, 3 or 4 ranks per node, nor of 64 
 
 
 def check_allreduce(dtype_name: str, op_name: str, size: int, world: int, nodes: int, ref: dist.ProcessGroup,
-                    rank: int) -> dict:
+                    rank: int, device: str) -> dict:
     dtype, op = DTYPES[dtype_name], OPS[op_name]
-    x = inputs(dtype, rank, size, "cpu")
+    x = inputs(dtype, rank, size, device)
     stack = everyone(x, ref, world)
     dist.all_reduce(x, op=op)
-    got = x.to(stack.dtype)
+    got = x.cpu().to(stack.dtype)
     record = {"check": "allreduce", "dtype": dtype_name, "op": op_name, "size": size}
     if dtype == torch.int32:
         exact = stack.sum(0) if op_name == "sum" else torch.div(stack.sum(0), world, rounding_mode="trunc")
@@ -86,11 +86,15 @@ def main() -> None:
         os._exit(0)  # the group is broken: no orderly shutdown to wait for
     ref = dist.new_group(backend="gloo")
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    device = "cpu"
+    if os.environ.get("NODE_DEVICE") == "cuda":  # a GPU per local rank, as torchrun's users pick it
+        device = f"cuda:{int(os.environ['LOCAL_RANK']) % torch.cuda.device_count()}"
+        torch.cuda.set_device(device)
     nodes = world // local
     for dtype in DTYPES:
         for op in OPS:
             for size in SIZES:
-                print(json.dumps(check_allreduce(dtype, op, size, world, nodes, ref, rank)), flush=True)
+                print(json.dumps(check_allreduce(dtype, op, size, world, nodes, ref, rank, device)), flush=True)
     print(json.dumps(check_async(rank, world, ref)), flush=True)
     worker = pg.worker
     print(json.dumps({"check": "rail", "rank": rank, "job": worker.spec.name, "member": worker.rank,

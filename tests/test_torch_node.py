@@ -51,13 +51,18 @@ def node_ranks(spec: str | None, local: int, *extra: str, timeout: float = 180,
                       for r in range(world)], envs, timeout)
 
 
-@pytest.mark.parametrize("local", [1, 2, 3, 4])
-def test_every_dtype_and_size_on_nodes_of_several_ranks(tmp_path, local):
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (NCCL inside the node)")
+
+
+@pytest.mark.parametrize("local, device", [(1, "cpu"), (2, "cpu"), (3, "cpu"), (4, "cpu"),
+                                           pytest.param(2, "cuda", marks=GPU)])
+def test_every_dtype_and_size_on_nodes_of_several_ranks(tmp_path, local, device):
     """SUM and AVG of float32/float16/bfloat16 within the bound and int32 exact, at sizes that split
     unevenly over the node's ranks (and a tensor smaller than the node); calls in flight together; each
-    rank in its own rail's job as its node's member, sending its shard and no more."""
+    rank in its own rail's job as its node's member, sending its shard and no more.  On CUDA tensors the
+    node's collectives are NCCL's."""
     with node_net(NODES * local, tmp_path) as net:
-        results = node_ranks(rail_specs(net, tmp_path, local, f"nodes{local}"), local)
+        results = node_ranks(rail_specs(net, tmp_path, local, f"nodes{local}"), local, env={"NODE_DEVICE": device})
     sent = {}
     for rank, (code, stdout, stderr) in enumerate(results):
         assert code == 0, stderr[-2000:]

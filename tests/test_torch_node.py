@@ -128,3 +128,18 @@ def test_a_killed_rank_fails_every_rank_within_the_timeout(tmp_path):
             assert "the allreduce failed on rail(s)" in error and "1 of node 0" in error, error
             assert rank == 0 or "AllreduceTimeout" in error, error
     assert elapsed < 100
+
+
+def test_the_layout_groups_ranks_by_node_and_refuses_what_torchrun_would_not_start():
+    from worker.torch_node import layout_of
+
+    posted = [{"node": n, "local": i, "of": 2} for n, i in (("b", 1), ("a", 0), ("b", 0), ("a", 1))]
+    layout = layout_of(posted, 2)
+    assert layout.ranks == ((2, 0), (1, 3)) and (layout.node, layout.local_rank, layout.nodes) == (0, 0, 2)
+    with pytest.raises(ValueError, match="different numbers of ranks"):
+        layout_of([{"node": "a", "local": 0, "of": 1}, {"node": "b", "local": 0, "of": 2}], 0)
+    with pytest.raises(ValueError, match="both say they are local rank 0 of node a"):
+        layout_of([{"node": "a", "local": 0, "of": 2}, {"node": "a", "local": 0, "of": 2}], 0)
+    with pytest.raises(ValueError, match=r"node a has local ranks \[1\], not 0..1"):
+        layout_of([{"node": "a", "local": 1, "of": 2}, {"node": "b", "local": 0, "of": 2},
+                   {"node": "b", "local": 1, "of": 2}], 0)

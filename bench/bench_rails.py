@@ -6,19 +6,22 @@ job sums shard i across the nodes), so a node moves its gradient in about 1/L of
 phases; this measures that on the real P4 program, every rail at once, and holds it against
 ``controller.model.hierarchical_call`` (reduce-scatter + the slowest rail job's predicted call + all-gather).
 
-    python -m bench.bench_rails [--nodes 16,32,64,128] [--window 64] [--publish]   # about 15 min on 2 cores
+    python -m bench.bench_rails [--nodes 16,32,64,128] [--windows 64,256] [--publish]   # about 9 min on 2 cores
     python -m bench.bench_rails --plot-only
 
 Each point is one ``ina-sim rails --json`` (8 rails, 32 nodes a leaf, 32 spines, 100 Gbit/s NICs, 8 MB of float32
-per GPU, two calls: the first opens the windows) in a child process, one after another (the 128-node point holds
-about 1,024 workers' state).  Writes bench/results/rails.csv and rails.png (``--publish``: docs/figures/rails.png).
-Figures are virtual time, a function of the config and the commit; only wall time and memory are this machine's.
+per GPU, two calls: the first opens the windows; each rail job's window 64, ina-sim's default, and 256, near the
+model's best for 1 MiB a NIC: more soon adds more exponent-only frames than it saves) in a child process, one after
+another (the 128-node point holds about 1,024 workers' state).  Writes bench/results/rails.csv and rails.png
+(``--publish``: docs/figures/rails.png).  Figures are virtual time, a function of the config and the commit; only
+wall time and memory are this machine's.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import subprocess
 import sys
@@ -62,7 +65,7 @@ def describe(rows: list[dict]) -> list[str]:
     lines = []
     for r in rows:
         measured = float(r["measured_us"]) if r["measured_us"] not in (None, "") else None
-        lines.append(f"{int(r['nodes']):4d} nodes x {r['rails']} rails, call {r['call']}: "
+        lines.append(f"{int(r['nodes']):4d} nodes x {r['rails']} rails, W = {r['window']}, call {r['call']}: "
                      + (f"{measured:,.1f} us" if measured is not None else "failed")
                      + f" against the model's {float(r['model_us']):,.1f} us"
                      + (f" ({measured / float(r['model_us']):.3f}x)" if measured is not None else "")
@@ -81,47 +84,62 @@ def plot(csv_path: Path, path: Path) -> Path:
 
     with csv_path.open() as f:
         rows = list(csv.DictReader(f))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
-    for call, colour, label in (("0", "tab:orange", "first call (windows opening)"), ("1", "tab:blue", "second call")):
-        mine = sorted((r for r in rows if r["call"] == call), key=lambda r: int(r["nodes"]))
-        nodes = [int(r["nodes"]) for r in mine]
-        left.plot(nodes, [float(r["model_us"]) for r in mine], color=colour, linestyle="--", label=f"model, {label}")
-        done = [r for r in mine if r["measured_us"]]
-        left.plot([int(r["nodes"]) for r in done], [float(r["measured_us"]) for r in done], "o", color=colour,
-                  label=f"fabric, {label}")
-    in_node = float(rows[0]["in_node_us"])
+    windows = sorted({int(r["window"]) for r in rows})
+    colours = dict(zip(windows, ("tab:blue", "tab:green", "tab:purple", "tab:red")))
+    every = sorted({int(r["nodes"]) for r in rows})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12.5, 4.8))
+    for w in windows:
+        for call, style, marker, label in (("0", ":", "o", "first call"), ("1", "--", "s", "second call")):
+            mine = sorted((r for r in rows if int(r["window"]) == w and r["call"] == call),
+                          key=lambda r: int(r["nodes"]))
+            left.plot([int(r["nodes"]) for r in mine], [float(r["model_us"]) for r in mine], color=colours[w],
+                      linestyle=style, label=f"W = {w}, {label}: model")
+            done = [r for r in mine if r["measured_us"]]
+            left.plot([int(r["nodes"]) for r in done], [float(r["measured_us"]) for r in done], marker,
+                      color=colours[w], markerfacecolor="none" if call == "0" else colours[w],
+                      label=f"W = {w}, {label}: fabric")
+    first = rows[0]
+    in_node = float(first["in_node_us"])
+    line = float(first["reference_per_nic"]) * 8 / (FABRIC["gbps"] * 1e3) + in_node  # us: a frame per chunk at L
+    left.axhline(line, color="black", linewidth=0.8, linestyle="-.")
+    left.text(every[0], line, " a frame per chunk at 100 Gbit/s, plus the in-node phases", fontsize=8, va="bottom")
     left.axhline(in_node, color="grey", linewidth=0.8, linestyle=":")
-    left.text(int(rows[0]["nodes"]), in_node, " in-node reduce-scatter + all-gather", fontsize=8, va="bottom")
+    left.text(every[0], in_node, " in-node reduce-scatter + all-gather (NVLink 450 GB/s)", fontsize=8, va="bottom")
     left.set_xscale("log", base=2)
-    left.set_xticks(sorted({int(r["nodes"]) for r in rows}), [str(n) for n in sorted({int(r["nodes"]) for r in rows})])
+    left.set_xticks(every, [str(n) for n in every])
     left.set_ylim(bottom=0)
-    left.set_xlabel("nodes (8 GPUs and 8 NICs each)")
+    left.set_xlabel("nodes (8 GPUs and 8 NICs each; 32 a leaf: a spine from 64)")
     left.set_ylabel("hierarchical allreduce (us, virtual)")
-    left.set_title(f"8 MB per GPU, window {rows[0]['window']}: the fabric against the model", fontsize=10)
-    left.legend(fontsize=8, loc="lower right")
-    later = sorted((r for r in rows if r["call"] == "1"), key=lambda r: int(r["nodes"]))
-    nodes = [int(r["nodes"]) for r in later]
-    for key, marker, label in (("sent_per_nic", "^", "sent"), ("received_per_nic", "v", "received")):
-        right.plot(nodes, [float(r[key]) / 2**20 for r in later], marker, label=f"measured, {label} (mean per NIC)")
-    right.axhline(int(later[0]["gradient_per_nic"]) / 2**20, color="black", linewidth=0.8, label="one gradient / L")
-    right.axhline(int(later[0]["reference_per_nic"]) / 2**20, color="grey", linestyle="--", linewidth=0.8,
+    left.set_title("8 MB per GPU: the fabric (marks) against the model (lines)", fontsize=10)
+    left.legend(fontsize=7, loc="upper left", ncol=2)
+    left.set_ylim(0, max(float(r["model_us"]) for r in rows) * 1.45)
+    width = 0.08
+    for k, w in enumerate(windows):
+        later = sorted((r for r in rows if int(r["window"]) == w and r["call"] == "1"), key=lambda r: int(r["nodes"]))
+        for way, marker, shift in (("sent", "^", -width), ("received", "v", width)):
+            right.plot([int(r["nodes"]) * 2 ** (shift + (k - (len(windows) - 1) / 2) * 3 * width) for r in later],
+                       [float(r[f"{way}_per_nic"]) / 2**20 for r in later], marker, color=colours[w],
+                       label=f"W = {w}, {way} (mean per NIC)")
+    right.axhline(int(first["gradient_per_nic"]) / 2**20, color="black", linewidth=0.8, label="one gradient / L")
+    right.axhline(int(first["reference_per_nic"]) / 2**20, color="grey", linestyle="--", linewidth=0.8,
                   label="gradient / L + headers (a frame per chunk)")
     right.set_xscale("log", base=2)
-    right.set_xticks(nodes, [str(n) for n in nodes])
-    right.set_ylim(0, max(float(r["sent_per_nic"]) for r in later) / 2**20 * 1.2)
+    right.set_xticks(every, [str(n) for n in every])
+    right.set_ylim(0, max(float(r["sent_per_nic"]) for r in rows) / 2**20 * 1.3)
     right.set_xlabel("nodes")
     right.set_ylabel("MiB per NIC per call, each way")
-    right.set_title("bytes on each NIC's link (the fabric's count)", fontsize=10)
-    right.legend(fontsize=8, loc="lower right")
-    fig.suptitle("Rail-optimised fabric, 100 Gbit/s NICs, 32 nodes a leaf, 32 spines: each rail's INA job at once, "
-                 "NVLink 450 GB/s in the node", fontsize=10)
+    right.set_title("bytes on each NIC's link (the fabric's count); W exponent-only frames a call", fontsize=10)
+    right.legend(fontsize=7, loc="lower right")
+    fig.suptitle("Rail-optimised fabric, 100 Gbit/s NICs, 32 spines: each rail's INA job at once, between an in-node "
+                 "reduce-scatter and all-gather", fontsize=10)
     return save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", default=",".join(map(str, NODES)), help="node counts, comma-separated")
-    ap.add_argument("--window", type=int, default=64, help="each rail job's pool size (default 64, ina-sim's)")
+    ap.add_argument("--windows", default="64,256", help="each rail job's pool size, comma-separated (default 64, "
+                                                        "ina-sim's, and 256, near the model's best)")
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
@@ -129,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     csv_path, png = args.out_dir / "rails.csv", args.out_dir / "rails.png"
     if not args.plot_only:
         rows = []
-        for n in (int(x) for x in args.nodes.split(",")):
-            found = point(n, args.window)
+        windows, nodes = (int(x) for x in args.windows.split(",")), [int(x) for x in args.nodes.split(",")]
+        for w, n in itertools.product(windows, nodes):
+            found = point(n, w)
             print("\n".join(describe(found)), flush=True)
             rows += found
             write_rows(csv_path, list(rows[0]), rows)  # what is done so far, if a later point is stopped

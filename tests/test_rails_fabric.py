@@ -84,30 +84,41 @@ def test_the_hierarchical_model_is_reduce_scatter_slowest_rail_all_gather() -> N
 
 
 @pytest.fixture(scope="module")
-def small_run() -> dict:
-    return rails.run(SMALL)
+def small_run() -> RailsRun:
+    r = RailsRun(SMALL)
+    r.run()
+    return r
 
 
-def test_a_small_hierarchical_call_takes_the_models_time(small_run: dict) -> None:
-    assert not small_run["errors"]
-    calls = small_run["calls"]
+def test_a_small_hierarchical_call_takes_the_models_time(small_run: RailsRun) -> None:
+    r = small_run
+    assert not r.errors and r.finished
+    calls = r.calls_figures()
     assert len(calls) == 2
     for f in calls:
         assert f["seconds"] == pytest.approx(f["model"], rel=WITHIN_MODEL)
-        assert f["seconds"] == pytest.approx(f["reduce_scatter"] + max(f["per_rail"]) + f["all_gather"])
-        assert f["reduce_scatter"] == pytest.approx(in_node_seconds(SMALL.size, SMALL.rails, SMALL.node_gbps))
+        assert f["reduce_scatter"] == f["all_gather"] == pytest.approx(
+            in_node_seconds(SMALL.size, SMALL.rails, SMALL.node_gbps))
     assert calls[1]["seconds"] < calls[0]["seconds"]  # the first opens the windows
-    assert all(j["trees"] >= 1 and j["on_rail"] for j in small_run["jobs"])
+    # every rail's call starts on every node once the reduce-scatter is done, and the next call once the last
+    # node's all-gather is
+    for call in range(2):
+        starts = [w.records[call].started for job in r.jobs for w in job.workers]
+        assert starts == pytest.approx([r.started[call] + r.phase] * len(starts))
+    last = max(t for rail in r.ended[0].values() for t in rail.values())
+    assert r.started[1] == pytest.approx(last + r.phase)
+    assert calls[0]["seconds"] == pytest.approx(last + r.phase - r.started[0])
+    assert all(j["trees"] >= 1 and j["on_rail"] for j in r.trees())
 
 
-def test_every_nodes_result_is_within_the_bound_and_the_same(small_run: dict) -> None:
-    check = small_run["check"]
+def test_every_nodes_result_is_within_the_bound_and_the_same(small_run: RailsRun) -> None:
+    check = small_run.check()
     assert check["within_bound"] and check["identical"] and check["calls_checked"] == 2
     assert 0 < check["max_error"]
 
 
-def test_each_nic_carries_one_gradient_over_its_rails_each_way(small_run: dict) -> None:
-    b = small_run["bytes"]
+def test_each_nic_carries_one_gradient_over_its_rails_each_way(small_run: RailsRun) -> None:
+    b = small_run.nic_bytes()
     P = protocol.load(None)
     assert b["gradient_per_nic"] == SMALL.size // SMALL.rails
     assert b["reference"] == SMALL.size // SMALL.rails // 4 // P.values * P.frame_bytes

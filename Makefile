@@ -35,6 +35,7 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_fabric
 	$(VPY) -m bench.bench_scale
 	$(VPY) -m bench.bench_direct --runs 3
+	$(VPY) -m bench.bench_rails
 
 # `make bench` and `make train` write their CSVs and plots to bench/results/ (not tracked): they
 # leave the repository as it was.  `make figures` copies the plots there to docs/figures/ (tracked,

@@ -39,6 +39,7 @@ PUBLISHED = {
     "scale-cost.png": "scale-cost.png",  # bench_scale
     "train-loss.png": "train-loss.png",  # examples/mininet_train.py
     "direct-devices.png": "direct-devices.png",  # bench_direct
+    "rails.png": "rails.png",  # bench_rails
     "train-timeline.png": "train-timeline.png",  # examples/mininet_train.py
     "train-comm-loss.png": "train-comm-loss.png",  # examples/mininet_train.py --config comm-bound
     "train-comm-timeline.png": "train-comm-timeline.png",  # examples/mininet_train.py --config comm-bound

@@ -19,6 +19,10 @@ windows carry in a round trip), the ring's flows in what C' leaves of every link
 level paced at its slowest flow's share, so several flows on one fabric link do not take the trees'
 part), C' found by iteration because the ring's flows slow the trees' frames on the links they share
 (packets get what flows leave).
+
+A multi-GPU node's call, hierarchical (issue 44; ``hierarchical_call``): a reduce-scatter among the node's ranks
+(NVLink, at an in-node rate), then each rank's shard summed across the nodes by its rail's job (the rails' jobs
+run at once, so the slowest, by this model, sets the middle), then an all-gather among the node's ranks.
 """
 
 from __future__ import annotations
@@ -232,3 +236,41 @@ def _hybrid(topology: Topology, members: list[str], trees: Sequence[JobTree], P:
             break
         pace = settled
     return HybridCost(ina, ring)
+
+
+# The in-node rate of a hierarchical call's reduce-scatter and all-gather where none is given, each way per GPU:
+# NVLink 4 on an H100 SXM5, 18 links, "900 GB/s" in NVIDIA's H100 datasheet (both ways together), so 450 GB/s =
+# 3,600 Gbit/s each way.
+NVLINK_GBPS = 3600.0
+
+
+@dataclass(frozen=True)
+class HierarchicalCall:
+    """The three phases of a multi-GPU node's allreduce, in seconds; they run one after another."""
+
+    reduce_scatter: float
+    rails: float  # the slowest rail job's call
+    all_gather: float
+
+    @property
+    def seconds(self) -> float:
+        return self.reduce_scatter + self.rails + self.all_gather
+
+
+def in_node_seconds(nbytes: int, gpus: int, node_gbps: float) -> float:
+    """A reduce-scatter (or an all-gather) of ``nbytes`` per rank among a node's ``gpus`` ranks: each rank sends
+    (gpus - 1) / gpus of the tensor, all at once at ``node_gbps`` each way (a switched fabric, NVSwitch: no rank
+    waits for another's link, whatever the algorithm); its latency (a few us) is left out."""
+    if gpus < 1 or node_gbps <= 0:
+        raise ValueError(f"a node of {gpus} GPU(s) at {node_gbps} Gbit/s: at least one GPU and a positive rate")
+    return (gpus - 1) / gpus * nbytes * 8 / (node_gbps * 1e9)
+
+
+def hierarchical_call(nbytes: int, gpus: int, node_gbps: float, rail_seconds: Sequence[float]) -> HierarchicalCall:
+    """A hierarchical allreduce of ``nbytes`` per rank on nodes of ``gpus`` ranks, whose rail jobs (one per GPU
+    of a node) take ``rail_seconds`` each (their model's call, ``worker.tuner.CallModel.choose``): the rails
+    start together once the reduce-scatter is done, and the all-gather waits for the last."""
+    if len(rail_seconds) != gpus:
+        raise ValueError(f"{len(rail_seconds)} rail time(s) for nodes of {gpus} GPUs: one per rail")
+    phase = in_node_seconds(nbytes, gpus, node_gbps)
+    return HierarchicalCall(phase, max(rail_seconds), phase)

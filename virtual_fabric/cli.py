@@ -6,6 +6,7 @@
     ina-sim run --seed 17                                               # replay a campaign's seed
     ina-sim campaign --seeds 500 [--seed 0]                             # seeded fault campaign
     ina-sim direct --workers 16 --interfaces 3 --gbps 100 --devices 3 --ports 8 --size 4194304   # a direct plan
+    ina-sim rails --nodes 128 --rails 8 --per-leaf 32 --spines 32 --gbps 100 --size 8MB   # multi-GPU nodes, rails
 
 A campaign prints one line per seed, the replay command of each seed that broke an
 invariant, and last ``seeds=N violations=K`` (exit status 1 when K > 0).  Its standard output
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 import time
 from collections import Counter
@@ -26,7 +28,7 @@ import numpy as np
 from controller.direct import DirectCluster, DirectError
 from controller.job_plan import method_lines
 from controller.topology import delay_seconds
-from virtual_fabric import direct, host_cost, host_latency, runs
+from virtual_fabric import direct, host_cost, host_latency, rails, runs
 from virtual_fabric.campaign import run_seed, run_seeds
 from virtual_fabric.runs import RunConfig
 from worker.ring_layout import LAYOUTS
@@ -167,13 +169,44 @@ def run_direct(args: argparse.Namespace) -> int:
     return 1 if failed or not (check["within_bound"] and check["identical"]) else 0
 
 
+def _bytes(text: str) -> int:
+    """"8MB", "512KB" or "1048576" -> bytes (KB, MB, GB: powers of two, as tensors are sized)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMG]?)B?", text.strip().upper())
+    if not m or float(m[1]) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a size like 8MB, 512KB or 1048576")
+    return int(float(m[1]) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m[2]])
+
+
+def run_rails(args: argparse.Namespace) -> int:
+    config = rails.RailsConfig(args.nodes, args.rails, args.per_leaf, args.spines, args.gbps, args.fabric_gbps,
+                               args.node_gbps, args.size, args.window, args.delay, args.calls, args.name, args.rng,
+                               args.timeout, args.until)
+    progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        if args.delay:
+            delay_seconds(args.delay)
+        result = rails.run(config, progress)
+    except (ValueError, OSError) as e:  # a bad fabric, size or delay, a job the controller refused: by name
+        print(f"ina-sim: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        for line in rails.summary(result):
+            print(line)
+    check = result["check"]
+    failed = result["errors"] or any(c["seconds"] is None for c in result["calls"])
+    return 1 if failed or not (check["within_bound"] and check["identical"]) else 0
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ina-sim", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="one job in the fabric, or a campaign's seed again")
     r.add_argument("--seed", type=int, help="replay this campaign seed (everything else is ignored)")
     r.add_argument("--topology", default="single",
-                   help="a builder (fat_tree:16, leaf_spine:2,4,8, single:4, tree:2,4; bare single, tree, leaf_spine "
+                   help="a builder (fat_tree:16, leaf_spine:2,4,8, single:4, tree:2,4, rails:NODES,RAILS,PER_LEAF,"
+                        "SPINES; bare single, tree, leaf_spine "
                         "size themselves to --workers, bare fat_tree is k=4) or a topology file")
     r.add_argument("--workers", type=int, help="the first N hosts (default: every host; 4 for a bare builder)")
     r.add_argument("--bw", type=float, default=50.0, help="host links, Mb/s")
@@ -237,6 +270,27 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--until", type=float, default=60.0, help="virtual seconds at most")
     d.add_argument("--rng", type=int, default=0, help="the run's seed")
     d.add_argument("--json", action="store_true", help="every figure as JSON")
+    h = sub.add_parser("rails", help="multi-GPU nodes on a rail-optimised fabric: a hierarchical allreduce, every "
+                                     "rail's job at once (issue 44)")
+    h.add_argument("--nodes", type=int, default=128, help="nodes (machines), default 128")
+    h.add_argument("--rails", type=int, default=8, help="GPUs and NICs per node, so rails (default 8)")
+    h.add_argument("--per-leaf", type=int, default=32, help="nodes under one leaf of a rail (default 32)")
+    h.add_argument("--spines", type=int, default=32, help="spines, each linked to every leaf (default 32)")
+    h.add_argument("--gbps", type=float, default=100.0, help="each NIC's link, Gbit/s each way (default 100)")
+    h.add_argument("--fabric-gbps", type=float, help="leaf-spine links, Gbit/s (default: --gbps)")
+    h.add_argument("--node-gbps", type=float, default=rails.NVLINK_GBPS,
+                   help=f"in-node rate per GPU each way, Gbit/s, for the reduce-scatter and all-gather (default "
+                        f"{rails.NVLINK_GBPS:g}: H100 NVLink 4, docs/fabric.md)")
+    h.add_argument("--size", type=_bytes, default=8 << 20, help="float32 bytes per rank (GPU) and call (default 8MB)")
+    h.add_argument("--window", type=int, default=64, help="each rail job's pool size (slots per tree and switch)")
+    h.add_argument("--delay", default="1us", help="every link's propagation delay (default 1us)")
+    h.add_argument("--calls", type=int, default=2, help="hierarchical calls, each on every node at once (default 2)")
+    h.add_argument("--name", default="grad", help="rail i's job is NAME-rail<i> (default grad)")
+    h.add_argument("--timeout", type=float, default=3.0, help="a worker's seconds without progress")
+    h.add_argument("--until", type=float, default=60.0, help="virtual seconds at most")
+    h.add_argument("--rng", type=int, default=0, help="the run's seed (every gradient, the fabric's streams)")
+    h.add_argument("--quiet", action="store_true", help="no progress lines on standard error")
+    h.add_argument("--json", action="store_true", help="every figure as JSON")
     c = sub.add_parser("campaign", help="N seeded runs with faults, checked against the invariants")
     c.add_argument("--seeds", type=int, default=100)
     c.add_argument("--seed", type=int, default=0, help="the first seed")
@@ -247,7 +301,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.ERROR)  # the controller's warnings are the run's, not the user's
-    commands = {"run": run, "direct": run_direct, "campaign": campaign}
+    commands = {"run": run, "direct": run_direct, "rails": run_rails, "campaign": campaign}
     return commands[args.command](args)
 
 

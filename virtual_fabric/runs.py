@@ -25,7 +25,7 @@ import numpy as np
 from controller.job_plan import JobPlan, method_lines, plan_job
 from controller.model import HostCost
 from controller.plan import nodes
-from controller.topology import Topology, delay_seconds, fat_tree, leaf_spine, single, tree
+from controller.topology import Topology, delay_seconds, fat_tree, leaf_spine, rail_optimised, single, tree
 from virtual_fabric import host_cost, host_latency
 from virtual_fabric.fabric import Fabric
 from worker import quantize
@@ -35,9 +35,11 @@ from worker.protocol import load as load_protocol
 from worker.ring import summation_bound
 from worker.tuner import Choice
 
-BUILDERS = {"single": single, "tree": tree, "leaf_spine": leaf_spine, "fat_tree": fat_tree}
+BUILDERS = {"single": single, "tree": tree, "leaf_spine": leaf_spine, "fat_tree": fat_tree,
+            "rails": rail_optimised}  # rails:NODES,RAILS,PER_LEAF,SPINES (issue 44: a NIC per GPU, rail-optimised)
 LEGACY = {"single": "single:{w}", "tree": "tree:2,{half}", "leaf_spine": "leaf_spine:2,2,{half}",
           "fat_tree": "fat_tree:4"}  # the names without arguments that ``ina-sim run`` always took
+RATED = ("leaf_spine", "fat_tree", "rails")  # builders that put host_bw on hosts' links, fabric_bw between switches
 
 
 @dataclass
@@ -102,11 +104,12 @@ class Sums:
 
 
 def build_topology(config: RunConfig) -> Topology:
-    """The network: a builder's (``fat_tree:16``, ``leaf_spine:2,4,8``, ``single:4``, ``tree:2,4``)
-    with ``bw``/``fabric_bw``/``delay`` on its links, or a topology file as it is."""
+    """The network: a builder's (``fat_tree:16``, ``leaf_spine:2,4,8``, ``single:4``, ``tree:2,4``,
+    ``rails:128,8,32,32``) with ``bw``/``fabric_bw``/``delay`` on its links (``bw`` on the hosts' (NICs') links,
+    ``fabric_bw`` between switches), or a topology file as it is."""
     text = config.topology
     name, _, argtext = text.partition(":")
-    if name in BUILDERS and not argtext:
+    if name in LEGACY and not argtext:
         n = config.workers or 4
         name, _, argtext = LEGACY[name].format(w=n, half=max(n // 2, 1)).partition(":")
     if name not in BUILDERS:
@@ -116,12 +119,13 @@ def build_topology(config: RunConfig) -> Topology:
     except ValueError:
         raise ValueError(f"topology {text!r}: a builder's arguments are integers, like fat_tree:16") from None
     fabric_bw = config.fabric_bw or config.bw
-    if name == "leaf_spine":
-        spec = leaf_spine(*args, host_bw=config.bw, fabric_bw=fabric_bw)
-    elif name == "fat_tree":
-        spec = fat_tree(*args, host_bw=config.bw, fabric_bw=fabric_bw)
-    else:
-        spec = BUILDERS[name](*args)
+    rated = name in RATED
+    try:
+        spec = BUILDERS[name](*args, host_bw=config.bw, fabric_bw=fabric_bw) if rated else BUILDERS[name](*args)
+    except TypeError:  # too many or too few arguments
+        raise ValueError(f"topology {text!r}: not {name}'s arguments (rails:NODES,RAILS,PER_LEAF,SPINES, "
+                         f"leaf_spine:SPINES,LEAVES,HOSTS, fat_tree:K, single:HOSTS, tree:LEAVES,PER_LEAF)") from None
+    if not rated:
         for link in spec["links"]:
             link.append({"bw": config.bw if any(e.startswith("h") and "-p" not in e for e in link[:2]) else fabric_bw})
     if config.delay:

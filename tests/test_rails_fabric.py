@@ -17,6 +17,7 @@ from virtual_fabric import cli, host_latency, rails
 from virtual_fabric.rails import RailsConfig, RailsRun, rank_gradient
 from virtual_fabric.runs import RunConfig, build_topology
 from worker import protocol
+from worker.jobspec import shard_bounds
 
 # 8 nodes x 4 rails, 4 nodes a leaf (two leaves per rail, so trees cross a spine), 2 spines; 2 MB per rank: a
 # 512 KB shard per NIC, 512 chunks, so a window of 32 adds 32 exponent-only frames (6%) each way
@@ -69,7 +70,7 @@ def test_a_rails_input_at_a_node_is_the_nodes_float32_sum_of_its_shard() -> None
         assert np.array_equal(sums.partials[k], ranks[0] + ranks[1])
     assert not np.array_equal(rank_gradient(7, 0, 0, 0, n), rank_gradient(7, 0, 0, 1, n))
     assert not np.array_equal(rank_gradient(7, 0, 0, 0, n), rank_gradient(8, 0, 0, 0, n))
-    assert rails.shards(10, 4) == [(0, 2), (2, 5), (5, 7), (7, 10)]
+    assert shard_bounds(10, 4) == [(0, 3), (3, 6), (6, 9), (9, 10)] and shard_bounds(2, 4)[2:] == [(2, 2)] * 2
 
 
 def test_the_hierarchical_model_is_reduce_scatter_slowest_rail_all_gather() -> None:

@@ -143,3 +143,18 @@ def test_the_layout_groups_ranks_by_node_and_refuses_what_torchrun_would_not_sta
     with pytest.raises(ValueError, match=r"node a has local ranks \[1\], not 0..1"):
         layout_of([{"node": "a", "local": 1, "of": 2}, {"node": "b", "local": 0, "of": 2},
                    {"node": "b", "local": 1, "of": 2}], 0)
+
+
+def test_rails_that_share_a_nic_share_its_window(tmp_path):
+    """A node with one NIC for its ranks: its rails' calls split the job's pool, so the NIC has one window in
+    flight (and each call one window of exponent-only frames), as a node of one rank would."""
+    from worker.torch_node import NodeLayout, nic_window
+
+    with node_net(4, tmp_path) as net:
+        shared = [net.controller.create_job(f"shared-rail{i}", ["h1", "h2"], 32, mode="ina") for i in range(2)]
+        own = [net.controller.create_job(f"own-rail{i}", [f"h{i + 1}", f"h{i + 3}"], 32, mode="ina")
+               for i in range(2)]
+    layout = NodeLayout(rank=1, node=0, local_rank=1, local_size=2, ranks=((0, 1), (2, 3)))
+    assert nic_window(shared, layout) == 16
+    assert nic_window(own, layout) is None
+    assert nic_window(shared[:1], NodeLayout(0, 0, 0, 1, ((0,), (1,)))) is None

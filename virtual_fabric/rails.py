@@ -39,6 +39,7 @@ from controller.topology import Topology
 from virtual_fabric.fabric import Fabric, Job
 from virtual_fabric.runs import RunConfig, build_topology
 from worker import quantize
+from worker.jobspec import shard_bounds
 from worker.protocol import load as load_protocol
 from worker.ring import summation_bound
 
@@ -93,11 +94,6 @@ def rail_members(topology: Topology, rails: int) -> list[list[str]]:
     if any(len(nics) != rails for nics in nodes):
         raise ValueError(f"every node needs {rails} NICs, one per rail")
     return [[nics[i] for nics in nodes] for i in range(rails)]
-
-
-def shards(elements: int, rails: int) -> list[tuple[int, int]]:
-    """Each local rank's part of the tensor after the reduce-scatter: [lo, hi), in rank order."""
-    return [(i * elements // rails, (i + 1) * elements // rails) for i in range(rails)]
 
 
 def rank_gradient(seed: int, call: int, node: int, local: int, elements: int) -> np.ndarray:
@@ -170,7 +166,7 @@ class RailsRun:
         self.config, self.progress = config, progress
         self.topology = build(config)
         self.members = rail_members(self.topology, config.rails)
-        self.spans = shards(config.elements, config.rails)
+        self.spans = shard_bounds(config.elements, config.rails)
         self.phase = in_node_seconds(config.size, config.rails, config.node_gbps)  # reduce-scatter, all-gather
         self.sums = NodeSums(config)
         self.fabric = Fabric(self.topology, config.seed)

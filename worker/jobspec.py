@@ -112,6 +112,16 @@ class Rail:
             raise JobSpecError(f"{where}: {e}") from None
 
 
+def shard_bounds(elements: int, count: int) -> list[tuple[int, int]]:
+    """Each local rank's shard [lo, hi) of a tensor of ``elements`` on a node of ``count`` ranks, in rank
+    order: ceil(elements / count) each, the last ones shorter or empty, so the node's reduce-scatter splits
+    any size into equal parts of a padded buffer and no rail's call carries padding."""
+    if count < 1 or elements < 0:
+        raise ValueError(f"{elements} elements over {count} ranks: at least one rank and no negative size")
+    size = -(-elements // count)
+    return [(min(i * size, elements), min((i + 1) * size, elements)) for i in range(count)]
+
+
 def rail_name(name: str, index: int) -> str:
     """The name of rail ``index``'s job of the set ``name``: what a rank that did not create the set joins."""
     return f"{name}-rail{index}"

@@ -56,7 +56,7 @@ from ina_api.client import CONTROLLER_ENV, JobsClient, ServiceError
 from worker.api import Worker
 from worker.jobspec import JobSpec, spec_path
 from worker.service_job import ServiceJob, local_addresses
-from worker.torch_node import NodeLayout, NodeReducer, flat_layout, local_timeout, node_layout
+from worker.torch_node import NodeLayout, NodeReducer, flat_layout, local_timeout, nic_window, node_layout
 from worker.torch_tensors import WIRE_DTYPES, TensorWorker, divide_
 
 NAME = "ina"
@@ -203,10 +203,11 @@ def _join(store: dist.Store, layout: NodeLayout, options: InaOptions, timeout: f
     member of its own (ranks of one host on loopback addresses, as before nodes had several)."""
     rail = layout.local_rank
     if options.spec is None and not os.environ.get("INA_JOB_SPEC") and os.environ.get(CONTROLLER_ENV):
-        job = _service_job(PrefixStore(SERVICE_KEYS, store), layout, wait)
+        job, rails = _service_job(PrefixStore(SERVICE_KEYS, store), layout, wait)
         try:
             _check(job.spec, f"from controller {job.client.address}", layout)
-            return Worker(job.spec, layout.node, timeout=timeout, window=options.window, service=job), layout
+            window = options.window or nic_window(rails, layout)
+            return Worker(job.spec, layout.node, timeout=timeout, window=window, service=job), layout
         except BaseException:
             job.close()
             raise
@@ -222,7 +223,10 @@ def _join(store: dist.Store, layout: NodeLayout, options: InaOptions, timeout: f
                              f"({len(spec.members)} members)")
         layout = flat_layout(layout.rank, size)
     _check(spec, str(path), layout)
-    return Worker(spec, layout.node, timeout=timeout, window=options.window, spec_file=path), layout
+    window = options.window
+    if window is None and layout.local_size > 1:
+        window = nic_window([JobSpec.load(spec_path(options.spec, i)) for i in range(layout.local_size)], layout)
+    return Worker(spec, layout.node, timeout=timeout, window=window, spec_file=path), layout
 
 
 def _check(spec: JobSpec, where: str, layout: NodeLayout) -> None:
@@ -243,7 +247,7 @@ def _check(spec: JobSpec, where: str, layout: NodeLayout) -> None:
         raise ValueError(f"INA_RANK={named} but torch.distributed made this process rank {layout.rank}")
 
 
-def _service_job(store: dist.Store, layout: NodeLayout, wait: timedelta) -> ServiceJob:
+def _service_job(store: dist.Store, layout: NodeLayout, wait: timedelta) -> tuple[ServiceJob, list[JobSpec]]:
     """Every rank posts its addresses; rank 0 asks the service for a job of them (a job per rail, one
     member per node, when nodes run several ranks) and posts it (an empty reply if it could not: every
     rank posts something, so none waits for a failed one).  Each rank holds the secret and renews its
@@ -260,7 +264,8 @@ def _service_job(store: dist.Store, layout: NodeLayout, wait: timedelta) -> Serv
         if not reply.secret:
             raise RuntimeError("rank 0 got no job from the controller service")
         job = reply.rails[layout.local_rank] if layout.local_size > 1 else reply.job
-        return ServiceJob(JobsClient.from_env(), job, reply.secret, owner=layout.node == 0, own_client=True)
+        held = ServiceJob(JobsClient.from_env(), job, reply.secret, owner=layout.node == 0, own_client=True)
+        return held, _rail_specs(reply, held)
     try:
         addresses = [local_addresses()]
         store.wait([f"addr/{r}" for r in range(1, size)], wait)
@@ -285,7 +290,14 @@ def _service_job(store: dist.Store, layout: NodeLayout, wait: timedelta) -> Serv
     except BaseException:
         held.close()
         raise
-    return held
+    return held, _rail_specs(reply, held)
+
+
+def _rail_specs(reply: jobs_pb2.CreateJobReply, held: ServiceJob) -> list[JobSpec]:
+    if not reply.rails:
+        return [held.spec]
+    return [JobSpec.from_json(job.spec_json, f"job {job.name} from controller {held.client.address}")
+            for job in reply.rails]
 
 
 def _create_job(client: JobsClient, layout: NodeLayout, addresses: list[list[str]]) -> jobs_pb2.CreateJobReply:

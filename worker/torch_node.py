@@ -38,6 +38,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo
 
+from worker.jobspec import JobSpec, shard_bounds
 from worker.torch_tensors import WIRE_DTYPES, TensorWorker, divide_
 
 LAYOUT_KEYS = "ina-node/"  # torch's store: <rank> -> {"node": key, "local": i, "of": L}
@@ -110,6 +111,18 @@ def layout_of(posted: list[dict], rank: int) -> NodeLayout:
     return NodeLayout(rank, node, ranks[node].index(rank), local_size, tuple(ranks))
 
 
+def nic_window(rails: list[JobSpec], layout: NodeLayout) -> int | None:
+    """This rank's window in its rail's job: a node whose rails share a NIC (fewer NICs than ranks) splits
+    the job's pool over them, so the NIC has one job's window in flight, not one per rail, and each call's
+    first window of exponent-only frames shrinks with it.  None: the job's whole pool (a NIC of its own)."""
+    if len(rails) < 2:
+        return None
+    mine = rails[layout.local_rank]
+    nic = mine.members[layout.node].ip
+    sharing = sum(spec.members[layout.node].ip == nic for spec in rails)
+    return max(1, mine.pool_size // sharing) if sharing > 1 else None
+
+
 class _Group:
     """One stage's collectives inside the node: a gloo group, and an NCCL one for CUDA tensors."""
 
@@ -179,7 +192,7 @@ class NodeReducer:
         L = self.layout.local_size
         wide = torch.int32 if tensor.dtype == torch.int32 else torch.float32
         n = tensor.numel()
-        s = -(-n // L)
+        s = shard_bounds(n, L)[0][1]  # every shard's room in the padded buffer
         buffer = torch.zeros(L * s + s + 1, dtype=wide, device=tensor.device)
         buffer[:n].copy_(tensor.detach().reshape(-1))
         shard = buffer[L * s:L * s + s]
@@ -205,10 +218,9 @@ class NodeReducer:
                 try:
                     call.reduced.wait()
                     call.timing["started"] = time.perf_counter()
-                    lo = min(self.layout.local_rank * call.shard.numel(), call.tensor.numel())
-                    length = min(call.shard.numel(), call.tensor.numel() - lo)
-                    if length > 0:
-                        call.rail = self.rail.allreduce_(call.shard[:length], None)
+                    lo, hi = shard_bounds(call.tensor.numel(), self.layout.local_size)[self.layout.local_rank]
+                    if hi > lo:  # every node's rank skips the same empty shard
+                        call.rail = self.rail.allreduce_(call.shard[:hi - lo], None)
                 except Exception as e:  # noqa: BLE001 - a dead or stuck local rank
                     call.error = self._local_failure("reduce-scatter", e)
             self._summed.put(call)

@@ -113,6 +113,10 @@ class Topology:
         both = sorted(set(hosts) & set(switches))
         if both:
             raise TopologyError(f"{where}: names used for both a host and a switch: {both}")
+        machines = {h.node for h in hosts.values() if h.node}
+        clash = sorted(machines & (set(switches) | set(hosts)))
+        if clash:
+            raise TopologyError(f"{where}: machine name(s) {clash} also name a switch or a host")
         nodes = [*hosts.values(), *switches.values()]
         _check_unique(where, "IP address", [str(getattr(n.ip, "ip", n.ip)) for n in nodes])
         _check_unique(where, "MAC address", [n.mac for n in nodes])

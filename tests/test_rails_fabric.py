@@ -12,7 +12,7 @@ import pytest
 
 from controller.job_plan import plan_job
 from controller.model import hierarchical_call, in_node_seconds
-from controller.topology import Topology, rail_optimised
+from controller.topology import Topology, TopologyError, rail_optimised
 from virtual_fabric import cli, host_latency, rails
 from virtual_fabric.rails import RailsConfig, RailsRun, rank_gradient
 from virtual_fabric.runs import RunConfig, build_topology
@@ -164,3 +164,14 @@ def test_ina_sim_rails_prints_the_figures_as_json(capsys: pytest.CaptureFixture[
     assert result["config"]["size"] == 32 << 10 and result["check"]["within_bound"]
     assert [j["job"] for j in result["jobs"]] == ["grad-rail0", "grad-rail1"]
     assert cli.main(["rails", "--size", "3B", "--quiet"]) == 2  # not a whole number of float32 values
+
+
+def test_the_rail_builder_groups_nics_by_machine_and_machine_names_stand_alone():
+    spec = rail_optimised(3, 2, 2, 1)
+    topo = Topology.from_dict(spec)
+    assert topo.nodes == {"n1": ("n1r0", "n1r1"), "n2": ("n2r0", "n2r1"), "n3": ("n3r0", "n3r1")}
+    assert Topology.from_dict(topo.to_dict()).nodes == topo.nodes
+    assert {topo.attachment[nic][0] for nic in ("n1r0", "n2r0", "n3r0")} == {"r0leaf1", "r0leaf2"}
+    spec["hosts"]["n1r0"]["node"] = "spine1"
+    with pytest.raises(TopologyError, match=r"machine name\(s\) \['spine1'\] also name a switch or a host"):
+        Topology.from_dict(spec)

@@ -22,6 +22,7 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 
@@ -55,6 +56,11 @@ def _host_cost(text: str) -> str:
     return text
 
 
+def show(result: dict, as_json: bool, summary: Callable[[dict], list[str]]) -> None:
+    """A run's result as JSON, or its summary's lines."""
+    print(json.dumps(result, indent=1) if as_json else "\n".join(summary(result)))
+
+
 def run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         outcome = run_seed(args.seed)
@@ -75,11 +81,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as e:  # a bad topology, host count, option or fault: said by name
         print(f"ina-sim: {e}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(result, indent=1))
-    else:
-        for line in runs.summary(result):
-            print(line)
+    show(result, args.json, runs.summary)
     failed = any(c["error"] for c in result["calls"])
     check = result["check"]
     return 1 if failed or (check and not (check["within_bound"] and check["identical"])) else 0
@@ -189,11 +191,7 @@ def run_rails(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as e:  # a bad fabric, size or delay, a job the controller refused: by name
         print(f"ina-sim: {e}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(result, indent=1))
-    else:
-        for line in rails.summary(result):
-            print(line)
+    show(result, args.json, rails.summary)
     check = result["check"]
     failed = result["errors"] or any(c["seconds"] is None for c in result["calls"])
     return 1 if failed or not (check["within_bound"] and check["identical"]) else 0

@@ -37,7 +37,7 @@ from controller.direct import RUNS_IN_FABRIC, DirectCluster, DirectError, Direct
 from controller.topology import Topology
 from virtual_fabric import host_latency, seeds
 from virtual_fabric.events import EventLoop
-from virtual_fabric.fabric import QUEUE_BYTES, Fabric
+from virtual_fabric.fabric import QUEUE_BYTES, CallSlices, Fabric
 from virtual_fabric.flows import FlowNetwork
 from virtual_fabric.links import Channel
 from virtual_fabric.ring import Ring
@@ -109,22 +109,6 @@ class Inputs:
         if worker not in self._arrays:
             self._arrays[worker] = gradient(call, worker, self.elements, DTYPE.name)
         return self._arrays[worker]
-
-
-class _Slices(Sequence):
-    """One worker's arrays for one part, call by call: its slice of the call's array."""
-
-    def __init__(self, inputs: Inputs, worker: int, span: tuple[int, int], calls: int) -> None:
-        self.inputs, self.worker, self.span, self.calls = inputs, worker, span, calls
-
-    def __len__(self) -> int:
-        return self.calls
-
-    def __getitem__(self, call: int) -> np.ndarray:
-        if not 0 <= call < self.calls:
-            raise IndexError(call)
-        lo, hi = self.span
-        return self.inputs.get(call, self.worker)[lo:hi]
 
 
 class CircuitRings:
@@ -225,7 +209,8 @@ class DirectRun:
         self.jobs, self.rings = {}, {}
         for k, part in enumerate(p.parts):
             if part.shape.kind == "tree":
-                arrays = [_Slices(self.inputs, w, self.spans[k], calls) for w in range(self.n)]
+                arrays = [CallSlices(lambda call, w=w: self.inputs.get(call, w), self.spans[k], calls)
+                          for w in range(self.n)]
                 job = self.fabric.create_job(f"tree{k}", members[k], arrays, timeout=timeout, mode="ina", trees=1,
                                              pool_size=part.shape.window)
                 for w in job.workers:

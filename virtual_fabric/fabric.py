@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -56,6 +57,23 @@ class Job:
     workers: list[SimWorker]
     seen: dict[int, int] = field(default_factory=dict)  # job id: incarnation the workers were told
     ring: Ring | None = None  # when its calls may go round a host ring
+
+
+class CallSlices(Sequence):
+    """One worker's arrays, call by call, made only when the call starts (a large run cannot hold every call's
+    at once): the span [lo, hi) of what ``array_of(call)`` gives."""
+
+    def __init__(self, array_of: Callable[[int], np.ndarray], span: tuple[int, int], calls: int) -> None:
+        self.array_of, self.span, self.calls = array_of, span, calls
+
+    def __len__(self) -> int:
+        return self.calls
+
+    def __getitem__(self, call: int) -> np.ndarray:
+        if not 0 <= call < self.calls:
+            raise IndexError(call)
+        lo, hi = self.span
+        return self.array_of(call)[lo:hi]
 
 
 class Fabric:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import resource
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -36,7 +36,7 @@ import numpy as np
 from controller.job_plan import DEFAULT_POOL_SIZE
 from controller.model import NVLINK_GBPS, hierarchical_call, in_node_seconds
 from controller.topology import Topology
-from virtual_fabric.fabric import Fabric, Job
+from virtual_fabric.fabric import CallSlices, Fabric, Job
 from virtual_fabric.runs import RunConfig, build_topology
 from worker import quantize
 from worker.jobspec import shard_bounds
@@ -141,22 +141,6 @@ class NodeSums:
         self.call, self.partials, self.exact, self.local_bound = -1, [], np.zeros(0), np.zeros(0)
 
 
-class _Shard(Sequence):
-    """One rail member's inputs, call by call: its node's sum of the rail's shard."""
-
-    def __init__(self, sums: NodeSums, node: int, span: tuple[int, int], calls: int) -> None:
-        self.sums, self.node, self.span, self.calls = sums, node, span, calls
-
-    def __len__(self) -> int:
-        return self.calls
-
-    def __getitem__(self, call: int) -> np.ndarray:
-        if not 0 <= call < self.calls:
-            raise IndexError(call)
-        lo, hi = self.span
-        return self.sums.of(call).partials[self.node][lo:hi]
-
-
 class RailsRun:
     """Every rail's job in one fabric, ready to run ``config.calls`` hierarchical calls."""
 
@@ -183,7 +167,8 @@ class RailsRun:
         self._waiting: dict[int, list[Callable[[], None]]] = defaultdict(list)
         self.jobs: list[Job] = []
         for i, hosts in enumerate(self.members):  # admit: a spine's pool full of other rails' trees is planned around
-            arrays = [_Shard(self.sums, k, self.spans[i], config.calls) for k in range(n)]
+            arrays = [CallSlices(lambda call, k=k: self.sums.of(call).partials[k], self.spans[i], config.calls)
+                      for k in range(n)]
             job = self.fabric.create_job(f"{config.name}-rail{i}", hosts, arrays, timeout=config.timeout, mode="ina",
                                          pool_size=config.window, admit=True, start=self.loop.now + self.phase)
             for w in job.workers:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from mininet.node import Host
 
-from controller.topology import Topology, TopologyError
+from controller.topology import Topology
 
 from .hosts import run_checked
 
@@ -55,17 +55,8 @@ class Placement:
         ports, nodes, machines = {}, {}, set()
         for name, hosts in topology.nodes.items():
             nodes[name] = hosts
-            if any(topology.hosts[h].node for h in hosts):
+            if any(topology.hosts[h].node for h in hosts):  # a machine's name names no host or switch (Topology)
                 machines.add(name)
-                plain = [h for h in hosts if topology.hosts[h].node is None]
-                if plain:  # Topology.nodes files a host without node under its own name
-                    raise TopologyError(f"host {plain[0]} has no 'node' but hosts {', '.join(hosts[1:])} name it "
-                                        f"as their machine: rename one")
-                if name in topology.switches:
-                    raise TopologyError(f"machine {name} (the 'node' of {', '.join(hosts)}) has a switch's name")
-                if name in topology.hosts and topology.hosts[name].node != name:
-                    raise TopologyError(f"machine {name} (the 'node' of {', '.join(hosts)}) has the name of host "
-                                        f"{name} of machine {topology.hosts[name].node}")
             for port, host in enumerate(hosts):
                 ports[host] = (name, port)
         return cls(ports, nodes, frozenset(machines))

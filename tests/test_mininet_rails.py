@@ -75,7 +75,7 @@ def test_a_machine_is_one_mininet_host_with_an_interface_per_nic() -> None:
     assert plain.ports == {"h1": ("h1", 0), "h2": ("h2", 0)} and not plain.machines
     clash = json.loads(json.dumps(RAILS))
     clash["hosts"]["n2r0"]["node"] = "r0leaf1"
-    with pytest.raises(TopologyError, match="has a switch's name"):
+    with pytest.raises(TopologyError, match=r"machine name\(s\) \['r0leaf1'\] also name a switch or a host"):
         Placement.of(Topology.from_dict(clash))
 
 

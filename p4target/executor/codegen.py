@@ -1044,6 +1044,10 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             self.emit(f"{v} = {a}")
             a = v
         b = self.ex(e.right, scope)
+        if op in ("/", "%", "<<") and has_user_call(e.right):  # b appears twice below: its call runs once
+            v = self.fresh("r")
+            self.emit(f"{v} = {b}")
+            b = v
         if op == "&&":
             return f"({a} and {b})"
         if op == "||":

@@ -7,7 +7,6 @@ built-in target executes is rejected here, with its location, rather than ignore
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -1074,7 +1073,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
         """p4c's rules for ``/`` and ``%``, with its words: unsigned operands only (its type
         checker), no zero or negative constant; a run-time value survives only where its
         StrengthReduction rewrites it (a constant power-of-two divisor: ``>>`` or ``&``; a
-        constant 0 dividend), otherwise its midend's CompileTimeOperations refuses it.  True
+        constant 0 dividend, even over a call, which its SideEffectOrdering hoists first),
+        otherwise its midend's CompileTimeOperations refuses it.  True
         when the value is known only at run time (the executor divides: ``x // 2^k``)."""
         name = "Division" if e.op == "/" else "Modulo"
         if isinstance(t, BitsT) and t.signed:
@@ -1086,7 +1086,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
         if lv is not None and rv is not None:
             return False  # folded by the caller
         power_of_two = rv is not None and rv & (rv - 1) == 0
-        if not (power_of_two or (lv == 0 and not _has_call(e.right))):
+        if not (power_of_two or lv == 0):  # 0 / f(x): p4c hoists the call (SideEffectOrdering), then folds 0
             self.defer(1, P4Error(e.loc, f"{text(e)}: could not evaluate expression at compilation time"))
         return True
 
@@ -1445,17 +1445,6 @@ def _holds_infint(t: Type) -> bool:
     """A list expression's tuple type with an unsized integer in it (no width to bind)."""
     return isinstance(t, TupleT) and any(x is INFINT or _holds_infint(x) for x in t.elems)
 
-
-def _has_call(e: Any) -> bool:
-    """Whether an expression calls anything (p4c keeps ``0 / f()`` for the call's side effects)."""
-    if isinstance(e, ast.Call):
-        return True
-    if isinstance(e, ast.Node):
-        skip = ("loc", "type", "value", "decl", "target", "annotations", "written")
-        return any(_has_call(getattr(e, f.name)) for f in dataclasses.fields(e) if f.name not in skip)
-    if isinstance(e, list):
-        return any(_has_call(x) for x in e)
-    return False
 
 
 def _constant_list(e: ast.Expr) -> bool:

@@ -96,9 +96,9 @@ def test_every_part_gets_its_slice_and_the_whole_call_is_the_parts_in_order() ->
     assert spans[0][0] == 0 and spans[-1][1] == r.elements
     assert all(a[1] == b[0] for a, b in zip(spans[:-1], spans[1:]))
     for k, (lo, hi) in enumerate(spans):
-        assert r.first[k, 0].size == hi - lo
+        assert r.results.first[k, 0].size == hi - lo
     exact = sum(r.inputs.get(0, w).astype(np.float64) for w in range(WORKERS))
-    whole = np.concatenate([r.first[k, 0] for k in range(len(p.parts))])
+    whole = np.concatenate([r.results.first[k, 0] for k in range(len(p.parts))])
     assert np.allclose(whole, exact, rtol=1e-4, atol=1e-3)
     assert r.check()["within_bound"]
 

@@ -132,17 +132,17 @@ def test_the_check_catches_a_wrong_sum_and_a_node_that_differs() -> None:
     r = RailsRun(RailsConfig(nodes=4, rails=2, per_leaf=2, spines=1, size=1 << 14, window=8, calls=1))
     r.run()
     assert r.check()["within_bound"] and r.check()["identical"]
-    r.first[1, 0][3] += 1e-2 * max(1.0, abs(float(r.first[1, 0][3])))  # far beyond the bound
+    r.results.first[1, 0][3] += 1e-2 * max(1.0, abs(float(r.results.first[1, 0][3])))  # far beyond the bound
     assert not r._check(0)["within_bound"]
     fresh = RailsRun(RailsConfig(nodes=4, rails=2, per_leaf=2, spines=1, size=1 << 14, window=8, calls=1))
     sums = np.arange(4096, dtype=np.float32)
     fresh._done(0, 0, 0, sums)
     fresh._done(0, 1, 0, sums.copy())
-    assert fresh.identical[0, 0]
+    assert fresh.results.identical[0, 0]
     sums = sums.copy()
     sums[-1] = np.nextafter(sums[-1], np.float32(np.inf))  # one ulp off, on one node
     fresh._done(0, 2, 0, sums)
-    assert not fresh.identical[0, 0]
+    assert not fresh.results.identical[0, 0]
 
 
 def test_the_rails_builder_puts_bw_on_nics_and_fabric_bw_between_switches() -> None:

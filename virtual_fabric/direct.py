@@ -37,7 +37,7 @@ from controller.direct import RUNS_IN_FABRIC, DirectCluster, DirectError, Direct
 from controller.topology import Topology
 from virtual_fabric import host_latency, seeds
 from virtual_fabric.events import EventLoop
-from virtual_fabric.fabric import QUEUE_BYTES, CallSlices, Fabric
+from virtual_fabric.fabric import QUEUE_BYTES, CallSlices, Fabric, Sums
 from virtual_fabric.flows import FlowNetwork
 from virtual_fabric.links import Channel
 from virtual_fabric.ring import Ring
@@ -202,8 +202,7 @@ class DirectRun:
         self.ended: dict[int, dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
         self.running: dict[int, int] = {}
         self.errors: list[str] = []
-        self.first: dict[tuple[int, int], np.ndarray] = {}  # (part, call): the first sums to come (kept)
-        self.identical: dict[tuple[int, int], bool] = {}
+        self.results = Sums()  # (part, call): the first sums to come, and whether the rest agree
         self._opened = -1
         self._waiting: dict[int, list[Callable[[], None]]] = defaultdict(list)
         self.jobs, self.rings = {}, {}
@@ -255,10 +254,7 @@ class DirectRun:
         """Part ``k`` of worker ``w``'s call ended with these sums."""
         self.ended[call][k][w] = self.loop.now
         key = (k, call)
-        if key not in self.first:
-            self.first[key], self.identical[key] = result.copy(), True
-        elif self.identical[key] and not np.array_equal(result, self.first[key]):
-            self.identical[key] = False
+        self.results.agree(key, result)
         self.running[call] -= 1
         if self.running[call] == 0:
             if call + 1 < self.calls:
@@ -308,7 +304,7 @@ class DirectRun:
         out = {"within_bound": True, "identical": True, "max_error": 0.0, "calls_checked": 0,
                "parts": [{"within_bound": True, "identical": True, "max_error": 0.0} for _ in parts]}
         for call in range(self.calls):
-            if any((k, call) not in self.first for k in range(len(parts))):
+            if any((k, call) not in self.results.first for k in range(len(parts))):
                 continue
             arrays = [self.inputs.get(call, w) for w in range(self.n)]  # the call's, kept by Inputs
             exact = np.zeros(self.elements)
@@ -321,7 +317,7 @@ class DirectRun:
                 bound[lo:hi] = quantize.elementwise_bound(mine, self.plan.values) if part.shape.kind == "tree" \
                     else summation_bound(mine)
             bound += np.abs(exact) * float(np.finfo(DTYPE).eps)  # the final cast
-            whole = np.concatenate([self.first[k, call] for k in range(len(parts))]).astype(np.float64)
+            whole = np.concatenate([self.results.first[k, call] for k in range(len(parts))]).astype(np.float64)
             if whole.size != self.elements:
                 out["within_bound"] = False
                 continue
@@ -331,10 +327,10 @@ class DirectRun:
                 mine = out["parts"][k]
                 mine["max_error"] = max(mine["max_error"], float(err[lo:hi].max(initial=0.0)))
                 mine["within_bound"] &= bool((err[lo:hi] <= bound[lo:hi]).all())
-                mine["identical"] &= self.identical[k, call]
+                mine["identical"] &= self.results.identical[k, call]
             out["max_error"] = max(out["max_error"], float(err.max(initial=0.0)))
             out["within_bound"] &= bool((err <= bound).all())
-            out["identical"] &= all(self.identical[k, call] for k in range(len(parts)))
+            out["identical"] &= all(self.results.identical[k, call] for k in range(len(parts)))
             out["calls_checked"] += 1
         if out["calls_checked"] < self.calls:
             out["within_bound"] = out["identical"] = False

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -74,6 +74,25 @@ class CallSlices(Sequence):
             raise IndexError(call)
         lo, hi = self.span
         return self.array_of(call)[lo:hi]
+
+
+class Sums:
+    """Results as the workers finish: the first for each key (kept, to check against the bound) and whether
+    every later one was the same, bit for bit."""
+
+    def __init__(self) -> None:
+        self.first: dict[Hashable, np.ndarray] = {}
+        self.identical: dict[Hashable, bool] = {}
+
+    def agree(self, key: Hashable, result: np.ndarray) -> None:
+        if key not in self.first:
+            self.first[key], self.identical[key] = result.copy(), True
+        elif self.identical[key] and not np.array_equal(result, self.first[key]):
+            self.identical[key] = False
+
+    def take(self, rank: int, call: int, result: np.ndarray) -> None:
+        """A worker's ``hand_over``: one job's calls, keyed by call."""
+        self.agree(call, result)
 
 
 class Fabric:

@@ -36,7 +36,7 @@ import numpy as np
 from controller.job_plan import DEFAULT_POOL_SIZE
 from controller.model import NVLINK_GBPS, hierarchical_call, in_node_seconds
 from controller.topology import Topology
-from virtual_fabric.fabric import CallSlices, Fabric, Job
+from virtual_fabric.fabric import CallSlices, Fabric, Job, Sums
 from virtual_fabric.runs import RunConfig, build_topology
 from worker import quantize
 from worker.jobspec import shard_bounds
@@ -159,8 +159,7 @@ class RailsRun:
         self.started: dict[int, float] = {0: self.loop.now}  # per call: when it started on every node
         self.ended: dict[int, dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))  # call, rail, node
         self.running: dict[int, int] = {0: n * config.rails}
-        self.first: dict[tuple[int, int], np.ndarray] = {}  # (rail, call): the first node's sums (kept to check)
-        self.identical: dict[tuple[int, int], bool] = {}
+        self.results = Sums()  # (rail, call): the first sums to come, and whether the rest agree
         self.checks: dict[int, dict] = {}
         self.errors: list[str] = []
         self._open = 0  # the last call whose rail calls may start
@@ -204,10 +203,7 @@ class RailsRun:
         """Rail ``rail``'s call ended at node ``node`` with these sums."""
         self.ended[call][rail][node] = self.loop.now
         key = (rail, call)
-        if key not in self.first:
-            self.first[key], self.identical[key] = result.copy(), True
-        elif self.identical[key] and not np.array_equal(result, self.first[key]):
-            self.identical[key] = False
+        self.results.agree(key, result)
         self.running[call] -= 1
         if self.running[call]:
             return
@@ -275,10 +271,10 @@ class RailsRun:
             exact = sums.exact[lo:hi]
             bound = quantize.elementwise_bound(inputs, values) + sums.local_bound[lo:hi] \
                 + np.abs(exact) * float(np.finfo(DTYPE).eps)  # the switches', the node sums', the final cast
-            result = self.first[rail, call]
+            result = self.results.first[rail, call]
             err = np.abs(result.astype(np.float64) - exact) if result.size == hi - lo else np.full(1, np.inf)
             mine = {"within_bound": bool(result.size == hi - lo and (err <= bound).all()),
-                    "identical": self.identical[rail, call], "max_error": float(err.max(initial=0.0))}
+                    "identical": self.results.identical[rail, call], "max_error": float(err.max(initial=0.0))}
             out["rails"].append(mine)
             out["within_bound"] &= mine["within_bound"]
             out["identical"] &= mine["identical"]

@@ -27,7 +27,7 @@ from controller.model import HostCost
 from controller.plan import nodes
 from controller.topology import Topology, delay_seconds, fat_tree, leaf_spine, rail_optimised, single, tree
 from virtual_fabric import host_cost, host_latency
-from virtual_fabric.fabric import Fabric
+from virtual_fabric.fabric import Fabric, Sums
 from worker import quantize
 from worker.calls import ina_chunks
 from worker.cli import gradient
@@ -87,20 +87,6 @@ class Inputs(Sequence):
         if not 0 <= call < self.config.calls:
             raise IndexError(call)
         return gradient(call, self.rank, self.config.size, self.config.dtype)
-
-
-class Sums:
-    """Each call's sums as the workers finish it: every rank's against the first's (kept for the bound)."""
-
-    def __init__(self) -> None:
-        self.first: dict[int, np.ndarray] = {}
-        self.identical: dict[int, bool] = {}
-
-    def take(self, rank: int, call: int, result: np.ndarray) -> None:
-        if call not in self.first:
-            self.first[call], self.identical[call] = result.copy(), True
-        elif not np.array_equal(result, self.first[call]):
-            self.identical[call] = False
 
 
 def build_topology(config: RunConfig) -> Topology:

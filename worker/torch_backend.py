@@ -237,7 +237,7 @@ def _check(spec: JobSpec, where: str, layout: NodeLayout) -> None:
         raise ValueError(f"the process group has {layout.nodes} nodes of {layout.local_size} ranks but job "
                          f"{spec.name} ({where}) has {len(spec.members)} workers: a rail's job has one member "
                          f"per node")
-    rail = getattr(spec, "rail", None)
+    rail = spec.rail
     if layout.local_size > 1 and rail is not None and (rail.index, rail.count) != (layout.local_rank,
                                                                                    layout.local_size):
         raise ValueError(f"job {spec.name} ({where}) is rail {rail.index} of {rail.count}, but this is local rank "

@@ -38,6 +38,7 @@ from ..p4info import key_name, qualify
 from . import algorithms, loops
 from . import profile_codegen as apgen
 from . import v1model_codegen as v1m
+from .builder import Builder
 from .calls import CallGen, children, has_user_call, may_exit
 from .externs import AssertionFailed, Counter, Hooks, Register, ValueSet
 from .generated import Generated, compiled
@@ -79,12 +80,11 @@ class _ControlInstance:
     name: str = ""
 
 
-class CodeGen(HeaderOps, CallGen, SubParserGen):
+class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
     def __init__(self, prog: CheckedProgram) -> None:
+        super().__init__()
         self.prog = prog
         self.template: list[Any] = []
-        self.lines: list[str] = []
-        self.indent = 0
         self.ns: dict[str, Any] = {
             "ExitBlock": ExitBlock, "pack_bits": algorithms.pack_bits, "csum16": algorithms.csum16,
             "stack_index": stack_index, "StackIndexError": StackIndexError, "LoopLimit": loops.LoopLimit,
@@ -108,9 +108,6 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
     def fresh(self, stem: str) -> str:
         self.counter += 1
         return f"_{stem}{self.counter}"
-
-    def emit(self, line: str) -> None:
-        self.lines.append("    " * self.indent + line)
 
     def const(self, value: Any, stem: str = "K") -> str:
         name = self.fresh(stem)

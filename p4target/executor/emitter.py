@@ -6,11 +6,13 @@ which imports them.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..frontend import ast
 from ..frontend.program import CheckedProgram
 from ..frontend.types import Type
+from . import ir
 from .generated import Generated
 from .storage import Scope, Storage
 
@@ -28,7 +30,17 @@ class Emitter(Protocol):
 
     def fresh(self, stem: str) -> str: ...
 
-    def emit(self, line: str) -> None: ...
+    def emit(self, s: ir.Stmt | str) -> None: ...
+
+    def if_(self, cond: ir.Expr | str) -> AbstractContextManager[None]: ...
+
+    def elif_(self, cond: ir.Expr | str) -> AbstractContextManager[None]: ...
+
+    def else_(self) -> AbstractContextManager[None]: ...
+
+    def loop(self) -> AbstractContextManager[None]: ...
+
+    def for_range(self, var: ir.Var, lo: ir.Expr, hi: ir.Expr) -> AbstractContextManager[None]: ...
 
     def const(self, value: Any, stem: str = "K") -> str: ...
 

@@ -9,15 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..frontend.types import HeaderT, StackT, Type
+from . import ir
 
 
 @dataclass(frozen=True, slots=True)
 class DynBase:
-    """A slot number computed at run time: the Python expression ``expr`` plus ``offset``.
-    It adds to ints and formats as code, so ``f"S[{st.base + 1}]"`` works unchanged."""
+    """A slot number computed at run time: ``expr`` plus ``offset``.  It adds to ints, so a
+    member's base is ``st.base + k`` whether the base is known or not; ``ir.lift`` makes it a node."""
 
-    expr: str
+    expr: ir.Expr | str
     offset: int = 0
+
+    def as_expr(self) -> ir.Expr:
+        e = ir.lift(self.expr)
+        return ir.Bin("+", e, ir.Const(self.offset)) if self.offset else e
 
     def __add__(self, k: int) -> DynBase:
         return DynBase(self.expr, self.offset + k)

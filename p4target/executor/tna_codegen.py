@@ -25,6 +25,7 @@ from ..p4info import qualify
 from .codegen import CodeGen
 from .externs import Counter, Register
 from .generated import Generated, compiled
+from .ir import UNSET
 from .storage import Scope, Storage, member_storage
 
 # Which storage each template parameter binds to, per block (tna.p4's parameter order).
@@ -37,18 +38,6 @@ SHAPES = {
     "egress_deparser": ["PKT", "EH", "EM", "eg_dprsr_md", "eg_intr_md", "eg_prsr_md"],
 }
 FUNCTIONS = dict(zip(TNA_BLOCKS, ("ig_parse", "ingress", "ig_deparser", "eg_parse", "egress", "eg_deparser")))
-
-
-class Unset(int):
-    """``ig_tm_md.ucast_egress_port`` before ingress writes it: reads as 0, but the traffic
-    manager tells it from a written 0 (on Tofino an unwritten field is not sent to the TM).
-    One object, told by identity: a copy (``Generated.copy``) or a pickle is that object."""
-
-    def __reduce__(self) -> str:
-        return "UNSET"
-
-
-UNSET = Unset(0)
 
 
 class RegisterConflict(Exception):

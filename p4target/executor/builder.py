@@ -1,7 +1,7 @@
 """How code generation writes statements: into the current block, nested blocks opened with ``with``.
 
 ``CodeGen`` and its helper modules call ``emit(stmt)`` and open blocks with ``if_``, ``elif_``,
-``else_``, ``loop``, ``for_range``, ``try_exit``/``on_exit`` and ``function``; the builder keeps
+``else_``, ``loop``, ``for_range``, ``try_exit``/``on_exit`` and ``define`` (a function); the builder keeps
 the tree (``ir.Module``).  ``else_`` and ``elif_`` continue the ``If`` just emitted in the
 current block, at the end of its elif chain.
 """
@@ -20,6 +20,7 @@ class Builder:
     def __init__(self) -> None:
         self.lines: list[str] = []  # text mode (the conversion's last step removes it)
         self.indent = 0
+        self.texts: dict[str, str] = {}
 
     # ------------------------------------------------------------ statements
     def emit(self, s: ir.Stmt | str) -> None:
@@ -63,15 +64,18 @@ class Builder:
         return self._nested("except ExitBlock:")
 
     @contextmanager
-    def function(self, name: str, kind: ir.Kind, data: tuple[ir.Var, ...] = ()) -> Iterator[None]:
-        """A function written into a fresh line list, returned by ``take_function``."""
+    def define(self, name: str, kind: ir.Kind, data: tuple[ir.Var, ...] = ()) -> Iterator[None]:
+        """A function of the module, written apart from the one being written (if any)."""
         fn = ir.Function(name, kind, [], data)
         saved = self.lines, self.indent
         self.lines, self.indent = [], 0
         with self._nested(f"def {name}({', '.join(fn.params)}):"):
             yield
-        self._function_lines = self.lines
+        self.texts[name] = "\n".join(self.lines) + "\n\n"
         self.lines, self.indent = saved
 
-    def take_function(self) -> list[str]:
-        return self._function_lines
+    def function_source(self, name: str) -> str:
+        return self.texts[name]
+
+    def module_source(self) -> str:
+        return "".join(self.texts.values())

@@ -390,10 +390,10 @@ class CallGen:
         saved = self.return_stmt
         if has_return and _tail_returns_only(body):
             has_return = False
-            self.return_stmt = "pass"
+            self.return_stmt = ir.Pass()
         if has_return:
             with self.loop():
-                self.return_stmt = "break"
+                self.return_stmt = ir.Break()
                 self.stmt(body, scope)
                 self.emit(ir.Break())
         else:

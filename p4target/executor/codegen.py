@@ -35,7 +35,7 @@ from ..frontend.types import (
     bit_width,
 )
 from ..p4info import key_name, qualify
-from . import algorithms, ir, loops
+from . import algorithms, ir, loops, python
 from . import profile_codegen as apgen
 from . import v1model_codegen as v1m
 from .builder import Builder
@@ -164,9 +164,11 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
 
     def finish(self) -> None:
         """Define the blocks' and applies' functions (the actions are defined as their tables are built)."""
-        module = "".join(self.function_source(name) for name in self.texts if name not in self.action_names)
-        self.run(compiled(module, f"<p4 {self.prog.program.loc.file}>"))
-        self.out.source = self.module_source()
+        self.module.template = self.template
+        rest = ir.Module([f for f in self.module.functions if f.name not in self.action_names])
+        self.run(compiled(python.module(rest), f"<p4 {self.prog.program.loc.file}>"))
+        self.out.module = self.module
+        self.out.source = python.module(self.module)
 
     # ================================================================ controls
     def control_function(self, role: str, decl: ast.ControlDecl, scope: Scope) -> None:
@@ -295,7 +297,7 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         with self.define(fname, ir.Kind.APPLY):
             keys = tuple(self.table_key(k.expr, scope) for k in matched)  # a call in a key is inlined first
             if profile is not None:
-                apgen.emit_indirect_apply(self, t, scope, tname, keys)
+                apgen.emit_indirect_apply(self, t, scope, self.obj(tname), keys)
                 return
             self.direct_apply(t, self.obj(tname), keys, name, scope)
 
@@ -366,7 +368,7 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             self.action_depth -= 1
         self.return_stmt = saved_ret
         self.action_names.add(fname)
-        self.run(compiled(self.function_source(fname), "<p4 action>"))
+        self.run(compiled(python.function(self.module.functions[-1]), "<p4 action>"))
         return self.ns[fname]
 
     # ================================================================ parser

@@ -41,7 +41,7 @@ def contains_return(s: Any) -> bool:
 def emit_loop(gen: Emitter, s: ast.For | ast.ForIn, scope: dict) -> None:
     # An inlined body implements `return` as a Python `break` out of a wrapper loop,
     # which a loop of our own would capture.
-    if gen.return_stmt != "return" and contains_return(s.body):
+    if not isinstance(gen.return_stmt, ir.Return) and contains_return(s.body):
         raise P4Error(s.loc, "'return' inside a for loop is not supported by the built-in target here")
     inner = type(scope)(scope)
     if isinstance(s, ast.ForIn):

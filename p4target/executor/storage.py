@@ -17,7 +17,7 @@ class DynBase:
     """A slot number computed at run time: ``expr`` plus ``offset``.  It adds to ints, so a
     member's base is ``st.base + k`` whether the base is known or not; ``ir.lift`` makes it a node."""
 
-    expr: ir.Expr | str
+    expr: ir.Expr
     offset: int = 0
 
     def as_expr(self) -> ir.Expr:

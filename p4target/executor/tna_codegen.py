@@ -25,7 +25,7 @@ from ..p4info import qualify
 from . import ir
 from .codegen import CodeGen
 from .externs import Counter, Register
-from .generated import Generated, compiled
+from .generated import Generated
 from .ir import UNSET
 from .storage import Scope, Storage, member_storage
 
@@ -147,9 +147,7 @@ class TnaCodeGen(CodeGen):
                 self.control_function(FUNCTIONS[role], decl, scope)
         if "ig_tm_md" in bound:
             self.template[member_storage(bound["ig_tm_md"], "ucast_egress_port").base] = UNSET
-        module = "\n".join(self.lines) + "\n"
-        self.run(compiled(module, f"<p4 {self.prog.program.loc.file}>"))
-        self.out.source = "\n".join(self.action_sources) + "\n" + module
+        self.finish()
         return self.out
 
     def slot(self, which: str, fname: str) -> int | None:

@@ -163,14 +163,15 @@ def test_a_field_named_type_does_not_declare_a_type(write_p4):
     ("for (bit<8> v in 1 .. 3) { hdr.h.a = hdr.h.a + v; }", "", "", "BMV2 does not support for-in loops"),
     ("for (e_t e in x.s) { }", "x_t x;", "header e_t { bit<8> v; } struct x_t { e_t[2] s; }",
      "BMV2 does not support for-in loops"),
-    # p4c's type checker and constant folding on / and %
-    ("hdr.h.a = hdr.h.a % 8w0;", "", "", "hdr.h.a % 8w0: Modulo by zero"),
+    # p4c's StrengthReduction on / and % (its messages print a constant without its width)
+    ("hdr.h.a = hdr.h.a % 8w0;", "", "", "hdr.h.a % 0: Modulo by zero"),
     ("hdr.h.a = hdr.h.a / 0;", "", "", "hdr.h.a / 0: Division by zero"),
-    ("hdr.h.a = (bit<8>)(8s6 / 8s3);", "", "", "8s6 / 8s3: Cannot operate on signed values"),
     # p4c's midend: a division StrengthReduction cannot turn into >> or & (CompileTimeOperations)
     ("hdr.h.a = hdr.h.a / hdr.h.b;", "", "", "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time"),
-    ("hdr.h.a = hdr.h.a % 8w3;", "", "", "hdr.h.a % 8w3: could not evaluate expression at compilation time"),
-    ("bit<8> x = hdr.h.a; x /= hdr.h.b;", "", "", "x / hdr.h.b: could not evaluate expression at compilation time"),
+    ("hdr.h.a = hdr.h.a % 8w3;", "", "", "hdr.h.a % 3: could not evaluate expression at compilation time"),
+    # LocalCopyPropagation has put hdr.h.a in place of x by then
+    ("bit<8> x = hdr.h.a; x /= hdr.h.b;", "", "",
+     "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time"),
 ])
 def test_what_p4c_refuses_is_refused_with_its_reason(write_p4, body, locals, decls, message):
     with pytest.raises(P4Error, match=re.escape(message)):

@@ -278,6 +278,9 @@ class ConstDecl(Decl):
     type_ref: TypeRef
     init: Expr
     type: Any = field(default=None, init=False)
+    # a constructor parameter bound to an instance's argument (instances.py): p4c's frontend
+    # sees a parameter there until its SpecializeAll, so its first ConstantFolding does not fold it
+    ctor_param: bool = field(default=False, init=False)
 
 
 @dataclass(eq=False, slots=True)

@@ -93,7 +93,7 @@ class InstanceChecks:
             if a.value is None or isinstance(a.value, str):
                 raise P4Error(a.loc, "constructor arguments must be compile-time constants")
             const = ast.ConstDecl(p.loc, [], p.name, p.type_ref, a)
-            const.type = pt
+            const.type, const.ctor_param = pt, True
             consts.append(const)
             key.append((str(pt), a.value))
         specs = self._block_specs()

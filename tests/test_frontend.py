@@ -254,9 +254,12 @@ DIV_TABLE = "table t { actions = { a; } default_action = a(); }"
      "hdr.h.a / d: could not evaluate expression at compilation time"),
     ("hdr.h.b = 4; hdr.h.setInvalid(); hdr.h.a = hdr.h.a / hdr.h.b;", "", "", 14, 56,
      "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time"),
-    # a table key (SimplifyKey moves it into the apply block; it is still a division)
+    # a table key: SimplifyKey computes it in the apply block before each apply, where the values
+    # known then decide it
     ("t.apply();", "action a() {} table t { key = { hdr.h.a / hdr.h.b : exact; } actions = { a; } }", "", 13, 37,
      "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time"),
+    ("d = 3; t.apply();", "bit<8> d = 4; action a() {} table t { key = { hdr.h.a / d : exact; } actions = { a; } }",
+     "", 13, 51, "hdr.h.a / 3: could not evaluate expression at compilation time"),
     # an action is a block of its own: the control's values are not known in it
     ("t.apply();", "bit<8> d = 4; action a() { hdr.h.a = hdr.h.a / d; } " + DIV_TABLE, "", 13, 42,
      "hdr.h.a / d: could not evaluate expression at compilation time"),
@@ -269,6 +272,15 @@ DIV_TABLE = "table t { actions = { a; } default_action = a(); }"
     ("hdr.h.a = hdr.h.a / four();", "", "bit<8> four() { return 4; }", 14, 23,
      "hdr.h.a / four(): could not evaluate expression at compilation time (p4c-bm2-ss inlines four and accepts it "
      "if the call returns a constant power of two: the built-in target does not look into the function)"),
+    # notes where p4c would see more: a control's in parameter (Inline), a loop
+    ("dv.apply(hdr.h.a, 4);", "Dv() dv;", "control Dv(inout bit<8> x, in bit<8> k) { apply { x = x / k; } }",
+     7, 55, "x / k: could not evaluate expression at compilation time (p4c-bm2-ss inlines the control where an "
+     "instance of it is applied and accepts it if every apply passes a constant power of two as k: the built-in "
+     "target checks the control once)"),
+    ("bit<8> d = 4; for (bit<8> i = 0; i < 1; i = i + 1) { hdr.h.a = hdr.h.a / d; }", "", "", 14, 76,
+     "hdr.h.a / d: could not evaluate expression at compilation time (p4c-bm2-ss accepts it if d still holds a "
+     "constant power of two assigned before a call or a loop that does not write it: its LocalCopyPropagation "
+     "follows values through those, the built-in target does not)"),
     # a function's parameter: decided at each call (p4c inlines it), at the division in the function
     ("hdr.h.a = dv(hdr.h.a, 3);", "", DIV_FN, 7, 46, "x / 3: could not evaluate expression at compilation time"),
     ("hdr.h.a = dv(hdr.h.a, hdr.h.b);", "", DIV_FN, 7, 46,
@@ -318,6 +330,10 @@ def test_divisions_are_refused_where_p4c_refuses_them(write_p4, body, locals, de
     ("a(4);", "action a(bit<8> k) { hdr.h.a = hdr.h.a / k; }", "", "32 0f 1234"),
     ("t.apply();", "action a(in bit<8> k) { hdr.h.a = hdr.h.a % k; } "
      "table t { actions = { a(8); } default_action = a(8); }", "", "01 0f 1234"),
+    # a key whose divisor the apply block set before the apply (SimplifyKey, then LocalCopyPropagation)
+    ("hdr.h.b = 2; t.apply();", "action a() { hdr.h.c = 7; } "
+     "table t { key = { hdr.h.a % hdr.h.b : exact @name(\"k\"); } actions = { a; } const entries = { 1 : a(); } }",
+     "", "c9 02 0007"),
     # unused: a function no one calls, an action of a table no one applies (RemoveAllUnusedDeclarations)
     ("", "", DIV_FN, "c9 0f 1234"),
     ("", "action a() { hdr.h.a = hdr.h.a / hdr.h.b; } table t { actions = { a; } }", "", "c9 0f 1234"),
@@ -326,6 +342,25 @@ def test_divisions_p4c_accepts_run(write_p4, body, locals, decls, expected):
     """What p4c turns into constants, shifts and masks: the built-in target computes the same."""
     sw = Switch.from_file(write_p4(body=body + " sm.egress_spec = 1;", locals=locals, decls=decls))
     assert sw.process(0, bytes.fromhex("c9 0f 1234")) == [(1, bytes.fromhex(expected))]
+
+
+@pytest.mark.parametrize("states, expected", [
+    ("state start { pkt.extract(hdr.h); bit<8> d = 4; hdr.h.a = hdr.h.a / d; transition accept; }", "32 0f 1234"),
+    ("state start { bit<8> d = 4; pkt.extract(hdr.h); transition select(hdr.h.b % d) { 3: next; default: accept; } }"
+     " state next { hdr.h.a = 1; transition accept; }", "01 0f 1234"),
+    ("state start { pkt.extract(hdr.h); hdr.h.b = 4; transition next; }"
+     " state next { hdr.h.a = hdr.h.a / hdr.h.b; transition accept; }",
+     "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time"),
+])
+def test_a_parser_state_is_a_block_of_its_own_for_divisions(write_p4, states, expected):
+    """p4c's LocalCopyPropagation follows values within one parser state (a select too), not across states."""
+    text = write_p4().read_text().replace("state start { pkt.extract(hdr.h); transition accept; }", states)
+    path = write_p4(text=text.replace("apply {  }", "apply { sm.egress_spec = 1; }"), name="states.p4")
+    if "could not" in expected:
+        with pytest.raises(P4Error, match=re.escape(expected)):
+            Switch.from_file(path)
+    else:
+        assert Switch.from_file(path).process(0, bytes.fromhex("c9 0f 1234")) == [(1, bytes.fromhex(expected))]
 
 
 def test_loop_variables_of_different_blocks_may_share_a_name(write_p4):

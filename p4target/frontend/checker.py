@@ -514,7 +514,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
 
     def _table(self, t: ast.TableDecl, scope: Scope) -> None:
         for key in t.keys:
-            kt = self.expr(key.expr, scope)
+            self.key_table = t
+            try:
+                kt = self.expr(key.expr, scope)
+            finally:
+                self.key_table = None
             if key.match_kind not in self.match_kinds:
                 raise P4Error(key.loc, f"unknown match kind '{key.match_kind}'")
             if key.match_kind not in ("exact", "ternary", "lpm", "range", "optional", "selector"):
@@ -1197,6 +1201,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                     raise P4Error(e.loc, "tables cannot be applied inside actions or functions")
                 e.target = CallTarget("table_apply", "apply", bt.decl)
                 self.used.add(bt.decl)
+                self.apply_key_divisions(bt.decl)
                 return ApplyResultT(bt.decl)
             if isinstance(bt, BlockT) and m == "apply" and isinstance(bt.decl, ast.ControlDecl):
                 if not isinstance(f.base, ast.PathExpr) or not isinstance(f.base.decl, ast.Instantiation):

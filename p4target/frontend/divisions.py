@@ -24,7 +24,8 @@ or ``switch`` (a value assigned inside a branch is dropped after it, as p4c's fl
 forgotten over loops and over every call but a header's ``isValid`` (an extern's arguments
 only).  A divisor that is an ``in`` parameter of a function or an action is decided at each
 call (p4c inlines the call, and its RemoveActionParameters turns an action list's arguments
-into assignments), a directionless parameter of an action in a table never (action data).
+into assignments), a directionless parameter of an action in a table never (action data); a
+division in a table key at each apply of the table (p4c's SimplifyKey computes the key there).
 An action, a function or a table no applied table or call uses keeps no refusal: p4c's
 RemoveAllUnusedDeclarations removes it before the midend.  A division p4c accepts only
 through more of its dataflow (a value it keeps across a table apply or a call) is refused with
@@ -184,6 +185,8 @@ class DivisionChecks:
         self.owner: Any = None  # the action, function or table whose body or properties are checked
         self.used: set[Any] = set()  # actions, functions and tables something calls or applies
         self.param_divisions: dict[Any, list[ParamDivision]] = {}
+        self.key_table: ast.TableDecl | None = None  # the table whose keys are being checked
+        self.key_divisions: dict[ast.TableDecl, list[ast.Binary]] = {}
 
     # ---------------------------------------------------------------- the values known
     @contextmanager
@@ -386,34 +389,53 @@ class DivisionChecks:
             return False  # folded by the caller
         if (rv is not None and _power_of_two(rv)) or lv == 0:  # 0 / f(x): SideEffectOrdering hoists the call
             return True
+        if self.key_table is not None:  # p4c's SimplifyKey computes the key before each apply
+            self.key_divisions.setdefault(self.key_table, []).append(e)
+            return True
+        self._midend(e, lv, rv, substitute=True)
+        return True
+
+    def _midend(self, e: ast.Binary, lv: Any, rv: Any, substitute: bool) -> None:
+        """LocalCopyPropagation, ConstantFolding and StrengthReduction, then CompileTimeOperations."""
+        name = "Division" if e.op == "/" else "Modulo"
         shown = f"{_operand(e.left, self._midend_text)} {e.op} {_operand(e.right, self._midend_text)}"
         plv, prv = self.pvalue(e.left), self.pvalue(e.right)
         if prv == 0:
             self.defer(1, P4Error(e.loc, f"{shown}: {name} by zero"))
-            return True
+            return
         if (prv is not None and (plv is not None or _power_of_two(prv))) or plv == 0:
-            if prv is not None and rv is None:
+            if substitute and prv is not None and rv is None:
                 e.right = _constant(e.right, prv)
-            if plv is not None and lv is None:
+            if substitute and plv is not None and lv is None:
                 e.left = _constant(e.left, plv)
-            return True
+            return
         key = value_key(e.right)
         hit = self.known.get(key) if key is not None else None
-        if hit is not None and hit.param is not None and self.owner is not None:
+        if substitute and hit is not None and hit.param is not None and self.owner is not None:
             left = _operand(e.left, self._midend_text)
             self.param_divisions.setdefault(self.owner, []).append(ParamDivision(e, hit.param, left, plv, name))
-            return True
+            return
         note = ""
         call = e.right.target if isinstance(e.right, ast.Call) else None
         if call is not None and call.kind == "user_function":
             note = (f" (p4c-bm2-ss inlines {call.name} and accepts it if the call returns a constant power of "
                     "two: the built-in target does not look into the function)")
+        param = key[0] if key is not None and len(key) == 1 and isinstance(key[0], ast.Param) else None
+        if param is not None and param.direction == "in" and self.owner is None:
+            note = (f" (p4c-bm2-ss inlines the control where an instance of it is applied and accepts it if "
+                    f"every apply passes a constant power of two as {param.name}: the built-in target checks "
+                    "the control once)")
         if key is not None and key in self.blurred:
             note = (f" (p4c-bm2-ss accepts it if {text(e.right)} still holds a constant power of two assigned "
                     "before a call or a loop that does not write it: its LocalCopyPropagation follows values "
                     "through those, the built-in target does not)")
         self.defer(2, P4Error(e.loc, f"{shown}: could not evaluate expression at compilation time{note}"))
-        return True
+
+    def apply_key_divisions(self, table: ast.TableDecl) -> None:
+        """``table.apply()``: p4c's SimplifyKey computed a key with a division just before it, so
+        the values known here decide it (at every apply)."""
+        for e in self.key_divisions.get(table, []):
+            self._midend(e, e.left.value, e.right.value, substitute=False)
 
     def bind_params(self, owner: Any, params: Sequence[ast.Param], args: Sequence[Any] | None, data: bool) -> None:
         """A call of ``owner`` (or a table's action list naming it): each division by an ``in``

@@ -306,6 +306,8 @@ def test_divisions_are_refused_where_p4c_refuses_them(write_p4, body, locals, de
     ("hdr.h.a = 8w4 / -1;", "", "", "00 0f 1234"),
     # typeCheckExpr.cpp binaryArith: a serializable enum is its underlying type
     ("hdr.h.a = hdr.h.a / En.A; hdr.h.b = hdr.h.b % En.A;", "", "enum bit<8> En { A = 4 }", "32 03 1234"),
+    # ... a variable holding a member too, once EliminateSerEnums and LocalCopyPropagation ran
+    ("En e = En.A; hdr.h.a = hdr.h.a / e;", "", "enum bit<8> En { A = 4 }", "32 0f 1234"),
     # a const, a cast, x % 1 and x / 1 (strengthReduction.cpp: >> 0, & 0)
     ("hdr.h.a = hdr.h.a / K; hdr.h.b = hdr.h.b / (bit<8>)16w4;", "const bit<8> K = 8;", "", "19 03 1234"),
     ("hdr.h.a = hdr.h.a % 1; hdr.h.b = hdr.h.b / 1;", "", "", "00 0f 1234"),

@@ -256,13 +256,14 @@ class DivisionChecks:
             return
         if value is None and any(_overlap(r, key) for r in reads):
             return  # defined in terms of itself (p4c: exprUses)
-        if value is not None and isinstance(t, BitsT):
+        number = t if isinstance(t, BitsT) else t.underlying  # a serializable enum is a number (EliminateSerEnums)
+        if value is not None and number is not None:
             from .checker import wrap
 
-            value, reads = wrap(value, t), frozenset()
+            value, reads = wrap(value, number), frozenset()
             shown = str(value)
-        elif value is not None:
-            value = None  # an enum member: a name here, not a number
+        else:
+            value = None
         compound = isinstance(rhs, (ast.Binary, ast.Cond)) and value is None
         source = self.known.get(value_key(rhs)) if value_key(rhs) is not None else None
         self.known[key] = Known(value, shown, compound, reads, source.param if source is not None else None)

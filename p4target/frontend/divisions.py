@@ -3,7 +3,7 @@
 p4c judges a division in four places (paths and lines of p4c v1.2.5.16):
 
 1. ``frontends/common/constantFolding.cpp:406-432``: the first ConstantFolding runs before
-   types are known (``frontends/p4/frontend.cpp``, ahead of TypeInference), so two constant
+   types are known (``frontends/p4/frontend.cpp:241``, ahead of TypeInference at :254), so two constant
    operands fold whatever their signedness (``8s6 / 8s3`` is 2), unless one is negative
    ("Division is not defined for negative numbers") or the divisor is zero ("Division by zero").
 2. ``frontends/p4/typeChecking/typeCheckExpr.cpp:884-924`` (``unsBinaryArith``): otherwise an
@@ -13,10 +13,10 @@ p4c judges a division in four places (paths and lines of p4c v1.2.5.16):
 3. ``frontends/p4/strengthReduction.cpp:304-336``: a zero divisor ("Division by zero"; a
    ``bit<0>`` one too), ``x / 2^k`` becomes ``x >> k``, ``x % 2^k`` becomes ``x & (2^k - 1)``,
    ``0 / x`` and ``0 % x`` become 0 (once SideEffectOrdering took any call out of ``x``).
-4. ``backends/bmv2/simple_switch/midend.cpp:100-109``: LocalCopyPropagation
+4. ``backends/bmv2/simple_switch/midend.cpp:102-120``: LocalCopyPropagation
    (``midend/local_copyprop.cpp``) puts the values assigned earlier in the same action,
    function, control apply block or parser state into the program, ConstantFolding and
-   StrengthReduction run again, and CompileTimeOperations (``midend/compileTimeOps.h:28-31``)
+   StrengthReduction run again, and CompileTimeOperations (``midend/compileTimeOps.h:23-31``)
    refuses every ``/`` and ``%`` left: "could not evaluate expression at compilation time".
 
 The propagation here is a part of p4c's: straight-line code, into the branches of an ``if``

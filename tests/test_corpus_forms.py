@@ -1,5 +1,6 @@
 """Forms that real-world P4 programs use (issue 32), each run as p4c + BMv2 run it or refused
-with a message that names it: typedefs of bit vectors in headers, list expressions as tuples,
+with a message that names it: typedefs of bit vectors in headers, struct-typed header fields, list
+expressions as tuples,
 hash inputs and digest data, tables keyed on an error, for-in loops (BMv2's refusal, Tofino's
 range loops), loops that never end, and refusals of what the built-in target does not run (a
 control passed as a constructor argument, a call changing the run-time index its assignment's
@@ -87,6 +88,66 @@ def test_header_fields_of_typedefs_of_bit_vectors(write_p4):
                                                                       ("hdr.port.p", 9, "port_t")]
     params = next(a for a in info.actions if a.preamble.name == "I.fwd").params
     assert [(p.name, p.bitwidth, p.type_name.name) for p in params] == [("to", 48, ""), ("p", 9, "port_t")]
+
+
+NESTED = PRELUDE + """
+struct inner_t { bit<4> x; bool y; bit<3> z; }
+struct outer_t { bit<8> a; inner_t i; }
+header n_t { bit<8> k; outer_t o; bit<8> m; }   // on the wire: k a x y z m
+struct headers { n_t n; n_t p; }
+struct metadata { bit<16> h; bit<32> w; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.n); transition accept; }
+}
+control V(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        hdr.p = hdr.n;
+        hdr.p.o.i.x = hdr.n.o.i.x + 1;
+        hdr.n.setInvalid();
+        hdr.n.setValid();                                  // BMv2: every field 0, nested ones too
+        hdr.n.o = hdr.p.o;
+        hdr.n.k = (bit<8>)hdr.n.minSizeInBits();
+        hash(meta.h, HashAlgorithm.identity, 16w0, { hdr.p.o }, 32w65536);
+        hdr.n.m = meta.h[7:0];
+        hash(meta.w, HashAlgorithm.identity, 32w0, hdr.p, 64w0x100000000);
+        if (meta.w == 0x11224D44) { hdr.p.m = 0xAA; }
+        if (hdr.p.o == hdr.n.o) { hdr.p.k = 0xEE; }
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_header_fields_of_struct_type_sit_side_by_side(write_p4):
+    """corpus bvec-hdr-bmv2.p4: a struct of bit fields as a header field (p4c's FlattenHeaders puts
+    its fields in the header, in order, nested structs too): extract, emit, copies, setValid's zeroes,
+    the header's size, hashes of the struct and of the header, struct equality."""
+    for sw in _both(write_p4(text=NESTED)):
+        # k 11, a 22, x 3 y 1 z 5 (0011 1 101 = 3D), m 44; p = n with x 4 (4D)
+        out = sw.process(0, bytes.fromhex("11223D44 99"))
+        # n zeroed, o copied back, k 32 bits, m the low byte of identity(o); p's hash and equality hold
+        assert out == [(1, bytes.fromhex("20224D4D" "EE224DAA" "99"))]
+
+
+@pytest.mark.parametrize("decls, message", [
+    ("header x_t { bit<8> v; } struct s_t { x_t x; } header n_t { s_t s; }",
+     "Field 's' of 'n_t' cannot have type 's_t'"),
+    ("enum color_t { RED } struct s_t { color_t c; } header n_t { s_t s; }",
+     "Field 's' of 'n_t' cannot have type 's_t'"),
+    ("header n_t { tuple<bit<8>> t; }", "Field 't' of 'n_t' cannot have type 'tuple<bit<8>>'"),
+    ("struct s_t { bit<8> v; } header n_t { s_t s; varbit<16> o; }",
+     "a struct field ('s') in a header with a varbit field is not supported by the built-in target"),
+])
+def test_struct_fields_p4c_refuses_in_a_header(write_p4, decls, message):
+    """p4c's type checker: a header's struct field holds bit<W>, int<W>, bool, serializable enums or
+    such structs only."""
+    with pytest.raises(P4Error, match=re.escape(message)):
+        load_program(write_p4(decls=decls))
 
 
 TUPLE_CASES = [

@@ -33,6 +33,7 @@ from ..frontend.types import (
     Type,
     VarbitT,
     bit_width,
+    wire_fields,
 )
 from ..p4info import key_name, qualify
 from . import algorithms, loops
@@ -469,11 +470,11 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         first = st.base + 1
         if fmt is not None:
             s = self.const(struct.Struct(fmt), "ST")
-            self.emit(f"S[{first}:{first + len(t.fields)}] = {s}.unpack_from(data, pos)")
+            self.emit(f"S[{first}:{first + len(wire_fields(t))}] = {s}.unpack_from(data, pos)")
         else:
             self.emit(f"_x = int.from_bytes(data[pos:pos + {n}], 'big')")
             shift = nbits
-            for i, ft in enumerate(t.fields.values()):
+            for i, ft in enumerate(wire_fields(t)):
                 w = bit_width(ft)
                 shift -= w
                 val = f"(_x >> {shift}) & {(1 << w) - 1}" if shift else f"_x & {(1 << w) - 1}"
@@ -512,10 +513,10 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
         self.emit(f"if S[{st.base}]:")
         if fmt is not None:
             s = self.const(struct.Struct(fmt), "ST")
-            self.emit(f"    OUT.append({s}.pack(*S[{first}:{first + len(t.fields)}]))")
+            self.emit(f"    OUT.append({s}.pack(*S[{first}:{first + len(wire_fields(t))}]))")
             return
         parts, shift = [], t.width
-        for i, ft in enumerate(t.fields.values()):
+        for i, ft in enumerate(wire_fields(t)):
             w = bit_width(ft)
             shift -= w
             v = f"(S[{first + i}] & {(1 << w) - 1})"
@@ -1145,7 +1146,7 @@ def _struct_format(t: HeaderT) -> str | None:
     """A struct format for headers whose fields are all whole bytes (the fast path)."""
     codes = {8: "b", 16: "h", 32: "i", 64: "q"}
     fmt = ">"
-    for ft in t.fields.values():
+    for ft in wire_fields(t):
         if not isinstance(ft, BitsT) or ft.width not in codes:
             return None
         c = codes[ft.width]

@@ -41,6 +41,7 @@ from .types import (
     TypeVar,
     VarbitT,
     bit_width,
+    is_bits_struct,
     is_numeric,
 )
 
@@ -204,6 +205,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                 if t.varbit_field is not None:
                     raise P4Error(f.loc, "varbit in a header with another varbit field is not supported by the "
                                   "built-in target")
+            elif decl.kind == "header" and isinstance(ft, HeaderT) and ft.kind == "struct":
+                # p4c's type checker allows a struct of bit-typed fields; its midend (FlattenHeaders)
+                # puts the struct's fields in the header in their place, and so do wire_fields.
+                if not is_bits_struct(ft):
+                    raise P4Error(f.loc, f"Field '{f.name}' of '{decl.name}' cannot have type '{ft}'")
             elif decl.kind == "header":
                 try:
                     bit_width(ft)
@@ -214,6 +220,10 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             elif isinstance(ft, (ExternT, BlockT)):
                 raise P4Error(f.loc, f"struct field '{f.name}' cannot have type {ft}")
             t.fields[f.name] = ft
+        nested = next((f for f in decl.fields if isinstance(t.fields[f.name], HeaderT)), None)
+        if t.is_header and nested is not None and t.varbit_field is not None:
+            raise P4Error(nested.loc, f"a struct field ('{nested.name}') in a header with a varbit field is not "
+                          "supported by the built-in target")
 
     def _enum(self, decl: ast.EnumDecl) -> None:
         t = EnumT(decl.name, list(decl.members))

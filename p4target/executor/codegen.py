@@ -681,8 +681,6 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             raise P4Error(decl.loc, f"'{decl.name}' is not available here (internal)") from None
 
     def assign(self, lhs: ast.Expr, rhs: ast.Expr, scope: Scope) -> None:
-        if has_user_call(rhs) and _runtime_indexes(lhs):
-            self.check_index_not_written(lhs, rhs, scope)
         if isinstance(lhs, ast.Slice):
             base = self.storage(lhs.base, scope)
             hi, lo = lhs.hi.value, lhs.lo.value
@@ -695,17 +693,6 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             self.emit(f"S[{base.base}] = {val}")
             return
         self.assign_storage(self.storage(lhs, scope), rhs, scope)
-
-    def check_index_not_written(self, lhs: ast.Expr, rhs: ast.Expr, scope: Scope) -> None:
-        """``s[i].f = g(i)`` with g writing i: the spec evaluates the l-value first (old i),
-        p4c evaluates the call first (new i); such programs are refused."""
-        reads: list[tuple[int, int]] = []
-        for ix in _runtime_indexes(lhs):
-            reads += self.touched_ranges(ix, scope)
-        writes = self.written_ranges(rhs, scope)
-        if any(r[0] < w[1] and w[0] < r[1] for r in reads for w in writes):
-            raise P4Error(lhs.loc, "assigning to a header stack element whose run-time index the right-hand "
-                          "side's function call changes is not supported by the built-in target")
 
     def assign_storage(self, st: Storage, rhs: ast.Expr, scope: Scope) -> None:
         n = st.size
@@ -1101,16 +1088,6 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
 
     def _x_TypeMember(self, e: ast.TypeMember, scope: Scope) -> str:
         return repr(e.value)
-
-
-def _runtime_indexes(e: ast.Expr) -> list[ast.Expr]:
-    """The run-time index expressions along an l-value (``s[i].f[3:0]`` -> [i])."""
-    out = []
-    while isinstance(e, (ast.Member, ast.Index, ast.Slice)):
-        if isinstance(e, ast.Index) and e.index.value is None:
-            out.append(e.index)
-        e = e.base
-    return out
 
 
 def _guarded_indexes(s: ast.Stmt) -> list[tuple[ast.Expr, int]]:

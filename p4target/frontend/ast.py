@@ -181,8 +181,12 @@ class Stmt(Node):
 
 @dataclass(eq=False, slots=True)
 class Assign(Stmt):
+    """``lhs = rhs``; ``compound``: written ``lhs op= rhs``, kept as ``lhs = lhs' op rhs`` where
+    ``lhs'`` is a copy of ``lhs`` (frontend/ordering.py evaluates its index once)."""
+
     lhs: Expr
     rhs: Expr
+    compound: bool = False
 
 
 @dataclass(eq=False, slots=True)

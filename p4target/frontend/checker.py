@@ -15,6 +15,7 @@ from .ast import text
 from .calls import CallChecks
 from .errors import P4Error
 from .instances import InstanceChecks
+from .ordering import order_assignment
 from .profiles import PROFILE_EXTERNS, ProfileChecks
 from .program import CheckedProgram, Pipeline
 from .scope import CallTarget, Scope
@@ -392,8 +393,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                 raise P4Error(names[reserved].loc, f"state '{reserved}' is predefined")
         for state in decl.states:
             inner = Scope(scope, decl)
-            for s in state.stmts:
-                self.stmt(s, inner)
+            state.stmts = [self.stmt(s, inner) for s in state.stmts]
             self.check_parser_apply_places(state)
             tr = state.transition
             targets = [tr.state] if tr.state else [c.state for c in tr.cases or []]
@@ -653,24 +653,26 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             self.coerce(decl.init, decl.type, "initializer")
         scope.declare(decl)
 
-    def stmt(self, s: ast.Stmt, scope: Scope) -> None:
+    def stmt(self, s: ast.Stmt, scope: Scope) -> ast.Stmt:
+        """Check a statement; returns what the executor runs in its place (``s``, or for an
+        assignment a block that orders its parts as p4c does: ordering.py)."""
         if isinstance(s, ast.Block):
             inner = Scope(scope, scope.owner)
-            for x in s.stmts:
-                self.stmt(x, inner)
+            s.stmts = [self.stmt(x, inner) for x in s.stmts]
         elif isinstance(s, ast.Assign):
             lt = self.expr(s.lhs, scope)
             self.lvalue(s.lhs)
             self.expr(s.rhs, scope)
             self.coerce(s.rhs, lt, "assignment")
+            return order_assignment(s)
         elif isinstance(s, ast.CallStmt):
             self.expr(s.call, scope)
         elif isinstance(s, ast.If):
             self.expr(s.cond, scope)
             self.coerce(s.cond, BOOL, "if condition")
-            self.stmt(s.then, Scope(scope, scope.owner))
+            s.then = self.stmt(s.then, Scope(scope, scope.owner))
             if s.other is not None:
-                self.stmt(s.other, Scope(scope, scope.owner))
+                s.other = self.stmt(s.other, Scope(scope, scope.owner))
         elif isinstance(s, ast.Switch):
             self._switch(s, scope)
         elif isinstance(s, ast.VarDecl):
@@ -699,6 +701,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                 raise P4Error(s.loc, f"'{type(s).__name__.lower()}' is only allowed inside a for loop")
         else:
             raise P4Error(s.loc, f"{type(s).__name__} is not supported here")
+        return s
 
     def _loop(self, s: ast.For | ast.ForIn, scope: Scope) -> None:
         if isinstance(scope.owner, ast.ParserDecl):
@@ -708,8 +711,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             if isinstance(decl, ast.VarDecl):
                 scope.declare_loop_variable(decl)
         if isinstance(s, ast.For):
-            for x in s.init:
-                self.stmt(x, inner)
+            s.init = [self.stmt(x, inner) for x in s.init]
             if s.cond is not None:
                 self.expr(s.cond, inner)
                 self.coerce(s.cond, BOOL, "for condition")
@@ -734,9 +736,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
         self.loops += 1
         try:
             if isinstance(s, ast.For):
-                for x in s.update:
-                    self.stmt(x, inner)
-            self.stmt(s.body, Scope(inner, scope.owner))
+                s.update = [self.stmt(x, inner) for x in s.update]
+            s.body = self.stmt(s.body, Scope(inner, scope.owner))
         finally:
             self.loops -= 1
 

@@ -3,8 +3,8 @@ with a message that names it: typedefs of bit vectors in headers, struct-typed h
 expressions as tuples,
 hash inputs and digest data, tables keyed on an error, for-in loops (BMv2's refusal, Tofino's
 range loops), loops that never end, an assignment whose parts have side effects (in p4c's order),
-and refusals of what the built-in target does not run (a control passed as a constructor
-argument)."""
+controls passed as constructor arguments, and refusals of what the built-in target does not run
+(a parser passed as a constructor argument)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from p4target.executor.tna_switch import TnaSwitch
 from p4target.frontend import P4Error, load_program
 from p4target.p4info import build_p4info
 
-from .conftest import PRELUDE
+from .conftest import PRELUDE, SKELETON
 
 TYPEDEFS = PRELUDE + """
 typedef bit<48> mac_t;
@@ -224,11 +224,41 @@ def test_a_ternary_key_of_type_error_is_refused(write_p4):
         load_program(write_p4(locals=locals, body="t.apply();"))
 
 
+INNER = ("control Inner(inout bit<8> x) { apply { x = x + 1; } } "
+         "control Outer(inout bit<8> x)(Inner c) { apply { c.apply(x); } } ")
+
+
+def test_a_control_passed_as_a_constructor_argument_is_that_instance(write_p4):
+    """corpus issue1566-bmv2.p4 (and tests/p4/stf/ctor_controls.p4): p4c's SpecializeAll binds the
+    parameter to the instance passed, whose objects keep their names; a constructor call makes an
+    instance of the copy's own, named after the parameter."""
+    decls = ("control Count(inout bit<8> v) { counter(4, CounterType.packets) c; apply { c.count(0); v = v + 1; } } "
+             "control Twice(inout bit<8> v)(Count k) { apply { k.apply(v); k.apply(v); } }")
+    locals = "Count() one; Twice(one) a; Twice(one) b; Twice(Count()) own;"
+    path = write_p4(decls=decls, locals=locals, body="a.apply(hdr.h.a); b.apply(hdr.h.a); own.apply(hdr.h.b); "
+                                                    "sm.egress_spec = 1;")
+    for sw in _both(path):
+        assert sw.process(0, bytes.fromhex("01 01 0000")) == [(1, bytes.fromhex("05 03 0000"))]
+        assert (sw.counters["I.one.c"].packets[0], sw.counters["I.own.k.c"].packets[0]) == (4, 2)
+    assert [c.preamble.name for c in build_p4info(load_program(path)).counters] == ["I.one.c", "I.own.k.c"]
+
+
+def test_a_parser_passed_as_a_constructor_argument_is_refused(write_p4):
+    """Sub-parsers are inlined per apply site (executor/subparsers.py), not shared with a caller."""
+    text = SKELETON.format(decls="parser Sub(packet_in p) { state start { transition accept; } } "
+                                 "parser Top(packet_in p)(Sub s) { Sub() t; state start { transition accept; } }",
+                           locals="", body="").replace("state start { pkt.extract(hdr.h); transition accept; }",
+                                                       "Sub() sub; Top(sub) top; state start { transition accept; }")
+    with pytest.raises(P4Error, match=re.escape("Top's constructor parameter 's' of type Sub, a parser passed as a "
+                                                "constructor argument, is not supported by the built-in target")):
+        load_program(write_p4(text=text))
+
+
 @pytest.mark.parametrize("decls, locals, body, line, message", [
-    ("control Inner(inout bit<8> x) { apply { x = x + 1; } } "
-     "control Outer(inout bit<8> x)(Inner c) { apply { c.apply(x); } }", "Outer(Inner()) o;", "o.apply(hdr.h.a);",
-     13, "Outer's constructor parameter 'c' of type Inner, a control passed as a constructor argument, is not "
-         "supported by the built-in target"),
+    (INNER + "control Two(inout bit<8> x, in bit<8> y) { apply { } }", "Two() two; Outer(two) o;", "o.apply(hdr.h.a);",
+     13, "Outer's constructor parameter 'c' of type Inner: Two does not have its apply parameters"),
+    (INNER, "bit<8> v; Outer(v) o;", "o.apply(hdr.h.a);", 13,
+     "Outer's constructor parameter 'c' of type Inner: 'v' is not a control instance"),
 ])
 def test_refusals_name_the_construct(write_p4, decls, locals, body, line, message):
     path = write_p4(decls=decls, locals=locals, body=body)

@@ -231,6 +231,8 @@ class CodeGen(HeaderOps, CallGen, SubParserGen):
             self.out.profiles[name] = obj
         elif isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
             inner = Scope(self.globals)
+            for passed in t.decl.instance_args.values():  # a control passed as a constructor argument
+                inner[passed] = self.lookup(scope, passed)
             params: list[Storage | None] = []
             for p in t.decl.params:
                 if isinstance(t.decl, ast.ParserDecl) and isinstance(p.type, ExternT):

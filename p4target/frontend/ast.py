@@ -397,6 +397,9 @@ class ParserDecl(Decl):
     locals: list[Decl]
     states: list[ParserState]
     ctor_params: list[Param] = field(default_factory=list)  # `parser P(...)(bit<8> k)`
+    # A copy specialised for its constructor arguments: parameter name -> the instance passed
+    # (frontend/instances.py; a dict, so tree walks do not go into the instance's declaration)
+    instance_args: dict[str, Instantiation] = field(default_factory=dict)
 
 
 @dataclass(eq=False, slots=True)
@@ -455,6 +458,7 @@ class ControlDecl(Decl):
     locals: list[Decl]
     body: Block
     ctor_params: list[Param] = field(default_factory=list)  # `control C(...)(bit<8> k)`
+    instance_args: dict[str, Instantiation] = field(default_factory=dict)  # as ParserDecl's
 
 
 @dataclass(eq=False, slots=True)

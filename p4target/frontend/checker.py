@@ -342,11 +342,13 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             scope.declare(p)
 
     def _block(self, decl: ast.ParserDecl | ast.ControlDecl, consts: list[ast.ConstDecl] | None = None,
-               origin: Any = None) -> None:
-        """``consts``: the constructor parameters, bound to an instance's arguments."""
+               origin: Any = None, instances: dict[str, ast.Instantiation] | None = None) -> None:
+        """``consts``: the constructor parameters, bound to an instance's arguments; ``instances``:
+        those bound to an instance of the caller's, which the parameter's name then names."""
         scope = Scope(self.globals, decl)
         for c in consts or []:
             scope.declare(c)
+        scope.values.update(instances or {})
         self._params(decl.params, scope)
         self.open_block(origin or decl)
         try:

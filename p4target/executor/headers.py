@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..frontend.types import BOOL, HeaderT, StackT, Type, VarbitT, bit_width
+from ..frontend.types import BOOL, HeaderT, StackT, Type, VarbitT, bit_width, wire_fields
 from .storage import DynBase, Storage, member_storage, slot_count
 
 
@@ -135,10 +135,10 @@ class HeaderOps:
         self.emit(f"if not S[{st.base}]:")
         self.indent += 1
         first = st.base + 1
-        values = [_zero(ft) for ft in t.fields.values()]
+        values = [_zero(ft) for ft in wire_fields(t)]
         if values:
             self.emit(f"S[{first}:{first + len(values)}] = {values!r}")
-        for i, ft in enumerate(t.fields.values()):
+        for i, ft in enumerate(wire_fields(t)):
             if isinstance(ft, VarbitT):  # BMv2 keeps the extracted length, zeroes the bytes
                 self.emit(f"S[{first + i}] = bytes(len(S[{first + i}]))")
         self.mark_valid(st)

@@ -16,6 +16,7 @@ from .calls import CallChecks
 from .divisions import ARITH_OPS, DivisionChecks, used_closure
 from .errors import P4Error
 from .instances import InstanceChecks
+from .ordering import order_assignment
 from .profiles import PROFILE_EXTERNS, ProfileChecks
 from .program import CheckedProgram, Pipeline
 from .scope import CallTarget, Scope
@@ -42,6 +43,7 @@ from .types import (
     TypeVar,
     VarbitT,
     bit_width,
+    is_bits_struct,
     is_numeric,
 )
 
@@ -209,6 +211,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                 if t.varbit_field is not None:
                     raise P4Error(f.loc, "varbit in a header with another varbit field is not supported by the "
                                   "built-in target")
+            elif decl.kind == "header" and isinstance(ft, HeaderT) and ft.kind == "struct":
+                # p4c's type checker allows a struct of bit-typed fields; its midend (FlattenHeaders)
+                # puts the struct's fields in the header in their place, and so do wire_fields.
+                if not is_bits_struct(ft):
+                    raise P4Error(f.loc, f"Field '{f.name}' of '{decl.name}' cannot have type '{ft}'")
             elif decl.kind == "header":
                 try:
                     bit_width(ft)
@@ -219,6 +226,10 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
             elif isinstance(ft, (ExternT, BlockT)):
                 raise P4Error(f.loc, f"struct field '{f.name}' cannot have type {ft}")
             t.fields[f.name] = ft
+        nested = next((f for f in decl.fields if isinstance(t.fields[f.name], HeaderT)), None)
+        if t.is_header and nested is not None and t.varbit_field is not None:
+            raise P4Error(nested.loc, f"a struct field ('{nested.name}') in a header with a varbit field is not "
+                          "supported by the built-in target")
 
     def _enum(self, decl: ast.EnumDecl) -> None:
         t = EnumT(decl.name, list(decl.members))
@@ -336,11 +347,13 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
             scope.declare(p)
 
     def _block(self, decl: ast.ParserDecl | ast.ControlDecl, consts: list[ast.ConstDecl] | None = None,
-               origin: Any = None) -> None:
-        """``consts``: the constructor parameters, bound to an instance's arguments."""
+               origin: Any = None, instances: dict[str, ast.Instantiation] | None = None) -> None:
+        """``consts``: the constructor parameters, bound to an instance's arguments; ``instances``:
+        those bound to an instance of the caller's, which the parameter's name then names."""
         scope = Scope(self.globals, decl)
         for c in consts or []:
             scope.declare(c)
+        scope.values.update(instances or {})
         self._params(decl.params, scope)
         self.open_block(origin or decl)
         try:
@@ -396,8 +409,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                 self._parser_state(state, names, Scope(scope, decl))
 
     def _parser_state(self, state: ast.ParserState, names: dict[str, ast.ParserState], inner: Scope) -> None:
-        for s in state.stmts:
-            self.stmt(s, inner)
+        state.stmts = [self.stmt(s, inner) for s in state.stmts]
         self.check_parser_apply_places(state)
         tr = state.transition
         targets = [tr.state] if tr.state else [c.state for c in tr.cases or []]
@@ -665,23 +677,25 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
         self.note_write(decl, decl.init)
         scope.declare(decl)
 
-    def stmt(self, s: ast.Stmt, scope: Scope) -> None:
+    def stmt(self, s: ast.Stmt, scope: Scope) -> ast.Stmt:
+        """Check a statement; returns what the executor runs in its place (``s``, or for an
+        assignment a block that orders its parts as p4c does: ordering.py)."""
         if isinstance(s, ast.Block):
             inner = Scope(scope, scope.owner)
-            for x in s.stmts:
-                self.stmt(x, inner)
+            s.stmts = [self.stmt(x, inner) for x in s.stmts]
         elif isinstance(s, ast.Assign):
             lt = self.expr(s.lhs, scope)
             self.lvalue(s.lhs)
             self.expr(s.rhs, scope)
             self.coerce(s.rhs, lt, "assignment")
             self.note_write(s.lhs, s.rhs)
+            return order_assignment(s)
         elif isinstance(s, ast.CallStmt):
             self.expr(s.call, scope)
         elif isinstance(s, ast.If):
             self.expr(s.cond, scope)
             self.coerce(s.cond, BOOL, "if condition")
-            self._branches(scope, [s.then, s.other])
+            s.then, s.other = self._branches(scope, [s.then, s.other])
         elif isinstance(s, ast.Switch):
             self._switch(s, scope)
         elif isinstance(s, ast.VarDecl):
@@ -710,17 +724,18 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                 raise P4Error(s.loc, f"'{type(s).__name__.lower()}' is only allowed inside a for loop")
         else:
             raise P4Error(s.loc, f"{type(s).__name__} is not supported here")
+        return s
 
-    def _branches(self, scope: Scope, bodies: list[ast.Stmt | None]) -> None:
+    def _branches(self, scope: Scope, bodies: list[ast.Stmt | None]) -> list[ast.Stmt | None]:
         """The arms of an if or a switch, each from what was known before it; after them, what
-        none of them changed."""
-        before, after = self.known, []
+        none of them changed.  Returns the arms to run (``stmt``)."""
+        before, after, arms = self.known, [], []
         for body in bodies:
             self.known = dict(before)
-            if body is not None:
-                self.stmt(body, Scope(scope, scope.owner))
+            arms.append(None if body is None else self.stmt(body, Scope(scope, scope.owner)))
             after.append(self.known)
         self.merge_values(before, after)
+        return arms
 
     def _loop(self, s: ast.For | ast.ForIn, scope: Scope) -> None:
         self.forget_all()  # p4c drops what the loop writes; here, everything
@@ -737,8 +752,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
             if isinstance(decl, ast.VarDecl):
                 scope.declare_loop_variable(decl)
         if isinstance(s, ast.For):
-            for x in s.init:
-                self.stmt(x, inner)
+            s.init = [self.stmt(x, inner) for x in s.init]
             if s.cond is not None:
                 self.expr(s.cond, inner)
                 self.coerce(s.cond, BOOL, "for condition")
@@ -763,9 +777,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
         self.loops += 1
         try:
             if isinstance(s, ast.For):
-                for x in s.update:
-                    self.stmt(x, inner)
-            self.stmt(s.body, Scope(inner, scope.owner))
+                s.update = [self.stmt(x, inner) for x in s.update]
+            s.body = self.stmt(s.body, Scope(inner, scope.owner))
         finally:
             self.loops -= 1
 
@@ -819,7 +832,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                 seen.add(key)
             if case.body is not None:
                 self.known = dict(before)
-                self.stmt(case.body, Scope(scope, scope.owner))
+                case.body = self.stmt(case.body, Scope(scope, scope.owner))
                 after.append(self.known)
         if s.cases and s.cases[-1].body is None:
             raise P4Error(s.cases[-1].loc, "the last switch case needs a block")

@@ -33,6 +33,7 @@ from ..frontend.types import (
     Type,
     VarbitT,
     bit_width,
+    wire_fields,
 )
 from ..p4info import key_name, qualify
 from . import algorithms, ir, loops, python
@@ -236,6 +237,8 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             self.out.profiles[name] = obj
         elif isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
             inner = Scope(self.globals)
+            for passed in t.decl.instance_args.values():  # a control passed as a constructor argument
+                inner[passed] = self.lookup(scope, passed)
             params: list[Storage | None] = []
             for p in t.decl.params:
                 if isinstance(t.decl, ast.ParserDecl) and isinstance(p.type, ExternT):
@@ -468,12 +471,12 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         first = st.base + 1
         if fmt is not None:
             unpack = ir.Unpack(self.obj(self.const(struct.Struct(fmt), "ST")), POS)
-            self.emit(ir.Assign(ir.slots(first, len(t.fields)), unpack))
+            self.emit(ir.Assign(ir.slots(first, len(wire_fields(t))), unpack))
         else:
             raw = ir.Var("_x")
             self.emit(ir.Assign(raw, ir.PacketInt(POS, ir.Const(n))))
             shift = nbits
-            for i, ft in enumerate(t.fields.values()):
+            for i, ft in enumerate(wire_fields(t)):
                 w = bit_width(ft)
                 shift -= w
                 val = ir.bin_("&", ir.bin_(">>", raw, shift) if shift else raw, (1 << w) - 1)
@@ -517,11 +520,11 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         with self.if_(ir.slot(st.base)):
             if fmt is not None:
                 packer = self.obj(self.const(struct.Struct(fmt), "ST"))
-                self.emit(ir.Emit(ir.Pack(packer, ir.slots(first, len(t.fields)))))
+                self.emit(ir.Emit(ir.Pack(packer, ir.slots(first, len(wire_fields(t))))))
                 return
             value: ir.Expr | None = None
             shift = t.width
-            for i, ft in enumerate(t.fields.values()):
+            for i, ft in enumerate(wire_fields(t)):
                 w = bit_width(ft)
                 shift -= w
                 part: ir.Expr = ir.bin_("&", ir.slot(first + i), (1 << w) - 1)
@@ -676,8 +679,6 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             raise P4Error(decl.loc, f"'{decl.name}' is not available here (internal)") from None
 
     def assign(self, lhs: ast.Expr, rhs: ast.Expr, scope: Scope) -> None:
-        if has_user_call(rhs) and _runtime_indexes(lhs):
-            self.check_index_not_written(lhs, rhs, scope)
         if isinstance(lhs, ast.Slice):
             base = self.storage(lhs.base, scope)
             hi, lo = lhs.hi.value, lhs.lo.value
@@ -691,17 +692,6 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             self.emit(ir.Assign(ir.slot(base.base), val))
             return
         self.assign_storage(self.storage(lhs, scope), rhs, scope)
-
-    def check_index_not_written(self, lhs: ast.Expr, rhs: ast.Expr, scope: Scope) -> None:
-        """``s[i].f = g(i)`` with g writing i: the spec evaluates the l-value first (old i),
-        p4c evaluates the call first (new i); such programs are refused."""
-        reads: list[tuple[int, int]] = []
-        for ix in _runtime_indexes(lhs):
-            reads += self.touched_ranges(ix, scope)
-        writes = self.written_ranges(rhs, scope)
-        if any(r[0] < w[1] and w[0] < r[1] for r in reads for w in writes):
-            raise P4Error(lhs.loc, "assigning to a header stack element whose run-time index the right-hand "
-                          "side's function call changes is not supported by the built-in target")
 
     def assign_storage(self, st: Storage, rhs: ast.Expr, scope: Scope) -> None:
         n = st.size
@@ -1107,16 +1097,6 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         return ir.Const(e.value)
 
 
-def _runtime_indexes(e: ast.Expr) -> list[ast.Expr]:
-    """The run-time index expressions along an l-value (``s[i].f[3:0]`` -> [i])."""
-    out = []
-    while isinstance(e, (ast.Member, ast.Index, ast.Slice)):
-        if isinstance(e, ast.Index) and e.index.value is None:
-            out.append(e.index)
-        e = e.base
-    return out
-
-
 def _guarded_indexes(s: ast.Stmt) -> list[tuple[ast.Expr, int]]:
     """The run-time stack indexes HSIndexSimplifier would guard in this statement, with their stack
     sizes: anywhere in an assignment or call statement, in an if's condition or a switch's subject."""
@@ -1150,7 +1130,7 @@ def _struct_format(t: HeaderT) -> str | None:
     """A struct format for headers whose fields are all whole bytes (the fast path)."""
     codes = {8: "b", 16: "h", 32: "i", 64: "q"}
     fmt = ">"
-    for ft in t.fields.values():
+    for ft in wire_fields(t):
         if not isinstance(ft, BitsT) or ft.width not in codes:
             return None
         c = codes[ft.width]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..frontend.types import BOOL, HeaderT, StackT, Type, VarbitT, bit_width
+from ..frontend.types import BOOL, HeaderT, StackT, Type, VarbitT, bit_width, wire_fields
 from . import ir
 from .storage import DynBase, Storage, member_storage, slot_count
 
@@ -138,10 +138,10 @@ class HeaderOps:
         t = st.type
         with self.if_(ir.Not(ir.slot(st.base))):
             first = st.base + 1
-            values = [_zero(ft) for ft in t.fields.values()]
+            values = [_zero(ft) for ft in wire_fields(t)]
             if values:
                 self.emit(ir.Assign(ir.slots(first, len(values)), ir.Tuple(tuple(ir.Const(v) for v in values))))
-            for i, ft in enumerate(t.fields.values()):
+            for i, ft in enumerate(wire_fields(t)):
                 if isinstance(ft, VarbitT):  # BMv2 keeps the extracted length, zeroes the bytes
                     cell = ir.slot(first + i)
                     self.emit(ir.Assign(cell, ir.MethodCall(ir.Name("bytes"), (_len(cell),))))

@@ -1,9 +1,10 @@
 """Forms that real-world P4 programs use (issue 32), each run as p4c + BMv2 run it or refused
-with a message that names it: typedefs of bit vectors in headers, list expressions as tuples,
+with a message that names it: typedefs of bit vectors in headers, struct-typed header fields, list
+expressions as tuples,
 hash inputs and digest data, tables keyed on an error, for-in loops (BMv2's refusal, Tofino's
-range loops), loops that never end, and refusals of what the built-in target does not run (a
-control passed as a constructor argument, a call changing the run-time index its assignment's
-left-hand side uses)."""
+range loops), loops that never end, an assignment whose parts have side effects (in p4c's order),
+controls passed as constructor arguments, and refusals of what the built-in target does not run
+(a parser passed as a constructor argument)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from p4target.executor.tna_switch import TnaSwitch
 from p4target.frontend import P4Error, load_program
 from p4target.p4info import build_p4info
 
-from .conftest import PRELUDE
+from .conftest import PRELUDE, SKELETON
 
 TYPEDEFS = PRELUDE + """
 typedef bit<48> mac_t;
@@ -87,6 +88,66 @@ def test_header_fields_of_typedefs_of_bit_vectors(write_p4):
                                                                       ("hdr.port.p", 9, "port_t")]
     params = next(a for a in info.actions if a.preamble.name == "I.fwd").params
     assert [(p.name, p.bitwidth, p.type_name.name) for p in params] == [("to", 48, ""), ("p", 9, "port_t")]
+
+
+NESTED = PRELUDE + """
+struct inner_t { bit<4> x; bool y; bit<3> z; }
+struct outer_t { bit<8> a; inner_t i; }
+header n_t { bit<8> k; outer_t o; bit<8> m; }   // on the wire: k a x y z m
+struct headers { n_t n; n_t p; }
+struct metadata { bit<16> h; bit<32> w; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.n); transition accept; }
+}
+control V(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        hdr.p = hdr.n;
+        hdr.p.o.i.x = hdr.n.o.i.x + 1;
+        hdr.n.setInvalid();
+        hdr.n.setValid();                                  // BMv2: every field 0, nested ones too
+        hdr.n.o = hdr.p.o;
+        hdr.n.k = (bit<8>)hdr.n.minSizeInBits();
+        hash(meta.h, HashAlgorithm.identity, 16w0, { hdr.p.o }, 32w65536);
+        hdr.n.m = meta.h[7:0];
+        hash(meta.w, HashAlgorithm.identity, 32w0, hdr.p, 64w0x100000000);
+        if (meta.w == 0x11224D44) { hdr.p.m = 0xAA; }
+        if (hdr.p.o == hdr.n.o) { hdr.p.k = 0xEE; }
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control C(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_header_fields_of_struct_type_sit_side_by_side(write_p4):
+    """corpus bvec-hdr-bmv2.p4: a struct of bit fields as a header field (p4c's FlattenHeaders puts
+    its fields in the header, in order, nested structs too): extract, emit, copies, setValid's zeroes,
+    the header's size, hashes of the struct and of the header, struct equality."""
+    for sw in _both(write_p4(text=NESTED)):
+        # k 11, a 22, x 3 y 1 z 5 (0011 1 101 = 3D), m 44; p = n with x 4 (4D)
+        out = sw.process(0, bytes.fromhex("11223D44 99"))
+        # n zeroed, o copied back, k 32 bits, m the low byte of identity(o); p's hash and equality hold
+        assert out == [(1, bytes.fromhex("20224D4D" "EE224DAA" "99"))]
+
+
+@pytest.mark.parametrize("decls, message", [
+    ("header x_t { bit<8> v; } struct s_t { x_t x; } header n_t { s_t s; }",
+     "Field 's' of 'n_t' cannot have type 's_t'"),
+    ("enum color_t { RED } struct s_t { color_t c; } header n_t { s_t s; }",
+     "Field 's' of 'n_t' cannot have type 's_t'"),
+    ("header n_t { tuple<bit<8>> t; }", "Field 't' of 'n_t' cannot have type 'tuple<bit<8>>'"),
+    ("struct s_t { bit<8> v; } header n_t { s_t s; varbit<16> o; }",
+     "a struct field ('s') in a header with a varbit field is not supported by the built-in target"),
+])
+def test_struct_fields_p4c_refuses_in_a_header(write_p4, decls, message):
+    """p4c's type checker: a header's struct field holds bit<W>, int<W>, bool, serializable enums or
+    such structs only."""
+    with pytest.raises(P4Error, match=re.escape(message)):
+        load_program(write_p4(decls=decls))
 
 
 TUPLE_CASES = [
@@ -163,15 +224,41 @@ def test_a_ternary_key_of_type_error_is_refused(write_p4):
         load_program(write_p4(locals=locals, body="t.apply();"))
 
 
+INNER = ("control Inner(inout bit<8> x) { apply { x = x + 1; } } "
+         "control Outer(inout bit<8> x)(Inner c) { apply { c.apply(x); } } ")
+
+
+def test_a_control_passed_as_a_constructor_argument_is_that_instance(write_p4):
+    """corpus issue1566-bmv2.p4 (and tests/p4/stf/ctor_controls.p4): p4c's SpecializeAll binds the
+    parameter to the instance passed, whose objects keep their names; a constructor call makes an
+    instance of the copy's own, named after the parameter."""
+    decls = ("control Count(inout bit<8> v) { counter(4, CounterType.packets) c; apply { c.count(0); v = v + 1; } } "
+             "control Twice(inout bit<8> v)(Count k) { apply { k.apply(v); k.apply(v); } }")
+    locals = "Count() one; Twice(one) a; Twice(one) b; Twice(Count()) own;"
+    path = write_p4(decls=decls, locals=locals, body="a.apply(hdr.h.a); b.apply(hdr.h.a); own.apply(hdr.h.b); "
+                                                    "sm.egress_spec = 1;")
+    for sw in _both(path):
+        assert sw.process(0, bytes.fromhex("01 01 0000")) == [(1, bytes.fromhex("05 03 0000"))]
+        assert (sw.counters["I.one.c"].packets[0], sw.counters["I.own.k.c"].packets[0]) == (4, 2)
+    assert [c.preamble.name for c in build_p4info(load_program(path)).counters] == ["I.one.c", "I.own.k.c"]
+
+
+def test_a_parser_passed_as_a_constructor_argument_is_refused(write_p4):
+    """Sub-parsers are inlined per apply site (executor/subparsers.py), not shared with a caller."""
+    text = SKELETON.format(decls="parser Sub(packet_in p) { state start { transition accept; } } "
+                                 "parser Top(packet_in p)(Sub s) { Sub() t; state start { transition accept; } }",
+                           locals="", body="").replace("state start { pkt.extract(hdr.h); transition accept; }",
+                                                       "Sub() sub; Top(sub) top; state start { transition accept; }")
+    with pytest.raises(P4Error, match=re.escape("Top's constructor parameter 's' of type Sub, a parser passed as a "
+                                                "constructor argument, is not supported by the built-in target")):
+        load_program(write_p4(text=text))
+
+
 @pytest.mark.parametrize("decls, locals, body, line, message", [
-    ("control Inner(inout bit<8> x) { apply { x = x + 1; } } "
-     "control Outer(inout bit<8> x)(Inner c) { apply { c.apply(x); } }", "Outer(Inner()) o;", "o.apply(hdr.h.a);",
-     13, "Outer's constructor parameter 'c' of type Inner, a control passed as a constructor argument, is not "
-         "supported by the built-in target"),
-    ("header e_t { bit<8> v; } struct s_t { e_t[3] s; }",
-     "s_t x; bit<8> bump(inout bit<8> i) { i = i + 1; return i; }", "bit<8> i = hdr.h.a; x.s[i].v = bump(i);",
-     14, "assigning to a header stack element whose run-time index the right-hand side's function call changes "
-         "is not supported by the built-in target"),
+    (INNER + "control Two(inout bit<8> x, in bit<8> y) { apply { } }", "Two() two; Outer(two) o;", "o.apply(hdr.h.a);",
+     13, "Outer's constructor parameter 'c' of type Inner: Two does not have its apply parameters"),
+    (INNER, "bit<8> v; Outer(v) o;", "o.apply(hdr.h.a);", 13,
+     "Outer's constructor parameter 'c' of type Inner: 'v' is not a control instance"),
 ])
 def test_refusals_name_the_construct(write_p4, decls, locals, body, line, message):
     path = write_p4(decls=decls, locals=locals, body=body)
@@ -181,6 +268,31 @@ def test_refusals_name_the_construct(write_p4, decls, locals, body, line, messag
     assert "(internal:" not in str(info.value)
     assert str(info.value).startswith(f"{path}:{line}:")
 
+
+ORDER_LOCALS = ("s_t x; bit<8> bump(inout bit<8> i) { i = i + 1; return i; } bit<8> same(in bit<8> i) { return i; } "
+                "action in_action() { x.s[hdr.h.b].v = bump(hdr.h.b); }")
+
+
+@pytest.mark.parametrize("body, packet, expected", [
+    # an index without a call is read after the right-hand side's call (p4c inlines bump before the
+    # assignment): element 1 gets 1
+    ("bit<8> i = 0; x.s[i].v = bump(i); hdr.h.a = x.s[0].v; hdr.h.b = x.s[1].v;", "03 03 0000", "00 01 0000"),
+    ("in_action(); hdr.h.a = x.s[0].v; hdr.h.c = (bit<16>)x.s[1].v;", "03 00 0000", "00 01 0001"),
+    # an index with a call is evaluated first, into a temporary (SideEffectOrdering; corpus
+    # gauntlet_index_7-bmv2.p4): element 0 gets 1
+    ("bit<8> i = 0; x.s[same(i)].v = bump(i); hdr.h.a = x.s[0].v; hdr.h.b = x.s[1].v;", "03 03 0000", "01 00 0000"),
+    # `op=`: the index's call runs once per statement (corpus opassign2-bmv2.p4)
+    ("bit<8> i = 0; x.s[bump(i)].v |= 4; x.s[bump(i)].v |= 8; hdr.h.a = x.s[1].v; hdr.h.b = i; "
+     "hdr.h.c = (bit<16>)x.s[2].v;", "03 03 0000", "04 02 0008"),
+    # `a op= f(a)` reads a after the call (p4c 1.2.5.5 on: RemoveOpAssign runs after
+    # SideEffectOrdering); `b = b + f(b)` reads b before it: 3 -> 4 + 4, 3 + 4
+    ("hdr.h.a += bump(hdr.h.a); hdr.h.b = hdr.h.b + bump(hdr.h.b);", "03 03 0000", "08 07 0000"),
+])
+def test_an_assignment_runs_its_parts_in_p4cs_order(write_p4, body, packet, expected):
+    path = write_p4(decls="header e_t { bit<8> v; } struct s_t { e_t[3] s; }", locals=ORDER_LOCALS,
+                    body=body + " sm.egress_spec = 1;")
+    for sw in _both(path):
+        assert sw.process(0, bytes.fromhex(packet)) == [(1, bytes.fromhex(expected))]
 
 def test_for_in_loops_are_bmv2s_refusal_not_tofinos(tmp_path, write_p4):
     """p4c-bm2-ss refuses every for-in ("BMV2 does not support for-in loops"); a TNA program keeps

@@ -163,14 +163,15 @@ def test_a_field_named_type_does_not_declare_a_type(write_p4):
     ("for (bit<8> v in 1 .. 3) { hdr.h.a = hdr.h.a + v; }", "", "", "BMV2 does not support for-in loops"),
     ("for (e_t e in x.s) { }", "x_t x;", "header e_t { bit<8> v; } struct x_t { e_t[2] s; }",
      "BMV2 does not support for-in loops"),
-    # p4c's type checker and constant folding on / and %
-    ("hdr.h.a = hdr.h.a % 8w0;", "", "", "hdr.h.a % 8w0: Modulo by zero"),
+    # p4c's StrengthReduction on / and % (its messages print a constant without its width)
+    ("hdr.h.a = hdr.h.a % 8w0;", "", "", "hdr.h.a % 0: Modulo by zero"),
     ("hdr.h.a = hdr.h.a / 0;", "", "", "hdr.h.a / 0: Division by zero"),
-    ("hdr.h.a = (bit<8>)(8s6 / 8s3);", "", "", "8s6 / 8s3: Cannot operate on signed values"),
     # p4c's midend: a division StrengthReduction cannot turn into >> or & (CompileTimeOperations)
     ("hdr.h.a = hdr.h.a / hdr.h.b;", "", "", "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time"),
-    ("hdr.h.a = hdr.h.a % 8w3;", "", "", "hdr.h.a % 8w3: could not evaluate expression at compilation time"),
-    ("bit<8> x = hdr.h.a; x /= hdr.h.b;", "", "", "x / hdr.h.b: could not evaluate expression at compilation time"),
+    ("hdr.h.a = hdr.h.a % 8w3;", "", "", "hdr.h.a % 3: could not evaluate expression at compilation time"),
+    # LocalCopyPropagation has put hdr.h.a in place of x by then
+    ("bit<8> x = hdr.h.a; x /= hdr.h.b;", "", "",
+     "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time"),
 ])
 def test_what_p4c_refuses_is_refused_with_its_reason(write_p4, body, locals, decls, message):
     with pytest.raises(P4Error, match=re.escape(message)):
@@ -210,6 +211,158 @@ def test_divisions_p4c_keeps_run(write_p4, body, decls, packet, expected):
     a call in the divisor or a shift's amount runs once."""
     sw = Switch.from_file(write_p4(body=body + " sm.egress_spec = 1;", decls=decls))
     assert sw.process(0, bytes.fromhex(packet)) == [(1, bytes.fromhex(expected))]
+
+
+DIV_FN = "bit<8> dv(in bit<8> x, in bit<8> k) { return x / k; }"
+DIV_TABLE = "table t { actions = { a; } default_action = a(); }"
+
+
+# Each refusal where p4c makes it (paths and lines of p4c v1.2.5.16), with its words and place.
+@pytest.mark.parametrize("body, locals, decls, line, col, message", [
+    # frontends/p4/typeChecking/typeCheckExpr.cpp unsBinaryArith: a negative unsized constant
+    # operand (p4c's testdata/p4_16_errors/div1.p4)
+    ("hdr.h.a = hdr.h.a / -1;", "", "", 14, 23, "hdr.h.a / -1: not defined on negative numbers"),
+    ("hdr.h.a = -5 % hdr.h.a;", "", "", 14, 23, "-5 % hdr.h.a: not defined on negative numbers"),
+    # frontends/common/constantFolding.cpp DoConstantFolding::postorder(Div/Mod), run before the
+    # type checker: two constants, one negative (testdata/p4_16_errors/div.p4), or a zero divisor
+    ("hdr.h.a = (bit<8>)(-8 / -2);", "", "", 14, 32, "-8 / -2: Division is not defined for negative numbers"),
+    ("hdr.h.a = (bit<8>)(10 % -2);", "", "", 14, 32, "10 % -2: Modulo is not defined for negative numbers"),
+    ("hdr.h.a = (bit<8>)(-8s6 / 8s3);", "", "", 14, 32, "-6 / 3: Division is not defined for negative numbers"),
+    ("hdr.h.a = 8w6 % 0;", "", "", 14, 23, "6 % 0: Modulo by zero"),
+    # strengthReduction.cpp postorder(Div): 256 is 0 once the type checker casts it to bit<8>
+    ("hdr.h.a = hdr.h.a / 256;", "", "", 14, 23, "hdr.h.a / 0: Division by zero"),
+    # unsBinaryArith: signed operands that are not both constants before types are known (a
+    # serializable enum member, a constructor parameter: constants only later)
+    ("hdr.h.a = (bit<8>)((int<8>)hdr.h.a / 8s3);", "", "", 14, 32,
+     "(int<8>)hdr.h.a / 3: Cannot operate on signed values"),
+    ("hdr.h.a = (bit<8>)(Sn.A / 8s3);", "", "enum int<8> Sn { A = 6 }", 14, 32,
+     "Sn.A / 3: Cannot operate on signed values"),
+    ("dv.apply(hdr.h.a);", "Dv(8s3) dv;", "control Dv(inout bit<8> x)(int<8> k) { apply { x = (bit<8>)(8s6 / k); } }",
+     7, 61, "6 / k: Cannot operate on signed values"),
+    # the midend: LocalCopyPropagation puts in what it knows (a control local's initializer:
+    # testdata/p4_16_errors/div3.p4), StrengthReduction, then CompileTimeOperations
+    ("hdr.h.a = hdr.h.a / b;", "bit<8> b = 3;", "", 14, 23,
+     "hdr.h.a / 3: could not evaluate expression at compilation time"),
+    ("bit<8> d = 0; hdr.h.a = hdr.h.a % d;", "", "", 14, 37, "hdr.h.a % 0: Modulo by zero"),
+    ("bit<8> x = hdr.h.a; x = x + 1; hdr.h.b = x / hdr.h.b;", "", "", 14, 54,
+     "(hdr.h.a + 1) / hdr.h.b: could not evaluate expression at compilation time"),
+    # a value assigned in one branch is gone after the if (local_copyprop.cpp flow_merge)
+    ("bit<8> d = 4; if (hdr.h.c == 0) { d = 2; } hdr.h.a = hdr.h.a / d;", "", "", 14, 66,
+     "hdr.h.a / d: could not evaluate expression at compilation time"),
+    # an extern writes its out argument; setInvalid writes the header
+    ("bit<8> d = 4; random(d, 8w1, 8w4); hdr.h.a = hdr.h.a / d;", "", "", 14, 58,
+     "hdr.h.a / d: could not evaluate expression at compilation time"),
+    ("hdr.h.b = 4; hdr.h.setInvalid(); hdr.h.a = hdr.h.a / hdr.h.b;", "", "", 14, 56,
+     "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time"),
+    # a table key: SimplifyKey computes it in the apply block before each apply, where the values
+    # known then decide it
+    ("t.apply();", "action a() {} table t { key = { hdr.h.a / hdr.h.b : exact; } actions = { a; } }", "", 13, 37,
+     "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time"),
+    ("d = 3; t.apply();", "bit<8> d = 4; action a() {} table t { key = { hdr.h.a / d : exact; } actions = { a; } }",
+     "", 13, 51, "hdr.h.a / 3: could not evaluate expression at compilation time"),
+    # an action is a block of its own: the control's values are not known in it
+    ("t.apply();", "bit<8> d = 4; action a() { hdr.h.a = hdr.h.a / d; } " + DIV_TABLE, "", 13, 42,
+     "hdr.h.a / d: could not evaluate expression at compilation time"),
+    # p4c would follow d across the table apply (its action writes nothing): refused, with a note
+    ("bit<8> d = 4; t.apply(); hdr.h.a = hdr.h.a / d;", "action a() { } " + DIV_TABLE, "", 14, 48,
+     "hdr.h.a / d: could not evaluate expression at compilation time (p4c-bm2-ss accepts it if d still holds "
+     "a constant power of two assigned before a call or a loop that does not write it: its LocalCopyPropagation "
+     "follows values through those, the built-in target does not)"),
+    # p4c would inline the function and propagate its return value: refused, with a note
+    ("hdr.h.a = hdr.h.a / four();", "", "bit<8> four() { return 4; }", 14, 23,
+     "hdr.h.a / four(): could not evaluate expression at compilation time (p4c-bm2-ss inlines four and accepts it "
+     "if the call returns a constant power of two: the built-in target does not look into the function)"),
+    # notes where p4c would see more: a control's in parameter (Inline), a loop
+    ("dv.apply(hdr.h.a, 4);", "Dv() dv;", "control Dv(inout bit<8> x, in bit<8> k) { apply { x = x / k; } }",
+     7, 55, "x / k: could not evaluate expression at compilation time (p4c-bm2-ss inlines the control where an "
+     "instance of it is applied and accepts it if every apply passes a constant power of two as k: the built-in "
+     "target checks the control once)"),
+    ("bit<8> d = 4; for (bit<8> i = 0; i < 1; i = i + 1) { hdr.h.a = hdr.h.a / d; }", "", "", 14, 76,
+     "hdr.h.a / d: could not evaluate expression at compilation time (p4c-bm2-ss accepts it if d still holds a "
+     "constant power of two assigned before a call or a loop that does not write it: its LocalCopyPropagation "
+     "follows values through those, the built-in target does not)"),
+    # a function's parameter: decided at each call (p4c inlines it), at the division in the function
+    ("hdr.h.a = dv(hdr.h.a, 3);", "", DIV_FN, 7, 46, "x / 3: could not evaluate expression at compilation time"),
+    ("hdr.h.a = dv(hdr.h.a, hdr.h.b);", "", DIV_FN, 7, 46,
+     "x / hdr.h.b: could not evaluate expression at compilation time"),
+    ("hdr.h.a = dv(hdr.h.a, 0);", "", DIV_FN, 7, 46, "x / 0: Division by zero"),
+    # an action's directionless parameter in a table is action data; an `in` one takes the action
+    # list's argument (RemoveActionParameters)
+    ("t.apply();", "action a(bit<8> k) { hdr.h.a = hdr.h.a / k; } table t { actions = { a; } default_action = a(4); }",
+     "", 13, 36, "hdr.h.a / k: could not evaluate expression at compilation time"),
+    ("t.apply();", "action a(in bit<8> k) { hdr.h.a = hdr.h.a / k; } "
+     "table t { actions = { a(hdr.h.b); } default_action = a(hdr.h.b); }", "", 13, 39,
+     "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time"),
+])
+def test_divisions_are_refused_where_p4c_refuses_them(write_p4, body, locals, decls, line, col, message):
+    err = _error(write_p4, body=body + " sm.egress_spec = 1;", locals=locals, decls=decls)
+    assert (err.loc.line, err.loc.col, err.message) == (line, col, message)
+
+
+@pytest.mark.parametrize("body, locals, decls, expected", [
+    # constantFolding.cpp: two constants fold before types are known, signed ones too; an unsized
+    # operand takes the other's type first (-1 is 8w255: 4 / 255 is 0)
+    ("hdr.h.a = (bit<8>)(8s6 / 8s3); hdr.h.b = (bit<8>)(8s7 % 8s4);", "", "", "02 03 1234"),
+    ("hdr.h.a = 8w4 / -1;", "", "", "00 0f 1234"),
+    # typeCheckExpr.cpp binaryArith: a serializable enum is its underlying type
+    ("hdr.h.a = hdr.h.a / En.A; hdr.h.b = hdr.h.b % En.A;", "", "enum bit<8> En { A = 4 }", "32 03 1234"),
+    # ... a variable holding a member too, once EliminateSerEnums and LocalCopyPropagation ran
+    ("En e = En.A; hdr.h.a = hdr.h.a / e;", "", "enum bit<8> En { A = 4 }", "32 0f 1234"),
+    # a const, a cast, x % 1 and x / 1 (strengthReduction.cpp: >> 0, & 0)
+    ("hdr.h.a = hdr.h.a / K; hdr.h.b = hdr.h.b / (bit<8>)16w4;", "const bit<8> K = 8;", "", "19 03 1234"),
+    ("hdr.h.a = hdr.h.a % 1; hdr.h.b = hdr.h.b / 1;", "", "", "00 0f 1234"),
+    # LocalCopyPropagation: a local, a control local's initializer, a header field, arithmetic
+    # on known values, both operands known (folded), a known 0 dividend
+    ("bit<8> d = 4; hdr.h.a = hdr.h.a / d;", "", "", "32 0f 1234"),
+    ("hdr.h.a = hdr.h.a % b;", "bit<8> b = 4;", "", "01 0f 1234"),
+    ("hdr.h.b = 4; hdr.h.a = hdr.h.a / hdr.h.b;", "", "", "32 04 1234"),
+    ("bit<8> d = 2; d = d * 4; hdr.h.a = hdr.h.a / d;", "", "", "19 0f 1234"),
+    ("bit<8> x = 7; bit<8> y = 3; hdr.h.a = x / y; hdr.h.b = x % y;", "", "", "02 01 1234"),
+    ("bit<8> z = 0; hdr.h.a = z / hdr.h.b;", "", "", "00 0f 1234"),
+    # into a branch, past a branch that does not write it, past an extern writing something else
+    ("bit<8> d = 2; if (hdr.h.c == 0x1234) { hdr.h.a = hdr.h.a / d; }", "", "", "64 0f 1234"),
+    ("bit<8> d = 2; if (hdr.h.c == 0) { hdr.h.b = 1; } hdr.h.a = hdr.h.a / d;", "", "", "64 0f 1234"),
+    ("bit<8> d = 2; bit<8> r; random(r, 8w0, 8w0); hdr.h.a = hdr.h.a / d;", "", "", "64 0f 1234"),
+    # a constructor parameter (SpecializeAll), a function's parameter bound to constants at its
+    # calls (InlineFunctions), an action's parameter bound by a direct call or an action list
+    ("dv.apply(hdr.h.a);", "Dv(4) dv;", "control Dv(inout bit<8> x)(bit<8> k) { apply { x = x / k; } }",
+     "32 0f 1234"),
+    ("hdr.h.a = dv(hdr.h.a, 4); hdr.h.b = dv(hdr.h.b, 8w1);", "", DIV_FN, "32 0f 1234"),
+    ("bit<8> k = 2; hdr.h.a = dv(hdr.h.a, k);", "", DIV_FN, "64 0f 1234"),
+    ("a(4);", "action a(bit<8> k) { hdr.h.a = hdr.h.a / k; }", "", "32 0f 1234"),
+    ("t.apply();", "action a(in bit<8> k) { hdr.h.a = hdr.h.a % k; } "
+     "table t { actions = { a(8); } default_action = a(8); }", "", "01 0f 1234"),
+    # a key whose divisor the apply block set before the apply (SimplifyKey, then LocalCopyPropagation)
+    ("hdr.h.b = 2; t.apply();", "action a() { hdr.h.c = 7; } "
+     "table t { key = { hdr.h.a % hdr.h.b : exact @name(\"k\"); } actions = { a; } const entries = { 1 : a(); } }",
+     "", "c9 02 0007"),
+    # unused: a function no one calls, an action of a table no one applies (RemoveAllUnusedDeclarations)
+    ("", "", DIV_FN, "c9 0f 1234"),
+    ("", "action a() { hdr.h.a = hdr.h.a / hdr.h.b; } table t { actions = { a; } }", "", "c9 0f 1234"),
+])
+def test_divisions_p4c_accepts_run(write_p4, body, locals, decls, expected):
+    """What p4c turns into constants, shifts and masks: the built-in target computes the same."""
+    sw = Switch.from_file(write_p4(body=body + " sm.egress_spec = 1;", locals=locals, decls=decls))
+    assert sw.process(0, bytes.fromhex("c9 0f 1234")) == [(1, bytes.fromhex(expected))]
+
+
+@pytest.mark.parametrize("states, expected", [
+    ("state start { pkt.extract(hdr.h); bit<8> d = 4; hdr.h.a = hdr.h.a / d; transition accept; }", "32 0f 1234"),
+    ("state start { bit<8> d = 4; pkt.extract(hdr.h); transition select(hdr.h.b % d) { 3: next; default: accept; } }"
+     " state next { hdr.h.a = 1; transition accept; }", "01 0f 1234"),
+    ("state start { pkt.extract(hdr.h); hdr.h.b = 4; transition next; }"
+     " state next { hdr.h.a = hdr.h.a / hdr.h.b; transition accept; }",
+     "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time"),
+])
+def test_a_parser_state_is_a_block_of_its_own_for_divisions(write_p4, states, expected):
+    """p4c's LocalCopyPropagation follows values within one parser state (a select too), not across states."""
+    text = write_p4().read_text().replace("state start { pkt.extract(hdr.h); transition accept; }", states)
+    path = write_p4(text=text.replace("apply {  }", "apply { sm.egress_spec = 1; }"), name="states.p4")
+    if "could not" in expected:
+        with pytest.raises(P4Error, match=re.escape(expected)):
+            Switch.from_file(path)
+    else:
+        assert Switch.from_file(path).process(0, bytes.fromhex("c9 0f 1234")) == [(1, bytes.fromhex(expected))]
 
 
 def test_loop_variables_of_different_blocks_may_share_a_name(write_p4):

@@ -1,9 +1,10 @@
 """How code generation writes statements: into the current block, nested blocks opened with ``with``.
 
 ``CodeGen`` and its helper modules call ``emit(stmt)`` and open blocks with ``if_``, ``elif_``,
-``else_``, ``loop``, ``for_range``, ``try_exit``/``on_exit`` and ``function``; the builder keeps
-the tree (``ir.Module``).  ``else_`` and ``elif_`` continue the ``If`` just emitted in the
-current block, at the end of its elif chain.
+``else_``, ``loop``, ``for_range``, ``try_exit``/``on_exit`` and ``define`` (a function); the
+builder keeps the tree (``ir.Module``).  ``else_`` and ``elif_`` continue the ``If`` just
+emitted in the current block, at the end of its elif chain; ``on_exit`` is the handler of the
+``TryExit`` just emitted.
 """
 
 from __future__ import annotations
@@ -11,67 +12,81 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from . import ir, python
+from . import ir
 
 
 class Builder:
-    """Statements written so far: the module's functions, and the block being written."""
+    """The module's functions written so far, and the stack of blocks being written."""
 
     def __init__(self) -> None:
-        self.lines: list[str] = []  # text mode (the conversion's last step removes it)
-        self.indent = 0
+        self.module = ir.Module()
+        self.blocks: list[list[ir.Stmt]] = []
 
-    # ------------------------------------------------------------ statements
-    def emit(self, s: ir.Stmt | str) -> None:
-        if isinstance(s, str):
-            self.lines.append("    " * self.indent + s)
-        else:
-            self.lines += python.stmt(s, self.indent)
+    def emit(self, s: ir.Stmt) -> None:
+        if not isinstance(s, ir.Stmt):
+            raise TypeError(f"not a statement: {s!r}")
+        self.blocks[-1].append(s)
 
     @contextmanager
-    def _nested(self, head: str) -> Iterator[None]:
-        self.lines.append("    " * self.indent + head)
-        self.indent += 1
-        mark = len(self.lines)
+    def _into(self, block: list[ir.Stmt]) -> Iterator[None]:
+        self.blocks.append(block)
         try:
             yield
         finally:
-            if len(self.lines) == mark:
-                self.lines.append("    " * self.indent + "pass")
-            self.indent -= 1
+            self.blocks.pop()
 
-    def if_(self, cond: ir.Expr | str):
-        return self._nested(f"if {cond}:")
+    def if_(self, cond: ir.Expr):
+        node = ir.If(cond)
+        self.emit(node)
+        return self._into(node.then)
 
-    def elif_(self, cond: ir.Expr | str):
-        return self._nested(f"elif {cond}:")
+    def _last_if(self) -> ir.If:
+        """The end of the elif chain of the If just emitted: where an else or elif goes."""
+        node = self.blocks[-1][-1] if self.blocks[-1] else None
+        if not isinstance(node, ir.If):
+            raise AssertionError("else without an if")
+        while len(node.other) == 1 and isinstance(node.other[0], ir.If):
+            node = node.other[0]
+        if node.other:
+            raise AssertionError("the if already has an else")
+        return node
+
+    def elif_(self, cond: ir.Expr):
+        inner = ir.If(cond)
+        self._last_if().other.append(inner)
+        return self._into(inner.then)
 
     def else_(self):
-        return self._nested("else:")
+        return self._into(self._last_if().other)
 
     def loop(self):
-        return self._nested("while True:")
+        node = ir.Loop()
+        self.emit(node)
+        return self._into(node.body)
 
     def for_range(self, var: ir.Var, lo: ir.Expr, hi: ir.Expr):
-        return self._nested(f"for {var.name} in range({lo}, {hi}):")
+        node = ir.ForRange(var, lo, hi)
+        self.emit(node)
+        return self._into(node.body)
 
     def try_exit(self):
-        return self._nested("try:")
+        node = ir.TryExit()
+        self.emit(node)
+        return self._into(node.body)
 
     def on_exit(self):
         """The handler of the ``try_exit`` just closed: what a P4 ``exit`` inside it runs."""
-        return self._nested("except ExitBlock:")
+        node = self.blocks[-1][-1]
+        assert isinstance(node, ir.TryExit)
+        return self._into(node.handler)
 
     @contextmanager
-    def function(self, name: str, kind: ir.Kind, data: tuple[ir.Var, ...] = ()) -> Iterator[None]:
-        """A function written into a fresh line list, returned by ``take_function``."""
+    def define(self, name: str, kind: ir.Kind, data: tuple[ir.Var, ...] = ()) -> Iterator[ir.Function]:
+        """A function of the module, written apart from the one being written (if any)."""
         fn = ir.Function(name, kind, [], data)
-        saved = self.lines, self.indent
-        self.lines, self.indent = [], 0
-        with self._nested(f"def {name}({', '.join(fn.params)}):"):
-            yield
-        self._function_lines = self.lines
-        self.lines, self.indent = saved
-
-    def take_function(self) -> list[str]:
-        return self._function_lines
+        saved, self.blocks = self.blocks, [fn.body]
+        try:
+            yield fn
+        finally:
+            self.blocks = saved
+        self.module.functions.append(fn)

@@ -17,6 +17,7 @@ from typing import Any
 from ..frontend import ast
 from ..frontend.errors import P4Error
 from ..frontend.types import BOOL, VOID, BitsT, HeaderT, StackT
+from . import ir
 from .storage import Storage, member_storage, slot_count
 
 _IN = ("in", "")
@@ -336,7 +337,7 @@ class CallGen:
             n = slot_count(t.elem)
             for i in range(t.size):
                 self.init_out(Storage(st.base + i * n, t.elem))
-            self.emit(f"S[{self.stack_next_slot(st)}] = 0")
+            self.emit(ir.Assign(ir.slot(self.stack_next_slot(st)), ir.Const(0)))
         elif isinstance(t, HeaderT):
             if t.is_header:
                 self.set_invalid(st)
@@ -345,7 +346,7 @@ class CallGen:
                 self.init_out(member_storage(st, name))
         else:
             zero = False if t is BOOL else b"" if type(t).__name__ == "VarbitT" else 0
-            self.emit(f"S[{st.base}] = {zero!r}")
+            self.emit(ir.Assign(ir.slot(st.base), ir.Const(zero)))
 
     def copy_back(self, src: Storage, arg: ast.Expr, scope: Any, dst: Storage | None = None) -> None:
         """``arg = src``; ``dst``: the argument's (or a slice's base's) slots pinned at the call."""
@@ -354,10 +355,11 @@ class CallGen:
             hi, lo = arg.hi.value, arg.lo.value
             m = ((1 << (hi - lo + 1)) - 1) << lo
             bt = base.type
-            val = f"(S[{base.base}] & {bt.mask & ~m}) | ((S[{src.base}] << {lo}) & {m})"
+            val = ir.bin_("|", ir.bin_("&", ir.slot(base.base), bt.mask & ~m),
+                          ir.bin_("&", ir.bin_("<<", ir.slot(src.base), lo), m))
             if isinstance(bt, BitsT) and bt.signed:
-                val = self.wrap_code(f"({val})", bt)
-            self.emit(f"S[{base.base}] = {val}")
+                val = ir.lift(self.wrap_code(val, bt))
+            self.emit(ir.Assign(ir.slot(base.base), val))
             return
         self.copy_value(dst if dst is not None else self.storage(arg, scope), src)
 
@@ -370,34 +372,33 @@ class CallGen:
     def run_body(self, body: Any, scope: Any, copy_out, has_copy_out: bool) -> None:
         """The body, with ``return`` leaving it and ``exit`` still copying out."""
         guard = has_copy_out and may_exit(body)
-        if guard:
-            self.emit("try:")
-            self.indent += 1
+        if not guard:
+            self._run_body(body, scope)
+            copy_out()
+            return
+        with self.try_exit():
+            self._run_body(body, scope)
+        with self.on_exit():
+            copy_out()
+            self.emit(ir.Raise(None))
+        copy_out()
+
+    def _run_body(self, body: Any, scope: Any) -> None:
+        """The body; a ``return`` inside it leaves it (a ``while True`` to break out of, unless
+        every return is the body's last action)."""
         has_return = _contains_return(body)
         saved = self.return_stmt
         if has_return and _tail_returns_only(body):
             has_return = False
-            self.return_stmt = "pass"
+            self.return_stmt = ir.Pass()
         if has_return:
-            self.emit("while True:")
-            self.indent += 1
-            self.return_stmt = "break"
-        mark = len(self.lines)
-        self.stmt(body, scope)
-        if has_return:
-            self.emit("break")
-            self.indent -= 1
-        elif len(self.lines) == mark and guard:
-            self.emit("pass")
+            with self.loop():
+                self.return_stmt = ir.Break()
+                self.stmt(body, scope)
+                self.emit(ir.Break())
+        else:
+            self.stmt(body, scope)
         self.return_stmt = saved
-        if guard:
-            self.indent -= 1
-            self.emit("except ExitBlock:")
-            self.indent += 1
-            copy_out()
-            self.emit("raise")
-            self.indent -= 1
-        copy_out()
 
     def user_call(self, call: ast.Call, scope: Any) -> Storage | None:
         """Inline a function call; its value is left in a fresh slot."""
@@ -415,26 +416,20 @@ class CallGen:
             self.assign_storage(self.return_slot, s.value, scope)
 
     # ---------------------------------------------------------------- lazy operands
-    def lazy_logic(self, e: ast.Binary, scope: Any) -> str:
+    def lazy_logic(self, e: ast.Binary, scope: Any) -> ir.Expr:
         """``a && f()`` / ``a || f()``: the call runs only when the right side is evaluated."""
-        v = self.fresh("v")
-        self.emit(f"{v} = {self.ex(e.left, scope)}")
-        self.emit(f"if {'' if e.op == '&&' else 'not '}{v}:")
-        self.indent += 1
-        self.emit(f"{v} = {self.ex(e.right, scope)}")
-        self.indent -= 1
+        v = ir.Var(self.fresh("v"))
+        self.emit(ir.Assign(v, ir.lift(self.ex(e.left, scope))))
+        with self.if_(v if e.op == "&&" else ir.Not(v)):
+            self.emit(ir.Assign(v, ir.lift(self.ex(e.right, scope))))
         return v
 
-    def lazy_cond(self, e: ast.Cond, scope: Any) -> str:
-        v = self.fresh("v")
-        self.emit(f"if {self.ex(e.cond, scope)}:")
-        self.indent += 1
-        self.emit(f"{v} = {self.ex(e.then, scope)}")
-        self.indent -= 1
-        self.emit("else:")
-        self.indent += 1
-        self.emit(f"{v} = {self.ex(e.other, scope)}")
-        self.indent -= 1
+    def lazy_cond(self, e: ast.Cond, scope: Any) -> ir.Expr:
+        v = ir.Var(self.fresh("v"))
+        with self.if_(ir.lift(self.ex(e.cond, scope))):
+            self.emit(ir.Assign(v, ir.lift(self.ex(e.then, scope))))
+        with self.else_():
+            self.emit(ir.Assign(v, ir.lift(self.ex(e.other, scope))))
         return v
 
 

@@ -33,9 +33,10 @@ from ..frontend.types import (
     Type,
     VarbitT,
     bit_width,
+    wire_fields,
 )
 from ..p4info import key_name, qualify
-from . import algorithms, loops
+from . import algorithms, ir, loops, python
 from . import profile_codegen as apgen
 from . import v1model_codegen as v1m
 from .builder import Builder
@@ -47,6 +48,9 @@ from .profiles import IndirectTable
 from .storage import Scope, Storage, member_storage, slot_count
 from .subparsers import SubParserGen
 from .tables import DONT_CARE, ActionSpec, KeySpec, Table, exact, lpm, ternary, value_range
+
+POS = ir.Var("pos")  # a parser's position in the packet
+STATE = ir.Var("st")  # a parser's state number
 
 
 class ExitBlock(Exception):
@@ -93,10 +97,10 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         }
         self.counter = 0
         self.out = Generated("", self.ns, self.template, {})
-        self.return_stmt = "return"
+        self.return_stmt: ir.Stmt = ir.Return()
         self.error_codes = {name: i for i, name in enumerate(prog.errors)}
         self.std_storage: Storage | None = None
-        self.action_sources: list[str] = []  # compiled one by one, when their table is built
+        self.action_names: set[str] = set()  # compiled one by one, when their table is built
         self.action_depth = 0  # > 0 inside an action body, where HSIndexSimplifier leaves run-time indexes alone
         self.index_temps: dict[int, str] = {}  # id of a guarded run-time index expression: its variable
         self.globals = Scope()
@@ -113,6 +117,13 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         name = self.fresh(stem)
         self.ns[name] = value
         return name
+
+    def obj(self, name: str) -> ir.Obj:
+        """The node naming a runtime object ``const`` bound."""
+        return ir.Obj(name, self.ns[name])
+
+    def temp(self, stem: str) -> ir.Var:
+        return ir.Var(self.fresh(stem))
 
     def run(self, code: types.CodeType) -> None:
         """Define generated functions in the namespace; ``Generated.copy`` runs the same code again."""
@@ -149,28 +160,27 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
                 self.parser(decl, scope)
             else:
                 self.control_function(role, decl, scope)
-        module = "\n".join(self.lines) + "\n"
-        self.run(compiled(module, f"<p4 {self.prog.program.loc.file}>"))
-        self.out.source = "\n".join(self.action_sources) + "\n" + module
+        self.finish()
         return self.out
+
+    def finish(self) -> None:
+        """Define the blocks' and applies' functions (the actions are defined as their tables are built)."""
+        self.module.template = self.template
+        rest = ir.Module([f for f in self.module.functions if f.name not in self.action_names])
+        self.run(compiled(python.module(rest), f"<p4 {self.prog.program.loc.file}>"))
+        self.out.module = self.module
+        self.out.source = python.module(self.module)
 
     # ================================================================ controls
     def control_function(self, role: str, decl: ast.ControlDecl, scope: Scope) -> None:
         self.declare_locals(decl, scope, qualify("", decl))
-        self.emit(f"def {role}(S{', OUT' if role.endswith('deparser') else ''}):")
-        self.indent += 1
-        self.emit("try:")
-        self.indent += 1
-        mark = len(self.lines)
-        self.init_locals(decl, scope)
-        self.stmt(decl.body, scope)
-        if len(self.lines) == mark:
-            self.emit("pass")
-        self.indent -= 1
-        self.emit("except ExitBlock:")
-        self.emit("    pass")
-        self.indent -= 1
-        self.emit("")
+        kind = ir.Kind.DEPARSER if role.endswith("deparser") else ir.Kind.CONTROL
+        with self.define(role, kind):
+            with self.try_exit():
+                self.init_locals(decl, scope)
+                self.stmt(decl.body, scope)
+            with self.on_exit():
+                pass
 
     def declare_globals(self) -> None:
         """Extern instances declared at the top level (``register<bit<8>>(4) r;``): one object,
@@ -227,6 +237,8 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             self.out.profiles[name] = obj
         elif isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
             inner = Scope(self.globals)
+            for passed in t.decl.instance_args.values():  # a control passed as a constructor argument
+                inner[passed] = self.lookup(scope, passed)
             params: list[Storage | None] = []
             for p in t.decl.params:
                 if isinstance(t.decl, ast.ParserDecl) and isinstance(p.type, ExternT):
@@ -285,49 +297,47 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         # the apply function: key, lookup, run the action, report (hit, action name)
         fname = self.fresh("apply")
         scope[t] = fname
-        saved, self.lines, self.indent = (self.lines, self.indent), [], 0
-        self.emit(f"def {fname}(S):")
-        self.indent = 1  # a function call in a key is inlined here, before the lookup
-        key = ", ".join(self.table_key(k.expr, scope) for k in matched)
-        self.indent = 0
-        if profile is not None:
-            apgen.emit_indirect_apply(self, t, scope, tname, key)
-            fn_lines = self.lines
-            self.lines, self.indent = saved
-            self.lines[0:0] = fn_lines + [""]
-            return
-        self.emit(f"    e = {tname}.lookup(({key}{',' if t.keys else ''}))")
-        self.emit("    if e is None:")
-        self.emit(f"        e = {tname}.default_entry")
-        self.emit("        e.action.fn(S, *e.args)")
-        self.emit("        return False, e.action.name")
-        if counters is not None:
-            plen = self.out.std["packet_length"]
-            self.emit(f"    c = e.counter; c[0] += 1; c[1] += S[{plen}]")
+        with self.define(fname, ir.Kind.APPLY):
+            keys = tuple(self.table_key(k.expr, scope) for k in matched)  # a call in a key is inlined first
+            if profile is not None:
+                apgen.emit_indirect_apply(self, t, scope, self.obj(tname), keys)
+                return
+            self.direct_apply(t, self.obj(tname), keys, name, scope)
+
+    def direct_apply(self, t: ast.TableDecl, table: ir.Obj, keys: tuple[ir.Expr, ...], name: str,
+                     scope: Scope) -> None:
+        e = ir.Var("e", ir.VarKind.ENTRY)
+        self.emit(ir.Assign(e, ir.TableLookup(table, keys)))
+        with self.if_(ir.IsNone(e)):
+            self.emit(ir.Assign(e, ir.DefaultEntry(table)))
+            self.emit(ir.RunAction(e))
+            self.emit(ir.Return(ir.Tuple((ir.Const(False), ir.EntryAction(e)))))
+        if t.properties.get("counters") is not None:
+            self.emit(ir.AugAssign(ir.EntryCount(e, 0), "+", ir.Const(1)))
+            self.emit(ir.AugAssign(ir.EntryCount(e, 1), "+", ir.slot(self.out.std["packet_length"])))
         meters = t.properties.get("meters")
         if meters is not None:
-            mobj = self.lookup(scope, meters.decl)
-            self.ns[mobj].table = name
+            mobj = self.obj(self.lookup(scope, meters.decl))
+            mobj.value.table = name
             dst = v1m.direct_meter_destination(self, t, meters.decl, scope)
             if dst is not None:
-                amount = "1" if self.ns[mobj].unit == "packets" else "INGRESS_LENGTH[0]"
-                self.out.uses_payload = self.out.uses_payload or amount != "1"
-                self.emit(f"    S[{dst.base}] = {mobj}.cell(e).execute(RT.micros(), {amount})")
-        self.emit("    e.action.fn(S, *e.args)")
-        self.emit("    return True, e.action.name")
-        fn_lines = self.lines
-        self.lines, self.indent = saved
-        self.lines[0:0] = fn_lines + [""]
+                amount = ir.Const(1) if mobj.value.unit == "packets" else ir.IngressLength()
+                self.out.uses_payload = self.out.uses_payload or mobj.value.unit != "packets"
+                cell = ir.MethodCall(ir.Attr(mobj, "cell"), (e,))
+                now = ir.MethodCall(ir.Attr(ir.Name("RT"), "micros"), ())
+                self.emit(ir.Assign(ir.slot(dst.base), ir.MethodCall(ir.Attr(cell, "execute"), (now, amount))))
+        self.emit(ir.RunAction(e))
+        self.emit(ir.Return(ir.Tuple((ir.Const(True), ir.EntryAction(e)))))
 
-    def key_expr(self, e: ast.Expr, scope: Scope) -> str:
+    def key_expr(self, e: ast.Expr, scope: Scope) -> ir.Expr:
         code = self.ex(e, scope)
-        return f"(1 if {code} else 0)" if e.type is BOOL else code
+        return ir.Select(code, ir.Const(1), ir.Const(0)) if e.type is BOOL else code
 
-    def table_key(self, e: ast.Expr, scope: Scope) -> str:
+    def table_key(self, e: ast.Expr, scope: Scope) -> ir.Expr:
         """A key as the control plane writes it: the bits, so int<W> values as unsigned."""
         t = e.type.underlying if isinstance(e.type, EnumT) and e.type.underlying else e.type
         code = self.key_expr(e, scope)
-        return f"({code} & {t.mask})" if isinstance(t, BitsT) and t.signed else code
+        return ir.bin_("&", code, t.mask) if isinstance(t, BitsT) and t.signed else code
 
     def entry_match(self, ks: ast.Expr, key: KeySpec):
         if isinstance(ks, ast.Default):
@@ -347,28 +357,21 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         decl: ast.ActionDecl = ref.decl
         fname = self.fresh("act")
         inner = Scope(scope)
-        data = [p for p in decl.params if not p.direction]
-        for i, p in enumerate(data):
-            inner[p] = f"a{i}"
+        data = tuple(ir.Var(f"a{i}") for i, p in enumerate(p for p in decl.params if not p.direction))
+        for p, var in zip((p for p in decl.params if not p.direction), data):
+            inner[p] = var
         directional = [p for p in decl.params if p.direction]
-        saved, self.lines, self.indent = (self.lines, self.indent), [], 0
-        saved_ret, self.return_stmt = self.return_stmt, "return"
-        self.emit(f"def {fname}(S{''.join(f', a{i}' for i in range(len(data)))}):")
-        self.indent = 1
-        mark = len(self.lines)
-        self.action_depth += 1
-        if directional:  # bound in the actions list: copy-in/copy-out like a direct call
-            self.inline(directional, ref.args or [], decl.body, scope, inner)
-        else:
-            self.stmt(decl.body, inner)
-        self.action_depth -= 1
-        if len(self.lines) == mark:
-            self.emit("pass")
-        fn_lines = self.lines
-        self.lines, self.indent = saved
+        saved_ret, self.return_stmt = self.return_stmt, ir.Return()
+        with self.define(fname, ir.Kind.ACTION, data):
+            self.action_depth += 1
+            if directional:  # bound in the actions list: copy-in/copy-out like a direct call
+                self.inline(directional, ref.args or [], decl.body, scope, inner)
+            else:
+                self.stmt(decl.body, inner)
+            self.action_depth -= 1
         self.return_stmt = saved_ret
-        self.action_sources += fn_lines + [""]
-        self.run(compiled("\n".join(fn_lines) + "\n", "<p4 action>"))
+        self.action_names.add(fname)
+        self.run(compiled(python.function(self.module.functions[-1]), "<p4 action>"))
         return self.ns[fname]
 
     # ================================================================ parser
@@ -378,78 +381,81 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         states = {s.name: i for i, s in enumerate(decl.states)}
         self.state_ids = states
         self.state_count, self.later_states = len(states), []  # sub-parser applies add states
-        self.emit(f"def {fname}(S, data):")
-        self.indent += 1
-        self.init_locals(decl, scope)
-        self.emit("L = len(data)")
-        self.emit("pos = 0")
-        self.emit(f"st = {states['start']}")
-        self.emit("while True:")
-        self.indent += 1
-        for i, state in enumerate(decl.states):
-            self.emit(f"{'if' if i == 0 else 'elif'} st == {i}:  # state {state.name}")
-            self.indent += 1
-            self.state_body(decl, state.stmts, state.transition, Scope(scope))
-            self.indent -= 1
-        self.emit_later_states()
-        self.indent -= 2
-        self.emit("")
+        with self.define(fname, ir.Kind.PARSER):
+            self.init_locals(decl, scope)
+            self.emit(ir.Assign(POS, ir.Const(0)))
+            self.emit(ir.Assign(STATE, ir.Const(states["start"])))
+            with self.loop():
+                for i, state in enumerate(decl.states):
+                    with (self.if_ if i == 0 else self.elif_)(ir.cmp("==", STATE, i)):
+                        self.emit(ir.Comment(f"state {state.name}"))
+                        self.state_body(decl, state.stmts, state.transition, Scope(scope))
+                self.emit_later_states()
 
-    def goto(self, state: str) -> str:
+    def goto(self, state: str) -> None:
         if state not in self.state_ids:  # BMv2: an explicit reject ends parsing, no error
-            return "return pos, 0"  # (a sub-parser's accept is in state_ids: its caller goes on)
-        return f"st = {self.state_ids[state]}; continue"
+            self.emit(self.parser_return(0))  # (a sub-parser's accept is in state_ids: its caller goes on)
+            return
+        self.emit(ir.Assign(STATE, ir.Const(self.state_ids[state])))
+        self.emit(ir.Continue())
+
+    def parser_return(self, error: ir.Expr | int | str) -> ir.Return:
+        """End parsing here with this error code (0: none)."""
+        if isinstance(error, str):
+            error = self.error_codes[error]
+        return ir.Return(ir.Tuple((POS, ir.lift(error))))
 
     def transition(self, tr: ast.Transition, scope: Scope) -> None:
         if tr.select is None:
-            self.emit(self.goto(tr.state))
+            self.goto(tr.state)
             return
         keys = []
         for e in tr.select:
-            k = self.fresh("k")
-            self.emit(f"{k} = {self.key_expr(e, scope)}")
+            k = self.temp("k")
+            self.emit(ir.Assign(k, self.key_expr(e, scope)))
             keys.append((k, e.type))
         first = True
         for case in tr.cases:
-            conds = []
+            conds: list[ir.Expr | None] = []
             keyset = case.keyset
             if len(keyset) == 1 and len(keys) > 1 and isinstance(keyset[0], ast.Default):
                 keyset = keyset * len(keys)
             if len(keyset) == 1 and isinstance(getattr(keyset[0], "decl", None), ast.ValueSetDecl):
-                conds.append(f"{scope[keyset[0].decl]}.matches(({''.join(k + ', ' for k, _ in keys)}))")
+                conds.append(ir.VsetMatches(self.obj(scope[keyset[0].decl]), tuple(k for k, _ in keys)))
             else:
                 conds.extend(self.keyset_cond(ks, k, t) for ks, (k, t) in zip(keyset, keys))
-            cond = " and ".join(c for c in conds if c != "True") or "True"
-            if cond == "True":
+            tests = [c for c in conds if c is not None]
+            if not tests:  # matches everything: the last case that can be taken
                 if first:
-                    self.emit(self.goto(case.state))
+                    self.goto(case.state)
                 else:
-                    self.emit("else:")
-                    self.emit("    " + self.goto(case.state))
+                    with self.else_():
+                        self.goto(case.state)
                 return
-            self.emit(f"{'if' if first else 'elif'} {cond}:")
-            self.emit("    " + self.goto(case.state))
+            with (self.if_ if first else self.elif_)(tests[0] if len(tests) == 1 else ir.And(tuple(tests))):
+                self.goto(case.state)
             first = False
-        no_match = self.no_match()
-        self.emit(no_match if first else "else:")
-        if not first:
-            self.emit("    " + no_match)
+        if first:
+            self.emit(self.no_match())
+        else:
+            with self.else_():
+                self.emit(self.no_match())
 
-    def no_match(self) -> str:
+    def no_match(self) -> ir.Stmt:
         """A select that no case matches.  The spec says error.NoMatch; BMv2 (what p4c-bm2-ss emits has
         no transition for it) ends parsing with no error, the headers so far valid, and so do we."""
-        return "return pos, 0"
+        return self.parser_return(0)
 
-    def keyset_cond(self, ks: ast.Expr, k: str, t: Type) -> str:
+    def keyset_cond(self, ks: ast.Expr, k: ir.Var, t: Type) -> ir.Expr | None:
+        """The test of one key against one keyset; None: it always matches."""
         if isinstance(ks, ast.Default):
-            return "True"
+            return None
         if isinstance(ks, ast.Mask):
             m = ks.mask.value
-            return f"({k} & {m}) == {ks.base.value & m}"
+            return ir.cmp("==", ir.bin_("&", k, m), ks.base.value & m)
         if isinstance(ks, ast.Range):
-            return f"{ks.lo.value} <= {k} <= {ks.hi.value}"
-        v = ks.value
-        return f"{k} == {int(v)}"
+            return ir.And((ir.cmp("<=", ks.lo.value, k), ir.cmp("<=", k, ks.hi.value)))
+        return ir.cmp("==", k, int(ks.value))
 
     def extract(self, st: Storage, call: ast.Call, scope: Scope | None = None) -> None:
         t = st.type
@@ -460,31 +466,36 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             self.extract_varbit(st, self.ex(call.args[1], scope))
             return
         n = nbits // 8
-        self.emit(f"if L - pos < {n}:")
-        self.emit(f"    return pos, {self.error_codes['PacketTooShort']}")
+        self.need_bytes(n)
         fmt = _struct_format(t)
         first = st.base + 1
         if fmt is not None:
-            s = self.const(struct.Struct(fmt), "ST")
-            self.emit(f"S[{first}:{first + len(t.fields)}] = {s}.unpack_from(data, pos)")
+            unpack = ir.Unpack(self.obj(self.const(struct.Struct(fmt), "ST")), POS)
+            self.emit(ir.Assign(ir.slots(first, len(wire_fields(t))), unpack))
         else:
-            self.emit(f"_x = int.from_bytes(data[pos:pos + {n}], 'big')")
+            raw = ir.Var("_x")
+            self.emit(ir.Assign(raw, ir.PacketInt(POS, ir.Const(n))))
             shift = nbits
-            for i, ft in enumerate(t.fields.values()):
+            for i, ft in enumerate(wire_fields(t)):
                 w = bit_width(ft)
                 shift -= w
-                val = f"(_x >> {shift}) & {(1 << w) - 1}" if shift else f"_x & {(1 << w) - 1}"
-                self.emit(f"S[{first + i}] = {self.from_raw(val, ft)}")
+                val = ir.bin_("&", ir.bin_(">>", raw, shift) if shift else raw, (1 << w) - 1)
+                self.emit(ir.Assign(ir.slot(first + i), self.from_raw(val, ft)))
         self.mark_valid(st)
-        self.emit(f"pos += {n}")
+        self.emit(ir.AugAssign(POS, "+", ir.Const(n)))
 
-    def from_raw(self, val: str, t: Type) -> str:
+    def need_bytes(self, n: ir.Expr | int) -> None:
+        """Fewer than ``n`` bytes left: the parser ends with PacketTooShort."""
+        with self.if_(ir.cmp("<", ir.bin_("-", ir.PacketLength(), POS), n)):
+            self.emit(self.parser_return("PacketTooShort"))
+
+    def from_raw(self, val: ir.Expr, t: Type) -> ir.Expr:
         if t is BOOL:
-            return f"bool({val})"
+            return ir.Call("bool", (val,))
         signed = t.signed if isinstance(t, BitsT) else (isinstance(t, EnumT) and t.underlying.signed)
         if signed:
-            w = bit_width(t)
-            return f"(({val}) ^ {1 << (w - 1)}) - {1 << (w - 1)}"
+            half = 1 << (bit_width(t) - 1)
+            return ir.bin_("-", ir.bin_("^", val, half), half)
         return val
 
     # ================================================================ deparser
@@ -506,18 +517,20 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             return
         first = st.base + 1
         fmt = _struct_format(t)
-        self.emit(f"if S[{st.base}]:")
-        if fmt is not None:
-            s = self.const(struct.Struct(fmt), "ST")
-            self.emit(f"    OUT.append({s}.pack(*S[{first}:{first + len(t.fields)}]))")
-            return
-        parts, shift = [], t.width
-        for i, ft in enumerate(t.fields.values()):
-            w = bit_width(ft)
-            shift -= w
-            v = f"(S[{first + i}] & {(1 << w) - 1})"
-            parts.append(f"({v} << {shift})" if shift else v)
-        self.emit(f"    OUT.append(({' | '.join(parts)}).to_bytes({t.width // 8}, 'big'))")
+        with self.if_(ir.slot(st.base)):
+            if fmt is not None:
+                packer = self.obj(self.const(struct.Struct(fmt), "ST"))
+                self.emit(ir.Emit(ir.Pack(packer, ir.slots(first, len(wire_fields(t))))))
+                return
+            value: ir.Expr | None = None
+            shift = t.width
+            for i, ft in enumerate(wire_fields(t)):
+                w = bit_width(ft)
+                shift -= w
+                part: ir.Expr = ir.bin_("&", ir.slot(first + i), (1 << w) - 1)
+                part = ir.bin_("<<", part, shift) if shift else part
+                value = part if value is None else ir.Bin("|", value, part)
+            self.emit(ir.Emit(ir.ToBytes(value, ir.Const(t.width // 8))))
 
     # ================================================================ statements
     def stmt(self, s: ast.Stmt, scope: Scope) -> None:
@@ -534,45 +547,38 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         that pass, and simple_switch aborts on the index: tests/p4/builtin_only/
         stack_index_range.p4).  Each index is read once, before the statement."""
         saved = dict(self.index_temps)
-        conds = []
+        conds: list[ir.Expr] = []
         for ix, size in indexes:
-            var = self.fresh("ix")
-            self.emit(f"{var} = {self.ex(ix, scope)}")
+            var = self.temp("ix")
+            self.emit(ir.Assign(var, self.ex(ix, scope)))
             self.index_temps[id(ix)] = var
-            conds.append(f"{var} >= 0 and {var} < {size}")
-        guard = " and ".join(conds)
+            conds += [ir.cmp(">=", var, 0), ir.cmp("<", var, size)]
         if isinstance(s, ast.If):
-            self.emit(f"if {guard} and {self.ex(s.cond, scope)}:")
-            self.block(s.then, scope)
+            with self.if_(ir.And((*conds, self.ex(s.cond, scope)))):
+                self.block(s.then, scope)
             if s.other is not None:
-                self.emit("else:")
-                self.block(s.other, scope)
+                with self.else_():
+                    self.block(s.other, scope)
         else:
-            self.emit(f"if {guard}:")
-            self.indent += 1
-            self.plain_stmt(s, scope)
-            self.indent -= 1
+            with self.if_(ir.And(tuple(conds))):
+                self.plain_stmt(s, scope)
         self.index_temps = saved
 
     def plain_stmt(self, s: ast.Stmt, scope: Scope) -> None:
         if isinstance(s, ast.Block):
             inner = Scope(scope)
-            mark = len(self.lines)
             for x in s.stmts:
                 self.stmt(x, inner)
-            if len(self.lines) == mark:
-                self.emit("pass")
         elif isinstance(s, ast.Assign):
             self.assign(s.lhs, s.rhs, scope)
         elif isinstance(s, ast.CallStmt):
             self.call_stmt(s.call, scope)
         elif isinstance(s, ast.If):
-            cond = self.ex(s.cond, scope)
-            self.emit(f"if {cond}:")
-            self.block(s.then, scope)
+            with self.if_(self.ex(s.cond, scope)):
+                self.block(s.then, scope)
             if s.other is not None:
-                self.emit("else:")
-                self.block(s.other, scope)
+                with self.else_():
+                    self.block(s.other, scope)
         elif isinstance(s, ast.Switch):
             self.switch(s, scope)
         elif isinstance(s, ast.VarDecl):
@@ -580,39 +586,35 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         elif isinstance(s, (ast.ConstDecl, ast.Empty)):
             pass
         elif isinstance(s, ast.Exit):
-            self.emit("raise ExitBlock")
+            self.emit(ir.Raise("ExitBlock"))
         elif isinstance(s, ast.Return):
             self.return_value(s, scope)
             self.emit(self.return_stmt)
         elif isinstance(s, (ast.For, ast.ForIn)):
             loops.emit_loop(self, s, scope)
         elif isinstance(s, ast.Break):
-            self.emit("break")
+            self.emit(ir.Break())
         elif isinstance(s, ast.Continue):
-            self.emit("continue")
+            self.emit(ir.Continue())
         else:
             raise P4Error(s.loc, f"{type(s).__name__} cannot be executed")
 
     def block(self, s: ast.Stmt, scope: Scope) -> None:
-        self.indent += 1
-        mark = len(self.lines)
+        """A nested statement, in the block just opened."""
         self.stmt(s, Scope(scope))
-        if len(self.lines) == mark:
-            self.emit("pass")
-        self.indent -= 1
 
     def switch(self, s: ast.Switch, scope: Scope) -> None:
         """An if/elif chain over the labels, on `t.apply().action_run` or on a value;
         fall-through labels join the next case that has a body."""
         t = s.subject.type
-        subject = self.fresh("sw")
+        subject = self.temp("sw")
         if isinstance(t, ActionRunT):
-            self.emit(f"{subject} = {self.ex(s.subject.base, scope)}[1]")
+            self.emit(ir.Assign(subject, ir.ApplyAction(self.ex(s.subject.base, scope))))
             names = {ref.decl.name: scope[ref.decl] for ref in t.table.actions}
-            label_code = lambda label: repr(names[label])  # noqa: E731
+            label_code = lambda label: ir.Const(names[label])  # noqa: E731
         else:
-            self.emit(f"{subject} = {self.ex(s.subject, scope)}")
-            label_code = lambda label: repr(label.value)  # noqa: E731
+            self.emit(ir.Assign(subject, self.ex(s.subject, scope)))
+            label_code = lambda label: ir.Const(label.value)  # noqa: E731
         pending: list[Any] = []
         first = True
         default_body = None
@@ -623,17 +625,17 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             if "default" in pending:
                 default_body = case.body
             else:
-                cond = " or ".join(f"{subject} == {label_code(label)}" for label in pending)
-                self.emit(f"{'if' if first else 'elif'} {cond}:")
-                self.block(case.body, scope)
+                tests = [ir.Cmp("==", subject, label_code(label)) for label in pending]
+                with (self.if_ if first else self.elif_)(tests[0] if len(tests) == 1 else ir.Or(tuple(tests))):
+                    self.block(case.body, scope)
                 first = False
             pending = []
         if default_body is not None:
             if first:
                 self.stmt(default_body, Scope(scope))
             else:
-                self.emit("else:")
-                self.block(default_body, scope)
+                with self.else_():
+                    self.block(default_body, scope)
 
     # ---------------------------------------------------------------- assignment
     def storage(self, e: ast.Expr, scope: Scope) -> Storage:
@@ -677,31 +679,19 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             raise P4Error(decl.loc, f"'{decl.name}' is not available here (internal)") from None
 
     def assign(self, lhs: ast.Expr, rhs: ast.Expr, scope: Scope) -> None:
-        if has_user_call(rhs) and _runtime_indexes(lhs):
-            self.check_index_not_written(lhs, rhs, scope)
         if isinstance(lhs, ast.Slice):
             base = self.storage(lhs.base, scope)
             hi, lo = lhs.hi.value, lhs.lo.value
             m = ((1 << (hi - lo + 1)) - 1) << lo
             bt = base.type
             keep = bt.mask & ~m
-            val = f"(S[{base.base}] & {keep}) | (({self.ex(rhs, scope)} << {lo}) & {m})"
+            val: ir.Expr = ir.Bin("|", ir.bin_("&", ir.slot(base.base), keep),
+                                  ir.bin_("&", ir.bin_("<<", self.ex(rhs, scope), lo), m))
             if bt.signed:
-                val = self.wrap_code(f"({val})", bt)
-            self.emit(f"S[{base.base}] = {val}")
+                val = self.wrap_code(val, bt)
+            self.emit(ir.Assign(ir.slot(base.base), val))
             return
         self.assign_storage(self.storage(lhs, scope), rhs, scope)
-
-    def check_index_not_written(self, lhs: ast.Expr, rhs: ast.Expr, scope: Scope) -> None:
-        """``s[i].f = g(i)`` with g writing i: the spec evaluates the l-value first (old i),
-        p4c evaluates the call first (new i); such programs are refused."""
-        reads: list[tuple[int, int]] = []
-        for ix in _runtime_indexes(lhs):
-            reads += self.touched_ranges(ix, scope)
-        writes = self.written_ranges(rhs, scope)
-        if any(r[0] < w[1] and w[0] < r[1] for r in reads for w in writes):
-            raise P4Error(lhs.loc, "assigning to a header stack element whose run-time index the right-hand "
-                          "side's function call changes is not supported by the built-in target")
 
     def assign_storage(self, st: Storage, rhs: ast.Expr, scope: Scope) -> None:
         n = st.size
@@ -715,9 +705,9 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             self.copy_value(st, self.storage(rhs, scope))
         elif isinstance(st.type, (HeaderT, StackT)):
             src = self.storage(rhs, scope)
-            self.emit(f"S[{st.base}:{st.base + n}] = S[{src.base}:{src.base + n}]")
+            self.emit(ir.Assign(ir.slots(st.base, n), ir.slots(src.base, n)))
         else:
-            self.emit(f"S[{st.base}] = {self.ex(rhs, scope)}")
+            self.emit(ir.Assign(ir.slot(st.base), self.ex(rhs, scope)))
 
     # ---------------------------------------------------------------- calls
     def call_stmt(self, call: ast.Call, scope: Scope) -> None:
@@ -727,7 +717,7 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             self.inline(tgt.decl.params, call.args, tgt.decl.body, scope, Scope(scope))
             self.action_depth -= 1
         elif tgt.kind == "table_apply":
-            self.emit(f"{self.lookup(scope, tgt.decl)}(S)")
+            self.emit(ir.Do(ir.Apply(self.lookup(scope, tgt.decl))))
         elif tgt.kind == "block_apply":
             self.apply_control(self.lookup(scope, tgt.decl), call.args, scope)
         elif tgt.kind == "header_method":
@@ -776,54 +766,56 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             return  # decided by the checker, at load time
         if name == "mark_to_drop":
             st = self.storage(args[0], scope)
-            self.emit(f"S[{member_storage(st, 'egress_spec').base}] = 511")
-            self.emit(f"S[{member_storage(st, 'mcast_grp').base}] = 0")
+            self.emit(ir.Assign(ir.slot(member_storage(st, "egress_spec").base), ir.Const(511)))
+            self.emit(ir.Assign(ir.slot(member_storage(st, "mcast_grp").base), ir.Const(0)))
         elif name == "verify":
-            self.emit(f"if not {self.ex(args[0], scope)}:")
-            self.emit(f"    return pos, {self.ex(args[1], scope)}")
+            with self.if_(ir.Not(self.ex(args[0], scope))):
+                self.emit(self.parser_return(self.ex(args[1], scope)))
         elif name == "hash":
             result = self.storage(args[0], scope)
             algo = args[1].type.members[args[1].value]
             data = self.hash_input(args[3], scope)
-            value = (f"hash_offset(HASHES[{algo!r}], {data}, {self.ex(args[2], scope)}, "
-                     f"{self.ex(args[4], scope)})")
-            self.emit(f"S[{result.base}] = {self.wrap_code(value, result.type)}")
+            value = ir.Call("hash_offset", (ir.Hash(algo), data, self.ex(args[2], scope), self.ex(args[4], scope)))
+            self.emit(ir.Assign(ir.slot(result.base), self.wrap_code(value, result.type)))
         elif name in ("verify_checksum", "update_checksum"):
             target = self.storage(args[2], scope)
             data = self.hash_input(args[1], scope)
             cond = self.ex(args[0], scope)
+            checksum = ir.Call("csum16", (data,))
             if name == "verify_checksum":
-                self.emit(f"if {cond} and csum16({data}) != S[{target.base}]:")
-                self.emit(f"    S[{std['checksum_error']}] = 1")
+                with self.if_(ir.And((cond, ir.Cmp("!=", checksum, ir.slot(target.base))))):
+                    self.emit(ir.Assign(ir.slot(std["checksum_error"]), ir.Const(1)))
             else:
-                self.emit(f"if {cond}:")
-                self.emit(f"    S[{target.base}] = csum16({data})")
+                with self.if_(cond):
+                    self.emit(ir.Assign(ir.slot(target.base), checksum))
         elif name in v1m.V1MODEL_FUNCTIONS:
             v1m.v1model_function(self, call, scope)
         else:
             raise P4Error(call.loc, f"{name} is not supported")
 
-    def hash_input(self, data: ast.Expr, scope: Scope) -> str:
-        """Code for the byte string BMv2 would hash: fields of invalid headers are skipped,
+    def hash_input(self, data: ast.Expr, scope: Scope) -> ir.Expr:
+        """The byte string BMv2 would hash: fields of invalid headers are skipped,
         a varbit field (checksums only) adds the bits it was extracted with."""
-        flat: list[tuple[str, str, str | None]] = []
+        flat: list[tuple[ir.Expr, ir.Expr, ir.Expr | None]] = []
 
-        def add(code: str, t: Type, valid: str | None) -> None:
+        def add(code: ir.Expr, t: Type, valid: ir.Expr | None) -> None:
             if isinstance(t, VarbitT):  # the slot holds the extracted bytes
-                flat.append((f"int.from_bytes({code}, 'big')", f"len({code}) * 8", valid))
+                length = ir.MethodCall(ir.Name("len"), (code,))
+                flat.append((ir.Call("int_of_bytes", (code,)), ir.bin_("*", length, 8), valid))
             else:
-                flat.append((f"(1 if {code} else 0)" if t is BOOL else code, str(bit_width(t)), valid))
+                value = ir.Select(code, ir.Const(1), ir.Const(0)) if t is BOOL else code
+                flat.append((value, ir.Const(bit_width(t)), valid))
 
-        def add_fields(st: Storage, valid: str | None) -> None:
+        def add_fields(st: Storage, valid: ir.Expr | None) -> None:
             """A header's fields, each present only while the header is valid; a struct's,
             tuple's or union's fields in order (p4c-bm2-ss's field lists flatten them)."""
             t = st.type
             if isinstance(t, HeaderT):
-                inner = f"S[{st.base}]" if t.is_header else valid
+                inner = ir.slot(st.base) if t.is_header else valid
                 for fname in t.fields:
                     add_fields(member_storage(st, fname), inner)
             else:
-                add(f"S[{st.base}]", t, valid)
+                add(ir.slot(st.base), t, valid)
 
         def add_item(item: ast.Expr) -> None:
             if isinstance(item, ast.ListExpr):
@@ -834,20 +826,18 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             else:
                 valid = None
                 if isinstance(item, ast.Member) and isinstance(item.base.type, HeaderT) and item.base.type.is_header:
-                    valid = f"S[{self.storage(item.base, scope).base}]"
+                    valid = ir.slot(self.storage(item.base, scope).base)
                 add(self.ex(item, scope), item.type, valid)
 
         add_item(data)
         guards = {v for _, _, v in flat}
+        widths = ir.Tuple(tuple(w for _, w, _ in flat))
         if guards <= {None} or len(guards) == 1:
-            values = ", ".join(c for c, _, _ in flat)
-            widths = ", ".join(w for _, w, _ in flat)
-            packed = f"pack_bits(({values},), ({widths},))"
+            packed = ir.Call("pack_bits", (ir.Tuple(tuple(c for c, _, _ in flat)), widths))
             guard = next(iter(guards))
-            return packed if guard is None else f"({packed} if {guard} else b'')"
-        values = ", ".join(f"({c} if {v} else None)" if v else c for c, _, v in flat)
-        widths = ", ".join(w for _, w, _ in flat)
-        return f"pack_bits(({values},), ({widths},))"
+            return packed if guard is None else ir.Select(guard, packed, ir.Const(b""))
+        values = tuple(c if v is None else ir.Select(v, c, ir.Const(None)) for c, _, v in flat)
+        return ir.Call("pack_bits", (ir.Tuple(values), widths))
 
     def method(self, call: ast.Call, scope: Scope) -> None:
         tgt, args = call.target, call.args
@@ -858,12 +848,12 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             nxt = nxt.base if nxt is not None and isinstance(nxt.base.type, HeaderT) else target  # s.next.member
             if isinstance(nxt, ast.Member) and nxt.member == "next" and isinstance(nxt.base.type, StackT):
                 stack = self.pin(self.storage(nxt.base, scope))
-                nx = self.stack_next_slot(stack)
-                self.emit(f"if S[{nx}] >= {stack.type.size}:")
-                self.emit(f"    return pos, {self.error_codes['StackOutOfBounds']}")
+                nx = ir.slot(self.stack_next_slot(stack))
+                with self.if_(ir.cmp(">=", nx, stack.type.size)):
+                    self.emit(self.parser_return("StackOutOfBounds"))
                 elem = self.stack_next(stack)
                 self.extract(elem if nxt is target else member_storage(elem, target.member), call, scope)
-                self.emit(f"S[{nx}] += 1")
+                self.emit(ir.AugAssign(nx, "+", ir.Const(1)))
             elif tgt.name == "extract" and isinstance(args[0], ast.Default):
                 self.extract(self.alloc(args[0].type), call, scope)  # `_`: as p4c, into a temporary
             elif tgt.name == "extract":
@@ -871,11 +861,10 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             elif tgt.name == "advance":
                 bits = self.ex(args[0], scope)
                 if args[0].value is None or args[0].value % 8:  # BMv2: not whole bytes is an error
-                    self.emit(f"if ({bits}) % 8:")
-                    self.emit(f"    return pos, {self.error_codes['ParserInvalidArgument']}")
-                self.emit(f"if L - pos < ({bits}) // 8:")
-                self.emit(f"    return pos, {self.error_codes['PacketTooShort']}")
-                self.emit(f"pos += ({bits}) // 8")
+                    with self.if_(ir.bin_("%", bits, 8)):
+                        self.emit(self.parser_return("ParserInvalidArgument"))
+                self.need_bytes(ir.bin_("//", bits, 8))
+                self.emit(ir.AugAssign(POS, "+", ir.bin_("//", bits, 8)))
             elif tgt.name == "lookahead":  # its value unused: p4c-bm2-ss still reads it (a temporary),
                 if isinstance(call.type, HeaderT):  # so a short packet is still PacketTooShort
                     self.lookahead_header(call)
@@ -887,121 +876,130 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             return
         obj = self.lookup(scope, tgt.instance.decl)
         if ext == "register":
-            size = self.ns[obj].size
-            cells = f"{obj}.cells"
+            reg = self.obj(obj)
+            size = reg.value.size
             if tgt.name == "read":
                 dst = self.storage(args[0], scope)
                 idx = self.ex(args[1], scope)
+                value: ir.Expr
                 if args[1].value is not None:
-                    value = f"{cells}[{idx}]" if idx_in(args[1].value, size) else "0"
+                    value = ir.RegCell(reg, idx) if idx_in(args[1].value, size) else ir.Const(0)
                 else:
-                    i = self.fresh("i")
-                    self.emit(f"{i} = {idx}")
-                    value = f"{cells}[{i}] if {i} < {size} else 0"
-                self.emit(f"S[{dst.base}] = {value}")
+                    i = self.temp("i")
+                    self.emit(ir.Assign(i, idx))
+                    value = ir.Select(ir.cmp("<", i, size), ir.RegCell(reg, i), ir.Const(0))
+                self.emit(ir.Assign(ir.slot(dst.base), value))
             else:
                 idx, value = self.ex(args[0], scope), self.ex(args[1], scope)
                 if args[0].value is not None:
                     if idx_in(args[0].value, size):
-                        self.emit(f"{cells}[{idx}] = {value}")
+                        self.emit(ir.Assign(ir.RegCell(reg, idx), value))
                 else:
-                    i = self.fresh("i")
-                    self.emit(f"{i} = {idx}")
-                    self.emit(f"if {i} < {size}:")
-                    self.emit(f"    {cells}[{i}] = {value}")
+                    i = self.temp("i")
+                    self.emit(ir.Assign(i, idx))
+                    with self.if_(ir.cmp("<", i, size)):
+                        self.emit(ir.Assign(ir.RegCell(reg, i), value))
         elif ext == "counter":
-            i = self.fresh("i")
-            size = self.ns[obj].size
-            self.emit(f"{i} = {self.ex(args[0], scope)}")
-            self.emit(f"if {i} < {size}:")
-            self.emit(f"    {obj}.packets[{i}] += 1; {obj}.bytes[{i}] += S[{self.out.std['packet_length']}]")
+            counter = self.obj(obj)
+            i = self.temp("i")
+            self.emit(ir.Assign(i, self.ex(args[0], scope)))
+            with self.if_(ir.cmp("<", i, counter.value.size)):
+                self.count(counter, i, ir.slot(self.out.std["packet_length"]))
         elif ext in ("meter", "direct_meter"):
             v1m.meter_method(self, call, scope, obj)
         # direct_counter.count(): the table counts its hits itself
 
+    def count(self, counter: ir.Obj, index: ir.Expr, length: ir.Expr) -> None:
+        """An indexed counter counts a packet of ``length`` bytes."""
+        self.emit(ir.AugAssign(ir.CounterCell(counter, "packets", index), "+", ir.Const(1)))
+        self.emit(ir.AugAssign(ir.CounterCell(counter, "bytes", index), "+", length))
+
     # ================================================================ expressions
-    def wrap_code(self, code: str, t: Type) -> str:
+    def wrap_code(self, code: ir.Expr | str, t: Type) -> ir.Expr:
+        """The value at ``t``'s width: unsigned by a mask, signed by two's complement."""
+        code = ir.lift(code)
         if not isinstance(t, BitsT):
             return code
         if t.signed:
             half = 1 << (t.width - 1)
-            return f"(((({code}) + {half}) & {t.mask}) - {half})"  # whole: callers embed it
-        return f"(({code}) & {t.mask})"
+            return ir.bin_("-", ir.bin_("&", ir.bin_("+", code, half), t.mask), half)
+        return ir.bin_("&", code, t.mask)
 
-    def ex(self, e: ast.Expr, scope: Scope) -> str:
+    def ex(self, e: ast.Expr, scope: Scope) -> ir.Expr:
         if e.value is not None and not isinstance(e.value, str):
-            return repr(e.value)
+            return ir.Const(e.value)
         m = getattr(self, "_x_" + type(e).__name__)
-        return m(e, scope)
+        return ir.lift(m(e, scope))
 
-    def _x_PathExpr(self, e: ast.PathExpr, scope: Scope) -> str:
+    def _x_PathExpr(self, e: ast.PathExpr, scope: Scope) -> ir.Expr:
         b = self.lookup(scope, e.decl)
         if isinstance(b, Storage):
-            return f"S[{b.base}]"
+            return ir.slot(b.base)
         return b
 
-    def _x_Member(self, e: ast.Member, scope: Scope) -> str:
+    def _x_Member(self, e: ast.Member, scope: Scope) -> ir.Expr:
         bt = e.base.type
         if isinstance(bt, ApplyResultT):
-            res = self.ex(e.base, scope)
-            return {"hit": f"{res}[0]", "miss": f"(not {res}[0])"}[e.member]
+            hit = ir.ApplyHit(self.ex(e.base, scope))
+            return hit if e.member == "hit" else ir.Not(hit)
         if isinstance(bt, StackT) and e.member == "lastIndex":
-            return self.last_index_code(self.storage(e.base, scope))
-        return f"S[{self.storage(e, scope).base}]"
+            return ir.lift(self.last_index_code(self.storage(e.base, scope)))
+        return ir.slot(self.storage(e, scope).base)
 
-    def _x_Index(self, e: ast.Index, scope: Scope) -> str:
-        return f"S[{self.storage(e, scope).base}]"
+    def _x_Index(self, e: ast.Index, scope: Scope) -> ir.Expr:
+        return ir.slot(self.storage(e, scope).base)
 
-    def _x_Slice(self, e: ast.Slice, scope: Scope) -> str:
+    def _x_Slice(self, e: ast.Slice, scope: Scope) -> ir.Expr:
         lo, hi = e.lo.value, e.hi.value
         base = self.ex(e.base, scope)
-        return f"(({base} >> {lo}) & {(1 << (hi - lo + 1)) - 1})" if lo else f"({base} & {(1 << (hi + 1)) - 1})"
+        if lo:
+            return ir.bin_("&", ir.bin_(">>", base, lo), (1 << (hi - lo + 1)) - 1)
+        return ir.bin_("&", base, (1 << (hi + 1)) - 1)
 
-    def _x_Call(self, e: ast.Call, scope: Scope) -> str:
+    def _x_Call(self, e: ast.Call, scope: Scope) -> ir.Expr:
         tgt = e.target
         if tgt.kind == "header_method" and tgt.name == "isValid":
-            return self.valid_code(self.storage(tgt.instance, scope))
+            return ir.lift(self.valid_code(self.storage(tgt.instance, scope)))
         if tgt.kind == "table_apply":
-            return f"{self.lookup(scope, tgt.decl)}(S)"
+            return ir.Apply(self.lookup(scope, tgt.decl))
         if tgt.kind == "method" and tgt.decl.name == "packet_in" and tgt.name == "length":
-            return "L"
+            return ir.PacketLength()
         if tgt.kind == "user_function":
-            return f"S[{self.user_call(e, scope).base}]"
+            return ir.slot(self.user_call(e, scope).base)
         if tgt.kind == "method" and tgt.decl.name == "packet_in" and tgt.name == "lookahead":
             if isinstance(e.type, HeaderT) and e.type.is_header and e.type.varbit_field is None:
-                return f"S[{self.lookahead_header(e).base}]"
+                return ir.slot(self.lookahead_header(e).base)
             if not (isinstance(e.type, (BitsT, EnumT)) or e.type is BOOL):
                 raise P4Error(e.loc, f"lookahead<{e.type}> is not supported by the built-in target")
             return self.lookahead_bits(e.type)
         raise P4Error(e.loc, f"{tgt.name}() cannot be used in an expression")
 
-    def lookahead_bits(self, t: Type) -> str:
+    def lookahead_bits(self, t: Type) -> ir.Expr:
         """``lookahead<bit<W>>()``: the next W bits, not consumed; too few is PacketTooShort."""
         w = bit_width(t)
         n = (w + 7) // 8
-        self.emit(f"if L - pos < {n}:")
-        self.emit(f"    return pos, {self.error_codes['PacketTooShort']}")
-        raw = f"(int.from_bytes(data[pos:pos + {n}], 'big') >> {n * 8 - w})"
+        self.need_bytes(n)
+        raw = ir.bin_(">>", ir.PacketInt(POS, ir.Const(n)), n * 8 - w)
         if t is BOOL:
-            return f"bool({raw})"
+            return ir.Call("bool", (raw,))
         return self.from_raw(raw, t)
 
     def lookahead_header(self, e: ast.Call) -> Storage:
         """``lookahead<H>()``: a valid copy of the next header, the position kept."""
         st = self.alloc(e.type)
-        saved = self.fresh("pos")
-        self.emit(f"{saved} = pos")
+        saved = self.temp("pos")
+        self.emit(ir.Assign(saved, POS))
         self.extract(st, e)
-        self.emit(f"pos = {saved}")
+        self.emit(ir.Assign(POS, saved))
         return st
 
-    def _x_Cast(self, e: ast.Cast, scope: Scope) -> str:
+    def _x_Cast(self, e: ast.Cast, scope: Scope) -> ir.Expr:
         src, dst = e.operand.type, e.type
         v = self.ex(e.operand, scope)
         if dst is BOOL:
-            return f"({v} != 0)"
+            return ir.cmp("!=", v, 0)
         if src is BOOL:
-            return f"(1 if {v} else 0)"
+            return ir.Select(v, ir.Const(1), ir.Const(0))
         target = dst.underlying if isinstance(dst, EnumT) else dst
         source = src.underlying if isinstance(src, EnumT) else src
         if isinstance(target, BitsT) and isinstance(source, BitsT):
@@ -1012,72 +1010,71 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             return self.wrap_code(v, target)
         return v
 
-    def _x_Unary(self, e: ast.Unary, scope: Scope) -> str:
+    def _x_Unary(self, e: ast.Unary, scope: Scope) -> ir.Expr:
         v = self.ex(e.operand, scope)
         t = e.type
         if e.op == "!":
-            return f"(not {v})"
+            return ir.Not(v)
         if e.op == "+":
             return v
         if e.op == "~":
-            return f"(~{v})" if t.signed else f"({v} ^ {t.mask})"
-        return self.wrap_code(f"-{v}", t)
+            return ir.Invert(v) if t.signed else ir.bin_("^", v, t.mask)
+        return self.wrap_code(ir.Neg(v), t)
 
-    def _x_Cond(self, e: ast.Cond, scope: Scope) -> str:
+    def _x_Cond(self, e: ast.Cond, scope: Scope) -> ir.Expr:
         if has_user_call(e.then) or has_user_call(e.other):
-            return self.lazy_cond(e, scope)
-        return f"({self.ex(e.then, scope)} if {self.ex(e.cond, scope)} else {self.ex(e.other, scope)})"
+            return ir.lift(self.lazy_cond(e, scope))
+        return ir.Select(self.ex(e.cond, scope), self.ex(e.then, scope), self.ex(e.other, scope))
 
-    def _x_Binary(self, e: ast.Binary, scope: Scope) -> str:
+    def _x_Binary(self, e: ast.Binary, scope: Scope) -> ir.Expr:
         op, t = e.op, e.type
         if op in ("&&", "||") and has_user_call(e.right):
-            return self.lazy_logic(e, scope)
+            return ir.lift(self.lazy_logic(e, scope))
         if op in ("==", "!=") and isinstance(e.left.type, (HeaderT, StackT)):
             same = self.equal_code(self.storage(e.left, scope), self.storage(e.right, scope))
-            return same if op == "==" else f"(not {same})"
+            return same if op == "==" else ir.Not(same)
         a = self.ex(e.left, scope)
         if e.left.value is None and has_user_call(e.right):  # p4c/spec: the left operand is
-            v = self.fresh("l")  # read before a call on the right can change it
-            self.emit(f"{v} = {a}")
+            v = self.temp("l")  # read before a call on the right can change it
+            self.emit(ir.Assign(v, a))
             a = v
         b = self.ex(e.right, scope)
         if op in ("/", "%", "<<") and has_user_call(e.right):  # b appears twice below: its call runs once
-            v = self.fresh("r")
-            self.emit(f"{v} = {b}")
+            v = self.temp("r")
+            self.emit(ir.Assign(v, b))
             b = v
         if op == "&&":
-            return f"({a} and {b})"
+            return ir.And((a, b))
         if op == "||":
-            return f"({a} or {b})"
+            return ir.Or((a, b))
         if op in ("==", "!=", "<", ">", "<=", ">="):
-            return f"({a} {op} {b})"
-        if op in ("&", "|", "^"):
-            return f"({a} {op} {b})"
+            return ir.Cmp(op, a, b)
+        if op in ("&", "|", "^", ">>"):
+            return ir.Bin(op, a, b)
         if op == "++":
             lt, rt = e.left.type, e.right.type
-            code = f"((({a}) & {lt.mask}) << {rt.width}) | (({b}) & {rt.mask})"
-            return self.wrap_code(code, t) if t.signed else f"({code})"
+            code = ir.Bin("|", ir.bin_("<<", ir.bin_("&", a, lt.mask), rt.width), ir.bin_("&", b, rt.mask))
+            return self.wrap_code(code, t) if t.signed else code
         if op == "<<":
+            shifted = self.wrap_code(ir.Bin("<<", a, b), t)
             if e.right.value is not None:
-                return self.wrap_code(f"{a} << {b}", t) if e.right.value < t.width else "0"
-            return f"({self.wrap_code(f'{a} << {b}', t)} if {b} < {t.width} else 0)"
-        if op == ">>":
-            return f"({a} >> {b})"
+                return shifted if e.right.value < t.width else ir.Const(0)
+            return ir.Select(ir.cmp("<", b, t.width), shifted, ir.Const(0))
         if op in ("|+|", "|-|"):
-            raw = f"{a} {'+' if op == '|+|' else '-'} {b}"
+            raw = ir.Bin("+" if op == "|+|" else "-", a, b)
             lo, hi = (-(1 << (t.width - 1)), (1 << (t.width - 1)) - 1) if t.signed else (0, t.mask)
             if op == "|+|" and not t.signed:
-                return f"min({raw}, {hi})"
+                return ir.Call("min", (raw, ir.Const(hi)))
             if op == "|-|" and not t.signed:
-                return f"max({raw}, 0)"
-            return f"min(max({raw}, {lo}), {hi})"
+                return ir.Call("max", (raw, ir.Const(0)))
+            return ir.Call("min", (ir.Call("max", (raw, ir.Const(lo))), ir.Const(hi)))
         if op in ("+", "-", "*"):
-            return self.wrap_code(f"{a} {op} {b}", t)
+            return self.wrap_code(ir.Bin(op, a, b), t)
         if op in ("/", "%"):  # bit<W> only (checker); BMv2 would abort on a zero divisor
-            return f"(({a}) {'//' if op == '/' else '%'} {b} if {b} else 0)"
+            return ir.Select(b, ir.Bin("//" if op == "/" else "%", a, b), ir.Const(0))
         raise P4Error(e.loc, f"operator {op} cannot be executed")
 
-    def equal_code(self, a: Storage, b: Storage) -> str:
+    def equal_code(self, a: Storage, b: Storage) -> ir.Expr:
         """P4 equality of headers, structs and stacks: two invalid headers are equal
         whatever their fields hold; a valid and an invalid one never are."""
         t = a.type
@@ -1087,26 +1084,17 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
                      for i in range(t.size)]
         elif isinstance(t, HeaderT) and t.is_header:
             n = a.size
-            return (f"(S[{a.base}] == S[{b.base}] and (not S[{a.base}] or "
-                    f"S[{a.base + 1}:{a.base + n}] == S[{b.base + 1}:{b.base + n}]))")
+            valid = ir.Cmp("==", ir.slot(a.base), ir.slot(b.base))
+            fields = ir.Cmp("==", ir.slots(a.base + 1, n - 1), ir.slots(b.base + 1, n - 1))
+            return ir.And((valid, ir.Or((ir.Not(ir.slot(a.base)), fields))))
         elif isinstance(t, HeaderT):
             parts = [self.equal_code(member_storage(a, name), member_storage(b, name)) for name in t.fields]
         else:
-            return f"(S[{a.base}] == S[{b.base}])"
-        return "(" + " and ".join(parts) + ")" if parts else "True"
+            return ir.Cmp("==", ir.slot(a.base), ir.slot(b.base))
+        return ir.And(tuple(parts)) if parts else ir.Const(True)
 
-    def _x_TypeMember(self, e: ast.TypeMember, scope: Scope) -> str:
-        return repr(e.value)
-
-
-def _runtime_indexes(e: ast.Expr) -> list[ast.Expr]:
-    """The run-time index expressions along an l-value (``s[i].f[3:0]`` -> [i])."""
-    out = []
-    while isinstance(e, (ast.Member, ast.Index, ast.Slice)):
-        if isinstance(e, ast.Index) and e.index.value is None:
-            out.append(e.index)
-        e = e.base
-    return out
+    def _x_TypeMember(self, e: ast.TypeMember, scope: Scope) -> ir.Expr:
+        return ir.Const(e.value)
 
 
 def _guarded_indexes(s: ast.Stmt) -> list[tuple[ast.Expr, int]]:
@@ -1142,7 +1130,7 @@ def _struct_format(t: HeaderT) -> str | None:
     """A struct format for headers whose fields are all whole bytes (the fast path)."""
     codes = {8: "b", 16: "h", 32: "i", 64: "q"}
     fmt = ">"
-    for ft in t.fields.values():
+    for ft in wire_fields(t):
         if not isinstance(ft, BitsT) or ft.width not in codes:
             return None
         c = codes[ft.width]

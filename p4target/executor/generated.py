@@ -40,7 +40,7 @@ class Generated:
     uses_payload: bool = False  # the generated code reads PAYLOAD / INGRESS_LENGTH
     length_slot: int | None = None  # BMv2's packet-length register (setValid/setInvalid deltas)
     code: list[types.CodeType] = field(default_factory=list)  # the namespace's functions, as exec'd into it
-    module: ir.Module | None = None  # the program as code generation wrote it (native/lower.py prints it as C)
+    module: ir.Module | None = None  # what ``source`` is printed from (native/lower.py prints it as C)
 
     def copy(self) -> Generated:
         """The same program for another switch, without generating it again (a simulated fabric

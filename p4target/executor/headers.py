@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..frontend.types import BOOL, HeaderT, StackT, Type, VarbitT, bit_width
+from ..frontend.types import BOOL, HeaderT, StackT, Type, VarbitT, bit_width, wire_fields
+from . import ir
 from .storage import DynBase, Storage, member_storage, slot_count
 
 
@@ -77,6 +78,9 @@ class HeaderOps:
     emit: Any
     fresh: Any
     const: Any
+    if_: Any
+    else_: Any
+    from_raw: Any
     error_codes: dict[str, int]
 
     # ------------------------------------------------------------ storage helpers
@@ -88,64 +92,63 @@ class HeaderOps:
     def slots_of(self, t: Type) -> int:
         return slot_count(t)
 
-    def element(self, st: Storage, index_code: str) -> Storage:
-        """Element ``index_code`` (run-time) of the stack at ``st``; bounds-checked."""
+    def element(self, st: Storage, index: Any) -> Storage:
+        """Element ``index`` (a run-time expression) of the stack at ``st``; bounds-checked."""
         t = st.type
         assert isinstance(t, StackT)
         k = self.slots_of(t.elem)
-        base = DynBase(f"{st.base} + stack_index({index_code}, {t.size}) * {k}")
-        return Storage(base, t.elem)
+        checked = ir.Call("stack_index", (ir.lift(index), ir.Const(t.size)))
+        return Storage(DynBase(ir.bin_("+", st.base, ir.bin_("*", checked, k))), t.elem)
 
     def stack_next(self, st: Storage) -> Storage:
         """``s.next``: the element at the next index (callers check it is in bounds)."""
         t = st.type
         k = self.slots_of(t.elem)
-        return Storage(DynBase(f"{st.base} + S[{self.stack_next_slot(st)}] * {k}"), t.elem)
+        return Storage(DynBase(ir.bin_("+", st.base, ir.bin_("*", ir.slot(self.stack_next_slot(st)), k))), t.elem)
 
     def stack_last(self, st: Storage) -> Storage:
-        return self.element(st, f"S[{self.stack_next_slot(st)}] - 1")
+        return self.element(st, ir.bin_("-", ir.slot(self.stack_next_slot(st)), 1))
 
-    def last_index_code(self, st: Storage) -> str:
-        return f"((S[{self.stack_next_slot(st)}] - 1) & 0xFFFFFFFF)"
+    def last_index_code(self, st: Storage) -> ir.Expr:
+        return ir.bin_("&", ir.bin_("-", ir.slot(self.stack_next_slot(st)), 1), 0xFFFFFFFF)
 
     def pin(self, st: Storage) -> Storage:
         """Evaluate a run-time slot number once (an lvalue bound for a whole call)."""
         if not isinstance(st.base, DynBase):
             return st
-        v = self.fresh("b")
-        self.emit(f"{v} = {st.base}")
+        v = ir.Var(self.fresh("b"))
+        self.emit(ir.Assign(v, ir.lift(st.base)))
         return Storage(DynBase(v), st.type, st.siblings)
 
     # ------------------------------------------------------------ validity
-    def valid_code(self, st: Storage) -> str:
+    def valid_code(self, st: Storage) -> ir.Expr:
         t = st.type
         if isinstance(t, HeaderT) and t.is_union:
-            return "(" + " or ".join(f"S[{member_storage(st, n).base}]" for n in t.fields) + ")"
-        return f"S[{st.base}]"
+            return ir.Or(tuple(ir.slot(member_storage(st, n).base) for n in t.fields))
+        return ir.slot(st.base)
 
     def mark_valid(self, st: Storage) -> None:
         """Set the valid bit; a union member invalidates its siblings."""
-        self.emit(f"S[{st.base}] = True")
+        self.emit(ir.Assign(ir.slot(st.base), ir.Const(True)))
         for delta in st.siblings:
-            self.emit(f"S[{st.base + delta}] = False")
+            self.emit(ir.Assign(ir.slot(st.base + delta), ir.Const(False)))
 
     def set_valid(self, st: Storage) -> None:
         """``setValid()``: BMv2's add_header zeroes an invalid header's fields first."""
         t = st.type
-        self.emit(f"if not S[{st.base}]:")
-        self.indent += 1
-        first = st.base + 1
-        values = [_zero(ft) for ft in t.fields.values()]
-        if values:
-            self.emit(f"S[{first}:{first + len(values)}] = {values!r}")
-        for i, ft in enumerate(t.fields.values()):
-            if isinstance(ft, VarbitT):  # BMv2 keeps the extracted length, zeroes the bytes
-                self.emit(f"S[{first + i}] = bytes(len(S[{first + i}]))")
-        self.mark_valid(st)
-        self.indent -= 1
+        with self.if_(ir.Not(ir.slot(st.base))):
+            first = st.base + 1
+            values = [_zero(ft) for ft in wire_fields(t)]
+            if values:
+                self.emit(ir.Assign(ir.slots(first, len(values)), ir.Tuple(tuple(ir.Const(v) for v in values))))
+            for i, ft in enumerate(wire_fields(t)):
+                if isinstance(ft, VarbitT):  # BMv2 keeps the extracted length, zeroes the bytes
+                    cell = ir.slot(first + i)
+                    self.emit(ir.Assign(cell, ir.MethodCall(ir.Name("bytes"), (_len(cell),))))
+            self.mark_valid(st)
 
     def set_invalid(self, st: Storage) -> None:
-        self.emit(f"S[{st.base}] = False")
+        self.emit(ir.Assign(ir.slot(st.base), ir.Const(False)))
 
     # ------------------------------------------------------------ copies
     def copy_value(self, dst: Storage, src: Storage) -> None:
@@ -153,24 +156,24 @@ class HeaderOps:
         t = dst.type
         n = dst.size
         if isinstance(t, HeaderT) and t.is_header:
-            self.emit(f"if S[{src.base}]:")
-            self.emit(f"    S[{dst.base}:{dst.base + n}] = S[{src.base}:{src.base + n}]")
-            for delta in dst.siblings:
-                self.emit(f"    S[{dst.base + delta}] = False")
-            self.emit("else:")
-            self.emit(f"    S[{dst.base}] = False")
+            with self.if_(ir.slot(src.base)):
+                self.emit(ir.Assign(ir.slots(dst.base, n), ir.slots(src.base, n)))
+                for delta in dst.siblings:
+                    self.emit(ir.Assign(ir.slot(dst.base + delta), ir.Const(False)))
+            with self.else_():
+                self.emit(ir.Assign(ir.slot(dst.base), ir.Const(False)))
         elif isinstance(t, StackT):
             k = self.slots_of(t.elem)
             for i in range(t.size):
                 self.copy_value(Storage(dst.base + i * k, t.elem), Storage(src.base + i * k, t.elem))
-            self.emit(f"S[{self.stack_next_slot(dst)}] = S[{self.stack_next_slot(src)}]")
+            self.emit(ir.Assign(ir.slot(self.stack_next_slot(dst)), ir.slot(self.stack_next_slot(src))))
         elif isinstance(t, HeaderT) and contains_header(t):
             for name in t.fields:
                 self.copy_value(member_storage(dst, name), member_storage(src, name))
         elif n == 1:
-            self.emit(f"S[{dst.base}] = S[{src.base}]")
+            self.emit(ir.Assign(ir.slot(dst.base), ir.slot(src.base)))
         else:
-            self.emit(f"S[{dst.base}:{dst.base + n}] = S[{src.base}:{src.base + n}]")
+            self.emit(ir.Assign(ir.slots(dst.base, n), ir.slots(src.base, n)))
 
     # ------------------------------------------------------------ stacks
     def stack_shift(self, st: Storage, push: bool, count: int) -> None:
@@ -182,20 +185,20 @@ class HeaderOps:
         order, invalid = shift_order(t.size, count, push)
         moved = [j for j in range(t.size) if order[j] != j]
         if moved:
-            tmp = self.fresh("t")
-            self.emit(f"{tmp} = S[{st.base}:{st.base + t.size * k}]")
+            tmp = ir.Var(self.fresh("t"), ir.VarKind.ROW)
+            self.emit(ir.Assign(tmp, ir.slots(st.base, t.size * k)))
             for j in moved:
-                self.emit(f"S[{st.base + j * k}:{st.base + (j + 1) * k}] = {tmp}[{order[j] * k}:{(order[j] + 1) * k}]")
+                self.emit(ir.Assign(ir.slots(st.base + j * k, k), ir.RowPart(tmp, order[j] * k, (order[j] + 1) * k)))
         for j in invalid:
-            self.emit(f"S[{st.base + j * k}] = False")
-        nx = self.stack_next_slot(st)
+            self.emit(ir.Assign(ir.slot(st.base + j * k), ir.Const(False)))
+        nx = ir.slot(self.stack_next_slot(st))
         if push:
-            self.emit(f"S[{nx}] = min(S[{nx}] + {count}, {t.size})")
+            self.emit(ir.Assign(nx, ir.Call("min", (ir.bin_("+", nx, count), ir.Const(t.size)))))
         else:
-            self.emit(f"S[{nx}] = max(S[{nx}] - {count}, 0)")
+            self.emit(ir.Assign(nx, ir.Call("max", (ir.bin_("-", nx, count), ir.Const(0)))))
 
     # ------------------------------------------------------------ varbit
-    def extract_varbit(self, st: Storage, nbits_code: str) -> None:
+    def extract_varbit(self, st: Storage, nbits: Any) -> None:
         """``extract(h, nbits)`` of a header with a varbit field (parser code)."""
         t = st.type
         assert isinstance(t, HeaderT)
@@ -203,16 +206,22 @@ class HeaderOps:
         vmax = t.fields[t.varbit_field].max_width
         max_bytes = (fixed + vmax + 7) // 8
         err = self.error_codes
-        n, tot = self.fresh("n"), self.fresh("tot")
-        self.emit(f"{n} = {nbits_code}")
-        self.emit(f"if {n} % 8:")
-        self.emit(f"    return pos, {err['ParserInvalidArgument']}")
-        self.emit(f"{tot} = {fixed // 8} + {n} // 8")
-        self.emit(f"if L - pos < {tot}:")
-        self.emit(f"    return pos, {err['PacketTooShort']}")
-        self.emit(f"if {tot} > {max_bytes}:")
-        self.emit(f"    return pos, {err['HeaderTooShort']}")
-        self.emit(f"_x = int.from_bytes(data[pos:pos + {tot}], 'big')")
+        n, tot = ir.Var(self.fresh("n")), ir.Var(self.fresh("tot"))
+        pos = ir.Var("pos")
+
+        def fail(code: str) -> None:
+            self.emit(ir.Return(ir.Tuple((pos, ir.Const(err[code])))))
+
+        self.emit(ir.Assign(n, ir.lift(nbits)))
+        with self.if_(ir.bin_("%", n, 8)):
+            fail("ParserInvalidArgument")
+        self.emit(ir.Assign(tot, ir.bin_("+", fixed // 8, ir.bin_("//", n, 8))))
+        with self.if_(ir.cmp("<", ir.bin_("-", ir.PacketLength(), pos), tot)):
+            fail("PacketTooShort")
+        with self.if_(ir.cmp(">", tot, max_bytes)):
+            fail("HeaderTooShort")
+        x = ir.Var("_x")
+        self.emit(ir.Assign(x, ir.PacketInt(pos, tot)))
         widths = [0 if isinstance(ft, VarbitT) else bit_width(ft) for ft in t.fields.values()]
         first = st.base + 1
         seen_varbit = False
@@ -220,27 +229,43 @@ class HeaderOps:
             after = sum(widths[i + 1:])
             if isinstance(ft, VarbitT):
                 seen_varbit = True
-                shifted = f"(_x >> {after})" if after else "_x"
-                self.emit(f"S[{first + i}] = ({shifted} & ((1 << {n}) - 1)).to_bytes({n} // 8, 'big')")
+                shifted = ir.bin_(">>", x, after) if after else x
+                value = ir.bin_("&", shifted, ir.bin_("-", ir.bin_("<<", 1, n), 1))
+                self.emit(ir.Assign(ir.slot(first + i), _to_bytes(value, ir.bin_("//", n, 8))))
                 continue
-            shift = f"{after} + {n}" if not seen_varbit else str(after)
-            val = f"(_x >> ({shift})) & {(1 << widths[i]) - 1}" if shift != "0" else f"_x & {(1 << widths[i]) - 1}"
-            self.emit(f"S[{first + i}] = {self.from_raw(val, ft)}")
+            mask = (1 << widths[i]) - 1
+            if not seen_varbit:
+                val = ir.bin_("&", ir.bin_(">>", x, ir.bin_("+", after, n)), mask)
+            elif after:
+                val = ir.bin_("&", ir.bin_(">>", x, after), mask)
+            else:
+                val = ir.bin_("&", x, mask)
+            self.emit(ir.Assign(ir.slot(first + i), ir.lift(self.from_raw(val, ft))))
         self.mark_valid(st)
-        self.emit(f"pos += {tot}")
+        self.emit(ir.AugAssign(pos, "+", tot))
 
     def emit_varbit_header(self, st: Storage) -> None:
         """Deparse a valid header with a varbit field: its fields' bits, MSB first."""
         t = st.type
         assert isinstance(t, HeaderT)
         first = st.base + 1
-        vb = first + list(t.fields).index(t.varbit_field)
-        acc = "0"
+        vb = ir.slot(first + list(t.fields).index(t.varbit_field))
+        acc: ir.Expr = ir.Const(0)
         for i, ft in enumerate(t.fields.values()):
             if isinstance(ft, VarbitT):
-                acc = f"(({acc}) << (len(S[{vb}]) * 8)) | int.from_bytes(S[{vb}], 'big')"
+                acc = ir.bin_("|", ir.bin_("<<", acc, ir.bin_("*", _len(vb), 8)), ir.Call("int_of_bytes", (vb,)))
             else:
                 w = bit_width(ft)
-                acc = f"(({acc}) << {w}) | (S[{first + i}] & {(1 << w) - 1})"
-        self.emit(f"if S[{st.base}]:")
-        self.emit(f"    OUT.append(({acc}).to_bytes({t.width // 8} + len(S[{vb}]), 'big'))")
+                acc = ir.bin_("|", ir.bin_("<<", acc, w), ir.bin_("&", ir.slot(first + i), (1 << w) - 1))
+        with self.if_(ir.slot(st.base)):
+            self.emit(ir.Emit(ir.ToBytes(acc, ir.bin_("+", t.width // 8, _len(vb)))))
+
+
+def _len(e: ir.Expr) -> ir.Expr:
+    """``len(e)`` of a byte string (a varbit field: Python only)."""
+    return ir.MethodCall(ir.Name("len"), (e,))
+
+
+def _to_bytes(value: ir.Expr, n: ir.Expr) -> ir.Expr:
+    """``value.to_bytes(n, 'big')`` as a varbit field's byte string (Python only)."""
+    return ir.MethodCall(ir.Attr(value, "to_bytes"), (n, ir.Const("big")))

@@ -65,16 +65,13 @@ class Expr:
 
 def lift(x: Any) -> Expr:
     """A node for ``x``: constants become ``Const``, nodes stay, a run-time slot number
-    (``storage.DynBase``) gives its expression.  A str is Python text not yet written as nodes
-    (``Raw``; the conversion's last step removes this)."""
+    (``storage.DynBase``) gives its expression."""
     if isinstance(x, Expr):
         return x
     if x is None or isinstance(x, (int, bool, bytes)):
         return Const(x)
     if hasattr(x, "as_expr"):
         return x.as_expr()
-    if isinstance(x, str):
-        return Raw(x)
     raise TypeError(f"not an expression: {x!r}")
 
 
@@ -400,13 +397,6 @@ class MethodCall(Expr):
     fn: Expr
     args: tuple[Expr, ...]
     star: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Raw(Expr):
-    """Python text not yet written as nodes (the conversion's last step removes this class)."""
-
-    text: str
 
 
 # ================================================================ statements

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..frontend import ast
 from ..frontend.errors import P4Error
+from . import ir
 from .emitter import Emitter
 
 LOOP_LIMIT = 1 << 20  # iterations of one loop, per packet
@@ -40,7 +41,7 @@ def contains_return(s: Any) -> bool:
 def emit_loop(gen: Emitter, s: ast.For | ast.ForIn, scope: dict) -> None:
     # An inlined body implements `return` as a Python `break` out of a wrapper loop,
     # which a loop of our own would capture.
-    if gen.return_stmt != "return" and contains_return(s.body):
+    if not isinstance(gen.return_stmt, ir.Return) and contains_return(s.body):
         raise P4Error(s.loc, "'return' inside a for loop is not supported by the built-in target here")
     inner = type(scope)(scope)
     if isinstance(s, ast.ForIn):
@@ -50,28 +51,24 @@ def emit_loop(gen: Emitter, s: ast.For | ast.ForIn, scope: dict) -> None:
         gen.stmt(x, inner)
     # `continue` jumps to the top of the while, so the update runs there, from the
     # second iteration on; `break` leaves without running it.
-    again = gen.fresh("again") if s.update else None
-    if again:
-        gen.emit(f"{again} = False")
-    turns = gen.fresh("turns")
-    gen.emit(f"{turns} = 0")
-    gen.emit("while True:")
-    gen.indent += 1
-    gen.emit(f"{turns} += 1")
-    gen.emit(f"if {turns} > {LOOP_LIMIT}:")
-    gen.emit("    raise LoopLimit()")
-    if again:
-        gen.emit(f"if {again}:")
-        gen.indent += 1
-        for x in s.update:
-            gen.stmt(x, inner)
-        gen.indent -= 1
-        gen.emit(f"{again} = True")
-    if s.cond is not None:
-        gen.emit(f"if not {gen.ex(s.cond, inner)}:")
-        gen.emit("    break")
-    gen.stmt(s.body, type(scope)(inner))
-    gen.indent -= 1
+    again = ir.Var(gen.fresh("again")) if s.update else None
+    if again is not None:
+        gen.emit(ir.Assign(again, ir.Const(False)))
+    turns = ir.Var(gen.fresh("turns"))
+    gen.emit(ir.Assign(turns, ir.Const(0)))
+    with gen.loop():
+        gen.emit(ir.AugAssign(turns, "+", ir.Const(1)))
+        with gen.if_(ir.cmp(">", turns, LOOP_LIMIT)):
+            gen.emit(ir.Raise("LoopLimit"))
+        if again is not None:
+            with gen.if_(again):
+                for x in s.update:
+                    gen.stmt(x, inner)
+            gen.emit(ir.Assign(again, ir.Const(True)))
+        if s.cond is not None:
+            with gen.if_(ir.Not(ir.lift(gen.ex(s.cond, inner)))):
+                gen.emit(ir.Break())
+        gen.stmt(s.body, type(scope)(inner))
 
 
 def _for_in(gen: Emitter, s: ast.ForIn, scope: dict) -> None:
@@ -80,13 +77,11 @@ def _for_in(gen: Emitter, s: ast.ForIn, scope: dict) -> None:
     evaluated once, before the first iteration."""
     st = gen.alloc(s.var.type)
     scope[s.var] = st
-    v = gen.fresh("v")
+    v = ir.Var(gen.fresh("v"))
     if s.hi is None:
         raise P4Error(s.loc, "for-in over anything but a range is not supported by the built-in target")
-    gen.emit(f"for {v} in range({gen.ex(s.collection, scope)}, {gen.ex(s.hi, scope)} + 1):")
-    gen.indent += 1
-    gen.emit(f"S[{st.base}] = {v}")
-    gen.stmt(s.body, type(scope)(scope))
-    gen.indent -= 1
-
-
+    lo = ir.lift(gen.ex(s.collection, scope))
+    hi = ir.bin_("+", ir.lift(gen.ex(s.hi, scope)), 1)
+    with gen.for_range(v, lo, hi):
+        gen.emit(ir.Assign(ir.slot(st.base), v))
+        gen.stmt(s.body, type(scope)(scope))

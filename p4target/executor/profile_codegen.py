@@ -8,11 +8,13 @@ plane's default member/group) resolves to for this packet.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..frontend import ast
 from ..frontend.profiles import implementation_of, is_constructed_in_place, selector_algorithm
 from ..p4info import qualify
+from . import ir
 from .emitter import Emitter
 from .profiles import ActionProfile
 
@@ -43,27 +45,27 @@ def table_profile(cg: Emitter, t: ast.TableDecl, scope: Any, table_name: str) ->
     return cg.ns[bound]
 
 
-def emit_indirect_apply(cg: Emitter, t: ast.TableDecl, scope: Any, tname: str, key: str) -> None:
-    """The body of an indirect table's apply function after its matched keys (``key``):
-    returns (hit, action name) as every apply function does."""
+def emit_indirect_apply(cg: Emitter, t: ast.TableDecl, scope: Any, table: ir.Obj, keys: Sequence[ir.Expr]) -> None:
+    """The body of an indirect table's apply function after its matched keys (``keys``), written
+    in that function's body: returns (hit, action name) as every apply function does.  The
+    profile's resolution (``choose``) and its members are Python only."""
     selectors = [k.expr for k in t.keys if k.match_kind == "selector"]
-    default_name = repr(scope[t.default_action.decl])
-    cg.emit(f"    e = {tname}.lookup(({key}{',' if key else ''}))")
-    if selectors:
-        cg.indent = 1
-        data = cg.hash_input(ast.ListExpr(t.loc, selectors), scope)
-        cg.indent = 0
-        cg.emit(f"    sel = {data}")
-    else:
-        cg.emit("    sel = b''")
-    cg.emit("    if e is None:")
-    cg.emit(f"        r = {tname}.choose({tname}.default_ref, sel)")
-    cg.emit("        if r is None:")
-    cg.emit(f"            return False, {default_name}")  # BMv2 runs nothing; action_run names the P4 default
-    cg.emit("        r[0].fn(S, *r[1])")
-    cg.emit("        return False, r[0].name")
-    cg.emit(f"    r = {tname}.choose(e.ref, sel)")
-    cg.emit("    if r is None:")
-    cg.emit(f"        return True, {default_name}")  # an empty group: BMv2 logs it and runs nothing
-    cg.emit("    r[0].fn(S, *r[1])")
-    cg.emit("    return True, r[0].name")
+    default_name = ir.Const(scope[t.default_action.decl])
+    e, sel, r = ir.Var("e", ir.VarKind.ENTRY), ir.Var("sel", ir.VarKind.ANY), ir.Var("r", ir.VarKind.ANY)
+    cg.emit(ir.Assign(e, ir.TableLookup(table, tuple(keys))))
+    data = ir.lift(cg.hash_input(ast.ListExpr(t.loc, selectors), scope)) if selectors else ir.Const(b"")
+    cg.emit(ir.Assign(sel, data))
+    action = ir.Item(r, ir.Const(0))  # the member's action, then its action data
+    run = ir.Do(ir.MethodCall(ir.Attr(action, "fn"), (ir.Name("S"), ir.Item(r, ir.Const(1))), star=True))
+
+    def choose(ref: ir.Expr, hit: bool) -> None:
+        cg.emit(ir.Assign(r, ir.MethodCall(ir.Attr(table, "choose"), (ref, sel))))
+        with cg.if_(ir.IsNone(r)):  # no member (no default member, an empty group: BMv2 logs it): nothing runs,
+            # and action_run names the P4 default
+            cg.emit(ir.Return(ir.Tuple((ir.Const(hit), default_name))))
+        cg.emit(run)
+        cg.emit(ir.Return(ir.Tuple((ir.Const(hit), ir.Attr(action, "name")))))
+
+    with cg.if_(ir.IsNone(e)):
+        choose(ir.Attr(table, "default_ref"), False)
+    choose(ir.Attr(e, "ref"), True)

@@ -72,7 +72,6 @@ _prints(ir.EntryCount)(lambda e: f"{expr(e.entry)}.counter[{e.which}]")
 _prints(ir.VsetMatches)(lambda e: f"{expr(e.vset)}.matches({_items(e.keys)})")
 _prints(ir.SlotsTuple)(lambda e: f"tuple({expr(e.slots)})")
 _prints(ir.Attr)(lambda e: f"{expr(e.base)}.{e.name}")
-_prints(ir.Raw)(lambda e: e.text)
 
 
 @_prints(ir.Slots)
@@ -167,7 +166,8 @@ def stmt(s: ir.Stmt, depth: int) -> list[str]:
 
 
 def function(fn: ir.Function) -> str:
-    return "\n".join([f"def {fn.name}({', '.join(fn.params)}):", *stmts(fn.body, 1), ""]) + "\n"
+    prologue = ["    L = len(data)"] if fn.kind is ir.Kind.PARSER else []  # PacketLength
+    return "\n".join([f"def {fn.name}({', '.join(fn.params)}):", *prologue, *stmts(fn.body, 1), ""]) + "\n"
 
 
 def module(m: ir.Module) -> str:

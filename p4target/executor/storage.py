@@ -17,23 +17,16 @@ class DynBase:
     """A slot number computed at run time: ``expr`` plus ``offset``.  It adds to ints, so a
     member's base is ``st.base + k`` whether the base is known or not; ``ir.lift`` makes it a node."""
 
-    expr: ir.Expr | str
+    expr: ir.Expr
     offset: int = 0
 
     def as_expr(self) -> ir.Expr:
-        e = ir.lift(self.expr)
-        return ir.Bin("+", e, ir.Const(self.offset)) if self.offset else e
+        return ir.Bin("+", self.expr, ir.Const(self.offset)) if self.offset else self.expr
 
     def __add__(self, k: int) -> DynBase:
         return DynBase(self.expr, self.offset + k)
 
     __radd__ = __add__
-
-    def __str__(self) -> str:
-        return f"({self.expr} + {self.offset})" if self.offset else f"({self.expr})"
-
-    def __format__(self, spec: str) -> str:
-        return str(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +91,6 @@ def member_storage(st: Storage, name: str) -> Storage:
 
 
 class Scope(dict):
-    """decl -> binding for one control/parser instance: Storage, a Python expression
-    (read-only values such as action data), a qualified name, or a runtime object's name.
+    """decl -> binding for one control/parser instance: Storage, an ir node (read-only values such as
+    action data), a qualified name, or a runtime object's name.
     Inner scopes are copies, so bindings never leak outwards."""

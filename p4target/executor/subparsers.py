@@ -25,6 +25,7 @@ from typing import Any
 
 from ..frontend import ast
 from ..frontend.types import ExternT, HeaderT, StackT
+from . import ir
 from .storage import Storage, member_storage, slot_count
 
 # A pending state of the parse loop: id, comment, state ids for its transitions, body.
@@ -76,8 +77,7 @@ class SubParserGen:
     stmt: Any
     set_invalid: Any
     lvalue_range: Any
-    lines: list[str]
-    indent: int
+    elif_: Any
     state_ids: dict[str, int]
     state_count: int = 0
     later_states: list[_Later]
@@ -97,12 +97,11 @@ class SubParserGen:
         therefore the same as without sub-parsers)."""
         while self.later_states:
             sid, label, ids, body = self.later_states.pop(0)
-            self.emit(f"elif st == {sid}:  # {label}")
-            self.indent += 1
-            saved, self.state_ids = self.state_ids, ids
-            body()
-            self.state_ids = saved
-            self.indent -= 1
+            with self.elif_(ir.cmp("==", ir.Var("st"), sid)):
+                self.emit(ir.Comment(label))
+                saved, self.state_ids = self.state_ids, ids
+                body()
+                self.state_ids = saved
 
     def reset_headers(self, st: Any) -> None:
         """p4c's reset of an ``out`` argument: every header in it becomes invalid."""
@@ -168,7 +167,8 @@ class SubParserGen:
         ids = {s.name: base + i for i, s in enumerate(decl.states)}
         after = ids["accept"] = base + len(decl.states)
         self.state_count = after + 1
-        self.emit(f"st = {ids['start']}; continue")
+        self.emit(ir.Assign(ir.Var("st"), ir.Const(ids["start"])))
+        self.emit(ir.Continue())
         label = inst.name
         for s in decl.states:
             def body(s: ast.ParserState = s) -> None:

@@ -22,9 +22,10 @@ from ..frontend.errors import P4Error, as_p4_errors
 from ..frontend.tna import TNA_BLOCKS, TNA_EXTERNS
 from ..frontend.types import BOOL, BitsT, ExternT, HeaderT, Type, bit_width
 from ..p4info import qualify
+from . import ir
 from .codegen import CodeGen
 from .externs import Counter, Register
-from .generated import Generated, compiled
+from .generated import Generated
 from .ir import UNSET
 from .storage import Scope, Storage, member_storage
 
@@ -112,9 +113,9 @@ class TnaCodeGen(CodeGen):
                         "UNSET": UNSET})
         self.bound: dict[str, Storage] = {}
 
-    def no_match(self) -> str:
+    def no_match(self) -> ir.Stmt:
         """Tofino's parser flags a select that no case matches (``NoMatch``, the parser_err bit 0x1)."""
-        return f"return pos, {self.error_codes['NoMatch']}"
+        return ir.Return(ir.Tuple((ir.Var("pos"), ir.Const(self.error_codes["NoMatch"]))))
 
     def hidden_slot(self, value: Any) -> int:
         self.template.append(value)
@@ -146,9 +147,7 @@ class TnaCodeGen(CodeGen):
                 self.control_function(FUNCTIONS[role], decl, scope)
         if "ig_tm_md" in bound:
             self.template[member_storage(bound["ig_tm_md"], "ucast_egress_port").base] = UNSET
-        module = "\n".join(self.lines) + "\n"
-        self.run(compiled(module, f"<p4 {self.prog.program.loc.file}>"))
-        self.out.source = "\n".join(self.action_sources) + "\n" + module
+        self.finish()
         return self.out
 
     def slot(self, which: str, fname: str) -> int | None:
@@ -191,16 +190,16 @@ class TnaCodeGen(CodeGen):
         else:
             super().method(call, scope)
 
-    def _x_Call(self, e: ast.Call, scope: Scope) -> str:
+    def _x_Call(self, e: ast.Call, scope: Scope) -> ir.Expr:
         tgt = e.target
         if tgt.kind == "method" and tgt.decl.name in TNA_EXTERNS:
             code = self.tna_call(e, scope)
             if code is None:
                 raise P4Error(e.loc, f"{tgt.name}() has no value")
             return code
-        return super()._x_Call(e, scope)
+        return ir.lift(super()._x_Call(e, scope))
 
-    def tna_call(self, call: ast.Call, scope: Scope) -> str | None:
+    def tna_call(self, call: ast.Call, scope: Scope) -> ir.Expr | None:
         tgt, args = call.target, call.args
         ext, m = tgt.decl.name, tgt.name
         obj = self.lookup(scope, tgt.instance.decl)
@@ -208,69 +207,68 @@ class TnaCodeGen(CodeGen):
             return self.register_execute(obj, call, scope)
         if ext == "Hash":
             algo, width = obj
-            data = self.hash_input(args[0], scope)
+            data = ir.lift(self.hash_input(args[0], scope))
             if algo == "IDENTITY":
                 bits = sum(_flat_width(a) for a in (args[0].items if isinstance(args[0], ast.ListExpr) else [args[0]]))
-                return f"((int.from_bytes({data}, 'big') >> {-bits % 8}) & {width.mask})"
-            return f"(HASHES[{algo.lower()!r}]({data}) & {width.mask})"
+                return ir.bin_("&", ir.bin_(">>", ir.Call("int_of_bytes", (data,)), -bits % 8), width.mask)
+            return ir.bin_("&", ir.Hash(algo.lower(), data), width.mask)
         if ext == "Checksum":
-            acc = obj.base
+            acc = ir.slot(obj.base)
             if m in ("add", "subtract"):
-                self.emit(f"S[{acc}] = {'csum_add' if m == 'add' else 'csum_sub'}(S[{acc}], "
-                          f"{self.hash_input(args[0], scope)})")
+                data = ir.lift(self.hash_input(args[0], scope))
+                self.emit(ir.Assign(acc, ir.Call("csum_add" if m == "add" else "csum_sub", (acc, data))))
                 return None
             if m == "get":
-                return f"(0xFFFF ^ S[{acc}])"
+                return ir.bin_("^", 0xFFFF, acc)
             if m == "verify":
-                return f"(S[{acc}] == 0xFFFF)"
-            value = f"csum16({self.hash_input(args[0], scope)})"
+                return ir.cmp("==", acc, 0xFFFF)
+            value: ir.Expr = ir.Call("csum16", (ir.lift(self.hash_input(args[0], scope)),))
             if len(args) > 1 and args[1].value:
-                value = f"({value} or 0xFFFF)"
+                value = ir.Or((value, ir.Const(0xFFFF)))
             return value
         if ext == "Counter":
-            i = self.fresh("i")
-            size = self.ns[obj].size
-            length = f"S[{self.out.std['packet_length']}]"
+            i = ir.Var(self.fresh("i"))
+            counter = ir.Obj(obj, self.ns[obj])
+            length: ir.Expr = ir.slot(self.out.std["packet_length"])
             if len(args) > 1:
-                length = f"max({length} - {self.ex(args[1], scope)}, 0)"
-            self.emit(f"{i} = {self.ex(args[0], scope)}")
-            self.emit(f"if {i} < {size}:")
-            self.emit(f"    {obj}.packets[{i}] += 1; {obj}.bytes[{i}] += {length}")
+                length = ir.Call("max", (ir.bin_("-", length, ir.lift(self.ex(args[1], scope))), ir.Const(0)))
+            self.emit(ir.Assign(i, ir.lift(self.ex(args[0], scope))))
+            with self.if_(ir.cmp("<", i, counter.value.size)):
+                self.emit(ir.AugAssign(ir.CounterCell(counter, "packets", i), "+", ir.Const(1)))
+                self.emit(ir.AugAssign(ir.CounterCell(counter, "bytes", i), "+", length))
             return None
         return None  # DirectCounter.count(): the table counts its hits
 
-    def register_execute(self, ra: RegisterActionObj, call: ast.Call, scope: Scope) -> str:
+    def register_execute(self, ra: RegisterActionObj, call: ast.Call, scope: Scope) -> ir.Expr:
         """Read the cell, run ``apply`` on it, write it back; the value is rv.  An index
         outside the register reads 0 and changes nothing (as this target's v1model registers)."""
         reg = ra.register
         params = ra.apply.proto.params
         value = self.alloc(params[0].type)
         rv = self.alloc(call.type) if isinstance(call.type, (BitsT, HeaderT)) or call.type is BOOL else None
-        cells = f"{ra.reg_const}.cells"
-        i = self.fresh("i")
-        self.emit(f"{i} = {self.ex(call.args[0], scope)}")
+        i = ir.Var(self.fresh("i"))
+        cell = ir.RegCell(ir.Obj(ra.reg_const, reg), i)
+        self.emit(ir.Assign(i, ir.lift(self.ex(call.args[0], scope))))
         if rv is not None:
             self.init_out(rv)
-        self.emit(f"if {i} < {reg.size}:")
-        self.indent += 1
-        bit = 1 << reg.bit
-        self.emit(f"if S[{self.acc_slot}] & {bit}:")
-        self.emit(f"    raise RegisterConflict({reg.name!r})")
-        self.emit(f"S[{self.acc_slot}] |= {bit}")
-        n = value.size
-        self.emit(f"S[{value.base}] = {cells}[{i}]" if n == 1 else f"S[{value.base}:{value.base + n}] = {cells}[{i}]")
-        inner = Scope(ra.scope)
-        inner[params[0]] = value
-        if len(params) > 1:
-            inner[params[1]] = rv if rv is not None else self.alloc(params[1].type)
-        saved_ret, saved_slot = self.return_stmt, self.return_slot
-        self.return_slot = None
-        self.run_body(ra.apply.body, inner, lambda: None, False)
-        self.return_stmt, self.return_slot = saved_ret, saved_slot
-        self.emit(f"{cells}[{i}] = S[{value.base}]" if n == 1 else
-                  f"{cells}[{i}] = tuple(S[{value.base}:{value.base + n}])")
-        self.indent -= 1
-        return f"S[{rv.base}]" if rv is not None else "0"
+        with self.if_(ir.cmp("<", i, reg.size)):
+            acc = ir.slot(self.acc_slot)
+            bit = 1 << reg.bit
+            with self.if_(ir.bin_("&", acc, bit)):
+                self.emit(ir.Raise("RegisterConflict", reg.name))
+            self.emit(ir.AugAssign(acc, "|", ir.Const(bit)))
+            n = value.size
+            self.emit(ir.Assign(ir.slot(value.base) if n == 1 else ir.slots(value.base, n), cell))
+            inner = Scope(ra.scope)
+            inner[params[0]] = value
+            if len(params) > 1:
+                inner[params[1]] = rv if rv is not None else self.alloc(params[1].type)
+            saved_ret, saved_slot = self.return_stmt, self.return_slot
+            self.return_slot = None
+            self.run_body(ra.apply.body, inner, lambda: None, False)
+            self.return_stmt, self.return_slot = saved_ret, saved_slot
+            self.emit(ir.Assign(cell, ir.slot(value.base) if n == 1 else ir.SlotsTuple(ir.slots(value.base, n))))
+        return ir.slot(rv.base) if rv is not None else ir.Const(0)
 
 
 def _flat_width(e: ast.Expr) -> int:

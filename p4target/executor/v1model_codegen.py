@@ -17,6 +17,7 @@ from ..frontend.checker import V1MODEL_FUNCTIONS
 from ..frontend.errors import P4Error
 from ..frontend.types import BitsT, HeaderT, StackT
 from ..p4info import qualify
+from . import ir
 from .emitter import Emitter
 from .externs import Meter
 from .storage import Scope, Storage, member_storage
@@ -68,16 +69,16 @@ def length_register_update(cg: Emitter, st: Storage, valid: bool) -> None:
         slot = cg.out.length_slot = len(cg.template)
         cg.template.append(0)
     t = st.type
-    size = str(t.width // 8)
-    if t.varbit_field is not None:
+    size: ir.Expr = ir.Const(t.width // 8)
+    if t.varbit_field is not None:  # a varbit field's slot holds its bytes (Python only)
         vb = st.base + 1 + list(t.fields).index(t.varbit_field)
-        size = f"{size} + len(S[{vb}])"
+        size = ir.bin_("+", size, ir.MethodCall(ir.Name("len"), (ir.slot(vb),)))
     if valid:
-        cg.emit(f"if not S[{st.base}]:")
-        cg.emit(f"    S[{slot}] += {size}")
+        with cg.if_(ir.Not(ir.slot(st.base))):
+            cg.emit(ir.AugAssign(ir.slot(slot), "+", size))
     else:
-        cg.emit(f"if S[{st.base}]:")
-        cg.emit(f"    S[{slot}] -= {size}")
+        with cg.if_(ir.slot(st.base)):
+            cg.emit(ir.AugAssign(ir.slot(slot), "-", size))
 
 
 def _annotation_value(cg: Emitter, e: Any) -> int:
@@ -123,7 +124,7 @@ def field_list_slots(cg: Emitter, index: int | None) -> list[int]:
     return slots
 
 
-def _flat_values(cg: Emitter, st: Storage, loc: Any) -> list[str]:
+def _flat_values(cg: Emitter, st: Storage, loc: Any) -> list[ir.Expr]:
     t = st.type
     if isinstance(t, HeaderT):
         if t.is_header:
@@ -134,7 +135,12 @@ def _flat_values(cg: Emitter, st: Storage, loc: Any) -> list[str]:
         return out
     if isinstance(t, StackT):
         raise P4Error(loc, "digest of a struct holding a header stack is not supported by the built-in target")
-    return [f"S[{st.base}]"]
+    return [ir.slot(st.base)]
+
+
+def _rt(method: str, *args: ir.Expr) -> ir.MethodCall:
+    """A call of the runtime's hooks (``RT.digest(...)``): Python only."""
+    return ir.MethodCall(ir.Attr(ir.Name("RT"), method), args)
 
 
 def v1model_function(cg: Emitter, call: ast.Call, scope: Scope) -> None:
@@ -142,20 +148,22 @@ def v1model_function(cg: Emitter, call: ast.Call, scope: Scope) -> None:
     if name in ("clone", "clone_preserving_field_list"):
         index = args[2].value if name == "clone_preserving_field_list" else None
         field_list_slots(cg, index)  # refuse bad annotations at load time
-        cg.emit(f"S[{intrinsic_slot(cg, 'clone')}] = ({cg.ex(args[1], scope)}, {index!r})")
+        cg.emit(ir.Assign(ir.slot(intrinsic_slot(cg, "clone")), ir.Tuple((ir.lift(cg.ex(args[1], scope)),
+                                                                           ir.Const(index)))))
     elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
         index = args[0].value
         field_list_slots(cg, index)
-        cg.emit(f"S[{intrinsic_slot(cg, name.split('_')[0])}] = {index!r}")
+        cg.emit(ir.Assign(ir.slot(intrinsic_slot(cg, name.split("_")[0])), ir.Const(index)))
     elif name == "digest":
         st = cg.storage(args[1], scope)  # `digest<S>(r, {a, b})`: the list fills a temporary S
-        values = ", ".join(_flat_values(cg, st, args[1].loc))
+        values = ir.Tuple(tuple(_flat_values(cg, st, args[1].loc)))
         name = qualify("", args[1].type.decl)  # the P4Info name (a struct's @name, if any)
-        cg.emit(f"RT.digest({name!r}, {cg.ex(args[0], scope)}, ({values},))")
+        cg.emit(ir.Do(_rt("digest", ir.Const(name), ir.lift(cg.ex(args[0], scope)), values)))
     elif name == "log_msg":
-        fmt = cg.const(args[0].text, "FMT")
+        fmt_name = cg.const(args[0].text, "FMT")
+        fmt = ir.Obj(fmt_name, cg.ns[fmt_name])
         if len(args) == 1:
-            cg.emit(f"RT.log_msg({fmt})")
+            cg.emit(ir.Do(_rt("log_msg", fmt)))
         else:
             data = args[1]
             items = data.items if isinstance(data, ast.ListExpr) else [data]
@@ -163,30 +171,32 @@ def v1model_function(cg: Emitter, call: ast.Call, scope: Scope) -> None:
             for item in items:
                 if isinstance(item.type, (HeaderT, StackT)):
                     raise P4Error(item.loc, "log_msg of a header or struct is not supported by the built-in target")
-                values.append(cg.ex(item, scope))
-            cg.emit(f"RT.log_msg({fmt}, ({', '.join(values)}{',' if values else ''}))")
+                values.append(ir.lift(cg.ex(item, scope)))
+            cg.emit(ir.Do(_rt("log_msg", fmt, ir.Tuple(tuple(values)))))
     elif name in ("assert", "assume"):
         where = f"{call.loc.file}:{call.loc.line}" if call.loc is not None else name
-        cg.emit(f"if not {cg.ex(args[0], scope)}:")
-        cg.emit(f"    raise AssertionFailed({f'{name} failed at {where}'!r})")
+        with cg.if_(ir.Not(ir.lift(cg.ex(args[0], scope)))):
+            cg.emit(ir.Raise("AssertionFailed", f"{name} failed at {where}"))
     elif name == "random":
         dst = cg.storage(args[0], scope)
-        cg.emit(f"S[{dst.base}] = RT.random({cg.ex(args[1], scope)}, {cg.ex(args[2], scope)})")
+        lo = ir.lift(cg.ex(args[1], scope))
+        cg.emit(ir.Assign(ir.slot(dst.base), _rt("random", lo, ir.lift(cg.ex(args[2], scope)))))
     elif name == "truncate":  # BMv2: the smallest length wins; only this packet's own transmission is cut
-        slot, n = intrinsic_slot(cg, "truncate"), cg.fresh("n")
-        cg.emit(f"{n} = {cg.ex(args[0], scope)}")
-        cg.emit(f"if S[{slot}] is None or {n} < S[{slot}]:")
-        cg.emit(f"    S[{slot}] = {n}")
+        slot, n = ir.slot(intrinsic_slot(cg, "truncate")), ir.Var(cg.fresh("n"))
+        cg.emit(ir.Assign(n, ir.lift(cg.ex(args[0], scope))))
+        with cg.if_(ir.Or((ir.IsNone(slot), ir.cmp("<", n, slot)))):  # an intrinsic slot: None until requested
+            cg.emit(ir.Assign(slot, n))
     elif name in ("verify_checksum_with_payload", "update_checksum_with_payload"):
         target = cg.storage(args[2], scope)
-        data = cg.hash_input(args[1], scope)
-        cond = cg.ex(args[0], scope)
+        data = ir.lift(cg.hash_input(args[1], scope))
+        cond = ir.lift(cg.ex(args[0], scope))
+        csum = ir.Call("csum16", (ir.Concat(data, ir.Payload()),))
         if name.startswith("verify"):
-            cg.emit(f"if {cond} and csum16({data} + PAYLOAD[0]) != S[{target.base}]:")
-            cg.emit(f"    S[{cg.out.std['checksum_error']}] = 1")
+            with cg.if_(ir.And((cond, ir.cmp("!=", csum, ir.slot(target.base))))):
+                cg.emit(ir.Assign(ir.slot(cg.out.std["checksum_error"]), ir.Const(1)))
         else:
-            cg.emit(f"if {cond}:")
-            cg.emit(f"    S[{target.base}] = csum16({data} + PAYLOAD[0])")
+            with cg.if_(cond):
+                cg.emit(ir.Assign(ir.slot(target.base), csum))
         cg.out.uses_payload = True
     else:
         raise P4Error(call.loc, f"{name} is not supported by the built-in target")
@@ -208,13 +218,14 @@ def meter_method(cg: Emitter, call: ast.Call, scope: Scope, obj: str) -> None:
         return  # the table writes the colour on a hit; see direct_meter_destination
     meter: Meter = cg.ns[obj]
     dst = cg.storage(args[1], scope)
-    i = cg.fresh("i")
-    amount = "1" if meter.unit == "packets" else "INGRESS_LENGTH[0]"
+    i = ir.Var(cg.fresh("i"))
+    amount: ir.Expr = ir.Const(1) if meter.unit == "packets" else ir.IngressLength()
     if meter.unit != "packets":
         cg.out.uses_payload = True
-    cg.emit(f"{i} = {cg.ex(args[0], scope)}")
-    cg.emit(f"if {i} < {meter.size}:")
-    cg.emit(f"    S[{dst.base}] = {obj}.cells[{i}].execute(RT.micros(), {amount})")
+    cg.emit(ir.Assign(i, ir.lift(cg.ex(args[0], scope))))
+    with cg.if_(ir.cmp("<", i, meter.size)):
+        cell = ir.Item(ir.Attr(ir.Obj(obj, meter), "cells"), i)
+        cg.emit(ir.Assign(ir.slot(dst.base), ir.MethodCall(ir.Attr(cell, "execute"), (_rt("micros"), amount))))
 
 
 def direct_meter_destination(cg: Emitter, t: ast.TableDecl, meter_decl: Any, scope: Scope) -> Storage | None:

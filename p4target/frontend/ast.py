@@ -181,8 +181,12 @@ class Stmt(Node):
 
 @dataclass(eq=False, slots=True)
 class Assign(Stmt):
+    """``lhs = rhs``; ``compound``: written ``lhs op= rhs``, kept as ``lhs = lhs' op rhs`` where
+    ``lhs'`` is a copy of ``lhs`` (frontend/ordering.py evaluates its index once)."""
+
     lhs: Expr
     rhs: Expr
+    compound: bool = False
 
 
 @dataclass(eq=False, slots=True)
@@ -278,6 +282,9 @@ class ConstDecl(Decl):
     type_ref: TypeRef
     init: Expr
     type: Any = field(default=None, init=False)
+    # a constructor parameter bound to an instance's argument (instances.py): p4c's frontend
+    # sees a parameter there until its SpecializeAll, so its first ConstantFolding does not fold it
+    ctor_param: bool = field(default=False, init=False)
 
 
 @dataclass(eq=False, slots=True)
@@ -393,6 +400,9 @@ class ParserDecl(Decl):
     locals: list[Decl]
     states: list[ParserState]
     ctor_params: list[Param] = field(default_factory=list)  # `parser P(...)(bit<8> k)`
+    # A copy specialised for its constructor arguments: parameter name -> the instance passed
+    # (frontend/instances.py; a dict, so tree walks do not go into the instance's declaration)
+    instance_args: dict[str, Instantiation] = field(default_factory=dict)
 
 
 @dataclass(eq=False, slots=True)
@@ -451,6 +461,7 @@ class ControlDecl(Decl):
     locals: list[Decl]
     body: Block
     ctor_params: list[Param] = field(default_factory=list)  # `control C(...)(bit<8> k)`
+    instance_args: dict[str, Instantiation] = field(default_factory=dict)  # as ParserDecl's
 
 
 @dataclass(eq=False, slots=True)

@@ -47,9 +47,11 @@ class CallChecks:
         scope.declare(decl)
         self.fn_scopes[decl] = scope
         if not decl.proto.type_params:  # generic bodies are checked once per binding, at calls
-            self._function_body(decl, scope, {})
+            self._function_body(decl, scope, {}, owned=True)
 
-    def _function_body(self, decl: ast.FunctionDecl, scope: Any, bindings: dict[str, Type]) -> None:
+    def _function_body(self, decl: ast.FunctionDecl, scope: Any, bindings: dict[str, Type],
+                       owned: bool = False) -> None:
+        """``owned``: a function p4c removes when no call uses it (not an extern's method)."""
         saved, saved_generic = self.type_vars, self.generic_names
         self.type_vars = {**saved, **bindings}
         self.generic_names = saved_generic | set(bindings)  # type variables in the source: p4c checks them as such
@@ -60,7 +62,8 @@ class CallChecks:
                 if p.direction == "":
                     p.direction = "in"  # a function's directionless parameters behave as 'in'
             decl.type = self.resolve_type(decl.proto.return_type)
-            self.stmt(decl.body, Scope(inner, decl))
+            with self.fresh_values(decl if owned else None, decl.proto.params):  # a function on its own
+                self.stmt(decl.body, Scope(inner, decl))
         finally:
             self.type_vars, self.generic_names = saved, saved_generic
 
@@ -90,6 +93,8 @@ class CallChecks:
                 raise P4Error(e.loc, f"cannot infer type argument {missing[0]} of {d.name}: give it explicitly")
             d = self._specialize(d, bindings)
         e.target = CallTarget("user_function", d.name, d)
+        self.used.add(d)
+        self.bind_params(d, d.proto.params, e.args, data=False)
         return d.type
 
     def _specialize(self, d: ast.FunctionDecl, bindings: dict[str, Type]) -> ast.FunctionDecl:
@@ -99,7 +104,7 @@ class CallChecks:
             spec = copy.deepcopy(d)
             spec.proto.type_params = []
             self.specializations[key] = spec
-            self._function_body(spec, self.fn_scopes[d], {t: bindings[t] for t in d.proto.type_params})
+            self._function_body(spec, self.fn_scopes[d], {t: bindings[t] for t in d.proto.type_params}, owned=True)
         return spec
 
     def _take_type_args(self, bindings: dict[str, Type], type_params: list[str] | None) -> None:

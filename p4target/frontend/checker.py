@@ -13,8 +13,10 @@ from typing import Any
 from . import ast
 from .ast import text
 from .calls import CallChecks
+from .divisions import ARITH_OPS, DivisionChecks, used_closure
 from .errors import P4Error
 from .instances import InstanceChecks
+from .ordering import order_assignment
 from .profiles import PROFILE_EXTERNS, ProfileChecks
 from .program import CheckedProgram, Pipeline
 from .scope import CallTarget, Scope
@@ -41,6 +43,7 @@ from .types import (
     TypeVar,
     VarbitT,
     bit_width,
+    is_bits_struct,
     is_numeric,
 )
 
@@ -98,7 +101,7 @@ def _declared_type_name(e: ast.Expr) -> str | None:
     return ref.name if isinstance(ref, ast.TypeRef) and ref.kind == "named" else None
 
 
-class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
+class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChecks):
     def __init__(self, program: ast.Program) -> None:
         self._init_calls()
         self.program = program
@@ -112,7 +115,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
         self.overloads: dict[str, list[ast.ExternFunction]] = {}  # extern function name -> by arity
         # Refusals of p4c's midend (BMv2's CheckUnsupported, then CompileTimeOperations): p4c
         # reports them only once the frontend found nothing, so they wait for the end of check().
-        self.midend: list[tuple[int, P4Error]] = []
+        self.midend: list[tuple[int, P4Error, Any]] = []
+        self._init_divisions()
         self.arch = "v1model"
 
     # ================================================================ entry
@@ -132,13 +136,16 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                 raise P4Error(self.program.loc, "standard_metadata_t is not declared (include <v1model.p4>)")
             pipeline = self._pipeline(mains[0])
             result = CheckedProgram(self.program, self.errors, std, pipeline, self.program.decls)
-        if self.midend:
-            raise min(self.midend, key=lambda pair: pair[0])[1]  # the earliest pass, then source order
+        used = used_closure(self.used)  # p4c removed an unused action, function or table before its midend
+        midend = [(stage, err) for stage, err, owner in self.midend if owner is None or owner in used]
+        if midend:
+            raise min(midend, key=lambda pair: pair[0])[1]  # the earliest pass, then source order
         return result
 
     def defer(self, stage: int, err: P4Error) -> None:
-        """A refusal p4c makes in its midend (stage 0: BMv2's CheckUnsupported, 1: CompileTimeOperations)."""
-        self.midend.append((stage, err))
+        """A refusal p4c makes in its midend (stage 0: BMv2's CheckUnsupported, 1: its
+        ConstantFolding and StrengthReduction after LocalCopyPropagation, 2: CompileTimeOperations)."""
+        self.midend.append((stage, err, self.owner))
 
     # ================================================================ declarations
     def _top_level(self, decl: ast.Decl) -> None:
@@ -204,6 +211,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                 if t.varbit_field is not None:
                     raise P4Error(f.loc, "varbit in a header with another varbit field is not supported by the "
                                   "built-in target")
+            elif decl.kind == "header" and isinstance(ft, HeaderT) and ft.kind == "struct":
+                # p4c's type checker allows a struct of bit-typed fields; its midend (FlattenHeaders)
+                # puts the struct's fields in the header in their place, and so do wire_fields.
+                if not is_bits_struct(ft):
+                    raise P4Error(f.loc, f"Field '{f.name}' of '{decl.name}' cannot have type '{ft}'")
             elif decl.kind == "header":
                 try:
                     bit_width(ft)
@@ -214,6 +226,10 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             elif isinstance(ft, (ExternT, BlockT)):
                 raise P4Error(f.loc, f"struct field '{f.name}' cannot have type {ft}")
             t.fields[f.name] = ft
+        nested = next((f for f in decl.fields if isinstance(t.fields[f.name], HeaderT)), None)
+        if t.is_header and nested is not None and t.varbit_field is not None:
+            raise P4Error(nested.loc, f"a struct field ('{nested.name}') in a header with a varbit field is not "
+                          "supported by the built-in target")
 
     def _enum(self, decl: ast.EnumDecl) -> None:
         t = EnumT(decl.name, list(decl.members))
@@ -331,20 +347,23 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             scope.declare(p)
 
     def _block(self, decl: ast.ParserDecl | ast.ControlDecl, consts: list[ast.ConstDecl] | None = None,
-               origin: Any = None) -> None:
-        """``consts``: the constructor parameters, bound to an instance's arguments."""
+               origin: Any = None, instances: dict[str, ast.Instantiation] | None = None) -> None:
+        """``consts``: the constructor parameters, bound to an instance's arguments; ``instances``:
+        those bound to an instance of the caller's, which the parameter's name then names."""
         scope = Scope(self.globals, decl)
         for c in consts or []:
             scope.declare(c)
+        scope.values.update(instances or {})
         self._params(decl.params, scope)
         self.open_block(origin or decl)
         try:
-            for local in decl.locals:
-                self._local(local, scope)
-            if isinstance(decl, ast.ParserDecl):
-                self._parser_states(decl, scope)
-            else:
-                self.stmt(decl.body, Scope(scope, decl))
+            with self.fresh_values():  # a control's initialised locals are known in its apply block
+                for local in decl.locals:  # (p4c's MoveInitializers puts them at its start)
+                    self._local(local, scope)
+                if isinstance(decl, ast.ParserDecl):
+                    self._parser_states(decl, scope)
+                else:
+                    self.stmt(decl.body, Scope(scope, decl))
         finally:
             self.close_block()
 
@@ -354,7 +373,12 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
         elif isinstance(local, ast.ConstDecl):
             self._const_decl(local, scope)
             scope.declare(local)
-        elif isinstance(local, ast.Instantiation):
+        else:  # a table, an action, an instance's methods: bodies of their own
+            with self.fresh_values(local if isinstance(local, ast.TableDecl) else None):
+                self._other_local(local, scope)
+
+    def _other_local(self, local: ast.Decl, scope: Scope) -> None:
+        if isinstance(local, ast.Instantiation):
             self._instantiation(local, scope)
             scope.declare(local)
         elif isinstance(local, ast.ActionDecl):
@@ -381,17 +405,19 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             if reserved in names:
                 raise P4Error(names[reserved].loc, f"state '{reserved}' is predefined")
         for state in decl.states:
-            inner = Scope(scope, decl)
-            for s in state.stmts:
-                self.stmt(s, inner)
-            self.check_parser_apply_places(state)
-            tr = state.transition
-            targets = [tr.state] if tr.state else [c.state for c in tr.cases or []]
-            for t in targets:
-                if t not in names and t not in ("accept", "reject"):
-                    raise P4Error(tr.loc, f"transition to unknown state '{t}'")
-            if tr.select is not None:
-                self._select(tr, inner)
+            with self.fresh_values():  # p4c's LocalCopyPropagation: one state at a time
+                self._parser_state(state, names, Scope(scope, decl))
+
+    def _parser_state(self, state: ast.ParserState, names: dict[str, ast.ParserState], inner: Scope) -> None:
+        state.stmts = [self.stmt(s, inner) for s in state.stmts]
+        self.check_parser_apply_places(state)
+        tr = state.transition
+        targets = [tr.state] if tr.state else [c.state for c in tr.cases or []]
+        for t in targets:
+            if t not in names and t not in ("accept", "reject"):
+                raise P4Error(tr.loc, f"transition to unknown state '{t}'")
+        if tr.select is not None:
+            self._select(tr, inner)
 
     def _select(self, tr: ast.Transition, scope: Scope) -> None:
         types = []
@@ -473,7 +499,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                 raise P4Error(p.loc, "directional parameters must come before action data parameters")
             if p.direction == "" and not (isinstance(p.type, BitsT) or p.type is BOOL):
                 raise P4Error(p.loc, f"action data parameter '{p.name}' must be bit<W>, int<W> or bool")
-        self.stmt(decl.body, inner)
+        with self.fresh_values(decl, decl.params):
+            self.stmt(decl.body, inner)
 
     def _action_ref(self, ref: ast.ActionRef, scope: Scope, all_args: bool) -> None:
         decl = scope.lookup(ref.name)
@@ -490,6 +517,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             for a in args:
                 self.expr(a, scope)
             self._check_args(ref.loc, wanted, args, {})
+        if not all_args:  # the action list: its arguments bind the directional parameters
+            self.bind_params(decl, decl.params, args, data=True)
             if all_args:
                 for a, p in zip(args, wanted):
                     if p.direction == "" and a.value is None:
@@ -497,7 +526,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
 
     def _table(self, t: ast.TableDecl, scope: Scope) -> None:
         for key in t.keys:
-            kt = self.expr(key.expr, scope)
+            self.key_table = t
+            try:
+                kt = self.expr(key.expr, scope)
+            finally:
+                self.key_table = None
             if key.match_kind not in self.match_kinds:
                 raise P4Error(key.loc, f"unknown match kind '{key.match_kind}'")
             if key.match_kind not in ("exact", "ternary", "lpm", "range", "optional", "selector"):
@@ -641,26 +674,28 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
         if decl.init is not None:
             self.expr(decl.init, scope)
             self.coerce(decl.init, decl.type, "initializer")
+        self.note_write(decl, decl.init)
         scope.declare(decl)
 
-    def stmt(self, s: ast.Stmt, scope: Scope) -> None:
+    def stmt(self, s: ast.Stmt, scope: Scope) -> ast.Stmt:
+        """Check a statement; returns what the executor runs in its place (``s``, or for an
+        assignment a block that orders its parts as p4c does: ordering.py)."""
         if isinstance(s, ast.Block):
             inner = Scope(scope, scope.owner)
-            for x in s.stmts:
-                self.stmt(x, inner)
+            s.stmts = [self.stmt(x, inner) for x in s.stmts]
         elif isinstance(s, ast.Assign):
             lt = self.expr(s.lhs, scope)
             self.lvalue(s.lhs)
             self.expr(s.rhs, scope)
             self.coerce(s.rhs, lt, "assignment")
+            self.note_write(s.lhs, s.rhs)
+            return order_assignment(s)
         elif isinstance(s, ast.CallStmt):
             self.expr(s.call, scope)
         elif isinstance(s, ast.If):
             self.expr(s.cond, scope)
             self.coerce(s.cond, BOOL, "if condition")
-            self.stmt(s.then, Scope(scope, scope.owner))
-            if s.other is not None:
-                self.stmt(s.other, Scope(scope, scope.owner))
+            s.then, s.other = self._branches(scope, [s.then, s.other])
         elif isinstance(s, ast.Switch):
             self._switch(s, scope)
         elif isinstance(s, ast.VarDecl):
@@ -689,8 +724,27 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                 raise P4Error(s.loc, f"'{type(s).__name__.lower()}' is only allowed inside a for loop")
         else:
             raise P4Error(s.loc, f"{type(s).__name__} is not supported here")
+        return s
+
+    def _branches(self, scope: Scope, bodies: list[ast.Stmt | None]) -> list[ast.Stmt | None]:
+        """The arms of an if or a switch, each from what was known before it; after them, what
+        none of them changed.  Returns the arms to run (``stmt``)."""
+        before, after, arms = self.known, [], []
+        for body in bodies:
+            self.known = dict(before)
+            arms.append(None if body is None else self.stmt(body, Scope(scope, scope.owner)))
+            after.append(self.known)
+        self.merge_values(before, after)
+        return arms
 
     def _loop(self, s: ast.For | ast.ForIn, scope: Scope) -> None:
+        self.forget_all()  # p4c drops what the loop writes; here, everything
+        try:
+            self._loop_body(s, scope)
+        finally:
+            self.forget_all()
+
+    def _loop_body(self, s: ast.For | ast.ForIn, scope: Scope) -> None:
         if isinstance(scope.owner, ast.ParserDecl):
             raise P4Error(s.loc, "a for loop in a parser is not supported by the built-in target")
         inner = Scope(scope, scope.owner)
@@ -698,8 +752,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             if isinstance(decl, ast.VarDecl):
                 scope.declare_loop_variable(decl)
         if isinstance(s, ast.For):
-            for x in s.init:
-                self.stmt(x, inner)
+            s.init = [self.stmt(x, inner) for x in s.init]
             if s.cond is not None:
                 self.expr(s.cond, inner)
                 self.coerce(s.cond, BOOL, "for condition")
@@ -724,9 +777,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
         self.loops += 1
         try:
             if isinstance(s, ast.For):
-                for x in s.update:
-                    self.stmt(x, inner)
-            self.stmt(s.body, Scope(inner, scope.owner))
+                s.update = [self.stmt(x, inner) for x in s.update]
+            s.body = self.stmt(s.body, Scope(inner, scope.owner))
         finally:
             self.loops -= 1
 
@@ -736,6 +788,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             return self._value_switch(s, t, scope)
         allowed = {ref.decl.name: ref.decl for ref in t.table.actions}
         seen: set[str] = set()
+        before, after = self.known, []
         for case in s.cases:
             for i, label in enumerate(case.labels):
                 if isinstance(label, ast.PathExpr):
@@ -748,9 +801,12 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                     raise P4Error(case.loc, f"switch label '{label}' appears twice")
                 seen.add(label)
             if case.body is not None:
+                self.known = dict(before)
                 self.stmt(case.body, Scope(scope, scope.owner))
+                after.append(self.known)
         if s.cases and s.cases[-1].body is None:
             raise P4Error(s.cases[-1].loc, "the last switch case needs a block")
+        self.merge_values(before, after)
 
     def _value_switch(self, s: ast.Switch, t: Type, scope: Scope) -> None:
         """``switch (expr)`` with constant labels (P4-16 v1.2.2): bit<W>, int<W> and enums.  The spec
@@ -760,6 +816,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
         if not isinstance(t, (BitsT, EnumT)):
             raise P4Error(s.subject.loc, f"cannot switch on a value of type {t}")
         seen: set[Any] = set()
+        before, after = self.known, []
         for case in s.cases:
             for label in case.labels:
                 if label == "default":
@@ -774,9 +831,12 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                     raise P4Error(case.loc, "a switch label appears twice")
                 seen.add(key)
             if case.body is not None:
-                self.stmt(case.body, Scope(scope, scope.owner))
+                self.known = dict(before)
+                case.body = self.stmt(case.body, Scope(scope, scope.owner))
+                after.append(self.known)
         if s.cases and s.cases[-1].body is None:
             raise P4Error(s.cases[-1].loc, "the last switch case needs a block")
+        self.merge_values(before, after)
 
     def lvalue(self, e: ast.Expr) -> None:
         """Raise unless ``e`` can be written."""
@@ -1046,6 +1106,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             if lv is not None and rv is not None:
                 e.value = wrap(((lv & lt.mask) << rt.width) | (rv & rt.mask), t)
             return t
+        # p4c's first ConstantFolding and its unsBinaryArith judge / and % before binaryArith
+        folded = op in ("/", "%") and self.division_before_types(e)
+        if op in ARITH_OPS:
+            self.ser_enum_operands(e)  # p4c's binaryArith: a serializable enum is its underlying type
+            lt, rt = e.left.type, e.right.type
         # both operands of one type
         t = self._unify(e, lt, rt)
         lv, rv = e.left.value, e.right.value  # an unsized operand now holds its wrapped value
@@ -1063,32 +1128,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             return BOOL
         if op in ("|+|", "|-|") and t is INFINT:
             raise P4Error(e.loc, f"'{op}' needs fixed-width operands")
-        if op in ("/", "%") and self._division(e, t, lv, rv):
+        if op in ("/", "%") and not folded and self.division(e, t, lv, rv):
             return t
         if lv is not None and rv is not None:
             e.value = fold_arith(op, lv, rv, t)
         return t
-
-    def _division(self, e: ast.Binary, t: Type, lv: Any, rv: Any) -> bool:
-        """p4c's rules for ``/`` and ``%``, with its words: unsigned operands only (its type
-        checker), no zero or negative constant; a run-time value survives only where its
-        StrengthReduction rewrites it (a constant power-of-two divisor: ``>>`` or ``&``; a
-        constant 0 dividend, even over a call, which its SideEffectOrdering hoists first),
-        otherwise its midend's CompileTimeOperations refuses it.  True
-        when the value is known only at run time (the executor divides: ``x // 2^k``)."""
-        name = "Division" if e.op == "/" else "Modulo"
-        if isinstance(t, BitsT) and t.signed:
-            raise P4Error(e.loc, f"{text(e)}: Cannot operate on signed values")
-        if (lv is not None and lv < 0) or (rv is not None and rv < 0):
-            raise P4Error(e.loc, f"{text(e)}: {name} is not defined on negative numbers")
-        if rv == 0:
-            raise P4Error(e.loc, f"{text(e)}: {name} by zero")
-        if lv is not None and rv is not None:
-            return False  # folded by the caller
-        power_of_two = rv is not None and rv & (rv - 1) == 0
-        if not (power_of_two or lv == 0):  # 0 / f(x): p4c hoists the call (SideEffectOrdering), then folds 0
-            self.defer(1, P4Error(e.loc, f"{text(e)}: could not evaluate expression at compilation time"))
-        return True
 
     def _unify(self, e: ast.Binary, lt: Type, rt: Type) -> Type:
         if lt == rt:
@@ -1127,6 +1171,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             pending, self.pending_type_args = self.pending_type_args, None
         if pending:
             raise P4Error(e.loc, "explicit type arguments are not supported for this call by the built-in target")
+        self.forget_after_call(e)
         return t
 
     def _e_call_target(self, e: ast.Call, f: ast.Expr, scope: Scope) -> Type:
@@ -1168,6 +1213,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
                 if isinstance(scope.owner, (ast.ActionDecl, ast.FunctionDecl)):
                     raise P4Error(e.loc, "tables cannot be applied inside actions or functions")
                 e.target = CallTarget("table_apply", "apply", bt.decl)
+                self.used.add(bt.decl)
+                self.apply_key_divisions(bt.decl)
                 return ApplyResultT(bt.decl)
             if isinstance(bt, BlockT) and m == "apply" and isinstance(bt.decl, ast.ControlDecl):
                 if not isinstance(f.base, ast.PathExpr) or not isinstance(f.base.decl, ast.Instantiation):
@@ -1193,6 +1240,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks):
             raise P4Error(e.loc, "actions cannot be called from a parser")
         self._check_args(e.loc, d.params, e.args, {})
         e.target = CallTarget("action", d.name, d)
+        self.used.add(d)
+        self.bind_params(d, d.params, e.args, data=False)
         return VOID
 
     def _static_assert(self, e: ast.Call) -> None:

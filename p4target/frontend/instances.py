@@ -3,9 +3,9 @@
 A mixin of ``checker.Checker``.  A parser or control with constructor parameters is
 checked once per distinct list of argument values, on a copy whose parameters are
 constants (p4c's SpecializeAll does the same), so a parameter may size a register or
-appear in a keyset.  A parser instantiated in a parser is a sub-parser: its ``apply``
-may only stand directly in a state, where the executor splits the state as p4c's
-Inline pass does.
+appear in a keyset; a control passed as an argument is bound to its instance the same
+way.  A parser instantiated in a parser is a sub-parser: its ``apply`` may only stand
+directly in a state, where the executor splits the state as p4c's Inline pass does.
 """
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ from . import ast
 from .errors import P4Error
 from .scope import CallTarget
 from .types import BOOL, ERROR, INFINT, VOID, BitsT, BlockT, EnumT, Type
+
+
+def _is_parser(decl: Any) -> bool:
+    """A parser declaration or parser type (the rest are controls and packages)."""
+    return isinstance(decl, ast.ParserDecl) or getattr(decl, "kind", "") == "parser"
 
 
 def _is_parser_apply(node: Any) -> bool:
@@ -74,14 +79,19 @@ class InstanceChecks:
             raise P4Error(loc, f"{decl.name} takes {len(params)} constructor arguments, got {len(args)}")
         consts: list[ast.ConstDecl] = []
         key: list[Any] = [id(decl)]
+        bound: dict[str, ast.Instantiation] = {}  # parameter -> an instance of the caller's
+        made: list[ast.Instantiation] = []  # instances the copy makes for constructor calls
         for p, a in zip(params, args):
             pt = self.resolve_type(p.type_ref)
-            if isinstance(pt, BlockT):  # p4c would bind the instance passed in; we bind values only
-                kind = "a parser" if isinstance(pt.decl, ast.ParserDecl) or getattr(pt.decl, "kind", "") == "parser" \
-                    else "a control"
-                raise P4Error(a.loc if isinstance(a, ast.Node) else p.loc,
-                              f"{decl.name}'s constructor parameter '{p.name}' of type {pt}, {kind} passed as a "
-                              "constructor argument, is not supported by the built-in target")
+            if isinstance(pt, BlockT):
+                inst = self._block_argument(decl, p, pt, a, scope)
+                if isinstance(a, ast.CtorCall):
+                    made.append(inst)
+                    key.append(id(a))  # a copy of its own: the instance is one of its locals
+                else:
+                    bound[p.name] = inst
+                    key.append(id(inst))
+                continue
             if not (isinstance(pt, (BitsT, EnumT)) or pt in (BOOL, INFINT, ERROR)):
                 raise P4Error(p.loc, f"constructor parameter '{p.name}' of type {pt} is not supported by the "
                               "built-in target (use bit<W>, int<W>, int, bool, an enum or error)")
@@ -93,7 +103,7 @@ class InstanceChecks:
             if a.value is None or isinstance(a.value, str):
                 raise P4Error(a.loc, "constructor arguments must be compile-time constants")
             const = ast.ConstDecl(p.loc, [], p.name, p.type_ref, a)
-            const.type = pt
+            const.type, const.ctor_param = pt, True
             consts.append(const)
             key.append((str(pt), a.value))
         specs = self._block_specs()
@@ -101,9 +111,49 @@ class InstanceChecks:
         if spec is None:
             spec = copy.deepcopy(decl)  # never checked itself, so the copy holds no annotations
             spec.ctor_params = []
+            spec.locals[:0] = made
+            spec.instance_args = bound
             specs[tuple(key)] = spec
-            self._block(spec, consts, decl)
+            self._block(spec, consts, decl, bound)
         return spec
+
+    def _block_argument(self, decl: Any, p: ast.Param, pt: BlockT, a: ast.Expr, scope: Any) -> ast.Instantiation:
+        """A control passed as a constructor argument (corpus issue1566-bmv2.p4), bound as p4c's
+        SpecializeAll binds it: an instance's name is that instance, shared with the caller (its
+        tables and externs are the caller's, named where it is declared); a constructor call
+        becomes an instance of the copy's own, named after the parameter (p4c's convertArgument)."""
+        where = f"{decl.name}'s constructor parameter '{p.name}' of type {pt}"
+        if _is_parser(pt.decl):  # sub-parsers are inlined per apply site: see executor/subparsers.py
+            raise P4Error(a.loc, f"{where}, a parser passed as a constructor argument, is not supported by the "
+                          "built-in target")
+        if isinstance(a, ast.CtorCall):
+            inst = ast.Instantiation(a.loc, [], p.name, a.type_ref, a.args)
+            for x in a.args:  # the call's own arguments are the caller's values
+                if not isinstance(x, (ast.Default, ast.CtorCall)) and x.type is None:
+                    self.expr(x, scope)
+            target = self.resolve_type(a.type_ref)
+        elif isinstance(a, ast.PathExpr):
+            inst = (scope.root() if a.top_level else scope).lookup(a.name)
+            if not (isinstance(inst, ast.Instantiation) and isinstance(inst.type, BlockT)):
+                raise P4Error(a.loc, f"{where}: '{a.name}' is not a control instance")
+            if self.globals.values.get(a.name) is inst:
+                raise P4Error(a.loc, f"{where}: a control instantiated at the top level and passed as a constructor "
+                              "argument is not supported by the built-in target")
+            a.decl, a.type = inst, inst.type
+            target = inst.type
+        else:
+            raise P4Error(a.loc, f"{where} needs a control instance or a constructor call")
+        if not (isinstance(target, BlockT) and self._same_apply(pt.decl, target.decl)):
+            raise P4Error(a.loc, f"{where}: {target} does not have its apply parameters")
+        return inst
+
+    def _same_apply(self, want: Any, have: Any) -> bool:
+        """Whether a control declaration fits a control type: the same apply parameters."""
+        if not isinstance(have, ast.ControlDecl) or _is_parser(want) or getattr(want, "type_params", None):
+            return False
+        return len(want.params) == len(have.params) and all(
+            w.direction == h.direction and self.resolve_type(w.type_ref) == self.resolve_type(h.type_ref)
+            for w, h in zip(want.params, have.params))
 
     def block_instantiation(self, decl: ast.Instantiation, t: BlockT, scope: Any) -> None:
         """``P(...) p;`` or ``C(...) c;`` inside a parser or control."""

@@ -158,8 +158,8 @@ def _names(items: list) -> list[str]:
 
 def _compound(loc: Location, lhs: ast.Expr, op: str, rhs: ast.Expr) -> ast.Assign:
     """``lhs op= rhs`` as ``lhs = lhs op rhs`` (the read gets its own copy of the lvalue,
-    since the checker annotates nodes in place)."""
-    return ast.Assign(loc, lhs, ast.Binary(loc, op, copy.deepcopy(lhs), rhs))
+    since the checker annotates nodes in place), marked compound: p4c evaluates the lvalue once."""
+    return ast.Assign(loc, lhs, ast.Binary(loc, op, copy.deepcopy(lhs), rhs), compound=True)
 
 
 @v_args(meta=True)
@@ -560,7 +560,7 @@ class _Builder(Transformer):
     def if_statement(self, meta, c):
         return ast.If(self._loc(meta), c[0], c[1], c[2])
 
-    # `a op= b` is `a = a op b`: lvalues here name fixed slots, so reading `a` twice is safe.
+    # `a op= b` is `a = a op b`; a call in `a`'s index runs once (frontend/ordering.py).
     def compound_assignment(self, meta, c):
         return _compound(self._loc(meta), c[0], str(c[1])[:-1], c[2])
 

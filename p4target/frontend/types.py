@@ -87,7 +87,7 @@ class HeaderT(Type):
     @property
     def width(self) -> int:
         """Bits on the wire (headers only); a varbit field counts as 0 (minSizeInBits)."""
-        return sum(bit_width(t) for t in self.fields.values() if not isinstance(t, VarbitT))
+        return sum(bit_width(t) for t in wire_fields(self) if not isinstance(t, VarbitT))
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +188,28 @@ class ActionRunT(Type):
         return f"{self.table.name}.action_run"
 
 
+def wire_fields(t: HeaderT) -> list[Type]:
+    """A header's (or struct's) fields as they go on the wire: a struct-typed field is its own
+    fields, recursively, in declaration order (p4c's midend FlattenHeaders).  These are also the
+    executor's slots after a header's valid bit, one each."""
+    out: list[Type] = []
+    for ft in t.fields.values():
+        if isinstance(ft, HeaderT) and ft.kind == "struct":
+            out += wire_fields(ft)
+        else:
+            out.append(ft)
+    return out
+
+
+def is_bits_struct(t: Type) -> bool:
+    """A struct whose fields are bit<W>, int<W>, bool, serializable enums or such structs: the
+    structs p4c allows as a header field (its type checker's onlyBitsOrBitStructs)."""
+    if not (isinstance(t, HeaderT) and t.kind == "struct" and not isinstance(t, TupleT)):
+        return False
+    return all(isinstance(f, BitsT) or f is BOOL or isinstance(f, EnumT) and f.underlying is not None
+               or is_bits_struct(f) for f in t.fields.values())
+
+
 def bit_width(t: Type) -> int:
     """Width on the wire of a header field / hash input / table key type."""
     if isinstance(t, BitsT):
@@ -198,6 +220,8 @@ def bit_width(t: Type) -> int:
         return t.underlying.width if t.underlying is not None else 32
     if isinstance(t, HeaderT) and t.is_header and t.varbit_field is None:
         return t.width
+    if is_bits_struct(t):  # a struct field of a header: its fields side by side
+        return sum(bit_width(f) for f in wire_fields(t))
     raise TypeError(f"{t} has no fixed width")
 
 

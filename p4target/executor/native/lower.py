@@ -674,6 +674,16 @@ class Lowering:
             raise Unsupported(f"the expression {_py(e)}")
         return m(e)
 
+    # what only the Python executor runs, named as the Python names it
+    def _e_Name(self, e: ir.Name) -> str:
+        raise Unsupported(f"the name {e.name}")
+
+    def _e_Item(self, e: ir.Item) -> str:
+        raise Unsupported(f"the subscript {_py(e)}")
+
+    def _e_MethodCall(self, e: ir.MethodCall) -> str:
+        raise Unsupported(f"the call {_py(e)}")
+
     def _e_Const(self, e: ir.Const) -> str:
         v = e.value
         if isinstance(v, (bool, int)):

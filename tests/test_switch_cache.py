@@ -13,6 +13,7 @@ objects; registers are adopted by the native path value for value.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import importlib
 import pickle
 import struct
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 
 from controller import programs
-from p4target.executor import native
+from p4target.executor import ir, native
 from p4target.executor.codegen import CodeGen
 from p4target.executor.native.engine import NativeCells
 from p4target.executor.native.lower import Lowering, lower
@@ -216,16 +217,16 @@ def test_a_blob_that_does_not_compile_is_not_kept(tmp_path):
 
 def test_a_cached_lowering_is_the_lowering_bound_to_the_new_switch(tmp_path):
     """The second switch's lowering comes from the cache (the very C string), equals what lowering its
-    own module gives, and names its own objects, in the same order; another namespace misses."""
+    own module gives, and names its own objects, in the same order; the same code naming other objects misses."""
     path = tmp_path / "prog.p4"
     path.write_text(LOWERED)
     prog = load_program(path)
     first, second = CodeGen(prog).generate(), CodeGen(prog).generate()
     native_lower._CACHE.clear()
-    one = lower(first.source, first.namespace, first.template)
-    two = lower(second.source, second.namespace, second.template)
+    one = lower(first.module)
+    two = lower(second.module)
     assert two.source is one.source  # a hit
-    fresh = Lowering(second.source, second.namespace, second.template).lower()
+    fresh = Lowering(second.module).lower()
     assert fresh.source == two.source
     assert (fresh.unset_slots, fresh.max_header_bytes) == (two.unset_slots, two.max_header_bytes)
     for kind in ("tables", "registers", "counters", "value_sets"):
@@ -234,12 +235,25 @@ def test_a_cached_lowering_is_the_lowering_bound_to_the_new_switch(tmp_path):
     assert two.objects.actions == fresh.objects.actions and two.objects.actions is not one.objects.actions
     assert {id(o) for o in two.objects.tables} == {id(t) for t in second.tables.values()}
     assert not {id(o) for o in two.objects.registers} & {id(r) for r in first.registers.values()}
-    swapped = dict(second.namespace)
-    (reg_name,) = [n for n, o in swapped.items() if o is next(iter(second.registers.values()))]
-    (table_name,) = [n for n, o in swapped.items() if o is next(iter(second.tables.values()))]
-    swapped[reg_name], swapped[table_name] = swapped[table_name], swapped[reg_name]
-    assert native_lower._key(second.source, swapped, second.template) != \
-        native_lower._key(second.source, second.namespace, second.template)
+    ns = second.namespace
+    (reg_name,) = [n for n, o in ns.items() if o is next(iter(second.registers.values()))]
+    (table_name,) = [n for n, o in ns.items() if o is next(iter(second.tables.values()))]
+    swapped = _with_objects(second.module, {reg_name: ns[table_name], table_name: ns[reg_name]})
+    assert native_lower._key(swapped) != native_lower._key(second.module)
+
+
+def _with_objects(module: ir.Module, objects: dict) -> ir.Module:
+    """``module`` with the objects of ``objects``' names replaced (the same code naming other objects)."""
+    def rebuilt(node):
+        if isinstance(node, ir.Obj) and node.name in objects:
+            return ir.Obj(node.name, objects[node.name])
+        if isinstance(node, (list, tuple)):
+            return type(node)(rebuilt(x) for x in node)
+        if isinstance(node, (ir.Expr, ir.Stmt, ir.Function)):
+            fields = {f.name: rebuilt(getattr(node, f.name)) for f in dataclasses.fields(node)}
+            return dataclasses.replace(node, **fields)
+        return node
+    return ir.Module([rebuilt(f) for f in module.functions], module.template)
 
 
 def test_registers_are_adopted_value_for_value():

@@ -1,4 +1,4 @@
-"""The native fast path: a program's generated Python lowered to C (lower.py), built with the
+"""The native fast path: a program's generated module (``ir.Module``) lowered to C (lower.py), built with the
 system compiler (build.py), and run per packet with the state the control plane sees
 (engine.py).  The Python executor stays the reference: a program the lowering does not cover,
 a missing compiler, or ``P4TARGET_NATIVE=0`` runs it in Python, as before.
@@ -48,7 +48,9 @@ class NativeImage:
 def c_source(gen: Any, arch: str, defines: dict[str, Any]) -> tuple[str, Image]:
     """The whole C translation unit for a generated program: the lowered functions, then the
     architecture's packet path (v1model.h or tna.h) configured by ``defines``."""
-    lowering = lower_image(gen.source, gen.namespace, gen.template)
+    if gen.module is None:
+        raise Unsupported("a program generated without its module (Generated.module)")
+    lowering = lower_image(gen.module)
     lines = [lowering.source]
     for name, value in defines.items():
         if isinstance(value, (list, tuple)):

@@ -43,8 +43,10 @@ from .types import (
     TypeVar,
     VarbitT,
     bit_width,
+    fold_arith,
     is_bits_struct,
     is_numeric,
+    wrap,
 )
 
 # Externs whose semantics the executor implements; any other extern is rejected.
@@ -83,15 +85,6 @@ HEADER_METHODS = ("isValid", "setValid", "setInvalid", "minSizeInBits", "minSize
                   "maxSizeInBytes")
 _BMV2_PRIORITY_SPAN = 1 << 24  # larger than any @priority a program gives a const entry
 PIPELINE_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
-
-
-def wrap(value: int, t: Type) -> int:
-    """Reduce an integer to the range of a fixed-width type (modulo 2^W)."""
-    if isinstance(t, BitsT):
-        value &= t.mask
-        if t.signed and value >> (t.width - 1):
-            value -= 1 << t.width
-    return value
 
 
 def _declared_type_name(e: ast.Expr) -> str | None:
@@ -1499,20 +1492,6 @@ def _holds_infint(t: Type) -> bool:
 def _constant_list(e: ast.Expr) -> bool:
     """A struct initialiser of constants (TNA's ``Register(size, {0, 0})``)."""
     return isinstance(e, ast.ListExpr) and all(i.value is not None or _constant_list(i) for i in e.items)
-
-
-def fold_arith(op: str, a: int, b: int, t: Type) -> int:
-    """Constant arithmetic with the result type's wrap/saturate rules."""
-    if op in ("|+|", "|-|"):
-        raw = a + b if op == "|+|" else a - b
-        assert isinstance(t, BitsT)
-        lo, hi = (-(1 << (t.width - 1)), (1 << (t.width - 1)) - 1) if t.signed else (0, t.mask)
-        return min(max(raw, lo), hi)
-    raw = {
-        "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a // b,
-        "%": lambda: a % b, "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b,
-    }[op]()
-    return wrap(raw, t)
 
 
 def check(program: ast.Program) -> CheckedProgram:

@@ -43,7 +43,7 @@ from typing import Any
 from . import ast
 from .ast import text, type_text
 from .errors import P4Error
-from .types import INFINT, BitsT, EnumT, StackT, Type
+from .types import INFINT, BitsT, EnumT, StackT, Type, fold_arith, wrap
 
 # p4c's binaryArith operators (typeCheckExpr.cpp): a serializable enum operand is its underlying type
 ARITH_OPS = ("+", "-", "*", "/", "%", "&", "|", "^", "|+|", "|-|")
@@ -258,7 +258,6 @@ class DivisionChecks:
             return  # defined in terms of itself (p4c: exprUses)
         number = t if isinstance(t, BitsT) else t.underlying  # a serializable enum is a number (EliminateSerEnums)
         if value is not None and number is not None:
-            from .checker import wrap
 
             value, reads = wrap(value, number), frozenset()
             shown = str(value)
@@ -299,7 +298,6 @@ class DivisionChecks:
         if key is not None:
             hit = self.known.get(key)
             return None if hit is None else hit.value
-        from .checker import fold_arith, wrap
 
         t = e.type
         if isinstance(e, ast.Cast) and isinstance(t, BitsT) and isinstance(e.operand.type, (BitsT, EnumT)):
@@ -362,7 +360,6 @@ class DivisionChecks:
             if isinstance(lt, BitsT) and isinstance(rt, BitsT) and lt != rt:
                 return False  # "operands have different types": the caller refuses the mix
             a, b = left.value, right.value
-            from .checker import wrap
 
             if lt is INFINT and isinstance(rt, BitsT):  # the unsized operand takes the other's type
                 a = wrap(a, rt)

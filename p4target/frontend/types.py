@@ -227,3 +227,26 @@ def bit_width(t: Type) -> int:
 
 def is_numeric(t: Type) -> bool:
     return isinstance(t, BitsT) or t is INFINT
+
+
+def wrap(value: int, t: Type) -> int:
+    """Reduce an integer to the range of a fixed-width type (modulo 2^W)."""
+    if isinstance(t, BitsT):
+        value &= t.mask
+        if t.signed and value >> (t.width - 1):
+            value -= 1 << t.width
+    return value
+
+
+def fold_arith(op: str, a: int, b: int, t: Type) -> int:
+    """Constant arithmetic with the result type's wrap/saturate rules."""
+    if op in ("|+|", "|-|"):
+        raw = a + b if op == "|+|" else a - b
+        assert isinstance(t, BitsT)
+        lo, hi = (-(1 << (t.width - 1)), (1 << (t.width - 1)) - 1) if t.signed else (0, t.mask)
+        return min(max(raw, lo), hi)
+    raw = {
+        "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a // b,
+        "%": lambda: a % b, "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b,
+    }[op]()
+    return wrap(raw, t)

@@ -100,7 +100,7 @@ def test_an_action_takes_its_data_after_the_state():
 def test_the_printer_keeps_the_structure_parentheses_would_lose():
     # (a - b) - c and a - (b - c) differ; so do -(x) << 1 and -(x << 1)
     a, b_, c = ir.Const(10), ir.Const(4), ir.Const(3)
-    assert eval(str(ir.Bin("-", ir.Bin("-", a, b_), c))) == 3  # noqa: S307
-    assert eval(str(ir.Bin("-", a, ir.Bin("-", b_, c)))) == 9  # noqa: S307
-    assert eval(str(ir.Bin("<<", ir.Neg(ir.Const(2)), ir.Const(1)))) == -4  # noqa: S307
-    assert eval(str(ir.Select(ir.Const(0), ir.Const(1), ir.Bin("+", ir.Const(2), ir.Const(3))))) == 5  # noqa: S307
+    assert eval(python.expr(ir.Bin("-", ir.Bin("-", a, b_), c))) == 3  # noqa: S307
+    assert eval(python.expr(ir.Bin("-", a, ir.Bin("-", b_, c)))) == 9  # noqa: S307
+    assert eval(python.expr(ir.Bin("<<", ir.Neg(ir.Const(2)), ir.Const(1)))) == -4  # noqa: S307
+    assert eval(python.expr(ir.Select(ir.Const(0), ir.Const(1), ir.Bin("+", ir.Const(2), ir.Const(3))))) == 5  # noqa: S307

@@ -50,17 +50,9 @@ class VarKind(enum.Enum):
 
 
 class Expr:
-    """An expression node; ``str()`` is its Python, so it can stand inside Python text."""
+    """An expression node (``python.expr`` prints one as Python)."""
 
     __slots__ = ()
-
-    def __str__(self) -> str:
-        from .python import expr  # the printer reads the nodes; the nodes do not depend on it
-
-        return expr(self)
-
-    def __format__(self, spec: str) -> str:
-        return str(self)
 
 
 def lift(x: Any) -> Expr:

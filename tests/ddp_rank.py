@@ -10,6 +10,7 @@ gradient and the exact average (and gloo's), beside the bound it must meet.
 """
 
 import copy
+import gc
 import json
 import sys
 
@@ -74,7 +75,9 @@ def main() -> None:
                 for p in copies:
                     p -= 0.1 * update
                 start += size
-    state.worker.close()
+    state.close()
+    del ina, gloo  # the reducers before their process group
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -102,6 +102,11 @@ class InaHookState:
         self.timeline = timeline
         self._lock = threading.Lock()
 
+    def close(self) -> None:
+        """Stop the calls' thread and the worker (before the process group goes: torch aborts at exit
+        when a rank's threads outlive it)."""
+        self.tensors.close()
+
     @property
     def failure(self) -> BaseException | None:
         """The worker's first error (an ``AllreduceError``): DDP raises only its text."""

@@ -299,9 +299,10 @@ class EntryAction(Expr):
 
 @dataclass(frozen=True, slots=True)
 class IsNone(Expr):
-    """An ``ENTRY`` that is None: the lookup missed."""
+    """An ``ENTRY`` that is None: the lookup missed (Python only: a slot not set yet, v1model's
+    truncate length)."""
 
-    entry: Var
+    entry: Expr
 
 
 @dataclass(frozen=True, slots=True)

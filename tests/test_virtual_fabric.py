@@ -184,8 +184,10 @@ def test_a_scenario_that_once_broke_an_invariant(seed: int) -> None:
     assert outcome.violations == []
 
 
-def test_a_campaign_of_300_seeds_breaks_no_invariant() -> None:
-    outcomes = list(campaign.run_seeds(0, 300))
-    assert [o.scenario.seed for o in outcomes] == list(range(300))
+def test_a_campaign_of_200_seeds_breaks_no_invariant() -> None:
+    """200 seeds keep make test within its time (2,643 calls completed, 286 failed as injected);
+    `ina-sim campaign` runs as many as asked."""
+    outcomes = list(campaign.run_seeds(0, 200))
+    assert [o.scenario.seed for o in outcomes] == list(range(200))
     assert {o.scenario.seed: o.violations for o in outcomes if o.violations} == {}
-    assert sum(o.completed for o in outcomes) > 3000 and sum(o.failed for o in outcomes) > 60
+    assert sum(o.completed for o in outcomes) > 2000 and sum(o.failed for o in outcomes) > 60

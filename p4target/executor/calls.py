@@ -11,7 +11,6 @@ A mixin of ``codegen.CodeGen``.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from ..frontend import ast
@@ -25,29 +24,6 @@ _IN = ("in", "")
 _EVERYWHERE = (0, 1 << 62)
 
 
-_NOT_CHILDREN = ("loc", "type", "value", "decl", "target", "annotations")
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}  # node class: the fields that may hold sub-nodes
-
-
-def _child_fields(cls: type) -> tuple[str, ...]:
-    names = _CHILD_FIELDS.get(cls)
-    if names is None:
-        names = _CHILD_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name not in _NOT_CHILDREN)
-    return names
-
-
-def children(node: Any):
-    """Sub-nodes of an AST node, skipping checker annotations (call targets are not children)."""
-    for name in _child_fields(type(node)):
-        v = getattr(node, name)
-        if isinstance(v, ast.Node):
-            yield v
-        elif isinstance(v, list):
-            for x in v:
-                if isinstance(x, ast.Node):
-                    yield x
-
-
 _CONTAINS: dict[tuple[int, type], tuple[Any, bool]] = {}  # (id(node), kind): (node, answer): checked ASTs do not change
 
 
@@ -58,7 +34,7 @@ def contains(node: Any, kind: type) -> bool:
     known = _CONTAINS.get((id(node), kind))
     if known is not None and known[0] is node:
         return known[1]
-    answer = any(contains(c, kind) for c in children(node))
+    answer = any(contains(c, kind) for c in ast.children(node))
     _CONTAINS[id(node), kind] = (node, answer)
     return answer
 
@@ -72,7 +48,7 @@ def has_user_call(node: Any) -> bool:
     known = _USER_CALLS.get(id(node))
     if known is not None and known[0] is node:
         return known[1]
-    answer = any(has_user_call(c) for c in children(node))
+    answer = any(has_user_call(c) for c in ast.children(node))
     _USER_CALLS[id(node)] = (node, answer)
     return answer
 
@@ -83,7 +59,7 @@ def has_side_effects(node: Any) -> bool:
         tgt = node.target
         if not (tgt is not None and tgt.kind == "header_method" and tgt.name == "isValid"):
             return True
-    return any(has_side_effects(c) for c in children(node))
+    return any(has_side_effects(c) for c in ast.children(node))
 
 
 def call_params(tgt: Any, call: ast.Call) -> list[ast.Param] | None:
@@ -137,7 +113,7 @@ def may_exit(node: Any, seen: set[int] | None = None) -> bool:
             return True  # unknown: assume the worst
     if isinstance(node, ast.ControlDecl):
         follow += node.locals
-    return any(may_exit(x, seen) for x in [*follow, *children(node)] if x is not None)
+    return any(may_exit(x, seen) for x in [*follow, *ast.children(node)] if x is not None)
 
 
 def _contains_return(node: Any) -> bool:
@@ -193,7 +169,7 @@ class CallGen:
             elif tgt.kind not in ("function", "method", "header_method", "stack_method", "block_apply",
                                   "parser_apply", "action", "user_function"):
                 out.append(_EVERYWHERE)
-        for c in children(node):
+        for c in ast.children(node):
             self._collect_writes(c, scope, out, seen)
 
     def touched_ranges(self, body: Any, scope: Any) -> list[tuple[int, int]]:
@@ -227,7 +203,7 @@ class CallGen:
             elif tgt.kind not in ("function", "method", "header_method", "stack_method", "action",
                                   "user_function"):
                 out.append(_EVERYWHERE)
-        for c in children(node):
+        for c in ast.children(node):
             self._collect_touches(c, scope, out, seen)
 
     def _add_write(self, e: ast.Expr, scope: Any, out: list) -> None:

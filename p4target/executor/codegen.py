@@ -40,7 +40,7 @@ from . import algorithms, ir, loops, python
 from . import profile_codegen as apgen
 from . import v1model_codegen as v1m
 from .builder import Builder
-from .calls import CallGen, children, has_user_call, may_exit
+from .calls import CallGen, has_user_call, may_exit
 from .externs import AssertionFailed, Counter, Hooks, Register, ValueSet
 from .generated import Generated, compiled
 from .headers import HeaderOps, StackIndexError, contains_header, stack_index
@@ -100,7 +100,6 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         self.return_stmt: ir.Stmt = ir.Return()
         self.error_codes = {name: i for i, name in enumerate(prog.errors)}
         self.std_storage: Storage | None = None
-        self.action_names: set[str] = set()  # compiled one by one, when their table is built
         self.action_depth = 0  # > 0 inside an action body, where HSIndexSimplifier leaves run-time indexes alone
         self.index_temps: dict[int, str] = {}  # id of a guarded run-time index expression: its variable
         self.globals = Scope()
@@ -166,7 +165,7 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
     def finish(self) -> None:
         """Define the blocks' and applies' functions (the actions are defined as their tables are built)."""
         self.module.template = self.template
-        rest = ir.Module([f for f in self.module.functions if f.name not in self.action_names])
+        rest = ir.Module([f for f in self.module.functions if f.kind is not ir.Kind.ACTION])
         self.run(compiled(python.module(rest), f"<p4 {self.prog.program.loc.file}>"))
         self.out.module = self.module
         self.out.source = python.module(self.module)
@@ -370,7 +369,6 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
                 self.stmt(decl.body, inner)
             self.action_depth -= 1
         self.return_stmt = saved_ret
-        self.action_names.add(fname)
         self.run(compiled(python.function(self.module.functions[-1]), "<p4 action>"))
         return self.ns[fname]
 
@@ -1113,7 +1111,7 @@ def _guarded_indexes(s: ast.Stmt) -> list[tuple[ast.Expr, int]]:
         node = roots.pop()
         if isinstance(node, ast.Index) and node.index.value is None and isinstance(node.base.type, StackT):
             found.append((node.index, node.base.type.size))
-        roots += list(children(node))
+        roots += list(ast.children(node))
     return found[::-1]
 
 

@@ -7,7 +7,7 @@ checked trees, so this module is the backend-neutral IR.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import Location
@@ -530,3 +530,28 @@ def type_text(ref: TypeRef) -> str:
     if ref.kind == "named":
         return ref.name + ("<" + ", ".join(type_text(a) for a in ref.args) + ">" if ref.args else "")
     return ref.kind
+
+
+_NOT_CHILDREN = ("loc", "type", "value", "decl", "target", "annotations", "written")
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}  # node class: the fields that may hold sub-nodes
+
+
+def children(node: Any):
+    """Sub-nodes of a node, checked or not, skipping the checker's annotations (a call's target,
+    a declaration, a nested slice as written are not children); of a list, its nodes."""
+    if isinstance(node, list):
+        yield from (x for x in node if isinstance(x, Node))
+        return
+    if not isinstance(node, Node):
+        return
+    names = _CHILD_FIELDS.get(type(node))
+    if names is None:
+        names = _CHILD_FIELDS[type(node)] = tuple(f.name for f in fields(node) if f.name not in _NOT_CHILDREN)
+    for name in names:
+        v = getattr(node, name)
+        if isinstance(v, Node):
+            yield v
+        elif isinstance(v, list):
+            for x in v:
+                if isinstance(x, Node):
+                    yield x

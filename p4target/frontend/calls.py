@@ -8,7 +8,6 @@ parameter order, defaults filled in), so every backend sees plain positional cal
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
 
 from . import ast
@@ -20,14 +19,7 @@ from .types import VOID, Type
 
 def contains_call(e: Any) -> bool:
     """Whether an (unchecked or checked) expression tree contains a call."""
-    if isinstance(e, ast.Call):
-        return True
-    if isinstance(e, ast.Node):
-        skip = ("loc", "type", "value", "decl", "target")
-        return any(contains_call(getattr(e, f.name)) for f in dataclasses.fields(e) if f.name not in skip)
-    if isinstance(e, list):
-        return any(contains_call(x) for x in e)
-    return False
+    return isinstance(e, ast.Call) or any(contains_call(c) for c in ast.children(e))
 
 
 class CallChecks:

@@ -11,7 +11,6 @@ directly in a state, where the executor splits the state as p4c's Inline pass do
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
 
 from . import ast
@@ -33,14 +32,7 @@ def _find_parser_apply(node: Any) -> ast.Call | None:
     """The first sub-parser apply anywhere in a checked statement tree."""
     if _is_parser_apply(node):
         return node
-    if isinstance(node, list):
-        items = node
-    elif isinstance(node, ast.Node):
-        skip = ("loc", "type", "value", "decl", "target", "annotations")
-        items = [getattr(node, f.name) for f in dataclasses.fields(node) if f.name not in skip]
-    else:
-        return None
-    for x in items:
+    for x in ast.children(node):
         found = _find_parser_apply(x)
         if found is not None:
             return found

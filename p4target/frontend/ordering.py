@@ -21,13 +21,11 @@ expression reads is guarded like any other statement's.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from . import ast
 from .types import BOOL, BitsT, Type
 
-_SKIP = ("loc", "type", "value", "decl", "target", "annotations", "written")
 # Calls that may write a variable of the caller (a table's actions may write anything).
 _WRITERS = ("user_function", "table_apply")
 
@@ -81,11 +79,7 @@ def _writer(call: ast.Call) -> bool:
 def _has_call(node: Any, which) -> bool:
     if isinstance(node, ast.Call) and which(node):
         return True
-    if isinstance(node, ast.Node):
-        return any(_has_call(getattr(node, f.name), which) for f in dataclasses.fields(node) if f.name not in _SKIP)
-    if isinstance(node, list):
-        return any(_has_call(x, which) for x in node)
-    return False
+    return any(_has_call(c, which) for c in ast.children(node))
 
 
 def _temporary(value: ast.Expr, before: list[ast.Stmt]) -> ast.VarDecl:

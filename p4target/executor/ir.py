@@ -459,13 +459,11 @@ class Return(Stmt):
     value: Expr | None = None
 
 
-EXCEPTIONS = ("ExitBlock", "LoopLimit", "AssertionFailed", "RegisterConflict")
-
-
 @dataclass(slots=True)
 class Raise(Stmt):
-    """``exc`` of EXCEPTIONS (ExitBlock: P4 ``exit``; the others drop the packet), with an optional
-    message; None re-raises the exception being handled (inside TryExit's handler)."""
+    """``exc`` is ExitBlock (P4 ``exit``) or one that drops the packet (LoopLimit, AssertionFailed,
+    RegisterConflict), with an optional message; None re-raises the exception being handled
+    (inside TryExit's handler)."""
 
     exc: str | None
     message: str | None = None
@@ -544,9 +542,3 @@ class Module:
 
     functions: list[Function] = field(default_factory=list)
     template: list[Any] = field(default_factory=list)
-
-    def function(self, name: str) -> Function:
-        for f in self.functions:
-            if f.name == name:
-                return f
-        raise KeyError(name)

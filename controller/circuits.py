@@ -157,3 +157,91 @@ def mesh_circuits(n: int, d: int, ifaces: tuple[int, ...]) -> list[tuple[str, st
         used[u], used[v] = iu + 1, iv + 1
         out.append((f"w{u}.{ifaces[iu]}", f"w{v}.{ifaces[iv]}"))
     return out
+
+
+# --- a NIC mesh's routes ---------------------------------------------------------------------------
+
+MESH_ROUTES = 64  # the most meeting trees a NIC mesh part gets: each is a job id, slots and a cell on every NIC
+
+
+@dataclass(frozen=True)
+class MeetingTree:
+    """One route of a NIC mesh: a chunk class summed towards the circuit ``ends`` (two workers whose NICs are
+    both roots, each of its own half, and exchange their halves' sums over it) and back.  ``parent[w]`` is
+    the neighbour worker w's NIC sends its partial sum to (-1 at the two ends)."""
+
+    ends: tuple[int, int]
+    parent: tuple[int, ...]
+    depth: int  # h: the farthest worker's hops to its end, so 2h + 1 transfers one after another
+
+    def uses(self) -> list[tuple[int, int]]:
+        """The circuit directions a chunk of this route crosses, once each: up (a partial sum), down (the result),
+        and both ways across the meeting circuit."""
+        u, v = self.ends
+        up = [(w, p) for w, p in enumerate(self.parent) if p >= 0]
+        return up + [(p, w) for w, p in up] + [(u, v), (v, u)]
+
+
+def mesh_edges(n: int, d: int) -> list[tuple[int, int]]:
+    """The workers each circuit of ``mesh_circuits(n, d, ...)`` joins, in the same order."""
+    offsets, _ = mesh_offsets(n, d)
+    edges = [(w, (w + o) % n) for o in offsets if not (n % 2 == 0 and o == n // 2) for w in range(n)]
+    return edges + ([(w, w + n // 2) for w in range(n // 2)] if n % 2 == 0 and n // 2 in offsets else [])
+
+
+@functools.cache
+def mesh_routes(n: int, d: int, most: int = MESH_ROUTES) -> tuple[MeetingTree, ...]:
+    """The mesh's routes: a meeting tree on each of its circuits (on every s-th rotation of each offset class
+    where there are more than ``most`` circuits: the graph is a circulant, so rotations carry alike), each
+    worker sending towards the nearer end (breadth first from both), and among equally near neighbours to the
+    one whose circuit direction the routes so far load least, so the load spreads over the circuits."""
+    edges = mesh_edges(n, d)
+    step = next(s for s in range(1, n + 1) if n % s == 0 and len(edges) // s <= most)
+    chosen = [(u, v) for u, v in edges if u % step == 0]
+    around: list[list[int]] = [[] for _ in range(n)]
+    for u, v in edges:
+        around[u].append(v)
+        around[v].append(u)
+    load: dict[tuple[int, int], int] = {}
+    routes = []
+    for u, v in chosen:
+        far = _distances(around, (u, v))
+        parent = [-1] * n
+        for w in sorted(range(n), key=lambda w: (far[w], w)):
+            if w in (u, v):
+                continue
+            nearer = [x for x in around[w] if far[x] == far[w] - 1]
+            parent[w] = min(nearer, key=lambda x: (load.get((w, x), 0) + load.get((x, w), 0), x))
+        route = MeetingTree((u, v), tuple(parent), max(far))
+        for direction in route.uses():
+            load[direction] = load.get(direction, 0) + 1
+        routes.append(route)
+    return tuple(routes)
+
+
+def _distances(around: list[list[int]], ends: tuple[int, ...]) -> list[int]:
+    """Hops from each worker to the nearest of ``ends`` (breadth first); a worker not reached is refused."""
+    far = [-1] * len(around)
+    frontier = list(ends)
+    for e in ends:
+        far[e] = 0
+    while frontier:
+        nxt = []
+        for w in frontier:
+            for x in around[w]:
+                if far[x] < 0:
+                    far[x] = far[w] + 1
+                    nxt.append(x)
+        frontier = nxt
+    if min(far) < 0:
+        raise WiringError(f"a mesh of {len(around)} workers is not connected")
+    return far
+
+
+def route_loads(routes: tuple[MeetingTree, ...]) -> dict[tuple[int, int], float]:
+    """The share of a call each circuit direction carries, the routes taking equal shares."""
+    load: dict[tuple[int, int], float] = {}
+    for r in routes:
+        for direction in r.uses():
+            load[direction] = load.get(direction, 0.0) + 1 / len(routes)
+    return load

@@ -340,7 +340,7 @@ class Controller:
 
     # --- jobs ----------------------------------------------------------------------------------
 
-    def plan(self, members: list[str], trees: int | str | None = "auto", mode: str = "auto",
+    def plan(self, members: list[str], trees: int | str | plan.Plan | None = "auto", mode: str = "auto",
              alpha: float | None = None, ring_sum: str = "native", pool_size: int = DEFAULT_POOL_SIZE,
              ring_layout: str | None = None, lanes: int | str = 1) -> JobPlan:
         """The job's plan (``job_plan.plan_job``) with this controller's options, without touching a switch."""
@@ -351,7 +351,7 @@ class Controller:
         return protocol.load(self.state.options.values, self.state.options.udp_port)
 
     def create_job(self, name: str, members: list[str], pool_size: int = DEFAULT_POOL_SIZE,
-                   pool_base: int | None = None, trees: int | str | None = "auto", mode: str = "auto",
+                   pool_base: int | None = None, trees: int | str | plan.Plan | None = "auto", mode: str = "auto",
                    alpha: float | None = None, ring_sum: str = "native", ring_layout: str | None = None, *,
                    admit: bool = False, lease: tuple[float, str] | None = None, lanes: int | str = 1,
                    rail: Rail | None = None) -> JobSpec:

@@ -58,14 +58,15 @@ from controller.circuits import (
     device_tree,
     end_of,
     mesh_circuits,
-    mesh_offsets,
+    mesh_routes,
     ring_circuits,
     ring_tree_circuits,
+    route_loads,
     torus_circuits,
     tree_circuits,
     tree_devices,
 )
-from controller.model import DEFAULT_HOST_LATENCY
+from controller.model import DEFAULT_HOST_LATENCY, nic_mesh_pipe
 from controller.rings import TCP_WIRE
 from controller.topology import MAX_PORT, read_json
 from worker import protocol
@@ -73,7 +74,7 @@ from worker.direct import split
 from worker.ring import HEADER
 from worker.tuner import TreePipe
 
-RUNS_IN_FABRIC = ("ring", "torus", "tree")  # what the virtual fabric runs (virtual_fabric/direct.py)
+RUNS_IN_FABRIC = ("ring", "torus", "tree", "nic_mesh")  # what the virtual fabric runs (virtual_fabric/direct.py)
 RUNS_ON_SOCKETS = ("ring", "tree")  # what a worker runs (worker.direct.DirectWorker); the rest is planned only
 # slots a device gives a tree: ina.p4's whole default pool (INA_POOL_SLOTS), as a device serves one part
 # (tests/test_direct.py checks it against the built program)
@@ -257,10 +258,23 @@ def shapes(cluster: DirectCluster, P: protocol.Protocol | None = None) -> list[S
         for d in range(2, c.interfaces + 1):
             if d % 2 and n % 2:
                 continue  # an odd degree needs an even number of workers
-            h = mesh_offsets(n, d)[1]
-            found.append(Shape("nic_mesh", d, d, 0, 2 * h + 1, (2 * h + 1) * hop + host,
-                               2 * (n - 1) / (n * d) / c.link_bytes, 2 * (n - 1) / (n * d)))
+            found.append(nic_mesh_shape(c, d, P))
     return found
+
+
+def nic_mesh_shape(cluster: DirectCluster, d: int, P: protocol.Protocol) -> Shape:
+    """A NIC mesh of degree d as the one model times it (``model.nic_mesh_pipe``): its routes' deepest
+    meeting tree and busiest circuit direction, each route's window on the NICs' pool; linear for the
+    knapsack as a tree's (``tree_shape``)."""
+    routes = mesh_routes(cluster.workers, d)
+    depth = max(r.depth for r in routes)
+    load = max(route_loads(routes).values())
+    pipe, per_route = nic_mesh_pipe(P.frame_bytes, cluster.link_bytes, cluster.link_bytes * cluster.interfaces,
+                                    cluster.hop_latency, cluster.host_latency, depth, load, len(routes), DEVICE_POOL)
+    window = per_route * len(routes)
+    pace = max(pipe.pace, pipe.round_trip / window)
+    return Shape("nic_mesh", d, d, 0, 2 * depth + 1, pipe.round_trip + window * pace, pace / (4 * P.values),
+                 load, pipe, window)
 
 
 def tree_shape(cluster: DirectCluster, t: DeviceTree, P: protocol.Protocol) -> Shape:

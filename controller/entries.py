@@ -30,15 +30,19 @@ class Allocation:
     epoch: int
 
 
+WITH_PEER = 0x8000  # a meeting root's second multicast group: its own group's id with this bit
+
+
 def job_entries(topology: Topology, protocol: Protocol, node: TreeNode, job_id: int, pool_size: int,
                 alloc: Allocation, worker_port: int,
-                program: Program = V1MODEL) -> tuple[list[Entry], tuple[int, list[tuple[int, int]]]]:
-    """One switch's table entries for one tree of a job, and its multicast group as (id, [(port, instance)])."""
+                program: Program = V1MODEL) -> tuple[list[Entry], list[tuple[int, list[tuple[int, int]]]]]:
+    """One switch's table entries for one tree of a job, and its multicast groups as (id, [(port, instance)]):
+    the children's, and at a meeting root (nic.p4) a second one that holds the peer too."""
     me = topology.switches[node.switch]
     group = alloc.cell + 1  # group 0 means "no multicast"
     stats_base = alloc.cell * protocol.JOB_STAT_COUNT
     member = {"pool_base": alloc.pool_base, "pool_size": pool_size, "children": len(node.children),
-              "is_root": int(node.parent is None), "group": group, "parent_port": node.parent_port,
+              "is_root": int(node.is_root), "group": group, "parent_port": node.parent_port,
               "index_at_parent": node.index_at_parent, "epoch": alloc.epoch, "stats_base": stats_base}
     entries = []
     for child in node.children:
@@ -55,7 +59,14 @@ def job_entries(topology: Topology, protocol: Protocol, node: TreeNode, job_id: 
                                 program.result_from_parent, down))
         entries.append(_address(job_id, protocol.RECEIVER_PARENT, topology, me, node.parent, protocol.INA_UDP_PORT,
                                 program))
-    return entries, (group, [(c.port, c.index) for c in node.children])
+    replicas = [(c.port, c.index) for c in node.children]
+    if node.peer is None:
+        return entries, [(group, replicas)]
+    if program.meetings is None:
+        raise ValueError(f"{node.switch}: a meeting tree needs the NIC program (nic.p4), not {program.source.name}")
+    entries.append(Entry.of(program.meetings, {"hdr.ina.job_id": job_id}, program.meet,
+                            {"peer": node.peer, "group_with_peer": group | WITH_PEER}))
+    return entries, [(group, [r for r in replicas if r[1] != node.peer]), (group | WITH_PEER, replicas)]
 
 
 def _address(job_id: int, receiver: int, topology: Topology, me, peer: str, udp_port: int,

@@ -114,13 +114,15 @@ def method_lines(methods: dict[str, dict], runs: str | None = None) -> list[str]
     return lines
 
 
-def plan_job(topology: Topology, members: list[str], P: protocol.Protocol, trees: int | str | None = "auto",
+def plan_job(topology: Topology, members: list[str], P: protocol.Protocol,
+             trees: int | str | plan.Plan | None = "auto",
              mode: str = "auto", alpha: float | None = None, ring_sum: str = "native",
              pool_size: int = DEFAULT_POOL_SIZE, ring_layout: str | None = None,
              host_latency: float = DEFAULT_HOST_LATENCY, limit_mbps: float | None = None,
              host_cost: HostCost = NO_HOST_COST, lanes: int | str = 1) -> JobPlan:
     """The packed trees for these members (``trees``: "auto" or at most N; none in ``mode`` ring), their
-    ring layouts and the model of their calls, from the topology alone: no switch is needed.  ``mode``:
+    ring layouts and the model of their calls, from the topology alone: no switch is needed (``trees`` may
+    also be trees planned elsewhere, a ``plan.Plan``, installed as they are).  ``mode``:
     ina, ring, hybrid, or auto (the fastest for each call); ``alpha`` fixes a hybrid's share through the
     switches, ``ring_layout`` the ring's layout; ``limit_mbps`` is C where it was measured; ``host_cost``
     what a packet costs the hosts' CPU (``model.HostCost``); ``lanes``: each planned tree installed as that
@@ -132,6 +134,11 @@ def plan_job(topology: Topology, members: list[str], P: protocol.Protocol, trees
             plan.check_members(topology, members)
             found = plan.Plan(tuple(members), (), 0.0, 0.0, (), 0, 0.0, P.wire_factor,
                               ("a ring alone: no aggregation trees",))
+        elif isinstance(trees, plan.Plan):  # trees planned elsewhere (a direct-connect plan's meeting trees)
+            plan.check_members(topology, members)
+            for t in trees.trees:
+                plan.check_tree(topology, members, t.tree, P.MAX_CHILDREN)
+            found = dataclasses.replace(trees, members=tuple(members))
         else:
             found = plan.pack_trees(topology, members, P.MAX_CHILDREN, tree_count(trees), P.wire_factor)
     except plan.PlanError as e:

@@ -274,3 +274,18 @@ def hierarchical_call(nbytes: int, gpus: int, node_gbps: float, rail_seconds: Se
         raise ValueError(f"{len(rail_seconds)} rail time(s) for nodes of {gpus} GPUs: one per rail")
     phase = in_node_seconds(nbytes, gpus, node_gbps)
     return HierarchicalCall(phase, max(rail_seconds), phase)
+
+
+def nic_mesh_pipe(frame_bytes: int, link_bytes: float, bus_bytes: float, hop: float, host_latency: float,
+                  depth: int, load: float, routes: int, pool: int) -> tuple[TreePipe, int]:
+    """A NIC mesh part (``controller.nic_mesh``) as one pipe, and each route's window.  A chunk goes from its
+    host to its NIC over the bus, up ``depth`` circuits, across the meeting circuit, down ``depth``, and its
+    result back over the bus to the host's loop: each circuit a frame's time at L and the hop, the NICs summing
+    at line rate.  The routes share the circuits, the busiest direction carrying ``load`` of the call, so the
+    worker's frames are spaced by that share of a frame's time at L (or the bus's, if slower).  Each route gets
+    as many slots as its share of the round trip's frames (x 1.25), at most its part of the NIC's ``pool``."""
+    circuit = frame_bytes / link_bytes + hop
+    round_trip = 2 * frame_bytes / bus_bytes + (2 * depth + 1) * circuit + host_latency
+    spacing = max(load * frame_bytes / link_bytes, frame_bytes / bus_bytes)
+    window = max(1, min(pool // routes, math.ceil(1.25 * round_trip / spacing / routes) + 1))
+    return TreePipe(1.0, round_trip, spacing), window

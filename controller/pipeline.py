@@ -81,14 +81,14 @@ def build(target: str, options: PipelineOptions = DEFAULT_OPTIONS, arch: str = "
         program = programs.by_arch(arch)
     except programs.ProgramError as e:
         raise PipelineError(str(e)) from None
-    if program is not programs.V1MODEL and target == "bmv2":
+    if program.arch != "v1model" and target == "bmv2":
         raise PipelineError(f"BMv2 runs v1model programs only, not {program.source.name} ({program.arch}): "
                             f"use the built-in target")
     if target == "builtin":
         blob = build_device_config(program.source, defines)
         _, p4info = load_device_config(blob)
     elif target == "bmv2":
-        blob, p4info = _p4c(defines)
+        blob, p4info = _p4c(defines, program.source)
     else:
         raise PipelineError(f"unknown target {target!r}")
     cookie = int.from_bytes(hashlib.sha256(blob + p4info.SerializeToString()).digest()[:8], "big")
@@ -98,14 +98,14 @@ def build(target: str, options: PipelineOptions = DEFAULT_OPTIONS, arch: str = "
     return Pipeline(options, config, protocol.load(values, options.udp_port))
 
 
-def _p4c(defines: dict[str, str]) -> tuple[bytes, p4info_pb2.P4Info]:
+def _p4c(defines: dict[str, str], source: Path = INA_P4) -> tuple[bytes, p4info_pb2.P4Info]:
     compiler = shutil.which("p4c-bm2-ss")
     if compiler is None:
-        raise PipelineError("target bmv2 needs p4c-bm2-ss on PATH to compile p4src/ina.p4")
+        raise PipelineError(f"target bmv2 needs p4c-bm2-ss on PATH to compile {source}")
     with tempfile.TemporaryDirectory(prefix="ina-p4c-") as tmp:
         out, info = Path(tmp) / "ina.json", Path(tmp) / "ina.p4info.txt"
         cmd = [compiler, "--arch", "v1model", *(f"-D{k}={v}" for k, v in defines.items()),
-               "-o", str(out), "--p4runtime-files", str(info), str(INA_P4)]
+               "-o", str(out), "--p4runtime-files", str(info), str(source)]
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode != 0:
             raise PipelineError(f"{' '.join(cmd)} failed:\n{run.stderr}")

@@ -68,9 +68,15 @@ class Child:
 class TreeNode:
     switch: str
     children: tuple[Child, ...]
-    parent: str | None  # None at the root
+    parent: str | None  # None at the root (at a meeting root: the other end)
     parent_port: int  # 0 at the root
     index_at_parent: int
+    peer: int | None = None  # a meeting root's: the other end's index among its children
+
+    @property
+    def is_root(self) -> bool:
+        """It multicasts the result: the root, or either end of a meeting."""
+        return self.parent is None or self.peer is not None
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,9 @@ class Tree:
 
     root: str
     uplinks: tuple[tuple[str, int], ...]  # (switch, its port towards its parent), by switch; not the root
+    # a meeting tree (nic.p4, NTT's optimised topologies): this child switch of the root and the root are both
+    # roots, each of its own half, and exchange their halves' sums over the circuit between them
+    meeting: str | None = None
 
     def switches(self) -> list[str]:
         return sorted({self.root, *(s for s, _ in self.uplinks)})
@@ -150,12 +159,22 @@ def nodes(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree) 
         n = topology.ports[s][port]
         parent_of[s] = n.node
         children[n.node].append((n.peer_port, s))
+    peer = tree.meeting
+    if peer is not None:  # the root takes its peer first, the peer the root last: their two indexes differ
+        at_root = next(c for c in children[tree.root] if c[1] == peer)
+        children[tree.root].remove(at_root)
+        children[tree.root].insert(0, at_root)
+        children[peer].append((up[peer], tree.root))  # the peer reaches the root by its uplink
     out = {}
     for s in sorted(children):
         parent = parent_of.get(s)
         index = [k for _, k in children[parent]].index(s) if parent else 0
         out[s] = TreeNode(s, tuple(Child(i, p, k) for i, (p, k) in enumerate(children[s])), parent,
                           up.get(s, 0), index)
+    if peer is not None:
+        last = len(children[peer]) - 1
+        out[tree.root] = TreeNode(tree.root, out[tree.root].children, peer, children[tree.root][0][0], last, 0)
+        out[peer] = TreeNode(peer, out[peer].children, tree.root, up[peer], 0, last)
     return out
 
 
@@ -190,6 +209,9 @@ def check_tree(topology: Topology, members: list[str] | tuple[str, ...], tree: T
                 raise PlanError(f"tree of root {tree.root}: {m}'s switch {s} has no path up to the root")
             seen.add(s)
             s = topology.ports[s][up[s]].node
+    if tree.meeting is not None and tree.meeting not in up or \
+            tree.meeting is not None and topology.ports[tree.meeting][up[tree.meeting]].node != tree.root:
+        raise PlanError(f"tree of root {tree.root}: its meeting peer {tree.meeting} is not a child switch of the root")
     for node in nodes(topology, members, tree).values():
         if len(node.children) > max_children:
             raise PlanError(f"switch {node.switch} would have {len(node.children)} children "

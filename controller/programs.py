@@ -8,10 +8,16 @@ port is TNA's intrinsic metadata), and the pool size is read from a different re
 ``Program`` per architecture holds those differences, so ``entries.py`` and ``controller.py``
 write the same jobs, routes and receivers on either program.  The program is chosen by the
 P4Info's ``pkg_info.arch`` ("v1model" or "tna"), by name, or by the program's path.
+
+``p4src/nic.p4``, the streaming NIC's program, is ina.p4 and one table more (``meetings``: the meeting roots
+of NTT's optimised topologies, p4src/v1model/meeting.p4): a v1model program the controller writes as
+ina.p4, plus that table where a tree meets (``Program.meetings``).  Its P4Info says v1model; the table
+tells it apart.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +37,7 @@ class ProgramError(ValueError):
 class Program:
     """One aggregation program's P4Runtime names and how its sizes are read from its P4Info."""
 
+    name: str  # how a network file or a site file asks for it (SwitchAccess.arch): v1model, tna, nic
     arch: str  # the P4Info's pkg_info.arch
     source: Path
     jobs: str  # table: (ingress port, job id, child) -> member | result_from_parent
@@ -49,6 +56,8 @@ class Program:
     program_tables: tuple[str, ...] = ()  # tables the program fills itself (const entries): never written
     recirculation_port: int | None = None  # internal to the switch: no link, no route, no multicast replica
     keeps_results: bool = False  # result_from_parent names the cell a result is kept in (pool, children, epoch)
+    meetings: str | None = None  # table: job id -> meet(peer, group_with_peer), where the program has meeting roots
+    meet: str | None = None
 
     @property
     def max_values(self) -> int:
@@ -58,7 +67,7 @@ class Program:
     @property
     def managed_tables(self) -> tuple[str, ...]:
         """The tables the controller fills, and reads back to converge."""
-        return self.routes, self.jobs, self.receivers
+        return (self.routes, self.jobs, self.receivers) + ((self.meetings,) if self.meetings else ())
 
     def pool_slots(self, p4info: p4info_pb2.P4Info) -> int:
         return _size(p4info.registers, self.pool_register) // self.pool_cells_per_slot
@@ -72,7 +81,7 @@ def _ingress(name: str) -> str:
 
 
 V1MODEL = Program(
-    arch="v1model", source=p4src.path("ina.p4"),
+    name="v1model", arch="v1model", source=p4src.path("ina.p4"),
     jobs="InaIngress.jobs", member="InaIngress.member", result_from_parent="InaIngress.result_from_parent",
     ingress_port="sm.ingress_port",
     routes="InaIngress.ipv4_routes", forward="InaIngress.forward",
@@ -84,7 +93,7 @@ V1MODEL = Program(
 )
 
 TNA = Program(
-    arch="tna", source=p4src.path("tofino", "ina_tna.p4"),
+    name="tna", arch="tna", source=p4src.path("tofino", "ina_tna.p4"),
     jobs=_ingress("job_lookup.jobs"), member=_ingress("job_lookup.member"),
     result_from_parent=_ingress("job_lookup.result_from_parent"),
     ingress_port="ig_intr_md.ingress_port",
@@ -97,12 +106,15 @@ TNA = Program(
     recirculation_port=68,  # INA_RECIRC_PORT: Tofino 1 pipe 0's recirculation port
 )
 
-PROGRAMS = {p.arch: p for p in (V1MODEL, TNA)}
+NIC = dataclasses.replace(V1MODEL, name="nic", source=p4src.path("nic.p4"), meetings="InaIngress.meetings",
+                          meet="InaIngress.meet")
+
+PROGRAMS = {p.name: p for p in (V1MODEL, TNA, NIC)}
 ALIASES = {"ina": "v1model", "bmv2": "v1model", "tofino": "tna"}  # what a person may type
 
 
 def by_arch(arch: str) -> Program:
-    """The program of an architecture ("v1model", "tna"; "ina", "tofino" also accepted)."""
+    """The program a switch runs, by name ("v1model": ina.p4, "tna", "nic"; "ina", "tofino" also accepted)."""
     try:
         return PROGRAMS[ALIASES.get(arch, arch)]
     except KeyError:
@@ -110,8 +122,12 @@ def by_arch(arch: str) -> Program:
 
 
 def for_p4info(p4info: p4info_pb2.P4Info) -> Program:
-    """The program a P4Info describes, by its pkg_info.arch (an empty one is v1model: older P4Infos)."""
-    return by_arch(p4info.pkg_info.arch or "v1model")
+    """The program a P4Info describes, by its pkg_info.arch (an empty one is v1model: older P4Infos), and for
+    v1model whether it has the NIC's meetings table."""
+    program = by_arch(p4info.pkg_info.arch or "v1model")
+    if program is V1MODEL and any(t.preamble.name == NIC.meetings for t in p4info.tables):
+        return NIC
+    return program
 
 
 def for_path(path: str | Path) -> Program:

@@ -59,10 +59,10 @@ class Reconciler:
         for tree in job.on(switch):
             node = self.tree_nodes(job, tree)[switch]
             pipe = self.io.pipeline(switch)
-            more, group = job_entries(self.topology, pipe.protocol, node, tree.job_id, job.pool_size,
-                                      tree.allocations[switch], worker_port(tree.job_id), pipe.program)
+            more, its_groups = job_entries(self.topology, pipe.protocol, node, tree.job_id, job.pool_size,
+                                           tree.allocations[switch], worker_port(tree.job_id), pipe.program)
             found += more
-            groups.append(group)
+            groups += its_groups
         return found, groups
 
     def tree_nodes(self, job: JobRecord, tree: TreeRecord) -> dict[str, plan.TreeNode]:

@@ -182,7 +182,7 @@ def _job_dict(job: JobRecord) -> dict:
 
 
 def _tree(data: dict | None) -> Tree | None:
-    return None if data is None else Tree(data["root"], tuple(map(tuple, data["uplinks"])))
+    return None if data is None else Tree(data["root"], tuple(map(tuple, data["uplinks"])), data.get("meeting"))
 
 
 class StateLock:

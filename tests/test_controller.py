@@ -491,7 +491,7 @@ def test_setup_removes_what_no_job_needs_and_a_failed_create_rolls_back(net_tree
     stray = entries.job_entries(net_tree.topology, c.pipeline("s1").protocol,
                                 plan.nodes(net_tree.topology, ["h1", "h2"], one.tree)["s2"], 77, 4,
                                 entries.Allocation(500, 9, 3), 40077)
-    c.io.install("s2", stray[0], [stray[1]])  # as if left by a crashed controller
+    c.io.install("s2", stray[0], stray[1])  # as if left by a crashed controller
     c.setup()
     assert c.installed_entries("s2") == c.expected_entries("s2") and c.installed_groups("s2") == {}
     net_tree.servers["s3"].stop(None)  # s3 goes away: the job cannot be installed there

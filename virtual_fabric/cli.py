@@ -144,7 +144,7 @@ def direct_cluster(args: argparse.Namespace) -> DirectCluster:
     if missing:
         raise DirectError(f"{', '.join(missing)} (or --cluster FILE) needed")
     return DirectCluster(args.workers, args.interfaces, args.gbps, args.devices, args.ports, args.device_gbps,
-                         delay_seconds(args.hop_latency))
+                         delay_seconds(args.hop_latency), nic_streaming=args.nic_streaming)
 
 
 def run_direct(args: argparse.Namespace) -> int:
@@ -259,6 +259,8 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--ports", type=int, default=4, help="E ports per device (default 4)")
     d.add_argument("--device-gbps", type=float, help="A: what a device sums, Gbit/s per port (default: L)")
     d.add_argument("--hop-latency", default="1us", help="one circuit's propagation delay (default 1us)")
+    d.add_argument("--nic-streaming", action="store_true",
+                   help="the workers' NICs sum as data passes (NIC meshes; each NIC runs p4src/nic.p4)")
     d.add_argument("--size", type=int, required=True, help="bytes of float32 per worker and call")
     d.add_argument("--kinds", help="the shapes the planner may use, e.g. tree,ring (default: every shape; the "
                                    "fabric runs trees and rings)")

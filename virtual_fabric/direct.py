@@ -25,6 +25,7 @@ that host latency (``fabric_cluster``).
 from __future__ import annotations
 
 import dataclasses
+import re
 import resource
 import time
 from collections import defaultdict
@@ -34,6 +35,7 @@ import numpy as np
 
 from controller.circuits import end_of
 from controller.direct import RUNS_IN_FABRIC, DirectCluster, DirectError, DirectPlan, Part, plan, plan_of, tree_topology
+from controller.nic_mesh import host, mesh_topology, mesh_trees, nic
 from controller.topology import Topology
 from virtual_fabric import host_latency, seeds
 from virtual_fabric.events import EventLoop
@@ -41,12 +43,14 @@ from virtual_fabric.fabric import QUEUE_BYTES, CallSlices, Fabric, Sums
 from virtual_fabric.flows import FlowNetwork
 from virtual_fabric.links import Channel
 from virtual_fabric.ring import Ring
-from worker import quantize
+from virtual_fabric.steps import StepTrace, node_of
+from worker import protocol, quantize
 from worker.cli import gradient
 from worker.ring import summation_bound
 from worker.ring_layout import Layout
 
 DTYPE = np.dtype(np.float32)  # what the plan times: float32 values
+INA_KINDS = ("tree", "nic_mesh")  # parts whose sums are the switches' (quantized): the rest are host rings
 FAILURE_CHECK = 1e-3  # virtual seconds between two looks for a failed part (the run stops at the first)
 
 
@@ -66,23 +70,31 @@ def check_runnable(p: DirectPlan) -> None:
 
 
 def merged_topology(cluster: DirectCluster, p: DirectPlan) -> tuple[Topology | None, dict[int, list[str]]]:
-    """Every tree part's topology as one network (None: the plan has no tree part), and each tree part's
-    hosts in worker order.  Names and addresses are made unique across parts: part k's worker w is host
-    ``t<k>h<w+1>`` at 10.<k+1>.x.y; a device keeps its name and is addressed by its number."""
+    """Every tree part's and NIC mesh part's topology as one network (None: the plan has neither), and each such
+    part's hosts in worker order.  Names and addresses are made unique across parts: part k's worker w is host
+    ``t<k>h<w+1>`` at 10.<k+1>.x.y; a device keeps its name and is addressed by its number; a NIC mesh's NICs
+    are ``t<k>n<w>`` (``controller.nic_mesh``), at 10.<k+1>.(200 + x).y."""
     hosts: dict[str, dict] = {}
     switches: dict[str, dict] = {}
     links: list[list] = []
     members: dict[int, list[str]] = {}
     for k, part in enumerate(p.parts):
-        if part.shape.kind != "tree":
+        if part.shape.kind not in ("tree", "nic_mesh"):
             continue
         if k > 250:
             raise DirectError(f"part {k}: more tree parts than the fabric's addresses (10.<part>.x.y) take")
+        if part.shape.kind == "nic_mesh":
+            data = mesh_topology(cluster, part, f"t{k}")
+            for w in range(cluster.workers):
+                hosts[host(w, f"t{k}")] = _address(k, w, 0, 0, "/8")
+                switches[nic(w, f"t{k}")] = _address(k, w, 200, 0x80)
+            links += data["links"]
+            members[k] = [host(w, f"t{k}") for w in range(cluster.workers)]
+            continue
         data = tree_topology(cluster, part)
         names = {f"h{w + 1}": f"t{k}h{w + 1}" for w in range(cluster.workers)}
         for w in range(cluster.workers):
-            hosts[names[f"h{w + 1}"]] = {"ip": f"10.{k + 1}.{w >> 8 & 255}.{w & 255}/8",
-                                         "mac": f"02:00:{k + 1:02x}:00:{w >> 8 & 255:02x}:{w & 255:02x}"}
+            hosts[names[f"h{w + 1}"]] = _address(k, w, 0, 0, "/8")
         for name, spec in data["switches"].items():
             j = int(name[1:])
             switches[name] = {**spec, "ip": f"10.254.{j >> 8 & 255}.{j & 255}",
@@ -92,6 +104,12 @@ def merged_topology(cluster: DirectCluster, p: DirectPlan) -> tuple[Topology | N
     if not members:
         return None, {}
     return Topology.from_dict({"hosts": hosts, "switches": switches, "links": links}), members
+
+
+def _address(k: int, w: int, third: int, mac: int, prefix: str = "") -> dict:
+    """Part k's worker w's address (``third`` added to the address's third byte, ``mac`` the MAC's fourth)."""
+    return {"ip": f"10.{k + 1}.{third + (w >> 8 & 255)}.{w & 255}{prefix}",
+            "mac": f"02:00:{k + 1:02x}:{mac:02x}:{w >> 8 & 255:02x}:{w & 255:02x}"}
 
 
 class Inputs:
@@ -166,6 +184,21 @@ class CircuitRings:
         times = [t for r in self.rings for t in r.step_times]
         return sum(times) / len(times) if times else 0.0
 
+    def steps(self) -> int:
+        """The most steps a worker went through in a call, in either direction: each waits for the one before."""
+        return max((n for r in self.rings for n in r.steps_taken.values()), default=0)
+
+
+def _is_circuit(channel: Channel) -> bool:
+    """Every link of the merged network is a circuit but a host's bus to its own NIC."""
+    ends = channel.name.split(" -> ")
+    return not (any(_is_nic(node_of(e)) for e in ends) and any(node_of(e) == e for e in ends))
+
+
+def _is_nic(switch: str) -> bool:
+    """A NIC mesh's NIC (``t<k>n<w>``), not a device (``d<j>``)."""
+    return re.fullmatch(r"t\d+n\d+", switch) is not None
+
 
 def _port(name: str) -> tuple[int, int]:
     """"w3.1" -> (3, 1)."""
@@ -194,7 +227,10 @@ class DirectRun:
         self.spans = p.slices(self.elements)
         self.inputs = Inputs(self.elements)
         topology, members = merged_topology(c, p)
-        self.fabric = Fabric(topology, seed, values=p.values) if topology is not None else None
+        nics = {name: "nic" for name in (topology.switches if topology is not None else ()) if _is_nic(name)}
+        self.fabric = Fabric(topology, seed, values=p.values, programs=nics) if topology is not None else None
+        self.trace = StepTrace(self.fabric.all_channels(), _is_circuit, protocol.load(p.values)) \
+            if self.fabric is not None else None
         self.loop = self.fabric.loop if self.fabric else EventLoop()
         self.flows = self.fabric.flows if self.fabric else FlowNetwork(self.loop)
         # per call: when it started, when each part ended on each worker, what is still running
@@ -207,11 +243,16 @@ class DirectRun:
         self._waiting: dict[int, list[Callable[[], None]]] = defaultdict(list)
         self.jobs, self.rings = {}, {}
         for k, part in enumerate(p.parts):
-            if part.shape.kind == "tree":
+            if part.shape.kind in ("tree", "nic_mesh"):
                 arrays = [CallSlices(lambda call, w=w: self.inputs.get(call, w), self.spans[k], calls)
                           for w in range(self.n)]
-                job = self.fabric.create_job(f"tree{k}", members[k], arrays, timeout=timeout, mode="ina", trees=1,
-                                             pool_size=part.shape.window)
+                if part.shape.kind == "tree":
+                    trees, pool = 1, part.shape.window
+                else:  # the routes' meeting trees, each an equal share and its part of the window
+                    trees = mesh_trees(c, part, c.link_gbps * 1e3 / part.shape.volume, f"t{k}")
+                    pool = max(1, part.shape.window // len(trees.trees))
+                job = self.fabric.create_job(f"tree{k}", members[k], arrays, timeout=timeout, mode="ina", trees=trees,
+                                             pool_size=pool)
                 for w in job.workers:
                     w.hand_over = lambda rank, call, result, k=k: self._done(k, rank, call, result)
                     w.gate = self._gate
@@ -314,7 +355,7 @@ class DirectRun:
             for k, part in enumerate(parts):
                 lo, hi = self.spans[k]
                 mine = [x[lo:hi] for x in arrays]  # every worker chunks its own slice
-                bound[lo:hi] = quantize.elementwise_bound(mine, self.plan.values) if part.shape.kind == "tree" \
+                bound[lo:hi] = quantize.elementwise_bound(mine, self.plan.values) if part.shape.kind in INA_KINDS \
                     else summation_bound(mine)
             bound += np.abs(exact) * float(np.finfo(DTYPE).eps)  # the final cast
             whole = np.concatenate([self.results.first[k, call] for k in range(len(parts))]).astype(np.float64)
@@ -357,17 +398,20 @@ def run_plan(p: DirectPlan, calls: int = 2, seed: int = 0, until: float = 60.0) 
                  "measured": [f["parts"][k] for f in figures], **check["parts"][k]}
         if k in r.jobs:
             spec = r.jobs[k].spec
-            entry.update(root=part.root, fabric_root=spec.trees[0].root, window=spec.pool_size)
+            entry.update(root=part.root, fabric_root=spec.trees[0].root, window=spec.pool_size,
+                         steps_run=r.trace.longest(t.job_id for t in spec.trees),
+                         steps_counts=r.trace.counts(t.job_id for t in spec.trees))
         else:
             ring = r.rings[k]
-            entry.update(mean_step=ring.mean_step(),
+            entry.update(mean_step=ring.mean_step(), steps_run=ring.steps(),
                          planned_step=part.shape.latency / part.shape.steps + part.shape.per_byte * (hi - lo)
                          * DTYPE.itemsize / part.shape.steps)
         parts.append(entry)
     return {
         "cluster": p.cluster.to_dict(), "bytes": p.nbytes, "calls": calls,
         "plan": {"seconds": p.seconds, "steps": p.steps, "devices_used": p.devices_used, "baselines": p.baselines,
-                 "planning_seconds": p.planning_seconds},
+                 "planning_seconds": p.planning_seconds, "transfer_lb": p.transfer_lb},
+        "steps_run": max((part["steps_run"] for part in parts), default=0),
         "parts": parts,
         "call_figures": figures,
         "errors": r.errors,
@@ -398,17 +442,20 @@ def summary(result: dict) -> list[str]:
              f"{result['cluster']['host_latency_us']:g} us; {result['bytes']:,} bytes per worker, "
              f"{result['calls']} call(s)"]
     plan_ = result["plan"]
-    lines.append(f"plan: {plan_['seconds'] * 1e3:.3f} ms, {plan_['steps']} steps, {plan_['devices_used']} device(s)"
+    lines.append(f"plan: {plan_['seconds'] * 1e3:.3f} ms, {plan_['steps']} steps ({result['steps_run']} counted in the "
+                 f"run), transfer {plan_['transfer_lb']:.4f} L.b, {plan_['devices_used']} device(s)"
                  + "".join(f"; beside {name.replace('_', ' ')} "
                            + (f"{t * 1e3:.3f} ms" if t is not None else "(does not fit)")
                            for name, t in plan_["baselines"].items()))
     for k, part in enumerate(result["parts"]):
         measured = ", ".join("failed" if m is None else f"{m * 1e3:.3f}" for m in part["measured"])
         extra = (f"root {part['fabric_root']} (planned {'d' + str(part['root'])}), window {part['window']}"
-                 if part["kind"] == "tree" else
+                 if part["kind"] in INA_KINDS else
                  f"step {part['mean_step'] * 1e6:.2f} us (planned {part['planned_step'] * 1e6:.2f})")
         lines.append(f"  part {k}: {part['kind']} on interfaces {part['interfaces']}, {part['devices']} device(s), "
-                     f"share {part['share']:.3f}, {part['steps']} steps; predicted {part['predicted'] * 1e3:.3f} ms, "
+                     f"share {part['share']:.3f}, {part['steps']} steps planned, {part['steps_run']} run"
+                     + (f" (rounds by steps: {part['steps_counts']})" if part.get("steps_counts") else "")
+                     + f"; predicted {part['predicted'] * 1e3:.3f} ms, "
                      f"measured {measured} ms; {extra}; within bound {part['within_bound']}, identical "
                      f"{part['identical']}")
     for i, f in enumerate(result["call_figures"]):

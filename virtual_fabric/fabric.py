@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -98,7 +98,9 @@ class Sums:
 class Fabric:
     def __init__(self, topology: Topology, seed: int = 0, values: int | None = None,
                  watch_interval: float = WATCH_INTERVAL, spec_delay: float = SPEC_DELAY,
-                 host_cost: HostCost = NO_HOST_COST) -> None:
+                 host_cost: HostCost = NO_HOST_COST, programs: Mapping[str, str] | None = None) -> None:
+        """``programs``: the program a switch runs where not ina.p4 (``controller.programs`` names: "nic" for a
+        streaming NIC's nic.p4)."""
         self.topology, self.seed, self.host_cost = topology, seed, host_cost
         self.loop = EventLoop()
         self.spec_delay, self.watch_interval = spec_delay, watch_interval
@@ -116,7 +118,9 @@ class Fabric:
         self._running = 0  # workers not done
         for link in topology.links:
             self.channels.append((self._channel(link, link.a, link.b), self._channel(link, link.b, link.a)))
-        access = {name: SwitchAccess(f"virtual:{name}", s.device_id, "builtin") for name, s in self.switches.items()}
+        programs = programs or {}
+        access = {name: SwitchAccess(f"virtual:{name}", s.device_id, "builtin", programs.get(name, "v1model"))
+                  for name, s in self.switches.items()}
         options = PipelineOptions() if values is None else PipelineOptions(values=values)
         self.controller = Controller(Network(topology, access), options=options, connect=self._connect,
                                      clock=self.loop.clock, host_latency=host_latency.MEAN, host_cost=host_cost)

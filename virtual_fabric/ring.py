@@ -64,6 +64,7 @@ class Ring:
         self.calls: dict[int, _Call] = {}
         self.broken: str | None = None
         self.step_times: list[float] = []  # every rank's every step, seconds
+        self.steps_taken: Counter[tuple[int, int]] = Counter()  # (call, rank): steps it went through, one after another
         self.layouts: Counter[str] = Counter()  # calls per layout
         self.wire_bytes = 0.0  # sent by all ranks
 
@@ -141,6 +142,7 @@ class Ring:
             return  # not in this call yet: what arrived waits for it
         if call.sent[rank] > s and s in call.arrived[rank]:
             self.step_times.append(self.loop.now - call.step_started[rank])
+            self.steps_taken[call.index, rank] += 1
             if s + 1 == len(call.steps[rank]):
                 self._finish(call, rank)
             else:

@@ -33,6 +33,10 @@ struct metadata {
     bit<32> drop_reason;   // DROP_*
     bit<1>  count_job;     // Telemetry: count job_stats[stats_base + job_stat]
     bit<32> job_stat;      // JOB_STAT_*
+    /* The round as the round check left it, for a meeting root (nic.p4's Meeting; ina.p4 never reads them). */
+    bit<8>  arrived;       // children counted in this round after this packet
+    bit<32> counted;       // their bits
+    bit<1>  to_peer;       // nic.p4: this contribution's sum goes to the meeting peer (half of the round in)
 }
 
 #endif

@@ -51,6 +51,8 @@ control RoundCheck(in bit<8> msg_type, in bit<8> flags, in bit<32> seq, inout me
             answered.read(kept, meta.cell);
         }
         bool complete = count == meta.children;
+        meta.arrived = count;
+        meta.counted = old;
         if (complete && (meta.is_root == 1 || kept == 1)) {
             meta.answered = 1;
         }
@@ -120,6 +122,8 @@ control RoundCheck(in bit<8> msg_type, in bit<8> flags, in bit<32> seq, inout me
             meta.verdict = Verdict.ADD;
         }
         arrivals.write(meta.cell, count);
+        meta.arrived = count;
+        meta.counted = old | meta.me;
         if (count == meta.children) {
             meta.completed = 1;
         }

@@ -39,6 +39,11 @@ control SendResult(inout bit<8> msg_type, inout bit<8> child, inout bit<16> udp_
     }
 
     apply {
+        if (meta.to_peer == 1) {  // nic.p4's meeting root: half of the round in, its sum to the peer
+            udp_checksum = 0;
+            send_partial_to_parent();
+            return;
+        }
         if (meta.completed == 0 && meta.verdict != Verdict.ANSWER && meta.verdict != Verdict.PASS_DOWN
                 && meta.verdict != Verdict.KEEP) {
             mark_to_drop(sm);  // refused, stale, or absorbed until the last child arrives

@@ -1,0 +1,87 @@
+"""NTT's "transfer steps", counted from a run: the longest chain of dependent transfers a result comes by.
+
+Every frame of an aggregation packet carries (beside it, not in it) how many circuit transfers led to it: a
+node's output for a round (job id and chunk seq) is one more than the most any frame of that round brought
+the node; a host's contribution starts at 0.  A frame sent on a link that is not a circuit (a host's bus to
+its own NIC) adds nothing.  So a result's count is the longest chain of transfers, each waiting for the one
+before, that its sum needed.  Frames are told apart by the object the link carries (``id``), so a trace
+needs no change to what the switches and workers see.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+from virtual_fabric.frames import HEADER_BYTES
+from virtual_fabric.links import Channel
+from worker.protocol import Protocol
+
+
+class StepTrace:
+    """Counts on the given channels: ``circuit(channel)`` says whether a transfer on it is a step; each
+    channel's sender and receiver are the nodes named in its name ("a -> b", a switch's ports "s-p3")."""
+
+    def __init__(self, channels: Iterable[Channel], circuit: Callable[[Channel], bool], P: Protocol) -> None:
+        self.seen: dict[tuple[str, int, int], int] = defaultdict(int)  # (node, job id, seq): most steps in
+        self.results: dict[tuple[int, int], int] = {}  # (job id, seq): most steps of a result to a host
+        self._job = P.field_bytes("job_id")
+        self._seq = P.field_bytes("seq")
+        self._type = P.field_bytes("msg_type")
+        self._result = P.MSG_RESULT
+        for channel in channels:
+            self._wrap(channel, circuit(channel))
+
+    def _key(self, frame: bytes) -> tuple[int, int] | None:
+        if len(frame) < HEADER_BYTES + 12:
+            return None
+        return (_read(frame, self._job), _read(frame, self._seq))
+
+    def _wrap(self, channel: Channel, counts: bool) -> None:
+        sender, receiver = (node_of(end) for end in channel.name.split(" -> "))
+        to_host = "-p" not in channel.name.split(" -> ")[1]
+        in_flight: dict[int, int] = {}
+        send, deliver = channel.send, channel.deliver
+
+        def traced_send(frame: bytes) -> bool:
+            key = self._key(frame)
+            if key is not None:
+                in_flight[id(frame)] = self.seen.get((sender, *key), 0) + counts
+            return send(frame)
+
+        def traced_deliver(frame: bytes) -> None:
+            key = self._key(frame)
+            steps = in_flight.pop(id(frame), None)
+            if key is not None and steps is not None:
+                mark = (receiver, *key)
+                self.seen[mark] = max(self.seen.get(mark, 0), steps)
+                if to_host and _read(frame, self._type) == self._result:
+                    self.results[key] = max(self.results.get(key, 0), steps)
+            deliver(frame)
+
+        channel.send, channel.deliver = traced_send, traced_deliver
+
+    def longest(self, job_ids: Iterable[int] | None = None) -> int:
+        """The most steps any result (of these job ids) came by."""
+        return max(self.counts(job_ids), default=0)
+
+    def counts(self, job_ids: Iterable[int] | None = None) -> dict[int, int]:
+        """How many rounds (of these job ids) had their results come by each number of steps (the most a host got)."""
+        wanted = None if job_ids is None else set(job_ids)
+        out: dict[int, int] = {}
+        for (job, _), s in self.results.items():
+            if wanted is None or job in wanted:
+                out[s] = out.get(s, 0) + 1
+        return dict(sorted(out.items()))
+
+
+def node_of(end: str) -> str:
+    """"s3-p2" -> "s3"; a host's name is itself."""
+    name, sep, port = end.rpartition("-p")
+    return name if sep and port.isdigit() else end
+
+
+def _read(frame: bytes, at: tuple[int, int]) -> int:
+    """A whole-byte header field (``Protocol.field_bytes``: offset, size) of a frame."""
+    offset, size = at
+    return int.from_bytes(frame[HEADER_BYTES + offset:HEADER_BYTES + offset + size], "big")

@@ -80,6 +80,8 @@ def test_a_torus_may_have_a_level_of_2_its_pair_on_two_circuits():
         assert shape.steps == 8 and shape.latency == pytest.approx(8 * ring_step)
         assert shape.per_byte == pytest.approx((1 / 2 if g == 2 else 3 / 4) * TCP_WIRE / cluster.link_bytes
                                                + (3 / 4 / 2 if g == 2 else 1 / 2 / 4) * TCP_WIRE / cluster.link_bytes)
+        assert torus.parts[0].to_dict()["runs"] == "fabric and sockets"  # worker.direct.TorusPart
+        assert not any("(fabric only)" in line for line in direct.describe(torus))
 
 def test_the_tree_is_as_shallow_as_its_ports_allow():
     # 128 workers on fan-out-3 devices: 3 x 3^4 = 243 >= 128 > 81, so 5 device levels

@@ -114,7 +114,7 @@ class TorusPart:
 
 
 Part = TreePart | RingPart | TorusPart
-CIRCLING = (RingPart, TorusPart)  # parts run as two directed rings on the DirectWorker's threads
+BOTH_WAYS = (RingPart, TorusPart)  # parts run as two directed rings, each on a DirectWorker thread
 
 
 class DirectAllreduceError(AllreduceError):
@@ -205,7 +205,7 @@ class DirectWorker:
                 w.close()
             raise
         self._rings: dict[tuple[int, int], RingWorker] = {}
-        rings = 2 * sum(isinstance(p, CIRCLING) for p in parts)
+        rings = 2 * sum(isinstance(p, BOTH_WAYS) for p in parts)
         self._ring_threads = ThreadPoolExecutor(max_workers=max(1, rings), thread_name_prefix=f"direct-ring-{rank}")
         self._lock = threading.Lock()  # one call at a time (a RingWorker is not thread-safe)
         self._broken: str | None = None
@@ -213,11 +213,12 @@ class DirectWorker:
         self.last_parts: dict[str, float] = {}  # seconds each part (each ring direction) of the last call took
 
     def _name(self, i: int, direction: int | None = None) -> str:
+        """How errors and ``last_parts`` name part ``i`` (and one direction of its rings)."""
         p = self.parts[i]
-        what = f"tree, job {p.spec.name}" if isinstance(p, TreePart) else "ring" if isinstance(p, RingPart) \
-            else "torus"
-        return f"part {i + 1}/{len(self.parts)} ({what}" + (")" if direction is None else
-                                                            f", {DIRECTIONS[direction]})")
+        what = f"tree, job {p.spec.name}" if isinstance(p, TreePart) else "ring" if isinstance(p, RingPart) else "torus"
+        if direction is not None:
+            what += f", {DIRECTIONS[direction]}"
+        return f"part {i + 1}/{len(self.parts)} ({what})"
 
     def split(self, elements: int) -> list[tuple[int, int]]:
         return split(self.parts, elements)

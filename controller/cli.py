@@ -51,7 +51,7 @@ from controller.state import STATE_FILE, StateLock
 from controller.topology import Topology, TopologyError
 from ina_api.client import CONTROLLER_ENV, TOKEN_ENV, JobsClient, LeaseKeeper, ServiceError, read_token
 from worker import protocol
-from worker.direct import TreePart
+from worker.direct import TorusPart, TreePart
 from worker.jobspec import RING_SUMS, JobSpec
 from worker.ring_layout import LAYOUTS
 from worker.tuner import MODES
@@ -207,7 +207,8 @@ def _direct(sub) -> None:
     setup.add_argument("--state-dir", type=Path, required=True,
                        help="a fresh directory: DIR/parts.json, and each tree part's net.json, state and spec in "
                             "DIR/part-K")
-    setup.add_argument("--kinds", help="only these part shapes, comma-separated (DirectWorker runs tree and ring)")
+    setup.add_argument("--kinds", help="only these part shapes, comma-separated (DirectWorker runs tree, ring "
+                                       "and torus)")
     setup.add_argument("--values", type=int, help="int32 values per packet (default: the most the devices take)")
 
 
@@ -252,6 +253,10 @@ def _setup_direct(args: argparse.Namespace) -> int:
             devices = ", ".join(f"d{j} ({site.devices[j].p4runtime})" for j in planned.devices)
             print(f"{head}, interface {planned.interfaces[0]}, device(s) {devices}: job {part.spec.name}, pool "
                   f"{part.spec.pool_size}, spec in {part.spec_file}")
+        elif isinstance(part, TorusPart):
+            (f1, f2), (b1, b2) = ([a[0] for a in p] for p in (part.forward, part.backward))
+            print(f"{head}, interfaces {list(planned.interfaces)}, levels {part.levels[0]} x {part.levels[1]}: "
+                  f"listening on {f1} and {f2} forward, {b1} and {b2} backward, ... (levels 1 and 2)")
         else:
             print(f"{head}, interfaces {list(planned.interfaces)}: listening on {part.forward[0]} and "
                   f"{part.backward[0]}, ... (forward, backward)")

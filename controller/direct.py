@@ -37,8 +37,8 @@ make every part end at once.  Every worker uses the same interfaces for the same
 interfaces and devices to parts is a walk over them (``_assign``), and the circuits follow
 (``controller.circuits``: the wiring of each kind of part).
 
-Rings, tori and trees are what the virtual fabric runs (``worker.direct.DirectWorker`` runs rings and trees on
-sockets); ``ring_tree`` and ``nic_mesh`` are planned, shown and compared, not yet run (docs/direct.md).
+Rings, tori and trees are what the virtual fabric and ``worker.direct.DirectWorker`` (on sockets) run;
+``ring_tree`` and ``nic_mesh`` are planned, shown and compared, not yet run (docs/direct.md).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ from worker.ring import HEADER
 from worker.tuner import TreePipe
 
 RUNS_IN_FABRIC = ("ring", "torus", "tree", "nic_mesh")  # what the virtual fabric runs (virtual_fabric/direct.py)
-RUNS_ON_SOCKETS = ("ring", "tree")  # what a worker runs (worker.direct.DirectWorker); the rest is planned only
+RUNS_ON_SOCKETS = ("ring", "torus", "tree")  # what a worker runs (worker.direct.DirectWorker); the rest is planned only
 # slots a device gives a tree: ina.p4's whole default pool (INA_POOL_SLOTS), as a device serves one part
 # (tests/test_direct.py checks it against the built program)
 DEVICE_POOL = 1024
@@ -302,9 +302,11 @@ def _ring_tree_shape(c: DirectCluster, g: int, ring_step: float) -> Shape:
 
 
 def _torus_sizes(n: int) -> list[int]:
-    """First-level ring sizes g of a torus: divisors of n with both levels at least 3 (fewer is a pair, not a
-    ring); the few nearest sqrt(n) on each side, where the steps are fewest."""
-    sizes = [g for g in range(3, n // 3 + 1) if n % g == 0]
+    """First-level ring sizes g of a torus: divisors of n with both levels at least 2 and one at least 3 (a
+    level of 2 is a pair exchanging over its two circuits, one each way, as a ring's two directions do: the
+    same steps and bytes per interface as a ring's; 2 x 2 is left to the ring); the few nearest sqrt(n) on
+    each side, where the steps are fewest."""
+    sizes = [g for g in range(2, n // 2 + 1) if n % g == 0 and max(g, n // g) >= 3]
     return sorted(sorted(sizes, key=lambda g: abs(math.log(g * g / n)))[:6])
 
 

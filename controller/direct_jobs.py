@@ -3,9 +3,10 @@ to what every rank's ``worker.direct.DirectWorker`` runs.
 
 A tree part is an ordinary INA job on its devices: ``part_network`` is the part's topology
 (``controller.direct.tree_topology``'s links) with the site's addresses and the devices' P4Runtime access, and
-``create_parts`` has a controller of its own per tree part set the devices up and create the job.  A ring part
-needs nothing installed, only every worker's listening addresses (``ring_part``).  DirectWorker runs tree and
-ring parts; a plan with any other part is refused by name before anything is installed.
+``create_parts`` has a controller of its own per tree part set the devices up and create the job.  A ring or
+torus part needs nothing installed, only every worker's listening addresses (``ring_part``, ``torus_part``).
+DirectWorker runs tree, ring and torus parts; a plan with any other part is refused by name before anything is
+installed.
 """
 
 from __future__ import annotations
@@ -22,21 +23,20 @@ from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineOptions
 from controller.state import STATE_FILE
 from controller.topology import Topology
-from worker.direct import RingPart, TreePart, parts_to_json
+from worker.direct import RingPart, TorusPart, TreePart, parts_to_json
 
 log = logging.getLogger("ina.direct")
-WHY_NOT = {"torus": "DirectWorker does not run tori: a rank would listen on one address per ring level",
-           "ring_tree": "planned only: hosts would forward partial sums along a chain",
+WHY_NOT = {"ring_tree": "planned only: hosts would forward partial sums along a chain",
            "nic_mesh": "planned only: it needs NICs that sum"}
 PARTS_FILE = "parts.json"  # in the state directory: what every rank loads
 ELECTION_ID = 2  # as ina-ctl's other commands that change switches: a watch (id 1) may hold them
 
 
 def check_runnable(plan: DirectPlan) -> None:
-    """Every part is a tree or a ring (a DirectError naming the first that is not)."""
+    """Every part is one DirectWorker runs (a DirectError naming the first that is not)."""
     for k, part in enumerate(plan.parts):
         if part.shape.kind not in RUNS_ON_SOCKETS:
-            why = WHY_NOT.get(part.shape.kind, f"DirectWorker runs {' and '.join(RUNS_ON_SOCKETS)} parts only")
+            why = WHY_NOT.get(part.shape.kind, f"DirectWorker runs {', '.join(RUNS_ON_SOCKETS)} parts only")
             raise DirectError(f"part {k + 1}/{len(plan.parts)} is {part.shape.name}: {why}; plan without it "
                               f"(--kinds {','.join(RUNS_ON_SOCKETS)})")
 
@@ -74,11 +74,35 @@ def ring_part(plan: DirectPlan, k: int, site: DirectSite) -> RingPart:
                     tuple(f"{site.workers[w][a].ip.ip}:{port + 1}" for w in workers))
 
 
+def torus_part(plan: DirectPlan, k: int, site: DirectSite) -> TorusPart:
+    """Torus part ``k``'s listening addresses.  On interfaces (a, b, c, d), worker w's interface a is a circuit to
+    the next worker of its first-level ring's interface b, and its c to the next of its second-level ring's d
+    (``controller.circuits.torus_circuits``; a level of 2's pair has both), so in the rings of rings in ``order``
+    a worker hears its predecessors on b and d (``forward``), and in the reversed ones on a and c
+    (``backward``).  Its four addresses are on four interfaces, so one port does: the i-th torus part of the
+    plan listens on the port after the ring parts' (ring_port + 2 x ring parts + i)."""
+    part = _part(plan.cluster, plan, k, site, "torus")
+    a, b, c, d = part.interfaces
+    port = site.ring_port + 2 * sum(p.shape.kind == "ring" for p in plan.parts) \
+        + sum(p.shape.kind == "torus" for p in plan.parts[:k])
+    if port > 65535:
+        raise DirectError(f"ring_port {site.ring_port}: part {k + 1}/{len(plan.parts)} would listen on port "
+                          f"{port}, beyond 65535")
+    n = plan.cluster.workers
+
+    def on(interface: int) -> tuple[str, ...]:
+        return tuple(f"{site.workers[w][interface].ip.ip}:{port}" for w in range(n))
+
+    return TorusPart(part.share, part.order, (part.shape.group, n // part.shape.group), (on(b), on(d)),
+                     (on(a), on(c)))
+
+
 def create_parts(cluster: DirectCluster, plan: DirectPlan, site: DirectSite, state_dir: Path,
-                 options: PipelineOptions | None = None) -> list[TreePart | RingPart]:
+                 options: PipelineOptions | None = None) -> list[TreePart | RingPart | TorusPart]:
     """Every part of the plan, in its order, as DirectWorker takes them: each tree part's job created on its
     devices by a controller whose network file, state and job specs are in state_dir/part-<k> (so that
-    ``ina-ctl --net state_dir/part-<k>/net.json watch`` keeps them provisioned), each ring part's addresses.
+    ``ina-ctl --net state_dir/part-<k>/net.json watch`` keeps them provisioned), each ring and torus part's
+    addresses.
 
     The tree part's job is ``direct-<k>``, mode ina, one tree, as many slots as its window (the planner's, at
     most what the devices have free).  Either every job is created or none: a failure deletes the ones made (a
@@ -92,10 +116,10 @@ def create_parts(cluster: DirectCluster, plan: DirectPlan, site: DirectSite, sta
     controllers: list[Controller] = []
     made: list[tuple[Controller, str]] = []
     try:
-        parts: list[TreePart | RingPart] = []
+        parts: list[TreePart | RingPart | TorusPart] = []
         for k, part in enumerate(plan.parts):
-            if part.shape.kind == "ring":
-                parts.append(ring_part(plan, k, site))
+            if part.shape.kind in ("ring", "torus"):
+                parts.append(ring_part(plan, k, site) if part.shape.kind == "ring" else torus_part(plan, k, site))
                 continue
             network = part_network(cluster, plan, k, site)
             where = state_dir / f"part-{k}"
@@ -114,9 +138,9 @@ def create_parts(cluster: DirectCluster, plan: DirectPlan, site: DirectSite, sta
             ctl.close()
 
 
-def write_parts(parts: Sequence[TreePart | RingPart], state_dir: Path) -> Path:
+def write_parts(parts: Sequence[TreePart | RingPart | TorusPart], state_dir: Path) -> Path:
     """state_dir/parts.json, which every rank loads (``worker.direct.parts_from_json``)."""
-    state_dir.mkdir(parents=True, exist_ok=True)  # a plan of rings alone made no part's directory
+    state_dir.mkdir(parents=True, exist_ok=True)  # a plan of rings and tori alone made no part's directory
     path = state_dir / PARTS_FILE
     path.write_text(parts_to_json(parts) + "\n")
     return path

@@ -11,7 +11,7 @@ Worker w's interfaces are in interface order (the plan's interface i is the i-th
 order (the plan's device j is the j-th).  A device's ``p4runtime``, ``device_id`` and ``target`` are how the
 controller reaches it (``controller.network.SwitchAccess``; ``arch`` is optional, v1model by default); its
 ``ip`` and ``mac`` are its own, the address workers send aggregation packets to and that results come from.
-Ring parts listen on ``ring_port`` and the ports after it.
+Ring and torus parts listen on ``ring_port`` and the ports after it (``controller.direct_jobs``).
 
 On real circuits each circuit is its own point-to-point subnet (an interface pair, or an interface and a
 device port), so an interface's prefix is the operator's choice, and so are the routes (and neighbour

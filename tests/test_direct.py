@@ -59,6 +59,30 @@ def test_a_torus_is_the_hierarchical_ring_layout_on_circuits():
     assert chosen in (3, 4, 6, 8) and torus.steps == 2 * (chosen - 1) + 2 * (n // chosen - 1)
 
 
+
+def test_a_torus_may_have_a_level_of_2_its_pair_on_two_circuits():
+    """Levels of 2 beside one of 3 or more (2 x 2 is the ring's): 8 workers of 4 interfaces have tori of 4 x 2
+    and 2 x 4, every port in one circuit, and each times as a ring per level: a pair's two directed rings of 2
+    do 2 steps of half their half each, one on each of its two circuits, (g-1)/g of the share per interface."""
+    from controller.rings import TCP_WIRE
+    from worker.ring import HEADER
+    assert [direct._torus_sizes(n) for n in (4, 6, 8, 9)] == [[], [2, 3], [2, 4], [3]]
+    cluster = DirectCluster(8, 4, 10.0)
+    ring_step = cluster.hop_latency + cluster.host_latency + HEADER.size * TCP_WIRE / cluster.link_bytes
+    for g in (4, 2):
+        torus = direct.plan_of(cluster, 1 << 20, [f"torus({g})"])
+        _fits(torus)
+        ports = [end for pair in torus.circuits for end in pair]
+        assert len(ports) == len(set(ports)) == 8 * 4  # every port, once
+        pairs = Counter(frozenset(end.split(".")[0] for end in pair) for pair in torus.circuits)
+        assert sorted(pairs.values()) == [1] * 8 + [2] * 4  # the level of 2: each pair joined twice
+        shape = torus.parts[0].shape
+        assert shape.steps == 8 and shape.latency == pytest.approx(8 * ring_step)
+        assert shape.per_byte == pytest.approx((1 / 2 if g == 2 else 3 / 4) * TCP_WIRE / cluster.link_bytes
+                                               + (3 / 4 / 2 if g == 2 else 1 / 2 / 4) * TCP_WIRE / cluster.link_bytes)
+        assert torus.parts[0].to_dict()["runs"] == "fabric and sockets"  # worker.direct.TorusPart
+        assert not any("(fabric only)" in line for line in direct.describe(torus))
+
 def test_the_tree_is_as_shallow_as_its_ports_allow():
     # 128 workers on fan-out-3 devices: 3 x 3^4 = 243 >= 128 > 81, so 5 device levels
     assert circuits.device_tree(128, 4).depth == 5

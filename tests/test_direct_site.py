@@ -20,7 +20,7 @@ import pytest
 from controller import cli
 from controller.controller import Controller
 from controller.direct import DirectCluster, DirectError, plan, plan_of, tree_topology
-from controller.direct_jobs import create_parts, part_network, ring_part
+from controller.direct_jobs import create_parts, part_network, ring_part, torus_part
 from controller.direct_site import DirectSite
 from controller.network import Network
 from controller.p4runtime_client import SwitchError
@@ -28,7 +28,7 @@ from tests.conftest import free_port
 from tests.loopback_net import LoopbackSwitch
 from tests.test_direct_worker import check, on_ranks
 from worker import DirectWorker
-from worker.direct import RingPart, TreePart, parts_from_json
+from worker.direct import RingPart, TorusPart, TreePart, parts_from_json
 
 N = 4
 SIZE = 20_011  # elements per call: not a multiple of V = 256
@@ -115,18 +115,75 @@ def test_a_site_that_is_not_the_clusters_is_refused(tmp_path: Path, capsys: pyte
     assert not (tmp_path / "state").exists()
 
 
-def test_a_torus_is_refused_by_name_before_anything_is_installed(tmp_path: Path) -> None:
-    """A tree part ahead of a torus: the device (nothing answers at its address) is never asked."""
-    cluster = DirectCluster(9, 5, 10.0, devices=1, device_ports=16)
-    p = plan_of(cluster, NBYTES, ["tree", "torus(3)"])
+def torus_site(cluster: DirectCluster, ring_port: int) -> dict:
+    """Worker w's interface i at 127.0.(10+i).(w+1); no device."""
+    return {"workers": [{"interfaces": [{"ip": f"127.0.{10 + i}.{w + 1}/24", "mac": f"02:00:{i:02x}:00:00:{w + 1:02x}"}
+                                        for i in range(cluster.interfaces)]} for w in range(cluster.workers)],
+            "ring_port": ring_port}
+
+
+TORUS_CLUSTER = DirectCluster(8, 6, 10.0)  # a ring on interfaces 0 and 1, a torus of 4 x 2 on 2 to 5
+
+
+def test_a_torus_part_listens_where_its_circuits_arrive() -> None:
+    """At each level and in each direction, a worker's address is on the interface whose circuit comes from its
+    predecessor there (the level of 2's pair included); one port, after the ring part's two."""
+    p = plan_of(TORUS_CLUSTER, NBYTES, ["torus(4)", "ring"])
+    assert [x.shape.name for x in p.parts] == ["ring", "torus(4)"]
+    site = DirectSite.from_dict(torus_site(TORUS_CLUSTER, 41000))
+    torus = torus_part(p, 1, site)
+    assert torus.share == p.parts[1].share and torus.order == tuple(range(8)) and torus.levels == (4, 2)
+    far_end = {end: other for pair in p.parts[1].circuits for end, other in (pair, pair[::-1])}
+    for direction in range(2):
+        layout = torus.layout(direction)
+        for level in range(2):
+            for w, address in enumerate(torus.listen(direction)[level]):
+                ip, port = address.split(":")
+                assert port == "41002" and ip.startswith("127.0.") and ip.endswith(f".{w + 1}")
+                interface = int(ip.split(".")[2]) - 10
+                assert interface in p.parts[1].interfaces[2 * level:2 * level + 2]
+                assert far_end[f"w{w}.{interface}"].split(".")[0] == f"w{layout.peers(w, level)[1]}"
+    with pytest.raises(DirectError, match="part 1 of 2 is not a torus part"):
+        torus_part(p, 0, site)
+
+
+def test_setup_of_a_torus_then_every_rank_sums(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`ina-ctl direct setup` of a ring and a torus (nothing to install) writes parts.json; eight ranks load it
+    and sum round both at once."""
+    site, cluster, state = tmp_path / "site.json", tmp_path / "cluster.json", tmp_path / "state"
+    site.write_text(json.dumps(torus_site(TORUS_CLUSTER, free_port())))
+    cluster.write_text(json.dumps(TORUS_CLUSTER.to_dict()))
+    assert cli.main(["direct", "setup", "--cluster", str(cluster), "--site", str(site), "--size", "256KB",
+                     "--state-dir", str(state), "--kinds", "torus(4),ring"]) == 0  # the planner's: a ring and a torus
+    out = capsys.readouterr().out
+    assert "(fabric only)" not in out and "part 2/2: torus(4), share" in out and "levels 4 x 2" in out, out
+    parts = parts_from_json((state / "parts.json").read_text())
+    assert [type(x) for x in parts] == [RingPart, TorusPart]
+    n = TORUS_CLUSTER.workers
+    workers = [DirectWorker(parts, r, timeout=5.0) for r in range(n)]
+    try:
+        rng = np.random.default_rng(12)
+        arrays = [(rng.standard_normal(SIZE) * 10 ** rng.uniform(-3, 3, SIZE)).astype(np.float32) for _ in range(n)]
+        check(on_ranks(workers, lambda w: w.allreduce(arrays[w.rank])), arrays, workers[0].split(SIZE), parts)
+        assert set(workers[0].last_parts) == {"part 1/2 (ring, forward)", "part 1/2 (ring, backward)",
+                                              "part 2/2 (torus, forward)", "part 2/2 (torus, backward)"}
+    finally:
+        for w in workers:
+            w.close()
+
+
+def test_a_part_no_worker_runs_is_refused_by_name_before_anything_is_installed(tmp_path: Path) -> None:
+    """A tree part ahead of a ring_tree: the device (nothing answers at its address) is never asked."""
+    cluster = DirectCluster(9, 3, 10.0, devices=5, device_ports=16)
+    p = plan_of(cluster, NBYTES, ["tree", "ring_tree(3)"])
     tree_first = dataclasses.replace(p, parts=tuple(sorted(p.parts, key=lambda x: x.shape.kind != "tree")))
-    assert [x.shape.name for x in tree_first.parts] == ["tree", "torus(3)"]
+    assert [x.shape.name for x in tree_first.parts] == ["tree", "ring_tree(3)"]
     site = DirectSite.from_dict({
-        "workers": [{"interfaces": [{"ip": f"10.{i}.0.{w}/31", "mac": f"02:00:00:00:0{i}:0{w}"} for i in range(5)]}
+        "workers": [{"interfaces": [{"ip": f"10.{i}.0.{w}/31", "mac": f"02:00:00:00:0{i}:0{w}"} for i in range(3)]}
                     for w in range(9)],
         "devices": [{"p4runtime": f"127.0.0.1:{free_port()}", "device_id": 1, "target": "builtin",
-                     "ip": "10.9.9.9", "mac": "02:00:00:00:09:09"}]})
-    with pytest.raises(DirectError, match=r"part 2/2 is torus\(3\): DirectWorker does not run tori"):
+                     "ip": f"10.9.9.{j}", "mac": f"02:00:00:00:09:0{j}"} for j in range(5)]})
+    with pytest.raises(DirectError, match=r"part 2/2 is ring_tree\(3\): planned only: hosts would forward"):
         create_parts(cluster, tree_first, site, tmp_path / "state")
     assert not (tmp_path / "state").exists()
 

@@ -3,12 +3,14 @@
 Four ranks (threads) run a plan of three parts at once: a ring part over two "interfaces" per worker
 (127.0.4.x and 127.0.5.x, one directed ring listening on each), and two one-device tree parts, each its own
 built-in-target switch set up by the real controller (tests/loopback_net.py, the hosts on 127.0.2.x and
-127.0.3.x: each worker's address on that part's interface).
+127.0.3.x: each worker's address on that part's interface).  Eight or nine ranks run a torus part (four
+interfaces, 127.0.20.x to 127.0.23.x) beside a ring part (127.0.24.x, 127.0.25.x).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,8 +23,18 @@ from controller.direct import DirectCluster, plan
 from tests.conftest import free_port
 from tests.loopback_net import LoopbackNet
 from worker import AllreduceError, DirectWorker, quantize
-from worker.direct import DirectAllreduceError, RingPart, TreePart, parts_from_json, parts_to_json, split
+from worker.direct import (
+    DirectAllreduceError,
+    RingPart,
+    TorusPart,
+    TreePart,
+    check_parts,
+    parts_from_json,
+    parts_to_json,
+    split,
+)
 from worker.ring import summation_bound
+from worker.ring_layout import reduce_sum
 
 N = 4
 SIZE = 20_011  # not a multiple of V = 64
@@ -59,9 +71,9 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 @contextlib.contextmanager
-def ranks(parts: list, timeout: float) -> Iterator[list[DirectWorker]]:
+def ranks(parts: list, timeout: float, n: int = N) -> Iterator[list[DirectWorker]]:
     """A DirectWorker per rank, closed after."""
-    workers = [DirectWorker(parts, r, timeout=timeout) for r in range(N)]
+    workers = [DirectWorker(parts, r, timeout=timeout) for r in range(n)]
     try:
         yield workers
     finally:
@@ -90,8 +102,8 @@ def on_ranks(workers: list[DirectWorker], body: Callable[[DirectWorker], object]
 
 def check(results: list[np.ndarray], arrays: list[np.ndarray], ranges: list[tuple[int, int]],
           parts: list) -> None:
-    """Every rank's bits equal; each tree part's range within the switches' bound, each ring half within a
-    ring's (int32: exact everywhere)."""
+    """Every rank's bits equal; each tree part's range within the switches' bound, each ring (or torus) half
+    within a ring's (int32: exact everywhere)."""
     for r in results:
         assert not isinstance(r, BaseException), r
         assert r.dtype == arrays[0].dtype and r.shape == arrays[0].shape
@@ -105,7 +117,7 @@ def check(results: list[np.ndarray], arrays: list[np.ndarray], ranges: list[tupl
         if isinstance(p, TreePart):
             pieces.append((lo, hi, quantize.elementwise_bound([a[lo:hi] for a in arrays], p.spec.values)))
         else:
-            mid = (lo + hi) // 2
+            mid = lo + (hi - lo + 1) // 2
             pieces += [(a, b, summation_bound([x[a:b] for x in arrays])) for a, b in ((lo, mid), (mid, hi))]
     for lo, hi, bound in pieces:
         rounding = np.abs(exact[lo:hi]) * np.finfo(arrays[0].dtype).eps  # the final cast to float32
@@ -204,3 +216,93 @@ def test_split_covers_the_call_by_share() -> None:
         assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
         assert all(abs((hi - lo) - part.share * elements) < 1 for (lo, hi), part in zip(ranges, p.parts))
         assert p.slices(elements) == ranges
+
+
+def interface(w: int, i: int, port: int) -> str:
+    """Worker w's address on its "interface" i (127.0.20+i.w+1)."""
+    return f"127.0.{20 + i}.{w + 1}:{port}"
+
+
+def torus_and_ring(levels: tuple[int, int], port: int) -> list:
+    """A torus part on interfaces 0-3 (rings of levels[0] on 0 and 1, of levels[1] on 2 and 3: forward, a worker
+    hears its predecessor on the level's second interface, backward on its first) in an order that is not rank
+    order, and a ring part on interfaces 4 and 5."""
+    n = levels[0] * levels[1]
+    order = tuple(np.random.default_rng(n).permutation(n).tolist())
+    workers = range(n)
+    torus = TorusPart(0.7, order, levels,
+                      tuple(tuple(interface(w, i, port) for w in workers) for i in (1, 3)),
+                      tuple(tuple(interface(w, i, port) for w in workers) for i in (0, 2)))
+    ring = RingPart(0.3, tuple(workers), tuple(interface(w, 5, port) for w in workers),
+                    tuple(interface(w, 4, port) for w in workers))
+    return [torus, ring]
+
+
+@pytest.mark.parametrize("levels", [(4, 2), (3, 3)])
+def test_a_torus_part_sums_as_its_layouts_do_on_every_rank(levels: tuple[int, int]) -> None:
+    """Both directed rings of rings at once, beside a ring part: every rank the same bits, each half of the
+    torus's slice exactly ``reduce_sum`` in its layout (as the virtual fabric sums it), within a ring's bound;
+    each level's connections on that level's interface."""
+    n = levels[0] * levels[1]
+    parts = parts_from_json(parts_to_json(torus_and_ring(levels, free_port())))
+    assert parts == torus_and_ring(levels, int(parts[0].forward[0][0].rpartition(":")[2]))
+    torus = parts[0]
+    rng = np.random.default_rng(n)
+    with ranks(parts, 5.0, n) as workers:
+        ranges = workers[0].split(SIZE)
+        for _ in range(2):
+            arrays = [(rng.standard_normal(SIZE) * 10 ** rng.uniform(-3, 3, SIZE)).astype(np.float32)
+                      for _ in range(n)]
+            results = on_ranks(workers, lambda w, xs=arrays: w.allreduce(xs[w.rank]))
+            check(results, arrays, ranges, parts)
+            lo, hi = ranges[0]
+            mid = lo + (hi - lo + 1) // 2
+            for direction, (a, b) in enumerate(((lo, mid), (mid, hi))):
+                expected = reduce_sum([x[a:b].copy() for x in arrays], torus.layout(direction), np.float32)
+                assert results[0][a:b].tobytes() == expected.tobytes(), direction
+        ints = [rng.integers(-2**20, 2**20, SIZE, dtype=np.int32) for _ in range(n)]
+        check(on_ranks(workers, lambda w: w.allreduce(ints[w.rank])), ints, ranges, parts)
+        for w in workers:  # forward: the successor at each level on its interface 1 / 3; backward: 0 / 2
+            for direction, firsts in enumerate(((1, 3), (0, 2))):
+                layout = torus.layout(direction)
+                to = {s.getpeername()[0] for s in w._rings[(0, direction)].connections()}
+                assert to == {interface(layout.peers(w.rank, level)[0], firsts[level], 0).rpartition(":")[0]
+                              for level in range(2)}
+        assert set(workers[0].last_parts) == {"part 1/2 (torus, forward)", "part 1/2 (torus, backward)",
+                                              "part 2/2 (ring, forward)", "part 2/2 (ring, backward)"}
+
+
+def test_a_closed_torus_fails_every_rank_naming_the_part() -> None:
+    timeout = 3.0
+    parts = torus_and_ring((4, 2), free_port())
+    with ranks(parts, timeout, 8) as workers:
+        x = np.arange(1000, dtype=np.int32)
+        assert all((r == 8 * x).all() for r in on_ranks(workers, lambda w: w.allreduce(x)))  # connected
+        workers[5]._rings[(0, 1)].close()  # rank 5's backward ring of rings dies
+        began = time.monotonic()
+        errors = on_ranks(workers, lambda w: w.allreduce(x))
+        took = time.monotonic() - began
+        for r, e in enumerate(errors):
+            assert isinstance(e, DirectAllreduceError), (r, e)
+            assert set(e.failures) == {"part 1/2 (torus, backward)"} and "part 1/2 (torus, backward)" in str(e), e
+        assert took < timeout, f"the failure took {took:.1f} s to reach every rank"
+
+
+def test_a_torus_part_that_is_not_well_formed_is_refused_naming_it() -> None:
+    torus, ring = torus_and_ring((4, 2), 5000)
+    cases = [
+        (dataclasses.replace(torus, levels=(3, 2)), r"part 1/2: a torus's levels .* product is 8, not \[3, 2\]"),
+        (dataclasses.replace(torus, levels=(8, 1)), r"not \[8, 1\]"),
+        (dataclasses.replace(torus, order=(0,) * 8), "order must hold the workers 0..7 once each"),
+        (dataclasses.replace(torus, forward=torus.forward[:1]), "forward and backward give each level's 8"),
+        (dataclasses.replace(torus, backward=(torus.backward[0], torus.forward[0])),
+         r"worker 0 listens on .* not one twice"),
+        (dataclasses.replace(torus, forward=(("nowhere",) * 8, torus.forward[1])),
+         r"forward\[0\]\[0\] = 'nowhere' is not ip:port"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(ValueError, match=message):
+            check_parts([bad, ring])
+    text = parts_to_json([torus, ring]).replace('"levels": [\n        4,', '"levels": [\n        5,')
+    with pytest.raises(ValueError, match=r"plan.json: part 1/2: a torus's levels"):
+        parts_from_json(text, "plan.json")

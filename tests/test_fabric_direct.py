@@ -83,6 +83,16 @@ def test_a_torus_plan_runs_its_rings_of_rings_both_ways_in_the_planned_time() ->
     assert p.steps == 2 * (g - 1) + 2 * (WORKERS // g - 1) < 2 * (WORKERS - 1)
 
 
+
+@pytest.mark.parametrize("g", [4, 2])
+def test_a_torus_with_a_level_of_2_sends_each_direction_on_its_own_circuit(g: int) -> None:
+    """8 workers x 4 interfaces: rings of 4 then pairs (and pairs then rings of 4).  A pair is joined by two
+    circuits, and each directed ring of rings has its own (sharing one would take ~1.1x and ~1.5x the plan)."""
+    p = plan_of(fabric_cluster(DirectCluster(8, 4, 10.0)), MB, [f"torus({g})"])
+    result = run_plan(p)
+    _assert_agrees(result, 0.05)
+    assert p.steps == 8
+
 def test_every_part_gets_its_slice_and_the_whole_call_is_the_parts_in_order() -> None:
     p = plan_of(_cluster(3, 3), 64 * 1024, ["tree", "ring"])
     r = DirectRun(p, calls=2)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from worker.ring import RingError, RingWorker, parse_peer
-from worker.ring_layout import Layout, segments
+from worker.ring_layout import Layout, reduce_sum, segments
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -161,7 +161,7 @@ def test_a_ring_paced_per_level_sends_each_levels_steps_at_that_levels_rate() ->
     def run(rank: int) -> None:
         with RingWorker(rank, peers, 5.0, layouts=[layout]) as w:
             w.allreduce_(np.ones(100, np.float32), layout, pacing_mbps=(8.0, 16.0))
-            results[rank] = {peer: s.getsockopt(socket.SOL_SOCKET, 47) for peer, s in w._to.items()}
+            results[rank] = {peer: s.getsockopt(socket.SOL_SOCKET, 47) for (_, peer), s in w._to.items()}
 
     threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
     for t in threads:
@@ -171,6 +171,36 @@ def test_a_ring_paced_per_level_sends_each_levels_steps_at_that_levels_rate() ->
     for rank in range(n):  # 8 Mb/s to the level-0 peer, 16 to the level-1 peer, in bytes per second
         assert results[rank] == {layout.peers(rank, 0)[0]: 1_000_000, layout.peers(rank, 1)[0]: 2_000_000}
 
+
+
+def test_a_ring_of_rings_on_an_address_list_per_level() -> None:
+    """A torus's levels on interfaces of their own: each rank listens on one address per level (127.0.6.x,
+    127.0.7.x) and reaches a level's neighbours there; the sums are ``reduce_sum``'s in that layout, a level of
+    2 included (its pair sends each other on two connections)."""
+    n = 6
+    layout = Layout("hierarchical", (3, 2), (4, 0, 2, 5, 1, 3))
+    port = int(free_peers(1)[0].rpartition(":")[2])
+    peers = [[f"127.0.{6 + level}.{r + 1}:{port}" for r in range(n)] for level in range(2)]
+    xs = inputs(n, 1001, "float32")
+
+    def body(w: RingWorker) -> tuple[np.ndarray, set]:
+        y = w.allreduce(xs[w.rank], layout)
+        return y, {s.getpeername() for s in w.connections()}
+
+    results = run_ring(n, body, peers=peers, layouts=(layout,))
+    expected = reduce_sum([x.copy() for x in xs], layout, np.float32)
+    for rank, r in enumerate(results):
+        assert not isinstance(r, BaseException), r
+        y, to = r
+        assert y.tobytes() == expected.tobytes()
+        assert to == {("127.0.6." + str(layout.peers(rank, 0)[0] + 1), port),
+                      ("127.0.7." + str(layout.peers(rank, 1)[0] + 1), port)}
+    with pytest.raises(ValueError, match="rank 0 listens on .* one address per level"):
+        RingWorker(0, [peers[0], [peers[0][0], *peers[1][1:]]], layouts=(layout,))
+    with pytest.raises(ValueError, match="every level lists every rank"):
+        RingWorker(0, [peers[0], peers[1][:5]], layouts=(layout,))
+    with pytest.raises(ValueError, match="has 2 levels, peers give 1"):
+        RingWorker(0, peers[:1], layouts=(layout,))
 
 def test_segments_and_peers() -> None:
     assert segments(10, 3) == [(0, 4), (4, 7), (7, 10)]

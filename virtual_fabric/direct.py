@@ -132,29 +132,34 @@ class Inputs:
 class CircuitRings:
     """A ring or torus part on its circuits: two directed rings (``order`` and its reverse; a torus's are rings
     of rings, ``worker.ring_layout``'s hierarchical layout), half of the part's slice each, on one channel per
-    circuit and direction."""
+    circuit and direction.  Each level has two interfaces: in ``order`` a worker hears its predecessor on the
+    level's second, in reverse on its first (``worker.direct.TorusPart``'s addresses), so a level of 2's pair,
+    joined by two circuits, sends each direction's ring on one of them."""
 
     def __init__(self, loop: EventLoop, flows: FlowNetwork, cluster: DirectCluster, part: Part, seed: int) -> None:
         n = cluster.workers
         if n < 3 or len(part.interfaces) != (4 if part.shape.kind == "torus" else 2):
             raise DirectError(f"{part.shape.name} part on interfaces {list(part.interfaces)}: the fabric runs rings of "
                               f"3 or more workers over 2 interfaces each, and tori over 4")
-        self.channels: dict[tuple[int, int], Channel] = {}  # (from worker, to worker): its circuit's direction
+        heard_on = (part.interfaces[1::2], part.interfaces[0::2])  # where each direction's rings arrive
+        # (direction, from worker, to worker): the direction of a circuit that the directed ring sends on
+        self.channels: dict[tuple[int, int, int], Channel] = {}
         for a, b in part.circuits:
             (wa, ia), (wb, ib) = _port(a), _port(b)
             for (src, si), (dst, di) in (((wa, ia), (wb, ib)), ((wb, ib), (wa, ia))):
                 name = f"w{src}.{si} -> w{dst}.{di}"
-                self.channels[src, dst] = Channel(loop, name, cluster.link_gbps * 1e9, cluster.hop_latency,
-                                                  QUEUE_BYTES, seeds.stream(seed, f"link {name}"), _nowhere)
+                channel = Channel(loop, name, cluster.link_gbps * 1e9, cluster.hop_latency, QUEUE_BYTES,
+                                  seeds.stream(seed, f"link {name}"), _nowhere)
+                for direction, heard in enumerate(heard_on):
+                    if di in heard:
+                        self.channels[direction, src, dst] = channel
         order = tuple(part.order)
         name, levels = ("hierarchical", (part.shape.group, n // part.shape.group)) if part.shape.kind == "torus" \
             else ("flat", (n,))
         self.layouts = (Layout(name, levels, order), Layout(name, levels, order[::-1]))
-        self.rings = tuple(Ring(loop, flows, n, self._path, host_latency.HOST_LATENCY) for _ in self.layouts)
+        self.rings = tuple(Ring(loop, flows, n, lambda a, b, d=direction: [self.channels[d, a, b]],
+                                host_latency.HOST_LATENCY) for direction in range(2))
         self.n = n
-
-    def _path(self, a: int, b: int) -> list[Channel]:
-        return [self.channels[a, b]]
 
     def start(self, call: int, worker: int, data: np.ndarray,
               on_done: Callable[[np.ndarray | None, str | None], None]) -> None:

@@ -8,6 +8,11 @@ call's elements at the same time as the others:
   members have each worker's address on the part's interface.  A ``Worker`` runs it.
 - a ``RingPart`` is a ring of circuits over two interfaces, run both ways: two directed flat rings
   (``RingWorker``), one in ``order`` and one reversed, each summing half of the part's slice.
+- a ``TorusPart`` is a ring of rings over four interfaces, run both ways: rings of ``levels[0]`` workers
+  on two interfaces, then rings of ``levels[1]`` across them on the other two (``ring_layout``'s
+  hierarchical layout of ``order``, and of ``order`` reversed), as the virtual fabric runs it, so the
+  sums are ``ring_layout.reduce_sum``'s in those layouts.  A rank listens on one address per level and
+  direction.
 
     parts = [RingPart(0.4, (0, 1, 2, 3), forward, backward), TreePart(spec_a, 0.3), TreePart(spec_b, 0.3)]
     with DirectWorker(parts, rank, timeout=10) as w:
@@ -35,7 +40,8 @@ import numpy as np
 from worker.api import Worker
 from worker.errors import AllreduceError
 from worker.jobspec import JobSpec
-from worker.ring import RingWorker
+from worker.ring import RingWorker, parse_peer
+from worker.ring_layout import Layout
 from worker.tuner import split_chunks
 
 FORMAT = "ina-direct/1"
@@ -81,7 +87,34 @@ class RingPart:
         return order.index(rank), [listen[w] for w in order]
 
 
-Part = TreePart | RingPart
+@dataclass(frozen=True)
+class TorusPart:
+    """A torus part: rings of ``levels[0]`` consecutive workers of ``order``, then rings of ``levels[1]``
+    across them.  ``forward[level][w]``/``backward[level][w]``: "ip:port" where worker w listens at that
+    level in the rings of rings in ``order`` / reversed (its address on the interface whose circuit comes
+    from its predecessor at that level in that direction; a level of 2's pair has a circuit each way)."""
+
+    share: float
+    order: tuple[int, ...]
+    levels: tuple[int, int]
+    forward: tuple[tuple[str, ...], tuple[str, ...]]
+    backward: tuple[tuple[str, ...], tuple[str, ...]]
+
+    @property
+    def workers(self) -> int:
+        return len(self.order)
+
+    def layout(self, direction: int) -> Layout:
+        """The directed ring of rings (``CircuitRings``' in the fabric): ``order``, or ``order`` reversed."""
+        return Layout("hierarchical", tuple(self.levels), self.order if direction == 0 else self.order[::-1])
+
+    def listen(self, direction: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Every worker's address at each level, in this direction."""
+        return self.forward if direction == 0 else self.backward
+
+
+Part = TreePart | RingPart | TorusPart
+BOTH_WAYS = (RingPart, TorusPart)  # parts run as two directed rings, each on a DirectWorker thread
 
 
 class DirectAllreduceError(AllreduceError):
@@ -112,7 +145,34 @@ def check_parts(parts: Sequence[Part]) -> int:
                                         or len(p.backward) != n):
             raise ValueError(f"{where}: a ring's order must hold the workers 0..{n - 1} once each, and forward "
                              f"and backward one address each")
+        if isinstance(p, TorusPart):
+            _check_torus(p, n, where)
     return n
+
+
+def _check_torus(p: TorusPart, n: int, where: str) -> None:
+    """A torus part's levels multiply to its workers, and every worker has four addresses of its own."""
+    if sorted(p.order) != list(range(n)):
+        raise ValueError(f"{where}: a torus's order must hold the workers 0..{n - 1} once each")
+    if len(p.levels) != 2 or any(isinstance(g, bool) or not isinstance(g, int) or g < 2 for g in p.levels) \
+            or p.levels[0] * p.levels[1] != n:
+        raise ValueError(f"{where}: a torus's levels are two ring sizes of at least 2 whose product is {n}, "
+                         f"not {list(p.levels)}")
+    lists = {(d, level): p.listen(i)[level] for i, d in enumerate(DIRECTIONS) for level in range(2)
+             if len(p.listen(i)) == 2}
+    if len(lists) != 4 or any(len(a) != n for a in lists.values()):
+        raise ValueError(f"{where}: a torus's forward and backward give each level's {n} addresses")
+    for (direction, level), addresses in lists.items():
+        for w, a in enumerate(addresses):
+            try:
+                parse_peer(a)
+            except (ValueError, AttributeError):
+                raise ValueError(f"{where}: {direction}[{level}][{w}] = {a!r} is not ip:port") from None
+    for w in range(n):
+        mine = [a[w] for a in lists.values()]
+        if len(set(mine)) != len(mine):
+            raise ValueError(f"{where}: worker {w} listens on {mine}: one address per level and direction, "
+                             f"not one twice")
 
 
 def split(parts: Sequence[Part], elements: int) -> list[tuple[int, int]]:
@@ -123,8 +183,8 @@ def split(parts: Sequence[Part], elements: int) -> list[tuple[int, int]]:
 
 
 class DirectWorker:
-    """One rank of a direct-connect plan: a ``Worker`` per tree part, two ``RingWorker``s per ring part
-    (connected at the first call that uses them); calls run one at a time, every part at once."""
+    """One rank of a direct-connect plan: a ``Worker`` per tree part, two ``RingWorker``s per ring or torus
+    part (connected at the first call that uses them); calls run one at a time, every part at once."""
 
     def __init__(self, parts: Sequence[Part], rank: int, *, timeout: float = 10.0) -> None:
         n = check_parts(parts)
@@ -145,16 +205,19 @@ class DirectWorker:
                 w.close()
             raise
         self._rings: dict[tuple[int, int], RingWorker] = {}
-        rings = 2 * sum(isinstance(p, RingPart) for p in parts)
+        rings = 2 * sum(isinstance(p, BOTH_WAYS) for p in parts)
         self._ring_threads = ThreadPoolExecutor(max_workers=max(1, rings), thread_name_prefix=f"direct-ring-{rank}")
         self._lock = threading.Lock()  # one call at a time (a RingWorker is not thread-safe)
         self._broken: str | None = None
         self._closed = False
         self.last_parts: dict[str, float] = {}  # seconds each part (each ring direction) of the last call took
 
-    def _name(self, i: int) -> str:
+    def _name(self, i: int, direction: int | None = None) -> str:
+        """How errors and ``last_parts`` name part ``i`` (and one direction of its rings)."""
         p = self.parts[i]
-        what = f"tree, job {p.spec.name}" if isinstance(p, TreePart) else "ring"
+        what = f"tree, job {p.spec.name}" if isinstance(p, TreePart) else "ring" if isinstance(p, RingPart) else "torus"
+        if direction is not None:
+            what += f", {DIRECTIONS[direction]}"
         return f"part {i + 1}/{len(self.parts)} ({what})"
 
     def split(self, elements: int) -> list[tuple[int, int]]:
@@ -208,10 +271,9 @@ class DirectWorker:
         for i, (lo, hi) in enumerate(self.split(flat.size)):
             if isinstance(self.parts[i], TreePart):
                 pieces = [(self.names[i], None, lo, hi)]
-            else:  # the first half forward, the second backward
-                mid = (lo + hi) // 2
-                pieces = [(f"part {i + 1}/{len(self.parts)} (ring, {DIRECTIONS[0]})", 0, lo, mid),
-                          (f"part {i + 1}/{len(self.parts)} (ring, {DIRECTIONS[1]})", 1, mid, hi)]
+            else:  # the first half forward, the second (not longer) backward, as the fabric's CircuitRings
+                mid = lo + (hi - lo + 1) // 2
+                pieces = [(self._name(i, 0), 0, lo, mid), (self._name(i, 1), 1, mid, hi)]
             for name, direction, a, b in pieces:
                 if a == b:
                     continue  # the same on every rank
@@ -236,13 +298,18 @@ class DirectWorker:
         return failures
 
     def _ring_call(self, i: int, direction: int, view: np.ndarray) -> None:
-        """One direction of ring part ``i`` on ``view``, in place (connected on its first call)."""
+        """One direction of ring or torus part ``i`` on ``view``, in place (connected on its first call)."""
         ring = self._rings.get((i, direction))
         if ring is None:
             part = self.parts[i]
-            assert isinstance(part, RingPart)
-            position, peers = part.ring(direction, self.rank)
-            ring = self._rings[(i, direction)] = RingWorker(position, peers, timeout=self.timeout)
+            if isinstance(part, RingPart):
+                position, peers = part.ring(direction, self.rank)
+                ring = RingWorker(position, peers, timeout=self.timeout)
+            else:
+                assert isinstance(part, TorusPart)
+                ring = RingWorker(self.rank, part.listen(direction), timeout=self.timeout,
+                                  layouts=(part.layout(direction),))
+            self._rings[(i, direction)] = ring
         ring.allreduce_(view)
 
     def close(self) -> None:
@@ -269,9 +336,12 @@ def parts_to_json(parts: Sequence[Part]) -> str:
         if isinstance(p, TreePart):
             out.append({"kind": "tree", "share": p.share, "spec": json.loads(p.spec.to_json()),
                         "spec_file": p.spec_file})
-        else:
+        elif isinstance(p, RingPart):
             out.append({"kind": "ring", "share": p.share, "order": list(p.order), "forward": list(p.forward),
                         "backward": list(p.backward)})
+        else:
+            out.append({"kind": "torus", "share": p.share, "order": list(p.order), "levels": list(p.levels),
+                        "forward": [list(a) for a in p.forward], "backward": [list(a) for a in p.backward]})
     return json.dumps({"format": FORMAT, "parts": out}, indent=2)
 
 
@@ -288,8 +358,11 @@ def parts_from_json(text: str, where: str | Path = "direct plan") -> list[Part]:
                                       d.get("spec_file")))
             elif d["kind"] == "ring":
                 parts.append(RingPart(d["share"], tuple(d["order"]), tuple(d["forward"]), tuple(d["backward"])))
+            elif d["kind"] == "torus":
+                parts.append(TorusPart(d["share"], tuple(d["order"]), tuple(d["levels"]),
+                                       tuple(tuple(a) for a in d["forward"]), tuple(tuple(a) for a in d["backward"])))
             else:
-                raise ValueError(f"a part is a tree or a ring, not {d['kind']!r}")
+                raise ValueError(f"a part is a tree, a ring or a torus, not {d['kind']!r}")
         check_parts(parts)
         return parts
     except (KeyError, TypeError, ValueError) as e:

@@ -6,7 +6,10 @@ A reduce-scatter then an allgather over nearly equal contiguous segments, arrang
 and doubling, or rings of rings that follow the topology (the hosts under one leaf, then the
 leaves of a pod, then the pods).  Every rank sends 2(N-1)/N * K payload bytes for a K-byte array
 (``bytes_sent``), against K for the switch, in 2 sum(g_i - 1) steps.  Each rank listens on its own
-port and keeps one connection to each rank it sends to and one from each it receives from.
+port and keeps one connection to each rank it sends to and one from each it receives from.  A ring of rings
+whose levels run on different interfaces (a direct-connect torus: ``worker.direct.TorusPart``) gives one
+address list per level: each rank then listens on one address per level and reaches a level's neighbours
+at their address of that level.
 
 Sums are computed in the input dtype (float16/32/64, int32, int64), one segment at a time in ring
 order, so float results differ from ``np.sum`` over the stacked inputs by rounding, but every rank
@@ -22,6 +25,7 @@ Loopback figure, one process per rank: ``python -m worker.ring --rank R --peers 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import selectors
 import socket
@@ -77,28 +81,43 @@ def _raw(array: np.ndarray) -> memoryview:
 class RingWorker:
     """One rank of a TCP ring; connect once, then call ``allreduce`` as often as needed (not thread-safe).
 
-    ``layouts``: every arrangement the calls may use (default: the flat ring), all connected at once.
-    ``timeout`` bounds connection setup and each step of an allreduce, so a dead or stuck peer raises
-    RingError instead of hanging.
+    ``peers``: every rank's "ip:port" in rank order, or one such list per level of the layouts (level i's
+    rings connect on ``peers[i]``: a rank listens on each of its addresses).  ``layouts``: every arrangement
+    the calls may use (default: the flat ring), all connected at once.  ``timeout`` bounds connection setup
+    and each step of an allreduce, so a dead or stuck peer raises RingError instead of hanging.
     """
 
-    def __init__(self, rank: int, peers: Sequence[str], timeout: float = 30.0,
+    def __init__(self, rank: int, peers: Sequence[str] | Sequence[Sequence[str]], timeout: float = 30.0,
                  tcp_congestion: str | None = DEFAULT_TCP_CONGESTION, pacing_mbps: float | None = None,
                  layouts: Sequence[Layout] = ()) -> None:
-        self.peers = [parse_peer(p) for p in peers]
+        per_level = bool(peers) and not isinstance(peers[0], str)
+        lists = [[parse_peer(p) for p in level] for level in (peers if per_level else [peers])]
+        # the distinct address lists ("channels": a rank listens once on each), and each level's
+        self._addresses = [a for i, a in enumerate(lists) if a not in lists[:i]]
+        self._level_channel = [self._addresses.index(a) for a in lists] if per_level else None
+        self.peers = self._addresses[0]
         self.size, self.rank, self.timeout = len(self.peers), rank, timeout
         if not 0 <= rank < self.size:
             raise ValueError(f"rank {rank} is outside 0..{self.size - 1}")
+        if any(len(a) != self.size for a in self._addresses):
+            raise ValueError(f"peers: every level lists every rank, not {[len(a) for a in lists]} addresses")
+        mine = [a[rank] for a in self._addresses]
+        if len(set(mine)) != len(mine):
+            raise ValueError(f"peers: rank {rank} listens on {mine}: one address per level, not one twice")
         self.layouts = tuple(layouts) or (Layout.flat(self.size),)
         for layout in self.layouts:
             if len(layout.order) != self.size:
                 raise ValueError(f"ring layout {layout.name} has {len(layout.order)} ranks, not {self.size}")
+            if per_level and len(layout.levels) > len(lists):
+                raise ValueError(f"ring layout {layout.name} has {len(layout.levels)} levels, peers give "
+                                 f"{len(lists)}")
         self.bytes_sent = self.bytes_received = self.calls = 0
         self.tcp_congestion = tcp_congestion  # e.g. "cubic": BBR under-fills rate-limited links between steps
         self.pacing_mbps = pacing_mbps  # most each connection sends (SO_MAX_PACING_RATE): leave room on the link
-        self._to: dict[int, socket.socket] = {}  # connections we send on, by the peer's rank
-        self._from: dict[int, socket.socket] = {}  # connections we receive on, by the peer's rank
-        self._paced: dict[int, float | None] = {}  # each connection we send on: its rate now (Mb/s)
+        # connections by (channel, the peer's rank): one list of addresses is one channel for every level
+        self._to: dict[tuple[int, int], socket.socket] = {}  # the connections we send on
+        self._from: dict[tuple[int, int], socket.socket] = {}  # the connections we receive on
+        self._paced: dict[tuple[int, int], float | None] = {}  # each connection we send on: its rate now (Mb/s)
         self._closed = False
         if self.size > 1:
             self._connect()
@@ -109,49 +128,60 @@ class RingWorker:
         return cls(int(os.environ["RING_RANK"]), os.environ["RING_PEERS"].split(","),
                    float(os.environ.get("RING_TIMEOUT", "30")))
 
-    def _name(self, rank: int) -> str:
-        host, port = self.peers[rank]
+    def _name(self, channel: int, rank: int) -> str:
+        host, port = self._addresses[channel][rank]
         return f"rank {rank} ({host}:{port})"
+
+    def _channel(self, level: int) -> int:
+        """Which address list a level's rings connect on."""
+        return 0 if self._level_channel is None else self._level_channel[level]
 
     def _connect(self) -> None:
         """Listen, then alternate connect attempts with accepting: any start order works.  Each rank
-        connects to the ranks it sends to in any layout, and accepts the ones it receives from."""
-        steps = [layout.peers(self.rank, level) for layout in self.layouts for level in range(len(layout.levels))
-                 if layout.levels[level] > 1]
-        wanted_to = sorted({to for to, _ in steps})
-        wanted_from = {frm for _, frm in steps}
+        connects to the ranks it sends to in any layout, and accepts the ones it receives from, on each
+        level's addresses (a connection's level is the address it reached)."""
+        steps = [(self._channel(level), *layout.peers(self.rank, level)) for layout in self.layouts
+                 for level in range(len(layout.levels)) if layout.levels[level] > 1]
+        wanted_to = sorted({(channel, to) for channel, to, _ in steps})
+        wanted_from = {(channel, frm) for channel, _, frm in steps}
         deadline = time.monotonic() + self.timeout
         delay, last_error = 0.01, "no attempt"
-        with socket.create_server(self.peers[self.rank], backlog=max(self.size, 16)) as listener:
+        with contextlib.ExitStack() as stack, selectors.DefaultSelector() as listening:
+            for channel in sorted({channel for channel, _ in wanted_from}):
+                listener = stack.enter_context(socket.create_server(self._addresses[channel][self.rank],
+                                                                    backlog=max(self.size, 16)))
+                listening.register(listener, selectors.EVENT_READ, channel)
             while True:
-                for peer in (p for p in wanted_to if p not in self._to):
+                for channel, peer in (link for link in wanted_to if link not in self._to):
                     remaining = deadline - time.monotonic()
                     try:
-                        conn = socket.create_connection(self.peers[peer], timeout=max(0.01, min(remaining, 5.0)))
+                        conn = socket.create_connection(self._addresses[channel][peer],
+                                                        timeout=max(0.01, min(remaining, 5.0)))
                         conn.sendall(_HELLO.pack(_MAGIC, self.rank, self.size))
-                        self._to[peer] = conn
+                        self._to[channel, peer] = conn
                     except OSError as e:
                         last_error = str(e)
-                missing_to = [p for p in wanted_to if p not in self._to]
+                missing_to = [link for link in wanted_to if link not in self._to]
                 missing_from = sorted(wanted_from - set(self._from))
                 if not missing_to and not missing_from:
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    why = (f"could not connect to {self._name(missing_to[0])} ({last_error})" if missing_to
-                           else f"{self._name(missing_from[0])} did not connect to us")
+                    why = (f"could not connect to {self._name(*missing_to[0])} ({last_error})" if missing_to
+                           else f"{self._name(*missing_from[0])} did not connect to us")
                     self.close()
                     raise RingError(f"setup: {why} within {self.timeout}s")
                 if missing_from:  # wait for the senders during the backoff instead of sleeping
-                    listener.settimeout(min(delay, remaining) if missing_to else remaining)
-                    try:
-                        peer, conn = self._check_hello(listener.accept()[0], deadline)
-                        if conn is not None and peer in wanted_from and peer not in self._from:
-                            self._from[peer] = conn
+                    for key, _ in listening.select(min(delay, remaining) if missing_to else remaining):
+                        try:
+                            peer, conn = self._check_hello(key.fileobj.accept()[0], deadline)
+                        except OSError:  # gone before we took it: try again
+                            continue
+                        link = (key.data, peer)
+                        if conn is not None and link in wanted_from and link not in self._from:
+                            self._from[link] = conn
                         elif conn is not None:
                             conn.close()
-                    except OSError:  # timed out: try connecting again
-                        pass
                 else:
                     time.sleep(min(delay, remaining))
                 delay = min(2 * delay, 0.25)
@@ -160,16 +190,16 @@ class RingWorker:
             if self.tcp_congestion:
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.tcp_congestion.encode())
             s.setblocking(False)
-        for peer in self._to:
-            self._pace(peer, self.pacing_mbps)
+        for link in self._to:
+            self._pace(link, self.pacing_mbps)
 
-    def _pace(self, peer: int, mbps: float | None) -> None:
-        """The connection to ``peer`` at most ``mbps`` (None: as fast as it goes)."""
-        if peer in self._paced and mbps == self._paced[peer]:
+    def _pace(self, link: tuple[int, int], mbps: float | None) -> None:
+        """The connection ``link`` (channel, peer) at most ``mbps`` (None: as fast as it goes)."""
+        if link in self._paced and mbps == self._paced[link]:
             return
         rate = min(int(mbps * 1e6 / 8), _UNPACED - 1) if mbps else _UNPACED  # bytes/s; ~0U: no limit
-        self._to[peer].setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, struct.pack("=I", rate))
-        self._paced[peer] = mbps
+        self._to[link].setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, struct.pack("=I", rate))
+        self._paced[link] = mbps
 
     def connections(self) -> list[socket.socket]:
         """The connections this rank sends on (benchmarks and tests read their options)."""
@@ -203,10 +233,11 @@ class RingWorker:
         self.close()
         return RingError(message)
 
-    def _exchange(self, to: int, frm: int, sends: list, recvs: list, step: str,
+    def _exchange(self, channel: int, to: int, frm: int, sends: list, recvs: list, step: str,
                   on_first: Callable[[], None] | None = None) -> None:
-        """Send to ``to`` while receiving from ``frm``: blocking sends could fill both TCP buffers and deadlock."""
-        out, into = self._to[to], self._from[frm]
+        """Send to ``to`` while receiving from ``frm`` (on ``channel``'s connections): blocking sends could fill
+        both TCP buffers and deadlock."""
+        out, into = self._to[channel, to], self._from[channel, frm]
         sends = [memoryview(b).cast("B") for b in sends if len(b)]
         recvs = [memoryview(b).cast("B") for b in recvs if len(b)]
         si = so = ri = ro = 0
@@ -220,7 +251,8 @@ class RingWorker:
                 remaining = deadline - time.monotonic()
                 ready = sel.select(remaining) if remaining > 0 else []
                 if not ready:
-                    who = f"receiving from {self._name(frm)}" if ri < len(recvs) else f"sending to {self._name(to)}"
+                    who = (f"receiving from {self._name(channel, frm)}" if ri < len(recvs)
+                           else f"sending to {self._name(channel, to)}")
                     raise self._fail(f"{step}: timed out after {self.timeout}s {who}")
                 for key, _ in ready:
                     try:
@@ -233,7 +265,7 @@ class RingWorker:
                         else:
                             n = into.recv_into(recvs[ri][ro:])
                             if n == 0:
-                                raise self._fail(f"{step}: {self._name(frm)} closed the connection")
+                                raise self._fail(f"{step}: {self._name(channel, frm)} closed the connection")
                             ro += n
                             if ro == len(recvs[ri]):
                                 ri, ro = ri + 1, 0
@@ -245,7 +277,7 @@ class RingWorker:
                         continue
                     except OSError as e:
                         peer = to if key.data == "out" else frm
-                        raise self._fail(f"{step}: connection to {self._name(peer)} failed: {e}") from e
+                        raise self._fail(f"{step}: connection to {self._name(channel, peer)} failed: {e}") from e
 
     def allreduce(self, array: np.ndarray, layout: Layout | None = None) -> np.ndarray:
         """The elementwise sum of `array` over all ranks, as a new array (the input is untouched)."""
@@ -283,7 +315,7 @@ class RingWorker:
 
     def _start(self, array: np.ndarray) -> np.ndarray:
         if self._closed:
-            raise RingError(f"{self._name(self.rank)}: worker is closed")
+            raise RingError(f"{self._name(0, self.rank)}: worker is closed")
         if array.dtype not in DTYPES or not array.dtype.isnative:
             raise TypeError(f"dtype {array.dtype} is not one of {sorted(str(d) for d in DTYPES)} (native order)")
         if not (array.flags.c_contiguous and array.flags.writeable):
@@ -301,7 +333,7 @@ class RingWorker:
         for i, step in enumerate(steps):
             if not step.reduce and narrow is not wide and (i == 0 or steps[i - 1].reduce):
                 narrow[owned[0]:owned[1]] = wide[owned[0]:owned[1]]
-            self._pace(step.to, level_pace(pace, step.level))
+            self._pace((self._channel(step.level), step.to), level_pace(pace, step.level))
             self._step(i, len(steps), step, wide if step.reduce else narrow, scratch)
 
     def _step(self, i: int, count: int, step: Step, array: np.ndarray, scratch: np.ndarray) -> None:
@@ -311,15 +343,16 @@ class RingWorker:
         header = HEADER.pack(_MAGIC, self.calls & 0xFFFFFFFF, i, array.size, array.dtype.str.encode())
         theirs = bytearray(HEADER.size)
         name = f"{'reduce-scatter' if step.reduce else 'allgather'} step {i + 1}/{count}"
+        channel = self._channel(step.level)
 
         def check_header() -> None:
             if bytes(theirs) != header:
                 _, calls, at, size, dt = HEADER.unpack(theirs)
                 dt = dt.rstrip(b"\0").decode(errors="replace")
-                raise self._fail(f"{name}: {self._name(step.frm)} is at call {calls} step {at + 1} with {size} x "
-                                 f"{dt}, we are at call {self.calls} with {array.size} x {array.dtype.str}")
+                raise self._fail(f"{name}: {self._name(channel, step.frm)} is at call {calls} step {at + 1} with "
+                                 f"{size} x {dt}, we are at call {self.calls} with {array.size} x {array.dtype.str}")
 
-        self._exchange(step.to, step.frm, [header, _raw(out)], [theirs, _raw(into)], name, check_header)
+        self._exchange(channel, step.to, step.frm, [header, _raw(out)], [theirs, _raw(into)], name, check_header)
         if step.reduce:
             np.add(array[rlo:rhi], into, out=array[rlo:rhi])
         self.bytes_sent += out.nbytes

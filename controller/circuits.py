@@ -87,6 +87,14 @@ def tree_circuits(n: int, iface: int, devs: tuple[int, ...], ports: int) -> list
             + [(f"w{w}.{iface}", f"d{devs[d]}.{port}") for w, (d, port) in enumerate(t.leaves)])
 
 
+def ring_tree_chains(g: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A ring_tree group's two chains, as positions in the group: the first half drains towards the device's
+    port 1 (position 0 is next to it), the second towards port 2 (position g - 1 next to it); each in order
+    from the device outwards."""
+    first = (g + 1) // 2
+    return tuple(range(first)), tuple(range(g - 1, first - 1, -1))
+
+
 def ring_tree_circuits(n: int, g: int, ifaces: tuple[int, ...], devs: tuple[int, ...],
                         ports: int) -> list[tuple[str, str]]:
     """Each group's ring through its device (ports 1 and 2), the group devices joined by a tree (port 3)."""

@@ -60,13 +60,14 @@ from controller.circuits import (
     mesh_circuits,
     mesh_routes,
     ring_circuits,
+    ring_tree_chains,
     ring_tree_circuits,
     route_loads,
     torus_circuits,
     tree_circuits,
     tree_devices,
 )
-from controller.model import DEFAULT_HOST_LATENCY, nic_mesh_pipe
+from controller.model import DEFAULT_HOST_LATENCY, nic_mesh_pipe, ring_tree_round_trip
 from controller.rings import TCP_WIRE
 from controller.topology import MAX_PORT, read_json
 from worker import protocol
@@ -251,7 +252,7 @@ def shapes(cluster: DirectCluster, P: protocol.Protocol | None = None) -> list[S
                                (2 * (g - 1) + 2 * (n // g - 1)) * ring_step,
                                ((g - 1) / g + second) * TCP_WIRE / c.link_bytes, (g - 1) / g))
     for g in _group_sizes(n):
-        s = _ring_tree_shape(c, g, ring_step)
+        s = _ring_tree_shape(c, g, P)
         if s.devices <= c.devices and s.interfaces <= c.interfaces:
             found.append(s)
     if c.nic_streaming:
@@ -291,14 +292,21 @@ def tree_shape(cluster: DirectCluster, t: DeviceTree, P: protocol.Protocol) -> S
                  1.0, TreePipe(1.0, round_trip, spacing), window)
 
 
-def _ring_tree_shape(c: DirectCluster, g: int, ring_step: float) -> Shape:
+def _ring_tree_shape(c: DirectCluster, g: int, P: protocol.Protocol) -> Shape:
+    """Groups of g workers, each a ring of circuits through its device, the two halves of the ring chains of
+    host relays streaming towards it (``ring_tree_chains``); the groups' devices joined by a tree of devices
+    above them.  Timed as a tree whose round trip is the farthest worker's (``model.ring_tree_round_trip``),
+    windowed as a full tree's (``tree_shape``)."""
     groups = math.ceil(c.workers / g)
     joining = 0 if groups <= 2 else tree_devices(groups, c.device_ports)  # devices above the groups' devices
-    depth = 1 if groups <= 2 else device_tree(groups, c.device_ports).depth + 1
-    half = math.ceil((g - 1) / 2)  # hops along a group's ring to its device
-    steps = 2 * (half + depth)
-    rate = min(c.link_bytes, c.device_bytes)
-    return Shape("ring_tree", g, 2, groups + joining, steps, steps * ring_step, TCP_WIRE / rate)
+    above = 1 if groups == 2 else device_tree(groups, c.device_ports).depth  # circuits from a group's device up
+    chain = max(len(x) for x in ring_tree_chains(g))
+    round_trip = ring_tree_round_trip(P.frame_bytes, c.link_bytes, c.hop_latency, c.host_latency, chain, above)
+    spacing = P.frame_bytes / min(c.link_bytes, c.device_bytes)
+    window = min(DEVICE_POOL, math.ceil(1.25 * round_trip / spacing) + 1)
+    pace = max(spacing, round_trip / window)
+    return Shape("ring_tree", g, 2, groups + joining, 2 * (chain + above), round_trip + window * pace,
+                 pace / (4 * P.values), 1.0, TreePipe(1.0, round_trip, spacing), window)
 
 
 def _torus_sizes(n: int) -> list[int]:

@@ -289,3 +289,14 @@ def nic_mesh_pipe(frame_bytes: int, link_bytes: float, bus_bytes: float, hop: fl
     spacing = max(load * frame_bytes / link_bytes, frame_bytes / bus_bytes)
     window = max(1, min(pool // routes, math.ceil(1.25 * round_trip / spacing / routes) + 1))
     return TreePipe(1.0, round_trip, spacing), window
+
+
+def ring_tree_round_trip(frame_bytes: int, link_bytes: float, hop: float, host_latency: float, chain: int,
+                         above: int) -> float:
+    """The round trip of a ring_tree part's farthest worker: its contribution along ``chain`` circuits to its
+    group's device (each host on the way takes it into its loop, ``host_latency``, adds its own and sends the
+    sum on), ``above`` circuits up the devices to the root, and the result back the same way, every host on
+    the chain taking it into its loop again.  Each circuit costs a frame's time at L and the hop; a host's own
+    contribution and result pass to its relay in its own loop (no wire)."""
+    circuits = 2 * (chain + above)
+    return circuits * (frame_bytes / link_bytes + hop) + (2 * chain - 1) * host_latency

@@ -21,7 +21,7 @@ Ring parts listen on ``ring_port`` and the ports after it.
 On real circuits each circuit is its own point-to-point subnet (an interface pair, or an interface and a
 device port), so an interface's prefix is the operator's choice, and so are the routes (and neighbour
 entries) that send a worker's packets for a ring peer or a device out of the interface on that circuit:
-nothing here installs them on the workers.
+nothing here installs them on the workers (in Mininet, bmv2-env/direct.py does).
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ from worker.direct import split
 from worker.ring import HEADER
 from worker.tuner import TreePipe
 
-RUNS_IN_FABRIC = ("ring", "torus", "tree", "nic_mesh")  # what the virtual fabric runs (virtual_fabric/direct.py)
+RUNS_IN_FABRIC = ("ring", "torus", "tree", "nic_mesh", "ring_tree")  # what the virtual fabric runs (virtual_fabric/direct.py)
 RUNS_ON_SOCKETS = ("ring", "torus", "tree")  # what a worker runs (worker.direct.DirectWorker); the rest is planned only
 # slots a device gives a tree: ina.p4's whole default pool (INA_POOL_SLOTS), as a device serves one part
 # (tests/test_direct.py checks it against the built program)

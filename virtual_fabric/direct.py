@@ -30,27 +30,33 @@ import resource
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from controller.circuits import end_of
 from controller.direct import RUNS_IN_FABRIC, DirectCluster, DirectError, DirectPlan, Part, plan, plan_of, tree_topology
 from controller.nic_mesh import host, mesh_topology, mesh_trees, nic
+from controller.ring_tree import chain_ends, chain_spec, device_topology, relay_port, relay_roles
 from controller.topology import Topology
 from virtual_fabric import host_latency, seeds
 from virtual_fabric.events import EventLoop
-from virtual_fabric.fabric import QUEUE_BYTES, CallSlices, Fabric, Sums
+from virtual_fabric.fabric import QUEUE_BYTES, CallSlices, Fabric, Job, Sums
 from virtual_fabric.flows import FlowNetwork
+from virtual_fabric.frames import udp_header
+from virtual_fabric.hosts import SimWorker
 from virtual_fabric.links import Channel
+from virtual_fabric.relays import InProcess, SimRelay
 from virtual_fabric.ring import Ring
 from virtual_fabric.steps import StepTrace, node_of
 from worker import protocol, quantize
 from worker.cli import gradient
+from worker.relay import Relay
 from worker.ring import summation_bound
 from worker.ring_layout import Layout
 
 DTYPE = np.dtype(np.float32)  # what the plan times: float32 values
-INA_KINDS = ("tree", "nic_mesh")  # parts whose sums are the switches' (quantized): the rest are host rings
+INA_KINDS = ("tree", "nic_mesh", "ring_tree")  # parts whose sums are the switches' (quantized): the rest are host rings
 FAILURE_CHECK = 1e-3  # virtual seconds between two looks for a failed part (the run stops at the first)
 
 
@@ -79,10 +85,20 @@ def merged_topology(cluster: DirectCluster, p: DirectPlan) -> tuple[Topology | N
     links: list[list] = []
     members: dict[int, list[str]] = {}
     for k, part in enumerate(p.parts):
-        if part.shape.kind not in ("tree", "nic_mesh"):
+        if part.shape.kind not in INA_KINDS:
             continue
         if k > 250:
             raise DirectError(f"part {k}: more tree parts than the fabric's addresses (10.<part>.x.y) take")
+        if part.shape.kind == "ring_tree":  # the devices' job: the chain ends are its members
+            data = device_topology(cluster, part)
+            ends = chain_ends(cluster, part)
+            for w in ends:
+                hosts[f"t{k}h{w + 1}"] = _address(k, w, 0, 0, "/8")
+            _add_devices(switches, data)
+            links += [[f"t{k}{a}" if a.startswith("h") else a, f"t{k}{b}" if b.startswith("h") else b, options]
+                      for a, b, options in data["links"]]
+            members[k] = [f"t{k}h{w + 1}" for w in ends]
+            continue
         if part.shape.kind == "nic_mesh":
             data = mesh_topology(cluster, part, f"t{k}")
             for w in range(cluster.workers):
@@ -95,15 +111,20 @@ def merged_topology(cluster: DirectCluster, p: DirectPlan) -> tuple[Topology | N
         names = {f"h{w + 1}": f"t{k}h{w + 1}" for w in range(cluster.workers)}
         for w in range(cluster.workers):
             hosts[names[f"h{w + 1}"]] = _address(k, w, 0, 0, "/8")
-        for name, spec in data["switches"].items():
-            j = int(name[1:])
-            switches[name] = {**spec, "ip": f"10.254.{j >> 8 & 255}.{j & 255}",
-                              "mac": f"02:00:00:fe:{j >> 8 & 255:02x}:{j & 255:02x}"}
+        _add_devices(switches, data)
         links += [[names.get(a, a), names.get(b, b), options] for a, b, options in data["links"]]
         members[k] = [names[f"h{w + 1}"] for w in range(cluster.workers)]
     if not members:
         return None, {}
     return Topology.from_dict({"hosts": hosts, "switches": switches, "links": links}), members
+
+
+def _add_devices(switches: dict[str, dict], data: dict) -> None:
+    """A part's devices, each addressed by its number (a device is in one part only)."""
+    for name, spec in data["switches"].items():
+        j = int(name[1:])
+        switches[name] = {**spec, "ip": f"10.254.{j >> 8 & 255}.{j & 255}",
+                          "mac": f"02:00:00:fe:{j >> 8 & 255:02x}:{j & 255:02x}"}
 
 
 def _address(k: int, w: int, third: int, mac: int, prefix: str = "") -> dict:
@@ -213,6 +234,13 @@ def _port(name: str) -> tuple[int, int]:
     return worker, interface
 
 
+@dataclass(eq=False)
+class _Deliver:
+    """A chain end's relay as the fabric's host: the devices' results go to its device port."""
+
+    receive: Callable[[bytes], None]
+
+
 def _nowhere(frame: bytes) -> None:
     """A ring circuit carries flows, never frames."""
 
@@ -225,7 +253,7 @@ class DirectRun:
         if calls < 1:
             raise DirectError(f"calls: a whole number >= 1, not {calls!r}")
         c = p.cluster
-        self.plan, self.calls, self.n = p, calls, c.workers
+        self.plan, self.calls, self.n, self.seed = p, calls, c.workers, seed
         self.elements = p.nbytes // DTYPE.itemsize
         if self.elements < 1:
             raise DirectError(f"bytes: {p.nbytes} per worker is less than one float32")
@@ -246,7 +274,7 @@ class DirectRun:
         self.results = Sums()  # (part, call): the first sums to come, and whether the rest agree
         self._opened = -1
         self._waiting: dict[int, list[Callable[[], None]]] = defaultdict(list)
-        self.jobs, self.rings = {}, {}
+        self.jobs, self.rings, self.relays = {}, {}, {}
         for k, part in enumerate(p.parts):
             if part.shape.kind in ("tree", "nic_mesh"):
                 arrays = [CallSlices(lambda call, w=w: self.inputs.get(call, w), self.spans[k], calls)
@@ -262,10 +290,70 @@ class DirectRun:
                     w.hand_over = lambda rank, call, result, k=k: self._done(k, rank, call, result)
                     w.gate = self._gate
                 self.jobs[k] = job
+            elif part.shape.kind == "ring_tree":
+                self.jobs[k] = self._chains(k, part, members[k], timeout)
             else:
                 self.rings[k] = CircuitRings(self.loop, self.flows, c, part, seed)
         self.loop.at(self.loop.now, self._open, 0)
         self.loop.check_every(FAILURE_CHECK, self._failure)
+
+    def _chains(self, k: int, part: Part, ends: list[str], timeout: float) -> Job:
+        """A ring_tree part: the devices' job (its members the chain ends, ``controller.ring_tree``), a relay on
+        every worker's host (``virtual_fabric.relays``) wired to its circuits, and every worker's own calls
+        through its relay (``SimWorker`` on an in-process link)."""
+        c, fabric, P = self.plan.cluster, self.fabric, protocol.load(self.plan.values)
+        devices = fabric.controller.create_job(f"tree{k}", ends, part.shape.window, trees=1, mode="ina")
+        (tree,) = devices.trees
+        at_device = {chain_ends(c, part)[rank]: child for rank, child in enumerate(tree.children)}
+        roles = relay_roles(c, part, tree.job_id, devices.pool_size, at_device)
+        names = [f"t{k}h{w + 1}" for w in range(self.n)]
+        address = [_address(k, w, 0, 0) for w in range(self.n)]
+        local = _address(k, 0, 100, 0xAA)  # the relays' address towards their own workers: host-local
+        spec = chain_spec(devices, [a["ip"] for a in address], (local["ip"], local["mac"]))
+        relays: list[SimRelay] = []
+        circuits: dict[tuple[int, int], Channel] = {}  # (worker, port): the channel out of it
+        for role in roles:
+            w, links, headers = role.worker, {}, {}
+            for port, far in role.far.items():
+                kind, node, there = end_of(far)
+                if kind == "d":  # the devices' network's link (the fabric built it)
+                    index = fabric.topology.host_link(names[w])
+                    link = fabric.topology.links[index]
+                    links[port] = fabric.channels[index][0 if link.a == names[w] else 1]
+                    device = fabric.topology.switches[f"d{node}"]
+                    headers[port] = udp_header(address[w]["mac"], device.mac, address[w]["ip"], str(device.ip),
+                                               tree.port, P.INA_UDP_PORT, P.packet_bytes)
+                else:
+                    rate, name = c.link_gbps * 1e9, f"{names[w]}-p{port} -> {names[node]}-p{relay_port(there)}"
+                    links[port] = circuits[w, port] = Channel(self.loop, name, rate, c.hop_latency, QUEUE_BYTES,
+                                                              seeds.stream(self.seed, f"link {name}"), _nowhere)
+                    headers[port] = udp_header(address[w]["mac"], address[node]["mac"], address[w]["ip"],
+                                               address[node]["ip"], P.INA_UDP_PORT, P.INA_UDP_PORT, P.packet_bytes)
+            headers[0] = udp_header(local["mac"], address[w]["mac"], local["ip"], address[w]["ip"], P.INA_UDP_PORT,
+                                    tree.port, P.packet_bytes)
+            relays.append(SimRelay(self.loop, names[w], Relay([role.tree], P), links, headers, lambda _: None,
+                                   on_result=self.trace.result_at))
+        for role, relay in zip(roles, relays):  # each circuit's far end delivers to the neighbour's relay port
+            for port, far in role.far.items():
+                kind, node, there = end_of(far)
+                if kind == "w":
+                    circuits[role.worker, port].deliver = relays[node].port(relay_port(there))
+                else:
+                    fabric.hosts[names[role.worker]] = _Deliver(relay.port(port))
+        self.trace.watch(list(circuits.values()))
+        self.trace.relays |= set(names)
+        workers = []
+        for w, relay in enumerate(relays):
+            arrays = [CallSlices(lambda call, w=w: self.inputs.get(call, w), self.spans[k], self.calls)]
+            worker = SimWorker(self.loop, spec, w, arrays[0], timeout, address[w]["mac"], rx_delay=0.0)
+            worker.uplink = InProcess(self.loop, relay.from_worker)
+            relay.to_worker = worker.receive
+            worker.hand_over = lambda rank, call, result, k=k: self._done(k, rank, call, result)
+            worker.gate = self._gate
+            worker.start(self.loop.now)
+            workers.append(worker)
+        self.relays[k] = relays
+        return Job(spec, workers)
 
     # --- the barrier ---------------------------------------------------------------------------
 

@@ -29,13 +29,25 @@ class StepTrace:
         self._seq = P.field_bytes("seq")
         self._type = P.field_bytes("msg_type")
         self._result = P.MSG_RESULT
+        self.relays: set[str] = set()  # hosts whose frames go to a relay, not a worker: no result counted there
         for channel in channels:
             self._wrap(channel, circuit(channel))
 
-    def _key(self, frame: bytes) -> tuple[int, int] | None:
-        if len(frame) < HEADER_BYTES + 12:
+    def watch(self, circuits: Iterable[Channel]) -> None:
+        """More links, every one a circuit (a relay's, built after the fabric)."""
+        for channel in circuits:
+            self._wrap(channel, True)
+
+    def result_at(self, node: str, payload: bytes) -> None:
+        """A relay hands a result to its own worker (in its loop, no link): the steps that led to ``node``."""
+        key = self._key(payload, 0)
+        if key is not None:
+            self.results[key] = max(self.results.get(key, 0), self.seen.get((node, *key), 0))
+
+    def _key(self, frame: bytes, at: int = HEADER_BYTES) -> tuple[int, int] | None:
+        if len(frame) < at + 12:
             return None
-        return (_read(frame, self._job), _read(frame, self._seq))
+        return (_read(frame, self._job, at), _read(frame, self._seq, at))
 
     def _wrap(self, channel: Channel, counts: bool) -> None:
         sender, receiver = (node_of(end) for end in channel.name.split(" -> "))
@@ -55,7 +67,7 @@ class StepTrace:
             if key is not None and steps is not None:
                 mark = (receiver, *key)
                 self.seen[mark] = max(self.seen.get(mark, 0), steps)
-                if to_host and _read(frame, self._type) == self._result:
+                if to_host and receiver not in self.relays and _read(frame, self._type) == self._result:
                     self.results[key] = max(self.results.get(key, 0), steps)
             deliver(frame)
 
@@ -81,7 +93,7 @@ def node_of(end: str) -> str:
     return name if sep and port.isdigit() else end
 
 
-def _read(frame: bytes, at: tuple[int, int]) -> int:
-    """A whole-byte header field (``Protocol.field_bytes``: offset, size) of a frame."""
-    offset, size = at
-    return int.from_bytes(frame[HEADER_BYTES + offset:HEADER_BYTES + offset + size], "big")
+def _read(frame: bytes, field: tuple[int, int], at: int = HEADER_BYTES) -> int:
+    """A whole-byte header field (``Protocol.field_bytes``: offset, size) of the ina header at ``at``."""
+    offset, size = field
+    return int.from_bytes(frame[at + offset:at + offset + size], "big")

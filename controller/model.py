@@ -33,11 +33,12 @@ from dataclasses import dataclass
 
 from controller.fair_share import FLOOR
 from controller.plan import Tree, nodes
-from controller.rings import Direction, layouts, ring_cost
+from controller.rings import TCP_WIRE, Direction, layouts, ring_cost
 from controller.topology import Topology
 from worker import protocol
+from worker.ring import HEADER
 from worker.ring_layout import Layout
-from worker.tuner import PURE, CallModel, HybridCost, InaCost, TreePipe
+from worker.tuner import PURE, CallModel, HybridCost, InaCost, TreePipe, equal_finish
 
 DEFAULT_HOST_LATENCY = 20e-6  # seconds from the wire to a worker's loop, until `ina-ctl calibrate` measures it
 
@@ -236,6 +237,103 @@ def _hybrid(topology: Topology, members: list[str], trees: Sequence[JobTree], P:
             break
         pace = settled
     return HybridCost(ina, ring)
+
+
+# --- direct-connect parts -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PartCost:
+    """What a share costs one part of a direct-connect plan (``controller.direct.Shape``): a line, ``latency``
+    + ``per_byte`` x its bytes (headers in), which the knapsack and the shares use; a tree's exact time
+    through its ``pipe`` and ``window`` (``exact_seconds``)."""
+
+    steps: int  # transfers one after another on the longest way (NTT's "transfer steps")
+    latency: float  # seconds that do not grow with the share
+    per_byte: float  # seconds per byte of the share
+    volume: float = 1.0  # payload bytes on the busiest interface, each way, per byte of the share
+    pipe: TreePipe | None = None  # a tree's
+    window: int = 0  # a tree's slots on every device
+
+    def seconds(self, nbytes: float) -> float:
+        return self.latency + self.per_byte * nbytes if nbytes > 0 else 0.0
+
+    def carries(self, seconds: float) -> float:
+        """The most bytes this part finishes within ``seconds``."""
+        return max(0.0, (seconds - self.latency) / self.per_byte)
+
+    def exact_seconds(self, nbytes: float, values: int) -> float:
+        """``nbytes`` of float32 as the one model times them: a tree's packets through ``InaCost`` with the
+        window open (exponent packets in); others as the line."""
+        if self.pipe is None or nbytes <= 0:
+            return self.seconds(nbytes)
+        return InaCost((self.pipe,), self.window).seconds(math.ceil(nbytes / 4 / values), exact=False)
+
+    def mean_step(self, nbytes: float) -> float:
+        """A step's time in a share of ``nbytes``, on average (a ring's, which the fabric measures)."""
+        return self.latency / self.steps + self.per_byte * nbytes / self.steps
+
+
+def part_shares(parts: Sequence[PartCost], nbytes: float) -> list[float]:
+    """The shares of a call of ``nbytes`` that end every part at once (a part whose latency alone is longer
+    gets none): ``worker.tuner.equal_finish``, the hybrid split's closed form."""
+    return equal_finish([(p.latency, p.per_byte) for p in parts], nbytes)
+
+
+def circuit_ring_step(hop: float, host: float, link_bytes: float) -> float:
+    """One step of a ring of circuits: the hop, the host's latency and the ring's header in TCP segments at the
+    link's ``link_bytes`` per second."""
+    return hop + host + HEADER.size * TCP_WIRE / link_bytes
+
+
+def circuit_ring_cost(workers: int, link_bytes: float, step: float) -> PartCost:
+    """A ring of circuits run both ways (two directed rings, half the share each): 2(N-1) steps, (N-1)/N of the
+    share on each interface each way, as ``rings.ring_cost`` costs a flat ring on links of its own; two workers
+    exchange halves over one circuit."""
+    if workers == 2:
+        return PartCost(2, 2 * step, 0.5 * TCP_WIRE / link_bytes, 0.5)
+    n = workers
+    return PartCost(2 * (n - 1), 2 * (n - 1) * step, (n - 1) / n * TCP_WIRE / link_bytes, (n - 1) / n)
+
+
+def circuit_torus_cost(workers: int, group: int, link_bytes: float, step: float) -> PartCost:
+    """Rings of ``group`` workers, then rings of N/g across them, both run both ways: the second level works on
+    the 1/g each worker owns after the first, one level after the other (``rings.ring_cost``'s sum over
+    levels)."""
+    n, g = workers, group
+    second = (n // g - 1) / (n // g) / g
+    return PartCost(2 * (g - 1) + 2 * (n // g - 1), (2 * (g - 1) + 2 * (n // g - 1)) * step,
+                    ((g - 1) / g + second) * TCP_WIRE / link_bytes, (g - 1) / g)
+
+
+def device_tree_cost(depth: int, link_bytes: float, device_bytes: float, hop: float, host: float,
+                frame_bytes: int, values: int, most_slots: int) -> PartCost:
+    """A full tree of devices as the one model sees it (``TreePipe``): its round trip (each device level a hop up
+    and down, the frame's time on each, the host's latency), frames at the slower of the link and what a device
+    sums, and as many slots as keep that pace over the round trip (at most ``most_slots``).  Linear for the
+    knapsack: the round trip and a window of exponent packets, then the frames' time."""
+    round_trip = 2 * depth * (hop + frame_bytes / link_bytes) + host
+    spacing = frame_bytes / min(link_bytes, device_bytes)
+    window = min(most_slots, math.ceil(1.25 * round_trip / spacing) + 1)
+    pace = max(spacing, round_trip / window)
+    return PartCost(2 * depth, round_trip + window * pace, pace / (4 * values), 1.0,
+                    TreePipe(1.0, round_trip, spacing), window)
+
+
+def ring_tree_cost(group: int, depth: int, link_bytes: float, device_bytes: float, step: float) -> PartCost:
+    """Partial trees joined by rings: a group's two halves stream towards its device along the ring (ceil((g-1)/2)
+    hops), ``depth`` device levels sum across groups, and back: each worker's share once each way on each of its
+    two interfaces, at the slower of the link and the device."""
+    half = math.ceil((group - 1) / 2)  # hops along a group's ring to its device
+    steps = 2 * (half + depth)
+    return PartCost(steps, steps * step, TCP_WIRE / min(link_bytes, device_bytes))
+
+
+def nic_mesh_cost(workers: int, degree: int, farthest: int, link_bytes: float, hop: float, host: float) -> PartCost:
+    """A d-regular graph of circuits whose NICs sum as data passes: each chunk summed towards a meeting circuit
+    ``farthest`` hops from the farthest worker and back, 2h + 1 hops and one host; every circuit its equal part
+    of the 2(N-1) transfers a chunk needs (balanced: exact for 8 nodes on K_{4,4}, assumed beyond)."""
+    n, d, h = workers, degree, farthest
+    return PartCost(2 * h + 1, (2 * h + 1) * hop + host, 2 * (n - 1) / (n * d) / link_bytes, 2 * (n - 1) / (n * d))
 
 
 # The in-node rate of a hierarchical call's reduce-scatter and all-gather where none is given, each way per GPU:

@@ -20,6 +20,14 @@ level paced at its slowest flow's share, so several flows on one fabric link do 
 part), C' found by iteration because the ring's flows slow the trees' frames on the links they share
 (packets get what flows leave).
 
+A direct-connect cluster's parts (``controller.direct``'s catalogue; docs/direct.md): each a line, latency +
+seconds per byte of its share (``PartCost``), a ring of circuits and a torus as ``controller.rings`` costs a
+ring on links of its own, a tree of devices through its ``TreePipe`` with the window open; the shares that end
+a plan's parts at once are the hybrid split's closed form (``worker.tuner.equal_finish``).
+
+A calibration (`ina-ctl calibrate`) inverts the model: C from a float call's time, its exponent packets in
+(``sent_mbps``); a ring's rate and efficiency through ``rings.ring_wire_mbps`` and ``rings.ring_efficiency``.
+
 A multi-GPU node's call, hierarchical (issue 44; ``hierarchical_call``): a reduce-scatter among the node's ranks
 (NVLink, at an in-node rate), then each rank's shard summed across the nodes by its rail's job (the rails' jobs
 run at once, so the slowest, by this model, sets the middle), then an all-gather among the node's ranks.
@@ -187,6 +195,13 @@ def _ina(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P
 def window_mbps(ina: InaCost, frame_bytes: int) -> float:
     """What the trees' windows carry: each tree W frames per round trip, at most its pace."""
     return sum(min(ina.window / t.round_trip, 1 / t.pace) for t in ina.trees) * frame_bytes * 8 / 1e6
+
+
+def sent_mbps(ina: InaCost, chunks: int, seconds: float, frame_bytes: int) -> float:
+    """The wire Mb/s each worker sent its trees in a float call of ``chunks`` that took ``seconds`` (what
+    `ina-ctl calibrate` measures C by): a frame per packet, as ``InaCost.packets`` counts them, each tree's
+    exponent packets (min(W, n) of n chunks) in."""
+    return sum(ina.packets(chunks, exact=False)) * frame_bytes * 8 / seconds / 1e6
 
 
 def call_model(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P: protocol.Protocol,

@@ -79,6 +79,10 @@ class HostCost:
         """One packet of ``nbytes`` sent and its result of as many received, on the one CPU."""
         return self.send_seconds(nbytes) + self.receive_seconds(nbytes)
 
+    def core_mbps(self, packet_bytes: int, frame_bytes: int) -> float:
+        """The wire Mb/s one core keeps up with: a frame per packet sent and its result taken."""
+        return frame_bytes * 8 / self.per_packet(packet_bytes) / 1e6
+
     @property
     def free(self) -> bool:
         """Hosts that take no time (the fabric's default, and every figure before host costs)."""
@@ -97,24 +101,36 @@ class JobTree:
     share: float
 
 
-def aggregation_limit(topology: Topology, members: Sequence[str], trees: Sequence[JobTree],
-                      frame_bytes: int) -> tuple[float, str]:
-    """C: the wire Mb/s each worker may offer the trees given the switches' declared aggregation rates
-    (``agg_pps``: contributions summed per second).  A switch with c children in a tree sums c
-    contributions per slot; with the job's slots spread over its trees by their shares, switch s allows
-    S <= agg_pps / sum_t(share_t c_st) slots per second, and each worker sends one frame per slot.
-    math.inf where no switch of the job declares a rate."""
-    best, why = math.inf, ""
+def switch_loads(topology: Topology, members: Sequence[str], trees: Sequence[JobTree]) -> dict[str, float]:
+    """The contributions each switch sums per slot of the job: a switch with c children in a tree sums c per
+    slot of it, and the job's slots are spread over its trees by their shares: sum_t(share_t c_st)."""
     children: dict[str, float] = {}
     for t in trees:
         for node in nodes(topology, list(members), t.tree).values():
             children[node.switch] = children.get(node.switch, 0.0) + t.share * len(node.children)
-    for switch, load in sorted(children.items()):
+    return children
+
+
+def aggregation_limit(topology: Topology, members: Sequence[str], trees: Sequence[JobTree],
+                      frame_bytes: int) -> tuple[float, str]:
+    """C: the wire Mb/s each worker may offer the trees given the switches' declared aggregation rates
+    (``agg_pps``: contributions summed per second).  Switch s allows S <= agg_pps / ``switch_loads`` slots per
+    second, and each worker sends one frame per slot.  math.inf where no switch of the job declares a rate."""
+    best, why = math.inf, ""
+    for switch, load in sorted(switch_loads(topology, members, trees).items()):
         rate = topology.switches[switch].agg_pps
         if rate is not None and rate / load * frame_bytes * 8 / 1e6 < best:
             best = rate / load * frame_bytes * 8 / 1e6
             why = f"{switch} sums {rate:g} contributions/s"
     return best, why
+
+
+def aggregation_rates(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], frame_bytes: int,
+                      limit_mbps: float) -> dict[str, float]:
+    """``aggregation_limit`` backwards: the ``agg_pps`` each switch of the trees declares for C to be
+    ``limit_mbps`` (every switch a bound at once)."""
+    frames = limit_mbps * 1e6 / (frame_bytes * 8)  # per child and second
+    return {switch: frames * load for switch, load in switch_loads(topology, members, trees).items()}
 
 
 def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps: float, frame_bytes: int,

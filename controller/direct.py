@@ -359,7 +359,7 @@ class DirectPlan:
     @property
     def transfer_seconds(self) -> float:
         """The bandwidth term: the slowest part's bytes over its rate, headers in."""
-        return max((p.shape.per_byte * p.share * self.nbytes for p in self.parts), default=0.0)
+        return max((p.shape.cost.transfer_seconds(p.share * self.nbytes) for p in self.parts), default=0.0)
 
     @property
     def transfer_lb(self) -> float:

@@ -286,7 +286,11 @@ class PartCost:
     window: int = 0  # a tree's slots on every device
 
     def seconds(self, nbytes: float) -> float:
-        return self.latency + self.per_byte * nbytes if nbytes > 0 else 0.0
+        return self.latency + self.transfer_seconds(nbytes) if nbytes > 0 else 0.0
+
+    def transfer_seconds(self, nbytes: float) -> float:
+        """The bandwidth term: ``nbytes`` over the part's rate, headers in."""
+        return self.per_byte * nbytes
 
     def carries(self, seconds: float) -> float:
         """The most bytes this part finishes within ``seconds``."""

@@ -130,8 +130,8 @@ def members(topology: Topology, workers: int | None) -> list[str]:
 def with_aggregation_rate(topology: Topology, hosts: list[str], config: RunConfig) -> Topology:
     """The topology with every switch of the job's trees summing ``agg_rate`` x the link rate per child:
     ``agg_pps`` = rate x L / (frame bits) x (its children in the planned trees), so each switch lets
-    each worker send at ``agg_rate`` x L (C, in docs/hybrid.md's terms: ``model.aggregation_rates``).  The planner does not read
-    ``agg_pps``, so the trees are those planned without it."""
+    each worker send at ``agg_rate`` x L (C, in docs/hybrid.md's terms: ``model.aggregation_rates``).  The
+    planner does not read ``agg_pps``, so the trees are those planned without it."""
     P = load_protocol(config.values)
     found = plan_job(topology, hosts, P, config.trees, "ina", pool_size=config.pool_size).tree_plan
     trees = [JobTree(t.tree, t.rate, t.share) for t in found.trees]

@@ -7,11 +7,13 @@ bmv2-env writes for Mininet hosts), each under a temporary job of the same membe
 pool (a job is one session: its own trees must see their workers' packets from the first), deleted
 afterwards:
 
-- through the switches alone, ``values`` float32 per call: C, the wire rate each worker got;
+- through the switches alone, ``values`` float32 per call: C, the wire rate each worker got (every packet
+  it sent, a float call's exponent packets too: ``model.sent_mbps``);
 - round the ring alone, once per layout the job may use: the rate each gets of a link, and its
-  efficiency, the model's time for the bytes over the measured (TCP does not fill a link, and not
-  equally in every layout: two-way exchanges of halving-doubling lose more on Mininet's links than a
-  flat ring's one-way flows), so the model compares layouts as the hosts run them;
+  efficiency, the model's time for the bytes over the measured (``rings.ring_wire_mbps``,
+  ``rings.ring_efficiency``; TCP does not fill a link, and not equally in every layout: two-way
+  exchanges of halving-doubling lose more on Mininet's links than a flat ring's one-way flows), so the
+  model compares layouts as the hosts run them;
 - one value per call through the switches: the workers' shortest round trip (send to result, in
   their loops) less the network's round trip the model knows is the hosts' latency.  (Not half the
   call: a call's setup, milliseconds in Python, is paid once per call, not per round trip.)
@@ -28,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.controller import Controller, JobError
-from controller.model import JobTree, tree_pipe
-from controller.rings import TCP_WIRE
+from controller.model import JobTree, sent_mbps, tree_pipe
+from controller.rings import ring_efficiency, ring_wire_mbps
 from worker import protocol
 from worker.jobspec import JobSpec
 from worker.ring_layout import ring_types
@@ -61,23 +63,23 @@ def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float 
         except ValueError as e:
             raise JobError(f"calibration of job {name}: {e}") from None
     P = protocol.load(ctl.state.options.values, ctl.state.options.udp_port)
-    n = len(job.members)
     planned = ctl.job_plan(name)
     wide, narrow = (d.itemsize for d in ring_types("float32", job.ring_sum == "native"))
     seconds: dict[str, float] = {}
     ring: dict[str, float] = {}
     efficiency: dict[str, float] = {}
+    by_name = {layout.name: layout for layout in planned.layouts}
     for cost in planned.model.rings:
         if job.ring_layout not in (None, cost.layout):
             continue
         took = seconds[f"ring ({cost.layout})"] = _trial(ctl, name, "ring", values, timeout, cost.layout)[0]
-        ring[cost.layout] = values * (wide + narrow) * (n - 1) / n * TCP_WIRE * 8 / took / 1e6
-        modelled = cost.seconds(values, wide, narrow) - cost.latency
-        efficiency[cost.layout] = min(1.0, modelled / max(took - cost.latency, modelled))
+        ring[cost.layout] = ring_wire_mbps(by_name[cost.layout], values, wide, narrow, took)
+        efficiency[cost.layout] = ring_efficiency(cost, values, wide, narrow, took)
     ina = latency = None
-    if job.trees:
+    if job.trees and planned.model.ina is not None:
         seconds["ina"] = _trial(ctl, name, "ina", values, timeout)[0]
-        ina = -(-values // P.values) * P.frame_bytes * 8 / seconds["ina"] / 1e6  # a frame per chunk
+        # every packet of the float call a frame, the exponent packets (min(W, n) per tree) in
+        ina = sent_mbps(planned.model.ina, -(-values // P.values), seconds["ina"], P.frame_bytes)
         seconds["one value"], round_trips = _trial(ctl, name, "ina", 1, timeout)
         network = min(tree_pipe(ctl.topology, job.members, JobTree(t.tree, t.rate, t.share), t.rate, P.frame_bytes,
                                 0.0).round_trip for t in job.trees)

@@ -28,14 +28,16 @@ of every worker's interfaces and some devices, and carrying its own share of the
   nodes of 4 interfaces).  Every circuit carries its equal part of the 2(N-1) transfers a chunk
   needs (balanced: exact for 8 nodes on K_{4,4}, assumed beyond).
 
-A part's time is latency + bytes / bandwidth (``Shape.seconds``).  The plan is the least time T at
-which some combination of parts carries the call: for a given T a part of shape k carries at most
-(T - latency_k) / seconds_per_byte_k, and the best combination under the devices M and the interfaces
-D of every worker is a two-dimensional knapsack, solved exactly as a small MILP
-(``scipy.optimize.milp``); T is found by bisection (the carried amount only grows with T).  Shares then
-make every part end at once.  Every worker uses the same interfaces for the same part, so assigning
-interfaces and devices to parts is a walk over them (``_assign``), and the circuits follow
-(``controller.circuits``: the wiring of each kind of part).
+A part's time is latency + bytes / bandwidth (``Shape.seconds``), as the one model costs it
+(``controller.model``: ``circuit_ring_cost``, ``circuit_torus_cost``, ``device_tree_cost``,
+``ring_tree_cost``, ``nic_mesh_cost``; this module only says which shapes fit).  The plan is the least
+time T at which some combination of parts carries the call: for a given T a part of shape k carries at
+most (T - latency_k) / seconds_per_byte_k, and the best combination under the devices M and the
+interfaces D of every worker is a two-dimensional knapsack, solved exactly as a small MILP
+(``scipy.optimize.milp``); T is found by bisection (the carried amount only grows with T).  Shares
+then make every part end at once (``model.part_shares``: the hybrid split's closed form).  Every worker
+uses the same interfaces for the same part, so assigning interfaces and devices to parts is a walk over
+them (``_assign``), and the circuits follow (``controller.circuits``: the wiring of each kind of part).
 
 Rings, tori and trees are what the virtual fabric and ``worker.direct.DirectWorker`` (on sockets) run;
 ``ring_tree`` and ``nic_mesh`` are planned, shown and compared, not yet run (docs/direct.md).
@@ -67,15 +69,23 @@ from controller.circuits import (
     tree_circuits,
     tree_devices,
 )
-from controller.model import DEFAULT_HOST_LATENCY, nic_mesh_pipe, ring_tree_round_trip
-from controller.rings import TCP_WIRE
+from controller.model import (
+    DEFAULT_HOST_LATENCY,
+    PartCost,
+    circuit_ring_cost,
+    circuit_ring_step,
+    circuit_torus_cost,
+    device_tree_cost,
+    nic_mesh_cost,
+    part_shares,
+    ring_tree_cost,
+)
 from controller.topology import MAX_PORT, read_json
 from worker import protocol
 from worker.direct import split
-from worker.ring import HEADER
 from worker.tuner import TreePipe
 
-RUNS_IN_FABRIC = ("ring", "torus", "tree", "nic_mesh", "ring_tree")  # what the virtual fabric runs (virtual_fabric/direct.py)
+RUNS_IN_FABRIC = ("ring", "torus", "tree", "nic_mesh", "ring_tree")  # what the virtual fabric runs
 RUNS_ON_SOCKETS = ("ring", "torus", "tree")  # what a worker runs (worker.direct.DirectWorker); the rest is planned only
 # slots a device gives a tree: ina.p4's whole default pool (INA_POOL_SLOTS), as a device serves one part
 # (tests/test_direct.py checks it against the built program)
@@ -194,33 +204,47 @@ def _microseconds(value: Any, name: str) -> float:
 
 @dataclass(frozen=True)
 class Shape:
-    """A kind of part: what it takes of every worker and of the devices, and what a share costs it."""
+    """A kind of part: what it takes of every worker and of the devices, and what a share costs it (the one
+    model's ``controller.model.PartCost``)."""
 
-    kind: str  # ring, tree, ring_tree, nic_mesh
-    group: int  # ring_tree: workers per group; nic_mesh: circuits per worker; else 0
+    kind: str  # ring, torus, tree, ring_tree, nic_mesh
+    group: int  # torus, ring_tree: workers per group; nic_mesh: circuits per worker; else 0
     interfaces: int  # of every worker's
     devices: int
-    steps: int  # transfers one after another on the longest way (NTT's "transfer steps")
-    latency: float  # seconds that do not grow with the share
-    per_byte: float  # seconds per byte of the share (the transfer time, headers in)
-    volume: float = 1.0  # payload bytes on the busiest interface, each way, per byte of the share
-    pipe: TreePipe | None = None  # a tree's, as the one model times it
-    window: int = 0  # a tree's slots on every device
+    cost: PartCost
+
+    @property
+    def steps(self) -> int:
+        return self.cost.steps
+
+    @property
+    def latency(self) -> float:
+        return self.cost.latency
+
+    @property
+    def per_byte(self) -> float:
+        return self.cost.per_byte
+
+    @property
+    def volume(self) -> float:
+        return self.cost.volume
+
+    @property
+    def pipe(self) -> TreePipe | None:
+        return self.cost.pipe
+
+    @property
+    def window(self) -> int:
+        return self.cost.window
 
     def exact_seconds(self, nbytes: float, values: int) -> float:
-        """The one model's time for ``nbytes`` of float32 (a tree: its packets through ``TreePipe`` with the
-        window open, exponent packets in; others: linear)."""
-        if self.pipe is None or nbytes <= 0:
-            return self.seconds(nbytes)
-        chunks = math.ceil(nbytes / 4 / values)
-        return self.pipe.seconds(chunks + min(self.window, chunks), self.window, self.window)
+        return self.cost.exact_seconds(nbytes, values)
 
     def seconds(self, nbytes: float) -> float:
-        return self.latency + self.per_byte * nbytes if nbytes > 0 else 0.0
+        return self.cost.seconds(nbytes)
 
     def carries(self, seconds: float) -> float:
-        """The most bytes this part finishes within ``seconds``."""
-        return max(0.0, (seconds - self.latency) / self.per_byte)
+        return self.cost.carries(seconds)
 
     @property
     def name(self) -> str:
@@ -228,29 +252,21 @@ class Shape:
 
 
 def shapes(cluster: DirectCluster, P: protocol.Protocol | None = None) -> list[Shape]:
-    """The catalogue for this cluster (what fits in its interfaces and devices)."""
+    """The catalogue for this cluster (what fits in its interfaces and devices), each costed by the model."""
     P = P or protocol.load()
     n, c = cluster.workers, cluster
-    hop, host = c.hop_latency, c.host_latency
-    ring_step = hop + host + HEADER.size * TCP_WIRE / c.link_bytes  # one host step of a ring
+    step = circuit_ring_step(c.hop_latency, c.host_latency, c.link_bytes)
     found = []
-    if n >= 3 and c.interfaces >= 2:
-        # two directed rings, half the share each: (N-1)/N of it on each interface, each way
-        found.append(Shape("ring", 0, 2, 0, 2 * (n - 1), 2 * (n - 1) * ring_step,
-                           (n - 1) / n * TCP_WIRE / c.link_bytes, (n - 1) / n))
+    if n >= 3 and c.interfaces >= 2:  # two directed rings, half the share each
+        found.append(Shape("ring", 0, 2, 0, circuit_ring_cost(n, c.link_bytes, step)))
     if n == 2:  # one circuit: an exchange of halves
-        found.append(Shape("ring", 0, 1, 0, 2, 2 * ring_step, 0.5 * TCP_WIRE / c.link_bytes, 0.5))
+        found.append(Shape("ring", 0, 1, 0, circuit_ring_cost(n, c.link_bytes, step)))
     t = device_tree(n, c.device_ports)
     if t.devices <= c.devices:
         found.append(tree_shape(c, t, P))
     if c.interfaces >= 4:  # rings of rings: g workers per first-level ring, n/g per second-level one
         for g in _torus_sizes(n):
-            # the second level's rings work on the 1/g each worker owns after the first's, one level after the
-            # other (``controller.rings.ring_cost``'s sum over levels)
-            second = (n // g - 1) / (n // g) / g
-            found.append(Shape("torus", g, 4, 0, 2 * (g - 1) + 2 * (n // g - 1),
-                               (2 * (g - 1) + 2 * (n // g - 1)) * ring_step,
-                               ((g - 1) / g + second) * TCP_WIRE / c.link_bytes, (g - 1) / g))
+            found.append(Shape("torus", g, 4, 0, circuit_torus_cost(n, g, c.link_bytes, step)))
     for g in _group_sizes(n):
         s = _ring_tree_shape(c, g, P)
         if s.devices <= c.devices and s.interfaces <= c.interfaces:
@@ -264,49 +280,34 @@ def shapes(cluster: DirectCluster, P: protocol.Protocol | None = None) -> list[S
 
 
 def nic_mesh_shape(cluster: DirectCluster, d: int, P: protocol.Protocol) -> Shape:
-    """A NIC mesh of degree d as the one model times it (``model.nic_mesh_pipe``): its routes' deepest
-    meeting tree and busiest circuit direction, each route's window on the NICs' pool; linear for the
-    knapsack as a tree's (``tree_shape``)."""
+    """A NIC mesh of degree d (``controller.nic_mesh``), costed by ``model.nic_mesh_cost`` from its routes: the
+    deepest meeting tree and the busiest circuit direction, the NICs' pool shared by the routes."""
     routes = mesh_routes(cluster.workers, d)
-    depth = max(r.depth for r in routes)
-    load = max(route_loads(routes).values())
-    pipe, per_route = nic_mesh_pipe(P.frame_bytes, cluster.link_bytes, cluster.link_bytes * cluster.interfaces,
-                                    cluster.hop_latency, cluster.host_latency, depth, load, len(routes), DEVICE_POOL)
-    window = per_route * len(routes)
-    pace = max(pipe.pace, pipe.round_trip / window)
-    return Shape("nic_mesh", d, d, 0, 2 * depth + 1, pipe.round_trip + window * pace, pace / (4 * P.values),
-                 load, pipe, window)
+    cost = nic_mesh_cost(max(r.depth for r in routes), max(route_loads(routes).values()), len(routes),
+                         cluster.link_bytes, cluster.link_bytes * cluster.interfaces, cluster.hop_latency,
+                         cluster.host_latency, P.frame_bytes, P.values, DEVICE_POOL)
+    return Shape("nic_mesh", d, d, 0, cost)
 
 
 def tree_shape(cluster: DirectCluster, t: DeviceTree, P: protocol.Protocol) -> Shape:
-    """A full tree as the one model sees it (``worker.tuner.TreePipe``): its round trip (each device level a
-    hop up and down, the frame's time on each, the host's latency), frames at the slower of the link and
-    what a device sums, and as many slots as keep that pace over the round trip (at most ``DEVICE_POOL``).
-    Linear for the knapsack: the round trip and a window of exponent packets, then the frames' time."""
-    frame = P.frame_bytes
-    round_trip = 2 * t.depth * (cluster.hop_latency + frame / cluster.link_bytes) + cluster.host_latency
-    spacing = frame / min(cluster.link_bytes, cluster.device_bytes)
-    window = min(DEVICE_POOL, math.ceil(1.25 * round_trip / spacing) + 1)
-    pace = max(spacing, round_trip / window)
-    return Shape("tree", 0, 1, t.devices, 2 * t.depth, round_trip + window * pace, pace / (4 * P.values),
-                 1.0, TreePipe(1.0, round_trip, spacing), window)
+    """A full tree of devices on one interface of every worker, costed by ``controller.model.device_tree_cost``
+    (at most ``DEVICE_POOL`` slots)."""
+    return Shape("tree", 0, 1, t.devices, device_tree_cost(t.depth, cluster.link_bytes, cluster.device_bytes,
+                                                           cluster.hop_latency, cluster.host_latency,
+                                                           P.frame_bytes, P.values, DEVICE_POOL))
 
 
 def _ring_tree_shape(c: DirectCluster, g: int, P: protocol.Protocol) -> Shape:
-    """Groups of g workers, each a ring of circuits through its device, the two halves of the ring chains of
-    host relays streaming towards it (``ring_tree_chains``); the groups' devices joined by a tree of devices
-    above them.  Timed as a tree whose round trip is the farthest worker's (``model.ring_tree_round_trip``),
-    windowed as a full tree's (``tree_shape``)."""
+    """Groups of g workers, each a ring of circuits through its device whose two halves are chains of host relays
+    streaming towards it (``circuits.ring_tree_chains``), the groups' devices joined by a tree of devices above
+    them; costed by ``model.ring_tree_cost``."""
     groups = math.ceil(c.workers / g)
     joining = 0 if groups <= 2 else tree_devices(groups, c.device_ports)  # devices above the groups' devices
     above = 1 if groups == 2 else device_tree(groups, c.device_ports).depth  # circuits from a group's device up
     chain = max(len(x) for x in ring_tree_chains(g))
-    round_trip = ring_tree_round_trip(P.frame_bytes, c.link_bytes, c.hop_latency, c.host_latency, chain, above)
-    spacing = P.frame_bytes / min(c.link_bytes, c.device_bytes)
-    window = min(DEVICE_POOL, math.ceil(1.25 * round_trip / spacing) + 1)
-    pace = max(spacing, round_trip / window)
-    return Shape("ring_tree", g, 2, groups + joining, 2 * (chain + above), round_trip + window * pace,
-                 pace / (4 * P.values), 1.0, TreePipe(1.0, round_trip, spacing), window)
+    return Shape("ring_tree", g, 2, groups + joining,
+                 ring_tree_cost(chain, above, c.link_bytes, c.device_bytes, c.hop_latency, c.host_latency,
+                                P.frame_bytes, P.values, DEVICE_POOL))
 
 
 def _torus_sizes(n: int) -> list[int]:
@@ -376,7 +377,7 @@ class DirectPlan:
     @property
     def transfer_seconds(self) -> float:
         """The bandwidth term: the slowest part's bytes over its rate, headers in."""
-        return max((p.shape.per_byte * p.share * self.nbytes for p in self.parts), default=0.0)
+        return max((p.shape.cost.transfer_seconds(p.share * self.nbytes) for p in self.parts), default=0.0)
 
     @property
     def transfer_lb(self) -> float:
@@ -443,7 +444,7 @@ def _solve(cluster: DirectCluster, catalogue: list[Shape], nbytes: int,
 def _combine(cluster: DirectCluster, chosen: list[Shape], nbytes: int,
              P: protocol.Protocol) -> tuple[list[Part], float]:
     """These parts, with shares that end them together, their interfaces, devices and circuits, and the time."""
-    shares = _equal_finish(chosen, nbytes)
+    shares = part_shares([s.cost for s in chosen], nbytes)
     parts = _assign(cluster, [(s, x) for s, x in zip(chosen, shares) if x > 0])
     return parts, max(p.shape.exact_seconds(p.share * nbytes, P.values) for p in parts)
 
@@ -490,18 +491,6 @@ def best_combination(catalogue: list[Shape], interfaces: int, devices: int, nbyt
         if hi - lo <= hi * 1e-6:
             break
     return counts, hi
-
-
-def _equal_finish(chosen: list[Shape], nbytes: int) -> list[float]:
-    """Shares that end every part at once (parts whose latency alone is longer get none)."""
-    active = sorted(range(len(chosen)), key=lambda i: chosen[i].latency)
-    while active:
-        rate = sum(1 / chosen[i].per_byte for i in active)
-        t = (nbytes + sum(chosen[i].latency / chosen[i].per_byte for i in active)) / rate
-        if all(chosen[i].latency < t for i in active):
-            break
-        active.pop()
-    return [(t - s.latency) / s.per_byte / nbytes if i in active else 0.0 for i, s in enumerate(chosen)]
 
 
 def _assign(cluster: DirectCluster, chosen: list[tuple[Shape, float]]) -> list[Part]:

@@ -201,8 +201,7 @@ def lane_count(rate_mbps: float, host_cost: HostCost, packet_bytes: int, frame_b
     packet and takes its result per ``host_cost.per_packet``; 1 where the hosts' cost is not known."""
     if host_cost.free or rate_mbps <= 0:
         return 1
-    core_mbps = frame_bytes * 8 / host_cost.per_packet(packet_bytes) / 1e6
-    return max(1, min(most, math.ceil(rate_mbps / core_mbps * (1 - 1e-9))))
+    return max(1, min(most, math.ceil(rate_mbps / host_cost.core_mbps(packet_bytes, frame_bytes) * (1 - 1e-9))))
 
 
 def job_lanes(lanes: int | str | None, found: plan.Plan, P: protocol.Protocol, host_cost: HostCost,

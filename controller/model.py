@@ -20,6 +20,14 @@ level paced at its slowest flow's share, so several flows on one fabric link do 
 part), C' found by iteration because the ring's flows slow the trees' frames on the links they share
 (packets get what flows leave).
 
+A direct-connect cluster's parts (``controller.direct``'s catalogue; docs/direct.md): each a line, latency +
+seconds per byte of its share (``PartCost``), a ring of circuits and a torus as ``controller.rings`` costs a
+ring on links of its own, a tree of devices through its ``TreePipe`` with the window open; the shares that end
+a plan's parts at once are the hybrid split's closed form (``worker.tuner.equal_finish``).
+
+A calibration (`ina-ctl calibrate`) inverts the model: C from a float call's time, its exponent packets in
+(``sent_mbps``); a ring's rate and efficiency through ``rings.ring_wire_mbps`` and ``rings.ring_efficiency``.
+
 A multi-GPU node's call, hierarchical (issue 44; ``hierarchical_call``): a reduce-scatter among the node's ranks
 (NVLink, at an in-node rate), then each rank's shard summed across the nodes by its rail's job (the rails' jobs
 run at once, so the slowest, by this model, sets the middle), then an all-gather among the node's ranks.
@@ -33,11 +41,12 @@ from dataclasses import dataclass
 
 from controller.fair_share import FLOOR
 from controller.plan import Tree, nodes
-from controller.rings import Direction, layouts, ring_cost
+from controller.rings import TCP_WIRE, Direction, layouts, ring_cost
 from controller.topology import Topology
 from worker import protocol
+from worker.ring import HEADER
 from worker.ring_layout import Layout
-from worker.tuner import PURE, CallModel, HybridCost, InaCost, TreePipe
+from worker.tuner import PURE, CallModel, HybridCost, InaCost, TreePipe, equal_finish
 
 DEFAULT_HOST_LATENCY = 20e-6  # seconds from the wire to a worker's loop, until `ina-ctl calibrate` measures it
 
@@ -70,6 +79,10 @@ class HostCost:
         """One packet of ``nbytes`` sent and its result of as many received, on the one CPU."""
         return self.send_seconds(nbytes) + self.receive_seconds(nbytes)
 
+    def core_mbps(self, packet_bytes: int, frame_bytes: int) -> float:
+        """The wire Mb/s one core keeps up with: a frame per packet sent and its result taken."""
+        return frame_bytes * 8 / self.per_packet(packet_bytes) / 1e6
+
     @property
     def free(self) -> bool:
         """Hosts that take no time (the fabric's default, and every figure before host costs)."""
@@ -88,24 +101,36 @@ class JobTree:
     share: float
 
 
-def aggregation_limit(topology: Topology, members: Sequence[str], trees: Sequence[JobTree],
-                      frame_bytes: int) -> tuple[float, str]:
-    """C: the wire Mb/s each worker may offer the trees given the switches' declared aggregation rates
-    (``agg_pps``: contributions summed per second).  A switch with c children in a tree sums c
-    contributions per slot; with the job's slots spread over its trees by their shares, switch s allows
-    S <= agg_pps / sum_t(share_t c_st) slots per second, and each worker sends one frame per slot.
-    math.inf where no switch of the job declares a rate."""
-    best, why = math.inf, ""
+def switch_loads(topology: Topology, members: Sequence[str], trees: Sequence[JobTree]) -> dict[str, float]:
+    """The contributions each switch sums per slot of the job: a switch with c children in a tree sums c per
+    slot of it, and the job's slots are spread over its trees by their shares: sum_t(share_t c_st)."""
     children: dict[str, float] = {}
     for t in trees:
         for node in nodes(topology, list(members), t.tree).values():
             children[node.switch] = children.get(node.switch, 0.0) + t.share * len(node.children)
-    for switch, load in sorted(children.items()):
+    return children
+
+
+def aggregation_limit(topology: Topology, members: Sequence[str], trees: Sequence[JobTree],
+                      frame_bytes: int) -> tuple[float, str]:
+    """C: the wire Mb/s each worker may offer the trees given the switches' declared aggregation rates
+    (``agg_pps``: contributions summed per second).  Switch s allows S <= agg_pps / ``switch_loads`` slots per
+    second, and each worker sends one frame per slot.  math.inf where no switch of the job declares a rate."""
+    best, why = math.inf, ""
+    for switch, load in sorted(switch_loads(topology, members, trees).items()):
         rate = topology.switches[switch].agg_pps
         if rate is not None and rate / load * frame_bytes * 8 / 1e6 < best:
             best = rate / load * frame_bytes * 8 / 1e6
             why = f"{switch} sums {rate:g} contributions/s"
     return best, why
+
+
+def aggregation_rates(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], frame_bytes: int,
+                      limit_mbps: float) -> dict[str, float]:
+    """``aggregation_limit`` backwards: the ``agg_pps`` each switch of the trees declares for C to be
+    ``limit_mbps`` (every switch a bound at once)."""
+    frames = limit_mbps * 1e6 / (frame_bytes * 8)  # per child and second
+    return {switch: frames * load for switch, load in switch_loads(topology, members, trees).items()}
 
 
 def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps: float, frame_bytes: int,
@@ -188,6 +213,13 @@ def window_mbps(ina: InaCost, frame_bytes: int) -> float:
     return sum(min(ina.window / t.round_trip, 1 / t.pace) for t in ina.trees) * frame_bytes * 8 / 1e6
 
 
+def sent_mbps(ina: InaCost, chunks: int, seconds: float, frame_bytes: int) -> float:
+    """The wire Mb/s each worker sent its trees in a float call of ``chunks`` that took ``seconds`` (what
+    `ina-ctl calibrate` measures C by): a frame per packet, as ``InaCost.packets`` counts them, each tree's
+    exponent packets (min(W, n) of n chunks) in."""
+    return sum(ina.packets(chunks, exact=False)) * frame_bytes * 8 / seconds / 1e6
+
+
 def call_model(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P: protocol.Protocol,
                pool_size: int, ring_layouts: Sequence[Layout] | None = None,
                host_latency: float = DEFAULT_HOST_LATENCY, limit_mbps: float | None = None,
@@ -238,6 +270,123 @@ def _hybrid(topology: Topology, members: list[str], trees: Sequence[JobTree], P:
     return HybridCost(ina, ring)
 
 
+# --- direct-connect parts -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PartCost:
+    """What a share costs one part of a direct-connect plan (``controller.direct.Shape``): a line, ``latency``
+    + ``per_byte`` x its bytes (headers in), which the knapsack and the shares use; a tree's exact time
+    through its ``pipe`` and ``window`` (``exact_seconds``)."""
+
+    steps: int  # transfers one after another on the longest way (NTT's "transfer steps")
+    latency: float  # seconds that do not grow with the share
+    per_byte: float  # seconds per byte of the share
+    volume: float = 1.0  # payload bytes on the busiest interface, each way, per byte of the share
+    pipe: TreePipe | None = None  # a tree's
+    window: int = 0  # a tree's slots on every device
+
+    def seconds(self, nbytes: float) -> float:
+        return self.latency + self.transfer_seconds(nbytes) if nbytes > 0 else 0.0
+
+    def transfer_seconds(self, nbytes: float) -> float:
+        """The bandwidth term: ``nbytes`` over the part's rate, headers in."""
+        return self.per_byte * nbytes
+
+    def carries(self, seconds: float) -> float:
+        """The most bytes this part finishes within ``seconds``."""
+        return max(0.0, (seconds - self.latency) / self.per_byte)
+
+    def exact_seconds(self, nbytes: float, values: int) -> float:
+        """``nbytes`` of float32 as the one model times them: a tree's packets through ``InaCost`` with the
+        window open (exponent packets in); others as the line."""
+        if self.pipe is None or nbytes <= 0:
+            return self.seconds(nbytes)
+        return InaCost((self.pipe,), self.window).seconds(math.ceil(nbytes / 4 / values), exact=False)
+
+    def mean_step(self, nbytes: float) -> float:
+        """A step's time in a share of ``nbytes``, on average (a ring's, which the fabric measures)."""
+        return self.latency / self.steps + self.per_byte * nbytes / self.steps
+
+
+def part_shares(parts: Sequence[PartCost], nbytes: float) -> list[float]:
+    """The shares of a call of ``nbytes`` that end every part at once (a part whose latency alone is longer
+    gets none): ``worker.tuner.equal_finish``, the hybrid split's closed form."""
+    return equal_finish([(p.latency, p.per_byte) for p in parts], nbytes)
+
+
+def circuit_ring_step(hop: float, host: float, link_bytes: float) -> float:
+    """One step of a ring of circuits: the hop, the host's latency and the ring's header in TCP segments at the
+    link's ``link_bytes`` per second."""
+    return hop + host + HEADER.size * TCP_WIRE / link_bytes
+
+
+def circuit_ring_cost(workers: int, link_bytes: float, step: float) -> PartCost:
+    """A ring of circuits run both ways (two directed rings, half the share each): 2(N-1) steps, (N-1)/N of the
+    share on each interface each way, as ``rings.ring_cost`` costs a flat ring on links of its own; two workers
+    exchange halves over one circuit."""
+    if workers == 2:
+        return PartCost(2, 2 * step, 0.5 * TCP_WIRE / link_bytes, 0.5)
+    n = workers
+    return PartCost(2 * (n - 1), 2 * (n - 1) * step, (n - 1) / n * TCP_WIRE / link_bytes, (n - 1) / n)
+
+
+def circuit_torus_cost(workers: int, group: int, link_bytes: float, step: float) -> PartCost:
+    """Rings of ``group`` workers, then rings of N/g across them, both run both ways: the second level works on
+    the 1/g each worker owns after the first, one level after the other (``rings.ring_cost``'s sum over
+    levels)."""
+    n, g = workers, group
+    second = (n // g - 1) / (n // g) / g
+    return PartCost(2 * (g - 1) + 2 * (n // g - 1), (2 * (g - 1) + 2 * (n // g - 1)) * step,
+                    ((g - 1) / g + second) * TCP_WIRE / link_bytes, (g - 1) / g)
+
+
+def device_tree_cost(depth: int, link_bytes: float, device_bytes: float, hop: float, host: float,
+                     frame_bytes: int, values: int, most_slots: int) -> PartCost:
+    """A full tree of devices as the one model sees it (``TreePipe``): its round trip (each device level a hop up
+    and down, the frame's time on each, the host's latency), frames at the slower of the link and what a device
+    sums (``windowed``)."""
+    round_trip = 2 * depth * (hop + frame_bytes / link_bytes) + host
+    return windowed(2 * depth, round_trip, frame_bytes / min(link_bytes, device_bytes), most_slots, values)
+
+
+def windowed(steps: int, round_trip: float, spacing: float, most_slots: int, values: int, volume: float = 1.0,
+             routes: int = 1) -> PartCost:
+    """A part whose chunks go as INA packets (a tree, partial trees, a NIC mesh): ``routes`` trees of as many
+    slots each as keep the frames' ``spacing`` over the round trip (x 1.25), at most ``most_slots`` over all;
+    linear for the knapsack: the round trip and a window of exponent packets, then the frames' time."""
+    per_route = max(1, min(most_slots // routes, math.ceil(1.25 * round_trip / spacing / routes) + 1))
+    window = per_route * routes
+    pace = max(spacing, round_trip / window)
+    return PartCost(steps, round_trip + window * pace, pace / (4 * values), volume,
+                    TreePipe(1.0, round_trip, spacing), window)
+
+
+def ring_tree_cost(chain: int, above: int, link_bytes: float, device_bytes: float, hop: float, host: float,
+                   frame_bytes: int, values: int, most_slots: int) -> PartCost:
+    """Partial trees joined by rings, as they run (``controller.ring_tree``): the farthest worker's contribution
+    goes along ``chain`` circuits to its group's device, each host on the way taking it into its loop (``host``),
+    adding its own and sending the sum on, then ``above`` circuits up the devices to the root, and the result
+    back the same way, every host on the chain taking it into its loop again; each circuit a frame's time at L
+    and the hop (a host's own contribution and result pass to its relay in its own loop).  Frames at the slower
+    of the link and what a device sums, windowed as a tree's."""
+    circuits = 2 * (chain + above)
+    round_trip = circuits * (frame_bytes / link_bytes + hop) + (2 * chain - 1) * host
+    return windowed(circuits, round_trip, frame_bytes / min(link_bytes, device_bytes), most_slots, values)
+
+
+def nic_mesh_cost(depth: int, load: float, routes: int, link_bytes: float, bus_bytes: float, hop: float,
+                  host: float, frame_bytes: int, values: int, most_slots: int) -> PartCost:
+    """A NIC mesh (``controller.nic_mesh``): a chunk goes from its host to its NIC over the bus, up ``depth``
+    circuits, across its route's meeting circuit, down ``depth``, and its result back over the bus to the host's
+    loop: each circuit a frame's time at L and the hop, the NICs summing at line rate.  The ``routes`` share the
+    circuits, the busiest direction carrying ``load`` of the call, so the worker's frames are spaced by that
+    share of a frame's time at L (or the bus's, if slower); each route its part of the NIC's slots."""
+    circuit = frame_bytes / link_bytes + hop
+    round_trip = 2 * frame_bytes / bus_bytes + (2 * depth + 1) * circuit + host
+    spacing = max(load * frame_bytes / link_bytes, frame_bytes / bus_bytes)
+    return windowed(2 * depth + 1, round_trip, spacing, most_slots, values, load, routes)
+
+
 # The in-node rate of a hierarchical call's reduce-scatter and all-gather where none is given, each way per GPU:
 # NVLink 4 on an H100 SXM5, 18 links, "900 GB/s" in NVIDIA's H100 datasheet (both ways together), so 450 GB/s =
 # 3,600 Gbit/s each way.
@@ -275,28 +424,3 @@ def hierarchical_call(nbytes: int, gpus: int, node_gbps: float, rail_seconds: Se
     phase = in_node_seconds(nbytes, gpus, node_gbps)
     return HierarchicalCall(phase, max(rail_seconds), phase)
 
-
-def nic_mesh_pipe(frame_bytes: int, link_bytes: float, bus_bytes: float, hop: float, host_latency: float,
-                  depth: int, load: float, routes: int, pool: int) -> tuple[TreePipe, int]:
-    """A NIC mesh part (``controller.nic_mesh``) as one pipe, and each route's window.  A chunk goes from its
-    host to its NIC over the bus, up ``depth`` circuits, across the meeting circuit, down ``depth``, and its
-    result back over the bus to the host's loop: each circuit a frame's time at L and the hop, the NICs summing
-    at line rate.  The routes share the circuits, the busiest direction carrying ``load`` of the call, so the
-    worker's frames are spaced by that share of a frame's time at L (or the bus's, if slower).  Each route gets
-    as many slots as its share of the round trip's frames (x 1.25), at most its part of the NIC's ``pool``."""
-    circuit = frame_bytes / link_bytes + hop
-    round_trip = 2 * frame_bytes / bus_bytes + (2 * depth + 1) * circuit + host_latency
-    spacing = max(load * frame_bytes / link_bytes, frame_bytes / bus_bytes)
-    window = max(1, min(pool // routes, math.ceil(1.25 * round_trip / spacing / routes) + 1))
-    return TreePipe(1.0, round_trip, spacing), window
-
-
-def ring_tree_round_trip(frame_bytes: int, link_bytes: float, hop: float, host_latency: float, chain: int,
-                         above: int) -> float:
-    """The round trip of a ring_tree part's farthest worker: its contribution along ``chain`` circuits to its
-    group's device (each host on the way takes it into its loop, ``host_latency``, adds its own and sends the
-    sum on), ``above`` circuits up the devices to the root, and the result back the same way, every host on
-    the chain taking it into its loop again.  Each circuit costs a frame's time at L and the hop; a host's own
-    contribution and result pass to its relay in its own loop (no wire)."""
-    circuits = 2 * (chain + above)
-    return circuits * (frame_bytes / link_bytes + hop) + (2 * chain - 1) * host_latency

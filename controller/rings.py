@@ -86,6 +86,22 @@ def level_flows(topology: Topology, members: list[str], layout: Layout, level: i
     return [topology.route(members[r], members[layout.peers(r, level)[0]]) for r in range(len(members))]
 
 
+def wire_bits(payload_bytes: float) -> float:
+    """A bulk TCP transfer's bits on the wire for ``payload_bytes`` of payload (``TCP_WIRE``)."""
+    return payload_bytes * TCP_WIRE * 8
+
+
+def level_shares(layout: Layout) -> list[float]:
+    """Of the array, what each rank sends at each level of the layout's reduce-scatter (and again in its
+    allgather): (g - 1)/g of what the level's rings work on, the 1/(g_1 ... g_(l-1)) each rank owns after the
+    levels before; (N - 1)/N in all."""
+    shares, span = [], 1.0
+    for g in layout.levels:
+        shares.append((g - 1) * span / g)
+        span /= g
+    return shares
+
+
 def ring_cost(topology: Topology, members: list[str], layout: Layout, host_latency: float,
               reserved: Mapping[Direction, float] | None = None,
               efficiency: float = 1.0) -> tuple[RingCost, dict[Direction, float]]:
@@ -100,9 +116,8 @@ def ring_cost(topology: Topology, members: list[str], layout: Layout, host_laten
         capacity = {d: max(c - reserved.get(d, 0.0), FLOOR * c) for d, c in capacity.items()}
     paces: list[float] = []
     latency = seconds_per_byte = 0.0
-    span = 1.0  # of the array, what a level's rings work on
     load: dict[Direction, float] = {}
-    for level, g in enumerate(layout.levels):
+    for level, (g, share) in enumerate(zip(layout.levels, level_shares(layout))):
         if g == 1:
             paces.append(0.0)  # no steps at this level
             continue
@@ -119,9 +134,8 @@ def ring_cost(topology: Topology, members: list[str], layout: Layout, host_laten
             first = position - position // stride % g * stride
             rings[first].append(sum(topology.links[i].delay for i, _ in paths[rank]))
         step = max(sum(d) / len(d) for d in rings.values()) + host_latency
-        latency += 2 * (g - 1) * (step + HEADER.size * TCP_WIRE * 8 / rate)
-        seconds_per_byte += (g - 1) * span / g * TCP_WIRE * 8 / rate
-        span /= g
+        latency += 2 * (g - 1) * (step + wire_bits(HEADER.size) / rate)
+        seconds_per_byte += wire_bits(share) / rate
         here: dict[Direction, float] = defaultdict(float)
         for path, r in zip(paths, rates):
             for link in path:
@@ -130,3 +144,17 @@ def ring_cost(topology: Topology, members: list[str], layout: Layout, host_laten
             load[link] = max(load.get(link, 0.0), bits)
     return RingCost(layout.name, layout.steps, latency, seconds_per_byte, seconds_per_byte,
                     tuple(paces) if reserved is not None else None), load
+
+
+def ring_wire_mbps(layout: Layout, elements: int, wide: int, narrow: int, seconds: float) -> float:
+    """The wire Mb/s each rank put on its link in a ring call of ``elements`` (summed in ``wide``-byte values,
+    gathered in ``narrow``-byte ones) that took ``seconds``: what it sent (``level_shares``) in TCP segments."""
+    return wire_bits(elements * (wide + narrow) * sum(level_shares(layout))) / seconds / 1e6
+
+
+def ring_efficiency(cost: RingCost, elements: int, wide: int, narrow: int, seconds: float) -> float:
+    """What TCP got of the rate ``cost`` gives a ring (its ``ring_cost`` at efficiency 1), from a call of
+    ``elements`` that took ``seconds``: the model's time for the call's bytes over the measured, the steps'
+    latency off both; at most 1.  ``ring_cost(efficiency=)`` takes it."""
+    modelled = cost.seconds(elements, wide, narrow) - cost.latency
+    return min(1.0, modelled / max(seconds - cost.latency, modelled))

@@ -16,15 +16,23 @@ from controller.calibrate import calibrate
 from controller.controller import JobError
 from controller.entries import HIGH_WATER_CHILD
 from controller.job_plan import plan_job
-from controller.model import DEFAULT_HOST_LATENCY, JobTree, aggregation_limit, call_model, tree_pipe, trees_load
-from controller.rings import TCP_WIRE, layouts, ring_cost
+from controller.model import (
+    DEFAULT_HOST_LATENCY,
+    JobTree,
+    aggregation_limit,
+    call_model,
+    sent_mbps,
+    tree_pipe,
+    trees_load,
+)
+from controller.rings import TCP_WIRE, layouts, level_shares, ring_cost, ring_efficiency, ring_wire_mbps
 from controller.topology import Topology, fat_tree, leaf_spine, single
 from tests.test_controller import Switches, controller, members
 from worker import protocol
 from worker.engine import INITIAL_IN_FLIGHT, Pacer
 from worker.ring import HEADER
 from worker.ring_layout import Layout, LayoutError, schedule
-from worker.tuner import CallModel, HybridCost, InaCost, RingCost, TreePipe, split_chunks
+from worker.tuner import CallModel, HybridCost, InaCost, RingCost, TreePipe, equal_finish, split_chunks
 
 P = protocol.load(256)
 BITS = P.frame_bytes * 8
@@ -136,6 +144,48 @@ def test_crossovers_are_where_the_choice_changes():
 def test_the_model_goes_into_the_spec_and_back():
     model = _model(ring_latency=50e-6)
     assert CallModel.from_dict(json.loads(json.dumps(model.to_dict()))) == model
+
+
+def test_equal_finish_is_the_hybrids_closed_form_and_drops_a_part_too_slow_to_start():
+    a1, b1, a2, b2, amount = 138e-6, 2e-6 / 256, 50e-6, 48e-9, 2_560_000
+    first, second = equal_finish([(a1, b1), (a2, b2)], amount)
+    assert first == pytest.approx((a2 - a1 + b2 * amount) / ((b1 + b2) * amount)) and first + second == pytest.approx(1)
+    assert a1 + b1 * first * amount == pytest.approx(a2 + b2 * second * amount)  # both end at once
+    assert equal_finish([(1e-6, 1e-9), (1.0, 1e-9), (2e-6, 1e-9)], 1000)[1] == 0.0  # its latency alone is longer
+
+
+# --- what a calibration measures, through the model --------------------------------------------------------
+
+def test_calibration_takes_C_from_a_float_calls_packets_exponents_in():
+    """`ina-ctl calibrate`'s C: a float call of n chunks sends n + min(W, n) packets on each tree
+    (``InaCost.packets``); the model's time for such a call at a rate gives that rate back.  Counting a frame
+    per chunk alone said n / (n + W) of it: 94% at 1,024 chunks and 64 slots, half for a call within a window."""
+    mbps, window = 400.0, 64
+    f = BITS / (mbps * 1e6)  # the worker's frames, end to end
+    for chunks in (1024, 40):
+        for shares in ((1.0,), (0.5, 0.5)):
+            # each tree at its share of the rate, its round trip one of its frames: a call is its packets' frames
+            ina = InaCost(tuple(TreePipe(s, f / s, f / s) for s in shares), window)
+            took = ina.seconds(chunks, exact=False)
+            assert sent_mbps(ina, chunks, took, P.frame_bytes) == pytest.approx(mbps)
+            exponents = len(shares) * min(window, chunks // len(shares))  # the chunks split evenly here
+            assert chunks * BITS / took / 1e6 == pytest.approx(mbps * chunks / (chunks + exponents))
+
+
+def test_calibration_takes_a_rings_rate_and_efficiency_through_its_cost():
+    """The model's ring call at the link's rate gives the link's rate back (all but the steps' headers), and one
+    slowed to an efficiency gives that efficiency back, in every layout."""
+    n, mbps, elements = 4, 50.0, 1 << 20
+    topology = _topology(single(n), mbps)
+    hosts = [f"h{i}" for i in range(1, n + 1)]
+    for layout in layouts(topology, hosts):  # flat and halving-doubling
+        full, _ = ring_cost(topology, hosts, layout, 0.0)
+        took = full.seconds(elements, 4, 4)
+        assert ring_wire_mbps(layout, elements, 4, 4, took) == pytest.approx(mbps, rel=1e-4)
+        assert sum(level_shares(layout)) == pytest.approx((n - 1) / n)
+        assert ring_efficiency(full, elements, 4, 4, took) == 1.0
+        slowed, _ = ring_cost(topology, hosts, layout, 0.0, efficiency=0.6)
+        assert ring_efficiency(full, elements, 4, 4, slowed.seconds(elements, 4, 4)) == pytest.approx(0.6, rel=1e-4)
 
 
 # --- layouts --------------------------------------------------------------------------------------

@@ -497,8 +497,7 @@ def run_plan(p: DirectPlan, calls: int = 2, seed: int = 0, until: float = 60.0) 
         else:
             ring = r.rings[k]
             entry.update(mean_step=ring.mean_step(), steps_run=ring.steps(),
-                         planned_step=part.shape.latency / part.shape.steps + part.shape.per_byte * (hi - lo)
-                         * DTYPE.itemsize / part.shape.steps)
+                         planned_step=part.shape.cost.mean_step((hi - lo) * DTYPE.itemsize))
         parts.append(entry)
     return {
         "cluster": p.cluster.to_dict(), "bytes": p.nbytes, "calls": calls,

@@ -23,8 +23,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from controller.job_plan import JobPlan, method_lines, plan_job
-from controller.model import HostCost
-from controller.plan import nodes
+from controller.model import HostCost, JobTree, aggregation_rates
 from controller.topology import Topology, delay_seconds, fat_tree, leaf_spine, rail_optimised, single, tree
 from virtual_fabric import host_cost, host_latency
 from virtual_fabric.fabric import Fabric, Sums
@@ -131,18 +130,14 @@ def members(topology: Topology, workers: int | None) -> list[str]:
 def with_aggregation_rate(topology: Topology, hosts: list[str], config: RunConfig) -> Topology:
     """The topology with every switch of the job's trees summing ``agg_rate`` x the link rate per child:
     ``agg_pps`` = rate x L / (frame bits) x (its children in the planned trees), so each switch lets
-    each worker send at ``agg_rate`` x L (C, in docs/hybrid.md's terms).  The planner does not read
-    ``agg_pps``, so the trees are those planned without it."""
+    each worker send at ``agg_rate`` x L (C, in docs/hybrid.md's terms: ``model.aggregation_rates``).  The
+    planner does not read ``agg_pps``, so the trees are those planned without it."""
     P = load_protocol(config.values)
     found = plan_job(topology, hosts, P, config.trees, "ina", pool_size=config.pool_size).tree_plan
-    frames = config.agg_rate * found.rate * 1e6 / (P.frame_bytes * 8)  # per child and second, at C
-    load: dict[str, float] = {}
-    for t in found.trees:
-        for node in nodes(topology, hosts, t.tree).values():
-            load[node.switch] = load.get(node.switch, 0.0) + t.share * len(node.children)
+    trees = [JobTree(t.tree, t.rate, t.share) for t in found.trees]
     data = topology.to_dict()
-    for switch, children in load.items():
-        data["switches"][switch]["agg_pps"] = frames * children
+    for switch, pps in aggregation_rates(topology, hosts, trees, P.frame_bytes, config.agg_rate * found.rate).items():
+        data["switches"][switch]["agg_pps"] = pps
     return Topology.from_dict(data)
 
 

@@ -30,7 +30,8 @@ switches alpha that makes them equal is, with each part as latency a + slope b p
 
     alpha = (a_ring - a_ina + b_ring E) / ((b_ina + b_ring) E)        (E elements, clipped to [0, 1])
 
-and a ring whose latency alone exceeds in-network aggregation's whole call is never taken.
+(``equal_finish``, which splits a direct-connect plan's parts too), and a ring whose latency alone exceeds
+in-network aggregation's whole call is never taken.
 """
 
 from __future__ import annotations
@@ -341,6 +342,23 @@ class CallModel:
                    tuple(HybridCost(ina(h["ina"]), RingCost(**h["ring"])) for h in data.get("hybrids", ())))
 
 
+def equal_finish(lines: Sequence[tuple[float, float]], amount: float) -> list[float]:
+    """The shares of ``amount`` that end every part at once, each part a line (latency a, seconds b > 0 per
+    unit): T = (amount + sum a/b) / sum 1/b over the parts that run, and a part whose latency alone is T or
+    more gets none (the rest are shared again).  For two parts the first's share is the hybrid's alpha,
+    (a_2 - a_1 + b_2 E) / ((b_1 + b_2) E) clipped to [0, 1]; ``controller.model.part_shares`` splits a
+    direct-connect plan's parts by it."""
+    active = sorted(range(len(lines)), key=lambda i: lines[i][0])
+    t = 0.0
+    while active:
+        rate = sum(1 / lines[i][1] for i in active)
+        t = (amount + sum(lines[i][0] / lines[i][1] for i in active)) / rate
+        if all(lines[i][0] < t for i in active):
+            break
+        active.pop()
+    return [(t - a) / b / amount if i in active else 0.0 for i, (a, b) in enumerate(lines)]
+
+
 def _split(h: HybridCost, elements: int, values: int, exact: bool, wide: int, narrow: int,
            sent: Sequence[int] | None) -> float:
     """The share through the switches that makes both parts take as long (each part as a line)."""
@@ -348,7 +366,5 @@ def _split(h: HybridCost, elements: int, values: int, exact: bool, wide: int, na
     if sent is not None:  # the window still opening adds its round trips to the trees' latency
         big = 1 << 20
         a_ina = max(a_ina, h.ina.seconds(big, exact, sent) - big * per_chunk)
-    b_ina = per_chunk / values
     b_ring = wide * h.ring.reduce_seconds + narrow * h.ring.gather_seconds
-    share = (h.ring.latency - a_ina + b_ring * elements) / ((b_ina + b_ring) * elements)
-    return min(1.0, max(0.0, share))
+    return equal_finish([(a_ina, per_chunk / values), (h.ring.latency, b_ring)], elements)[0]

@@ -175,7 +175,7 @@ class Packet:
     answered: bool = False
     raise_up: bool = False  # meta.raise: a kept result goes up (a repeat with FLAG_RECOVER)
     lane_overflow: bool = False
-    to_peer: bool = False  # meeting rules 1 and 3: the cell's sum goes to the peer as DATA
+    to_peer: bool = False  # meeting rule 1: a contribution's sum, our half, goes to the peer as DATA
 
 
 class Relay:
@@ -295,10 +295,9 @@ class Relay:
         pkt.job_stat = P.JOB_STAT_RETRANSMITS
         pkt.verdict = Verdict.ANSWER
         if not complete:
-            if self._peer_lacks_our_half(tree, old, count):
-                pkt.to_peer = True  # meeting rule 3: our half again, as an ANSWER reads it
-            else:
+            if not self._peer_lacks_our_half(tree, old, count):
                 pkt.verdict = Verdict.DROP  # absorbed: the result comes when the others arrive
+            # else meeting rule 3: our half again, to the peer, answered as a partial sum up is (ANSWER)
         elif pkt.answered:  # answered from the cell
             if not tree.is_root and pkt.fields["flags"] & P.FLAG_RECOVER:
                 pkt.raise_up = True  # the parent may have lost the round: the kept result goes up
@@ -377,7 +376,7 @@ class Relay:
             return []  # refused, stale, or absorbed until the last child arrives
         if pkt.verdict in (Verdict.PASS_DOWN, Verdict.KEEP):
             return self._to_children(pkt, with_peer=False)  # meeting rule 4: the peer has it
-        if pkt.to_peer or (pkt.verdict == Verdict.ANSWER and not pkt.answered):
+        if pkt.to_peer or (pkt.verdict == Verdict.ANSWER and not pkt.answered):  # partial sums, a half to the peer
             return [self._emit(pkt, tree.parent_port, P.RECEIVER_PARENT, P.MSG_DATA, tree.index_at_parent)]
         if pkt.verdict == Verdict.ANSWER:
             if pkt.raise_up:

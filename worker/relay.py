@@ -147,8 +147,9 @@ class RelayStats:
 
 
 class Verdict(enum.Enum):
-    """common/vocabulary.p4's verdicts that a relay reaches (a packet starts unchecked: None)."""
+    """common/vocabulary.p4's verdicts that a relay reaches."""
 
+    CHECKED = enum.auto()  # a known member's DATA packet: the round check decides
     DROP = enum.auto()
     PASS_DOWN = enum.auto()
     ANSWER = enum.auto()
@@ -169,7 +170,7 @@ class Packet:
     cells: Cells | None = None
     from_parent: bool = False
     cell: int = 0
-    verdict: Verdict | None = None  # None: CHECKED
+    verdict: Verdict = Verdict.CHECKED
     job_stat: int | None = None  # the JOB_STAT_* telemetry counts at the end (meta.count_job, meta.job_stat)
     completed: bool = False
     answered: bool = False
@@ -213,7 +214,7 @@ class Relay:
         values = np.frombuffer(bytes(payload), ">i4", P.values, P.header_bytes).astype(np.int32)
         pkt = Packet(word, fields, values, port)
         self._look_up(pkt)
-        if pkt.verdict is None or pkt.verdict == Verdict.PASS_DOWN:
+        if pkt.verdict in (Verdict.CHECKED, Verdict.PASS_DOWN):
             self._check_round(pkt)
         if pkt.verdict in (Verdict.ANSWER, Verdict.FIRST, Verdict.ADD, Verdict.KEEP):
             self._value_lanes(pkt)
@@ -240,11 +241,8 @@ class Relay:
         pkt.tree, pkt.from_parent = entry
         pkt.cells = self.cells[pkt.tree.job_id]
         pkt.cell = f["slot"] << 1 | f["set"]
-        if pkt.from_parent and f["msg_type"] != P.MSG_RESULT:
-            bad = True
-        else:  # a child sends DATA only: its RESULT is a recovery's, and a relay never loses its cells
-            bad = not pkt.from_parent and f["msg_type"] != P.MSG_DATA
-        if bad:
+        # the parent sends RESULTs; a child DATA only (its RESULT is a recovery's: a relay never loses its cells)
+        if f["msg_type"] != (P.MSG_RESULT if pkt.from_parent else P.MSG_DATA):
             pkt.job_stat = P.JOB_STAT_BAD_TYPE
             pkt.verdict = Verdict.DROP
         elif f["slot"] >= pkt.tree.pool_size:

@@ -4,8 +4,10 @@
    written as ina.p4 entries), take the same seeded random packets (contributions, repeats, duplicates, stale
    rounds, the parent's RESULTs, foreign and truncated packets, overflowing values); every output (port,
    receiver, ina header and values) and every counter must agree, packet by packet.
-2. The meeting rules, at two relays joined as meeting ends: both orders of the halves' completion, a lost
-   half recovered by a child's repeat, the peer's RESULT path.
+   The same against p4src/nic.p4 with meeting trees (its ``meetings`` table and second multicast group).
+2. The meeting rules, at two relays and at two nic.p4 switches joined as meeting ends (the same datagrams
+   and counters at both): both orders of the halves' completion, crossing halves, a lost half recovered by a
+   child's repeat, a lost total recovered through the peer's RESULT path.
 3. End to end, in pure Python: hosts whose contributions are real ``worker.engine.TreeCall``s sum through
    relays wired as ring_tree's half chain and as two meeting halves, with packets lost between relays.
 """

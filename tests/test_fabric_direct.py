@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from controller.direct import DirectCluster, DirectError, plan, plan_of
+from controller.direct import DirectCluster, plan, plan_of
 from virtual_fabric import cli, direct, host_latency
 from virtual_fabric.direct import DirectRun, fabric_cluster, merged_topology, run_plan
 from worker import protocol
@@ -124,13 +124,16 @@ def test_tree_parts_share_one_network_with_unique_names_and_addresses() -> None:
     assert members[1][0] == "t1h1"
 
 
-@pytest.mark.parametrize(("cluster", "kinds", "name"), [
-    (DirectCluster(WORKERS, 2, 10.0, devices=4, device_ports=4), ["ring_tree"], r"ring_tree\(\d+\)"),
-])
-def test_a_part_the_fabric_cannot_run_is_refused_by_name(cluster: DirectCluster, kinds: list[str], name: str) -> None:
-    p = plan(fabric_cluster(cluster), MB, kinds)
-    with pytest.raises(DirectError, match=rf"part 0 \({name} on interfaces \[0, 1\].*not runnable"):
-        run_plan(p)
+def test_partial_trees_joined_by_rings_run_through_host_relays_as_planned() -> None:
+    """16 workers in groups of 5 (chains of 3 and 2 host relays to each group's device, a single worker's group
+    on both of its device's ports), 5 devices: every worker's calls through its own relay, the devices' job over
+    the chain ends; 8 steps counted, as planned, every round; the second call within 15% of the plan."""
+    cluster = DirectCluster(WORKERS, 2, 10.0, devices=8, device_ports=4)
+    result = direct.run(cluster, MB, parts=["ring_tree(5)"])
+    (part,) = result["parts"]
+    assert result["check"]["within_bound"] and result["check"]["identical"], result["errors"]
+    assert part["kind"] == "ring_tree" and part["steps"] == 8 and set(part["steps_counts"]) == {8}
+    assert result["call_figures"][1]["ratio"] == pytest.approx(1.0, abs=0.15)
 
 
 def test_ina_sim_direct_prints_each_part_and_the_call_against_the_plan(capsys: pytest.CaptureFixture) -> None:
@@ -140,9 +143,9 @@ def test_ina_sim_direct_prints_each_part_and_the_call_against_the_plan(capsys: p
     assert "part 0: ring on interfaces [0, 1]" in out and "30 steps" in out
     assert "call 1:" in out and "the plan said" in out
     assert "every result within the bound: True; identical on every worker: True" in out
-    code = cli.main(["direct", "--workers", "16", "--interfaces", "2", "--gbps", "10", "--devices", "4", "--ports",
-                     "4", "--kinds", "ring_tree", "--size", str(MB)])
-    assert code == 2 and "not runnable" in capsys.readouterr().err
+    code = cli.main(["direct", "--workers", "16", "--interfaces", "2", "--gbps", "10", "--size", str(MB),
+                     "--parts", "tree"])
+    assert code == 2 and "not among the shapes" in capsys.readouterr().err  # no devices: no tree
 
 
 def test_ina_sim_direct_takes_a_cluster_file_with_the_fabrics_host_latency(tmp_path, capsys) -> None:

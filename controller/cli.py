@@ -210,6 +210,8 @@ def _direct(sub) -> None:
     setup.add_argument("--kinds", help="only these part shapes, comma-separated (DirectWorker runs tree, ring "
                                        "and torus)")
     setup.add_argument("--values", type=int, help="int32 values per packet (default: the most the devices take)")
+    setup.add_argument("--circuits", type=Path, help="the circuits the OCS was programmed with (`direct plan "
+                                                     "--circuits`): refused unless they are this plan's")
 
 
 def _plan_direct(args: argparse.Namespace) -> int:
@@ -246,6 +248,8 @@ def _setup_direct(args: argparse.Namespace) -> int:
     found = direct.plan(cluster, args.size[0], args.kinds.split(",") if args.kinds else None,
                         protocol.load(args.values))  # the trees' packets, so their windows, at the values asked
     print("\n".join(direct.describe(found)))
+    if args.circuits:
+        direct.check_programmed(found, direct.read_circuits(args.circuits), str(args.circuits))
     parts = create_parts(cluster, found, site, args.state_dir, PipelineOptions(args.values) if args.values else None)
     for k, (planned, part) in enumerate(zip(found.parts, parts)):
         head = f"part {k + 1}/{len(parts)}: {planned.shape.name}, share {part.share:.3f}"

@@ -531,6 +531,33 @@ def check_circuits(cluster: DirectCluster, circuits: Iterable[tuple[str, str]]) 
             seen.add(end)
 
 
+def read_circuits(path: str | Path) -> list[tuple[str, str]]:
+    """A circuits file (`ina-ctl direct plan --circuits`: a JSON list of [end, end] pairs), checked for form."""
+    data = read_json(path, DirectError)
+    if not isinstance(data, list) or not all(isinstance(c, list) and len(c) == 2 and all(isinstance(e, str) for e in c)
+                                             for c in data):
+        raise DirectError(f"{path}: a circuits file is a JSON list of [end, end] pairs like [\"w0.1\", \"d3.2\"]")
+    return [(a, b) for a, b in data]
+
+
+def check_programmed(p: DirectPlan, circuits: Sequence[tuple[str, str]], where: str = "circuits") -> None:
+    """DirectError naming the first circuit the plan needs that ``circuits`` lacks (or has that it does not):
+    a plan run on circuits programmed for another would send to the wrong ports."""
+    check_circuits(p.cluster, circuits)
+    want, have = {frozenset(c) for c in p.circuits}, {frozenset(c) for c in circuits}
+    for c in p.circuits:
+        if frozenset(c) not in have:
+            raise DirectError(f"{where}: the plan needs circuit {list(c)} (part {_part_of(p, c) + 1}), which is "
+                              f"not there: the OCS was programmed for another plan (same cluster, size and kinds?)")
+    for i, c in enumerate(circuits):
+        if frozenset(c) not in want:
+            raise DirectError(f"{where}[{i}]: circuit {list(c)} is not in the plan")
+
+
+def _part_of(p: DirectPlan, circuit: tuple[str, str]) -> int:
+    return next(k for k, part in enumerate(p.parts) if circuit in part.circuits)
+
+
 def tree_topology(cluster: DirectCluster, part: Part, P: protocol.Protocol | None = None) -> dict:
     """A tree part as a topology file (controller.topology): worker w's interface as host h<w+1>, each device
     as switch d<j> with its aggregation rate, the circuits as links at L with the hop's delay.  The

@@ -151,6 +151,25 @@ def test_a_site_that_is_not_the_clusters_is_refused(tmp_path: Path, capsys: pyte
     assert not (tmp_path / "state").exists()
 
 
+def test_circuits_programmed_for_another_plan_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`direct setup --circuits`: the OCS's circuits must be the plan's; a swapped end is named, and nothing
+    is set up."""
+    site, cluster, circuits = tmp_path / "site.json", tmp_path / "cluster.json", tmp_path / "circuits.json"
+    site.write_text(json.dumps(site_dict("127.0.0.1:9559", 41000)))
+    cluster.write_text(json.dumps(CLUSTER.to_dict()))
+    assert cli.main(["direct", "plan", "--cluster", str(cluster), "--size", "1MB", "--circuits", str(circuits)]) == 0
+    wired = json.loads(circuits.read_text())
+    (a, b), (c, d) = wired[0], wired[1]
+    wired[0], wired[1] = [a, d], [c, b]  # two circuits' far ends swapped
+    circuits.write_text(json.dumps(wired))
+    capsys.readouterr()
+    assert cli.main(["direct", "setup", "--cluster", str(cluster), "--site", str(site), "--size", "1MB",
+                     "--state-dir", str(tmp_path / "state"), "--circuits", str(circuits)]) == 1
+    err = capsys.readouterr().err
+    assert f"{circuits}: the plan needs circuit {[a, b]}" in err and "another plan" in err, err
+    assert not (tmp_path / "state").exists()
+
+
 def torus_site(cluster: DirectCluster, ring_port: int) -> dict:
     """Worker w's interface i at 127.0.(10+i).(w+1); no device."""
     return {"workers": [{"interfaces": [{"ip": f"127.0.{10 + i}.{w + 1}/24", "mac": f"02:00:{i:02x}:00:00:{w + 1:02x}"}

@@ -13,6 +13,7 @@ import pytest
 from tests import test_relay
 from tests.test_relay import BELOW, HALF_CHAIN, MEET_A, MEET_B, MEETING, ROOT, P, Traffic, run_hosts
 from worker import native
+from worker.native.relay import relay_class
 from worker.relay import Output, Relay, RelayTree
 
 needs_native = pytest.mark.skipif(not native.available(), reason="no C compiler: the native relay cannot be built")
@@ -152,11 +153,11 @@ def test_bad_input_is_refused_by_name_or_counted(side: str) -> None:
 
 def test_without_the_native_core_callers_get_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INA_NATIVE", "0")
-    assert native.relay_class() is Relay
+    assert relay_class() is Relay
     monkeypatch.delenv("INA_NATIVE")
     monkeypatch.setenv("CC", "/nonexistent/cc")  # no compiler: the library is built anew, and cannot be
     monkeypatch.setattr(native, "_loaded", [])
-    assert native.relay_class() is Relay and "does not run" in native.why_not()
+    assert relay_class() is Relay and "does not run" in native.why_not()
     with pytest.raises(RuntimeError, match="native core is not available"):
         native_relay([ROOT])
 
@@ -166,4 +167,4 @@ def test_where_the_c_builds_callers_get_the_native_relay(monkeypatch: pytest.Mon
     from worker.native.relay import NativeRelay
 
     monkeypatch.delenv("INA_NATIVE", raising=False)
-    assert native.relay_class() is NativeRelay
+    assert relay_class() is NativeRelay

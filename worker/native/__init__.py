@@ -597,14 +597,3 @@ def prepare_into(flat: np.ndarray, padded: np.ndarray | None, values: int) -> tu
                              quantize.EXPONENT_MIN, quantize.EXPONENT_MAX, quantize.EXPONENT_NONE)
     return status == 0, exps
 
-
-def relay_class() -> type:
-    """The relay a host runs: ``NativeRelay`` (relay.c) where the native core builds, else the reference
-    ``worker.relay.Relay`` (as ``core()`` chooses, and says why once)."""
-    from worker import relay
-
-    if core() is engine:
-        return relay.Relay
-    from worker.native.relay import NativeRelay
-
-    return NativeRelay

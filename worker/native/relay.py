@@ -5,6 +5,7 @@ packet are too slow.  ``NativeRelay`` is the reference's class with ``receive`` 
 trees are checked, and the cells (``Cells``) and counters (``RelayStats``) made, by the reference's
 constructor, then lent to C, so they read the same way on both.  A batch of datagrams for one port costs one
 call (``ina_relay_receive``); tests/test_native_relay.py checks both relays agree byte for byte.
+``relay_class()`` is the relay a host runs: this one where the C builds, else the reference.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from worker.native import _lib, _ptr
+from worker import engine
+from worker.native import _lib, _ptr, core
 from worker.protocol import Protocol
 from worker.relay import MAX_PORT, Output, Outputs, Relay, RelayTree, batch
 
@@ -107,3 +109,9 @@ class NativeRelay(Relay):
         if len(parts) == 1:
             return Outputs(*parts[0])
         return Outputs(*(np.concatenate(columns) for columns in zip(*parts)))
+
+
+def relay_class() -> type[Relay]:
+    """``NativeRelay`` where the native core builds, else the reference ``Relay`` (as ``native.core()`` chooses,
+    and says why once)."""
+    return Relay if core() is engine else NativeRelay

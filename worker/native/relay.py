@@ -49,6 +49,8 @@ class NativeRelay(Relay):
         o = self._out
         o.ports, o.receivers = _ptr(ffi, "int32_t *", self._ports), _ptr(ffi, "int32_t *", self._receivers)
         o.payloads, o.cap = _ptr(ffi, "uint8_t *", self._payloads), self._room
+        self._length = np.zeros(1, np.int64)
+        self._length_ptr = _ptr(ffi, "int64_t *", self._length)
 
     @staticmethod
     def _fill_layout(ffi: Any, P: Protocol) -> Any:
@@ -85,18 +87,19 @@ class NativeRelay(Relay):
         t.job_stats = _ptr(ffi, "int64_t *", self.stats.jobs[tree.job_id])
 
     def receive(self, port: int, payload: bytes | bytearray | memoryview) -> list[Output]:
-        row = np.frombuffer(bytes(payload), np.uint8)
-        return self.receive_batch(port, row.reshape(1, -1), [len(row)]).outputs()
+        """One datagram, straight to C (a batch of one, without numpy's wrapping: this is the per-packet path)."""
+        ffi, lib = _lib()
+        data = bytes(payload)
+        self._length[0] = len(data)
+        lib.ina_relay_receive(self._r, _port(port), ffi.from_buffer(data), len(data), self._length_ptr, 1, self._out)
+        n = self._out.n
+        return [Output(p, r, self._payloads[j].tobytes())
+                for j, (p, r) in enumerate(zip(self._ports[:n].tolist(), self._receivers[:n].tolist()))]
 
     def receive_batch(self, port: int, rows: np.ndarray, lengths: np.ndarray | list[int]) -> Outputs:
         ffi, lib = _lib()
         rows, lengths = batch(rows, lengths)
-        try:
-            port = operator.index(port)
-        except TypeError:
-            port = -1  # no child's: refused as an unknown member, as the reference refuses it
-        if not 0 <= port <= MAX_PORT:
-            port = -1
+        port = _port(port)
         k, stride, out, done, parts = len(rows), rows.shape[1], self._out, 0, []
         while True:
             lib.ina_relay_receive(self._r, port, _ptr(ffi, "uint8_t *", rows[done:]), stride,
@@ -109,6 +112,16 @@ class NativeRelay(Relay):
         if len(parts) == 1:
             return Outputs(*parts[0])
         return Outputs(*(np.concatenate(columns) for columns in zip(*parts)))
+
+
+def _port(port: object) -> int:
+    """The port as C takes it: -1 for what is no port (no child is on it: refused as an unknown member, as
+    the reference refuses it)."""
+    try:
+        port = operator.index(port)
+    except TypeError:
+        return -1
+    return port if 0 <= port <= MAX_PORT else -1
 
 
 def relay_class() -> type[Relay]:

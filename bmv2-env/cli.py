@@ -6,30 +6,43 @@
     ina-net stop                                              # from another terminal
     ina-net clean                                             # what a crashed run left behind
 
+    ina-net direct site --cluster C.json --circuits CIRCUITS.json --out SITE.json   # a direct-connect cluster:
+    ina-net direct start --cluster C.json --circuits CIRCUITS.json --site SITE.json [--cli]
+    ina-net direct stop                                       # (or ina-net stop); ina-net exec w0 -- ...
+    ina-net direct clean --cluster C.json --circuits CIRCUITS.json
+
 Every command takes ``--run-dir`` (default: ina-net in the temporary directory); the running
 network writes ``net.json`` there for the controller, and its logs under ``logs/``.
 
 A topology is a file or a builder, named as ``ina-sim`` names them: ``single:N``, ``tree:LEAVES,PER_LEAF``,
 ``leaf_spine:SPINES,LEAVES,PER_LEAF``, ``fat_tree:K``, ``rails:NODES,RAILS,PER_LEAF,SPINES`` (rail_optimised:
 machines with a NIC per rail); ``--bw``/``--fabric-bw`` shape a builder's host and switch-to-switch links.
+``direct`` runs a direct-connect cluster (docs/direct.md) from a plan's circuits (``ina-ctl direct plan
+--circuits``) and a site file: ``direct.py``; ``direct site`` writes a site file for Mininet.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
+from controller.direct import DirectCluster, DirectError
+from controller.direct_site import DirectSite
 from controller.network import Network
 from controller.topology import Topology, TopologyError, fat_tree, leaf_spine, rail_optimised, single, tree
 from p4target.netns import remove_stale
 
+from .direct import DirectNetwork, direct_interface_names, load_circuits, mininet_site
 from .machines import Placement
 from .network import GRPC_PORT_BASE, START_TIMEOUT, InaNetwork, interface_names
 from .p4switch import TARGETS, SwitchStartError
@@ -84,22 +97,33 @@ def _summary(net: InaNetwork) -> str:
     return "\n".join(lines)
 
 
-def cmd_start(args: argparse.Namespace) -> int:
-    from mininet.cli import CLI
+def _prepare(args: argparse.Namespace) -> None:
+    """Mininet's messages as asked; SIGTERM and SIGHUP stop the network as Ctrl-C does."""
     from mininet.log import setLogLevel
 
     setLogLevel("info" if args.verbose else "output")  # "output": what the Mininet CLI prints
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_stop)
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    _prepare(args)
     net = InaNetwork(topology_argument(args.topology, args.bw, args.fabric_bw), args.run_dir, args.target,
                      args.grpc_port_base, args.switch_log, args.start_timeout, args.program, args.management)
+    return _run(net, _summary, args.cli)
+
+
+def _run(net: InaNetwork | DirectNetwork, summary: Callable[[Any], str], cli: bool) -> int:
+    """Start the network, print its summary, run until Ctrl-C/SIGTERM (or the Mininet CLI's exit), stop it."""
+    from mininet.cli import CLI
+
     try:
         net.start()
     except (KeyboardInterrupt, StopRequested):
         return 1
     try:
-        print(_summary(net), flush=True)
-        if args.cli:
+        print(summary(net), flush=True)
+        if cli:
             CLI(net.mininet)
         else:
             print(f"running; Ctrl-C or `ina-net stop --run-dir {net.run_dir}` stops it", flush=True)
@@ -161,16 +185,125 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
+def _direct_summary(net: DirectNetwork) -> str:
+    c = net.cluster
+    lines = [f"direct-connect cluster up: {c.workers} workers x {c.interfaces} interfaces, {c.devices} device(s)"
+             + (", a streaming NIC on each worker" if c.nic_streaming else "")]
+    for sw in net.switches:
+        lines.append(f"  {sw.name}: device {sw.device_id}, P4Runtime {sw.grpc_address}, log {sw.log_path}"
+                     + (f", program {sw.program}" if sw.program else ""))
+    delay = f"hop delay {net.hop_delay} (netem)" if net.hop_delay else "no hop delay (this kernel has no netem)" \
+        if c.hop_latency > 0 else "no hop delay"
+    count = len(net.circuits)
+    lines.append(f"  {count} circuit{'' if count == 1 else 's'} at {c.link_gbps * 1e3:g} Mb/s each way, {delay}")
+    lines.append(f"  described in {net.direct_file}")
+    lines.append("the devices start empty: `ina-ctl direct setup --cluster ... --site ... --size ... --state-dir DIR` "
+                 "pushes ina.p4 and the jobs")
+    return "\n".join(lines)
+
+
+def _direct_network(args: argparse.Namespace) -> DirectNetwork:
+    cluster = DirectCluster.load(args.cluster)
+    return DirectNetwork(cluster, load_circuits(args.circuits, cluster), DirectSite.load(args.site), args.run_dir,
+                         args.nic_program, args.switch_log, args.start_timeout, (str(args.circuits), str(args.site)))
+
+
+def cmd_direct_start(args: argparse.Namespace) -> int:
+    net = _direct_network(args)  # a refused input before any signal handler or Mininet message
+    _prepare(args)
+    return _run(net, _direct_summary, args.cli)
+
+
+def cmd_direct_site(args: argparse.Namespace) -> int:
+    cluster = DirectCluster.load(args.cluster)
+    site = mininet_site(cluster, load_circuits(args.circuits, cluster), args.target, args.grpc_port_base)
+    args.out.write_text(json.dumps(site.to_dict(), indent=2) + "\n")
+    print(f"wrote {args.out}: {cluster.workers} workers' interfaces, {len(site.devices)} device(s)"
+          + (", a NIC per worker" if site.nics else "") + " (P4Runtime on 127.0.0.1)")
+    return 0
+
+
+def cmd_direct_clean(args: argparse.Namespace) -> int:
+    names = []
+    if args.cluster and args.circuits:
+        cluster = DirectCluster.load(args.cluster)
+        names = direct_interface_names(cluster, load_circuits(args.circuits, cluster))
+    elif args.cluster or args.circuits:
+        raise DirectError("give both --cluster and --circuits (to delete links named like theirs), or neither")
+    removed = clean_run_dir(args.run_dir, names, force=args.force) + remove_stale()
+    print("\n".join(f"removed {what}" for what in removed) or "nothing to clean")
+    return 0
+
+
+def _start_options(start: argparse.ArgumentParser) -> None:
+    """What every `start` takes: the CLI, the switches' logs, how long they may take to boot, Mininet's chatter."""
+    start.add_argument("--cli", action="store_true", help="drop to the Mininet CLI; `exit` stops the network")
+    start.add_argument("--switch-log", metavar="LEVEL", choices=["trace", "debug", "info", "warn", "error"],
+                       help="switches log at this level (--log-console -L LEVEL) into logs/<switch>.log")
+    start.add_argument("--start-timeout", type=float, default=START_TIMEOUT,
+                       help=f"seconds to wait for every switch to answer P4Runtime (default {START_TIMEOUT:.0f})")
+    start.add_argument("-v", "--verbose", action="store_true", help="show Mininet's progress messages")
+
+
+def _direct_parser(sub: Any, add_run_dir: Callable[[argparse.ArgumentParser], None]) -> None:
+    """`ina-net direct site|start|stop|clean`."""
+    actions = sub.add_parser("direct", help="a direct-connect cluster (docs/direct.md): workers, circuits, devices",
+                             description="a direct-connect cluster from a plan's circuits and a site file") \
+        .add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def inputs(p: argparse.ArgumentParser, site: bool) -> None:
+        p.add_argument("--cluster", type=Path, required=True, help="the cluster file (docs/direct.md)")
+        p.add_argument("--circuits", type=Path, required=True,
+                       help="the plan's circuits: `ina-ctl direct plan --circuits FILE` writes them")
+        if site:
+            p.add_argument("--site", type=Path, required=True,
+                           help="the site file (every worker's interfaces, every device's P4Runtime on 127.0.0.1): "
+                                "`ina-net direct site` writes one")
+
+    site = actions.add_parser("site", help="write a site file for running the cluster in Mininet")
+    inputs(site, False)
+    site.add_argument("--out", type=Path, required=True, help="the site file to write")
+    site.add_argument("--target", choices=TARGETS, default="auto", help="the devices' (and NICs') switch program")
+    site.add_argument("--grpc-port-base", type=int, default=GRPC_PORT_BASE,
+                      help=f"P4Runtime on the first free ports from this (default {GRPC_PORT_BASE})")
+    site.set_defaults(func=cmd_direct_site)
+
+    start = actions.add_parser("start", help="start it; runs until Ctrl-C or `ina-net direct stop`")
+    add_run_dir(start)
+    inputs(start, True)
+    start.add_argument("--nic-program", type=Path,
+                       help="the streaming NICs' P4 program, loaded at start (default p4src/ina.p4 until "
+                            "p4src/nic.p4 exists)")
+    _start_options(start)
+    start.set_defaults(func=cmd_direct_start)
+
+    stop = actions.add_parser("stop", help="stop the network running from the run directory (as `ina-net stop`)")
+    add_run_dir(stop)
+    stop.set_defaults(func=cmd_stop)
+
+    clean = actions.add_parser("clean", help="remove what a crashed run left: switch processes, host shells, "
+                                             "interfaces")
+    add_run_dir(clean)
+    clean.add_argument("--cluster", type=Path, help="with --circuits: also delete links named like theirs")
+    clean.add_argument("--circuits", type=Path)
+    clean.add_argument("--force", action="store_true",
+                       help="also kill switch processes of other runs that use these interfaces")
+    clean.set_defaults(func=cmd_direct_clean)
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ina-net", description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.splitlines()[2:]))
     sub = ap.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
 
+    def add_run_dir(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--run-dir", type=Path, default=DEFAULT_RUN_DIR,
+                       help=f"net.json (direct.json), state and logs of the network (default {DEFAULT_RUN_DIR})")
+
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--run-dir", type=Path, default=DEFAULT_RUN_DIR,
-                       help=f"net.json, state and logs of the network (default {DEFAULT_RUN_DIR})")
+        add_run_dir(p)
         return p
 
     start = add("start", "start a topology file; runs until Ctrl-C or `ina-net stop`")
@@ -186,18 +319,13 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("--program", choices=["v1model", "tna"], default="v1model",
                        help="what the controller will push (net.json's arch): v1model (p4src/ina.p4, the default) "
                             "or tna (p4src/tofino/ina_tna.p4, built-in target only)")
-    start.add_argument("--cli", action="store_true", help="drop to the Mininet CLI; `exit` stops the network")
     start.add_argument("--management", action="store_true",
                        help="a management network too: every host reaches the root namespace (172.31.255.254, where "
                             "`ina-ctl serve` listens) on <host>-mgmt; the data path is unchanged")
     start.add_argument("--grpc-port-base", type=int, default=GRPC_PORT_BASE,
                        help=f"switch i serves P4Runtime on the first free port from this + i "
                             f"(default {GRPC_PORT_BASE})")
-    start.add_argument("--switch-log", metavar="LEVEL", choices=["trace", "debug", "info", "warn", "error"],
-                       help="switches log at this level (--log-console -L LEVEL) into logs/<switch>.log")
-    start.add_argument("--start-timeout", type=float, default=START_TIMEOUT,
-                       help=f"seconds to wait for every switch to answer P4Runtime (default {START_TIMEOUT:.0f})")
-    start.add_argument("-v", "--verbose", action="store_true", help="show Mininet's progress messages")
+    _start_options(start)
     start.set_defaults(func=cmd_start)
 
     add("stop", "stop the network running from the run directory").set_defaults(func=cmd_stop)
@@ -213,6 +341,7 @@ def parser() -> argparse.ArgumentParser:
     clean.add_argument("--force", action="store_true",
                        help="also kill switch processes of other runs that use these interfaces")
     clean.set_defaults(func=cmd_clean)
+    _direct_parser(sub, add_run_dir)
     return ap
 
 

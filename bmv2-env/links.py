@@ -15,19 +15,23 @@ mode: it needs neither netem nor act_gact, which kernels like ours also lack.  A
 whose frames add up to one frame's size or less (a few tiny datagrams) still goes whole.
 
 Mininet only prints tc's errors and carries on, so ``add_link`` checks that every option
-really took effect and raises LinkSetupError otherwise.
+really took effect and raises LinkSetupError otherwise.  Mininet also ignores a ``bw`` above
+1 Gbit/s (its TCIntf's limit): such a link gets the same htb as a lossy one, at the root, without
+the filter (``limit_rate``).
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from mininet.link import Link, TCLink
+from mininet.link import Link, TCIntf, TCLink
 from mininet.net import Mininet
 
 from controller.topology import PORT_NAME
 from controller.topology import Link as TopologyLink
+from p4target import netns
 
 NETEM_OPTIONS = ("delay", "jitter", "max_queue_size")  # TCIntf makes these with netem
 RATE_QDISCS = ("htb", "tbf", "hfsc")  # and bw with one of these
@@ -75,16 +79,42 @@ def add_link(net: Mininet, link: TopologyLink, hosts: Mapping[str, HostEnd] | No
     if loss and any(shaping.get(k) for k in NETEM_OPTIONS):
         raise LinkSetupError(f"link {link.a} -- {link.b}: loss cannot be combined with {', '.join(NETEM_OPTIONS)} "
                              f"(both would need the root qdisc)")
-    if shaping and not loss:
+    fast = shaping.get("bw") is not None and float(shaping["bw"]) > TCIntf.bwParamMax and \
+        not any(shaping.get(k) for k in NETEM_OPTIONS)  # Mininet would ignore the bw: our own htb
+    if shaping and not loss and not fast:
         made = net.addLink(a, b, port1=port_a, port2=port_b, cls=TCLink, **ends, **shaping)
     else:
         made = net.addLink(a, b, port1=port_a, port2=port_b, **ends)
     for intf in (made.intf1, made.intf2):
         if loss:
             lose_frames(intf, float(loss), link.options.get("bw"), link)
+        elif fast:
+            limit_rate(intf, float(shaping["bw"]), link)
         elif shaping:
             _check_shaping(intf, link)
     return made
+
+
+def kernel_has_netem() -> bool:
+    """Whether tc can make a netem qdisc here (some kernels, ours among them, are built without sch_netem)."""
+    with netns.Sandbox() as box:
+        ns = box.netns("netem")
+        return subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem",
+                               "delay", "1ms"], capture_output=True).returncode == 0
+
+
+def limit_rate(intf: object, bw: float, link: TopologyLink) -> None:
+    """Make ``intf`` send at ``bw`` Mbit/s with an htb at the root, as Mininet shapes (any rate)."""
+    _run_tc(intf, [f"tc qdisc replace dev {intf.name} root handle 10: htb default 1",
+                   f"tc class add dev {intf.name} parent 10: classid 10:1 htb rate {bw}mbit burst {HTB_BURST} "
+                   f"quantum 1514"], f"cannot shape {intf.name} to {bw} Mb/s", link)
+
+
+def _run_tc(intf: object, commands: list[str], what: str, link: TopologyLink) -> None:
+    for command in commands:
+        out = intf.cmd(f"{command} 2>&1 && echo TC_OK")
+        if "TC_OK" not in out:
+            raise LinkSetupError(f"link {link.a} -- {link.b}: {what}: `{command}`: {out.strip()}")
 
 
 def drop_filter(percent: float) -> str:
@@ -105,11 +135,7 @@ def lose_frames(intf: object, percent: float, bw: float | None, link: TopologyLi
                 f"tc qdisc add dev {dev} parent 1:1 handle 10: htb default 1",
                 f"tc class add dev {dev} parent 10: classid 10:1 htb rate {rate} burst {HTB_BURST} quantum 1514",
                 f"tc filter add dev {dev} parent 10: protocol all prio 1 bpf bytecode '{drop_filter(percent)}' da"]
-    for command in commands:
-        out = intf.cmd(f"{command} 2>&1 && echo TC_OK")
-        if "TC_OK" not in out:
-            raise LinkSetupError(f"link {link.a} -- {link.b}: cannot make {percent}% loss on {dev}: "
-                                 f"`{command}`: {out.strip()}")
+    _run_tc(intf, commands, f"cannot make {percent}% loss on {dev}", link)
 
 
 def _check_shaping(intf: object, link: TopologyLink) -> None:

@@ -25,6 +25,7 @@ import time
 from collections.abc import Collection
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from mininet.net import Mininet
 from mininet.node import Host
@@ -121,15 +122,158 @@ def _recorded(pids: dict[str, int]) -> dict[str, ProcessRef]:
     return {name: ref for name, ref in refs.items() if ref is not None}
 
 
-class InaNetwork:
+def wait_ready(switches: list[P4Switch], timeout: float) -> None:
+    """Every switch answers P4Runtime within ``timeout`` (they boot at once: one deadline for all)."""
+    deadline = time.monotonic() + timeout
+    for switch in switches:
+        switch.wait_ready(max(0.0, deadline - time.monotonic()))
+
+
+def stop_mininet(net: Mininet) -> None:
+    """Stop the switch processes (all at once), then Mininet's hosts and links.
+
+    Mininet deletes links before it stops switches: the processes stop first, so none sees its interfaces
+    vanish under it."""
+    for switch in net.switches:
+        switch.signal_stop()
+    for switch in net.switches:
+        switch.stop_process()
+    _interrupt_busy_shells(net)
+    net.stop()
+
+
+def _interrupt_busy_shells(net: Mininet, timeout: float = 2.0) -> None:
+    """Ctrl-C the commands still running in node shells (a stop in mid-``pingall``): Mininet's
+    teardown runs ``ip link del`` in those shells and refuses a shell that is busy."""
+    busy = [node for node in net.hosts + net.switches if node.shell and node.waiting]
+    for node in busy:
+        node.sendInt()
+    deadline = time.monotonic() + timeout
+    for node in busy:
+        while node.waiting and time.monotonic() < deadline:
+            node.monitor(timeoutms=100)
+        node.waiting = False  # a command that ignores SIGINT: its output no longer matters
+
+
+class MininetRun:
+    """What every network of bmv2-env shares: a Mininet of P4 switches owned by a run directory, which records
+    what a crash would leave (``state.json``) and, once up, what the network is (``run_file``)."""
+
+    run_file_name = NET_FILE
+
+    def __init__(self, run_dir: str | Path, start_timeout: float = START_TIMEOUT) -> None:
+        self.run_dir = Path(run_dir).resolve()
+        self.start_timeout = start_timeout
+        self.mininet: Mininet | None = None
+        self._owns_run_dir = False  # True from the moment our state.json is written
+
+    @property
+    def run_file(self) -> Path:
+        return self.run_dir / self.run_file_name
+
+    @property
+    def log_dir(self) -> Path:
+        return self.run_dir / LOG_DIR
+
+    def start(self) -> Self:
+        """Clean up after a crashed run, build the network, launch the switches, configure the hosts while the
+        switches boot, wait until every switch answers P4Runtime, then write ``run_file``; a failure on the way
+        stops whatever was made."""
+        state = self._claim(self._interfaces())
+        try:
+            self._build()
+            self._launch(state)
+            self._configure()
+            wait_ready(self.switches, self.start_timeout)
+            self._up()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _interfaces(self) -> list[str]:
+        """Every interface the network makes (what a crashed run's cleanup deletes)."""
+        raise NotImplementedError
+
+    def _build(self) -> Mininet:
+        """The Mininet network, built (``_new_mininet``, nodes and links, ``build()``), its switches not started."""
+        raise NotImplementedError
+
+    def _configure(self) -> None:
+        """The hosts set up (addresses, neighbours, routes), while the switches boot."""
+
+    def _up(self) -> None:
+        """Every switch answers: what is left to do, and ``run_file`` written."""
+
+    def _claim(self, interfaces: list[str]) -> RunState:
+        """Clean what a crashed run left in the run directory (and on these interfaces), and record ours before
+        anything exists, so whatever a crash from here on leaves is found again."""
+        if self.mininet is not None:
+            raise RuntimeError("this network is already started")
+        if os.geteuid() != 0:  # Mininet itself would exit() the whole process
+            raise PermissionError("Mininet networks need root")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        clean_run_dir(self.run_dir, interfaces)
+        state = RunState(ProcessRef.of(os.getpid()), interfaces)
+        state.save(self.run_dir)
+        self._owns_run_dir = True
+        return state
+
+    def _new_mininet(self) -> Mininet:
+        """An empty Mininet of P4 switches and IPv6-less hosts, no controller, no automatic MACs or ARP (we set
+        them); ours from the start, so that stop() tears down a half-built network too."""
+        self.mininet = Mininet(topo=None, switch=P4Switch, host=InaHost, controller=None, build=False,
+                               inNamespace=False, autoSetMacs=False, autoStaticArp=False)
+        return self.mininet
+
+    def _launch(self, state: RunState) -> None:
+        """The built network's hosts recorded, its switch processes launched (not waited for) and recorded."""
+        state.hosts = _recorded({h.name: h.pid for h in self.mininet.hosts})
+        state.save(self.run_dir)
+        self.mininet.start()
+        state.switches = _recorded({s.name: s.process.pid for s in self.switches})
+        state.save(self.run_dir)
+
+    def stop(self) -> None:
+        """Stop the switch processes, then Mininet's hosts and links (``stop_mininet``); forget the run."""
+        if self.mininet is not None:
+            stop_mininet(self.mininet)
+            self.mininet = None
+        self._stopped()
+        if self._owns_run_dir:  # never another run's files (a start refused as busy owns nothing)
+            for name in (self.run_file_name, STATE_FILE):
+                (self.run_dir / name).unlink(missing_ok=True)
+            self._owns_run_dir = False
+
+    def _stopped(self) -> None:
+        """What a network tidies after Mininet has stopped, while it still owns the run directory."""
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    @property
+    def switches(self) -> list[P4Switch]:
+        return [] if self.mininet is None else list(self.mininet.switches)
+
+    @property
+    def hosts(self) -> list[Host]:
+        return [] if self.mininet is None else list(self.mininet.hosts)
+
+
+class InaNetwork(MininetRun):
     """A topology running in Mininet; ``start()``/``stop()`` or a ``with`` block."""
 
     def __init__(self, topology: Topology | str | Path, run_dir: str | Path, target: str = "auto",
                  grpc_port_base: int = GRPC_PORT_BASE, switch_log_level: str | None = None,
                  start_timeout: float = START_TIMEOUT, arch: str = "v1model", management: bool = False) -> None:
+        super().__init__(run_dir, start_timeout)
         self.topology = topology if isinstance(topology, Topology) else Topology.load(topology)
         self.placement = Placement.of(self.topology)  # which Mininet host (and interface) each topology host is
-        self.run_dir = Path(run_dir).resolve()
         # The program the switches will run (net.json tells the controller): only the built-in
         # target runs the TNA program, so "auto" means builtin for it.
         self.program = by_arch(arch)
@@ -141,19 +285,12 @@ class InaNetwork:
         self.target = resolve_target(target)
         self.grpc_port_base = grpc_port_base
         self.switch_log_level = switch_log_level
-        self.start_timeout = start_timeout
         self.management = management
-        self.mininet: Mininet | None = None
         self.network: Network | None = None  # what net.json holds, once started
-        self._owns_run_dir = False  # True from the moment our state.json is written
 
     @property
     def net_file(self) -> Path:
-        return self.run_dir / NET_FILE
-
-    @property
-    def log_dir(self) -> Path:
-        return self.run_dir / LOG_DIR
+        return self.run_file
 
     @property
     def management_address(self) -> str:
@@ -170,58 +307,37 @@ class InaNetwork:
 
     # --- life cycle --------------------------------------------------------------------------
 
-    def start(self) -> InaNetwork:
-        if self.mininet is not None:
-            raise RuntimeError("this network is already started")
-        if os.geteuid() != 0:  # Mininet itself would exit() the whole process
-            raise PermissionError("Mininet networks need root")
+    def _interfaces(self) -> list[str]:
         names = interface_names(self.topology)
         if self.management:
             _check_management(self.topology)
             names += management_names(self.topology)  # recorded: a crashed run's are deleted like its links
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        clean_run_dir(self.run_dir, names)
-        # Recorded before anything exists, so whatever a crash from here on leaves is found again.
-        state = RunState(ProcessRef.of(os.getpid()), names)
-        state.save(self.run_dir)
-        self._owns_run_dir = True
-        try:
-            self.mininet = self._build()
-            state.hosts = _recorded({h.name: h.pid for h in self.mininet.hosts})
-            state.save(self.run_dir)
-            self.mininet.start()  # launches the switch processes without waiting for them
-            state.switches = _recorded({s.name: s.process.pid for s in self.switches})
-            state.save(self.run_dir)
+        return names
+
+    def _configure(self) -> None:
+        if self.management:
+            add_management_bridge()
+        for host in self.mininet.hosts:
+            if host.name in self.placement.machines:
+                configure_machine(host, self.topology, [(nic, self.interface(nic))
+                                                        for nic in self.placement.nodes[host.name]])
+            else:
+                configure_host(host, self.topology)
             if self.management:
-                add_management_bridge()
-            for host in self.mininet.hosts:  # while the switches boot
-                if host.name in self.placement.machines:
-                    configure_machine(host, self.topology, [(nic, self.interface(nic))
-                                                            for nic in self.placement.nodes[host.name]])
-                else:
-                    configure_host(host, self.topology)
-                if self.management:
-                    add_management_link(host, self.topology)
-            deadline = time.monotonic() + self.start_timeout
-            for switch in self.switches:
-                switch.wait_ready(max(0.0, deadline - time.monotonic()))
-            self._run_host_commands()
-            self.network = Network(self.topology, {s.name: SwitchAccess(s.grpc_address, s.device_id, s.target,
-                                                                        self.program.arch)
-                                                   for s in self.switches},
-                                   # keyed by topology host, as the controller names job members: a NIC runs
-                                   # its commands in its machine
-                                   {nic: ["mnexec", "-a", str(self.host(nic).pid)] for nic in self.topology.hosts})
-            self.network.save(self.net_file)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+                add_management_link(host, self.topology)
+
+    def _up(self) -> None:
+        self._run_host_commands()
+        self.network = Network(self.topology, {s.name: SwitchAccess(s.grpc_address, s.device_id, s.target,
+                                                                    self.program.arch)
+                                               for s in self.switches},
+                               # keyed by topology host, as the controller names job members: a NIC runs
+                               # its commands in its machine
+                               {nic: ["mnexec", "-a", str(self.host(nic).pid)] for nic in self.topology.hosts})
+        self.network.save(self.net_file)
 
     def _build(self) -> Mininet:
-        net = Mininet(topo=None, switch=P4Switch, host=InaHost, controller=None, build=False,
-                      inNamespace=False, autoSetMacs=False, autoStaticArp=False)
-        self.mininet = net  # so that stop() tears down a half-built network too
+        net = self._new_mininet()
         ends: dict[str, HostEnd] = {}
         for name, nics in self.placement.nodes.items():
             first = self.topology.hosts[nics[0]]  # Mininet configures a host's port 0 (a machine's NIC 0)
@@ -252,57 +368,15 @@ class InaNetwork:
                     for command in spec.commands:
                         log.write(f"$ {command}\n{self.run(spec.name, command)}")
 
-    def stop(self) -> None:
-        """Stop the switch processes (all at once), then Mininet's hosts and links; forget the run."""
-        if self.mininet is not None:
-            # Mininet deletes links before it stops switches: stop the processes first, so
-            # none sees its interfaces vanish under it.
-            for switch in self.switches:
-                switch.signal_stop()
-            for switch in self.switches:
-                switch.stop_process()
-            self._interrupt_busy_shells()
-            self.mininet.stop()
-            self.mininet = None
+    def _stopped(self) -> None:
         if self.management and self._owns_run_dir:
             # A veth goes with its host's namespace, but the kernel may free that later: delete them now.
             for name in management_names(self.topology):
                 if link_exists(name):
                     delete_link(name)
         self.network = None
-        if self._owns_run_dir:  # never another run's files (a start refused as busy owns nothing)
-            for name in (NET_FILE, STATE_FILE):
-                (self.run_dir / name).unlink(missing_ok=True)
-            self._owns_run_dir = False
-
-    def _interrupt_busy_shells(self, timeout: float = 2.0) -> None:
-        """Ctrl-C the commands still running in node shells (a stop in mid-``pingall``): Mininet's
-        teardown runs ``ip link del`` in those shells and refuses a shell that is busy."""
-        busy = [node for node in self.mininet.hosts + self.mininet.switches if node.shell and node.waiting]
-        for node in busy:
-            node.sendInt()
-        deadline = time.monotonic() + timeout
-        for node in busy:
-            while node.waiting and time.monotonic() < deadline:
-                node.monitor(timeoutms=100)
-            node.waiting = False  # a command that ignores SIGINT: its output no longer matters
-
-    def __enter__(self) -> InaNetwork:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 
     # --- nodes -------------------------------------------------------------------------------
-
-    @property
-    def switches(self) -> list[P4Switch]:
-        return [] if self.mininet is None else list(self.mininet.switches)
-
-    @property
-    def hosts(self) -> list[Host]:
-        return [] if self.mininet is None else list(self.mininet.hosts)
 
     def host(self, name: str) -> Host:
         """The Mininet host of a topology host, or of a machine by name (a NIC's is its machine's)."""

@@ -6,8 +6,9 @@ command line, so one class starts either::
     p4target-switch-grpc -i 1@s1-eth1 -i 2@s1-eth2 --device-id 1 --no-p4 \\
         -- --grpc-server-addr 127.0.0.1:50001
 
-The switch starts empty (``--no-p4``): the controller pushes the pipeline.  It runs in the
-root network namespace, where its ``sX-ethN`` interfaces are; port N is the interface
+The switch starts empty (``--no-p4``): the controller pushes the pipeline.  One whose program no controller
+pushes yet (a direct-connect cluster's streaming NIC, ``direct.py``) is given it on the command line instead.
+It runs in the root network namespace, where its ``sX-ethN`` interfaces are; port N is the interface
 ``sX-ethN``, so the topology file's ``"s1-p3"`` is ``s1-eth3``.  Its output goes to
 ``<log_dir>/<name>.log``.
 """
@@ -96,7 +97,7 @@ class P4Switch(Switch):
 
     def __init__(self, name: str, grpc_port: int, device_id: int, log_dir: str | Path, target: str = "auto",
                  log_level: str | None = None, cpu_port: int | None = None, thrift_port: int | None = None,
-                 **params: Any) -> None:
+                 program: str | Path | None = None, **params: Any) -> None:
         params["inNamespace"] = False  # the switch opens its sX-ethN interfaces in the root namespace
         params.setdefault("dpid", f"{device_id:x}")  # any switch name, not only "s<digits>"
         super().__init__(name, **params)
@@ -107,6 +108,7 @@ class P4Switch(Switch):
         self.log_level = log_level
         self.cpu_port = cpu_port
         self.thrift_port = thrift_port
+        self.program = program  # loaded at start when given (no controller pushes it); else --no-p4
         self.process: subprocess.Popen | None = None
 
     @property
@@ -127,7 +129,8 @@ class P4Switch(Switch):
         argv = switch_command(self.target)
         for port, iface in self.data_ports():
             argv += ["-i", f"{port}@{iface}"]
-        argv += ["--device-id", str(self.device_id), "--no-p4"]
+        argv += ["--device-id", str(self.device_id)]
+        argv += [str(self.program)] if self.program is not None else ["--no-p4"]
         if self.thrift_port is not None:
             argv += ["--thrift-port", str(self.thrift_port)]  # BMv2 would take 9090 for every switch
         if self.log_level is not None:

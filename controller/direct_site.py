@@ -7,6 +7,11 @@ sizes and rates only) leaves out.  ``controller.direct_jobs`` turns a plan and a
                   "ip": "192.168.200.1", "mac": "0c:42:a1:00:01:00"}],
      "ring_port": 29500}
 
+A worker may also give its streaming NIC (a SmartNIC that sums as data passes, between the worker's interfaces and
+its circuits: the cluster's ``workers.nic_streaming``), a P4Runtime device as a device is:
+``"nic": {"p4runtime": ..., "device_id": ..., "target": ..., "ip": ..., "mac": ...}``; a cluster with
+``nic_streaming`` needs one on every worker, one without it takes none.
+
 Worker w's interfaces are in interface order (the plan's interface i is the i-th) and devices in device
 order (the plan's device j is the j-th).  A device's ``p4runtime``, ``device_id`` and ``target`` are how the
 controller reaches it (``controller.network.SwitchAccess``; ``arch`` is optional, v1model by default); its
@@ -16,7 +21,7 @@ Ring and torus parts listen on ``ring_port`` and the ports after it (``controlle
 On real circuits each circuit is its own point-to-point subnet (an interface pair, or an interface and a
 device port), so an interface's prefix is the operator's choice, and so are the routes (and neighbour
 entries) that send a worker's packets for a ring peer or a device out of the interface on that circuit:
-nothing here installs them on the workers.
+nothing here installs them on the workers (in Mininet, bmv2-env/direct.py does).
 """
 
 from __future__ import annotations
@@ -67,6 +72,10 @@ class DirectSite:
     workers: tuple[tuple[Interface, ...], ...]
     devices: tuple[Device, ...]
     ring_port: int = DEFAULT_RING_PORT
+    nics: tuple[Device | None, ...] = ()  # worker w's streaming NIC, or None (empty: none at all)
+
+    def nic(self, worker: int) -> Device | None:
+        return self.nics[worker] if self.nics else None
 
     def check(self, cluster: DirectCluster, where: str = "site") -> None:
         """The site has the cluster's workers, interfaces and devices (a DirectError naming the field)."""
@@ -78,28 +87,44 @@ class DirectSite:
                                   f"cluster has {cluster.interfaces}")
         if len(self.devices) != cluster.devices:
             raise DirectError(f"{where}: devices: {len(self.devices)} listed, the cluster has {cluster.devices}")
+        for w in range(cluster.workers):
+            if cluster.nic_streaming and self.nic(w) is None:
+                raise DirectError(f"{where}: workers[{w}].nic is missing: the cluster's workers have streaming NICs "
+                                  f"(workers.nic_streaming)")
+            if not cluster.nic_streaming and self.nic(w) is not None:
+                raise DirectError(f"{where}: workers[{w}].nic: the cluster's workers have no streaming NIC "
+                                  f"(workers.nic_streaming is false)")
 
     def to_dict(self) -> dict:
-        return {"workers": [{"interfaces": [{"ip": str(i.ip), "mac": i.mac} for i in w]} for w in self.workers],
-                "devices": [{"p4runtime": d.p4runtime, "device_id": d.device_id, "target": d.target,
-                             "ip": str(d.ip), "mac": d.mac, "arch": d.arch} for d in self.devices],
-                "ring_port": self.ring_port}
+        workers = []
+        for w, interfaces in enumerate(self.workers):
+            worker: dict[str, Any] = {"interfaces": [{"ip": str(i.ip), "mac": i.mac} for i in interfaces]}
+            nic = self.nic(w)
+            if nic is not None:
+                worker["nic"] = _device_dict(nic)
+            workers.append(worker)
+        return {"workers": workers, "devices": [_device_dict(d) for d in self.devices], "ring_port": self.ring_port}
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "site") -> DirectSite:
         if not isinstance(data, dict):
             raise DirectError(f"{where}: a site is a JSON object with 'workers', 'devices' and 'ring_port'")
         _known(data, {"workers", "devices", "ring_port"}, "", where)
-        workers = tuple(_worker(w, f"workers[{i}]", where) for i, w in enumerate(_list(data, "workers", where)))
+        listed = _list(data, "workers", where)
+        workers = tuple(_worker(w, f"workers[{i}]", where) for i, w in enumerate(listed))
+        nics = tuple(_device(w["nic"], f"workers[{i}].nic", where) if "nic" in w else None
+                     for i, w in enumerate(listed))
         devices = tuple(_device(d, f"devices[{j}]", where)
                         for j, d in enumerate(_list(data, "devices", where, required=False)))
         port = data.get("ring_port", DEFAULT_RING_PORT)
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise DirectError(f"{where}: ring_port: a TCP port from 1 to 65535, not {port!r}")
         _unique([(f"workers[{w}].interfaces[{i}]", str(x.ip.ip), x.mac) for w, xs in enumerate(workers)
-                 for i, x in enumerate(xs)] + [(f"devices[{j}]", str(d.ip), d.mac) for j, d in enumerate(devices)],
-                where)
-        return cls(workers, devices, port)
+                 for i, x in enumerate(xs)] + [(f"devices[{j}]", str(d.ip), d.mac) for j, d in enumerate(devices)]
+                + [(f"workers[{w}].nic", str(n.ip), n.mac) for w, n in enumerate(nics) if n is not None], where)
+        _unique_access([(f"devices[{j}]", d) for j, d in enumerate(devices)]
+                       + [(f"workers[{w}].nic", n) for w, n in enumerate(nics) if n is not None], where)
+        return cls(workers, devices, port, nics if any(n is not None for n in nics) else ())
 
     @classmethod
     def load(cls, path: str | Path) -> DirectSite:
@@ -130,7 +155,7 @@ def _object(value: Any, field: str, fields: set[str], where: str, optional: froz
 
 
 def _worker(value: Any, field: str, where: str) -> tuple[Interface, ...]:
-    interfaces = _object(value, field, {"interfaces"}, where)["interfaces"]
+    interfaces = _object(value, field, {"interfaces"}, where, frozenset({"nic"}))["interfaces"]
     if not isinstance(interfaces, list) or not interfaces:
         raise DirectError(f"{where}: {field}.interfaces: a list of interfaces in interface order, not {interfaces!r}")
     out = []
@@ -168,6 +193,11 @@ def _device(value: Any, field: str, where: str) -> Device:
     return Device(d["p4runtime"], d["device_id"], d["target"], ip, _mac(d["mac"], f"{field}.mac", where), arch)
 
 
+def _device_dict(d: Device) -> dict:
+    return {"p4runtime": d.p4runtime, "device_id": d.device_id, "target": d.target, "ip": str(d.ip), "mac": d.mac,
+            "arch": d.arch}
+
+
 def _mac(value: Any, field: str, where: str) -> str:
     if not isinstance(value, str) or not MAC.match(value):
         raise DirectError(f"{where}: {field}: a MAC address like 0c:42:a1:00:00:01, not {value!r}")
@@ -182,3 +212,14 @@ def _unique(ends: list[tuple[str, str, str]], where: str) -> None:
             if end[column] in seen:
                 raise DirectError(f"{where}: {end[0]}.{what}: {end[column]} is also {seen[end[column]]}.{what}")
             seen[end[column]] = end[0]
+
+
+def _unique_access(devices: list[tuple[str, Device]], where: str) -> None:
+    """No device (a NIC is one too) reached as another is: the same P4Runtime server and device id."""
+    seen: dict[tuple[str, int], str] = {}
+    for name, d in devices:
+        key = (d.p4runtime, d.device_id)
+        if key in seen:
+            raise DirectError(f"{where}: {name}: P4Runtime {d.p4runtime} device_id {d.device_id} is also "
+                              f"{seen[key]}'s")
+        seen[key] = name

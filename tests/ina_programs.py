@@ -91,6 +91,10 @@ class InaProgram:
         args = [*cell, group, stats_base] if self.control.keeps_results else [group, stats_base]
         sw.tables[self.jobs].add([exact(port), exact(job), exact(child)], self.result_from_parent, args)
 
+    def add_meeting(self, sw: Any, job: int, peer: int, group_with_peer: int) -> None:
+        """A meeting root's entry (nic.p4 only): the peer's child index and the group that holds it too."""
+        sw.tables[self.control.meetings].add([exact(job)], self.control.meet, [peer, group_with_peer])
+
     def add_receiver(self, sw: Any, job: int, receiver: int, params: list[int]) -> None:
         """params: dst_mac, src_mac, dst_ip, src_ip, dst_port."""
         sw.tables[self.receivers].add([exact(job), exact(receiver)], self.address, params)
@@ -123,6 +127,7 @@ def _program(control: programs.Program, values: tuple[int, ...], env: str | None
 V1MODEL = _program(programs.V1MODEL, (64, 256))
 TNA = _program(programs.TNA, (64,), env="INA_TNA_P4")
 PROGRAMS = {p.name: p for p in (V1MODEL, TNA)}
+NIC = _program(programs.NIC, (64, 256))  # ina.p4 and meeting roots: tests/test_relay.py checks the relay against it
 
 
 @functools.cache

@@ -93,12 +93,48 @@ def test_two_workers_ring_both_ways_on_one_circuit() -> None:
     (lambda d: d["devices"][0].update(ip="127.0.0.250/24"), r"devices\[0\]\.ip: the device's own address"),
     (lambda d: d.update(ring_port=70000), "ring_port: a TCP port"),
     (lambda d: d["workers"][0].update(colour="red"), r"unknown field\(s\) \['workers\[0\]\.colour'\]"),
+    (lambda d: d["workers"][1].update(nic={**_nic(1), "p4runtime": "nowhere"}),
+     r"workers\[1\]\.nic\.p4runtime: host:port"),
+    (lambda d: d["workers"][1].update(nic={k: v for k, v in _nic(1).items() if k != "mac"}),
+     r"workers\[1\]\.nic\.mac is missing"),
+    (lambda d: d["workers"][2].update(nic={**_nic(2), "ip": DEVICE_IP}),
+     r"workers\[2\]\.nic\.ip: 127\.0\.0\.250 is also devices\[0\]\.ip"),
+    (lambda d: d["workers"][2].update(nic={**_nic(2), "p4runtime": "127.0.0.1:9559", "device_id": 1}),
+     r"workers\[2\]\.nic: P4Runtime 127\.0\.0\.1:9559 device_id 1 is also devices\[0\]'s"),
 ])
 def test_a_bad_site_is_refused_naming_the_field(change, message: str) -> None:
     data = copy.deepcopy(site_dict("127.0.0.1:9559", 41000))
     change(data)
     with pytest.raises(DirectError, match=message):
         DirectSite.from_dict(data)
+
+
+def _nic(w: int) -> dict:
+    """Worker w's streaming NIC: a P4Runtime device of its own."""
+    return {"p4runtime": f"127.0.0.1:{9600 + w}", "device_id": 10 + w, "target": "builtin", "ip": f"127.0.9.{w + 1}",
+            "mac": f"02:00:09:00:00:{w + 1:02x}"}
+
+
+def test_streaming_nics_in_the_site() -> None:
+    """A worker's ``nic`` is parsed as a device is; a cluster with nic_streaming needs one on every worker, one
+    without it takes none, and a site without NICs is as it was."""
+    streaming = dataclasses.replace(CLUSTER, nic_streaming=True)
+    plain = DirectSite.from_dict(site_dict("127.0.0.1:9559", 41000))
+    assert plain.nics == () and plain.nic(0) is None and "nic" not in plain.to_dict()["workers"][0]
+    with pytest.raises(DirectError, match=r"site: workers\[0\]\.nic is missing: the cluster's workers have streaming"):
+        plain.check(streaming)
+    data = site_dict("127.0.0.1:9559", 41000)
+    for w, worker in enumerate(data["workers"]):
+        worker["nic"] = _nic(w)
+    site = DirectSite.from_dict(data)
+    site.check(streaming)
+    assert site.nic(3).p4runtime == "127.0.0.1:9603" and site.nic(3).access.device_id == 13
+    assert DirectSite.from_dict(site.to_dict()) == site
+    with pytest.raises(DirectError, match=r"workers\[0\]\.nic: the cluster's workers have no streaming NIC"):
+        site.check(CLUSTER)
+    data["workers"][2].pop("nic")
+    with pytest.raises(DirectError, match=r"workers\[2\]\.nic is missing"):
+        DirectSite.from_dict(data).check(streaming)
 
 
 def test_a_site_that_is_not_the_clusters_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

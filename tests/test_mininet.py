@@ -23,7 +23,6 @@ import pytest
 from controller.controller import Controller
 from controller.network import Network, SwitchAccess
 from controller.topology import Topology, fat_tree, leaf_spine, single, tree
-from p4target import netns
 from tests.mininet_env import USABLE, needs_mininet
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,7 +30,7 @@ TOPOLOGIES = REPO / "bmv2-env" / "topologies"
 
 
 if USABLE:
-    from bmv2env.links import LinkSetupError
+    from bmv2env.links import LinkSetupError, kernel_has_netem
     from bmv2env.network import InaNetwork
     from bmv2env.processes import ProcessRef
     from bmv2env.runstate import NetworkBusy, RunState, link_exists
@@ -89,14 +88,6 @@ def test_tree_4_hosts_ping_across_three_switches(tmp_path: Path) -> None:
         assert net.ping_all() == []
 
 
-def _kernel_has_netem() -> bool:
-    """Whether tc can make a netem qdisc here (some kernels are built without sch_netem)."""
-    with netns.Sandbox() as box:
-        ns = box.netns("netem")
-        return subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem",
-                               "delay", "1ms"], capture_output=True).returncode == 0
-
-
 def _qdiscs(iface: str) -> str:
     return subprocess.run(["tc", "qdisc", "show", "dev", iface], capture_output=True, text=True).stdout
 
@@ -115,7 +106,7 @@ def test_link_options_and_host_commands(tmp_path: Path) -> None:
 
     spec["links"][0][2] = {"delay": "7ms"}
     delayed = InaNetwork(Topology.from_dict(spec), tmp_path / "run", target="builtin")
-    if _kernel_has_netem():
+    if kernel_has_netem():
         with delayed:
             assert "delay 7ms" in _qdiscs("s1-eth1")
     else:  # Mininet would only print tc's complaint: we refuse rather than run an unshaped link

@@ -22,19 +22,10 @@ import pytest
 from controller.controller import Controller
 from controller.network import Network
 from controller.topology import Topology, TopologyError, rail_optimised, single
-from tests.mininet_env import USABLE, needs_mininet
+from tests.mininet_env import HAVE_MININET, USABLE, needs_mininet, needs_mininet_module
 from worker import protocol
 from worker.jobspec import JobSpec
 from worker.protocol import Protocol
-
-try:
-    import mininet.node  # noqa: F401
-
-    HAVE_MININET = True
-except ImportError:
-    HAVE_MININET = False
-
-needs_mininet_module = pytest.mark.skipif(not HAVE_MININET, reason="Mininet is not installed")
 
 if HAVE_MININET:
     from bmv2env.cli import topology_argument

@@ -4,23 +4,26 @@
    written as ina.p4 entries), take the same seeded random packets (contributions, repeats, duplicates, stale
    rounds, the parent's RESULTs, foreign and truncated packets, overflowing values); every output (port,
    receiver, ina header and values) and every counter must agree, packet by packet.
-2. The meeting rules, at two relays joined as meeting ends: both orders of the halves' completion, a lost
-   half recovered by a child's repeat, the peer's RESULT path.
+   The same against p4src/nic.p4 with meeting trees (its ``meetings`` table and second multicast group).
+2. The meeting rules, at two relays and at two nic.p4 switches joined as meeting ends (the same datagrams
+   and counters at both): both orders of the halves' completion, crossing halves, a lost half recovered by a
+   child's repeat, a lost total recovered through the peer's RESULT path.
 3. End to end, in pure Python: hosts whose contributions are real ``worker.engine.TreeCall``s sum through
    relays wired as ring_tree's half chain and as two meeting halves, with packets lost between relays.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 
-from p4target.executor.tables import exact
-from tests.ina_programs import V1MODEL, InaProgram
+from tests.ina_programs import NIC, V1MODEL, InaProgram
 from worker import protocol, quantize
 from worker.engine import Tree, TreeCall, TreeConfig, step
 from worker.relay import Output, Relay, RelayTree
@@ -31,10 +34,10 @@ ADDRESS_PORT = 40000  # the P4 switch's receivers table writes udp dst = ADDRESS
 
 
 # ---------------------------------------------------------------------------- the P4 twin of a relay
-def p4_twin(program: InaProgram, trees: list[RelayTree]):
+def p4_twin(program: InaProgram, trees: list[RelayTree], instance: int = 0):
     """A switch of ``program`` with the entries that say what ``trees`` say: pool and stats bases one tree after
     the other, group 2k + 1 the children without a peer (all of them, without one), 2k + 2 with it."""
-    sw = program.switch(V)
+    sw = program.switch(V, instance)
     pool_base = 0
     for k, t in enumerate(trees):
         group, group_with_peer, stats_base = 2 * k + 1, 2 * k + 2, k * P.JOB_STAT_COUNT
@@ -49,7 +52,7 @@ def p4_twin(program: InaProgram, trees: list[RelayTree]):
                                            cell=(pool_base, t.pool_size, len(t.children), t.epoch))
         sw.set_multicast_group(group, [(port, index) for index, port in t.children if index != t.peer])
         if t.peer is not None:
-            sw.tables["InaIngress.meetings"].add([exact(t.job_id)], "InaIngress.meet", [t.peer, group_with_peer])
+            program.add_meeting(sw, t.job_id, t.peer, group_with_peer)
             sw.set_multicast_group(group_with_peer, [(port, index) for index, port in t.children])
         pool_base += t.pool_size
     return sw
@@ -176,7 +179,7 @@ def test_a_relay_is_ina_p4_packet_by_packet(seed: int) -> None:
         assert stats["JOB_STAT_RESULTS"] > 20 and stats["JOB_STAT_STALE"] > 5, stats
         assert min(stats[k] for k in ("JOB_STAT_RETRANSMITS", "JOB_STAT_BAD_SLOT", "JOB_STAT_BAD_TYPE")) > 5, stats
     assert relay.stats.named(BELOW.job_id)["JOB_STAT_FROM_PARENT"] > 50
-    assert min(relay.stats.named().values()) >= 0 and relay.stats.named()["DROP_UNKNOWN_MEMBER"] > 20
+    assert relay.stats.named()["DROP_UNKNOWN_MEMBER"] > 20 and relay.stats.named()["DROP_TRUNCATED"] > 5
     heads = [P.unpack(o.payload)[0] for o in outs]
     kinds = {(h["job_id"], h["msg_type"], o.receiver == P.RECEIVER_PARENT, o.port == 0) for h, o in zip(heads, outs)}
     assert {(7, P.MSG_RESULT, False, True), (8, P.MSG_DATA, True, False), (8, P.MSG_RESULT, True, False),
@@ -228,21 +231,40 @@ MEET_A = RelayTree(5, 2, ((0, 0), (1, 1), (2, 2)), is_root=True, parent_port=2, 
 MEET_B = RelayTree(5, 2, ((0, 2), (1, 0), (2, 1)), is_root=True, parent_port=2, index_at_parent=2, peer=0)
 
 
-class Meeting:
-    """Two relays joined as meeting ends, their circuit between them (port 2 to port 2), a queue on it."""
+class P4Node:
+    """A switch of ``program`` with one RelayTree's entries, spoken to as a relay is (``receive`` -> Outputs)."""
 
-    def __init__(self) -> None:
-        self.ends = {"A": Relay([MEET_A], P), "B": Relay([MEET_B], P)}
+    def __init__(self, program: InaProgram, tree: RelayTree, instance: int) -> None:
+        self.program, self.sw = program, p4_twin(program, [tree], instance)
+
+    def receive(self, port: int, payload: bytes) -> list[Output]:
+        return p4_outputs(self.sw, port, payload)
+
+    def job_stats(self) -> list[int]:
+        return self.program.stats(self.sw, 0)
+
+
+class Meeting:
+    """Two nodes joined as meeting ends (relays, or ``nic``: nic.p4 switches), their circuit between them
+    (port 2 to port 2), a queue on it; ``trace`` is everything they sent, in order."""
+
+    def __init__(self, nic: bool = False) -> None:
+        self.ends = {end: P4Node(NIC, tree, k) if nic else Relay([tree], P)
+                     for k, (end, tree) in enumerate((("A", MEET_A), ("B", MEET_B)))}
         self.got: dict[tuple[str, int], list[tuple[int, np.ndarray]]] = {}  # (end, child) -> [(type, values)]
+        self.trace: list[tuple[str, Output]] = []
 
     def send(self, end: str, port: int, child: int, values: np.ndarray, seq: int = 1, flags: int = 0,
              lose: int = 0) -> None:
         """A child's DATA in, and everything it causes delivered (the first ``lose`` datagrams on the circuit
         lost)."""
         queue = deque([(end, port, P.pack(values, msg_type=P.MSG_DATA, job_id=5, child=child, seq=seq, flags=flags))])
-        while queue:
+        for _ in range(100):  # a few datagrams each way: more is a loop between the ends
+            if not queue:
+                break
             at, port, payload = queue.popleft()
             for out in self.ends[at].receive(port, payload):
+                self.trace.append((at, out))
                 if out.port == 2:
                     if lose:
                         lose -= 1
@@ -252,6 +274,24 @@ class Meeting:
                 head, vals = P.unpack(out.payload)
                 assert head["child"] == out.receiver
                 self.got.setdefault((at, out.receiver), []).append((head["msg_type"], vals))
+        assert not queue, "the meeting ends send each other datagrams for ever"
+
+    def job_stats(self) -> dict[str, list[int]]:
+        return {end: node.job_stats() if isinstance(node, P4Node) else list(node.stats.jobs[5])
+                for end, node in self.ends.items()}
+
+
+def meet(scenario: Callable[[Meeting], None]) -> Meeting:
+    """The scenario at two relays and at two nic.p4 switches: the same datagrams, in the same order, and the same
+    counters.  Returns the relays' meeting."""
+    relays, nics = Meeting(), Meeting(nic=True)
+    scenario(relays)
+    scenario(nics)
+    assert [(at, o.port, o.receiver, P.unpack(o.payload)[0]) for at, o in relays.trace] == \
+        [(at, o.port, o.receiver, P.unpack(o.payload)[0]) for at, o in nics.trace]
+    assert relays.trace == nics.trace
+    assert relays.job_stats() == nics.job_stats()
+    return relays
 
 
 def _half_values(rng: np.random.Generator) -> dict[tuple[str, int], np.ndarray]:
@@ -268,10 +308,14 @@ SOURCES = {("A", 0): 0, ("A", 1): 1, ("B", 1): 0, ("B", 2): 1}  # (end, child) -
     [("B", 1), ("A", 1), ("B", 2), ("A", 0)],
 ])
 def test_meeting_ends_give_every_child_the_total_once(order: list) -> None:
-    meeting, vals = Meeting(), _half_values(np.random.default_rng(5))
+    vals = _half_values(np.random.default_rng(5))
     total = np.sum(list(vals.values()), axis=0, dtype=np.int32)
-    for end, child in order:
-        meeting.send(end, SOURCES[(end, child)], child, vals[(end, child)])
+
+    def scenario(m: Meeting) -> None:
+        for end, child in order:
+            m.send(end, SOURCES[(end, child)], child, vals[(end, child)])
+
+    meeting = meet(scenario)
     assert sorted(meeting.got) == sorted(SOURCES)
     for got in meeting.got.values():
         assert len(got) == 1 and got[0][0] == P.MSG_RESULT
@@ -282,38 +326,59 @@ def test_meeting_ends_give_every_child_the_total_once(order: list) -> None:
 
 
 def test_a_half_lost_on_the_circuit_goes_again_on_a_childs_repeat() -> None:
-    meeting, vals = Meeting(), _half_values(np.random.default_rng(3))
+    vals = _half_values(np.random.default_rng(3))
     total = np.sum(list(vals.values()), axis=0, dtype=np.int32)
-    meeting.send("A", 0, 0, vals[("A", 0)])
-    meeting.send("A", 1, 1, vals[("A", 1)], lose=1)  # A's half (rule 1), lost
-    meeting.send("B", 0, 1, vals[("B", 1)])
-    meeting.send("B", 1, 2, vals[("B", 2)])  # B's half to A (rule 1): A completes with it, no copy back to B
-    assert sorted(meeting.got) == [("A", 0), ("A", 1)]
-    # B's child repeats: B's half again (rule 3); A has it, so A answers its sender, B, with the total, which B
-    # keeps and passes to its children (rule 4)
-    meeting.send("B", 1, 2, vals[("B", 2)], flags=P.FLAG_RETRANSMIT)
-    assert sorted(meeting.got) == sorted(SOURCES) and all(len(g) == 1 for g in meeting.got.values())
+
+    def scenario(m: Meeting) -> None:
+        m.send("A", 0, 0, vals[("A", 0)])
+        m.send("A", 1, 1, vals[("A", 1)], lose=1)  # A's half (rule 1), lost
+        m.send("B", 0, 1, vals[("B", 1)])
+        m.send("B", 1, 2, vals[("B", 2)])  # B's half to A (rule 1): A completes with it, no copy back to B
+        assert sorted(m.got) == [("A", 0), ("A", 1)]
+        # B's child repeats: B's half again (rule 3); A has it, so A answers its sender, B, with the total, which
+        # B keeps and passes to its children (rule 4)
+        m.send("B", 1, 2, vals[("B", 2)], flags=P.FLAG_RETRANSMIT)
+        assert sorted(m.got) == sorted(SOURCES) and all(len(g) == 1 for g in m.got.values())
+        m.send("B", 0, 1, vals[("B", 1)], flags=P.FLAG_RETRANSMIT)  # answered from B's kept result
+
+    meeting = meet(scenario)
     for got in meeting.got.values():
         np.testing.assert_array_equal(got[0][1], total)
-    meeting.send("B", 0, 1, vals[("B", 1)], flags=P.FLAG_RETRANSMIT)  # answered from B's kept result
     assert len(meeting.got[("B", 1)]) == 2 and len(meeting.got[("B", 2)]) == 1
     np.testing.assert_array_equal(meeting.got[("B", 1)][1][1], total)
 
 
 def test_a_total_lost_on_its_way_to_the_peer_comes_on_a_childs_repeat() -> None:
-    meeting, vals = Meeting(), _half_values(np.random.default_rng(4))
+    vals = _half_values(np.random.default_rng(4))
     total = np.sum(list(vals.values()), axis=0, dtype=np.int32)
-    meeting.send("A", 0, 0, vals[("A", 0)])
-    meeting.send("A", 1, 1, vals[("A", 1)])  # A's half reaches B first
-    meeting.send("B", 0, 1, vals[("B", 1)])
-    meeting.send("B", 1, 2, vals[("B", 2)], lose=1)  # B completes with its own: the total to A (rule 2), lost
-    assert sorted(meeting.got) == [("B", 1), ("B", 2)]
-    meeting.send("A", 0, 0, vals[("A", 0)], flags=P.FLAG_RETRANSMIT)  # A's half again (rule 3): B answers it
+
+    def scenario(m: Meeting) -> None:
+        m.send("A", 0, 0, vals[("A", 0)])
+        m.send("A", 1, 1, vals[("A", 1)])  # A's half reaches B first
+        m.send("B", 0, 1, vals[("B", 1)])
+        m.send("B", 1, 2, vals[("B", 2)], lose=1)  # B completes with its own: the total to A (rule 2), lost
+        assert sorted(m.got) == [("B", 1), ("B", 2)]
+        m.send("A", 0, 0, vals[("A", 0)], flags=P.FLAG_RETRANSMIT)  # A's half again (rule 3): B answers it
+
+    meeting = meet(scenario)
     assert sorted(meeting.got) == sorted(SOURCES) and all(len(g) == 1 for g in meeting.got.values())
     for got in meeting.got.values():
         np.testing.assert_array_equal(got[0][1], total)
     stats = {end: relay.stats.named(5) for end, relay in meeting.ends.items()}
     assert stats["A"]["JOB_STAT_FROM_PARENT"] == 1 and stats["B"]["JOB_STAT_RETRANSMITS"] == 1
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_a_relay_is_nic_p4_packet_by_packet(seed: int) -> None:
+    """Meeting ends (the peer last, and first), a root and a non-root on one NIC, random traffic as above."""
+    ends = [dataclasses.replace(MEET_A, job_id=21), dataclasses.replace(MEET_B, job_id=22, pool_size=3)]
+    relay, outs = run_twins(NIC, ends + [ROOT, BELOW], seed, 3000)
+    heads = [(P.unpack(o.payload)[0], o) for o in outs]
+    for tree in ends:  # halves went to the peer, totals to the peer, results from the peer passed down
+        mine = [(h, o) for h, o in heads if h["job_id"] == tree.job_id]
+        assert sum(h["msg_type"] == P.MSG_DATA and o.receiver == P.RECEIVER_PARENT for h, o in mine) > 20
+        assert sum(h["msg_type"] == P.MSG_RESULT and o.receiver == tree.peer for h, o in mine) > 20
+        assert relay.stats.named(tree.job_id)["JOB_STAT_FROM_PARENT"] > 20
 
 
 # ---------------------------------------------------------------------------- hosts through relays, end to end
@@ -370,7 +435,9 @@ def run_hosts(trees: dict[str, RelayTree], links: dict[tuple[str, int], tuple[st
             for _, rows in step([host.call], (), now).datagrams:
                 wire.extend((name, 0, bytes(r)) for r in rows)
         results: dict[str, list[bytes]] = {name: [] for name in hosts}
-        while wire:
+        for _ in range(100 * len(hosts) * (1 + len(wire))):  # a datagram crosses each relay a few times at most
+            if not wire:
+                break
             name, port, payload = wire.popleft()
             for out in hosts[name].relay.receive(port, payload):
                 if out.port == 0:
@@ -378,6 +445,7 @@ def run_hosts(trees: dict[str, RelayTree], links: dict[tuple[str, int], tuple[st
                     results[name].append(out.payload)
                 elif rng.random() >= LINK_LOSS:
                     wire.append((*links[(name, out.port)], out.payload))
+        assert not wire, "relays send each other datagrams for ever"
         now += tick
         for name, got in results.items():
             if got:

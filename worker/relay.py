@@ -177,8 +177,9 @@ class RelayStats:
 
 
 class Verdict(enum.Enum):
-    """common/vocabulary.p4's verdicts that a relay reaches (a packet starts unchecked: None)."""
+    """common/vocabulary.p4's verdicts that a relay reaches."""
 
+    CHECKED = enum.auto()  # a known member's DATA packet: the round check decides
     DROP = enum.auto()
     PASS_DOWN = enum.auto()
     ANSWER = enum.auto()
@@ -199,13 +200,13 @@ class Packet:
     cells: Cells | None = None
     from_parent: bool = False
     cell: int = 0
-    verdict: Verdict | None = None  # None: CHECKED
+    verdict: Verdict = Verdict.CHECKED
     job_stat: int | None = None  # the JOB_STAT_* telemetry counts at the end (meta.count_job, meta.job_stat)
     completed: bool = False
     answered: bool = False
     raise_up: bool = False  # meta.raise: a kept result goes up (a repeat with FLAG_RECOVER)
     lane_overflow: bool = False
-    to_peer: bool = False  # meeting rules 1 and 3: the cell's sum goes to the peer as DATA
+    to_peer: bool = False  # meeting rule 1: a contribution's sum, our half, goes to the peer as DATA
 
 
 class Relay:
@@ -243,7 +244,7 @@ class Relay:
         values = np.frombuffer(bytes(payload), ">i4", P.values, P.header_bytes).astype(np.int32)
         pkt = Packet(word, fields, values, port)
         self._look_up(pkt)
-        if pkt.verdict is None or pkt.verdict == Verdict.PASS_DOWN:
+        if pkt.verdict in (Verdict.CHECKED, Verdict.PASS_DOWN):
             self._check_round(pkt)
         if pkt.verdict in (Verdict.ANSWER, Verdict.FIRST, Verdict.ADD, Verdict.KEEP):
             self._value_lanes(pkt)
@@ -277,11 +278,8 @@ class Relay:
         pkt.tree, pkt.from_parent = entry
         pkt.cells = self.cells[pkt.tree.job_id]
         pkt.cell = f["slot"] << 1 | f["set"]
-        if pkt.from_parent and f["msg_type"] != P.MSG_RESULT:
-            bad = True
-        else:  # a child sends DATA only: its RESULT is a recovery's, and a relay never loses its cells
-            bad = not pkt.from_parent and f["msg_type"] != P.MSG_DATA
-        if bad:
+        # the parent sends RESULTs; a child DATA only (its RESULT is a recovery's: a relay never loses its cells)
+        if f["msg_type"] != (P.MSG_RESULT if pkt.from_parent else P.MSG_DATA):
             pkt.job_stat = P.JOB_STAT_BAD_TYPE
             pkt.verdict = Verdict.DROP
         elif f["slot"] >= pkt.tree.pool_size:
@@ -332,10 +330,9 @@ class Relay:
         pkt.job_stat = P.JOB_STAT_RETRANSMITS
         pkt.verdict = Verdict.ANSWER
         if not complete:
-            if self._peer_lacks_our_half(tree, old, count):
-                pkt.to_peer = True  # meeting rule 3: our half again, as an ANSWER reads it
-            else:
+            if not self._peer_lacks_our_half(tree, old, count):
                 pkt.verdict = Verdict.DROP  # absorbed: the result comes when the others arrive
+            # else meeting rule 3: our half again, to the peer, answered as a partial sum up is (ANSWER)
         elif pkt.answered:  # answered from the cell
             if not tree.is_root and pkt.fields["flags"] & P.FLAG_RECOVER:
                 pkt.raise_up = True  # the parent may have lost the round: the kept result goes up
@@ -414,7 +411,7 @@ class Relay:
             return []  # refused, stale, or absorbed until the last child arrives
         if pkt.verdict in (Verdict.PASS_DOWN, Verdict.KEEP):
             return self._to_children(pkt, with_peer=False)  # meeting rule 4: the peer has it
-        if pkt.to_peer or (pkt.verdict == Verdict.ANSWER and not pkt.answered):
+        if pkt.to_peer or (pkt.verdict == Verdict.ANSWER and not pkt.answered):  # partial sums, a half to the peer
             return [self._emit(pkt, tree.parent_port, P.RECEIVER_PARENT, P.MSG_DATA, tree.index_at_parent)]
         if pkt.verdict == Verdict.ANSWER:
             if pkt.raise_up:

@@ -10,7 +10,7 @@
 
 typedef unsigned __int128 relay_word;  /* a header of up to 16 bytes, read as one big-endian integer */
 
-enum relay_verdict { CHECKED, DROP, PASS_DOWN, ANSWER, FIRST, ADD, KEEP };  /* Verdict (CHECKED: None) */
+enum relay_verdict { CHECKED, DROP, PASS_DOWN, ANSWER, FIRST, ADD, KEEP };  /* Verdict */
 
 typedef struct relay_packet {  /* Packet */
     relay_word word;
@@ -23,7 +23,7 @@ typedef struct relay_packet {  /* Packet */
     int64_t cell;
     int verdict;
     int32_t job_stat;          /* -1: None */
-    int completed, answered, raise_up, lane_overflow, to_peer;
+    int completed, answered, raise_up, lane_overflow, to_peer;  /* to_peer: meeting rule 1 */
 } relay_packet;
 
 static uint32_t relay_be32(const uint8_t *p) {
@@ -72,8 +72,7 @@ static void relay_look_up(ina_relay *r, relay_packet *p) {
     p->tree = found;
     p->from_parent = from_parent;
     p->cell = p->slot << 1 | p->set;
-    int bad = from_parent ? p->msg_type != L->MSG_RESULT : p->msg_type != L->MSG_DATA;
-    if (bad) {
+    if (p->msg_type != (from_parent ? L->MSG_RESULT : L->MSG_DATA)) {
         p->job_stat = L->JOB_STAT_BAD_TYPE;
         p->verdict = DROP;
     } else if (p->slot >= found->pool_size) {
@@ -110,10 +109,8 @@ static void relay_repeat(const ina_relay_layout *L, relay_packet *p, uint32_t ol
     p->job_stat = L->JOB_STAT_RETRANSMITS;
     p->verdict = ANSWER;
     if (!complete) {
-        if (relay_peer_lacks_our_half(t, old, n))
-            p->to_peer = 1;
-        else
-            p->verdict = DROP;
+        if (!relay_peer_lacks_our_half(t, old, n)) p->verdict = DROP;
+        /* else meeting rule 3: our half again, to the peer, answered as a partial sum up is (ANSWER) */
     } else if (p->answered) {
         if (!t->is_root && (p->flags & L->FLAG_RECOVER)) p->raise_up = 1;
     } else {

@@ -43,6 +43,36 @@ class Output(NamedTuple):
     payload: bytes
 
 
+class Outputs(NamedTuple):
+    """A batch's outputs in order, as arrays (``Relay.receive_batch``): output j goes out of ``ports[j]`` to
+    ``receivers[j]``, the UDP payload ``payloads[j]`` (one packet_bytes row)."""
+
+    ports: np.ndarray  # (n,) int32
+    receivers: np.ndarray  # (n,) int32
+    payloads: np.ndarray  # (n, packet_bytes) uint8
+
+    @classmethod
+    def of(cls, outputs: list[Output], packet_bytes: int) -> Outputs:
+        payloads = np.frombuffer(b"".join(o.payload for o in outputs), np.uint8).reshape(-1, packet_bytes)
+        return cls(np.array([o.port for o in outputs], np.int32), np.array([o.receiver for o in outputs], np.int32),
+                   payloads.copy())
+
+    def outputs(self) -> list[Output]:
+        return [Output(int(p), int(r), row.tobytes()) for p, r, row in zip(self.ports, self.receivers, self.payloads)]
+
+
+def batch(rows: np.ndarray, lengths: np.ndarray | list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """k datagrams as ``TreeCall.receive`` takes them: a (k, stride) uint8 array, datagram i the first
+    ``lengths[i]`` bytes of row i (at most the stride).  Checked, so a bad batch is refused by name."""
+    rows, lengths = np.asarray(rows), np.asarray(lengths)
+    if rows.dtype != np.uint8 or rows.ndim != 2:
+        raise ValueError(f"Relay.receive_batch: rows are {rows.dtype} of shape {rows.shape}, not (k, stride) uint8")
+    if lengths.shape != (len(rows),) or not np.issubdtype(lengths.dtype, np.integer):
+        raise ValueError(f"Relay.receive_batch: lengths are {lengths.dtype} of shape {lengths.shape}, not "
+                         f"({len(rows)},) integers")
+    return np.ascontiguousarray(rows), np.ascontiguousarray(lengths, np.int64)
+
+
 @dataclass(frozen=True)
 class RelayTree:
     """One job's tree at this relay: the numbers the controller writes as ina.p4 entries (member and
@@ -222,6 +252,13 @@ class Relay:
         outputs = self._send(pkt)
         self._count(pkt)
         return outputs
+
+    def receive_batch(self, port: int, rows: np.ndarray, lengths: np.ndarray | list[int]) -> Outputs:
+        """k datagrams that came in on ``port`` (``batch``'s rows and lengths), one after the other: the
+        outputs of all, in order (the native relay's one call per batch; here a loop over ``receive``)."""
+        rows, lengths = batch(rows, lengths)
+        outputs = [out for row, length in zip(rows, lengths) for out in self.receive(port, row[:max(0, length)])]
+        return Outputs.of(outputs, self.P.packet_bytes)
 
     def _count(self, pkt: Packet) -> None:
         """telemetry.p4: the one JOB_STAT_* the controls chose (the last one set), and a completion."""

@@ -47,12 +47,17 @@ def enabled() -> bool:
     return os.environ.get("INA_NATIVE", "1") != "0"
 
 
+HEADERS = ("core.h", "relay.h")  # declared once, for the C and for cffi
+
+
 def source() -> str:
-    """One translation unit: core.h once, then core.c and run.c (each #includes it to stand alone for an
-    editor or a compiler run by hand)."""
-    parts = ["#define _GNU_SOURCE", "#include <stdint.h>", (HERE / "core.h").read_text()]
-    for name in ("core.c", "run.c"):
-        text = (HERE / name).read_text().replace('#include "core.h"', "").replace("#define _GNU_SOURCE", "")
+    """One translation unit: the headers once, then core.c, relay.c and run.c (each #includes what it needs
+    to stand alone for an editor or a compiler run by hand)."""
+    parts = ["#define _GNU_SOURCE", "#include <stdint.h>", *((HERE / h).read_text() for h in HEADERS)]
+    for name in ("core.c", "relay.c", "run.c"):
+        text = (HERE / name).read_text().replace("#define _GNU_SOURCE", "")
+        for header in HEADERS:
+            text = text.replace(f'#include "{header}"', "")
         parts.append(f'#line 1 "{name}"\n{text}')
     return "\n".join(parts)
 
@@ -82,7 +87,7 @@ def _load() -> tuple[Any, Any] | str:
     except BuildError as e:
         return str(e)
     ffi = cffi.FFI()
-    ffi.cdef(re.sub(r"/\*.*?\*/", "", (HERE / "core.h").read_text(), flags=re.S))
+    ffi.cdef(re.sub(r"/\*.*?\*/", "", "\n".join((HERE / h).read_text() for h in HEADERS), flags=re.S))
     return ffi, ffi.dlopen(str(path))
 
 
@@ -591,3 +596,4 @@ def prepare_into(flat: np.ndarray, padded: np.ndarray | None, values: int) -> tu
                              ffi.NULL if exps is None else _ptr(ffi, "int8_t *", exps),
                              quantize.EXPONENT_MIN, quantize.EXPONENT_MAX, quantize.EXPONENT_NONE)
     return status == 0, exps
+

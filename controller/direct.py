@@ -37,8 +37,8 @@ make every part end at once.  Every worker uses the same interfaces for the same
 interfaces and devices to parts is a walk over them (``_assign``), and the circuits follow
 (``controller.circuits``: the wiring of each kind of part).
 
-Rings, tori and trees are what the virtual fabric and ``worker.direct.DirectWorker`` (on sockets) run;
-``ring_tree`` and ``nic_mesh`` are planned, shown and compared, not yet run (docs/direct.md).
+Rings, tori, trees and NIC meshes are what the virtual fabric and ``worker.direct.DirectWorker`` (on sockets)
+run; ``ring_tree`` is planned, shown and compared (``runs`` says where each kind runs; docs/direct.md).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ from worker.ring import HEADER
 from worker.tuner import TreePipe
 
 RUNS_IN_FABRIC = ("ring", "torus", "tree", "nic_mesh")  # what the virtual fabric runs (virtual_fabric/direct.py)
-RUNS_ON_SOCKETS = ("ring", "torus", "tree")  # what a worker runs (worker.direct.DirectWorker); the rest is planned only
+RUNS_ON_SOCKETS = ("ring", "torus", "tree", "nic_mesh")  # what a worker runs (worker.direct.DirectWorker)
 # slots a device gives a tree: ina.p4's whole default pool (INA_POOL_SLOTS), as a device serves one part
 # (tests/test_direct.py checks it against the built program)
 DEVICE_POOL = 1024

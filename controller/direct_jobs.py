@@ -136,7 +136,8 @@ def create_parts(cluster: DirectCluster, plan: DirectPlan, site: DirectSite, sta
     addresses.
 
     The tree part's job is ``direct-<k>``, mode ina, one tree, as many slots as its window (the planner's, at
-    most what the devices have free).  Either every job is created or none: a failure deletes the ones made (a
+    most what the devices have free); the NIC mesh part's ``nic-mesh-<k>``, a meeting tree per route, each with
+    its share of the window.  Either every job is created or none: a failure deletes the ones made (a
     device that does not answer keeps their entries until it is set up again), and the directory may be used
     again."""
     _check(cluster, plan, site)
@@ -158,9 +159,9 @@ def create_parts(cluster: DirectCluster, plan: DirectPlan, site: DirectSite, sta
             network.save(where / "net.json")
             ctl = Controller(network, where / STATE_FILE, options, ELECTION_ID)
             controllers.append(ctl)
-            parts.append((_mesh_job if part.shape.kind == "nic_mesh" else _tree_job)(ctl, cluster, part,
-                                                                                      f"direct-{k}"))
-            made.append((ctl, f"direct-{k}"))
+            name = f"nic-mesh-{k}" if part.shape.kind == "nic_mesh" else f"direct-{k}"  # as errors name it
+            parts.append((_mesh_job if part.shape.kind == "nic_mesh" else _tree_job)(ctl, cluster, part, name))
+            made.append((ctl, name))
         return parts
     except BaseException:
         _undo(made)

@@ -19,7 +19,7 @@ import pytest
 
 from controller import cli
 from controller.controller import Controller
-from controller.direct import DirectCluster, DirectError, plan, plan_of, tree_topology
+from controller.direct import DirectCluster, DirectError, describe, plan, plan_of, tree_topology
 from controller.direct_jobs import create_parts, mesh_network, part_network, ring_part, torus_part
 from controller.direct_site import DirectSite
 from controller.network import Network, SwitchAccess
@@ -153,6 +153,7 @@ def test_a_nic_mesh_part_is_its_nics_network_and_runs_alone(tmp_path: Path) -> N
     interface 0), circuits on ports D + 1 + i, every NIC reached as the site says and written as nic.p4.  A NIC
     mesh beside a ring, or beside another mesh, is refused by name before anything is installed."""
     site, p = mesh_site(), plan(MESH_CLUSTER, NBYTES, ["nic_mesh"])
+    assert p.parts[0].to_dict()["runs"] == "fabric and sockets" and not any("only)" in x for x in describe(p))
     net = mesh_network(MESH_CLUSTER, p, 0, site)
     hosts, links = net.topology.hosts, {(lk.a, lk.b) for lk in net.topology.links}
     assert [str(hosts[f"h{w + 1}"].ip) for w in range(8)] == [f"127.0.1.{w + 1}/24" for w in range(8)]

@@ -272,8 +272,7 @@ def _direct_parser(sub: Any, add_run_dir: Callable[[argparse.ArgumentParser], No
     add_run_dir(start)
     inputs(start, True)
     start.add_argument("--nic-program", type=Path,
-                       help="the streaming NICs' P4 program, loaded at start (default p4src/ina.p4 until "
-                            "p4src/nic.p4 exists)")
+                       help="the streaming NICs' P4 program, loaded at start (default p4src/nic.p4)")
     _start_options(start)
     start.set_defaults(func=cmd_direct_start)
 

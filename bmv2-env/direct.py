@@ -27,9 +27,12 @@ From the cluster file, the circuits and the site file (``controller.direct_site`
   another circuit reaches the same device (``machines.py`` does the same for a machine's NICs).
 * streaming NICs: worker w's NIC is the P4 switch ``n<w>`` (the site's ``workers[w].nic``), a bump in the wire:
   its port i+1 is linked to the worker's interface i (unshaped: inside the machine), its port D+1+i to interface
-  i's circuit.  No controller pushes a NIC's program yet, so the NIC starts with ``nic_program`` loaded
-  (p4src/nic.p4 once it exists; ina.p4 by default until then), and the worker's routes name the far ends
-  beyond it as if it were a wire.
+  i's circuit.  The NIC starts with ``nic_program`` loaded (p4src/nic.p4 by default), and ``ina-ctl direct
+  setup`` of a NIC mesh part sets it up as the mesh's switch.  The worker reaches its NIC's own address and MAC
+  (the site's ``nic``) by each of its interfaces (a neighbour entry on each, the /32 in each interface's table,
+  and in the main table by its first), so a part's socket bound to its interface's address sends to the NIC by
+  that interface, whose NIC port is the part's host port (``controller.nic_mesh``).  The far ends beyond the NIC
+  are routed as if it were a wire; nic.p4 passes only the traffic of its mesh's hosts.
 
 The run directory holds ``state.json`` (``runstate.py``: what ``ina-net clean`` removes after a crash), the
 switches' logs and, once every switch answers, ``direct.json`` (what runs where; removed on stop).
@@ -49,7 +52,7 @@ from mininet.node import Host
 from controller.circuits import end_of
 from controller.direct import DirectCluster, DirectError, check_circuits
 from controller.direct_site import DEFAULT_RING_PORT, Device, DirectSite, Interface
-from controller.programs import V1MODEL
+from controller.programs import NIC
 from controller.topology import Link as TopologyLink
 from controller.topology import read_json
 
@@ -245,19 +248,28 @@ def worker_commands(w: int, site: DirectSite, cluster: DirectCluster,
     """What sets worker w's interfaces up (the module docstring): address, offload off, and per circuit its far
     end's route, neighbour entry and the interface's table and rule."""
     far = far_ends(site, circuits)
+    card = site.nic(w) if cluster.nic_streaming else None
     commands = []
-    for i in worker_interfaces(cluster, circuits)[w]:
+    for k, i in enumerate(worker_interfaces(cluster, circuits)[w]):
         iface, me = interface_name(worker_host(w), i), site.workers[w][i]
         name, address, mac = far[w, i]
         table = TABLE_BASE + i
         commands += [f"ip address flush dev {iface}",  # Mininet's ifconfig may have set a broadcast on the /31
                      f"ip address add {me.ip} dev {iface}",
                      f"ethtool -K {iface} tx off",
-                     f"ip neigh replace {address} lladdr {mac} dev {iface} nud permanent",
-                     f"ip route replace {address}/32 dev {iface} src {me.ip.ip}",
-                     f"ip route replace {address}/32 dev {iface} src {me.ip.ip} table {table}",
+                     *_reach(address, mac, iface, me, table, main=True),
                      f"ip rule add from {me.ip.ip} lookup {table} priority {RULE_PRIORITY_BASE + i}"]
+        if card is not None:  # its own NIC, through whichever interface a part binds (the first in main)
+            commands += _reach(str(card.ip), card.mac, iface, me, table, main=k == 0)
     return commands
+
+
+def _reach(address: str, mac: str, iface: str, me: Interface, table: int, main: bool) -> list[str]:
+    """``address`` by ``iface`` from ``me``: a permanent neighbour entry for its MAC, its /32 in the interface's
+    table (and in the main table when ``main``)."""
+    route = f"ip route replace {address}/32 dev {iface} src {me.ip.ip}"
+    return [f"ip neigh replace {address} lladdr {mac} dev {iface} nud permanent",
+            *([route] if main else []), f"{route} table {table}"]
 
 
 # --- the network ----------------------------------------------------------------------------------------
@@ -275,7 +287,7 @@ class DirectNetwork(MininetRun):
         self.circuits = checked_circuits(list(circuits), cluster, where[0])
         check_site(site, cluster, where[1])
         self.site = site
-        self.nic_program = Path(nic_program) if nic_program is not None else V1MODEL.source
+        self.nic_program = Path(nic_program) if nic_program is not None else NIC.source
         if cluster.nic_streaming and not self.nic_program.is_file():
             raise DirectError(f"the NICs' program {self.nic_program} is not a file")
         self.switch_log_level = switch_log_level

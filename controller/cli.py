@@ -198,7 +198,8 @@ def _direct(sub) -> None:
                                       "ring_tree(16)), comma-separated")
     plan.add_argument("--circuits", type=Path, help="write the circuits to program (pairs of ports) to this file")
     plan.add_argument("--json", action="store_true")
-    setup = actions.add_parser("setup", help="plan a call, create every tree part's job on the site's devices, "
+    setup = actions.add_parser("setup", help="plan a call, create every tree and NIC mesh part's job on the site's "
+                                             "devices and NICs, "
                                              "and write the parts every rank's DirectWorker loads")
     setup.add_argument("--cluster", type=Path, required=True, help="the cluster file (docs/direct.md)")
     setup.add_argument("--site", type=Path, required=True, help="the site file: every worker's interfaces, every "
@@ -207,8 +208,8 @@ def _direct(sub) -> None:
     setup.add_argument("--state-dir", type=Path, required=True,
                        help="a fresh directory: DIR/parts.json, and each tree part's net.json, state and spec in "
                             "DIR/part-K")
-    setup.add_argument("--kinds", help="only these part shapes, comma-separated (DirectWorker runs tree, ring "
-                                       "and torus)")
+    setup.add_argument("--kinds", help="only these part shapes, comma-separated (DirectWorker runs tree, ring, "
+                                       "torus and nic_mesh)")
     setup.add_argument("--values", type=int, help="int32 values per packet (default: the most the devices take)")
     setup.add_argument("--circuits", type=Path, help="the circuits the OCS was programmed with (`direct plan "
                                                      "--circuits`): refused unless they are this plan's")
@@ -254,9 +255,12 @@ def _setup_direct(args: argparse.Namespace) -> int:
     for k, (planned, part) in enumerate(zip(found.parts, parts)):
         head = f"part {k + 1}/{len(parts)}: {planned.shape.name}, share {part.share:.3f}"
         if isinstance(part, TreePart):
-            devices = ", ".join(f"d{j} ({site.devices[j].p4runtime})" for j in planned.devices)
+            devices = ", ".join(f"d{j} ({site.devices[j].p4runtime})" for j in planned.devices) \
+                if planned.shape.kind == "tree" else f"the {cluster.workers} workers' NICs"
+            trees = len(part.spec.trees)
             print(f"{head}, interface {planned.interfaces[0]}, device(s) {devices}: job {part.spec.name}, pool "
-                  f"{part.spec.pool_size}, spec in {part.spec_file}")
+                  f"{part.spec.pool_size}" + (f" in each of {trees} trees" if trees > 1 else "")
+                  + f", spec in {part.spec_file}")
         elif isinstance(part, TorusPart):
             (f1, f2), (b1, b2) = ([a[0] for a in p] for p in (part.forward, part.backward))
             print(f"{head}, interfaces {list(planned.interfaces)}, levels {part.levels[0]} x {part.levels[1]}: "

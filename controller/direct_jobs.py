@@ -3,10 +3,13 @@ to what every rank's ``worker.direct.DirectWorker`` runs.
 
 A tree part is an ordinary INA job on its devices: ``part_network`` is the part's topology
 (``controller.direct.tree_topology``'s links) with the site's addresses and the devices' P4Runtime access, and
-``create_parts`` has a controller of its own per tree part set the devices up and create the job.  A ring or
-torus part needs nothing installed, only every worker's listening addresses (``ring_part``, ``torus_part``).
-DirectWorker runs tree, ring and torus parts; a plan with any other part is refused by name before anything is
-installed.
+``create_parts`` has a controller of its own per tree part set the devices up and create the job.  A NIC mesh
+part is one too, on the workers' streaming NICs (``mesh_network``: ``controller.nic_mesh``'s topology with the
+site's addresses, every NIC running p4src/nic.p4): its job's trees are the mesh routes' meeting trees, and a rank
+runs it as it runs a tree part (``TreePart``: an INA job of several trees, each through the rank's own NIC).  A
+ring or torus part needs nothing installed, only every worker's listening addresses (``ring_part``,
+``torus_part``).  DirectWorker runs tree, NIC mesh, ring and torus parts; a plan with any other part, or one that
+puts a NIC mesh beside parts whose traffic would cross the NICs, is refused by name before anything is installed.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from pathlib import Path
 from controller.controller import Controller
 from controller.direct import RUNS_ON_SOCKETS, DirectCluster, DirectError, DirectPlan, Part, tree_topology
 from controller.direct_site import DirectSite
-from controller.network import Network
+from controller.network import Network, SwitchAccess
+from controller.nic_mesh import host, mesh_job, mesh_topology, nic
 from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineOptions
 from controller.state import STATE_FILE
@@ -26,19 +30,28 @@ from controller.topology import Topology
 from worker.direct import RingPart, TorusPart, TreePart, parts_to_json
 
 log = logging.getLogger("ina.direct")
-WHY_NOT = {"ring_tree": "planned only: hosts would forward partial sums along a chain",
-           "nic_mesh": "planned only: it needs NICs that sum"}
+WHY_NOT = {"ring_tree": "planned only: hosts would forward partial sums along a chain"}
 PARTS_FILE = "parts.json"  # in the state directory: what every rank loads
 ELECTION_ID = 2  # as ina-ctl's other commands that change switches: a watch (id 1) may hold them
 
 
 def check_runnable(plan: DirectPlan) -> None:
-    """Every part is one DirectWorker runs (a DirectError naming the first that is not)."""
+    """Every part is one DirectWorker runs, and a NIC mesh is the plan's only part (a DirectError naming the
+    first part that is not).  A streaming NIC (nic.p4) sits in the wire of every interface and passes only its
+    own jobs' traffic (its routes are its mesh's hosts, its jobs the mesh's trees), so a tree, ring or torus
+    part on the same interfaces' circuits would be dropped by the NICs; and two meshes' controllers would each
+    set up, and take over, the same NICs."""
     for k, part in enumerate(plan.parts):
         if part.shape.kind not in RUNS_ON_SOCKETS:
             why = WHY_NOT.get(part.shape.kind, f"DirectWorker runs {', '.join(RUNS_ON_SOCKETS)} parts only")
             raise DirectError(f"part {k + 1}/{len(plan.parts)} is {part.shape.name}: {why}; plan without it "
                               f"(--kinds {','.join(RUNS_ON_SOCKETS)})")
+    meshes = [k for k, part in enumerate(plan.parts) if part.shape.kind == "nic_mesh"]
+    if meshes and len(plan.parts) > 1:
+        k = next(k for k in range(len(plan.parts)) if k != meshes[0])
+        raise DirectError(f"part {k + 1}/{len(plan.parts)} is {plan.parts[k].shape.name} beside the NIC mesh part "
+                          f"{meshes[0] + 1} ({plan.parts[meshes[0]].shape.name}): the streaming NICs pass only their "
+                          f"mesh's traffic, so a NIC mesh runs alone; plan with --kinds nic_mesh(d) for one d")
 
 
 def part_network(cluster: DirectCluster, plan: DirectPlan, k: int, site: DirectSite) -> Network:
@@ -56,6 +69,24 @@ def part_network(cluster: DirectCluster, plan: DirectPlan, k: int, site: DirectS
         topology["switches"][f"d{j}"].update(ip=str(device.ip), mac=device.mac)
     return Network(Topology.from_dict(topology, f"part {k + 1}/{len(plan.parts)}"),
                    {f"d{j}": site.devices[j].access for j in part.devices})
+
+
+def mesh_network(cluster: DirectCluster, plan: DirectPlan, k: int, site: DirectSite) -> Network:
+    """NIC mesh part ``k`` as a network the controller sets up: worker w is host h<w+1> at its address on the
+    part's first interface (the one its NIC's host port faces), its NIC switch n<w> at the site's ``nic``
+    address and P4Runtime access, running the NIC program, linked as ``mesh_topology`` links them."""
+    part = _part(cluster, plan, k, site, "nic_mesh")
+    topology = mesh_topology(cluster, part)
+    interface = part.interfaces[0]
+    access = {}
+    for w in range(cluster.workers):
+        end, card = site.workers[w][interface], site.nic(w)
+        if card is None:
+            raise DirectError(f"site: workers[{w}].nic is missing: part {k + 1}/{len(plan.parts)} is a NIC mesh")
+        topology["hosts"][host(w)] = {"ip": str(end.ip), "mac": end.mac}
+        topology["switches"][nic(w)].update(ip=str(card.ip), mac=card.mac)
+        access[nic(w)] = SwitchAccess(card.p4runtime, card.device_id, card.target, "nic")
+    return Network(Topology.from_dict(topology, f"part {k + 1}/{len(plan.parts)}"), access)
 
 
 def ring_part(plan: DirectPlan, k: int, site: DirectSite) -> RingPart:
@@ -105,7 +136,8 @@ def create_parts(cluster: DirectCluster, plan: DirectPlan, site: DirectSite, sta
     addresses.
 
     The tree part's job is ``direct-<k>``, mode ina, one tree, as many slots as its window (the planner's, at
-    most what the devices have free).  Either every job is created or none: a failure deletes the ones made (a
+    most what the devices have free); the NIC mesh part's ``nic-mesh-<k>``, a meeting tree per route, each with
+    its share of the window.  Either every job is created or none: a failure deletes the ones made (a
     device that does not answer keeps their entries until it is set up again), and the directory may be used
     again."""
     _check(cluster, plan, site)
@@ -121,14 +153,15 @@ def create_parts(cluster: DirectCluster, plan: DirectPlan, site: DirectSite, sta
             if part.shape.kind in ("ring", "torus"):
                 parts.append(ring_part(plan, k, site) if part.shape.kind == "ring" else torus_part(plan, k, site))
                 continue
-            network = part_network(cluster, plan, k, site)
+            network = (mesh_network if part.shape.kind == "nic_mesh" else part_network)(cluster, plan, k, site)
             where = state_dir / f"part-{k}"
             where.mkdir(parents=True, exist_ok=True)
             network.save(where / "net.json")
             ctl = Controller(network, where / STATE_FILE, options, ELECTION_ID)
             controllers.append(ctl)
-            parts.append(_tree_job(ctl, cluster, part, f"direct-{k}"))
-            made.append((ctl, f"direct-{k}"))
+            name = f"nic-mesh-{k}" if part.shape.kind == "nic_mesh" else f"direct-{k}"  # as errors name it
+            parts.append((_mesh_job if part.shape.kind == "nic_mesh" else _tree_job)(ctl, cluster, part, name))
+            made.append((ctl, name))
         return parts
     except BaseException:
         _undo(made)
@@ -151,6 +184,17 @@ def _tree_job(ctl: Controller, cluster: DirectCluster, part: Part, name: str) ->
     ctl.setup()
     pool = min(part.shape.window, *(ctl.room(d).free_slots for d in ctl.topology.switches))
     spec = ctl.create_job(name, [f"h{w + 1}" for w in range(cluster.workers)], max(1, pool), trees=1, mode="ina")
+    assert ctl.spec_dir is not None
+    return TreePart(spec, part.share, str((ctl.spec_dir / f"{name}.json").absolute()))
+
+
+def _mesh_job(ctl: Controller, cluster: DirectCluster, part: Part, name: str) -> TreePart:
+    """The part's NICs set up, and its job of meeting trees on them (every worker, in rank order): a rank runs
+    it as a tree part, since to a worker a NIC mesh is an INA job of several trees through its own NIC."""
+    ctl.setup()
+    free = min(ctl.room(n).free_slots for n in ctl.topology.switches)
+    trees, pool = mesh_job(cluster, part, free_slots=free)
+    spec = ctl.create_job(name, [host(w) for w in range(cluster.workers)], pool, trees=trees, mode="ina")
     assert ctl.spec_dir is not None
     return TreePart(spec, part.share, str((ctl.spec_dir / f"{name}.json").absolute()))
 

@@ -1,6 +1,8 @@
 """A NIC mesh part of a direct-connect plan (``controller.direct``, kind ``nic_mesh``) as what runs it: every
-worker's streaming NIC a switch running p4src/nic.p4, its host on the NIC's port 1 and its circuits on ports
-2 + interface, and the part's routes (``controller.circuits.mesh_routes``) as the NICs' meeting trees.
+worker's streaming NIC a switch running p4src/nic.p4 as a bump in the wire of its host's D interfaces (the layout
+``ina-net direct`` builds): the NIC's port i + 1 faces the host's interface i and its port D + 1 + i that
+interface's circuit.  The host reaches its NIC through the part's first interface (``host_port``), and the part's
+routes (``controller.circuits.mesh_routes``) are the NICs' meeting trees.
 
 Each route is a tree of the part's job: its root is the NIC of one end of its meeting circuit and its
 ``meeting`` the other end's (``controller.plan.Tree``), every other NIC's uplink the port towards its route
@@ -15,8 +17,15 @@ from controller import plan
 from controller.circuits import end_of, mesh_routes
 from controller.direct import DirectCluster, DirectError, Part
 
-HOST_PORT = 1  # a NIC's port to its own host; interface i is port FIRST_CIRCUIT_PORT + i
-FIRST_CIRCUIT_PORT = 2
+
+def host_port(part: Part) -> int:
+    """The NIC's port its host uses for the part: the one facing the part's first interface."""
+    return 1 + part.interfaces[0]
+
+
+def circuit_port(cluster: DirectCluster, interface: int) -> int:
+    """The NIC's port to the circuit of its host's ``interface``."""
+    return cluster.interfaces + 1 + interface
 
 
 def nic(w: int, prefix: str = "") -> str:
@@ -28,7 +37,7 @@ def host(w: int, prefix: str = "") -> str:
 
 
 def mesh_topology(cluster: DirectCluster, part: Part, prefix: str = "", host_gbps: float | None = None) -> dict:
-    """The part as a topology file: host ``h<w+1>`` on NIC ``n<w>``'s port 1 by a bus of ``host_gbps`` (the
+    """The part as a topology file: host ``h<w+1>`` on NIC ``n<w>``'s ``host_port`` by a bus of ``host_gbps`` (the
     cluster's interfaces at L each, by default: a NIC takes what its host sends on all of them) with no delay,
     the circuits between NIC ports at L with the hop's delay.  Names take ``prefix`` (several parts in one
     network); addresses are left to the caller (``addresses``)."""
@@ -36,18 +45,18 @@ def mesh_topology(cluster: DirectCluster, part: Part, prefix: str = "", host_gbp
         raise DirectError(f"a {part.shape.name} part is not a NIC mesh")
     bus = {"bw": (host_gbps or cluster.link_gbps * cluster.interfaces) * 1e3, "delay": "0us"}
     circuit = {"bw": cluster.link_gbps * 1e3, "delay": f"{cluster.hop_latency * 1e6:g}us"}
-    links = [[host(w, prefix), f"{nic(w, prefix)}-p{HOST_PORT}", dict(bus)] for w in range(cluster.workers)]
+    links = [[host(w, prefix), f"{nic(w, prefix)}-p{host_port(part)}", dict(bus)] for w in range(cluster.workers)]
     for a, b in part.circuits:
-        links.append([_nic_port(a, prefix), _nic_port(b, prefix), dict(circuit)])
+        links.append([_nic_port(cluster, a, prefix), _nic_port(cluster, b, prefix), dict(circuit)])
     return {"hosts": {host(w, prefix): {} for w in range(cluster.workers)},
             "switches": {nic(w, prefix): {} for w in range(cluster.workers)}, "links": links}
 
 
-def _nic_port(end: str, prefix: str) -> str:
+def _nic_port(cluster: DirectCluster, end: str, prefix: str) -> str:
     kind, w, interface = end_of(end)
     if kind != "w":
         raise DirectError(f"NIC mesh circuit end {end!r}: a mesh joins workers' interfaces (w<worker>.<interface>)")
-    return f"{nic(w, prefix)}-p{FIRST_CIRCUIT_PORT + interface}"
+    return f"{nic(w, prefix)}-p{circuit_port(cluster, interface)}"
 
 
 def mesh_trees(cluster: DirectCluster, part: Part, rate_mbps: float, prefix: str = "") -> plan.Plan:
@@ -56,7 +65,7 @@ def mesh_trees(cluster: DirectCluster, part: Part, rate_mbps: float, prefix: str
     port: dict[tuple[int, int], int] = {}  # (worker, neighbour): the worker's NIC port on their circuit
     for a, b in part.circuits:
         (_, u, i), (_, v, j) = end_of(a), end_of(b)
-        port[u, v], port[v, u] = FIRST_CIRCUIT_PORT + i, FIRST_CIRCUIT_PORT + j
+        port[u, v], port[v, u] = circuit_port(cluster, i), circuit_port(cluster, j)
     routes = mesh_routes(cluster.workers, part.shape.group)
     trees = []
     for r in routes:
@@ -68,3 +77,15 @@ def mesh_trees(cluster: DirectCluster, part: Part, rate_mbps: float, prefix: str
     members = tuple(host(w, prefix) for w in range(cluster.workers))
     return plan.Plan(members, tuple(trees), rate_mbps, rate_mbps, (), len(trees), 0.0,
                      notes=(f"{len(trees)} meeting trees of a NIC mesh",))
+
+
+def mesh_job(cluster: DirectCluster, part: Part, prefix: str = "",
+             free_slots: int | None = None) -> tuple[plan.Plan, int]:
+    """What the part's job is created with: its meeting trees (``mesh_trees``, together at the circuits' rate
+    over the busiest circuit's load) and each route's pool, the planned window shared by the routes (at most
+    ``free_slots`` over them: every route's tree crosses every NIC, so each NIC holds every route's pool)."""
+    trees = mesh_trees(cluster, part, cluster.link_gbps * 1e3 / part.shape.volume, prefix)
+    pool = part.shape.window // len(trees.trees)
+    if free_slots is not None:
+        pool = min(pool, free_slots // len(trees.trees))
+    return trees, max(1, pool)

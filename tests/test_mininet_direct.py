@@ -6,8 +6,10 @@ network is started from the circuits and a Mininet site file, every circuit neig
 circuit, the device answers P4Runtime; then `ina-ctl direct setup` sets the device up and creates the tree part's
 job, and four DirectWorker ranks, one process in each worker's host, sum float32 and int32 through the device and
 round the ring at once.  Then a circuit is cut mid-call, and every rank fails within its timeout, naming the part.
-A cluster with streaming NICs gets a NIC switch on each worker's interfaces.  Root and Mininet only (the pure
-checks need Mininet importable).
+A cluster with streaming NICs gets a NIC switch on each worker's interfaces; 8 such workers of 4 interfaces run the
+planner's NIC mesh (NTT's optimised topology, K_{4,4}) through their NICs, set up by `ina-ctl direct setup`, and a
+NIC that dies mid-call fails every rank, naming the part.  Root and Mininet only (the pure checks need Mininet
+importable).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from controller import cli
 from controller.direct import DirectCluster, DirectError
 from controller.direct_site import DirectSite
 from tests.mininet_env import HAVE_MININET, USABLE, needs_mininet, needs_mininet_module
+from worker.direct import TreePart, parts_from_json
 
 if HAVE_MININET:
     from bmv2env.direct import checked_circuits, direct_interface_names, load_circuits, mininet_site, worker_commands
@@ -42,11 +45,11 @@ RING = [("w0.0", "w1.1"), ("w1.0", "w2.1"), ("w2.0", "w3.1"), ("w3.0", "w0.1")]
 TREE = [("w0.2", "d0.1"), ("w1.2", "d0.2"), ("w2.2", "d0.3"), ("w3.2", "d0.4")]
 
 
-def _files(tmp_path: Path, cluster: DirectCluster = CLUSTER) -> tuple[Path, Path]:
+def _files(tmp_path: Path, cluster: DirectCluster = CLUSTER, kinds: str = "tree,ring") -> tuple[Path, Path]:
     """The cluster file and the plan's circuits, as `ina-ctl direct plan --circuits` writes them."""
     cluster_file, circuits = tmp_path / "cluster.json", tmp_path / "circuits.json"
     cluster_file.write_text(json.dumps(cluster.to_dict()))
-    assert cli.main(["direct", "plan", "--cluster", str(cluster_file), "--size", SIZE, "--kinds", "tree,ring",
+    assert cli.main(["direct", "plan", "--cluster", str(cluster_file), "--size", SIZE, "--kinds", kinds,
                      "--circuits", str(circuits)]) == 0
     return cluster_file, circuits
 
@@ -145,10 +148,23 @@ def _lines(procs: list[subprocess.Popen], count: int, wait: float) -> list[list[
 
 def _ranks(net: DirectNetwork, parts: Path, calls: int, seed: int) -> list[subprocess.Popen]:
     """One rank process in each worker's host, as tests/test_mininet.py runs workers."""
-    return [net.host(f"w{r}").popen([sys.executable, "-m", "tests.direct_rank", str(parts), str(r), "4",
+    n = net.cluster.workers
+    return [net.host(f"w{r}").popen([sys.executable, "-m", "tests.direct_rank", str(parts), str(r), str(n),
                                      str(ELEMENTS), str(seed), "--calls", str(calls), "--timeout", str(TIMEOUT)],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for r in range(4)]
+            for r in range(n)]
+
+
+def _all_fail_naming(procs: list[subprocess.Popen], part: str, since: float) -> list[tuple[dict, float]]:
+    """Every rank's last line is a failed call naming ``part``; each (line, seconds after ``since``)."""
+    ends = []
+    for p in procs:
+        out, err = p.communicate(timeout=6 * TIMEOUT + 10)
+        last = json.loads(out.decode().strip().splitlines()[-1])
+        assert "error" in last, (last, err.decode()[-2000:])
+        assert part in last["failed"], last
+        ends.append((last, time.monotonic() - since))
+    return ends
 
 
 @needs_mininet
@@ -190,15 +206,8 @@ def test_a_planned_cluster_sums_through_its_device_and_round_its_ring(tmp_path: 
             # cut w0's circuit to the device mid-call: every rank's call fails, naming the tree part
             cut = time.monotonic()
             net.run("w0", "ip link set w0-eth2 down")
-            ends = []
-            for p in procs:
-                out, err = p.communicate(timeout=6 * TIMEOUT + 10)
-                last = json.loads(out.decode().strip().splitlines()[-1])
-                assert "error" in last, (last, err.decode()[-2000:])
-                ends.append((last, time.monotonic() - cut))
-            for last, after in ends:
-                assert "part 2/2 (tree, job direct-1)" in last["failed"], last
-                assert after < 2 * TIMEOUT + 2, ends  # the worker's own timeout, from the call's last progress
+            ends = _all_fail_naming(procs, "part 2/2 (tree, job direct-1)", cut)
+            assert all(after < 2 * TIMEOUT + 2 for _, after in ends), ends  # the worker's own timeout
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -220,7 +229,7 @@ def test_streaming_nics_sit_between_each_worker_and_its_circuits(tmp_path: Path)
             assert (nic.device_id, nic.grpc_address) == (site.nic(w).device_id, site.nic(w).p4runtime)
             argv = Path(f"/proc/{nic.process.pid}/cmdline").read_bytes().decode().split("\0")
             assert [a for a in argv if "@" in a] == [f"1@n{w}-eth1", f"2@n{w}-eth2"] and "--no-p4" not in argv
-            assert any(a.endswith("p4src/ina.p4") for a in argv), argv
+            assert any(a.endswith("p4src/nic.p4") for a in argv), argv
             # the worker's interface is cabled to its NIC's port 1, the circuit joins the NICs' ports 2
             peer = net.run(f"w{w}", f"ip -o link show w{w}-eth0")
             assert f"@if{Path(f'/sys/class/net/n{w}-eth1/ifindex').read_text().strip()}" in peer, peer
@@ -269,3 +278,61 @@ def test_ina_net_direct_writes_a_site_starts_execs_and_stops(tmp_path: Path) -> 
     assert "direct-connect cluster up: 2 workers x 2 interfaces, 0 device(s)" in output, output
     assert "1 circuit at 500 Mb/s each way" in output, output
     assert not (run_dir / "state.json").exists() and not (run_dir / "direct.json").exists()
+
+
+NIC_CLUSTER = DirectCluster(8, 4, 10.0, nic_streaming=True)
+
+
+@needs_mininet_module
+def test_a_worker_reaches_its_nic_by_each_interface(tmp_path: Path) -> None:
+    """Whichever interface a part binds, its packets to the NIC's own address leave by that interface."""
+    _, circuits_file = _files(tmp_path, NIC_CLUSTER, "nic_mesh")
+    circuits = load_circuits(circuits_file, NIC_CLUSTER)
+    site = mininet_site(NIC_CLUSTER, circuits, target="builtin", grpc_port_base=52101)
+    card, commands = site.nic(2), worker_commands(2, site, NIC_CLUSTER, circuits)
+    for i, me in enumerate(site.workers[2]):
+        assert f"ip neigh replace {card.ip} lladdr {card.mac} dev w2-eth{i} nud permanent" in commands
+        assert f"ip route replace {card.ip}/32 dev w2-eth{i} src {me.ip.ip} table {100 + i}" in commands
+    assert [c for c in commands if c.startswith(f"ip route replace {card.ip}/32") and "table" not in c] == \
+        [f"ip route replace {card.ip}/32 dev w2-eth0 src {site.workers[2][0].ip.ip}"]
+
+
+@needs_mininet
+def test_a_nic_mesh_sums_through_the_streaming_nics(tmp_path: Path) -> None:
+    """8 workers x 4 interfaces with streaming NICs, the planner's nic_mesh(4) (K_{4,4}: 16 meeting trees through
+    every NIC); `ina-ctl direct setup` sets the NICs up, 8 ranks sum float32 and int32 through them; then n5's
+    switch process dies mid-call, and every rank fails within its timeout, naming the part."""
+    cluster_file, circuits_file = _files(tmp_path, NIC_CLUSTER, "nic_mesh")
+    circuits = load_circuits(circuits_file, NIC_CLUSTER)
+    site_file = tmp_path / "site.json"
+    site_file.write_text(json.dumps(mininet_site(NIC_CLUSTER, circuits, target="builtin").to_dict()))
+    site = DirectSite.load(site_file)
+    with DirectNetwork(NIC_CLUSTER, circuits, site, tmp_path / "run") as net:
+        state = tmp_path / "state"
+        assert cli.main(["direct", "setup", "--cluster", str(cluster_file), "--site", str(site_file), "--size", SIZE,
+                         "--kinds", "nic_mesh", "--state-dir", str(state)]) == 0
+        (mesh,) = parts_from_json((state / "parts.json").read_text())
+        assert isinstance(mesh, TreePart) and len(mesh.spec.trees) == 16
+        assert [(m.ip, m.switch_ip) for m in mesh.spec.members] == \
+            [(str(site.workers[w][0].ip.ip), str(site.nic(w).ip)) for w in range(8)]
+        procs = _ranks(net, state / "parts.json", calls=50, seed=9)
+        try:
+            first = _lines(procs, 4, wait=60)  # two rounds of a float32 and an int32 call on every rank
+            for call in range(4):
+                results = [lines[call] for lines in first]
+                assert all(r.get("within_bound") for r in results), results
+                assert len({r["digest"] for r in results}) == 1, results
+                assert set(results[0]["parts"]) == {"part 1/1 (tree, job nic-mesh-0)"}
+            slowest = [max(lines[k]["seconds"] for lines in first) for k in range(4)]
+            print(f"NIC mesh calls of {ELEMENTS} elements per rank, the slowest rank's: "
+                  + ", ".join(f"{r['dtype']} {t * 1e3:.1f} ms" for r, t in zip(first[0], slowest)))
+            dead = time.monotonic()
+            net.switch("n5").stop_process()
+            ends = _all_fail_naming(procs, "part 1/1 (tree, job nic-mesh-0)", dead)
+            print("failed after " + ", ".join(f"{after:.1f}" for _, after in ends) + " s")
+            assert all(after < 2 * TIMEOUT + 2 for _, after in ends), ends
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+    assert not link_exists("n0-eth1") and not (tmp_path / "run" / "state.json").exists()

@@ -36,7 +36,7 @@ import numpy as np
 
 from controller.circuits import end_of
 from controller.direct import RUNS_IN_FABRIC, DirectCluster, DirectError, DirectPlan, Part, plan, plan_of, tree_topology
-from controller.nic_mesh import host, mesh_topology, mesh_trees, nic
+from controller.nic_mesh import host, mesh_job, mesh_topology, nic
 from controller.ring_tree import chain_ends, chain_spec, device_topology, relay_port, relay_roles
 from controller.topology import Topology
 from virtual_fabric import host_latency, seeds
@@ -282,8 +282,7 @@ class DirectRun:
                 if part.shape.kind == "tree":
                     trees, pool = 1, part.shape.window
                 else:  # the routes' meeting trees, each an equal share and its part of the window
-                    trees = mesh_trees(c, part, c.link_gbps * 1e3 / part.shape.volume, f"t{k}")
-                    pool = max(1, part.shape.window // len(trees.trees))
+                    trees, pool = mesh_job(c, part, f"t{k}")
                 job = self.fabric.create_job(f"tree{k}", members[k], arrays, timeout=timeout, mode="ina", trees=trees,
                                              pool_size=pool)
                 for w in job.workers:

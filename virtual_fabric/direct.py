@@ -51,7 +51,7 @@ from virtual_fabric.ring import Ring
 from virtual_fabric.steps import StepTrace, node_of
 from worker import protocol, quantize
 from worker.cli import gradient
-from worker.relay import Relay
+from worker.native.relay import relay_class
 from worker.ring import summation_bound
 from worker.ring_layout import Layout
 
@@ -330,7 +330,7 @@ class DirectRun:
                                                address[node]["ip"], P.INA_UDP_PORT, P.INA_UDP_PORT, P.packet_bytes)
             headers[0] = udp_header(local["mac"], address[w]["mac"], local["ip"], address[w]["ip"], P.INA_UDP_PORT,
                                     tree.port, P.packet_bytes)
-            relays.append(SimRelay(self.loop, names[w], Relay([role.tree], P), links, headers, lambda _: None,
+            relays.append(SimRelay(self.loop, names[w], relay_class()([role.tree], P), links, headers, lambda _: None,
                                    on_result=self.trace.result_at))
         for role, relay in zip(roles, relays):  # each circuit's far end delivers to the neighbour's relay port
             for port, far in role.far.items():

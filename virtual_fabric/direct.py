@@ -345,7 +345,7 @@ class DirectRun:
         for w, relay in enumerate(relays):
             arrays = [CallSlices(lambda call, w=w: self.inputs.get(call, w), self.spans[k], self.calls)]
             worker = SimWorker(self.loop, spec, w, arrays[0], timeout, address[w]["mac"], rx_delay=0.0)
-            worker.uplink = InProcess(self.loop, relay.from_worker)
+            worker.uplink = InProcess(self.loop, relay.from_worker, relay.links.get(roles[w].tree.parent_port))
             relay.to_worker = worker.receive
             worker.hand_over = lambda rank, call, result, k=k: self._done(k, rank, call, result)
             worker.gate = self._gate

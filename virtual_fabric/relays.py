@@ -74,17 +74,21 @@ class SimRelay:
 
 @dataclass(eq=False)
 class InProcess:
-    """A worker's uplink that is its own relay: no rate, no queue, no delay (``SimWorker.uplink``)."""
+    """A worker's uplink that is its own relay: no rate and no delay of its own (``SimWorker.uplink``); the room
+    is that of the link the relay sends on towards its parent (``onward``), as a socket's send buffer is the
+    interface's: a window let go at once would go on past the circuit's queue (1,024 frames of 1 kB against
+    its 1 MB), and be lost there."""
 
     loop: EventLoop
     deliver: Callable[[bytes], None]
+    onward: Channel | None = None
 
     def send(self, frame: bytes) -> bool:
         self.deliver(frame)
         return True
 
     def room(self, now: float) -> int:
-        return 1 << 30
+        return 1 << 30 if self.onward is None else self.onward.room(now)
 
     def next_departure(self) -> float:
-        return self.loop.now
+        return self.loop.now if self.onward is None else self.onward.next_departure()

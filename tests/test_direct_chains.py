@@ -217,3 +217,27 @@ def test_bad_ring_tree_parts_are_refused_by_name(setup: Setup) -> None:
     with pytest.raises(ValueError, match=r"plan.json: RelayTree \(job \d+\)\.pool_size: 0 is not 1..65535"):
         parts_from_json(json.dumps(broken), "plan.json")
 
+
+
+def time_calls(elements: int, calls: int = 4) -> list[float]:
+    """Seconds per call of ``elements`` float32 on every rank at once, on a setup of its own (docs/direct.md)."""
+    import tempfile
+
+    took = []
+    with tempfile.TemporaryDirectory() as tmp, set_up(Path(tmp), SUBNET + 4, ("127.0.0.234", "127.0.0.235")) as done:
+        with ranks(done.parts, 5.0) as workers:
+            x = np.ones(elements, np.float32)
+            for _ in range(calls):
+                began = time.perf_counter()
+                results = on_ranks(workers, lambda w: w.allreduce(x), limit=120.0)
+                took.append(time.perf_counter() - began)
+                assert all(isinstance(r, np.ndarray) and (r == N).all() for r in results), results
+    return took
+
+
+if __name__ == "__main__":  # python -m tests.test_direct_chains [ELEMENTS]
+    import sys
+
+    size = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 18
+    for seconds in time_calls(size):
+        print(f"{N} ranks, {size:,} float32 ({size * 4 / 2**20:.2f} MiB) each: {seconds:.3f} s a call")

@@ -122,10 +122,20 @@ def _address(text: str) -> tuple[str, int]:
 
 @dataclass
 class _Pending:
-    call: TreeCall
-    composed: calls.ComposedCall
+    """A call queued for the loop: ``calls.prepare``'s padded copy of ``into`` and its exponents; the loop
+    composes it when it starts (the tree's packet numbers are the loop's to move on)."""
+
     into: np.ndarray
+    padded: np.ndarray
+    exponents: np.ndarray | None
     future: Future
+    composed: calls.ComposedCall | None = None
+
+    @property
+    def call(self) -> TreeCall:
+        assert self.composed is not None
+        (call,) = self.composed.tree_calls
+        return call
 
 
 class ChainLoop:
@@ -173,14 +183,11 @@ class ChainLoop:
         """The part's sum of ``view`` (C-contiguous, of a type ``calls.prepare`` takes) written into it; the
         Future's result is ``view``, or the call's AllreduceError."""
         padded, exponents = calls.prepare(view, self.part.spec.values)
-        out = np.empty_like(padded)
         future: Future = Future()
         with self._lock:
             if self._stop.is_set() or self.tree.broken:
                 raise AllreduceError(f"rank {self.rank}'s relay is closed, or an earlier call failed")
-            composed = calls.ComposedCall(self.part.spec, [self.tree], padded, exponents, view.shape, view.dtype, out)
-            (call,) = composed.tree_calls
-            self._queue.append(_Pending(call, composed, view, future))
+            self._queue.append(_Pending(view, padded, exponents, future))
         os.write(self._wake_w, b"x")
         return future
 
@@ -209,6 +216,10 @@ class ChainLoop:
                 if current is None:
                     with self._lock:
                         current = self._queue.pop(0) if self._queue else None
+                    if current is not None:
+                        current.composed = calls.ComposedCall(self.part.spec, [self.tree], current.padded,
+                                                              current.exponents, current.into.shape,
+                                                              current.into.dtype, np.empty_like(current.padded))
                 wait = MAX_WAIT
                 if current is not None:
                     try:
@@ -244,7 +255,8 @@ class ChainLoop:
             with self._lock:
                 left, self._queue = ([current] if current is not None else []) + self._queue, []
             for p in left:
-                p.future.set_exception(AllreduceError(f"rank {self.rank}'s relay was closed mid-call"))
+                if not p.future.done():
+                    p.future.set_exception(AllreduceError(f"rank {self.rank}'s relay was closed mid-call"))
 
     def _take(self, port: int, sock: socket.socket, results: list[bytes]) -> None:
         """What waits on a port's socket (a batch at most), through the relay."""

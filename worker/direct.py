@@ -275,9 +275,9 @@ class DirectWorker:
         return flat
 
     def _start(self, flat: np.ndarray) -> dict[str, Future]:
-        """Every part's call on ``flat``'s slices, at once: trees on their Workers' I/O threads, ring_trees on their
-        ChainLoops' threads, each ring
-        direction on a thread of its own.  A part that cannot start is a failed Future like any other."""
+        """Every part's call on ``flat``'s slices, at once: trees on their Workers' I/O threads, ring_trees on
+        their ChainLoops' threads, each ring direction on a thread of its own.  A part that cannot start is a
+        failed Future like any other."""
         calls: dict[str, Future] = {}
         self.last_parts = {}
         started = time.perf_counter()
@@ -389,6 +389,7 @@ def parts_from_json(text: str, where: str | Path = "direct plan") -> list[Part]:
 
 
 def _relay_to_dict(relay: ChainRelay) -> dict:
+    """A rank's relay in parts.json: its RelayTree's numbers and its links."""
     t = relay.tree
     return {"tree": {"job_id": t.job_id, "pool_size": t.pool_size, "children": [list(c) for c in t.children],
                      "is_root": t.is_root, "parent_port": t.parent_port, "index_at_parent": t.index_at_parent,

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ from controller.direct import DirectCluster, plan_of
 from controller.direct_jobs import chain_network
 from controller.direct_site import DirectSite
 from tests.conftest import free_port
-from tests.loopback_net import LoopbackSwitch
+from tests.loopback_net import Faults, LoopbackSwitch
 from tests.test_direct_worker import on_ranks
 from worker import DirectWorker, quantize
 from worker.chain import ChainLink, ChainPart
@@ -54,7 +55,8 @@ def site_dict(grpc: list[str], subnet: int, device_ips: tuple[str, ...]) -> dict
 @dataclasses.dataclass
 class Setup:
     parts: list
-    out: str
+    out: str  # what `ina-ctl direct setup` printed
+    devices: list[LoopbackSwitch]
 
 
 @pytest.fixture(scope="module")
@@ -79,24 +81,13 @@ def set_up(tmp: Path, subnet: int, device_ips: tuple[str, ...]) -> Iterator[Setu
     cluster.write_text(json.dumps(CLUSTER.to_dict()))
     network = chain_network(CLUSTER, plan_of(CLUSTER, NBYTES, KINDS), 0, DirectSite.load(site))
     with contextlib.ExitStack() as stack:
-        for j in range(CLUSTER.devices):
-            stack.enter_context(LoopbackSwitch(network.topology, f"d{j}", grpc_address=grpc[j]))
-        lines = []
-        with contextlib.redirect_stdout(Writer(lines)):
+        devices = [stack.enter_context(LoopbackSwitch(network.topology, f"d{j}", grpc_address=grpc[j]))
+                   for j in range(CLUSTER.devices)]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
             assert cli.main(["direct", "setup", "--cluster", str(cluster), "--site", str(site), "--size", "1MB",
                              "--state-dir", str(tmp / "state"), "--kinds", ",".join(KINDS)]) == 0
-        yield Setup(parts_from_json((tmp / "state" / "parts.json").read_text()), "".join(lines))
-
-
-class Writer:
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
-
-    def write(self, text: str) -> None:
-        self.lines.append(text)
-
-    def flush(self) -> None:
-        pass
+        yield Setup(parts_from_json((tmp / "state" / "parts.json").read_text()), out.getvalue(), devices)
 
 
 @contextlib.contextmanager
@@ -161,29 +152,38 @@ def test_a_relay_closed_mid_call_fails_every_rank_naming_the_part_and_a_circuit(
     """Rank 1 (a relay between chain end 0 and nobody further out) goes away in the middle of a call: every
     rank's own call stops getting results and fails within its timeout, naming the part and the circuit silent
     longest (and any other silent as long); rank 0 names its circuit to rank 1."""
-    timeout = 2.0
-    x = np.arange(1 << 19, dtype=np.int32) % 1000
-    with ranks(fresh.parts, timeout) as workers:
-        assert all((r == N * (np.arange(1000, dtype=np.int32))).all()
-                   for r in on_ranks(workers, lambda w: w.allreduce(np.arange(1000, dtype=np.int32))))
+    errors = failed_call(fresh, lambda workers: workers[1]._trees[0].close())
+    assert "relay was closed mid-call" in str(errors[1])
+    # rank 0 hears neither rank 1 nor (so) its device: both silent a timeout, rank 1's named (longest, mostly)
+    assert "silent longest at rank 0: circuit w0." in str(errors[0]), errors[0]
+    assert "circuit w0.0 <-> w1.1 (relay port 1, far end 127.0.43.2:" in str(errors[0]), errors[0]
 
-        def call(w: DirectWorker) -> object:
-            if w.rank == 1:
-                threading.Timer(0.05, w._trees[0].close).start()
-            return w.allreduce(x)
 
+def test_a_device_gone_mid_call_fails_every_rank_naming_its_circuits(fresh: Setup) -> None:
+    """Device d1 drops everything from the middle of a call on: its chain ends name their circuits to it."""
+    errors = failed_call(fresh, lambda _: setattr(fresh.devices[1], "faults", Faults(loss=1.0)))
+    for r in (4, 7):  # d1's chain ends: d1 is silent, their outward neighbours still send
+        assert f"silent longest at rank {r}: circuit w{r}." in str(errors[r]) and "<-> d1." in str(errors[r]), \
+            errors[r]
+
+
+def failed_call(setup: Setup, cut: Callable[[list[DirectWorker]], None], timeout: float = 1.5) -> list:
+    """A call that ``cut`` breaks 50 ms in: every rank's error, each naming the part and (but the rank cut) a
+    circuit, within the timeout (and a scheduling margin)."""
+    with ranks(setup.parts, timeout) as workers:
+        small = np.arange(1000, dtype=np.int32)
+        assert all((r == N * small).all() for r in on_ranks(workers, lambda w: w.allreduce(small)))
+        x = np.arange(1 << 19, dtype=np.int32) % 1000  # seconds of Python relays: the cut comes mid-call
+        threading.Timer(0.05, cut, (workers,)).start()
         began = time.monotonic()
-        errors = on_ranks(workers, call)
+        errors = on_ranks(workers, lambda w: w.allreduce(x))
         took = time.monotonic() - began
-        for r, e in enumerate(errors):
-            assert isinstance(e, DirectAllreduceError), (r, e)
-            assert set(e.failures) == {"part 1/1 (ring_tree, job direct-0-chains)"}, e
-            assert "part 1/1 (ring_tree" in str(e) and (" <-> " in str(e) or r == 1), (r, e)
-        assert "relay was closed mid-call" in str(errors[1])
-        # rank 0 hears neither rank 1 nor (so) its device: both silent a timeout, rank 1's named (longest, mostly)
-        assert "silent longest at rank 0: circuit w0." in str(errors[0]), errors[0]
-        assert "circuit w0.0 <-> w1.1 (relay port 1, far end 127.0.43.2:" in str(errors[0]), errors[0]
-        assert took < timeout + 2.0, f"the failure took {took:.1f} s to reach every rank"
+    for r, e in enumerate(errors):
+        assert isinstance(e, DirectAllreduceError), (r, e)
+        assert set(e.failures) == {"part 1/1 (ring_tree, job direct-0-chains)"}, e
+        assert "part 1/1 (ring_tree" in str(e) and (" <-> " in str(e) or "closed mid-call" in str(e)), (r, e)
+    assert took < timeout + 2.0, f"the failure took {took:.1f} s to reach every rank"
+    return errors
 
 
 def test_bad_ring_tree_parts_are_refused_by_name(setup: Setup) -> None:

@@ -171,7 +171,8 @@ class ChainLoop:
         os.set_blocking(self._wake_r, False)
         self._lock = threading.Lock()
         self._queue: list[_Pending] = []
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # set by close, or by the loop when it ends: no call is taken after
+        self._closed = False
         self.heard = {port: -math.inf for port in self.links}  # when each port last brought a datagram
         self.sent_lost = 0  # datagrams a full send buffer refused (the timers resend)
         self._thread = threading.Thread(target=self._serve, daemon=True, name=f"ina-chain-{rank}")
@@ -194,8 +195,9 @@ class ChainLoop:
     def close(self) -> None:
         """Stops the loop (a call in progress fails, naming the part) and closes the sockets; again: nothing."""
         with self._lock:
-            if self._stop.is_set():
+            if self._closed:
                 return
+            self._closed = True
             self._stop.set()
         os.write(self._wake_w, b"x")
         self._thread.join()
@@ -253,6 +255,7 @@ class ChainLoop:
             self.tree.broken = self.tree.broken or current is not None or bool(self._queue)
             self._close_sockets()
             with self._lock:
+                self._stop.set()  # a loop ended by a failure takes no call either
                 left, self._queue = ([current] if current is not None else []) + self._queue, []
             for p in left:
                 if not p.future.done():

@@ -51,6 +51,7 @@ from controller.state import STATE_FILE, StateLock
 from controller.topology import Topology, TopologyError
 from ina_api.client import CONTROLLER_ENV, TOKEN_ENV, JobsClient, LeaseKeeper, ServiceError, read_token
 from worker import protocol
+from worker.chain import ChainPart
 from worker.direct import TorusPart, TreePart
 from worker.jobspec import RING_SUMS, JobSpec
 from worker.ring_layout import LAYOUTS
@@ -261,6 +262,11 @@ def _setup_direct(args: argparse.Namespace) -> int:
             print(f"{head}, interface {planned.interfaces[0]}, device(s) {devices}: job {part.spec.name}, pool "
                   f"{part.spec.pool_size}" + (f" in each of {trees} trees" if trees > 1 else "")
                   + f", spec in {part.spec_file}")
+        elif isinstance(part, ChainPart):
+            ends = sum(any(link.circuit.split(" <-> ")[1].startswith("d") for link in r.links) for r in part.relays)
+            print(f"{head}, interfaces {list(planned.interfaces)}, device(s) "
+                  f"{', '.join(f'd{j}' for j in planned.devices)}: job {part.spec.name} over {ends} chain ends, pool "
+                  f"{part.spec.pool_size}; relays on {part.relays[0].links[0].local}, ... (the job's tree port)")
         elif isinstance(part, TorusPart):
             (f1, f2), (b1, b2) = ([a[0] for a in p] for p in (part.forward, part.backward))
             print(f"{head}, interfaces {list(planned.interfaces)}, levels {part.levels[0]} x {part.levels[1]}: "

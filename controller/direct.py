@@ -39,8 +39,8 @@ then make every part end at once (``model.part_shares``: the hybrid split's clos
 uses the same interfaces for the same part, so assigning interfaces and devices to parts is a walk over
 them (``_assign``), and the circuits follow (``controller.circuits``: the wiring of each kind of part).
 
-Rings, tori, trees and NIC meshes are what the virtual fabric and ``worker.direct.DirectWorker`` (on sockets)
-run; ``ring_tree`` is planned, shown and compared (``runs`` says where each kind runs; docs/direct.md).
+Every kind is what the virtual fabric and ``worker.direct.DirectWorker`` (on sockets) run (``runs`` says where
+each kind runs; docs/direct.md).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ from worker.direct import split
 from worker.tuner import TreePipe
 
 RUNS_IN_FABRIC = ("ring", "torus", "tree", "nic_mesh", "ring_tree")  # what the virtual fabric runs
-RUNS_ON_SOCKETS = ("ring", "torus", "tree", "nic_mesh")  # what a worker runs (worker.direct.DirectWorker)
+RUNS_ON_SOCKETS = ("ring", "torus", "tree", "nic_mesh", "ring_tree")  # what a worker runs (DirectWorker)
 # slots a device gives a tree: ina.p4's whole default pool (INA_POOL_SLOTS), as a device serves one part
 # (tests/test_direct.py checks it against the built program)
 DEVICE_POOL = 1024

@@ -3,13 +3,15 @@ to what every rank's ``worker.direct.DirectWorker`` runs.
 
 A tree part is an ordinary INA job on its devices: ``part_network`` is the part's topology
 (``controller.direct.tree_topology``'s links) with the site's addresses and the devices' P4Runtime access, and
-``create_parts`` has a controller of its own per tree part set the devices up and create the job.  A NIC mesh
-part is one too, on the workers' streaming NICs (``mesh_network``: ``controller.nic_mesh``'s topology with the
-site's addresses, every NIC running p4src/nic.p4): its job's trees are the mesh routes' meeting trees, and a rank
-runs it as it runs a tree part (``TreePart``: an INA job of several trees, each through the rank's own NIC).  A
-ring or torus part needs nothing installed, only every worker's listening addresses (``ring_part``,
-``torus_part``).  DirectWorker runs tree, NIC mesh, ring and torus parts; a plan with any other part, or one that
-puts a NIC mesh beside parts whose traffic would cross the NICs, is refused by name before anything is installed.
+``create_parts`` has a controller of its own per tree part set the devices up and create the job.  A ring_tree
+part's devices are set up the same way, their job over the chain ends (``chain_network``, from
+``controller.ring_tree.device_topology``), and every worker's relay from that job's numbers and the site's
+addresses (``chain_part``).  A NIC mesh part is a job too, on the workers' streaming NICs (``mesh_network``:
+``controller.nic_mesh``'s topology with the site's addresses, every NIC running p4src/nic.p4): its job's trees
+are the mesh routes' meeting trees, and a rank runs it as it runs a tree part (``TreePart``: an INA job of
+several trees, each through the rank's own NIC).  A ring or torus part needs nothing installed, only every
+worker's listening addresses (``ring_part``, ``torus_part``).  DirectWorker runs every kind; a plan that puts a
+NIC mesh beside parts whose traffic would cross the NICs is refused by name before anything is installed.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from controller.circuits import end_of
 from controller.controller import Controller
 from controller.direct import RUNS_ON_SOCKETS, DirectCluster, DirectError, DirectPlan, Part, tree_topology
 from controller.direct_site import DirectSite
@@ -25,12 +28,16 @@ from controller.network import Network, SwitchAccess
 from controller.nic_mesh import host, mesh_job, mesh_topology, nic
 from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineOptions
+from controller.ring_tree import OWN, chain_ends, chain_spec, device_interfaces, device_topology, relay_roles
 from controller.state import STATE_FILE
 from controller.topology import Topology
+from worker.chain import ChainLink, ChainPart, ChainRelay
 from worker.direct import RingPart, TorusPart, TreePart, parts_to_json
+from worker.jobspec import JobSpec
 
 log = logging.getLogger("ina.direct")
-WHY_NOT = {"ring_tree": "planned only: hosts would forward partial sums along a chain"}
+WHY_NOT: dict[str, str] = {}  # kinds DirectWorker does not run, and why (none now)
+CHAIN_RELAY = ("127.0.0.1", "02:00:00:00:00:00")  # the chain spec's relay: in-process (worker.chain), never on a wire
 PARTS_FILE = "parts.json"  # in the state directory: what every rank loads
 ELECTION_ID = 2  # as ina-ctl's other commands that change switches: a watch (id 1) may hold them
 
@@ -59,16 +66,29 @@ def part_network(cluster: DirectCluster, plan: DirectPlan, k: int, site: DirectS
     part's interface, device j is switch d<j> at the site's address and P4Runtime access, linked as
     ``tree_topology`` links them."""
     part = _part(cluster, plan, k, site, "tree")
-    topology = tree_topology(cluster, part)
-    interface = part.interfaces[0]
-    for w in range(cluster.workers):
+    return _addressed(tree_topology(cluster, part), {w: part.interfaces[0] for w in range(cluster.workers)},
+                      part, site, f"part {k + 1}/{len(plan.parts)}")
+
+
+def chain_network(cluster: DirectCluster, plan: DirectPlan, k: int, site: DirectSite) -> Network:
+    """Ring_tree part ``k``'s devices as a network the controller sets up: the devices and the chain ends (worker
+    w as host h<w+1> at its address on the interface whose circuit goes to its device), as
+    ``controller.ring_tree.device_topology`` links them.  The circuits between workers are the relays' own."""
+    part = _part(cluster, plan, k, site, "ring_tree")
+    return _addressed(device_topology(cluster, part), device_interfaces(cluster, part), part, site,
+                      f"part {k + 1}/{len(plan.parts)}")
+
+
+def _addressed(topology: dict, interface_of: dict[int, int], part: Part, site: DirectSite, where: str) -> Network:
+    """A part's topology with the site's addresses: worker w (h<w+1>) on interface ``interface_of[w]``, the
+    devices with their addresses and P4Runtime access."""
+    for w, interface in interface_of.items():
         end = site.workers[w][interface]
         topology["hosts"][f"h{w + 1}"] = {"ip": str(end.ip), "mac": end.mac}
     for j in part.devices:
         device = site.devices[j]
         topology["switches"][f"d{j}"].update(ip=str(device.ip), mac=device.mac)
-    return Network(Topology.from_dict(topology, f"part {k + 1}/{len(plan.parts)}"),
-                   {f"d{j}": site.devices[j].access for j in part.devices})
+    return Network(Topology.from_dict(topology, where), {f"d{j}": site.devices[j].access for j in part.devices})
 
 
 def mesh_network(cluster: DirectCluster, plan: DirectPlan, k: int, site: DirectSite) -> Network:
@@ -129,7 +149,7 @@ def torus_part(plan: DirectPlan, k: int, site: DirectSite) -> TorusPart:
 
 
 def create_parts(cluster: DirectCluster, plan: DirectPlan, site: DirectSite, state_dir: Path,
-                 options: PipelineOptions | None = None) -> list[TreePart | RingPart | TorusPart]:
+                 options: PipelineOptions | None = None) -> list[TreePart | ChainPart | RingPart | TorusPart]:
     """Every part of the plan, in its order, as DirectWorker takes them: each tree part's job created on its
     devices by a controller whose network file, state and job specs are in state_dir/part-<k> (so that
     ``ina-ctl --net state_dir/part-<k>/net.json watch`` keeps them provisioned), each ring and torus part's
@@ -148,20 +168,28 @@ def create_parts(cluster: DirectCluster, plan: DirectPlan, site: DirectSite, sta
     controllers: list[Controller] = []
     made: list[tuple[Controller, str]] = []
     try:
-        parts: list[TreePart | RingPart | TorusPart] = []
+        parts: list[TreePart | ChainPart | RingPart | TorusPart] = []
         for k, part in enumerate(plan.parts):
             if part.shape.kind in ("ring", "torus"):
                 parts.append(ring_part(plan, k, site) if part.shape.kind == "ring" else torus_part(plan, k, site))
                 continue
-            network = (mesh_network if part.shape.kind == "nic_mesh" else part_network)(cluster, plan, k, site)
+            chained = part.shape.kind == "ring_tree"
+            network = (mesh_network if part.shape.kind == "nic_mesh" else chain_network if chained else
+                       part_network)(cluster, plan, k, site)
             where = state_dir / f"part-{k}"
             where.mkdir(parents=True, exist_ok=True)
             network.save(where / "net.json")
             ctl = Controller(network, where / STATE_FILE, options, ELECTION_ID)
             controllers.append(ctl)
-            name = f"nic-mesh-{k}" if part.shape.kind == "nic_mesh" else f"direct-{k}"  # as errors name it
-            parts.append((_mesh_job if part.shape.kind == "nic_mesh" else _tree_job)(ctl, cluster, part, name))
-            made.append((ctl, name))
+            if part.shape.kind == "nic_mesh":
+                name = f"nic-mesh-{k}"  # as errors name it
+                parts.append(_mesh_job(ctl, cluster, part, name))
+                made.append((ctl, name))
+                continue
+            members = chain_ends(cluster, part) if chained else list(range(cluster.workers))
+            spec, spec_file = _device_job(ctl, part, members, f"direct-{k}")
+            made.append((ctl, f"direct-{k}"))
+            parts.append(chain_part(cluster, part, spec, site) if chained else TreePart(spec, part.share, spec_file))
         return parts
     except BaseException:
         _undo(made)
@@ -171,7 +199,7 @@ def create_parts(cluster: DirectCluster, plan: DirectPlan, site: DirectSite, sta
             ctl.close()
 
 
-def write_parts(parts: Sequence[TreePart | RingPart | TorusPart], state_dir: Path) -> Path:
+def write_parts(parts: Sequence[TreePart | ChainPart | RingPart | TorusPart], state_dir: Path) -> Path:
     """state_dir/parts.json, which every rank loads (``worker.direct.parts_from_json``)."""
     state_dir.mkdir(parents=True, exist_ok=True)  # a plan of rings and tori alone made no part's directory
     path = state_dir / PARTS_FILE
@@ -179,13 +207,38 @@ def write_parts(parts: Sequence[TreePart | RingPart | TorusPart], state_dir: Pat
     return path
 
 
-def _tree_job(ctl: Controller, cluster: DirectCluster, part: Part, name: str) -> TreePart:
-    """The part's devices set up, and its job on them (every worker, in rank order)."""
+def _device_job(ctl: Controller, part: Part, workers: Sequence[int], name: str) -> tuple[JobSpec, str]:
+    """The part's devices set up, and its job on them (``workers`` in rank order), with where its spec is."""
     ctl.setup()
     pool = min(part.shape.window, *(ctl.room(d).free_slots for d in ctl.topology.switches))
-    spec = ctl.create_job(name, [f"h{w + 1}" for w in range(cluster.workers)], max(1, pool), trees=1, mode="ina")
+    spec = ctl.create_job(name, [f"h{w + 1}" for w in workers], max(1, pool), trees=1, mode="ina")
     assert ctl.spec_dir is not None
-    return TreePart(spec, part.share, str((ctl.spec_dir / f"{name}.json").absolute()))
+    return spec, str((ctl.spec_dir / f"{name}.json").absolute())
+
+
+def chain_part(cluster: DirectCluster, part: Part, devices: JobSpec, site: DirectSite) -> ChainPart:
+    """A ring_tree part as every rank runs it, from its devices' job (members: ``chain_ends``): every worker's
+    relay (``relay_roles``) with, per relay port, its interface's address and the far end's.  Relay to relay
+    and device to chain end the datagrams go to the devices' tree port (each worker listens there on each of the
+    part's interfaces), relay to device to the device's aggregation port."""
+    (tree,) = devices.trees
+    at_device = {w: tree.children[rank] for rank, w in enumerate(chain_ends(cluster, part))}
+    roles = relay_roles(cluster, part, tree.job_id, devices.pool_size, at_device)
+
+    def address(end: str) -> str:
+        kind, node, port = end_of(end)
+        return f"{site.workers[node][port].ip.ip}:{tree.port}" if kind == "w" \
+            else f"{site.devices[node].ip}:{devices.udp_port}"
+
+    relays = []
+    for role in roles:
+        t = role.tree
+        used = {port for _, port in t.children if port != OWN} | {t.parent_port}
+        here = {port: f"w{role.worker}.{port - 1}" for port in used}  # relay port 1 + interface
+        relays.append(ChainRelay(t, tuple(ChainLink(port, address(here[port]), address(role.far[port]),
+                                                    f"{here[port]} <-> {role.far[port]}") for port in sorted(used))))
+    addresses = [str(site.workers[w][part.interfaces[0]].ip.ip) for w in range(cluster.workers)]
+    return ChainPart(part.share, chain_spec(devices, addresses, CHAIN_RELAY), tuple(relays))
 
 
 def _mesh_job(ctl: Controller, cluster: DirectCluster, part: Part, name: str) -> TreePart:

@@ -80,6 +80,12 @@ def chain_ends(cluster: DirectCluster, part: Part) -> list[int]:
     return [workers[0] for workers, _, _ in _chains(cluster, part)]
 
 
+def device_interfaces(cluster: DirectCluster, part: Part) -> dict[int, int]:
+    """Each chain end's interface whose circuit goes to its device (its address in the devices' job)."""
+    _check(part)
+    return {workers[0]: inward for workers, inward, _ in _chains(cluster, part)}
+
+
 def device_topology(cluster: DirectCluster, part: Part, P: protocol.Protocol | None = None) -> dict:
     """The devices' job's network: the part's devices and the chain ends (``h<w+1>``, as ``tree_topology``
     names workers) on the circuits they send inwards by; the circuits between workers are the relays'."""

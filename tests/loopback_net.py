@@ -8,7 +8,9 @@ switch emits to its IPv4/UDP destination.  The wire can lose, duplicate and reor
 (seeded), in each direction, to test the protocol under exactly those faults.
 
 ``LoopbackSwitch`` is the switch and its wire alone, for a controller made elsewhere (a direct-connect
-cluster's devices, set up by ``controller.direct_jobs``); ``LoopbackNet`` adds the controller.
+cluster's devices, set up by ``controller.direct_jobs``); ``LoopbackNet`` adds the controller.  Switches of
+one topology, each a LoopbackSwitch, reach each other the same way: a frame to a neighbour switch's address
+goes to its wire, which takes it in on the port the link arrives at.
 """
 
 from __future__ import annotations
@@ -91,6 +93,10 @@ class LoopbackSwitch:
         attached = [h for h in topology.hosts.values() if topology.attachment[h.name][0] == name]
         self.port_of = {str(h.ip.ip): topology.attachment[h.name][1] for h in attached}
         self.mac_of = {str(h.ip.ip): bytes.fromhex(h.mac.replace(":", "")) for h in attached}
+        for n in topology.switch_neighbours(name):  # another LoopbackSwitch's wire sends from its switch's address
+            other = topology.switches[n.node]
+            self.port_of[str(other.ip)] = n.port
+            self.mac_of[str(other.ip)] = bytes.fromhex(other.mac.replace(":", ""))
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         self.sock.bind((self.switch_ip, udp_port if udp_port is not None else protocol.load().INA_UDP_PORT))

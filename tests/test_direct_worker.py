@@ -152,7 +152,8 @@ def test_three_parts_sum_on_every_rank(cluster: Cluster) -> None:
         assert set(workers[0].last_parts) == {"part 1/3 (ring, forward)", "part 1/3 (ring, backward)",
                                               "part 2/3 (tree, job direct-a)", "part 3/3 (tree, job direct-b)"}
         buf = np.ones((3, 5), np.float32)  # in place, another shape
-        out = on_ranks(workers, lambda w: w.allreduce_(buf.copy()) if w.rank else w.allreduce_(buf))
+        copies = [buf.copy() for _ in range(N)]  # made before rank 0 sums into buf (a copy made after reads sums)
+        out = on_ranks(workers, lambda w: w.allreduce_(copies[w.rank]) if w.rank else w.allreduce_(buf))
         assert out[0] is buf and (buf == N).all() and all((o == N).all() for o in out)
 
 

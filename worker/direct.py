@@ -8,6 +8,9 @@ call's elements at the same time as the others:
   members have each worker's address on the part's interface.  A ``Worker`` runs it.
 - a ``RingPart`` is a ring of circuits over two interfaces, run both ways: two directed flat rings
   (``RingWorker``), one in ``order`` and one reversed, each summing half of the part's slice.
+- a ``ChainPart`` (``worker.chain``) is a ring_tree part: every rank's relay streams partial sums along its
+  group's chain of circuits towards the group's device, and the devices sum as one INA job over the chain
+  ends; a ``ChainLoop`` per rank runs its relay and its own contribution on that part's interfaces.
 - a ``TorusPart`` is a ring of rings over four interfaces, run both ways: rings of ``levels[0]`` workers
   on two interfaces, then rings of ``levels[1]`` across them on the other two (``ring_layout``'s
   hierarchical layout of ``order``, and of ``order`` reversed), as the virtual fabric runs it, so the
@@ -38,8 +41,10 @@ from pathlib import Path
 import numpy as np
 
 from worker.api import Worker
+from worker.chain import ChainLink, ChainLoop, ChainPart, ChainRelay, check_chain
 from worker.errors import AllreduceError
 from worker.jobspec import JobSpec
+from worker.relay import RelayTree
 from worker.ring import RingWorker, parse_peer
 from worker.ring_layout import Layout
 from worker.tuner import split_chunks
@@ -113,7 +118,7 @@ class TorusPart:
         return self.forward if direction == 0 else self.backward
 
 
-Part = TreePart | RingPart | TorusPart
+Part = TreePart | RingPart | TorusPart | ChainPart
 BOTH_WAYS = (RingPart, TorusPart)  # parts run as two directed rings, each on a DirectWorker thread
 
 
@@ -147,6 +152,8 @@ def check_parts(parts: Sequence[Part]) -> int:
                              f"and backward one address each")
         if isinstance(p, TorusPart):
             _check_torus(p, n, where)
+        if isinstance(p, ChainPart):
+            check_chain(p, n, where)
     return n
 
 
@@ -183,8 +190,9 @@ def split(parts: Sequence[Part], elements: int) -> list[tuple[int, int]]:
 
 
 class DirectWorker:
-    """One rank of a direct-connect plan: a ``Worker`` per tree part, two ``RingWorker``s per ring or torus
-    part (connected at the first call that uses them); calls run one at a time, every part at once."""
+    """One rank of a direct-connect plan: a ``Worker`` per tree part, a ``ChainLoop`` per ring_tree part, two
+    ``RingWorker``s per ring or torus part (connected at the first call that uses them); calls run one at a
+    time, every part at once."""
 
     def __init__(self, parts: Sequence[Part], rank: int, *, timeout: float = 10.0) -> None:
         n = check_parts(parts)
@@ -194,12 +202,14 @@ class DirectWorker:
             raise ValueError(f"timeout must be positive, not {timeout}")
         self.parts, self.rank, self.timeout = tuple(parts), rank, timeout
         self.names = [self._name(i) for i in range(len(parts))]
-        self._trees: dict[int, Worker] = {}
+        self._trees: dict[int, Worker | ChainLoop] = {}  # what runs each tree or ring_tree part
         try:
             for i, p in enumerate(parts):
                 if isinstance(p, TreePart):  # bound to the member's address: this rank's on the part's interface
                     self._trees[i] = Worker(p.spec, rank, timeout=timeout, bind_ip=p.spec.members[rank].ip,
                                             spec_file=p.spec_file)
+                elif isinstance(p, ChainPart):  # bound to this rank's addresses on the part's interfaces
+                    self._trees[i] = ChainLoop(p, rank, timeout, self.names[i])
         except BaseException:
             for w in self._trees.values():
                 w.close()
@@ -215,7 +225,9 @@ class DirectWorker:
     def _name(self, i: int, direction: int | None = None) -> str:
         """How errors and ``last_parts`` name part ``i`` (and one direction of its rings)."""
         p = self.parts[i]
-        what = f"tree, job {p.spec.name}" if isinstance(p, TreePart) else "ring" if isinstance(p, RingPart) else "torus"
+        what = f"tree, job {p.spec.name}" if isinstance(p, TreePart) else \
+            f"ring_tree, job {p.spec.name}" if isinstance(p, ChainPart) else \
+            "ring" if isinstance(p, RingPart) else "torus"
         if direction is not None:
             what += f", {DIRECTIONS[direction]}"
         return f"part {i + 1}/{len(self.parts)} ({what})"
@@ -263,13 +275,14 @@ class DirectWorker:
         return flat
 
     def _start(self, flat: np.ndarray) -> dict[str, Future]:
-        """Every part's call on ``flat``'s slices, at once: trees on their Workers' I/O threads, each ring
-        direction on a thread of its own.  A part that cannot start is a failed Future like any other."""
+        """Every part's call on ``flat``'s slices, at once: trees on their Workers' I/O threads, ring_trees on
+        their ChainLoops' threads, each ring direction on a thread of its own.  A part that cannot start is a
+        failed Future like any other."""
         calls: dict[str, Future] = {}
         self.last_parts = {}
         started = time.perf_counter()
         for i, (lo, hi) in enumerate(self.split(flat.size)):
-            if isinstance(self.parts[i], TreePart):
+            if not isinstance(self.parts[i], BOTH_WAYS):
                 pieces = [(self.names[i], None, lo, hi)]
             else:  # the first half forward, the second (not longer) backward, as the fabric's CircuitRings
                 mid = lo + (hi - lo + 1) // 2
@@ -336,6 +349,9 @@ def parts_to_json(parts: Sequence[Part]) -> str:
         if isinstance(p, TreePart):
             out.append({"kind": "tree", "share": p.share, "spec": json.loads(p.spec.to_json()),
                         "spec_file": p.spec_file})
+        elif isinstance(p, ChainPart):
+            out.append({"kind": "ring_tree", "share": p.share, "spec": json.loads(p.spec.to_json()),
+                        "relays": [_relay_to_dict(r) for r in p.relays]})
         elif isinstance(p, RingPart):
             out.append({"kind": "ring", "share": p.share, "order": list(p.order), "forward": list(p.forward),
                         "backward": list(p.backward)})
@@ -358,12 +374,31 @@ def parts_from_json(text: str, where: str | Path = "direct plan") -> list[Part]:
                                       d.get("spec_file")))
             elif d["kind"] == "ring":
                 parts.append(RingPart(d["share"], tuple(d["order"]), tuple(d["forward"]), tuple(d["backward"])))
+            elif d["kind"] == "ring_tree":
+                parts.append(ChainPart(d["share"], JobSpec.from_json(json.dumps(d["spec"]), where),
+                                       tuple(_relay_from_dict(r) for r in d["relays"])))
             elif d["kind"] == "torus":
                 parts.append(TorusPart(d["share"], tuple(d["order"]), tuple(d["levels"]),
                                        tuple(tuple(a) for a in d["forward"]), tuple(tuple(a) for a in d["backward"])))
             else:
-                raise ValueError(f"a part is a tree, a ring or a torus, not {d['kind']!r}")
+                raise ValueError(f"a part is a tree, a ring_tree, a ring or a torus, not {d['kind']!r}")
         check_parts(parts)
         return parts
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{where}: {e}") from None
+
+
+def _relay_to_dict(relay: ChainRelay) -> dict:
+    """A rank's relay in parts.json: its RelayTree's numbers and its links."""
+    t = relay.tree
+    return {"tree": {"job_id": t.job_id, "pool_size": t.pool_size, "children": [list(c) for c in t.children],
+                     "is_root": t.is_root, "parent_port": t.parent_port, "index_at_parent": t.index_at_parent,
+                     "peer": t.peer, "epoch": t.epoch},
+            "links": [{"port": k.port, "local": k.local, "far": k.far, "circuit": k.circuit} for k in relay.links]}
+
+
+def _relay_from_dict(d: dict) -> ChainRelay:
+    t = d["tree"]
+    tree = RelayTree(t["job_id"], t["pool_size"], tuple(tuple(c) for c in t["children"]), t["is_root"],
+                     t.get("parent_port"), t.get("index_at_parent"), t.get("peer"), t.get("epoch", 1))
+    return ChainRelay(tree, tuple(ChainLink(k["port"], k["local"], k["far"], k["circuit"]) for k in d["links"]))

@@ -553,7 +553,7 @@ No route, TTL <= 1, IPv4 options, non-IPv4, and an aggregation packet for no job
 
 
 def meeting() -> Vector:
-    vec = Vector("nic_meeting", f"""
+    vec = Vector("nic_meeting", """
 p4src/nic.p4: a meeting root.  Job 9 has three children here: the other end of its meeting circuit
 (child 0, port 9, whose own index for us is 3: our parent port and index_at_parent) and two hosts
 (children 1 and 2, ports 1 and 2).  The meetings entry names the peer (0) and a second multicast group

@@ -260,7 +260,8 @@ def test_setup_of_a_torus_then_every_rank_sums(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_a_part_no_worker_runs_is_refused_by_name_before_anything_is_installed(tmp_path: Path) -> None:
-    """A tree part ahead of a nic_mesh: the device (nothing answers at its address) is never asked."""
+    """A tree part ahead of a nic_mesh (the streaming NICs would drop its traffic): the device (nothing answers
+    at its address) is never asked."""
     cluster = DirectCluster(9, 3, 10.0, devices=5, device_ports=16, nic_streaming=True)
     p = plan_of(cluster, NBYTES, ["tree", "nic_mesh(2)"])
     tree_first = dataclasses.replace(p, parts=tuple(sorted(p.parts, key=lambda x: x.shape.kind != "tree")))
@@ -271,7 +272,7 @@ def test_a_part_no_worker_runs_is_refused_by_name_before_anything_is_installed(t
                              "ip": f"10.8.0.{w}", "mac": f"02:00:00:00:08:0{w}"}} for w in range(9)],
         "devices": [{"p4runtime": f"127.0.0.1:{free_port()}", "device_id": 1, "target": "builtin",
                      "ip": f"10.9.9.{j}", "mac": f"02:00:00:00:09:0{j}"} for j in range(5)]})
-    with pytest.raises(DirectError, match=r"part 2/2 is nic_mesh\(2\): planned only: it needs NICs that sum"):
+    with pytest.raises(DirectError, match=r"part 1/2 is tree beside the NIC mesh part 2 \(nic_mesh\(2\)\)"):
         create_parts(cluster, tree_first, site, tmp_path / "state")
     assert not (tmp_path / "state").exists()
 

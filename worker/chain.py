@@ -42,8 +42,10 @@ RECEIVE_BATCH = 256  # datagrams taken from one socket per turn (the others get 
 
 
 def new_relay(trees: Sequence[RelayTree], P: protocol.Protocol) -> Relay:
-    """The relay a chain runs: the seam where the native mirror of ``worker.relay.Relay`` drops in."""
-    return Relay(list(trees), P)
+    """The relay a chain runs: the native mirror of ``worker.relay.Relay`` where the native core builds."""
+    from worker.native.relay import relay_class  # the native core builds on first use, not at import
+
+    return relay_class()(list(trees), P)
 
 
 @dataclass(frozen=True)

@@ -186,3 +186,19 @@ def test_ntts_optimised_topology_runs_on_streaming_nics_in_three_steps() -> None
     counts = part["steps_counts"]
     assert min(counts) == 3 and max(counts) <= 4 and counts[3] > 0.8 * sum(counts.values())
     assert result["call_figures"][1]["ratio"] == pytest.approx(1.0, abs=0.15)
+
+
+def test_a_cut_circuit_fails_a_ring_tree_call_within_the_timeout_naming_the_part_and_the_circuit() -> None:
+    """A chain's circuit goes down during the first call: no relay beyond it gets results, so their workers'
+    calls time out; the run's error names the part and the circuit, and comes within the timeout of the cut."""
+    cluster = fabric_cluster(DirectCluster(WORKERS, 2, 10.0, devices=8, device_ports=4))
+    p = plan_of(cluster, MB, ["ring_tree(5)"])
+    r = DirectRun(p, calls=1, timeout=0.05)
+    circuit = next(c for c in p.parts[0].circuits if c[0].startswith("w") and c[1].startswith("w"))
+    r.loop.at(2e-4, r.cut, circuit)
+    r.run(5.0)
+    assert r.errors, "the call went on past a cut circuit"
+    error = r.errors[0]
+    assert error.startswith("part 0 (ring_tree(5))") and f"circuits down: {circuit[0]} <-> {circuit[1]}" in error
+    assert r.loop.now < 2e-4 + 0.05 + 2 * 1e-3  # the timeout, and the fabric's look for failures
+    assert not r.calls_figures()[0]["seconds"]  # no call counts

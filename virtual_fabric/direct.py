@@ -275,6 +275,8 @@ class DirectRun:
         self._opened = -1
         self._waiting: dict[int, list[Callable[[], None]]] = defaultdict(list)
         self.jobs, self.rings, self.relays = {}, {}, {}
+        self._circuit_channels: dict[tuple[str, str], list[Channel]] = {}  # a relay circuit's two directions
+        self._down: list[str] = []  # circuits cut, as errors name them
         for k, part in enumerate(p.parts):
             if part.shape.kind in ("tree", "nic_mesh"):
                 arrays = [CallSlices(lambda call, w=w: self.inputs.get(call, w), self.spans[k], calls)
@@ -340,6 +342,11 @@ class DirectRun:
                 else:
                     fabric.hosts[names[role.worker]] = _Deliver(relay.port(port))
         self.trace.watch(list(circuits.values()))
+        for (w, port), channel in circuits.items():  # each relay circuit's two directions, by the plan's ends
+            here, there = f"w{w}.{port - 1}", roles[w].far[port]
+            key = next((c for c in part.circuits if set(c) == {here, there}), None)
+            if key is not None:
+                self._circuit_channels.setdefault(key, []).append(channel)
         self.trace.relays |= set(names)
         workers = []
         for w, relay in enumerate(relays):
@@ -398,10 +405,26 @@ class DirectRun:
     def _failure(self) -> str | None:
         """The first part that failed on some worker (the run stops: the barrier would wait for it forever)."""
         if not self.errors:
-            self.errors = [f"part {k} (tree), worker {rank}, call {call}: {r.error}"
+            self.errors = [f"part {k} ({self.plan.parts[k].shape.name}), worker {rank}, call {call}: {r.error}"
+                           + self._circuits_down(k)
                            for k, job in self.jobs.items() for rank, w in enumerate(job.workers)
                            for call, r in enumerate(w.records) if r.error]
         return self.errors[0] if self.errors else None
+
+    def cut(self, circuit: tuple[str, str]) -> None:
+        """A circuit of the plan goes down now, both ways (the OCS lost it, or a fibre broke)."""
+        a, b = circuit
+        if circuit not in self._circuit_channels:
+            raise DirectError(f"circuit {list(circuit)} is not one of the plan's")
+        for channel in self._circuit_channels[circuit]:
+            channel.faults.up = False
+        self._down.append(f"{a} <-> {b}")
+
+    def _circuits_down(self, k: int) -> str:
+        """The part's circuits that are down, as an error names them."""
+        mine = {f"{a} <-> {b}" for a, b in self.plan.parts[k].circuits}
+        down = [c for c in self._down if c in mine]
+        return f" (circuits down: {', '.join(down)})" if down else ""
 
     # --- running -------------------------------------------------------------------------------
 

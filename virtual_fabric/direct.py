@@ -333,7 +333,7 @@ class DirectRun:
             headers[0] = udp_header(local["mac"], address[w]["mac"], local["ip"], address[w]["ip"], P.INA_UDP_PORT,
                                     tree.port, P.packet_bytes)
             relays.append(SimRelay(self.loop, names[w], relay_class()([role.tree], P), links, headers, lambda _: None,
-                                   on_result=self.trace.result_at))
+                                   on_result=self.trace.result_at, on_process=self.trace.processing))
         for role, relay in zip(roles, relays):  # each circuit's far end delivers to the neighbour's relay port
             for port, far in role.far.items():
                 kind, node, there = end_of(far)

@@ -33,6 +33,7 @@ class SimRelay:
     to_worker: Callable[[bytes], None]
     rx_delay: float = HOST_LATENCY
     on_result: Callable[[str, bytes], None] | None = None  # told of each payload to port 0 (a step trace)
+    on_process: Callable[[str, bytes], None] | None = None  # told of each frame it takes into its loop (a trace)
     alive: bool = True
     passes: int = 0
     dropped: int = 0  # outputs to a port without a link
@@ -43,20 +44,22 @@ class SimRelay:
         if port not in self._ports:
             def arrive(frame: bytes) -> None:
                 if self.alive:
-                    self.loop.at(reaches_loop(self.loop.now + self.rx_delay), self.process, port, frame[HEADER_BYTES:])
+                    self.loop.at(reaches_loop(self.loop.now + self.rx_delay), self.process, port, frame)
             self._ports[port] = arrive
         return self._ports[port]
 
     def from_worker(self, frame: bytes) -> None:
         """The worker's own contribution, in its loop."""
         if self.alive:
-            self.process(OWN, frame[HEADER_BYTES:])
+            self.process(OWN, frame)
 
-    def process(self, port: int, payload: bytes) -> None:
+    def process(self, port: int, frame: bytes) -> None:
         if not self.alive:
             return
         self.passes += 1
-        for out in self.relay.receive(port, payload):
+        if self.on_process is not None:
+            self.on_process(self.name, frame)
+        for out in self.relay.receive(port, frame[HEADER_BYTES:]):
             self._send(out)
 
     def _send(self, out: Output) -> None:

@@ -1,11 +1,15 @@
-"""NTT's "transfer steps", counted from a run: the longest chain of dependent transfers a result comes by.
+"""NTT's "transfer steps", counted from a run: the chain of transfers a result comes by, each of which waited
+for the one before it.
 
-Every frame of an aggregation packet carries (beside it, not in it) how many circuit transfers led to it: a
-node's output for a round (job id and chunk seq) is one more than the most any frame of that round brought
-the node; a host's contribution starts at 0.  A frame sent on a link that is not a circuit (a host's bus to
-its own NIC) adds nothing.  So a result's count is the longest chain of transfers, each waiting for the one
-before, that its sum needed.  Frames are told apart by the object the link carries (``id``), so a trace
-needs no change to what the switches and workers see.
+Every frame of an aggregation packet carries (beside it, not in it) how many circuit transfers led to it.  A
+node's output for a round (job id and chunk seq) is one more than the frame it acted on brought: the frame that
+completed the sum it sends, so the one it waited for (a switch acts on a frame as it arrives; a host's relay
+when it takes the frame into its loop, ``processing``); a host's own contribution starts at 0.  A frame sent on
+a link that is not a circuit (a host's bus to its own NIC) adds nothing.  So a result's count is the critical
+path in transfers: the steps one after another that its time is made of.  (Inputs that were in before the last
+one did not make anyone wait: a meeting end whose peer's half came before its own sends the total on with its
+own half's chain, not the peer's round trip.)  Frames are told apart by the object the link carries (``id``), so
+a trace needs no change to what the switches and workers see.
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ class StepTrace:
     channel's sender and receiver are the nodes named in its name ("a -> b", a switch's ports "s-p3")."""
 
     def __init__(self, channels: Iterable[Channel], circuit: Callable[[Channel], bool], P: Protocol) -> None:
-        self.seen: dict[tuple[str, int, int], int] = defaultdict(int)  # (node, job id, seq): most steps in
+        self.seen: dict[tuple[str, int, int], int] = defaultdict(int)  # (node, job id, seq): the last input's steps
         self.results: dict[tuple[int, int], int] = {}  # (job id, seq): most steps of a result to a host
         self._job = P.field_bytes("job_id")
         self._seq = P.field_bytes("seq")
         self._type = P.field_bytes("msg_type")
         self._result = P.MSG_RESULT
         self.relays: set[str] = set()  # hosts whose frames go to a relay, not a worker: no result counted there
+        self._pending: dict[int, int] = {}  # frames delivered to a relay, not yet in its loop: their steps
         for channel in channels:
             self._wrap(channel, circuit(channel))
 
@@ -37,6 +42,13 @@ class StepTrace:
         """More links, every one a circuit (a relay's, built after the fabric)."""
         for channel in circuits:
             self._wrap(channel, True)
+
+    def processing(self, node: str, frame: bytes) -> None:
+        """A relay takes a frame into its loop (one a link delivered, or its own worker's: 0 steps): what it sends
+        for that round now comes after this frame."""
+        key = self._key(frame)
+        if key is not None:
+            self.seen[(node, *key)] = self._pending.pop(id(frame), 0)
 
     def result_at(self, node: str, payload: bytes) -> None:
         """A relay hands a result to its own worker (in its loop, no link): the steps that led to ``node``."""
@@ -65,8 +77,10 @@ class StepTrace:
             key = self._key(frame)
             steps = in_flight.pop(id(frame), None)
             if key is not None and steps is not None:
-                mark = (receiver, *key)
-                self.seen[mark] = max(self.seen.get(mark, 0), steps)
+                if receiver in self.relays:
+                    self._pending[id(frame)] = steps  # the relay acts on it later, in its loop
+                else:
+                    self.seen[(receiver, *key)] = steps  # a switch acts on it now
                 if to_host and receiver not in self.relays and _read(frame, self._type) == self._result:
                     self.results[key] = max(self.results.get(key, 0), steps)
             deliver(frame)

@@ -419,3 +419,32 @@ def test_a_torus_sums_on_sockets_over_four_interfaces(tmp_path: Path) -> None:
             for p in procs:
                 if p.poll() is None:
                     p.kill()
+
+
+@needs_mininet
+def test_two_nic_meshes_share_the_nics_and_sum_through_them(tmp_path: Path) -> None:
+    """NTT's ring with NIC streaming, nic_mesh(2) x 2, on 4 workers x 4 interfaces: `ina-ctl direct setup` sets the
+    four NICs up with one controller and makes a job per mesh (each mesh's hosts the workers' addresses on its
+    first interface); 4 ranks sum float32 and int32 through both meshes at once, within the bound, the same bits on
+    every rank."""
+    cluster = DirectCluster(4, 4, 10.0, nic_streaming=True)
+    cluster_file, site_file, circuits = _started(tmp_path, cluster, "nic_mesh(2)")
+    site = DirectSite.load(site_file)
+    with DirectNetwork(cluster, circuits, site, tmp_path / "run") as net:
+        state = tmp_path / "state"
+        assert cli.main(["direct", "setup", "--cluster", str(cluster_file), "--site", str(site_file), "--size", SIZE,
+                         "--kinds", "nic_mesh(2)", "--state-dir", str(state),
+                         "--circuits", str(tmp_path / "circuits.json")]) == 0
+        meshes = parts_from_json((state / "parts.json").read_text())
+        assert [m.spec.name for m in meshes] == ["nic-mesh-0", "nic-mesh-1"] and not (state / "part-1").exists()
+        assert [[m.ip for m in mesh.spec.members] for mesh in meshes] == \
+            [[str(site.workers[w][i].ip.ip) for w in range(4)] for i in (0, 2)]
+        procs = _ranks(net, state / "parts.json", calls=1, seed=17)
+        try:
+            _same_sums(_lines(procs, 2, wait=40), 2, {"part 1/2 (tree, job nic-mesh-0)",
+                                                      "part 2/2 (tree, job nic-mesh-1)"})
+            assert all(p.wait(timeout=10) == 0 for p in procs)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()

@@ -9,9 +9,10 @@ part's devices are set up the same way, their job over the chain ends (``chain_n
 addresses (``chain_part``).  A NIC mesh part is a job too, on the workers' streaming NICs (``mesh_network``:
 ``controller.nic_mesh``'s topology with the site's addresses, every NIC running p4src/nic.p4): its job's trees
 are the mesh routes' meeting trees, and a rank runs it as it runs a tree part (``TreePart``: an INA job of
-several trees, each through the rank's own NIC).  A ring or torus part needs nothing installed, only every
-worker's listening addresses (``ring_part``, ``torus_part``).  DirectWorker runs every kind; a plan that puts a
-NIC mesh beside parts whose traffic would cross the NICs is refused by name before anything is installed.
+several trees, each through the rank's own NIC); several meshes share the NICs and one controller
+(``meshes_network``), a job each.  A ring or torus part needs nothing installed, only every worker's listening
+addresses (``ring_part``, ``torus_part``).  DirectWorker runs every kind; a plan that puts a NIC mesh beside parts
+whose traffic would cross the NICs is refused by name before anything is installed.
 """
 
 from __future__ import annotations
@@ -43,22 +44,23 @@ ELECTION_ID = 2  # as ina-ctl's other commands that change switches: a watch (id
 
 
 def check_runnable(plan: DirectPlan) -> None:
-    """Every part is one DirectWorker runs, and a NIC mesh is the plan's only part (a DirectError naming the
+    """Every part is one DirectWorker runs, and NIC meshes are the plan's only parts (a DirectError naming the
     first part that is not).  A streaming NIC (nic.p4) sits in the wire of every interface and passes only its
-    own jobs' traffic (its routes are its mesh's hosts, its jobs the mesh's trees), so a tree, ring or torus
-    part on the same interfaces' circuits would be dropped by the NICs; and two meshes' controllers would each
-    set up, and take over, the same NICs."""
+    meshes' traffic (its routes are their hosts, its jobs their trees), so a tree, ring or torus part on the same
+    interfaces' circuits would be dropped by the NICs.  Several meshes share the NICs: one controller sets them
+    up, with a job per mesh (``meshes_network``)."""
     for k, part in enumerate(plan.parts):
         if part.shape.kind not in RUNS_ON_SOCKETS:
             why = WHY_NOT.get(part.shape.kind, f"DirectWorker runs {', '.join(RUNS_ON_SOCKETS)} parts only")
             raise DirectError(f"part {k + 1}/{len(plan.parts)} is {part.shape.name}: {why}; plan without it "
                               f"(--kinds {','.join(RUNS_ON_SOCKETS)})")
     meshes = [k for k, part in enumerate(plan.parts) if part.shape.kind == "nic_mesh"]
-    if meshes and len(plan.parts) > 1:
-        k = next(k for k in range(len(plan.parts)) if k != meshes[0])
+    others = [k for k in range(len(plan.parts)) if k not in meshes]
+    if meshes and others:
+        k = others[0]
         raise DirectError(f"part {k + 1}/{len(plan.parts)} is {plan.parts[k].shape.name} beside the NIC mesh part "
                           f"{meshes[0] + 1} ({plan.parts[meshes[0]].shape.name}): the streaming NICs pass only their "
-                          f"mesh's traffic, so a NIC mesh runs alone; plan with --kinds nic_mesh(d) for one d")
+                          f"meshes' traffic, so NIC meshes run without other parts; plan with --kinds nic_mesh")
 
 
 def part_network(cluster: DirectCluster, plan: DirectPlan, k: int, site: DirectSite) -> Network:
@@ -92,21 +94,47 @@ def _addressed(topology: dict, interface_of: dict[int, int], part: Part, site: D
 
 
 def mesh_network(cluster: DirectCluster, plan: DirectPlan, k: int, site: DirectSite) -> Network:
-    """NIC mesh part ``k`` as a network the controller sets up: worker w is host h<w+1> at its address on the
-    part's first interface (the one its NIC's host port faces), its NIC switch n<w> at the site's ``nic``
-    address and P4Runtime access, running the NIC program, linked as ``mesh_topology`` links them."""
+    """NIC mesh part ``k`` as a network the controller sets up: worker w is host ``mesh_hosts(plan, k)``h<w+1> at
+    its address on the part's first interface (the one its NIC's host port faces), its NIC switch n<w> at the
+    site's ``nic`` address and P4Runtime access, running the NIC program, linked as ``mesh_topology`` links
+    them."""
     part = _part(cluster, plan, k, site, "nic_mesh")
-    topology = mesh_topology(cluster, part)
+    topology = mesh_topology(cluster, part, host_prefix=mesh_hosts(plan, k))
     interface = part.interfaces[0]
     access = {}
     for w in range(cluster.workers):
         end, card = site.workers[w][interface], site.nic(w)
         if card is None:
             raise DirectError(f"site: workers[{w}].nic is missing: part {k + 1}/{len(plan.parts)} is a NIC mesh")
-        topology["hosts"][host(w)] = {"ip": str(end.ip), "mac": end.mac}
+        topology["hosts"][host(w, mesh_hosts(plan, k))] = {"ip": str(end.ip), "mac": end.mac}
         topology["switches"][nic(w)].update(ip=str(card.ip), mac=card.mac)
         access[nic(w)] = SwitchAccess(card.p4runtime, card.device_id, card.target, "nic")
     return Network(Topology.from_dict(topology, f"part {k + 1}/{len(plan.parts)}"), access)
+
+
+def meshes_network(cluster: DirectCluster, plan: DirectPlan, site: DirectSite) -> Network:
+    """Every NIC mesh part of the plan as one network of the workers' NICs, which one controller sets up (each
+    mesh its own job): each mesh's hosts (``mesh_hosts``) on the NIC port facing that mesh's first interface,
+    every mesh's circuits between the NICs' circuit ports.  A controller per mesh would each take over the NICs
+    the other set up."""
+    meshes = [k for k, part in enumerate(plan.parts) if part.shape.kind == "nic_mesh"]
+    if not meshes:
+        raise DirectError("the plan has no NIC mesh part")
+    networks = [mesh_network(cluster, plan, k, site) for k in meshes]
+    merged = networks[0].topology.to_dict()
+    for other in networks[1:]:
+        more = other.topology.to_dict()
+        merged["hosts"].update(more["hosts"])
+        merged["links"] += more["links"]
+    where = f"the NIC meshes (parts {', '.join(str(k + 1) for k in meshes)}/{len(plan.parts)})"
+    return Network(Topology.from_dict(merged, where), networks[0].access)
+
+
+def mesh_hosts(plan: DirectPlan, k: int) -> str:
+    """The host names' prefix of NIC mesh part ``k`` (the first mesh's hosts are h<w+1>, mesh part k's after it
+    m<k>h<w+1>): the meshes' hosts are the same workers at their addresses on different interfaces."""
+    first = next(i for i, part in enumerate(plan.parts) if part.shape.kind == "nic_mesh")
+    return "" if k == first else f"m{k}"
 
 
 def ring_part(plan: DirectPlan, k: int, site: DirectSite) -> RingPart:
@@ -169,23 +197,30 @@ def create_parts(cluster: DirectCluster, plan: DirectPlan, site: DirectSite, sta
     made: list[tuple[Controller, str]] = []
     try:
         parts: list[TreePart | ChainPart | RingPart | TorusPart] = []
+        nics: Controller | None = None  # the NIC meshes' one controller
         for k, part in enumerate(plan.parts):
             if part.shape.kind in ("ring", "torus"):
                 parts.append(ring_part(plan, k, site) if part.shape.kind == "ring" else torus_part(plan, k, site))
                 continue
-            chained = part.shape.kind == "ring_tree"
-            network = (mesh_network if part.shape.kind == "nic_mesh" else chain_network if chained else
-                       part_network)(cluster, plan, k, site)
-            where = state_dir / f"part-{k}"
-            where.mkdir(parents=True, exist_ok=True)
-            network.save(where / "net.json")
-            ctl = Controller(network, where / STATE_FILE, options, ELECTION_ID)
-            controllers.append(ctl)
+            if part.shape.kind == "nic_mesh" and nics is not None:
+                ctl = nics
+            else:
+                chained = part.shape.kind == "ring_tree"
+                network = (meshes_network(cluster, plan, site) if part.shape.kind == "nic_mesh" else
+                           (chain_network if chained else part_network)(cluster, plan, k, site))
+                where = state_dir / f"part-{k}"
+                where.mkdir(parents=True, exist_ok=True)
+                network.save(where / "net.json")
+                ctl = Controller(network, where / STATE_FILE, options, ELECTION_ID)
+                controllers.append(ctl)
             if part.shape.kind == "nic_mesh":
                 name = f"nic-mesh-{k}"  # as errors name it
-                parts.append(_mesh_job(ctl, cluster, part, name))
+                parts.append(_mesh_job(ctl, cluster, part, name, mesh_hosts(plan, k),
+                                       sum(p.shape.kind == "nic_mesh" for p in plan.parts[k:]), setup=nics is None))
+                nics = ctl
                 made.append((ctl, name))
                 continue
+            chained = part.shape.kind == "ring_tree"
             members = chain_ends(cluster, part) if chained else list(range(cluster.workers))
             spec, spec_file = _device_job(ctl, part, members, f"direct-{k}")
             made.append((ctl, f"direct-{k}"))
@@ -241,13 +276,17 @@ def chain_part(cluster: DirectCluster, part: Part, devices: JobSpec, site: Direc
     return ChainPart(part.share, chain_spec(devices, addresses, CHAIN_RELAY), tuple(relays))
 
 
-def _mesh_job(ctl: Controller, cluster: DirectCluster, part: Part, name: str) -> TreePart:
-    """The part's NICs set up, and its job of meeting trees on them (every worker, in rank order): a rank runs
-    it as a tree part, since to a worker a NIC mesh is an INA job of several trees through its own NIC."""
-    ctl.setup()
-    free = min(ctl.room(n).free_slots for n in ctl.topology.switches)
-    trees, pool = mesh_job(cluster, part, free_slots=free)
-    spec = ctl.create_job(name, [host(w) for w in range(cluster.workers)], pool, trees=trees, mode="ina")
+def _mesh_job(ctl: Controller, cluster: DirectCluster, part: Part, name: str, hosts: str, meshes_left: int,
+              setup: bool) -> TreePart:
+    """The NICs set up (``setup``: the first mesh), and the part's job of meeting trees on them (its hosts, named
+    with ``hosts``, in rank order), its pools from an equal share of the NICs' free slots among the ``meshes_left``
+    meshes not yet made: a rank runs it as a tree part, since to a worker a NIC mesh is an INA job of several
+    trees through its own NIC."""
+    if setup:
+        ctl.setup()
+    free = min(ctl.room(n).free_slots for n in {nic(w) for w in range(cluster.workers)})
+    trees, pool = mesh_job(cluster, part, free_slots=free // meshes_left, host_prefix=hosts)
+    spec = ctl.create_job(name, [host(w, hosts) for w in range(cluster.workers)], pool, trees=trees, mode="ina")
     assert ctl.spec_dir is not None
     return TreePart(spec, part.share, str((ctl.spec_dir / f"{name}.json").absolute()))
 

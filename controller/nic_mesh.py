@@ -36,19 +36,22 @@ def host(w: int, prefix: str = "") -> str:
     return f"{prefix}h{w + 1}"
 
 
-def mesh_topology(cluster: DirectCluster, part: Part, prefix: str = "", host_gbps: float | None = None) -> dict:
+def mesh_topology(cluster: DirectCluster, part: Part, prefix: str = "", host_gbps: float | None = None,
+                  host_prefix: str | None = None) -> dict:
     """The part as a topology file: host ``h<w+1>`` on NIC ``n<w>``'s ``host_port`` by a bus of ``host_gbps`` (the
     cluster's interfaces at L each, by default: a NIC takes what its host sends on all of them) with no delay,
     the circuits between NIC ports at L with the hop's delay.  Names take ``prefix`` (several parts in one
-    network); addresses are left to the caller (``addresses``)."""
+    network), the hosts' ``host_prefix`` (default: ``prefix``; several meshes through the same NICs give each
+    mesh's hosts their own); addresses are left to the caller (``addresses``)."""
+    hosts = prefix if host_prefix is None else host_prefix
     if part.shape.kind != "nic_mesh":
         raise DirectError(f"a {part.shape.name} part is not a NIC mesh")
     bus = {"bw": (host_gbps or cluster.link_gbps * cluster.interfaces) * 1e3, "delay": "0us"}
     circuit = {"bw": cluster.link_gbps * 1e3, "delay": f"{cluster.hop_latency * 1e6:g}us"}
-    links = [[host(w, prefix), f"{nic(w, prefix)}-p{host_port(part)}", dict(bus)] for w in range(cluster.workers)]
+    links = [[host(w, hosts), f"{nic(w, prefix)}-p{host_port(part)}", dict(bus)] for w in range(cluster.workers)]
     for a, b in part.circuits:
         links.append([_nic_port(cluster, a, prefix), _nic_port(cluster, b, prefix), dict(circuit)])
-    return {"hosts": {host(w, prefix): {} for w in range(cluster.workers)},
+    return {"hosts": {host(w, hosts): {} for w in range(cluster.workers)},
             "switches": {nic(w, prefix): {} for w in range(cluster.workers)}, "links": links}
 
 
@@ -59,7 +62,8 @@ def _nic_port(cluster: DirectCluster, end: str, prefix: str) -> str:
     return f"{nic(w, prefix)}-p{circuit_port(cluster, interface)}"
 
 
-def mesh_trees(cluster: DirectCluster, part: Part, rate_mbps: float, prefix: str = "") -> plan.Plan:
+def mesh_trees(cluster: DirectCluster, part: Part, rate_mbps: float, prefix: str = "",
+               host_prefix: str | None = None) -> plan.Plan:
     """The part's routes as meeting trees on ``mesh_topology``'s names, each an equal share of the part at
     ``rate_mbps`` over all (wire Mb/s per worker)."""
     port: dict[tuple[int, int], int] = {}  # (worker, neighbour): the worker's NIC port on their circuit
@@ -74,17 +78,17 @@ def mesh_trees(cluster: DirectCluster, part: Part, rate_mbps: float, prefix: str
         up.append((nic(v, prefix), port[v, u]))
         tree = plan.Tree(nic(u, prefix), tuple(sorted(up)), nic(v, prefix))
         trees.append(plan.PlannedTree(tree, rate_mbps / len(routes), 1 / len(routes)))
-    members = tuple(host(w, prefix) for w in range(cluster.workers))
+    members = tuple(host(w, prefix if host_prefix is None else host_prefix) for w in range(cluster.workers))
     return plan.Plan(members, tuple(trees), rate_mbps, rate_mbps, (), len(trees), 0.0,
                      notes=(f"{len(trees)} meeting trees of a NIC mesh",))
 
 
-def mesh_job(cluster: DirectCluster, part: Part, prefix: str = "",
-             free_slots: int | None = None) -> tuple[plan.Plan, int]:
+def mesh_job(cluster: DirectCluster, part: Part, prefix: str = "", free_slots: int | None = None,
+             host_prefix: str | None = None) -> tuple[plan.Plan, int]:
     """What the part's job is created with: its meeting trees (``mesh_trees``, together at the circuits' rate
     over the busiest circuit's load) and each route's pool, the planned window shared by the routes (at most
     ``free_slots`` over them: every route's tree crosses every NIC, so each NIC holds every route's pool)."""
-    trees = mesh_trees(cluster, part, cluster.link_gbps * 1e3 / part.shape.volume, prefix)
+    trees = mesh_trees(cluster, part, cluster.link_gbps * 1e3 / part.shape.volume, prefix, host_prefix)
     pool = part.shape.window // len(trees.trees)
     if free_slots is not None:
         pool = min(pool, free_slots // len(trees.trees))

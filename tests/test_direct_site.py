@@ -20,7 +20,7 @@ import pytest
 from controller import cli
 from controller.controller import Controller
 from controller.direct import DirectCluster, DirectError, describe, plan, plan_of, tree_topology
-from controller.direct_jobs import create_parts, mesh_network, part_network, ring_part, torus_part
+from controller.direct_jobs import create_parts, mesh_network, meshes_network, part_network, ring_part, torus_part
 from controller.direct_site import DirectSite
 from controller.network import Network, SwitchAccess
 from controller.p4runtime_client import SwitchError
@@ -151,7 +151,7 @@ def mesh_site() -> DirectSite:
 def test_a_nic_mesh_part_is_its_nics_network_and_runs_alone(tmp_path: Path) -> None:
     """The planner's nic_mesh(4): hosts at their interface-0 addresses on their NICs' port 1 (the port facing
     interface 0), circuits on ports D + 1 + i, every NIC reached as the site says and written as nic.p4.  A NIC
-    mesh beside a ring, or beside another mesh, is refused by name before anything is installed."""
+    mesh beside a ring is refused by name before anything is installed."""
     site, p = mesh_site(), plan(MESH_CLUSTER, NBYTES, ["nic_mesh"])
     assert p.parts[0].to_dict()["runs"] == "fabric and sockets" and not any("only)" in x for x in describe(p))
     net = mesh_network(MESH_CLUSTER, p, 0, site)
@@ -161,12 +161,25 @@ def test_a_nic_mesh_part_is_its_nics_network_and_runs_alone(tmp_path: Path) -> N
     assert ("n0-p5", "n1-p5") in links and len(links) == 8 + 16  # w0.0 - w1.0: interface 0's circuit port
     assert net.access["n3"] == SwitchAccess("127.0.0.1:9603", 13, "builtin", "nic")
     assert str(net.topology.switches["n3"].ip) == "127.0.9.4"
-    for kinds, message in ((["nic_mesh(2)", "ring"], r"part 2/2 is ring beside the NIC mesh part 1 \(nic_mesh\(2\)\): "
-                                                      r"the streaming NICs pass only their mesh's traffic"),
-                           (["nic_mesh(2)", "nic_mesh(2)"], r"part 2/2 is nic_mesh\(2\) beside the NIC mesh part 1")):
-        with pytest.raises(DirectError, match=message):
-            create_parts(MESH_CLUSTER, plan_of(MESH_CLUSTER, NBYTES, kinds), site, tmp_path / "state")
+    with pytest.raises(DirectError, match=r"part 2/2 is ring beside the NIC mesh part 1 \(nic_mesh\(2\)\): "
+                                          r"the streaming NICs pass only their meshes' traffic"):
+        create_parts(MESH_CLUSTER, plan_of(MESH_CLUSTER, NBYTES, ["nic_mesh(2)", "ring"]), site, tmp_path / "state")
     assert not (tmp_path / "state").exists()
+
+
+def test_two_nic_meshes_are_one_network_of_the_nics() -> None:
+    """nic_mesh(2) x 2 (NTT's ring with NIC streaming): one network, so one controller, of the 8 NICs; each mesh's
+    hosts are the workers at their addresses on the mesh's first interface, on the NIC port facing it."""
+    site, p = mesh_site(), plan_of(MESH_CLUSTER, NBYTES, ["nic_mesh(2)", "nic_mesh(2)"])
+    assert [list(x.interfaces) for x in p.parts] == [[0, 1], [2, 3]]
+    net = meshes_network(MESH_CLUSTER, p, site)
+    hosts, links = net.topology.hosts, {(lk.a, lk.b) for lk in net.topology.links}
+    assert sorted(net.topology.switches) == [f"n{w}" for w in range(8)] and sorted(net.access) == sorted(
+        net.topology.switches)
+    assert [str(hosts[f"h{w + 1}"].ip) for w in range(8)] == [f"127.0.1.{w + 1}/24" for w in range(8)]
+    assert [str(hosts[f"m1h{w + 1}"].ip) for w in range(8)] == [f"127.0.3.{w + 1}/24" for w in range(8)]
+    assert {(f"h{w + 1}", f"n{w}-p1") for w in range(8)} | {(f"m1h{w + 1}", f"n{w}-p3") for w in range(8)} <= links
+    assert len(links) == 16 + 2 * 8  # each mesh's hosts, and its 8 circuits
 
 
 def test_a_site_that_is_not_the_clusters_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

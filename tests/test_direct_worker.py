@@ -23,6 +23,7 @@ from controller.direct import DirectCluster, plan
 from tests.conftest import free_port
 from tests.loopback_net import LoopbackNet
 from worker import AllreduceError, DirectWorker, quantize
+from worker.chain import ChainPart
 from worker.direct import (
     DirectAllreduceError,
     RingPart,
@@ -102,8 +103,8 @@ def on_ranks(workers: list[DirectWorker], body: Callable[[DirectWorker], object]
 
 def check(results: list[np.ndarray], arrays: list[np.ndarray], ranges: list[tuple[int, int]],
           parts: list) -> None:
-    """Every rank's bits equal; each tree part's range within the switches' bound, each ring (or torus) half
-    within a ring's (int32: exact everywhere)."""
+    """Every rank's bits equal; each tree (or ring_tree: devices and relays sum as ina.p4) part's range within the
+    switches' bound, each ring (or torus) half within a ring's (int32: exact everywhere)."""
     for r in results:
         assert not isinstance(r, BaseException), r
         assert r.dtype == arrays[0].dtype and r.shape == arrays[0].shape
@@ -114,7 +115,7 @@ def check(results: list[np.ndarray], arrays: list[np.ndarray], ranges: list[tupl
         return
     pieces = []
     for (lo, hi), p in zip(ranges, parts):
-        if isinstance(p, TreePart):
+        if isinstance(p, TreePart | ChainPart):
             pieces.append((lo, hi, quantize.elementwise_bound([a[lo:hi] for a in arrays], p.spec.values)))
         else:
             mid = lo + (hi - lo + 1) // 2

@@ -336,3 +336,115 @@ def test_a_nic_mesh_sums_through_the_streaming_nics(tmp_path: Path) -> None:
                 if p.poll() is None:
                     p.kill()
     assert not link_exists("n0-eth1") and not (tmp_path / "run" / "state.json").exists()
+
+
+CHAIN_CLUSTER = DirectCluster(8, 4, 10.0, devices=2, device_ports=8)  # the issue's: 8 x 4, 2 devices of 8 ports
+
+
+def _started(tmp_path: Path, cluster: DirectCluster, kinds: str) -> tuple[Path, Path, list[tuple[str, str]]]:
+    """The plan's files and a Mininet site for its circuits: (cluster file, site file, circuits)."""
+    cluster_file, circuits_file = _files(tmp_path, cluster, kinds)
+    circuits = load_circuits(circuits_file, cluster)
+    site_file = tmp_path / "site.json"
+    site_file.write_text(json.dumps(mininet_site(cluster, circuits, target="builtin").to_dict()))
+    return cluster_file, site_file, circuits
+
+
+def _same_sums(first: list[list[dict]], calls: int, parts: set[str]) -> list[float]:
+    """Every call within the bound with the same bits on every rank, run by ``parts``; the slowest rank's times."""
+    for call in range(calls):
+        results = [lines[call] for lines in first]
+        assert all(r.get("within_bound") for r in results), results
+        assert len({r["digest"] for r in results}) == 1, results
+        assert set(results[0]["parts"]) == parts, results[0]
+    return [max(lines[k]["seconds"] for lines in first) for k in range(calls)]
+
+
+@needs_mininet
+def test_a_ring_tree_and_a_ring_sum_on_sockets_and_a_cut_circuit_fails_every_rank(tmp_path: Path) -> None:
+    """The issue's cluster, 8 workers x 4 interfaces and 2 devices of 8 ports, no NICs: the planner's ring_tree(4)
+    + ring (a ring_tree takes 2 interfaces, so a torus, which takes 4, cannot join it: the next test runs one).
+    `ina-ctl direct setup --circuits` makes the devices' job over the chain ends and every rank's relay; 8 ranks,
+    one process in each worker's host, sum float32 and int32 through the relays and devices and round the ring.
+    Then the circuit w0.2 <-> w1.3 of group 0's chain goes down mid-call: every rank fails within its timeout,
+    naming the ring_tree part, and the ranks at the circuit's ends name it."""
+    cluster_file, site_file, circuits = _started(tmp_path, CHAIN_CLUSTER, "ring_tree,ring")
+    assert ("w0.2", "w1.3") in circuits and ("d0.3", "d1.3") in circuits  # a chain's circuit, the devices' own
+    with DirectNetwork(CHAIN_CLUSTER, circuits, DirectSite.load(site_file), tmp_path / "run") as net:
+        state = tmp_path / "state"
+        assert cli.main(["direct", "setup", "--cluster", str(cluster_file), "--site", str(site_file), "--size", SIZE,
+                         "--kinds", "ring_tree,ring", "--state-dir", str(state),
+                         "--circuits", str(tmp_path / "circuits.json")]) == 0
+        part = "part 2/2 (ring_tree, job direct-1-chains)"
+        procs = _ranks(net, state / "parts.json", calls=50, seed=11)
+        try:
+            slowest = _same_sums(_lines(procs, 2, wait=40), 2, {"part 1/2 (ring, forward)",
+                                                                "part 1/2 (ring, backward)", part})
+            print("ring_tree + ring calls of 20,011 elements per rank, the slowest rank's: "
+                  f"float32 {slowest[0] * 1e3:.0f} ms, int32 {slowest[1] * 1e3:.0f} ms")
+            cut = time.monotonic()
+            net.run("w0", "ip link set w0-eth2 down")
+            ends = _all_fail_naming(procs, part, cut)
+            print("failed after " + ", ".join(f"{after:.1f}" for _, after in ends)
+                  + f" s; rank 0: {ends[0][0]['error']}")
+            assert all(after < 2 * TIMEOUT + 2 for _, after in ends), ends
+            assert all("silent longest at rank" in line["error"] and "circuit" in line["error"]
+                       for line, _ in ends), ends
+            assert any("circuit w0.2 <-> w1.3" in ends[r][0]["error"] or "circuit w1.3 <-> w0.2" in ends[r][0]["error"]
+                       for r in (0, 1)), [ends[r] for r in (0, 1)]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+    assert not link_exists("d0-eth1") and not (tmp_path / "run" / "state.json").exists()
+
+
+@needs_mininet
+def test_a_torus_sums_on_sockets_over_four_interfaces(tmp_path: Path) -> None:
+    """The same 8 workers x 4 interfaces, the planner's torus (rings of 2 on interfaces 0 and 1, rings of 4 across
+    them on 2 and 3: 16 circuits, no device): `ina-ctl direct setup --circuits`, 8 ranks in their hosts sum float32
+    and int32 round the rings of rings both ways, within the bound and with the same bits on every rank."""
+    cluster_file, site_file, circuits = _started(tmp_path, CHAIN_CLUSTER, "torus")
+    assert len(circuits) == 16
+    with DirectNetwork(CHAIN_CLUSTER, circuits, DirectSite.load(site_file), tmp_path / "run") as net:
+        state = tmp_path / "state"
+        assert cli.main(["direct", "setup", "--cluster", str(cluster_file), "--site", str(site_file), "--size", SIZE,
+                         "--kinds", "torus", "--state-dir", str(state),
+                         "--circuits", str(tmp_path / "circuits.json")]) == 0
+        procs = _ranks(net, state / "parts.json", calls=1, seed=13)
+        try:
+            _same_sums(_lines(procs, 2, wait=40), 2, {"part 1/1 (torus, forward)", "part 1/1 (torus, backward)"})
+            assert all(p.wait(timeout=10) == 0 for p in procs)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+
+
+@needs_mininet
+def test_two_nic_meshes_share_the_nics_and_sum_through_them(tmp_path: Path) -> None:
+    """NTT's ring with NIC streaming, nic_mesh(2) x 2, on 4 workers x 4 interfaces: `ina-ctl direct setup` sets the
+    four NICs up with one controller and makes a job per mesh (each mesh's hosts the workers' addresses on its
+    first interface); 4 ranks sum float32 and int32 through both meshes at once, within the bound, the same bits on
+    every rank."""
+    cluster = DirectCluster(4, 4, 10.0, nic_streaming=True)
+    cluster_file, site_file, circuits = _started(tmp_path, cluster, "nic_mesh(2)")
+    site = DirectSite.load(site_file)
+    with DirectNetwork(cluster, circuits, site, tmp_path / "run") as net:
+        state = tmp_path / "state"
+        assert cli.main(["direct", "setup", "--cluster", str(cluster_file), "--site", str(site_file), "--size", SIZE,
+                         "--kinds", "nic_mesh(2)", "--state-dir", str(state),
+                         "--circuits", str(tmp_path / "circuits.json")]) == 0
+        meshes = parts_from_json((state / "parts.json").read_text())
+        assert [m.spec.name for m in meshes] == ["nic-mesh-0", "nic-mesh-1"] and not (state / "part-1").exists()
+        assert [[m.ip for m in mesh.spec.members] for mesh in meshes] == \
+            [[str(site.workers[w][i].ip.ip) for w in range(4)] for i in (0, 2)]
+        procs = _ranks(net, state / "parts.json", calls=1, seed=17)
+        try:
+            _same_sums(_lines(procs, 2, wait=40), 2, {"part 1/2 (tree, job nic-mesh-0)",
+                                                      "part 2/2 (tree, job nic-mesh-1)"})
+            assert all(p.wait(timeout=10) == 0 for p in procs)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()

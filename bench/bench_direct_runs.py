@@ -67,9 +67,10 @@ def ntt(gbps: float) -> list[dict]:
     return rows
 
 
-def kinds(workers: list[int], rates: list[float], sizes: list[int], mixed: bool = True) -> list[dict]:
-    """ring_tree and nic_mesh alone and (``mixed``) beside a tree and a ring, each as the planner shapes it for
-    the cluster (its group size or degree), at every N, L and size."""
+def kinds(workers: list[int], rates: list[float], sizes: list[int], mixed: bool = True,
+          alone: bool = True) -> list[dict]:
+    """ring_tree and nic_mesh alone and beside a tree and a ring (``alone``, ``mixed``), each as the planner
+    shapes it for the cluster (its group size or degree), at every N, L and size."""
     rows = []
     for n in workers:
         for gbps in rates:
@@ -81,10 +82,12 @@ def kinds(workers: list[int], rates: list[float], sizes: list[int], mixed: bool 
                 nics = DirectCluster(n, 4, gbps, nic_streaming=True)
                 nics_beside = DirectCluster(n, 5, gbps, devices, 8, nic_streaming=True)
                 g = direct.plan(fabric_cluster(chained), nbytes, ["ring_tree"]).parts[0].shape.name
-                rows.append(measure("ring_tree", chained, nbytes, (g,)))
+                if alone:
+                    rows.append(measure("ring_tree", chained, nbytes, (g,)))
                 if mixed:
                     rows.append(measure("ring_tree + tree + ring", beside, nbytes, (g, "tree", "ring")))
-                rows.append(measure("nic_mesh", nics, nbytes, ("nic_mesh(4)",)))
+                if alone:
+                    rows.append(measure("nic_mesh", nics, nbytes, ("nic_mesh(4)",)))
                 if mixed:
                     rows.append(measure("nic_mesh + tree + ring", nics_beside, nbytes,
                                         ("nic_mesh(2)", "tree", "ring")))
@@ -139,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gbps", default="10,100")
     ap.add_argument("--mb", default="4,16")
     ap.add_argument("--alone", action="store_true", help="kinds: each kind alone only, not beside a tree and a ring")
+    ap.add_argument("--beside", action="store_true", help="kinds: each kind beside a tree and a ring only")
     ap.add_argument("--publish", action="store_true", help="also copy the plot to docs/figures/")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
@@ -147,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = ntt(100.0) + ntt(10.0)
     elif args.what == "kinds":
         rows = kinds([int(x) for x in args.workers.split(",")], [float(x) for x in args.gbps.split(",")],
-                     [int(x) for x in args.mb.split(",")], not args.alone)
+                     [int(x) for x in args.mb.split(",")], not args.alone, not args.beside)
     elif args.what == "devices":
         rows = devices()
     else:

@@ -35,6 +35,8 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_fabric
 	$(VPY) -m bench.bench_scale
 	$(VPY) -m bench.bench_direct --runs 3
+	$(VPY) -m bench.bench_direct_runs ntt
+	$(VPY) -m bench.bench_relay
 	$(VPY) -m bench.bench_rails
 
 # `make bench` and `make train` write their CSVs and plots to bench/results/ (not tracked): they

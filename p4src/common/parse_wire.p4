@@ -8,7 +8,9 @@
  * INA_PARSE_ETHERNET as `start` before the include instead, saving a state (and a step in
  * the executor's parse loop).  The includer names the packet `pkt` and the headers `hdr`, with
  * fields ethernet, ipv4, udp, ina and values (headers.p4's types).  P4 has no parser
- * composition across architectures, so the states are shared as text.
+ * composition across architectures, so the states are shared as text.  A program that parses
+ * the values its own way (the TNA program) defines INA_VALUES_STATE as the state that does,
+ * or as `accept` to leave them in the payload.
  */
 #ifndef INA_PARSE_ETHERNET
 #define INA_PARSE_ETHERNET parse_ethernet
@@ -30,7 +32,12 @@
     }
     state parse_ina {
         pkt.extract(hdr.ina);
+#ifdef INA_VALUES_STATE
+        transition INA_VALUES_STATE;
+#else
         pkt.extract(hdr.values);
         transition accept;
+#endif
     }
 #undef INA_PARSE_ETHERNET
+#undef INA_VALUES_STATE

@@ -14,7 +14,6 @@ control JobLookup(inout tna_headers hdr, inout tna_ingress_metadata meta,
                   bit<9> parent_port, bit<8> index_at_parent, bit<16> epoch, bit<32> stats_base) {
         meta.slot_index = (bit<32>)pool_base + (bit<32>)hdr.ina.slot;
         meta.slot_slack = (bit<17>)pool_size - (bit<17>)hdr.ina.slot;
-        meta.pool_size = pool_size;
         meta.children = children;
         meta.is_root = is_root;
         meta.group = group;

@@ -1,13 +1,14 @@
 /* next_step.p4: what each pass does with the packet once the state is updated.
  *
- *   CHECK   (from the wire): drops, results from the parent (multicast down) and plain
- *           forwarding end here; a contribution or a repeat is recirculated through egress
- *           (lanes 32..63) for CONSUME, with its verdict in the bridge.
- *   CONSUME: an absorbed packet is dropped; a completing contribution or an answerable
- *           repeat is recirculated for HARVEST.
- *   HARVEST: lanes 0..31 of the header hold the sums; send the packet (multicast, back to
- *           the sender, or up to the parent) through egress, which reads lanes 32..63 into
- *           each copy and addresses it.
+ *   CHECK      (from the wire): drops, results from the parent (multicast down) and plain
+ *              forwarding end here; a contribution goes round to LO, a repeat to HI.
+ *   LO         on to HI.
+ *   HI         an absorbed contribution is dropped; the round's completing contribution, or
+ *              a repeat of a complete round, goes round to HARVEST_LO.
+ *   HARVEST_LO on to HARVEST_HI.
+ *   HARVEST_HI the packet holds the sums: send it (multicast, back to the sender, or up to the
+ *              parent) through egress, which addresses each copy.
+ * Every round trip is by the recirculation port with egress bypassed (the bridge rides along).
  */
 #ifndef INA_TNA_NEXT_STEP_P4
 #define INA_TNA_NEXT_STEP_P4
@@ -20,20 +21,20 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
         ig_dprsr_md.drop_ctl = 1;
         hdr.bridge.setInvalid();
     }
-    /* A contribution crosses egress on its way back (lanes 32..63 live there); a completed
-     * round's packet going to HARVEST does not need to. */
-    action recirculate(bit<8> pass, bit<1> through_egress) {
+    /* lane_offset: 0 for lanes 0..31, POOL_CELLS for lanes 32..63 (lane.p4) */
+    action go_round(bit<8> pass, bit<32> lane_offset) {
         hdr.bridge.pass = pass;
+        hdr.bridge.lane_cell = hdr.bridge.cell + lane_offset;
         ig_tm_md.ucast_egress_port = RECIRC_PORT;
-        ig_tm_md.bypass_egress = ~through_egress;
+        ig_tm_md.bypass_egress = 1;
     }
-    action to_egress(bit<8> pass) {
-        hdr.bridge.pass = pass;
+    action to_egress() {
+        hdr.bridge.pass = PASS_OUT;
         ig_tm_md.bypass_egress = 0;
     }
 
     /* CHECK pass: a known member's DATA packet that is not stale. */
-    action consume(bit<8> op, bit<32> job_stat) {
+    action consume(bit<8> op, bit<8> pass, bit<32> job_stat) {
         hdr.bridge.op = op;
         hdr.bridge.cell = meta.cell;
         hdr.bridge.group = meta.group;
@@ -43,7 +44,10 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
         hdr.bridge.stats_base = meta.stats_base;
         meta.count_job = 1;
         meta.job_stat = job_stat;
-        recirculate(PASS_CONSUME, 1);
+        hdr.bridge.pass = pass;
+        hdr.bridge.lane_cell = meta.cell;   // lanes 0..31 (a repeat's HI pass touches no lane)
+        ig_tm_md.ucast_egress_port = RECIRC_PORT;
+        ig_tm_md.bypass_egress = 1;
     }
 
     apply {
@@ -54,7 +58,7 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
             } else if (meta.verdict == Verdict.PASS_DOWN) {
                 hdr.bridge.next = NEXT_TO_CHILDREN;
                 ig_tm_md.mcast_grp_a = meta.group;
-                to_egress(PASS_EGRESS);
+                to_egress();
             } else if (meta.verdict == Verdict.CHECKED) {
                 /* the sender's port, or the parent's, for a unicast answer later */
                 if (meta.is_root == 1) {
@@ -63,19 +67,24 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
                     hdr.bridge.out_port = meta.parent_port;
                 }
                 if (meta.map_result != 0) {
-                    consume(OP_READ, JOB_STAT_RETRANSMITS);    // a repeat
+                    consume(OP_READ, PASS_HI, JOB_STAT_RETRANSMITS);    // a repeat
                 } else if (meta.round == ROUND_NEW) {
-                    consume(OP_WRITE, JOB_STAT_AGGREGATED);
+                    consume(OP_WRITE, PASS_LO, JOB_STAT_AGGREGATED);
                 } else {
-                    consume(OP_ADD, JOB_STAT_AGGREGATED);
+                    consume(OP_ADD, PASS_LO, JOB_STAT_AGGREGATED);
                 }
-            }   // Verdict.FORWARD: Forwarding chose the port
-        } else if (hdr.bridge.pass == PASS_CONSUME) {
-            /* ---- CONSUME pass: meta.remaining from WorkersCounter ---- */
+            } else {
+                to_egress();               // Verdict.FORWARD: Forwarding chose the port
+            }
+        } else if (hdr.bridge.pass == PASS_LO) {
+            go_round(PASS_HI, POOL_CELLS);
+        } else if (hdr.bridge.pass == PASS_HI) {
+            /* ---- meta.remaining from WorkersCounter ---- */
             if (meta.remaining != 0) {
                 drop();                       // absorbed until the last child arrives
             } else {
-                if (hdr.bridge.op == OP_READ) {   // an answer: HARVEST marks it RETRANSMIT
+                if (hdr.bridge.op == OP_READ) {   // an answer: marked RETRANSMIT on the way out
+                    hdr.bridge.repeat = 1;
                     if (hdr.bridge.is_root == 1) {
                         hdr.bridge.next = NEXT_TO_SENDER;
                     } else {
@@ -91,11 +100,14 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
                         hdr.bridge.next = NEXT_TO_PARENT;
                     }
                 }
-                recirculate(PASS_HARVEST, 0);
+                hdr.bridge.op = OP_HARVEST;
+                go_round(PASS_HARVEST_LO, 0);
             }
-        } else if (hdr.bridge.pass == PASS_HARVEST) {
-            /* ---- HARVEST pass: lanes 0..31 of the header are the cell's sums ---- */
-            if (hdr.bridge.op == OP_READ) {
+        } else if (hdr.bridge.pass == PASS_HARVEST_LO) {
+            go_round(PASS_HARVEST_HI, POOL_CELLS);
+        } else {
+            /* ---- HARVEST_HI: the packet's values are the cell's sums ---- */
+            if (hdr.bridge.repeat == 1) {
                 hdr.ina.flags = hdr.bridge.flags | FLAG_RETRANSMIT;
             } else {
                 hdr.ina.flags = hdr.bridge.flags;
@@ -114,7 +126,7 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
                 hdr.bridge.receiver = RECEIVER_PARENT;
                 ig_tm_md.ucast_egress_port = hdr.bridge.out_port;
             }
-            to_egress(PASS_RESULT);
+            to_egress();
         }
     }
 }

@@ -22,6 +22,7 @@
 #endif
 
 const bit<16> INA_UDP_PORT = INA_UDP_PORT_NUMBER;
+@noWarn("unused")  // Python reads it (worker/protocol.py); no program needs it
 const bit<32> INA_VALUE_COUNT = INA_VALUES;
 
 /* msg_type */
@@ -31,6 +32,7 @@ const bit<8> MSG_RESULT = 2;   // the complete sum: root -> workers, parent -> c
 /* flags (bit values) */
 const bit<8> FLAG_OVERFLOW   = 0x01;  // some lane's sum left the int32 range: do not use the values
 const bit<8> FLAG_RETRANSMIT = 0x02;  // the sender sent this chunk before (timeout)
+@noWarn("unused")  // the TNA program keeps no results, so it never takes a RECOVER copy
 const bit<8> FLAG_RECOVER    = 0x04;  // sent again after a switch of the tree lost its registers: a switch
                                       // that holds the round's result passes it up (docs/protocol.md)
 

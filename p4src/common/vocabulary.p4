@@ -26,6 +26,7 @@ enum bit<8> Verdict {
 const bit<32> JOB_ENTRIES      = 4096;  // jobs: one per (port, job, child) and per job's parent link
 const bit<32> RECEIVER_ENTRIES = 4096;  // receivers: one per (job, child) and per job's parent
 const bit<32> ROUTE_ENTRIES    = 1024;  // ipv4_routes
+@noWarn("unused")  // nic.p4 only
 const bit<32> MEETING_ENTRIES  = 1024;  // nic.p4's meetings: one per meeting root
 
 #endif

@@ -4,8 +4,8 @@
 Two workers on one root switch sum chunks round after round (window of 32 slots), so every
 packet does the full slot work: round check, bitmap pair, V lanes read-add-write, and every
 second packet completes a slot and is multicast.  The TNA program also pays for its passes
-(a contribution crosses egress and ingress again; a completion a third ingress pass), which
-the built-in target runs one after the other.  Each case runs for ``--seconds`` of
+(a contribution three ingress passes, a completion five: p4src/tofino/README.md), which the
+built-in target runs one after the other.  Each case runs for ``--seconds`` of
 processing (fresh rounds all along, built outside the timed part) and prints its rate and
 the gradient bytes/s it implies (4 bytes per value per packet); medians over ``--runs``.
 

@@ -311,8 +311,9 @@ def test_bad_packets_dropped_and_counted(program, sw, V, case):
 ])
 @pytest.mark.parametrize("where", ["first", "last"])
 def test_overflow_flag(program, sw, V, a, b, overflow, where):
-    """An add that leaves int32 in any lane flags the round (the TNA program keeps lanes 0..31 in
-    ingress and 32..63 in egress: the first and the last lane take different paths)."""
+    """An add that leaves int32 in any lane flags the round (the TNA program adds lanes 0..31 and
+    32..63 in different passes, at different indexes of its lane registers: the first and the
+    last lane take different paths)."""
     ports = add_job(program, sw, n=2)
     lane = 0 if where == "first" else V - 1
     vals = np.zeros((2, V), dtype=np.int32)

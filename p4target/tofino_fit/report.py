@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .limits import (PHV_NORMAL_BITS, PHV_TAGALONG_BITS, PIPE_SALUS, PIPE_TABLES, SALUS_PER_STAGE, STAGES,
-                     TABLES_PER_STAGE)
+from .limits import (
+    PHV_NORMAL_BITS,
+    PHV_TAGALONG_BITS,
+    PIPE_SALUS,
+    PIPE_TABLES,
+    SALUS_PER_STAGE,
+    STAGES,
+    TABLES_PER_STAGE,
+)
 from .phv import PhvUse
 
 

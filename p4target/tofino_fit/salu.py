@@ -15,8 +15,17 @@ from typing import Any
 
 from ..frontend import ast
 from ..frontend.types import BOOL, BitsT, HeaderT, bit_width
-from .limits import (CELL_BITS, CELL_FIELDS, CELL_HALF_BITS, SALU_CONDITIONS, SALU_OPERAND_BITS, SALU_OPERANDS,
-                     SALU_OUTPUTS, SALU_UPDATE_OPS, SALU_UPDATES_PER_FIELD)
+from .limits import (
+    CELL_BITS,
+    CELL_FIELDS,
+    CELL_HALF_BITS,
+    SALU_CONDITIONS,
+    SALU_OPERAND_BITS,
+    SALU_OPERANDS,
+    SALU_OUTPUTS,
+    SALU_UPDATE_OPS,
+    SALU_UPDATES_PER_FIELD,
+)
 from .refusal import over, refuse
 
 _COMPARE = frozenset({"==", "!=", "<", ">", "<=", ">="})

@@ -106,12 +106,16 @@ def gress_phv(parser: ast.ParserDecl, control: ast.ControlDecl, deparser: ast.Co
     meta: dict[str, int] = {}
     for p in control.params:
         _tree(p.name, p.type, headers, meta)
+    parser_names = _canonical(parser, control)
+    for p in parser.params:  # what only the parser sees (egress_intrinsic_metadata_t when egress omits it)
+        if parser_names[id(p)] not in {c.name for c in control.params}:
+            _tree(parser_names[id(p)], p.type, headers, meta)
     in_control = {x for u in walker.units for x in u.reads | u.writes}
     side = UnitWalker(walker.gress)
     side.control(deparser)
     dep_env = _canonical(deparser, control)
     in_control |= {_rename(x, deparser, dep_env) for u in side.units for x in u.reads | u.writes}
-    extracted, in_parser = _extracted(parser, _canonical(parser, control))
+    extracted, in_parser = _extracted(parser, parser_names)
     used = _Used(in_control)
     used_anywhere = _Used(in_control | in_parser)
     normal = tagalong = 0

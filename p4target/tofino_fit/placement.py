@@ -1,7 +1,9 @@
 """Units into stages: dependencies, one stage per register, list scheduling under per-stage budgets.
 
 Unit B depends on an earlier unit A of its gress when B reads a field A writes or both write
-one field, unless they are mutually exclusive.  Every unit executing one register sits in
+one field, unless they are mutually exclusive: B goes in a later stage.  A unit run only when
+table A hit (or ran a given action) is control dependent on A: the same stage or a later one
+(a Tofino stage predicates its logical tables on the earlier ones' results).  Every unit executing one register sits in
 the register's stage (its one stateful ALU), so they are one node; if one depends on
 another, no stage can hold both.  A node's earliest stage is the longest dependency path to
 it; nodes are then placed stage by stage, longest remaining chain first, so no stage holds
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 
 from .limits import SALUS_PER_STAGE, STAGES, TABLES_PER_STAGE
 from .refusal import over, refuse
-from .units import Unit
+from .units import RESULT, Unit
 
 
 @dataclass(eq=False)
@@ -24,7 +26,8 @@ class Node:
 
     units: list[Unit]
     registers: set[str] = field(default_factory=set)
-    preds: set[int] = field(default_factory=set)  # node indexes
+    preds: set[int] = field(default_factory=set)  # node indexes: in an earlier stage
+    after: set[int] = field(default_factory=set)  # node indexes: in the same stage or a later one
     stage: int = -1
 
     @property
@@ -39,9 +42,15 @@ class Placement:
     tables: list[int]
 
 
-def _depends(a: Unit, b: Unit) -> bool:
-    """Whether later unit ``b`` must be in a later stage than ``a``."""
-    return not a.excludes(b) and not (b.reads.isdisjoint(a.writes) and b.writes.isdisjoint(a.writes))
+def _depends(a: Unit, b: Unit) -> str | None:
+    """Whether later unit ``b`` must be in a later stage than ``a`` ("data"), or may share its
+    stage but not precede it ("control": b runs on a's table result), or neither (None)."""
+    if a.excludes(b):
+        return None
+    shared = (b.reads | b.writes) & a.writes
+    if not shared:
+        return None
+    return "control" if all(f.startswith(RESULT) for f in shared) else "data"
 
 
 def _nodes(units: list[Unit]) -> list[Node]:
@@ -75,14 +84,15 @@ def place(units: list[Unit]) -> Placement:
     index = {id(u): n for n, node in enumerate(nodes) for u in node.units}
     for j, b in enumerate(units):
         for a in units[:j]:
-            if a.gress != b.gress or not _depends(a, b):
+            kind = _depends(a, b) if a.gress == b.gress else None
+            if kind is None:
                 continue
             shared = set(a.registers) & set(b.registers)
             if shared or index[id(a)] == index[id(b)]:
                 reg = sorted(shared or nodes[index[id(b)]].registers)[0]
                 raise refuse(b.loc, f"register {reg} is used by two dependent tables ({a.name} at line "
                              f"{a.loc.line} and {b.name})")
-            nodes[index[id(b)]].preds.add(index[id(a)])
+            (nodes[index[id(b)]].preds if kind == "data" else nodes[index[id(b)]].after).add(index[id(a)])
     order = _topological(nodes)
     height = _heights(nodes, order)
     salus: list[int] = []
@@ -92,9 +102,7 @@ def place(units: list[Unit]) -> Placement:
     while placed < len(nodes):
         salus.append(0)
         tables.append(0)
-        ready = [n for n in order if nodes[n].stage < 0 and all(0 <= nodes[p].stage < stage for p in nodes[n].preds)]
-        ready.sort(key=lambda n: -height[n])
-        for n in ready:
+        for n in _ready(nodes, order, height, stage):
             node = nodes[n]
             need_salus, need_tables = len(node.registers), len(node.units)
             if need_salus > SALUS_PER_STAGE:
@@ -142,9 +150,9 @@ def _topological(nodes: list[Node]) -> list[int]:
     """Node indexes, each after its predecessors; a cycle means a register is used by two
     dependent tables through a third."""
     succs: dict[int, list[int]] = {n: [] for n in range(len(nodes))}
-    missing = {n: len(node.preds) for n, node in enumerate(nodes)}
+    missing = {n: len(node.preds | node.after) for n, node in enumerate(nodes)}
     for n, node in enumerate(nodes):
-        for p in node.preds:
+        for p in node.preds | node.after:
             succs[p].append(n)
     ready = [n for n in range(len(nodes)) if missing[n] == 0]
     order: list[int] = []
@@ -168,4 +176,21 @@ def _heights(nodes: list[Node], order: list[int]) -> dict[int, int]:
     for n in reversed(order):
         for p in nodes[n].preds:
             height[p] = max(height[p], height[n] + 1)
+        for p in nodes[n].after:
+            height[p] = max(height[p], height[n])
     return height
+
+
+def _ready(nodes: list[Node], order: list[int], height: dict[int, int], stage: int):
+    """Unplaced nodes that may go in ``stage``, longest chain first; a node control dependent
+    on one placed in this stage becomes ready as soon as that one is placed."""
+    tried: set[int] = set()
+    while True:
+        ready = [n for n in order if nodes[n].stage < 0 and n not in tried
+                 and all(0 <= nodes[p].stage < stage for p in nodes[n].preds)
+                 and all(0 <= nodes[p].stage <= stage for p in nodes[n].after)]
+        if not ready:
+            return
+        n = min(ready, key=lambda m: -height[m])
+        tried.add(n)
+        yield n

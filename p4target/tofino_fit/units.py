@@ -24,6 +24,7 @@ from ..frontend.types import ApplyResultT, BitsT, EnumT, ExternT, HeaderT, Stack
 Binding = str | frozenset[str]
 TEMP = "~"  # paths of action/function locals: temporaries of one unit, never a dependency
 PSEUDO = "$"  # table results and condition values: dependencies, never PHV
+RESULT = f"{PSEUDO}apply:"  # a table's hit/miss/action_run, read by the gateways of what it controls
 
 
 @dataclass(eq=False)
@@ -257,7 +258,7 @@ class UnitWalker:
                 seen.add(id(ref.decl))
                 self.action_body(ref.decl, ref.args or [], ctx, acc)
         name = f"{ctx.prefix}.{t.name}"
-        acc.writes.add(f"{PSEUDO}apply:{name}")
+        acc.writes.add(f"{RESULT}{name}")
         return self.unit(ctx, acc, name, call.loc, "table")
 
     def action_body(self, d: ast.ActionDecl | ast.FunctionDecl, args: list[ast.Expr], ctx: Ctx, acc: Acc) -> None:
@@ -343,7 +344,7 @@ class UnitWalker:
         tgt = e.target
         if tgt.kind == "table_apply":  # `if (t.apply().hit)`: the table runs first, its result is read
             t = self.table(e, tgt.decl, ctx)
-            acc.reads.add(f"{PSEUDO}apply:{t.name}")
+            acc.reads.add(f"{RESULT}{t.name}")
             return
         if tgt.kind in ("action", "user_function"):
             self.action_body(tgt.decl, e.args, ctx, acc)

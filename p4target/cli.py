@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.show_python or args.show_c:
             from .executor.tna_switch import switch_for
 
-            sw = switch_for(prog, use_native=args.show_c)
+            sw = switch_for(prog, use_native=args.show_c, check_fit=False)  # the code; fit is --target tofino
             if args.show_python:
                 print(sw.source)
             if args.show_c:

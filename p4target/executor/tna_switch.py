@@ -20,7 +20,8 @@ Per packet, as Intel's tna.p4 documents Tofino:
   ``MAX_PASSES`` times per received packet.
 A RegisterAction executed on a register the packet has already reached (in the same
 gress) raises at run time: the packet is dropped and counted in ``stats["register_conflicts"]``
-(Tofino's compiler would reject the program; this target cannot prove every path at load).
+(the load-time fit check, p4target/tofino_fit, refuses the two dependent accesses it can see, as
+Tofino's compiler would; with ``check_fit=False`` this is what is left).
 """
 
 from __future__ import annotations

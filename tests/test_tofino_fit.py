@@ -199,6 +199,43 @@ def test_three_constants_returned(tmp_path):
     assert_refused(path, "tofino: output word sources of RegisterAction ra: 3 > 1 (1, 2, 3)", "RegisterAction")
 
 
+def test_common_stateful_shapes_fit(tmp_path):
+    """What published Tofino programs run in one SALU (SwitchML's pair sums, a saturating counter,
+    a two-condition threshold, a swap) passes the shape rules."""
+    decls = "struct pair_t { bit<32> first; bit<32> second; }"
+    ras = """Register<pair_t, bit<16>>(16) sums;
+    RegisterAction<pair_t, bit<16>, bit<32>>(sums) sum_read = {
+        void apply(inout pair_t value, out bit<32> rv) {
+            value.first = value.first + (bit<32>)hdr.h.a; value.second = value.second + (bit<32>)hdr.h.b;
+            rv = value.second;
+        }
+    };
+    RegisterAction<pair_t, bit<16>, bit<32>>(sums) write_read = {
+        void apply(inout pair_t value, out bit<32> rv) {
+            value.first = (bit<32>)hdr.h.a; value.second = (bit<32>)hdr.h.b; rv = value.first;
+        }
+    };
+    Register<bit<16>, bit<16>>(16) counts;
+    RegisterAction<bit<16>, bit<16>, bit<16>>(counts) saturate = {
+        void apply(inout bit<16> v, out bit<16> rv) { rv = v; v = v |+| 1; }
+    };
+    RegisterAction<bit<16>, bit<16>, bit<16>>(counts) threshold = {
+        void apply(inout bit<16> v, out bit<16> rv) {
+            rv = 0;
+            if (v > hdr.h.a && v - hdr.h.b < 100) { v = 0; rv = 1; } else { v = v + hdr.h.b; }
+        }
+    };
+    RegisterAction<bit<16>, bit<16>, bit<16>>(counts) swap = {
+        void apply(inout bit<16> v, out bit<16> rv) { rv = v; v = hdr.h.a; }
+    };"""
+    body = """if (hdr.h.a == 0) { md.x = (bit<16>)sum_read.execute(hdr.h.b); }
+        else { md.x = (bit<16>)write_read.execute(hdr.h.b); }
+        if (hdr.h.b == 0) { hdr.h.a = saturate.execute(md.x); } else if (hdr.h.b == 1) { hdr.h.a = swap.execute(md.x); }
+        else { hdr.h.a = threshold.execute(md.x); }"""
+    report = check(load_program(program(tmp_path, decls=decls, locals=ras, body=body)))
+    assert report.salus == 2 and report.stages["ingress"] == 2
+
+
 # --------------------------------------------------------------------------- PHV
 def test_phv_over_4096_normal_bits(tmp_path):
     # 4,096 bits of normal PHV containers on Tofino 1: bf-asm/tofino/phv.h (64x32 + 96x16 + 64x8)

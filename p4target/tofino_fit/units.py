@@ -18,7 +18,7 @@ from typing import Any
 
 from ..frontend import ast
 from ..frontend.errors import Location
-from ..frontend.types import ApplyResultT, BitsT, EnumT, ExternT, HeaderT, StackT, bit_width
+from ..frontend.types import ApplyResultT, BitsT, EnumT, HeaderT, StackT, bit_width
 
 # A parameter is bound to a field path, or (an expression argument) to the fields it reads.
 Binding = str | frozenset[str]
@@ -145,8 +145,8 @@ class UnitWalker:
             acc = Acc()
             self.simple_stmt(s, ctx, acc)
             if pending is not None and not acc.registers and pending.writes.isdisjoint(acc.reads | acc.writes):
-                pending.reads |= acc.reads
-                pending.writes |= acc.writes
+                pending.reads |= _kept(acc.reads)
+                pending.writes |= _kept(acc.writes)
                 continue
             pending = self.unit(ctx, acc, f"{ctx.prefix}.{ast.text(simple)}", s.loc, "statement")
 
@@ -241,9 +241,8 @@ class UnitWalker:
 
     # ------------------------------------------------------------ tables and units
     def unit(self, ctx: Ctx, acc: Acc, name: str, loc: Location, kind: str) -> Unit:
-        u = Unit(self.gress, name, loc, kind,
-                 {r for r in acc.reads | ctx.guard if not r.startswith(TEMP)},
-                 {w for w in acc.writes if not w.startswith(TEMP)}, dict(acc.registers), dict(ctx.branches))
+        u = Unit(self.gress, name, loc, kind, _kept(acc.reads | ctx.guard), _kept(acc.writes), dict(acc.registers),
+                 dict(ctx.branches))
         self.units.append(u)
         return u
 
@@ -356,7 +355,8 @@ class UnitWalker:
                     acc.reads.add(f"{base}.$valid")
                 elif tgt.name in ("setValid", "setInvalid"):
                     acc.writes.add(f"{base}.$valid")
-                else:
+                elif tgt.kind == "stack_method":  # push_front / pop_front move every element
+                    acc.reads.add(base)
                     acc.writes.add(base)
             return
         if tgt.kind == "method" and isinstance(tgt.decl, ast.ExternDecl):
@@ -389,6 +389,6 @@ class UnitWalker:
         return decl.name
 
 
-def is_register(decl: Any) -> bool:
-    t = getattr(decl, "type", None)
-    return isinstance(t, ExternT) and t.decl.name == "Register"
+def _kept(paths: set[str]) -> set[str]:
+    """Paths that outlive one unit (not the temporaries of an action, function or RegisterAction)."""
+    return {p for p in paths if not p.startswith(TEMP)}

@@ -1,6 +1,7 @@
 """Command-line tools of the built-in target.
 
-``p4target-check`` checks a P4 program like p4c would, optionally writing its P4Info;
+``p4target-check`` checks a P4 program like p4c would, optionally writing its P4Info (and with
+``--target tofino``, whether a TNA program fits Tofino 1: p4target/tofino_fit);
 ``p4target-stf`` runs an STF test on the built-in target or on real BMv2.  Errors print as
 ``file:line:col: message`` with the source line, and exit with status 1.
 """
@@ -30,12 +31,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]",
                     help="preprocessor definition, as for p4c")
     ap.add_argument("--p4runtime-files", metavar="FILE", help="write the P4Info (text format) here")
+    ap.add_argument("--target", choices=["tofino"],
+                    help="tofino: also check that the TNA program fits one Tofino 1 pipe, and print its use")
     ap.add_argument("--show-python", action="store_true", help="print the Python the executor generates")
     ap.add_argument("--show-c", action="store_true",
                     help="print the C the native fast path runs (or why the program runs in Python)")
     args = ap.parse_args(argv)
     try:
         prog = load_program(args.program, parse_defines(args.defines))
+        if args.target == "tofino":
+            from .tofino_fit import check, render
+
+            if prog.arch != "tna":
+                print(f"p4target-check: {args.program} is not a TNA program: --target tofino checks TNA programs",
+                      file=sys.stderr)
+                return 1
+            print(render(check(prog)))
         if args.p4runtime_files:
             from .p4info import build_p4info
 
@@ -44,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.show_python or args.show_c:
             from .executor.tna_switch import switch_for
 
-            sw = switch_for(prog, use_native=args.show_c)
+            sw = switch_for(prog, use_native=args.show_c, check_fit=False)  # the code; fit is --target tofino
             if args.show_python:
                 print(sw.source)
             if args.show_c:

@@ -136,7 +136,11 @@ def _load(name: str, path: Path, values: int, instance: int) -> Any:
     try:
         if name == "tna":
             from p4target.executor.tna_switch import TnaSwitch
-            return TnaSwitch.from_file(path, {"INA_VALUES": str(values)})
+            from p4target.frontend import load_program
+
+            # check_fit=False: today's ina_tna.p4 needs 70 stateful ALUs of Tofino 1's 48 (issue 59);
+            # flip back when its redesign lands
+            return TnaSwitch(load_program(path, {"INA_VALUES": str(values)}), check_fit=False)
         from p4target.executor.switch import Switch
         return Switch.from_file(path, {"INA_VALUES": str(values)})
     except Exception as err:  # re-raised by _compiled: the failure of every test that asks for it

@@ -78,8 +78,20 @@ def test_counter_counts_packets_and_bytes():
     assert c.bytes == [0, 2 * len(ipv4), 0, len(other)]
 
 
-def test_register_conflict_is_dropped_and_counted():
-    sw = TnaSwitch.from_file(TNA / "tna_register.p4")
+def test_register_conflict_is_dropped_and_counted(tmp_path):
+    """A second access to one register in a packet: the fit check refuses the program (Tofino runs a
+    register in one stage), and with the check off the switch drops the packet at run time."""
+    source = (TNA / "tna_register.p4").read_text().replace("""            touch.execute(hdr.req.index);
+        }""", """            touch.execute(hdr.req.index);
+        } else if (hdr.req.op == 6) {
+            do_bump();  // and a second access to cnt: dropped
+            hdr.req.result = hdr.req.result + bump.execute(hdr.req.index);
+        }""")
+    path = tmp_path / "conflict.p4"
+    path.write_text(source)
+    with pytest.raises(P4Error, match=r"tofino: register Ig.cnt is used by two dependent tables"):
+        TnaSwitch(load_program(path))
+    sw = TnaSwitch(load_program(path), check_fit=False)
     req = bytes.fromhex("000000000001000000000002" "1234" "06" "0001" + "00" * 12)
     assert sw.process(4, req) == []
     assert sw.stats["register_conflicts"] == 1 and sw.stats["dropped"] == 1

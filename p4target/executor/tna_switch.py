@@ -20,7 +20,8 @@ Per packet, as Intel's tna.p4 documents Tofino:
   ``MAX_PASSES`` times per received packet.
 A RegisterAction executed on a register the packet has already reached (in the same
 gress) raises at run time: the packet is dropped and counted in ``stats["register_conflicts"]``
-(Tofino's compiler would reject the program; this target cannot prove every path at load).
+(the load-time fit check, p4target/tofino_fit, refuses the two dependent accesses it can see, as
+Tofino's compiler would; with ``check_fit=False`` this is what is left).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 
 from ..frontend import CheckedProgram, ast, load_program
+from ..tofino_fit import check_if_enabled
 from .algorithms import pack_bits
 from .externs import CloneSession
 from .generated import Generated
@@ -80,7 +82,8 @@ class TnaBlueprint(Blueprint):
     arch = "tna"
     cg: TnaCodeGen
 
-    def __init__(self, prog: CheckedProgram) -> None:
+    def __init__(self, prog: CheckedProgram, check_fit: bool = True) -> None:
+        check_if_enabled(prog, check_fit)  # refuse a program Tofino 1 cannot hold (tofino_fit)
         super().__init__(prog)
         self.keep_errors = _reads_parser_err(prog)
 
@@ -96,8 +99,9 @@ class TnaSwitch(ControlPlane):
 
     arch = "tna"
 
-    def __init__(self, prog: CheckedProgram, use_native: bool = True, blueprint: TnaBlueprint | None = None) -> None:
-        blueprint = blueprint or TnaBlueprint(prog)
+    def __init__(self, prog: CheckedProgram, use_native: bool = True, blueprint: TnaBlueprint | None = None,
+                 check_fit: bool = True) -> None:
+        blueprint = blueprint or TnaBlueprint(prog, check_fit)
         gen = blueprint.generated.copy()
         self.source = gen.source
         self.tables = gen.tables
@@ -252,16 +256,19 @@ class TnaSwitch(ControlPlane):
         return Output(port, b"".join(chunks) + payload)
 
 
-def blueprint_for(prog: CheckedProgram) -> Blueprint:
-    """What every switch of ``prog``'s architecture (v1model or TNA) is built from: ``.switch()``."""
-    return TnaBlueprint(prog) if prog.arch == "tna" else Blueprint(prog)
+def blueprint_for(prog: CheckedProgram, check_fit: bool = True) -> Blueprint:
+    """What every switch of ``prog``'s architecture (v1model or TNA) is built from: ``.switch()``.
+    A TNA program must fit Tofino 1 (``tofino_fit``) unless ``check_fit`` is False or
+    ``P4TARGET_TOFINO_FIT=0``."""
+    return TnaBlueprint(prog, check_fit) if prog.arch == "tna" else Blueprint(prog)
 
 
-def switch_for(prog: CheckedProgram, use_native: bool = True) -> Switch | TnaSwitch:
+def switch_for(prog: CheckedProgram, use_native: bool = True, check_fit: bool = True) -> Switch | TnaSwitch:
     """The switch that runs ``prog``'s architecture (v1model or TNA); ``use_native=False`` runs
     the Python executor even where the native path covers the program."""
-    return blueprint_for(prog).switch(use_native)  # type: ignore[return-value]
+    return blueprint_for(prog, check_fit).switch(use_native)  # type: ignore[return-value]
 
 
-def load_switch(path: str | Path, defines: dict[str, str] | None = None, use_native: bool = True) -> Switch | TnaSwitch:
-    return switch_for(load_program(path, defines), use_native)
+def load_switch(path: str | Path, defines: dict[str, str] | None = None, use_native: bool = True,
+                check_fit: bool = True) -> Switch | TnaSwitch:
+    return switch_for(load_program(path, defines), use_native, check_fit)

@@ -1,6 +1,6 @@
 /* RegisterAction on a register of pairs and on a bit<32> register: each execute runs
- * its apply body on the cell (read, modify, write back) and returns rv.  A packet that
- * executes two RegisterActions of one register is dropped (Tofino: one access per packet).
+ * its apply body on the cell (read, modify, write back) and returns rv.  (A packet executing
+ * two RegisterActions of one register is dropped: tests/test_tna.py adds such a path.)
  * Request (after Ethernet): op(8) index(16) a(32) b(32) result(32); the reply goes back
  * out of the ingress port with result filled. */
 #include <core.p4>
@@ -76,9 +76,6 @@ control Ig(inout headers_t hdr, inout meta_t md,
             hdr.req.result = wrap_at_3.execute(hdr.req.index);
         } else if (hdr.req.op == 5) {
             touch.execute(hdr.req.index);
-        } else if (hdr.req.op == 6) {
-            do_bump();  // and a second access to cnt: dropped
-            hdr.req.result = hdr.req.result + bump.execute(hdr.req.index);
         }
         ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
     }

@@ -47,8 +47,7 @@ LINE = re.compile(r"^(\w+) V=(\d+): median ([\d,]+) aggregated pps", re.M)
 
 
 def root_switch(program: Program, values: int) -> Switch | TnaSwitch:
-    # check_fit=False: today's ina_tna.p4 needs 70 stateful ALUs of 48 (issue 59); flip back when it is redesigned
-    sw = load_switch(program.source, {"INA_VALUES": str(values)}, check_fit=False)
+    sw = load_switch(program.source, {"INA_VALUES": str(values)})
     for child in (0, 1):
         sw.tables[program.jobs].add([exact(child + 1), exact(JOB), exact(child)], program.member,
                                     [0, WINDOW, 2, 1, GROUP, 0, 0, 1, 0])

@@ -56,14 +56,6 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 
 
 @pytest.fixture
-def tofino_fit_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Switches loaded in the test (in-process, or processes it starts) skip the Tofino 1 fit check:
-    today's p4src/tofino/ina_tna.p4 needs 70 stateful ALUs of 48 (issue 59).  Remove from the suites
-    that use it once the redesigned program lands."""
-    monkeypatch.setenv("P4TARGET_TOFINO_FIT", "0")
-
-
-@pytest.fixture
 def write_p4(tmp_path: Path):
     """Write a program built from SKELETON (or a full text) and return its path."""
 

@@ -138,9 +138,7 @@ def _load(name: str, path: Path, values: int, instance: int) -> Any:
             from p4target.executor.tna_switch import TnaSwitch
             from p4target.frontend import load_program
 
-            # check_fit=False: today's ina_tna.p4 needs 70 stateful ALUs of Tofino 1's 48 (issue 59);
-            # flip back when its redesign lands
-            return TnaSwitch(load_program(path, {"INA_VALUES": str(values)}), check_fit=False)
+            return TnaSwitch(load_program(path, {"INA_VALUES": str(values)}))  # checks the fit as it loads
         from p4target.executor.switch import Switch
         return Switch.from_file(path, {"INA_VALUES": str(values)})
     except Exception as err:  # re-raised by _compiled: the failure of every test that asks for it

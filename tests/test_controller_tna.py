@@ -23,7 +23,6 @@ from tests.test_controller import Switches, build_tree, contribution, run_tree
 from worker import protocol
 
 # today's ina_tna.p4 needs 70 stateful ALUs of Tofino 1's 48 (issue 59): loads skip the fit check
-pytestmark = pytest.mark.usefixtures("tofino_fit_off")
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,6 @@ workers on the hosts sum through it, as tests/test_e2e.py does with ina.p4.
 
 from __future__ import annotations
 
-import pytest
-
 from controller.controller import Controller
 from controller.programs import TNA
 from controller.topology import Topology, single
@@ -16,7 +14,7 @@ from tests.test_e2e import assert_all_exact, reports, start_workers
 if USABLE:
     from bmv2env.network import InaNetwork
 
-pytestmark = [needs_mininet, pytest.mark.usefixtures("tofino_fit_off")]  # ina_tna.p4: 70 SALUs > 48
+pytestmark = needs_mininet
 SIZE = 6_400  # values per allreduce: 100 packets of 64 per worker, a few seconds on the built-in target
 
 

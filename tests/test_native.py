@@ -119,8 +119,7 @@ I32_EDGES = np.array([0, 1, -1, 2**31 - 1, -(2**31), 2**31 - 2, -(2**31) + 1], d
 
 def configured(program: InaProgram, values: int, use_native: bool):
     """A root job of three children on ports 1-3 and a leaf job (parent on port 20) on ports 3-4."""
-    # check_fit=False: today's ina_tna.p4 needs 70 stateful ALUs of 48 (issue 59); flip back when it is redesigned
-    sw = load_switch(program.path, {"INA_VALUES": str(values)}, use_native=use_native, check_fit=False)
+    sw = load_switch(program.path, {"INA_VALUES": str(values)}, use_native=use_native)
     assert (sw.native is not None) == use_native, sw.native_status
     return configure(program, sw)
 

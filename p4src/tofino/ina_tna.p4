@@ -66,12 +66,15 @@ control TnaIngress(inout tna_headers hdr, inout tna_ingress_metadata meta,
     WorkersCounter() workers_counter;
     RoundFlags() round_flags;
     Telemetry() telemetry;
-    NextStep() next_step;
+    NextStep(PASS_CHECK) check_next;
+    NextStep(PASS_LO) lo_next;
+    NextStep(PASS_HI) hi_next;
+    NextStep(PASS_HARVEST_LO) harvest_lo_next;
+    NextStep(PASS_HARVEST_HI) harvest_hi_next;
 
     apply {
-        if (!hdr.bridge.isValid()) {
-            /* CHECK pass */
-            meta.check_pass = 1;
+        if (meta.check_pass == 1) {
+            /* CHECK pass (the parser set check_pass: the packet came from the wire) */
             hdr.bridge.setValid();
             hdr.bridge.pass = PASS_OUT;
             if (!hdr.ina.isValid()) {
@@ -98,6 +101,7 @@ control TnaIngress(inout tna_headers hdr, inout tna_ingress_metadata meta,
                     exponents.apply(hdr, meta);
                 }
             }
+            check_next.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
         } else {
             /* a lane pass: the first block of values, lanes 0..31 or 32..63 (lane.p4) */
 #define PAIR(i, j) lane_##i.apply(hdr.work.v##i, hdr.bridge);
@@ -105,15 +109,21 @@ control TnaIngress(inout tna_headers hdr, inout tna_ingress_metadata meta,
 #undef PAIR
             if (hdr.bridge.pass == PASS_LO || hdr.bridge.pass == PASS_HI) {
                 if (hdr.bridge.op != OP_READ) {
-                    lane_marks.apply(hdr.work, meta.overflow);
+                    lane_marks.apply(hdr.work, meta.marks);
                 }
-                if (hdr.bridge.pass == PASS_HI) {
+                round_flags.apply(hdr.bridge, meta.marks != 0 || (hdr.ina.flags & FLAG_OVERFLOW) != 0);
+                if (hdr.bridge.pass == PASS_LO) {
+                    lo_next.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+                } else {
                     workers_counter.apply(hdr.bridge, meta);
+                    hi_next.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
                 }
-                round_flags.apply(hdr.bridge, meta.overflow == 1 || (hdr.ina.flags & FLAG_OVERFLOW) != 0);
+            } else if (hdr.bridge.pass == PASS_HARVEST_LO) {
+                harvest_lo_next.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
+            } else {
+                harvest_hi_next.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
             }
         }
-        next_step.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
         telemetry.apply(meta);
     }
 }

@@ -9,6 +9,10 @@
  *   HARVEST_HI the packet holds the sums: send it (multicast, back to the sender, or up to the
  *              parent) through egress, which addresses each copy.
  * Every round trip is by the recirculation port with egress bypassed (the bridge rides along).
+ *
+ * One instance per pass (`pass`, a constructor argument), applied inside that pass's branch of
+ * ina_tna.p4: the passes are then branches of one if-else, so a compiler (and the fit check)
+ * sees that, say, HARVEST_HI's flags do not wait for the round_flags write of LO and HI.
  */
 #ifndef INA_TNA_NEXT_STEP_P4
 #define INA_TNA_NEXT_STEP_P4
@@ -16,7 +20,7 @@
 control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
                  in ingress_intrinsic_metadata_t ig_intr_md,
                  inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
-                 inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+                 inout ingress_intrinsic_metadata_for_tm_t ig_tm_md)(bit<8> pass) {
     action drop() {
         ig_dprsr_md.drop_ctl = 1;
         hdr.bridge.setInvalid();
@@ -51,7 +55,7 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
     }
 
     apply {
-        if (meta.check_pass == 1) {
+        if (pass == PASS_CHECK) {
             /* ---- CHECK pass (the top file made the bridge valid) ---- */
             if (meta.verdict == Verdict.DROP) {
                 drop();
@@ -76,9 +80,9 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
             } else {
                 to_egress();               // Verdict.FORWARD: Forwarding chose the port
             }
-        } else if (hdr.bridge.pass == PASS_LO) {
+        } else if (pass == PASS_LO) {
             go_round(PASS_HI, POOL_CELLS);
-        } else if (hdr.bridge.pass == PASS_HI) {
+        } else if (pass == PASS_HI) {
             /* ---- meta.remaining from WorkersCounter ---- */
             if (meta.remaining != 0) {
                 drop();                       // absorbed until the last child arrives
@@ -103,7 +107,7 @@ control NextStep(inout tna_headers hdr, inout tna_ingress_metadata meta,
                 hdr.bridge.op = OP_HARVEST;
                 go_round(PASS_HARVEST_LO, 0);
             }
-        } else if (hdr.bridge.pass == PASS_HARVEST_LO) {
+        } else if (pass == PASS_HARVEST_LO) {
             go_round(PASS_HARVEST_HI, POOL_CELLS);
         } else {
             /* ---- HARVEST_HI: the packet's values are the cell's sums ---- */

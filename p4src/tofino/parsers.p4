@@ -26,15 +26,19 @@ parser TnaIngressParser(packet_in pkt, out tna_headers hdr, out tna_ingress_meta
         meta.slot_slack = 0; meta.children = 0; meta.is_root = 0;
         meta.group = 0; meta.parent_port = 0; meta.index_at_parent = 0; meta.epoch = 0;
         meta.stats_base = 0; meta.from_parent = 0; meta.old_epoch = 0; meta.seq_distance = 0; meta.round = 0;
-        meta.old_bitmap = 0; meta.map_result = 0; meta.overflow = 0;
+        meta.old_bitmap = 0; meta.map_result = 0; meta.marks = 0;
         meta.remaining = 0; meta.exponent_code = 0; meta.count_drop = 0; meta.drop_reason = 0;
         meta.count_job = 0; meta.job_stat = 0;
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
         transition select(ig_intr_md.ingress_port) {
             INA_RECIRC_PORT: parse_bridge;
-            default: parse_ethernet;
+            default: from_wire;
         }
+    }
+    state from_wire {
+        meta.check_pass = 1;     // set here, so the passes' gateways depend on no table
+        transition parse_ethernet;
     }
     state parse_bridge {
         pkt.extract(hdr.bridge);

@@ -24,6 +24,7 @@ const bit<8> PASS_LO         = 1;  // a contribution's lanes 0..31 write or add 
 const bit<8> PASS_HI         = 2;  // lanes 32..63 write or add (cell + POOL_CELLS), count-down, flags
 const bit<8> PASS_HARVEST_LO = 3;  // a complete round's lanes 0..31 read into the packet
 const bit<8> PASS_HARVEST_HI = 4;  // lanes 32..63 read; then out through egress
+const bit<8> PASS_CHECK      = 5;  // never in a bridge: names the CHECK pass for NextStep
 
 /* bridge.op: what the lanes do.  A contribution writes (it opens the round) or adds, in passes
  * LO and HI; a repeat reads nothing there; a complete round's packet harvests. */
@@ -89,7 +90,7 @@ struct pair_t {
 /* Tofino does not zero metadata: the parsers' start states set every field below to 0, so a field
  * added here is added there too. */
 struct tna_ingress_metadata {
-    bit<1>  check_pass;     // 1: the packet came from the wire (CHECK pass)
+    bit<1>  check_pass;     // 1: the packet came from the wire (CHECK pass); the parser sets it
     Verdict verdict;        // CHECK pass: CHECKED, DROP, PASS_DOWN or FORWARD
     bit<32> me;             // the sender's bit (child_bit table)
     bit<32> slot_index;     // pool_base + slot
@@ -108,7 +109,7 @@ struct tna_ingress_metadata {
     bit<8>  round;          // ROUND_*
     bit<32> old_bitmap;     // the set's bitmap before this packet
     bit<32> map_result;     // old_bitmap & me: non-zero for a repeat
-    bit<1>  overflow;       // LO, HI: this packet's OVERFLOW (a lane's mark, or the flag it came with)
+    bit<32> marks;          // LO, HI: non-zero when an add of this pass left int32 (lane_marks.p4)
     bit<32> remaining;      // count-down after this packet (CONSUME pass)
     bit<32> exponent_code;  // exponent ^ 0x80, zero-extended: unsigned order = signed order
     bit<1>  count_drop;

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..frontend.errors import as_p4_errors
 from ..frontend.program import CheckedProgram
 from .limits import ACTIONS_PER_REGISTER, PHV_NORMAL_BITS, PHV_TAGALONG_BITS, PIPE_SALUS, PIPE_TABLES
+from .passes import pass_use
 from .phv import gress_phv
 from .placement import place
 from .refusal import over
@@ -51,7 +52,8 @@ def check(prog: CheckedProgram) -> FitReport:
                 rows.append(StageUse(len(rows)))
             rows[node.stage].tables += [u.name for u in node.units]
             rows[node.stage].salus += sorted(node.registers)
-    return FitReport({g: len(per_stage[g]) for g in GRESSES}, per_stage, phv, len(units), len(registers))
+    passes = {g: pass_use(walkers[g].forks, [u for u in units if u.gress == g], placement.nodes) for g in GRESSES}
+    return FitReport({g: len(per_stage[g]) for g in GRESSES}, per_stage, phv, len(units), len(registers), passes)
 
 
 def _registers(units: list[Unit]) -> dict[str, list[RegisterUse]]:

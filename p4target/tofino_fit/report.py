@@ -13,6 +13,7 @@ from .limits import (
     STAGES,
     TABLES_PER_STAGE,
 )
+from .passes import PassUse
 from .phv import PhvUse
 
 
@@ -32,6 +33,7 @@ class FitReport:
     phv: dict[str, PhvUse]  # gress -> bits
     tables: int
     salus: int
+    passes: dict[str, list[PassUse]] = field(default_factory=dict)  # gress -> its paths (passes.py)
 
     @property
     def phv_normal(self) -> int:
@@ -51,6 +53,13 @@ def render(report: FitReport) -> str:
         for row in rows:
             salus = ", ".join(_short(r) for r in row.salus) or "-"
             lines.append(f"  {row.stage:>5} | {len(row.tables):>5} | {len(row.salus)}: {salus}")
+        paths = report.passes.get(gress, [])
+        if len(paths) > 1:
+            lines.append(f"  {len(paths)} paths (passes) through {gress}:")
+            lines.append("  chain | last stage | SALUs a stage           | units | taken when")
+            for p in paths:
+                lines.append(f"  {p.chain:>5} | {p.stages - 1:>10} | {' '.join(map(str, p.salus)) or '-':<23} | "
+                             f"{p.tables:>5} | " + " && ".join(p.conditions))
     lines.append(f"logical tables: {report.tables} of {PIPE_TABLES} ({TABLES_PER_STAGE} per stage)")
     lines.append(f"stateful ALUs: {report.salus} of {PIPE_SALUS} ({SALUS_PER_STAGE} per stage)")
     lines.append(f"PHV: {report.phv_normal} of {PHV_NORMAL_BITS} normal bits, {report.phv_tagalong} of "

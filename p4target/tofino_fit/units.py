@@ -63,6 +63,15 @@ class Acc:
     registers: dict[str, RegisterUse] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Fork:
+    """An if-else of the gress control's own apply block: a packet takes one side or the other."""
+
+    id: int  # its walk id (Unit.branches' key)
+    cond: str  # the condition, as the program wrote it
+    within: dict[int, int]  # the branches it sits in
+
+
 @dataclass
 class Ctx:
     env: dict[int, Binding]
@@ -108,6 +117,7 @@ class UnitWalker:
         self.gress = gress
         self.units: list[Unit] = []
         self.locals: dict[str, int] = {}  # control-local variables (PHV metadata): path -> bits
+        self.forks: list[Fork] = []  # the gress control's own if-else statements (passes.py)
         self._ids = itertools.count()
 
     # ------------------------------------------------------------ entry
@@ -180,6 +190,8 @@ class UnitWalker:
             self.expr(s.cond, ctx, acc)
             reads = self._condition(acc, ctx, s.cond.loc)
             branch = next(self._ids)
+            if s.other is not None and len(ctx.controls) == 1:
+                self.forks.append(Fork(branch, ast.text(s.cond), dict(ctx.branches)))
             self.block([s.then], ctx.inside(reads, (branch, 0)))
             if s.other is not None:
                 self.block([s.other], ctx.inside(reads, (branch, 1)))

@@ -1,0 +1,1 @@
+#include "../../../../../p4src/common/parse_wire.p4"

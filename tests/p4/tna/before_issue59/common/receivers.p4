@@ -1,0 +1,1 @@
+#include "../../../../../p4src/common/receivers.p4"

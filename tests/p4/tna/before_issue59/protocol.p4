@@ -1,0 +1,1 @@
+#include "../../../../p4src/protocol.p4"

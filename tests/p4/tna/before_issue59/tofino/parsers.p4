@@ -1,0 +1,79 @@
+/* parsers.p4: ingress and egress parsers and deparsers.
+ *
+ * A packet from the wire starts at Ethernet.  A packet coming back from the recirculation
+ * port starts with the bridge header (the verdict of its previous pass).  Every packet
+ * that ingress sends to egress carries the bridge too; egress removes it from packets that
+ * leave and keeps it on a contribution going round to the CONSUME pass.  From Ethernet on,
+ * both parsers use the states ina.p4's parser uses (../common/parse_wire.p4).
+ */
+#ifndef INA_TNA_PARSERS_P4
+#define INA_TNA_PARSERS_P4
+
+parser TnaIngressParser(packet_in pkt, out tna_headers hdr, out tna_ingress_metadata meta,
+                        out ingress_intrinsic_metadata_t ig_intr_md) {
+    state start {
+        // Tofino does not zero metadata: every field starts at 0 here (types.p4 lists them)
+        meta.check_pass = 0; meta.verdict = Verdict.CHECKED; meta.me = 0; meta.slot_index = 0; meta.cell = 0;
+        meta.slot_slack = 0; meta.pool_size = 0; meta.children = 0; meta.is_root = 0;
+        meta.group = 0; meta.parent_port = 0; meta.index_at_parent = 0; meta.epoch = 0;
+        meta.stats_base = 0; meta.from_parent = 0; meta.old_epoch = 0; meta.round = 0;
+        meta.old_bitmap = 0; meta.map_result = 0; meta.lane_op = 0; meta.low_overflow = 0;
+        meta.remaining = 0; meta.exponent_code = 0; meta.count_drop = 0; meta.drop_reason = 0;
+        meta.count_job = 0; meta.job_stat = 0;
+        pkt.extract(ig_intr_md);
+        pkt.advance(PORT_METADATA_SIZE);
+        transition select(ig_intr_md.ingress_port) {
+            INA_RECIRC_PORT: parse_bridge;
+            default: parse_ethernet;
+        }
+    }
+    state parse_bridge {
+        pkt.extract(hdr.bridge);
+        transition parse_ethernet;
+    }
+#include "../common/parse_wire.p4"
+}
+
+control TnaIngressDeparser(packet_out pkt, inout tna_headers hdr, in tna_ingress_metadata meta,
+                           in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    apply {
+        pkt.emit(hdr.bridge);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.ina);
+        pkt.emit(hdr.values);
+    }
+}
+
+parser TnaEgressParser(packet_in pkt, out tna_headers hdr, out tna_egress_metadata meta,
+                       out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        meta.receiver = 0; meta.lane_op = 0;
+        pkt.extract(eg_intr_md);
+        pkt.extract(hdr.bridge);   // ingress bridges every packet it sends to egress
+        transition parse_ethernet;
+    }
+#include "../common/parse_wire.p4"
+}
+
+control TnaEgressDeparser(packet_out pkt, inout tna_headers hdr, in tna_egress_metadata meta,
+                          in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Checksum() ipv4_checksum;
+    apply {
+        if (hdr.ipv4.isValid()) {
+            hdr.ipv4.checksum = ipv4_checksum.update({
+                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+                hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+                hdr.ipv4.protocol, hdr.ipv4.src, hdr.ipv4.dst });
+        }
+        pkt.emit(hdr.bridge);     // valid only on a contribution's way to the recirculation port
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.ina);
+        pkt.emit(hdr.values);
+    }
+}
+
+#endif

@@ -247,6 +247,18 @@ def test_phv_over_4096_normal_bits(tmp_path):
                            "egress: 0 normal + 248 tag-along)")
 
 
+def test_a_varbit_header_counts_its_longest(tmp_path):
+    """A parsed varbit options header (bf-p4c's p4-tests stf/varbit_constant.p4, compile_only/
+    simple_l3_acl_varbit_middle.p4 and p4c testgen's tna_varbit_extract.p4 compile) is counted at its
+    maximum width, not refused: only parsed and deparsed, its 320 bits may be tag-along."""
+    path = program(tmp_path, parser="pkt.extract(hdr.opt, (bit<32>)hdr.h.a);")
+    path.write_text(path.read_text().replace(
+        "struct H { h_t h; }", "header opt_t { varbit<320> data; }\nstruct H { h_t h; opt_t opt; }"))
+    phv = check(load_program(path)).phv
+    assert (phv["ingress"].normal, phv["ingress"].tagalong) == (18, 87 + 320)  # 87 as in the test above
+    assert phv["egress"].tagalong == 248  # the egress parser does not extract opt
+
+
 # --------------------------------------------------------------------------- the aggregation program
 def test_the_tna_aggregation_program_fits_with_its_passes_apart():
     """p4src/tofino/ina_tna.p4: 38 stateful ALUs of 48, within 12 stages, and its passes as the

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..frontend import ast
-from ..frontend.types import BOOL, BitsT, EnumT, HeaderT, StackT, bit_width
+from ..frontend.types import BOOL, BitsT, EnumT, HeaderT, StackT, VarbitT, bit_width
 from .units import PSEUDO, TEMP, UnitWalker, path_of
 
 
@@ -34,12 +34,17 @@ def _tree(path: str, t, headers: list[_Header], meta: dict[str, int]) -> None:
         for i in range(t.size):
             _tree(f"{path}[{i}]", t.elem, headers, meta)
     elif isinstance(t, HeaderT) and t.is_header:
-        headers.append(_Header(path, {f"{path}.{f}": bit_width(ft) for f, ft in t.fields.items()}))
+        headers.append(_Header(path, {f"{path}.{f}": _field_bits(ft) for f, ft in t.fields.items()}))
     elif isinstance(t, HeaderT):
         for f, ft in t.fields.items():
             _tree(f"{path}.{f}", ft, headers, meta)
     elif isinstance(t, (BitsT, EnumT)) or t is BOOL:
         meta[path] = 1 if t is BOOL else bit_width(t)
+
+
+def _field_bits(t) -> int:
+    """A header field's bits; a varbit's at its longest, all of which one packet may carry."""
+    return t.max_width if isinstance(t, VarbitT) else bit_width(t)
 
 
 class _Used:

@@ -199,6 +199,29 @@ def test_three_constants_returned(tmp_path):
     assert_refused(path, "tofino: output word sources of RegisterAction ra: 3 > 1 (1, 2, 3)", "RegisterAction")
 
 
+@pytest.mark.parametrize("decls, fits", [("enum level_t { IDLE, LOW, HIGH }", True),
+                                         ("enum bit<8> level_t { IDLE = 0, LOW = 1, HIGH = 2 }", False)])
+def test_a_plain_enum_output_is_the_predicate(tmp_path, decls, fits):
+    """A RegisterAction returning a plain enum may return a different member in each branch: bf-p4c
+    encodes them in the predicate output (stateful_alu.cpp outputEnumAsPredicate; bf-p4c p4-tests
+    stf/sful_enum_out1.p4 compiles). A serializable enum's members are constants: one output source."""
+    ras = """Register<bit<16>, bit<16>>(16) r;
+    RegisterAction<bit<16>, bit<16>, level_t>(r) ra = {
+        void apply(inout bit<16> v, out level_t level) {
+            if (v > hdr.h.a) { level = level_t.HIGH; } else if (v > 10) { level = level_t.LOW; }
+            else { level = level_t.IDLE; }
+            v = v + 1;
+        }
+    };"""
+    body = "if (ra.execute(hdr.h.b) == level_t.HIGH) { hdr.h.a = 0; }"
+    path = program(tmp_path, decls=decls, locals=ras, body=body)
+    if fits:
+        assert check(load_program(path)).salus == 1
+    else:
+        assert_refused(path, "tofino: output word sources of RegisterAction ra: 2 > 1 (level_t.HIGH, level_t.LOW)",
+                       "RegisterAction")
+
+
 def test_common_stateful_shapes_fit(tmp_path):
     """What published Tofino programs run in one SALU (SwitchML's pair sums, a saturating counter,
     a two-condition threshold, a swap) passes the shape rules."""

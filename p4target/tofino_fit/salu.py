@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..frontend import ast
-from ..frontend.types import BOOL, BitsT, HeaderT, bit_width
+from ..frontend.types import BOOL, BitsT, EnumT, HeaderT, bit_width
 from .limits import (
     CELL_BITS,
     CELL_FIELDS,
@@ -128,6 +128,8 @@ class SaluShape:
     def source(self, e: ast.Expr, updated: set[str]) -> str | None:
         """What the output word carries: None for 0 (the other branches' default)."""
         e = self.strip(e)
+        if e.value is not None and self._plain_enum_output():
+            return None  # bf-p4c encodes a plain enum's members in the predicate output (outputEnumAsPredicate)
         if e.value is not None:
             return None if e.value == 0 or e.value is False else f"constant {e.value}"
         field = self.cell_field(e)
@@ -136,6 +138,9 @@ class SaluShape:
         if self.is_phv(e):
             return f"phv {ast.text(e)}"
         return f"alu {ast.text(e)}"
+
+    def _plain_enum_output(self) -> bool:
+        return self.rv is not None and isinstance(self.rv.type, EnumT) and self.rv.type.underlying is None
 
     # ------------------------------------------------------------ operands
     def strip(self, e: ast.Expr) -> ast.Expr:

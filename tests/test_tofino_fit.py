@@ -154,6 +154,26 @@ def test_a_register_used_by_two_dependent_tables(tmp_path):
                    f"{where(path, 'md.x = first')[0]} and I.hdr.h.b)", "hdr.h.b = second")
 
 
+@pytest.mark.parametrize("default, fits", [("nop", True), ("bump_a", False)])
+def test_a_table_on_another_s_miss_may_share_its_register(tmp_path, default, fits):
+    """t2 runs only when t1 missed, so only when t1 ran its const default action: if that action
+    does not execute r, t1 (on a hit) and t2 share r's stateful ALU in one stage, as bf-p4c
+    compiles bf-p4c p4-tests stf/shared_stateful1.p4; if it does, a packet could run r twice."""
+    locals_ = register("r", "ra_a", "ra_b") + f"""
+    action nop() {{}}
+    action bump_a() {{ ra_a.execute(hdr.h.a); }}
+    action bump_b() {{ md.x = ra_b.execute(hdr.h.a); }}
+    table t1 {{ key = {{ hdr.h.b: exact; }} actions = {{ nop; bump_a; }} const default_action = {default}(); }}
+    table t2 {{ key = {{ hdr.h.b: ternary; }} actions = {{ nop; bump_b; }} const default_action = nop(); }}"""
+    path = program(tmp_path, locals=locals_, body="if (t1.apply().miss) { t2.apply(); }")
+    if fits:
+        report = check(load_program(path))
+        assert report.stages["ingress"] == 1 and report.salus == 1
+    else:
+        assert_refused(path, "tofino: register I.r is used by two dependent tables (I.t1 at line 28 and I.t2)",
+                       "t2.apply()")
+
+
 def test_5_register_actions_on_one_register(tmp_path):
     # a stateful ALU holds 4 instructions: at most 4 RegisterActions per register (limits.py)
     names = [f"ra{i}" for i in range(5)]

@@ -219,12 +219,56 @@ def test_three_constants_returned(tmp_path):
     assert_refused(path, "tofino: output word sources of RegisterAction ra: 3 > 1 (1, 2, 3)", "RegisterAction")
 
 
+@pytest.mark.parametrize("body, fits", [
+    ("if (v == 0) { rv = 1; } else if (hdr.h.a > v) { rv = 2; } v = v + 1;", True),  # bf-p4c p4c-1548
+    ("if (hdr.h.a > 2) { rv = 2; } else { rv = v; }", True),  # bf-p4c p4c-5004
+    ("if (hdr.h.a > 2) { rv = hdr.h.b; } else { rv = v; }", False),  # both output directly
+    ("v = v + 1; if (hdr.h.a > 2) { rv = 2; } else { rv = v; }", False),  # the low ALUs' result
+    ("bit<16> t = hdr.h.b; if (hdr.h.a > 2) { rv = 2; } else { rv = v; }", False),  # a local
+])
+def test_two_output_sources_through_the_high_alus(tmp_path, body, fits):
+    """A one-value register leaves its high ALU pair idle: bf-p4c computes the output word there, one
+    source under each high ALU's predicate (stateful_alu.cpp outputAluHi; bf-p4c p4-tests
+    internal/stf/p4c-1548.p4 and p4c-5004.p4 compile). Not when a register field and a PHV operand
+    would both be output directly, nor the register's new value, nor with a local to hold."""
+    path = ra_program(tmp_path, "bit<16>", body)
+    if fits:
+        assert check(load_program(path)).salus == 1
+    else:
+        assert refusal(path).message.startswith("tofino: output word sources of RegisterAction ra: 2 > 1")
+
+
+def test_a_comparison_returned_and_a_copy_of_the_cell(tmp_path):
+    """``rv = (v == 0)`` is ``if (v == 0) rv = 1`` (stateful_alu.cpp: "output a boolean condition
+    directly"; bf-p4c p4-tests internal/p4c-2479.p4), and a local copy of a pair cell reads the
+    register's fields (a Princeton program in bf-p4c p4-tests internal/customer, p4c-1981.p4)."""
+    path = ra_program(tmp_path, "bit<16>", "rv = (bit<16>)(bit<1>)(v == 0 || (v > hdr.h.a && v < hdr.h.b));")
+    assert refusal(path).message.startswith("tofino: comparisons in RegisterAction ra: 3 > 2")  # still counted
+    ras = """Register<bit<8>, bit<16>>(16) seen;
+    RegisterAction<bit<8>, bit<16>, bool>(seen) first = {
+        void apply(inout bit<8> v, out bool rv) { rv = (v == 0); v = 1; }
+    };
+    Register<pair_t, bit<16>>(16) slots;
+    RegisterAction<pair_t, bit<16>, bit<32>>(slots) claim = {
+        void apply(inout pair_t value, out bit<32> rv) {
+            rv = 0;
+            pair_t old;
+            old = value;
+            bool stale = (bit<32>)hdr.h.a - old.stamp > 1000;
+            if (stale || old.key == 0) { value.key = (bit<32>)hdr.h.b; value.stamp = (bit<32>)hdr.h.a; rv = 1; }
+        }
+    };"""
+    body = "if (first.execute(hdr.h.a)) { md.x = (bit<16>)claim.execute(hdr.h.b); }"
+    path = program(tmp_path, decls="struct pair_t { bit<32> key; bit<32> stamp; }", locals=ras, body=body)
+    assert check(load_program(path)).salus == 2
+
+
 @pytest.mark.parametrize("decls, fits", [("enum level_t { IDLE, LOW, HIGH }", True),
-                                         ("enum bit<8> level_t { IDLE = 0, LOW = 1, HIGH = 2 }", False)])
+                                         ("enum bit<8> level_t { IDLE = 1, LOW = 2, HIGH = 3 }", False)])
 def test_a_plain_enum_output_is_the_predicate(tmp_path, decls, fits):
     """A RegisterAction returning a plain enum may return a different member in each branch: bf-p4c
     encodes them in the predicate output (stateful_alu.cpp outputEnumAsPredicate; bf-p4c p4-tests
-    stf/sful_enum_out1.p4 compiles). A serializable enum's members are constants: one output source."""
+    stf/sful_enum_out1.p4 compiles). A serializable enum's members are constants, 3 sources here."""
     ras = """Register<bit<16>, bit<16>>(16) r;
     RegisterAction<bit<16>, bit<16>, level_t>(r) ra = {
         void apply(inout bit<16> v, out level_t level) {
@@ -238,8 +282,8 @@ def test_a_plain_enum_output_is_the_predicate(tmp_path, decls, fits):
     if fits:
         assert check(load_program(path)).salus == 1
     else:
-        assert_refused(path, "tofino: output word sources of RegisterAction ra: 2 > 1 (level_t.HIGH, level_t.LOW)",
-                       "RegisterAction")
+        assert_refused(path, "tofino: output word sources of RegisterAction ra: 3 > 1 "
+                       "(level_t.HIGH, level_t.LOW, level_t.IDLE)", "RegisterAction")
 
 
 def test_common_stateful_shapes_fit(tmp_path):

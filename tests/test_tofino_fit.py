@@ -238,6 +238,17 @@ def test_two_output_sources_through_the_high_alus(tmp_path, body, fits):
         assert refusal(path).message.startswith("tofino: output word sources of RegisterAction ra: 2 > 1")
 
 
+def test_a_field_assigned_itself_is_no_update(tmp_path):
+    """``value.f = value.f`` leaves the field as it is (SwitchML's rdma_receiver.p4 writes its next
+    sequence number back unchanged in the error branch, next to a wrap to 0 and an increment), so it
+    is not a third update expression; a third real one still is."""
+    body = "if (hdr.h.a == v) { if (v == 255) { v = 0; } else { v = v + 1; } } else { v = v; } rv = 0;"
+    assert check(load_program(ra_program(tmp_path, "bit<16>", body))).salus == 1
+    path = ra_program(tmp_path, "bit<16>", body.replace("v = v;", "v = hdr.h.b;"))
+    assert refusal(path).message.startswith(
+        "tofino: update expressions of register field v in RegisterAction ra: 3 > 2")
+
+
 def test_a_comparison_returned_and_a_copy_of_the_cell(tmp_path):
     """``rv = (v == 0)`` is ``if (v == 0) rv = 1`` (stateful_alu.cpp: "output a boolean condition
     directly"; bf-p4c p4-tests internal/p4c-2479.p4), and a local copy of a pair cell reads the

@@ -113,6 +113,8 @@ class SaluShape:
                 self.condition(alt)
                 self.outputs.setdefault("constant 1", ast.text(alt))
                 continue
+            if field is not None and self.cell_field(alt) == field:
+                continue  # `value.f = value.f`: the field left as it is, no ALU
             self.operation(alt)
             if field is not None:
                 self.updates.setdefault(field, {})[ast.text(alt)] = alt

@@ -345,6 +345,22 @@ def test_phv_over_4096_normal_bits(tmp_path):
                            "egress: 0 normal + 248 tag-along)")
 
 
+@pytest.mark.parametrize("also, fits", [("", True), ("hdr.y.setValid();", False)])
+def test_headers_no_parser_path_extracts_together(tmp_path, also, fits):
+    """Two wide headers on different parser paths (SwitchML's p4app-switchML dev_root/p4 parses its
+    RDMA and UDP forms, or ARP and IPv4, on different paths) are never live at once: the widest
+    path counts, 2,200 bits, not 4,400. A header the control may make valid counts on every path."""
+    parser = "transition select(hdr.h.a) { 1: px; default: py; } } state px { pkt.extract(hdr.x); " \
+             "transition accept; } state py { pkt.extract(hdr.y);"
+    path = program(tmp_path, parser=parser, body=f"hdr.x.p = hdr.x.q; hdr.y.p = hdr.y.q; {also}")
+    path.write_text(path.read_text().replace(
+        "struct H { h_t h; }", "header w_t { bit<1100> p; bit<1100> q; }\nstruct H { h_t h; w_t x; w_t y; }"))
+    if fits:
+        assert check(load_program(path)).phv["ingress"].normal == 18 + 2200
+    else:
+        assert refusal(path).message.startswith("tofino: PHV normal bits: 4418 > 4096")
+
+
 def test_a_varbit_header_counts_its_longest(tmp_path):
     """A parsed varbit options header (bf-p4c's p4-tests stf/varbit_constant.p4, compile_only/
     simple_l3_acl_varbit_middle.p4 and p4c testgen's tna_varbit_extract.p4 compile) is counted at its

@@ -120,6 +120,7 @@ class UnitWalker:
         self.units: list[Unit] = []
         self.locals: dict[str, int] = {}  # control-local variables (PHV metadata): path -> bits
         self.forks: list[Fork] = []  # the gress control's own if-else statements (passes.py)
+        self.validated: set[str] = set()  # headers the control may make valid (phv.py)
         self._on_miss: dict[tuple[int, int], str] = {}  # (if walk id, branch) -> table it runs on a miss of
         self._ids = itertools.count()
 
@@ -396,6 +397,8 @@ class UnitWalker:
                     acc.reads.add(f"{base}.$valid")
                 elif tgt.name in ("setValid", "setInvalid"):
                     acc.writes.add(f"{base}.$valid")
+                    if tgt.name == "setValid":
+                        self.validated.add(base)
                 elif tgt.kind == "stack_method":  # push_front / pop_front move every element
                     acc.reads.add(base)
                     acc.writes.add(base)

@@ -154,6 +154,26 @@ def test_a_register_used_by_two_dependent_tables(tmp_path):
                    f"{where(path, 'md.x = first')[0]} and I.hdr.h.b)", "hdr.h.b = second")
 
 
+@pytest.mark.parametrize("default, fits", [("nop", True), ("bump_a", False)])
+def test_a_table_on_another_s_miss_may_share_its_register(tmp_path, default, fits):
+    """t2 runs only when t1 missed, so only when t1 ran its const default action: if that action
+    does not execute r, t1 (on a hit) and t2 share r's stateful ALU in one stage, as bf-p4c
+    compiles bf-p4c p4-tests stf/shared_stateful1.p4; if it does, a packet could run r twice."""
+    locals_ = register("r", "ra_a", "ra_b") + f"""
+    action nop() {{}}
+    action bump_a() {{ ra_a.execute(hdr.h.a); }}
+    action bump_b() {{ md.x = ra_b.execute(hdr.h.a); }}
+    table t1 {{ key = {{ hdr.h.b: exact; }} actions = {{ nop; bump_a; }} const default_action = {default}(); }}
+    table t2 {{ key = {{ hdr.h.b: ternary; }} actions = {{ nop; bump_b; }} const default_action = nop(); }}"""
+    path = program(tmp_path, locals=locals_, body="if (t1.apply().miss) { t2.apply(); }")
+    if fits:
+        report = check(load_program(path))
+        assert report.stages["ingress"] == 1 and report.salus == 1
+    else:
+        assert_refused(path, "tofino: register I.r is used by two dependent tables (I.t1 at line 28 and I.t2)",
+                       "t2.apply()")
+
+
 def test_5_register_actions_on_one_register(tmp_path):
     # a stateful ALU holds 4 instructions: at most 4 RegisterActions per register (limits.py)
     names = [f"ra{i}" for i in range(5)]
@@ -197,6 +217,84 @@ def test_three_constants_returned(tmp_path):
     path = ra_program(tmp_path, "bit<16>", "if (v == hdr.h.a) { rv = 1; } else if (v > hdr.h.a) { rv = 2; } "
                       "else { rv = 3; }")
     assert_refused(path, "tofino: output word sources of RegisterAction ra: 3 > 1 (1, 2, 3)", "RegisterAction")
+
+
+@pytest.mark.parametrize("body, fits", [
+    ("if (v == 0) { rv = 1; } else if (hdr.h.a > v) { rv = 2; } v = v + 1;", True),  # bf-p4c p4c-1548
+    ("if (hdr.h.a > 2) { rv = 2; } else { rv = v; }", True),  # bf-p4c p4c-5004
+    ("if (hdr.h.a > 2) { rv = hdr.h.b; } else { rv = v; }", False),  # both output directly
+    ("v = v + 1; if (hdr.h.a > 2) { rv = 2; } else { rv = v; }", False),  # the low ALUs' result
+    ("bit<16> t = hdr.h.b; if (hdr.h.a > 2) { rv = 2; } else { rv = v; }", False),  # a local
+])
+def test_two_output_sources_through_the_high_alus(tmp_path, body, fits):
+    """A one-value register leaves its high ALU pair idle: bf-p4c computes the output word there, one
+    source under each high ALU's predicate (stateful_alu.cpp outputAluHi; bf-p4c p4-tests
+    internal/stf/p4c-1548.p4 and p4c-5004.p4 compile). Not when a register field and a PHV operand
+    would both be output directly, nor the register's new value, nor with a local to hold."""
+    path = ra_program(tmp_path, "bit<16>", body)
+    if fits:
+        assert check(load_program(path)).salus == 1
+    else:
+        assert refusal(path).message.startswith("tofino: output word sources of RegisterAction ra: 2 > 1")
+
+
+def test_a_field_assigned_itself_is_no_update(tmp_path):
+    """``value.f = value.f`` leaves the field as it is (SwitchML's rdma_receiver.p4 writes its next
+    sequence number back unchanged in the error branch, next to a wrap to 0 and an increment), so it
+    is not a third update expression; a third real one still is."""
+    body = "if (hdr.h.a == v) { if (v == 255) { v = 0; } else { v = v + 1; } } else { v = v; } rv = 0;"
+    assert check(load_program(ra_program(tmp_path, "bit<16>", body))).salus == 1
+    path = ra_program(tmp_path, "bit<16>", body.replace("v = v;", "v = hdr.h.b;"))
+    assert refusal(path).message.startswith(
+        "tofino: update expressions of register field v in RegisterAction ra: 3 > 2")
+
+
+def test_a_comparison_returned_and_a_copy_of_the_cell(tmp_path):
+    """``rv = (v == 0)`` is ``if (v == 0) rv = 1`` (stateful_alu.cpp: "output a boolean condition
+    directly"; bf-p4c p4-tests internal/p4c-2479.p4), and a local copy of a pair cell reads the
+    register's fields (a Princeton program in bf-p4c p4-tests internal/customer, p4c-1981.p4)."""
+    path = ra_program(tmp_path, "bit<16>", "rv = (bit<16>)(bit<1>)(v == 0 || (v > hdr.h.a && v < hdr.h.b));")
+    assert refusal(path).message.startswith("tofino: comparisons in RegisterAction ra: 3 > 2")  # still counted
+    ras = """Register<bit<8>, bit<16>>(16) seen;
+    RegisterAction<bit<8>, bit<16>, bool>(seen) first = {
+        void apply(inout bit<8> v, out bool rv) { rv = (v == 0); v = 1; }
+    };
+    Register<pair_t, bit<16>>(16) slots;
+    RegisterAction<pair_t, bit<16>, bit<32>>(slots) claim = {
+        void apply(inout pair_t value, out bit<32> rv) {
+            rv = 0;
+            pair_t old;
+            old = value;
+            bool stale = (bit<32>)hdr.h.a - old.stamp > 1000;
+            if (stale || old.key == 0) { value.key = (bit<32>)hdr.h.b; value.stamp = (bit<32>)hdr.h.a; rv = 1; }
+        }
+    };"""
+    body = "if (first.execute(hdr.h.a)) { md.x = (bit<16>)claim.execute(hdr.h.b); }"
+    path = program(tmp_path, decls="struct pair_t { bit<32> key; bit<32> stamp; }", locals=ras, body=body)
+    assert check(load_program(path)).salus == 2
+
+
+@pytest.mark.parametrize("decls, fits", [("enum level_t { IDLE, LOW, HIGH }", True),
+                                         ("enum bit<8> level_t { IDLE = 1, LOW = 2, HIGH = 3 }", False)])
+def test_a_plain_enum_output_is_the_predicate(tmp_path, decls, fits):
+    """A RegisterAction returning a plain enum may return a different member in each branch: bf-p4c
+    encodes them in the predicate output (stateful_alu.cpp outputEnumAsPredicate; bf-p4c p4-tests
+    stf/sful_enum_out1.p4 compiles). A serializable enum's members are constants, 3 sources here."""
+    ras = """Register<bit<16>, bit<16>>(16) r;
+    RegisterAction<bit<16>, bit<16>, level_t>(r) ra = {
+        void apply(inout bit<16> v, out level_t level) {
+            if (v > hdr.h.a) { level = level_t.HIGH; } else if (v > 10) { level = level_t.LOW; }
+            else { level = level_t.IDLE; }
+            v = v + 1;
+        }
+    };"""
+    body = "if (ra.execute(hdr.h.b) == level_t.HIGH) { hdr.h.a = 0; }"
+    path = program(tmp_path, decls=decls, locals=ras, body=body)
+    if fits:
+        assert check(load_program(path)).salus == 1
+    else:
+        assert_refused(path, "tofino: output word sources of RegisterAction ra: 3 > 1 "
+                       "(level_t.HIGH, level_t.LOW, level_t.IDLE)", "RegisterAction")
 
 
 def test_common_stateful_shapes_fit(tmp_path):
@@ -245,6 +343,34 @@ def test_phv_over_4096_normal_bits(tmp_path):
     # and the rest of ig_intr_md only pass through (tag-along); egress: eg_intr_md and h, tag-along
     assert err.message == ("tofino: PHV normal bits: 4114 > 4096 (ingress: 4114 normal + 87 tag-along, "
                            "egress: 0 normal + 248 tag-along)")
+
+
+@pytest.mark.parametrize("also, fits", [("", True), ("hdr.y.setValid();", False)])
+def test_headers_no_parser_path_extracts_together(tmp_path, also, fits):
+    """Two wide headers on different parser paths (SwitchML's p4app-switchML dev_root/p4 parses its
+    RDMA and UDP forms, or ARP and IPv4, on different paths) are never live at once: the widest
+    path counts, 2,200 bits, not 4,400. A header the control may make valid counts on every path."""
+    parser = "transition select(hdr.h.a) { 1: px; default: py; } } state px { pkt.extract(hdr.x); " \
+             "transition accept; } state py { pkt.extract(hdr.y);"
+    path = program(tmp_path, parser=parser, body=f"hdr.x.p = hdr.x.q; hdr.y.p = hdr.y.q; {also}")
+    path.write_text(path.read_text().replace(
+        "struct H { h_t h; }", "header w_t { bit<1100> p; bit<1100> q; }\nstruct H { h_t h; w_t x; w_t y; }"))
+    if fits:
+        assert check(load_program(path)).phv["ingress"].normal == 18 + 2200
+    else:
+        assert refusal(path).message.startswith("tofino: PHV normal bits: 4418 > 4096")
+
+
+def test_a_varbit_header_counts_its_longest(tmp_path):
+    """A parsed varbit options header (bf-p4c's p4-tests stf/varbit_constant.p4, compile_only/
+    simple_l3_acl_varbit_middle.p4 and p4c testgen's tna_varbit_extract.p4 compile) is counted at its
+    maximum width, not refused: only parsed and deparsed, its 320 bits may be tag-along."""
+    path = program(tmp_path, parser="pkt.extract(hdr.opt, (bit<32>)hdr.h.a);")
+    path.write_text(path.read_text().replace(
+        "struct H { h_t h; }", "header opt_t { varbit<320> data; }\nstruct H { h_t h; opt_t opt; }"))
+    phv = check(load_program(path)).phv
+    assert (phv["ingress"].normal, phv["ingress"].tagalong) == (18, 87 + 320)  # 87 as in the test above
+    assert phv["egress"].tagalong == 248  # the egress parser does not extract opt
 
 
 # --------------------------------------------------------------------------- the aggregation program

@@ -39,6 +39,11 @@ SALU_OPERAND_BITS = 32
 SALU_UPDATES_PER_FIELD = 2
 SALU_OPERANDS = 2
 SALU_OUTPUTS = 1
+# ... unless the register is one value (its high ALU pair idle) and the RegisterAction has no local
+# the high ALUs hold: then bf-p4c computes the output word in the high ALUs, one value under each
+# one's predicate (bf-p4c/mau/stateful_alu.cpp: outputAluHi(), generate_alu_a(); "Incompatible
+# outputs" when two sources would both be output directly).
+SALU_OUTPUTS_VIA_ALU_HI = 2
 SALU_UPDATE_OPS = frozenset({"+", "-", "&", "|", "^", "|+|", "|-|"})
 
 # PHV containers: bf-asm/tofino/phv.h: 64 x 32 + 96 x 16 + 64 x 8 bits (4,096) of normal

@@ -3,8 +3,10 @@
 Per gress: every header instance its parser extracts (the whole header) or its control
 writes, plus every metadata field (the user's struct, intrinsic metadata, control locals)
 the gress uses.  A parsed header field no control reads or writes (only parsed and deparsed)
-may go to tag-along containers; everything else needs normal ones.  No container packing
-or liveness overlap is modelled: a guard, not bf-p4c's PHV allocation.  Sources: limits.py.
+may go to tag-along containers; everything else needs normal ones.  Parsed headers the
+control never sets valid count on their parser paths only: the widest path counts, as headers
+never extracted together are never live together.  No container packing or other liveness
+overlap is modelled: a guard, not bf-p4c's PHV allocation.  Sources: limits.py.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..frontend import ast
-from ..frontend.types import BOOL, BitsT, EnumT, HeaderT, StackT, bit_width
+from ..frontend.types import BOOL, BitsT, EnumT, HeaderT, StackT, VarbitT, bit_width
 from .units import PSEUDO, TEMP, UnitWalker, path_of
+
+MAX_PARSER_PATHS = 4096  # beyond this, every parsed header is counted as live at once
 
 
 @dataclass
@@ -34,12 +38,17 @@ def _tree(path: str, t, headers: list[_Header], meta: dict[str, int]) -> None:
         for i in range(t.size):
             _tree(f"{path}[{i}]", t.elem, headers, meta)
     elif isinstance(t, HeaderT) and t.is_header:
-        headers.append(_Header(path, {f"{path}.{f}": bit_width(ft) for f, ft in t.fields.items()}))
+        headers.append(_Header(path, {f"{path}.{f}": _field_bits(ft) for f, ft in t.fields.items()}))
     elif isinstance(t, HeaderT):
         for f, ft in t.fields.items():
             _tree(f"{path}.{f}", ft, headers, meta)
     elif isinstance(t, (BitsT, EnumT)) or t is BOOL:
         meta[path] = 1 if t is BOOL else bit_width(t)
+
+
+def _field_bits(t) -> int:
+    """A header field's bits; a varbit's at its longest, all of which one packet may carry."""
+    return t.max_width if isinstance(t, VarbitT) else bit_width(t)
 
 
 class _Used:
@@ -69,10 +78,11 @@ def _canonical(block, control: ast.ControlDecl) -> dict[int, str]:
     return names
 
 
-def _extracted(parser: ast.ParserDecl, env: dict[int, str]) -> tuple[set[str], set[str]]:
-    """Header paths the parser extracts, and the other paths its states mention."""
-    extracted: set[str] = set()
+def _extracted(parser: ast.ParserDecl, env: dict[int, str]) -> tuple[dict[str, set[str]], set[str]]:
+    """Header paths each parser state extracts, and the other paths the states mention."""
+    by_state: dict[str, set[str]] = {}
     mentioned: set[str] = set()
+    extracted: set[str] = set()
 
     def visit(node) -> None:
         if isinstance(node, ast.Call) and node.target is not None and node.target.kind == "method" \
@@ -85,6 +95,12 @@ def _extracted(parser: ast.ParserDecl, env: dict[int, str]) -> tuple[set[str], s
                 if path is not None:
                     extracted.add(path)
             return
+        if isinstance(node, ast.Call) and node.target is not None and node.target.kind == "header_method" \
+                and node.target.name == "setValid":  # made valid on this path, as if extracted
+            path = path_of(node.target.instance, env)
+            if path is not None:
+                extracted.add(path)
+            return
         if isinstance(node, (ast.Member, ast.PathExpr)):
             path = path_of(node, env)
             if path is not None:
@@ -94,9 +110,43 @@ def _extracted(parser: ast.ParserDecl, env: dict[int, str]) -> tuple[set[str], s
             visit(c)
 
     for state in parser.states:
+        extracted = by_state[state.name] = set()
         visit(state.stmts)
         visit(state.transition)
-    return extracted, mentioned
+    return by_state, mentioned
+
+
+class _TooManyPaths(Exception):
+    pass
+
+
+def _parser_paths(parser: ast.ParserDecl, by_state: dict[str, set[str]]) -> list[set[str]]:
+    """The headers extracted together along each path from start to accept or reject (a loop
+    taken once: its headers are on the path already); one path of all of them when too many."""
+    states = {st.name: st for st in parser.states}
+    paths: list[set[str]] = []
+
+    def walk(name: str, seen: frozenset[str], on_path: set[str]) -> None:
+        if name not in states or name in seen:
+            paths.append(on_path)
+            if len(paths) > MAX_PARSER_PATHS:
+                raise _TooManyPaths
+            return
+        on_path = on_path | by_state[name]
+        t = states[name].transition
+        for nxt in dict.fromkeys([t.state] if t.state is not None else [c.state for c in t.cases or []]):
+            walk(nxt, seen | {name}, on_path)
+
+    try:
+        walk("start", frozenset(), set())
+    except _TooManyPaths:
+        return [set().union(*by_state.values())]
+    return paths or [set()]
+
+
+def _on(path: str, headers: set[str]) -> bool:
+    """Whether a header instance is one of these (a stack's element when the stack is)."""
+    return path in headers or any(path.startswith(f"{x}[") for x in headers)
 
 
 def gress_phv(parser: ast.ParserDecl, control: ast.ControlDecl, deparser: ast.ControlDecl,
@@ -115,19 +165,28 @@ def gress_phv(parser: ast.ParserDecl, control: ast.ControlDecl, deparser: ast.Co
     side.control(deparser)
     dep_env = _canonical(deparser, control)
     in_control |= {_rename(x, deparser, dep_env) for u in side.units for x in u.reads | u.writes}
-    extracted, in_parser = _extracted(parser, parser_names)
+    by_state, in_parser = _extracted(parser, parser_names)
+    extracted = set().union(*by_state.values())
+    validated = walker.validated
     used = _Used(in_control)
     used_anywhere = _Used(in_control | in_parser)
     normal = tagalong = 0
+    per_header: dict[str, tuple[int, int]] = {}  # parsed headers the control never validates
     for h in headers:
-        parsed = h.path in extracted or any(h.path.startswith(f"{x}[") for x in extracted)
+        parsed = _on(h.path, extracted)
         if not parsed and h.path not in used:
             continue
-        for f, bits in h.fields.items():
-            if f in used or not parsed:
-                normal += bits
-            else:
-                tagalong += bits
+        bits_normal = sum(bits for f, bits in h.fields.items() if f in used or not parsed)
+        bits_tagalong = sum(h.fields.values()) - bits_normal
+        if parsed and not _on(h.path, validated) and not any(h.path.startswith(f"{v}.") for v in validated):
+            per_header[h.path] = (bits_normal, bits_tagalong)
+        else:
+            normal += bits_normal
+            tagalong += bits_tagalong
+    # Headers no parser path extracts together are never live together: the widest path counts.
+    paths = [[b for path, b in per_header.items() if _on(path, on)] for on in _parser_paths(parser, by_state)]
+    normal += max(sum(b[0] for b in p) for p in paths)
+    tagalong += max(sum(b[1] for b in p) for p in paths)
     normal += sum(bits for path, bits in meta.items() if path in used_anywhere)
     normal += sum(walker.locals.values())
     return PhvUse(normal, tagalong)

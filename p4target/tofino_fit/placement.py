@@ -5,8 +5,10 @@ one field, unless they are mutually exclusive: B goes in a later stage.  A unit 
 table A hit (or ran a given action) is control dependent on A: the same stage or a later one
 (a Tofino stage predicates its logical tables on the earlier ones' results).  Every unit executing one register sits in
 the register's stage (its one stateful ALU), so they are one node; if one depends on
-another, no stage can hold both.  A node's earliest stage is the longest dependency path to
-it; nodes are then placed stage by stage, longest remaining chain first, so no stage holds
+another, no stage can hold both (unless the later runs only on the earlier table's miss and
+that table's const default action does not execute the register: the packet runs it once).
+A node's earliest stage is the longest dependency path to it; nodes are then placed stage by
+stage, longest remaining chain first, so no stage holds
 more than 4 stateful ALUs or 16 logical tables, ingress and egress together (they share the
 stages).  Sources: limits.py.
 """
@@ -88,10 +90,14 @@ def place(units: list[Unit]) -> Placement:
             if kind is None:
                 continue
             shared = set(a.registers) & set(b.registers)
-            if shared or index[id(a)] == index[id(b)]:
+            if kind == "control" and a.name in b.missed:  # b runs only when a ran its default action
+                shared &= a.miss_registers
+            if shared or (kind == "data" and index[id(a)] == index[id(b)]):
                 reg = sorted(shared or nodes[index[id(b)]].registers)[0]
                 raise refuse(b.loc, f"register {reg} is used by two dependent tables ({a.name} at line "
                              f"{a.loc.line} and {b.name})")
+            if index[id(a)] == index[id(b)]:
+                continue  # b runs on a's result: one stage holds both, a's register not run twice
             (nodes[index[id(b)]].preds if kind == "data" else nodes[index[id(b)]].after).add(index[id(a)])
     order = _topological(nodes)
     height = _heights(nodes, order)

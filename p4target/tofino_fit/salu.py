@@ -5,7 +5,8 @@ bits).  A RegisterAction's body becomes one SALU instruction: at most 2 comparis
 each ``±register ± PHV operand + constant`` (operands at most 32 bits) against a constant or
 the other operand; per register field at most 2 update expressions, each one operation of at
 most two operands among a register field, a PHV operand and a constant; and one output word,
-a single source (0 in the other branches).  Sources: limits.py.  Refusals name the
+a single source (0 in the other branches), or two computed in the high ALU pair of a one-value
+register.  Sources: limits.py.  Refusals name the
 RegisterAction (or register) where it is declared.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..frontend import ast
-from ..frontend.types import BOOL, BitsT, HeaderT, bit_width
+from ..frontend.types import BOOL, BitsT, EnumT, HeaderT, bit_width
 from .limits import (
     CELL_BITS,
     CELL_FIELDS,
@@ -23,6 +24,7 @@ from .limits import (
     SALU_OPERAND_BITS,
     SALU_OPERANDS,
     SALU_OUTPUTS,
+    SALU_OUTPUTS_VIA_ALU_HI,
     SALU_UPDATE_OPS,
     SALU_UPDATES_PER_FIELD,
 )
@@ -80,7 +82,7 @@ class SaluShape:
             if len(exprs) > SALU_UPDATES_PER_FIELD:
                 raise over(self.ra.loc, f"update expressions of register field {f} in RegisterAction {self.ra.name}",
                            len(exprs), SALU_UPDATES_PER_FIELD, "; ".join(exprs))
-        if len(self.outputs) > SALU_OUTPUTS:
+        if len(self.outputs) > SALU_OUTPUTS and not self._outputs_via_alu_hi():
             raise over(self.ra.loc, f"output word sources of RegisterAction {self.ra.name}", len(self.outputs),
                        SALU_OUTPUTS, ", ".join(self.outputs.values()))
 
@@ -106,14 +108,30 @@ class SaluShape:
             return updated
         field = self.cell_field(s.lhs)
         for alt in self.alternatives(s.rhs):
+            if field is None and self._is_rv(s.lhs) and self._is_test(alt):
+                # `rv = (a == b)`: bf-p4c makes it `if (a == b) rv = 1`
+                self.condition(alt)
+                self.outputs.setdefault("constant 1", ast.text(alt))
+                continue
+            if field is not None and self.cell_field(alt) == field:
+                continue  # `value.f = value.f`: the field left as it is, no ALU
             self.operation(alt)
             if field is not None:
                 self.updates.setdefault(field, {})[ast.text(alt)] = alt
-            elif self.rv is not None and isinstance(s.lhs, ast.PathExpr) and s.lhs.decl is self.rv:
+            elif self._is_rv(s.lhs):
                 source = self.source(alt, updated)
                 if source is not None:
                     self.outputs.setdefault(source, ast.text(alt))
         return updated | ({field} if field is not None else set())
+
+    def _is_rv(self, e: ast.Expr) -> bool:
+        return self.rv is not None and isinstance(e, ast.PathExpr) and e.decl is self.rv
+
+    def _is_test(self, e: ast.Expr) -> bool:
+        """A comparison or a logical operation on them, not a value."""
+        e = self.strip(e)
+        return e.value is None and ((isinstance(e, ast.Binary) and e.op in (*_COMPARE, "&&", "||"))
+                                    or (isinstance(e, ast.Unary) and e.op == "!"))
 
     def _local_decls(self) -> list[Any]:
         return [n for n in _nodes(self.apply.body) if isinstance(n, ast.VarDecl)]
@@ -128,6 +146,8 @@ class SaluShape:
     def source(self, e: ast.Expr, updated: set[str]) -> str | None:
         """What the output word carries: None for 0 (the other branches' default)."""
         e = self.strip(e)
+        if e.value is not None and self._plain_enum_output():
+            return None  # bf-p4c encodes a plain enum's members in the predicate output (outputEnumAsPredicate)
         if e.value is not None:
             return None if e.value == 0 or e.value is False else f"constant {e.value}"
         field = self.cell_field(e)
@@ -136,6 +156,18 @@ class SaluShape:
         if self.is_phv(e):
             return f"phv {ast.text(e)}"
         return f"alu {ast.text(e)}"
+
+    def _outputs_via_alu_hi(self) -> bool:
+        """Whether the high ALU pair can compute each output source under its own predicate: the
+        cell one value, no locals, at most 2 sources, at most one of them a register field or PHV
+        operand output directly, and not the register's new value (the low ALUs' result)."""
+        if isinstance(self.cell.type, HeaderT) or self._local_decls() or len(self.outputs) > SALU_OUTPUTS_VIA_ALU_HI:
+            return False
+        direct = [s for s in self.outputs if not s.startswith(("constant ", "alu "))]
+        return len(direct) <= 1 and not any(s.endswith("(new)") for s in direct)
+
+    def _plain_enum_output(self) -> bool:
+        return self.rv is not None and isinstance(self.rv.type, EnumT) and self.rv.type.underlying is None
 
     # ------------------------------------------------------------ operands
     def strip(self, e: ast.Expr) -> ast.Expr:
@@ -152,8 +184,9 @@ class SaluShape:
         e = self.strip(e)
         if isinstance(e, ast.PathExpr) and e.decl is self.cell:
             return e.name
-        if isinstance(e, ast.Member) and isinstance(e.base, ast.PathExpr) and e.base.decl is self.cell:
-            return f"{e.base.name}.{e.member}"
+        base = self.strip(e.base) if isinstance(e, ast.Member) else None  # also through a local copy
+        if isinstance(base, ast.PathExpr) and base.decl is self.cell:
+            return f"{base.name}.{e.member}"
         return None
 
     def is_phv(self, e: ast.Expr) -> bool:

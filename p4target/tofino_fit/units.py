@@ -48,6 +48,8 @@ class Unit:
     writes: set[str] = field(default_factory=set)
     registers: dict[str, RegisterUse] = field(default_factory=dict)
     branches: dict[int, int] = field(default_factory=dict)  # if/switch (walk id) -> branch taken
+    missed: frozenset[str] = frozenset()  # tables this unit runs only when they missed
+    miss_registers: frozenset[str] = frozenset()  # a table's: what its default action may execute
 
     def excludes(self, other: Unit) -> bool:
         """Whether the two never run for one packet: different branches of one if/switch."""
@@ -118,6 +120,8 @@ class UnitWalker:
         self.units: list[Unit] = []
         self.locals: dict[str, int] = {}  # control-local variables (PHV metadata): path -> bits
         self.forks: list[Fork] = []  # the gress control's own if-else statements (passes.py)
+        self.validated: set[str] = set()  # headers the control may make valid (phv.py)
+        self._on_miss: dict[tuple[int, int], str] = {}  # (if walk id, branch) -> table it runs on a miss of
         self._ids = itertools.count()
 
     # ------------------------------------------------------------ entry
@@ -190,6 +194,9 @@ class UnitWalker:
             self.expr(s.cond, ctx, acc)
             reads = self._condition(acc, ctx, s.cond.loc)
             branch = next(self._ids)
+            missed = self._miss_branch(s.cond, ctx)
+            if missed is not None:
+                self._on_miss[(branch, missed[1])] = missed[0]
             if s.other is not None and len(ctx.controls) == 1:
                 self.forks.append(Fork(branch, ast.text(s.cond), dict(ctx.branches)))
             self.block([s.then], ctx.inside(reads, (branch, 0)))
@@ -210,6 +217,19 @@ class UnitWalker:
         elif isinstance(s, ast.VarDecl):
             self._local_var(s, ctx)
         # exit, return, empty, declarations: no unit
+
+    @staticmethod
+    def _miss_branch(cond: ast.Expr, ctx: Ctx) -> tuple[str, int] | None:
+        """``t.apply().miss`` or ``!t.apply().hit`` (then) and ``t.apply().hit`` (else): the
+        table and the branch that runs only when it missed."""
+        negated = isinstance(cond, ast.Unary) and cond.op == "!"
+        e = cond.operand if negated else cond
+        if not (isinstance(e, ast.Member) and e.member in ("hit", "miss") and isinstance(e.base, ast.Call)):
+            return None
+        tgt = e.base.target
+        if tgt is None or tgt.kind != "table_apply":
+            return None
+        return f"{ctx.prefix}.{tgt.decl.name}", 0 if (e.member == "miss") != negated else 1
 
     def _condition(self, acc: Acc, ctx: Ctx, loc: Location) -> set[str]:
         """A gateway's reads; a condition with effects (an extern call) is a unit of its own."""
@@ -252,9 +272,11 @@ class UnitWalker:
         return frozenset(self._condition(acc, ctx, a.loc))
 
     # ------------------------------------------------------------ tables and units
-    def unit(self, ctx: Ctx, acc: Acc, name: str, loc: Location, kind: str) -> Unit:
+    def unit(self, ctx: Ctx, acc: Acc, name: str, loc: Location, kind: str,
+             miss_registers: frozenset[str] = frozenset()) -> Unit:
+        missed = frozenset(self._on_miss[b] for b in ctx.branches.items() if b in self._on_miss)
         u = Unit(self.gress, name, loc, kind, _kept(acc.reads | ctx.guard), _kept(acc.writes), dict(acc.registers),
-                 dict(ctx.branches))
+                 dict(ctx.branches), missed, miss_registers)
         self.units.append(u)
         return u
 
@@ -263,14 +285,22 @@ class UnitWalker:
         for k in t.keys:
             self.expr(k.expr, ctx, acc)
         refs = [*t.actions, *([t.default_action] if t.default_action is not None else [])]
-        seen: set[int] = set()
+        executes: dict[int, set[str]] = {}  # action -> the registers it executes
         for ref in refs:
-            if isinstance(ref.decl, ast.ActionDecl) and id(ref.decl) not in seen:
-                seen.add(id(ref.decl))
+            if isinstance(ref.decl, ast.ActionDecl) and id(ref.decl) not in executes:
+                before = dict(acc.registers)
+                acc.registers = {}
                 self.action_body(ref.decl, ref.args or [], ctx, acc)
+                executes[id(ref.decl)] = set(acc.registers)
+                acc.registers = {**before, **acc.registers}
+        default = t.default_action
+        if t.default_is_const and default is not None and id(default.decl) in executes:
+            on_miss = executes[id(default.decl)]
+        else:  # the control plane may set any of its actions as the default
+            on_miss = set(acc.registers)
         name = f"{ctx.prefix}.{t.name}"
         acc.writes.add(f"{RESULT}{name}")
-        return self.unit(ctx, acc, name, call.loc, "table")
+        return self.unit(ctx, acc, name, call.loc, "table", frozenset(on_miss))
 
     def action_body(self, d: ast.ActionDecl | ast.FunctionDecl, args: list[ast.Expr], ctx: Ctx, acc: Acc) -> None:
         """An action's (or function's) effects, its parameters bound to ``args`` (action data
@@ -367,6 +397,8 @@ class UnitWalker:
                     acc.reads.add(f"{base}.$valid")
                 elif tgt.name in ("setValid", "setInvalid"):
                     acc.writes.add(f"{base}.$valid")
+                    if tgt.name == "setValid":
+                        self.validated.add(base)
                 elif tgt.kind == "stack_method":  # push_front / pop_front move every element
                     acc.reads.add(base)
                     acc.writes.add(base)

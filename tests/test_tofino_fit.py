@@ -97,6 +97,12 @@ def test_the_cli_prints_the_report_or_the_refusal(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------- stages and tables
+def in_the_last_stage(tmp_path, decls: str, uses: str):
+    """A program whose ``uses`` read v11, written in stage 10 by a chain: they can only go in stage 11."""
+    locals_, body = chain(11)
+    return program(tmp_path, locals=f"{locals_}\n    {decls}", body=f"{body}\n        {uses}")
+
+
 def test_a_dependency_chain_of_13_needs_13_stages(tmp_path):
     # 12 match-action stages per pipe: bf-p4c/device.h TofinoDevice::getNumStages()
     locals_, body = chain(13)
@@ -107,10 +113,8 @@ def test_a_dependency_chain_of_13_needs_13_stages(tmp_path):
 
 def test_17_tables_that_must_share_the_last_stage(tmp_path):
     # 16 logical tables per stage: bf-p4c/specs/mau_spec.h StageUse::MAX_LOGICAL_IDS
-    locals_, body = chain(11)  # v11 is written in stage 10
     tables = "\n    ".join(f"table t{i} {{ key = {{ v11: exact; }} actions = {{ NoAction; }} }}" for i in range(17))
-    applies = " ".join(f"t{i}.apply();" for i in range(17))
-    path = program(tmp_path, locals=f"{locals_}\n    {tables}", body=f"{body}\n        {applies}")
+    path = in_the_last_stage(tmp_path, tables, " ".join(f"t{i}.apply();" for i in range(17)))
     assert_refused(path, "tofino: logical tables in stage 11: 17 > 16 (I.t16 cannot move to a later stage)",
                    "t16.apply()")
 
@@ -126,11 +130,9 @@ def test_193_tables_are_more_than_the_pipe_has(tmp_path):
 # --------------------------------------------------------------------------- stateful ALUs
 def test_5_registers_that_must_share_the_last_stage(tmp_path):
     # 4 stateful ALUs per stage: bf-p4c/mau/resource_estimate.h StageUseEstimate::MAX_METER_ALUS
-    locals_, body = chain(11)
     regs = "\n    ".join(register(f"r{i}", f"ra{i}") for i in range(5))
     outs = " ".join(f"bit<16> w{i};" for i in range(5))
-    runs = " ".join(f"w{i} = ra{i}.execute(v11);" for i in range(5))
-    path = program(tmp_path, locals=f"{locals_} {outs}\n    {regs}", body=f"{body}\n        {runs}")
+    path = in_the_last_stage(tmp_path, f"{outs}\n    {regs}", " ".join(f"w{i} = ra{i}.execute(v11);" for i in range(5)))
     assert_refused(path, "tofino: stateful ALUs in stage 11: 5 > 4 (I.w4 cannot move to a later stage)",
                    "w4 = ra4.execute(v11);")
 

@@ -46,7 +46,7 @@ def check_layout(comm: TPComm, shape: GPTShape) -> None:
             differ = ", ".join(f"{f} {a} on rank {comm.rank}, {b} on rank {rank}"
                                for f, a, b in zip(fields, mine, theirs) if a != b)
             raise ValueError(f"tensor parallel: the ranks disagree on the layout: {differ}")
-    for name, value in (("hidden size", shape.hidden), ("heads", shape.heads), ("mlp width", shape.mlp)):
+    for name, value in (("hidden size", shape.hidden), ("head count", shape.heads), ("mlp width", shape.mlp)):
         if value % comm.size:
             raise ValueError(f"tensor parallel: the {name} {value} is not divisible by the TP degree {comm.size}")
 

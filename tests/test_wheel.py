@@ -92,6 +92,7 @@ def test_the_wheel_carries_every_file_read_at_run_time(installed):
     wanted += ["p4target/frontend/p4.lark", "p4target/portio.c", "p4src/__init__.py"]
     wanted += [f"p4target/executor/native/{h}" for h in ("runtime.h", "v1model.h", "tna.h")]
     wanted += [f"worker/native/{c}" for c in ("core.h", "core.c", "relay.h", "relay.c", "run.c")]
+    wanted += [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "worker" / "tp").glob("*.py"))]  # a subpackage
     wanted += [f"bmv2env/topologies/{p.name}" for p in sorted((ROOT / "bmv2-env" / "topologies").glob("*.json"))]
     assert {"p4src/protocol.p4", "p4src/tofino/ina_tna.p4", "p4src/v1model/parser.p4"} <= set(wanted)
     assert [n for n in wanted if n not in names] == []

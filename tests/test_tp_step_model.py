@@ -1,0 +1,51 @@
+"""worker/tp/step_model.py: a TP step's time from its recorded events and the calls' times."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from worker.tp.comm import NoComm
+from worker.tp.step_model import Event, Recorder, predict
+
+
+def test_a_blocking_call_is_all_exposed():
+    # compute 1 s, an allreduce started and waited at once, compute 2 s more
+    events = [Event(1.0, "start", 0, 100), Event(1.0, "wait", 0)]
+    p = predict(events, end=3.0, call_seconds=lambda n: 0.5, start=0.0)
+    assert (p.seconds, p.compute, p.comm, p.exposed, p.hidden) == (3.5, 3.0, 0.5, 0.5, 0.0)
+
+
+@pytest.mark.parametrize("took, seconds, exposed", [(1.5, 4.0, 0.0), (3.0, 5.0, 1.0)])
+def test_a_call_hides_behind_the_compute_before_its_wait(took, seconds, exposed):
+    events = [Event(1.0, "start", 0, 100), Event(3.0, "wait", 0)]  # 2 s of compute between
+    p = predict(events, end=4.0, call_seconds=lambda n: took, start=0.0)
+    assert (p.seconds, p.exposed) == (seconds, exposed)
+
+
+def test_one_queue_runs_the_calls_one_after_another():
+    # two calls started together, each 1 s; waited 1.5 s later: the second finishes at 2 s
+    events = [Event(0.0, "start", 0, 10), Event(0.0, "start", 1, 10), Event(1.5, "wait", 0), Event(1.5, "wait", 1)]
+    queued = predict(events, end=1.5, call_seconds=lambda n: 1.0)
+    side_by_side = predict(events, end=1.5, call_seconds=lambda n: 1.0, queued=False)
+    assert (queued.seconds, queued.exposed) == (2.0, 0.5)
+    assert (side_by_side.seconds, side_by_side.exposed) == (1.5, 0.0)
+
+
+def test_the_call_time_comes_from_the_elements():
+    events = [Event(0.0, "start", 0, 1000), Event(0.0, "wait", 0), Event(0.0, "start", 1, 10), Event(0.0, "wait", 1)]
+    p = predict(events, end=0.0, call_seconds=lambda n: 1e-3 * n)
+    assert p.comm == pytest.approx(1.01)
+
+
+def test_the_recorder_notes_starts_and_waits_in_order():
+    ticks = itertools.count()
+    rec = Recorder(NoComm(2, 1), clock=lambda: float(next(ticks)))
+    a, b = rec.allreduce_async(torch.zeros(3)), rec.allreduce_async(torch.zeros(5))
+    b.wait()
+    a.wait()
+    assert [(e.t, e.kind, e.call, e.elements) for e in rec.events] == [
+        (0.0, "start", 0, 3), (1.0, "start", 1, 5), (2.0, "wait", 1, 0), (3.0, "wait", 0, 0)]
+    assert (rec.size, rec.rank) == (2, 1)

@@ -1,0 +1,106 @@
+"""A tensor-parallel step's time, predicted from the schedule it runs.
+
+A step is compute on the training thread, interleaved with allreduces that are started and
+later waited for.  ``Recorder`` wraps a comm and notes when each allreduce is started and when
+its wait is called (with ``NoComm`` inside, a step's compute alone: measured once).  ``predict``
+then walks those events with each allreduce taking the time the one model gives it
+(``worker/tuner.py``'s ``CallModel``: latency + bytes / rate), on one queue in the order they were
+started, as the worker's one I/O thread runs them (``worker/api.py``), or with no queue for a
+network that runs them side by side: a wait stalls the compute until its call is done.  The
+synchronous schedule's prediction is the same walk over its own events (each wait right after
+its start), so the hidden share (T_sync - T_domino) / (T_sync - T_no_comm) comes out of two walks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from .comm import Handle, TPComm
+
+
+@dataclass(frozen=True)
+class Event:
+    """An allreduce started (with its element count) or waited for, at ``t`` seconds."""
+
+    t: float
+    kind: str  # "start" or "wait"
+    call: int  # the allreduce's number in the step
+    elements: int = 0
+
+
+@dataclass
+class Recorder:
+    """A comm that notes the time of every start and wait of the comm it wraps."""
+
+    comm: TPComm
+    clock: Callable[[], float] = time.perf_counter
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return self.comm.size
+
+    @property
+    def rank(self) -> int:
+        return self.comm.rank
+
+    def allreduce_async(self, tensor: torch.Tensor) -> Handle:
+        call = sum(e.kind == "start" for e in self.events)
+        self.events.append(Event(self.clock(), "start", call, tensor.numel()))
+        return _Noted(self.comm.allreduce_async(tensor), self, call)
+
+    def allgather_ints(self, values: list[int]) -> list[list[int]]:
+        return self.comm.allgather_ints(values)
+
+
+@dataclass
+class _Noted:
+    handle: Handle
+    recorder: Recorder
+    call: int
+
+    def wait(self) -> object:
+        out = self.handle.wait()
+        self.recorder.events.append(Event(self.recorder.clock(), "wait", self.call))
+        return out
+
+
+@dataclass(frozen=True)
+class StepPrediction:
+    seconds: float  # the step
+    compute: float  # the compute in it (the recorded step's time between its events)
+    comm: float  # the allreduces' own time, summed
+    exposed: float  # the time the compute waited for them
+
+    @property
+    def hidden(self) -> float:
+        """The share of the allreduces' time the compute did not wait for."""
+        return 1.0 - self.exposed / self.comm if self.comm else 1.0
+
+
+def predict(events: list[Event], end: float, call_seconds: Callable[[int], float], queued: bool = True,
+            start: float | None = None) -> StepPrediction:
+    """The step ``events`` came from (it began at ``start``, the first event if None, and ended at
+    ``end``), its allreduces taking ``call_seconds(elements)`` each; ``queued``: one after another."""
+    last = events[0].t if start is None else start
+    now = comm = exposed = 0.0
+    free = 0.0  # when the queue is next idle
+    finish: dict[int, float] = {}
+    for e in events:
+        now += max(0.0, e.t - last)
+        last = e.t
+        if e.kind == "start":
+            took = call_seconds(e.elements)
+            begin = max(now, free) if queued else now
+            finish[e.call] = begin + took
+            free = finish[e.call]
+            comm += took
+        elif finish[e.call] > now:
+            exposed += finish[e.call] - now
+            now = finish[e.call]
+    compute_total = now - exposed + max(0.0, end - last)
+    return StepPrediction(now + max(0.0, end - last), compute_total, comm, exposed)

@@ -66,7 +66,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank (leave a core for gloo/the worker)")
-    ap.add_argument("--calibrate", type=int, default=10, help="blocking allreduces timed per size")
+    ap.add_argument("--calibrate", type=int, default=20, help="blocking allreduces timed per size")
     ap.add_argument("--timeout", type=float, default=10.0, help="the ina worker's timeout per call, seconds")
     ap.add_argument("--json", help="rank 0 writes the summary here")
     args = ap.parse_args(argv)
@@ -95,12 +95,13 @@ class Trainer:
         return loss.item()
 
 
-def timed(step: Callable[[], float]) -> tuple[float, float]:
-    """(seconds, loss) of one step, the ranks lined up first."""
+def timed(step: Callable[[], float]) -> tuple[float, float, float]:
+    """(seconds, loss, this process's CPU seconds in every thread: torch's, gloo's, the worker's) of one
+    step, the ranks lined up first."""
     dist.barrier()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     loss = step()
-    return time.perf_counter() - started, loss
+    return time.perf_counter() - started, loss, time.process_time() - cpu
 
 
 def record(trainer: Trainer) -> tuple[Recorder, float, float]:
@@ -170,16 +171,18 @@ def main(argv: list[str] | None = None) -> int:
     times: dict[str, list[float]] = {s: [] for s in schedules}
     no_comm: dict[str, list[float]] = {s: [] for s in schedules}
     losses: dict[str, list[float]] = {s: [] for s in schedules}
+    cpu_seconds: dict[str, list[float]] = {s: [] for s in schedules}
     for step in range(args.steps):
         for s in schedules:
-            seconds, loss = timed(real[s].step)
+            seconds, loss, cpu = timed(real[s].step)
             times[s].append(seconds)
             losses[s].append(loss)
+            cpu_seconds[s].append(cpu)
             no_comm[s].append(timed(alone[s].step)[0])
         if rank == 0:
             print(json.dumps({"step": step, **{f"loss_{s}": losses[s][-1] for s in schedules},
                               **{f"T_{s}": times[s][-1] for s in schedules}}), flush=True)
-    summary = summarize(args, world, schedules, times, no_comm, losses, recorded, calibration)
+    summary = summarize(args, world, schedules, (times, no_comm, cpu_seconds), losses, recorded, calibration)
     if rank == 0:
         print(json.dumps(summary), flush=True)
         print(side_by_side(summary), flush=True)
@@ -190,9 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def summarize(args: argparse.Namespace, world: int, schedules: list[str], times: dict, no_comm: dict,
+def summarize(args: argparse.Namespace, world: int, schedules: list[str], medians: tuple[dict, dict, dict],
               losses: dict, recorded: dict, calibration: dict[int, float]) -> dict:
     """Medians after warm-up, the hidden share and speed-up, and each schedule's predictions beside them."""
+    times, no_comm, cpu_seconds = medians
     model_seconds = job_model_seconds()
     out: dict = {"config": {k: v for k, v in vars(args).items() if k != "json"}, "world": world,
                  "calibration_seconds": {str(n): t for n, t in calibration.items()}, "schedules": {}}
@@ -203,7 +207,8 @@ def summarize(args: argparse.Namespace, world: int, schedules: list[str], times:
         if model_seconds is not None:
             walks["job_model"] = model_seconds
         out["schedules"][s] = {
-            "T_step": measured, "T_no_comm": statistics.median(no_comm[s][args.warmup:]), "losses": losses[s],
+            "T_step": measured, "T_no_comm": statistics.median(no_comm[s][args.warmup:]),
+            "cpu_per_step": statistics.median(cpu_seconds[s][args.warmup:]), "losses": losses[s],
             "calls": sum(e.kind == "start" for e in recorder.events),
             "predicted": {name: prediction(predict(recorder.events, ended, walk, queued=True, start=started),
                                            measured) for name, walk in walks.items()}}
@@ -223,7 +228,7 @@ def side_by_side(summary: dict) -> str:
     lines = []
     for s, r in summary["schedules"].items():
         lines.append(f"{s:6s} T_step {r['T_step'] * 1e3:8.2f} ms  T_no_comm {r['T_no_comm'] * 1e3:8.2f} ms  "
-                     f"{r['calls']} allreduces")
+                     f"CPU {r['cpu_per_step'] * 1e3:8.2f} ms  {r['calls']} allreduces")
         for name, p in r["predicted"].items():
             lines.append(f"       predicted ({name}) {p['T_step'] * 1e3:8.2f} ms  = {p['ratio_to_measured']:.2f} x "
                          f"measured (compute {p['compute'] * 1e3:.2f}, comm {p['comm'] * 1e3:.2f}, "

@@ -31,7 +31,7 @@ def check_summary(summary: dict, backend: str) -> None:
     assert sync["losses"][-1] < sync["losses"][0]  # it trains
     assert (sync["calls"], domino["calls"]) == (8, 16)  # 2 layers x 2 sublayers x (forward, backward) x m
     for r in (sync, domino):
-        assert r["T_step"] > 0 and r["T_no_comm"] > 0
+        assert r["T_step"] > 0 and r["T_no_comm"] > 0 and r["cpu_per_step"] > 0
         for p in r["predicted"].values():
             assert all(math.isfinite(p[k]) and p[k] > 0 for k in ("T_step", "compute", "comm", "ratio_to_measured"))
     assert math.isfinite(summary["hidden_share"]) and summary["speedup"] > 0

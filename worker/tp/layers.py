@@ -36,14 +36,18 @@ def shard(full: torch.Tensor, dim: int, rank: int, size: int, parts: int = 1) ->
     return torch.cat([b.chunk(size, dim)[rank] for b in blocks], dim).clone()
 
 
-class ColumnParallelLinear(nn.Module):
-    """``Y_rank = X·A_rankᵀ + b_rank``: weight ``[out/p, in]``, the whole input in, a slice out."""
+class _Shard(nn.Module):
+    """A linear's weight and bias as this rank holds them, and the group it sums over."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, comm: TPComm) -> None:
         super().__init__()
         self.weight = nn.Parameter(weight)
         self.bias = None if bias is None else nn.Parameter(bias)
         self.comm = comm
+
+
+class ColumnParallelLinear(_Shard):
+    """``Y_rank = X·A_rankᵀ + b_rank``: weight ``[out/p, in]``, the whole input in, a slice out."""
 
     @classmethod
     def from_linear(cls, full: nn.Linear, comm: TPComm, parts: int = 1) -> ColumnParallelLinear:
@@ -67,14 +71,8 @@ class ColumnParallelLinear(nn.Module):
         return ColumnLinearAsyncDgrad.apply(x, self.weight, self.bias, table, key)
 
 
-class RowParallelLinear(nn.Module):
+class RowParallelLinear(_Shard):
     """``Y = Σ_rank X_rank·B_rankᵀ + b``: weight ``[out, in/p]``, a slice in, the whole output out."""
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, comm: TPComm) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(weight)
-        self.bias = None if bias is None else nn.Parameter(bias)
-        self.comm = comm
 
     @classmethod
     def from_linear(cls, full: nn.Linear, comm: TPComm) -> RowParallelLinear:

@@ -17,8 +17,10 @@ give the same losses (within 1%), which is checked.
 The prediction (``worker/tp/step_model.py``): at start-up one ``NoComm`` step of each schedule is
 recorded (each allreduce's start and wait), and every allreduce size in those steps is timed as a
 blocking ``dist.all_reduce`` on the real group (median of ``--calibrate`` calls); ``predict`` walks
-the recorded step with those times, and with ``--backend ina`` also with the job's own model
-(``JobSpec.model``: ``CallModel.choose(elements, float32).seconds``).
+the recorded step with those times ("calibrated"); again with each call's CPU (the process's CPU
+time per blocking call) taken from the compute it runs behind, for ranks with no core to spare
+("calibrated_cpu"); and with ``--backend ina`` also with the job's own model (``JobSpec.model``:
+``CallModel.choose(elements, float32).seconds``).
 
     torchrun --nproc-per-node 2 examples/train_tp.py --schedule both --hidden 256 --seq 64 --batch 8
     INA_JOB_SPEC=RUN/jobs/tp.json torchrun --nproc-per-node 2 examples/train_tp.py --backend ina
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import statistics
 import sys
@@ -45,7 +48,7 @@ import torch.nn.functional as F  # noqa: N812 - as PyTorch writes it
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file: the repository's packages
 
 from worker.tp import GPT, FullGPT, GPTShape, NoComm, TorchComm  # noqa: E402
-from worker.tp.step_model import Recorder, StepPrediction, predict  # noqa: E402
+from worker.tp.step_model import Event, Recorder, StepPrediction, predict  # noqa: E402
 
 SCHEDULES = {"sync": ["sync"], "domino": ["domino"], "both": ["sync", "domino"]}
 
@@ -114,18 +117,20 @@ def record(trainer: Trainer) -> tuple[Recorder, float, float]:
     return recorder, started, time.perf_counter()
 
 
-def calibrate(sizes: set[int], repeats: int) -> dict[int, float]:
-    """Median seconds of a blocking float32 ``dist.all_reduce`` of each element count, on the real group."""
+def calibrate(sizes: set[int], repeats: int) -> dict[int, tuple[float, float]]:
+    """Per element count, a blocking float32 ``dist.all_reduce`` on the real group: its median seconds,
+    and the CPU this process spends on it (all threads: gloo's, or the ina worker's), per call."""
     out = {}
     for n in sorted(sizes):
-        tensor, times = torch.ones(n), []
+        tensor, times, cpu = torch.ones(n), [], 0.0
         for i in range(repeats + 2):
             dist.barrier()
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             dist.all_reduce(tensor)
             if i >= 2:  # two warm-ups
                 times.append(time.perf_counter() - started)
-        out[n] = statistics.median(times)
+                cpu += time.process_time() - cpu_started
+        out[n] = (statistics.median(times), cpu / repeats)
     return out
 
 
@@ -139,8 +144,15 @@ def job_model_seconds() -> Callable[[int], float] | None:
     return lambda n: model.choose(n, np.float32, mode=mode).seconds
 
 
+def stretched(recorder: Recorder, started: float, ended: float, seconds: float) -> tuple[list[Event], float]:
+    """The recorded step's events, from 0, its compute scaled to last ``seconds`` (the median NoComm
+    step: one recorded step alone is as noisy as the shared cores)."""
+    k = seconds / (ended - started)
+    return [dataclasses.replace(e, t=(e.t - started) * k) for e in recorder.events], seconds
+
+
 def prediction(p: StepPrediction, measured: float) -> dict:
-    return {"T_step": p.seconds, "compute": p.compute, "comm": p.comm, "exposed": p.exposed,
+    return {"T_step": p.seconds, "compute": p.compute, "comm": p.comm, "exposed": p.exposed, "contention": p.contention,
             "hidden": p.hidden, "ratio_to_measured": p.seconds / measured}
 
 
@@ -194,24 +206,29 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summarize(args: argparse.Namespace, world: int, schedules: list[str], medians: tuple[dict, dict, dict],
-              losses: dict, recorded: dict, calibration: dict[int, float]) -> dict:
+              losses: dict, recorded: dict, calibration: dict[int, tuple[float, float]]) -> dict:
     """Medians after warm-up, the hidden share and speed-up, and each schedule's predictions beside them."""
     times, no_comm, cpu_seconds = medians
     model_seconds = job_model_seconds()
     out: dict = {"config": {k: v for k, v in vars(args).items() if k != "json"}, "world": world,
-                 "calibration_seconds": {str(n): t for n, t in calibration.items()}, "schedules": {}}
+                 "calibration_seconds": {str(n): t for n, (t, _) in calibration.items()},
+                 "calibration_cpu_seconds": {str(n): c for n, (_, c) in calibration.items()}, "schedules": {}}
     for s in schedules:
         measured = statistics.median(times[s][args.warmup:])
-        recorder, started, ended = recorded[s]
-        walks = {"calibrated": lambda n: calibration[n]}
+        alone = statistics.median(no_comm[s][args.warmup:])
+        events, ended = stretched(*recorded[s], alone)
+        started = 0.0
+        seconds, cpu = (lambda n: calibration[n][0]), (lambda n: calibration[n][1])
+        walks = {"calibrated": (seconds, None), "calibrated_cpu": (seconds, cpu)}
         if model_seconds is not None:
-            walks["job_model"] = model_seconds
+            walks["job_model"] = (model_seconds, None)
         out["schedules"][s] = {
-            "T_step": measured, "T_no_comm": statistics.median(no_comm[s][args.warmup:]),
+            "T_step": measured, "T_no_comm": alone,
             "cpu_per_step": statistics.median(cpu_seconds[s][args.warmup:]), "losses": losses[s],
-            "calls": sum(e.kind == "start" for e in recorder.events),
-            "predicted": {name: prediction(predict(recorder.events, ended, walk, queued=True, start=started),
-                                           measured) for name, walk in walks.items()}}
+            "calls": sum(e.kind == "start" for e in events),
+            "predicted": {name: prediction(predict(events, ended, walk, queued=True, start=started,
+                                                   call_cpu=taken), measured)
+                          for name, (walk, taken) in walks.items()}}
     if len(schedules) == 2:
         sync, domino = out["schedules"]["sync"], out["schedules"]["domino"]
         out["hidden_share"] = (sync["T_step"] - domino["T_step"]) / (sync["T_step"] - domino["T_no_comm"])

@@ -49,3 +49,15 @@ def test_the_recorder_notes_starts_and_waits_in_order():
     assert [(e.t, e.kind, e.call, e.elements) for e in rec.events] == [
         (0.0, "start", 0, 3), (1.0, "start", 1, 5), (2.0, "wait", 1, 0), (3.0, "wait", 0, 0)]
     assert (rec.size, rec.rank) == (2, 1)
+
+
+def test_a_call_behind_the_compute_takes_its_cpu_from_it():
+    # a 2 s call using 1 s of CPU, behind 2 s of compute: the compute loses 1 s (half of the 2 s overlap)
+    events = [Event(0.0, "start", 0, 10), Event(2.0, "wait", 0)]
+    free_core = predict(events, end=2.0, call_seconds=lambda n: 2.0, start=0.0)
+    shared = predict(events, end=2.0, call_seconds=lambda n: 2.0, start=0.0, call_cpu=lambda n: 1.0)
+    assert (free_core.seconds, free_core.contention) == (2.0, 0.0)
+    assert (shared.seconds, shared.contention, shared.exposed, shared.compute) == (3.0, 1.0, 0.0, 2.0)
+    # a blocking call overlaps no compute: nothing is taken
+    blocking = [Event(0.0, "start", 0, 10), Event(0.0, "wait", 0)]
+    assert predict(blocking, end=2.0, call_seconds=lambda n: 2.0, call_cpu=lambda n: 1.0).contention == 0.0

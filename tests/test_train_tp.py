@@ -36,6 +36,9 @@ def check_summary(summary: dict, backend: str) -> None:
             assert all(math.isfinite(p[k]) and p[k] > 0 for k in ("T_step", "compute", "comm", "ratio_to_measured"))
     assert math.isfinite(summary["hidden_share"]) and summary["speedup"] > 0
     assert set(summary["calibration_seconds"]) == {"512", "1024"}  # the whole batch's and a micro-batch's
+    assert set(summary["calibration_cpu_seconds"]) == {"512", "1024"}
+    for r in summary["schedules"].values():  # a call's CPU taken from the compute can only lengthen the step
+        assert r["predicted"]["calibrated_cpu"]["T_step"] >= r["predicted"]["calibrated"]["T_step"] - 1e-9
 
 
 def test_both_schedules_on_gloo_give_the_same_losses_and_a_prediction(tmp_path: Path):
@@ -47,7 +50,7 @@ def test_both_schedules_on_gloo_give_the_same_losses_and_a_prediction(tmp_path: 
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(out.read_text())
     check_summary(summary, "gloo")
-    assert set(summary["schedules"]["sync"]["predicted"]) == {"calibrated"}  # gloo has no job model
+    assert set(summary["schedules"]["sync"]["predicted"]) == {"calibrated", "calibrated_cpu"}  # gloo has no job model
     assert "hidden share" in done.stdout and "predicted (calibrated)" in done.stdout
 
 
@@ -62,4 +65,4 @@ def test_through_the_switch_the_job_model_predicts_too(tmp_path: Path):
     assert all(code == 0 for code, _, _ in results), [err[-2000:] for _, _, err in results]
     summary = json.loads(out.read_text())
     check_summary(summary, "ina")
-    assert set(summary["schedules"]["domino"]["predicted"]) == {"calibrated", "job_model"}
+    assert set(summary["schedules"]["domino"]["predicted"]) == {"calibrated", "calibrated_cpu", "job_model"}

@@ -6,7 +6,9 @@ its wait is called (with ``NoComm`` inside, a step's compute alone: measured onc
 then walks those events with each allreduce taking the time the one model gives it
 (``worker/tuner.py``'s ``CallModel``: latency + bytes / rate), on one queue in the order they were
 started, as the worker's one I/O thread runs them (``worker/api.py``), or with no queue for a
-network that runs them side by side: a wait stalls the compute until its call is done.  The
+network that runs them side by side: a wait stalls the compute until its call is done.  Where
+the rank has no core to spare, a call running behind the compute also takes CPU from it
+(``call_cpu``: the CPU a call costs, spread over its time): the compute it overlaps stretches.  The
 synchronous schedule's prediction is the same walk over its own events (each wait right after
 its start), so the hidden share (T_sync - T_domino) / (T_sync - T_no_comm) comes out of two walks.
 """
@@ -75,6 +77,7 @@ class StepPrediction:
     compute: float  # the compute in it (the recorded step's time between its events)
     comm: float  # the allreduces' own time, summed
     exposed: float  # the time the compute waited for them
+    contention: float = 0.0  # compute time lost to the calls' CPU while they ran behind it
 
     @property
     def hidden(self) -> float:
@@ -83,24 +86,29 @@ class StepPrediction:
 
 
 def predict(events: list[Event], end: float, call_seconds: Callable[[int], float], queued: bool = True,
-            start: float | None = None) -> StepPrediction:
+            start: float | None = None, call_cpu: Callable[[int], float] | None = None) -> StepPrediction:
     """The step ``events`` came from (it began at ``start``, the first event if None, and ended at
-    ``end``), its allreduces taking ``call_seconds(elements)`` each; ``queued``: one after another."""
+    ``end``), its allreduces taking ``call_seconds(elements)`` each; ``queued``: one after another;
+    ``call_cpu(elements)``: the CPU each takes from the compute it runs behind (None: nothing)."""
     last = events[0].t if start is None else start
-    now = comm = exposed = 0.0
+    now = comm = exposed = lost = 0.0
     free = 0.0  # when the queue is next idle
     finish: dict[int, float] = {}
-    for e in events:
-        now += max(0.0, e.t - last)
+    running: list[tuple[float, float, float]] = []  # (begin, finish, CPU share) of each call
+    for e in [*events, Event(end, "end", -1)]:
+        gap = max(0.0, e.t - last)
+        stolen = sum(share * max(0.0, min(f, now + gap) - max(b, now)) for b, f, share in running)
+        now += gap + stolen
+        lost += stolen
         last = e.t
         if e.kind == "start":
             took = call_seconds(e.elements)
             begin = max(now, free) if queued else now
-            finish[e.call] = begin + took
-            free = finish[e.call]
+            finish[e.call] = free = begin + took
             comm += took
-        elif finish[e.call] > now:
+            if call_cpu is not None and took > 0:
+                running.append((begin, finish[e.call], min(1.0, call_cpu(e.elements) / took)))
+        elif e.kind == "wait" and finish[e.call] > now:
             exposed += finish[e.call] - now
             now = finish[e.call]
-    compute_total = now - exposed + max(0.0, end - last)
-    return StepPrediction(now + max(0.0, end - last), compute_total, comm, exposed)
+    return StepPrediction(now, now - exposed - lost, comm, exposed, lost)

@@ -136,9 +136,7 @@ def _load(name: str, path: Path, values: int, instance: int) -> Any:
     try:
         if name == "tna":
             from p4target.executor.tna_switch import TnaSwitch
-            from p4target.frontend import load_program
-
-            return TnaSwitch(load_program(path, {"INA_VALUES": str(values)}))  # checks the fit as it loads
+            return TnaSwitch.from_file(path, {"INA_VALUES": str(values)})  # checks the fit as it loads
         from p4target.executor.switch import Switch
         return Switch.from_file(path, {"INA_VALUES": str(values)})
     except Exception as err:  # re-raised by _compiled: the failure of every test that asks for it

@@ -22,8 +22,6 @@ from controller.topology import Topology, TopologyError, single, tree
 from tests.test_controller import Switches, build_tree, contribution, run_tree
 from worker import protocol
 
-# today's ina_tna.p4 needs 70 stateful ALUs of Tofino 1's 48 (issue 59): loads skip the fit check
-
 
 @pytest.fixture(scope="module")
 def pipes() -> dict[str, object]:

@@ -42,8 +42,6 @@ from p4target.runtime.device_config import (
 from . import ina_programs
 from .test_native import configure, random_frames, state
 
-# today's ina_tna.p4 needs 70 stateful ALUs of Tofino 1's 48 (issue 59): loads skip the fit check
-
 V1MODEL = programs.V1MODEL
 native_lower = importlib.import_module("p4target.executor.native.lower")  # the package exports the function
 

@@ -23,8 +23,9 @@ class WrongSecret(PermissionError):
 
 
 def new_secret() -> tuple[str, str]:
-    """A job's secret, and the hash the service keeps of it."""
-    secret = secrets.token_urlsafe(24)
+    """A job's secret, and the hash the service keeps of it.  Hex, so that it never starts with "-",
+    which `ina-ctl job delete --secret SECRET` would take for an option (base64url did, now and then)."""
+    secret = secrets.token_hex(24)
     return secret, hash_secret(secret)
 
 

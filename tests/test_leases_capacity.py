@@ -24,6 +24,12 @@ def test_a_lease_lives_while_renewed_and_only_its_secret_renews_it():
     assert leases.remaining("a", 0.0) is None
 
 
+def test_a_secret_is_hex_so_the_command_line_never_takes_it_for_an_option():
+    """`ina-ctl job delete --secret S`: a base64url secret began with "-" about once in 64 jobs."""
+    secret, _ = new_secret()
+    assert len(secret) == 48 and int(secret, 16) >= 0 and not secret.startswith("-")
+
+
 def test_a_restarted_service_gives_grace_before_the_first_renewal():
     leases = Leases()
     _, digest = new_secret()

@@ -5,7 +5,7 @@ VENV      := .venv
 VPY       := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test bench train figures lint check-p4 clean proto
+.PHONY: demo test bench train train-tp figures lint check-p4 clean proto
 
 $(INSTALLED): pyproject.toml scripts/setup-system.sh
 	scripts/setup-system.sh
@@ -49,6 +49,11 @@ figures:
 # (an MLP of 11 MB of gradient per step on 50 Mbit/s links): the INA hook, the "ina" backend, gloo (root).
 train: $(INSTALLED)
 	$(VPY) examples/mininet_train.py
+
+# `make train-tp`: examples/train_tp.py on 4 Mininet hosts, tensor parallel over them (TP = 4), Megatron's blocking
+# schedule and Domino's, through the P4 switch and through gloo, on shaped then unshaped links (root; docs/tp.md).
+train-tp: $(INSTALLED)
+	$(VPY) examples/mininet_train_tp.py
 
 # `make proto`: ina_api's generated code again from ina_api/jobs.proto (the service's API; code is committed).
 proto:

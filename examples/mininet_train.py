@@ -125,6 +125,13 @@ def topology(bw: float | None, local: int = 1, rails: bool = False) -> Topology:
     return Topology.from_dict(spec, where=TOPOLOGY.name)
 
 
+def prioritise_switches(net: InaNetwork, nice: int) -> None:
+    """Every switch thread at ``nice``: a switch is a device of its own, it must not wait for the trainers' CPU."""
+    for switch in net.switches:
+        for thread in Path(f"/proc/{switch.process.pid}/task").iterdir():
+            os.setpriority(os.PRIO_PROCESS, int(thread.name), nice)
+
+
 def train(net: InaNetwork, nodes: Nodes, comm: str, spec: str | None, config: Config, args: argparse.Namespace,
           out: Path, port: int) -> tuple[list[dict], list[dict], dict[str, float]]:
     """One training run, a rank per host (or torchrun with ``nodes.local`` ranks on each node); rank 0's epochs
@@ -358,9 +365,7 @@ def run_config(config: Config, args: argparse.Namespace, out: Path, progress: It
     timelines: dict[str, list[dict]] = {comm: [] for comm in COMMS}
     bytes_per_step: dict[str, list[dict[str, float]]] = {comm: [] for comm in COMMS}
     with InaNetwork(topo, out / "net", target=args.target) as net:
-        for switch in net.switches:  # a switch is a device of its own: it must not wait for the trainers' CPU
-            for thread in Path(f"/proc/{switch.process.pid}/task").iterdir():
-                os.setpriority(os.PRIO_PROCESS, int(thread.name), args.switch_nice)
+        prioritise_switches(net, args.switch_nice)
         with Controller(net.network, out / "controller-state.json") as controller:  # the defaults: V = 256, 64 slots
 
             def new_job(job: str) -> str:

@@ -107,11 +107,26 @@ def timed(step: Callable[[], float]) -> tuple[float, float, float]:
     return time.perf_counter() - started, loss, time.process_time() - cpu
 
 
+def step_timeline(trainer: Trainer, origin: float, seconds: float) -> dict:
+    """The step just taken (begun at ``origin``), for a plot: its allreduces (times from its start), each with the
+    Domino key it reduced (``reduce``/``dgrad``, sublayer, micro-batch; none in the sync schedule)."""
+    recorder: Recorder = trainer.model.comm
+    calls = recorder.calls()
+    keys = [list(key) for event, key in trainer.model.handles.trace if event == "start"]
+    rows = []
+    for i, c in enumerate(calls):
+        rows.append({"elements": c.elements, "start": c.start - origin,
+                     "done": None if c.done is None else c.done - origin,
+                     "wait_called": c.wait_called - origin, "wait_returned": c.wait_returned - origin,
+                     "key": keys[i] if len(keys) == len(calls) else None})
+    return {"seconds": seconds, "calls": rows}
+
+
 def record(trainer: Trainer) -> tuple[Recorder, float, float]:
     """One NoComm step of ``trainer`` (its comm a ``Recorder``) after one warm-up: events, start, end."""
     recorder: Recorder = trainer.model.comm
     trainer.step()
-    recorder.events.clear()
+    recorder.clear()
     started = time.perf_counter()
     trainer.step()
     return recorder, started, time.perf_counter()
@@ -178,25 +193,36 @@ def main(argv: list[str] | None = None) -> int:
     recorded = {s: record(trainer(s, Recorder(NoComm(world, rank)))) for s in schedules}
     sizes = {e.elements for r, _, _ in recorded.values() for e in r.events if e.kind == "start"}
     calibration = calibrate(sizes, args.calibrate)
-    real = {s: trainer(s, TorchComm()) for s in schedules}
+    real = {s: trainer(s, Recorder(TorchComm())) for s in schedules}
+    for t in real.values():
+        t.model.handles.trace = []  # Domino's keys (layer part, micro-batch) of each call, for the timeline
     alone = {s: trainer(s, NoComm(world, rank)) for s in schedules}
     times: dict[str, list[float]] = {s: [] for s in schedules}
     no_comm: dict[str, list[float]] = {s: [] for s in schedules}
+    no_comm_cpu: dict[str, list[float]] = {s: [] for s in schedules}
     losses: dict[str, list[float]] = {s: [] for s in schedules}
     cpu_seconds: dict[str, list[float]] = {s: [] for s in schedules}
+    timeline: dict[str, dict] = {}
     for step in range(args.steps):
         for s in schedules:
+            real[s].model.comm.clear()
+            real[s].model.handles.trace.clear()
             seconds, loss, cpu = timed(real[s].step)
+            timeline[s] = step_timeline(real[s], time.perf_counter() - seconds, seconds)
             times[s].append(seconds)
             losses[s].append(loss)
             cpu_seconds[s].append(cpu)
-            no_comm[s].append(timed(alone[s].step)[0])
+            seconds, _, cpu = timed(alone[s].step)
+            no_comm[s].append(seconds)
+            no_comm_cpu[s].append(cpu)
         if rank == 0:
             print(json.dumps({"step": step, **{f"loss_{s}": losses[s][-1] for s in schedules},
                               **{f"T_{s}": times[s][-1] for s in schedules}}), flush=True)
-    summary = summarize(args, world, schedules, (times, no_comm, cpu_seconds), losses, recorded, calibration)
+    summary = summarize(args, world, schedules, (times, no_comm, cpu_seconds, no_comm_cpu), losses, recorded,
+                        calibration)
+    summary["timeline"] = timeline
     if rank == 0:
-        print(json.dumps(summary), flush=True)
+        print(json.dumps({k: v for k, v in summary.items() if k != "timeline"}), flush=True)
         print(side_by_side(summary), flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps(summary, indent=1))
@@ -208,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
 def summarize(args: argparse.Namespace, world: int, schedules: list[str], medians: tuple[dict, dict, dict],
               losses: dict, recorded: dict, calibration: dict[int, tuple[float, float]]) -> dict:
     """Medians after warm-up, the hidden share and speed-up, and each schedule's predictions beside them."""
-    times, no_comm, cpu_seconds = medians
+    times, no_comm, cpu_seconds, no_comm_cpu = medians
     model_seconds = job_model_seconds()
     out: dict = {"config": {k: v for k, v in vars(args).items() if k != "json"}, "world": world,
                  "calibration_seconds": {str(n): t for n, (t, _) in calibration.items()},
@@ -224,8 +250,10 @@ def summarize(args: argparse.Namespace, world: int, schedules: list[str], median
             walks["job_model"] = (model_seconds, None)
         out["schedules"][s] = {
             "T_step": measured, "T_no_comm": alone,
-            "cpu_per_step": statistics.median(cpu_seconds[s][args.warmup:]), "losses": losses[s],
+            "cpu_per_step": statistics.median(cpu_seconds[s][args.warmup:]),
+            "cpu_no_comm": statistics.median(no_comm_cpu[s][args.warmup:]), "losses": losses[s],
             "calls": sum(e.kind == "start" for e in events),
+            "calls_cpu": sum(cpu(e.elements) for e in events if e.kind == "start"),
             "predicted": {name: prediction(predict(events, ended, walk, queued=True, start=started,
                                                    call_cpu=taken), measured)
                           for name, (walk, taken) in walks.items()}}

@@ -47,7 +47,7 @@ def test_the_recorder_notes_starts_and_waits_in_order():
     b.wait()
     a.wait()
     assert [(e.t, e.kind, e.call, e.elements) for e in rec.events] == [
-        (0.0, "start", 0, 3), (1.0, "start", 1, 5), (2.0, "wait", 1, 0), (3.0, "wait", 0, 0)]
+        (0.0, "start", 0, 3), (1.0, "start", 1, 5), (3.0, "wait", 1, 0), (5.0, "wait", 0, 0)]  # 2, 4: waits called
     assert (rec.size, rec.rank) == (2, 1)
 
 
@@ -61,3 +61,52 @@ def test_a_call_behind_the_compute_takes_its_cpu_from_it():
     # a blocking call overlaps no compute: nothing is taken
     blocking = [Event(0.0, "start", 0, 10), Event(0.0, "wait", 0)]
     assert predict(blocking, end=2.0, call_seconds=lambda n: 2.0, call_cpu=lambda n: 1.0).contention == 0.0
+
+
+class _Pending:
+    """A handle whose call finishes when the test says (a torch future, as gloo's and the ina backend's)."""
+
+    def __init__(self) -> None:
+        self.future = torch.futures.Future()
+
+    def get_future(self) -> torch.futures.Future:
+        return self.future
+
+    def wait(self) -> None:
+        self.future.wait()
+
+
+class _PendingComm(NoComm):
+    def __init__(self) -> None:
+        super().__init__(2, 0)
+        self.handles: list[_Pending] = []
+
+    def allreduce_async(self, tensor: torch.Tensor) -> _Pending:
+        self.handles.append(_Pending())
+        return self.handles[-1]
+
+
+def test_the_recorder_sees_a_call_finish_behind_the_compute():
+    ticks = itertools.count()
+    comm = _PendingComm()
+    rec = Recorder(comm, clock=lambda: float(next(ticks)))
+    a = rec.allreduce_async(torch.zeros(4))  # t 0
+    comm.handles[0].future.set_result(None)  # done at t 1, before anyone waits
+    a.wait()  # called at t 2, returned at t 3
+    b = rec.allreduce_async(torch.zeros(2))  # t 4
+    waiter = b.wait
+    comm.handles[1].future.set_result(None)  # t 5
+    waiter()  # t 6, 7
+    assert [(c.call, c.elements, c.start, c.done, c.wait_called, c.wait_returned) for c in rec.calls()] == [
+        (0, 4, 0.0, 1.0, 2.0, 3.0), (1, 2, 4.0, 5.0, 6.0, 7.0)]
+    rec.clear()
+    assert rec.calls() == [] and rec.done == {}
+
+
+def test_a_late_callback_does_not_land_in_the_next_step():
+    comm = _PendingComm()
+    rec = Recorder(comm, clock=lambda: 9.0)
+    rec.allreduce_async(torch.zeros(1))
+    rec.clear()  # the step is over before its call's future said so
+    comm.handles[0].future.set_result(None)
+    assert rec.done == {}

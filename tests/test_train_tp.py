@@ -39,6 +39,22 @@ def check_summary(summary: dict, backend: str) -> None:
     assert set(summary["calibration_cpu_seconds"]) == {"512", "1024"}
     for r in summary["schedules"].values():  # a call's CPU taken from the compute can only lengthen the step
         assert r["predicted"]["calibrated_cpu"]["T_step"] >= r["predicted"]["calibrated"]["T_step"] - 1e-9
+    check_timeline(summary["timeline"])
+
+
+def check_timeline(timeline: dict) -> None:
+    """The last step of each schedule: every call started, finished on the network (seen from its future)
+    and waited for, in that order; Domino's calls carry their keys, every (sublayer, micro-batch) both ways."""
+    sync, domino = timeline["sync"], timeline["domino"]
+    assert len(sync["calls"]) == 8 and all(c["key"] is None for c in sync["calls"])
+    assert sorted(map(tuple, (c["key"] for c in domino["calls"]))) == sorted(
+        (kind, n, i) for kind in ("dgrad", "reduce") for n in range(4) for i in range(2))
+    for step in (sync, domino):
+        for c in step["calls"]:
+            assert c["done"] is not None, c  # gloo's and the ina backend's handles have futures
+            assert 0 <= c["start"] <= c["done"] <= c["wait_returned"] <= step["seconds"], c
+            assert c["start"] <= c["wait_called"] <= c["wait_returned"], c
+        assert [c["start"] for c in step["calls"]] == sorted(c["start"] for c in step["calls"])
 
 
 def test_both_schedules_on_gloo_give_the_same_losses_and_a_prediction(tmp_path: Path):
@@ -52,6 +68,16 @@ def test_both_schedules_on_gloo_give_the_same_losses_and_a_prediction(tmp_path: 
     check_summary(summary, "gloo")
     assert set(summary["schedules"]["sync"]["predicted"]) == {"calibrated", "calibrated_cpu"}  # gloo has no job model
     assert "hidden share" in done.stdout and "predicted (calibrated)" in done.stdout
+    sys.path.insert(0, str(ROOT / "examples"))  # make train-tp's table and plot from this run's summary
+    import mininet_train_tp
+
+    summary["switch_cpu_per_step"], summary["machine_busy"] = 0.0, 0.5
+    row = mininet_train_tp.summary("gloo", [summary, summary])
+    assert row["T_sync"] == summary["schedules"]["sync"]["T_step"] and row["rounds"] == 2
+    assert row["cpu_bound_sync"] == pytest.approx(2 * row["cpu_sync"] / os.cpu_count())
+    assert mininet_train_tp.losses_agree([row]) < 0.01
+    mininet_train_tp.plot_timelines({"gloo": summary}, tmp_path / "timeline.png", "test")
+    assert (tmp_path / "timeline.png").stat().st_size > 10_000
 
 
 def test_through_the_switch_the_job_model_predicts_too(tmp_path: Path):

@@ -34,13 +34,43 @@ class Event:
     elements: int = 0
 
 
+@dataclass(frozen=True)
+class Call:
+    """One allreduce of a recorded step, for a timeline: started, finished on the network (None if its
+    handle has no future to say so), and the training thread's wait from its call to its return."""
+
+    call: int
+    elements: int
+    start: float
+    done: float | None
+    wait_called: float
+    wait_returned: float
+
+
 @dataclass
 class Recorder:
-    """A comm that notes the time of every start and wait of the comm it wraps."""
+    """A comm that notes the time of every start and wait of the comm it wraps, and, where the handle
+    has a torch future (gloo's, the ina backend's), when each call finished: from the thread that
+    finished it, so a call done behind the compute is seen done then, not at its wait."""
 
     comm: TPComm
     clock: Callable[[], float] = time.perf_counter
     events: list[Event] = field(default_factory=list)
+    done: dict[int, float] = field(default_factory=dict)
+    wait_called: dict[int, float] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        """Forget the step (a new ``done``: a late callback of the last step writes to the old one)."""
+        self.events.clear()
+        self.done = {}
+        self.wait_called.clear()
+
+    def calls(self) -> list[Call]:
+        """The step's allreduces, in the order they were started (each waited for)."""
+        waits = {e.call: e.t for e in self.events if e.kind == "wait"}
+        done = {c: min(t, waits[c]) for c, t in self.done.items()}  # a callback may run after its wait returned
+        return [Call(e.call, e.elements, e.t, done.get(e.call), self.wait_called[e.call], waits[e.call])
+                for e in self.events if e.kind == "start"]
 
     @property
     def size(self) -> int:
@@ -53,7 +83,12 @@ class Recorder:
     def allreduce_async(self, tensor: torch.Tensor) -> Handle:
         call = sum(e.kind == "start" for e in self.events)
         self.events.append(Event(self.clock(), "start", call, tensor.numel()))
-        return _Noted(self.comm.allreduce_async(tensor), self, call)
+        handle = self.comm.allreduce_async(tensor)
+        future = getattr(handle, "get_future", None)
+        if future is not None:
+            done = self.done
+            future().add_done_callback(lambda _: done.setdefault(call, self.clock()))
+        return _Noted(handle, self, call)
 
     def allgather_ints(self, values: list[int]) -> list[list[int]]:
         return self.comm.allgather_ints(values)
@@ -66,6 +101,7 @@ class _Noted:
     call: int
 
     def wait(self) -> object:
+        self.recorder.wait_called[self.call] = self.recorder.clock()
         out = self.handle.wait()
         self.recorder.events.append(Event(self.recorder.clock(), "wait", self.call))
         return out

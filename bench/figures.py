@@ -43,6 +43,7 @@ PUBLISHED = {
     "train-timeline.png": "train-timeline.png",  # examples/mininet_train.py
     "train-comm-loss.png": "train-comm-loss.png",  # examples/mininet_train.py --config comm-bound
     "train-comm-timeline.png": "train-comm-timeline.png",  # examples/mininet_train.py --config comm-bound
+    "train-tp-timeline.png": "train-tp-timeline.png",  # examples/mininet_train_tp.py (make train-tp), shaped links
 }
 
 PUBLISH_HELP = "also copy the plot to docs/figures/ (tracked; default: only bench/results/)"

@@ -13,6 +13,7 @@ its gloo group, next to the same collective on the plain gloo group (they must b
 
 import json
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -69,6 +70,21 @@ def check_async(rank: int, world: int, ref: dist.ProcessGroup) -> dict:
     ok = all(torch.equal(x.to(torch.int64), s.sum(0)) for x, s in zip(xs, stacks))
     values = all(f.value()[0] is x or torch.equal(f.value()[0], x) for f, x in zip(futures, xs))
     return {"check": "async", "exact": ok, "future_values": values}
+
+
+def check_behind(world: int) -> dict:
+    """An async call finishes while this thread computes and never waits: the worker's native loop runs it
+    on its own thread, without the GIL (what Domino's hidden allreduces need)."""
+    x, a = torch.ones(1 << 16), torch.randn(64, 64)
+    work = dist.all_reduce(x, async_op=True)
+    started, products = time.monotonic(), 0
+    while not work.is_completed() and time.monotonic() - started < 60:
+        a = torch.tanh(a @ a)
+        products += 1
+    done_unwaited = work.is_completed()
+    work.wait()
+    return {"check": "behind", "done_before_wait": done_unwaited, "computed": products > 0,
+            "exact": bool(torch.all(x == world))}
 
 
 def delegated(rank: int, world: int, ref: dist.ProcessGroup) -> list[dict]:
@@ -167,6 +183,7 @@ def main() -> None:
         for op in OPS:
             print(json.dumps(check_allreduce(dtype, op, rank, world, ref, device)), flush=True)
     print(json.dumps(check_async(rank, world, ref)), flush=True)
+    print(json.dumps(check_behind(world)), flush=True)
     before = pg.worker.stats.packets_sent
     for record in delegated(rank, world, ref):
         print(json.dumps(record), flush=True)

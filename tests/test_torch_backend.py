@@ -39,8 +39,8 @@ def ranks(spec: Path, device: str, world: int = 3, env: dict[int, dict[str, str]
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=GPU)])
 def test_collectives_through_the_backend(net3, tmp_path, device):
     """all_reduce of float32/float16/bfloat16 (SUM, AVG) within the bound and int32 exact, all
-    through the switches; async calls in flight together; every other collective equal to gloo's,
-    and none of them through the switches; a later group sums with gloo."""
+    through the switches; async calls in flight together, and one done while the rank computes; every
+    other collective equal to gloo's, and none of them through the switches; a later group sums with gloo."""
     for code, stdout, stderr in ranks(spec_file(net3, tmp_path, f"collectives-{device}"), device):
         assert code == 0, stderr[-2000:]
         checks = json_lines(stdout)
@@ -56,6 +56,8 @@ def test_collectives_through_the_backend(net3, tmp_path, device):
                 assert c["over_bound"] <= 1.0 and c["max_abs"] > 0, c
         assert [c for c in checks if c["check"] == "async"] == [{"check": "async", "exact": True,
                                                                  "future_values": True}]
+        assert [c for c in checks if c["check"] == "behind"] == [{"check": "behind", "done_before_wait": True,
+                                                                  "computed": True, "exact": True}]
         delegated = {c["name"]: c["equal"] for c in checks if c["check"] == "delegated"}
         assert len(delegated) == 10 and all(delegated.values()), delegated
         assert [c for c in checks if c["check"] == "subgroup"] == [

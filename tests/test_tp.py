@@ -16,7 +16,8 @@ import pytest
 pytest.importorskip("torch")
 
 from tests.conftest import free_port  # noqa: E402
-from tests.rank_procs import json_lines, run_ranks  # noqa: E402
+from tests.loopback_net import LoopbackNet  # noqa: E402
+from tests.rank_procs import json_lines, run_ranks, spec_file  # noqa: E402
 
 DEGREES = (2, 3, 4)
 TOLERANCE = 1e-6  # relative to each tensor's largest element: float32 summed in another order
@@ -96,3 +97,21 @@ def test_bad_set_ups_are_refused_on_every_rank(reports, degree):
         for case, words in expected.items():
             assert said[case] is not None and words in said[case], (case, said[case])
         assert report["no comm shape"] == [5, 6, 48]
+
+
+def test_through_the_switches_domino_equals_sync_and_the_reference(tmp_path):
+    """TP = 2 on ``init_process_group("ina")`` (ina.p4 on the built-in target, loopback): every schedule
+    against the single-process model within the float tolerance: the switches' sums err by at most
+    N * 2**(b - 31) of a chunk's largest value (worker/quantize.py), far below float32's own rounding."""
+    with LoopbackNet(2, tmp_path) as net:
+        spec, port = spec_file(net, tmp_path, "tp"), free_port()
+        results = run_ranks([[sys.executable, "-m", "tests.tp_rank", str(r), "2", str(port), "ina"] for r in range(2)],
+                            [dict(os.environ, INA_JOB_SPEC=str(spec))] * 2, timeout=120)
+    assert all(code == 0 for code, _, _ in results), [err[-2000:] for code, _, err in results if code]
+    for _, stdout, _ in results:
+        (report,) = json_lines(stdout)
+        errors = report["ina"]
+        assert errors.pop("left in flight") == 0
+        assert len(errors) == 1 + 2 * len(MICRO_BATCHES)
+        assert all(e <= TOLERANCE for e in errors.values()), (report["rank"], errors)
+        assert report["packets"] >= 8 + 8 * sum(MICRO_BATCHES)  # a packet at least for each of the 96 allreduces

@@ -176,21 +176,31 @@ def train(net: InaNetwork, nodes: Nodes, comm: str, spec: str | None, config: Co
                 print(f"  [{comm:>4}] epoch {record['epoch']:>2}/{config.epochs}: loss {record['loss']:.4f}, "
                       f"test accuracy {record['test_accuracy']:.1%}, {record['seconds_per_step'] * 1e3:.0f} ms "
                       f"per step", flush=True)
-        for k, p in enumerate(procs):
-            _, err = p.communicate(timeout=120)
-            if p.returncode != 0:
-                raise RuntimeError(f"{comm}: node {k} exited with {p.returncode}: {err.strip()[-1500:]}")
+        finish(procs, f"{comm}: node", 120)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+        stop(procs)
     steps = sum(e["steps"] for e in epochs[1:])
     per_step = {"tx": float("nan"), "rx": float("nan")}
     if len(counted) == 2 and steps:
         for way, i in (("tx", 0), ("rx", 1)):
             per_step[way] = statistics.median((counted[1][n][i] - counted[0][n][i]) / steps for n in nodes.names)
     return epochs, [json.loads((out / f"{comm}-rank{r}.json").read_text()) for r in range(world)], per_step
+
+
+def finish(procs: list[subprocess.Popen], what: str, timeout: float) -> None:
+    """Wait for every process; the first that failed raises with the end of its stderr."""
+    for k, p in enumerate(procs):
+        _, err = p.communicate(timeout=timeout)
+        if p.returncode != 0:
+            raise RuntimeError(f"{what} {k} exited with {p.returncode}: {err.strip()[-1500:]}")
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    """Kill what is still running (after a failure), and reap all."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
 
 
 def node_bytes(net: InaNetwork, nodes: Nodes) -> dict[str, tuple[int, int]]:

@@ -44,7 +44,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bmv2env.network import InaNetwork  # noqa: E402
-from mininet_train import Nodes, prioritise_switches, topology  # noqa: E402  (examples/, beside this file)
+from mininet_train import (  # noqa: E402  (examples/, beside this file)
+    Nodes,
+    finish,
+    prioritise_switches,
+    stop,
+    topology,
+)
 
 from bench import figures  # noqa: E402
 from controller.controller import Controller  # noqa: E402
@@ -105,15 +111,9 @@ def run_training(net: InaNetwork, nodes: Nodes, backend: str, spec: str | None, 
                 step = json.loads(line)
                 print(f"    [{backend:>4}] step {step['step'] + 1}/{config.steps}: sync {step['T_sync'] * 1e3:.0f} ms, "
                       f"domino {step['T_domino'] * 1e3:.0f} ms, loss {step['loss_sync']:.4f}", flush=True)
-        for k, p in enumerate(procs):
-            _, err = p.communicate(timeout=args.timeout)
-            if p.returncode != 0:
-                raise RuntimeError(f"{backend}: rank {k} exited with {p.returncode}: {err.strip()[-1500:]}")
+        finish(procs, f"{backend}: rank", args.timeout)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+        stop(procs)
     out = json.loads(result.read_text())
     pairs = [b - a for a, b in zip(switch_cpu, switch_cpu[1:])]  # each a sync and a domino step (and their NoComm)
     out["switch_cpu_per_step"] = statistics.median(pairs) / 2 if pairs else float("nan")

@@ -17,7 +17,7 @@ pytest.importorskip("torch")
 
 from tests.conftest import free_port  # noqa: E402
 from tests.loopback_net import LoopbackNet  # noqa: E402
-from tests.rank_procs import json_lines, run_ranks, spec_file  # noqa: E402
+from tests.rank_procs import json_lines, run_ranks  # noqa: E402
 
 DEGREES = (2, 3, 4)
 TOLERANCE = 1e-6  # relative to each tensor's largest element: float32 summed in another order
@@ -99,17 +99,24 @@ def test_bad_set_ups_are_refused_on_every_rank(reports, degree):
         assert report["no comm shape"] == [5, 6, 48]
 
 
-def test_through_the_switches_domino_equals_sync_and_the_reference(tmp_path):
-    """TP = 2 on ``init_process_group("ina")`` (ina.p4 on the built-in target, loopback): every schedule
-    against the single-process model within the float tolerance: the switches' sums err by at most
-    N * 2**(b - 31) of a chunk's largest value (worker/quantize.py), far below float32's own rounding."""
-    with LoopbackNet(2, tmp_path) as net:
-        spec, port = spec_file(net, tmp_path, "tp"), free_port()
-        results = run_ranks([[sys.executable, "-m", "tests.tp_rank", str(r), "2", str(port), "ina"] for r in range(2)],
-                            [dict(os.environ, INA_JOB_SPEC=str(spec))] * 2, timeout=120)
+def test_tp_groups_through_the_switches_equal_the_reference(tmp_path):
+    """World 4 on gloo, two TP groups of 2 made with ``new_group(backend="ina")``, each a job of its own on
+    the switch (ina.p4 on the built-in target, loopback): every schedule against the single-process model
+    within the float tolerance (the switches' sums err by at most N * 2**(b - 31) of a chunk's largest
+    value, worker/quantize.py: far below float32's own rounding)."""
+    with LoopbackNet(4, tmp_path) as net:
+        specs = []
+        for g, members in enumerate((["h1", "h2"], ["h3", "h4"])):
+            specs.append(tmp_path / f"tp{g}.json")
+            net.controller.create_job(f"tp{g}", members, 32, mode="ina").save(specs[-1])
+        port = free_port()
+        env = dict(os.environ, INA_TP_SPECS=",".join(map(str, specs)))
+        results = run_ranks([[sys.executable, "-m", "tests.tp_rank", str(r), "4", str(port), "ina"] for r in range(4)],
+                            [env] * 4, timeout=120)
     assert all(code == 0 for code, _, _ in results), [err[-2000:] for code, _, err in results if code]
     for _, stdout, _ in results:
         (report,) = json_lines(stdout)
+        assert report["job"] == f"tp{report['rank'] // 2}"
         errors = report["ina"]
         assert errors.pop("left in flight") == 0
         assert len(errors) == 1 + 2 * len(MICRO_BATCHES)

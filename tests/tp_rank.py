@@ -1,6 +1,6 @@
 """One rank of tests/test_tp.py: a tensor-parallel GPT on gloo, every check of one TP degree.
 
-    python -m tests.tp_rank RANK WORLD PORT [ina]     # ina: through the switches, exactness only
+    python -m tests.tp_rank RANK WORLD PORT [ina]     # ina: TP groups through the switches, exactness only
 
 Prints one JSON line: the largest relative differences between the schedules and the
 single-process reference (outputs, input gradients, every parameter's gradient), the same
@@ -10,6 +10,7 @@ Domino step, and what each bad set-up raised.
 
 import json
 import math
+import os
 import sys
 
 import torch
@@ -137,20 +138,31 @@ def refusals(comm: TorchComm, x: torch.Tensor) -> dict[str, str | None]:
     return said
 
 
+def through_switches(rank: int, world: int, x: torch.Tensor, probe: torch.Tensor) -> None:
+    """TP groups of 2 consecutive ranks in a gloo world, each group a job of its own through the switches
+    (``new_group(backend="ina")``, the specs in INA_TP_SPECS): exactness, and that the sums went there."""
+    from worker.torch_backend import InaOptions
+
+    specs = os.environ["INA_TP_SPECS"].split(",")
+    groups = [dist.new_group([2 * g, 2 * g + 1], backend="ina", pg_options=InaOptions(spec=spec))
+              for g, spec in enumerate(specs)]
+    mine = groups[rank // 2]
+    report = {"rank": rank, "world": world, "ina": exactness(TorchComm(mine), x, probe),
+              "job": mine.worker.spec.name, "packets": mine.worker.stats.packets_sent}
+    print(json.dumps(report), flush=True)
+
+
 def main() -> None:
     rank, world, port = map(int, sys.argv[1:4])
-    backend = sys.argv[4] if len(sys.argv) > 4 else "gloo"
     torch.set_num_threads(1)
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     g = torch.Generator().manual_seed(7)
     x, probe = torch.randn(BATCH, SEQ, SHAPE.hidden, generator=g), torch.randn(BATCH, SEQ, SHAPE.hidden, generator=g)
-    comm = TorchComm()
-    if backend == "ina":  # through the switches (INA_JOB_SPEC): exactness only, and that the sums went there
-        report = {"rank": rank, "world": world, "ina": exactness(comm, x, probe),
-                  "packets": dist.group.WORLD.worker.stats.packets_sent}
-        print(json.dumps(report), flush=True)
+    if sys.argv[4:] == ["ina"]:
+        through_switches(rank, world, x, probe)
         dist.destroy_process_group()
         return
+    comm = TorchComm()
     no_comm = GPT.from_full(full_model(), NoComm(world, rank))(x, "domino", 2)  # runs, sums nothing
     report = {"rank": rank, "world": world, "gloo": exactness(comm, x, probe),
               "poisoned": exactness(PoisonComm(), x, probe), "traces": traces(comm, x, probe),

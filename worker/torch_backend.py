@@ -11,9 +11,12 @@ What the switches sum: ``all_reduce`` with SUM or AVG of one float32, float16, b
 tensor, on the CPU or a CUDA device, in the default group (the job's members, rank for rank).
 int32 is exact (AVG rounds toward zero, as NCCL's); floats are within the worker's stated bound.
 Everything else goes to a gloo group of the same ranks that the backend holds: other ops and
-dtypes, every other collective (broadcast, all_gather, reduce_scatter, barrier, ...) and groups
-made later with ``new_group`` (the switches' job is one session of the default group's ranks,
-so a second group cannot share it).  Calls return ``Work`` objects with futures; async calls run
+dtypes, and every other collective (broadcast, all_gather, reduce_scatter, barrier, ...).
+A group made later with ``new_group(ranks, backend="ina", pg_options=InaOptions(spec=...))``
+sums through a job of its own, the spec's members being the group's ranks in order (a job is
+one session of its members, so a group cannot share another's); without a spec it sums with
+gloo, and a warning says so.  Tensor-parallel groups beside a data-parallel one (worker/tp)
+are made so.  Calls return ``Work`` objects with futures; async calls run
 one after the other on the worker's I/O thread while the caller goes on, as the DDP hook's do.
 
 The job is the spec file INA_JOB_SPEC (or ./ina-job.json); or, with INA_CONTROLLER=host:port (and
@@ -68,7 +71,7 @@ SERVICE_KEYS = "ina-service/"  # torch's store: addr/RANK (JSON list, "" if none
 class InaOptions:
     """``init_process_group("ina", pg_options=InaOptions(...))``, for what the environment gives otherwise."""
 
-    spec: str | Path | None = None  # the job spec (default: INA_JOB_SPEC, else ina-job.json here)
+    spec: str | Path | None = None  # the job spec (default: INA_JOB_SPEC, else ina-job.json; a new_group's: its own)
     timeout: float | None = None  # the worker's timeout, s (default: INA_TIMEOUT, else 10)
     window: int | None = None  # slots in flight per tree (default: the job's pool size)
 
@@ -156,28 +159,32 @@ def _create(options: dist.distributed_c10d._DistributedBackendOptions,
     """torch calls this for every group of backend "ina": the default group is the job."""
     started = time.perf_counter()
     store, rank, size = options.store, options.group_rank, options.group_size
-    gloo = ProcessGroupGloo(PrefixStore("gloo/", store), rank, size, options.timeout)
-    if options.global_ranks_in_group:  # a group made by new_group(): [] means the default group
-        warnings.warn(f"torch.distributed group {options.group_id} (ranks {list(options.global_ranks_in_group)}) "
-                      f"sums with gloo: only the default group is the switches' job", stacklevel=2)
-        return InaProcessGroup(rank, size, gloo, None)
     pg_options = pg_options if pg_options is not None else InaOptions()
     if not isinstance(pg_options, InaOptions):
-        raise TypeError(f'init_process_group("ina") takes pg_options=InaOptions(...), not {type(pg_options).__name__}')
-    group = InaProcessGroup(rank, size, gloo, join_switches(store, rank, size, pg_options, options.timeout))
+        raise TypeError(f'the "ina" backend takes pg_options=InaOptions(...), not {type(pg_options).__name__}')
+    gloo = ProcessGroupGloo(PrefixStore("gloo/", store), rank, size, options.timeout)
+    # A group made by new_group() ([] means the default group) is a job of its own only when given one.
+    if options.global_ranks_in_group and pg_options.spec is None:
+        warnings.warn(f"torch.distributed group {options.group_id} (ranks {list(options.global_ranks_in_group)}) "
+                      f"sums with gloo: a later group is the switches' job only with its own spec "
+                      f"(pg_options=InaOptions(spec=...))", stacklevel=2)
+        return InaProcessGroup(rank, size, gloo, None)
+    subgroup = bool(options.global_ranks_in_group)  # INA_RANK names a rank of the default group, not of this one
+    group = InaProcessGroup(rank, size, gloo, join_switches(store, rank, size, pg_options, options.timeout,
+                                                            named_rank=not subgroup))
     group.setup_seconds = time.perf_counter() - started
     return group
 
 
 def join_switches(store: dist.Store, rank: int, size: int, options: InaOptions,
-                  wait: timedelta) -> TensorWorker | NodeReducer:
+                  wait: timedelta, named_rank: bool = True) -> TensorWorker | NodeReducer:
     """This rank's way to the switches, ready on every rank or failed on all: its worker of the job (a
     node of one rank), or of its rail's job under the node's reduce-scatter (``worker.torch_node``)."""
     timeout = options.timeout if options.timeout is not None else float(os.environ.get("INA_TIMEOUT", DEFAULT_TIMEOUT))
     worker = layout = error = None
     try:
         layout = node_layout(store, rank, size, wait)
-        worker, layout = _join(store, layout, options, timeout, wait)
+        worker, layout = _join(store, layout, options, timeout, wait, named_rank)
     except Exception as e:  # noqa: BLE001 - every rank hears of it, below
         error = f"{type(e).__name__}: {e}"
     try:
@@ -197,7 +204,7 @@ def join_switches(store: dist.Store, rank: int, size: int, options: InaOptions,
 
 
 def _join(store: dist.Store, layout: NodeLayout, options: InaOptions, timeout: float,
-          wait: timedelta) -> tuple[Worker, NodeLayout]:
+          wait: timedelta, named_rank: bool = True) -> tuple[Worker, NodeLayout]:
     """This rank's worker of the job (its rail's, on a node of several ranks): the spec file's, or the
     controller service's.  A spec file of one member per rank, not named per rail, keeps every rank a
     member of its own (ranks of one host on loopback addresses, as before nodes had several)."""
@@ -205,7 +212,7 @@ def _join(store: dist.Store, layout: NodeLayout, options: InaOptions, timeout: f
     if options.spec is None and not os.environ.get("INA_JOB_SPEC") and os.environ.get(CONTROLLER_ENV):
         job, rails = _service_job(PrefixStore(SERVICE_KEYS, store), layout, wait)
         try:
-            _check(job.spec, f"from controller {job.client.address}", layout)
+            _check(job.spec, f"from controller {job.client.address}", layout, named_rank)
             window = options.window or nic_window(rails, layout)
             return Worker(job.spec, layout.node, timeout=timeout, window=window, service=job), layout
         except BaseException:
@@ -222,14 +229,14 @@ def _join(store: dist.Store, layout: NodeLayout, options: InaOptions, timeout: f
                              f"NAME-rail<i>.json), or give a job of one member per rank, not {path} "
                              f"({len(spec.members)} members)")
         layout = flat_layout(layout.rank, size)
-    _check(spec, str(path), layout)
+    _check(spec, str(path), layout, named_rank)
     window = options.window
     if window is None and layout.local_size > 1:
         window = nic_window([JobSpec.load(spec_path(options.spec, i)) for i in range(layout.local_size)], layout)
     return Worker(spec, layout.node, timeout=timeout, window=window, spec_file=path), layout
 
 
-def _check(spec: JobSpec, where: str, layout: NodeLayout) -> None:
+def _check(spec: JobSpec, where: str, layout: NodeLayout, named_rank: bool = True) -> None:
     if len(spec.members) != layout.nodes and layout.local_size == 1:
         raise ValueError(f"the process group has {layout.nodes} ranks but job {spec.name} ({where}) has "
                          f"{len(spec.members)} workers: start one rank per job member")
@@ -242,7 +249,7 @@ def _check(spec: JobSpec, where: str, layout: NodeLayout) -> None:
                                                                                    layout.local_size):
         raise ValueError(f"job {spec.name} ({where}) is rail {rail.index} of {rail.count}, but this is local rank "
                          f"{layout.local_rank} of {layout.local_size}")
-    named = os.environ.get("INA_RANK")
+    named = os.environ.get("INA_RANK") if named_rank else None
     if named is not None and named.strip() != str(layout.rank):
         raise ValueError(f"INA_RANK={named} but torch.distributed made this process rank {layout.rank}")
 

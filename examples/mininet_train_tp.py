@@ -10,17 +10,18 @@ examples/train_tp.py says.
 Two configurations (``--config``; both by default, each on a network of its own):
 
 - ``shaped``: every host link shaped to ``--bw`` Mbit/s each way (htb, bmv2-env/links.py), so that the
-  allreduces are a large share of a synchronous step through gloo (the issue asks for 30-50%);
+  allreduces are a large share of a synchronous step through gloo (about half, at the default 150);
 - ``unshaped``: the same model on unshaped links: where little hides, Domino should cost little.
 
 ``--rounds`` trainings with each backend (the order alternating), medians over them. It prints each
 configuration's table (per backend: T_sync, T_domino, T_no_comm, the hidden share
 (T_sync - T_domino) / (T_sync - T_no_comm), the speed-up, the share of communication in a sync step,
-and the one model's predictions beside them), Domino through the switches against sync through gloo,
+the CPU of a rank, of the switch and of the machine, the CPU bound of a step, and the one model's
+predictions beside them), Domino through the switches against sync through gloo,
 whether the losses agree (within 1%), and writes bench/results/train-tp.csv and a timeline plot of one
 step of each (bench/results/train-tp-timeline.png; ``--publish`` copies it to docs/figures/).
 
-    python examples/mininet_train_tp.py [--config all|shaped|unshaped] [--rounds 3] [--bw 100]
+    python examples/mininet_train_tp.py [--config all|shaped|unshaped] [--rounds 3] [--bw 150]
                                         [--target auto|builtin|bmv2] [--out DIR] [--publish]
 """
 

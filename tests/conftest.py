@@ -30,6 +30,18 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
+
+def free_ports(count: int) -> list[int]:
+    """``count`` different such ports: all held at once while drawn (``free_port`` twice may give one twice)."""
+    held = [socket.socket() for _ in range(count)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+
 PRELUDE = """#include <core.p4>
 #include <v1model.p4>
 """

@@ -26,7 +26,7 @@ from controller import cli
 from controller.direct import DirectCluster, plan_of
 from controller.direct_jobs import chain_network
 from controller.direct_site import DirectSite
-from tests.conftest import free_port
+from tests.conftest import free_port, free_ports
 from tests.loopback_net import Faults, LoopbackSwitch
 from tests.test_direct_worker import on_ranks
 from worker import DirectWorker, quantize
@@ -75,7 +75,7 @@ def fresh(tmp_path: Path) -> Iterator[Setup]:
 @contextlib.contextmanager
 def set_up(tmp: Path, subnet: int, device_ips: tuple[str, ...]) -> Iterator[Setup]:
     """The devices on loopback, `ina-ctl direct setup` of the plan's ring_tree part, and the parts it wrote."""
-    grpc = [f"127.0.0.1:{free_port()}" for _ in range(CLUSTER.devices)]
+    grpc = [f"127.0.0.1:{port}" for port in free_ports(CLUSTER.devices)]
     site, cluster = tmp / "site.json", tmp / "cluster.json"
     site.write_text(json.dumps(site_dict(grpc, subnet, device_ips)))
     cluster.write_text(json.dumps(CLUSTER.to_dict()))

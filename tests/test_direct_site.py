@@ -24,7 +24,7 @@ from controller.direct_jobs import create_parts, mesh_network, meshes_network, p
 from controller.direct_site import DirectSite
 from controller.network import Network, SwitchAccess
 from controller.p4runtime_client import SwitchError
-from tests.conftest import free_port
+from tests.conftest import free_port, free_ports
 from tests.loopback_net import LoopbackSwitch
 from tests.test_direct_worker import check, on_ranks
 from worker import DirectWorker
@@ -279,11 +279,12 @@ def test_a_part_no_worker_runs_is_refused_by_name_before_anything_is_installed(t
     p = plan_of(cluster, NBYTES, ["tree", "nic_mesh(2)"])
     tree_first = dataclasses.replace(p, parts=tuple(sorted(p.parts, key=lambda x: x.shape.kind != "tree")))
     assert [x.shape.name for x in tree_first.parts] == ["tree", "nic_mesh(2)"]
+    ports = free_ports(9 + 5)  # all different: the site refuses two devices at one address
     site = DirectSite.from_dict({
         "workers": [{"interfaces": [{"ip": f"10.{i}.0.{w}/31", "mac": f"02:00:00:00:0{i}:0{w}"} for i in range(3)],
-                     "nic": {"p4runtime": f"127.0.0.1:{free_port()}", "device_id": 1, "target": "builtin",
+                     "nic": {"p4runtime": f"127.0.0.1:{ports[w]}", "device_id": 1, "target": "builtin",
                              "ip": f"10.8.0.{w}", "mac": f"02:00:00:00:08:0{w}"}} for w in range(9)],
-        "devices": [{"p4runtime": f"127.0.0.1:{free_port()}", "device_id": 1, "target": "builtin",
+        "devices": [{"p4runtime": f"127.0.0.1:{ports[9 + j]}", "device_id": 1, "target": "builtin",
                      "ip": f"10.9.9.{j}", "mac": f"02:00:00:00:09:0{j}"} for j in range(5)]})
     with pytest.raises(DirectError, match=r"part 1/2 is tree beside the NIC mesh part 2 \(nic_mesh\(2\)\)"):
         create_parts(cluster, tree_first, site, tmp_path / "state")
@@ -337,8 +338,9 @@ def test_a_device_that_does_not_answer_undoes_the_jobs_made(tmp_path: Path) -> N
     and its state, and nothing is left for the ranks."""
     cluster = DirectCluster(N, 3, 10.0, devices=2, device_ports=4)
     p = plan_of(cluster, NBYTES, ["tree", "tree"])
-    data = site_dict(f"127.0.0.1:{free_port()}", free_port())
-    data["devices"].append({**data["devices"][0], "p4runtime": f"127.0.0.1:{free_port()}", "ip": "127.0.0.251",
+    first_device, ring_port, second_device = free_ports(3)
+    data = site_dict(f"127.0.0.1:{first_device}", ring_port)
+    data["devices"].append({**data["devices"][0], "p4runtime": f"127.0.0.1:{second_device}", "ip": "127.0.0.251",
                             "mac": "02:00:00:00:fe:fb"})
     site = DirectSite.from_dict(data)
     first = part_network(cluster, p, 0, site)

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tests.conftest import free_port  # noqa: E402
+from tests.conftest import free_port, free_ports  # noqa: E402
 from tests.loopback_net import LoopbackNet  # noqa: E402
 from tests.rank_procs import json_lines, run_ranks  # noqa: E402
 
@@ -27,7 +27,7 @@ MICRO_BATCHES = (1, 2, 3, 5)  # of a batch of 5
 @pytest.fixture(scope="module")
 def reports() -> dict[int, list[dict]]:
     """Every rank's report, by TP degree; all degrees' ranks run at once."""
-    commands, ports = [], {p: free_port() for p in DEGREES}
+    commands, ports = [], dict(zip(DEGREES, free_ports(len(DEGREES))))
     for p in DEGREES:
         commands += [[sys.executable, "-m", "tests.tp_rank", str(r), str(p), str(ports[p])] for r in range(p)]
     results = run_ranks(commands, [dict(os.environ)] * len(commands), timeout=120)

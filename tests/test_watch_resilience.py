@@ -23,7 +23,7 @@ from controller.p4runtime_client import SwitchError
 from controller.state import STATE_FILE
 from controller.topology import Topology, leaf_spine, tree
 from ina_api.client import JobsClient, ServiceError
-from tests.conftest import free_port
+from tests.conftest import free_port, free_ports
 from tests.test_controller import V64, Switches
 from worker.jobspec import JobSpec
 
@@ -36,7 +36,7 @@ class SwitchProcesses:
 
     def __init__(self, folder: Path) -> None:
         self.topology = Topology.from_dict(tree(2, 2))
-        self.ports = {name: free_port() for name in self.topology.switches}
+        self.ports = dict(zip(self.topology.switches, free_ports(len(self.topology.switches))))
         self.procs: dict[str, subprocess.Popen] = {}
         access = {name: SwitchAccess(f"127.0.0.1:{self.ports[name]}", sw.index + 1, "builtin")
                   for name, sw in self.topology.switches.items()}

@@ -76,6 +76,10 @@ class TPConfig:
     micro_batches: int = 2  # DeepSpeed's; with m an allreduce hides behind about (2m - 3) / 2 units of compute
     steps: int = 8
 
+    @property
+    def links(self) -> str:
+        return f"host links {self.bw:g} Mbit/s" if self.bw is not None else "links unshaped"
+
     def train_tp_args(self) -> list[str]:
         return ["--layers", str(self.layers), "--hidden", str(self.hidden), "--heads", str(self.heads),
                 "--mlp", str(self.mlp), "--seq", str(self.seq), "--batch", str(self.batch),
@@ -185,9 +189,8 @@ def losses_agree(rows: list[dict]) -> float:
 
 
 def print_table(config: TPConfig, rows: list[dict]) -> None:
-    links = f"host links {config.bw:g} Mbit/s" if config.bw is not None else "links unshaped"
     print(f"\n{config.name}: TP = 4 (a rank per host), {config.layers} layers, hidden {config.hidden}, "
-          f"seq {config.seq}, batch {config.batch}, {config.micro_batches} micro-batches, {links}")
+          f"seq {config.seq}, batch {config.batch}, {config.micro_batches} micro-batches, {config.links}")
     print(f"{'':<44}" + "".join(f"{r['backend']:>12}" for r in rows))
     lines = [("T_sync (ms)", "T_sync", "{:.1f}", 1e3), ("T_domino (ms)", "T_domino", "{:.1f}", 1e3),
              ("T_no_comm sync (ms)", "T_no_comm_sync", "{:.1f}", 1e3),
@@ -232,12 +235,12 @@ def plot_timelines(runs: dict[str, dict], path: Path, title: str) -> None:
         calls = step["calls"]
         slices = sorted({c["key"][2] for c in calls if c["key"]}) or [None]
         ax.barh(0, 1e3 * step["seconds"], left=0, color="tab:gray", height=0.6, label="computing")
-        for c in calls:
+        for k, c in enumerate(calls):
             ax.barh(0, 1e3 * (c["wait_returned"] - c["wait_called"]), left=1e3 * c["wait_called"], color="tab:red",
                     height=0.6)
             y = 1 + (slices.index(c["key"][2]) if c["key"] else 0)
             end = c["done"] if c["done"] is not None else c["wait_returned"]
-            backward = c["key"][0] == "dgrad" if c["key"] else c["start"] > step["seconds"] / 3
+            backward = c["key"][0] == "dgrad" if c["key"] else k >= len(calls) // 2  # sync: g's, then f's
             ax.barh(y, 1e3 * (end - c["start"]), left=1e3 * c["start"], height=0.6, edgecolor="black", linewidth=0.3,
                     color=colours[(y - 1) % len(colours)], alpha=0.55 if backward else 0.95)
         ax.barh(0, 0, color="tab:red", label="waiting for an allreduce")
@@ -263,8 +266,7 @@ def run_config(config: TPConfig, args: argparse.Namespace, out: Path, ports: ite
     (out / "controller-state.json").unlink(missing_ok=True)  # a network of its own
     topo = topology(config.bw)
     nodes = Nodes.of(topo, 1)
-    links = f"host links shaped to {config.bw:g} Mbit/s" if config.bw is not None else "links unshaped"
-    print(f"{config.name}: starting 4 hosts on one P4 switch, {links} (files in {out})", flush=True)
+    print(f"{config.name}: starting 4 hosts on one P4 switch, {config.links} (files in {out})", flush=True)
     runs: dict[str, list[dict]] = {b: [] for b in BACKENDS}
     with InaNetwork(topo, out / "net", target=args.target) as net:
         prioritise_switches(net, args.switch_nice)
@@ -286,9 +288,8 @@ def run_config(config: TPConfig, args: argparse.Namespace, out: Path, ports: ite
                                                   "runs": runs}, indent=1))
     print_table(config, rows)
     if config.bw is not None or args.config == "unshaped":  # the plot: the shaped links' steps, where Domino matters
-        links = f"host links {config.bw:g} Mbit/s" if config.bw is not None else "links unshaped"
         plot_timelines({b: runs[b][-1] for b in BACKENDS}, out / PLOT,
-                       f"TP = 4 in Mininet, {links}: one step of each (rank 0), the switches (ina) and gloo")
+                       f"TP = 4 in Mininet, {config.links}: one step of each (rank 0), the switches (ina) and gloo")
         figures.RESULTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(out / PLOT, figures.RESULTS / PLOT)
         if args.publish:

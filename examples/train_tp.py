@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def summarize(args: argparse.Namespace, world: int, schedules: list[str], medians: tuple[dict, dict, dict],
+def summarize(args: argparse.Namespace, world: int, schedules: list[str], medians: tuple[dict, dict, dict, dict],
               losses: dict, recorded: dict, calibration: dict[int, tuple[float, float]]) -> dict:
     """Medians after warm-up, the hidden share and speed-up, and each schedule's predictions beside them."""
     times, no_comm, cpu_seconds, no_comm_cpu = medians

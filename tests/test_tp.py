@@ -110,9 +110,10 @@ def test_tp_groups_through_the_switches_equal_the_reference(tmp_path):
             specs.append(tmp_path / f"tp{g}.json")
             net.controller.create_job(f"tp{g}", members, 32, mode="ina").save(specs[-1])
         port = free_port()
-        env = dict(os.environ, INA_TP_SPECS=",".join(map(str, specs)))
+        # INA_RANK is each rank's in the world, not in its group: the group's join must not check it
+        envs = [dict(os.environ, INA_TP_SPECS=",".join(map(str, specs)), INA_RANK=str(r)) for r in range(4)]
         results = run_ranks([[sys.executable, "-m", "tests.tp_rank", str(r), "4", str(port), "ina"] for r in range(4)],
-                            [env] * 4, timeout=120)
+                            envs, timeout=120)
     assert all(code == 0 for code, _, _ in results), [err[-2000:] for code, _, err in results if code]
     for _, stdout, _ in results:
         (report,) = json_lines(stdout)

@@ -110,3 +110,24 @@ def test_a_late_callback_does_not_land_in_the_next_step():
     rec.clear()  # the step is over before its call's future said so
     comm.handles[0].future.set_result(None)
     assert rec.done == {}
+
+
+class _WokenEarly(_Pending):
+    """A handle whose wait returns before its future's callbacks have run (torch wakes waiters first)."""
+
+    def wait(self) -> None:
+        return None
+
+
+def test_a_call_whose_callback_has_not_run_was_done_when_its_wait_returned():
+    ticks = itertools.count()
+    comm = _PendingComm()
+    comm.allreduce_async = lambda tensor: comm.handles.append(_WokenEarly()) or comm.handles[-1]
+    rec = Recorder(comm, clock=lambda: float(next(ticks)))
+    rec.allreduce_async(torch.zeros(3)).wait()  # start 0, wait called 1, returned 2; no callback yet
+    (call,) = rec.calls()
+    assert (call.start, call.done, call.wait_called, call.wait_returned) == (0.0, 2.0, 1.0, 2.0)
+    assert Recorder(NoComm(2, 0)).calls() == []
+    no_future = Recorder(NoComm(2, 0), clock=lambda: 0.0)
+    no_future.allreduce_async(torch.zeros(1)).wait()
+    assert no_future.calls()[0].done is None  # a handle without a future: when it finished is not known

@@ -163,13 +163,13 @@ def _create(options: dist.distributed_c10d._DistributedBackendOptions,
     if not isinstance(pg_options, InaOptions):
         raise TypeError(f'the "ina" backend takes pg_options=InaOptions(...), not {type(pg_options).__name__}')
     gloo = ProcessGroupGloo(PrefixStore("gloo/", store), rank, size, options.timeout)
-    # A group made by new_group() ([] means the default group) is a job of its own only when given one.
-    if options.global_ranks_in_group and pg_options.spec is None:
+    subgroup = bool(options.global_ranks_in_group)  # made by new_group(): [] means the default group
+    if subgroup and pg_options.spec is None:  # a later group is a job of its own only when given one
         warnings.warn(f"torch.distributed group {options.group_id} (ranks {list(options.global_ranks_in_group)}) "
                       f"sums with gloo: a later group is the switches' job only with its own spec "
                       f"(pg_options=InaOptions(spec=...))", stacklevel=2)
         return InaProcessGroup(rank, size, gloo, None)
-    subgroup = bool(options.global_ranks_in_group)  # INA_RANK names a rank of the default group, not of this one
+    # INA_RANK names a rank of the default group, not of a later one
     group = InaProcessGroup(rank, size, gloo, join_switches(store, rank, size, pg_options, options.timeout,
                                                             named_rank=not subgroup))
     group.setup_seconds = time.perf_counter() - started

@@ -15,6 +15,7 @@ its start), so the hidden share (T_sync - T_domino) / (T_sync - T_no_comm) comes
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,18 +59,24 @@ class Recorder:
     events: list[Event] = field(default_factory=list)
     done: dict[int, float] = field(default_factory=dict)
     wait_called: dict[int, float] = field(default_factory=dict)
+    with_future: set[int] = field(default_factory=set)  # the calls whose handles have a future
 
     def clear(self) -> None:
         """Forget the step (a new ``done``: a late callback of the last step writes to the old one)."""
         self.events.clear()
         self.done = {}
         self.wait_called.clear()
+        self.with_future.clear()
 
     def calls(self) -> list[Call]:
-        """The step's allreduces, in the order they were started (each waited for)."""
+        """The step's allreduces, in the order they were started (each waited for).  A future's callbacks
+        run after its waiters wake, so one may not have run yet: the call was done when its wait returned."""
         waits = {e.call: e.t for e in self.events if e.kind == "wait"}
-        done = {c: min(t, waits[c]) for c, t in self.done.items()}  # a callback may run after its wait returned
-        return [Call(e.call, e.elements, e.t, done.get(e.call), self.wait_called[e.call], waits[e.call])
+
+        def done(call: int) -> float | None:
+            return min(self.done.get(call, math.inf), waits[call]) if call in self.with_future else None
+
+        return [Call(e.call, e.elements, e.t, done(e.call), self.wait_called[e.call], waits[e.call])
                 for e in self.events if e.kind == "start"]
 
     @property
@@ -86,6 +93,7 @@ class Recorder:
         handle = self.comm.allreduce_async(tensor)
         future = getattr(handle, "get_future", None)
         if future is not None:
+            self.with_future.add(call)
             done = self.done
             future().add_done_callback(lambda _: done.setdefault(call, self.clock()))
         return _Noted(handle, self, call)

@@ -98,13 +98,13 @@ class Trainer:
         return loss.item()
 
 
-def timed(step: Callable[[], float]) -> tuple[float, float, float]:
-    """(seconds, loss, this process's CPU seconds in every thread: torch's, gloo's, the worker's) of one
-    step, the ranks lined up first."""
+def timed(step: Callable[[], float]) -> tuple[float, float, float, float]:
+    """(start, seconds, loss, this process's CPU seconds in every thread: torch's, gloo's, the worker's) of
+    one step, the ranks lined up first."""
     dist.barrier()
     started, cpu = time.perf_counter(), time.process_time()
     loss = step()
-    return time.perf_counter() - started, loss, time.process_time() - cpu
+    return started, time.perf_counter() - started, loss, time.process_time() - cpu
 
 
 def step_timeline(trainer: Trainer, origin: float, seconds: float) -> dict:
@@ -207,12 +207,12 @@ def main(argv: list[str] | None = None) -> int:
         for s in schedules:
             real[s].model.comm.clear()
             real[s].model.handles.trace.clear()
-            seconds, loss, cpu = timed(real[s].step)
-            timeline[s] = step_timeline(real[s], time.perf_counter() - seconds, seconds)
+            started, seconds, loss, cpu = timed(real[s].step)
+            timeline[s] = step_timeline(real[s], started, seconds)
             times[s].append(seconds)
             losses[s].append(loss)
             cpu_seconds[s].append(cpu)
-            seconds, _, cpu = timed(alone[s].step)
+            _, seconds, _, cpu = timed(alone[s].step)
             no_comm[s].append(seconds)
             no_comm_cpu[s].append(cpu)
         if rank == 0:

@@ -100,6 +100,8 @@ def delegated(rank: int, world: int, ref: dist.ProcessGroup) -> list[dict]:
         "reduce_scatter_tensor": lambda t, group: _reduce_scatter(t, group, world),
         "all_to_all_single": lambda t, group: _all_to_all(t, group),
         "barrier": lambda t, group: dist.barrier(group=group) or torch.zeros(1),
+        "reduce_scatter": lambda t, group: _reduce_scatter_list(t, group, world),
+        "send_recv": lambda t, group: _ring(t, group, rank, world),
     }
     out = []
     for name, run in runs.items():
@@ -132,6 +134,35 @@ def _reduce_scatter(t: torch.Tensor, group: dist.ProcessGroup | None, world: int
     out = torch.empty(t.numel() // world)
     dist.reduce_scatter_tensor(out, t, group=group)
     return out
+
+
+def _reduce_scatter_list(t: torch.Tensor, group: dist.ProcessGroup | None, world: int) -> torch.Tensor:
+    out = torch.empty(t.numel() // world)
+    dist.reduce_scatter(out, list(t.chunk(world)), group=group)
+    return out
+
+
+def _ring(t: torch.Tensor, group: dist.ProcessGroup | None, rank: int, world: int) -> torch.Tensor:
+    """Each rank's tensor to the next (even ranks send first, so no two wait on each other)."""
+    got = torch.empty_like(t)
+    to, source = (rank + 1) % world, (rank - 1) % world
+    for sending in (rank % 2 == 0, rank % 2 != 0):
+        if sending:
+            dist.send(t, to, group=group)
+        else:
+            dist.recv(got, source, group=group)
+    return got
+
+
+def repeated(rank: int, world: int, calls: int) -> dict:
+    """Many small gloo collectives through the backend, each on new tensors: torch's trampoline for a
+    Python group once held the GIL inside gloo's enqueue and hung here within tens of calls."""
+    for i in range(calls):
+        out = [torch.empty(64) for _ in range(world)]
+        dist.all_gather(out, torch.full((64,), float(rank + i)))
+        dist.broadcast(torch.full((8,), float(rank)), 0)
+        dist.barrier()
+    return {"check": "repeated", "calls": 3 * calls, "last": [float(o[0]) for o in out]}
 
 
 def _all_to_all(t: torch.Tensor, group: dist.ProcessGroup | None) -> torch.Tensor:
@@ -188,6 +219,7 @@ def main() -> None:
     for record in delegated(rank, world, ref):
         print(json.dumps(record), flush=True)
     print(json.dumps(check_subgroup(rank, world, ref)), flush=True)
+    print(json.dumps(repeated(rank, world, 300)), flush=True)
     print(json.dumps({"check": "worker", "packets_before_delegated": before,
                       "packets_after_delegated": pg.worker.stats.packets_sent}), flush=True)
     dist.destroy_process_group()

@@ -40,7 +40,8 @@ def ranks(spec: Path, device: str, world: int = 3, env: dict[int, dict[str, str]
 def test_collectives_through_the_backend(net3, tmp_path, device):
     """all_reduce of float32/float16/bfloat16 (SUM, AVG) within the bound and int32 exact, all
     through the switches; async calls in flight together, and one done while the rank computes; every
-    other collective equal to gloo's, and none of them through the switches; a later group sums with gloo."""
+    other collective equal to gloo's, and none of them through the switches; a later group sums with gloo;
+    hundreds of gloo collectives in a row do not hang."""
     for code, stdout, stderr in ranks(spec_file(net3, tmp_path, f"collectives-{device}"), device):
         assert code == 0, stderr[-2000:]
         checks = json_lines(stdout)
@@ -59,7 +60,9 @@ def test_collectives_through_the_backend(net3, tmp_path, device):
         assert [c for c in checks if c["check"] == "behind"] == [{"check": "behind", "done_before_wait": True,
                                                                   "computed": True, "exact": True}]
         delegated = {c["name"]: c["equal"] for c in checks if c["check"] == "delegated"}
-        assert len(delegated) == 10 and all(delegated.values()), delegated
+        assert len(delegated) == 12 and all(delegated.values()), delegated
+        assert [c for c in checks if c["check"] == "repeated"] == [
+            {"check": "repeated", "calls": 900, "last": [float(r + 299) for r in range(3)]}]
         assert [c for c in checks if c["check"] == "subgroup"] == [
             {"check": "subgroup", "type": "InaProcessGroup", "worker": False, "exact": True}]
         counts = [c for c in checks if c["check"] == "worker"][0]

@@ -45,6 +45,7 @@ import re
 import secrets
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -101,6 +102,23 @@ class FutureWork(dist.Work):
         return self.future
 
 
+# The collectives torch's Python-subclass trampoline (PyProcessGroup) would run on the registered
+# backend while holding the GIL: gloo's worker thread, freeing an earlier call's tensors under its
+# queue's lock, then waits for the GIL while this thread waits for that lock (a deadlock, 1 in ~10
+# runs of a few all_gathers).  Each is handed to a plain C++ group of the same gloo, whose
+# bindings release the GIL; both names torch looks up are given where it has two.
+GLOO_OPS = ("allgather", "all_gather_single_coalesced", "allgather_into_tensor_coalesced", "allreduce_coalesced",
+            "all_to_all_single", "alltoall_base", "barrier", "broadcast", "reduce_scatter",
+            "reduce_scatter_single_coalesced", "reduce_scatter_tensor_coalesced", "send", "recv")
+
+
+def _on_gloo(name: str) -> Callable[..., dist.Work]:
+    def op(self: InaProcessGroup, *args: object, **kwargs: object) -> dist.Work:
+        return getattr(self.plain, name)(*args, **kwargs)
+    op.__name__ = name
+    return op
+
+
 class InaProcessGroup(dist.ProcessGroup):
     """The default group's allreduce through the switches; everything else through ``gloo``."""
 
@@ -108,11 +126,13 @@ class InaProcessGroup(dist.ProcessGroup):
                  tensors: TensorWorker | NodeReducer | None) -> None:
         super().__init__(rank, size)
         self.gloo = gloo
+        self.plain = dist.ProcessGroup(rank, size)  # gloo's, called without the GIL (GLOO_OPS)
         self.tensors = tensors  # None: a group that is not the job, all gloo
         self.setup_seconds: float | None = None  # from torch's call to the worker ready on every rank (the job)
-        for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):  # what we do not override
-            self._register_backend(torch.device(device), dist.ProcessGroup.BackendType.GLOO, gloo)
-        self._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
+        for group in (self, self.plain):  # what we do not override
+            for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
+                group._register_backend(torch.device(device), dist.ProcessGroup.BackendType.GLOO, gloo)
+            group._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
 
     @property
     def worker(self) -> Worker | None:
@@ -138,9 +158,9 @@ class InaProcessGroup(dist.ProcessGroup):
             summed = dist.AllreduceOptions()
             summed.reduceOp, summed.timeout = dist.ReduceOp.SUM, opts.timeout
             size = self.size()
-            future = self.gloo.allreduce(tensors, summed).get_future()
+            future = self.plain.allreduce(tensors, summed).get_future()
             return FutureWork(future.then(lambda f: [divide_(t, size) for t in f.value()]))
-        return self.gloo.allreduce(tensors, opts)
+        return self.plain.allreduce(tensors, opts)
 
     def _switches_can(self, tensors: list[torch.Tensor], op: dist.ReduceOp) -> bool:
         return (self.tensors is not None and len(tensors) == 1 and tensors[0].numel() > 0
@@ -152,6 +172,10 @@ class InaProcessGroup(dist.ProcessGroup):
             self.tensors.close()
             self.tensors = None
         dist.ProcessGroup.shutdown(self)
+
+
+for _name in GLOO_OPS:
+    setattr(InaProcessGroup, _name, _on_gloo(_name))
 
 
 def _create(options: dist.distributed_c10d._DistributedBackendOptions,

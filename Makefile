@@ -15,7 +15,7 @@ $(INSTALLED): pyproject.toml scripts/setup-system.sh
 	touch $@
 
 test: $(INSTALLED)
-	$(VPY) -m pytest -q
+	$(VPY) -m pytest -q --durations=30
 
 # `make demo PROGRAM=tna`: the same on the Tofino program (p4src/tofino/ina_tna.p4, built-in target).
 demo: $(INSTALLED)

@@ -74,11 +74,12 @@ WAYS = {"hook": ["ina-hook"], "backend": ["ina-backend"], "backend-plain": ["ina
 
 
 def test_training_through_the_switch_reaches_gloos_accuracy(net3, tmp_path):
-    """examples/train_ddp.py, three ranks, the same seed, in each of the three ways (DDP with the hook,
-    DDP with init_process_group("ina") and no hook, a plain loop calling dist.all_reduce on each
-    gradient): test accuracy within 1 point of gloo's."""
+    """examples/train_ddp.py, three ranks, the same seed, DDP with the hook and DDP with
+    init_process_group("ina") and no hook: test accuracy within 1 point of gloo's (the plain loop of
+    dist.all_reduce sums the same calls as the backend; it is tested for a killed rank below)."""
     final = {}
-    for way, comm in {"gloo": ["gloo"], **WAYS}.items():
+    trained = {w: WAYS[w] for w in ("hook", "backend")}
+    for way, comm in {"gloo": ["gloo"], **trained}.items():
         spec = spec_file(net3, tmp_path, f"train-{way}") if way != "gloo" else None
         results = run_ranks([train_command(*comm, "--epochs", "6", "--bucket-view", "--timeline",
                                            str(tmp_path / f"{way}-{r}.json")) for r in range(3)],
@@ -91,7 +92,7 @@ def test_training_through_the_switch_reaches_gloos_accuracy(net3, tmp_path):
         assert timeline["buckets"] and all(0 <= h <= 1 for h in timeline["hidden_share"])
         assert all(b["ready"] <= b["started"] <= b["finished"] for b in timeline["buckets"])
     assert final["gloo"]["test_accuracy"] > 0.8  # it did learn
-    for way in WAYS:
+    for way in trained:
         assert abs(final[way]["test_accuracy"] - final["gloo"]["test_accuracy"]) <= 0.01, (way, final)
         assert abs(final[way]["loss"] - final["gloo"]["loss"]) <= 0.05 * final["gloo"]["loss"], (way, final)
 

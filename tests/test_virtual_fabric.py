@@ -184,10 +184,10 @@ def test_a_scenario_that_once_broke_an_invariant(seed: int) -> None:
     assert outcome.violations == []
 
 
-def test_a_campaign_of_200_seeds_breaks_no_invariant() -> None:
-    """200 seeds keep make test within its time (2,643 calls completed, 286 failed as injected);
+def test_a_campaign_of_100_seeds_breaks_no_invariant() -> None:
+    """100 seeds keep make test within its time (1,225 calls completed, 189 failed as injected);
     `ina-sim campaign` runs as many as asked."""
-    outcomes = list(campaign.run_seeds(0, 200))
-    assert [o.scenario.seed for o in outcomes] == list(range(200))
+    outcomes = list(campaign.run_seeds(0, 100))
+    assert [o.scenario.seed for o in outcomes] == list(range(100))
     assert {o.scenario.seed: o.violations for o in outcomes if o.violations} == {}
-    assert sum(o.completed for o in outcomes) > 2000 and sum(o.failed for o in outcomes) > 60
+    assert sum(o.completed for o in outcomes) > 1000 and sum(o.failed for o in outcomes) > 30

@@ -392,7 +392,7 @@ class Controller:
             if lease is not None:
                 job.lease_seconds, job.secret_hash = lease
             job.rail = rail
-            job.auto_window = need if auto else None
+            job.auto_window = need if auto and job.trees else None  # a ring alone holds no window
             self.state.jobs[name] = job  # saved before any write: a crash leaves a job setup() completes
             try:
                 self._save()

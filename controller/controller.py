@@ -361,7 +361,8 @@ class Controller:
         per call; ``alpha`` a hybrid's share through the trees; ``ring_layout`` the ring's; ``lanes``: each
         planned tree installed as that many trees, or "auto", sharing ``pool_size``) and install every tree.
         ``pool_size`` None or "auto": each tree's window is what its bandwidth-delay product needs, within what
-        its switches have free and its fair share where auto-sized jobs meet (``auto_windows``).
+        its switches have free now and its fair share where auto-sized jobs meet (``auto_windows``); a job keeps
+        its window while it lives.
 
         ``admit``: a job the switches have no room for gets less rather than an error (``admission``), and
         its record says what and why.  ``lease``: (seconds, sha256 of its secret), for the service.

@@ -7,7 +7,8 @@ round trip, more only queue (and, for float calls, add exponent packets: the fir
 mantissas).  The job's window is its slowest-filling tree's need times ``MARGIN``, and never below
 ``MIN_AUTO_WINDOW``.  A switch's slot pool is shared: where the auto jobs' needs do not fit what the
 fixed-size jobs leave, each gets a max-min fair share (``fair_windows``).  Pure functions; the controller
-applies them (``Controller.create_job``).
+applies them when it creates a job (``Controller.create_job``: the newcomer's window is its fair share within what
+is free; running jobs keep theirs, as their workers' slot streams are built on it).
 """
 
 from __future__ import annotations

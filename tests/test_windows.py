@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 
-from controller.job_plan import plan_job
+import pytest
+
+from controller.job_plan import JobError, plan_job, pool_size_of
 from controller.topology import Topology
 from controller.windows import MARGIN, MIN_AUTO_WINDOW, bdp_frames, fair_windows
 from virtual_fabric import runs
@@ -71,3 +73,10 @@ def test_a_run_with_the_auto_window_beats_64_slots() -> None:
     later = [r["calls"][1]["seconds"] for r in (auto, fixed)]
     assert later[0] < 0.6 * later[1]
     assert abs(auto["calls"][1]["ratio"] - 1) < 0.05  # the model knew
+
+
+def test_a_pool_size_on_the_command_line_is_a_whole_number_or_auto() -> None:
+    assert (pool_size_of("auto"), pool_size_of("128")) == (None, 128)
+    for bad in ("0", "-3", "big", "1.5"):
+        with pytest.raises(JobError, match="pool size"):
+            pool_size_of(bad)

@@ -6,7 +6,7 @@ Why: a window below the bandwidth-delay product leaves the link idle part of eve
 only adds exponent-only frames (a float call's first min(W, n) frames) and a longer slow start.  The line to beat
 is the link's: the call's data frames on the busiest host link at its rate, plus one round trip.
 
-    python -m bench.bench_window [--windows 32,64,128,256,512,1024] [--publish]   # about 8 min on 2 cores
+    python -m bench.bench_window [--windows 32,64,128,256,512,1024] [--publish]   # about 6 min on 2 cores
     python -m bench.bench_window --plot-only
 
 Each point is one ``ina-sim run --json --calls 2`` (the first call opens the window from 8 packets in flight,

@@ -604,7 +604,8 @@ def describe(job: JobPlan, topology: Topology, sizes: list[int], trees: bool = T
         lines.append("")
     limit = f"C = {job.limit_mbps:g} Mb/s per worker ({job.why})" if job.limit_mbps < math.inf else \
         "no aggregation limit known"
-    lines.append(f"mode {job.mode}; {limit}; ring layouts {', '.join(x.name for x in job.layouts)}")
+    window = f"window {job.pool_size}" + (" (auto)" if job.auto_window else "")
+    lines.append(f"mode {job.mode}; {window}; {limit}; ring layouts {', '.join(x.name for x in job.layouts)}")
     for size in sizes:
         found = predictions(job, size)
         for when in ("later", "first"):

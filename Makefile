@@ -38,6 +38,7 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_direct_runs ntt
 	$(VPY) -m bench.bench_relay
 	$(VPY) -m bench.bench_rails
+	$(VPY) -m bench.bench_window
 
 # `make bench` and `make train` write their CSVs and plots to bench/results/ (not tracked): they
 # leave the repository as it was.  `make figures` copies the plots there to docs/figures/ (tracked,

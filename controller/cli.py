@@ -40,7 +40,7 @@ from controller.calibrate import calibrate
 from controller.controller import DEAD_AFTER, DEFAULT_POOL_SIZE, Controller, JobError
 from controller.direct_jobs import create_parts, write_parts
 from controller.direct_site import DirectSite
-from controller.job_plan import JobPlan, method_lines, plan_job, predictions
+from controller.job_plan import JobPlan, method_lines, plan_job, pool_size_of, predictions
 from controller.model import DEFAULT_HOST_LATENCY
 from controller.network import Network
 from controller.p4runtime_client import SwitchError
@@ -91,9 +91,10 @@ def parser() -> argparse.ArgumentParser:
     who.add_argument("--nodes", help="a rail set instead: these machines of the topology (a host's \"node\"; a "
                                      "host without one is its own), comma-separated, each with the same number of "
                                      "NICs; job NAME-rail<i> of every node's NIC i, its spec in NAME-rail<i>.json")
-    create.add_argument("--pool-size", type=int, default=DEFAULT_POOL_SIZE,
-                        help=f"slots per switch for each of the job's trees, and so its workers' window "
-                             f"(default {DEFAULT_POOL_SIZE})")
+    create.add_argument("--pool-size", type=_pool_size, default=None, metavar="N|auto",
+                        help="slots per switch for each of the job's trees, and so its workers' window (default "
+                             "auto: what the trees' bandwidth-delay product needs, at least "
+                             f"{DEFAULT_POOL_SIZE}, shared fairly where the switches are short)")
     create.add_argument("--pool-base", type=int,
                         help="first slot of the first tree on every switch, the next tree's right after it "
                              "(default: first fit)")
@@ -132,8 +133,9 @@ def _plan_arguments(show: argparse.ArgumentParser, trees: dict) -> None:
     show.add_argument("--size", type=_sizes, default=[1 << 20],
                       help="call sizes to predict, comma-separated (64KB,1MB,25MB; default 1MB): each method's time "
                            "with its latency and bandwidth terms, and the one that runs")
-    show.add_argument("--pool-size", type=int, default=DEFAULT_POOL_SIZE,
-                      help=f"slots per tree on each switch, the workers' window (default {DEFAULT_POOL_SIZE})")
+    show.add_argument("--pool-size", type=_pool_size, default=None, metavar="N|auto",
+                      help="slots per tree on each switch, the workers' window (default auto: the trees' "
+                           f"bandwidth-delay product, at least {DEFAULT_POOL_SIZE})")
     show.add_argument("--host-latency", type=_microseconds, default=None, metavar="US",
                       help="the hosts' latency, wire to worker loop, in us (default: what `calibrate` measured, else "
                            f"{DEFAULT_HOST_LATENCY * 1e6:g}; ina-sim's hosts wait "
@@ -164,9 +166,9 @@ def _watch_and_serve(sub) -> None:
     serve.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE,
                        help=f"a job's lease unless it asks for another (default {DEFAULT_LEASE:g}; owners renew at "
                             f"a third of it)")
-    serve.add_argument("--pool-size", type=int, default=DEFAULT_POOL_SIZE,
-                       help=f"slots per tree for a job that asks for none (default {DEFAULT_POOL_SIZE}); admission "
-                            f"gives less when the switches are full")
+    serve.add_argument("--pool-size", type=_pool_size, default=None, metavar="N|auto",
+                       help="slots per tree for a job that asks for none (default auto: its trees' bandwidth-delay "
+                            "product, shared fairly); admission gives less when the switches are full")
     serve.add_argument("--grace", type=float,
                        help="seconds the jobs found at start live before their first renewal is due (default: "
                             "twice the lease)")
@@ -413,7 +415,7 @@ def _create_at_service(client: JobsClient, args: argparse.Namespace) -> None:
         raise ServiceError("job create --nodes runs without --controller (it reads the machines from --net's "
                            "topology); a service's rail set comes from JobsClient.create_rails")
     job, secret = client.create(args.name, _hosts(args.hosts), mode=args.mode,
-                                trees=0 if args.trees == "auto" else int(args.trees), pool_size=args.pool_size,
+                                trees=0 if args.trees == "auto" else int(args.trees), pool_size=args.pool_size or 0,
                                 lease_seconds=args.lease_seconds, ring_sum=args.ring_sum,
                                 ring_layout=args.ring_layout or "", lanes=args.lanes)
     path = (args.spec_out or Path(f"{job.name}.json")).absolute()
@@ -602,7 +604,8 @@ def describe(job: JobPlan, topology: Topology, sizes: list[int], trees: bool = T
         lines.append("")
     limit = f"C = {job.limit_mbps:g} Mb/s per worker ({job.why})" if job.limit_mbps < math.inf else \
         "no aggregation limit known"
-    lines.append(f"mode {job.mode}; {limit}; ring layouts {', '.join(x.name for x in job.layouts)}")
+    window = f"window {job.pool_size}" + (" (auto)" if job.auto_window else "")
+    lines.append(f"mode {job.mode}; {window}; {limit}; ring layouts {', '.join(x.name for x in job.layouts)}")
     for size in sizes:
         found = predictions(job, size)
         for when in ("later", "first"):
@@ -632,6 +635,13 @@ def _sizes(text: str) -> list[int]:
             raise argparse.ArgumentTypeError(f"{part!r}: a size like 64KB, 1MB or 1048576")
         out.append(int(float(m[1]) * _UNITS[m[2]]))
     return out
+
+
+def _pool_size(text: str) -> int | None:
+    try:
+        return pool_size_of(text)
+    except JobError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _microseconds(text: str) -> float:

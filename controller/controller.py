@@ -15,15 +15,16 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from controller import admission, plan, programs
 from controller.admission import Admitted, Held, Placement, Pools
-from controller.capacity import CapacityError, Room, room
+from controller.capacity import MIN_POOL, CapacityError, Room, room
 from controller.entries import Allocation
 from controller.failover import DEAD_AFTER, PROBE_DEADLINE, Failover
-from controller.job_plan import DEFAULT_POOL_SIZE, JobError, JobPlan, in_lanes, plan_job, with_trees
+from controller.job_plan import DEFAULT_POOL_SIZE, JobError, JobPlan, in_lanes, is_auto, plan_job, sized, with_trees
 from controller.model import DEFAULT_HOST_LATENCY, NO_HOST_COST, HostCost
 from controller.network import Network
 from controller.p4runtime_client import SwitchConnection, SwitchError
@@ -34,6 +35,7 @@ from controller.schema import Entry
 from controller.state import ControllerState, JobRecord, TreeRecord
 from controller.switch_io import SwitchIO
 from controller.topology import Topology, TopologyError
+from controller.windows import fair_windows
 from worker import protocol
 from worker.jobspec import JobSpec, Member, Rail, TreeSpec, rail_name
 
@@ -341,7 +343,7 @@ class Controller:
     # --- jobs ----------------------------------------------------------------------------------
 
     def plan(self, members: list[str], trees: int | str | plan.Plan | None = "auto", mode: str = "auto",
-             alpha: float | None = None, ring_sum: str = "native", pool_size: int = DEFAULT_POOL_SIZE,
+             alpha: float | None = None, ring_sum: str = "native", pool_size: int | str | None = None,
              ring_layout: str | None = None, lanes: int | str = 1) -> JobPlan:
         """The job's plan (``job_plan.plan_job``) with this controller's options, without touching a switch."""
         return plan_job(self.topology, members, self._protocol(), trees, mode, alpha, ring_sum, pool_size,
@@ -350,7 +352,7 @@ class Controller:
     def _protocol(self) -> protocol.Protocol:
         return protocol.load(self.state.options.values, self.state.options.udp_port)
 
-    def create_job(self, name: str, members: list[str], pool_size: int = DEFAULT_POOL_SIZE,
+    def create_job(self, name: str, members: list[str], pool_size: int | str | None = None,
                    pool_base: int | None = None, trees: int | str | plan.Plan | None = "auto", mode: str = "auto",
                    alpha: float | None = None, ring_sum: str = "native", ring_layout: str | None = None, *,
                    admit: bool = False, lease: tuple[float, str] | None = None, lanes: int | str = 1,
@@ -358,16 +360,24 @@ class Controller:
         """Plan the job (``trees``: "auto", or at most N; ``mode``: ina, ring, hybrid, or auto, which picks
         per call; ``alpha`` a hybrid's share through the trees; ``ring_layout`` the ring's; ``lanes``: each
         planned tree installed as that many trees, or "auto", sharing ``pool_size``) and install every tree.
+        ``pool_size`` None or "auto": each tree's window is what its bandwidth-delay product needs, within what
+        its switches have free now and its fair share where auto-sized jobs meet (``auto_windows``); a job keeps
+        its window while it lives.
 
         ``admit``: a job the switches have no room for gets less rather than an error (``admission``), and
         its record says what and why.  ``lease``: (seconds, sha256 of its secret), for the service.
         ``rail``: the rail of a set it is (``create_rails``), in its record and spec."""
         self._check_name(name)
-        self._check_pool(pool_size)
+        auto = is_auto(pool_size)
+        if not auto:
+            self._check_pool(pool_size)
         planned = self.plan(members, trees, mode, alpha, ring_sum, pool_size, ring_layout, lanes)  # no lock held
-        pool_size = planned.pool_size  # each installed (lane) tree's
+        need = planned.pool_size
         with self._lock:
             self._check_name(name)
+            if auto and planned.tree_plan.trees:
+                planned = self._fair_sized(name, planned)
+            pool_size = planned.pool_size  # each installed (lane) tree's
             if admit:
                 admitted = self._admit(name, planned, members, trees, pool_size, alpha, ring_sum, ring_layout)
                 if admitted.note:
@@ -383,6 +393,7 @@ class Controller:
             if lease is not None:
                 job.lease_seconds, job.secret_hash = lease
             job.rail = rail
+            job.auto_window = need if auto and job.trees else None  # a ring alone holds no window
             self.state.jobs[name] = job  # saved before any write: a crash leaves a job setup() completes
             try:
                 self._save()
@@ -449,6 +460,36 @@ class Controller:
             around = f"planned around unreachable switch(es) {', '.join(crossed)}"
             admitted = dataclasses.replace(admitted, note=f"{around}; {admitted.note}" if admitted.note else around)
         return admitted
+
+    def auto_windows(self, extra: dict[str, tuple[int, dict[str, int]]] | None = None) -> dict[str, int]:
+        """Each auto-sized job's fair window now (``windows.fair_windows``): its need where the switches have
+        room, else its max-min share of the slots that jobs of an asked size leave; ``extra``: a job not
+        created yet, name: (need, its trees on each switch)."""
+        demands = {j.name: j.auto_window for j in self.state.jobs.values() if j.auto_window is not None}
+        uses = {name: dict(Counter(s for t in self.state.jobs[name].trees for s in t.allocations))
+                for name in demands}
+        for name, (need, on) in (extra or {}).items():
+            demands[name], uses[name] = need, on
+        room = {s: slots for s, (slots, _) in self._pools().items()}
+        for job in self.state.jobs.values():
+            if job.auto_window is None:
+                for t in job.trees:
+                    for switch in t.allocations:
+                        room[switch] -= job.pool_size
+        return fair_windows(demands, uses, room)
+
+    def _fair_sized(self, name: str, planned: JobPlan) -> JobPlan:
+        """An auto-sized job's plan at its fair window (``auto_windows``), within the slots its switches have
+        free now (jobs already running keep theirs: their workers hold their window for the job's life)."""
+        on = dict(Counter(s for p in planned.tree_plan.trees for s in p.tree.switches()))
+        fair = self.auto_windows({name: (planned.pool_size, on)})[name]
+        held = self._held()
+        pools = self._pools()
+        free = min((pools[s][0] - sum(n for _, n, _ in held.get(s, []))) // trees for s, trees in on.items())
+        window = min(fair, free)
+        if window == planned.pool_size or window < MIN_POOL:  # too small a window: admission's fallbacks decide
+            return planned
+        return sized(self.topology, planned, self._protocol(), window, self.host_latency, host_cost=self.host_cost)
 
     def down(self) -> set[str]:
         """The switches known not to answer now: unreachable since a watch round, left out of a setup or a

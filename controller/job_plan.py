@@ -15,6 +15,7 @@ from controller import plan
 from controller.model import DEFAULT_HOST_LATENCY, NO_HOST_COST, HostCost, JobTree, aggregation_limit, call_model
 from controller.rings import layouts
 from controller.topology import Topology
+from controller.windows import bdp_window
 from worker import protocol
 from worker.jobspec import RING_SUMS
 from worker.ring_layout import LAYOUTS, Layout
@@ -22,7 +23,9 @@ from worker.tuner import MODES, CallModel, Choice
 
 # Slots per switch for each of a job's trees, so the workers' window: 8 already fill 50 Mbit/s links
 # (bench_allreduce), and 64 keep them full at 1-5% loss, where a lost packet's slot waits a while
-# (bench_loss), in 1/16 of ina.p4's pool.  tests/test_defaults.py keeps the benchmarks on it.
+# (bench_loss), in 1/16 of ina.p4's pool.  tests/test_defaults.py keeps the benchmarks on it.  A job that asks
+# for no size (pool_size None, "auto") gets its trees' bandwidth-delay product instead (``controller.windows``),
+# at least this.
 DEFAULT_POOL_SIZE = 64
 # call sizes a job's predictions are shown for: a tensor-parallel layer's activations, a megabyte, a DDP bucket
 REFERENCE_SIZES = (64 << 10, 1 << 20, 25 << 20)
@@ -52,6 +55,7 @@ class JobPlan:
     why: str = ""  # where C comes from
     lanes: int = 1  # each planned tree is installed as this many lane trees (tree_plan holds the lanes)
     pool_size: int = DEFAULT_POOL_SIZE  # slots of each installed (lane) tree on each switch: the workers' window
+    auto_window: bool = False  # pool_size is what the trees' bandwidth-delay product needs (none was asked)
 
     def lane_of(self, index: int) -> int:
         """The planned tree that installed tree ``index`` is a lane of (lanes are consecutive)."""
@@ -81,7 +85,7 @@ class JobPlan:
         found["trees"] = [{**t, "lane_of": self.lane_of(i)} for i, t in enumerate(found["trees"])]
         return {**found, "mode": self.mode, "alpha": self.alpha,
                 "ring_layout": self.ring_layout, "ring_sum": self.ring_sum, "lanes": self.lanes,
-                "pool_size": self.pool_size,
+                "pool_size": self.pool_size, "auto_window": self.auto_window,
                 "ina_limit_mbps": None if self.limit_mbps == math.inf else self.limit_mbps, "why": self.why,
                 "layouts": [x.to_dict() for x in self.layouts], "model": self.model.to_dict(),
                 "calls": [predictions(self, n) for n in sizes],
@@ -117,7 +121,7 @@ def method_lines(methods: dict[str, dict], runs: str | None = None) -> list[str]
 def plan_job(topology: Topology, members: list[str], P: protocol.Protocol,
              trees: int | str | plan.Plan | None = "auto",
              mode: str = "auto", alpha: float | None = None, ring_sum: str = "native",
-             pool_size: int = DEFAULT_POOL_SIZE, ring_layout: str | None = None,
+             pool_size: int | str | None = None, ring_layout: str | None = None,
              host_latency: float = DEFAULT_HOST_LATENCY, limit_mbps: float | None = None,
              host_cost: HostCost = NO_HOST_COST, lanes: int | str = 1) -> JobPlan:
     """The packed trees for these members (``trees``: "auto" or at most N; none in ``mode`` ring), their
@@ -126,9 +130,12 @@ def plan_job(topology: Topology, members: list[str], P: protocol.Protocol,
     ina, ring, hybrid, or auto (the fastest for each call); ``alpha`` fixes a hybrid's share through the
     switches, ``ring_layout`` the ring's layout; ``limit_mbps`` is C where it was measured; ``host_cost``
     what a packet costs the hosts' CPU (``model.HostCost``); ``lanes``: each planned tree installed as that
-    many trees ("auto": ``lane_count``), sharing ``pool_size`` (``job_lanes``).  Here planned trees become
-    the trees a job installs, so the planner knows nothing of lanes."""
+    many trees ("auto": ``lane_count``), sharing ``pool_size`` (``job_lanes``); ``pool_size`` None or "auto":
+    each installed tree's window is what its bandwidth-delay product needs (``windows.bdp_window``), as if
+    the switches had room for it (the controller caps it by theirs).  Here planned trees become the trees a
+    job installs, so the planner knows nothing of lanes."""
     check_request(mode, alpha, ring_sum, ring_layout)
+    auto = is_auto(pool_size)
     try:
         if mode == "ring":
             plan.check_members(topology, members)
@@ -143,9 +150,37 @@ def plan_job(topology: Topology, members: list[str], P: protocol.Protocol,
             found = plan.pack_trees(topology, members, P.MAX_CHILDREN, tree_count(trees), P.wire_factor)
     except plan.PlanError as e:
         raise JobError(str(e)) from None
-    count = job_lanes(lanes, found, P, host_cost, pool_size)
-    return with_trees(topology, in_lanes(found, count), P, mode, alpha, ring_sum, pool_size // count, ring_layout,
-                      host_latency, limit_mbps, host_cost=host_cost, lanes=count)
+    asked = DEFAULT_POOL_SIZE if auto else pool_size
+    count = job_lanes(lanes, found, P, host_cost, asked)
+    planned = with_trees(topology, in_lanes(found, count), P, mode, alpha, ring_sum, asked // count, ring_layout,
+                         host_latency, limit_mbps, host_cost=host_cost, lanes=count)
+    if not auto:
+        return planned
+    need = bdp_window(planned.model.ina, least=planned.pool_size)  # lanes share the floor, as an asked pool
+    return sized(topology, planned, P, need, host_latency, limit_mbps, host_cost)
+
+
+def is_auto(pool_size: int | str | None) -> bool:
+    """Whether a job asked for no pool size (None or "auto"): its window comes from its trees (``windows``)."""
+    return pool_size is None or pool_size == "auto"
+
+
+def pool_size_of(text: str) -> int | None:
+    """A command line's pool size: a positive whole number, or "auto" (None)."""
+    if text.strip().lower() == "auto":
+        return None
+    if not text.strip().isdigit() or int(text) < 1:
+        raise JobError(f"pool size {text!r}: a positive whole number of slots, or auto")
+    return int(text)
+
+
+def sized(topology: Topology, planned: JobPlan, P: protocol.Protocol, window: int,
+          host_latency: float = DEFAULT_HOST_LATENCY, limit_mbps: float | None = None,
+          host_cost: HostCost = NO_HOST_COST) -> JobPlan:
+    """The auto-sized job's plan on its trees with ``window`` slots per installed tree (the model's window)."""
+    resized = with_trees(topology, planned.tree_plan, P, planned.mode, planned.alpha, planned.ring_sum, window,
+                         planned.ring_layout, host_latency, limit_mbps, host_cost=host_cost, lanes=planned.lanes)
+    return dataclasses.replace(resized, auto_window=True)
 
 
 def with_trees(topology: Topology, found: plan.Plan, P: protocol.Protocol, mode: str = "auto",

@@ -30,7 +30,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from controller import direct
 from controller.capacity import CapacityError
-from controller.controller import DEFAULT_POOL_SIZE, Controller, JobError, JobExists, NoSuchJob
+from controller.controller import Controller, JobError, JobExists, NoSuchJob
 from controller.direct import DirectCluster, DirectError
 from controller.job_plan import MAX_LANES, REFERENCE_SIZES
 from controller.leases import Leases, NoLease, WrongSecret, new_secret
@@ -90,10 +90,11 @@ def _handlers(service: JobsService) -> grpc.GenericRpcHandler:
 class JobsService(jobs_pb2_grpc.JobsServicer):
     def __init__(self, controller: Controller, token: str, lease_seconds: float = DEFAULT_LEASE,
                  grace: float | None = None, clock: Callable[[], float] = time.monotonic,
-                 pool_size: int = DEFAULT_POOL_SIZE) -> None:
+                 pool_size: int | None = None) -> None:
         """``grace``: how long jobs found in the state file at start live before their first renewal is due
         (default: twice the lease), so a restart of the service does not expire jobs that kept running.
-        ``pool_size``: what a job that asks for none gets (before admission)."""
+        ``pool_size``: what a job that asks for none gets (before admission); None: its trees' bandwidth-delay
+        product, shared fairly (``controller.windows``)."""
         if not token:
             raise ValueError("the service needs a non-empty token")
         self.controller, self.token, self.lease_seconds, self.clock = controller, token, lease_seconds, clock
@@ -406,7 +407,8 @@ def _plan_direct(request: jobs_pb2.PlanDirectRequest) -> jobs_pb2.PlanDirectRepl
                                     devices_used=found.devices_used)
 
 
-def _checked(request: jobs_pb2.CreateJobRequest, values: int | None, default_lease: float, pool_size: int) -> dict:
+def _checked(request: jobs_pb2.CreateJobRequest, values: int | None, default_lease: float,
+             pool_size: int | None) -> dict:
     """The request's knobs, with the service's defaults for what it left at zero, or Refused."""
     bad = grpc.StatusCode.INVALID_ARGUMENT
     if request.values and request.values != values:
@@ -455,7 +457,7 @@ class RunningService:
 
 def start(controller: Controller, address: str, token: str, lease_seconds: float = DEFAULT_LEASE,
           grace: float | None = None, watch_interval: float | None = 1.0, workers: int = 16,
-          pool_size: int = DEFAULT_POOL_SIZE) -> RunningService:
+          pool_size: int | None = None) -> RunningService:
     """Serve on ``address`` (port 0: a free one, the returned ``address`` says which), expire leases every
     TICK and, unless ``watch_interval`` is None, watch the switches at that interval; either way, probe the
     switches of trees that workers report stalled (``KeepAliveRequest.stalled_trees``) at once."""

@@ -77,6 +77,7 @@ class JobRecord:
     admission: str = ""  # what the job got, and why, when it is less than it asked for
     lanes: int = 1  # each planned tree installed as this many consecutive trees (``job_plan.in_lanes``)
     rail: Rail | None = None  # the rail of a set it is (``Controller.create_rails``); None: a plain job
+    auto_window: int | None = None  # an auto-sized job's need (``windows.bdp_window``); None: its size was asked
 
     def spec_version(self) -> int:
         """Grows with every change of the job's spec: its plan's version and its trees' incarnations only grow."""

@@ -15,6 +15,7 @@ from controller.controller import DEFAULT_POOL_SIZE, Controller, fastest
 from controller.network import Network, SwitchAccess
 from controller.pipeline import PipelineOptions
 from controller.topology import Topology, single, tree
+from controller.windows import MIN_AUTO_WINDOW
 from worker import protocol, ring
 
 
@@ -44,7 +45,9 @@ def test_the_cli_passes_no_values_unless_asked(tmp_path):
     args = cli.parser().parse_args(["--net", str(tmp_path / "net.json"), "setup"])
     assert args.values is None  # resolved by Controller from the network's programs
     create = cli.parser().parse_args(["--net", "n.json", "job", "create", "j", "--hosts", "h1,h2"])
-    assert create.pool_size == DEFAULT_POOL_SIZE and create.ring_sum == "native"
+    assert create.pool_size is None and create.ring_sum == "native"  # auto: the trees' bandwidth-delay product
+    asked = cli.parser().parse_args(["--net", "n.json", "job", "create", "j", "--hosts", "h1,h2", "--pool-size", "32"])
+    assert asked.pool_size == 32
 
 
 def test_a_new_controller_state_records_the_resolved_values(tmp_path):
@@ -52,9 +55,9 @@ def test_a_new_controller_state_records_the_resolved_values(tmp_path):
     assert ctl.state.options.values == 256
 
 
-def test_pool_and_window_default_to_the_benchmarks_window():
-    assert bench_allreduce.DEFAULT_POOL == DEFAULT_POOL_SIZE
-    assert inspect.signature(Controller.create_job).parameters["pool_size"].default == DEFAULT_POOL_SIZE
+def test_pool_and_window_default_to_the_benchmarks_window_or_more():
+    assert bench_allreduce.DEFAULT_POOL == DEFAULT_POOL_SIZE == MIN_AUTO_WINDOW  # auto windows are no smaller
+    assert inspect.signature(Controller.create_job).parameters["pool_size"].default is None
 
 
 def test_the_rings_congestion_control_is_the_benchmarks():

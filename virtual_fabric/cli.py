@@ -27,7 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from controller.direct import DirectCluster, DirectError
-from controller.job_plan import method_lines
+from controller.job_plan import JobError, method_lines, pool_size_of
 from controller.topology import delay_seconds
 from virtual_fabric import direct, host_cost, host_latency, rails, runs
 from virtual_fabric.campaign import run_seed, run_seeds
@@ -44,6 +44,13 @@ def _fault(text: str) -> tuple[str, float]:
     try:
         return name, delay_seconds(when if when[-1].isalpha() else float(when) * 1e3)
     except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _window(text: str) -> int | None:
+    try:
+        return pool_size_of(text)
+    except JobError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
@@ -104,6 +111,7 @@ def dry_run(config: RunConfig) -> list[str]:
     planned, choices = runs.expected(config)
     nbytes = config.size * np.dtype(config.dtype).itemsize
     lines = [f"{len(planned.tree_plan.members)} workers, {len(planned.tree_plan.trees)} tree(s), mode {planned.mode}, "
+             f"window {planned.pool_size}{' (auto)' if planned.auto_window else ''}, "
              f"ring layouts {', '.join(x.name for x in planned.layouts)}"]
     for i, choice in enumerate(choices):
         lines.append(f"call {i}: {choice.describe()}")
@@ -215,7 +223,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16", "int32"])
     r.add_argument("--calls", type=int, default=1)
     r.add_argument("--values", type=int, help="values per packet (default: the most the program takes)")
-    r.add_argument("--window", type=int, default=64, help="the job's pool size (slots per switch)")
+    r.add_argument("--window", type=_window, default=None, metavar="N|auto",
+                   help="the job's pool size (slots per tree and switch; default auto: what its trees' "
+                        "bandwidth-delay product needs, controller.windows)")
     r.add_argument("--trees", default="auto", help="auto (as many as the planner packs) or at most N")
     r.add_argument("--mode", default="ina", choices=MODES,
                    help="auto: the fastest for each call, as the model predicts; ring and a hybrid's ring part run "

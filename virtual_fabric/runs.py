@@ -52,7 +52,7 @@ class RunConfig:
     dtype: str = "float32"
     calls: int = 1
     values: int | None = None  # per packet (None: the most the program takes)
-    pool_size: int = 64  # slots per tree and switch: the window
+    pool_size: int | None = None  # slots per tree and switch, the window (None: auto, controller.windows)
     trees: int | str = "auto"
     mode: str = "ina"  # ina, ring, hybrid or auto
     alpha: float | None = None
@@ -235,6 +235,7 @@ def run(config: RunConfig) -> dict:
         "job": {"workers": len(hosts), "switches": len(topology.switches), "trees": len(spec.trees),
                 "lanes": spec.lanes,
                 "roots": [t.root for t in spec.trees], "values": spec.values, "pool_size": spec.pool_size,
+                "auto_window": fabric.controller.state.jobs["sim"].auto_window,
                 "mode": spec.mode, "layouts": [x.name for x in spec.ring_arrangements],
                 "ina_limit_mbps": None if planned.limit_mbps == float("inf") else planned.limit_mbps,
                 "why": planned.why, "plan_rate_mbps": planned.tree_plan.rate},
@@ -330,6 +331,14 @@ def _limit(job: dict) -> str:
     return f"{job['ina_limit_mbps']:g} Mb/s per worker ({job['why']})"
 
 
+def _auto(job: dict) -> str:
+    """An auto window's need beside it: W=391 (auto) or W=200 (auto; its trees need 391, the switches' fair share)."""
+    need = job.get("auto_window")
+    if need is None:
+        return ""
+    return " (auto)" if need == job["pool_size"] else f" (auto; its trees need {need}, the switches' fair share)"
+
+
 def _trees(job: dict) -> str:
     lanes = job.get("lanes", 1)
     return f"{job['trees']} tree(s)" if lanes == 1 else f"{job['trees'] // lanes} tree(s) in {lanes} lanes each"
@@ -339,7 +348,7 @@ def summary(result: dict) -> list[str]:
     """What ``ina-sim run`` prints."""
     job, cfg = result["job"], result["config"]
     lines = [f"job: {job['workers']} workers on {cfg['topology']} ({job['switches']} switches), mode {job['mode']}, "
-             + _trees(job) + f", V={job['values']}, W={job['pool_size']}, ring layouts "
+             + _trees(job) + f", V={job['values']}, W={job['pool_size']}{_auto(job)}, ring layouts "
              f"{', '.join(job['layouts'])}; {cfg['size']} {cfg['dtype']} values per call",
              f"C: {_limit(job)}"]
     for i, c in enumerate(result["calls"]):

@@ -894,11 +894,34 @@ class TreeCall:
         # taken for lost, 70-76% of all copies at 64-128 workers and 0.01-0.1% loss were such.
         ref_sent = np.where(once, self.rack_once.sent, self.rack.sent)
         ref_q = np.where(once, self.rack_once.q, self.rack.q)
-        behind = ~self.done[span] & ((sent_at < ref_sent) | ((sent_at == ref_sent) & (numbers < ref_q)))
+        waiting_result = ~self.done[span]
+        behind = waiting_result & ((sent_at < ref_sent) | ((sent_at == ref_sent) & (numbers < ref_q)))
+        rtt_min = self.tree.congestion.rtt_min
+        wait = np.where(once, self.rack_once.rtt, self.rack.rtt) + rtt_min / 4
+        flowing = not self.timeouts.silent  # results flow (else the path may be dead: the timer's probes rule)
+        if flowing:
+            # A packet with nothing sent after it to reveal its loss is judged by its own clock too (a probe, as
+            # RACK-TLP's; issue 61).  A copy: as if a copy sent just after it had come back (the reference's
+            # round trip and a quarter of the least), each later copy of it after twice the wait.  A copy's
+            # result no longer judges first sends, so a worker whose copy was lost (or the result its copy
+            # asked for) has no later copies to reveal it: its window stalls every worker's, and the timer,
+            # restarted by every result, waited 130-160 us, or longer once it backed off (64 workers at 0.1%
+            # loss: one such copy, 4,006 timer copies and 1,316 against 1,130 us).  A probe of a round still
+            # held by another's loss is absorbed at the first switch.
+            probe = waiting_result & ~once & ~behind
+            wait[probe] = np.ldexp(wait[probe], self.retries[span][probe] - 1)
+            behind |= probe
+            srtt = self.tree.congestion.srtt
+            if srtt is not None and self.next_q >= self.total:
+                # in the tail, a packet sent once: the smoothed round trip of packets sent once (and a quarter
+                # of the least) after it went.  The call's last packets have none sent after them, and a lost
+                # one, or a partial or result lost above the first switch, held every worker for the timer
+                first = waiting_result & once & ~behind
+                wait[first] = srtt + rtt_min / 4
+                behind |= first
         if not behind.any():
             return
-        rtt_min = self.tree.congestion.rtt_min
-        due = sent_at + (np.where(once, self.rack_once.rtt, self.rack.rtt) + rtt_min / 4)
+        due = sent_at + wait
         # a packet sent once, with DUP_THRESH later packets answered, goes a least round trip after it went:
         # a slot completes only after every worker's packets before it, so results come in send order but
         # for losses, and RACK's wait (the later packet's round trip, which a full window's queues stretch to
@@ -908,6 +931,7 @@ class TreeCall:
         dup = behind & (later >= DUP_THRESH) & once
         due[dup] = np.minimum(due[dup], sent_at[dup] + rtt_min)
         lost = behind & (due <= now)
+        went = 0
         if lost.any():
             qs = np.flatnonzero(lost) + self.oldest
             went = self._resend(qs, now, out)
@@ -916,6 +940,9 @@ class TreeCall:
         waiting = behind & ~lost
         if waiting.any():
             self.rack.timer = float(due[waiting].min())
+        if flowing and went:  # the copies just sent are probed in their turn
+            copies = int(self.retries[qs[:went]].min())
+            self.rack.timer = min(self.rack.timer, now + math.ldexp(self.rack.rtt + rtt_min / 4, copies - 1))
 
 def timeout_error(call: TreeCall) -> AllreduceTimeout:
     """What a call whose timeout ran out tells: what is missing, and the likely causes (the native core's

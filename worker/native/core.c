@@ -711,9 +711,10 @@ static void resend_lost(ina_call *c, double now, ina_outbox *o) {  /* TreeCall._
     c->rack_timer = INFINITY;
     int64_t lo = c->oldest, hi = c->next_q, span = hi - lo;
     if (span <= 0) return;
-    int any = 0;
+    /* results still coming: a copy is judged by its own clock too, and in the tail a packet sent once (probes) */
+    int any = 0, flowing = !c->silent_timeouts, tail = flowing && c->next_q >= c->total && t->congestion.has_srtt;
     for (int64_t q = lo; q < hi; q++) {
-        if (!c->done[q] && rack_behind(c, q)) {
+        if (!c->done[q] && (rack_behind(c, q) || (c->retries[q] ? flowing : tail))) {
             any = 1;
             break;
         }
@@ -726,9 +727,13 @@ static void resend_lost(ina_call *c, double now, ina_outbox *o) {  /* TreeCall._
     for (int64_t q = hi - 1; q >= lo; q--) {  /* later: packets after q with their results */
         double s = c->sent_at[q];
         int64_t i = q - lo;
-        int once = c->retries[q] == 0;
-        behind[i] = !c->done[q] && rack_behind(c, q);
-        due[i] = s + ((once ? c->once_rtt : c->rack_rtt) + rtt_min / 4);  /* as engine.py rounds it */
+        int once = c->retries[q] == 0, by_reference = !c->done[q] && rack_behind(c, q);
+        int probe = !c->done[q] && !by_reference && (once ? tail : flowing);
+        double wait = (once ? c->once_rtt : c->rack_rtt) + rtt_min / 4;  /* as engine.py rounds it */
+        if (probe && once) wait = t->congestion.srtt + rtt_min / 4;  /* a packet sent once: the smoothed */
+        else if (probe) wait = ldexp(wait, (int)(c->retries[q] - 1));  /* each later copy of it: twice */
+        behind[i] = by_reference || probe;
+        due[i] = s + wait;
         if (behind[i] && later >= cf->dup_thresh && once) due[i] = dmin(due[i], s + rtt_min);
         later += c->done[q];
     }
@@ -736,14 +741,20 @@ static void resend_lost(ina_call *c, double now, ina_outbox *o) {  /* TreeCall._
         if (!behind[i]) continue;
         if (due[i] <= now) lost[n_lost++] = lo + i;
     }
+    int64_t went = 0;
     if (n_lost) {
-        int64_t went = resend(c, lost, n_lost, now, o);
+        went = resend(c, lost, n_lost, now, o);
         t->stats.early_retransmissions += went;
         c->rack_stale = went < n_lost;
     }
     for (int64_t i = 0; i < span; i++)
         if (behind[i] && !(due[i] <= now)) first_due = dmin(first_due, due[i]);
     if (first_due < INFINITY) c->rack_timer = first_due;
+    if (flowing && went) {  /* the copies just sent are probed in their turn */
+        int64_t copies = c->retries[lost[0]];
+        for (int64_t i = 1; i < went; i++) copies = copies < c->retries[lost[i]] ? copies : c->retries[lost[i]];
+        c->rack_timer = dmin(c->rack_timer, now + ldexp(c->rack_rtt + rtt_min / 4, (int)(copies - 1)));
+    }
 }
 
 /* TreeCall.pump: what the window, the pacer and the timers let go; returns the next deadline, or NAN when

@@ -155,31 +155,37 @@ def test_a_repeated_size_sends_its_data_at_once_one_round_trip_per_chunk(core) -
 def test_a_wrong_hint_is_redone_at_the_agreed_exponent_and_the_sum_keeps_the_bound(core) -> None:
     """Chunks that grew (by 2**3), one that shrank (a hint too large: redone, so the bound stays today's), one
     that shrank below float32's scales (2**-110: quantized through float64) go again; one that turned to
-    zeros is taken (any scale sums zeros exactly)."""
-    workers, window, size = 3, 4, VALUES * 10  # 10 chunks, more than the window: redos wait for their slots
+    zeros is taken (any scale sums zeros exactly).  10 chunks, more than the window: the second call of the
+    size goes by the window (it measures the misses hints would have had: none), the third is hinted, and
+    after its 5 misses (more than D/2 = 2) the fourth goes by the window again, the fifth hinted."""
+    workers, window, size = 3, 4, VALUES * 10
     trees = _trees(core, workers, window)
     first = _data(workers, size, 7)
-    _allreduce(trees, first, window)
+    for k in range(2):
+        _, parts, _, _ = _allreduce(trees, first, window, at=1.0 + k)
+        assert parts[0].total == 14  # 10 chunks, 4 exponent packets
     scale = np.ones(10, np.float32)
     scale[[1, 6]], scale[4], scale[8], scale[3] = 2.0 ** 3, 2.0 ** -2, 0.0, 2.0 ** -110
     second = [a * np.repeat(scale, VALUES) for a in _data(workers, size, 70)]
     second[0][9 * VALUES] = 3.0  # one worker's value alone: chunk 9's max exponent grows by two
-    sums, parts, _, _ = _allreduce(trees, second, window, at=2.0)
+    sums, parts, _, _ = _allreduce(trees, second, window, at=3.0)
     assert parts[0].redo[:parts[0].redos].tolist() == [1, 3, 4, 6, 9] and parts[0].total == 15
     _within_bound(sums, second)
     assert (sums[0][8 * VALUES:9 * VALUES] == 0).all()
     fresh, _, _, _ = _allreduce(_trees(core, workers, window), second, window)
     assert np.array_equal(sums[0], fresh[0])  # accepted or redone, the bits of the exponent window's call
+    assert [_allreduce(trees, second, window, at=4.0 + k)[1][0].total for k in range(2)] == [14, 10]
 
 
 @pytest.mark.parametrize("core", CORES)
 def test_hinted_packets_lost_and_sent_again_carry_the_same_scale(core) -> None:
     workers, window, size = 4, 8, VALUES * 20
     trees = _trees(core, workers, window)
-    _allreduce(trees, _data(workers, size, 3), window, loss=0.05, seed=1)
+    for k in range(2):  # the window twice: 20 chunks, more than W
+        _allreduce(trees, _data(workers, size, 3 + k), window, loss=0.05, seed=1 + k, at=1.0 + k)
     second = _data(workers, size, 30)
     second = [a * np.where(np.arange(size) // VALUES % 5 == 2, 16, 1).astype(np.float32) for a in second]
-    sums, parts, _, _ = _allreduce(trees, second, window, loss=0.1, seed=2, at=2.0)
+    sums, parts, _, _ = _allreduce(trees, second, window, loss=0.1, seed=2, at=3.0)
     assert parts[0].redo[:parts[0].redos].tolist() == [2, 7, 12, 17] and sum(t.stats.retransmissions for t in trees) > 0
     clean, _, _, _ = _allreduce(_trees(core, workers, window), second, window)
     assert all(np.array_equal(s, clean[0]) for s in sums)
@@ -188,12 +194,15 @@ def test_hinted_packets_lost_and_sent_again_carry_the_same_scale(core) -> None:
 def test_a_hint_table_holds_its_sizes_least_recently_used_first() -> None:
     hints = engine.Hints(sizes=2)
     for n in (1, 2, 3):
-        hints.table[(n, "<f4")] = np.zeros(n, np.int8)
+        hints.table[(n, "<f4")] = (np.zeros(n, np.int8), None)
         while len(hints.table) > hints.sizes:
             hints.table.popitem(last=False)
     assert list(hints.table) == [(2, "<f4"), (3, "<f4")]
-    assert hints.lookup(2, np.float32) is not None and hints.lookup(1, np.float32) is None
-    assert hints.lookup(2, np.float64) is None  # another dtype is another size
+    assert hints.lookup(2, np.float32, 4) is not None and hints.lookup(1, np.float32, 4) is None
+    assert hints.lookup(2, np.float64, 4) is None  # another dtype is another size
+    assert hints.lookup(3, np.float32, 2) is None  # more chunks than the window, and no misses known yet
+    hints.table[(3, "<f4")] = (np.zeros(3, np.int8), 1)
+    assert hints.lookup(3, np.float32, 2) is not None  # 1 miss, D / 2 = 1
 
 
 @pytest.mark.skipif(len(CORES) < 2, reason="no C compiler: the native core cannot be built")
@@ -203,7 +212,7 @@ def test_both_cores_send_and_sum_hinted_calls_alike() -> None:
     for core in CORES:
         trees = _trees(core, workers, window)
         got = []
-        for k, scale in enumerate((1.0, 1.0, 8.0, 1.0)):
+        for k, scale in enumerate((1.0, 1.0, 8.0, 1.0, 1.0, 1.0)):
             sums, parts, rounds, took = _allreduce(trees, [a * scale for a in _data(workers, size, k)], window,
                                                    loss=0.05, seed=k, at=1.0 + k)
             got.append((sums[0].tobytes(), parts[0].total, rounds, took))

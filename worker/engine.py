@@ -412,22 +412,33 @@ class Hints:
     window of exponent-only packets first (docs/protocol.md, "Exponents: a window ahead, or hinted").
     Learnt only from complete calls, whose results every member received, and every member makes the same
     calls in the same order, so the table is the same on every member.  An LRU of ``sizes`` entries: a byte
-    per chunk of each size held."""
+    per chunk of each size held.
+
+    A hint is used where it cannot cost more than the exponent window: a call of at most W chunks (its
+    redos, one each at worst, take no more packets or round trips than the window would), or one whose last
+    call of the size had at most D/2 misses (chunks whose agreed exponent was not the one before it, which a
+    hint would have redone; D = min(W, n), the window's cost).  So a size's second call goes by the window
+    unless it fits in one, and a size whose exponents keep moving (i.i.d. gradients whose peak sits on a power
+    of two: 37% misses) stays with it."""
 
     def __init__(self, sizes: int = HINT_SIZES) -> None:
         self.sizes = sizes
-        self.table: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()
+        # per size: the agreed exponents, and the misses against the call before (None: no call before)
+        self.table: OrderedDict[tuple[int, str], tuple[np.ndarray, int | None]] = OrderedDict()
         self.pending: tuple[tuple[int, str], TreeCall] | None = None  # the last call, learnt from once complete
         self.hits = self.chunks = 0  # chunks sent at a hint, and of those, not redone (over the tree's life)
 
-    def lookup(self, n: int, dtype: np.dtype) -> np.ndarray | None:
-        """The hinted exponents for a float call of n chunks of ``dtype``, or None (a size not seen yet)."""
+    def lookup(self, n: int, dtype: np.dtype, window: int) -> np.ndarray | None:
+        """The hinted exponents for a float call of n chunks of ``dtype`` on a window of W, or None (a size not
+        seen yet, or one whose hints are likely to cost more than the window)."""
         self._settle()
         key = (n, np.dtype(dtype).str)
-        hint = self.table.get(key)
-        if hint is not None:
-            self.table.move_to_end(key)
-        return hint
+        entry = self.table.get(key)
+        if entry is None:
+            return None
+        self.table.move_to_end(key)
+        hint, misses = entry
+        return hint if n <= window or (misses is not None and 2 * misses <= min(window, n)) else None
 
     def watch(self, call: TreeCall) -> None:
         """Learn from this call once it is complete (at the next lookup: the native core completes in C)."""
@@ -443,7 +454,10 @@ class Hints:
         if call.hint is not None:
             self.chunks += call.n
             self.hits += call.n - call.redos
-        self.table[key] = np.array(call.agreed[:call.n], np.int8)
+        agreed = np.array(call.agreed[:call.n], np.int8)
+        before = self.table.get(key)
+        misses = None if before is None else int(((agreed != before[0]) & (agreed != quantize.EXPONENT_NONE)).sum())
+        self.table[key] = (agreed, misses)
         self.table.move_to_end(key)
         while len(self.table) > self.sizes:
             self.table.popitem(last=False)
@@ -568,7 +582,7 @@ class TreeCall:
             out = np.empty_like(chunks)
         self.tree, self.chunks, self.exact, self.out = tree, chunks, exact, out
         # the exponents the last call of this size agreed: data at them from the first packet on
-        self.hint = None if exact else tree.hints.lookup(len(chunks), out.dtype)
+        self.hint = None if exact else tree.hints.lookup(len(chunks), out.dtype, tree.config.window)
         layout = lay_out(tree, chunks, exact, out, exponents, self.hint is not None)
         self.n, self.lead, self.total, self.base = layout.n, layout.lead, layout.total, layout.base
         T, self.own = layout.capacity, layout.own

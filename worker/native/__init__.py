@@ -299,7 +299,7 @@ class NativeCall:
         P, config = tree.config.protocol, tree.config
         self.n = n = len(self.chunks) + (last is not None)
         # before the buffers are reused: the last call's agreed exponents are learnt from them (engine.Hints)
-        self.hint = None if exact else tree.hints.lookup(n, out.dtype)
+        self.hint = None if exact else tree.hints.lookup(n, out.dtype, config.window)
         self.lead = 0 if exact or self.hint is not None else min(config.window, n)
         T = 2 * n if self.hint is not None else n + self.lead  # room for a redo of every chunk
         self.base = tree.next_packet

@@ -74,9 +74,9 @@ def _rows(datagrams: list[bytes], packet_bytes: int) -> tuple[np.ndarray, np.nda
 
 
 def _scenario(seed: int) -> dict:
-    """A seed's calls; in two seeds of three, three of one size: each tree's part is sent at the exponents the
-    last call agreed (hinted) where it fits in the window or the last call's misses were few, the switch's
-    random exponents making some hints wrong (redone)."""
+    """A seed's calls; in two seeds of three, three of one size: each tree's part after the first is hinted (its
+    first window at the exponents the last call agreed, the rest at exponents carried a window ahead), the
+    switch's random exponents making some hints wrong (redone)."""
     rng = np.random.default_rng(seed)
     dtype = [np.float32, np.float64, np.int32, np.float16][seed % 4]
     scenario = dict(values=int(rng.choice([16, 64])), window=int(rng.choice([2, 4, 8, 16])),

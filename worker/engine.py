@@ -408,37 +408,28 @@ class Tree:
 
 class Hints:
     """A tree's exponent hints: per call size (chunks, dtype), the exponents the switches agreed in the last
-    complete call of that size.  The next call of that size sends its data at them at once instead of a
-    window of exponent-only packets first (docs/protocol.md, "Exponents: a window ahead, or hinted").
-    Learnt only from complete calls, whose results every member received, and every member makes the same
-    calls in the same order, so the table is the same on every member.  An LRU of ``sizes`` entries: a byte
-    per chunk of each size held.
-
-    A hint is used where it cannot cost more than the exponent window: a call of at most W chunks (its
-    redos, one each at worst, take no more packets or round trips than the window would), or one whose last
-    call of the size had at most D/2 misses (chunks whose agreed exponent was not the one before it, which a
-    hint would have redone; D = min(W, n), the window's cost).  So a size's second call goes by the window
-    unless it fits in one, and a size whose exponents keep moving (i.i.d. gradients whose peak sits on a power
-    of two: 37% misses) stays with it."""
+    complete call of that size.  The next call of that size sends its first window's data at them at once
+    instead of a window of exponent-only packets first; every later chunk's exponent comes a window ahead,
+    in the packets before it (docs/protocol.md, "Exponents: a window ahead, or hinted").  Learnt only from
+    complete calls, whose results every member received, and every member makes the same calls in the same
+    order, so the table is the same on every member.  An LRU of ``sizes`` entries: a byte per chunk of each
+    size held.  A hinted call costs at most what the window would: its wrong hints are in the first window
+    only, each one packet more."""
 
     def __init__(self, sizes: int = HINT_SIZES) -> None:
         self.sizes = sizes
-        # per size: the agreed exponents, and the misses against the call before (None: no call before)
-        self.table: OrderedDict[tuple[int, str], tuple[np.ndarray, int | None]] = OrderedDict()
+        self.table: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()  # per size: the agreed exponents
         self.pending: tuple[tuple[int, str], TreeCall] | None = None  # the last call, learnt from once complete
-        self.hits = self.chunks = 0  # chunks sent at a hint, and of those, not redone (over the tree's life)
+        self.hits = self.chunks = 0  # first-window chunks sent at a hint, and of those, not redone (tree's life)
 
-    def lookup(self, n: int, dtype: np.dtype, window: int) -> np.ndarray | None:
-        """The hinted exponents for a float call of n chunks of ``dtype`` on a window of W, or None (a size not
-        seen yet, or one whose hints are likely to cost more than the window)."""
+    def lookup(self, n: int, dtype: np.dtype) -> np.ndarray | None:
+        """The hinted exponents for a float call of n chunks of ``dtype``, or None (a size not seen yet)."""
         self._settle()
         key = (n, np.dtype(dtype).str)
-        entry = self.table.get(key)
-        if entry is None:
-            return None
-        self.table.move_to_end(key)
-        hint, misses = entry
-        return hint if n <= window or (misses is not None and 2 * misses <= min(window, n)) else None
+        hint = self.table.get(key)
+        if hint is not None:
+            self.table.move_to_end(key)
+        return hint
 
     def watch(self, call: TreeCall) -> None:
         """Learn from this call once it is complete (at the next lookup: the native core completes in C)."""
@@ -452,12 +443,9 @@ class Hints:
         if not call.complete:  # failed or abandoned: its tree is broken
             return
         if call.hint is not None:
-            self.chunks += call.n
-            self.hits += call.n - call.redos
-        agreed = np.array(call.agreed[:call.n], np.int8)
-        before = self.table.get(key)
-        misses = None if before is None else int(((agreed != before[0]) & (agreed != quantize.EXPONENT_NONE)).sum())
-        self.table[key] = (agreed, misses)
+            self.chunks += call.span
+            self.hits += call.span - call.redos
+        self.table[key] = np.array(call.agreed[:call.n], np.int8)
         self.table.move_to_end(key)
         while len(self.table) > self.sizes:
             self.table.popitem(last=False)
@@ -502,6 +490,7 @@ class Layout:
 
     n: int  # chunks
     lead: int  # D: packets carrying only exponents (0 with a hint)
+    span: int  # with a hint, D: the first window, whose chunks go at their hints (else 0)
     total: int  # packets, as far as known (with a hint: n, and one more per chunk found to need a redo)
     capacity: int  # packets laid out: total, or 2n with a hint (every chunk redone)
     base: int  # g of the first packet
@@ -517,10 +506,13 @@ def lay_out(tree: Tree, chunks: np.ndarray, exact: bool, out: np.ndarray, expone
             hinted: bool = False) -> Layout:
     """Every packet of a call, at once: headers from ``Protocol.pack_headers``, int32 values byte-swapped in
     one operation (``exponents``: the chunks' own, if the caller has them).  ``hinted``: no exponent-only
-    packets, and room for a redo of every chunk after the n packets."""
+    packets, packet q < n carries chunk (q + D) mod n's exponent (the chunk its slot carries next, or for the last
+    D packets a chunk of the first window, whose hint its result checks), and room for a redo of every chunk
+    after the n packets."""
     P, config = tree.config.protocol, tree.config
     n = len(chunks)
     lead = 0 if exact or hinted else min(config.window, n)
+    span = min(config.window, n) if hinted else 0
     T, base = 2 * n if hinted else n + lead, tree.next_packet
     W, H = config.window, P.header_bytes
     if exact:
@@ -529,7 +521,7 @@ def lay_out(tree: Tree, chunks: np.ndarray, exact: bool, out: np.ndarray, expone
         local_exp = quantize.chunk_exponents(chunks) if exponents is None else exponents
     g = base + np.arange(T, dtype=np.int64)
     exps = np.full(T, quantize.EXPONENT_NONE, np.int64)
-    exps[:n] = local_exp
+    exps[:n] = np.roll(local_exp, -span)  # packet q: chunk (q + span) mod n's
     packets = tree.buffers.packets(T)
     packets[:lead, H:] = 0  # exponent-only packets carry zeros
     packets[:, :H] = P.pack_headers(T, msg_type=P.MSG_DATA, job_id=config.job_id, child=config.child, slot=g % W,
@@ -538,7 +530,7 @@ def lay_out(tree: Tree, chunks: np.ndarray, exact: bool, out: np.ndarray, expone
         packets[:, H:].view(">i4")[:] = chunks
     bits = tree.bits
     expected = (packets[:, :H] ^ bits.data_to_result).view(bits.word) & bits.result_mask
-    return Layout(n, lead, n + lead, T, base, local_exp, packets, expected,
+    return Layout(n, lead, span, n + lead, T, base, local_exp, packets, expected,
                   np.full(n, quantize.EXPONENT_NONE, np.int8), np.ones(n, out.dtype), np.ones(n, out.dtype))
 
 
@@ -582,20 +574,26 @@ class TreeCall:
             out = np.empty_like(chunks)
         self.tree, self.chunks, self.exact, self.out = tree, chunks, exact, out
         # the exponents the last call of this size agreed: data at them from the first packet on
-        self.hint = None if exact else tree.hints.lookup(len(chunks), out.dtype, tree.config.window)
+        self.hint = None if exact else tree.hints.lookup(len(chunks), out.dtype)
         layout = lay_out(tree, chunks, exact, out, exponents, self.hint is not None)
         self.n, self.lead, self.total, self.base = layout.n, layout.lead, layout.total, layout.base
+        self.span = layout.span  # with a hint, D: the first window's chunks go at their hints
         T, self.own = layout.capacity, layout.own
         self.packets, self.expected, self.agreed = layout.packets, layout.expected, layout.agreed
         # scales by chunk, set as the exponents are agreed: 2**s to quantize, 2**-s to dequantize
         self.qscale, self.dscale = layout.qscale, layout.dscale
         self.wide = False  # some scale is not a normal float32: float32 calls take quantize's float64 way
         self.values = self.packets[:, P.header_bytes:].view(">i4")  # (T, V)
-        # with a hint: the chunks whose hint was wrong, and the redos, in chunk order (packet n + j redoes
-        # redo[j]) as far as found: in the chunks below ``scanned``, all of whose results are in
+        # with a hint: the first window's chunks whose hint was wrong (known from packets n - D ..), those whose
+        # hinted sum wrapped, and the redos, in chunk order (packet n + j redoes redo[j]) as far as found: in
+        # the chunks below ``scanned``, all of whose packets have their results
         self.wrong = np.zeros(self.n, bool)
+        self.wrapped = np.zeros(self.n, bool)
+        # the first window's sums as they come, dequantized once their hints are known right (``out`` may be
+        # the input: a redo needs it)
+        self.hinted_sums = np.zeros((self.span, P.values), ">i4")
         self.redo = np.zeros(self.n, np.int64)
-        self.redos, self.scanned = 0, 0 if self.hint is not None else self.n
+        self.redos = self.scanned = 0
         if self.hint is not None:
             self._agree(slice(None), self.hint)
         if not exact:
@@ -628,10 +626,12 @@ class TreeCall:
             self._quantize(start, end, slice(start - self.lead, end - self.lead))
         else:
             mid = max(start, min(end, self.n))
-            if start < mid:  # chunks at their hints; a chunk above its hint is sure to be redone: zeros
+            if start < mid:  # chunks at their hints (the first window) or agreed exponents
                 with np.errstate(invalid="ignore", over="ignore"):
                     self._quantize(start, mid, slice(start, mid))
-                self.values[start:mid][self.own[start:mid] > self.hint[start:mid]] = 0
+                first = min(mid, self.span)  # a chunk above its hint is sure to be redone: zeros
+                if start < first:
+                    self.values[start:first][self.own[start:first] > self.hint[start:first]] = 0
             if mid < end:  # redos, at the agreed exponents
                 self._quantize(mid, end, self.redo[mid - self.n:end - self.n])
         self.filled = end
@@ -787,20 +787,28 @@ class TreeCall:
         return True
 
     def _hinted_results(self, qs: np.ndarray, rows: np.ndarray, wrapped: np.ndarray | None) -> None:
-        """Results of a hinted call's packets: packet q < n is chunk q at its hint, and its sum is taken where
-        the agreed exponent is the hint (or none: every worker's chunk is zeros), else the chunk is redone
-        at the agreed exponent (``_scan``); packet n + j is redo[j], at its agreed exponent."""
-        P, n = self.P, self.n
+        """Results of a hinted call's packets.  Packet q < n is chunk q (at its hint in the first window, else
+        at its agreed exponent) and brings the agreed exponent of chunk (q + D) mod n: the chunk its slot
+        carries next, or for the last D packets a first-window chunk, whose hint is then known right (or the
+        exponent none: every worker's chunk is zeros) or wrong (the chunk is redone, ``_scan``).  Packet n + j
+        is redo[j], at its agreed exponent.  A first-window chunk's sum and OVERFLOW are held until its hint
+        is known (``_scan``)."""
+        P, n, D = self.P, self.n, self.span
         head = qs < n
         chunks = np.where(head, qs, self.redo[np.maximum(qs - n, 0)])
-        good = ~head
         if head.any():
+            carried = (qs[head] + D) % n
             e = P.column(rows[head], self.tree.bits.exponent_at)
-            self._agree(qs[head], e)
-            ok = (e == self.hint[qs[head]]) | (e == quantize.EXPONENT_NONE)
-            good[head] = ok
-            self.wrong[qs[head][~ok]] = True
-        if wrapped is not None and (wrapped & good).any():
+            self._agree(carried, e)
+            first = carried < D
+            ok = (e[first] == self.hint[carried[first]]) | (e[first] == quantize.EXPONENT_NONE)
+            self.wrong[carried[first][~ok]] = True
+        early = head & (qs < D)  # first-window sums: held until their hints are known right
+        good = ~early
+        if early.any():
+            self.hinted_sums[qs[early]] = rows[early, P.header_bytes:P.packet_bytes].view(">i4")
+        if wrapped is not None and wrapped.any():
+            self.wrapped[qs[wrapped & early]] = True
             self.overflowed += chunks[wrapped & good].tolist()
         if good.any():
             sums = np.empty((int(good.sum()), P.values), self.out.dtype)
@@ -809,13 +817,22 @@ class TreeCall:
         self._scan()
 
     def _scan(self) -> None:
-        """The redos found: chunks with a wrong hint below the oldest packet without a result, in chunk order,
-        the same on every worker (each has every result below it); each adds a packet to the call."""
-        upto = min(self.oldest, self.n)
+        """The redos found: first-window chunks whose hint was wrong, in chunk order, as far as every packet
+        carrying them (chunk j, and packet n - D + j with its agreed exponent) has its result: the same on
+        every worker (each has every result below the oldest); each adds a packet to the call.  The others'
+        held sums are taken (an OVERFLOW among them is an error)."""
+        D = self.span
+        upto = min(max(self.oldest - (self.n - D), 0), D)
         if upto > self.scanned:
             found = np.flatnonzero(self.wrong[self.scanned:upto]) + self.scanned
             self.redo[self.redos:self.redos + len(found)] = found
             self.redos += len(found)
+            taken = np.flatnonzero(~self.wrong[self.scanned:upto]) + self.scanned
+            self.overflowed += taken[self.wrapped[taken]].tolist()
+            if len(taken):
+                sums = np.empty((len(taken), self.P.values), self.out.dtype)
+                self._dequantize(sums, self.hinted_sums[taken], taken)
+                self.out[taken] = sums
             self.scanned = upto
             self.total = self.n + self.redos
 
@@ -878,7 +895,7 @@ class TreeCall:
 
     @property
     def complete(self) -> bool:
-        return self.finished >= self.total and self.scanned >= self.n
+        return self.finished >= self.total and self.scanned >= self.span
 
     def pump(self, now: float, out: Outbox, budget: float = math.inf) -> float:
         """Send what the window (and the pacer) allows and what timed out; returns when this call next

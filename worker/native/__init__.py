@@ -299,8 +299,9 @@ class NativeCall:
         P, config = tree.config.protocol, tree.config
         self.n = n = len(self.chunks) + (last is not None)
         # before the buffers are reused: the last call's agreed exponents are learnt from them (engine.Hints)
-        self.hint = None if exact else tree.hints.lookup(n, out.dtype, config.window)
+        self.hint = None if exact else tree.hints.lookup(n, out.dtype)
         self.lead = 0 if exact or self.hint is not None else min(config.window, n)
+        self.span = min(config.window, n) if self.hint is not None else 0  # the first window, at its hints
         T = 2 * n if self.hint is not None else n + self.lead  # room for a redo of every chunk
         self.base = tree.next_packet
         if exact:
@@ -329,10 +330,11 @@ class NativeCall:
         self.wrong = buffers.array("wrong", n, np.uint8)
         self.wrong[:] = 0
         self.redo = buffers.array("redo", n, np.int64)
+        self.hinted_sums = buffers.array("hinted_sums", max(self.span, 1) * P.values, np.int32)
         c = self._c = ffi.new("ina_call *")
         c.tree = tree._t
         c.n, c.lead, c.total, c.base, c.rows = self.n, self.lead, n + self.lead, self.base, len(self.packets)
-        c.capacity = T
+        c.capacity, c.span = T, self.span
         c.exact, c.dtype = int(exact), _DTYPES[out.dtype]
         for name, ctype, array in (("chunks", "void *", self.chunks), ("out", "void *", out),
                                    ("agreed", "int8_t *", self.agreed), ("qscale", "void *", self.qscale),
@@ -341,6 +343,7 @@ class NativeCall:
                                    ("done", "uint8_t *", self.done), ("sent_at", "double *", self.sent_at),
                                    ("retries", "int64_t *", self.retries), ("wrong", "uint8_t *", self.wrong),
                                    ("redo", "int64_t *", self.redo),
+                                   ("hinted_sums", "uint8_t *", self.hinted_sums),
                                    ("overflowed", "int64_t *", self._overflowed)):
             setattr(c, name, _ptr(ffi, ctype, array))
         c.header_template = _ptr(ffi, "uint8_t *", tree.header_template)
@@ -377,7 +380,7 @@ class NativeCall:
 
     @property
     def complete(self) -> bool:
-        return bool(self._c.finished >= self._c.total and self._c.scanned >= self._c.n)
+        return bool(self._c.finished >= self._c.total and self._c.scanned >= self._c.span)
 
     @property
     def closed(self) -> bool:

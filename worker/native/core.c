@@ -295,7 +295,8 @@ static void header_of(const ina_call *c, int64_t q, uint8_t *wire) {
     set_field(&w, c->header_fields + 0, bits, g - round * W);
     set_field(&w, c->header_fields + 2, bits, round % 2);
     set_field(&w, c->header_fields + 4, bits, (g + 1) & 0xFFFFFFFF);
-    set_field(&w, c->header_fields + 6, bits, q < c->n ? c->exponents[q] : cf->exponent_none);
+    /* the exponent field: chunk q's own, or with a hint chunk (q + span) mod n's (engine.lay_out) */
+    set_field(&w, c->header_fields + 6, bits, q < c->n ? c->exponents[(q + c->span) % c->n] : cf->exponent_none);
     uint64_t hi = __builtin_bswap64((uint64_t)(w >> 64)), lo = __builtin_bswap64((uint64_t)w);
     memcpy(wire, &hi, 8);
     memcpy(wire + 8, &lo, 8);
@@ -343,7 +344,7 @@ static void fill(ina_call *c, int64_t end) {
         int64_t ch = chunk_of(c, q);
         uint8_t *row = row_of(c, q), *dst = row + cf->header_bytes;
         header_of(c, q, row);  /* 16 bytes: the values written next cover any beyond the header */
-        if (ch < 0 || (c->hint && q < c->n && c->exponents[q] > c->hint[q])) {
+        if (ch < 0 || (c->hint && q < c->span && c->exponents[q] > c->hint[q])) {
             memset(dst, 0, (size_t)(4 * V));
             continue;
         }
@@ -416,12 +417,13 @@ void ina_call_start(ina_call *c) {  /* TreeCall.__init__'s scalars (the arrays a
     c->last_progress = 0.0;
     c->wide = 0;
     c->redos = 0;
-    c->scanned = c->hint ? 0 : c->n;
+    c->scanned = 0;
+    if (!c->hint) c->span = 0;
     if (c->hint)
         for (int64_t ch = 0; ch < c->n; ch++) agree(c, ch, c->hint[ch]);
 }
 
-int32_t ina_complete(const ina_call *c) { return c->finished >= c->total && c->scanned >= c->n; }
+int32_t ina_complete(const ina_call *c) { return c->finished >= c->total && c->scanned >= c->span; }
 
 static int64_t sendable(ina_call *c, double now) {  /* TreeCall._sendable */
     ina_tree *t = c->tree;
@@ -565,16 +567,26 @@ static void taken(ina_call *c, const int64_t *qs, int64_t first, int64_t count, 
 
 static int exponents_carried(const ina_call *c) { return !c->exact; }
 
-/* TreeCall._scan: the redos found, in chunk order, below the oldest packet without a result. */
+/* TreeCall._scan: the redos found, in chunk order, among the first window's chunks all of whose packets (the
+ * chunk's, and packet n - span + j with its agreed exponent) have their results; the others' held sums taken. */
 static void scan(ina_call *c) {
-    int64_t upto = c->oldest < c->n ? c->oldest : c->n;
-    for (; c->scanned < upto; c->scanned++)
-        if (c->wrong[c->scanned]) c->redo[c->redos++] = c->scanned;
+    int64_t upto = c->oldest - (c->n - c->span);
+    if (upto > c->span) upto = c->span;
+    for (; c->scanned < upto; c->scanned++) {
+        uint8_t w = c->wrong[c->scanned];
+        if (w & 1) {
+            c->redo[c->redos++] = c->scanned;
+            continue;
+        }
+        if (w & 2) c->overflowed[c->n_overflowed++] = c->scanned;
+        dequantize(c, c->scanned, c->hinted_sums + c->scanned * 4 * c->tree->config->values);
+    }
     c->total = c->n + c->redos;
 }
 
 /* TreeCall._hinted_results: results of packets qs[0..count) (or, with qs NULL, first ..), in rows[idx[i]] (or
- * rows[i]): a hinted chunk's sum taken where the agreed exponent is its hint (or none), else redone. */
+ * rows[i]): each brings the agreed exponent of chunk (q + span) mod n (a first-window chunk's checks its hint);
+ * a first-window chunk's sum and OVERFLOW are held until its hint is known (scan). */
 static void hinted_results(ina_call *c, const int64_t *qs, int64_t first, const int64_t *idx, int64_t count,
                            const uint8_t *rows, int64_t stride) {
     const ina_config *cf = c->tree->config;
@@ -583,19 +595,21 @@ static void hinted_results(ina_call *c, const int64_t *qs, int64_t first, const 
     for (int64_t i = 0; i < count; i++) {
         int64_t q = Q(i);
         if (q >= c->n) continue;
+        int64_t t = (q + c->span) % c->n;
         int8_t e = (int8_t)ROW(i)[cf->exponent_at];
-        agree(c, q, e);
-        if (e != c->hint[q] && e != cf->exponent_none) c->wrong[q] = 1;
+        agree(c, t, e);
+        if (t < c->span && e != c->hint[t] && e != cf->exponent_none) c->wrong[t] |= 1;
     }
     for (int64_t i = 0; i < count; i++) {
         int64_t q = Q(i), ch = q < c->n ? q : c->redo[q - c->n];
-        if (q < c->n && c->wrong[q]) continue;
-        if (ROW(i)[cf->flags_at] & cf->flag_overflow) c->overflowed[c->n_overflowed++] = ch;
+        if (!(ROW(i)[cf->flags_at] & cf->flag_overflow)) continue;
+        if (q < c->span) c->wrong[q] |= 2;
+        else c->overflowed[c->n_overflowed++] = ch;
     }
     for (int64_t i = 0; i < count; i++) {
         int64_t q = Q(i), ch = q < c->n ? q : c->redo[q - c->n];
-        if (q < c->n && c->wrong[q]) continue;
-        dequantize(c, ch, ROW(i) + cf->header_bytes);
+        if (q < c->span) memcpy(c->hinted_sums + q * 4 * cf->values, ROW(i) + cf->header_bytes, (size_t)(4 * cf->values));
+        else dequantize(c, ch, ROW(i) + cf->header_bytes);
     }
 #undef Q
 #undef ROW

@@ -67,10 +67,15 @@ typedef struct ina_call {
     const int32_t *header_fields;                /* (shift, width) of slot, set, seq, exponent */
     const int8_t *exponents;                     /* n: the chunks' own */
     const int8_t *hint;                          /* NULL, or n: the exponents the last call of this size agreed
-                                                    (lead 0; packet q < n is chunk q at hint[q]) */
-    uint8_t *wrong;                              /* n: the hint was wrong, the chunk is redone */
+                                                    (lead 0; packet q < n is chunk q, at hint[q] for q < span, and
+                                                    carries chunk (q + span) mod n's exponent) */
+    int64_t span;                                /* with a hint, D = min(W, n): the first window (else 0) */
+    uint8_t *wrong;                              /* n: 1 the hint was wrong, the chunk is redone; 2 its hinted
+                                                    sum wrapped */
     int64_t *redo;                               /* n: packet n + j redoes chunk redo[j] */
-    int64_t redos, scanned;                      /* redos found in the chunks below scanned */
+    uint8_t *hinted_sums;                        /* span rows of 4 V bytes: the first window's sums as they
+                                                    come, taken once their hints are known right */
+    int64_t redos, scanned;                      /* redos found in the first-window chunks below scanned */
     int64_t capacity;                            /* packets laid out (2 n with a hint) */
     int64_t filled;
     int64_t *latest;

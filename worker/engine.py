@@ -7,9 +7,10 @@ docs/protocol.md). A float allreduce of n chunks sends n + D packets, D = min(W,
 q carries the exponent of chunk q (q < n) and the values of chunk q - D (q >= D), quantized
 with the exponent the switch agreed in the result of packet q - D; so exponents travel one
 window ahead, as in SwitchML. A float call of a size the tree has seen (``Hints``) sends no
-exponent-only packets: packet q carries chunk q at the exponent the last call of that size
-agreed, and packets n + j redo, at the agreed exponent, the chunks whose result shows that hint
-wrong (docs/protocol.md, "Exponents: a window ahead, or hinted"). int32 arrays need no
+exponent-only packets: packet q carries chunk q, and chunk (q + D) mod n's exponent; the first D
+chunks go at the exponents the last call of that size agreed, the others at the exponent agreed a
+window ahead, and packets n + j redo, at the agreed exponent, the first-window chunks whose hint the
+last D packets' results show wrong (docs/protocol.md, "Exponents: a window ahead, or hinted"). int32 arrays need no
 exponents: packet q carries chunk q.
 
 Lost packets are sent again about a round trip after a packet sent after them has its result

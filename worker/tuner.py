@@ -121,7 +121,11 @@ class InaCost:
         cwnds = [self.window] * len(self.trees) if sent is None else \
             [min(self.window, INITIAL_IN_FLIGHT + s) for s in sent]
         packets = self.packets(chunks, exact, first)
-        return max((t.seconds(p, self.window, c) for t, p, c in zip(self.trees, packets, cwnds)), default=0.0)
+        # a first call's data packet q also waits for the result of exponent packet q - D, D = min(W, n): for a
+        # tree of fewer chunks than W, a window of D
+        windows = [min(self.window, n) if first and not exact else self.window
+                   for n in split_chunks([t.share for t in self.trees], chunks)]
+        return max((t.seconds(p, w, c) for t, p, w, c in zip(self.trees, packets, windows, cwnds)), default=0.0)
 
     def line(self) -> tuple[float, float]:
         """(latency, seconds per chunk) of a long later call (no exponent window) with the window open: the

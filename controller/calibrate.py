@@ -8,7 +8,8 @@ pool (a job is one session: its own trees must see their workers' packets from t
 afterwards:
 
 - through the switches alone, ``values`` float32 per call: C, the wire rate each worker got (every packet
-  it sent, a float call's exponent packets too: ``model.sent_mbps``);
+  it sent in the timed calls, which follow a warm-up of their size and so send no exponent-only packets:
+  ``model.sent_mbps``);
 - round the ring alone, once per layout the job may use: the rate each gets of a link, and its
   efficiency, the model's time for the bytes over the measured (``rings.ring_wire_mbps``,
   ``rings.ring_efficiency``; TCP does not fill a link, and not equally in every layout: two-way
@@ -78,7 +79,8 @@ def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float 
     ina = latency = None
     if job.trees and planned.model.ina is not None:
         seconds["ina"] = _trial(ctl, name, "ina", values, timeout)[0]
-        # every packet of the float call a frame, the exponent packets (min(W, n) per tree) in
+        # every packet of the float call a frame: the timed calls follow a warm-up of their size, so they send no
+        # exponent-only packets (their first window at the warm-up's exponents, the rest a window ahead)
         ina = sent_mbps(planned.model.ina, -(-values // P.values), seconds["ina"], P.frame_bytes)
         seconds["one value"], round_trips = _trial(ctl, name, "ina", 1, timeout)
         network = min(tree_pipe(ctl.topology, job.members, JobTree(t.tree, t.rate, t.share), t.rate, P.frame_bytes,

@@ -62,14 +62,16 @@ class JobPlan:
         return index // self.lanes
 
     def choose(self, nbytes: int, dtype: np.dtype | type = np.float32, opening: bool = False) -> Choice:
-        """How a call of ``nbytes`` runs (``opening``: the job's first, its windows still opening)."""
+        """How a call of ``nbytes`` runs (``opening``: the job's first, its windows still opening and its size
+        not seen before: one window of exponent-only packets more)."""
         return self.model.choose(*self._call(nbytes, dtype, opening), mode=self.mode,
-                                 in_tensor_type=self.ring_sum == "native", layout=self.ring_layout, alpha=self.alpha)
+                                 in_tensor_type=self.ring_sum == "native", layout=self.ring_layout, alpha=self.alpha,
+                                 first=opening)
 
     def options(self, nbytes: int, dtype: np.dtype | type = np.float32, opening: bool = False) -> dict[str, Choice]:
         """Each method at its best for such a call, whatever the mode."""
         return self.model.options(*self._call(nbytes, dtype, opening), in_tensor_type=self.ring_sum == "native",
-                                  layout=self.ring_layout, alpha=self.alpha)
+                                  layout=self.ring_layout, alpha=self.alpha, first=opening)
 
     def _call(self, nbytes: int, dtype: np.dtype | type, opening: bool) -> tuple[int, np.dtype, list[int] | None]:
         dtype = np.dtype(dtype)

@@ -25,8 +25,9 @@ seconds per byte of its share (``PartCost``), a ring of circuits and a torus as 
 ring on links of its own, a tree of devices through its ``TreePipe`` with the window open; the shares that end
 a plan's parts at once are the hybrid split's closed form (``worker.tuner.equal_finish``).
 
-A calibration (`ina-ctl calibrate`) inverts the model: C from a float call's time, its exponent packets in
-(``sent_mbps``); a ring's rate and efficiency through ``rings.ring_wire_mbps`` and ``rings.ring_efficiency``.
+A calibration (`ina-ctl calibrate`) inverts the model: C from a float call's time, a later call of its size
+(no exponent-only packets: ``sent_mbps``); a ring's rate and efficiency through ``rings.ring_wire_mbps`` and
+``rings.ring_efficiency``.
 
 A multi-GPU node's call, hierarchical (issue 44; ``hierarchical_call``): a reduce-scatter among the node's ranks
 (NVLink, at an in-node rate), then each rank's shard summed across the nodes by its rail's job (the rails' jobs
@@ -213,11 +214,12 @@ def window_mbps(ina: InaCost, frame_bytes: int) -> float:
     return sum(min(ina.window / t.round_trip, 1 / t.pace) for t in ina.trees) * frame_bytes * 8 / 1e6
 
 
-def sent_mbps(ina: InaCost, chunks: int, seconds: float, frame_bytes: int) -> float:
+def sent_mbps(ina: InaCost, chunks: int, seconds: float, frame_bytes: int, first: bool = False) -> float:
     """The wire Mb/s each worker sent its trees in a float call of ``chunks`` that took ``seconds`` (what
-    `ina-ctl calibrate` measures C by): a frame per packet, as ``InaCost.packets`` counts them, each tree's
-    exponent packets (min(W, n) of n chunks) in."""
-    return sum(ina.packets(chunks, exact=False)) * frame_bytes * 8 / seconds / 1e6
+    `ina-ctl calibrate` measures C by): a frame per packet, as ``InaCost.packets`` counts them; ``first``: the
+    first call of its size, each tree's exponent packets (min(W, n) of n chunks) in (the calibration's timed
+    calls come after a warm-up of their size: none)."""
+    return sum(ina.packets(chunks, exact=False, first=first)) * frame_bytes * 8 / seconds / 1e6
 
 
 def call_model(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P: protocol.Protocol,

@@ -77,30 +77,36 @@ def test_a_spec_carries_host_spacing_only_where_hosts_cost_time():
 
 
 def test_no_host_cost_is_the_fabric_before_host_costs_bit_for_bit():
-    """The figures ``SINGLE`` gave at 4dd4204, to the last bit: none (and a cost of 0) leaves the fabric as it was."""
+    """The figures ``SINGLE`` gave once its second call sent no exponent window (piggybacked exponents), to the
+    last bit: none (and a cost of 0) leaves the fabric as it was."""
     for text in ("none", "0"):
         r = runs.run(runs.RunConfig(**{**vars(SINGLE), "host_cost": text}))
-        assert [c["seconds"] for c in r["calls"]] == [0.000184, 0.00012099999999999999]
-        assert [c["model"] for c in r["calls"]] == [0.00018199088, 0.00011881888]
-        assert r["virtual"].hex() == "0x1.3fd0d0678c005p-12" and r["events"] == 5408 and r["passes"] == 2560
-        assert r["where"]["worker_seconds"]["window"] == 0.00025899999999999995 and r["host_cost"] is None
+        assert [c["seconds"] for c in r["calls"]] == [0.000184, 9.799999999999997e-05]
+        assert [c["model"] for c in r["calls"]] == [0.00018199088, 9.614576e-05]
+        assert r["virtual"].hex() == "0x1.27b2cc70867adp-12" and r["events"] == 4868 and r["passes"] == 2304
+        assert r["where"]["worker_seconds"]["window"] == 0.00023499999999999997 and r["host_cost"] is None
 
 
 def test_a_host_cost_slows_the_fabric_by_what_the_model_says():
     """Two trees on one CPU of 1 us per datagram each way: the host, not the 100 Gbit/s links, sets the pace,
-    in the fabric and in the model alike (each call within 3% of its prediction, the slowdown within 5%)."""
+    in the fabric and in the model alike (each call within 3% of its prediction, the slowdown within 5%).  The
+    model times the second call with no exponent window and no wrong hint; the fabric's inputs change from
+    call to call, and a hint of its first window that is wrong costs a packet and a round trip more (6% at
+    the links' pace here, within 3% where the host sets it)."""
     free = runs.run(TWO_TREES)
     costed = runs.run(runs.RunConfig(**{**vars(TWO_TREES), "host_cost": "1"}))
     assert free["job"]["trees"] == costed["job"]["trees"] == 2
     for r in (free, costed):
         assert r["check"]["within_bound"] and r["check"]["identical"] and r["check"]["calls_checked"] == 2
         for call in r["calls"]:
-            assert 0.97 < call["ratio"] < 1.03, call
-    slower = costed["calls"][1]["seconds"] / free["calls"][1]["seconds"]
-    predicted = costed["calls"][1]["model"] / free["calls"][1]["model"]
+            assert 0.97 < call["ratio"] < (1.03 if r is costed or call is r["calls"][0] else 1.08), call
+    # the first call: the model knows what it sends (the second's wrong hints it does not)
+    slower = costed["calls"][0]["seconds"] / free["calls"][0]["seconds"]
+    predicted = costed["calls"][0]["model"] / free["calls"][0]["model"]
     assert slower > 5 and slower == pytest.approx(predicted, rel=0.05)
-    # every packet of a call (its chunks and a window of exponents) cost 2 us of the one CPU: busy nearly always
-    packets = 2 * (-(-TWO_TREES.size // P.values) + 2 * TWO_TREES.pool_size)
+    # every packet of a call (its chunks, and a window of exponents per tree in the first; the second's redos
+    # are a few) cost 2 us of the one CPU: busy nearly always
+    packets = 2 * -(-TWO_TREES.size // P.values) + 2 * TWO_TREES.pool_size
     assert costed["host_cost"]["busy_seconds_per_worker"] == pytest.approx(packets * 2e-6, rel=0.01)
     assert costed["host_cost"]["busy_seconds_per_worker"] > 0.95 * costed["virtual"]
     assert costed["where"]["tail_drops"] == 0  # what the CPU is still sending counts against the queue's room

@@ -65,8 +65,10 @@ def test_a_tree_is_paced_by_its_link_or_by_its_window():
 def test_the_trees_split_a_call_as_the_spec_does_and_the_slowest_sets_the_time():
     assert split_chunks([0.25, 0.75], 12) == [3, 9] and split_chunks([0.5, 0.5], 3) == [2, 1]
     ina = InaCost((TreePipe(0.25, 10e-6, 4e-6), TreePipe(0.75, 10e-6, 1e-6)), window=256)
-    # 400 chunks: 100 + 100 exponents on the first, 300 + 256 on the second (float); none in int32
-    assert ina.packets(400, exact=False) == [200, 556] and ina.packets(400, exact=True) == [100, 300]
+    # 400 chunks: 100 + 100 exponents on the first tree, 300 + 256 on the second in a size's first float call;
+    # none in a later one (hinted: docs/protocol.md), none in int32
+    assert ina.packets(400, exact=False, first=True) == [200, 556] and ina.packets(400, exact=True) == [100, 300]
+    assert ina.packets(400, exact=False) == [100, 300]
     assert ina.seconds(400, exact=True) == pytest.approx(max(99 * 4e-6, 299 * 1e-6) + 10e-6)
 
 
@@ -93,9 +95,9 @@ def test_the_hybrid_split_makes_both_parts_take_as_long():
     choice = model.hybrid_choice(elements, np.float32)
     assert choice is not None and 0 < choice.ina_share < 1
     assert choice.ina_seconds == pytest.approx(choice.ring_seconds, rel=0.01)
-    # by hand: trees a = 10 + 64 x 2 us, b = 2 us per chunk; ring (float64 sums, float32 back) a = 50 us,
-    # b = (8 + 4) x 4 ns per element
-    a_ina, b_ina, a_ring, b_ring = 138e-6, 2e-6 / 256, 50e-6, 12 * 4e-9
+    # by hand: trees a = 10 us (a later call of the size: no exponent window), b = 2 us per chunk; ring
+    # (float64 sums, float32 back) a = 50 us, b = (8 + 4) x 4 ns per element
+    a_ina, b_ina, a_ring, b_ring = 10e-6, 2e-6 / 256, 50e-6, 12 * 4e-9
     share = (a_ring - a_ina + b_ring * elements) / ((b_ina + b_ring) * elements)
     assert choice.ina_share == pytest.approx(share)
     assert model.choose(elements, np.float32).method == "hybrid"
@@ -137,8 +139,12 @@ def test_crossovers_are_where_the_choice_changes():
     assert (below, above) == ("ring (flat)", "ina")
     assert model.choose(nbytes // 4, np.float32).method == "ina"
     assert model.choose(nbytes // 4 - 256, np.float32).method == "ring"
-    # by hand, n chunks of 256 (n >= 64): 10 + (n + 63) x 1 us against 5 + n x 256 x 8 ns: equal at n = 64.9
-    assert 64 * 1024 < nbytes <= 65 * 1024
+    # by hand, E elements in n = ceil(E / 256) chunks, a later call of the size (no exponent window):
+    # 10 + (n - 1) x 1 us against 5 + E x 8 ns: equal at E = 1,000 (n = 4)
+    assert 3 * 1024 < nbytes <= 4 * 1024
+    # the first call of a size, a window of 64 exponent packets more: 10 + (n + 63) x 1 us, equal at n = 64.9
+    first = model.choose(65 * 256, np.float32, first=True), model.choose(64 * 256, np.float32, first=True)
+    assert [c.method for c in first] == ["ina", "ring"]
 
 
 def test_the_model_goes_into_the_spec_and_back():
@@ -157,9 +163,10 @@ def test_equal_finish_is_the_hybrids_closed_form_and_drops_a_part_too_slow_to_st
 # --- what a calibration measures, through the model --------------------------------------------------------
 
 def test_calibration_takes_C_from_a_float_calls_packets_exponents_in():
-    """`ina-ctl calibrate`'s C: a float call of n chunks sends n + min(W, n) packets on each tree
-    (``InaCost.packets``); the model's time for such a call at a rate gives that rate back.  Counting a frame
-    per chunk alone said n / (n + W) of it: 94% at 1,024 chunks and 64 slots, half for a call within a window."""
+    """`ina-ctl calibrate`'s C: its timed calls follow a warm-up of their size, so a float call of n chunks sends
+    n packets on each tree; a first call of the size n + min(W, n) (``InaCost.packets``).  The model's time for
+    either at a rate gives that rate back; a first call counted a frame per chunk alone would say n / (n + W) of
+    it: 94% at 1,024 chunks and 64 slots, half for a call within a window."""
     mbps, window = 400.0, 64
     f = BITS / (mbps * 1e6)  # the worker's frames, end to end
     for chunks in (1024, 40):
@@ -168,6 +175,9 @@ def test_calibration_takes_C_from_a_float_calls_packets_exponents_in():
             ina = InaCost(tuple(TreePipe(s, f / s, f / s) for s in shares), window)
             took = ina.seconds(chunks, exact=False)
             assert sent_mbps(ina, chunks, took, P.frame_bytes) == pytest.approx(mbps)
+            assert chunks * BITS / took / 1e6 == pytest.approx(mbps)
+            took = ina.seconds(chunks, exact=False, first=True)
+            assert sent_mbps(ina, chunks, took, P.frame_bytes, first=True) == pytest.approx(mbps)
             exponents = len(shares) * min(window, chunks // len(shares))  # the chunks split evenly here
             assert chunks * BITS / took / 1e6 == pytest.approx(mbps * chunks / (chunks + exponents))
 
@@ -298,29 +308,31 @@ def test_a_hybrid_paces_the_trees_at_C_and_the_ring_at_the_rest():
 
 
 def test_a_ring_chosen_while_the_windows_are_closed_opens_them_within_its_time():
-    """8 workers on one switch at 100 Gbit/s, C = L/4, 256 slots, 256 KB: the ring beats the trees whose
-    windows still open, but not the trees with open windows.  Greedy, auto would run the ring on every call
-    and the windows would never open; instead the call sends beside the ring what the trees carry within
-    its time, and later calls are faster than the ring."""
+    """8 workers on one switch at 100 Gbit/s, C = L/4, 256 slots, 256 KB: in a first call of the size (its
+    exponent window in: ``first``) the ring beats the trees whose windows still open, but not the trees with
+    open windows.  Greedy, auto would run the ring on every call and the windows would never open; instead the
+    call sends beside the ring what the trees carry within its time, and later calls are faster than the ring.
+    (Timed as a later call, with no exponent window, the closed trees beside the ring already beat it.)"""
     topology = _topology(single(8), 100_000.0, delay="1us")
     hosts = [f"h{i}" for i in range(1, 9)]
     job = plan_job(topology, hosts, P, "auto", pool_size=256, host_latency=20.5e-6, limit_mbps=25_000.0)
     model, elements = job.model, 65_536
     closed = [0] * len(model.ina.trees)
-    now, opened = model.options(elements, np.float32, closed), model.options(elements, np.float32)
+    now, opened = model.options(elements, np.float32, closed, first=True), model.options(elements, np.float32)
     ring = now["ring"]
     assert min(now.values(), key=lambda c: c.seconds) == ring
     assert min(c.seconds for c in opened.values()) < ring.seconds
-    first = model.choose(elements, np.float32, closed)
+    first = model.choose(elements, np.float32, closed, first=True)
     assert first.method == "hybrid" and first.seconds <= ring.seconds and first.ina_share > 0.1
+    assert model.choose(elements, np.float32, closed).seconds < ring.seconds  # as a later call
     chunks = -(-elements // model.values)
     sent, later = closed, first
     for _ in range(3):  # the windows open over a few calls
-        sent = [a + b for a, b in zip(sent, model.ina.packets(round(later.ina_share * chunks), False))]
+        sent = [a + b for a, b in zip(sent, model.ina.packets(round(later.ina_share * chunks), False, sent is closed))]
         later = model.choose(elements, np.float32, sent)
     best_open = min(c.seconds for c in opened.values())
     assert later.seconds == pytest.approx(best_open) and best_open < ring.seconds
-    assert model.choose(elements, np.float32, closed, mode="ring") == ring  # a mode still forces
+    assert model.choose(elements, np.float32, closed, mode="ring", first=True) == ring  # a mode still forces
     assert model.choose(elements, np.float32, None) == min(opened.values(), key=lambda c: c.seconds)
 
 

@@ -64,7 +64,9 @@ class CallRecord:
     result: np.ndarray | None = None
     error: str | None = None
     last_progress: float | None = None  # of the failed call: when it last had a result
-    choice: Choice | None = None  # how it ran (method, share through the switches, ring layout, prediction)
+    choice: Choice | None = None  # how it ran (method, share, ring layout, prediction: a first call of its size
+    #                               with its exponent window, ``CallModel.as_first``)
+    first: bool = False  # some tree's part was of a size it had not carried: it sent an exponent window
     sent: list[int] | None = None  # packets each tree had sent before it (what the choice went by)
     trees_seconds: float | None = None  # how long the trees' part took (None: it had none, or failed)
     ring_seconds: float | None = None  # how long the ring's part took (None: it had none, or failed)
@@ -229,7 +231,12 @@ class SimWorker:
         padded, exponents = prepare(array, self.spec.values)
         composed = self._composed = ComposedCall(self.spec, self.trees, padded, exponents, array.shape, array.dtype,
                                                  np.empty(len(padded), padded.dtype))
-        self.current.sent, self.current.choice = composed.sent, composed.choice
+        choice = composed.choice  # chosen as for a later call of the size; a first one sends its exponent window
+        self.current.first = any(c.lead for c in composed.tree_calls)
+        if self.spec.model is not None and self.current.first:
+            choice = self.spec.model.as_first(choice, array.size, array.dtype, composed.sent,
+                                              self.spec.ring_sum == "native")
+        self.current.sent, self.current.choice = composed.sent, choice
         self.calls = composed.tree_calls
         part = composed.ring_part
         self._ring_pending, self._ring_result = part is not None, None

@@ -159,13 +159,18 @@ def expected(config: RunConfig) -> tuple[JobPlan, list[Choice]]:
                        ring_layout=config.ring_layout, host_latency=host_latency.MEAN,
                        host_cost=host_costs(config), lanes=config.lanes)
     dtype, chunks = np.dtype(config.dtype), -(-config.size // P.values)
-    sent, choices = [0] * len(planned.tree_plan.trees), []
+    sent, choices, seen = [0] * len(planned.tree_plan.trees), [], set()
     for _ in range(config.calls):
         choice = planned.model.choose(config.size, dtype, sent, planned.mode, planned.ring_sum == "native",
                                       planned.ring_layout, planned.alpha)
-        choices.append(choice)
+        # the first call of a trees' part's size pays a window of exponent-only packets, later ones none
+        k = ina_chunks(choice.ina_share, chunks)
+        first = k not in seen and dtype != np.int32
+        seen.add(k)
+        choices.append(planned.model.as_first(choice, config.size, dtype, sent, planned.ring_sum == "native")
+                       if first else choice)
         if planned.model.ina is not None:
-            done = planned.model.ina.packets(ina_chunks(choice.ina_share, chunks), dtype == np.int32)
+            done = planned.model.ina.packets(k, dtype == np.int32, first)
             sent = [s + d for s, d in zip(sent, done)]
     return planned, choices
 
@@ -217,10 +222,10 @@ def run(config: RunConfig) -> dict:
         ended = [r.ended for r in records if r.ended is not None and not r.error]
         done = len(ended) == len(hosts)
         took = max(ended) - min(r.started for r in records) if done else None
-        choice = records[0].choice if records else None
+        choice = records[0].choice if records else None  # a size's first call timed with its exponent window
         options_then = planned.model.options(config.size, np.dtype(config.dtype), records[0].sent,
-                                             planned.ring_sum == "native", planned.ring_layout, planned.alpha) \
-            if records else {}
+                                             planned.ring_sum == "native", planned.ring_layout, planned.alpha,
+                                             first=records[0].first) if records else {}
         calls.append({"seconds": took, "method": choice and choice.method, "ina_share": choice and choice.ina_share,
                       "layout": choice and choice.layout, "model": choice and choice.seconds,
                       "ratio": took / choice.seconds if took and choice and choice.seconds else None,

@@ -6,7 +6,12 @@ go out once the result of packet g - W is in (its {slot, set} is free again on e
 docs/protocol.md). A float allreduce of n chunks sends n + D packets, D = min(W, n): packet
 q carries the exponent of chunk q (q < n) and the values of chunk q - D (q >= D), quantized
 with the exponent the switch agreed in the result of packet q - D; so exponents travel one
-window ahead, as in SwitchML. int32 arrays need no exponents: packet q carries chunk q.
+window ahead, as in SwitchML. A float call of a size the tree has seen (``Hints``) sends no
+exponent-only packets: packet q carries chunk q, and chunk (q + D) mod n's exponent; the first D
+chunks go at the exponents the last call of that size agreed, the others at the exponent agreed a
+window ahead, and packets n + j redo, at the agreed exponent, the first-window chunks whose hint the
+last D packets' results show wrong (docs/protocol.md, "Exponents: a window ahead, or hinted"). int32 arrays need no
+exponents: packet q carries chunk q.
 
 Lost packets are sent again about a round trip after a packet sent after them has its result
 (RACK), or on a retransmission timer that follows the round trip (doubled per timeout in a row
@@ -38,6 +43,7 @@ is numpy arrays over the call's packets.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,6 +62,7 @@ AMBIGUOUS = 0.75  # a copy's result sooner than this share of srtt after it went
 #                   (while new packets go; in a call's tail, the least round trip, RFC 8985's rule)
 INITIAL_RTO = 0.1  # seconds: the timer before any round trip is measured
 LOOK_AGAIN = 0.05  # seconds: a running call looks again at least this often, whatever its timers
+HINT_SIZES = 256  # call sizes (chunks, dtype) whose agreed exponents a tree remembers (``Hints``: an LRU)
 
 
 @dataclass
@@ -299,6 +306,7 @@ class Tree:
         # the last W packets of the calls before the current one, packet g in row g mod W: a switch that
         # loses its registers may have given their results to some workers and not to others
         self.kept = np.zeros((self.config.window, self.config.protocol.packet_bytes), np.uint8)
+        self.hints = Hints()
 
     @property
     def lost_registers(self) -> bool:
@@ -399,6 +407,51 @@ class Tree:
         return TreeCall(self, chunks, exact, out, exponents, last)
 
 
+class Hints:
+    """A tree's exponent hints: per call size (chunks, dtype), the exponents the switches agreed in the last
+    complete call of that size.  The next call of that size sends its first window's data at them at once
+    instead of a window of exponent-only packets first; every later chunk's exponent comes a window ahead,
+    in the packets before it (docs/protocol.md, "Exponents: a window ahead, or hinted").  Learnt only from
+    complete calls, whose results every member received, and every member makes the same calls in the same
+    order, so the table is the same on every member.  An LRU of ``sizes`` entries: a byte per chunk of each
+    size held.  A hinted call costs at most what the window would: its wrong hints are in the first window
+    only, each one packet more."""
+
+    def __init__(self, sizes: int = HINT_SIZES) -> None:
+        self.sizes = sizes
+        self.table: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()  # per size: the agreed exponents
+        self.pending: tuple[tuple[int, str], TreeCall] | None = None  # the last call, learnt from once complete
+        self.hits = self.chunks = 0  # first-window chunks sent at a hint, and of those, not redone (tree's life)
+
+    def lookup(self, n: int, dtype: np.dtype) -> np.ndarray | None:
+        """The hinted exponents for a float call of n chunks of ``dtype``, or None (a size not seen yet)."""
+        self._settle()
+        key = (n, np.dtype(dtype).str)
+        hint = self.table.get(key)
+        if hint is not None:
+            self.table.move_to_end(key)
+        return hint
+
+    def watch(self, call: TreeCall) -> None:
+        """Learn from this call once it is complete (at the next lookup: the native core completes in C)."""
+        self.pending = ((call.n, np.dtype(call.out.dtype).str), call)
+
+    def _settle(self) -> None:
+        if self.pending is None:
+            return
+        key, call = self.pending
+        self.pending = None
+        if not call.complete:  # failed or abandoned: its tree is broken
+            return
+        if call.hint is not None:
+            self.chunks += call.span
+            self.hits += call.span - call.redos
+        self.table[key] = np.array(call.agreed[:call.n], np.int8)
+        self.table.move_to_end(key)
+        while len(self.table) > self.sizes:
+            self.table.popitem(last=False)
+
+
 class Buffers:
     """Memory a tree reuses from call to call (fresh memory costs a page fault per 4 KB, and numpy's
     allocator time)."""
@@ -437,23 +490,31 @@ class Layout:
     place, float values written as their exponents come back; each packet's result header, masked."""
 
     n: int  # chunks
-    lead: int  # D: packets carrying only exponents
-    total: int  # packets
+    lead: int  # D: packets carrying only exponents (0 with a hint)
+    span: int  # with a hint, D: the first window, whose chunks go at their hints (else 0)
+    total: int  # packets, as far as known (with a hint: n, and one more per chunk found to need a redo)
+    capacity: int  # packets laid out: total, or 2n with a hint (every chunk redone)
     base: int  # g of the first packet
-    packets: np.ndarray  # (total, packet bytes)
-    expected: np.ndarray  # (total, header words): each packet's result header, masked (HeaderBits.result_mask)
+    own: np.ndarray  # int8 per chunk: its own exponent (the packets' exponent field)
+    packets: np.ndarray  # (capacity, packet bytes)
+    expected: np.ndarray  # (capacity, header words): each packet's result header, masked (HeaderBits.result_mask)
     agreed: np.ndarray  # int8 per chunk: the switch's exponents as they come back
     qscale: np.ndarray  # per chunk, in the output's dtype: 2**s to quantize
     dscale: np.ndarray  # and 2**-s to dequantize
 
 
-def lay_out(tree: Tree, chunks: np.ndarray, exact: bool, out: np.ndarray, exponents: np.ndarray | None) -> Layout:
+def lay_out(tree: Tree, chunks: np.ndarray, exact: bool, out: np.ndarray, exponents: np.ndarray | None,
+            hinted: bool = False) -> Layout:
     """Every packet of a call, at once: headers from ``Protocol.pack_headers``, int32 values byte-swapped in
-    one operation (``exponents``: the chunks' own, if the caller has them)."""
+    one operation (``exponents``: the chunks' own, if the caller has them).  ``hinted``: no exponent-only
+    packets, packet q < n carries chunk (q + D) mod n's exponent (the chunk its slot carries next, or for the last
+    D packets a chunk of the first window, whose hint its result checks), and room for a redo of every chunk
+    after the n packets."""
     P, config = tree.config.protocol, tree.config
     n = len(chunks)
-    lead = 0 if exact else min(config.window, n)
-    T, base = n + lead, tree.next_packet
+    lead = 0 if exact or hinted else min(config.window, n)
+    span = min(config.window, n) if hinted else 0
+    T, base = 2 * n if hinted else n + lead, tree.next_packet
     W, H = config.window, P.header_bytes
     if exact:
         local_exp = np.full(n, quantize.EXPONENT_NONE, np.int8)
@@ -461,7 +522,7 @@ def lay_out(tree: Tree, chunks: np.ndarray, exact: bool, out: np.ndarray, expone
         local_exp = quantize.chunk_exponents(chunks) if exponents is None else exponents
     g = base + np.arange(T, dtype=np.int64)
     exps = np.full(T, quantize.EXPONENT_NONE, np.int64)
-    exps[:n] = local_exp
+    exps[:n] = np.roll(local_exp, -span)  # packet q: chunk (q + span) mod n's
     packets = tree.buffers.packets(T)
     packets[:lead, H:] = 0  # exponent-only packets carry zeros
     packets[:, :H] = P.pack_headers(T, msg_type=P.MSG_DATA, job_id=config.job_id, child=config.child, slot=g % W,
@@ -470,8 +531,8 @@ def lay_out(tree: Tree, chunks: np.ndarray, exact: bool, out: np.ndarray, expone
         packets[:, H:].view(">i4")[:] = chunks
     bits = tree.bits
     expected = (packets[:, :H] ^ bits.data_to_result).view(bits.word) & bits.result_mask
-    return Layout(n, lead, T, base, packets, expected, np.full(n, quantize.EXPONENT_NONE, np.int8),
-                  np.ones(n, out.dtype), np.ones(n, out.dtype))
+    return Layout(n, lead, span, n + lead, T, base, local_exp, packets, expected,
+                  np.full(n, quantize.EXPONENT_NONE, np.int8), np.ones(n, out.dtype), np.ones(n, out.dtype))
 
 
 @dataclass
@@ -513,14 +574,31 @@ class TreeCall:
             chunks = np.concatenate([chunks, last.reshape(1, -1)])
             out = np.empty_like(chunks)
         self.tree, self.chunks, self.exact, self.out = tree, chunks, exact, out
-        layout = lay_out(tree, chunks, exact, out, exponents)
+        # the exponents the last call of this size agreed: data at them from the first packet on
+        self.hint = None if exact else tree.hints.lookup(len(chunks), out.dtype)
+        layout = lay_out(tree, chunks, exact, out, exponents, self.hint is not None)
         self.n, self.lead, self.total, self.base = layout.n, layout.lead, layout.total, layout.base
-        T = self.total
+        self.span = layout.span  # with a hint, D: the first window's chunks go at their hints
+        T, self.own = layout.capacity, layout.own
         self.packets, self.expected, self.agreed = layout.packets, layout.expected, layout.agreed
         # scales by chunk, set as the exponents are agreed: 2**s to quantize, 2**-s to dequantize
         self.qscale, self.dscale = layout.qscale, layout.dscale
         self.wide = False  # some scale is not a normal float32: float32 calls take quantize's float64 way
         self.values = self.packets[:, P.header_bytes:].view(">i4")  # (T, V)
+        # with a hint: the first window's chunks whose hint was wrong (known from packets n - D ..), those whose
+        # hinted sum wrapped, and the redos, in chunk order (packet n + j redoes redo[j]) as far as found: in
+        # the chunks below ``scanned``, all of whose packets have their results
+        self.wrong = np.zeros(self.n, bool)
+        self.wrapped = np.zeros(self.n, bool)
+        # the first window's sums as they come, dequantized once their hints are known right (``out`` may be
+        # the input: a redo needs it)
+        self.hinted_sums = np.zeros((self.span, P.values), ">i4")
+        self.redo = np.zeros(self.n, np.int64)
+        self.redos = self.scanned = 0
+        if self.hint is not None:
+            self._agree(slice(None), self.hint)
+        if not exact:
+            tree.hints.watch(self)
         self.filled = T if exact else self.lead  # packets below this have their values in place
         self.latest = np.zeros(T, np.int64)  # scratch: which row of a batch carried packet q
         self.done = np.zeros(T, bool)
@@ -542,19 +620,33 @@ class TreeCall:
     # --- sending -----------------------------------------------------------------------------
 
     def _fill(self, end: int) -> None:
-        """Quantize the values of packets filled .. end-1: their chunks' exponents are agreed."""
+        """Quantize the values of packets filled .. end-1: their chunks' exponents are agreed (or hinted)."""
         start = self.filled
         if end <= start:
             return
-        c0, c1 = start - self.lead, end - self.lead
-        if self.wide:
-            shift = quantize.shifts(self.agreed[c0:c1], self.tree.config.workers)
-            self.values[start:end] = quantize.quantize_rows(self.chunks[c0:c1], shift)
-        else:  # scale, then round straight into the packets (cast and byte-swapped on the way)
-            scaled = self.tree.buffers.scratch(c1 - c0, self.out.dtype)
-            np.multiply(self.chunks[c0:c1], self.qscale[c0:c1, None], out=scaled)
-            np.rint(scaled, out=self.values[start:end], casting="unsafe")
+        if self.hint is None:
+            self._quantize(start, end, slice(start - self.lead, end - self.lead))
+        else:
+            mid = max(start, min(end, self.n))
+            if start < mid:  # chunks at their hints (the first window) or agreed exponents
+                with np.errstate(invalid="ignore", over="ignore"):
+                    self._quantize(start, mid, slice(start, mid))
+                first = min(mid, self.span)  # a chunk above its hint is sure to be redone: zeros
+                if start < first:
+                    self.values[start:first][self.own[start:first] > self.hint[start:first]] = 0
+            if mid < end:  # redos, at the agreed exponents
+                self._quantize(mid, end, self.redo[mid - self.n:end - self.n])
         self.filled = end
+
+    def _quantize(self, start: int, end: int, chunks: slice | np.ndarray) -> None:
+        """Packets start .. end-1's values: these chunks at their scales."""
+        if self.wide:
+            shift = quantize.shifts(self.agreed[chunks], self.tree.config.workers)
+            self.values[start:end] = quantize.quantize_rows(self.chunks[chunks], shift)
+        else:  # scale, then round straight into the packets (cast and byte-swapped on the way)
+            scaled = self.tree.buffers.scratch(end - start, self.out.dtype)
+            np.multiply(self.chunks[chunks], self.qscale[chunks, None], out=scaled)
+            np.rint(scaled, out=self.values[start:end], casting="unsafe")
 
     def _agree(self, chunks: slice | np.ndarray, exponents: np.ndarray) -> None:
         """The switch's exponents for these chunks: their scales follow."""
@@ -574,7 +666,7 @@ class TreeCall:
         slot (or exponent) is still busy is ``oldest + W`` (``oldest + D``)."""
         tree = self.tree
         hi = min(self.total, self.finished + math.ceil(tree.congestion.cwnd),
-                 self.oldest + (tree.config.window if self.exact else self.lead))
+                 self.oldest + (self.lead or tree.config.window))
         k = hi - self.next_q
         if k > 0 and tree.pacer is not None:
             k = min(k, tree.pacer.allowed(now, self.P.packet_bytes))
@@ -650,11 +742,14 @@ class TreeCall:
         if not len(qi):
             return
         wrapped = (flags[idx] & P.FLAG_OVERFLOW) != 0
-        if wrapped.any():
+        if wrapped.any() and self.hint is None:
             c = qi[wrapped] - self.lead
             self.overflowed += c[c >= 0].tolist()
         rows = rows[idx]
         self._taken(qi, len(qi), int(qi.max()), now)
+        if self.hint is not None:
+            self._hinted_results(qi, rows, wrapped)
+            return
         if not self.exact:
             head = qi < self.n
             if head.any():
@@ -682,6 +777,9 @@ class TreeCall:
         if heads.tobytes() != self.expected[first:end].tobytes() or self.done[first:end].any():
             return False
         self._taken(slice(first, end), k, end - 1, now)
+        if self.hint is not None:
+            self._hinted_results(np.arange(first, end), rows, None)
+            return True
         if first < self.n and not self.exact:  # packets below n carry exponents
             self._agree(slice(first, min(end, self.n)), self.P.column(rows[:self.n - first], tree.bits.exponent_at))
         skip = min(k, max(0, self.lead - first))  # packets below D carry no values
@@ -696,6 +794,56 @@ class TreeCall:
         once and later in the call."""
         if (sent, q) > (rack.sent, rack.q):
             rack.sent, rack.q, rack.rtt = sent, q, now - sent
+
+    def _hinted_results(self, qs: np.ndarray, rows: np.ndarray, wrapped: np.ndarray | None) -> None:
+        """Results of a hinted call's packets.  Packet q < n is chunk q (at its hint in the first window, else
+        at its agreed exponent) and brings the agreed exponent of chunk (q + D) mod n: the chunk its slot
+        carries next, or for the last D packets a first-window chunk, whose hint is then known right (or the
+        exponent none: every worker's chunk is zeros) or wrong (the chunk is redone, ``_scan``).  Packet n + j
+        is redo[j], at its agreed exponent.  A first-window chunk's sum and OVERFLOW are held until its hint
+        is known (``_scan``)."""
+        P, n, D = self.P, self.n, self.span
+        head = qs < n
+        chunks = np.where(head, qs, self.redo[np.maximum(qs - n, 0)])
+        if head.any():
+            carried = (qs[head] + D) % n
+            e = P.column(rows[head], self.tree.bits.exponent_at)
+            self._agree(carried, e)
+            first = carried < D
+            ok = (e[first] == self.hint[carried[first]]) | (e[first] == quantize.EXPONENT_NONE)
+            self.wrong[carried[first][~ok]] = True
+        early = head & (qs < D)  # first-window sums: held until their hints are known right
+        good = ~early
+        if early.any():
+            self.hinted_sums[qs[early]] = rows[early, P.header_bytes:P.packet_bytes].view(">i4")
+        if wrapped is not None and wrapped.any():
+            self.wrapped[qs[wrapped & early]] = True
+            self.overflowed += chunks[wrapped & good].tolist()
+        if good.any():
+            sums = np.empty((int(good.sum()), P.values), self.out.dtype)
+            self._dequantize(sums, rows[good, P.header_bytes:P.packet_bytes].view(">i4"), chunks[good])
+            self.out[chunks[good]] = sums
+        self._scan()
+
+    def _scan(self) -> None:
+        """The redos found: first-window chunks whose hint was wrong, in chunk order, as far as every packet
+        carrying them (chunk j, and packet n - D + j with its agreed exponent) has its result: the same on
+        every worker (each has every result below the oldest); each adds a packet to the call.  The others'
+        held sums are taken (an OVERFLOW among them is an error)."""
+        D = self.span
+        upto = min(max(self.oldest - (self.n - D), 0), D)
+        if upto > self.scanned:
+            found = np.flatnonzero(self.wrong[self.scanned:upto]) + self.scanned
+            self.redo[self.redos:self.redos + len(found)] = found
+            self.redos += len(found)
+            taken = np.flatnonzero(~self.wrong[self.scanned:upto]) + self.scanned
+            self.overflowed += taken[self.wrapped[taken]].tolist()
+            if len(taken):
+                sums = np.empty((len(taken), self.P.values), self.out.dtype)
+                self._dequantize(sums, self.hinted_sums[taken], taken)
+                self.out[taken] = sums
+            self.scanned = upto
+            self.total = self.n + self.redos
 
     def _taken(self, qs: slice | np.ndarray, count: int, last: int, now: float) -> None:
         """Packets ``qs`` have their results (``last`` the latest of them): timers, window, RTT, ``oldest``."""
@@ -762,7 +910,7 @@ class TreeCall:
 
     @property
     def complete(self) -> bool:
-        return self.finished >= self.total
+        return self.finished >= self.total and self.scanned >= self.span
 
     def pump(self, now: float, out: Outbox, budget: float = math.inf) -> float:
         """Send what the window (and the pacer) allows and what timed out; returns when this call next
@@ -948,7 +1096,7 @@ def timeout_error(call: TreeCall) -> AllreduceTimeout:
     """What a call whose timeout ran out tells: what is missing, and the likely causes (the native core's
     calls have the same fields)."""
     tree = call.tree
-    missing = np.flatnonzero(~call.done).tolist()
+    missing = np.flatnonzero(~call.done[:call.total]).tolist()
     W, timeout = tree.config.window, tree.config.timeout
     sent = [q for q in missing if q < call.next_q]
     shown = ", ".join(f"slot {(call.base + q) % W} set {((call.base + q) // W) % 2} seq {call.base + q + 1}"

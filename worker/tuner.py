@@ -9,9 +9,12 @@ function of the spec, the call's size and type, and how many packets each tree s
 window opens by slow start over its first calls, ``worker.engine.Congestion``), all the same on every
 rank.
 
-In-network aggregation, one tree (``TreePipe``): a call of n chunks is T = n + D packets (D = min(W, n)
-exponent-only packets open a float call, none an int32 one).  Packet q goes once the result of packet
-q - W is in, so with a round trip R and the tree's bottleneck spacing f between frames the call takes
+In-network aggregation, one tree (``TreePipe``): a call of n chunks is T = n packets; the first float call
+of a size is T = n + D (D = min(W, n) exponent-only packets open it), a later one of that size none (its first
+window goes at the exponents the last call agreed, each later chunk's comes a window ahead: docs/protocol.md),
+and the model times a later call (what training makes) unless asked for a first (``first``).  Packet q goes
+once the result of packet q - W is in, so with a round trip R and the tree's bottleneck spacing f between
+frames the call takes
 
     R + max((T - 1) f, floor((T - 1) / W) R + ((T - 1) mod W) f)
 
@@ -106,23 +109,31 @@ class InaCost:
     window: int  # slots per tree
     pace_mbps: float | None = None  # what the worker offers the switches (None: as fast as they take it)
 
-    def packets(self, chunks: int, exact: bool) -> list[int]:
-        return [n + (0 if exact else min(self.window, n))
+    def packets(self, chunks: int, exact: bool, first: bool = False) -> list[int]:
+        """Each tree's packets: its chunks, and a window of exponent-only packets in the first float call of a
+        size (``first``; a later one sends none)."""
+        return [n + (min(self.window, n) if first and not exact else 0)
                 for n in split_chunks([t.share for t in self.trees], chunks)]
 
-    def seconds(self, chunks: int, exact: bool, sent: Sequence[int] | None = None) -> float:
-        """``chunks`` through the trees; ``sent``: packets each tree sent before (None: their windows open)."""
+    def seconds(self, chunks: int, exact: bool, sent: Sequence[int] | None = None, first: bool = False) -> float:
+        """``chunks`` through the trees; ``sent``: packets each tree sent before (None: their windows open);
+        ``first``: the first call of its size (one window more)."""
         cwnds = [self.window] * len(self.trees) if sent is None else \
             [min(self.window, INITIAL_IN_FLIGHT + s) for s in sent]
-        return max((t.seconds(p, self.window, c) for t, p, c in zip(self.trees, self.packets(chunks, exact), cwnds)),
-                   default=0.0)
+        packets = self.packets(chunks, exact, first)
+        # a first call's data packet q also waits for the result of exponent packet q - D, D = min(W, n): for a
+        # tree of fewer chunks than W, a window of D
+        windows = [min(self.window, n) if first and not exact else self.window
+                   for n in split_chunks([t.share for t in self.trees], chunks)]
+        return max((t.seconds(p, w, c) for t, p, w, c in zip(self.trees, packets, windows, cwnds)), default=0.0)
 
     def line(self) -> tuple[float, float]:
-        """(latency, seconds per chunk) of a long call with the window open: the slowest tree's."""
+        """(latency, seconds per chunk) of a long later call (no exponent window) with the window open: the
+        slowest tree's."""
         worst = (0.0, 0.0)
         for t in self.trees:
             per = max(t.pace, t.round_trip / self.window)
-            worst = max(worst, (t.round_trip + self.window * per, per * t.share), key=lambda x: x[1])
+            worst = max(worst, (t.round_trip, per * t.share), key=lambda x: x[1])
         return worst
 
 
@@ -187,11 +198,12 @@ class CallModel:
 
     # --- one method ---------------------------------------------------------------------------
 
-    def ina_choice(self, elements: int, exact: bool, sent: Sequence[int] | None = None) -> Choice | None:
+    def ina_choice(self, elements: int, exact: bool, sent: Sequence[int] | None = None,
+                   first: bool = False) -> Choice | None:
         if self.ina is None:
             return None
         chunks = -(-elements // self.values)
-        t = self.ina.seconds(chunks, exact, sent)
+        t = self.ina.seconds(chunks, exact, sent, first)
         latency = max(0.0, t - chunks * self.ina.line()[1])
         return Choice("ina", 1.0, None, t, latency, ina_seconds=t, ina_pace_mbps=self.ina.pace_mbps)
 
@@ -206,14 +218,14 @@ class CallModel:
         return Choice("ring", 0.0, best.layout, t, best.latency, ring_seconds=t, ring_pace_mbps=best.pace_mbps)
 
     def hybrid_choice(self, elements: int, dtype: np.dtype | type, sent: Sequence[int] | None = None,
-                      layout: str | None = None, alpha: float | None = None) -> Choice | None:
+                      layout: str | None = None, alpha: float | None = None, first: bool = False) -> Choice | None:
         """The best split beside each layout's ring (``alpha``: this share instead), the fastest of them;
         None where no hybrid can run, every ring part's latency alone exceeds the trees' whole call, or the
         trees take the whole link anyway (their part is not paced: only a share asked for runs then)."""
         exact = np.dtype(dtype) == np.int32
         wide, narrow = (d.itemsize for d in ring_types(dtype, in_tensor_type=False))
         chunks = -(-elements // self.values)
-        alone = self.ina.seconds(chunks, exact, sent) if self.ina is not None else math.inf
+        alone = self.ina.seconds(chunks, exact, sent, first) if self.ina is not None else math.inf
         best = None
         for h in self.hybrids:
             if layout not in (None, h.ring.layout) or \
@@ -221,7 +233,7 @@ class CallModel:
                 continue
             share = _split(h, elements, self.values, exact, wide, narrow, sent) if alpha is None else alpha
             k = chunks if share >= 1 else round(share * chunks)
-            t_ina = h.ina.seconds(k, exact, sent)
+            t_ina = h.ina.seconds(k, exact, sent, first)
             t_ring = h.ring.seconds(elements - min(elements, k * self.values), wide, narrow)
             latency = max(0.0, t_ina - k * h.ina.line()[1]) if t_ina >= t_ring else h.ring.latency
             choice = Choice("hybrid", share, h.ring.layout, max(t_ina, t_ring), latency, t_ina, t_ring,
@@ -233,23 +245,26 @@ class CallModel:
     # --- the choice ---------------------------------------------------------------------------
 
     def options(self, elements: int, dtype: np.dtype | type, sent: Sequence[int] | None = None,
-                in_tensor_type: bool = True, layout: str | None = None, alpha: float | None = None
-                ) -> dict[str, Choice]:
+                in_tensor_type: bool = True, layout: str | None = None, alpha: float | None = None,
+                first: bool = False) -> dict[str, Choice]:
         """Each method that can run this call, at its best (a ring alone in the tensor's type when
-        ``in_tensor_type``; a hybrid's ring part always in wide partial sums)."""
+        ``in_tensor_type``; a hybrid's ring part always in wide partial sums; ``first``: the first call of its
+        size, whose trees' part pays a window of exponent-only packets)."""
         exact = np.dtype(dtype) == np.int32
-        found = {"ina": self.ina_choice(elements, exact, sent),
+        found = {"ina": self.ina_choice(elements, exact, sent, first),
                  "ring": self.ring_choice(elements, dtype, in_tensor_type, layout),
-                 "hybrid": self.hybrid_choice(elements, dtype, sent, layout, alpha)}
+                 "hybrid": self.hybrid_choice(elements, dtype, sent, layout, alpha, first)}
         return {m: c for m, c in found.items() if c is not None}
 
     def choose(self, elements: int, dtype: np.dtype | type, sent: Sequence[int] | None = None, mode: str = "auto",
-               in_tensor_type: bool = True, layout: str | None = None, alpha: float | None = None) -> Choice:
+               in_tensor_type: bool = True, layout: str | None = None, alpha: float | None = None,
+               first: bool = False) -> Choice:
         """How this call runs: the fastest method (``mode`` auto) or the one asked for; a hybrid whose
-        split comes out (nearly) whole runs as the pure method."""
+        split comes out (nearly) whole runs as the pure method.  Workers choose as for a later call of the size
+        (``first`` False); ``first`` times the first call of a size (one exponent window more)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-        options = self.options(elements, dtype, sent, in_tensor_type, layout, alpha)
+        options = self.options(elements, dtype, sent, in_tensor_type, layout, alpha, first)
         if mode != "auto":
             if mode not in options and mode == "hybrid" and "ina" in options and self.hybrids:
                 return options["ina"]  # every ring part's latency exceeds the trees' whole call
@@ -264,11 +279,20 @@ class CallModel:
             elif chosen.ina_share <= PURE and "ring" in options:
                 chosen = options["ring"]
         if mode == "auto" and chosen.method == "ring" and sent is not None:
-            return self._opening(chosen, elements, dtype, sent, in_tensor_type, layout) or chosen
+            return self._opening(chosen, elements, dtype, sent, in_tensor_type, layout, first) or chosen
         return chosen
 
+    def as_first(self, choice: Choice, elements: int, dtype: np.dtype | type, sent: Sequence[int] | None = None,
+                 in_tensor_type: bool = True) -> Choice:
+        """``choice`` (a worker's, made for a later call of its size) timed as the first call of its size: the
+        same method and split, its trees' part one window of exponent-only packets longer."""
+        if choice.ina_share <= 0 or np.dtype(dtype) == np.int32:
+            return choice
+        alpha = None if choice.method == "ina" else choice.ina_share
+        return self.choose(elements, dtype, sent, choice.method, in_tensor_type, choice.layout, alpha, first=True)
+
     def _opening(self, ring: Choice, elements: int, dtype: np.dtype | type, sent: Sequence[int],
-                 in_tensor_type: bool, layout: str | None) -> Choice | None:
+                 in_tensor_type: bool, layout: str | None, first: bool = False) -> Choice | None:
         """The choice is greedy: a ring chosen because the trees' windows are still closed would be chosen
         again on every later call of the size, since only the trees' own packets open them.  Where the trees
         with open windows would beat the ring, run instead the hybrid whose trees carry the most chunks that,
@@ -287,8 +311,8 @@ class CallModel:
             lo, hi = 0, chunks  # the most chunks the trees carry within the ring's time (their time grows with k)
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                lo, hi = (mid, hi) if h.ina.seconds(mid, exact, sent) <= ring.seconds else (lo, mid - 1)
-            t_ina = h.ina.seconds(lo, exact, sent)
+                lo, hi = (mid, hi) if h.ina.seconds(mid, exact, sent, first) <= ring.seconds else (lo, mid - 1)
+            t_ina = h.ina.seconds(lo, exact, sent, first)
             t_ring = h.ring.seconds(elements - min(elements, lo * self.values), wide, narrow)
             if lo == 0 or t_ring > ring.seconds or (best is not None and lo <= best.ina_share * chunks):
                 continue

@@ -161,6 +161,7 @@ class NativeTree:
         P = config.protocol
         self.bits = header_bits(P)
         self.buffers = engine.Buffers(P)
+        self.hints = engine.Hints()
         self._c = ffi.new("ina_config *")
         self._fill_config(ffi)
         self._t = ffi.new("ina_tree *")
@@ -297,8 +298,11 @@ class NativeCall:
                             f"dtype, not {chunks.dtype} into {out.dtype}")
         P, config = tree.config.protocol, tree.config
         self.n = n = len(self.chunks) + (last is not None)
-        self.lead = 0 if exact else min(config.window, n)
-        self.total = T = n + self.lead
+        # before the buffers are reused: the last call's agreed exponents are learnt from them (engine.Hints)
+        self.hint = None if exact else tree.hints.lookup(n, out.dtype)
+        self.lead = 0 if exact or self.hint is not None else min(config.window, n)
+        self.span = min(config.window, n) if self.hint is not None else 0  # the first window, at its hints
+        T = 2 * n if self.hint is not None else n + self.lead  # room for a redo of every chunk
         self.base = tree.next_packet
         if exact:
             exponents = np.full(n, quantize.EXPONENT_NONE, np.int8)
@@ -323,24 +327,34 @@ class NativeCall:
         self.retries = buffers.array("retries", T, np.int64)
         self.retries[:] = 0
         self._overflowed = np.zeros(max(n, 1), np.int64)
+        self.wrong = buffers.array("wrong", n, np.uint8)
+        self.wrong[:] = 0
+        self.redo = buffers.array("redo", n, np.int64)
+        self.hinted_sums = buffers.array("hinted_sums", max(self.span, 1) * P.values, np.int32)
         c = self._c = ffi.new("ina_call *")
         c.tree = tree._t
-        c.n, c.lead, c.total, c.base, c.rows = self.n, self.lead, T, self.base, len(self.packets)
+        c.n, c.lead, c.total, c.base, c.rows = self.n, self.lead, n + self.lead, self.base, len(self.packets)
+        c.capacity, c.span = T, self.span
         c.exact, c.dtype = int(exact), _DTYPES[out.dtype]
         for name, ctype, array in (("chunks", "void *", self.chunks), ("out", "void *", out),
                                    ("agreed", "int8_t *", self.agreed), ("qscale", "void *", self.qscale),
                                    ("dscale", "void *", self.dscale), ("packets", "uint8_t *", self.packets),
                                    ("expected", "uint8_t *", self.expected), ("latest", "int64_t *", self.latest),
                                    ("done", "uint8_t *", self.done), ("sent_at", "double *", self.sent_at),
-                                   ("retries", "int64_t *", self.retries),
+                                   ("retries", "int64_t *", self.retries), ("wrong", "uint8_t *", self.wrong),
+                                   ("redo", "int64_t *", self.redo),
+                                   ("hinted_sums", "uint8_t *", self.hinted_sums),
                                    ("overflowed", "int64_t *", self._overflowed)):
             setattr(c, name, _ptr(ffi, ctype, array))
         c.header_template = _ptr(ffi, "uint8_t *", tree.header_template)
         c.header_fields = _ptr(ffi, "int32_t *", tree.header_fields)
         c.exponents = _ptr(ffi, "int8_t *", self._exponents)
         c.last = ffi.NULL if last is None else _ptr(ffi, "void *", last)
+        c.hint = ffi.NULL if self.hint is None else _ptr(ffi, "int8_t *", self.hint)
         lib.ina_call_start(c)
         lib.ina_lay_out(c)
+        if not exact:
+            tree.hints.watch(self)
 
     # --- engine.TreeCall's interface ------------------------------------------------------------
 
@@ -357,8 +371,16 @@ class NativeCall:
         return self._c.oldest
 
     @property
+    def total(self) -> int:
+        return self._c.total
+
+    @property
+    def redos(self) -> int:
+        return self._c.redos
+
+    @property
     def complete(self) -> bool:
-        return self._c.finished >= self._c.total
+        return bool(self._c.finished >= self._c.total and self._c.scanned >= self._c.span)
 
     @property
     def closed(self) -> bool:

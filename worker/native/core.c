@@ -295,7 +295,8 @@ static void header_of(const ina_call *c, int64_t q, uint8_t *wire) {
     set_field(&w, c->header_fields + 0, bits, g - round * W);
     set_field(&w, c->header_fields + 2, bits, round % 2);
     set_field(&w, c->header_fields + 4, bits, (g + 1) & 0xFFFFFFFF);
-    set_field(&w, c->header_fields + 6, bits, q < c->n ? c->exponents[q] : cf->exponent_none);
+    /* the exponent field: chunk q's own, or with a hint chunk (q + span) mod n's (engine.lay_out) */
+    set_field(&w, c->header_fields + 6, bits, q < c->n ? c->exponents[(q + c->span) % c->n] : cf->exponent_none);
     uint64_t hi = __builtin_bswap64((uint64_t)(w >> 64)), lo = __builtin_bswap64((uint64_t)w);
     memcpy(wire, &hi, 8);
     memcpy(wire + 8, &lo, 8);
@@ -313,7 +314,7 @@ static uint8_t *row_of(const ina_call *c, int64_t q) {
 void ina_lay_out(ina_call *c) {
     const ina_config *cf = c->tree->config;
     int32_t H = cf->header_bytes;
-    for (int64_t q = 0; q < c->total; q++) {
+    for (int64_t q = 0; q < c->capacity; q++) {
         uint8_t wire[16], *want = c->expected + q * H;
         header_of(c, q, wire);
         for (int32_t b = 0; b < H; b++) want[b] = (uint8_t)((wire[b] ^ cf->data_to_result[b]) & cf->result_mask[b]);
@@ -326,17 +327,24 @@ static void *chunk_at(const ina_call *c, const void *base, int64_t ch) {
     return (uint8_t *)base + ch * c->tree->config->values * (c->dtype == INA_F64 ? 8 : 4);
 }
 
+/* The chunk packet q carries: q - lead, or with a hint q (q < n) and then the redos. */
+static int64_t chunk_of(const ina_call *c, int64_t q) {
+    if (!c->hint) return q - c->lead;
+    return q < c->n ? q : c->redo[q - c->n];
+}
+
 /* TreeCall._fill, and engine.lay_out's rows: packets filled .. end-1 with their headers and values (quantized
- * at their chunks' agreed exponents; zeros in exponent-only packets; int32 byte-swapped). */
+ * at their chunks' agreed or hinted exponents; zeros in exponent-only packets and in a hinted chunk above its
+ * hint, which is sure to be redone; int32 byte-swapped). */
 static void fill(ina_call *c, int64_t end) {
     const ina_config *cf = c->tree->config;
     int64_t start = c->filled, V = cf->values;
     if (end <= start) return;
     for (int64_t q = start; q < end; q++) {
-        int64_t ch = q - c->lead;
+        int64_t ch = chunk_of(c, q);
         uint8_t *row = row_of(c, q), *dst = row + cf->header_bytes;
         header_of(c, q, row);  /* 16 bytes: the values written next cover any beyond the header */
-        if (ch < 0) {
+        if (ch < 0 || (c->hint && q < c->span && c->exponents[q] > c->hint[q])) {
             memset(dst, 0, (size_t)(4 * V));
             continue;
         }
@@ -411,13 +419,20 @@ void ina_call_start(ina_call *c) {  /* TreeCall.__init__'s scalars (the arrays a
     c->has_progress = 0;
     c->last_progress = 0.0;
     c->wide = 0;
+    c->redos = 0;
+    c->scanned = 0;
+    if (!c->hint) c->span = 0;
+    if (c->hint)
+        for (int64_t ch = 0; ch < c->n; ch++) agree(c, ch, c->hint[ch]);
 }
+
+int32_t ina_complete(const ina_call *c) { return c->finished >= c->total && c->scanned >= c->span; }
 
 static int64_t sendable(ina_call *c, double now) {  /* TreeCall._sendable */
     ina_tree *t = c->tree;
     const ina_config *cf = t->config;
     int64_t hi = c->total, in_flight = c->finished + (int64_t)ceil(t->congestion.cwnd);
-    int64_t slots = c->oldest + (c->exact ? cf->window : c->lead);
+    int64_t slots = c->oldest + (c->lead ? c->lead : cf->window);
     if (in_flight < hi) hi = in_flight;
     if (slots < hi) hi = slots;
     int64_t k = hi - c->next_q;
@@ -574,6 +589,55 @@ static void taken(ina_call *c, const int64_t *qs, int64_t first, int64_t count, 
 
 static int exponents_carried(const ina_call *c) { return !c->exact; }
 
+/* TreeCall._scan: the redos found, in chunk order, among the first window's chunks all of whose packets (the
+ * chunk's, and packet n - span + j with its agreed exponent) have their results; the others' held sums taken. */
+static void scan(ina_call *c) {
+    int64_t upto = c->oldest - (c->n - c->span);
+    if (upto > c->span) upto = c->span;
+    for (; c->scanned < upto; c->scanned++) {
+        uint8_t w = c->wrong[c->scanned];
+        if (w & 1) {
+            c->redo[c->redos++] = c->scanned;
+            continue;
+        }
+        if (w & 2) c->overflowed[c->n_overflowed++] = c->scanned;
+        dequantize(c, c->scanned, c->hinted_sums + c->scanned * 4 * c->tree->config->values);
+    }
+    c->total = c->n + c->redos;
+}
+
+/* TreeCall._hinted_results: results of packets qs[0..count) (or, with qs NULL, first ..), in rows[idx[i]] (or
+ * rows[i]): each brings the agreed exponent of chunk (q + span) mod n (a first-window chunk's checks its hint);
+ * a first-window chunk's sum and OVERFLOW are held until its hint is known (scan). */
+static void hinted_results(ina_call *c, const int64_t *qs, int64_t first, const int64_t *idx, int64_t count,
+                           const uint8_t *rows, int64_t stride) {
+    const ina_config *cf = c->tree->config;
+#define Q(i) (qs ? qs[i] : first + (i))
+#define ROW(i) (rows + (idx ? idx[i] : (i)) * stride)
+    for (int64_t i = 0; i < count; i++) {
+        int64_t q = Q(i);
+        if (q >= c->n) continue;
+        int64_t t = (q + c->span) % c->n;
+        int8_t e = (int8_t)ROW(i)[cf->exponent_at];
+        agree(c, t, e);
+        if (t < c->span && e != c->hint[t] && e != cf->exponent_none) c->wrong[t] |= 1;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        int64_t q = Q(i), ch = q < c->n ? q : c->redo[q - c->n];
+        if (!(ROW(i)[cf->flags_at] & cf->flag_overflow)) continue;
+        if (q < c->span) c->wrong[q] |= 2;
+        else c->overflowed[c->n_overflowed++] = ch;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        int64_t q = Q(i), ch = q < c->n ? q : c->redo[q - c->n];
+        if (q < c->span) memcpy(c->hinted_sums + q * 4 * cf->values, ROW(i) + cf->header_bytes, (size_t)(4 * cf->values));
+        else dequantize(c, ch, ROW(i) + cf->header_bytes);
+    }
+#undef Q
+#undef ROW
+    scan(c);
+}
+
 /* TreeCall._accept_run: the batch is the results of a run of packets in flight, in order. */
 static int accept_run(ina_call *c, const uint8_t *rows, int64_t stride, const int64_t *lengths, int64_t k,
                       double now) {
@@ -591,6 +655,10 @@ static int accept_run(ina_call *c, const uint8_t *rows, int64_t stride, const in
         if (c->done[first + i]) return 0;
     }
     taken(c, NULL, first, k, end - 1, now);
+    if (c->hint) {
+        hinted_results(c, NULL, first, NULL, k, rows, stride);
+        return 1;
+    }
     if (first < c->n && exponents_carried(c)) {
         int64_t upto = end < c->n ? end : c->n;
         for (int64_t q = first; q < upto; q++) agree(c, q, (int8_t)rows[(q - first) * stride + cf->exponent_at]);
@@ -631,24 +699,28 @@ void ina_receive(ina_call *c, const uint8_t *rows, int64_t stride, const int64_t
         }
         t->stats.ignored += k - kept;
         if (kept) {
-            for (int64_t j = 0; j < kept; j++) {
+            for (int64_t j = 0; j < kept && !c->hint; j++) {
                 int64_t ch = qi[j] - c->lead;
                 if ((rows[idx[j] * stride + cf->flags_at] & cf->flag_overflow) && ch >= 0)
                     c->overflowed[c->n_overflowed++] = ch;
             }
             taken(c, qi, 0, kept, max_q, now);
-            if (exponents_carried(c))
+            if (c->hint) {
+                hinted_results(c, qi, 0, idx, kept, rows, stride);
+            } else {
+                if (exponents_carried(c))
+                    for (int64_t j = 0; j < kept; j++)
+                        if (qi[j] < c->n) agree(c, qi[j], (int8_t)rows[idx[j] * stride + cf->exponent_at]);
                 for (int64_t j = 0; j < kept; j++)
-                    if (qi[j] < c->n) agree(c, qi[j], (int8_t)rows[idx[j] * stride + cf->exponent_at]);
-            for (int64_t j = 0; j < kept; j++)
-                if (qi[j] >= c->lead) dequantize(c, qi[j] - c->lead, rows + idx[j] * stride + H);
+                    if (qi[j] >= c->lead) dequantize(c, qi[j] - c->lead, rows + idx[j] * stride + H);
+            }
         }
     }
     if (c->finished > before) {
         c->last_progress = now;
         c->has_progress = 1;
     }
-    if (c->finished >= c->total && !c->closed) {  /* complete: the tree keeps the last window (Tree.keep) */
+    if (ina_complete(c) && !c->closed) {  /* complete: the tree keeps the last window (Tree.keep) */
         c->closed = 1;
         t->next_packet = c->base + c->total;
         int64_t W = cf->window, first = c->total - W > 0 ? c->total - W : 0;
@@ -782,12 +854,12 @@ static double pump(ina_call *c, double now, ina_outbox *o, double budget) {
 }
 
 int32_t ina_stalled(const ina_call *c, double now, double after) {  /* TreeCall.stalled */
-    return c->oldest < c->next_q && c->finished < c->total && c->has_progress && now - c->last_progress >= after;
+    return c->oldest < c->next_q && !ina_complete(c) && c->has_progress && now - c->last_progress >= after;
 }
 
 /* --- Tree: recovery ---------------------------------------------------------------------------- */
 
-static int call_running(const ina_call *c) { return c && c->finished < c->total; }
+static int call_running(const ina_call *c) { return c && !ina_complete(c); }
 
 static int64_t oldest_g(const ina_tree *t, const ina_call *c) {  /* Tree._oldest */
     return call_running(c) ? c->base + c->oldest : t->next_packet;
@@ -884,7 +956,7 @@ int32_t ina_step(ina_call **calls, int32_t ncalls, ina_tree **idle, int32_t nidl
     double wakes[ncalls > 0 ? ncalls : 1];
     int32_t nr = 0;
     for (int32_t i = 0; i < ncalls; i++)
-        if (calls[i]->finished < calls[i]->total) running[nr++] = calls[i];
+        if (!ina_complete(calls[i])) running[nr++] = calls[i];
     const ina_congestion *known = NULL;  /* _share_round_trip */
     for (int32_t i = 0; i < nr && !known; i++)
         if (running[i]->tree->congestion.has_srtt && !running[i]->tree->congestion.borrowed)

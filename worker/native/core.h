@@ -66,6 +66,17 @@ typedef struct ina_call {
     const uint8_t *header_template;              /* 16 bytes: the fixed fields of every packet's header, zeros after */
     const int32_t *header_fields;                /* (shift, width) of slot, set, seq, exponent */
     const int8_t *exponents;                     /* n: the chunks' own */
+    const int8_t *hint;                          /* NULL, or n: the exponents the last call of this size agreed
+                                                    (lead 0; packet q < n is chunk q, at hint[q] for q < span, and
+                                                    carries chunk (q + span) mod n's exponent) */
+    int64_t span;                                /* with a hint, D = min(W, n): the first window (else 0) */
+    uint8_t *wrong;                              /* n: 1 the hint was wrong, the chunk is redone; 2 its hinted
+                                                    sum wrapped */
+    int64_t *redo;                               /* n: packet n + j redoes chunk redo[j] */
+    uint8_t *hinted_sums;                        /* span rows of 4 V bytes: the first window's sums as they
+                                                    come, taken once their hints are known right */
+    int64_t redos, scanned;                      /* redos found in the first-window chunks below scanned */
+    int64_t capacity;                            /* packets laid out (2 n with a hint) */
     int64_t filled;
     int64_t *latest;
     uint8_t *done;
@@ -107,6 +118,7 @@ void ina_congestion_init(ina_congestion *c, int32_t window, int32_t initial_in_f
 double ina_rto(const ina_tree *t);
 void ina_pacer_init(ina_pacer *p, double mbps, double burst);
 void ina_call_start(ina_call *c);
+int32_t ina_complete(const ina_call *c);
 void ina_receive(ina_call *c, const uint8_t *rows, int64_t stride, const int64_t *lengths, int64_t k, double now);
 /* -1, or the index of the call whose timeout ran out (every call's tree is then marked broken) */
 int32_t ina_step(ina_call **calls, int32_t ncalls, ina_tree **idle, int32_t nidle, double now, ina_outbox *out);

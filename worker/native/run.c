@@ -177,7 +177,7 @@ static double gather_time(ina_call **calls, int32_t ncalls) {
     double d = GATHER_MAX;
     for (int32_t i = 0; i < ncalls; i++) {
         const ina_congestion *c = &calls[i]->tree->congestion;
-        if (calls[i]->finished >= calls[i]->total) continue;
+        if (ina_complete(calls[i])) continue;
         if (!c->has_srtt) return 0;
         double q = GATHER_SHARE * (c->srtt - c->rtt_min);
         if (q < d) d = q;
@@ -235,7 +235,7 @@ int32_t ina_run(ina_run_args *a) {
     int32_t ncalls = a->ncalls;
     for (;;) {
         int32_t running = 0;
-        for (int32_t i = 0; i < ncalls; i++) running += calls[i]->finished < calls[i]->total;
+        for (int32_t i = 0; i < ncalls; i++) running += !ina_complete(calls[i]);
         if (!running) {
             int pending = 0;
             for (int32_t i = 0; i < a->nports; i++) pending |= a->ports[i].pending > 0;
@@ -268,7 +268,7 @@ int32_t ina_run(ina_run_args *a) {
         struct pollfd fds[a->nports > 0 ? a->nports : 1];
         for (int32_t i = 0; i < a->nports; i++) {
             fds[i].fd = a->ports[i].fd;
-            fds[i].events = (a->ports[i].call && a->ports[i].call->finished < a->ports[i].call->total ? POLLIN : 0)
+            fds[i].events = (a->ports[i].call && !ina_complete(a->ports[i].call) ? POLLIN : 0)
                             | (a->ports[i].pending ? POLLOUT : 0);
             fds[i].revents = 0;
         }

@@ -73,7 +73,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -464,6 +464,22 @@ def write_rows(path: Path, fields: list[str], rows: list[dict]) -> None:
             writer = csv.DictWriter(f, fields)
             writer.writeheader()
             writer.writerows({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
+
+
+def measure_points(csv_path: Path, points: Iterable[Callable[[], list[dict]]],
+                   describe: Callable[[list[dict]], list[str]], plot_only: bool) -> None:
+    """Each point's rows, described as they come and written to ``csv_path`` after each (what is done so
+    far stays if a later point is stopped); ``plot_only``: the CSV's rows described, nothing run."""
+    if plot_only:
+        with csv_path.open() as f:
+            print("\n".join(describe(list(csv.DictReader(f)))))
+        return
+    rows: list[dict] = []
+    for point in points:
+        found = point()
+        print("\n".join(describe(found)), flush=True)
+        rows += found
+        write_rows(csv_path, list(rows[0]), rows)
 
 
 def publish(png: Path, csv_path: Path, to_docs: bool) -> None:

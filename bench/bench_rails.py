@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import itertools
 import json
 import subprocess
@@ -28,7 +29,7 @@ import sys
 from pathlib import Path
 
 from bench import figures
-from bench.bench_allreduce import publish, save_figure, write_rows
+from bench.bench_allreduce import measure_points, publish, save_figure
 
 RESULTS = figures.RESULTS
 FABRIC = {"rails": 8, "per_leaf": 32, "spines": 32, "gbps": 100.0, "size": 8 << 20}
@@ -145,17 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     csv_path, png = args.out_dir / "rails.csv", args.out_dir / "rails.png"
-    if not args.plot_only:
-        rows = []
-        windows, nodes = (int(x) for x in args.windows.split(",")), [int(x) for x in args.nodes.split(",")]
-        for w, n in itertools.product(windows, nodes):
-            found = point(n, w)
-            print("\n".join(describe(found)), flush=True)
-            rows += found
-            write_rows(csv_path, list(rows[0]), rows)  # what is done so far, if a later point is stopped
-    else:
-        with csv_path.open() as f:
-            print("\n".join(describe(list(csv.DictReader(f)))))
+    windows, nodes = (int(x) for x in args.windows.split(",")), [int(x) for x in args.nodes.split(",")]
+    measure_points(csv_path, (functools.partial(point, n, w) for w, n in itertools.product(windows, nodes)),
+                   describe, args.plot_only)
     publish(plot(csv_path, png), csv_path, args.publish)
     return 0
 

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 from bench import figures
-from bench.bench_allreduce import publish, save_figure, write_rows
+from bench.bench_allreduce import measure_points, publish, save_figure
 
 RESULTS = figures.RESULTS
 FABRIC = {"topology": "fat_tree:8", "workers": 128, "bw": 100000.0, "delay": "1us", "size": 262144}
@@ -111,16 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     csv_path, png = args.out_dir / "window.csv", args.out_dir / "window.png"
     limit, round_trip, auto = link_limit()
     print(f"the link's limit {limit * 1e6:.1f} us (round trip {round_trip * 1e6:.2f} us); auto window {auto}")
-    if not args.plot_only:
-        rows: list[dict] = []
-        for window in [int(x) for x in args.windows.split(",")] + [None]:
-            found = point(window)
-            print("\n".join(describe(found)), flush=True)
-            rows += found
-            write_rows(csv_path, list(rows[0]), rows)  # what is done so far, if a later point is stopped
-    else:
-        with csv_path.open() as f:
-            print("\n".join(describe(list(csv.DictReader(f)))))
+    windows = [int(x) for x in args.windows.split(",")] + [None]
+    measure_points(csv_path, (functools.partial(point, w) for w in windows), describe, args.plot_only)
     publish(plot(csv_path, png, limit * 1e6, round_trip * 1e6), csv_path, args.publish)
     return 0
 

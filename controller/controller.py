@@ -394,27 +394,32 @@ class Controller:
                 job.lease_seconds, job.secret_hash = lease
             job.rail = rail
             job.auto_window = need if auto and job.trees else None  # a ring alone holds no window
-            self.state.jobs[name] = job  # saved before any write: a crash leaves a job setup() completes
-            try:
-                self._save()
-                for switch in job.switches():  # first the switch's own record of the ids it has seen
-                    self.io.install(switch, [self.reconciler.high_water(switch)], [])
-                for switch in job.switches():
-                    self.io.install(switch, *self.reconciler.job_entries(job, switch))
-            except (SwitchError, OSError):
-                del self.state.jobs[name]
-                for switch in job.switches():  # best effort, every switch: a failed batch may be half applied
-                    try:
-                        self.io.remove(switch, *self.reconciler.job_entries(job, switch))
-                    except SwitchError as e:
-                        log.warning("%s: rollback of job %s incomplete (setup() removes the rest): %s",
-                                    switch, name, e)
-                self._save()
-                raise
+            self._install_job(name, job)
             spec = self._write_spec(name)
             log.info("job %s: %d members, %d tree(s) (ids %s) over %s, mode %s", name, len(members), len(job.trees),
                      [t.job_id for t in job.trees], sorted(job.switches()), job.mode)
             return spec
+
+    def _install_job(self, name: str, job: JobRecord) -> None:
+        """The job recorded, saved, and its entries on every switch of its trees; on a switch's failure, taken off
+        them again (best effort) and out of the record."""
+        self.state.jobs[name] = job  # saved before any write: a crash leaves a job setup() completes
+        try:
+            self._save()
+            for switch in job.switches():  # first the switch's own record of the ids it has seen
+                self.io.install(switch, [self.reconciler.high_water(switch)], [])
+            for switch in job.switches():
+                self.io.install(switch, *self.reconciler.job_entries(job, switch))
+        except (SwitchError, OSError):
+            del self.state.jobs[name]
+            for switch in job.switches():  # best effort, every switch: a failed batch may be half applied
+                try:
+                    self.io.remove(switch, *self.reconciler.job_entries(job, switch))
+                except SwitchError as e:
+                    log.warning("%s: rollback of job %s incomplete (setup() removes the rest): %s",
+                                switch, name, e)
+            self._save()
+            raise
 
     def create_rails(self, name: str, rails: Sequence[Sequence[str]], **options) -> list[JobSpec]:
         """A rail set: rail i's job, ``NAME-rail<i>`` (``rail_name``), of ``rails[i]``'s hosts (every node's

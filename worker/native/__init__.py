@@ -296,7 +296,7 @@ class NativeCall:
                 last is not None and (last.dtype != out.dtype or not last.flags.c_contiguous)):
             raise TypeError(f"the native core sums float32, float64 and int32 into a contiguous array of the same "
                             f"dtype, not {chunks.dtype} into {out.dtype}")
-        P, config = tree.config.protocol, tree.config
+        config = tree.config
         self.n = n = len(self.chunks) + (last is not None)
         # before the buffers are reused: the last call's agreed exponents are learnt from them (engine.Hints)
         self.hint = None if exact else tree.hints.lookup(n, out.dtype)
@@ -310,27 +310,7 @@ class NativeCall:
             exponents = quantize.chunk_exponents(self.chunks if last is None else
                                                  np.concatenate([self.chunks, last.reshape(1, -1)]))
         self._exponents = np.ascontiguousarray(exponents, np.int8)
-        # the call's arrays, reused from call to call (fresh pages cost a fault each): reset as lay_out makes them
-        buffers = tree.buffers
-        self.packets = buffers.packets(min(T, RING_WINDOWS * config.window))  # a ring: core.c's row_of
-        self.expected = buffers.array("expected", T * P.header_bytes, np.uint8)
-        self.agreed = buffers.array("agreed", n, np.int8)
-        self.agreed[:] = quantize.EXPONENT_NONE
-        self.qscale, self.dscale = buffers.array("qscale", n, out.dtype), buffers.array("dscale", n, out.dtype)
-        self.qscale[:] = 1
-        self.dscale[:] = 1
-        self.latest = buffers.array("latest", T, np.int64)
-        self.done = buffers.array("done", T, bool)
-        self.done[:] = False
-        self.sent_at = buffers.array("sent_at", T, np.float64)
-        self.sent_at[:] = np.nan
-        self.retries = buffers.array("retries", T, np.int64)
-        self.retries[:] = 0
-        self._overflowed = np.zeros(max(n, 1), np.int64)
-        self.wrong = buffers.array("wrong", n, np.uint8)
-        self.wrong[:] = 0
-        self.redo = buffers.array("redo", n, np.int64)
-        self.hinted_sums = buffers.array("hinted_sums", max(self.span, 1) * P.values, np.int32)
+        self._arrays(T, n)
         c = self._c = ffi.new("ina_call *")
         c.tree = tree._t
         c.n, c.lead, c.total, c.base, c.rows = self.n, self.lead, n + self.lead, self.base, len(self.packets)
@@ -355,6 +335,31 @@ class NativeCall:
         lib.ina_lay_out(c)
         if not exact:
             tree.hints.watch(self)
+
+    def _arrays(self, T: int, n: int) -> None:
+        """The call's arrays, reused from call to call (fresh pages cost a fault each): reset as lay_out makes them."""
+        tree, out = self.tree, self.out
+        P, config = tree.config.protocol, tree.config
+        buffers = tree.buffers
+        self.packets = buffers.packets(min(T, RING_WINDOWS * config.window))  # a ring: core.c's row_of
+        self.expected = buffers.array("expected", T * P.header_bytes, np.uint8)
+        self.agreed = buffers.array("agreed", n, np.int8)
+        self.agreed[:] = quantize.EXPONENT_NONE
+        self.qscale, self.dscale = buffers.array("qscale", n, out.dtype), buffers.array("dscale", n, out.dtype)
+        self.qscale[:] = 1
+        self.dscale[:] = 1
+        self.latest = buffers.array("latest", T, np.int64)
+        self.done = buffers.array("done", T, bool)
+        self.done[:] = False
+        self.sent_at = buffers.array("sent_at", T, np.float64)
+        self.sent_at[:] = np.nan
+        self.retries = buffers.array("retries", T, np.int64)
+        self.retries[:] = 0
+        self._overflowed = np.zeros(max(n, 1), np.int64)
+        self.wrong = buffers.array("wrong", n, np.uint8)
+        self.wrong[:] = 0
+        self.redo = buffers.array("redo", n, np.int64)
+        self.hinted_sums = buffers.array("hinted_sums", max(self.span, 1) * P.values, np.int32)
 
     # --- engine.TreeCall's interface ------------------------------------------------------------
 

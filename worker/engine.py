@@ -414,8 +414,9 @@ class Hints:
     in the packets before it (docs/protocol.md, "Exponents: a window ahead, or hinted").  Learnt only from
     complete calls, whose results every member received, and every member makes the same calls in the same
     order, so the table is the same on every member.  An LRU of ``sizes`` entries: a byte per chunk of each
-    size held.  A hinted call costs at most what the window would: its wrong hints are in the first window
-    only, each one packet more."""
+    size held.  A hinted call sends at most the packets the window would: its wrong hints are in the first
+    window only, each one packet more; in time, a wrong hint costs up to a round trip at the call's end, as
+    the first window's hints are checked by its last packets (docs/protocol.md)."""
 
     def __init__(self, sizes: int = HINT_SIZES) -> None:
         self.sizes = sizes

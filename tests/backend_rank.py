@@ -18,6 +18,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from tests.rank_procs import leave
+
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32}
 OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG}
 
@@ -227,3 +229,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    leave()

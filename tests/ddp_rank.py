@@ -19,6 +19,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from tests.rank_procs import leave
 from worker import Worker
 from worker.jobspec import JobSpec
 from worker.torch_ddp import InaHookState, ina_hook
@@ -83,3 +84,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    leave()

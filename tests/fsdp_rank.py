@@ -16,6 +16,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
 
+from tests.rank_procs import leave
+
 
 def main() -> None:
     rank, world, port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
@@ -53,3 +55,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    leave()

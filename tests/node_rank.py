@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from tests.backend_rank import DTYPES, OPS, everyone, inputs
+from tests.rank_procs import leave
 
 SIZES = (1001, 2, 773)  # not a multiple of 2, 3 or 4 ranks per node, nor of 64 values per packet; 2: empty shards
 
@@ -104,3 +105,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    leave()

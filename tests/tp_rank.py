@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from tests.rank_procs import leave
 from worker.tp import GPT, FullGPT, GPTShape, NoComm, TorchComm
 from worker.tp.layers import shard
 
@@ -173,3 +174,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    leave()

@@ -93,6 +93,7 @@ class Worker:
         self._lock = threading.Lock()
         self._pool = BufferPool()  # calls' private copies of their input, and allreduce_'s sums
         self._watching = threading.Event()  # set: stop watching
+        self._watcher: threading.Thread | None = None
         # job spec changes the watch thread saw, for the I/O thread to apply: job id -> (incarnation, name)
         self._spec_changes: dict[int, tuple[int, str]] = {}
         self._idle_failure: BaseException | None = None  # a recovery between calls that failed
@@ -100,7 +101,8 @@ class Worker:
         self.service = service
         if self._trees:
             watch = SpecWatch(spec_file) if spec_file is not None else None
-            threading.Thread(target=self._watch, args=(watch,), daemon=True, name=f"ina-watch-{rank}").start()
+            self._watcher = threading.Thread(target=self._watch, args=(watch,), daemon=True, name=f"ina-watch-{rank}")
+            self._watcher.start()
             _OPEN.add(self)
         if service is not None:
             service.follow(self.update_spec, stalled=lambda: self.stalled_trees)
@@ -244,6 +246,8 @@ class Worker:
             self._closed = True
         _OPEN.discard(self)
         self._watching.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join()  # no thread of this worker outlives it (torch's teardown aborts beside one)
         self._io.shutdown(wait=True)
         self._ring_io.shutdown(wait=True)
         if self._helpers is not None:

@@ -39,6 +39,7 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_relay
 	$(VPY) -m bench.bench_rails
 	$(VPY) -m bench.bench_window
+	$(VPY) -m bench.bench_sharing
 
 # `make bench` and `make train` write their CSVs and plots to bench/results/ (not tracked): they
 # leave the repository as it was.  `make figures` copies the plots there to docs/figures/ (tracked,

@@ -24,7 +24,17 @@ from controller.admission import Admitted, Held, Placement, Pools
 from controller.capacity import MIN_POOL, CapacityError, Room, room
 from controller.entries import Allocation
 from controller.failover import DEAD_AFTER, PROBE_DEADLINE, Failover
-from controller.job_plan import DEFAULT_POOL_SIZE, JobError, JobPlan, in_lanes, is_auto, plan_job, sized, with_trees
+from controller.job_plan import (
+    DEFAULT_POOL_SIZE,
+    JobError,
+    JobPlan,
+    in_lanes,
+    is_auto,
+    plan_job,
+    sized,
+    tree_count,
+    with_trees,
+)
 from controller.model import DEFAULT_HOST_LATENCY, NO_HOST_COST, HostCost
 from controller.network import Network
 from controller.p4runtime_client import SwitchConnection, SwitchError
@@ -32,6 +42,7 @@ from controller.pipeline import Pipeline, PipelineOptions
 from controller.programs import V1MODEL
 from controller.reconcile import WORKER_PORT_BASE, Reconciler, worker_port
 from controller.schema import Entry
+from controller.shared_fabric import RunningTree, fabric_loads, new_job_trees, with_loads
 from controller.state import ControllerState, JobRecord, TreeRecord
 from controller.switch_io import SwitchIO
 from controller.topology import Topology, TopologyError
@@ -345,9 +356,35 @@ class Controller:
     def plan(self, members: list[str], trees: int | str | plan.Plan | None = "auto", mode: str = "auto",
              alpha: float | None = None, ring_sum: str = "native", pool_size: int | str | None = None,
              ring_layout: str | None = None, lanes: int | str = 1) -> JobPlan:
-        """The job's plan (``job_plan.plan_job``) with this controller's options, without touching a switch."""
-        return plan_job(self.topology, members, self._protocol(), trees, mode, alpha, ring_sum, pool_size,
+        """The job's plan (``job_plan.plan_job``) with this controller's options, without touching a switch, on the
+        fabric as a new job finds it: its trees where running jobs leave links free, its model on its fair share of
+        the links they use (``shared_fabric``)."""
+        view, found = self._new_job_trees(members, trees, mode)
+        return plan_job(view, members, self._protocol(), found or trees, mode, alpha, ring_sum, pool_size,
                         ring_layout, self.host_latency, host_cost=self.host_cost, lanes=lanes)
+
+    def new_job_fabric(self) -> Topology:
+        """The topology as a new job finds it: each link between switches offers what running jobs' trees leave
+        of it, at least a fair share beside them (``shared_fabric``)."""
+        loads = fabric_loads(self.topology, self._running_trees())
+        return with_loads(self.topology, loads, fair=True) if loads else self.topology
+
+    def _running_trees(self) -> list[RunningTree]:
+        with self._lock:
+            return [(job.name, t.tree, t.rate) for job in self.state.jobs.values() for t in job.trees]
+
+    def _new_job_trees(self, members: list[str], trees: int | str | plan.Plan | None,
+                       mode: str) -> tuple[Topology, plan.Plan | None]:
+        """The fabric a new job finds, and its trees where running jobs leave links free (None: the planner's own
+        packing of that fabric, or the trees given)."""
+        if mode == "ring" or isinstance(trees, plan.Plan):
+            return self.new_job_fabric(), None
+        P = self._protocol()
+        try:
+            return new_job_trees(self.topology, self._running_trees(), members, P.MAX_CHILDREN, tree_count(trees),
+                                 P.wire_factor)
+        except plan.PlanError as e:
+            raise JobError(str(e)) from None
 
     def _protocol(self) -> protocol.Protocol:
         return protocol.load(self.state.options.values, self.state.options.udp_port)
@@ -451,7 +488,8 @@ class Controller:
         members."""
         replan = self._replan(members, alpha, ring_sum, ring_layout, planned.lanes)
         down = self.down()
-        topology = self.topology.without(down) if down else self.topology
+        seen = self.new_job_fabric()
+        topology = seen.without(down) if down else seen
         crossed = sorted(down & {s for p in planned.tree_plan.trees for s in p.tree.switches()})
         if crossed:
             try:
@@ -494,7 +532,8 @@ class Controller:
         window = min(fair, free)
         if window == planned.pool_size or window < MIN_POOL:  # too small a window: admission's fallbacks decide
             return planned
-        return sized(self.topology, planned, self._protocol(), window, self.host_latency, host_cost=self.host_cost)
+        return sized(self.new_job_fabric(), planned, self._protocol(), window, self.host_latency,
+                     host_cost=self.host_cost)
 
     def down(self) -> set[str]:
         """The switches known not to answer now: unreachable since a watch round, left out of a setup or a

@@ -612,7 +612,8 @@ class TreeCall:
         self.overflowed: list[int] = []  # chunks whose sum wrapped: raised once every packet is done
         self.finished = 0
         self.oldest = 0  # every packet before this one has its result; this one has not (or is not sent)
-        self.rack = Rack()
+        self.rack = Rack()  # the latest packet with its result, copies too: judges copies
+        self.rack_once = Rack()  # the latest packet sent once with its result: judges packets sent once
         self.timeouts = Timeouts()
         self.last_progress: float | None = None  # when a result last came (the first ``pump`` starts it)
         self.closed = False  # complete, and its last window kept by the tree
@@ -788,6 +789,13 @@ class TreeCall:
             self._dequantize(self.out[c0:c1], rows[skip:, H:self.P.packet_bytes].view(">i4"), slice(c0, c1))
         return True
 
+    @staticmethod
+    def _rack_advance(rack: Rack, sent: float, q: int, now: float) -> None:
+        """``rack`` moves to packet ``q`` (sent at ``sent``, its result in at ``now``) if it went later, or at
+        once and later in the call."""
+        if (sent, q) > (rack.sent, rack.q):
+            rack.sent, rack.q, rack.rtt = sent, q, now - sent
+
     def _hinted_results(self, qs: np.ndarray, rows: np.ndarray, wrapped: np.ndarray | None) -> None:
         """Results of a hinted call's packets.  Packet q < n is chunk q (at its hint in the first window, else
         at its agreed exponent) and brings the agreed exponent of chunk (q + D) mod n: the chunk its slot
@@ -848,6 +856,10 @@ class TreeCall:
         sent = self.sent_at[qs]  # when each packet's last copy went
         if self.retried:
             first = self.retries[qs] == 0
+            numbers = np.arange(qs.start, qs.stop) if isinstance(qs, slice) else qs
+            if first.any():
+                once = float(sent[first].max())
+                self._rack_advance(self.rack_once, once, int(numbers[first & (sent == once)].max()), now)
             if tree.congestion.srtt is None and not first.any():
                 # no round trip yet and every packet went twice (at 1,024 workers and 1% loss on every link every
                 # slot loses something): the last copies' give a first estimate, short if anything, rather than
@@ -864,15 +876,17 @@ class TreeCall:
             queued = AMBIGUOUS * (tree.congestion.srtt or 0.0) if self.next_q < self.total else 0.0
             ambiguous = max(tree.congestion.rtt_min, queued)
             plain = first | (now - sent >= ambiguous)
-            sent = sent[plain]
-            numbers = (np.arange(qs.start, qs.stop) if isinstance(qs, slice) else qs)[plain]
+            sent, numbers = sent[plain], numbers[plain]
             latest = float(sent.max(initial=-math.inf))
             q = int(numbers[sent == latest].max(initial=-1))
+            if self.next_q >= self.total:  # the tail: every first send has gone and the queues drained, so a
+                # copy's result judges first sends too (RACK's one reference), as only it finds a late loss
+                self._rack_advance(self.rack_once, latest, q, now)
         else:
             tree.congestion.sample(now - sent)
             latest, q = float(self.sent_at[last]), last  # packets first go in order: the latest sent is the highest
-        if (latest, q) > (self.rack.sent, self.rack.q):  # sent later, or at once and later in the call
-            self.rack.sent, self.rack.q, self.rack.rtt = latest, q, now - latest
+            self._rack_advance(self.rack_once, latest, q, now)
+        self._rack_advance(self.rack, latest, q, now)
         self.rack.stale = True
         self.timeouts.silent = 0
         o = self.oldest
@@ -1020,21 +1034,53 @@ class TreeCall:
         self.rack.stale, self.rack.timer = False, math.inf
         span = slice(self.oldest, self.next_q)
         sent_at = self.sent_at[span]
-        behind = ~self.done[span] & ((sent_at < self.rack.sent) | ((sent_at == self.rack.sent)
-                                                               & (np.arange(self.oldest, self.next_q) < self.rack.q)))
+        numbers = np.arange(self.oldest, self.next_q)
+        once = self.retries[span] == 0
+        # Each packet is judged by a reference sent as it was.  A copy's result must not judge packets sent
+        # once: a round's result comes when its last worker's packet arrives, and a copy (which every worker
+        # makes at once, of a round held by one loss) waited for one laggard only, so it comes back a least
+        # round trip on while first sends before it, waiting for the slowest of N workers, take longer:
+        # taken for lost, 70-76% of all copies at 64-128 workers and 0.01-0.1% loss were such.
+        ref_sent = np.where(once, self.rack_once.sent, self.rack.sent)
+        ref_q = np.where(once, self.rack_once.q, self.rack.q)
+        waiting_result = ~self.done[span]
+        behind = waiting_result & ((sent_at < ref_sent) | ((sent_at == ref_sent) & (numbers < ref_q)))
+        rtt_min = self.tree.congestion.rtt_min
+        wait = np.where(once, self.rack_once.rtt, self.rack.rtt) + rtt_min / 4
+        flowing = not self.timeouts.silent  # results flow (else the path may be dead: the timer's probes rule)
+        if flowing:
+            # A packet with nothing sent after it to reveal its loss is judged by its own clock too (a probe, as
+            # RACK-TLP's; issue 61).  A copy: as if a copy sent just after it had come back (the reference's
+            # round trip and a quarter of the least), each later copy of it after twice the wait.  A copy's
+            # result no longer judges first sends, so a worker whose copy was lost (or the result its copy
+            # asked for) has no later copies to reveal it: its window stalls every worker's, and the timer,
+            # restarted by every result, waited 130-160 us, or longer once it backed off (64 workers at 0.1%
+            # loss: one such copy, 4,006 timer copies and 1,316 against 1,130 us).  A probe of a round still
+            # held by another's loss is absorbed at the first switch.
+            probe = waiting_result & ~once & ~behind
+            wait[probe] = np.ldexp(wait[probe], self.retries[span][probe] - 1)
+            behind |= probe
+            srtt = self.tree.congestion.srtt
+            if srtt is not None and self.next_q >= self.total:
+                # in the tail, a packet sent once: the smoothed round trip of packets sent once (and a quarter
+                # of the least) after it went.  The call's last packets have none sent after them, and a lost
+                # one, or a partial or result lost above the first switch, held every worker for the timer
+                first = waiting_result & once & ~behind
+                wait[first] = srtt + rtt_min / 4
+                behind |= first
         if not behind.any():
             return
-        rtt_min = self.tree.congestion.rtt_min
-        due = sent_at + (self.rack.rtt + rtt_min / 4)
+        due = sent_at + wait
         # a packet sent once, with DUP_THRESH later packets answered, goes a least round trip after it went:
         # a slot completes only after every worker's packets before it, so results come in send order but
         # for losses, and RACK's wait (the later packet's round trip, which a full window's queues stretch to
         # twice the least) is what a lost result to one worker holds every worker's window for
         done = self.done[span]
         later = np.cumsum(done[::-1])[::-1] - done
-        once = behind & (later >= DUP_THRESH) & (self.retries[span] == 0)
-        due[once] = np.minimum(due[once], sent_at[once] + rtt_min)
+        dup = behind & (later >= DUP_THRESH) & once
+        due[dup] = np.minimum(due[dup], sent_at[dup] + rtt_min)
         lost = behind & (due <= now)
+        went = 0
         if lost.any():
             qs = np.flatnonzero(lost) + self.oldest
             went = self._resend(qs, now, out)
@@ -1043,6 +1089,9 @@ class TreeCall:
         waiting = behind & ~lost
         if waiting.any():
             self.rack.timer = float(due[waiting].min())
+        if flowing and went:  # the copies just sent are probed in their turn
+            copies = int(self.retries[qs[:went]].min())
+            self.rack.timer = min(self.rack.timer, now + math.ldexp(self.rack.rtt + rtt_min / 4, copies - 1))
 
 def timeout_error(call: TreeCall) -> AllreduceTimeout:
     """What a call whose timeout ran out tells: what is missing, and the likely causes (the native core's

@@ -410,6 +410,9 @@ void ina_call_start(ina_call *c) {  /* TreeCall.__init__'s scalars (the arrays a
     c->rack_rtt = 0.0;
     c->rack_timer = INFINITY;
     c->rack_stale = 0;
+    c->once_sent = -INFINITY;
+    c->once_q = -1;
+    c->once_rtt = 0.0;
     c->finished_at_timeout = -1;
     c->silent_timeouts = 0;
     c->probe_until = -INFINITY;
@@ -514,6 +517,16 @@ static void advance_oldest(ina_call *c, int64_t o) {
     c->oldest = o;
 }
 
+/* TreeCall._rack_advance: the reference (*sent, *q, *rtt) moves to packet q if it went later, or at once and
+ * later in the call. */
+static void rack_advance(double *ref_sent, int64_t *ref_q, double *ref_rtt, double sent, int64_t q, double now) {
+    if (sent > *ref_sent || (sent == *ref_sent && q > *ref_q)) {
+        *ref_sent = sent;
+        *ref_q = q;
+        *ref_rtt = now - sent;
+    }
+}
+
 /* TreeCall._taken for packets qs[0..count) (or, with qs NULL, the run first .. first + count). */
 static void taken(ina_call *c, const int64_t *qs, int64_t first, int64_t count, int64_t last, double now) {
     ina_tree *t = c->tree;
@@ -528,7 +541,18 @@ static void taken(ina_call *c, const int64_t *qs, int64_t first, int64_t count, 
     int64_t q;
     if (c->retried) {
         int any_first = 0;
-        for (int64_t i = 0; i < count; i++) any_first |= c->retries[Q(i)] == 0;
+        double once = -INFINITY;
+        int64_t once_q = -1;
+        for (int64_t i = 0; i < count; i++) {
+            if (c->retries[Q(i)] != 0) continue;
+            any_first = 1;
+            double sent = c->sent_at[Q(i)];
+            if (sent > once || (sent == once && Q(i) > once_q)) {
+                once = sent;
+                once_q = Q(i);
+            }
+        }
+        if (any_first) rack_advance(&c->once_sent, &c->once_q, &c->once_rtt, once, once_q, now);
         int all = !cg->has_srtt && !any_first;
         for (int64_t i = 0; i < count; i++)
             if (all || c->retries[Q(i)] == 0) congestion_sample(cg, now - c->sent_at[Q(i)]);
@@ -547,16 +571,14 @@ static void taken(ina_call *c, const int64_t *qs, int64_t first, int64_t count, 
                 q = Q(i);
             }
         }
+        if (c->next_q >= c->total) rack_advance(&c->once_sent, &c->once_q, &c->once_rtt, latest, q, now);  /* the tail */
     } else {
         for (int64_t i = 0; i < count; i++) congestion_sample(cg, now - c->sent_at[Q(i)]);
         latest = c->sent_at[last];
         q = last;
+        rack_advance(&c->once_sent, &c->once_q, &c->once_rtt, latest, q, now);
     }
-    if (latest > c->rack_sent || (latest == c->rack_sent && q > c->rack_q)) {
-        c->rack_sent = latest;
-        c->rack_q = q;
-        c->rack_rtt = now - latest;
-    }
+    rack_advance(&c->rack_sent, &c->rack_q, &c->rack_rtt, latest, q, now);
     c->rack_stale = 1;
     c->silent_timeouts = 0;
     int64_t o = c->oldest;
@@ -744,6 +766,15 @@ static void resend_expired(ina_call *c, double now, ina_outbox *o) {  /* TreeCal
     if (probing) c->probe_until = expiry(c, due[0], call_rto(c));
 }
 
+/* Packet q went before its reference: the latest packet sent once with its result for a packet sent once (a
+ * copy's result, which waited for one laggard's copy only, must not judge first sends), the latest of any
+ * for a copy (TreeCall._resend_lost). */
+static int rack_behind(const ina_call *c, int64_t q) {
+    double s = c->sent_at[q];
+    if (c->retries[q] == 0) return s < c->once_sent || (s == c->once_sent && q < c->once_q);
+    return s < c->rack_sent || (s == c->rack_sent && q < c->rack_q);
+}
+
 static void resend_lost(ina_call *c, double now, ina_outbox *o) {  /* TreeCall._resend_lost (RACK, DupThresh) */
     ina_tree *t = c->tree;
     const ina_config *cf = t->config;
@@ -752,39 +783,50 @@ static void resend_lost(ina_call *c, double now, ina_outbox *o) {  /* TreeCall._
     c->rack_timer = INFINITY;
     int64_t lo = c->oldest, hi = c->next_q, span = hi - lo;
     if (span <= 0) return;
-    int any = 0;
+    /* results still coming: a copy is judged by its own clock too, and in the tail a packet sent once (probes) */
+    int any = 0, flowing = !c->silent_timeouts, tail = flowing && c->next_q >= c->total && t->congestion.has_srtt;
     for (int64_t q = lo; q < hi; q++) {
-        double s = c->sent_at[q];
-        if (!c->done[q] && (s < c->rack_sent || (s == c->rack_sent && q < c->rack_q))) {
+        if (!c->done[q] && (rack_behind(c, q) || (c->retries[q] ? flowing : tail))) {
             any = 1;
             break;
         }
     }
     if (!any) return;
-    double rtt_min = t->congestion.rtt_min, wait = c->rack_rtt + rtt_min / 4, first_due = INFINITY;
+    double rtt_min = t->congestion.rtt_min, first_due = INFINITY;
     int64_t lost[span], n_lost = 0, later = 0;
     double due[span];
     uint8_t behind[span];
     for (int64_t q = hi - 1; q >= lo; q--) {  /* later: packets after q with their results */
         double s = c->sent_at[q];
         int64_t i = q - lo;
-        behind[i] = !c->done[q] && (s < c->rack_sent || (s == c->rack_sent && q < c->rack_q));
+        int once = c->retries[q] == 0, by_reference = !c->done[q] && rack_behind(c, q);
+        int probe = !c->done[q] && !by_reference && (once ? tail : flowing);
+        double wait = (once ? c->once_rtt : c->rack_rtt) + rtt_min / 4;  /* as engine.py rounds it */
+        if (probe && once) wait = t->congestion.srtt + rtt_min / 4;  /* a packet sent once: the smoothed */
+        else if (probe) wait = ldexp(wait, (int)(c->retries[q] - 1));  /* each later copy of it: twice */
+        behind[i] = by_reference || probe;
         due[i] = s + wait;
-        if (behind[i] && later >= cf->dup_thresh && c->retries[q] == 0) due[i] = dmin(due[i], s + rtt_min);
+        if (behind[i] && later >= cf->dup_thresh && once) due[i] = dmin(due[i], s + rtt_min);
         later += c->done[q];
     }
     for (int64_t i = 0; i < span; i++) {
         if (!behind[i]) continue;
         if (due[i] <= now) lost[n_lost++] = lo + i;
     }
+    int64_t went = 0;
     if (n_lost) {
-        int64_t went = resend(c, lost, n_lost, now, o);
+        went = resend(c, lost, n_lost, now, o);
         t->stats.early_retransmissions += went;
         c->rack_stale = went < n_lost;
     }
     for (int64_t i = 0; i < span; i++)
         if (behind[i] && !(due[i] <= now)) first_due = dmin(first_due, due[i]);
     if (first_due < INFINITY) c->rack_timer = first_due;
+    if (flowing && went) {  /* the copies just sent are probed in their turn */
+        int64_t copies = c->retries[lost[0]];
+        for (int64_t i = 1; i < went; i++) copies = copies < c->retries[lost[i]] ? copies : c->retries[lost[i]];
+        c->rack_timer = dmin(c->rack_timer, now + ldexp(c->rack_rtt + rtt_min / 4, (int)(copies - 1)));
+    }
 }
 
 /* TreeCall.pump: what the window, the pacer and the timers let go; returns the next deadline, or NAN when

@@ -86,9 +86,11 @@ typedef struct ina_call {
     int64_t n_overflowed;
     int32_t retried, paced, held, closed;
     int64_t next_q, finished, oldest;
-    double rack_sent, rack_rtt, rack_timer;
+    double rack_sent, rack_rtt, rack_timer;      /* RACK's reference, copies too: judges copies */
     int64_t rack_q;
     int32_t rack_stale;
+    double once_sent, once_rtt;                  /* the reference among packets sent once: judges those */
+    int64_t once_q;
     int64_t finished_at_timeout;
     int32_t silent_timeouts;
     double probe_until;

@@ -222,11 +222,11 @@ def test_in_a_calls_tail_a_lost_copy_goes_again_a_round_trip_after_it_went_with_
 
 
 def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_while_nothing_answers() -> None:
-    """The last packets lost (nothing later reveals them): the tail's probes send them again srtt plus a quarter
-    of the least after they went, then the copies a round trip on; then the timer, srtt + max(4 rttvar, srtt)
-    after the last send or result, at 30 us round trips about 60 us, not a fixed 50 ms floor.  Each timeout in a
-    row with no result between doubles the timer (a dead path) and stops the probes, and a result brings it
-    back to one RTO (random loss)."""
+    """The last packets lost (nothing later reveals them): the tail's probes send them again twice srtt after
+    they went (RACK-TLP's probe timeout, within the timer), then the copies a round trip on; then the timer,
+    srtt + max(4 rttvar, srtt) after the last send or result, at 30 us round trips about 60 us, not a fixed
+    50 ms floor.  Each timeout in a row with no result between doubles the timer (a dead path) and stops the
+    probes, and a result brings it back to one RTO (random loss)."""
     sink, tree, call = _exact_call(8, 5)
     P = tree.config.protocol
     sink.step([call], 0.0)
@@ -235,14 +235,16 @@ def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_whil
     rto = tree.congestion.rto()
     assert 60e-6 <= rto < 70e-6  # 2 srtt, or srtt + 4 rttvar while the deviation is still settling
     probe = sink.step([call], 30e-6)
-    assert probe == pytest.approx(37.5e-6) and probe < 30e-6 + rto  # sent at 0: srtt (30 us) + a quarter of the least
+    assert probe == pytest.approx(60e-6) and probe < 30e-6 + rto  # sent at 0: twice srtt (30 us)
     sink.step([call], probe)
     assert _seqs(P, sink.taken) == [4, 5] and tree.stats.early_retransmissions == 2
     sink.taken = []
-    sink.step([call], probe + 37.5e-6)  # the copies' own clock: the reference's round trip + a quarter
+    copies = call.rack.timer
+    assert copies == pytest.approx(probe + 37.5e-6)  # the copies' own clock: the reference's round trip + a quarter
+    sink.step([call], copies)
     assert _seqs(P, sink.taken) == [4, 5] and tree.stats.early_retransmissions == 4
     sink.taken = []
-    wake = probe + 37.5e-6 + rto  # the timer, from the copies' send
+    wake = copies + rto  # the timer, from the copies' send
     sink.step([call], wake - 1e-9)
     assert not sink.taken
     sink.step([call], wake)
@@ -265,10 +267,10 @@ def test_the_retransmission_timer_follows_the_round_trip_and_backs_off_only_whil
 
 
 def test_in_a_calls_tail_a_copys_result_after_the_least_round_trip_reveals_an_earlier_copys_loss() -> None:
-    """Every packet sent (the tail), 7 and 8 lost, then sent again by the tail's probe; 8's copy is answered
-    20 us later: past the least round trip (10 us), short of 0.75 srtt (about 40 us).  While new packets go
-    that result may be an earlier copy's and is not taken; in the tail it is, and 7's copy counts as lost a
-    round trip on (RACK), not a whole timer later."""
+    """Every packet sent (the tail), 7 and 8 lost, then sent again by the tail's probe (twice srtt after they
+    went); 8's copy is answered 20 us later: past the least round trip (10 us), short of 0.75 srtt (about
+    40 us).  While new packets go that result may be an earlier copy's and is not taken; in the tail it is, and
+    7's copy counts as lost a round trip on (RACK), not a whole timer later."""
     sink, tree, call = _exact_call(8, 8)
     P = tree.config.protocol
     sink.step([call], 0.0)
@@ -276,11 +278,13 @@ def test_in_a_calls_tail_a_copys_result_after_the_least_round_trip_reveals_an_ea
     call.receive(*_echo_results(P, sent[:1]), 10e-6)
     call.receive(*_echo_results(P, sent[1:6]), 100e-6)
     assert tree.congestion.rtt_min == pytest.approx(10e-6) and 0.75 * tree.congestion.srtt > 20e-6
-    sink.step([call], 100e-6)
-    assert _seqs(P, sink.taken) == [7, 8] and tree.stats.early_retransmissions == 2  # out 100 us, past srtt
+    probe = sink.step([call], 100e-6)
+    assert not sink.taken and probe == pytest.approx(2 * tree.congestion.srtt)  # out 100 us: short of twice srtt
+    sink.step([call], probe)
+    assert _seqs(P, sink.taken) == [7, 8] and tree.stats.early_retransmissions == 2
     copies, sink.taken = sink.taken, []
-    call.receive(*_echo_results(P, copies[1:]), 120e-6)
-    wake = sink.step([call], 120e-6)
-    assert wake == pytest.approx(120e-6 + 10e-6 / 4)  # the copy's round trip, and a quarter of the least
+    call.receive(*_echo_results(P, copies[1:]), probe + 20e-6)
+    wake = sink.step([call], probe + 20e-6)
+    assert wake == pytest.approx(probe + 20e-6 + 10e-6 / 4)  # the copy's round trip, and a quarter of the least
     sink.step([call], wake)
     assert _seqs(P, sink.taken) == [7] and tree.stats.early_retransmissions == 3

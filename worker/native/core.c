@@ -802,7 +802,8 @@ static void resend_lost(ina_call *c, double now, ina_outbox *o) {  /* TreeCall._
         int once = c->retries[q] == 0, by_reference = !c->done[q] && rack_behind(c, q);
         int probe = !c->done[q] && !by_reference && (once ? tail : flowing);
         double wait = (once ? c->once_rtt : c->rack_rtt) + rtt_min / 4;  /* as engine.py rounds it */
-        if (probe && once) wait = t->congestion.srtt + rtt_min / 4;  /* a packet sent once: the smoothed */
+        if (probe && once)  /* a packet sent once: RACK-TLP's probe timeout, twice srtt, capped by the timer */
+            wait = dmin(2 * t->congestion.srtt, congestion_rto(&t->congestion, cf));
         else if (probe) wait = ldexp(wait, (int)(c->retries[q] - 1));  /* each later copy of it: twice */
         behind[i] = by_reference || probe;
         due[i] = s + wait;

@@ -1034,8 +1034,38 @@ class TreeCall:
         self.rack.stale, self.rack.timer = False, math.inf
         span = slice(self.oldest, self.next_q)
         sent_at = self.sent_at[span]
-        numbers = np.arange(self.oldest, self.next_q)
         once = self.retries[span] == 0
+        behind, wait, flowing = self._behind(span, sent_at, once)
+        if not behind.any():
+            return
+        rtt_min = self.tree.congestion.rtt_min
+        due = sent_at + wait
+        # a packet sent once, with DUP_THRESH later packets answered, goes a least round trip after it went:
+        # a slot completes only after every worker's packets before it, so results come in send order but
+        # for losses, and RACK's wait (the later packet's round trip, which a full window's queues stretch to
+        # twice the least) is what a lost result to one worker holds every worker's window for
+        done = self.done[span]
+        later = np.cumsum(done[::-1])[::-1] - done
+        dup = behind & (later >= DUP_THRESH) & once
+        due[dup] = np.minimum(due[dup], sent_at[dup] + rtt_min)
+        lost = behind & (due <= now)
+        went = 0
+        if lost.any():
+            qs = np.flatnonzero(lost) + self.oldest
+            went = self._resend(qs, now, out)
+            self.tree.stats.early_retransmissions += went
+            self.rack.stale = went < len(qs)  # the pacer or the sink held some: look again at the next turn
+        waiting = behind & ~lost
+        if waiting.any():
+            self.rack.timer = float(due[waiting].min())
+        if flowing and went:  # the copies just sent are probed in their turn
+            copies = int(self.retries[qs[:went]].min())
+            self.rack.timer = min(self.rack.timer, now + math.ldexp(self.rack.rtt + rtt_min / 4, copies - 1))
+
+    def _behind(self, span: slice, sent_at: np.ndarray, once: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Which packets of ``span`` a later result (or their own clock) judges, how long each may wait after it
+        went, and whether results flow (``_resend_lost``)."""
+        numbers = np.arange(span.start, span.stop)
         # Each packet is judged by a reference sent as it was.  A copy's result must not judge packets sent
         # once: a round's result comes when its last worker's packet arrives, and a copy (which every worker
         # makes at once, of a round held by one loss) waited for one laggard only, so it comes back a least
@@ -1071,30 +1101,8 @@ class TreeCall:
                 first = waiting_result & once & ~behind
                 wait[first] = min(2 * srtt, self.tree.congestion.rto())
                 behind |= first
-        if not behind.any():
-            return
-        due = sent_at + wait
-        # a packet sent once, with DUP_THRESH later packets answered, goes a least round trip after it went:
-        # a slot completes only after every worker's packets before it, so results come in send order but
-        # for losses, and RACK's wait (the later packet's round trip, which a full window's queues stretch to
-        # twice the least) is what a lost result to one worker holds every worker's window for
-        done = self.done[span]
-        later = np.cumsum(done[::-1])[::-1] - done
-        dup = behind & (later >= DUP_THRESH) & once
-        due[dup] = np.minimum(due[dup], sent_at[dup] + rtt_min)
-        lost = behind & (due <= now)
-        went = 0
-        if lost.any():
-            qs = np.flatnonzero(lost) + self.oldest
-            went = self._resend(qs, now, out)
-            self.tree.stats.early_retransmissions += went
-            self.rack.stale = went < len(qs)  # the pacer or the sink held some: look again at the next turn
-        waiting = behind & ~lost
-        if waiting.any():
-            self.rack.timer = float(due[waiting].min())
-        if flowing and went:  # the copies just sent are probed in their turn
-            copies = int(self.retries[qs[:went]].min())
-            self.rack.timer = min(self.rack.timer, now + math.ldexp(self.rack.rtt + rtt_min / 4, copies - 1))
+        return behind, wait, flowing
+
 
 def timeout_error(call: TreeCall) -> AllreduceTimeout:
     """What a call whose timeout ran out tells: what is missing, and the likely causes (the native core's

@@ -4,13 +4,15 @@ datagrams and a hand-advanced ``now``, as the socket driver and the virtual fabr
 from __future__ import annotations
 
 import ast
+import heapq
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from worker import calls, protocol
-from worker.engine import Tree, TreeConfig, step
+from worker import calls, engine, native, protocol
+from worker.engine import Tree, TreeConfig
 from worker.errors import AllreduceTimeout
 from worker.jobspec import JobSpec, Member, TreeSpec
 
@@ -30,12 +32,12 @@ def test_the_core_imports_no_clock_socket_or_thread() -> None:
 class Sink:
     """Takes at most ``room`` datagrams per step and keeps what it took: a step's ``Outbox`` drained."""
 
-    def __init__(self, room: int = 1 << 30) -> None:
-        self.room, self.taken = room, []
+    def __init__(self, room: int = 1 << 30, core=engine) -> None:
+        self.room, self.taken, self.core = room, [], core
         self.full = False
 
     def step(self, calls: list, now: float, idle: tuple = ()) -> float:
-        out = step(calls, idle, now, self.room)
+        out = self.core.step(calls, idle, now, self.room)
         self.taken += [bytes(r) for _, rows in out.datagrams for r in rows]
         self.full = out.full
         return out.wake
@@ -288,3 +290,40 @@ def test_in_a_calls_tail_a_copys_result_after_the_least_round_trip_reveals_an_ea
     assert wake == pytest.approx(probe + 20e-6 + 10e-6 / 4)  # the copy's round trip, and a quarter of the least
     sink.step([call], wake)
     assert _seqs(P, sink.taken) == [7] and tree.stats.early_retransmissions == 3
+
+
+@pytest.mark.parametrize("core", ["reference", "native"])
+def test_a_first_round_trip_far_below_the_paths_is_outgrown_though_every_packet_went_again(core: str) -> None:
+    """The storm seen on Mininet: a worker's first result came after 0.5 ms, before the queues grew, and every
+    later one 20 ms after its packet went.  The timer (1.5 ms) sent every packet again before its result, so
+    Karn's rule left no round trip to learn from, and the estimate stayed at 0.5 ms for every call of the job.
+    Results that came longer than srtt after a packet's last copy went are round trips at least that long:
+    the estimate grows to the path's and the copies stop."""
+    if core == "native" and not native.available():
+        pytest.skip("no C compiler: the native core cannot be built")
+    module = engine if core == "reference" else native
+    tree = module.Tree(TreeConfig("s1", 1, 0, 1, 8, protocol.load(64), 5.0))
+    sink = Sink(core=module)
+    padded, exponents = calls.prepare(np.arange(64 * 400, dtype=np.int32), 64)
+    _, parts = calls.tree_parts(_spec(8), [tree], padded, exponents, True, np.empty_like(padded), 1.0)
+    (_, call), = parts
+    P, now, pending, answered = tree.config.protocol, 0.0, [], set()
+    copies_late = 0
+    while not call.complete:
+        wake = sink.step([call], now)
+        for datagram in sink.taken:
+            (seq,) = _seqs(P, [datagram])
+            if seq in answered:
+                copies_late += seq > 300  # a copy of one of the call's last 100 packets
+                continue
+            answered.add(seq)  # the path answers a packet once, its first send's round trip on
+            heapq.heappush(pending, (now + (0.5e-3 if seq == 1 else 20e-3), seq, datagram))
+        sink.taken = []
+        now = min(wake, pending[0][0] if pending else math.inf)
+        batch = []
+        while pending and pending[0][0] <= now:
+            batch.append(heapq.heappop(pending)[2])
+        if batch:
+            call.receive(*_echo_results(P, batch), now)
+    assert 10e-3 < tree.congestion.srtt <= 20e-3  # without the lower bounds: 0.5 ms for ever
+    assert copies_late == 0  # and 140 copies of the last 100 packets

@@ -136,6 +136,7 @@ class Congestion:
     ssthresh: float = field(init=False)  # below it cwnd doubles per round trip, above it grows by one
     last_cut: float = 0.0  # when cwnd was last halved
     borrowed: bool = False  # srtt, rttvar and rtt_min are a sibling tree's (``adopt``): no round trip of our own yet
+    unsampled: int = 0  # results since the last round trip of a packet sent once (``copies_answered``)
 
     def __post_init__(self) -> None:
         self.cwnd = float(min(self.window, INITIAL_IN_FLIGHT))
@@ -161,6 +162,26 @@ class Congestion:
         time (srtt by 1/8, rttvar by 1/4 of the deviation from srtt as it was then).  Sequential, in
         plain doubles, so the native core computes the same bits.  Our first round trip replaces a borrowed
         estimate (``adopt``) as a first one does none: srtt is our own from then on (the least stays the least)."""
+        if len(rtts):
+            self.unsampled = 0
+        self._take(rtts)
+
+    def copies_answered(self, waits: np.ndarray) -> None:
+        """Results of packets that all went more than once, ``waits`` the time since each one's last copy went.
+        Karn's rule takes no round trip from them, so an estimate below the path's round trip would stay for
+        ever: the timer then sends every packet again before its result, and no packet sent once is left to
+        correct it (Mininet, 8 workers at 25 Mbit/s: one worker's first round trip, 0.49 ms, came before the
+        queues grew; it sent each packet again every 1.5 ms, 59,000 copies a call, its link's queue made
+        everyone's round trip 200 ms, and every call of the job took 9x as long).  TCP keeps the timer backed
+        off until a fresh sample (RFC 6298, 5.7); here, after a window of results without a sample, a result
+        that came longer than srtt after the packet's last copy went is a round trip at least that long
+        (whichever copy it answers went no later), and it is taken: the estimate only grows, towards the
+        truth, and the first packet sent once and answered brings a real sample."""
+        self.unsampled += len(waits)
+        if self.srtt is not None and self.unsampled >= self.window:
+            self._take(waits[waits > self.srtt])
+
+    def _take(self, rtts: np.ndarray) -> None:
         srtt, rttvar, rtt_min = self.srtt, self.rttvar, self.rtt_min
         if self.borrowed and len(rtts):
             srtt, self.borrowed = None, False
@@ -865,7 +886,10 @@ class TreeCall:
                 # slot loses something): the last copies' give a first estimate, short if anything, rather than
                 # the initial timer for ever
                 first = np.ones(len(sent), bool)
-            tree.congestion.sample(now - sent[first])  # round trips of the packets sent once (Karn)
+            if first.any():
+                tree.congestion.sample(now - sent[first])  # round trips of the packets sent once (Karn)
+            else:
+                tree.congestion.copies_answered(now - sent)
             # RACK takes a copy sent again too, once its result is unlikely to be an earlier copy's: in a call's
             # tail every packet left may have gone twice, and only RACK finds losses a round trip on.  RFC 8985
             # (6.2) takes a result sooner than the least round trip for an earlier copy's.  While new packets

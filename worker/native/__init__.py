@@ -141,7 +141,7 @@ class CongestionView:
         c = self._tree._t.congestion
         if name == "srtt":
             return c.srtt if c.has_srtt else None
-        if name in ("rttvar", "rtt_min", "cwnd", "ssthresh", "last_cut", "window"):
+        if name in ("rttvar", "rtt_min", "cwnd", "ssthresh", "last_cut", "window", "unsampled"):
             return getattr(c, name)
         if name == "borrowed":
             return bool(c.borrowed)

@@ -554,8 +554,18 @@ static void taken(ina_call *c, const int64_t *qs, int64_t first, int64_t count, 
         }
         if (any_first) rack_advance(&c->once_sent, &c->once_q, &c->once_rtt, once, once_q, now);
         int all = !cg->has_srtt && !any_first;
-        for (int64_t i = 0; i < count; i++)
-            if (all || c->retries[Q(i)] == 0) congestion_sample(cg, now - c->sent_at[Q(i)]);
+        if (all || any_first) {
+            for (int64_t i = 0; i < count; i++)
+                if (all || c->retries[Q(i)] == 0) congestion_sample(cg, now - c->sent_at[Q(i)]);
+            cg->unsampled = 0;
+        } else {  /* Congestion.copies_answered: after a window of results without a sample, lower bounds */
+            cg->unsampled += count;
+            if (cg->unsampled >= cg->window) {
+                double srtt = cg->srtt;
+                for (int64_t i = 0; i < count; i++)
+                    if (now - c->sent_at[Q(i)] > srtt) congestion_sample(cg, now - c->sent_at[Q(i)]);
+            }
+        }
         double queued = c->next_q < c->total ? cf->ambiguous * (cg->has_srtt ? cg->srtt : 0.0) : 0.0;
         double ambiguous = dmax(cg->rtt_min, queued);
         latest = -INFINITY;
@@ -574,6 +584,7 @@ static void taken(ina_call *c, const int64_t *qs, int64_t first, int64_t count, 
         if (c->next_q >= c->total) rack_advance(&c->once_sent, &c->once_q, &c->once_rtt, latest, q, now);  /* the tail */
     } else {
         for (int64_t i = 0; i < count; i++) congestion_sample(cg, now - c->sent_at[Q(i)]);
+        cg->unsampled = 0;
         latest = c->sent_at[last];
         q = last;
         rack_advance(&c->once_sent, &c->once_q, &c->once_rtt, latest, q, now);

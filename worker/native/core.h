@@ -30,6 +30,7 @@ typedef struct ina_stats {
 typedef struct ina_congestion {
     int32_t window, has_srtt, borrowed;          /* borrowed: srtt, rttvar and rtt_min are a sibling tree's */
     double srtt, rttvar, rtt_min, cwnd, ssthresh, last_cut;
+    int64_t unsampled;                           /* results since the last round trip of a packet sent once */
 } ina_congestion;
 
 typedef struct ina_pacer {

@@ -171,6 +171,16 @@ class Topology:
         """The hosts that aggregate, in file order."""
         return [h.name for h in self.hosts.values() if h.server is not None]
 
+    @property
+    def devices(self) -> list[str]:
+        """What the controller programs: every switch (a plain one forwards only), then every server."""
+        return [*self.switches, *self.servers]
+
+    def address(self, device: str) -> tuple[ipaddress.IPv4Address, str]:
+        """A switch's or a host's IP address and MAC."""
+        node = self.switches.get(device) or self.hosts[device]
+        return getattr(node.ip, "ip", node.ip), node.mac
+
     def device_pps(self, device: str, lanes: int = 1) -> float | None:
         """What a tree's node sums per second (None: as fast as it comes): a switch's ``agg_pps``, or a
         server's for a tree of ``lanes`` lanes on it."""

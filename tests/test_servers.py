@@ -156,3 +156,17 @@ def test_the_model_of_a_server_plan():
     server_link = topology.host_link("srv1")
     assert load[server_link, 0] == pytest.approx(4 * 100e6 / 2)  # every member's frames, half the data
     assert load[topology.host_link("h1"), 0] == pytest.approx(100e6)
+
+
+# --- the fabric: servers as devices at their hosts' link ends, plain switches forwarding -------------------------
+
+def test_two_servers_sum_exactly_in_the_fabric_within_ten_percent_of_the_model():
+    from virtual_fabric.runs import RunConfig, run
+
+    result = run(RunConfig(topology="servers:4,2,2", bw=1000.0, size=1 << 16, mode="ina", lanes="auto",
+                           pool_size=64))
+    assert result["check"]["within_bound"] and result["check"]["identical"]
+    assert sorted(set(result["job"]["roots"])) == ["srv1", "srv2"] and result["job"]["lanes"] == 2
+    (call,) = result["calls"]
+    assert call["method"] == "ina" and abs(call["ratio"] - 1) < 0.10  # measured over the model's prediction
+    assert result["where"]["aggregation_busiest"] > 0  # the servers' engines summed (the switch only forwarded)

@@ -41,7 +41,7 @@ from virtual_fabric.hosts import STATES, SimWorker
 from virtual_fabric.links import Channel, Faults
 from virtual_fabric.p4runtime_local import LocalSwitchClient
 from virtual_fabric.ring import Ring
-from virtual_fabric.switches import SimSwitch
+from virtual_fabric.switches import SERVER_QUEUE, SimSwitch
 from worker import protocol
 from worker.jobspec import SPEC_PERIOD, JobSpec
 
@@ -113,7 +113,8 @@ class Fabric:
         for i, name in enumerate(topology.servers):  # a device at the server's end of its link, on port 1
             server = topology.hosts[name].server
             self.switches[name] = SimSwitch(name, len(topology.switches) + i + 1, COMPILED,
-                                            agg_pps=server.agg_pps_per_core, cores=server.cores, loop=self.loop,
+                                            agg_pps=server.agg_pps_per_core, cores=server.cores,
+                                            agg_queue=SERVER_QUEUE, loop=self.loop,
                                             protocol=P, on_port_status=self._port_status,
                                             rng=seeds.stream(seed, f"server {name}"))
         self._reaction_due = False  # a round on a port status is scheduled

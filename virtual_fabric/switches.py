@@ -17,7 +17,7 @@ tail and counted in ``agg_dropped``, as a full ingress buffer drops them.
 An aggregation server (issue 62: a host running ina.p4 on its CPU) is such a device with one port at its
 host's end of its link and ``cores`` engines, each at ``agg_pps`` (its per-core rate): a contribution
 waits for the engine of its tree's core, ``job_id mod cores``, as the server steers a lane's job id
-to one thread.
+to one thread, and up to ``SERVER_QUEUE`` of them wait (a socket buffer, not a switch's SRAM).
 
 Every process of the switch runs in the fabric's time: its pipeline's meters read the loop's
 clock, its digest timers are the loop's events (no threads), and its ``random`` extern draws
@@ -40,6 +40,9 @@ from virtual_fabric.links import Channel
 from worker.protocol import Protocol
 
 AGG_QUEUE = 1e-3  # seconds of contributions an aggregation-limited switch holds before it drops
+# ...and a server core: its socket's receive buffer (4 MB, as the worker sets SO_RCVBUF) of 1,082-byte frames at
+# 300,000 a second holds about 12 ms; 10 ms is kept
+SERVER_QUEUE = 10e-3
 ETH_IP_UDP = 14 + 20 + 8  # where the ina header starts in a frame
 
 
@@ -58,6 +61,7 @@ class SimSwitch:
     rng: random.Random = field(default_factory=lambda: random.Random(0))  # the random extern's stream
     protocol: Protocol | None = None  # how to tell a contribution; needed with agg_pps
     cores: int = 1  # aggregation engines, each at agg_pps (a server's cores; a switch has one)
+    agg_queue: float = AGG_QUEUE  # seconds of contributions an engine holds before it drops
     agg_free: list[float] = field(default_factory=list)  # per engine: when it takes its next contribution
     agg_busy: float = 0.0  # seconds it spent summing
     agg_waited: float = 0.0  # seconds contributions waited for it, summed
@@ -104,7 +108,7 @@ class SimSwitch:
         if self.agg_pps and self.up and self._is_contribution(frame):
             now, turn, core = self.loop.now, 1.0 / self.agg_pps, self._core(frame)
             start = max(now, self.agg_free[core])
-            if start - now > AGG_QUEUE:
+            if start - now > self.agg_queue:
                 self.agg_dropped += 1
                 return
             self.agg_free[core] = start + turn

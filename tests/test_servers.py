@@ -170,3 +170,26 @@ def test_two_servers_sum_exactly_in_the_fabric_within_ten_percent_of_the_model()
     (call,) = result["calls"]
     assert call["method"] == "ina" and abs(call["ratio"] - 1) < 0.10  # measured over the model's prediction
     assert result["where"]["aggregation_busiest"] > 0  # the servers' engines summed (the switch only forwarded)
+
+
+def test_server_trees_are_paced_each_at_its_share_in_bursts_of_one():
+    from worker.calls import pace
+    from worker.engine import Pacer
+
+    class Tree:
+        pacer: Pacer | None = None
+
+    trees = [Tree(), Tree()]
+    pace(trees, 300.0, 1082, [0.25, 0.75])
+    assert [t.pacer.mbps for t in trees] == [75.0, 225.0] and trees[0].pacer is not trees[1].pacer
+    assert trees[0].pacer.burst == 1082  # one frame: every member's burst lands on one core at once
+    pace(trees, 300.0, 1082)  # switches' trees: one pacer shared, as before
+    assert trees[0].pacer is trees[1].pacer and trees[0].pacer.mbps == 300.0
+
+
+def test_a_job_spec_names_a_server_trees_address_and_reads_back():
+    from worker.jobspec import JobSpec, Member, TreeSpec
+
+    spec = JobSpec("j", 256, 9999, 8, (Member(0, "h1", "10.0.0.1", "s1", "10.0.0.254", "02:00:00:00:fe:01"),),
+                   (TreeSpec(1, "srv1", 1.0, 100.0, 16385, (0,), to_ip="10.0.0.5"),))
+    assert JobSpec.from_json(spec.to_json(), "here").trees[0].to_ip == "10.0.0.5"

@@ -148,7 +148,7 @@ class Controller:
         and every other switch is provisioned; returns the switches left."""
         left = []
         with self._lock:
-            for switch in self.topology.switches:
+            for switch in self.topology.devices:
                 try:
                     self.provision(switch)
                 except SwitchError as e:
@@ -540,7 +540,7 @@ class Controller:
         write, or whose stream ended (a switch never asked is taken to answer)."""
         found = set(self.failover.unreachable) | self.failover.unsynced
         found |= {s for s, c in self.io.connections() if not c.alive}
-        return found & set(self.topology.switches)
+        return found & set(self.topology.devices)
 
     def _replan(self, members: list[str], alpha: float | None, ring_sum: str, ring_layout: str | None,
                 lanes: int = 1) -> admission.Replan:
@@ -631,9 +631,12 @@ class Controller:
         trees = []
         for i, t in enumerate(job.trees):
             nodes = self.reconciler.tree_nodes(job, t)
-            children = tuple(next(c.index for c in nodes[m.switch].children if c.node == m.host) for m in members)
+            server = plan.is_server_tree(self.topology, t.tree)  # the members send to it, not to their switch
+            children = tuple(next(c.index for c in nodes[t.tree.root if server else m.switch].children
+                                  if c.node == m.host) for m in members)
             trees.append(TreeSpec(t.job_id, t.tree.root, t.share, t.rate, worker_port(t.job_id), children,
-                                  t.incarnation, planned.lane_of(i)))
+                                  t.incarnation, planned.lane_of(i),
+                                  str(self.topology.hosts[t.tree.root].ip.ip) if server else None))
         return JobSpec(name, P.values, P.INA_UDP_PORT, job.pool_size, tuple(members), tuple(trees), job.mode,
                        None if job.ring_id is None else worker_port(job.ring_id), planned.layouts, planned.model,
                        job.alpha, job.ring_layout, job.version, job.ring_sum, job.rail)
@@ -670,12 +673,12 @@ class Controller:
             raise JobExists(f"job {name} exists already")
 
     def _check_pool(self, pool_size: int) -> None:
-        most = max(self.pipeline(s).pool_slots for s in self.topology.switches)
+        most = max(self.pipeline(s).pool_slots for s in self.topology.devices)
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= most:
             raise JobError(f"pool size {pool_size} is outside 1..{most} (the switches' slot pools)")
 
     def _pools(self) -> Pools:
-        return {s: (self.pipeline(s).pool_slots, self.pipeline(s).max_jobs) for s in self.topology.switches}
+        return {s: (self.pipeline(s).pool_slots, self.pipeline(s).max_jobs) for s in self.topology.devices}
 
     def _held(self) -> Held:
         held: Held = {}

@@ -38,7 +38,7 @@ def job_entries(topology: Topology, protocol: Protocol, node: TreeNode, job_id: 
                 program: Program = V1MODEL) -> tuple[list[Entry], list[tuple[int, list[tuple[int, int]]]]]:
     """One switch's table entries for one tree of a job, and its multicast groups as (id, [(port, instance)]):
     the children's, and at a meeting root (nic.p4) a second one that holds the peer too."""
-    me = topology.switches[node.switch]
+    me = topology.switches.get(node.switch) or topology.hosts[node.switch]  # a switch, or a server (a host)
     group = alloc.cell + 1  # group 0 means "no multicast"
     stats_base = alloc.cell * protocol.JOB_STAT_COUNT
     member = {"pool_base": alloc.pool_base, "pool_size": pool_size, "children": len(node.children),
@@ -77,7 +77,8 @@ def _address(job_id: int, receiver: int, topology: Topology, me, peer: str, udp_
     else:
         ip, mac = int(topology.switches[peer].ip), topology.switches[peer].mac
     return Entry.of(program.receivers, {"hdr.ina.job_id": job_id, "meta.receiver": receiver}, program.address,
-                    {"dst_mac": mac_int(mac), "src_mac": mac_int(me.mac), "dst_ip": ip, "src_ip": int(me.ip),
+                    {"dst_mac": mac_int(mac), "src_mac": mac_int(me.mac), "dst_ip": ip,
+                     "src_ip": int(getattr(me.ip, "ip", me.ip)),
                      "dst_port": udp_port})
 
 
@@ -88,8 +89,11 @@ def route_entries(topology: Topology, switch: str, program: Program = V1MODEL) -
     A host on one of this switch's ports gets a /32 that writes its own MAC.  Every other host is
     reached through a neighbour switch, whose MAC the frame gets (as a router writes its next
     hop's), so the hosts sent one way share an action and their routes fold into prefixes
-    (``_prefixes``): a fat_tree(16) switch holds at most a few hundred routes, not 1,024.
+    (``_prefixes``): a fat_tree(16) switch holds at most a few hundred routes, not 1,024.  An aggregation
+    server (a host) routes nothing: it sends only its trees' results, by their multicast groups.
     """
+    if switch not in topology.switches:
+        return []
     me = topology.switches[switch]
     local, remote = [], {}
     for host in topology.hosts.values():

@@ -43,7 +43,7 @@ class Failover:
         """``provision`` the switches that restarted (or lost their pipeline), and those a tree's move could
         not reach; returns the names of those that needed the pipeline."""
         restarted = []
-        for switch in topology.switches:
+        for switch in topology.devices:
             try:
                 client = io.known(switch)
                 if client is not None and not client.alive:

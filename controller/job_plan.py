@@ -138,6 +138,7 @@ def plan_job(topology: Topology, members: list[str], P: protocol.Protocol,
     job installs, so the planner knows nothing of lanes."""
     check_request(mode, alpha, ring_sum, ring_layout)
     auto = is_auto(pool_size)
+    first = lanes if isinstance(lanes, int) and not isinstance(lanes, bool) and lanes > 0 else 1  # servers' rows
     try:
         if mode == "ring":
             plan.check_members(topology, members)
@@ -149,11 +150,17 @@ def plan_job(topology: Topology, members: list[str], P: protocol.Protocol,
                 plan.check_tree(topology, members, t.tree, P.MAX_CHILDREN)
             found = dataclasses.replace(trees, members=tuple(members))
         else:
-            found = plan.pack_trees(topology, members, P.MAX_CHILDREN, tree_count(trees), P.wire_factor)
+            found = plan.pack_trees(topology, members, P.MAX_CHILDREN, tree_count(trees), P.wire_factor,
+                                    P.frame_bytes, first)
+        asked = DEFAULT_POOL_SIZE if auto else pool_size
+        count = job_lanes(lanes, found, P, host_cost, asked, topology)
+        if count != first and not isinstance(trees, plan.Plan) and \
+                any(plan.is_server_tree(topology, t.tree) for t in found.trees):
+            # a server sums on a core per lane: its trees' rates follow the lanes
+            found = plan.pack_trees(topology, members, P.MAX_CHILDREN, tree_count(trees), P.wire_factor,
+                                    P.frame_bytes, count)
     except plan.PlanError as e:
         raise JobError(str(e)) from None
-    asked = DEFAULT_POOL_SIZE if auto else pool_size
-    count = job_lanes(lanes, found, P, host_cost, asked)
     planned = with_trees(topology, in_lanes(found, count), P, mode, alpha, ring_sum, asked // count, ring_layout,
                          host_latency, limit_mbps, host_cost=host_cost, lanes=count)
     if not auto:
@@ -242,11 +249,15 @@ def lane_count(rate_mbps: float, host_cost: HostCost, packet_bytes: int, frame_b
 
 
 def job_lanes(lanes: int | str | None, found: plan.Plan, P: protocol.Protocol, host_cost: HostCost,
-              pool_size: int) -> int:
-    """The lanes of a job's trees: as asked, or "auto" (``lane_count`` of its fastest tree), and no more than
-    leave each lane MIN_LANE_POOL of ``pool_size`` slots (the switches hold as many slots as without lanes)."""
+              pool_size: int, topology: Topology | None = None) -> int:
+    """The lanes of a job's trees: as asked, or "auto" (``lane_count`` of its fastest tree, and a lane per core
+    of its servers: a lane's tree sits on one server core), and no more than leave each lane MIN_LANE_POOL of
+    ``pool_size`` slots (the switches hold as many slots as without lanes)."""
     if lanes is None or lanes == "auto":
         count = max((lane_count(t.rate, host_cost, P.packet_bytes, P.frame_bytes) for t in found.trees), default=1)
+        if topology is not None:
+            count = max([count] + [topology.hosts[t.tree.root].server.cores for t in found.trees
+                                   if t.tree.root in topology.hosts])
     else:
         if isinstance(lanes, str) and lanes.strip().isdigit():
             lanes = int(lanes)

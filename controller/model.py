@@ -14,6 +14,11 @@ fabric's ``--host-cost``): its send and receive cost per packet add to every rou
 several trees spaces a tree's packets by their sum over the tree's part of what that CPU serves (the host's
 ``cores`` take the trees in turn, as the worker's threads do: a lane of a tree on a core of its own).
 
+A server's tree (issue 62, ``topology.Server``): its way up is the member's route to the server, its one
+engine the server, a lane's tree on one of its cores (``turn`` = children / ``agg_pps_per_core``); what the
+server sums in all is ``agg_pps_per_core`` x the cores its lanes take (``device_rate``), which bounds C as a
+switch's ``agg_pps`` does, and its link carries the tree once per member (``trees_load``).
+
 A ring, per layout: ``controller.rings``.  A hybrid, per layout: the trees at C' = min(C, L, what their
 windows carry in a round trip), the ring's flows in what C' leaves of every link the trees use (each
 level paced at its slowest flow's share, so several flows on one fabric link do not take the trees'
@@ -37,11 +42,12 @@ run at once, so the slowest, by this model, sets the middle), then an all-gather
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.fair_share import FLOOR
-from controller.plan import Tree, nodes
+from controller.plan import Tree, is_server_tree, nodes
 from controller.rings import TCP_WIRE, Direction, layouts, ring_cost
 from controller.topology import Topology
 from worker import protocol
@@ -112,14 +118,31 @@ def switch_loads(topology: Topology, members: Sequence[str], trees: Sequence[Job
     return children
 
 
+def device_rate(topology: Topology, device: str, trees: Sequence[JobTree]) -> float | None:
+    """Contributions a tree node sums per second for the job (None: as fast as they come): a switch's
+    ``agg_pps``; a server's per-core rate on as many cores as the job's trees rooted there (its lanes, a
+    core each; lanes' consecutive job ids spread over its cores)."""
+    if device in topology.switches:
+        return topology.switches[device].agg_pps
+    return topology.device_pps(device, sum(1 for t in trees if t.tree.root == device))
+
+
+def engine_pps(topology: Topology, device: str) -> float | None:
+    """What one tree's engine sums per second at this node: a switch's ``agg_pps``, one server core's rate."""
+    if device in topology.switches:
+        return topology.switches[device].agg_pps
+    server = topology.hosts[device].server
+    return None if server is None else server.agg_pps_per_core
+
+
 def aggregation_limit(topology: Topology, members: Sequence[str], trees: Sequence[JobTree],
                       frame_bytes: int) -> tuple[float, str]:
-    """C: the wire Mb/s each worker may offer the trees given the switches' declared aggregation rates
-    (``agg_pps``: contributions summed per second).  Switch s allows S <= agg_pps / ``switch_loads`` slots per
-    second, and each worker sends one frame per slot.  math.inf where no switch of the job declares a rate."""
+    """C: the wire Mb/s each worker may offer the trees given the devices' declared aggregation rates
+    (``device_rate``: contributions summed per second).  Device s allows S <= its rate / ``switch_loads`` slots
+    per second, and each worker sends one frame per slot.  math.inf where no device of the job declares a rate."""
     best, why = math.inf, ""
     for switch, load in sorted(switch_loads(topology, members, trees).items()):
-        rate = topology.switches[switch].agg_pps
+        rate = device_rate(topology, switch, trees)
         if rate is not None and rate / load * frame_bytes * 8 / 1e6 < best:
             best = rate / load * frame_bytes * 8 / 1e6
             why = f"{switch} sums {rate:g} contributions/s"
@@ -131,7 +154,8 @@ def aggregation_rates(topology: Topology, members: Sequence[str], trees: Sequenc
     """``aggregation_limit`` backwards: the ``agg_pps`` each switch of the trees declares for C to be
     ``limit_mbps`` (every switch a bound at once)."""
     frames = limit_mbps * 1e6 / (frame_bytes * 8)  # per child and second
-    return {switch: frames * load for switch, load in switch_loads(topology, members, trees).items()}
+    return {switch: frames * load for switch, load in switch_loads(topology, members, trees).items()
+            if switch in topology.switches}
 
 
 def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps: float, frame_bytes: int,
@@ -154,12 +178,12 @@ def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps:
         return bits / left(direction) + topology.links[direction[0]].delay
 
     def turn(switch: str) -> float:
-        rate = topology.switches[switch].agg_pps
+        rate = engine_pps(topology, switch)
         return len(tree_nodes[switch].children) / rate if rate else 0.0
 
     deepest, fraction = 0.0, 1.0
     for m in members:
-        way, engines = _way_up(topology, up, m)
+        way, engines = _way_up(topology, up, m, t.tree)
         deepest = max(deepest, sum(hop(d) + hop((d[0], 1 - d[1])) for d in way) + sum(map(turn, engines)))
         for index, _ in way:
             fraction = min(fraction, *(left((index, d)) / (topology.links[index].capacity * 1e6) for d in (0, 1)))
@@ -167,9 +191,12 @@ def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps:
                     host_seconds * core_share / t.share if host_seconds else 0.0)
 
 
-def _way_up(topology: Topology, up: Mapping[str, int], member: str) -> tuple[list[Direction], list[str]]:
+def _way_up(topology: Topology, up: Mapping[str, int], member: str,
+            tree: Tree | None = None) -> tuple[list[Direction], list[str]]:
     """The link directions from a member up to its tree's root (``up``: each switch's uplink port), and
-    the switches on the way."""
+    the switches on the way (a server's tree: the member's route to the server, and the server)."""
+    if tree is not None and is_server_tree(topology, tree):
+        return topology.route(member, tree.root), [tree.root]
     here, port = topology.attachment[member]
     index = topology.port_links[here, port]
     way = [(index, 0 if topology.links[index].a == member else 1)]
@@ -189,10 +216,12 @@ def trees_load(topology: Topology, members: Sequence[str], trees: Sequence[JobTr
     load: dict[Direction, float] = {}
     for t in trees:
         up = dict(t.tree.uplinks)
-        links = {index for m in members for index, _ in _way_up(topology, up, m)[0]}
-        for index in links:
+        ways = [index for m in members for index, _ in _way_up(topology, up, m, t.tree)[0]]
+        # a switch's tree sums hop by hop (a link once); a server's takes every member's frames on its link
+        links = Counter(ways) if is_server_tree(topology, t.tree) else Counter(set(ways))
+        for index, times in links.items():
             for d in (0, 1):
-                load[index, d] = load.get((index, d), 0.0) + t.share * pace_mbps * 1e6
+                load[index, d] = load.get((index, d), 0.0) + times * t.share * pace_mbps * 1e6
     return load
 
 

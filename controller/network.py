@@ -39,9 +39,9 @@ class Network:
         return [*self.host_exec[host], *command]
 
     def __post_init__(self) -> None:
-        missing = sorted(set(self.topology.switches) - set(self.access))
+        missing = sorted(set(self.topology.devices) - set(self.access))
         if missing:
-            raise TopologyError(f"no P4Runtime address for switches {missing}")
+            raise TopologyError(f"no P4Runtime address for switches or servers {missing}")
         bad = sorted(n for n, a in self.access.items() if a.target not in TARGETS)
         if bad:
             raise TopologyError(f"switches {bad}: target must be one of {TARGETS}")

@@ -31,6 +31,14 @@ dropped and the rest packed again (unless that loses more than ``MAX_DROP_LOSS``
 most ``max_trees`` (``MAX_AUTO_TREES`` by default) are chosen by a MILP (a binary pick per
 tree) among the LP's trees and the widest single trees.  Capacities are scaled for the
 solver, so plans depend on capacity ratios only.
+
+**Servers** (issue 62, NTT's Optcast: ``topology.Server``).  Each server host gets one tree of its own,
+``Tree(root=server, uplinks=())``: every member sends to it along its route, so its links carry the tree's
+rate once per member that crosses them (the server's own link ``members x x_t`` each way: the column's
+coefficients are counts, not 1), and a row per server keeps ``members x x_t`` within what it sums
+(``agg_pps_per_core x min(cores, lanes)`` frames of ``frame_bytes`` a second).  A server tree has the
+members as its children, so at most ``max_children`` of them (ina.p4's slot bitmap).  Plain switches
+(``"plain": true``) are never a tree's node.  The rates split the call as for any trees: a slow server gets less.
 """
 
 from __future__ import annotations
@@ -43,7 +51,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, sparse
 
-from controller.topology import Topology
+from controller.topology import Topology, TopologyError
+from worker import protocol
 
 MIN_SHARE = 0.02  # a tree below this share of the job's rate is not worth its switch state...
 MAX_DROP_LOSS = 0.05  # ...unless dropping the small trees would cost more than this share of the rate
@@ -134,7 +143,7 @@ def link_name(topology: Topology, index: int) -> str:
 # --- trees ---------------------------------------------------------------------------------------
 
 def check_members(topology: Topology, members: list[str] | tuple[str, ...]) -> list[str]:
-    """The members' edge switches, sorted; PlanError for unknown or repeated hosts."""
+    """The members' edge switches, sorted; PlanError for unknown or repeated hosts, or servers."""
     if not members:
         raise PlanError("a job needs at least one member")
     unknown = [m for m in members if m not in topology.hosts]
@@ -143,12 +152,20 @@ def check_members(topology: Topology, members: list[str] | tuple[str, ...]) -> l
                         f"{', '.join(sorted(topology.hosts)[:8])}{', ...' if len(topology.hosts) > 8 else ''})")
     if len(set(members)) != len(members):
         raise PlanError(f"a host is listed twice in {list(members)}")
+    servers = [m for m in members if topology.hosts[m].server is not None]
+    if servers:
+        raise PlanError(f"{', '.join(servers)}: aggregation server(s) (the topology's \"server\"), not workers: "
+                        f"a job's members must not be servers")
     return sorted({topology.attachment[m][0] for m in members})
 
 
 def nodes(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree) -> dict[str, TreeNode]:
     """Each switch's place in the tree: children (member hosts first, in member order, then child
-    switches by name; that order gives the child indexes), parent and uplink port."""
+    switches by name; that order gives the child indexes), parent and uplink port.  A server's tree is the
+    server alone, every member a child on its one port (1)."""
+    if is_server_tree(topology, tree):
+        return {tree.root: TreeNode(tree.root, tuple(Child(i, SERVER_PORT, m) for i, m in enumerate(members)),
+                                    None, 0, 0)}
     up = dict(tree.uplinks)
     children: dict[str, list[tuple[int, str]]] = {s: [] for s in tree.switches()}
     for m in members:
@@ -178,6 +195,20 @@ def nodes(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree) 
     return out
 
 
+SERVER_PORT = 1  # a server's one port, as its device sees it
+
+
+def is_server_tree(topology: Topology, tree: Tree) -> bool:
+    """Whether the tree is a server's (its root a host that aggregates)."""
+    return tree.root in topology.hosts
+
+
+def server_links(topology: Topology, members: list[str] | tuple[str, ...], server: str) -> list[int]:
+    """The links a server's tree loads, once per member crossing them: each member's route to the server,
+    less the member's own link (the host-link row stands for those)."""
+    return [index for m in members for index, _ in topology.route(m, server)[1:]]
+
+
 def depth(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree) -> int:
     """Switch-to-switch hops from the deepest member's switch to the root."""
     up = dict(tree.uplinks)
@@ -193,8 +224,20 @@ def depth(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree) 
 def check_tree(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree, max_children: int) -> None:
     """PlanError unless the tree joins every member's switch to its root within the fan-in limit."""
     up = dict(tree.uplinks)
+    if is_server_tree(topology, tree):
+        if topology.hosts[tree.root].server is None or up or tree.meeting is not None:
+            raise PlanError(f"tree root {tree.root} is a host but not a server, or a server's tree with uplinks")
+        if len(members) > max_children:
+            raise PlanError(f"server {tree.root} would have {len(members)} children (the members), but a slot "
+                            f"bitmap has {max_children} bits: a server's tree takes at most {max_children} members")
+        for m in members:
+            server_links(topology, [m], tree.root)  # TopologyError where a member cannot reach it
+        return
     if tree.root not in topology.switches:
         raise PlanError(f"tree root {tree.root} is not a switch")
+    plain = sorted(s for s in {tree.root, *up} if topology.switches[s].plain)
+    if plain:
+        raise PlanError(f"tree of root {tree.root}: {', '.join(plain)} cannot run P4 (plain) and cannot aggregate")
     for s, port in up.items():
         n = topology.ports.get(s, {}).get(port)
         if n is None or n.node not in topology.switches:
@@ -332,25 +375,57 @@ class PlanRequest:
     hosts_at: dict[str, int]  # member hosts per switch
     max_children: int
     host_cap: float  # the slowest member's host link (Mb/s): every tree crosses it
+    frame_bytes: int = 0  # a frame's bytes on the wire (what a server's rate is counted in); 0: no servers
+    lanes: int = 1  # the lanes each tree is installed as (a server gives a tree a core per lane)
 
     @classmethod
-    def of(cls, topology: Topology, members: list[str] | tuple[str, ...], max_children: int) -> PlanRequest:
+    def of(cls, topology: Topology, members: list[str] | tuple[str, ...], max_children: int,
+           frame_bytes: int | None = None, lanes: int = 1) -> PlanRequest:
         members = tuple(members)
         edges = check_members(topology, members)
+        if frame_bytes is None:
+            frame_bytes = protocol.load().frame_bytes if topology.servers else 0
         return cls(topology, _Fabric(topology), members, edges,
                    dict(Counter(topology.attachment[m][0] for m in members)), max_children,
-                   topology.slowest_link_mbps(members))
+                   topology.slowest_link_mbps(members), frame_bytes, lanes)
+
+    def server_mbps(self, server: str) -> float:
+        """Wire Mb/s of contributions a server sums (its tree's ``lanes`` on as many of its cores)."""
+        return self.topology.hosts[server].server.agg_pps(self.lanes) * self.frame_bytes * 8 / 1e6
+
+    def server_cap(self, server: str) -> float:
+        """Mb/s a server's tree may carry per member: what it sums, over its children (the members)."""
+        return self.server_mbps(server) / len(self.members)
+
+    def server_columns(self) -> tuple[dict[Tree, list[int]], list[str]]:
+        """A tree per server with the links it loads (with multiplicity), and notes on servers left out."""
+        if not self.topology.servers:
+            return {}, []
+        if len(self.members) > self.max_children:
+            return {}, [f"no server trees: {len(self.members)} members, but a server's tree takes at most "
+                        f"{self.max_children} (the slot bitmap's bits)"]
+        columns = {}
+        for server in self.topology.servers:
+            try:
+                columns[Tree(server, ())] = server_links(self.topology, self.members, server)
+            except TopologyError:
+                continue  # a server the members cannot reach carries nothing
+        return columns, []
 
     def packing(self, columns: dict[Tree, list[int]], trees: Iterable[Tree] | None = None) -> _Packing:
         """The LP over ``trees`` (default: every column)."""
-        return _Packing(self.topology, columns if trees is None else {t: columns[t] for t in trees}, self.host_cap)
+        chosen = columns if trees is None else {t: columns[t] for t in trees}
+        limits = {t: (len(self.members), self.server_mbps(t.root)) for t in chosen if is_server_tree(self.topology, t)}
+        return _Packing(self.topology, chosen, self.host_cap, limits)
 
 
 def pack_trees(topology: Topology, members: list[str] | tuple[str, ...], max_children: int,
-               max_trees: int | None = None, wire_factor: float = 1.0) -> Plan:
-    """The packed trees for these members (``max_trees``: at most that many; None: as many as pay)."""
+               max_trees: int | None = None, wire_factor: float = 1.0, frame_bytes: int | None = None,
+               lanes: int = 1) -> Plan:
+    """The packed trees for these members (``max_trees``: at most that many; None: as many as pay);
+    ``frame_bytes`` and ``lanes`` size the servers' rows (default: the protocol's frame, one lane)."""
     started = time.perf_counter()
-    request = PlanRequest.of(topology, members, max_children)
+    request = PlanRequest.of(topology, members, max_children, frame_bytes, lanes)
     if max_trees is not None and (isinstance(max_trees, bool) or not isinstance(max_trees, int) or max_trees < 1):
         raise PlanError(f"the number of trees must be a positive integer, not {max_trees!r}")
     columns, notes = generate_columns(request)
@@ -371,6 +446,8 @@ def pack_trees(topology: Topology, members: list[str] | tuple[str, ...], max_chi
         notes.append(f"{len(planned)} tree(s) carry the best rate; more would add nothing")
     edges = request.edges
     bound = min([request.host_cap] + [_edge_cut(topology, request.fabric, e) for e in edges if len(edges) > 1])
+    if all(is_server_tree(topology, t) for t in columns):  # no switch aggregates: the servers' sum bounds too
+        bound = min(bound, sum(request.server_cap(t.root) for t in columns))
     host_links = [topology.host_link(m) for m in request.members]
     bottlenecks = request.packing(columns, rates).bottlenecks(rates, host_links)
     return Plan(request.members, planned, total, bound, bottlenecks, len(columns), time.perf_counter() - started,
@@ -381,19 +458,26 @@ def generate_columns(request: PlanRequest) -> tuple[dict[Tree, list[int]], list[
     """The candidate trees (with the fabric links each uses) by column generation, and notes: the LP
     over every tree is too large to write down, so trees are added only while one would raise the rate."""
     columns, too_wide, reachable = priced_trees(request, np.zeros(len(request.topology.links)), {})
-    if not reachable:
-        raise PlanError(f"the members' switches {request.edges} have no common root: they are not connected to "
-                        f"one another")
-    if not columns:
+    served, notes = request.server_columns()
+    if not columns and not served:
+        if not reachable and not too_wide:
+            if all(s.plain for s in request.topology.switches.values()):
+                raise PlanError("no device can aggregate for these members: every switch is plain and no server "
+                                "takes them" + (f" ({notes[0]})" if notes else ""))
+            raise PlanError(f"the members' switches {request.edges} have no common root: they are not connected to "
+                            f"one another")
         raise PlanError(f"every candidate tree exceeds the fan-in limit; e.g. {too_wide[0]}")
+    columns = {**columns, **served}
+    if not any(not is_server_tree(request.topology, t) for t in columns):
+        return columns, notes  # servers' trees only: nothing to generate
     for _ in range(MAX_ROUNDS):
         _, price, host_price = request.packing(columns).max_rate()
         better, _, _ = priced_trees(request, price, columns, host_price, 1 - 1e-7)
         if not better:  # no tree would raise the rate: add trees as good as the LP's, maybe shallower ones
             as_good, _, _ = priced_trees(request, price, columns, host_price, 1 + 1e-7)
-            return {**columns, **as_good}, []
+            return {**columns, **as_good}, notes
         columns = {**columns, **better}
-    return columns, [f"column generation stopped after {MAX_ROUNDS} rounds"]
+    return columns, [*notes, f"column generation stopped after {MAX_ROUNDS} rounds"]
 
 
 def priced_trees(request: PlanRequest, price: np.ndarray, known: dict[Tree, list[int]],
@@ -404,7 +488,11 @@ def priced_trees(request: PlanRequest, price: np.ndarray, known: dict[Tree, list
     whether any root reached every member's switch at all."""
     topology, new, too_wide, reachable = request.topology, {}, [], False
     for root in topology.switches:
+        if topology.switches[root].plain:
+            continue
         tree = request.fabric.cheapest_tree(root, request.edges, price, request.hosts_at, request.max_children)
+        if tree is not None and any(topology.switches[s].plain for s in tree.switches()):
+            continue  # its shortest paths cross a switch that cannot aggregate
         reachable |= tree is not None
         if tree is None or tree in known or tree in new:
             continue
@@ -427,7 +515,9 @@ def limit_trees(request: PlanRequest, columns: dict[Tree, list[int]], rates: dic
     if len(rates) <= limit:
         return rates, []
     topology = request.topology
-    alone = {t: min([request.host_cap] + [topology.links[i].capacity for i in links]) for t, links in columns.items()}
+    alone = {t: min([request.host_cap] + [topology.links[i].capacity / n for i, n in Counter(links).items()]
+                    + ([request.server_cap(t.root)] if is_server_tree(topology, t) else []))
+             for t, links in columns.items()}
     pool = set(rates) | set(sorted(alone, key=lambda t: -alone[t])[:2 * limit])
     chosen, proven = request.packing(columns, [t for t in columns if t in pool]).best_subset(limit)
     notes = [] if proven else [f"the MILP choosing {limit} tree(s) hit its {MILP_SECONDS:g} s limit: best found kept"]
@@ -453,22 +543,31 @@ def _edge_cut(topology: Topology, fabric: _Fabric, edge: str) -> float:
 
 
 class _Packing:
-    """The LP over a set of trees: one row per fabric link they use, one for the members' host links
-    (every tree uses all of them, so the slowest stands for all).  Capacities are scaled to at most 1
-    for the solver, so any unit of Mb/s plans alike."""
+    """The LP over a set of trees: one row per fabric link they use (a link a tree lists n times carries n
+    times its rate), one for the members' host links (every tree uses all of them, so the slowest stands
+    for all), and one per server tree (``limits``: its children, each sending x_t, within the Mb/s it sums).
+    Capacities are scaled to at most 1 for the solver, so any unit of Mb/s plans alike."""
 
-    def __init__(self, topology: Topology, columns: dict[Tree, list[int]], host_cap: float) -> None:
+    def __init__(self, topology: Topology, columns: dict[Tree, list[int]], host_cap: float,
+                 limits: dict[Tree, tuple[int, float]] | None = None) -> None:
         self.topology, self.trees = topology, list(columns)
+        limits = limits or {}
         self.rows = sorted({i for links in columns.values() for i in links})
         index = {link: r + 1 for r, link in enumerate(self.rows)}
+        limited = [t for t in self.trees if t in limits]
         data, ri, ci = [], [], []
         for c, tree in enumerate(self.trees):
             for link in [None, *columns[tree]]:
                 ri.append(0 if link is None else index[link])
                 ci.append(c)
-                data.append(1.0)
-        self.A = sparse.csr_matrix((data, (ri, ci)), shape=(len(self.rows) + 1, len(self.trees)))
-        capacity = np.array([host_cap] + [topology.links[i].capacity for i in self.rows])
+                data.append(1.0)  # repeated (row, column) pairs add up: a link's multiplicity
+            if tree in limits:
+                ri.append(len(self.rows) + 1 + limited.index(tree))
+                ci.append(c)
+                data.append(float(limits[tree][0]))
+        self.A = sparse.csr_matrix((data, (ri, ci)), shape=(len(self.rows) + 1 + len(limited), len(self.trees)))
+        capacity = np.array([host_cap] + [topology.links[i].capacity for i in self.rows]
+                            + [limits[t][1] for t in limited])
         self.scale = float(capacity.max())
         self.b = capacity / self.scale
 
@@ -487,7 +586,7 @@ class _Packing:
         res = self._lp(-np.ones(len(self.trees)))
         duals = -res.ineqlin.marginals
         price = np.zeros(len(self.topology.links))
-        price[self.rows] = duals[1:]
+        price[self.rows] = duals[1:len(self.rows) + 1]
         return -res.fun * self.scale, price, float(duals[0])
 
     def solve(self, members: tuple[str, ...]) -> dict[Tree, float]:
@@ -521,7 +620,7 @@ class _Packing:
     def bottlenecks(self, rates: dict[Tree, float], host_links: list[int]) -> tuple[int, ...]:
         """The links these rates fill to capacity."""
         load = self.A @ np.array([rates.get(t, 0.0) / self.scale for t in self.trees])
-        full = [self.rows[r - 1] for r in range(1, len(self.b)) if load[r] >= self.b[r] * (1 - 1e-6)]
+        full = [self.rows[r - 1] for r in range(1, len(self.rows) + 1) if load[r] >= self.b[r] * (1 - 1e-6)]
         if load[0] >= self.b[0] * (1 - 1e-6):
             slowest = self.b[0] * self.scale
             full += [i for i in host_links if self.topology.links[i].capacity <= slowest * (1 + 1e-9)]

@@ -108,7 +108,7 @@ class Reconciler:
     def counters(self) -> dict[str, dict]:
         """Per job and switch: the job_stats counters by name (packets), and per-switch drops."""
         out: dict[str, dict] = {"jobs": {}, "drops": {}}
-        for switch in self.topology.switches:
+        for switch in self.topology.devices:
             pipe = self.io.pipeline(switch)
             cells = self.io.read_counter(switch, pipe.program.job_stats)
             names = _named(pipe.protocol.constants, "JOB_STAT_")

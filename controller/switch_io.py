@@ -7,6 +7,7 @@ what exists becomes a modify, a delete of what is gone is no error.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable
 
@@ -16,6 +17,8 @@ from controller.network import Network
 from controller.p4runtime_client import SwitchClient, SwitchConnection, WriteError
 from controller.pipeline import Pipeline, PipelineOptions, build
 from controller.schema import Entry, Schema, multicast_group
+
+PLAIN_UDP_PORT = 9  # a plain switch's aggregation port (UDP discard): no job's frames go there
 
 Update = p4runtime_pb2.Update
 # A switch that answered before takes a reconnect in milliseconds when it is up; one whose process was killed
@@ -39,9 +42,15 @@ class SwitchIO:
         self._tried: set[str] = set()  # switches asked before: a reconnect waits less
 
     def pipeline(self, switch: str) -> Pipeline:
-        """The switch's program (its access's arch: ina.p4 or the TNA program) built for its target."""
+        """The switch's program (its access's arch: ina.p4 or the TNA program) built for its target.  A plain
+        switch gets it with aggregation on ``PLAIN_UDP_PORT``, which no job uses: it forwards every job's
+        frames as routed traffic (ina.p4 would take any frame to the aggregation port as its own)."""
         access = self.network.access[switch]
-        return build(access.target, self.options(), access.arch)
+        options = self.options()
+        plain = self.network.topology.switches.get(switch)
+        if plain is not None and plain.plain:
+            options = dataclasses.replace(options, udp_port=PLAIN_UDP_PORT)
+        return build(access.target, options, access.arch)
 
     def client(self, switch: str) -> SwitchConnection:
         """The switch's connection, opened again if the switch went away since."""

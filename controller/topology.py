@@ -18,6 +18,12 @@ A host is a network interface.  A machine with several (a training node with a N
 rail-optimised: local rank i on NIC i and rail i's leaves) lists each as a host with the same
 ``"node"``; its interfaces are its rails in file order (``Topology.nodes``), and bmv2-env puts
 them in one namespace.
+
+A host may be a spare **server** that aggregates (issue 62, NTT's Optcast): ``"server": {"cores": 16,
+"agg_pps_per_core": 300000}`` runs ina.p4 on its CPU, each core summing ``agg_pps_per_core``
+contributions per second (a lane's tree sits on one core).  The planner gives each server a tree of its
+own (root the server, children the members) and splits the call over them by rate; members are never
+servers.  A switch that cannot run P4 says ``"plain": true``: it forwards, and is never a tree's node.
 """
 
 from __future__ import annotations
@@ -35,10 +41,28 @@ PORT_NAME = re.compile(r"^(?P<switch>[A-Za-z_][\w]*)-p(?P<port>\d+)$")
 _DELAY = re.compile(r"^\s*([\d.]+)\s*(s|ms|us)?\s*$")
 MAX_PORT = 510  # v1model: 511 drops, ports are 9 bits
 DEFAULT_BW_MBPS = 1000.0  # capacity of a link whose options give no "bw"
+# A server core's contributions per second until it is calibrated: the built-in target's native C loop took
+# 3.3 us per V = 256 packet on this machine (docs/notes issue 62, "Per-packet cost"), 1 / 3.3 us = 300,000.
+SERVER_AGG_PPS_PER_CORE = 300_000.0
 
 
 class TopologyError(ValueError):
     """A topology file that cannot describe a network."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """A host that aggregates: ina.p4 on ``cores`` CPUs, each summing ``agg_pps_per_core`` contributions/s."""
+
+    cores: int
+    agg_pps_per_core: float
+
+    def agg_pps(self, lanes: int) -> float:
+        """What it sums per second for a tree installed as ``lanes`` lanes (one core each, at most ``cores``)."""
+        return self.agg_pps_per_core * max(1, min(self.cores, lanes))
+
+    def to_dict(self) -> dict:
+        return {"cores": self.cores, "agg_pps_per_core": self.agg_pps_per_core}
 
 
 @dataclass(frozen=True)
@@ -48,6 +72,7 @@ class Host:
     mac: str
     commands: tuple[str, ...] = ()
     node: str | None = None  # the machine this interface is in, if it has several (else the host is its own)
+    server: Server | None = None  # it aggregates (a spare server running ina.p4), if so
 
 
 @dataclass(frozen=True)
@@ -57,6 +82,7 @@ class Switch:
     ip: ipaddress.IPv4Address
     mac: str
     agg_pps: float | None = None  # contributions it can sum per second, if declared (the hybrid split's C)
+    plain: bool = False  # it cannot run P4: it forwards, and is never an aggregation tree's node
 
 
 @dataclass(frozen=True)
@@ -131,12 +157,37 @@ class Topology:
     def to_dict(self) -> dict:
         return {
             "hosts": {h.name: {"ip": str(h.ip), "mac": h.mac, **({"commands": list(h.commands)} if h.commands else {}),
-                               **({"node": h.node} if h.node else {})}
+                               **({"node": h.node} if h.node else {}),
+                               **({"server": h.server.to_dict()} if h.server else {})}
                       for h in self.hosts.values()},
-            "switches": {s.name: {"ip": str(s.ip), "mac": s.mac, **({"agg_pps": s.agg_pps} if s.agg_pps else {})}
+            "switches": {s.name: {"ip": str(s.ip), "mac": s.mac, **({"agg_pps": s.agg_pps} if s.agg_pps else {}),
+                                  **({"plain": True} if s.plain else {})}
                          for s in self.switches.values()},
             "links": [[lk.a, lk.b, lk.options] if lk.options else [lk.a, lk.b] for lk in self.links],
         }
+
+    @property
+    def servers(self) -> list[str]:
+        """The hosts that aggregate, in file order."""
+        return [h.name for h in self.hosts.values() if h.server is not None]
+
+    @property
+    def devices(self) -> list[str]:
+        """What the controller programs: every switch (a plain one forwards only), then every server."""
+        return [*self.switches, *self.servers]
+
+    def address(self, device: str) -> tuple[ipaddress.IPv4Address, str]:
+        """A switch's or a host's IP address and MAC."""
+        node = self.switches.get(device) or self.hosts[device]
+        return getattr(node.ip, "ip", node.ip), node.mac
+
+    def device_pps(self, device: str, lanes: int = 1) -> float | None:
+        """What a tree's node sums per second (None: as fast as it comes): a switch's ``agg_pps``, or a
+        server's for a tree of ``lanes`` lanes on it."""
+        if device in self.switches:
+            return self.switches[device].agg_pps
+        server = self.hosts[device].server
+        return None if server is None else server.agg_pps(lanes)
 
     @property
     def nodes(self) -> dict[str, tuple[str, ...]]:
@@ -303,7 +354,23 @@ def _host(name: str, spec: dict, where: str) -> Host:
     if node is not None and (not isinstance(node, str) or not re.match(r"^[A-Za-z_]\w*$", node)):
         raise TopologyError(f"{where}: host {name}: 'node' must be a word (it names the machine's interfaces), "
                             f"not {node!r}")
-    return Host(name, ip, mac, tuple(spec.get("commands", ())), node)
+    return Host(name, ip, mac, tuple(spec.get("commands", ())), node, _server(name, spec.get("server"), where))
+
+
+def _server(name: str, spec: Any, where: str) -> Server | None:
+    """A host's ``server`` spec, checked: {"cores": a positive whole number, "agg_pps_per_core": a positive number}."""
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or set(spec) - {"cores", "agg_pps_per_core"}:
+        raise TopologyError(f"{where}: host {name}: 'server' must be {{\"cores\": N, \"agg_pps_per_core\": X}}, "
+                            f"not {spec!r}")
+    cores, rate = spec.get("cores"), spec.get("agg_pps_per_core", SERVER_AGG_PPS_PER_CORE)
+    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+        raise TopologyError(f"{where}: host {name}: server.cores must be a positive whole number, not {cores!r}")
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate < math.inf:
+        raise TopologyError(f"{where}: host {name}: server.agg_pps_per_core must be a positive number of "
+                            f"contributions/s, not {rate!r}")
+    return Server(cores, float(rate))
 
 
 def _switch(name: str, index: int, spec: dict, where: str) -> Switch:
@@ -318,7 +385,10 @@ def _switch(name: str, index: int, spec: dict, where: str) -> Switch:
     if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate < math.inf):
         raise TopologyError(f"{where}: switch {name}: agg_pps must be a positive number of contributions/s, "
                             f"not {rate!r}")
-    return Switch(name, index, ip, mac, rate)
+    plain = spec.get("plain", False)
+    if not isinstance(plain, bool):
+        raise TopologyError(f"{where}: switch {name}: plain must be true or false, not {plain!r}")
+    return Switch(name, index, ip, mac, rate, plain)
 
 
 def _mac(text: str) -> str:
@@ -457,6 +527,28 @@ def rail_optimised(nodes: int, rails: int, nodes_per_leaf: int, spines: int = 1,
     ordered = {f"n{k}r{rail}": hosts[f"n{k}r{rail}"] for k in range(1, nodes + 1) for rail in range(rails)}
     return {"hosts": ordered, "switches": {name: _numbered_switch(i) for i, name in enumerate(names, 1)},
             "links": links}
+
+
+def servers(workers: int, count: int, cores: int, switches: int = 1, host_bw: float | None = None,
+            fabric_bw: float | None = None, agg_pps_per_core: float = SERVER_AGG_PPS_PER_CORE) -> dict:
+    """Workers h1..hW and ``count`` servers srv1..srvS of ``cores`` cores on plain switches (no P4 anywhere):
+    with one switch, s1 holds everyone (workers on ports 1..W, servers after); with two, the workers are on s1
+    and the servers on s2, joined by one link (s1's port W + 1 to s2's port S + 1) at ``fabric_bw``."""
+    if workers < 1 or count < 1 or cores < 1 or switches not in (1, 2):
+        raise TopologyError(f"servers:WORKERS,SERVERS,CORES[,SWITCHES] needs at least one worker, server and core "
+                            f"and 1 or 2 switches, not {workers},{count},{cores},{switches}")
+    if workers + count + 1 > MAX_PORT or workers + count > 250:
+        raise TopologyError(f"{workers} workers and {count} servers: more than the 10.0.0.0/24 addresses hold")
+    hosts = {f"h{i}": _host_spec(i) for i in range(1, workers + 1)}
+    links = [_link(f"h{i}", f"s1-p{i}", host_bw) for i in range(1, workers + 1)]
+    server_switch, first = ("s1", workers + 1) if switches == 1 else ("s2", 1)
+    for j in range(1, count + 1):
+        n = workers + j
+        hosts[f"srv{j}"] = {**_host_spec(n), "server": {"cores": cores, "agg_pps_per_core": agg_pps_per_core}}
+        links.append(_link(f"srv{j}", f"{server_switch}-p{first + j - 1}", host_bw))
+    if switches == 2:
+        links.append(_link(f"s1-p{workers + 1}", f"s2-p{count + 1}", fabric_bw))
+    return {"hosts": hosts, "switches": {f"s{i}": {"plain": True} for i in range(1, switches + 1)}, "links": links}
 
 
 def _link(a: str, b: str, bw: float | None) -> list:

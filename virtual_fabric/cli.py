@@ -212,7 +212,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, help="replay this campaign seed (everything else is ignored)")
     r.add_argument("--topology", default="single",
                    help="a builder (fat_tree:16, leaf_spine:2,4,8, single:4, tree:2,4, rails:NODES,RAILS,PER_LEAF,"
-                        "SPINES; bare single, tree, leaf_spine "
+                        "SPINES, servers:WORKERS,SERVERS,CORES[,SWITCHES] (spare servers aggregate, docs/servers.md); "
+                        "bare single, tree, leaf_spine "
                         "size themselves to --workers, bare fat_tree is k=4) or a topology file")
     r.add_argument("--workers", type=int, help="the first N hosts (default: every host; 4 for a bare builder)")
     r.add_argument("--bw", type=float, default=50.0, help="host links, Mb/s")

@@ -30,6 +30,7 @@ from controller.model import NO_HOST_COST, HostCost
 from controller.network import Network, SwitchAccess
 from controller.p4runtime_client import SwitchError
 from controller.pipeline import PipelineOptions
+from controller.plan import SERVER_PORT
 from controller.topology import Topology, delay_seconds
 from p4target.runtime.device_config import DeviceConfigCache
 from virtual_fabric import host_latency, seeds
@@ -40,7 +41,7 @@ from virtual_fabric.hosts import STATES, SimWorker
 from virtual_fabric.links import Channel, Faults
 from virtual_fabric.p4runtime_local import LocalSwitchClient
 from virtual_fabric.ring import Ring
-from virtual_fabric.switches import SimSwitch
+from virtual_fabric.switches import SERVER_QUEUE, SimSwitch
 from worker import protocol
 from worker.jobspec import SPEC_PERIOD, JobSpec
 
@@ -109,6 +110,13 @@ class Fabric:
                                          on_port_status=self._port_status,
                                          rng=seeds.stream(seed, f"switch {name}"))
                          for name, s in topology.switches.items()}
+        for i, name in enumerate(topology.servers):  # a device at the server's end of its link, on port 1
+            server = topology.hosts[name].server
+            self.switches[name] = SimSwitch(name, len(topology.switches) + i + 1, COMPILED,
+                                            agg_pps=server.agg_pps_per_core, cores=server.cores,
+                                            agg_queue=SERVER_QUEUE, loop=self.loop,
+                                            protocol=P, on_port_status=self._port_status,
+                                            rng=seeds.stream(seed, f"server {name}"))
         self._reaction_due = False  # a round on a port status is scheduled
         self.hosts: dict[str, SimWorker] = {}  # host: the worker running there
         self.channels: list[tuple[Channel, Channel]] = []  # per topology link: (a -> b, b -> a)
@@ -136,16 +144,17 @@ class Fabric:
         channel = Channel(self.loop, name, link.capacity * 1e6, delay_seconds(options.get("delay")),
                           int(options.get("queue_bytes", QUEUE_BYTES)), seeds.stream(self.seed, f"link {name}"),
                           deliver, Faults(loss=float(options.get("loss", 0)) / 100))
-        m = re.match(r"^(\w+)-p(\d+)$", sender)
+        m = re.match(r"^(\w+)-p(\d+)$", sender) or re.match(r"^(\w+)()$", sender)
         if m and m[1] in self.switches:
-            self.switches[m[1]].ports[int(m[2])] = channel
-            self.switches[m[1]].interfaces[int(m[2])] = f"{m[1]}-eth{m[2]}"
+            port = int(m[2] or SERVER_PORT)
+            self.switches[m[1]].ports[port] = channel
+            self.switches[m[1]].interfaces[port] = f"{m[1]}-eth{port}"
         return channel
 
     def _deliverer(self, end: str):
-        m = re.match(r"^(\w+)-p(\d+)$", end)
-        if m and m[1] in self.switches:
-            switch, port = self.switches[m[1]], int(m[2])
+        m = re.match(r"^(\w+)-p(\d+)$", end) or re.match(r"^(\w+)()$", end)
+        if m and m[1] in self.switches:  # a switch's port, or a server's one port
+            switch, port = self.switches[m[1]], int(m[2] or SERVER_PORT)
             return lambda frame: switch.receive(port, frame)
         return lambda frame: self._to_host(end, frame)
 
@@ -248,6 +257,9 @@ class Fabric:
 
     def _facing(self, name: str) -> list[tuple[SimSwitch, int]]:
         """The switches linked to this one, each with its port toward it."""
+        if name in self.topology.hosts:  # a server: the switch its link leads to
+            edge, port = self.topology.attachment[name]
+            return [(self.switches[edge], port)]
         return [(self.switches[n.node], n.peer_port) for n in self.topology.ports[name].values()
                 if n.node in self.switches]
 

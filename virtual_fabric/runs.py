@@ -24,7 +24,7 @@ import numpy as np
 
 from controller.job_plan import JobPlan, method_lines, plan_job
 from controller.model import HostCost, JobTree, aggregation_rates
-from controller.topology import Topology, delay_seconds, fat_tree, leaf_spine, rail_optimised, single, tree
+from controller.topology import Topology, delay_seconds, fat_tree, leaf_spine, rail_optimised, servers, single, tree
 from virtual_fabric import host_cost, host_latency
 from virtual_fabric.fabric import Fabric, Sums
 from worker import quantize
@@ -35,10 +35,11 @@ from worker.ring import summation_bound
 from worker.tuner import Choice
 
 BUILDERS = {"single": single, "tree": tree, "leaf_spine": leaf_spine, "fat_tree": fat_tree,
-            "rails": rail_optimised}  # rails:NODES,RAILS,PER_LEAF,SPINES (issue 44: a NIC per GPU, rail-optimised)
+            "rails": rail_optimised,  # rails:NODES,RAILS,PER_LEAF,SPINES (issue 44: a NIC per GPU, rail-optimised)
+            "servers": servers}  # servers:WORKERS,SERVERS,CORES[,SWITCHES] (issue 62: spare servers aggregate)
 LEGACY = {"single": "single:{w}", "tree": "tree:2,{half}", "leaf_spine": "leaf_spine:2,2,{half}",
           "fat_tree": "fat_tree:4"}  # the names without arguments that ``ina-sim run`` always took
-RATED = ("leaf_spine", "fat_tree", "rails")  # builders that put host_bw on hosts' links, fabric_bw between switches
+RATED = ("leaf_spine", "fat_tree", "rails", "servers")  # host_bw on hosts' links, fabric_bw between switches
 
 
 @dataclass
@@ -109,6 +110,7 @@ def build_topology(config: RunConfig) -> Topology:
         spec = BUILDERS[name](*args, host_bw=config.bw, fabric_bw=fabric_bw) if rated else BUILDERS[name](*args)
     except TypeError:  # too many or too few arguments
         raise ValueError(f"topology {text!r}: not {name}'s arguments (rails:NODES,RAILS,PER_LEAF,SPINES, "
+                         f"servers:WORKERS,SERVERS,CORES[,SWITCHES], "
                          f"leaf_spine:SPINES,LEAVES,HOSTS, fat_tree:K, single:HOSTS, tree:LEAVES,PER_LEAF)") from None
     if not rated:
         for link in spec["links"]:
@@ -121,7 +123,8 @@ def build_topology(config: RunConfig) -> Topology:
 
 
 def members(topology: Topology, workers: int | None) -> list[str]:
-    hosts = sorted(topology.hosts, key=lambda h: (len(h), h))
+    """The first ``workers`` hosts by number (every one by default), aggregation servers aside."""
+    hosts = sorted((h for h in topology.hosts if topology.hosts[h].server is None), key=lambda h: (len(h), h))
     if workers is not None and not 1 <= workers <= len(hosts):
         raise ValueError(f"{workers} workers asked for; the topology has {len(hosts)} hosts")
     return hosts[:workers]

@@ -14,6 +14,11 @@ each leaves the pipeline when its turn ends.  Everything else (results, routed t
 forwarded at once.  At most ``AGG_QUEUE`` seconds of contributions wait; more are dropped at the
 tail and counted in ``agg_dropped``, as a full ingress buffer drops them.
 
+An aggregation server (issue 62: a host running ina.p4 on its CPU) is such a device with one port at its
+host's end of its link and ``cores`` engines, each at ``agg_pps`` (its per-core rate): a contribution
+waits for the engine of its tree's core, ``job_id mod cores``, as the server steers a lane's job id
+to one thread, and up to ``SERVER_QUEUE`` of them wait (a socket buffer, not a switch's SRAM).
+
 Every process of the switch runs in the fabric's time: its pipeline's meters read the loop's
 clock, its digest timers are the loop's events (no threads), and its ``random`` extern draws
 from the switch's own stream of the run's seed (``rng``, kept across restarts and reseeded in
@@ -35,6 +40,9 @@ from virtual_fabric.links import Channel
 from worker.protocol import Protocol
 
 AGG_QUEUE = 1e-3  # seconds of contributions an aggregation-limited switch holds before it drops
+# ...and a server core: its socket's receive buffer (4 MB, as the worker sets SO_RCVBUF) of 1,082-byte frames at
+# 300,000 a second holds about 12 ms; 10 ms is kept
+SERVER_QUEUE = 10e-3
 ETH_IP_UDP = 14 + 20 + 8  # where the ina header starts in a frame
 
 
@@ -52,7 +60,9 @@ class SimSwitch:
     loop: EventLoop | None = None  # needed with agg_pps; without one the pipeline reads the machine's clock
     rng: random.Random = field(default_factory=lambda: random.Random(0))  # the random extern's stream
     protocol: Protocol | None = None  # how to tell a contribution; needed with agg_pps
-    agg_free: float = 0.0  # when the aggregation engine takes its next contribution
+    cores: int = 1  # aggregation engines, each at agg_pps (a server's cores; a switch has one)
+    agg_queue: float = AGG_QUEUE  # seconds of contributions an engine holds before it drops
+    agg_free: list[float] = field(default_factory=list)  # per engine: when it takes its next contribution
     agg_busy: float = 0.0  # seconds it spent summing
     agg_waited: float = 0.0  # seconds contributions waited for it, summed
     agg_dropped: int = 0
@@ -61,6 +71,7 @@ class SimSwitch:
     def __post_init__(self) -> None:
         P = self.protocol
         self.contribution = (P.INA_UDP_PORT, ETH_IP_UDP + P.field_bytes("msg_type")[0], P.MSG_DATA) if P else None
+        self.job_id_at = (ETH_IP_UDP + P.field_bytes("job_id")[0], P.field_bytes("job_id")[1]) if P else None
         self.boot()
 
     @property
@@ -81,7 +92,7 @@ class SimSwitch:
         return Environment(clock=self.loop.clock, timer=self.loop.timer, rng=self.rng)
 
     def kill(self) -> None:
-        self.agg_free = 0.0  # what waited for the engine is lost with the process (its turns find no pipeline)
+        self.agg_free = [0.0] * self.cores  # what waited is lost with the process (its turns find no pipeline)
         if self.server is not None:
             self.server.stop()
         self.server = None
@@ -95,21 +106,28 @@ class SimSwitch:
 
     def receive(self, port: int, frame: bytes) -> None:
         if self.agg_pps and self.up and self._is_contribution(frame):
-            now, turn = self.loop.now, 1.0 / self.agg_pps
-            start = max(now, self.agg_free)
-            if start - now > AGG_QUEUE:
+            now, turn, core = self.loop.now, 1.0 / self.agg_pps, self._core(frame)
+            start = max(now, self.agg_free[core])
+            if start - now > self.agg_queue:
                 self.agg_dropped += 1
                 return
-            self.agg_free = start + turn
+            self.agg_free[core] = start + turn
             self.agg_busy += turn
             self.agg_waited += start - now
-            self.loop.at(self.agg_free, self.process, port, frame)
+            self.loop.at(start + turn, self.process, port, frame)
             return
         self.process(port, frame)
 
     def _is_contribution(self, frame: bytes) -> bool:
         udp_port, at, data = self.contribution
         return len(frame) > at and frame[at] == data and int.from_bytes(frame[36:38], "big") == udp_port
+
+    def _core(self, frame: bytes) -> int:
+        """The engine a contribution waits for: its tree's (job id) core."""
+        if self.cores == 1:
+            return 0
+        at, width = self.job_id_at
+        return int.from_bytes(frame[at:at + width], "big") % self.cores
 
     def process(self, port: int, frame: bytes) -> None:
         """One pipeline pass, its outputs onto their links."""

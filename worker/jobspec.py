@@ -81,6 +81,7 @@ class TreeSpec:
     children: tuple[int, ...]  # per rank: the member's child index at its switch
     incarnation: int = 0  # grows each time a switch of the tree loses its registers (restart, new pipeline)
     lane_of: int | None = None  # the planned tree it is a lane of (its index; None: a spec written before lanes)
+    to_ip: str | None = None  # where its contributions go: an aggregation server's address (None: the member's switch)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from p4target.executor.native.engine import FrameBatch
 from p4target.executor.tna_switch import load_switch
 from p4target.stf import BuiltinTarget, parse_stf, run_stf
 from worker import protocol
@@ -187,6 +188,16 @@ def test_random_traffic_gives_the_same_packets_and_state(program: InaProgram, va
         sent += len(want)
     assert sent > 300, "the traffic hardly completed a round: it tests too little"
     assert state(fast) == state(python)
+
+
+def test_a_batch_in_one_call_leaves_the_state_packets_one_by_one_leave() -> None:
+    """p4t_process_batch (bench_ina --batch) runs each frame as p4t_process does: same outputs counted,
+    same registers, counters and stats, dropped and mangled frames included."""
+    frames = list(random_frames(64, 600, seed=5))
+    one_by_one, batched = configured(V1MODEL, 64, True), configured(V1MODEL, 64, True)
+    sent = sum(len(one_by_one.process(port, frame)) for port, frame in frames)
+    assert batched.native.process_batch(FrameBatch.pack(frames)) == sent > 50
+    assert state(batched) == state(one_by_one)
 
 
 def test_control_plane_changes_between_packets_reach_the_native_path() -> None:

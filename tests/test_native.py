@@ -200,6 +200,22 @@ def test_a_batch_in_one_call_leaves_the_state_packets_one_by_one_leave() -> None
     assert state(batched) == state(one_by_one)
 
 
+def test_value_lanes_share_one_bank_and_each_keeps_its_own_cells() -> None:
+    """ina.p4's lane registers (same type and size, one after another) live in one [cells][lanes] array:
+    each lane's cells are a column the control plane reads and writes as before, and no other's."""
+    sw = configured(V1MODEL, 8, True)
+    lanes = [sw.registers[f"InaIngress.lane{i}"].cells for i in range(8)]
+    bank = lanes[0].array.base
+    assert bank is not None and all(cells.array.base is bank for cells in lanes)
+    for i, cells in enumerate(lanes):
+        cells[0] = 100 + i
+    columns = [int(np.flatnonzero(bank[0] == 100 + i)[0]) for i in range(8)]
+    assert columns == list(range(columns[0], columns[0] + 8)), "lanes side by side, in order"
+    lanes[3][5] = -7
+    assert lanes[3][5] == -7 and bank[5, columns[3]] == -7 and [c[5] for c in lanes].count(0) == 7
+    assert len(lanes[3]) == 2048 and lanes[3][:2] == [103, 0]
+
+
 def test_control_plane_changes_between_packets_reach_the_native_path() -> None:
     """Entries added, modified and deleted, defaults set, groups changed and registers and
     counters written by the control plane in the middle of traffic: both paths agree."""

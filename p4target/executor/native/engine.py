@@ -243,6 +243,7 @@ class NativePipeline:
                  make_output: Callable[[int, bytes], Any], stat_names: tuple[str, ...]) -> None:
         self.lib = lib
         self.objects = lowered.objects
+        self.banks = lowered.banks
         self.groups = multicast_groups
         self.make_output = make_output
         for name, restype in (("p4t_new", _P), ("p4t_stats", _P), ("p4t_out_port", _P), ("p4t_out_off", _P),
@@ -282,9 +283,22 @@ class NativePipeline:
 
     # ------------------------------------------------------------------ state
     def _adopt_registers(self) -> None:
+        """Each register's cells move into an int64 array the C reads: its own ``[size, fields]``, or a
+        column of its bank's ``[size, K]`` (lower.py ``_bank``); the C finds the column at the
+        register's pointer, and a bank's rows through its first register's."""
+        columns: dict[int, tuple[np.ndarray, int]] = {}
+        for first, width in self.banks:
+            bank = np.zeros((self.objects.registers[first].size, width), dtype=np.int64)
+            self._keep.append(bank)
+            columns.update({first + col: (bank, col) for col in range(width)})
         for i, reg in enumerate(self.objects.registers):
-            width = len(reg.elem.fields) if isinstance(reg.elem, HeaderT) else 1
-            array = np.zeros((reg.size, width), dtype=np.int64)
+            if i in columns:
+                bank, col = columns[i]
+                array = bank[:, col:col + 1]
+            else:
+                width = len(reg.elem.fields) if isinstance(reg.elem, HeaderT) else 1
+                array = np.zeros((reg.size, width), dtype=np.int64)
+                self._keep.append(array)
             view = NativeCells(array, reg.elem)
             cells = reg.cells
             if isinstance(cells, list) and cells and cells.count(cells[0]) == len(cells):
@@ -294,7 +308,6 @@ class NativePipeline:
             else:
                 view[:] = cells
             reg.cells = view
-            self._keep.append(array)
             self.lib.p4t_set_register(_P(self.ctx), i, _P(_ptr(array)))
 
     def _adopt_counters(self) -> None:

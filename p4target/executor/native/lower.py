@@ -74,6 +74,7 @@ class Lowered:
     objects: Objects
     unset_slots: frozenset[int]
     max_header_bytes: int  # the most a deparser can emit
+    banks: tuple[tuple[int, int], ...] = ()  # register banks: (first register, how many), see Lowering._bank
 
 
 def c_int(v: int | bool) -> str:
@@ -191,6 +192,8 @@ class Lowering:
         self.functions: dict[str, ir.Function] = {}
         self.emitted: dict[str, int] = {}  # deparser -> bytes its appends add up to
         self._buffer_sizes: list[int] = []
+        self.banks: list[tuple[int, int]] = []
+        self.bank_of: dict[int, tuple[int, int, int]] = {}  # register id -> (its bank's first, column, width)
 
     # ================================================================ driver
     def lower(self) -> Lowered:
@@ -200,6 +203,7 @@ class Lowering:
                 raise Unsupported(f"two functions named {fn.name}")
             self.functions[fn.name] = fn
         self._collect_objects()
+        self._bank()
         self._find_unset_slots()
         bodies = [self._function(fn) for fn in self.functions.values()]
         protos = [self._prototype(fn) + ";" for fn in self.functions.values()]
@@ -217,7 +221,8 @@ class Lowering:
             "static inline int slots_eq(const v_t *a, const v_t *b, long n) { return !memcmp(a, b, n * sizeof(v_t)); }",
         ]
         source = "\n".join(head + protos + [""] + dispatch + bodies) + "\n"
-        return Lowered(source, self.obj, frozenset(self.unset_slots), max(self.emitted.values(), default=0))
+        return Lowered(source, self.obj, frozenset(self.unset_slots), max(self.emitted.values(), default=0),
+                       tuple(self.banks))
 
     def _check_template(self) -> None:
         for i, v in enumerate(self.template):
@@ -262,6 +267,34 @@ class Lowering:
         for vs in self.obj.value_sets:
             if any(w > 64 for w in vs.widths):
                 raise Unsupported(f"value set {vs.name} wider than 64 bits")
+
+    def _bank(self) -> None:
+        """Registers that come one after another with the same scalar element type and size (a program's
+        value lanes, lane0 .. laneN) share one array, ``[size][K]``: a packet's K cells of one index are
+        adjacent (one cache line or two, not K pages), and a run of lane statements can become one loop
+        (``_rolled``).  Each register stays a column of it for the control plane (engine.py)."""
+        def kind(reg: Register) -> tuple[str, int] | None:
+            return None if isinstance(reg.elem, HeaderT) else (repr(reg.elem), reg.size)
+
+        regs = self.obj.registers
+        first = 0
+        for i in range(1, len(regs) + 1):
+            if i < len(regs) and kind(regs[i]) is not None and kind(regs[i]) == kind(regs[first]):
+                continue
+            if i - first >= 2:
+                self.banks.append((first, i - first))
+                for col in range(i - first):
+                    self.bank_of[first + col] = (first, col, i - first)
+            first = i
+
+    def _cell(self, rid: int, index: str, column: str | None = None) -> str:
+        """Register ``rid``'s scalar cell at ``index`` (C): in its bank's row, or in its own array;
+        ``column`` (C) stands for its column in the bank (a re-rolled loop's)."""
+        bank = self.bank_of.get(rid)
+        if bank is None:
+            return f"((int64_t *)ctx->reg[{rid}])[{index}]"
+        first, col, width = bank
+        return f"((int64_t *)ctx->reg[{first}])[({index}) * {width} + {column if column is not None else col}]"
 
     def _register(self, into: list, obj: Any, name: str) -> None:
         if id(obj) not in self._ids:
@@ -559,7 +592,7 @@ class Lowering:
                 raise Unsupported("a struct register written from something other than its slots")
             return [f"((int64_t *)ctx->reg[{rid}])[{index} * {w} + {i}] = (int64_t)(S[{src[0] + i}]);"
                     for i in range(w)]
-        return [f"((int64_t *)ctx->reg[{rid}])[{index}] = (int64_t)({self.expr(v)});"]
+        return [f"{self._cell(rid, index)} = (int64_t)({self.expr(v)});"]
 
     def _assign_slots(self, t: ir.Slots, v: ir.Expr) -> list[str]:
         lo, n = self._slot_number(t.lo), t.n
@@ -723,7 +756,7 @@ class Lowering:
         reg, rid = self._object(e.reg, Register)
         if isinstance(reg.elem, HeaderT):
             raise Unsupported("a struct register cell read as a number")
-        return _cell_read(f"((int64_t *)ctx->reg[{rid}])[(long)({self.expr(e.index)})]", reg.elem)
+        return _cell_read(self._cell(rid, f"(long)({self.expr(e.index)})"), reg.elem)
 
     def _apply_call(self, e: ir.Expr) -> str:
         if not isinstance(e, ir.Apply):
@@ -930,12 +963,13 @@ class Image:
     actions: tuple[str, ...]
     unset_slots: frozenset[int]
     max_header_bytes: int
+    banks: tuple[tuple[int, int], ...]
 
     def bind(self, ns: dict[str, Any]) -> Lowered:
         """The C bound to the objects ``ns`` (a generated namespace) has under this image's names."""
         objects = Objects([ns[n] for n in self.tables], [ns[n] for n in self.registers],
                           [ns[n] for n in self.counters], [ns[n] for n in self.value_sets], list(self.actions))
-        return Lowered(self.source, objects, self.unset_slots, self.max_header_bytes)
+        return Lowered(self.source, objects, self.unset_slots, self.max_header_bytes, self.banks)
 
 
 _CACHE: OrderedDict[tuple, Image | Unsupported] = OrderedDict()
@@ -950,7 +984,8 @@ def _shape(obj: Any) -> Any:
                 tuple((a.name, a.fn.__name__, a.params) for a in obj.actions.values()),
                 getattr(obj, "profile", None) is None)
     if isinstance(obj, Register):
-        return ("register", obj.name, isinstance(obj.elem, HeaderT), tuple(repr(t) for t in _cell_fields(obj.elem)))
+        return ("register", obj.name, obj.size, isinstance(obj.elem, HeaderT),
+                tuple(repr(t) for t in _cell_fields(obj.elem)))
     if isinstance(obj, Counter):
         return ("counter", obj.name)
     if isinstance(obj, ValueSet):
@@ -1003,7 +1038,8 @@ def lower_image(module: ir.Module) -> Image:
         else:
             names = [tuple(lowering.names[id(o)] for o in objs) for objs in
                      (done.objects.tables, done.objects.registers, done.objects.counters, done.objects.value_sets)]
-            found = Image(done.source, *names, tuple(done.objects.actions), done.unset_slots, done.max_header_bytes)
+            found = Image(done.source, *names, tuple(done.objects.actions), done.unset_slots, done.max_header_bytes,
+                          done.banks)
         with _CACHE_LOCK:
             _CACHE[key] = found
             while len(_CACHE) > _CACHE_SIZE:

@@ -216,6 +216,15 @@ def test_value_lanes_share_one_bank_and_each_keeps_its_own_cells() -> None:
     assert len(lanes[3]) == 2048 and lanes[3][:2] == [103, 0]
 
 
+def test_lane_runs_become_loops_so_the_c_does_not_grow_with_the_lanes() -> None:
+    """ina.p4's lanes (each the same statements on its own register and slots) print as C loops over the
+    bank, and the header's value array as a load/store loop: V = 256 lowers to as many lines as V = 64
+    (the random traffic tests check those loops against the Python executor)."""
+    sources = {v: configured(V1MODEL, v, True).native.source for v in (64, 256)}
+    assert sources[256].count("\n") == sources[64].count("\n") < 1500
+    assert "_roll" in sources[256] and "< 256;" in sources[256] and "< 64;" in sources[64]
+
+
 def test_control_plane_changes_between_packets_reach_the_native_path() -> None:
     """Entries added, modified and deleted, defaults set, groups changed and registers and
     counters written by the control plane in the middle of traffic: both paths agree."""

@@ -28,6 +28,7 @@ runs the program in Python, as before.
 from __future__ import annotations
 
 import dataclasses
+import re
 import struct
 import threading
 from collections import OrderedDict
@@ -39,8 +40,10 @@ from ...frontend.types import BOOL, BitsT, HeaderT, Type
 from .. import ir, python
 from ..externs import Counter, Meter, Register, ValueSet
 from ..tables import Table
+from . import reroll
 
 V_MIN, V_MAX = -(1 << 127), (1 << 127) - 1
+_C_NAME = re.compile(r"[A-Za-z_]\w*")
 UNSET_C = "((v_t)1 << 126)"  # TNA's unwritten ucast_egress_port: no value a slot can take
 _C_OPS = {"+": "+", "-": "-", "*": "*", "&": "&", "|": "|", "^": "^"}
 _DROPS = {"RegisterConflict": "DROP_REGISTER_CONFLICT", "AssertionFailed": "DROP_ASSERT", "LoopLimit": "DROP_LOOP"}
@@ -130,7 +133,7 @@ def _py(node: ir.Expr | ir.Stmt) -> str:
     """A node's Python (what Unsupported names), shortened."""
     try:
         text = python.expr(node) if isinstance(node, ir.Expr) else " ".join(python.stmt(node, 0))
-    except TypeError:
+    except Exception:  # a node only the lowering knows (reroll.LoopSlot ...)
         text = type(node).__name__
     return text[:60]
 
@@ -349,8 +352,10 @@ class Lowering:
     def _function(self, ir_fn: ir.Function) -> str:
         fn = self.fn = _Function(ir_fn, frozenset(v.name for v in ir_fn.data))
         self._declare_locals(fn)
+        self._uses = reroll.var_uses(ir_fn.body, fn.locals)
         body = self._block(ir_fn.body, 1)
-        decls = ["    " + d + ";" for d in fn.locals.values()]
+        named = set(_C_NAME.findall("\n".join(body)))  # a re-rolled loop names only its first group's locals
+        decls = ["    " + d + ";" for name, d in fn.locals.items() if name in named]
         decls += [f"    uint8_t _pb{i}[{size}];" for i, size in enumerate(self._buffer_sizes)]
         self._buffer_sizes = []
         tail = []
@@ -401,10 +406,38 @@ class Lowering:
 
     # ================================================================ statements
     def _block(self, stmts: list[ir.Stmt], depth: int) -> list[str]:
+        """A block's lines; each run of unrolled groups (reroll.py) becomes one loop."""
+        runs = {} if len(stmts) < reroll.MIN_STATEMENTS else {
+            r.start: r for r in reroll.find_runs(stmts, self._bank_column, frozenset(self.unset_slots), self._uses)}
         out: list[str] = []
-        for s in stmts:
-            out += ["    " * depth + line for line in self.stmt(s, depth)]
+        i = 0
+        while i < len(stmts):
+            lines = self._loop(stmts, runs[i], depth) if i in runs else None
+            if lines is None:
+                lines = self.stmt(stmts[i], depth)
+                i += 1
+            else:
+                i += runs[i].size * runs[i].count
+            out += ["    " * depth + line for line in lines]
         return out
+
+    def _bank_column(self, reg: Any) -> tuple[int, int] | None:
+        """A register's bank (its first register) and column, or None."""
+        bank = self.bank_of.get(self._ids[id(reg)]) if isinstance(reg, Register) else None
+        return None if bank is None else (bank[0], bank[1])
+
+    def _loop(self, stmts: list[ir.Stmt], run: reroll.Run, depth: int) -> list[str] | None:
+        """``run``'s groups as a C loop over group 0's statements, or None if those are not covered
+        with a loop counter in them (the statements unrolled then say why, if they are not covered either)."""
+        loop = f"_roll{self._fresh()}"
+        handlers = len(self.fn.handlers)
+        try:
+            body = self._sub(reroll.rolled(stmts, run, loop, self._bank_column), depth)
+        except Unsupported:
+            del self.fn.handlers[handlers:]
+            return None
+        self.fn.locals[loop] = f"long {loop}"
+        return [f"for ({loop} = 0; {loop} < {run.count}; {loop}++) {{", *body, "}"]
 
     def _sub(self, stmts: list[ir.Stmt], depth: int) -> list[str]:
         """A nested block's lines, re-indented to sit one level deeper than ``depth``."""
@@ -554,7 +587,7 @@ class Lowering:
                 return [f"memcpy({t.name}, S + {self._slot_number(v.lo)}, {v.n} * sizeof(v_t));"]
         if isinstance(t, ir.Slots):
             return self._assign_slots(t, v)
-        if isinstance(t, ir.RegCell):
+        if isinstance(t, (ir.RegCell, reroll.LoopCell)):
             return self._assign_cell(t, v)
         if isinstance(t, ir.Slot) and isinstance(v, ir.Slot) and _int_const(v.index) is not None:
             return [f"{self.lvalue(t)} = S[{_int_const(v.index)}];"]  # a copy moves UNSET as it is
@@ -581,10 +614,12 @@ class Lowering:
             return [f"{t.name} = {v.name};"]
         raise Unsupported(f"{t.name} = {_py(v)}")
 
-    def _assign_cell(self, t: ir.RegCell, v: ir.Expr) -> list[str]:
+    def _assign_cell(self, t: ir.RegCell | reroll.LoopCell, v: ir.Expr) -> list[str]:
         """A register write: a cell, or a struct register's cell field by field from its slots."""
         reg, rid = self._object(t.reg, Register)
         index = f"(long)({self.expr(t.index)})"
+        if isinstance(t, reroll.LoopCell):
+            return [f"{self._cell(rid, index, self._loop_column(t))} = (int64_t)({self.expr(v)});"]
         if isinstance(reg.elem, HeaderT):
             w = len(_cell_fields(reg.elem))
             src = _const_slots(v.slots) if isinstance(v, ir.SlotsTuple) else None
@@ -604,30 +639,47 @@ class Lowering:
             if v.row.name not in self.fn.arrays or v.hi - v.lo != n:
                 raise Unsupported(f"a slice assignment from {_py(v)}")
             return [f"memcpy(S + {lo}, {v.row.name} + {v.lo}, {v.hi - v.lo} * sizeof(v_t));"]
+        if isinstance(v, ir.Unpack) and lo.isdigit():
+            return self._unpack_loops(int(lo), v, n)
         values = self._slot_values(v, n)
         if lo.isdigit():
             return [f"S[{int(lo) + i}] = {x};" for i, x in enumerate(values)]
         d = f"_d{self._fresh()}"
         return ["{", f"    v_t *{d} = S + {lo};", *(f"    {d}[{i}] = {x};" for i, x in enumerate(values)), "}"]
 
+    @staticmethod
+    def _unpack_codes(v: ir.Unpack, n: int) -> list[tuple[str, int]]:
+        """An unpack's fields: (struct code, byte offset)."""
+        st = v.struct.value if isinstance(v.struct, ir.Obj) else None
+        if not isinstance(st, struct.Struct):
+            raise Unsupported("unpack_from on something other than a struct")
+        codes = st.format.lstrip("><!=")
+        if len(codes) != n:
+            raise Unsupported("a struct unpacked into a slice of another size")
+        return _offsets(codes)
+
+    def _unpack_loops(self, lo: int, v: ir.Unpack, n: int) -> list[str]:
+        """A header's fields into slots lo.., big-endian; a run of fields of one type (a value array) as a loop."""
+        pos = self.expr(v.pos)
+        out = []
+        for first, count, code, off in _code_runs(self._unpack_codes(v, n)):
+            size, signed = _STRUCT_SIZES[code.lower()], int(code.islower())
+            if count == 1:
+                out.append(f"S[{lo + first}] = load_be(data + (long)({pos}) + {off}, {size}, {signed});")
+            else:
+                i = f"_f{self._fresh()}"
+                out.append(f"for (long {i} = 0; {i} < {count}; {i}++) S[{lo + first} + {i}] = "
+                           f"load_be(data + (long)({pos}) + {off} + {size} * {i}, {size}, {signed});")
+        return out
+
     def _slot_values(self, v: ir.Expr, n: int) -> list[str]:
         """The values a tuple, a struct unpack or a struct register cell puts in n slots."""
         if isinstance(v, ir.Tuple) and len(v.items) == n:
             return [self.expr(e) for e in v.items]
         if isinstance(v, ir.Unpack):
-            st = v.struct.value if isinstance(v.struct, ir.Obj) else None
-            if not isinstance(st, struct.Struct):
-                raise Unsupported("unpack_from on something other than a struct")
-            codes = st.format.lstrip("><!=")
-            if len(codes) != n:
-                raise Unsupported("a struct unpacked into a slice of another size")
             pos = self.expr(v.pos)
-            out, off = [], 0
-            for code in codes:
-                size = _STRUCT_SIZES[code.lower()]
-                out.append(f"load_be(data + (long)({pos}) + {off}, {size}, {int(code.islower())})")
-                off += size
-            return out
+            return [f"load_be(data + (long)({pos}) + {off}, {_STRUCT_SIZES[code.lower()]}, {int(code.islower())})"
+                    for code, off in self._unpack_codes(v, n)]
         if isinstance(v, ir.RegCell):
             reg, rid = self._object(v.reg, Register)
             fields = _cell_fields(reg.elem)
@@ -647,11 +699,14 @@ class Lowering:
             if not isinstance(st, struct.Struct) or rng is None:
                 raise Unsupported("a header packed from something other than its slots")
             self._emits(st.size)
-            out, off = [f"{{ uint8_t *_o{n} = out_reserve(ctx, OUT, {st.size});"], 0
-            for i, code in enumerate(st.format.lstrip("><!=")):
+            out = [f"{{ uint8_t *_o{n} = out_reserve(ctx, OUT, {st.size});"]
+            for first, count, code, off in _code_runs(_offsets(st.format.lstrip("><!="))):
                 size = _STRUCT_SIZES[code.lower()]
-                out.append(f"  store_be(_o{n} + {off}, {size}, S[{rng[0] + i}]);")
-                off += size
+                if count == 1:
+                    out.append(f"  store_be(_o{n} + {off}, {size}, S[{rng[0] + first}]);")
+                else:  # a run of fields of one type (a value array) as a loop
+                    out.append(f"  for (long _f{n} = 0; _f{n} < {count}; _f{n}++) "
+                               f"store_be(_o{n} + {off} + {size} * _f{n}, {size}, S[{rng[0] + first} + _f{n}]);")
             return out + ["}"]
         if isinstance(arg, ir.ToBytes):
             size = _int_const(arg.n)
@@ -699,6 +754,8 @@ class Lowering:
         if isinstance(t, ir.Slot):
             k = _int_const(t.index)
             return f"S[{k}]" if k is not None else f"S[(long)({self.expr(t.index)})]"
+        if isinstance(t, reroll.LoopSlot):
+            return self._e_LoopSlot(t)
         raise Unsupported(f"an assignment to {_py(t)}")
 
     def expr(self, e: ir.Expr) -> str:
@@ -748,6 +805,17 @@ class Lowering:
         if k is not None:
             return self._slot_read(k)
         return f"S[(long)({self.expr(e.index)})]"
+
+    def _e_LoopSlot(self, e: reroll.LoopSlot) -> str:
+        return f"S[{e.base} + {e.step} * {e.loop}]"
+
+    @staticmethod
+    def _loop_column(e: reroll.LoopCell) -> str:
+        return f"{e.column} + {e.step} * {e.loop}"
+
+    def _e_LoopCell(self, e: reroll.LoopCell) -> str:
+        reg, rid = self._object(e.reg, Register)
+        return _cell_read(self._cell(rid, f"(long)({self.expr(e.index)})", self._loop_column(e)), reg.elem)
 
     def _e_Slots(self, e: ir.Slots) -> str:
         raise Unsupported("a slice of S used as a value")
@@ -941,6 +1009,27 @@ class Lowering:
 
 def _cell_fields(elem: Type) -> list[Type]:
     return list(elem.fields.values()) if isinstance(elem, HeaderT) else [elem]
+
+
+def _offsets(codes: str) -> list[tuple[str, int]]:
+    """A struct's fields: (code, byte offset)."""
+    out, off = [], 0
+    for code in codes:
+        out.append((code, off))
+        off += _STRUCT_SIZES[code.lower()]
+    return out
+
+
+def _code_runs(fields: list[tuple[str, int]]) -> list[tuple[int, int, str, int]]:
+    """Fields grouped in runs of one code: (first field, how many, code, byte offset of the first)."""
+    runs: list[tuple[int, int, str, int]] = []
+    for i, (code, off) in enumerate(fields):
+        if runs and runs[-1][2] == code:
+            first, count, _, at = runs[-1]
+            runs[-1] = (first, count + 1, code, at)
+        else:
+            runs.append((i, 1, code, off))
+    return runs
 
 
 def _cell_read(cell: str, t: Type) -> str:

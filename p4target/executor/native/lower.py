@@ -197,6 +197,7 @@ class Lowering:
         self._buffer_sizes: list[int] = []
         self.banks: list[tuple[int, int]] = []
         self.bank_of: dict[int, tuple[int, int, int]] = {}  # register id -> (its bank's first, column, width)
+        self.cached: dict[int, str] = {}  # slot -> the C local it lives in, in a re-rolled loop
 
     # ================================================================ driver
     def lower(self) -> Lowered:
@@ -429,15 +430,28 @@ class Lowering:
     def _loop(self, stmts: list[ir.Stmt], run: reroll.Run, depth: int) -> list[str] | None:
         """``run``'s groups as a C loop over group 0's statements, or None if those are not covered
         with a loop counter in them (the statements unrolled then say why, if they are not covered either)."""
-        loop = f"_roll{self._fresh()}"
+        n = self._fresh()
+        loop = f"_roll{n}"
+        rolled = reroll.rolled(stmts, run, loop, self._bank_column)
+        fixed = reroll.fixed_slots(rolled, run.count)
+        named, written = ([], set()) if fixed is None or self.unset_slots.intersection(fixed[0]) else fixed
+        outer = {k: self._slot_name(k) for k in named}
         handlers = len(self.fn.handlers)
+        self.cached.update({k: f"_s{k}_{n}" for k in named})
         try:
-            body = self._sub(reroll.rolled(stmts, run, loop, self._bank_column), depth)
+            body = ["    " + line for line in self._sub(rolled, depth)]
         except Unsupported:
             del self.fn.handlers[handlers:]
             return None
+        finally:
+            self.cached.update(outer)
+            for k, name in outer.items():
+                if name.startswith("S["):
+                    del self.cached[k]
         self.fn.locals[loop] = f"long {loop}"
-        return [f"for ({loop} = 0; {loop} < {run.count}; {loop}++) {{", *body, "}"]
+        return ["{", *(f"    v_t _s{k}_{n} = {outer[k]};" for k in named),
+                f"    for ({loop} = 0; {loop} < {run.count}; {loop}++) {{", *body, "    }",
+                *(f"    {outer[k]} = _s{k}_{n};" for k in named if k in written), "}"]
 
     def _sub(self, stmts: list[ir.Stmt], depth: int) -> list[str]:
         """A nested block's lines, re-indented to sit one level deeper than ``depth``."""
@@ -590,7 +604,7 @@ class Lowering:
         if isinstance(t, (ir.RegCell, reroll.LoopCell)):
             return self._assign_cell(t, v)
         if isinstance(t, ir.Slot) and isinstance(v, ir.Slot) and _int_const(v.index) is not None:
-            return [f"{self.lvalue(t)} = S[{_int_const(v.index)}];"]  # a copy moves UNSET as it is
+            return [f"{self.lvalue(t)} = {self._slot_name(_int_const(v.index))};"]  # a copy moves UNSET as it is
         return [f"{self.lvalue(t)} = {self.expr(v)};"]
 
     def _assign_entry(self, t: ir.Var, v: ir.Expr) -> list[str]:
@@ -753,7 +767,7 @@ class Lowering:
             raise Unsupported(f"an assignment to {t.name}")
         if isinstance(t, ir.Slot):
             k = _int_const(t.index)
-            return f"S[{k}]" if k is not None else f"S[(long)({self.expr(t.index)})]"
+            return self._slot_name(k) if k is not None else f"S[(long)({self.expr(t.index)})]"
         if isinstance(t, reroll.LoopSlot):
             return self._e_LoopSlot(t)
         raise Unsupported(f"an assignment to {_py(t)}")
@@ -797,8 +811,12 @@ class Lowering:
             raise Unsupported("the packet's length outside a parser")
         return "((v_t)data_len)"
 
+    def _slot_name(self, k: int) -> str:
+        """Slot k: in S, or in the local a re-rolled loop keeps it in (``_loop``)."""
+        return self.cached.get(k) or f"S[{k}]"
+
     def _slot_read(self, k: int) -> str:
-        return f"(S[{k}] == {UNSET_C} ? 0 : S[{k}])" if k in self.unset_slots else f"S[{k}]"
+        return f"(S[{k}] == {UNSET_C} ? 0 : S[{k}])" if k in self.unset_slots else self._slot_name(k)
 
     def _e_Slot(self, e: ir.Slot) -> str:
         k = _int_const(e.index)

@@ -10,7 +10,8 @@ Group i of the loop then runs exactly what group i of the unrolled statements ra
 0's locals standing for each group's own.  Groups that break or continue are left alone (in a
 loop the jump would end the new loop), and so are slots the caller names (TNA's UNSET slots,
 whose reads are not plain).  This module only reads the tree; ``rolled`` gives group 0 with the
-varying parts as ``LoopSlot`` and ``LoopCell``, the two nodes lower.py prints for them.
+varying parts as ``LoopSlot`` and ``LoopCell``, the two nodes lower.py prints for them, and
+``fixed_slots`` which slots the loop may keep in C locals (plain arithmetic only: no calls, no exits).
 """
 
 from __future__ import annotations
@@ -240,3 +241,43 @@ def rolled(stmts: list[ir.Stmt], run: Run, loop: str, bank_of: BankOf) -> list[i
         return dataclasses.replace(node, **changes)
 
     return [sub(s) for s in stmts[run.start:run.start + run.size]]
+
+
+# What a loop body may hold for its fixed slots to live in C locals during the loop: nothing that reads
+# or writes S other than by a constant slot or a LoopSlot (no calls, slices, computed slots, exits).
+_PLAIN = (ir.Assign, ir.AugAssign, ir.If, ir.Pass, ir.Comment, ir.Const, ir.Var, ir.Obj, ir.RegCell,
+          ir.CounterCell, ir.Bin, ir.Cmp, ir.Not, ir.Neg, ir.Invert, ir.And, ir.Or, ir.Select, LoopSlot, LoopCell)
+
+
+def fixed_slots(body: list[ir.Stmt], count: int) -> tuple[list[int], set[int]] | None:
+    """The constant slots a rolled loop body names, and which of them it writes, if they may live in
+    locals for the loop (None: the body does more than plain arithmetic on slots and cells).  A slot
+    inside one of the body's LoopSlot ranges stays in S: the loop reaches it through both."""
+    named: dict[int, None] = {}
+    written: set[int] = set()
+    ranges: list[tuple[int, int]] = []
+    stack: list[Any] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ir.Slot):
+            if not (isinstance(node.index, ir.Const) and type(node.index.value) is int):
+                return None
+            named[node.index.value] = None
+            continue
+        if not isinstance(node, _PLAIN):
+            return None
+        if isinstance(node, LoopSlot):
+            ends = (node.base, node.base + node.step * (count - 1))
+            ranges.append((min(ends), max(ends)))
+            continue
+        if isinstance(node, (ir.Assign, ir.AugAssign)) and isinstance(node.target, ir.Slot) \
+                and isinstance(node.target.index, ir.Const):
+            written.add(node.target.index.value)
+        for f in dataclasses.fields(node):
+            v = getattr(node, f.name)
+            if isinstance(v, (ir.Expr, ir.Stmt)):
+                stack.append(v)
+            elif isinstance(v, (list, tuple)):
+                stack.extend(x for x in v if isinstance(x, (ir.Expr, ir.Stmt)))
+    keep = sorted(k for k in named if not any(lo <= k <= hi for lo, hi in ranges))
+    return keep, written & set(keep)

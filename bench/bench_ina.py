@@ -15,7 +15,11 @@ worktree of commit REV: old and new side by side, alternated run by run, each in
 process; those two also plot the sides to bench/results/target-speed.png (``--publish``:
 and copy it to docs/figures/).  Through real veth ports: bench/bench_veth_ina.py.
 
+``--batch`` times ina.p4's native pipeline alone instead: each chunk of frames goes through the C in
+one call (p4t_process_batch), so it prints CPU microseconds per packet with no Python per packet.
+
     python -m bench.bench_ina [--runs 5] [--seconds 2] [--against 3193974] [--python] [--publish]
+    python -m bench.bench_ina --batch [--runs 5] [--seconds 2]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import numpy as np
 from scapy.all import IP, UDP, Ether, raw
 
 from controller.programs import TNA, V1MODEL, Program
+from p4target.executor.native.engine import FrameBatch
 from p4target.executor.switch import Switch
 from p4target.executor.tables import exact
 from p4target.executor.tna_switch import TnaSwitch, load_switch
@@ -41,6 +46,7 @@ from .compare import REPO, run_module, worktree
 
 JOB, GROUP, WINDOW = 7, 5, 32
 CASES = ((V1MODEL, 64), (TNA, 64), (V1MODEL, 256))
+BATCH_VALUES = (64, 256)  # --batch: ina.p4's native pipeline alone
 CHUNK = 5000  # rounds built at a time, outside the timed part
 FIGURE = figures.RESULTS / "target-speed.png"  # --publish copies it to docs/figures/
 LINE = re.compile(r"^(\w+) V=(\d+): median ([\d,]+) aggregated pps", re.M)
@@ -104,6 +110,37 @@ def measure(program: Program, values: int, seconds: float) -> float:
         assert results == len(work), f"expected one result copy per packet sent, got {results}/{len(work)}"
         done += len(work)
     return done / elapsed
+
+
+def measure_batch(values: int, seconds: float) -> float:
+    """ina.p4's native pipeline alone, packets per CPU-second of the thread that runs it: each chunk of
+    frames goes in one C call (p4t_process_batch), so no Python or ctypes cost per packet is counted,
+    and CPU time, not wall time, so other jobs on a busy machine count less (they still share caches)."""
+    sw = root_switch(V1MODEL, values)
+    if sw.native is None:
+        raise SystemExit(f"--batch needs the native path: {sw.native_status}")
+    done, elapsed, first = 0, 0.0, 1
+    while elapsed < seconds:
+        batch = FrameBatch.pack(frames(values, first, CHUNK))
+        first += CHUNK
+        start = time.thread_time()
+        results = sw.native.process_batch(batch)
+        elapsed += time.thread_time() - start
+        assert results == len(batch), f"expected one result copy per packet sent, got {results}/{len(batch)}"
+        done += len(batch)
+    return done / elapsed
+
+
+def batch_main(args: argparse.Namespace) -> None:
+    rates: dict[int, list[float]] = {v: [] for v in BATCH_VALUES}
+    for run in range(args.runs):
+        for values in BATCH_VALUES:
+            rates[values].append(measure_batch(values, args.seconds))
+            print(f"  native pipeline V={values} run {run + 1}/{args.runs}: {rates[values][-1]:,.0f} pps", flush=True)
+    for values, r in rates.items():
+        med = statistics.median(r)
+        print(f"v1model V={values} native pipeline alone: {1e6 / med:.2f} CPU us/packet, median {med:,.0f} pps "
+              f"({min(r):,.0f}-{max(r):,.0f})")
 
 
 def report(rates: dict[tuple[str, int], list[float]]) -> None:
@@ -177,7 +214,12 @@ def main() -> None:
     ap.add_argument("--against", metavar="REV", help="also run this commit's bench_ina, side by side")
     ap.add_argument("--python", action="store_true", help="also run the Python executor (P4TARGET_NATIVE=0)")
     ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
+    ap.add_argument("--batch", action="store_true",
+                    help="time ina.p4's native pipeline alone (one C call per chunk of frames), V = 64 and 256")
     args = ap.parse_args()
+    if args.batch:
+        batch_main(args)
+        return
     if args.against or args.python:
         side_by_side(args)
         return

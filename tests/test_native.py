@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from p4target.executor.native.engine import FrameBatch
 from p4target.executor.tna_switch import load_switch
 from p4target.stf import BuiltinTarget, parse_stf, run_stf
 from worker import protocol
@@ -187,6 +188,41 @@ def test_random_traffic_gives_the_same_packets_and_state(program: InaProgram, va
         sent += len(want)
     assert sent > 300, "the traffic hardly completed a round: it tests too little"
     assert state(fast) == state(python)
+
+
+def test_a_batch_in_one_call_leaves_the_state_packets_one_by_one_leave() -> None:
+    """p4t_process_batch (bench_ina --batch) runs each frame as p4t_process does: same outputs counted,
+    same registers, counters and stats, dropped and mangled frames included."""
+    frames = list(random_frames(64, 600, seed=5))
+    one_by_one, batched = configured(V1MODEL, 64, True), configured(V1MODEL, 64, True)
+    sent = sum(len(one_by_one.process(port, frame)) for port, frame in frames)
+    assert batched.native.process_batch(FrameBatch.pack(frames)) == sent > 50
+    assert state(batched) == state(one_by_one)
+
+
+def test_value_lanes_share_one_bank_and_each_keeps_its_own_cells() -> None:
+    """ina.p4's lane registers (same type and size, one after another) live in one [cells][lanes] array:
+    each lane's cells are a column the control plane reads and writes as before, and no other's."""
+    sw = configured(V1MODEL, 8, True)
+    lanes = [sw.registers[f"InaIngress.lane{i}"].cells for i in range(8)]
+    bank = lanes[0].array.base
+    assert bank is not None and all(cells.array.base is bank for cells in lanes)
+    for i, cells in enumerate(lanes):
+        cells[0] = 100 + i
+    columns = [int(np.flatnonzero(bank[0] == 100 + i)[0]) for i in range(8)]
+    assert columns == list(range(columns[0], columns[0] + 8)), "lanes side by side, in order"
+    lanes[3][5] = -7
+    assert lanes[3][5] == -7 and bank[5, columns[3]] == -7 and [c[5] for c in lanes].count(0) == 7
+    assert len(lanes[3]) == 2048 and lanes[3][:2] == [103, 0]
+
+
+def test_lane_runs_become_loops_so_the_c_does_not_grow_with_the_lanes() -> None:
+    """ina.p4's lanes (each the same statements on its own register and slots) print as C loops over the
+    bank, and the header's value array as a load/store loop: V = 256 lowers to as many lines as V = 64
+    (the random traffic tests check those loops against the Python executor)."""
+    sources = {v: configured(V1MODEL, v, True).native.source for v in (64, 256)}
+    assert sources[256].count("\n") == sources[64].count("\n") < 1500
+    assert "_roll" in sources[256] and "< 256;" in sources[256] and "< 64;" in sources[64]
 
 
 def test_control_plane_changes_between_packets_reach_the_native_path() -> None:

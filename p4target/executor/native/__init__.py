@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .build import BuildError, build
+from .build import BuildError, build, pipeline_flags
 from .engine import STAT_NAMES, NativePipeline
 from .lower import Image, Unsupported, lower_image
 
@@ -72,7 +72,7 @@ def image(gen: Any, arch: str, defines: dict[str, Any]) -> tuple[NativeImage | N
         log.info("this program runs in Python: the native path does not cover %s", e)
         return None, f"not covered by the native path: {e}"
     try:
-        lib = build(source)
+        lib = build(source, pipeline_flags(source))
     except BuildError as e:
         log.warning("this program runs in Python: %s", e)
         return None, str(e)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import logging
 from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -212,6 +213,27 @@ class NativeStats(MutableMapping):
         return len(self.names)
 
 
+@dataclass(frozen=True)
+class FrameBatch:
+    """Frames packed for ``NativePipeline.process_batch``: their bytes end to end, where each starts, its
+    length and its ingress port."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+    lengths: np.ndarray
+    ports: np.ndarray
+
+    @classmethod
+    def pack(cls, frames: list[tuple[int, bytes]]) -> FrameBatch:
+        lengths = np.array([len(d) for _, d in frames], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        data = np.frombuffer(b"".join(d for _, d in frames) or b"\0", dtype=np.uint8)
+        return cls(data, offsets, lengths, np.array([p for p, _ in frames], dtype=np.int32))
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+
 class NativePipeline:
     """The switch's packet path in C; ``process`` has ``Switch.process``'s contract."""
 
@@ -221,10 +243,12 @@ class NativePipeline:
                  make_output: Callable[[int, bytes], Any], stat_names: tuple[str, ...]) -> None:
         self.lib = lib
         self.objects = lowered.objects
+        self.banks = lowered.banks
         self.groups = multicast_groups
         self.make_output = make_output
         for name, restype in (("p4t_new", _P), ("p4t_stats", _P), ("p4t_out_port", _P), ("p4t_out_off", _P),
-                              ("p4t_out_size", _P), ("p4t_process", ctypes.c_int)):
+                              ("p4t_out_size", _P), ("p4t_process", ctypes.c_int),
+                              ("p4t_process_batch", ctypes.c_long)):
             getattr(lib, name).restype = restype
         lib.p4t_process.argtypes = [_P, ctypes.c_int, ctypes.c_char_p, ctypes.c_long]
         self.ctx = lib.p4t_new()
@@ -259,9 +283,22 @@ class NativePipeline:
 
     # ------------------------------------------------------------------ state
     def _adopt_registers(self) -> None:
+        """Each register's cells move into an int64 array the C reads: its own ``[size, fields]``, or a
+        column of its bank's ``[size, K]`` (lower.py ``_bank``); the C finds the column at the
+        register's pointer, and a bank's rows through its first register's."""
+        columns: dict[int, tuple[np.ndarray, int]] = {}
+        for first, width in self.banks:
+            bank = np.zeros((self.objects.registers[first].size, width), dtype=np.int64)
+            self._keep.append(bank)
+            columns.update({first + col: (bank, col) for col in range(width)})
         for i, reg in enumerate(self.objects.registers):
-            width = len(reg.elem.fields) if isinstance(reg.elem, HeaderT) else 1
-            array = np.zeros((reg.size, width), dtype=np.int64)
+            if i in columns:
+                bank, col = columns[i]
+                array = bank[:, col:col + 1]
+            else:
+                width = len(reg.elem.fields) if isinstance(reg.elem, HeaderT) else 1
+                array = np.zeros((reg.size, width), dtype=np.int64)
+                self._keep.append(array)
             view = NativeCells(array, reg.elem)
             cells = reg.cells
             if isinstance(cells, list) and cells and cells.count(cells[0]) == len(cells):
@@ -271,7 +308,6 @@ class NativePipeline:
             else:
                 view[:] = cells
             reg.cells = view
-            self._keep.append(array)
             self.lib.p4t_set_register(_P(self.ctx), i, _P(_ptr(array)))
 
     def _adopt_counters(self) -> None:
@@ -346,3 +382,11 @@ class NativePipeline:
         base, at, size, make = self._out_addr, self._off, self._size, self.make_output
         ports = self._port
         return [make(ports[i], ctypes.string_at(base + at[i], size[i])) for i in range(n)]
+
+    def process_batch(self, batch: FrameBatch) -> int:
+        """Every frame of ``batch`` through the pipeline in one C call, their outputs counted and
+        not kept (each packet's replace the last's): the pipeline's own cost, with no Python per
+        packet (bench_ina --batch).  Returns the number of outputs."""
+        self.sync_if_dirty()
+        return self.lib.p4t_process_batch(_P(self.ctx), ctypes.c_int(len(batch)), *(_P(_ptr(a)) for a in (
+            batch.ports, batch.data, batch.offsets, batch.lengths)))

@@ -28,6 +28,7 @@ runs the program in Python, as before.
 from __future__ import annotations
 
 import dataclasses
+import re
 import struct
 import threading
 from collections import OrderedDict
@@ -39,8 +40,10 @@ from ...frontend.types import BOOL, BitsT, HeaderT, Type
 from .. import ir, python
 from ..externs import Counter, Meter, Register, ValueSet
 from ..tables import Table
+from . import reroll
 
 V_MIN, V_MAX = -(1 << 127), (1 << 127) - 1
+_C_NAME = re.compile(r"[A-Za-z_]\w*")
 UNSET_C = "((v_t)1 << 126)"  # TNA's unwritten ucast_egress_port: no value a slot can take
 _C_OPS = {"+": "+", "-": "-", "*": "*", "&": "&", "|": "|", "^": "^"}
 _DROPS = {"RegisterConflict": "DROP_REGISTER_CONFLICT", "AssertionFailed": "DROP_ASSERT", "LoopLimit": "DROP_LOOP"}
@@ -74,6 +77,7 @@ class Lowered:
     objects: Objects
     unset_slots: frozenset[int]
     max_header_bytes: int  # the most a deparser can emit
+    banks: tuple[tuple[int, int], ...] = ()  # register banks: (first register, how many), see Lowering._bank
 
 
 def c_int(v: int | bool) -> str:
@@ -129,7 +133,7 @@ def _py(node: ir.Expr | ir.Stmt) -> str:
     """A node's Python (what Unsupported names), shortened."""
     try:
         text = python.expr(node) if isinstance(node, ir.Expr) else " ".join(python.stmt(node, 0))
-    except TypeError:
+    except Exception:  # a node only the lowering knows (reroll.LoopSlot ...)
         text = type(node).__name__
     return text[:60]
 
@@ -191,6 +195,9 @@ class Lowering:
         self.functions: dict[str, ir.Function] = {}
         self.emitted: dict[str, int] = {}  # deparser -> bytes its appends add up to
         self._buffer_sizes: list[int] = []
+        self.banks: list[tuple[int, int]] = []
+        self.bank_of: dict[int, tuple[int, int, int]] = {}  # register id -> (its bank's first, column, width)
+        self.cached: dict[int, str] = {}  # slot -> the C local it lives in, in a re-rolled loop
 
     # ================================================================ driver
     def lower(self) -> Lowered:
@@ -200,6 +207,7 @@ class Lowering:
                 raise Unsupported(f"two functions named {fn.name}")
             self.functions[fn.name] = fn
         self._collect_objects()
+        self._bank()
         self._find_unset_slots()
         bodies = [self._function(fn) for fn in self.functions.values()]
         protos = [self._prototype(fn) + ";" for fn in self.functions.values()]
@@ -217,7 +225,8 @@ class Lowering:
             "static inline int slots_eq(const v_t *a, const v_t *b, long n) { return !memcmp(a, b, n * sizeof(v_t)); }",
         ]
         source = "\n".join(head + protos + [""] + dispatch + bodies) + "\n"
-        return Lowered(source, self.obj, frozenset(self.unset_slots), max(self.emitted.values(), default=0))
+        return Lowered(source, self.obj, frozenset(self.unset_slots), max(self.emitted.values(), default=0),
+                       tuple(self.banks))
 
     def _check_template(self) -> None:
         for i, v in enumerate(self.template):
@@ -262,6 +271,34 @@ class Lowering:
         for vs in self.obj.value_sets:
             if any(w > 64 for w in vs.widths):
                 raise Unsupported(f"value set {vs.name} wider than 64 bits")
+
+    def _bank(self) -> None:
+        """Registers that come one after another with the same scalar element type and size (a program's
+        value lanes, lane0 .. laneN) share one array, ``[size][K]``: a packet's K cells of one index are
+        adjacent (one cache line or two, not K pages), and a run of lane statements can become one loop
+        (``_rolled``).  Each register stays a column of it for the control plane (engine.py)."""
+        def kind(reg: Register) -> tuple[str, int] | None:
+            return None if isinstance(reg.elem, HeaderT) else (repr(reg.elem), reg.size)
+
+        regs = self.obj.registers
+        first = 0
+        for i in range(1, len(regs) + 1):
+            if i < len(regs) and kind(regs[i]) is not None and kind(regs[i]) == kind(regs[first]):
+                continue
+            if i - first >= 2:
+                self.banks.append((first, i - first))
+                for col in range(i - first):
+                    self.bank_of[first + col] = (first, col, i - first)
+            first = i
+
+    def _cell(self, rid: int, index: str, column: str | None = None) -> str:
+        """Register ``rid``'s scalar cell at ``index`` (C): in its bank's row, or in its own array;
+        ``column`` (C) stands for its column in the bank (a re-rolled loop's)."""
+        bank = self.bank_of.get(rid)
+        if bank is None:
+            return f"((int64_t *)ctx->reg[{rid}])[{index}]"
+        first, col, width = bank
+        return f"((int64_t *)ctx->reg[{first}])[({index}) * {width} + {column if column is not None else col}]"
 
     def _register(self, into: list, obj: Any, name: str) -> None:
         if id(obj) not in self._ids:
@@ -316,8 +353,10 @@ class Lowering:
     def _function(self, ir_fn: ir.Function) -> str:
         fn = self.fn = _Function(ir_fn, frozenset(v.name for v in ir_fn.data))
         self._declare_locals(fn)
+        self._uses = reroll.var_uses(ir_fn.body, fn.locals)
         body = self._block(ir_fn.body, 1)
-        decls = ["    " + d + ";" for d in fn.locals.values()]
+        named = set(_C_NAME.findall("\n".join(body)))  # a re-rolled loop names only its first group's locals
+        decls = ["    " + d + ";" for name, d in fn.locals.items() if name in named]
         decls += [f"    uint8_t _pb{i}[{size}];" for i, size in enumerate(self._buffer_sizes)]
         self._buffer_sizes = []
         tail = []
@@ -368,10 +407,51 @@ class Lowering:
 
     # ================================================================ statements
     def _block(self, stmts: list[ir.Stmt], depth: int) -> list[str]:
+        """A block's lines; each run of unrolled groups (reroll.py) becomes one loop."""
+        runs = {} if len(stmts) < reroll.MIN_STATEMENTS else {
+            r.start: r for r in reroll.find_runs(stmts, self._bank_column, frozenset(self.unset_slots), self._uses)}
         out: list[str] = []
-        for s in stmts:
-            out += ["    " * depth + line for line in self.stmt(s, depth)]
+        i = 0
+        while i < len(stmts):
+            lines = self._loop(stmts, runs[i], depth) if i in runs else None
+            if lines is None:
+                lines = self.stmt(stmts[i], depth)
+                i += 1
+            else:
+                i += runs[i].size * runs[i].count
+            out += ["    " * depth + line for line in lines]
         return out
+
+    def _bank_column(self, reg: Any) -> tuple[int, int] | None:
+        """A register's bank (its first register) and column, or None."""
+        bank = self.bank_of.get(self._ids[id(reg)]) if isinstance(reg, Register) else None
+        return None if bank is None else (bank[0], bank[1])
+
+    def _loop(self, stmts: list[ir.Stmt], run: reroll.Run, depth: int) -> list[str] | None:
+        """``run``'s groups as a C loop over group 0's statements, or None if those are not covered
+        with a loop counter in them (the statements unrolled then say why, if they are not covered either)."""
+        n = self._fresh()
+        loop = f"_roll{n}"
+        rolled = reroll.rolled(stmts, run, loop, self._bank_column)
+        fixed = reroll.fixed_slots(rolled, run.count)
+        named, written = ([], set()) if fixed is None or self.unset_slots.intersection(fixed[0]) else fixed
+        outer = {k: self._slot_name(k) for k in named}
+        handlers = len(self.fn.handlers)
+        self.cached.update({k: f"_s{k}_{n}" for k in named})
+        try:
+            body = ["    " + line for line in self._sub(rolled, depth)]
+        except Unsupported:
+            del self.fn.handlers[handlers:]
+            return None
+        finally:
+            self.cached.update(outer)
+            for k, name in outer.items():
+                if name.startswith("S["):
+                    del self.cached[k]
+        self.fn.locals[loop] = f"long {loop}"
+        return ["{", *(f"    v_t _s{k}_{n} = {outer[k]};" for k in named),
+                f"    for ({loop} = 0; {loop} < {run.count}; {loop}++) {{", *body, "    }",
+                *(f"    {outer[k]} = _s{k}_{n};" for k in named if k in written), "}"]
 
     def _sub(self, stmts: list[ir.Stmt], depth: int) -> list[str]:
         """A nested block's lines, re-indented to sit one level deeper than ``depth``."""
@@ -521,10 +601,10 @@ class Lowering:
                 return [f"memcpy({t.name}, S + {self._slot_number(v.lo)}, {v.n} * sizeof(v_t));"]
         if isinstance(t, ir.Slots):
             return self._assign_slots(t, v)
-        if isinstance(t, ir.RegCell):
+        if isinstance(t, (ir.RegCell, reroll.LoopCell)):
             return self._assign_cell(t, v)
         if isinstance(t, ir.Slot) and isinstance(v, ir.Slot) and _int_const(v.index) is not None:
-            return [f"{self.lvalue(t)} = S[{_int_const(v.index)}];"]  # a copy moves UNSET as it is
+            return [f"{self.lvalue(t)} = {self._slot_name(_int_const(v.index))};"]  # a copy moves UNSET as it is
         return [f"{self.lvalue(t)} = {self.expr(v)};"]
 
     def _assign_entry(self, t: ir.Var, v: ir.Expr) -> list[str]:
@@ -548,10 +628,12 @@ class Lowering:
             return [f"{t.name} = {v.name};"]
         raise Unsupported(f"{t.name} = {_py(v)}")
 
-    def _assign_cell(self, t: ir.RegCell, v: ir.Expr) -> list[str]:
+    def _assign_cell(self, t: ir.RegCell | reroll.LoopCell, v: ir.Expr) -> list[str]:
         """A register write: a cell, or a struct register's cell field by field from its slots."""
         reg, rid = self._object(t.reg, Register)
         index = f"(long)({self.expr(t.index)})"
+        if isinstance(t, reroll.LoopCell):
+            return [f"{self._cell(rid, index, self._loop_column(t))} = (int64_t)({self.expr(v)});"]
         if isinstance(reg.elem, HeaderT):
             w = len(_cell_fields(reg.elem))
             src = _const_slots(v.slots) if isinstance(v, ir.SlotsTuple) else None
@@ -559,7 +641,7 @@ class Lowering:
                 raise Unsupported("a struct register written from something other than its slots")
             return [f"((int64_t *)ctx->reg[{rid}])[{index} * {w} + {i}] = (int64_t)(S[{src[0] + i}]);"
                     for i in range(w)]
-        return [f"((int64_t *)ctx->reg[{rid}])[{index}] = (int64_t)({self.expr(v)});"]
+        return [f"{self._cell(rid, index)} = (int64_t)({self.expr(v)});"]
 
     def _assign_slots(self, t: ir.Slots, v: ir.Expr) -> list[str]:
         lo, n = self._slot_number(t.lo), t.n
@@ -571,30 +653,47 @@ class Lowering:
             if v.row.name not in self.fn.arrays or v.hi - v.lo != n:
                 raise Unsupported(f"a slice assignment from {_py(v)}")
             return [f"memcpy(S + {lo}, {v.row.name} + {v.lo}, {v.hi - v.lo} * sizeof(v_t));"]
+        if isinstance(v, ir.Unpack) and lo.isdigit():
+            return self._unpack_loops(int(lo), v, n)
         values = self._slot_values(v, n)
         if lo.isdigit():
             return [f"S[{int(lo) + i}] = {x};" for i, x in enumerate(values)]
         d = f"_d{self._fresh()}"
         return ["{", f"    v_t *{d} = S + {lo};", *(f"    {d}[{i}] = {x};" for i, x in enumerate(values)), "}"]
 
+    @staticmethod
+    def _unpack_codes(v: ir.Unpack, n: int) -> list[tuple[str, int]]:
+        """An unpack's fields: (struct code, byte offset)."""
+        st = v.struct.value if isinstance(v.struct, ir.Obj) else None
+        if not isinstance(st, struct.Struct):
+            raise Unsupported("unpack_from on something other than a struct")
+        codes = st.format.lstrip("><!=")
+        if len(codes) != n:
+            raise Unsupported("a struct unpacked into a slice of another size")
+        return _offsets(codes)
+
+    def _unpack_loops(self, lo: int, v: ir.Unpack, n: int) -> list[str]:
+        """A header's fields into slots lo.., big-endian; a run of fields of one type (a value array) as a loop."""
+        pos = self.expr(v.pos)
+        out = []
+        for first, count, code, off in _code_runs(self._unpack_codes(v, n)):
+            size, signed = _STRUCT_SIZES[code.lower()], int(code.islower())
+            if count == 1:
+                out.append(f"S[{lo + first}] = load_be(data + (long)({pos}) + {off}, {size}, {signed});")
+            else:
+                i = f"_f{self._fresh()}"
+                out.append(f"for (long {i} = 0; {i} < {count}; {i}++) S[{lo + first} + {i}] = "
+                           f"load_be(data + (long)({pos}) + {off} + {size} * {i}, {size}, {signed});")
+        return out
+
     def _slot_values(self, v: ir.Expr, n: int) -> list[str]:
         """The values a tuple, a struct unpack or a struct register cell puts in n slots."""
         if isinstance(v, ir.Tuple) and len(v.items) == n:
             return [self.expr(e) for e in v.items]
         if isinstance(v, ir.Unpack):
-            st = v.struct.value if isinstance(v.struct, ir.Obj) else None
-            if not isinstance(st, struct.Struct):
-                raise Unsupported("unpack_from on something other than a struct")
-            codes = st.format.lstrip("><!=")
-            if len(codes) != n:
-                raise Unsupported("a struct unpacked into a slice of another size")
             pos = self.expr(v.pos)
-            out, off = [], 0
-            for code in codes:
-                size = _STRUCT_SIZES[code.lower()]
-                out.append(f"load_be(data + (long)({pos}) + {off}, {size}, {int(code.islower())})")
-                off += size
-            return out
+            return [f"load_be(data + (long)({pos}) + {off}, {_STRUCT_SIZES[code.lower()]}, {int(code.islower())})"
+                    for code, off in self._unpack_codes(v, n)]
         if isinstance(v, ir.RegCell):
             reg, rid = self._object(v.reg, Register)
             fields = _cell_fields(reg.elem)
@@ -614,11 +713,14 @@ class Lowering:
             if not isinstance(st, struct.Struct) or rng is None:
                 raise Unsupported("a header packed from something other than its slots")
             self._emits(st.size)
-            out, off = [f"{{ uint8_t *_o{n} = out_reserve(ctx, OUT, {st.size});"], 0
-            for i, code in enumerate(st.format.lstrip("><!=")):
+            out = [f"{{ uint8_t *_o{n} = out_reserve(ctx, OUT, {st.size});"]
+            for first, count, code, off in _code_runs(_offsets(st.format.lstrip("><!="))):
                 size = _STRUCT_SIZES[code.lower()]
-                out.append(f"  store_be(_o{n} + {off}, {size}, S[{rng[0] + i}]);")
-                off += size
+                if count == 1:
+                    out.append(f"  store_be(_o{n} + {off}, {size}, S[{rng[0] + first}]);")
+                else:  # a run of fields of one type (a value array) as a loop
+                    out.append(f"  for (long _f{n} = 0; _f{n} < {count}; _f{n}++) "
+                               f"store_be(_o{n} + {off} + {size} * _f{n}, {size}, S[{rng[0] + first} + _f{n}]);")
             return out + ["}"]
         if isinstance(arg, ir.ToBytes):
             size = _int_const(arg.n)
@@ -665,7 +767,9 @@ class Lowering:
             raise Unsupported(f"an assignment to {t.name}")
         if isinstance(t, ir.Slot):
             k = _int_const(t.index)
-            return f"S[{k}]" if k is not None else f"S[(long)({self.expr(t.index)})]"
+            return self._slot_name(k) if k is not None else f"S[(long)({self.expr(t.index)})]"
+        if isinstance(t, reroll.LoopSlot):
+            return self._e_LoopSlot(t)
         raise Unsupported(f"an assignment to {_py(t)}")
 
     def expr(self, e: ir.Expr) -> str:
@@ -707,14 +811,29 @@ class Lowering:
             raise Unsupported("the packet's length outside a parser")
         return "((v_t)data_len)"
 
+    def _slot_name(self, k: int) -> str:
+        """Slot k: in S, or in the local a re-rolled loop keeps it in (``_loop``)."""
+        return self.cached.get(k) or f"S[{k}]"
+
     def _slot_read(self, k: int) -> str:
-        return f"(S[{k}] == {UNSET_C} ? 0 : S[{k}])" if k in self.unset_slots else f"S[{k}]"
+        return f"(S[{k}] == {UNSET_C} ? 0 : S[{k}])" if k in self.unset_slots else self._slot_name(k)
 
     def _e_Slot(self, e: ir.Slot) -> str:
         k = _int_const(e.index)
         if k is not None:
             return self._slot_read(k)
         return f"S[(long)({self.expr(e.index)})]"
+
+    def _e_LoopSlot(self, e: reroll.LoopSlot) -> str:
+        return f"S[{e.base} + {e.step} * {e.loop}]"
+
+    @staticmethod
+    def _loop_column(e: reroll.LoopCell) -> str:
+        return f"{e.column} + {e.step} * {e.loop}"
+
+    def _e_LoopCell(self, e: reroll.LoopCell) -> str:
+        reg, rid = self._object(e.reg, Register)
+        return _cell_read(self._cell(rid, f"(long)({self.expr(e.index)})", self._loop_column(e)), reg.elem)
 
     def _e_Slots(self, e: ir.Slots) -> str:
         raise Unsupported("a slice of S used as a value")
@@ -723,7 +842,7 @@ class Lowering:
         reg, rid = self._object(e.reg, Register)
         if isinstance(reg.elem, HeaderT):
             raise Unsupported("a struct register cell read as a number")
-        return _cell_read(f"((int64_t *)ctx->reg[{rid}])[(long)({self.expr(e.index)})]", reg.elem)
+        return _cell_read(self._cell(rid, f"(long)({self.expr(e.index)})"), reg.elem)
 
     def _apply_call(self, e: ir.Expr) -> str:
         if not isinstance(e, ir.Apply):
@@ -910,6 +1029,27 @@ def _cell_fields(elem: Type) -> list[Type]:
     return list(elem.fields.values()) if isinstance(elem, HeaderT) else [elem]
 
 
+def _offsets(codes: str) -> list[tuple[str, int]]:
+    """A struct's fields: (code, byte offset)."""
+    out, off = [], 0
+    for code in codes:
+        out.append((code, off))
+        off += _STRUCT_SIZES[code.lower()]
+    return out
+
+
+def _code_runs(fields: list[tuple[str, int]]) -> list[tuple[int, int, str, int]]:
+    """Fields grouped in runs of one code: (first field, how many, code, byte offset of the first)."""
+    runs: list[tuple[int, int, str, int]] = []
+    for i, (code, off) in enumerate(fields):
+        if runs and runs[-1][2] == code:
+            first, count, _, at = runs[-1]
+            runs[-1] = (first, count + 1, code, at)
+        else:
+            runs.append((i, 1, code, off))
+    return runs
+
+
 def _cell_read(cell: str, t: Type) -> str:
     """A register cell (int64) as the value the Python list holds."""
     if isinstance(t, BitsT) and not t.signed and t.width == 64:
@@ -930,12 +1070,13 @@ class Image:
     actions: tuple[str, ...]
     unset_slots: frozenset[int]
     max_header_bytes: int
+    banks: tuple[tuple[int, int], ...]
 
     def bind(self, ns: dict[str, Any]) -> Lowered:
         """The C bound to the objects ``ns`` (a generated namespace) has under this image's names."""
         objects = Objects([ns[n] for n in self.tables], [ns[n] for n in self.registers],
                           [ns[n] for n in self.counters], [ns[n] for n in self.value_sets], list(self.actions))
-        return Lowered(self.source, objects, self.unset_slots, self.max_header_bytes)
+        return Lowered(self.source, objects, self.unset_slots, self.max_header_bytes, self.banks)
 
 
 _CACHE: OrderedDict[tuple, Image | Unsupported] = OrderedDict()
@@ -950,7 +1091,8 @@ def _shape(obj: Any) -> Any:
                 tuple((a.name, a.fn.__name__, a.params) for a in obj.actions.values()),
                 getattr(obj, "profile", None) is None)
     if isinstance(obj, Register):
-        return ("register", obj.name, isinstance(obj.elem, HeaderT), tuple(repr(t) for t in _cell_fields(obj.elem)))
+        return ("register", obj.name, obj.size, isinstance(obj.elem, HeaderT),
+                tuple(repr(t) for t in _cell_fields(obj.elem)))
     if isinstance(obj, Counter):
         return ("counter", obj.name)
     if isinstance(obj, ValueSet):
@@ -1003,7 +1145,8 @@ def lower_image(module: ir.Module) -> Image:
         else:
             names = [tuple(lowering.names[id(o)] for o in objs) for objs in
                      (done.objects.tables, done.objects.registers, done.objects.counters, done.objects.value_sets)]
-            found = Image(done.source, *names, tuple(done.objects.actions), done.unset_slots, done.max_header_bytes)
+            found = Image(done.source, *names, tuple(done.objects.actions), done.unset_slots, done.max_header_bytes,
+                          done.banks)
         with _CACHE_LOCK:
             _CACHE[key] = found
             while len(_CACHE) > _CACHE_SIZE:

@@ -432,6 +432,23 @@ void p4t_set_mcast(ctx_t *ctx, int32_t n, const int64_t *group, const int32_t *s
     ctx->mcast = m;
 }
 
+/* The architecture's packet entry (v1model.h or tna.h, included after this file). */
+int p4t_process(ctx_t *ctx, int port, const uint8_t *data, long len);
+
+/* n frames one after another (frame i: len[i] bytes at data + off[i], received on port[i]), in one
+ * call: the pipeline alone, timed with no Python call per packet (bench_ina --batch).  Each packet's
+ * outputs replace the previous packet's; returns the outputs of all n together (an abandoned packet
+ * adds none: its reason is counted in stats as p4t_process counts it). */
+long p4t_process_batch(ctx_t *ctx, int n, const int32_t *port, const uint8_t *data, const int64_t *off,
+                       const int64_t *len) {
+    long sent = 0;
+    for (int i = 0; i < n; i++) {
+        int r = p4t_process(ctx, port[i], data + off[i], (long)len[i]);
+        if (r > 0) sent += r;
+    }
+    return sent;
+}
+
 /* Rows in lookup order; exact tables get a hash index over them. */
 int p4t_set_table(ctx_t *ctx, int i, int32_t nkeys, int32_t n, int32_t nargs, int32_t exact, const uint8_t *range,
                   const uint64_t *a, const uint64_t *b, const int32_t *action, const int32_t *slot,

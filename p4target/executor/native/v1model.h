@@ -50,10 +50,11 @@ int p4t_process(ctx_t *ctx, int port, const uint8_t *data, long len) {
     if (group) {
         int32_t count;
         const int32_t *at = mcast_find(&ctx->mcast, group, &count);
-        v_t copy[N_SLOTS];
+        v_t spare[N_SLOTS];
         for (int32_t i = 0; i < count; i++) {
             int32_t k = at[0] + i;
-            memcpy(copy, S, sizeof(S));
+            /* each replica's egress starts from ingress's slots; the last may change them in place */
+            v_t *copy = i == count - 1 ? S : memcpy(spare, S, sizeof(S));
             copy[SLOT_INSTANCE_TYPE] = INSTANCE_REPLICATION;
             copy[SLOT_EGRESS_RID] = ctx->mcast.rid[k];
             sent += egress_path(ctx, copy, ctx->mcast.port[k], payload, payload_len, len);

@@ -24,6 +24,7 @@ demo: $(INSTALLED)
 bench: $(INSTALLED)
 	$(VPY) -m bench.bench_target
 	$(VPY) -m bench.bench_ina
+	$(VPY) -m bench.bench_ina --batch
 	$(VPY) -m bench.bench_veth --runs 3
 	$(VPY) -m bench.bench_veth_ina --runs 3
 	$(VPY) -m bench.bench_worker --runs 3
@@ -40,6 +41,7 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_rails
 	$(VPY) -m bench.bench_window
 	$(VPY) -m bench.bench_sharing
+	$(VPY) -m bench.bench_servers --servers 1,2,4,8 --size 1048576 --pool-size 128 --lanes 16
 
 # `make bench` and `make train` write their CSVs and plots to bench/results/ (not tracked): they
 # leave the repository as it was.  `make figures` copies the plots there to docs/figures/ (tracked,

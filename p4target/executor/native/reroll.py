@@ -116,6 +116,16 @@ def var_uses(body: list[ir.Stmt], local: Container[str]) -> Counter[str]:
     return Counter(n for n in _var_names(body) if n in local)
 
 
+def _children(node: Any) -> Iterator[Any]:
+    """The IR expressions and statements a node holds, directly or in a list."""
+    for f in dataclasses.fields(node):
+        v = getattr(node, f.name)
+        if isinstance(v, (ir.Expr, ir.Stmt)):
+            yield v
+        elif isinstance(v, (list, tuple)):
+            yield from (x for x in v if isinstance(x, (ir.Expr, ir.Stmt)))
+
+
 def _var_names(nodes: Sequence[Any]) -> Iterator[str]:
     stack = list(nodes)
     while stack:
@@ -123,12 +133,7 @@ def _var_names(nodes: Sequence[Any]) -> Iterator[str]:
         if isinstance(node, ir.Var):
             yield node.name
             continue
-        for f in dataclasses.fields(node):
-            v = getattr(node, f.name)
-            if isinstance(v, (ir.Expr, ir.Stmt)):
-                stack.append(v)
-            elif isinstance(v, (list, tuple)):
-                stack.extend(x for x in v if isinstance(x, (ir.Expr, ir.Stmt)))
+        stack.extend(_children(node))
 
 
 class _Matcher:
@@ -273,11 +278,6 @@ def fixed_slots(body: list[ir.Stmt], count: int) -> tuple[list[int], set[int]] |
         if isinstance(node, (ir.Assign, ir.AugAssign)) and isinstance(node.target, ir.Slot) \
                 and isinstance(node.target.index, ir.Const):
             written.add(node.target.index.value)
-        for f in dataclasses.fields(node):
-            v = getattr(node, f.name)
-            if isinstance(v, (ir.Expr, ir.Stmt)):
-                stack.append(v)
-            elif isinstance(v, (list, tuple)):
-                stack.extend(x for x in v if isinstance(x, (ir.Expr, ir.Stmt)))
+        stack.extend(_children(node))
     keep = sorted(k for k in named if not any(lo <= k <= hi for lo, hi in ranges))
     return keep, written & set(keep)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from .executor.switch import Switch
 from .portio import BatchedPorts
 from .ports import Port, PortError
+from .udpio import UdpSocket
 
 log = logging.getLogger(__name__)
 
@@ -101,3 +102,54 @@ class Dataplane:
                         continue
                     if not port.readable:  # a finished pcap input stays "ready" forever
                         sel.unregister(key.fileobj)
+
+
+class UdpDataplane(Dataplane):
+    """An aggregation server's packet path: datagrams on UDP sockets (udpio.py) instead of ports, one
+    thread per socket, each serving its batches in C through the native pipeline.  A program that does
+    not run natively is not served (its datagrams wait, then the kernel drops them)."""
+
+    def __init__(self, sockets: list[UdpSocket], cpu_port: int | None = None) -> None:
+        super().__init__([], cpu_port)
+        self.sockets = sockets
+        self._threads = [threading.Thread(target=self._serve, args=(s,), name=f"udp-{i}", daemon=True)
+                         for i, s in enumerate(sockets)]
+        self._warned: Switch | None = None
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            if t.is_alive():
+                t.join(timeout=5)
+        for s in self.sockets:
+            s.close()
+
+    def udp_stats(self) -> Counter[str]:
+        """The sockets' counters summed (received datagrams and segments, sent messages, drops)."""
+        total: Counter[str] = Counter()
+        for s in self.sockets:
+            total.update(s.stats)
+        return total
+
+    def _serve(self, sock: UdpSocket) -> None:
+        while not self._stop.is_set():
+            switch = self.switch
+            if switch is None or switch.native is None:
+                if switch is not None and self._warned is not switch:
+                    self._warned = switch
+                    log.warning("the UDP server needs a natively run pipeline (%s): datagrams not served",
+                                switch.native_status)
+                self._stop.wait(0.2)
+                continue
+            if not sock.wait(200):
+                continue
+            with switch.lock:
+                native = switch.native
+                if native is None or self.switch is not switch:
+                    continue
+                native.sync_if_dirty()
+                sock.pump(native)

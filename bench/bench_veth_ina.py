@@ -253,6 +253,24 @@ def workers(links: dict[int, netns.Veth]) -> Iterator[Workers]:
                 proc.join()
 
 
+@contextmanager
+def network() -> Iterator[tuple[dict[int, netns.Veth], Workers]]:
+    """The children's namespaces, their veth links to the switch's ports (1, 2) and their workers."""
+    with netns.Sandbox() as box:
+        links = {n: box.veth(f"s{n}", f"h{n}", b_netns=box.netns(f"h{n}")) for n in range(1, CHILDREN + 1)}
+        address_hosts(links)
+        with workers(links) as w:
+            yield links, w
+
+
+def run(values: int, rates: list[int], runs: int, duration: float, window: int = WINDOW) -> list[list[Step]]:
+    """``measure`` on a network of its own, for another benchmark that puts this path beside its own (root)."""
+    if not prepare("bench_veth_ina"):
+        raise RuntimeError("bench_veth_ina needs network namespaces (root)")
+    with network() as (links, w):
+        return measure(w, links, values, rates, runs, duration, window)
+
+
 def address_hosts(links: dict[int, netns.Veth]) -> None:
     """Give child c's end (port c + 1) the MAC and IPv4 address the switch's receivers entries name."""
     for child in range(CHILDREN):
@@ -582,11 +600,9 @@ def main() -> int:
     all_results: dict[tuple[str, int], list[list[Step]]] = {}
     figures = []
     try:
-        with netns.Sandbox() as box, worktree(args.against) if args.against else contextlib.nullcontext() as old:
+        with worktree(args.against) if args.against else contextlib.nullcontext() as old:
             sides = ([(f"old {args.against}: ", old)] if old else []) + [("new: " if old else "", None)]
-            links = {n: box.veth(f"s{n}", f"h{n}", b_netns=box.netns(f"h{n}")) for n in range(1, CHILDREN + 1)}
-            address_hosts(links)
-            with workers(links) as w:
+            with network() as (links, w):
                 for values in args.values:
                     print(f"V={values}: switch on {links[1].a}, {links[2].a}; a sender and a receiver in each of "
                           f"h1, h2; window {args.window} slots", flush=True)

@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -55,6 +55,7 @@ from .veth_common import cpu_during, switch_process
 
 SERVER_IP = "127.0.0.77"
 SERVER_DEVICE, PLAIN_DEVICE = 2, 1
+UNPACED_PPS, UNPACED_MBPS = 1e8, 1e6  # a server core's contributions/s and a link's Mb/s, for the plan alone
 JOB = "bench"
 
 
@@ -63,11 +64,15 @@ def worker_ip(rank: int) -> str:
 
 
 def topology(workers: int, cores: int, server_ip: str = SERVER_IP) -> Topology:
-    """h1..hW on 127.0.1.x and the server srv1 (``cores`` cores) on one plain switch, all on loopback."""
+    """h1..hW on 127.0.1.x and the server srv1 (``cores`` cores) on one plain switch, all on loopback.  Links
+    and the server's per-core rate are far above what this machine does, so the workers' pacers (at the plan's
+    rate) never hold them back: the server's own speed is what is measured."""
     hosts: dict[str, dict[str, Any]] = {f"h{r + 1}": {"ip": f"{worker_ip(r)}/8", "mac": f"02:00:00:00:01:{r + 1:02x}"}
                                         for r in range(workers)}
-    hosts["srv1"] = {"ip": f"{server_ip}/8", "mac": "02:00:00:00:00:fe", "server": {"cores": cores}}
-    links = [[f"h{r + 1}", f"s1-p{r + 1}"] for r in range(workers)] + [["srv1", f"s1-p{workers + 1}"]]
+    hosts["srv1"] = {"ip": f"{server_ip}/8", "mac": "02:00:00:00:00:fe",
+                     "server": {"cores": cores, "agg_pps_per_core": UNPACED_PPS}}
+    links = [[f"h{r + 1}", f"s1-p{r + 1}", {"bw": UNPACED_MBPS}] for r in range(workers)] + \
+        [["srv1", f"s1-p{workers + 1}", {"bw": UNPACED_MBPS}]]
     return Topology.from_dict({"hosts": hosts, "switches": {"s1": {"ip": "127.0.0.253", "plain": True}},
                                "links": links})
 
@@ -81,6 +86,7 @@ class ServerNet:
     spec: JobSpec
     spec_file: Path
     values: int
+    udp: dict[str, int] = field(default_factory=dict)  # the server's sockets' counters, once it has stopped
 
     def counters(self, job: str = JOB) -> dict[str, int]:
         """The server's counters for a job (aggregated, results, ...) and its drops (truncated, ...)."""
@@ -104,24 +110,35 @@ def _plain_switch() -> Iterator[str]:
 
 @contextmanager
 def server_network(workers: int, values: int, threads: int = 1, pool_size: int = 64,
-                   state_dir: Path | None = None) -> Iterator[ServerNet]:
+                   state_dir: Path | None = None, server_ip: str = SERVER_IP) -> Iterator[ServerNet]:
     """``p4target-switch-grpc --udp SERVER_IP:port --threads N`` and a job of ``workers`` members with a lane
     per thread through it, created by the controller; everything is stopped on exit."""
     P = protocol.load(values)
-    config = ["--device-id", str(SERVER_DEVICE), "--udp", f"{SERVER_IP}:{P.INA_UDP_PORT}",
+    config = ["--device-id", str(SERVER_DEVICE), "--udp", f"{server_ip}:{P.INA_UDP_PORT}",
               "--threads", str(threads), *(["--steer", "ina_t.job_id"] if threads > 1 else []),
               f"-DINA_VALUES={values}", str(p4src.path("ina.p4"))]
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp, _plain_switch() as plain, \
-            switch_process(config, {}) as (proc, address):
-        where = Path(state_dir or tmp)
-        network = Network(topology(workers, threads), {"s1": SwitchAccess(plain, PLAIN_DEVICE, "builtin"),
-                                                       "srv1": SwitchAccess(address, SERVER_DEVICE, "builtin")})
-        with Controller(network, where / "state.json", PipelineOptions(values=values), spec_dir=where) as ctl:
-            ctl.setup()
-            spec = ctl.create_job(JOB, [f"h{r + 1}" for r in range(workers)], pool_size, mode="ina", lanes=threads)
-            if {t.to_ip for t in spec.trees} != {SERVER_IP}:
-                raise RuntimeError(f"the job's trees do not go through the server: {spec.trees}")
-            yield ServerNet(proc, ctl, spec, where / f"{JOB}.json", values)
+            tempfile.TemporaryFile("w+") as log:
+        net = None
+        try:
+            with switch_process(config, {}, log=log) as (proc, address):
+                where = Path(state_dir or tmp)
+                network = Network(topology(workers, threads, server_ip), {
+                    "s1": SwitchAccess(plain, PLAIN_DEVICE, "builtin"),
+                    "srv1": SwitchAccess(address, SERVER_DEVICE, "builtin")})
+                with Controller(network, where / "state.json", PipelineOptions(values=values), spec_dir=where) as ctl:
+                    ctl.setup()
+                    members = [f"h{r + 1}" for r in range(workers)]
+                    spec = ctl.create_job(JOB, members, pool_size, mode="ina", lanes=threads)
+                    if {t.to_ip for t in spec.trees} != {server_ip}:
+                        raise RuntimeError(f"the job's trees do not go through the server: {spec.trees}")
+                    net = ServerNet(proc, ctl, spec, where / f"{JOB}.json", values)
+                    yield net
+        finally:
+            if net is not None:  # the server has stopped: its last words are its sockets' counters
+                log.seek(0)
+                net.udp = {k: int(v) for line in log.read().splitlines() if ": udp " in line
+                           for k, v in (kv.split("=") for kv in line.split(": udp ", 1)[1].split())}
 
 
 # --- measuring -------------------------------------------------------------------------------------------
@@ -137,6 +154,8 @@ class Window:
     duration: float
     aggregated: int  # contributions summed by the server in the window
     cpu: dict[str, float]  # share of one core: "server", "w0".., "all" (the machine, of os.cpu_count())
+    call_time: float  # median over the timed calls of the slowest rank's time (s)
+    retransmissions: int  # the workers' over the timed calls
 
     @property
     def contribution_bytes(self) -> int:
@@ -206,17 +225,22 @@ def measure(net: ServerNet, threads: int, size_mb: float, calls: int, warm: floa
     pids = {"server": net.process.pid} | {f"w{r}": p.pid for r, p in enumerate(ranks.procs)}
     time.sleep(max(0.0, start - time.time() - 0.05))
     before = net.counters()["aggregated"]
-    cpu = cpu_during(pids, start, duration)
+    try:
+        cpu = cpu_during(pids, start, duration)
+    except FileNotFoundError:  # a process has exited
+        cpu = {}
     after = net.counters()["aggregated"]
     runner.join()
     if failed:
         raise failed[0]
-    if min(r["end"] for r in reports) < start + duration:
+    if not cpu or min(r["end"] for r in reports) < start + duration:
         raise RuntimeError("the calls ended inside the measured window: give more --calls")
     worst = max(r["max_rel_error"] for r in reports)
     if worst > 1e-2:
         raise RuntimeError(f"a worker's sum is off by {worst:.2g} (relative)")
-    return Window(threads, net.values, workers, duration, after - before, cpu)
+    times = [max(r["times"][i] for r in reports) for i in range(calls)]
+    return Window(threads, net.values, workers, duration, after - before, cpu, statistics.median(times),
+                  sum(sum(r["retransmissions"]) for r in reports))
 
 
 def veth_head(values: int, duration: float) -> tuple[float, float]:
@@ -232,7 +256,8 @@ def veth_head(values: int, duration: float) -> tuple[float, float]:
 def report(w: Window) -> str:
     cpu = " ".join(f"{k} {v:.0%}" for k, v in w.cpu.items())
     return (f"server {w.server_mbps:7.1f} MB/s = {w.server_per_cpu:7.1f} MB/s per CPU-s;"
-            f" a worker {w.worker_per_cpu:7.1f} MB/s per CPU-s; cpu {cpu} (machine: {os.cpu_count()} cores)")
+            f" a worker {w.worker_per_cpu:7.1f} MB/s per CPU-s; cpu {cpu} (machine: {os.cpu_count()} cores);"
+            f" a call {w.call_time * 1e3:.0f} ms, {w.retransmissions} retransmissions")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         with server_network(args.workers, args.values, args.threads, args.pool_size) as net:
             w = measure(net, args.threads, args.size_mb, args.calls, args.warm, args.duration)
         windows.append(w)
-        print(f"run {run + 1}/{args.runs} udp, {args.threads} thread(s): {report(w)}", flush=True)
+        print(f"run {run + 1}/{args.runs} udp, {args.threads} thread(s): {report(w)}\n  server's sockets: "
+              + " ".join(f"{k}={v:,}" for k, v in net.udp.items()), flush=True)
         if args.veth:
             veth.append(veth_head(args.values, 2.0))
             print(f"run {run + 1}/{args.runs} veth (HEAD's raw ports): {veth[-1][0]:.1f} MB/s = "

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from p4target import netns
 
@@ -25,7 +26,7 @@ SO_TIMESTAMPNS = 35  # kernel receive time (CLOCK_REALTIME) as ancillary data; n
 
 @contextmanager
 def switch_process(config: list[str], links: dict[int, netns.Veth], own_group: bool = False,
-                   root: Path | None = None) -> Iterator[tuple[subprocess.Popen, str]]:
+                   root: Path | None = None, log: IO[str] | None = None) -> Iterator[tuple[subprocess.Popen, str]]:
     """``p4target-switch-grpc -i 1@.. -i 2@.. <config>`` serving on a free port: (process, gRPC address).
 
     ``config`` is the command's own arguments after the ports (``-D NAME=V ... prog.p4``).
@@ -33,12 +34,14 @@ def switch_process(config: list[str], links: dict[int, netns.Veth], own_group: b
     group, so a Ctrl-C at the terminal reaches only us and the switch stays up until we stop
     it (else it may vanish under a P4Runtime call and turn the interrupt into an RPC error).
     ``root``: run the switch of that checkout (bench/compare.py's worktree of an older commit).
+    ``log``: where its output goes (the caller's to read and close; default a temporary file).
     """
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ifaces = [arg for n, link in links.items() for arg in ("-i", f"{n}@{link.a}")]
-    log = tempfile.TemporaryFile("w+")
+    own_log = log is None
+    log = tempfile.TemporaryFile("w+") if log is None else log
     proc = subprocess.Popen([sys.executable, "-m", "p4target.switch_grpc", *ifaces, *config, "--",
                              "--grpc-server-addr", f"127.0.0.1:{port}"], stdout=log, stderr=log, text=True,
                             process_group=0 if own_group else None, cwd=root,
@@ -61,7 +64,8 @@ def switch_process(config: list[str], links: dict[int, netns.Veth], own_group: b
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        log.close()
+        if own_log:
+            log.close()
 
 
 def cpu_seconds(pid: int) -> float:

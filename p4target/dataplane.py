@@ -16,6 +16,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 
+from .executor.native import NativeFork, NativePipeline
 from .executor.switch import Switch
 from .portio import BatchedPorts
 from .ports import Port, PortError
@@ -136,9 +137,15 @@ class UdpDataplane(Dataplane):
         return total
 
     def _serve(self, sock: UdpSocket) -> None:
+        """One thread: its socket's batches through its own context of the pipeline (the first thread the
+        pipeline's own, the others forks), holding that context's lock; a table change is synced under the
+        switch's lock, which waits for every thread's running batch."""
+        first = sock is self.sockets[0]
+        context: tuple[NativePipeline, NativePipeline | NativeFork] | None = None
         while not self._stop.is_set():
             switch = self.switch
-            if switch is None or switch.native is None:
+            native = None if switch is None else switch.native
+            if switch is None or native is None:
                 if switch is not None and self._warned is not switch:
                     self._warned = switch
                     log.warning("the UDP server needs a natively run pipeline (%s): datagrams not served",
@@ -147,9 +154,12 @@ class UdpDataplane(Dataplane):
                 continue
             if not sock.wait(200):
                 continue
-            with switch.lock:
-                native = switch.native
-                if native is None or self.switch is not switch:
-                    continue
-                native.sync_if_dirty()
-                sock.pump(native)
+            if native.dirty or context is None or context[0] is not native:
+                with switch.lock:
+                    if self.switch is not switch:
+                        continue
+                    native.sync_if_dirty()
+                    if context is None or context[0] is not native:
+                        context = (native, native if first else native.fork())
+            with context[1].lock:
+                sock.pump(context[1])

@@ -155,8 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     server.stop(grace=1)
     dataplane.stop()
     if isinstance(dataplane, UdpDataplane):  # what the sockets saw, for whoever runs the server
-        print("p4target-switch-grpc: udp " + " ".join(f"{k}={v}" for k, v in sorted(dataplane.udp_stats().items())),
-              file=sys.stderr, flush=True)
+        per_thread = {f"thread{i}_rx_segments": s.stats["rx_segments"] for i, s in enumerate(dataplane.sockets)}
+        counts = sorted(dataplane.udp_stats().items()) + list(per_thread.items())
+        print("p4target-switch-grpc: udp " + " ".join(f"{k}={v}" for k, v in counts), file=sys.stderr, flush=True)
     return 0
 
 

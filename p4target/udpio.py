@@ -19,15 +19,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .executor.native import NativePipeline
+from .executor.native import NativeFork, NativePipeline
 from .executor.native.build import build
 
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("udpio.c")
 INGRESS_PORT = 1  # the port every datagram arrives on, as the controller's entries for a server say
-BUDGET = 1024  # segments per pump: the control plane waits at most this long for a table swap
+SERVE_MS = 20  # a thread serves its socket this long at most before it lets a table swap in
+IDLE_MS = 1  # ... and returns sooner once no datagram came for this long
 RECEIVE_BUFFER = 16 << 20  # bytes; the kernel caps it at net.core.rmem_max
+SEND_BUFFER = 16 << 20  # bytes (net.core.wmem_max caps it): a batch's results in flight, not EAGAIN and lost
 STATS_EVERY = 0.1  # seconds between two updates of the Python counters
 SOL_UDP = 17
 UDP_GRO = 104  # Linux >= 5.0; not in Python's socket module
@@ -49,7 +51,7 @@ def parse_address(text: str) -> tuple[str, int]:
 def _library() -> ctypes.CDLL:
     lib = build(SOURCE.read_text())
     for name, restype in (("p4udp_new", _P), ("p4udp_stats", _P), ("p4udp_stat_names", ctypes.c_char_p),
-                          ("p4udp_wire_header", ctypes.c_long)):
+                          ("p4udp_wire_header", ctypes.c_long), ("p4udp_serve", ctypes.c_long)):
         getattr(lib, name).restype = restype
     lib.p4udp_new.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_uint32, ctypes.c_uint16, ctypes.c_int]
     return lib
@@ -67,6 +69,7 @@ class UdpSocket:
             if reuse_port:
                 self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
             self.sock.bind(address)
             try:
                 self.sock.setsockopt(SOL_UDP, UDP_GRO, 1)
@@ -83,7 +86,7 @@ class UdpSocket:
         self.address: tuple[str, int] = (ip, port)
         self._counts = (ctypes.c_int64 * len(self.stat_names)).from_address(lib.p4udp_stats(_P(self.io)))
         self.stats: Counter[str] = Counter()
-        self._bound: NativePipeline | None = None
+        self._bound: NativePipeline | NativeFork | None = None
         self._collected = 0.0
         self._dead_logged = False
 
@@ -106,13 +109,13 @@ class UdpSocket:
         """Whether datagrams are waiting; False after ``timeout_ms``."""
         return self.lib.p4udp_wait(_P(self.io), timeout_ms) > 0
 
-    def pump(self, native: NativePipeline) -> int:
-        """Serve what has arrived through ``native`` (its tables in sync, held still by the caller);
-        returns the segments run."""
+    def pump(self, native: NativePipeline | NativeFork) -> int:
+        """Serve what arrives through ``native`` (its tables in sync, held still by the caller) until it stops
+        coming (``IDLE_MS``) or for ``SERVE_MS`` at most; returns the segments run."""
         if native is not self._bound:
             self.lib.p4udp_bind(_P(self.io), *(_P(x) for x in native.io_binding()))
             self._bound = native
-        n = self.lib.p4udp_pump(_P(self.io), BUDGET)
+        n = self.lib.p4udp_serve(_P(self.io), SERVE_MS, IDLE_MS)
         if (now := time.monotonic()) - self._collected > STATS_EVERY:
             self._collected = now
             self.collect()

@@ -90,6 +90,20 @@ def test_foreign_datagrams_are_dropped_and_counted_and_the_server_goes_on(net: S
         np.testing.assert_array_equal(result, np.full(V * 3, 2 * 10, np.int32))
 
 
+def test_two_threads_each_take_a_lane_and_sum_exactly(tmp_path):
+    """``--threads 2 --steer ina_t.job_id``: the job's two lanes (job ids 1 and 2) land on the two sockets, each
+    thread runs its own context of the pipeline over the same registers, and every sum is exact."""
+    with server_network(WORKERS, V, threads=2, pool_size=16, state_dir=tmp_path, server_ip="127.0.0.78") as net:
+        assert sorted(t.job_id % 2 for t in net.spec.trees) == [0, 1]
+        arrays = [np.arange(V * 41, dtype=np.int32) * (r + 1) for r in range(WORKERS)]
+        for result in _allreduce(net.spec, arrays):
+            np.testing.assert_array_equal(result, 2 * sum(arrays))
+        counters = net.counters()
+    assert net.udp["thread0_rx_segments"] > 0 and net.udp["thread1_rx_segments"] > 0
+    assert net.udp["rx_segments"] == net.udp["thread0_rx_segments"] + net.udp["thread1_rx_segments"]
+    assert net.udp["rx_segments"] >= counters["aggregated"] and net.udp.get("tx_errors", 0) == 0
+
+
 def test_the_server_reads_its_facts_from_the_program_and_the_controller_agrees():
     declarations = load_declarations(protocol.PROTOCOL_P4)
     assert udpio.steering_field(declarations, "ina_t.job_id") == protocol.load().field_bytes("job_id")

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .build import BuildError, build, pipeline_flags
-from .engine import STAT_NAMES, NativePipeline
+from .engine import STAT_NAMES, NativeFork, NativePipeline
 from .lower import Image, Unsupported, lower_image
 
 log = logging.getLogger(__name__)
 
-__all__ = ["STAT_NAMES", "NativeImage", "NativePipeline", "enabled", "c_source", "image"]
+__all__ = ["STAT_NAMES", "NativeFork", "NativeImage", "NativePipeline", "enabled", "c_source", "image"]
 
 
 def enabled() -> bool:

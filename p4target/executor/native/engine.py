@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from collections.abc import Callable, Iterator, MutableMapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,15 +194,20 @@ class NativeStats(MutableMapping):
 
     def __init__(self, array: np.ndarray, names: tuple[str, ...]) -> None:
         self.array = array
+        self.forks: list[np.ndarray] = []  # the counters of the pipeline's forks, added in
         self.names = names
 
     def __getitem__(self, k: str) -> int:
         if k not in STAT_NAMES:
             raise KeyError(k)
-        return int(self.array[STAT_NAMES.index(k)])
+        i = STAT_NAMES.index(k)
+        return int(self.array[i]) + sum(int(f[i]) for f in self.forks)
 
     def __setitem__(self, k: str, v: int) -> None:
-        self.array[STAT_NAMES.index(k)] = v
+        i = STAT_NAMES.index(k)
+        self.array[i] = v
+        for f in self.forks:
+            f[i] = 0
 
     def __delitem__(self, k: str) -> None:
         raise TypeError("switch counters cannot be removed")
@@ -234,7 +240,66 @@ class FrameBatch:
         return len(self.lengths)
 
 
-class NativePipeline:
+class _Context:
+    """One C context of a pipeline: a packet's outputs and the counters, and ``lock``, held while a thread runs
+    packets through it (``sync`` takes every context's lock before it replaces the arrays they read)."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        self.lock = threading.Lock()
+        self.ctx = lib.p4t_new()
+        if not self.ctx:
+            raise MemoryError("cannot allocate the native switch state")
+        self._out = np.zeros(OUT_BYTES, dtype=np.uint8)
+        lib.p4t_set_out(_P(self.ctx), _P(_ptr(self._out)), ctypes.c_long(OUT_BYTES))
+        self._out_addr = _ptr(self._out)
+        self._port = (ctypes.c_int32 * 1024).from_address(lib.p4t_out_port(_P(self.ctx)))
+        self._off = (_I64 * 1024).from_address(lib.p4t_out_off(_P(self.ctx)))
+        self._size = (_I64 * 1024).from_address(lib.p4t_out_size(_P(self.ctx)))
+        self._stats_array = np.ctypeslib.as_array((_I64 * len(STAT_NAMES)).from_address(lib.p4t_stats(_P(self.ctx))))
+
+    def __del__(self) -> None:
+        ctx, self.ctx = getattr(self, "ctx", None), None
+        if ctx:
+            self.lib.p4t_free(_P(ctx))
+
+    def io_binding(self) -> tuple[int, ...]:
+        """What portio.c and udpio.c need to run this context: p4t_process, the ctx, and where the outputs
+        of a packet are."""
+        process = ctypes.cast(self.lib.p4t_process, _P).value
+        return (process, self.ctx, self._out_addr, ctypes.addressof(self._port), ctypes.addressof(self._off),
+                ctypes.addressof(self._size))
+
+
+class _Locks:
+    """Several locks taken together, always in one order."""
+
+    def __init__(self, locks: list[threading.Lock]) -> None:
+        self.locks = locks
+
+    def __enter__(self) -> None:
+        for lock in self.locks:
+            lock.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        for lock in reversed(self.locks):
+            lock.release()
+
+
+class NativeFork(_Context):
+    """A pipeline's context for another packet thread (``NativePipeline.fork``): the pipeline's registers and
+    counters (the same arrays), its tables, value sets and groups (set by the pipeline's ``sync``)."""
+
+    def __init__(self, pipeline: NativePipeline) -> None:
+        super().__init__(pipeline.lib)
+        self.pipeline = pipeline
+        for i, cells in enumerate(pipeline._registers):
+            self.lib.p4t_set_register(_P(self.ctx), i, _P(_ptr(cells)))
+        for i, (packets, nbytes) in enumerate(pipeline._counters):
+            self.lib.p4t_set_counter(_P(self.ctx), i, _P(_ptr(packets)), _P(_ptr(nbytes)))
+
+
+class NativePipeline(_Context):
     """The switch's packet path in C; ``process`` has ``Switch.process``'s contract."""
 
     source = ""  # the C it runs (p4target-check --show-c)
@@ -251,17 +316,11 @@ class NativePipeline:
                               ("p4t_process_batch", ctypes.c_long)):
             getattr(lib, name).restype = restype
         lib.p4t_process.argtypes = [_P, ctypes.c_int, ctypes.c_char_p, ctypes.c_long]
-        self.ctx = lib.p4t_new()
-        if not self.ctx:
-            raise MemoryError("cannot allocate the native switch state")
-        self._out = np.zeros(OUT_BYTES, dtype=np.uint8)
-        lib.p4t_set_out(_P(self.ctx), _P(_ptr(self._out)), ctypes.c_long(OUT_BYTES))
-        self._out_addr = _ptr(self._out)
-        self._port = (ctypes.c_int32 * 1024).from_address(lib.p4t_out_port(_P(self.ctx)))
-        self._off = (_I64 * 1024).from_address(lib.p4t_out_off(_P(self.ctx)))
-        self._size = (_I64 * 1024).from_address(lib.p4t_out_size(_P(self.ctx)))
-        stats = np.ctypeslib.as_array((_I64 * len(STAT_NAMES)).from_address(lib.p4t_stats(_P(self.ctx))))
-        self.stats = NativeStats(stats, stat_names)
+        super().__init__(lib)
+        self.stats = NativeStats(self._stats_array, stat_names)
+        self._forks: list[NativeFork] = []
+        self._registers: list[np.ndarray] = []  # each register's cells, for the forks' contexts
+        self._counters: list[tuple[np.ndarray, np.ndarray]] = []
         self._keep: list[Any] = []  # arrays the C points into
         self._adopt_registers()
         self._adopt_counters()
@@ -275,11 +334,6 @@ class NativePipeline:
             vs.on_change = self.changed
         multicast_groups.on_change = self.changed
         self._process = lib.p4t_process
-
-    def __del__(self) -> None:
-        ctx, self.ctx = getattr(self, "ctx", None), None
-        if ctx:
-            self.lib.p4t_free(_P(ctx))
 
     # ------------------------------------------------------------------ state
     def _adopt_registers(self) -> None:
@@ -308,6 +362,7 @@ class NativePipeline:
             else:
                 view[:] = cells
             reg.cells = view
+            self._registers.append(array)
             self.lib.p4t_set_register(_P(self.ctx), i, _P(_ptr(array)))
 
     def _adopt_counters(self) -> None:
@@ -316,6 +371,7 @@ class NativePipeline:
             nbytes = np.array(list(c.bytes), dtype=np.int64)
             c.packets, c.bytes = NativeCounts(packets), NativeCounts(nbytes)
             self._keep += [packets, nbytes]
+            self._counters.append((packets, nbytes))
             self.lib.p4t_set_counter(_P(self.ctx), i, _P(_ptr(packets)), _P(_ptr(nbytes)))
 
     def _table_changed(self, i: int) -> Callable[[], None]:
@@ -327,54 +383,82 @@ class NativePipeline:
         """Multicast groups or value sets changed: rebuild their C images before the next packet."""
         self._dirty_other = True
 
+    @property
+    def dirty(self) -> bool:
+        """Whether the control plane changed what ``sync`` rebuilds (read without a lock, as a hint)."""
+        return bool(self._dirty_tables) or self._dirty_other
+
     def sync_if_dirty(self) -> None:
         if self._dirty_tables or self._dirty_other:
             self.sync()
 
-    def io_binding(self) -> tuple[int, ...]:
-        """What portio.c needs to run this pipeline: p4t_process, its ctx, and where the outputs
-        of a packet are."""
-        process = ctypes.cast(self.lib.p4t_process, _P).value
-        return (process, self.ctx, self._out_addr, ctypes.addressof(self._port), ctypes.addressof(self._off),
-                ctypes.addressof(self._size))
+    def fork(self) -> NativeFork:
+        """Another context on this pipeline's state, for another packet thread (the caller holds the switch's
+        lock): the same registers, counters, tables, value sets and multicast groups, its own outputs."""
+        self.sync_if_dirty()  # the images the fork is pointed at are built
+        fork = NativeFork(self)
+        with self._every_context():
+            self._forks.append(fork)
+            self._set_images([fork.ctx], range(len(self.tables)))
+        self.stats.forks.append(fork._stats_array)
+        return fork
+
+    def _every_context(self) -> _Locks:
+        return _Locks([self.lock, *(f.lock for f in self._forks)])
 
     def sync(self) -> None:
-        for i in sorted(self._dirty_tables):
-            nt = self.tables[i]
-            t = nt.table
-            range_keys, a, b, action, slot, args = nt.build()
-            n = len(action) - 1
-            self.lib.p4t_set_table(_P(self.ctx), i, len(t.keys), n, args.shape[1], int(t.exact_only),
-                                   *(_P(_ptr(x)) for x in (range_keys, a, b, action, slot, args, nt.counters)))
-        self._dirty_tables.clear()
-        if self._dirty_other:
-            self._sync_groups()
-            self._sync_value_sets()
+        """Rebuild the C images of what changed, in every context, once no thread runs packets through one
+        (the old arrays are freed as they are replaced)."""
+        with self._every_context():
+            for i in self._dirty_tables:
+                self.tables[i].build()
+            if self._dirty_other:
+                self._build_groups()
+                self._build_value_sets()
+            self._set_images([self.ctx, *(f.ctx for f in self._forks)], sorted(self._dirty_tables),
+                             self._dirty_other)
+            self._dirty_tables.clear()
             self._dirty_other = False
 
-    def _sync_groups(self) -> None:
+    def _set_images(self, contexts: list[int], tables: Iterable[int], other: bool = True) -> None:
+        """Point ``contexts`` at the built images of ``tables`` (and of the groups and value sets)."""
+        for i in tables:
+            nt = self.tables[i]
+            t = nt.table
+            range_keys, a, b, action, slot, args = nt.arrays
+            for ctx in contexts:
+                self.lib.p4t_set_table(_P(ctx), i, len(t.keys), len(action) - 1, args.shape[1], int(t.exact_only),
+                                       *(_P(_ptr(x)) for x in (range_keys, a, b, action, slot, args, nt.counters)))
+        if not other:
+            return
+        for ctx in contexts:
+            self.lib.p4t_set_mcast(_P(ctx), len(self._group_arrays[0]) - 1,
+                                   *(_P(_ptr(x)) for x in self._group_arrays))
+            for i, (vs, (value, mask)) in enumerate(zip(self.objects.value_sets, self._vs_arrays)):
+                self.lib.p4t_set_vset(_P(ctx), i, len(vs.members), len(vs.widths), _P(_ptr(value)), _P(_ptr(mask)))
+
+    def _build_groups(self) -> None:
         groups = sorted(self.groups.items())
         ids = np.array([g for g, _ in groups] + [0], dtype=np.int64)
         start = np.cumsum([0] + [len(r) for _, r in groups], dtype=np.int64).astype(np.int32)
         ports = np.array([p for _, r in groups for p, _ in r] + [0], dtype=np.int32)
         rids = np.array([rid for _, r in groups for _, rid in r] + [0], dtype=np.int32)
         self._group_arrays = (ids, start, ports, rids)
-        self.lib.p4t_set_mcast(_P(self.ctx), len(groups), *(_P(_ptr(x)) for x in self._group_arrays))
 
-    def _sync_value_sets(self) -> None:
+    def _build_value_sets(self) -> None:
         self._vs_arrays = []
-        for i, vs in enumerate(self.objects.value_sets):
+        for vs in self.objects.value_sets:
             members = vs.members
             nk = len(vs.widths)
             value = np.array([[v for v, _ in m] for m in members] or [[0] * nk], dtype=np.uint64)
             mask = np.array([[m for _, m in m_] for m_ in members] or [[0] * nk], dtype=np.uint64)
             self._vs_arrays.append((value, mask))
-            self.lib.p4t_set_vset(_P(self.ctx), i, len(members), nk, _P(_ptr(value)), _P(_ptr(mask)))
 
     # ------------------------------------------------------------------ packets
     def process(self, port: int, data: bytes) -> list[Any]:
         self.sync_if_dirty()
-        n = self._process(self.ctx, port, data, len(data))
+        with self.lock:
+            n = self._process(self.ctx, port, data, len(data))
         if n <= 0:
             if n < 0:
                 log.error("packet on port %d dropped: %s", port, DROP_MESSAGES.get(-n, f"error {-n}"))
@@ -388,5 +472,6 @@ class NativePipeline:
         not kept (each packet's replace the last's): the pipeline's own cost, with no Python per
         packet (bench_ina --batch).  Returns the number of outputs."""
         self.sync_if_dirty()
-        return self.lib.p4t_process_batch(_P(self.ctx), ctypes.c_int(len(batch)), *(_P(_ptr(a)) for a in (
-            batch.ports, batch.data, batch.offsets, batch.lengths)))
+        with self.lock:
+                return self.lib.p4t_process_batch(_P(self.ctx), ctypes.c_int(len(batch)), *(_P(_ptr(a)) for a in (
+                batch.ports, batch.data, batch.offsets, batch.lengths)))

@@ -260,45 +260,60 @@ def report(w: Window) -> str:
             f" a call {w.call_time * 1e3:.0f} ms, {w.retransmissions} retransmissions")
 
 
+def summary(windows: list[Window], model: float) -> dict[str, Any]:
+    """Medians over one thread count's runs, and the acceptance: the server's MB/s per CPU-s against a worker's."""
+    server = statistics.median(w.server_per_cpu for w in windows)
+    worker = statistics.median(w.worker_per_cpu for w in windows)
+    out = {"threads": windows[0].threads, "values": windows[0].values, "runs": len(windows),
+           "server_mbps": statistics.median(w.server_mbps for w in windows), "server_mbps_per_cpu_s": server,
+           "worker_mbps_per_cpu_s": worker, "server_cpu": statistics.median(w.cpu["server"] for w in windows),
+           "machine_cpu": statistics.median(w.cpu["all"] for w in windows), "model_mbps_per_core": model}
+    print(f"{out['threads']} thread(s), median of {len(windows)}: server {out['server_mbps']:.1f} MB/s at "
+          f"{out['server_cpu']:.0%} of a core = {server:.1f} MB/s per CPU-s against a worker's {worker:.1f} "
+          f"({'MET' if server >= worker else 'NOT MET'}); machine {out['machine_cpu']:.0%} of {os.cpu_count()} "
+          f"cores; the model's per-core default (SERVER_AGG_PPS_PER_CORE) is {model:.1f} MB/s", flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3, help="measured windows (the sides alternate run by run)")
-    ap.add_argument("--threads", type=int, default=1, help="server threads (and the job's lanes)")
+    ap.add_argument("--threads", type=lambda t: [int(v) for v in t.split(",")], default=[1],
+                    help="server threads (and the job's lanes), comma-separated: each in turn, run by run")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--values", type=int, default=256)
-    ap.add_argument("--pool-size", type=int, default=128, help="slots per lane (each worker's window)")
+    ap.add_argument("--pool-size", type=int, default=512, help="slots per lane (each worker's window)")
     ap.add_argument("--size-mb", type=float, default=8.0, help="MiB of float32 per call")
-    ap.add_argument("--calls", type=int, default=40, help="calls per run (enough to outlast the window)")
+    ap.add_argument("--calls", type=int, default=80, help="calls per run (enough to outlast the window)")
     ap.add_argument("--warm", type=float, default=1.5, help="seconds from the first aggregation to the window")
     ap.add_argument("--duration", type=float, default=3.0, help="seconds of the measured window")
     ap.add_argument("--veth", action="store_true", help="HEAD's path on veth ports too, in alternation (root)")
     args = ap.parse_args(argv)
-    windows: list[Window] = []
+    windows: dict[int, list[Window]] = {t: [] for t in args.threads}
     veth: list[tuple[float, float]] = []
     for run in range(args.runs):
-        with server_network(args.workers, args.values, args.threads, args.pool_size) as net:
-            w = measure(net, args.threads, args.size_mb, args.calls, args.warm, args.duration)
-        windows.append(w)
-        print(f"run {run + 1}/{args.runs} udp, {args.threads} thread(s): {report(w)}\n  server's sockets: "
-              + " ".join(f"{k}={v:,}" for k, v in net.udp.items()), flush=True)
+        for threads in args.threads:
+            with server_network(args.workers, args.values, threads, args.pool_size) as net:
+                w = measure(net, threads, args.size_mb, args.calls, args.warm, args.duration)
+            windows[threads].append(w)
+            print(f"run {run + 1}/{args.runs} udp, {threads} thread(s): {report(w)}\n  server's sockets: "
+                  + " ".join(f"{k}={v:,}" for k, v in net.udp.items()), flush=True)
         if args.veth:
             veth.append(veth_head(args.values, 2.0))
             print(f"run {run + 1}/{args.runs} veth (HEAD's raw ports): {veth[-1][0]:.1f} MB/s = "
                   f"{veth[-1][1]:.1f} MB/s per switch CPU-s", flush=True)
-    server = statistics.median(w.server_per_cpu for w in windows)
-    worker = statistics.median(w.worker_per_cpu for w in windows)
     model = SERVER_AGG_PPS_PER_CORE * args.values * 4 / 1e6
-    print(json.dumps({"threads": args.threads, "values": args.values, "runs": args.runs,
-                      "server_mbps": statistics.median(w.server_mbps for w in windows),
-                      "server_mbps_per_cpu_s": server, "worker_mbps_per_cpu_s": worker,
-                      "server_cpu": statistics.median(w.cpu["server"] for w in windows),
-                      "machine_cpu": statistics.median(w.cpu["all"] for w in windows),
-                      "model_mbps_per_core": model,
-                      **({"veth_mbps": statistics.median(v[0] for v in veth),
-                          "veth_mbps_per_cpu_s": statistics.median(v[1] for v in veth)} if veth else {})}))
-    print(f"median of {args.runs}: server {server:.1f} MB/s per CPU-s against a worker's {worker:.1f} "
-          f"({'MET' if server >= worker else 'NOT MET'}); the topology's default per-core rate "
-          f"(SERVER_AGG_PPS_PER_CORE) is {model:.1f} MB/s")
+    results = [summary(ws, model) for ws in windows.values()]
+    if veth:
+        results.append({"veth_mbps": statistics.median(v[0] for v in veth),
+                        "veth_mbps_per_cpu_s": statistics.median(v[1] for v in veth)})
+        print(f"HEAD's raw ports (veth), median of {len(veth)}: {results[-1]['veth_mbps']:.1f} MB/s = "
+              f"{results[-1]['veth_mbps_per_cpu_s']:.1f} MB/s per switch CPU-s")
+    if len(args.threads) > 1:
+        one, most = results[0], results[len(args.threads) - 1]
+        print(f"{most['threads']} threads against {one['threads']}: {most['server_mbps'] / one['server_mbps']:.2f}x "
+              f"the MB/s, the machine {most['machine_cpu']:.0%} busy of {os.cpu_count()} cores")
+    print(json.dumps(results))
     return 0
 
 

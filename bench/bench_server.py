@@ -5,7 +5,7 @@ How: the real ``p4target-switch-grpc --udp`` process runs ina.p4 (V = 256) on a 
 (``server_network``), set up by the project's controller over P4Runtime as a topology's server host
 (``srv1``, members on its port 1; the plain switch of the topology is an in-process P4Runtime target
 whose data path is loopback's routing).  Four rank runners (bench_allreduce's ``--rank-runner``, on
-127.0.1.1-4) make timed allreduce calls through it.  Once the calls run, a window of ``--duration`` s
+127.62.1.1-4) make timed allreduce calls through it.  Once the calls run, a window of ``--duration`` s
 is measured: the server's job counters (contributions aggregated), the CPU time of the server process,
 of each worker and of the machine (veth_common.cpu_during).  Then
 
@@ -53,18 +53,18 @@ from worker.jobspec import JobSpec
 from .bench_allreduce import run_ranks, runner_command
 from .veth_common import cpu_during, switch_process
 
-SERVER_IP = "127.0.0.77"
+SERVER_IP = "127.62.0.77"  # loopback addresses no other test uses (tests/loopback_net.py: 127.0.1.x)
 SERVER_DEVICE, PLAIN_DEVICE = 2, 1
 UNPACED_PPS, UNPACED_MBPS = 1e8, 1e6  # a server core's contributions/s and a link's Mb/s, for the plan alone
 JOB = "bench"
 
 
 def worker_ip(rank: int) -> str:
-    return f"127.0.1.{rank + 1}"
+    return f"127.62.1.{rank + 1}"
 
 
 def topology(workers: int, cores: int, server_ip: str = SERVER_IP) -> Topology:
-    """h1..hW on 127.0.1.x and the server srv1 (``cores`` cores) on one plain switch, all on loopback.  Links
+    """h1..hW on 127.62.1.x and the server srv1 (``cores`` cores) on one plain switch, all on loopback.  Links
     and the server's per-core rate are far above what this machine does, so the workers' pacers (at the plan's
     rate) never hold them back: the server's own speed is what is measured."""
     hosts: dict[str, dict[str, Any]] = {f"h{r + 1}": {"ip": f"{worker_ip(r)}/8", "mac": f"02:00:00:00:01:{r + 1:02x}"}
@@ -73,7 +73,7 @@ def topology(workers: int, cores: int, server_ip: str = SERVER_IP) -> Topology:
                      "server": {"cores": cores, "agg_pps_per_core": UNPACED_PPS}}
     links = [[f"h{r + 1}", f"s1-p{r + 1}", {"bw": UNPACED_MBPS}] for r in range(workers)] + \
         [["srv1", f"s1-p{workers + 1}", {"bw": UNPACED_MBPS}]]
-    return Topology.from_dict({"hosts": hosts, "switches": {"s1": {"ip": "127.0.0.253", "plain": True}},
+    return Topology.from_dict({"hosts": hosts, "switches": {"s1": {"ip": "127.62.0.253", "plain": True}},
                                "links": links})
 
 

@@ -71,7 +71,7 @@ def test_foreign_datagrams_are_dropped_and_counted_and_the_server_goes_on(net: S
     stranger = P.pack(msg_type=P.MSG_DATA, job_id=tree.job_id + 7, child=0, seq=1)  # no such job
     outsider = P.pack(msg_type=P.MSG_DATA, job_id=tree.job_id, child=9, seq=1)  # no such member
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.1.9", 0))
+        s.bind(("127.62.1.99", 0))
         for data in (b"", b"\x01", bytes(P.header_bytes), stranger[:-1], b"\xff" * 1500):
             s.sendto(data, (SERVER_IP, P.INA_UDP_PORT))
         for data in (stranger, outsider):
@@ -93,7 +93,7 @@ def test_foreign_datagrams_are_dropped_and_counted_and_the_server_goes_on(net: S
 def test_two_threads_each_take_a_lane_and_sum_exactly(tmp_path):
     """``--threads 2 --steer ina_t.job_id``: the job's two lanes (job ids 1 and 2) land on the two sockets, each
     thread runs its own context of the pipeline over the same registers, and every sum is exact."""
-    with server_network(WORKERS, V, threads=2, pool_size=16, state_dir=tmp_path, server_ip="127.0.0.78") as net:
+    with server_network(WORKERS, V, threads=2, pool_size=16, state_dir=tmp_path, server_ip="127.62.0.78") as net:
         assert sorted(t.job_id % 2 for t in net.spec.trees) == [0, 1]
         arrays = [np.arange(V * 41, dtype=np.int32) * (r + 1) for r in range(WORKERS)]
         for result in _allreduce(net.spec, arrays):

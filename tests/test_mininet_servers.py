@@ -29,11 +29,11 @@ def test_a_job_through_two_server_hosts_sums_exactly(tmp_path):
             controller.setup()
             assert net.ping_all() == []  # the plain switch routes everyone, servers included
             hosts = ["h1", "h2", "h3", "h4"]
-            spec = controller.create_job("srv", hosts, pool_size=32, mode="ina", lanes="auto")
+            spec = controller.create_job("srv", hosts, pool_size=16, mode="ina", lanes="auto")
             assert sorted(t.to_ip for t in spec.trees) == ["10.0.0.5", "10.0.0.6"]
             assert_all_exact(reports(start_workers(net, controller.spec_dir / "srv.json", hosts, size=SIZE)), 4)
             stats = controller.status()["jobs"]["srv"]
             V = controller.state.options.values
-            for server in ("srv1", "srv2"):  # each summed its share of the call, from all 4 workers
-                assert stats[server]["aggregated"] >= SIZE // V // 4, stats
+            for server in ("srv1", "srv2"):  # each summed about half the call (4 contributions a packet)
+                assert stats[server]["aggregated"] >= SIZE // V, stats
             assert "s1" not in stats  # the plain switch is in no tree

@@ -16,7 +16,7 @@ if USABLE:
 
 pytestmark = needs_mininet
 TOPOLOGY = Path(__file__).resolve().parents[1] / "bmv2-env" / "topologies" / "servers-4x2.json"
-SIZE = 1 << 20  # values per call: 4 MB of float32 per worker
+SIZE = 1 << 19  # values per call: 2 MB of float32 per worker
 
 
 def test_a_job_through_two_server_hosts_sums_exactly(tmp_path):

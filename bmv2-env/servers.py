@@ -13,7 +13,6 @@ which a worker's connected socket would take as an error).  When the target take
 from __future__ import annotations
 
 import subprocess
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -21,15 +20,13 @@ from pathlib import Path
 from mininet.node import Host
 
 from .hosts import run_checked
-from .p4switch import SwitchStartError, p4runtime_answers, switch_command
+from .p4switch import switch_command, wait_answering
 from .processes import stop_popen
 
 SERVER_GRPC_PORT = 9559  # P4Runtime's registered port: each server has an address of its own
 # Classic BPF in direct-action mode (no act_gact, which kernels like ours lack: links.py), run on an IPv4 frame
 # from its Ethernet header: load the IP protocol byte, UDP is TC_ACT_SHOT, anything else TC_ACT_UNSPEC.
 DROP_UDP = "4,48 0 0 23,21 0 1 17,6 0 0 2,6 0 0 4294967295"
-_POLL = 0.05
-_LOG_TAIL = 2000
 
 
 @dataclass(frozen=True)
@@ -81,24 +78,7 @@ class ServerProcess:
 
     def wait_ready(self, timeout: float) -> None:
         """Poll P4Runtime on the management address; a process that dies or stays mute is an error with its log."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if not self.running():
-                code = None if self.process is None else self.process.returncode
-                raise SwitchStartError(f"server {self.name} exited (code {code}) before answering P4Runtime on "
-                                       f"{self.grpc_address}; {self.log_path}:\n{self._log_tail()}")
-            if p4runtime_answers(self.grpc_address, timeout=max(0.05, min(1.0, deadline - time.monotonic()))):
-                return
-            if time.monotonic() > deadline:
-                raise SwitchStartError(f"server {self.name} did not answer P4Runtime on {self.grpc_address} within "
-                                       f"{timeout:.0f}s; {self.log_path}:\n{self._log_tail()}")
-            time.sleep(_POLL)
-
-    def _log_tail(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-_LOG_TAIL:]
-        except OSError as e:
-            return f"(no log: {e})"
+        wait_answering(f"server {self.name}", self.process, self.grpc_address, self.log_path, timeout)
 
     def signal_stop(self) -> None:
         if self.running():

@@ -5,9 +5,9 @@ runs the built-in target, its P4Runtime on the host's management address (``<mgm
 controller in the root namespace provisions it as it provisions a switch: ``net.json`` holds its access.
 How the target meets the host's traffic is ``server_launch``'s alone: today the host's interface is the
 target's raw port 1, and the kernel is kept from the INA datagrams (UDP dropped at the interface's ingress,
-after packet sockets have seen the frame, so the kernel never answers them with ICMP port-unreachable,
-which a worker's connected socket would take as an error).  When the target takes L3 UDP sockets
-(``--udp IP:PORT``), only that function changes.
+after packet sockets have seen the frame, so the kernel neither spends time on them nor answers them with
+ICMP port-unreachable: without it, in one 2 MB call of the Mininet test 4,334 reached no socket on a server).
+When the target takes L3 UDP sockets (``--udp IP:PORT``), only that function changes.
 """
 
 from __future__ import annotations

@@ -37,3 +37,14 @@ def test_a_job_through_two_server_hosts_sums_exactly(tmp_path):
             for server in ("srv1", "srv2"):  # each summed about half the call (4 contributions a packet)
                 assert stats[server]["aggregated"] >= SIZE // V, stats
             assert "s1" not in stats  # the plain switch is in no tree
+            for server in ("srv1", "srv2"):  # the host's kernel never saw the datagrams the target took
+                counters = _snmp(net.run(server, "cat /proc/net/snmp"))
+                assert counters["Udp"]["InDatagrams"] == counters["Udp"]["NoPorts"] == 0, counters["Udp"]
+                assert counters["Icmp"]["OutDestUnreachs"] == 0, counters["Icmp"]
+
+
+def _snmp(text: str) -> dict[str, dict[str, int]]:
+    """/proc/net/snmp (the namespace's): each protocol's header line, then its values line."""
+    lines = [line.split() for line in text.splitlines() if ":" in line]
+    return {names[0].rstrip(":"): dict(zip(names[1:], map(int, values[1:])))
+            for names, values in zip(lines[::2], lines[1::2])}

@@ -15,6 +15,8 @@ until every switch answers P4Runtime, configures the hosts and writes ``net.json
 With ``management=True`` every host (every machine, once) also gets a management interface on a
 bridge in the root namespace (``hosts.py`` says why), so a service there (``ina-ctl serve``) is
 reachable from the hosts at ``net.management_address``; the data path is the same either way.
+Server hosts (``"server"``) also run the built-in target in their namespace (``servers.py``), reached over the
+management network, which a topology with servers therefore always gets.
 Run directory: ``net.json``, ``state.json`` (what to clean after a crash), ``logs/<node>.log``.
 """
 

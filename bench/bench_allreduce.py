@@ -52,6 +52,16 @@ Reno) keep the same links 98-100% busy (N=4, 8 MiB: 27.0 s against 38 s with BBR
     /tmp/venv/bin/python -m bench.bench_allreduce --quick           # smoke run: N=4, 1 MiB
     /tmp/venv/bin/python -m bench.bench_allreduce --workers 4 --sizes 1 --bw 2   # one bandwidth for all N
     /tmp/venv/bin/python -m bench.bench_allreduce --plot-only       # redraw the plot from the CSV
+    /tmp/venv/bin/python -m bench.bench_allreduce --topology bmv2-env/topologies/servers-4x2.json --sizes 64 \
+        --methods ina,ring --runs 3                                 # through spare servers (below)
+
+Any topology file (``--topology``): its hosts that are not servers are the workers, its links' rates are the
+file's (or ``--bw`` for the workers' links and ``--server-bw``, default twice that, for the servers'), and an
+INA job is what the controller plans there: with server hosts (docs/servers.md), a tree per server, the call
+split over them, the plain switch only routing.  The servers' CPU (their target processes, one core each) is
+sampled beside the switch's.  Every point prints the one model's time (``Controller.job_plan`` for a job,
+``Controller.plan(mode="ring")`` for the TCP ring) beside the measured one; the CSV and plot are then
+``allreduce-<file's stem>``.
 
 Sizes are in MiB of float32 (1 MiB = 262,144 values).  Writes bench/results/allreduce.csv and
 bench/results/allreduce.png.  Root only (Mininet); the network, the switch and every
@@ -196,9 +206,11 @@ class Measurement:
     packets: float  # INA datagrams per worker per call (0 for the ring)
     retransmissions: int  # INA, all ranks and calls together
     switch_cpu: float  # switch process CPU time / wall time over the timed calls (1.0 = one core)
+    server_cpu: float  # the busiest server process's, likewise (NaN without servers)
     machine_cpu: float  # busy share of all cores over the timed calls
     max_rel_error: float
     tcp_cc: str = ""  # the ring's TCP congestion control
+    model: float = math.nan  # the one model's seconds for a call (controller/model.py)
     ranks: list[dict] = field(default_factory=list, repr=False)
 
     @property
@@ -225,11 +237,12 @@ class Measurement:
 
 
 class CpuSampler:
-    """Samples the switch's and the machine's CPU seconds every ``period`` s in a thread."""
+    """Samples some processes' (the switch's, the servers') and the machine's CPU seconds every ``period`` s in a
+    thread."""
 
-    def __init__(self, pid: int, period: float = 0.25) -> None:
-        self.pid, self.period = pid, period
-        self.samples: list[tuple[float, float, float]] = []  # (wall time, switch cpu s, machine busy s)
+    def __init__(self, pids: list[int], period: float = 0.25) -> None:
+        self.pids, self.period = pids, period
+        self.samples: list[tuple[float, list[float], float]] = []  # (wall time, each pid's cpu s, machine busy s)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -238,7 +251,7 @@ class CpuSampler:
 
         while not self._stop.is_set():
             try:
-                self.samples.append((time.time(), cpu_seconds(self.pid), machine_cpu_seconds()))
+                self.samples.append((time.time(), [cpu_seconds(p) for p in self.pids], machine_cpu_seconds()))
             except OSError:
                 return
             self._stop.wait(self.period)
@@ -251,13 +264,13 @@ class CpuSampler:
         self._stop.set()
         self._thread.join()
 
-    def share(self, start: float, end: float) -> tuple[float, float]:
-        """(switch CPU share of one core, machine busy share of all cores) between two wall times."""
+    def share(self, start: float, end: float) -> tuple[list[float], float]:
+        """(each process's CPU share of one core, machine busy share of all cores) between two wall times."""
         inside = [s for s in self.samples if start <= s[0] <= end]
         if len(inside) < 2:
-            return math.nan, math.nan
+            return [math.nan] * len(self.pids), math.nan
         (t0, c0, m0), (t1, c1, m1) = inside[0], inside[-1]
-        return (c1 - c0) / (t1 - t0), (m1 - m0) / (t1 - t0) / (os.cpu_count() or 1)
+        return [(b - a) / (t1 - t0) for a, b in zip(c0, c1)], (m1 - m0) / (t1 - t0) / (os.cpu_count() or 1)
 
 
 def topology_with_bw(workers: int, bw: float) -> Any:
@@ -267,6 +280,23 @@ def topology_with_bw(workers: int, bw: float) -> Any:
     for link in spec["links"]:
         link.append({"bw": bw})
     return Topology.from_dict(spec)
+
+
+def file_topology(path: Path, bw: float | None, server_bw: float | None) -> Any:
+    """A topology file, its workers' host links at ``bw`` and its servers' at ``server_bw`` where given."""
+    from controller.topology import Topology, read_json
+
+    spec = read_json(path, ValueError)
+    for link in spec["links"]:
+        host = spec["hosts"].get(link[0])
+        rate = None if host is None else server_bw if "server" in host else bw
+        if rate is not None:
+            link[2:] = [{**(link[2] if len(link) > 2 else {}), "bw": rate}]
+    return Topology.from_dict(spec, str(path))
+
+
+def workers_of(topology: Any) -> list[str]:
+    return [h for h in topology.hosts if h not in topology.servers]
 
 
 @contextmanager
@@ -338,7 +368,7 @@ def run_ranks(net: Any, hosts: list[str], commands: list[list[str]], wait: float
 
 def measure(method: str, net: Any, controller: Any, workers: int, size_bytes: int, bw: float,
             args: argparse.Namespace) -> Measurement:
-    hosts = [f"h{i}" for i in range(1, workers + 1)]
+    hosts = workers_of(net.topology)[:workers]
     ideal = 2 * size_bytes / (bw * 1e6 / 8)  # seconds per call at twice the ring's bytes
     wait = (args.runs + 1) * ideal * 3 + 120
     job = None
@@ -346,18 +376,21 @@ def measure(method: str, net: Any, controller: Any, workers: int, size_bytes: in
         job = f"bench-{workers}-{size_bytes}-{method}"
         controller.create_job(job, hosts, pool_size=args.pool_size, mode="ring" if method == "job-ring" else "ina")
         spec, peers = controller.spec_dir / f"{job}.json", None
+        model = controller.job_plan(job).choose(size_bytes).seconds
     else:
         ips = [str(net.topology.hosts[h].ip.ip) for h in hosts]
         spec, peers = None, ",".join(f"{ip}:{RING_PORT}" for ip in ips)
+        model = controller.plan(hosts, mode="ring").choose(size_bytes).seconds
     try:
-        with CpuSampler(net.switch("s1").process.pid) as cpu:
+        with CpuSampler([net.switch("s1").process.pid, *(s.process.pid for s in net.servers)]) as cpu:
             reports = run_ranks(net, hosts, [runner_command(method, r, h, size_bytes, args, spec, peers)
                                              for r, h in enumerate(hosts)], wait)
     finally:
         if job is not None:
             controller.delete_job(job)
     calls = args.runs
-    switch_cpu, machine_cpu = cpu.share(max(r["start"] for r in reports), max(r["end"] for r in reports))
+    (switch_cpu, *server_cpu), machine_cpu = cpu.share(max(r["start"] for r in reports),
+                                                       max(r["end"] for r in reports))
 
     def mean(key: str) -> float:
         return statistics.fmean(v for r in reports for v in r[key])
@@ -366,7 +399,8 @@ def measure(method: str, net: Any, controller: Any, workers: int, size_bytes: in
                        times=[max(r["times"][i] for r in reports) for i in range(calls)], wire=mean("wire"),
                        payload=mean("payload"), packets=mean("packets"),
                        retransmissions=sum(sum(r["retransmissions"]) for r in reports), switch_cpu=switch_cpu,
-                       machine_cpu=machine_cpu, max_rel_error=max(r["max_rel_error"] for r in reports),
+                       server_cpu=max(server_cpu, default=math.nan), machine_cpu=machine_cpu, model=model,
+                       max_rel_error=max(r["max_rel_error"] for r in reports),
                        tcp_cc=",".join(sorted({r["tcp_cc"] for r in reports if "tcp_cc" in r})), ranks=reports)
 
 
@@ -375,7 +409,8 @@ def measure(method: str, net: Any, controller: Any, workers: int, size_bytes: in
 CSV_FIELDS = ["method", "workers", "size_bytes", "bw_mbit_per_link", "pool_size", "runs", "seconds_median",
               "seconds_min", "seconds_max", "goodput_MBps", "wire_bytes_per_worker", "wire_bytes_estimate",
               "app_bytes_per_worker", "packets_per_worker", "wire_per_tensor_byte", "link_utilisation",
-              "retransmissions", "switch_cpu", "machine_cpu", "max_rel_error", "tcp_cc", "ring_over_ina"]
+              "retransmissions", "switch_cpu", "server_cpu", "machine_cpu", "max_rel_error", "tcp_cc", "ring_over_ina",
+              "model_seconds", "measured_over_model"]
 
 
 def ratio(results: list[Measurement], m: Measurement) -> float:
@@ -393,8 +428,9 @@ def row(results: list[Measurement], m: Measurement) -> dict[str, Any]:
             "app_bytes_per_worker": round(m.payload), "packets_per_worker": round(m.packets),
             "wire_per_tensor_byte": f"{m.wire / m.size_bytes:.4f}", "link_utilisation": f"{m.link_utilisation:.3f}",
             "retransmissions": m.retransmissions, "switch_cpu": f"{m.switch_cpu:.3f}",
-            "machine_cpu": f"{m.machine_cpu:.3f}", "max_rel_error": f"{m.max_rel_error:.2e}", "tcp_cc": m.tcp_cc,
-            "ring_over_ina": f"{ratio(results, m):.3f}"}
+            "server_cpu": f"{m.server_cpu:.3f}", "machine_cpu": f"{m.machine_cpu:.3f}",
+            "max_rel_error": f"{m.max_rel_error:.2e}", "tcp_cc": m.tcp_cc, "ring_over_ina": f"{ratio(results, m):.3f}",
+            "model_seconds": f"{m.model:.4f}", "measured_over_model": f"{m.seconds / m.model:.3f}"}
 
 
 def write_csv(results: list[Measurement], path: Path) -> Path:
@@ -503,13 +539,29 @@ def save_figure(fig: Any, path: Path) -> Path:
 def print_table(results: list[Measurement]) -> None:
     print(f"\n{'N':>2} {'size':>7} {'method':>8} {'Mbit/s':>6} {'time s':>8} {'min-max s':>15} {'MB/s':>6} "
           f"{'wire B/worker':>13} {'wire/K':>6} {'app B/worker':>12} {'link use':>8} {'retx':>5} {'sw CPU':>6} "
-          f"{'ring/INA':>8}")
+          f"{'srv CPU':>7} {'model s':>8} {'/model':>6} {'ring/INA':>8}")
     for m in results:
         r = ratio(results, m)
         print(f"{m.workers:>2} {m.size_bytes / MIB:>5g}Mi {m.method:>8} {m.bw_mbit:>6g} {m.seconds:>8.3f} "
               f"{min(m.times):>7.3f}-{max(m.times):<7.3f} {m.goodput / 1e6:>6.3f} {m.wire:>13,.0f} "
               f"{m.wire / m.size_bytes:>6.3f} {m.payload:>12,.0f} {m.link_utilisation:>8.2f} {m.retransmissions:>5} "
-              f"{m.switch_cpu:>6.2f} {'' if math.isnan(r) or m.method != 'ring' else f'{r:.2f}x':>8}")
+              f"{m.switch_cpu:>6.2f} {m.server_cpu:>7.2f} {m.model:>8.3f} {m.seconds / m.model:>6.3f} "
+              f"{'' if math.isnan(r) or m.method != 'ring' else f'{r:.2f}x':>8}")
+
+
+def networks(args: argparse.Namespace) -> Iterator[tuple[int, float, Any]]:
+    """(workers, their links' Mbit/s, topology) of each network to start: single(N) for each of ``--workers``,
+    or the ``--topology`` file."""
+    if args.topology is not None:
+        topology = file_topology(args.topology, args.bw[0] if args.bw else None,
+                                 args.server_bw or (2 * args.bw[0] if args.bw else None))
+        workers = workers_of(topology)
+        yield len(workers), topology.slowest_link_mbps(workers), topology
+        return
+    for n in args.workers:
+        bw = args.bw[0] if args.bw and len(args.bw) == 1 else \
+            args.bw[args.workers.index(n)] if args.bw else default_bw(n)
+        yield n, bw, topology_with_bw(n, bw)
 
 
 def default_bw(workers: int) -> float:
@@ -535,17 +587,17 @@ def bench(args: argparse.Namespace) -> int:
     sigterm_as_interrupt()
     results: list[Measurement] = []
     complete = False
-    csv_path, png_path = args.out_dir / "allreduce.csv", args.out_dir / "allreduce.png"
+    name = "allreduce" if args.topology is None else f"allreduce-{args.topology.stem}"
+    csv_path, png_path = args.out_dir / f"{name}.csv", args.out_dir / f"{name}.png"
     run_root = Path(tempfile.mkdtemp(prefix="bench-allreduce-"))
     print(f"run directory {run_root} (switch logs; removed after a complete run); {args.runs} timed call(s) "
           f"per point, pool/window {args.pool_size}, V={VALUES}", flush=True)
     try:
-        for n in args.workers:
-            bw = args.bw[0] if args.bw and len(args.bw) == 1 else \
-                args.bw[args.workers.index(n)] if args.bw else default_bw(n)
-            print(f"\nN={n}: starting single({n}) with {bw:g} Mbit/s host links ...", flush=True)
+        for n, bw, topology in networks(args):
+            print(f"\nN={n}: starting {args.topology or f'single({n})'} with {bw:g} Mbit/s worker links ...",
+                  flush=True)
             with ExitStack() as stack:
-                net = stack.enter_context(network(topology_with_bw(n, bw), run_root / f"n{n}", args.busy_wait))
+                net = stack.enter_context(network(topology, run_root / f"n{n}", args.busy_wait))
                 controller = stack.enter_context(Controller(net.network, run_root / f"n{n}" / "controller-state.json",
                                                             PipelineOptions()))  # the defaults: V = 256
                 controller.setup()
@@ -560,6 +612,8 @@ def bench(args: argparse.Namespace) -> int:
                         print(f"median {m.seconds:.3f} s ({', '.join(f'{t:.2f}' for t in m.times)}), "
                               f"{m.goodput / 1e6:.3f} MB/s, {m.wire / m.size_bytes:.3f} wire bytes per tensor byte, "
                               f"links {m.link_utilisation:.0%} busy, switch CPU {m.switch_cpu:.0%}, "
+                              f"{'' if math.isnan(m.server_cpu) else f'server CPU {m.server_cpu:.0%}, '}"
+                              f"model {m.model:.3f} s (x{m.seconds / m.model:.3f}), "
                               f"{m.retransmissions} retransmissions, rel. error {m.max_rel_error:.1e} "
                               f"[{time.monotonic() - t0:.0f} s]", flush=True)
                         write_csv(results, csv_path)
@@ -586,6 +640,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bw", type=_floats, default=None,
                     help="Mbit/s per host link: one value for every N, or one per --workers entry "
                          "(default 200/N: 50 at N=4, 25 at N=8)")
+    ap.add_argument("--topology", type=Path, default=None,
+                    help="a topology file to run on instead of single(N) (its non-server hosts are the workers)")
+    ap.add_argument("--server-bw", type=float, default=None,
+                    help="with --topology and --bw: Mbit/s of the server hosts' links (default twice --bw)")
     ap.add_argument("--pool-size", type=int, default=DEFAULT_POOL, help="slots of each INA job = worker window")
     ap.add_argument("--methods", type=lambda text: [m for m in text.split(",") if m], default=list(METHODS),
                     help=f"comma-separated, of {', '.join(METHODS)} (default: all, in that order)")

@@ -269,7 +269,7 @@ def mininet(pts: list[Point], args: argparse.Namespace) -> None:
                         p.switch_cpu.append(m.switch_cpu)
                         extra = f", switch CPU {m.switch_cpu:.0%} of a core, links {m.link_utilisation:.0%} busy"
                     else:
-                        with bench_allreduce.CpuSampler(net.switch("leaf1").process.pid) as sampler:
+                        with bench_allreduce.CpuSampler([net.switch("leaf1").process.pid]) as sampler:
                             start = time.time()
                             m = bench_trees.measure(net, controller, p.mode,
                                                     SimpleNamespace(**vars(runner), size_bytes=p.size_bytes,

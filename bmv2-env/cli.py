@@ -90,6 +90,9 @@ def _summary(net: InaNetwork) -> str:
     lines = [f"network up: {len(net.hosts)} hosts{machines}, {len(net.switches)} switches ({net.target} target)"]
     for sw in net.switches:
         lines.append(f"  {sw.name}: device {sw.device_id}, P4Runtime {sw.grpc_address}, log {sw.log_path}")
+    for server in net.servers:  # a server host's target, in its namespace (servers.py)
+        lines.append(f"  {server.name} (server): device {server.device_id}, P4Runtime {server.grpc_address}, "
+                     f"log {server.log_path}")
     for name, host in net.topology.hosts.items():
         where = f" ({net.interface(name)})" if host.node else ""
         lines.append(f"  {name}{where}: {host.ip} {host.mac} on {'-p'.join(map(str, net.topology.attachment[name]))}")

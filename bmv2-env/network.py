@@ -15,6 +15,8 @@ until every switch answers P4Runtime, configures the hosts and writes ``net.json
 With ``management=True`` every host (every machine, once) also gets a management interface on a
 bridge in the root namespace (``hosts.py`` says why), so a service there (``ina-ctl serve``) is
 reachable from the hosts at ``net.management_address``; the data path is the same either way.
+Server hosts (``"server"``) also run the built-in target in their namespace (``servers.py``), reached over the
+management network, which a topology with servers therefore always gets.
 Run directory: ``net.json``, ``state.json`` (what to clean after a crash), ``logs/<node>.log``.
 """
 
@@ -53,6 +55,7 @@ from .machines import Placement, configure_machine
 from .p4switch import P4Switch, port_is_free, resolve_target
 from .processes import ProcessRef
 from .runstate import LOG_DIR, NET_FILE, STATE_FILE, NetworkBusy, RunState, clean_run_dir, link_exists
+from .servers import ServerProcess
 
 GRPC_PORT_BASE = 50001  # switch i asks for GRPC_PORT_BASE + i first
 THRIFT_PORT_BASE = 9090  # BMv2 only: each simple_switch_grpc also needs its own Thrift port
@@ -122,7 +125,7 @@ def _recorded(pids: dict[str, int]) -> dict[str, ProcessRef]:
     return {name: ref for name, ref in refs.items() if ref is not None}
 
 
-def wait_ready(switches: list[P4Switch], timeout: float) -> None:
+def wait_ready(switches: list[P4Switch] | list[ServerProcess], timeout: float) -> None:
     """Every switch answers P4Runtime within ``timeout`` (they boot at once: one deadline for all)."""
     deadline = time.monotonic() + timeout
     for switch in switches:
@@ -285,8 +288,11 @@ class InaNetwork(MininetRun):
         self.target = resolve_target(target)
         self.grpc_port_base = grpc_port_base
         self.switch_log_level = switch_log_level
-        self.management = management
+        # A server's P4Runtime listens in its host's namespace: the controller reaches it by the management network.
+        self.management = management or bool(self.topology.servers)
         self.network: Network | None = None  # what net.json holds, once started
+        self.servers: list[ServerProcess] = []  # the server hosts' targets, once launched
+        self._state: RunState | None = None
 
     @property
     def net_file(self) -> Path:
@@ -314,6 +320,10 @@ class InaNetwork(MininetRun):
             names += management_names(self.topology)  # recorded: a crashed run's are deleted like its links
         return names
 
+    def _launch(self, state: RunState) -> None:
+        self._state = state  # the server hosts' targets are recorded in it once launched (``_configure``)
+        super()._launch(state)
+
     def _configure(self) -> None:
         if self.management:
             add_management_bridge()
@@ -325,12 +335,28 @@ class InaNetwork(MininetRun):
                 configure_host(host, self.topology)
             if self.management:
                 add_management_link(host, self.topology)
+        self._launch_servers()
+
+    def _launch_servers(self) -> None:
+        """Each server host's target (``servers.py``), device ids after the switches', recorded in ``state.json``
+        with the switches, so a crashed run's are stopped as theirs are."""
+        for i, name in enumerate(self.topology.servers):
+            server = ServerProcess(name, self.host(name), self.interface(name), len(self.topology.switches) + i + 1,
+                                   self.management_ip(name), self.log_dir)
+            self.servers.append(server)
+            server.start()
+        self._state.switches.update(_recorded({s.name: s.process.pid for s in self.servers}))
+        self._state.save(self.run_dir)
 
     def _up(self) -> None:
+        wait_ready(self.servers, self.start_timeout)
         self._run_host_commands()
-        self.network = Network(self.topology, {s.name: SwitchAccess(s.grpc_address, s.device_id, s.target,
-                                                                    self.program.arch)
-                                               for s in self.switches},
+        self.network = Network(self.topology, {**{s.name: SwitchAccess(s.grpc_address, s.device_id, s.target,
+                                                                       self.program.arch)
+                                                  for s in self.switches},
+                                               **{s.name: SwitchAccess(s.grpc_address, s.device_id, "builtin",
+                                                                       self.program.arch)
+                                                  for s in self.servers}},
                                # keyed by topology host, as the controller names job members: a NIC runs
                                # its commands in its machine
                                {nic: ["mnexec", "-a", str(self.host(nic).pid)] for nic in self.topology.hosts})
@@ -367,6 +393,15 @@ class InaNetwork(MininetRun):
                 with (self.log_dir / f"{spec.name}.log").open("a") as log:
                     for command in spec.commands:
                         log.write(f"$ {command}\n{self.run(spec.name, command)}")
+
+    def stop(self) -> None:
+        """The servers' targets first (all at once, as the switches), then the network."""
+        for server in self.servers:
+            server.signal_stop()
+        for server in self.servers:
+            server.stop()
+        self.servers = []
+        super().stop()
 
     def _stopped(self) -> None:
         if self.management and self._owns_run_dir:

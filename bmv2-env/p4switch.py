@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,32 @@ def p4runtime_answers(address: str, timeout: float) -> bool:
     return True
 
 
+def log_tail(path: Path) -> str:
+    """The end of a switch process's log, for an error that says why it did not start."""
+    try:
+        return path.read_text(errors="replace")[-_LOG_TAIL:]
+    except OSError as e:
+        return f"(no log: {e})"
+
+
+def wait_answering(name: str, process: subprocess.Popen | None, address: str, log_path: Path, timeout: float,
+                   ours: Callable[[], bool] = lambda: True) -> None:
+    """Poll until ``process`` answers P4Runtime at ``address`` (``ours``: the listener is that process, not another
+    run's); raise SwitchStartError, with its log, if it dies or stays mute for ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process is None or process.poll() is not None:
+            code = None if process is None else process.returncode
+            raise SwitchStartError(f"{name} exited (code {code}) before answering P4Runtime on {address}; "
+                                   f"{log_path}:\n{log_tail(log_path)}")
+        if ours() and p4runtime_answers(address, timeout=max(0.05, min(1.0, deadline - time.monotonic()))):
+            return
+        if time.monotonic() > deadline:
+            raise SwitchStartError(f"{name} did not answer P4Runtime on {address} within {timeout:.0f}s; "
+                                   f"{log_path}:\n{log_tail(log_path)}")
+        time.sleep(_POLL)
+
+
 class P4Switch(Switch):
     """A P4Runtime switch process attached to this node's interfaces (Mininet's Switch contract)."""
 
@@ -162,19 +189,7 @@ class P4Switch(Switch):
 
     def wait_ready(self, timeout: float) -> None:
         """Poll until the switch answers P4Runtime; raise SwitchStartError (with its log) if it dies or stays mute."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if not self.running():
-                code = None if self.process is None else self.process.returncode
-                raise SwitchStartError(f"{self.name} exited (code {code}) before answering P4Runtime on "
-                                       f"{self.grpc_address}; {self.log_path}:\n{self.log_tail()}")
-            if self._listens() and \
-                    p4runtime_answers(self.grpc_address, timeout=max(0.05, min(1.0, deadline - time.monotonic()))):
-                return
-            if time.monotonic() > deadline:
-                raise SwitchStartError(f"{self.name} did not answer P4Runtime on {self.grpc_address} within "
-                                       f"{timeout:.0f}s; {self.log_path}:\n{self.log_tail()}")
-            time.sleep(_POLL)
+        wait_answering(self.name, self.process, self.grpc_address, self.log_path, timeout, self._listens)
 
     def _listens(self) -> bool:
         """Whether our own process holds the listening socket (another run's switch may answer the port)."""
@@ -183,10 +198,7 @@ class P4Switch(Switch):
         return f"pid={self.process.pid}," in out
 
     def log_tail(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-_LOG_TAIL:]
-        except OSError as e:
-            return f"(no log: {e})"
+        return log_tail(self.log_path)
 
     def signal_stop(self) -> None:
         """Send SIGTERM without waiting, so that many switches stop in parallel."""

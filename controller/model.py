@@ -42,6 +42,7 @@ run at once, so the slowest, by this model, sets the middle), then an all-gather
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -240,8 +241,18 @@ def _ina(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P
     cores = [host_cost.core_of(i, len(trees)) for i in range(len(trees))]
     served = [sum(t.share for t, c in zip(trees, cores) if c == core) if max(cores, default=0) else 1.0
               for core in cores]  # one core serves all the data: 1, as the shares sum to
-    return InaCost(tuple(tree_pipe(topology, members, t, t.rate * scale, P.frame_bytes, host_latency, taken, cpu,
-                                   load) for t, load in zip(trees, served)), pool_size, pace_mbps)
+    pipes = [tree_pipe(topology, members, t, t.rate * scale, P.frame_bytes, host_latency, taken, cpu, load)
+             for t, load in zip(trees, served)]
+    if pace_mbps and any(is_server_tree(topology, t.tree) for t in trees):
+        pipes = [dataclasses.replace(p, late=phased(i, len(pipes)) * p.spacing) for i, p in enumerate(pipes)]
+    return InaCost(tuple(pipes), pool_size, pace_mbps)
+
+
+def phased(index: int, trees: int) -> float:
+    """Intervals tree ``index``'s first frame waits when each tree has a pacer of its own (a server's:
+    ``worker.calls.pace`` starts tree i i/n of a burst in debt, and a pacer in debt waits until it holds half
+    a burst), so the trees' frames reach the servers spread over an interval, not all at once."""
+    return 0.0 if index == 0 else 0.5 + index / trees
 
 
 def window_mbps(ina: InaCost, frame_bytes: int) -> float:

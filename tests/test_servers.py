@@ -249,8 +249,26 @@ def test_server_trees_are_paced_each_at_its_share_in_bursts_of_one():
     pace(trees, 300.0, 1082, [0.25, 0.75])
     assert [t.pacer.mbps for t in trees] == [75.0, 225.0] and trees[0].pacer is not trees[1].pacer
     assert trees[0].pacer.burst == 1082  # one frame: every member's burst lands on one core at once
+    first, second = (t.pacer.ready_at(0.0) for t in trees)
+    assert first == 0.0  # tree 0 at once, tree 1 half an interval (its pacer's threshold) and 1/2 later
+    assert second == pytest.approx((0.5 + 1 / 2) * 1082 * 8 / 225e6)
     pace(trees, 300.0, 1082)  # switches' trees: one pacer shared, as before
     assert trees[0].pacer is trees[1].pacer and trees[0].pacer.mbps == 300.0
+
+
+def test_the_model_starts_each_server_tree_as_late_as_its_pacer():
+    from worker.tuner import TreePipe
+
+    assert [model.phased(i, 4) for i in range(4)] == [0.0, 0.75, 1.0, 1.25]
+    pipe = TreePipe(1.0, 1e-3, 1e-4)
+    late = TreePipe(1.0, 1e-3, 1e-4, late=3e-4)
+    assert late.seconds(100, 64, 64) == pytest.approx(pipe.seconds(100, 64, 64) + 3e-4)
+    P = protocol.load()
+    topology = _servers(count=2, cores=2, host_bw=100_000.0, per_core=1e5)
+    planned = plan_job(topology, _hosts(4), P, "auto", "ina", pool_size=64, lanes=2)
+    spacing = [t.spacing for t in planned.model.ina.trees]
+    assert [t.late for t in planned.model.ina.trees] == pytest.approx(
+        [model.phased(i, 4) * f for i, f in enumerate(spacing)])
 
 
 def test_a_job_spec_names_a_server_trees_address_and_reads_back():

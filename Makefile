@@ -41,7 +41,7 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_rails
 	$(VPY) -m bench.bench_window
 	$(VPY) -m bench.bench_sharing
-	$(VPY) -m bench.bench_servers --servers 1,2,4,8 --size 1048576 --pool-size 128 --lanes 16
+	$(VPY) -m bench.bench_servers --workers 64 --servers 1,2,3,4,6,8 --size 262144
 
 # `make bench` and `make train` write their CSVs and plots to bench/results/ (not tracked): they
 # leave the repository as it was.  `make figures` copies the plots there to docs/figures/ (tracked,

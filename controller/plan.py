@@ -426,6 +426,9 @@ class _Fabric:
 
 
 def fabric_links(topology: Topology, tree: Tree) -> list[int]:
+    """The links a tree's uplinks take: a switch's port up, a leaf server's route to its root."""
+    if is_server_tree(topology, tree):
+        return sorted({index for leaf, _ in tree.uplinks for index, _ in topology.route(leaf, tree.root)})
     return sorted(topology.port_links[s, p] for s, p in tree.uplinks)
 
 

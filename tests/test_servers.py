@@ -154,6 +154,24 @@ def test_a_two_level_server_tree_keys_a_leaf_apart_from_its_members():
         plan.check_tree(_servers(workers=64, count=3), members, plan.Tree("srv1", (("h2", 1),)), 32)
 
 
+def test_a_two_level_server_trees_entries_do_not_clash_on_its_one_port():
+    from controller.entries import Allocation, job_entries
+    from controller.programs import V1MODEL
+
+    P = protocol.load()
+    topology = _servers(workers=64, count=3)
+    tree = plan.Tree("srv1", (("srv2", 1), ("srv3", 1)))
+    assert plan.fabric_links(topology, tree) == sorted(topology.host_link(s) for s in ("srv1", "srv2", "srv3"))
+    for node in plan.server_nodes(_hosts(64), tree).values():
+        entries, groups = job_entries(topology, P, node, 7, 8, Allocation(0, 0, 1), 40000)
+        jobs = [e.match for e in entries if e.table == V1MODEL.jobs]
+        receivers = [e for e in entries if e.table == V1MODEL.receivers]
+        assert len(jobs) == len(set(jobs)) == len(node.children) + (node.parent is not None)
+        assert len(receivers) == len({e.match for e in receivers})
+        to_servers = [e for e in receivers if e.param("dst_port") == P.INA_UDP_PORT]
+        assert len(to_servers) == (2 if node.parent is None else 1)  # the root to its leaves, a leaf to the root
+
+
 def test_64_members_over_servers_plan_two_level_trees_with_the_extra_contributions_counted():
     topology = _servers(workers=64, count=4, cores=2, host_bw=1e6, per_core=1e4)
     request = plan.PlanRequest.of(topology, _hosts(64), 32, FRAME, lanes=2)

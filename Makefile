@@ -41,7 +41,7 @@ bench: $(INSTALLED)
 	$(VPY) -m bench.bench_rails
 	$(VPY) -m bench.bench_window
 	$(VPY) -m bench.bench_sharing
-	$(VPY) -m bench.bench_servers --servers 1,2,4,8 --size 1048576 --pool-size 128 --lanes 16
+	$(VPY) -m bench.bench_servers --workers 64 --servers 1,2,3,4,6,8 --size 262144
 	$(VPY) -m bench.bench_server --runs 3 --threads 1,2 --veth
 	$(VPY) -m bench.bench_allreduce --topology bmv2-env/topologies/servers-4x2.json --sizes 64 --methods ina,ring --runs 3 --pool-size 16
 

@@ -40,6 +40,7 @@ PUBLISHED = {
     "train-loss.png": "train-loss.png",  # examples/mininet_train.py
     "direct-devices.png": "direct-devices.png",  # bench_direct
     "rails.png": "rails.png",  # bench_rails
+    "servers.png": "servers.png",  # bench_servers
     "window.png": "window-vs-time.png",  # bench_window
     "train-timeline.png": "train-timeline.png",  # examples/mininet_train.py
     "train-comm-loss.png": "train-comm-loss.png",  # examples/mininet_train.py --config comm-bound

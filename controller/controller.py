@@ -632,11 +632,13 @@ class Controller:
         for i, t in enumerate(job.trees):
             nodes = self.reconciler.tree_nodes(job, t)
             server = plan.is_server_tree(self.topology, t.tree)  # the members send to it, not to their switch
-            children = tuple(next(c.index for c in nodes[t.tree.root if server else m.switch].children
-                                  if c.node == m.host) for m in members)
+            at = plan.server_of(job.members, t.tree) if server else {m.host: m.switch for m in members}
+            children = tuple(next(c.index for c in nodes[at[m.host]].children if c.node == m.host) for m in members)
+            ips = tuple(str(self.topology.hosts[at[m.host]].ip.ip) for m in members) if server else None
             trees.append(TreeSpec(t.job_id, t.tree.root, t.share, t.rate, worker_port(t.job_id), children,
                                   t.incarnation, planned.lane_of(i),
-                                  str(self.topology.hosts[t.tree.root].ip.ip) if server else None))
+                                  str(self.topology.hosts[t.tree.root].ip.ip) if server else None,
+                                  ips if t.tree.uplinks else None))
         return JobSpec(name, P.values, P.INA_UDP_PORT, job.pool_size, tuple(members), tuple(trees), job.mode,
                        None if job.ring_id is None else worker_port(job.ring_id), planned.layouts, planned.model,
                        job.alpha, job.ring_layout, job.version, job.ring_sum, job.rail)

@@ -49,7 +49,7 @@ def job_entries(topology: Topology, protocol: Protocol, node: TreeNode, job_id: 
         entries.append(Entry.of(program.jobs, {program.ingress_port: child.port, "hdr.ina.job_id": job_id,
                                                "hdr.ina.child": child.index}, program.member, member))
         entries.append(_address(job_id, child.index, topology, me, child.node,
-                                worker_port if child.node in topology.hosts else protocol.INA_UDP_PORT, program))
+                                worker_port if _is_member(topology, child.node) else protocol.INA_UDP_PORT, program))
     if node.parent is not None:
         down = {"group": group, "stats_base": stats_base}
         if program.keeps_results:  # the cell a result is kept in, so repeats from below are answered here
@@ -67,6 +67,11 @@ def job_entries(topology: Topology, protocol: Protocol, node: TreeNode, job_id: 
     entries.append(Entry.of(program.meetings, {"hdr.ina.job_id": job_id}, program.meet,
                             {"peer": node.peer, "group_with_peer": group | WITH_PEER}))
     return entries, [(group, [r for r in replicas if r[1] != node.peer]), (group | WITH_PEER, replicas)]
+
+
+def _is_member(topology: Topology, node: str) -> bool:
+    """Whether a child is a job's member (its results go to the worker's port), not a switch or a leaf server."""
+    return node in topology.hosts and topology.hosts[node].server is None
 
 
 def _address(job_id: int, receiver: int, topology: Topology, me, peer: str, udp_port: int,

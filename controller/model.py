@@ -14,10 +14,11 @@ fabric's ``--host-cost``): its send and receive cost per packet add to every rou
 several trees spaces a tree's packets by their sum over the tree's part of what that CPU serves (the host's
 ``cores`` take the trees in turn, as the worker's threads do: a lane of a tree on a core of its own).
 
-A server's tree (issue 62, ``topology.Server``): its way up is the member's route to the server, its one
-engine the server, a lane's tree on one of its cores (``turn`` = children / ``agg_pps_per_core``); what the
-server sums in all is ``agg_pps_per_core`` x the cores its lanes take (``device_rate``), which bounds C as a
-switch's ``agg_pps`` does, and its link carries the tree once per member (``trees_load``).
+A server's tree (issue 62, ``topology.Server``): its way up is the member's route to its server (and, in a
+tree of two levels, that leaf server's route to the root), its engines those servers, a lane's tree on one of
+their cores (``turn`` = children / ``agg_pps_per_core``); what a server sums in all is ``agg_pps_per_core`` x the
+cores the lanes of its trees take (``device_rate``), which bounds C as a switch's ``agg_pps`` does, and its link
+carries a tree once per frame a slot brings it, each member's and each leaf's partial (``trees_load``).
 
 A ring, per layout: ``controller.rings``.  A hybrid, per layout: the trees at C' = min(C, L, what their
 windows carry in a round trip), the ring's flows in what C' leaves of every link the trees use (each
@@ -41,13 +42,14 @@ run at once, so the slowest, by this model, sets the middle), then an all-gather
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.fair_share import FLOOR
-from controller.plan import Tree, is_server_tree, nodes
+from controller.plan import Tree, is_server_tree, nodes, server_links, server_of
 from controller.rings import TCP_WIRE, Direction, layouts, ring_cost
 from controller.topology import Topology
 from worker import protocol
@@ -120,11 +122,11 @@ def switch_loads(topology: Topology, members: Sequence[str], trees: Sequence[Job
 
 def device_rate(topology: Topology, device: str, trees: Sequence[JobTree]) -> float | None:
     """Contributions a tree node sums per second for the job (None: as fast as they come): a switch's
-    ``agg_pps``; a server's per-core rate on as many cores as the job's trees rooted there (its lanes, a
+    ``agg_pps``; a server's per-core rate on as many cores as the job's trees it is a node of (their lanes, a
     core each; lanes' consecutive job ids spread over its cores)."""
     if device in topology.switches:
         return topology.switches[device].agg_pps
-    return topology.device_pps(device, sum(1 for t in trees if t.tree.root == device))
+    return topology.device_pps(device, sum(1 for t in trees if device in t.tree.switches()))
 
 
 def engine_pps(topology: Topology, device: str) -> float | None:
@@ -183,7 +185,7 @@ def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps:
 
     deepest, fraction = 0.0, 1.0
     for m in members:
-        way, engines = _way_up(topology, up, m, t.tree)
+        way, engines = _way_up(topology, up, m, t.tree, members)
         deepest = max(deepest, sum(hop(d) + hop((d[0], 1 - d[1])) for d in way) + sum(map(turn, engines)))
         for index, _ in way:
             fraction = min(fraction, *(left((index, d)) / (topology.links[index].capacity * 1e6) for d in (0, 1)))
@@ -191,12 +193,16 @@ def tree_pipe(topology: Topology, members: Sequence[str], t: JobTree, pace_mbps:
                     host_seconds * core_share / t.share if host_seconds else 0.0)
 
 
-def _way_up(topology: Topology, up: Mapping[str, int], member: str,
-            tree: Tree | None = None) -> tuple[list[Direction], list[str]]:
+def _way_up(topology: Topology, up: Mapping[str, int], member: str, tree: Tree | None = None,
+            members: Sequence[str] = ()) -> tuple[list[Direction], list[str]]:
     """The link directions from a member up to its tree's root (``up``: each switch's uplink port), and
-    the switches on the way (a server's tree: the member's route to the server, and the server)."""
+    the switches on the way (a server's tree: the member's route to its server, then a leaf's to the root,
+    and those servers)."""
     if tree is not None and is_server_tree(topology, tree):
-        return topology.route(member, tree.root), [tree.root]
+        server = server_of(members, tree)[member]
+        if server == tree.root:
+            return topology.route(member, server), [server]
+        return topology.route(member, server) + topology.route(server, tree.root), [server, tree.root]
     here, port = topology.attachment[member]
     index = topology.port_links[here, port]
     way = [(index, 0 if topology.links[index].a == member else 1)]
@@ -215,10 +221,11 @@ def trees_load(topology: Topology, members: Sequence[str], trees: Sequence[JobTr
     carries its share of it on each of its links, up (the sums) and down (the results)."""
     load: dict[Direction, float] = {}
     for t in trees:
-        up = dict(t.tree.uplinks)
-        ways = [index for m in members for index, _ in _way_up(topology, up, m, t.tree)[0]]
-        # a switch's tree sums hop by hop (a link once); a server's takes every member's frames on its link
-        links = Counter(ways) if is_server_tree(topology, t.tree) else Counter(set(ways))
+        if is_server_tree(topology, t.tree):  # a server takes every member's frames on its link, and its leaves'
+            links = Counter(server_links(topology, members, t.tree, own_links=True))
+        else:  # a switch's tree sums hop by hop (a link once)
+            up = dict(t.tree.uplinks)
+            links = Counter({index for m in members for index, _ in _way_up(topology, up, m, t.tree)[0]})
         for index, times in links.items():
             for d in (0, 1):
                 load[index, d] = load.get((index, d), 0.0) + times * t.share * pace_mbps * 1e6
@@ -234,8 +241,18 @@ def _ina(topology: Topology, members: Sequence[str], trees: Sequence[JobTree], P
     cores = [host_cost.core_of(i, len(trees)) for i in range(len(trees))]
     served = [sum(t.share for t, c in zip(trees, cores) if c == core) if max(cores, default=0) else 1.0
               for core in cores]  # one core serves all the data: 1, as the shares sum to
-    return InaCost(tuple(tree_pipe(topology, members, t, t.rate * scale, P.frame_bytes, host_latency, taken, cpu,
-                                   load) for t, load in zip(trees, served)), pool_size, pace_mbps)
+    pipes = [tree_pipe(topology, members, t, t.rate * scale, P.frame_bytes, host_latency, taken, cpu, load)
+             for t, load in zip(trees, served)]
+    if pace_mbps and any(is_server_tree(topology, t.tree) for t in trees):
+        pipes = [dataclasses.replace(p, late=phased(i, len(pipes)) * p.spacing) for i, p in enumerate(pipes)]
+    return InaCost(tuple(pipes), pool_size, pace_mbps)
+
+
+def phased(index: int, trees: int) -> float:
+    """Intervals tree ``index``'s first frame waits when each tree has a pacer of its own (a server's:
+    ``worker.calls.pace`` starts tree i i/n of a burst in debt, and a pacer in debt waits until it holds half
+    a burst), so the trees' frames reach the servers spread over an interval, not all at once."""
+    return 0.0 if index == 0 else 0.5 + index / trees
 
 
 def window_mbps(ina: InaCost, frame_bytes: int) -> float:

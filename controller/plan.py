@@ -36,9 +36,15 @@ solver, so plans depend on capacity ratios only.
 ``Tree(root=server, uplinks=())``: every member sends to it along its route, so its links carry the tree's
 rate once per member that crosses them (the server's own link ``members x x_t`` each way: the column's
 coefficients are counts, not 1), and a row per server keeps ``members x x_t`` within what it sums
-(``agg_pps_per_core x min(cores, lanes)`` frames of ``frame_bytes`` a second).  A server tree has the
-members as its children, so at most ``max_children`` of them (ina.p4's slot bitmap).  Plain switches
+(``agg_pps_per_core x min(cores, lanes)`` frames of ``frame_bytes`` a second).  Plain switches
 (``"plain": true``) are never a tree's node.  The rates split the call as for any trees: a slow server gets less.
+More members than a server takes (``max_children``, ina.p4's slot bitmap) make trees of two levels
+(``server_nodes``): the root sums its own part of the members and one partial per leaf server, each leaf its
+part; a leaf is told its parent's result from a member's contribution by the child index alone (one port,
+one job id), so it takes one member fewer.  Each server roots one such tree with the next servers as its
+leaves, and a server's row counts every contribution a slot of each of its trees brings it, the leaves'
+partials too: 64 members over 3 or more servers, but never over 2 (their 64 keys (port, job, child) would
+all be members', with none left for a result or a partial).
 """
 
 from __future__ import annotations
@@ -164,8 +170,7 @@ def nodes(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree) 
     switches by name; that order gives the child indexes), parent and uplink port.  A server's tree is the
     server alone, every member a child on its one port (1)."""
     if is_server_tree(topology, tree):
-        return {tree.root: TreeNode(tree.root, tuple(Child(i, SERVER_PORT, m) for i, m in enumerate(members)),
-                                    None, 0, 0)}
+        return server_nodes(members, tree)
     up = dict(tree.uplinks)
     children: dict[str, list[tuple[int, str]]] = {s: [] for s in tree.switches()}
     for m in members:
@@ -203,10 +208,60 @@ def is_server_tree(topology: Topology, tree: Tree) -> bool:
     return tree.root in topology.hosts
 
 
-def server_links(topology: Topology, members: list[str] | tuple[str, ...], server: str) -> list[int]:
-    """The links a server's tree loads, once per member crossing them: each member's route to the server,
-    less the member's own link (the host-link row stands for those)."""
-    return [index for m in members for index, _ in topology.route(m, server)[1:]]
+def server_leaves(members: int, max_children: int) -> int:
+    """The leaf servers a server tree of ``members`` needs below its root (0: the root takes them all).
+
+    A server has one port, so its entries (port, job, child) tell a member's contribution from its parent's
+    result by the child index alone: a leaf's index at the root is one its own members do not use, so a leaf
+    sums at most ``max_children`` - 1 members and the root its own part plus one child per leaf."""
+    leaves = 0
+    while -(-members // (leaves + 1)) + leaves > max_children:
+        leaves += 1
+    return leaves
+
+
+def server_groups(members: list[str] | tuple[str, ...], tree: Tree) -> list[tuple[str, tuple[str, ...]]]:
+    """Which members each server of a server tree sums, root first, then its leaves (``uplinks`` order):
+    near-equal parts in member order, the root's the largest, so a leaf's index at the root (after the
+    root's own members) is above every index its own members take."""
+    servers = [tree.root, *(s for s, _ in tree.uplinks)]
+    size, extra = divmod(len(members), len(servers))
+    groups, start = [], 0
+    for i, server in enumerate(servers):
+        end = start + size + (1 if i < extra else 0)
+        groups.append((server, tuple(members[start:end])))
+        start = end
+    return groups
+
+
+def server_nodes(members: list[str] | tuple[str, ...], tree: Tree) -> dict[str, TreeNode]:
+    """A server tree's nodes: the root's children are its members, then its leaf servers; a leaf's are its
+    members, each on the server's one port (1), its parent the root (``index_at_parent`` past the root's
+    members, which no leaf member's index reaches: one port, no clash of a child's key with the parent's)."""
+    (root, own), *leaves = server_groups(members, tree)
+    at_root = [Child(i, SERVER_PORT, m) for i, m in enumerate(own)]
+    at_root += [Child(len(own) + i, SERVER_PORT, leaf) for i, (leaf, _) in enumerate(leaves)]
+    out = {root: TreeNode(root, tuple(at_root), None, 0, 0)}
+    for i, (leaf, group) in enumerate(leaves):
+        out[leaf] = TreeNode(leaf, tuple(Child(j, SERVER_PORT, m) for j, m in enumerate(group)), root,
+                             SERVER_PORT, len(own) + i)
+    return out
+
+
+def server_of(members: list[str] | tuple[str, ...], tree: Tree) -> dict[str, str]:
+    """The server each member of a server tree sends its contributions to (and hears its results from)."""
+    return {m: server for server, group in server_groups(members, tree) for m in group}
+
+
+def server_links(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree,
+                 own_links: bool = False) -> list[int]:
+    """The links a server's tree loads, once per frame a slot puts on them: each member's route to its
+    server (less the member's own link unless ``own_links``: the host-link row stands for those) and each
+    leaf's route to the root (its partial up, the result down)."""
+    skip = 0 if own_links else 1
+    groups = server_groups(members, tree)
+    links = [index for server, group in groups for m in group for index, _ in topology.route(m, server)[skip:]]
+    return links + [index for leaf, _ in groups[1:] for index, _ in topology.route(leaf, tree.root)]
 
 
 def depth(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree) -> int:
@@ -225,13 +280,7 @@ def check_tree(topology: Topology, members: list[str] | tuple[str, ...], tree: T
     """PlanError unless the tree joins every member's switch to its root within the fan-in limit."""
     up = dict(tree.uplinks)
     if is_server_tree(topology, tree):
-        if topology.hosts[tree.root].server is None or up or tree.meeting is not None:
-            raise PlanError(f"tree root {tree.root} is a host but not a server, or a server's tree with uplinks")
-        if len(members) > max_children:
-            raise PlanError(f"server {tree.root} would have {len(members)} children (the members), but a slot "
-                            f"bitmap has {max_children} bits: a server's tree takes at most {max_children} members")
-        for m in members:
-            server_links(topology, [m], tree.root)  # TopologyError where a member cannot reach it
+        check_server_tree(topology, members, tree, max_children)
         return
     if tree.root not in topology.switches:
         raise PlanError(f"tree root {tree.root} is not a switch")
@@ -260,6 +309,24 @@ def check_tree(topology: Topology, members: list[str] | tuple[str, ...], tree: T
             raise PlanError(f"switch {node.switch} would have {len(node.children)} children "
                             f"({', '.join(c.node for c in node.children[:6])}...), but a slot bitmap has "
                             f"{max_children} bits: spread the members over more switches")
+
+
+def check_server_tree(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree,
+                      max_children: int) -> None:
+    """PlanError unless every node of a server tree is a server within the fan-in limit (a leaf one fewer:
+    its parent's result takes an index); TopologyError where a member cannot reach its server."""
+    servers = [tree.root, *(s for s, _ in tree.uplinks)]
+    if any(s not in topology.hosts or topology.hosts[s].server is None for s in servers) or tree.meeting \
+            or any(port != SERVER_PORT for _, port in tree.uplinks) or len(set(servers)) != len(servers):
+        raise PlanError(f"tree of root {tree.root}: a server's tree has servers as its nodes, each once, a leaf "
+                        f"on its port {SERVER_PORT}")
+    for node in server_nodes(members, tree).values():
+        room = max_children - (node.parent is not None)  # a leaf: one index is its parent's result
+        if len(node.children) > room:
+            raise PlanError(f"server {node.switch} would have {len(node.children)} children, but it takes "
+                            f"{room} (a slot bitmap of {max_children} bits): {len(members)} members need a server "
+                            f"tree of {server_leaves(len(members), max_children)} leaf server(s) below its root")
+    server_links(topology, members, tree)
 
 
 class _Fabric:
@@ -359,6 +426,9 @@ class _Fabric:
 
 
 def fabric_links(topology: Topology, tree: Tree) -> list[int]:
+    """The links a tree's uplinks take: a switch's port up, a leaf server's route to its root."""
+    if is_server_tree(topology, tree):
+        return sorted({index for leaf, _ in tree.uplinks for index, _ in topology.route(leaf, tree.root)})
     return sorted(topology.port_links[s, p] for s, p in tree.uplinks)
 
 
@@ -389,25 +459,49 @@ class PlanRequest:
                    dict(Counter(topology.attachment[m][0] for m in members)), max_children,
                    topology.slowest_link_mbps(members), frame_bytes, lanes)
 
-    def server_mbps(self, server: str) -> float:
-        """Wire Mb/s of contributions a server sums (its tree's ``lanes`` on as many of its cores)."""
-        return self.topology.hosts[server].server.agg_pps(self.lanes) * self.frame_bytes * 8 / 1e6
+    def server_mbps(self, server: str, trees: int = 1) -> float:
+        """Wire Mb/s of contributions a server sums, node of ``trees`` trees of ``lanes`` lanes each (a core
+        per lane, at most its cores)."""
+        return self.topology.hosts[server].server.agg_pps(self.lanes * trees) * self.frame_bytes * 8 / 1e6
 
-    def server_cap(self, server: str) -> float:
-        """Mb/s a server's tree may carry per member: what it sums, over its children (the members)."""
-        return self.server_mbps(server) / len(self.members)
+    def server_rows(self, trees: Iterable[Tree]) -> list[tuple[dict[Tree, int], float]]:
+        """One row per server the trees use: the contributions each tree's slot brings it (its children
+        there), within the Mb/s it sums for all of them."""
+        rows: dict[str, dict[Tree, int]] = {}
+        for t in trees:
+            if is_server_tree(self.topology, t):
+                for node in server_nodes(self.members, t).values():
+                    rows.setdefault(node.switch, {})[t] = len(node.children)
+        return [(counts, self.server_mbps(s, len(counts))) for s, counts in sorted(rows.items())]
+
+    def server_cap(self, trees: Iterable[Tree]) -> float:
+        """The most these server trees carry together, per member: what their servers sum over the
+        contributions a slot brings them (each member's, and each leaf's partial)."""
+        rows = self.server_rows(trees)
+        return sum(cap for _, cap in rows) / (len(self.members) + server_leaves(len(self.members), self.max_children))
+
+    def server_alone(self, tree: Tree) -> float:
+        """The most one server tree carries alone, per member: its busiest server's rate over its children."""
+        return min(cap / counts[tree] for counts, cap in self.server_rows([tree]))
 
     def server_columns(self) -> tuple[dict[Tree, list[int]], list[str]]:
-        """A tree per server with the links it loads (with multiplicity), and notes on servers left out."""
-        if not self.topology.servers:
+        """A tree per server with the links it loads (with multiplicity), and notes on servers left out.  Where
+        the members are more than a server takes, each server roots a tree of two levels whose leaves are the
+        servers after it (in turn), so every server is a root once and a leaf as often as a tree has leaves."""
+        servers = self.topology.servers
+        if not servers:
             return {}, []
-        if len(self.members) > self.max_children:
-            return {}, [f"no server trees: {len(self.members)} members, but a server's tree takes at most "
-                        f"{self.max_children} (the slot bitmap's bits)"]
+        leaves = server_leaves(len(self.members), self.max_children)
+        if leaves + 1 > len(servers):
+            return {}, [f"no server trees: {len(self.members)} members need a server tree of {leaves + 1} servers (a "
+                        f"server takes {self.max_children} children on its one port, a leaf one fewer), but the "
+                        f"topology has {len(servers)}"]
         columns = {}
-        for server in self.topology.servers:
+        for i, server in enumerate(servers):
+            below = sorted(servers[(i + k) % len(servers)] for k in range(1, leaves + 1))
+            tree = Tree(server, tuple((leaf, SERVER_PORT) for leaf in below))
             try:
-                columns[Tree(server, ())] = server_links(self.topology, self.members, server)
+                columns[tree] = server_links(self.topology, self.members, tree)
             except TopologyError:
                 continue  # a server the members cannot reach carries nothing
         return columns, []
@@ -415,8 +509,7 @@ class PlanRequest:
     def packing(self, columns: dict[Tree, list[int]], trees: Iterable[Tree] | None = None) -> _Packing:
         """The LP over ``trees`` (default: every column)."""
         chosen = columns if trees is None else {t: columns[t] for t in trees}
-        limits = {t: (len(self.members), self.server_mbps(t.root)) for t in chosen if is_server_tree(self.topology, t)}
-        return _Packing(self.topology, chosen, self.host_cap, limits)
+        return _Packing(self.topology, chosen, self.host_cap, self.server_rows(chosen))
 
 
 def pack_trees(topology: Topology, members: list[str] | tuple[str, ...], max_children: int,
@@ -447,7 +540,7 @@ def pack_trees(topology: Topology, members: list[str] | tuple[str, ...], max_chi
     edges = request.edges
     bound = min([request.host_cap] + [_edge_cut(topology, request.fabric, e) for e in edges if len(edges) > 1])
     if all(is_server_tree(topology, t) for t in columns):  # no switch aggregates: the servers' sum bounds too
-        bound = min(bound, sum(request.server_cap(t.root) for t in columns))
+        bound = min(bound, request.server_cap(columns))
     host_links = [topology.host_link(m) for m in request.members]
     bottlenecks = request.packing(columns, rates).bottlenecks(rates, host_links)
     return Plan(request.members, planned, total, bound, bottlenecks, len(columns), time.perf_counter() - started,
@@ -516,7 +609,7 @@ def limit_trees(request: PlanRequest, columns: dict[Tree, list[int]], rates: dic
         return rates, []
     topology = request.topology
     alone = {t: min([request.host_cap] + [topology.links[i].capacity / n for i, n in Counter(links).items()]
-                    + ([request.server_cap(t.root)] if is_server_tree(topology, t) else []))
+                    + ([request.server_alone(t)] if is_server_tree(topology, t) else []))
              for t, links in columns.items()}
     pool = set(rates) | set(sorted(alone, key=lambda t: -alone[t])[:2 * limit])
     chosen, proven = request.packing(columns, [t for t in columns if t in pool]).best_subset(limit)
@@ -545,29 +638,28 @@ def _edge_cut(topology: Topology, fabric: _Fabric, edge: str) -> float:
 class _Packing:
     """The LP over a set of trees: one row per fabric link they use (a link a tree lists n times carries n
     times its rate), one for the members' host links (every tree uses all of them, so the slowest stands
-    for all), and one per server tree (``limits``: its children, each sending x_t, within the Mb/s it sums).
-    Capacities are scaled to at most 1 for the solver, so any unit of Mb/s plans alike."""
+    for all), and one per server (``servers``: the contributions each tree's slot brings it, within the Mb/s
+    it sums).  Capacities are scaled to at most 1 for the solver, so any unit of Mb/s plans alike."""
 
     def __init__(self, topology: Topology, columns: dict[Tree, list[int]], host_cap: float,
-                 limits: dict[Tree, tuple[int, float]] | None = None) -> None:
+                 servers: list[tuple[dict[Tree, int], float]] | None = None) -> None:
         self.topology, self.trees = topology, list(columns)
-        limits = limits or {}
+        servers = servers or []
         self.rows = sorted({i for links in columns.values() for i in links})
         index = {link: r + 1 for r, link in enumerate(self.rows)}
-        limited = [t for t in self.trees if t in limits]
         data, ri, ci = [], [], []
         for c, tree in enumerate(self.trees):
             for link in [None, *columns[tree]]:
                 ri.append(0 if link is None else index[link])
                 ci.append(c)
                 data.append(1.0)  # repeated (row, column) pairs add up: a link's multiplicity
-            if tree in limits:
-                ri.append(len(self.rows) + 1 + limited.index(tree))
-                ci.append(c)
-                data.append(float(limits[tree][0]))
-        self.A = sparse.csr_matrix((data, (ri, ci)), shape=(len(self.rows) + 1 + len(limited), len(self.trees)))
-        capacity = np.array([host_cap] + [topology.links[i].capacity for i in self.rows]
-                            + [limits[t][1] for t in limited])
+            for r, (counts, _) in enumerate(servers):
+                if tree in counts:
+                    ri.append(len(self.rows) + 1 + r)
+                    ci.append(c)
+                    data.append(float(counts[tree]))
+        self.A = sparse.csr_matrix((data, (ri, ci)), shape=(len(self.rows) + 1 + len(servers), len(self.trees)))
+        capacity = np.array([host_cap] + [topology.links[i].capacity for i in self.rows] + [cap for _, cap in servers])
         self.scale = float(capacity.max())
         self.b = capacity / self.scale
 

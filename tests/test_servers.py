@@ -3,6 +3,8 @@ planner's server trees (links with multiplicity, a row per server) and the model
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from controller import model, plan
@@ -121,10 +123,92 @@ def test_members_are_never_servers_and_plain_switches_never_aggregate():
     data["switches"]["s1"]["plain"] = True
     with pytest.raises(plan.PlanError, match="every switch is plain"):
         plan.pack_trees(Topology.from_dict(data), _hosts(4), 32)
-    with pytest.raises(plan.PlanError, match="at most 3"):
-        plan.pack_trees(_servers(workers=4), _hosts(4), 3)
-    with pytest.raises(plan.PlanError, match="at most 3"):
+    with pytest.raises(plan.PlanError, match="need a server tree of 2 servers .* the topology has 1"):
+        plan.pack_trees(_servers(workers=4, count=1), _hosts(4), 3)
+    with pytest.raises(plan.PlanError, match="srv1 would have 4 children, but it takes 3 .* 1 leaf server"):
         plan.check_tree(topology, _hosts(4), plan.Tree("srv1", ()), 3)
+
+
+# --- two levels: more members than a server's slot bitmap takes ---------------------------------------------------
+
+def test_the_leaves_a_server_tree_needs():
+    assert [plan.server_leaves(m, 32) for m in (1, 32, 33, 62, 64, 90, 91)] == [0, 0, 1, 1, 2, 2, 3]
+    assert plan.server_leaves(4, 3) == 1  # 2 + 1 at the root, 2 at the leaf
+
+
+def test_a_two_level_server_tree_keys_a_leaf_apart_from_its_members():
+    tree = plan.Tree("srv1", (("srv2", 1), ("srv3", 1)))
+    members = _hosts(64)
+    nodes = plan.server_nodes(members, tree)
+    root, a, b = nodes["srv1"], nodes["srv2"], nodes["srv3"]
+    assert [len(n.children) for n in (root, a, b)] == [22 + 2, 21, 21]
+    assert [c.node for c in root.children[-2:]] == ["srv2", "srv3"] and root.parent is None
+    for leaf in (a, b):  # one port: the parent's result is told from a member's contribution by its index
+        assert leaf.parent == "srv1" and leaf.parent_port == plan.SERVER_PORT
+        assert leaf.index_at_parent not in {c.index for c in leaf.children}
+        assert root.children[leaf.index_at_parent].node == leaf.switch
+    assert {c.port for n in nodes.values() for c in n.children} == {plan.SERVER_PORT}
+    owner = plan.server_of(members, tree)
+    assert owner["h1"] == "srv1" and owner["h23"] == "srv2" and owner["h64"] == "srv3"
+    with pytest.raises(plan.PlanError, match="servers as its nodes"):
+        plan.check_tree(_servers(workers=64, count=3), members, plan.Tree("srv1", (("h2", 1),)), 32)
+
+
+def test_a_two_level_server_trees_entries_do_not_clash_on_its_one_port():
+    from controller.entries import Allocation, job_entries
+    from controller.programs import V1MODEL
+
+    P = protocol.load()
+    topology = _servers(workers=64, count=3)
+    tree = plan.Tree("srv1", (("srv2", 1), ("srv3", 1)))
+    assert plan.fabric_links(topology, tree) == sorted(topology.host_link(s) for s in ("srv1", "srv2", "srv3"))
+    for node in plan.server_nodes(_hosts(64), tree).values():
+        entries, groups = job_entries(topology, P, node, 7, 8, Allocation(0, 0, 1), 40000)
+        jobs = [e.match for e in entries if e.table == V1MODEL.jobs]
+        receivers = [e for e in entries if e.table == V1MODEL.receivers]
+        assert len(jobs) == len(set(jobs)) == len(node.children) + (node.parent is not None)
+        assert len(receivers) == len({e.match for e in receivers})
+        to_servers = [e for e in receivers if e.param("dst_port") == P.INA_UDP_PORT]
+        assert len(to_servers) == (2 if node.parent is None else 1)  # the root to its leaves, a leaf to the root
+
+
+def test_64_members_over_servers_plan_two_level_trees_with_the_extra_contributions_counted():
+    topology = _servers(workers=64, count=4, cores=2, host_bw=1e6, per_core=1e4)
+    request = plan.PlanRequest.of(topology, _hosts(64), 32, FRAME, lanes=2)
+    columns, notes = request.server_columns()
+    assert not notes and len(columns) == 4  # each server a root once, a leaf twice
+    assert all(len(t.uplinks) == 2 for t in columns)
+    tree = plan.Tree("srv1", (("srv2", 1), ("srv3", 1)))
+    link = Counter(columns[tree])  # members' frames on their server's link, a leaf's partial on both
+    assert link[topology.host_link("srv1")] == 22 + 2 and link[topology.host_link("srv2")] == 21 + 1
+    rows = request.server_rows(columns)
+    assert sorted(sorted(c.values()) for c, _ in rows) == [[21, 21, 24]] * 4
+    p = plan.pack_trees(topology, _hosts(64), 32, frame_bytes=FRAME, lanes=2)
+    summed = 2 * 1e4 * FRAME * 8 / 1e6  # a server sums on its 2 cores (its 3 trees of 2 lanes share them)
+    assert p.rate == pytest.approx(4 * summed / (64 + 2)) and p.optimal  # 64 members' frames and 2 partials
+    assert sorted(t.share for t in p.trees) == pytest.approx([0.25] * 4)
+
+
+def test_two_servers_cannot_take_64_members_and_say_why():
+    with pytest.raises(plan.PlanError, match="64 members need a server tree of 3 servers .* has 2"):
+        plan.pack_trees(_servers(workers=64, count=2), _hosts(64), 32)
+
+
+def test_the_model_of_a_two_level_server_tree():
+    P = protocol.load()
+    topology = _servers(workers=64, count=3, cores=1, host_bw=100_000.0, per_core=1e5)
+    tree = plan.Tree("srv1", (("srv2", 1), ("srv3", 1)))
+    t = JobTree(tree, 100.0, 1.0)
+    pipe = model.tree_pipe(topology, _hosts(64), t, t.rate, P.frame_bytes, 0.0)
+    hop = P.frame_bytes * 8 / 100e9 + topology.links[0].delay
+    # a leaf's member: up to its leaf, on to the root and back (4 links each way), 21 then 24 children on a core
+    assert pipe.round_trip == pytest.approx(8 * hop + 21 / 1e5 + 24 / 1e5)
+    assert model.switch_loads(topology, _hosts(64), [t]) == {"srv1": 24.0, "srv2": 21.0, "srv3": 21.0}
+    assert model.aggregation_limit(topology, _hosts(64), [t], P.frame_bytes)[0] == \
+        pytest.approx(1e5 / 24 * P.frame_bytes * 8 / 1e6)  # the root, the busiest
+    load = model.trees_load(topology, _hosts(64), [t], 100.0)
+    assert load[topology.host_link("srv2"), 0] == pytest.approx(22 * 100e6)  # 21 members and its partial
+    assert load[topology.host_link("srv1"), 1] == pytest.approx(24 * 100e6)
 
 
 def test_a_plain_leaf_leaves_the_programmable_spine_no_tree():
@@ -183,13 +267,45 @@ def test_server_trees_are_paced_each_at_its_share_in_bursts_of_one():
     pace(trees, 300.0, 1082, [0.25, 0.75])
     assert [t.pacer.mbps for t in trees] == [75.0, 225.0] and trees[0].pacer is not trees[1].pacer
     assert trees[0].pacer.burst == 1082  # one frame: every member's burst lands on one core at once
+    first, second = (t.pacer.ready_at(0.0) for t in trees)
+    assert first == 0.0  # tree 0 at once, tree 1 half an interval (its pacer's threshold) and 1/2 later
+    assert second == pytest.approx((0.5 + 1 / 2) * 1082 * 8 / 225e6)
     pace(trees, 300.0, 1082)  # switches' trees: one pacer shared, as before
     assert trees[0].pacer is trees[1].pacer and trees[0].pacer.mbps == 300.0
 
 
+def test_the_model_starts_each_server_tree_as_late_as_its_pacer():
+    from worker.tuner import TreePipe
+
+    assert [model.phased(i, 4) for i in range(4)] == [0.0, 0.75, 1.0, 1.25]
+    pipe = TreePipe(1.0, 1e-3, 1e-4)
+    late = TreePipe(1.0, 1e-3, 1e-4, late=3e-4)
+    assert late.seconds(100, 64, 64) == pytest.approx(pipe.seconds(100, 64, 64) + 3e-4)
+    P = protocol.load()
+    topology = _servers(count=2, cores=2, host_bw=100_000.0, per_core=1e5)
+    planned = plan_job(topology, _hosts(4), P, "auto", "ina", pool_size=64, lanes=2)
+    spacing = [t.spacing for t in planned.model.ina.trees]
+    assert [t.late for t in planned.model.ina.trees] == pytest.approx(
+        [model.phased(i, 4) * f for i, f in enumerate(spacing)])
+
+
 def test_a_job_spec_names_a_server_trees_address_and_reads_back():
-    from worker.jobspec import JobSpec, Member, TreeSpec
+    from worker.jobspec import JobSpec, JobSpecError, Member, TreeSpec
 
     spec = JobSpec("j", 256, 9999, 8, (Member(0, "h1", "10.0.0.1", "s1", "10.0.0.254", "02:00:00:00:fe:01"),),
                    (TreeSpec(1, "srv1", 1.0, 100.0, 16385, (0,), to_ip="10.0.0.5"),))
     assert JobSpec.from_json(spec.to_json(), "here").trees[0].to_ip == "10.0.0.5"
+    two = TreeSpec(1, "srv1", 1.0, 100.0, 16385, (0,), to_ip="10.0.0.5", to_ips=("10.0.0.6",))  # a leaf's member
+    back = JobSpec.from_json(spec.__class__(**{**spec.__dict__, "trees": (two,)}).to_json(), "here").trees[0]
+    assert back.to_ips == ("10.0.0.6",) and back.destination(0) == "10.0.0.6"
+    with pytest.raises(JobSpecError, match="names 2 servers"):
+        JobSpec(**{**spec.__dict__, "trees": (TreeSpec(1, "srv1", 1.0, 100.0, 16385, (0,), to_ips=("a", "b")),)})
+
+
+def test_64_members_sum_exactly_over_three_servers_in_two_level_trees():
+    from virtual_fabric.runs import RunConfig, run
+
+    result = run(RunConfig(topology="servers:64,3,1", bw=1000.0, size=1 << 10, mode="ina", lanes=1, pool_size=8))
+    assert result["check"]["within_bound"] and result["check"]["identical"]  # every member's sum exact
+    assert sorted(result["job"]["roots"]) == ["srv1", "srv2", "srv3"]  # each server a root (and a leaf twice)
+    assert all(c["method"] == "ina" for c in result["calls"])

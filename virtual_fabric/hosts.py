@@ -117,9 +117,8 @@ class SimWorker:
             self.core_of[tree] = self.host_cost.core_of(i, len(spec.trees))
             self.by_port[t.port] = tree
             self.inbox[tree] = []
-            self.headers[tree] = udp_header(self.mac, me.switch_mac, me.ip, t.to_ip or me.switch_ip, t.port,
-                                            spec.udp_port,
-                                            self.P.packet_bytes)
+            self.headers[tree] = udp_header(self.mac, me.switch_mac, me.ip, t.destination(self.rank) or me.switch_ip,
+                                            t.port, spec.udp_port, self.P.packet_bytes)
         self.ip = ipaddress.IPv4Address(me.ip).packed
         self.calls: list[TreeCall] = []  # the current call's trees' parts
         self.current: CallRecord | None = None

@@ -163,7 +163,7 @@ class Worker:
         try:
             for i, tree in enumerate(spec.trees if spec.mode != "ring" else ()):
                 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                io = BatchSocket(sock, P.packet_bytes, (tree.to_ip or me.switch_ip, spec.udp_port))
+                io = BatchSocket(sock, P.packet_bytes, (tree.destination(rank) or me.switch_ip, spec.udp_port))
                 config = TreeConfig(me.switch, tree.job_id, tree.children[rank], len(spec.members), window, P, timeout)
                 t = core.Tree(config, _tree_name(spec, i), incarnation=tree.incarnation)
                 trees.append(t)

@@ -102,12 +102,13 @@ def pace(trees: list[Tree], mbps: float | None, frame_bytes: int, shares: list[f
     ``shares``: a pacer per tree at its share of ``mbps`` instead, for trees summed by engines of their own (an
     aggregation server's cores, a lane each): a shared pacer lets one tree's window take the whole rate while
     the other trees' cores idle.  Their bursts are one packet: every member's burst lands on the same core at
-    once, and at the core's rate (C) what queues then never drains (4 packets: 15% on 2 servers' calls)."""
-    if shares is not None:
-        for t, share in zip(trees, shares, strict=True):
-            rate = mbps * share if mbps else None
-            if (t.pacer.mbps if t.pacer is not None else None) != rate:
-                t.pacer = Pacer(rate, frame_bytes, 1) if rate else None
+    once, and at the core's rate (C) what queues then never drains (4 packets: 15% on 2 servers' calls); and
+    their phases are spread over an interval."""
+    if shares is not None:  # new each call, tree i's first frame i/n of an interval late: in step, every
+        # tree's frames would reach the servers' links at once, each interval (64 members' over 16 lanes of 3
+        # trees a server: 1 MB, a switch port's buffer)
+        for i, (t, share) in enumerate(zip(trees, shares, strict=True)):
+            t.pacer = Pacer(mbps * share, frame_bytes, 1, i / len(trees)) if mbps else None
         return
     current = trees[0].pacer if trees else None
     if (current.mbps if current is not None else None) == mbps:

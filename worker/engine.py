@@ -94,11 +94,13 @@ class Pacer:
     """A token bucket over the wire bytes a worker sends to the switches (a hybrid job keeps the trees
     within their capacity and leaves the rest of the link to the ring).  Retransmissions spend too."""
 
-    def __init__(self, mbps: float, frame_bytes: int, burst_packets: int = 4) -> None:
+    def __init__(self, mbps: float, frame_bytes: int, burst_packets: int = 4, late: float = 0.0) -> None:
         self.mbps = mbps
         self.rate = mbps * 1e6 / 8  # bytes per second
         self.burst = burst_packets * frame_bytes  # wire bytes, as spend() counts them
-        self.tokens, self.updated = float(self.burst), None  # full at the first look
+        # full at the first look; ``late`` > 0: in debt by that share of a burst, so the first datagram waits (a
+        # phase, for pacers of one rate that would otherwise send together)
+        self.tokens, self.updated = float(self.burst) if late <= 0 else -late * self.burst, None
 
     def _refill(self, now: float) -> None:
         if self.updated is not None:

@@ -82,6 +82,13 @@ class TreeSpec:
     incarnation: int = 0  # grows each time a switch of the tree loses its registers (restart, new pipeline)
     lane_of: int | None = None  # the planned tree it is a lane of (its index; None: a spec written before lanes)
     to_ip: str | None = None  # where its contributions go: an aggregation server's address (None: the member's switch)
+    # per rank, where a server tree of two levels takes that member's contributions (its leaf or the root);
+    # None: every member sends to ``to_ip``
+    to_ips: tuple[str, ...] | None = None
+
+    def destination(self, rank: int) -> str | None:
+        """Where this rank sends the tree's contributions (None: its switch)."""
+        return self.to_ips[rank] if self.to_ips else self.to_ip
 
 
 @dataclass(frozen=True)
@@ -182,6 +189,9 @@ class JobSpec:
             if len(t.children) != len(self.members):
                 raise JobSpecError(f"job {self.name}: tree {t.job_id} names {len(t.children)} children for "
                                    f"{len(self.members)} members")
+            if t.to_ips is not None and len(t.to_ips) != len(self.members):
+                raise JobSpecError(f"job {self.name}: tree {t.job_id} names {len(t.to_ips)} servers (to_ips) for "
+                                   f"{len(self.members)} members")
         shares = [t.share for t in self.trees]
         if shares and (any(s <= 0 for s in shares) or not math.isclose(sum(shares), 1.0, abs_tol=1e-6)):
             raise JobSpecError(f"job {self.name}: tree shares {shares} must be positive and sum to 1")
@@ -269,7 +279,9 @@ class JobSpec:
         try:
             del data["format"]
             members = tuple(Member(**m) for m in data.pop("members"))
-            trees = tuple(TreeSpec(**{**t, "children": tuple(t["children"])}) for t in data.pop("trees"))
+            trees = tuple(TreeSpec(**{**t, "children": tuple(t["children"]),
+                                      "to_ips": tuple(t["to_ips"]) if t.get("to_ips") else None})
+                          for t in data.pop("trees"))
             layouts = tuple(Layout.from_dict(x) for x in data.pop("layouts", ()))
             model = data.pop("model", None)
             rail = data.pop("rail", None)

@@ -80,6 +80,9 @@ class TreePipe:
     # seconds of the host's CPU between two of this tree's packets: its send and receive cost per packet over
     # the tree's share (the host's one CPU serves every tree); 0: hosts that take no time
     host_spacing: float = 0.0
+    # seconds its first frame waits: a server tree's own pacer starts in debt, out of step with the others
+    # (``worker.calls.pace``)
+    late: float = 0.0
 
     @property
     def pace(self) -> float:
@@ -92,7 +95,7 @@ class TreePipe:
             return 0.0
         f, rtt = self.pace, self.round_trip
         fill = min(window, rtt / f)  # packets in flight that keep the bottleneck busy
-        start, left, c = 0.0, packets, max(1, math.floor(min(cwnd, window)))
+        start, left, c = self.late, packets, max(1, math.floor(min(cwnd, window)))
         while c < fill:  # slow start: each round trip's results double what may be in flight
             if left <= c:
                 return start + (left - 1) * f + rtt

@@ -272,6 +272,7 @@ class NativeTree:
         if twin is None:
             twin = ffi.new("ina_pacer *")
             lib.ina_pacer_init(twin, pacer.mbps, float(pacer.burst))
+            twin.tokens = pacer.tokens  # a late pacer starts in debt (``Pacer``'s ``late``)
             pacer._native = twin  # type: ignore[attr-defined]
         self._t.pacer = twin
 

@@ -42,7 +42,8 @@ from controller.pipeline import Pipeline, PipelineOptions
 from controller.programs import V1MODEL
 from controller.reconcile import WORKER_PORT_BASE, Reconciler, worker_port
 from controller.schema import Entry
-from controller.shared_fabric import RunningTree, fabric_loads, new_job_trees, with_loads
+from controller.servers import RunningServerTree, contributions_pps, server_loads, with_rates
+from controller.shared_fabric import RunningTree, fabric_loads, new_job_trees, view
 from controller.state import ControllerState, JobRecord, TreeRecord
 from controller.switch_io import SwitchIO
 from controller.topology import Topology, TopologyError
@@ -86,7 +87,7 @@ class Controller:
         ``host_cost`` what a packet costs the hosts' CPU, for the model (default: nothing).
         A simulated fabric passes in-process connections, its virtual time and its hosts' latency and cost."""
         self.network = network
-        self.topology = network.topology
+        self._topology: tuple[tuple, Topology] = ((), network.topology)  # the servers' rates it has, and it
         self.state_path = state_path
         options = None if options is None else fastest(options, network)
         if state_path is not None and state_path.exists():
@@ -115,6 +116,15 @@ class Controller:
     @dead_after.setter
     def dead_after(self, seconds: float) -> None:
         self.failover.dead_after = seconds
+
+    @property
+    def topology(self) -> Topology:
+        """The network's topology with each server's per-core rate as calibrated (``server_calibrated``): what
+        plans, models, admission and failover see."""
+        rates = tuple(sorted(self.state.server_rates.items()))
+        if rates != self._topology[0]:
+            self._topology = (rates, with_rates(self.network.topology, dict(rates)))
+        return self._topology[1]
 
     @property
     def host_latency(self) -> float:
@@ -366,25 +376,35 @@ class Controller:
     def new_job_fabric(self) -> Topology:
         """The topology as a new job finds it: each link between switches offers what running jobs' trees leave
         of it, at least a fair share beside them (``shared_fabric``)."""
-        loads = fabric_loads(self.topology, self._running_trees())
-        return with_loads(self.topology, loads, fair=True) if loads else self.topology
+        return view(self.topology, fabric_loads(self.topology, self._running_trees()),
+                    server_loads(self._running_servers()), fair=True)
 
     def _running_trees(self) -> list[RunningTree]:
         with self._lock:
             return [(job.name, t.tree, t.rate) for job in self.state.jobs.values() for t in job.trees]
 
+    def _running_servers(self) -> list[RunningServerTree]:
+        frame = self._protocol().frame_bytes
+        with self._lock:
+            return [(job.name, t.tree.root, contributions_pps(t.rate, len(job.members), frame))
+                    for job in self.state.jobs.values() for t in job.trees
+                    if plan.is_server_tree(self.topology, t.tree)]
+
     def _new_job_trees(self, members: list[str], trees: int | str | plan.Plan | None,
                        mode: str) -> tuple[Topology, plan.Plan | None]:
-        """The fabric a new job finds, and its trees where running jobs leave links free (None: the planner's own
-        packing of that fabric, or the trees given)."""
+        """The fabric a new job finds (its links and servers as running jobs leave them), and its trees where running
+        jobs leave links free (None: the planner's own packing of that fabric, or the trees given)."""
         if mode == "ring" or isinstance(trees, plan.Plan):
             return self.new_job_fabric(), None
         P = self._protocol()
         try:
-            return new_job_trees(self.topology, self._running_trees(), members, P.MAX_CHILDREN, tree_count(trees),
-                                 P.wire_factor)
+            seen, found = new_job_trees(self.topology, self._running_trees(), members, P.MAX_CHILDREN,
+                                        tree_count(trees), P.wire_factor, server_loads(self._running_servers()))
         except plan.PlanError as e:
             raise JobError(str(e)) from None
+        if found is not None and any(plan.is_server_tree(seen, t.tree) for t in found.trees):
+            return seen, None  # packed in the job's lanes (a core each) by the planner itself, on the fair view
+        return seen, found
 
     def _protocol(self) -> protocol.Protocol:
         return protocol.load(self.state.options.values, self.state.options.udp_port)
@@ -597,6 +617,23 @@ class Controller:
             self._save()
             return self._write_spec(name)
 
+    def server_calibrated(self, server: str, per_core_pps: float) -> list[str]:
+        """Record a server's measured per-core rate (``calibrate.calibrate_server``): from now on the topology every
+        plan, model, admission and move sees says so.  Live jobs' models are made again (their specs written);
+        returns their names.  A job keeps its trees and their shares (``ina-ctl job delete/create`` plans anew)."""
+        if server not in self.network.topology.servers:
+            raise JobError(f"{server} is not an aggregation server of the topology (servers: "
+                           f"{', '.join(self.network.topology.servers) or 'none'})")
+        if not per_core_pps > 0:
+            raise JobError(f"{server}: a measured rate must be positive, not {per_core_pps!r}")
+        with self._lock:
+            self.state.server_rates[server] = float(per_core_pps)
+            self._save()
+            jobs = sorted(j.name for j in self.state.jobs.values() if any(t.tree.root == server for t in j.trees))
+            for name in jobs:
+                self._write_spec(name)
+            return jobs
+
     def job_plan(self, name: str) -> JobPlan:
         """A live job's plan: the trees it holds now, its layouts and its model (made again only when the
         trees move, a calibration measures, or the hosts' latency or cost changes: for 1,024 hosts it takes
@@ -605,7 +642,7 @@ class Controller:
         measured = job.calibration or {}
         key = (tuple(job.members), [(t.tree, t.rate, t.share) for t in job.trees], json.dumps(measured, sort_keys=True),
                self.host_latency, self.host_cost, job.mode, job.alpha, job.ring_layout, job.ring_sum, job.pool_size,
-               job.lanes)
+               job.lanes, tuple(sorted(self.state.server_rates.items())))
         cached = self._plans.get(name)
         if cached is not None and cached[0] == key:
             return cached[1]

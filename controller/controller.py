@@ -42,8 +42,8 @@ from controller.pipeline import Pipeline, PipelineOptions
 from controller.programs import V1MODEL
 from controller.reconcile import WORKER_PORT_BASE, Reconciler, worker_port
 from controller.schema import Entry
-from controller.servers import RunningServerTree, contributions_pps, server_loads, with_rates
-from controller.shared_fabric import RunningTree, fabric_loads, new_job_trees, view
+from controller.servers import RunningServerTree, contributions_pps, free_shares, server_loads, with_rates, with_shares
+from controller.shared_fabric import BUSY_FLOOR, RunningTree, fabric_loads, new_job_trees, view
 from controller.state import ControllerState, JobRecord, TreeRecord
 from controller.switch_io import SwitchIO
 from controller.topology import Topology, TopologyError
@@ -642,7 +642,7 @@ class Controller:
         measured = job.calibration or {}
         key = (tuple(job.members), [(t.tree, t.rate, t.share) for t in job.trees], json.dumps(measured, sort_keys=True),
                self.host_latency, self.host_cost, job.mode, job.alpha, job.ring_layout, job.ring_sum, job.pool_size,
-               job.lanes, tuple(sorted(self.state.server_rates.items())))
+               job.lanes, tuple(sorted(self.state.server_rates.items())), tuple(sorted(job.server_shares.items())))
         cached = self._plans.get(name)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -650,9 +650,9 @@ class Controller:
         trees = tuple(plan.PlannedTree(t.tree, t.rate, t.share) for t in job.trees)
         found = plan.Plan(tuple(job.members), trees, sum(t.rate for t in trees), 0.0, (), 0, 0.0, P.wire_factor)
         latency = measured.get("host_latency") or self.host_latency
-        planned = with_trees(self.topology, found, P, job.mode, job.alpha, job.ring_sum, job.pool_size,
-                             job.ring_layout, latency, measured.get("ina_mbps"), _efficiencies(measured),
-                             self.host_cost, job.lanes)
+        shared = with_shares(self.topology, job.server_shares)  # of each server, what it found when planned
+        planned = with_trees(shared, found, P, job.mode, job.alpha, job.ring_sum, job.pool_size, job.ring_layout,
+                             latency, measured.get("ina_mbps"), _efficiencies(measured), self.host_cost, job.lanes)
         self._plans[name] = (key, planned)
         return planned
 
@@ -743,9 +743,11 @@ class Controller:
         records = []
         for job_id, p, placed in zip(ids, planned.tree_plan.trees, admitted.placements):
             records.append(TreeRecord(job_id, p.tree, p.rate, p.share, _allocations(placed, self.state)))
+        found = free_shares(self.topology, server_loads(self._running_servers()), True, BUSY_FLOOR)
         return JobRecord(name, list(planned.tree_plan.members), admitted.pool_size, records, planned.mode,
                          planned.alpha, ids[-1], planned.ring_layout, ring_sum=planned.ring_sum,
-                         admission=admitted.note, lanes=planned.lanes)
+                         admission=admitted.note, lanes=planned.lanes,
+                         server_shares={r.tree.root: found[r.tree.root] for r in records if r.tree.root in found})
 
     def _write_spec(self, name: str) -> JobSpec:
         spec = self.job_spec(name)

@@ -45,16 +45,29 @@ def server_loads(running: Iterable[RunningServerTree]) -> dict[str, tuple[float,
     return {server: (sent[server], len(jobs[server])) for server in sent}
 
 
-def with_server_loads(topology: Topology, loads: Mapping[str, tuple[float, int]], fair: bool,
-                      floor: float) -> Topology:
-    """``topology`` with each loaded server's per-core rate what a new job finds: what the loads leave of all its
-    cores, at least a fair share beside their jobs (``fair``) or ``floor`` of it."""
-    rates = {}
+def free_shares(topology: Topology, loads: Mapping[str, tuple[float, int]], fair: bool,
+                floor: float) -> dict[str, float]:
+    """Per loaded server, the share of its cores a new job finds: what the loads leave, at least a fair share
+    beside their jobs (``fair``) or ``floor``."""
+    shares = {}
     for server, (pps, jobs) in loads.items():
         s = topology.hosts[server].server
         left = max(0.0, 1.0 - pps / (s.agg_pps_per_core * s.cores))
-        rates[server] = s.agg_pps_per_core * max(left, 1.0 / (jobs + 1) if fair else floor)
-    return _per_core(topology, rates, "the servers a new job finds") if rates else topology
+        shares[server] = max(left, 1.0 / (jobs + 1) if fair else floor)
+    return shares
+
+
+def with_shares(topology: Topology, shares: Mapping[str, float]) -> Topology:
+    """``topology`` with these servers' per-core rates at these shares of what it says (a job's part of them)."""
+    rates = {s: topology.hosts[s].server.agg_pps_per_core * share for s, share in shares.items()
+             if s in topology.servers and share != 1.0}
+    return _per_core(topology, rates, "the servers as a job found them") if rates else topology
+
+
+def with_server_loads(topology: Topology, loads: Mapping[str, tuple[float, int]], fair: bool,
+                      floor: float) -> Topology:
+    """``topology`` with each loaded server's per-core rate what a new job finds (``free_shares``)."""
+    return with_shares(topology, free_shares(topology, loads, fair, floor))
 
 
 def _per_core(topology: Topology, rates: Mapping[str, float], where: str) -> Topology:

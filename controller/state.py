@@ -78,6 +78,9 @@ class JobRecord:
     lanes: int = 1  # each planned tree installed as this many consecutive trees (``job_plan.in_lanes``)
     rail: Rail | None = None  # the rail of a set it is (``Controller.create_rails``); None: a plain job
     auto_window: int | None = None  # an auto-sized job's need (``windows.bdp_window``); None: its size was asked
+    # per server of its trees: the share of its cores the job found when it was planned (what running jobs left,
+    # at least a fair share: ``servers.free_shares``); its model sums there at that share of the server's rate
+    server_shares: dict[str, float] = field(default_factory=dict)
 
     def spec_version(self) -> int:
         """Grows with every change of the job's spec: its plan's version and its trees' incarnations only grow."""

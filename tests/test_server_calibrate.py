@@ -4,10 +4,15 @@ server's trees moved onto the one left."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
 from controller import topology as topo
 from controller.calibrate import calibrate_server
+from controller.controller import JobError
+from controller.state import ControllerState, StateError
 from controller.topology import Topology
 from virtual_fabric.calibrate import fabric_burst
 from virtual_fabric.fabric import Fabric
@@ -43,3 +48,67 @@ def test_a_server_slower_than_the_topology_says_is_measured_and_the_plan_follows
     after = fabric.controller.plan(WORKERS, lanes=2)
     assert _shares(after)["srv1"] == pytest.approx(measured.per_core_pps / (measured.per_core_pps + srv2.per_core_pps))
     assert after.limit_mbps < before.limit_mbps  # C: what the servers really sum
+
+
+def _start(fabric: Fabric, name: str, hosts: list[str], values: int, calls: int = 2, **options):
+    """A job whose workers each make ``calls`` float calls of small whole numbers (so every sum is exact)."""
+    arrays = [[np.full(values, rank + call + 1, np.float32) for call in range(calls)] for rank in range(len(hosts))]
+    return fabric.create_job(name, hosts, arrays, **options)
+
+
+def _finished(job) -> float:
+    """Every rank's sums exact; the job's last call's time over its model's."""
+    n = len(job.workers)
+    for w in job.workers:
+        assert [r.error for r in w.records] == [None] * len(w.arrays), (job.spec.name, w.rank)
+        for call, r in enumerate(w.records):
+            assert np.array_equal(r.result, np.full(r.result.shape, sum(k + call + 1 for k in range(n)), np.float32))
+    last = [w.records[-1] for w in job.workers]
+    return max(r.ended - r.started for r in last) / last[0].choice.seconds
+
+
+def test_a_second_job_sees_what_the_first_leaves_of_a_server():
+    fabric = _fabric()
+    ctl = fabric.controller
+    alone = ctl.plan(["h3", "h4"], lanes=2)
+    assert _shares(alone) == pytest.approx({"srv1": 0.5, "srv2": 0.5})
+    a = _start(fabric, "a", ["h1", "h2"], 1 << 17, pool_size=32, trees=1, lanes=2, mode="ina")
+    (taken,) = {t.root for t in a.spec.trees}
+    other = "srv2" if taken == "srv1" else "srv1"
+    found = ctl.plan(["h3", "h4"], lanes=2)  # job a sums on all of its server: a fair half is left of it
+    assert _shares(found) == pytest.approx({taken: 1 / 3, other: 2 / 3})
+    assert found.limit_mbps == pytest.approx(alone.limit_mbps * 3 / 4)  # 1.5 servers' cores of 2
+    b = _start(fabric, "b", ["h3", "h4"], 1 << 17, pool_size=32, lanes=2, mode="ina")
+    assert ctl.state.jobs["b"].server_shares == pytest.approx({taken: 0.5})
+    assert ctl.job_plan("b").limit_mbps == pytest.approx(found.limit_mbps)  # its spec's model: as planned
+    assert ctl.job_plan("a").limit_mbps == pytest.approx(alone.limit_mbps / 2)  # a's: all of one server
+    fabric.run(20.0)  # both at once, a's server shared: exact sums, each near its model (b's part on a's
+    # server waits behind a, whose workers keep the pace they were planned at: 1.14x measured)
+    assert _finished(a) < 1.1 and _finished(b) < 1.25
+    ctl.delete_job("a")
+    ctl.delete_job("b")
+    assert _shares(ctl.plan(["h3", "h4"], lanes=2)) == pytest.approx({"srv1": 0.5, "srv2": 0.5})  # all free again
+
+
+def test_a_calibration_that_cannot_run_changes_nothing_and_the_rates_persist(tmp_path):
+    fabric = _fabric()
+    ctl = fabric.controller
+    with pytest.raises(JobError, match="gives no way to run commands on h1"):
+        calibrate_server(ctl, "srv1", WORKERS)  # the hosts' own processes: this network file has no host_exec
+    with pytest.raises(JobError, match="h1 is not an aggregation server"):
+        calibrate_server(ctl, "h1", WORKERS, burst=fabric_burst(fabric))
+    with pytest.raises(JobError, match="srv1: aggregation server"):
+        calibrate_server(ctl, "srv2", ["srv1", "h1"], burst=fabric_burst(fabric))
+    with pytest.raises(JobError, match="must be positive"):
+        ctl.server_calibrated("srv1", 0.0)
+    assert not ctl.state.jobs and not ctl.state.server_rates
+    ctl.state.server_rates["srv1"] = 1.5e5
+    ctl.state.save(tmp_path / "state.json")
+    assert ControllerState.load(tmp_path / "state.json").server_rates == {"srv1": 1.5e5}
+    assert ctl.topology.hosts["srv1"].server.agg_pps_per_core == 1.5e5
+    assert ctl.network.topology.hosts["srv1"].server.agg_pps_per_core == topo.SERVER_AGG_PPS_PER_CORE  # the file's
+    data = json.loads((tmp_path / "state.json").read_text())
+    data["server_rates"] = {"srv1": "fast"}
+    (tmp_path / "state.json").write_text(json.dumps(data))
+    with pytest.raises(StateError, match="server_rates must map each server to a positive number"):
+        ControllerState.load(tmp_path / "state.json")

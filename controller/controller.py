@@ -292,9 +292,10 @@ class Controller:
     def _move_tree(self, job: JobRecord, tree: TreeRecord, crossed: list[str], dead: set[str], links: set[int],
                    P: protocol.Protocol) -> list[str]:
         where = f"job {job.name}: tree {tree.job_id} (root {tree.tree.root}) crosses {', '.join(crossed)}, down"
-        try:
-            planned = plan.pack_trees(self.topology.without(dead, links), job.members, P.MAX_CHILDREN, 1,
-                                      P.wire_factor).trees[0]
+        gone = links | {self.topology.host_link(s) for s in dead if s in self.topology.hosts}  # a dead server's link
+        try:  # a server's tree in the job's lanes, a core each (its rate is the lanes')
+            planned = plan.pack_trees(self.topology.without(dead, gone), job.members, P.MAX_CHILDREN, 1,
+                                      P.wire_factor, lanes=job.lanes).trees[0]
         except (plan.PlanError, TopologyError) as e:
             if not self.failover.first_report((job.name, tree.job_id, frozenset(dead), frozenset(links))):
                 return []

@@ -5,6 +5,7 @@ server's trees moved onto the one left."""
 from __future__ import annotations
 
 import json
+import socket
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from controller.state import ControllerState, StateError
 from controller.topology import Topology
 from virtual_fabric.calibrate import fabric_burst
 from virtual_fabric.fabric import Fabric
+from worker.batch_io import BatchSocket
 
 WORKERS = ["h1", "h2", "h3", "h4"]
 
@@ -112,3 +114,44 @@ def test_a_calibration_that_cannot_run_changes_nothing_and_the_rates_persist(tmp
     (tmp_path / "state.json").write_text(json.dumps(data))
     with pytest.raises(StateError, match="server_rates must map each server to a positive number"):
         ControllerState.load(tmp_path / "state.json")
+
+
+@pytest.mark.parametrize("gso", [True, False])
+def test_a_worker_socket_retargets_to_another_server(gso):
+    """A server tree moved to another server: the worker's socket sends there from then on (GSO's sendto and
+    sendmmsg's prepared messages both)."""
+    sender, first, second = (socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(3))
+    try:
+        for s in (sender, first, second):
+            s.bind(("127.0.0.1", 0))
+            s.settimeout(2.0)
+        if not gso:
+            sender.setsockopt(socket.SOL_SOCKET, 11, 1)  # SO_NO_CHECK: the kernel refuses GSO, so sendmmsg
+        io = BatchSocket(sender, 100, first.getsockname())
+        rows = np.arange(3 * 100, dtype=np.uint32).astype(np.uint8).reshape(3, 100)
+        assert io.send(rows) == 3 and first.recv(65536) == rows[0].tobytes()
+        io.retarget(second.getsockname())
+        assert io.send(rows) == 3 and [second.recv(65536) for _ in range(3)] == [r.tobytes() for r in rows]
+        assert io.gso == gso
+    finally:
+        for s in (sender, first, second):
+            s.close()
+
+
+def test_a_dead_servers_trees_move_to_the_server_left_and_the_calls_finish_exactly():
+    fabric = _fabric()
+    job = _start(fabric, "j", WORKERS, 1 << 16, calls=4, pool_size=32, lanes=2, mode="ina")
+    assert sorted({t.root for t in job.spec.trees}) == ["srv1", "srv2"]
+    fabric.loop.at(1.2e-3, fabric.kill_switch, "srv1")  # during the second call (0.85 ms each)
+    fabric.run(20.0)
+    _finished(job)  # every call of every rank, exact
+    ended = max(r.ended for w in job.workers for r in w.records)
+    print(f"calls ended at {ended * 1e3:.1f} ms of virtual time")
+    assert ended < 1.0, ended  # the move at the next round, the spec SPEC_PERIOD later: last windows again
+    moved = [line for _, line in fabric.log if "moved to root srv2" in line]
+    assert len(moved) == 2 and all("crosses srv1, srv1 -- s1-p5" in line for line in moved), fabric.log
+    spec = fabric.controller.job_spec("j")
+    assert {t.root for t in spec.trees} == {"srv2"} and {t.to_ip for t in spec.trees} == {"10.0.0.6"}
+    assert all(t.incarnation == 1 for t in spec.trees if t.job_id in {u.job_id for u in job.spec.trees
+                                                                        if u.root == "srv1"})
+    assert fabric.switches["srv2"].agg_busy > fabric.switches["srv1"].agg_busy  # srv2 summed the rest

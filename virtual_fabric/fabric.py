@@ -240,10 +240,10 @@ class Fabric:
             self.log.append((self.loop.now, line))
         for name, job in self.jobs.items():
             spec = self.controller.job_spec(name)
-            changes = {t.job_id: (t.incarnation, f"tree {i + 1} of job {name} (root {t.root})")
+            changes = {t.job_id: (t.incarnation, f"tree {i + 1} of job {name} (root {t.root})", t.to_ip)
                        for i, t in enumerate(spec.trees) if t.incarnation != job.seen.get(t.job_id)}
             if changes:
-                job.seen.update({j: inc for j, (inc, _) in changes.items()})
+                job.seen.update({j: inc for j, (inc, _, _) in changes.items()})
                 for w in job.workers:
                     self.loop.after(self.spec_delay, w.spec_changed, dict(changes))
 

@@ -37,19 +37,28 @@ def _shares(planned) -> dict[str, float]:
 
 def test_a_server_slower_than_the_topology_says_is_measured_and_the_plan_follows():
     fabric = _fabric()
-    assert fabric.controller.topology.hosts["srv1"].server.agg_pps_per_core == topo.SERVER_AGG_PPS_PER_CORE
+    ctl = fabric.controller
+    assert ctl.topology.hosts["srv1"].server.agg_pps_per_core == topo.SERVER_AGG_PPS_PER_CORE
     fabric.switches["srv1"].agg_pps = 150e3  # its real cores: half what the topology says
-    before = fabric.controller.plan(WORKERS, lanes=2)
+    before = ctl.plan(WORKERS, lanes=2)
     assert _shares(before) == pytest.approx({"srv1": 0.5, "srv2": 0.5})  # as the topology says
-    measured = calibrate_server(fabric.controller, "srv1", WORKERS, values=1 << 17, burst=fabric_burst(fabric))
+    ctl.create_job("live", WORKERS, 32, lanes=2)
+    live = ctl.job_plan("live").limit_mbps
+    measured = calibrate_server(ctl, "srv1", WORKERS, values=1 << 17, burst=fabric_burst(fabric))
     assert measured.cores == 2 and measured.per_core_pps == pytest.approx(150e3, rel=0.10), measured.line()
-    srv2 = calibrate_server(fabric.controller, "srv2", WORKERS, values=1 << 17, burst=fabric_burst(fabric))
+    assert measured.jobs == ["live"] and ctl.job_plan("live").limit_mbps < live  # its model made again
+    srv2 = calibrate_server(ctl, "srv2", WORKERS, values=1 << 17, burst=fabric_burst(fabric))
     assert srv2.per_core_pps == pytest.approx(300e3, rel=0.10), srv2.line()
-    assert fabric.controller.state.server_rates == {"srv1": measured.per_core_pps, "srv2": srv2.per_core_pps}
-    assert not fabric.controller.state.jobs  # the temporary jobs are gone
-    after = fabric.controller.plan(WORKERS, lanes=2)
+    assert ctl.state.server_rates == {"srv1": measured.per_core_pps, "srv2": srv2.per_core_pps}
+    assert list(ctl.state.jobs) == ["live"]  # the temporary jobs are gone
+    ctl.delete_job("live")  # (beside it a new job would find half of each server: the next test)
+    after = ctl.plan(WORKERS, lanes=2)
     assert _shares(after)["srv1"] == pytest.approx(measured.per_core_pps / (measured.per_core_pps + srv2.per_core_pps))
-    assert after.limit_mbps < before.limit_mbps  # C: what the servers really sum
+    slower = (measured.per_core_pps + srv2.per_core_pps) / (2 * topo.SERVER_AGG_PPS_PER_CORE)
+    assert after.limit_mbps == pytest.approx(before.limit_mbps * slower)  # C: what the servers really sum...
+    for method in ("ina", "hybrid"):  # ...and what the trees are paced at, alone or beside the ring
+        assert after.options(1 << 24)[method].ina_pace_mbps == pytest.approx(
+            before.options(1 << 24)[method].ina_pace_mbps * slower)
 
 
 def _start(fabric: Fabric, name: str, hosts: list[str], values: int, calls: int = 2, **options):

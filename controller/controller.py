@@ -566,7 +566,7 @@ class Controller:
     def _replan(self, members: list[str], alpha: float | None, ring_sum: str, ring_layout: str | None,
                 lanes: int = 1) -> admission.Replan:
         """Admission's planner: trees packed on the topology it shows (in the job's ``lanes``, each on the pool
-        it is given), the model on the whole network."""
+        it is given; a server's rows a core per lane), the model on the whole network."""
         P = self._protocol()
 
         def replan(topology: Topology, trees: int | None, mode: str, pool_size: int) -> JobPlan:
@@ -574,7 +574,7 @@ class Controller:
                 return plan_job(self.topology, members, P, None, "ring", None, ring_sum, pool_size, ring_layout,
                                 self.host_latency, host_cost=self.host_cost)
             try:
-                found = plan.pack_trees(topology, members, P.MAX_CHILDREN, trees, P.wire_factor)
+                found = plan.pack_trees(topology, members, P.MAX_CHILDREN, trees, P.wire_factor, lanes=lanes)
             except plan.PlanError as e:
                 raise JobError(str(e)) from None
             return with_trees(self.topology, in_lanes(found, lanes), P, mode, alpha if mode == "hybrid" else None,

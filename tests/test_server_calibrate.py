@@ -164,3 +164,13 @@ def test_a_dead_servers_trees_move_to_the_server_left_and_the_calls_finish_exact
     assert all(t.incarnation == 1 for t in spec.trees if t.job_id in {u.job_id for u in job.spec.trees
                                                                         if u.root == "srv1"})
     assert fabric.switches["srv2"].agg_busy > fabric.switches["srv1"].agg_busy  # srv2 summed the rest
+
+
+def test_a_job_is_admitted_around_a_server_whose_slots_are_taken():
+    ctl = _fabric().controller
+    first = ctl.create_job("a", ["h1", "h2"], ctl.pipeline("srv1").pool_slots, trees=1, lanes=2, mode="ina")
+    (full,) = {t.root for t in first.trees}  # every slot of that server
+    other = "srv2" if full == "srv1" else "srv1"
+    spec = ctl.create_job("b", ["h3", "h4"], 64, lanes=2, admit=True)
+    assert {t.root for t in spec.trees} == {other}
+    assert f"planned around full switch(es) {full}" in ctl.state.jobs["b"].admission

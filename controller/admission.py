@@ -88,9 +88,11 @@ def admit(planned: JobPlan, pool_size: int, topology: Topology, pools: Pools, he
     except CapacityError as e:
         short = e
     candidates = []
-    full = {s for s in topology.switches if not has_room(s, pool_size, pools, held)}
-    try:  # the planner knows links, not slots: show it only the switches that have room
-        around = replan(topology.without(full), None, planned.mode, pool_size)
+    full = {s for s in topology.devices if not has_room(s, pool_size, pools, held)}
+    servers = full & set(topology.servers)  # cut off by their one link
+    try:  # the planner knows links, not slots: show it only the switches (and servers) that have room
+        around = replan(topology.without(full - servers, {topology.host_link(s) for s in servers}), None,
+                        planned.mode, pool_size)
         placed = place([p.tree for p in around.tree_plan.trees], pool_size, pools, held)
         candidates.append(Admitted(around, pool_size, placed, f"planned around full switch(es) "
                                                               f"{', '.join(sorted(full))} ({short})"))

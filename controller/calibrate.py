@@ -18,6 +18,15 @@ afterwards:
 - one value per call through the switches: the workers' shortest round trip (send to result, in
   their loops) less the network's round trip the model knows is the hosts' latency.  (Not half the
   call: a call's setup, milliseconds in Python, is paid once per call, not per round trip.)
+
+``ina-ctl calibrate --server SRV`` measures an aggregation server's rate (issue 62): a temporary job of the given
+members whose only tree is the server's, in a lane per core, unpaced (each lane's window alone holds it back, so
+the server's real rate sets the pace, faster or slower than the topology says), a burst of float calls; the
+wire rate each worker got is turned back into the contributions per second the server summed (``model.
+switch_loads``: members per slot), over the cores its lanes used.  The controller records it
+(``Controller.server_calibrated``): its topology, which plans, models, admits and moves trees, says so from then on.
+Where the bursts run is a ``Burst``: the hosts' own processes by default (``host_exec``, as above), or a simulated
+fabric's workers (``virtual_fabric.calibrate``).
 """
 
 from __future__ import annotations
@@ -27,15 +36,37 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from controller import plan
 from controller.controller import Controller, JobError
-from controller.model import JobTree, sent_mbps, tree_pipe
+from controller.job_plan import MIN_LANE_POOL
+from controller.model import JobTree, sent_mbps, switch_loads, tree_pipe
 from controller.rings import ring_efficiency, ring_wire_mbps
 from worker import protocol
 from worker.jobspec import JobSpec
 from worker.ring_layout import ring_types
+
+# runs a job spec's calls on its members: (controller, spec, values per call, timeout) -> (the median over its timed
+# calls of the slowest rank's seconds, each rank's shortest round trip through the trees)
+Burst = Callable[[Controller, JobSpec, int, float], tuple[float, list[float]]]
+
+
+@dataclass(frozen=True)
+class ServerCalibration:
+    server: str
+    per_core_pps: float  # contributions one core summed per second, measured
+    assumed_pps: float  # what the topology (or the last calibration) said before
+    cores: int  # the cores the burst's lanes used
+    seconds: float  # the burst's median time per call
+    jobs: list[str]  # live jobs whose model was made again
+
+    def line(self) -> str:
+        return (f"{self.server}: {self.per_core_pps:,.0f} contributions/s per core measured on {self.cores} core(s) "
+                f"({self.per_core_pps / self.assumed_pps:.2f}x the {self.assumed_pps:,.0f} assumed; "
+                f"{self.seconds * 1e3:.2f} ms a call); models made again: {', '.join(self.jobs) or 'none'}")
 
 
 @dataclass(frozen=True)
@@ -58,11 +89,7 @@ def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float 
     job = ctl.state.jobs.get(name)
     if job is None:
         raise JobError(f"no job named {name!r} (jobs: {sorted(ctl.state.jobs)})")
-    for host in job.members:
-        try:
-            ctl.network.run_on(host, [])  # a clear error before anything is created
-        except ValueError as e:
-            raise JobError(f"calibration of job {name}: {e}") from None
+    _check_runnable(ctl, job.members, f"calibration of job {name}")
     P = protocol.load(ctl.state.options.values, ctl.state.options.udp_port)
     planned = ctl.job_plan(name)
     wide, narrow = (d.itemsize for d in ring_types("float32", job.ring_sum == "native"))
@@ -88,6 +115,51 @@ def calibrate(ctl: Controller, name: str, values: int = 1 << 18, timeout: float 
         latency = max(0.0, statistics.median(round_trips) - network) if round_trips else None
     spec = ctl.calibrated(name, ina, ring, latency, efficiency)
     return Calibration(ina, ring, efficiency, latency, seconds, spec)
+
+
+def calibrate_server(ctl: Controller, server: str, members: list[str], values: int = 1 << 18,
+                     timeout: float = 20.0, burst: Burst | None = None) -> ServerCalibration:
+    """Measure ``server``'s per-core rate with a burst of ``members`` through it alone and record it (see the
+    module's docstring); ``burst`` default: on the hosts (``host_exec``)."""
+    topology, P = ctl.topology, protocol.load(ctl.state.options.values, ctl.state.options.udp_port)
+    if server not in topology.servers:
+        raise JobError(f"{server} is not an aggregation server of the topology (servers: "
+                       f"{', '.join(topology.servers) or 'none'})")
+    if burst is None:
+        _check_runnable(ctl, members, f"calibration of server {server}")
+        burst = _burst
+    cores = topology.hosts[server].server.cores
+    tree = plan.Tree(server, ())
+    try:
+        plan.check_members(topology, members)
+        plan.check_tree(topology, members, tree, P.MAX_CHILDREN)
+    except plan.PlanError as e:
+        raise JobError(f"calibration of server {server}: {e}") from None
+    found = plan.Plan(tuple(members), (plan.PlannedTree(tree, topology.slowest_link_mbps(members), 1.0),),
+                      topology.slowest_link_mbps(members), 0.0, (), 1, 0.0, P.wire_factor)
+    trial = f"calibrate-{server}"
+    spec = ctl.create_job(trial, members, cores * 2 * MIN_LANE_POOL, trees=found, mode="ina", lanes=cores)
+    try:
+        ina = ctl.job_plan(trial).model.ina
+        trees = [JobTree(t.tree, t.rate, t.share) for t in ctl.state.jobs[trial].trees]
+        unpaced = replace(spec, model=replace(spec.model, ina=replace(ina, pace_mbps=None)))
+        seconds = burst(ctl, unpaced, values, timeout)[0]
+    finally:
+        ctl.delete_job(trial)
+    per_child = sent_mbps(ina, -(-values // P.values), seconds, P.frame_bytes) * 1e6 / (P.frame_bytes * 8)
+    used = min(cores, len(trees))
+    per_core = per_child * switch_loads(topology, members, trees)[server] / used
+    assumed = topology.hosts[server].server.agg_pps_per_core
+    return ServerCalibration(server, per_core, assumed, used, seconds, ctl.server_calibrated(server, per_core))
+
+
+def _check_runnable(ctl: Controller, hosts: list[str], what: str) -> None:
+    """A clear error before anything is created when the network file gives no way to run on a host."""
+    for host in hosts:
+        try:
+            ctl.network.run_on(host, [])
+        except ValueError as e:
+            raise JobError(f"{what}: {e}") from None
 
 
 def _trial(ctl: Controller, name: str, mode: str, values: int, timeout: float,

@@ -36,7 +36,7 @@ import threading
 from pathlib import Path
 
 from controller import direct
-from controller.calibrate import calibrate
+from controller.calibrate import calibrate, calibrate_server
 from controller.controller import DEAD_AFTER, DEFAULT_POOL_SIZE, Controller, JobError
 from controller.direct_jobs import create_parts, write_parts
 from controller.direct_site import DirectSite
@@ -109,11 +109,7 @@ def parser() -> argparse.ArgumentParser:
     delete.add_argument("name")
     delete.add_argument("--secret", help="with --controller: the secret `job create` printed")
     job.add_parser("list", help="jobs and their specs")
-    calibrate = sub.add_parser("calibrate", help="measure a job's aggregation capacity and ring rate on its hosts, "
-                                                 "and split it again between the switches and the ring")
-    calibrate.add_argument("name")
-    calibrate.add_argument("--values", type=int, default=1 << 18, help="float32 values per burst call")
-    calibrate.add_argument("--timeout", type=float, default=20.0)
+    _calibrate_parser(sub)
     status = sub.add_parser("status", help="each job's counters per switch, and each switch's drops")
     status.add_argument("--json", action="store_true", help="as JSON")
     _watch_and_serve(sub)
@@ -471,6 +467,10 @@ def _run(ctl: Controller, args: argparse.Namespace, lock: StateLock) -> int:
             rail = f", rail {spec.rail.index} of {spec.rail.count} of set {spec.rail.set}" if spec.rail else ""
             print(f"{name}: {len(spec.members)} members, pool {spec.pool_size} per tree, trees (root/id share) "
                   f"{trees}{rail}")
+    elif args.command == "calibrate" and (args.server or not args.name):
+        if not args.server or not args.members or args.name:
+            raise JobError("calibrate takes a job's NAME, or --server SERVER --members H1,H2,... (not both)")
+        print(calibrate_server(ctl, args.server, args.members, args.values, args.timeout).line())
     elif args.command == "calibrate":
         measured = calibrate(ctl, args.name, args.values, args.timeout)
         ina = f"{measured.ina_mbps:.4g} Mb/s per worker through the switches" if measured.ina_mbps else "no trees"
@@ -534,6 +534,18 @@ def _locked(lock: StateLock, work) -> None:
         work()
     finally:
         lock.release()
+
+
+def _calibrate_parser(sub) -> None:
+    calibrate = sub.add_parser("calibrate", help="measure a job's aggregation capacity and ring rate on its hosts, "
+                                                 "and split it again between the switches and the ring; "
+                                                 "--server: an aggregation server's rate per core")
+    calibrate.add_argument("name", nargs="?", help="the job (not with --server)")
+    calibrate.add_argument("--server", help="measure this aggregation server's contributions/s per core, with a "
+                                            "temporary job of --members through it alone, and keep it for every plan")
+    calibrate.add_argument("--members", type=_hosts, help="with --server: the hosts that send it (at most 32)")
+    calibrate.add_argument("--values", type=int, default=1 << 18, help="float32 values per burst call")
+    calibrate.add_argument("--timeout", type=float, default=20.0)
 
 
 def _hosts(text: str) -> list[str]:

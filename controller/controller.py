@@ -42,7 +42,8 @@ from controller.pipeline import Pipeline, PipelineOptions
 from controller.programs import V1MODEL
 from controller.reconcile import WORKER_PORT_BASE, Reconciler, worker_port
 from controller.schema import Entry
-from controller.shared_fabric import RunningTree, fabric_loads, new_job_trees, with_loads
+from controller.servers import RunningServerTree, contributions_pps, free_shares, server_loads, with_rates, with_shares
+from controller.shared_fabric import BUSY_FLOOR, RunningTree, fabric_loads, new_job_trees, view
 from controller.state import ControllerState, JobRecord, TreeRecord
 from controller.switch_io import SwitchIO
 from controller.topology import Topology, TopologyError
@@ -86,7 +87,7 @@ class Controller:
         ``host_cost`` what a packet costs the hosts' CPU, for the model (default: nothing).
         A simulated fabric passes in-process connections, its virtual time and its hosts' latency and cost."""
         self.network = network
-        self.topology = network.topology
+        self._topology: tuple[tuple, Topology] = ((), network.topology)  # the servers' rates it has, and it
         self.state_path = state_path
         options = None if options is None else fastest(options, network)
         if state_path is not None and state_path.exists():
@@ -115,6 +116,15 @@ class Controller:
     @dead_after.setter
     def dead_after(self, seconds: float) -> None:
         self.failover.dead_after = seconds
+
+    @property
+    def topology(self) -> Topology:
+        """The network's topology with each server's per-core rate as calibrated (``server_calibrated``): what
+        plans, models, admission and failover see."""
+        rates = tuple(sorted(self.state.server_rates.items()))
+        if rates != self._topology[0]:
+            self._topology = (rates, with_rates(self.network.topology, dict(rates)))
+        return self._topology[1]
 
     @property
     def host_latency(self) -> float:
@@ -282,9 +292,10 @@ class Controller:
     def _move_tree(self, job: JobRecord, tree: TreeRecord, crossed: list[str], dead: set[str], links: set[int],
                    P: protocol.Protocol) -> list[str]:
         where = f"job {job.name}: tree {tree.job_id} (root {tree.tree.root}) crosses {', '.join(crossed)}, down"
-        try:
-            planned = plan.pack_trees(self.topology.without(dead, links), job.members, P.MAX_CHILDREN, 1,
-                                      P.wire_factor).trees[0]
+        gone = links | {self.topology.host_link(s) for s in dead if s in self.topology.hosts}  # a dead server's link
+        try:  # a server's tree in the job's lanes, a core each (its rate is the lanes')
+            planned = plan.pack_trees(self.topology.without(dead, gone), job.members, P.MAX_CHILDREN, 1,
+                                      P.wire_factor, lanes=job.lanes).trees[0]
         except (plan.PlanError, TopologyError) as e:
             if not self.failover.first_report((job.name, tree.job_id, frozenset(dead), frozenset(links))):
                 return []
@@ -366,25 +377,35 @@ class Controller:
     def new_job_fabric(self) -> Topology:
         """The topology as a new job finds it: each link between switches offers what running jobs' trees leave
         of it, at least a fair share beside them (``shared_fabric``)."""
-        loads = fabric_loads(self.topology, self._running_trees())
-        return with_loads(self.topology, loads, fair=True) if loads else self.topology
+        return view(self.topology, fabric_loads(self.topology, self._running_trees()),
+                    server_loads(self._running_servers()), fair=True)
 
     def _running_trees(self) -> list[RunningTree]:
         with self._lock:
             return [(job.name, t.tree, t.rate) for job in self.state.jobs.values() for t in job.trees]
 
+    def _running_servers(self) -> list[RunningServerTree]:
+        frame = self._protocol().frame_bytes
+        with self._lock:
+            return [(job.name, t.tree.root, contributions_pps(t.rate, len(job.members), frame))
+                    for job in self.state.jobs.values() for t in job.trees
+                    if plan.is_server_tree(self.topology, t.tree)]
+
     def _new_job_trees(self, members: list[str], trees: int | str | plan.Plan | None,
                        mode: str) -> tuple[Topology, plan.Plan | None]:
-        """The fabric a new job finds, and its trees where running jobs leave links free (None: the planner's own
-        packing of that fabric, or the trees given)."""
+        """The fabric a new job finds (its links and servers as running jobs leave them), and its trees where running
+        jobs leave links free (None: the planner's own packing of that fabric, or the trees given)."""
         if mode == "ring" or isinstance(trees, plan.Plan):
             return self.new_job_fabric(), None
         P = self._protocol()
         try:
-            return new_job_trees(self.topology, self._running_trees(), members, P.MAX_CHILDREN, tree_count(trees),
-                                 P.wire_factor)
+            seen, found = new_job_trees(self.topology, self._running_trees(), members, P.MAX_CHILDREN,
+                                        tree_count(trees), P.wire_factor, server_loads(self._running_servers()))
         except plan.PlanError as e:
             raise JobError(str(e)) from None
+        if found is not None and any(plan.is_server_tree(seen, t.tree) for t in found.trees):
+            return seen, None  # packed in the job's lanes (a core each) by the planner itself, on the fair view
+        return seen, found
 
     def _protocol(self) -> protocol.Protocol:
         return protocol.load(self.state.options.values, self.state.options.udp_port)
@@ -545,7 +566,7 @@ class Controller:
     def _replan(self, members: list[str], alpha: float | None, ring_sum: str, ring_layout: str | None,
                 lanes: int = 1) -> admission.Replan:
         """Admission's planner: trees packed on the topology it shows (in the job's ``lanes``, each on the pool
-        it is given), the model on the whole network."""
+        it is given; a server's rows a core per lane), the model on the whole network."""
         P = self._protocol()
 
         def replan(topology: Topology, trees: int | None, mode: str, pool_size: int) -> JobPlan:
@@ -553,7 +574,7 @@ class Controller:
                 return plan_job(self.topology, members, P, None, "ring", None, ring_sum, pool_size, ring_layout,
                                 self.host_latency, host_cost=self.host_cost)
             try:
-                found = plan.pack_trees(topology, members, P.MAX_CHILDREN, trees, P.wire_factor)
+                found = plan.pack_trees(topology, members, P.MAX_CHILDREN, trees, P.wire_factor, lanes=lanes)
             except plan.PlanError as e:
                 raise JobError(str(e)) from None
             return with_trees(self.topology, in_lanes(found, lanes), P, mode, alpha if mode == "hybrid" else None,
@@ -597,6 +618,23 @@ class Controller:
             self._save()
             return self._write_spec(name)
 
+    def server_calibrated(self, server: str, per_core_pps: float) -> list[str]:
+        """Record a server's measured per-core rate (``calibrate.calibrate_server``): from now on the topology every
+        plan, model, admission and move sees says so.  Live jobs' models are made again (their specs written);
+        returns their names.  A job keeps its trees and their shares (``ina-ctl job delete/create`` plans anew)."""
+        if server not in self.network.topology.servers:
+            raise JobError(f"{server} is not an aggregation server of the topology (servers: "
+                           f"{', '.join(self.network.topology.servers) or 'none'})")
+        if not per_core_pps > 0:
+            raise JobError(f"{server}: a measured rate must be positive, not {per_core_pps!r}")
+        with self._lock:
+            self.state.server_rates[server] = float(per_core_pps)
+            self._save()
+            jobs = sorted(j.name for j in self.state.jobs.values() if any(t.tree.root == server for t in j.trees))
+            for name in jobs:
+                self._write_spec(name)
+            return jobs
+
     def job_plan(self, name: str) -> JobPlan:
         """A live job's plan: the trees it holds now, its layouts and its model (made again only when the
         trees move, a calibration measures, or the hosts' latency or cost changes: for 1,024 hosts it takes
@@ -605,7 +643,7 @@ class Controller:
         measured = job.calibration or {}
         key = (tuple(job.members), [(t.tree, t.rate, t.share) for t in job.trees], json.dumps(measured, sort_keys=True),
                self.host_latency, self.host_cost, job.mode, job.alpha, job.ring_layout, job.ring_sum, job.pool_size,
-               job.lanes)
+               job.lanes, tuple(sorted(self.state.server_rates.items())), tuple(sorted(job.server_shares.items())))
         cached = self._plans.get(name)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -613,9 +651,9 @@ class Controller:
         trees = tuple(plan.PlannedTree(t.tree, t.rate, t.share) for t in job.trees)
         found = plan.Plan(tuple(job.members), trees, sum(t.rate for t in trees), 0.0, (), 0, 0.0, P.wire_factor)
         latency = measured.get("host_latency") or self.host_latency
-        planned = with_trees(self.topology, found, P, job.mode, job.alpha, job.ring_sum, job.pool_size,
-                             job.ring_layout, latency, measured.get("ina_mbps"), _efficiencies(measured),
-                             self.host_cost, job.lanes)
+        shared = with_shares(self.topology, job.server_shares)  # of each server, what it found when planned
+        planned = with_trees(shared, found, P, job.mode, job.alpha, job.ring_sum, job.pool_size, job.ring_layout,
+                             latency, measured.get("ina_mbps"), _efficiencies(measured), self.host_cost, job.lanes)
         self._plans[name] = (key, planned)
         return planned
 
@@ -708,9 +746,11 @@ class Controller:
         records = []
         for job_id, p, placed in zip(ids, planned.tree_plan.trees, admitted.placements):
             records.append(TreeRecord(job_id, p.tree, p.rate, p.share, _allocations(placed, self.state)))
+        found = free_shares(self.topology, server_loads(self._running_servers()), True, BUSY_FLOOR)
         return JobRecord(name, list(planned.tree_plan.members), admitted.pool_size, records, planned.mode,
                          planned.alpha, ids[-1], planned.ring_layout, ring_sum=planned.ring_sum,
-                         admission=admitted.note, lanes=planned.lanes)
+                         admission=admitted.note, lanes=planned.lanes,
+                         server_shares={r.tree.root: found[r.tree.root] for r in records if r.tree.root in found})
 
     def _write_spec(self, name: str) -> JobSpec:
         spec = self.job_spec(name)

@@ -69,7 +69,9 @@ class Failover:
         that died takes its links down), or when its control stream ended and it does not answer again (a
         killed process: in Mininet its veths stay up).  A restart that answers by then is provisioned and
         never counted; one that takes longer has its trees moved and given back (``return_home``).
-        Silence alone (unreachable for ``dead_after``) is the backstop, for a switch never reached."""
+        Silence alone (unreachable for ``dead_after``) is the backstop, for a switch never reached.  An aggregation
+        server is a device like a switch: dead when its stream ended, it is silent, or its switch reports its one
+        port down."""
         now = self.clock()
         dead = set(self.gone) | {s for s, since in self.unreachable.items() if now - since >= self.dead_after}
         down = set()
@@ -82,6 +84,8 @@ class Failover:
             heard = [end for end in facing if self.reachable(io, end[0])]
             if heard and all(end in down for end in heard):
                 dead.add(switch)
+        # an aggregation server: dead when the switch its one link leads to answers and has lost carrier to it
+        dead |= {s for s in topology.servers if topology.attachment[s] in down}
         return dead, links
 
     def probe(self, io: SwitchIO, switches: list[str]) -> list[str]:
@@ -110,6 +114,8 @@ class Failover:
     def crossed(topology: Topology, job: JobRecord, tree: TreeRecord, dead: set[str], links: set[int]) -> list[str]:
         """What of these failures the tree crosses, by name (none: it is unharmed)."""
         ours = set(plan.fabric_links(topology, tree.tree)) | {topology.host_link(m) for m in job.members}
+        if plan.is_server_tree(topology, tree.tree):  # every member's way to the server, its own link last
+            ours |= set(plan.server_links(topology, job.members, tree.tree.root))
         return sorted(set(tree.tree.switches()) & dead) + [plan.link_name(topology, i) for i in sorted(ours & links)]
 
     def first_report(self, key: tuple) -> bool:

@@ -11,14 +11,16 @@ planned on two views of what the running jobs leave:
   the busy links wherever free ones carry as much.
 The newcomer takes the free view's trees when they reach the fair view's rate (the LP has many optimal packings,
 and this one leaves the others alone), else the fair view's.  Host links are each host's own and stay as they
-are.  Pure functions.
+are.  A server's cores are shared the same way (``controller.servers``: its per-core rate in each view is what
+running jobs leave of it, at least a fair share or ``BUSY_FLOOR``).  Pure functions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from controller.plan import Plan, PlanError, Tree, fabric_links, pack_trees
+from controller.servers import with_server_loads
 from controller.topology import Topology
 
 # a running tree: (its job's name, the tree, its planned wire Mb/s)
@@ -54,17 +56,26 @@ def with_loads(topology: Topology, loads: dict[int, tuple[float, int]], fair: bo
     return Topology.from_dict(data, "the fabric a new job finds")
 
 
+def view(topology: Topology, loads: dict[int, tuple[float, int]], servers: Mapping[str, tuple[float, int]],
+         fair: bool) -> Topology:
+    """The fair (``fair``) or free view of the links and servers running jobs load (``servers``:
+    ``servers.server_loads``)."""
+    topology = with_loads(topology, loads, fair) if loads else topology
+    return with_server_loads(topology, servers, fair, BUSY_FLOOR) if servers else topology
+
+
 def new_job_trees(topology: Topology, running: Iterable[RunningTree], members: list[str], max_children: int,
-                  max_trees: int | None, wire_factor: float) -> tuple[Topology, Plan | None]:
+                  max_trees: int | None, wire_factor: float, servers: Mapping[str, tuple[float, int]] | None = None
+                  ) -> tuple[Topology, Plan | None]:
     """The fair view (to plan the job's model on) and the trees the new job takes; ``topology`` and None when
-    nothing runs over its fabric (the planner packs the whole fabric).  PlanError as ``pack_trees``."""
-    loads = fabric_loads(topology, running)
-    if not loads:
+    nothing runs over its fabric or servers (the planner packs the whole fabric).  PlanError as ``pack_trees``."""
+    loads, servers = fabric_loads(topology, running), servers or {}
+    if not loads and not servers:
         return topology, None
-    fair_view = with_loads(topology, loads, fair=True)
+    fair_view = view(topology, loads, servers, fair=True)
     fair = pack_trees(fair_view, members, max_children, max_trees, wire_factor)
     try:
-        free = pack_trees(with_loads(topology, loads, fair=False), members, max_children, max_trees, wire_factor)
+        free = pack_trees(view(topology, loads, servers, fair=False), members, max_children, max_trees, wire_factor)
     except PlanError:
         return fair_view, fair
     return fair_view, free if free.rate >= fair.rate * (1 - _SAME_RATE) else fair

@@ -78,6 +78,9 @@ class JobRecord:
     lanes: int = 1  # each planned tree installed as this many consecutive trees (``job_plan.in_lanes``)
     rail: Rail | None = None  # the rail of a set it is (``Controller.create_rails``); None: a plain job
     auto_window: int | None = None  # an auto-sized job's need (``windows.bdp_window``); None: its size was asked
+    # per server of its trees: the share of its cores the job found when it was planned (what running jobs left,
+    # at least a fair share: ``servers.free_shares``); its model sums there at that share of the server's rate
+    server_shares: dict[str, float] = field(default_factory=dict)
 
     def spec_version(self) -> int:
         """Grows with every change of the job's spec: its plan's version and its trees' incarnations only grow."""
@@ -98,6 +101,8 @@ class ControllerState:
     next_epoch: dict[str, int] = field(default_factory=dict)  # per switch, so a reused pool never looks current
     next_job_id: int = 1  # ids are not reused soon: a deleted job's late packets must not match a new job
     host_latency: float | None = None  # seconds, wire to a worker's loop, as the last calibration measured
+    # per aggregation server: contributions one core sums per second, as `ina-ctl calibrate --server` measured
+    server_rates: dict[str, float] = field(default_factory=dict)
 
     def take_epoch(self, switch: str) -> int:
         epoch = self.next_epoch.get(switch, 1)
@@ -114,6 +119,7 @@ class ControllerState:
     def save(self, path: Path) -> None:
         data = {"format": FORMAT, "options": asdict(self.options), "next_epoch": self.next_epoch,
                 "next_job_id": self.next_job_id, "host_latency": self.host_latency,
+                "server_rates": self.server_rates,
                 "jobs": {n: _job_dict(j) for n, j in self.jobs.items()}}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -171,7 +177,16 @@ class ControllerState:
                 raise StateError(f"{path}: {e}; {_REMEDY}") from None
             jobs[name] = JobRecord(trees=trees, rail=rail, **j)
         return cls(PipelineOptions(**data["options"]), jobs, data["next_epoch"], data.get("next_job_id", 1),
-                   data.get("host_latency"))
+                   data.get("host_latency"), _server_rates(path, data.get("server_rates", {})))
+
+
+def _server_rates(path: Path, data: object) -> dict[str, float]:
+    """What calibrations measured of the servers: each a positive number of contributions per second and core."""
+    if not isinstance(data, dict) or not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+                                             for v in data.values()):
+        raise StateError(f"{path}: server_rates must map each server to a positive number of contributions per "
+                         f"second and core, not {data!r}; {_REMEDY}")
+    return {str(k): float(v) for k, v in data.items()}
 
 
 def _job_dict(job: JobRecord) -> dict:

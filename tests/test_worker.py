@@ -285,7 +285,7 @@ def test_a_recovery_that_fails_between_calls_fails_the_next_call(net3):
             raise OSError(101, "Network is unreachable")
 
         w._sockets[tree].send = broken
-        w._spec_changes[tree.config.job_id] = (1, "tree 1 of job idle")  # as the watch thread posts it
+        w._spec_changes[tree.config.job_id] = (1, "tree 1 of job idle", None)  # as the watch thread posts it
         w._io.submit(w._recover_idle).result(timeout=5)
         assert tree.incarnation == 1  # applied on the I/O thread
         with pytest.raises(AllreduceError, match="failed between calls .*OSError.*unreachable"):

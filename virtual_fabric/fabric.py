@@ -133,6 +133,7 @@ class Fabric:
         self.controller = Controller(Network(topology, access), options=options, connect=self._connect,
                                      clock=self.loop.clock, host_latency=host_latency.MEAN, host_cost=host_cost)
         self.controller.setup()
+        self._watching = True  # a watch round is scheduled (the rounds stop when every worker is done)
         self.loop.at(watch_interval, self._watch)
 
     # --- building ------------------------------------------------------------------------------
@@ -185,7 +186,14 @@ class Fabric:
         """The controller creates the job; a worker on each host makes the calls ``arrays[rank]``,
         from ``start`` (now) on.  A job whose calls may go round a ring (any mode but ina) runs it at flow
         level (``virtual_fabric.ring``)."""
-        spec = self.controller.create_job(name, hosts, **options)
+        return self.start_workers(self.controller.create_job(name, hosts, **options), hosts, arrays, timeout, gap,
+                                  start)
+
+    def start_workers(self, spec: JobSpec, hosts: list[str], arrays: list[list[np.ndarray]], timeout: float = 3.0,
+                      gap: float = 0.0, start: float | None = None) -> Job:
+        """A worker on each host of a job the controller made (``spec``, as the workers read it), making the calls
+        ``arrays[rank]`` from ``start`` (now) on."""
+        name = spec.name
         ring = None
         if spec.mode != "ina":
             @cache
@@ -204,11 +212,15 @@ class Fabric:
             w.start(self.loop.now if start is None else start)
             workers.append(w)
         job = self.jobs[name] = Job(spec, workers, {t.job_id: t.incarnation for t in spec.trees}, ring)
+        if not self._watching:  # workers of an earlier run are done: the watch starts again with these
+            self._watching = True
+            self.loop.after(self.watch_interval, self._watch)
         return job
 
     def _watch(self) -> None:
         self._look()
-        if not self.finished():
+        self._watching = not self.finished()
+        if self._watching:
             self.loop.after(self.watch_interval, self._watch)
 
     def _port_status(self) -> None:
@@ -228,10 +240,10 @@ class Fabric:
             self.log.append((self.loop.now, line))
         for name, job in self.jobs.items():
             spec = self.controller.job_spec(name)
-            changes = {t.job_id: (t.incarnation, f"tree {i + 1} of job {name} (root {t.root})")
+            changes = {t.job_id: (t.incarnation, f"tree {i + 1} of job {name} (root {t.root})", t)
                        for i, t in enumerate(spec.trees) if t.incarnation != job.seen.get(t.job_id)}
             if changes:
-                job.seen.update({j: inc for j, (inc, _) in changes.items()})
+                job.seen.update({j: inc for j, (inc, _, _) in changes.items()})
                 for w in job.workers:
                     self.loop.after(self.spec_delay, w.spec_changed, dict(changes))
 

@@ -46,7 +46,7 @@ from worker import native, protocol
 from worker.calls import ComposedCall, prepare
 from worker.engine import Outbox, Stats, Tree, TreeCall, TreeConfig, fail
 from worker.errors import AllreduceError, SwitchOverflowError
-from worker.jobspec import JobSpec
+from worker.jobspec import JobSpec, TreeSpec
 from worker.tuner import Choice
 
 # what a worker waited on, for ``time_in``: results with its window full, the last results with
@@ -117,15 +117,14 @@ class SimWorker:
             self.core_of[tree] = self.host_cost.core_of(i, len(spec.trees))
             self.by_port[t.port] = tree
             self.inbox[tree] = []
-            self.headers[tree] = udp_header(self.mac, me.switch_mac, me.ip, t.destination(self.rank) or me.switch_ip,
-                                            t.port, spec.udp_port, self.P.packet_bytes)
+            self.headers[tree] = self._header(tree, t.destination(self.rank))
         self.ip = ipaddress.IPv4Address(me.ip).packed
         self.calls: list[TreeCall] = []  # the current call's trees' parts
         self.current: CallRecord | None = None
         self._composed: ComposedCall | None = None  # the current call
         self._next_wake: float | None = None
         self._state, self._since = "idle", 0.0
-        self._spec_changes: dict[int, tuple[int, str]] = {}
+        self._spec_changes: dict[int, tuple[int, str, TreeSpec]] = {}
         self._ring_pending = False  # the current call's ring part is running
         self._ring_result: np.ndarray | None = None
         self.cpu_busy = 0.0  # seconds the host's CPU spent on datagrams (its host cost)
@@ -133,6 +132,13 @@ class SimWorker:
         self._taken: list[list[tuple[Tree, bytes]]] = [[] for _ in range(n)]  # per core: datagrams it took and
         # paid for, for the protocol core next turn
         self._unsent = 0  # datagrams of earlier steps the CPU is still sending (not on the link yet)
+
+    def _header(self, tree: Tree, to_ip: str | None) -> bytes:
+        """A tree's frames' headers: to its server (``to_ip``) or the member's switch."""
+        me = self.spec.members[self.rank]
+        port = next(p for p, t in self.by_port.items() if t is tree)
+        return udp_header(self.mac, me.switch_mac, me.ip, to_ip or me.switch_ip, port, self.spec.udp_port,
+                          self.P.packet_bytes)
 
     # --- what the fabric calls ---------------------------------------------------------------
 
@@ -152,8 +158,9 @@ class SimWorker:
         self.arriving[self.core_of[tree]].append((visible, tree, got[1]))
         self._wake_at(reaches_loop(visible))
 
-    def spec_changed(self, changes: dict[int, tuple[int, str]]) -> None:
-        """What the worker's spec watch would read: job id -> (incarnation, tree name)."""
+    def spec_changed(self, changes: dict[int, tuple[int, str, TreeSpec]]) -> None:
+        """What the worker's spec watch would read: job id -> (incarnation, tree name, the tree's new spec, which
+        says where this rank's contributions go)."""
         self._spec_changes.update(changes)
         self._wake_at(self.loop.now)
 
@@ -281,7 +288,9 @@ class SimWorker:
         self._since = now
         for t in self.trees:
             if t.config.job_id in self._spec_changes:
-                t.spec_changed(*self._spec_changes.pop(t.config.job_id))
+                incarnation, name, moved = self._spec_changes.pop(t.config.job_id)
+                t.spec_changed(incarnation, name)
+                self.headers[t] = self._header(t, moved.destination(self.rank))
         stepping = [c for c in free if self._taken[c] or not self._take(c, now)]
         if not stepping:
             return  # the protocol core sees them once the CPU has received them

@@ -94,8 +94,9 @@ class Worker:
         self._pool = BufferPool()  # calls' private copies of their input, and allreduce_'s sums
         self._watching = threading.Event()  # set: stop watching
         self._watcher: threading.Thread | None = None
-        # job spec changes the watch thread saw, for the I/O thread to apply: job id -> (incarnation, name)
-        self._spec_changes: dict[int, tuple[int, str]] = {}
+        # job spec changes the watch thread saw, for the I/O thread to apply: job id -> (incarnation, name, where
+        # its contributions go: a server's address, or None for the member's switch)
+        self._spec_changes: dict[int, tuple[int, str, str | None]] = {}
         self._idle_failure: BaseException | None = None  # a recovery between calls that failed
         self._incarnations = {t.job_id: t.incarnation for t in spec.trees}  # the latest spec's, update_spec's
         self.service = service
@@ -283,8 +284,9 @@ class Worker:
             for i, tree in enumerate(spec.trees):
                 if tree.job_id in ids and tree.incarnation > self._incarnations[tree.job_id]:
                     self._incarnations[tree.job_id] = tree.incarnation
-                    # a tree moved off a dead switch has a new root
-                    self._spec_changes[tree.job_id] = (tree.incarnation, _tree_name(spec, i))
+                    # a tree moved off a dead switch has a new root (a server's, a new address)
+                    self._spec_changes[tree.job_id] = (tree.incarnation, _tree_name(spec, i),
+                                                       tree.destination(self.rank))
 
     # --- inside ----------------------------------------------------------------------------
 
@@ -324,9 +326,14 @@ class Worker:
         """On the I/O thread: the job spec changes the watch thread saw."""
         with self._lock:
             changes, self._spec_changes = self._spec_changes, {}
+        me = self.spec.members[self.rank]
         for t in self._trees:
             if t.config.job_id in changes:
-                t.spec_changed(*changes[t.config.job_id])
+                incarnation, name, to_ip = changes[t.config.job_id]
+                t.spec_changed(incarnation, name)
+                destination = (to_ip or me.switch_ip, self.spec.udp_port)
+                if self._sockets[t].destination != destination:
+                    self._sockets[t].retarget(destination)
 
     def _recover_idle(self) -> None:
         """Between calls (a call's own loop does the same).  A failure here is kept for the next call

@@ -94,6 +94,13 @@ class BatchSocket:
             self._tx[i].msg_hdr.msg_iov = ctypes.pointer(self._tx_iov[i])
             self._tx[i].msg_hdr.msg_iovlen = 1
 
+    def retarget(self, destination: tuple[str, int]) -> None:
+        """Send to ``destination`` from now on (a server's tree moved to another server), in the address every
+        prepared message points at."""
+        self.destination = destination
+        self._addr.sin_port = socket.htons(destination[1])
+        self._addr.sin_addr[:] = list(socket.inet_aton(destination[0]))
+
     def send(self, packets: np.ndarray) -> int:
         """Send the rows of a C-contiguous (k, packet_bytes) uint8 array, in order, until the socket's
         send buffer is full; returns how many went (the caller sends the rest once it is writable)."""

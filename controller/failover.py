@@ -115,7 +115,7 @@ class Failover:
         """What of these failures the tree crosses, by name (none: it is unharmed)."""
         ours = set(plan.fabric_links(topology, tree.tree)) | {topology.host_link(m) for m in job.members}
         if plan.is_server_tree(topology, tree.tree):  # every member's way to the server, its own link last
-            ours |= set(plan.server_links(topology, job.members, tree.tree.root))
+            ours |= set(plan.server_links(topology, job.members, tree.tree, own_links=True))
         return sorted(set(tree.tree.switches()) & dead) + [plan.link_name(topology, i) for i in sorted(ours & links)]
 
     def first_report(self, key: tuple) -> bool:

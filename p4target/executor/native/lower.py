@@ -682,7 +682,7 @@ class Lowering:
                 out.append(f"S[{lo + first}] = load_be(data + (long)({pos}) + {off}, {size}, {signed});")
             else:
                 i = f"_f{self._fresh()}"
-                out.append(f"for (long {i} = 0; {i} < {count}; {i}++) S[{lo + first} + {i}] = "
+                out.append(f"UNROLL_FIELDS for (long {i} = 0; {i} < {count}; {i}++) S[{lo + first} + {i}] = "
                            f"load_be(data + (long)({pos}) + {off} + {size} * {i}, {size}, {signed});")
         return out
 
@@ -719,7 +719,7 @@ class Lowering:
                 if count == 1:
                     out.append(f"  store_be(_o{n} + {off}, {size}, S[{rng[0] + first}]);")
                 else:  # a run of fields of one type (a value array) as a loop
-                    out.append(f"  for (long _f{n} = 0; _f{n} < {count}; _f{n}++) "
+                    out.append(f"  UNROLL_FIELDS for (long _f{n} = 0; _f{n} < {count}; _f{n}++) "
                                f"store_be(_o{n} + {off} + {size} * _f{n}, {size}, S[{rng[0] + first} + _f{n}]);")
             return out + ["}"]
         if isinstance(arg, ir.ToBytes):

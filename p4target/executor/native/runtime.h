@@ -59,6 +59,16 @@ typedef struct {
 
 #define MAX_OUTPUTS 1024
 
+/* Before a loop over a header's run of fields of one type (lower.py: a value array's load_be/store_be).
+ * A program built at -O1 (build.py defines P4T_UNROLL_FIELDS) unrolls it in full, as the straight line it
+ * replaced: -O1 does not unroll, and the loop of calls cost TNA's parser and deparser 2.5k instructions a
+ * packet.  At -O3 gcc unrolls and vectorises it as it sees fit. */
+#ifdef P4T_UNROLL_FIELDS
+#define UNROLL_FIELDS _Pragma("GCC unroll 4096")
+#else
+#define UNROLL_FIELDS
+#endif
+
 typedef struct {
     jmp_buf drop; /* a fatal condition (DROP_*) abandons the packet */
     int drop_reason;

@@ -161,6 +161,58 @@ def _const_slots(e: ir.Expr) -> tuple[int, int] | None:
     return None
 
 
+def _slot_ranges(slots: set[int]) -> list[tuple[int, int]]:
+    """Sorted slots as runs: (first, how many)."""
+    runs: list[tuple[int, int]] = []
+    for k in sorted(slots):
+        if runs and runs[-1][0] + runs[-1][1] == k:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((k, 1))
+    return runs
+
+
+def slot_writes(functions: dict[str, ir.Function]) -> dict[str, frozenset[int] | None]:
+    """Each function's write set: the slots it, the applies it calls and the actions of the tables it looks
+    up may assign, or None if one of them assigns a slot at a run-time index (a header stack).  The packet
+    paths (v1model.h, tna.h) keep a packet's slots between packets and reset only these from TEMPLATE, and
+    restore only egress's for each further multicast replica, instead of copying every slot."""
+    own: dict[str, set[int] | None] = {}
+    calls: dict[str, set[str]] = {}
+    for name, fn in functions.items():
+        written: set[int] | None = set()
+        callees: set[str] = set()
+        for node in _walk(fn.body):
+            if isinstance(node, ir.Apply):
+                callees.add(node.fn)
+            elif isinstance(node, ir.Obj) and isinstance(node.value, Table):
+                callees.update(spec.fn.__name__ for spec in node.value.actions.values())
+            elif isinstance(node, (ir.Assign, ir.AugAssign)) and written is not None:
+                t = node.target
+                if isinstance(t, ir.Slot):
+                    k = _int_const(t.index)
+                    written = None if k is None else written | {k}
+                elif isinstance(t, ir.Slots):
+                    rng = _const_slots(t)
+                    written = None if rng is None else written | set(range(rng[0], rng[0] + rng[1]))
+        own[name], calls[name] = written, callees
+    result: dict[str, frozenset[int] | None] = {}
+    for name in functions:
+        seen, todo, total = {name}, [name], set()
+        while todo and total is not None:
+            f = todo.pop()
+            if own.get(f, set()) is None:
+                total = None
+                break
+            total |= own.get(f, set())
+            for g in calls.get(f, ()):
+                if g not in seen:
+                    seen.add(g)
+                    todo.append(g)
+        result[name] = None if total is None else frozenset(total)
+    return result
+
+
 @dataclass
 class _Function:
     fn: ir.Function
@@ -224,9 +276,22 @@ class Lowering:
             f"static const v_t TEMPLATE[N_SLOTS] = {{{template}}};",
             "static inline int slots_eq(const v_t *a, const v_t *b, long n) { return !memcmp(a, b, n * sizeof(v_t)); }",
         ]
-        source = "\n".join(head + protos + [""] + dispatch + bodies) + "\n"
+        source = "\n".join(head + protos + [""] + self._write_copies() + dispatch + bodies) + "\n"
         return Lowered(source, self.obj, frozenset(self.unset_slots), max(self.emitted.values(), default=0),
                        tuple(self.banks))
+
+    def _write_copies(self) -> list[str]:
+        """For each parser, control and deparser, ``writes_<name>(to, from)``: copies the slots it may write."""
+        writes = slot_writes(self.functions)
+        lines = []
+        for name, fn in self.functions.items():
+            if fn.kind not in (ir.Kind.PARSER, ir.Kind.CONTROL, ir.Kind.DEPARSER):
+                continue
+            w = writes[name]
+            runs = [(0, len(self.template))] if w is None else _slot_ranges(set(w))
+            copies = " ".join(f"memcpy(to + {lo}, from + {lo}, {n} * sizeof(v_t));" for lo, n in runs)
+            lines.append(f"static inline void writes_{name}(v_t *to, const v_t *from) {{ {copies} }}")
+        return lines
 
     def _check_template(self) -> None:
         for i, v in enumerate(self.template):

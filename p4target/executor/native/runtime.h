@@ -84,6 +84,7 @@ typedef struct {
     uint8_t *out;
     long out_cap, out_len;
     uint8_t *scratch; /* TNA: one pass's buffers */
+    v_t *eg_slots; /* TNA: an egress copy's slots, kept from one copy to the next (tna.h egress_copy) */
     long scratch_cap;
     int32_t n_out;
     int32_t out_port[MAX_OUTPUTS];
@@ -416,6 +417,7 @@ ctx_t *p4t_new(void) { return (ctx_t *)calloc(1, sizeof(ctx_t)); }
 void p4t_free(ctx_t *ctx) {
     for (int i = 0; i < N_TABLES; i++) free(ctx->tables[i].hash);
     free(ctx->scratch);
+    free(ctx->eg_slots);
     free(ctx);
 }
 long p4t_ctx_size(void) { return sizeof(ctx_t); }

@@ -698,7 +698,7 @@ class Lowering:
         reg, rid = self._object(t.reg, Register)
         index = f"(long)({self.expr(t.index)})"
         if isinstance(t, reroll.LoopCell):
-            return [f"{self._cell(rid, index, self._loop_column(t))} = (int64_t)({self.expr(v)});"]
+            return [f"{self._cell(rid, index, self._loop_column(t))} = (int64_t)({self._low64(v)});"]
         if isinstance(reg.elem, HeaderT):
             w = len(_cell_fields(reg.elem))
             src = _const_slots(v.slots) if isinstance(v, ir.SlotsTuple) else None
@@ -706,7 +706,7 @@ class Lowering:
                 raise Unsupported("a struct register written from something other than its slots")
             return [f"((int64_t *)ctx->reg[{rid}])[{index} * {w} + {i}] = (int64_t)(S[{src[0] + i}]);"
                     for i in range(w)]
-        return [f"{self._cell(rid, index)} = (int64_t)({self.expr(v)});"]
+        return [f"{self._cell(rid, index)} = (int64_t)({self._low64(v)});"]
 
     def _assign_slots(self, t: ir.Slots, v: ir.Expr) -> list[str]:
         lo, n = self._slot_number(t.lo), t.n
@@ -945,6 +945,9 @@ class Lowering:
             got = self._field_of_bytes(inner, shift, width)
             if got is not None:
                 return got
+        m = _int_const(e.b)
+        if e.op == "&" and m is not None and 0 <= m < 1 << 64:  # a field's mask: 64-bit arithmetic under it
+            return f"((v_t)({self._low64(e.a)} & {m}ULL))"
         if e.op in _C_OPS:
             return f"({self.expr(e.a)} {_C_OPS[e.op]} {self.expr(e.b)})"
         k = _int_const(e.b)
@@ -961,6 +964,24 @@ class Lowering:
         if e.op == "%":
             return f"v_mod({self.expr(e.a)}, {self.expr(e.b)})"
         raise Unsupported(f"the operator in {_py(e)}")
+
+    def _low64(self, e: ir.Expr) -> str:
+        """e's low 64 bits, as uint64_t: ring operations (``_ring``) in 64 bits, any other value truncated.
+        Where only those bits count (under a mask below 2**64, into an int64 register cell), this is exact
+        and about half the instructions of __int128, in the lanes' read-add-write above all."""
+        k = _int_const(e)
+        if k is not None:
+            return f"{k & ((1 << 64) - 1)}ULL"
+        if not _ring(e):
+            return f"((uint64_t)({self.expr(e)}))"
+        if isinstance(e, ir.Neg):
+            return f"(-{self._low64(e.a)})"
+        if isinstance(e, ir.Invert):
+            return f"(~{self._low64(e.a)})"
+        assert isinstance(e, ir.Bin)
+        if e.op == "<<":
+            return f"({self._low64(e.a)} << {_int_const(e.b)})"
+        return f"({self._low64(e.a)} {_C_OPS[e.op]} {self._low64(e.b)})"
 
     def _field_of_bytes(self, e: ir.Expr, shift: int, width: int) -> str | None:
         if isinstance(e, ir.Var) and e.name in self.fn.bitbufs:
@@ -1088,6 +1109,17 @@ class Lowering:
             lines.append(f"    case {self.obj.action_id(spec.name)}: {spec.fn.__name__}(ctx, S{args}); break;")
         lines += ["    }", "}", ""]
         return "\n".join(lines)
+
+
+def _ring(e: ir.Expr) -> bool:
+    """Whether e is an operation whose low 64 bits depend only on its operands' low 64 bits (+ - * & | ^,
+    negation, inversion, a left shift by a constant below 64): then it may be computed in 64 bits."""
+    if isinstance(e, ir.Bin):
+        if e.op in _C_OPS:
+            return True
+        k = _int_const(e.b)
+        return e.op == "<<" and k is not None and 0 <= k < 64
+    return isinstance(e, (ir.Neg, ir.Invert))
 
 
 def _cell_fields(elem: Type) -> list[Type]:

@@ -794,7 +794,10 @@ class Lowering:
             self._emits(size)
             out = [f"{{ uint8_t *_o{n} = out_zero(ctx, OUT, {size});"]
             for value, shift, width in self._or_terms(arg.value):
-                out.append(f"  put_bits(_o{n}, {size}, {shift}, {width}, {value});")
+                if shift % 8 == 0 and width % 8 == 0 and shift + width <= 8 * size:  # whole bytes: one store
+                    out.append(f"  store_be(_o{n} + {size - (shift + width) // 8}, {width // 8}, {value});")
+                else:
+                    out.append(f"  put_bits(_o{n}, {size}, {shift}, {width}, {value});")
             return out + ["}"]
         raise Unsupported(f"deparser output {_py(arg)}")
 

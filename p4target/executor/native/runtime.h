@@ -146,6 +146,20 @@ static inline v_t get_bits(const uint8_t *p, long n, long shift, int width) {
 
 /* OR `value`'s low `width` bits into the big-endian number p[:n] at bit `shift` from its end. */
 static inline void put_bits(uint8_t *p, long n, long shift, int width, v_t value) {
+    if (width <= 64) { /* a field of at most 64 bits: the same in 64-bit arithmetic, about half the instructions */
+        uint64_t v = (uint64_t)value;
+        if (width < 64) v &= (((uint64_t)1) << width) - 1;
+        for (long bit = shift; width > 0;) {
+            long byte = n - 1 - (bit >> 3);
+            int off = (int)(bit & 7);
+            int take = 8 - off < width ? 8 - off : width;
+            p[byte] |= (uint8_t)((v & ((1u << take) - 1)) << off);
+            v >>= take;
+            width -= take;
+            bit += take;
+        }
+        return;
+    }
     u_t v = (u_t)value;
     if (width < 128) v &= (((u_t)1) << width) - 1;
     for (long bit = shift; width > 0;) {
@@ -220,12 +234,19 @@ typedef struct {
     long nbits;
 } bitwriter_t;
 
+/* value's low `width` bits, most significant first, a byte's worth at a time (an IPv4 header: 20 steps, not
+ * 160); a byte is cleared when the writer enters it. */
 static inline void bw_put(bitwriter_t *w, v_t value, int width) {
-    for (int i = width - 1; i >= 0; i--) {
-        int bit = (int)(((u_t)value >> i) & 1);
-        long at = w->nbits++;
-        if ((at & 7) == 0) w->p[at >> 3] = 0;
-        w->p[at >> 3] |= (uint8_t)(bit << (7 - (at & 7)));
+    u_t v = (u_t)value;
+    while (width > 0) {
+        long at = w->nbits;
+        int off = (int)(at & 7);
+        int take = 8 - off < width ? 8 - off : width;
+        uint8_t bits = (uint8_t)((v >> (width - take)) & ((1u << take) - 1));
+        if (off == 0) w->p[at >> 3] = 0;
+        w->p[at >> 3] |= (uint8_t)(bits << (8 - off - take));
+        w->nbits += take;
+        width -= take;
     }
 }
 

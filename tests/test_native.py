@@ -264,12 +264,14 @@ def test_header_field_loops_are_unrolled_where_the_c_builds_at_o1(tmp_path: Path
 
 def test_arithmetic_under_a_mask_is_lowered_to_64_bits() -> None:
     """A value under a mask below 2**64 (every bit<W> field) needs only its operands' low 64 bits, so + - * and
-    the like run in uint64_t, not __int128: the lanes' read-add-write above all.  native_ops.p4 (above) checks
-    the results at the 64-bit edges against the Python executor."""
+    the like run in uint64_t, not __int128: the lanes' read-add-write above all; an int<W>'s wrap-around is two
+    shifts.  native_ops.p4 (above) checks the results at the 64-bit edges against the Python executor."""
     source = configured(V1MODEL, 64, True).native.source
     lane_add = re.search(r"_s(\d+)_(\d+) = \(\(v_t\)\(\(\(\(uint64_t\)\(_s\d+_\2\)\) \+ \(\(uint64_t\)\(_s\d+_\2\)\)\) "
                          r"& 4294967295ULL\)\);", source)
     assert lane_add is not None, "the lanes' sum is no longer 64-bit arithmetic"
+    wrap = r"S\[\d+ \+ 1 \* _roll\d+\] = \(\(v_t\)\(\(int64_t\)\(\(\(uint64_t\)\(_s\d+_\d+\)\) << 32\) >> 32\)\);"
+    assert re.search(wrap, source), "int<32>'s wrap-around of the lanes' sum is no longer two shifts"
 
 
 def test_control_plane_changes_between_packets_reach_the_native_path() -> None:

@@ -948,6 +948,10 @@ class Lowering:
             got = self._field_of_bytes(inner, shift, width)
             if got is not None:
                 return got
+        w = _sign_extension(e)
+        if w is not None:  # int<w>'s wrap-around: the low w bits, sign-extended
+            assert isinstance(e.a, ir.Bin) and isinstance(e.a.a, ir.Bin)
+            return f"((v_t)((int64_t)({self._low64(e.a.a.a)} << {64 - w}) >> {64 - w}))"
         m = _int_const(e.b)
         if e.op == "&" and m is not None and 0 <= m < 1 << 64:  # a field's mask: 64-bit arithmetic under it
             return f"((v_t)({self._low64(e.a)} & {m}ULL))"
@@ -1123,6 +1127,21 @@ def _ring(e: ir.Expr) -> bool:
         k = _int_const(e.b)
         return e.op == "<<" and k is not None and 0 <= k < 64
     return isinstance(e, (ir.Neg, ir.Invert))
+
+
+def _sign_extension(e: ir.Bin) -> int | None:
+    """w if e is ``((x + 2**(w-1)) & (2**w - 1)) - 2**(w-1)``, w <= 64 (how the generated code wraps an int<w>):
+    x's low w bits sign-extended, which C does with two shifts instead of 128-bit arithmetic."""
+    h = _int_const(e.b)
+    if e.op != "-" or h is None or h <= 0 or h & (h - 1) or h > 1 << 63:
+        return None
+    masked = e.a
+    if not (isinstance(masked, ir.Bin) and masked.op == "&" and _int_const(masked.b) == 2 * h - 1):
+        return None
+    added = masked.a
+    if isinstance(added, ir.Bin) and added.op == "+" and _int_const(added.b) == h:
+        return h.bit_length()
+    return None
 
 
 def _cell_fields(elem: Type) -> list[Type]:

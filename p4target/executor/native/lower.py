@@ -174,9 +174,9 @@ def _slot_ranges(slots: set[int]) -> list[tuple[int, int]]:
 
 def slot_writes(functions: dict[str, ir.Function]) -> dict[str, frozenset[int] | None]:
     """Each function's write set: the slots it, the applies it calls and the actions of the tables it looks
-    up may assign, or None if one of them assigns a slot at a run-time index (a header stack).  The packet
-    paths (v1model.h, tna.h) keep a packet's slots between packets and reset only these from TEMPLATE, and
-    restore only egress's for each further multicast replica, instead of copying every slot."""
+    up may assign, or None if one of them assigns a slot at a run-time index (a header stack).  v1model.h
+    puts back only the egress blocks' for each further multicast replica, and tna.h resets only those from
+    TEMPLATE for each egress copy, instead of copying every slot."""
     own: dict[str, set[int] | None] = {}
     calls: dict[str, set[str]] = {}
     for name, fn in functions.items():
@@ -198,13 +198,12 @@ def slot_writes(functions: dict[str, ir.Function]) -> dict[str, frozenset[int] |
         own[name], calls[name] = written, callees
     result: dict[str, frozenset[int] | None] = {}
     for name in functions:
-        seen, todo, total = {name}, [name], set()
+        seen, todo = {name}, [name]
+        total: set[int] | None = set()
         while todo and total is not None:
             f = todo.pop()
-            if own.get(f, set()) is None:
-                total = None
-                break
-            total |= own.get(f, set())
+            mine = own.get(f, set())
+            total = None if mine is None else total | mine
             for g in calls.get(f, ()):
                 if g not in seen:
                     seen.add(g)
@@ -793,8 +792,10 @@ class Lowering:
                 raise Unsupported("to_bytes of a run-time length")
             self._emits(size)
             out = [f"{{ uint8_t *_o{n} = out_zero(ctx, OUT, {size});"]
-            for value, shift, width in self._or_terms(arg.value):
-                if shift % 8 == 0 and width % 8 == 0 and shift + width <= 8 * size:  # whole bytes: one store
+            terms = list(self._or_terms(arg.value))
+            for i, (value, shift, width) in enumerate(terms):
+                alone = all(s2 + w2 <= shift or shift + width <= s2 for j, (_, s2, w2) in enumerate(terms) if j != i)
+                if alone and shift % 8 == 0 and width % 8 == 0 and shift + width <= 8 * size:  # whole bytes: a store
                     out.append(f"  store_be(_o{n} + {size - (shift + width) // 8}, {width // 8}, {value});")
                 else:
                     out.append(f"  put_bits(_o{n}, {size}, {shift}, {width}, {value});")

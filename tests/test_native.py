@@ -9,12 +9,15 @@ natively, so a program that silently falls back to Python fails here.
 
 from __future__ import annotations
 
+import re
 import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from p4target.executor.native.build import FAST_MAX_LINES, HERE, compiler, pipeline_flags
 from p4target.executor.native.engine import FrameBatch
 from p4target.executor.tna_switch import load_switch
 from p4target.stf import BuiltinTarget, parse_stf, run_stf
@@ -223,6 +226,52 @@ def test_lane_runs_become_loops_so_the_c_does_not_grow_with_the_lanes() -> None:
     sources = {v: configured(V1MODEL, v, True).native.source for v in (64, 256)}
     assert sources[256].count("\n") == sources[64].count("\n") < 1500
     assert "_roll" in sources[256] and "< 256;" in sources[256] and "< 64;" in sources[64]
+
+
+FIELD_LOOP = """#define N_SLOTS 1
+#define N_REGS 0
+#define N_COUNTERS 0
+#define N_TABLES 0
+#define N_VSETS 0
+#define MAX_HEADER_BYTES 64
+#include "runtime.h"
+void deparse(uint8_t *o, const v_t *S) { UNROLL_FIELDS for (long i = 0; i < 16; i++) store_be(o + 4 * i, 4, S[i]); }
+"""
+
+
+def _byte_swaps(flags: tuple[str, ...], folder: Path) -> int:
+    """How many byte swaps gcc emits with ``flags`` for a 16-field header's store loop."""
+    src = folder / "fields.c"
+    src.write_text(FIELD_LOOP)
+    cc = compiler()
+    assert cc is not None
+    asm = subprocess.run([cc, *flags, "-S", f"-I{HERE}", "-o", "-", str(src)], capture_output=True, text=True,
+                         check=True).stdout
+    body = asm[asm.index("deparse:"):]
+    return body[:body.index(".size")].count("bswap")
+
+
+def test_header_field_loops_are_unrolled_where_the_c_builds_at_o1(tmp_path: Path) -> None:
+    """A long program builds at -O1, which leaves loops rolled: its header field loops (a value array's
+    load_be/store_be) must come out as the straight line they replaced, or TNA's parser and deparser
+    run 2.5k instructions a packet more.  A short one builds at -O3, which decides for itself."""
+    slow, fast = pipeline_flags("\n" * (FAST_MAX_LINES + 1)), pipeline_flags("\n")
+    assert "-O1" in slow and "-O3" in fast and "-DP4T_UNROLL_FIELDS" not in fast
+    assert _byte_swaps(slow, tmp_path) == 16
+    assert _byte_swaps(tuple(f for f in slow if f != "-DP4T_UNROLL_FIELDS"), tmp_path) < 16, \
+        "gcc -O1 unrolls without the pragma now: the test no longer shows what the pragma does"
+
+
+def test_arithmetic_under_a_mask_is_lowered_to_64_bits() -> None:
+    """A value under a mask below 2**64 (every bit<W> field) needs only its operands' low 64 bits, so + - * and
+    the like run in uint64_t, not __int128: the lanes' read-add-write above all; an int<W>'s wrap-around is two
+    shifts.  native_ops.p4 (above) checks the results at the 64-bit edges against the Python executor."""
+    source = configured(V1MODEL, 64, True).native.source
+    lane_add = re.search(r"_s(\d+)_(\d+) = \(\(v_t\)\(\(\(\(uint64_t\)\(_s\d+_\2\)\) \+ \(\(uint64_t\)\(_s\d+_\2\)\)\) "
+                         r"& 4294967295ULL\)\);", source)
+    assert lane_add is not None, "the lanes' sum is no longer 64-bit arithmetic"
+    wrap = r"S\[\d+ \+ 1 \* _roll\d+\] = \(\(v_t\)\(\(int64_t\)\(\(\(uint64_t\)\(_s\d+_\d+\)\) << 32\) >> 32\)\);"
+    assert re.search(wrap, source), "int<32>'s wrap-around of the lanes' sum is no longer two shifts"
 
 
 def test_control_plane_changes_between_packets_reach_the_native_path() -> None:

@@ -21,13 +21,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 HEADERS = ("runtime.h", "v1model.h", "tna.h")
 # -fwrapv: signed overflow wraps (the lowering relies on it); -O1 builds a large pipeline in a
-# few seconds and runs within a few percent of -O2 on it (bench: make bench).
-CFLAGS = ("-O1", "-fwrapv", "-fno-strict-aliasing", "-shared", "-fPIC", "-w")
+# few seconds and runs within a few percent of -O2 on it (bench: make bench).  P4T_UNROLL_FIELDS: -O1
+# leaves loops rolled, so the header field loops are unrolled by pragma (runtime.h's UNROLL_FIELDS).
+CFLAGS = ("-O1", "-fwrapv", "-fno-strict-aliasing", "-shared", "-fPIC", "-w", "-DP4T_UNROLL_FIELDS")
 # A pipeline whose C is short (runs of lanes re-rolled into loops: lower.py) builds at -O3, which vectorises
 # and unrolls those loops: ina.p4 at V = 256, 861 lines, builds in under a second and runs its packets in
 # about 0.6x the time of -O1 (bench_ina --batch).  A longer one (a program left unrolled, 6,500 lines of
 # ina_tna.p4) stays at -O1: -O3 more than doubles its build.
-FAST_CFLAGS = ("-O3", *CFLAGS[1:])
+FAST_CFLAGS = ("-O3", *CFLAGS[1:-1])  # -O3 unrolls a header's field loops as it sees fit (runtime.h)
 FAST_MAX_LINES = 3000
 
 

@@ -161,6 +161,57 @@ def _const_slots(e: ir.Expr) -> tuple[int, int] | None:
     return None
 
 
+def _slot_ranges(slots: set[int]) -> list[tuple[int, int]]:
+    """Sorted slots as runs: (first, how many)."""
+    runs: list[tuple[int, int]] = []
+    for k in sorted(slots):
+        if runs and runs[-1][0] + runs[-1][1] == k:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((k, 1))
+    return runs
+
+
+def slot_writes(functions: dict[str, ir.Function]) -> dict[str, frozenset[int] | None]:
+    """Each function's write set: the slots it, the applies it calls and the actions of the tables it looks
+    up may assign, or None if one of them assigns a slot at a run-time index (a header stack).  v1model.h
+    puts back only the egress blocks' for each further multicast replica, and tna.h resets only those from
+    TEMPLATE for each egress copy, instead of copying every slot."""
+    own: dict[str, set[int] | None] = {}
+    calls: dict[str, set[str]] = {}
+    for name, fn in functions.items():
+        written: set[int] | None = set()
+        callees: set[str] = set()
+        for node in _walk(fn.body):
+            if isinstance(node, ir.Apply):
+                callees.add(node.fn)
+            elif isinstance(node, ir.Obj) and isinstance(node.value, Table):
+                callees.update(spec.fn.__name__ for spec in node.value.actions.values())
+            elif isinstance(node, (ir.Assign, ir.AugAssign)) and written is not None:
+                t = node.target
+                if isinstance(t, ir.Slot):
+                    k = _int_const(t.index)
+                    written = None if k is None else written | {k}
+                elif isinstance(t, ir.Slots):
+                    rng = _const_slots(t)
+                    written = None if rng is None else written | set(range(rng[0], rng[0] + rng[1]))
+        own[name], calls[name] = written, callees
+    result: dict[str, frozenset[int] | None] = {}
+    for name in functions:
+        seen, todo = {name}, [name]
+        total: set[int] | None = set()
+        while todo and total is not None:
+            f = todo.pop()
+            mine = own.get(f, set())
+            total = None if mine is None else total | mine
+            for g in calls.get(f, ()):
+                if g not in seen:
+                    seen.add(g)
+                    todo.append(g)
+        result[name] = None if total is None else frozenset(total)
+    return result
+
+
 @dataclass
 class _Function:
     fn: ir.Function
@@ -224,9 +275,22 @@ class Lowering:
             f"static const v_t TEMPLATE[N_SLOTS] = {{{template}}};",
             "static inline int slots_eq(const v_t *a, const v_t *b, long n) { return !memcmp(a, b, n * sizeof(v_t)); }",
         ]
-        source = "\n".join(head + protos + [""] + dispatch + bodies) + "\n"
+        source = "\n".join(head + protos + [""] + self._write_copies() + dispatch + bodies) + "\n"
         return Lowered(source, self.obj, frozenset(self.unset_slots), max(self.emitted.values(), default=0),
                        tuple(self.banks))
+
+    def _write_copies(self) -> list[str]:
+        """For each parser, control and deparser, ``writes_<name>(to, from)``: copies the slots it may write."""
+        writes = slot_writes(self.functions)
+        lines = []
+        for name, fn in self.functions.items():
+            if fn.kind not in (ir.Kind.PARSER, ir.Kind.CONTROL, ir.Kind.DEPARSER):
+                continue
+            w = writes[name]
+            runs = [(0, len(self.template))] if w is None else _slot_ranges(set(w))
+            copies = " ".join(f"memcpy(to + {lo}, from + {lo}, {n} * sizeof(v_t));" for lo, n in runs)
+            lines.append(f"static inline void writes_{name}(v_t *to, const v_t *from) {{ {copies} }}")
+        return lines
 
     def _check_template(self) -> None:
         for i, v in enumerate(self.template):
@@ -633,7 +697,7 @@ class Lowering:
         reg, rid = self._object(t.reg, Register)
         index = f"(long)({self.expr(t.index)})"
         if isinstance(t, reroll.LoopCell):
-            return [f"{self._cell(rid, index, self._loop_column(t))} = (int64_t)({self.expr(v)});"]
+            return [f"{self._cell(rid, index, self._loop_column(t))} = (int64_t)({self._low64(v)});"]
         if isinstance(reg.elem, HeaderT):
             w = len(_cell_fields(reg.elem))
             src = _const_slots(v.slots) if isinstance(v, ir.SlotsTuple) else None
@@ -641,7 +705,7 @@ class Lowering:
                 raise Unsupported("a struct register written from something other than its slots")
             return [f"((int64_t *)ctx->reg[{rid}])[{index} * {w} + {i}] = (int64_t)(S[{src[0] + i}]);"
                     for i in range(w)]
-        return [f"{self._cell(rid, index)} = (int64_t)({self.expr(v)});"]
+        return [f"{self._cell(rid, index)} = (int64_t)({self._low64(v)});"]
 
     def _assign_slots(self, t: ir.Slots, v: ir.Expr) -> list[str]:
         lo, n = self._slot_number(t.lo), t.n
@@ -682,7 +746,7 @@ class Lowering:
                 out.append(f"S[{lo + first}] = load_be(data + (long)({pos}) + {off}, {size}, {signed});")
             else:
                 i = f"_f{self._fresh()}"
-                out.append(f"for (long {i} = 0; {i} < {count}; {i}++) S[{lo + first} + {i}] = "
+                out.append(f"UNROLL_FIELDS for (long {i} = 0; {i} < {count}; {i}++) S[{lo + first} + {i}] = "
                            f"load_be(data + (long)({pos}) + {off} + {size} * {i}, {size}, {signed});")
         return out
 
@@ -719,7 +783,7 @@ class Lowering:
                 if count == 1:
                     out.append(f"  store_be(_o{n} + {off}, {size}, S[{rng[0] + first}]);")
                 else:  # a run of fields of one type (a value array) as a loop
-                    out.append(f"  for (long _f{n} = 0; _f{n} < {count}; _f{n}++) "
+                    out.append(f"  UNROLL_FIELDS for (long _f{n} = 0; _f{n} < {count}; _f{n}++) "
                                f"store_be(_o{n} + {off} + {size} * _f{n}, {size}, S[{rng[0] + first} + _f{n}]);")
             return out + ["}"]
         if isinstance(arg, ir.ToBytes):
@@ -728,8 +792,13 @@ class Lowering:
                 raise Unsupported("to_bytes of a run-time length")
             self._emits(size)
             out = [f"{{ uint8_t *_o{n} = out_zero(ctx, OUT, {size});"]
-            for value, shift, width in self._or_terms(arg.value):
-                out.append(f"  put_bits(_o{n}, {size}, {shift}, {width}, {value});")
+            terms = list(self._or_terms(arg.value))
+            for i, (value, shift, width) in enumerate(terms):
+                alone = all(s2 + w2 <= shift or shift + width <= s2 for j, (_, s2, w2) in enumerate(terms) if j != i)
+                if alone and shift % 8 == 0 and width % 8 == 0 and shift + width <= 8 * size:  # whole bytes: a store
+                    out.append(f"  store_be(_o{n} + {size - (shift + width) // 8}, {width // 8}, {value});")
+                else:
+                    out.append(f"  put_bits(_o{n}, {size}, {shift}, {width}, {value});")
             return out + ["}"]
         raise Unsupported(f"deparser output {_py(arg)}")
 
@@ -880,6 +949,13 @@ class Lowering:
             got = self._field_of_bytes(inner, shift, width)
             if got is not None:
                 return got
+        w = _sign_extension(e)
+        if w is not None:  # int<w>'s wrap-around: the low w bits, sign-extended
+            assert isinstance(e.a, ir.Bin) and isinstance(e.a.a, ir.Bin)
+            return f"((v_t)((int64_t)({self._low64(e.a.a.a)} << {64 - w}) >> {64 - w}))"
+        m = _int_const(e.b)
+        if e.op == "&" and m is not None and 0 <= m < 1 << 64:  # a field's mask: 64-bit arithmetic under it
+            return f"((v_t)({self._low64(e.a)} & {m}ULL))"
         if e.op in _C_OPS:
             return f"({self.expr(e.a)} {_C_OPS[e.op]} {self.expr(e.b)})"
         k = _int_const(e.b)
@@ -896,6 +972,24 @@ class Lowering:
         if e.op == "%":
             return f"v_mod({self.expr(e.a)}, {self.expr(e.b)})"
         raise Unsupported(f"the operator in {_py(e)}")
+
+    def _low64(self, e: ir.Expr) -> str:
+        """e's low 64 bits, as uint64_t: ring operations (``_ring``) in 64 bits, any other value truncated.
+        Where only those bits count (under a mask below 2**64, into an int64 register cell), this is exact
+        and about half the instructions of __int128, in the lanes' read-add-write above all."""
+        k = _int_const(e)
+        if k is not None:
+            return f"{k & ((1 << 64) - 1)}ULL"
+        if not _ring(e):
+            return f"((uint64_t)({self.expr(e)}))"
+        if isinstance(e, ir.Neg):
+            return f"(-{self._low64(e.a)})"
+        if isinstance(e, ir.Invert):
+            return f"(~{self._low64(e.a)})"
+        assert isinstance(e, ir.Bin)
+        if e.op == "<<":
+            return f"({self._low64(e.a)} << {_int_const(e.b)})"
+        return f"({self._low64(e.a)} {_C_OPS[e.op]} {self._low64(e.b)})"
 
     def _field_of_bytes(self, e: ir.Expr, shift: int, width: int) -> str | None:
         if isinstance(e, ir.Var) and e.name in self.fn.bitbufs:
@@ -1023,6 +1117,32 @@ class Lowering:
             lines.append(f"    case {self.obj.action_id(spec.name)}: {spec.fn.__name__}(ctx, S{args}); break;")
         lines += ["    }", "}", ""]
         return "\n".join(lines)
+
+
+def _ring(e: ir.Expr) -> bool:
+    """Whether e is an operation whose low 64 bits depend only on its operands' low 64 bits (+ - * & | ^,
+    negation, inversion, a left shift by a constant below 64): then it may be computed in 64 bits."""
+    if isinstance(e, ir.Bin):
+        if e.op in _C_OPS:
+            return True
+        k = _int_const(e.b)
+        return e.op == "<<" and k is not None and 0 <= k < 64
+    return isinstance(e, (ir.Neg, ir.Invert))
+
+
+def _sign_extension(e: ir.Bin) -> int | None:
+    """w if e is ``((x + 2**(w-1)) & (2**w - 1)) - 2**(w-1)``, w <= 64 (how the generated code wraps an int<w>):
+    x's low w bits sign-extended, which C does with two shifts instead of 128-bit arithmetic."""
+    h = _int_const(e.b)
+    if e.op != "-" or h is None or h <= 0 or h & (h - 1) or h > 1 << 63:
+        return None
+    masked = e.a
+    if not (isinstance(masked, ir.Bin) and masked.op == "&" and _int_const(masked.b) == 2 * h - 1):
+        return None
+    added = masked.a
+    if isinstance(added, ir.Bin) and added.op == "+" and _int_const(added.b) == h:
+        return h.bit_length()
+    return None
 
 
 def _cell_fields(elem: Type) -> list[Type]:

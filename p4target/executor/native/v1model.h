@@ -9,6 +9,17 @@
 #define INSTANCE_NORMAL 0
 #define INSTANCE_REPLICATION 5
 
+/* What egress_path may change in S: its own slots and what egress, compute_checksum and the deparser may
+ * write (lower.py's writes_*).  A multicast packet's replicas run one after another on S, each from ingress's
+ * slots: these are kept before the first and put back before each next, instead of copying all of S. */
+static void egress_writes(v_t *to, const v_t *from) {
+    writes_egress(to, from);
+    writes_compute_checksum(to, from);
+    writes_deparser(to, from);
+    static const int own[] = {SLOT_EGRESS_PORT, SLOT_EGRESS_SPEC, SLOT_LENGTH, SLOT_INSTANCE_TYPE, SLOT_EGRESS_RID};
+    for (int i = 0; i < (int)(sizeof(own) / sizeof(own[0])); i++) to[own[i]] = from[own[i]];
+}
+
 static int egress_path(ctx_t *ctx, v_t *S, int port, const uint8_t *payload, long payload_len, long length) {
     S[SLOT_EGRESS_PORT] = port;
     S[SLOT_EGRESS_SPEC] = 0;
@@ -50,14 +61,15 @@ int p4t_process(ctx_t *ctx, int port, const uint8_t *data, long len) {
     if (group) {
         int32_t count;
         const int32_t *at = mcast_find(&ctx->mcast, group, &count);
-        v_t spare[N_SLOTS];
+        v_t kept[N_SLOTS]; /* only egress_writes' slots are used */
         for (int32_t i = 0; i < count; i++) {
             int32_t k = at[0] + i;
-            /* each replica's egress starts from ingress's slots; the last may change them in place */
-            v_t *copy = i == count - 1 ? S : memcpy(spare, S, sizeof(S));
-            copy[SLOT_INSTANCE_TYPE] = INSTANCE_REPLICATION;
-            copy[SLOT_EGRESS_RID] = ctx->mcast.rid[k];
-            sent += egress_path(ctx, copy, ctx->mcast.port[k], payload, payload_len, len);
+            /* each replica's egress starts from ingress's slots */
+            if (i == 0 && count > 1) egress_writes(kept, S);
+            else if (i > 0) egress_writes(S, kept);
+            S[SLOT_INSTANCE_TYPE] = INSTANCE_REPLICATION;
+            S[SLOT_EGRESS_RID] = ctx->mcast.rid[k];
+            sent += egress_path(ctx, S, ctx->mcast.port[k], payload, payload_len, len);
         }
     } else if (S[SLOT_EGRESS_SPEC] != DROP_PORT) {
         S[SLOT_INSTANCE_TYPE] = INSTANCE_NORMAL; /* BMv2 sets it, whatever ingress wrote */

@@ -15,8 +15,9 @@ until every switch answers P4Runtime, configures the hosts and writes ``net.json
 With ``management=True`` every host (every machine, once) also gets a management interface on a
 bridge in the root namespace (``hosts.py`` says why), so a service there (``ina-ctl serve``) is
 reachable from the hosts at ``net.management_address``; the data path is the same either way.
-Server hosts (``"server"``) also run the built-in target in their namespace (``servers.py``), reached over the
-management network, which a topology with servers therefore always gets.
+Server hosts (``"server"``) also run the aggregation server process on their UDP address, in their namespace
+(``servers.py``), its P4Runtime reached over the management network, which a topology with servers therefore
+always gets.
 Run directory: ``net.json``, ``state.json`` (what to clean after a crash), ``logs/<node>.log``.
 """
 
@@ -341,8 +342,9 @@ class InaNetwork(MininetRun):
         """Each server host's target (``servers.py``), device ids after the switches', recorded in ``state.json``
         with the switches, so a crashed run's are stopped as theirs are."""
         for i, name in enumerate(self.topology.servers):
-            server = ServerProcess(name, self.host(name), self.interface(name), len(self.topology.switches) + i + 1,
-                                   self.management_ip(name), self.log_dir)
+            server = ServerProcess(name, self.host(name), self.topology.hosts[name],
+                                   len(self.topology.switches) + i + 1, self.management_ip(name), self.program,
+                                   self.log_dir)
             self.servers.append(server)
             server.start()
         self._state.switches.update(_recorded({s.name: s.process.pid for s in self.servers}))

@@ -144,33 +144,30 @@ static inline v_t get_bits(const uint8_t *p, long n, long shift, int width) {
     return (v_t)acc;
 }
 
+/* OR v's low `width` bits into p[:n] from bit `shift`, a byte's worth at a time (v: any unsigned type,
+   already masked; consumed). */
+#define PUT_BITS_BYTEWISE(p, n, shift, width, v)                          \
+    for (long bit = (shift); (width) > 0;) {                              \
+        long byte = (n) - 1 - (bit >> 3);                                 \
+        int off = (int)(bit & 7);                                         \
+        int take = 8 - off < (width) ? 8 - off : (width);                 \
+        (p)[byte] |= (uint8_t)(((v) & ((1u << take) - 1)) << off);        \
+        (v) >>= take;                                                     \
+        (width) -= take;                                                  \
+        bit += take;                                                      \
+    }
+
 /* OR `value`'s low `width` bits into the big-endian number p[:n] at bit `shift` from its end. */
 static inline void put_bits(uint8_t *p, long n, long shift, int width, v_t value) {
     if (width <= 64) { /* a field of at most 64 bits: the same in 64-bit arithmetic, about half the instructions */
         uint64_t v = (uint64_t)value;
         if (width < 64) v &= (((uint64_t)1) << width) - 1;
-        for (long bit = shift; width > 0;) {
-            long byte = n - 1 - (bit >> 3);
-            int off = (int)(bit & 7);
-            int take = 8 - off < width ? 8 - off : width;
-            p[byte] |= (uint8_t)((v & ((1u << take) - 1)) << off);
-            v >>= take;
-            width -= take;
-            bit += take;
-        }
+        PUT_BITS_BYTEWISE(p, n, shift, width, v);
         return;
     }
     u_t v = (u_t)value;
     if (width < 128) v &= (((u_t)1) << width) - 1;
-    for (long bit = shift; width > 0;) {
-        long byte = n - 1 - (bit >> 3);
-        int off = (int)(bit & 7);
-        int take = 8 - off < width ? 8 - off : width;
-        p[byte] |= (uint8_t)((v & ((1u << take) - 1)) << off);
-        v >>= take;
-        width -= take;
-        bit += take;
-    }
+    PUT_BITS_BYTEWISE(p, n, shift, width, v);
 }
 
 static inline v_t load_be(const uint8_t *p, int n, int is_signed) {

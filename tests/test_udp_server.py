@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from bench.bench_server import SERVER_IP, ServerNet, server_network
+from controller.calibrate import calibrate_server
 from controller.plan import SERVER_PORT
+from controller.state import ControllerState
 from p4target import switch_grpc, udpio
 from p4target.frontend import load_declarations
 from worker import Worker, protocol
@@ -88,6 +90,25 @@ def test_foreign_datagrams_are_dropped_and_counted_and_the_server_goes_on(net: S
     arrays = [np.full(V * 3, r + 1, np.int32) for r in range(WORKERS)]
     for result in _allreduce(spec, arrays):
         np.testing.assert_array_equal(result, np.full(V * 3, 2 * 10, np.int32))
+
+
+def test_calibrate_server_measures_the_real_process_with_the_real_workers(net: ServerNet, monkeypatch):
+    """``ina-ctl calibrate --server``'s default burst (``ina-allreduce`` launched per host through the network
+    file's ``host_exec``) against the server process: on loopback every host's prefix is empty, a local command."""
+    ctl = net.controller
+    members = [m.host for m in net.spec.members]
+    monkeypatch.setattr(ctl.network, "host_exec", {host: [] for host in members})
+    live = sorted(ctl.state.jobs)
+    measured = calibrate_server(ctl, "srv1", members, values=1 << 18, timeout=5.0)
+    print(measured.line())
+    assert measured.cores == 1 and measured.seconds > 0
+    assert 10e3 < measured.per_core_pps < 5e6, measured.line()  # V = 64, 4 workers and the server on 2 cores
+    assert measured.jobs == live  # the live jobs through srv1: their models made again
+    assert sorted(ctl.state.jobs) == live  # the temporary job is gone
+    assert ctl.state.server_rates == {"srv1": measured.per_core_pps}
+    assert ctl.topology.hosts["srv1"].server.agg_pps_per_core == measured.per_core_pps
+    assert ControllerState.load(net.spec_file.parent / "state.json").server_rates == {"srv1": measured.per_core_pps}
+    assert net.process.poll() is None
 
 
 def test_two_threads_each_take_a_lane_and_sum_exactly(tmp_path):

@@ -82,6 +82,8 @@ class LoopbackSwitch:
 
     def __init__(self, topology: Topology, name: str = "s1", faults: Faults | None = None, *,
                  grpc_address: str | None = None, udp_port: int | None = None, device_id: int = 1) -> None:
+        if faults is not None and any(faults.held.values()):
+            raise ValueError("faults holds frames of another wire: a Faults is one wire's state, make a new one")
         self.name, self.device_id = name, device_id
         self.switch_ip = str(topology.switches[name].ip)
         self.switch_mac = bytes.fromhex(topology.switches[name].mac.replace(":", ""))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from controller.topology import Topology, single
-from tests.loopback_net import Faults, LoopbackNet
+from tests.loopback_net import Faults, LoopbackNet, LoopbackSwitch, topology
 from virtual_fabric.fabric import Fabric
 from worker import AllreduceError, AllreduceTimeout, SwitchOverflowError, Worker, calls, quantize
 from worker.buffers import BufferPool
@@ -217,11 +217,15 @@ def test_in_place_calls_sum_into_the_array_itself(tmp_path):
     assert not calls.summed_in_place(np.ones(256, np.float32)[::2])
 
 
-@pytest.mark.parametrize("faults", [Faults(loss=0.05, seed=4), Faults(loss=0.01, seed=5),
-                                    Faults(duplicate=0.2, reorder=0.2, seed=6),
-                                    Faults(loss=0.05, duplicate=0.05, reorder=0.05, seed=7)],
+# the faults' arguments, not Faults objects: a Faults is one wire's state (its seeded draws, the frames it holds),
+# and one shared by the native and the reference case let the first's last held frame (seq 485, the cell of seq 5)
+# into the second's switch, which then dropped seq 5 as stale for good
+@pytest.mark.parametrize("fault_args", [dict(loss=0.05, seed=4), dict(loss=0.01, seed=5),
+                                        dict(duplicate=0.2, reorder=0.2, seed=6),
+                                        dict(loss=0.05, duplicate=0.05, reorder=0.05, seed=7)],
                          ids=["loss5", "loss1", "dup-reorder", "all"])
-def test_exact_under_loss_duplication_and_reordering(tmp_path, faults):
+def test_exact_under_loss_duplication_and_reordering(tmp_path, fault_args):
+    faults = Faults(**fault_args)
     with LoopbackNet(3, tmp_path, faults) as net:
         spec = net.job(pool_size=16)
         rng = np.random.default_rng(8)
@@ -234,6 +238,15 @@ def test_exact_under_loss_duplication_and_reordering(tmp_path, faults):
             assert sum(w.stats.early_retransmissions for w in workers) > 0
         if faults.duplicate:
             assert sum(w.stats.ignored for w in workers) > 0  # duplicate results dropped
+
+
+def test_a_wire_refuses_faults_holding_another_wires_frames():
+    """A frame held by one wire would enter the next switch: a late copy of the last packet there made a whole
+    slot's packets stale for good (test_exact_under_loss_duplication_and_reordering, reference after native)."""
+    faults = Faults(reorder=1.0)
+    assert faults.apply("up", b"frame", 1) == []
+    with pytest.raises(ValueError, match="another wire"):
+        LoopbackSwitch(topology(1), "s1", faults)
 
 
 @pytest.mark.parametrize("srtt, cut", [(0.010, False), (0.014, False), (0.016, True), (0.200, True)])

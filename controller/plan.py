@@ -58,6 +58,7 @@ import numpy as np
 from scipy import optimize, sparse
 
 from controller.topology import Topology, TopologyError
+from p4target.udpio import INGRESS_PORT
 from worker import protocol
 
 MIN_SHARE = 0.02  # a tree below this share of the job's rate is not worth its switch state...
@@ -200,7 +201,7 @@ def nodes(topology: Topology, members: list[str] | tuple[str, ...], tree: Tree) 
     return out
 
 
-SERVER_PORT = 1  # a server's one port, as its device sees it
+SERVER_PORT = INGRESS_PORT  # a server's one port: every datagram comes in there (p4target.udpio)
 
 
 def is_server_tree(topology: Topology, tree: Tree) -> bool:

@@ -20,8 +20,8 @@ with ina.p4's IPv4 routes.  A third method, ``job-ring``, is what ``ina-ctl job 
 ring`` gives a user: a job's ring, run by ``worker.Worker``; it moves the ring's bytes (float32
 both ways, 2(N-1)/N) and should take the ring's time.
 
-Both methods are timed the same way, by one rank-runner process per host (this module with
-``--rank-runner``, started in the host's namespace): the ranks start, make one untimed
+Both methods are timed the same way, by one rank-runner process per host (``python -m bench.ranks``,
+bench/ranks.py, started in the host's namespace): the ranks start, make one untimed
 allreduce (warm-up, and a barrier; its result is checked against the exact float64 sum of all
 ranks' arrays, which every rank can draw from the seeds), then ``--runs`` timed calls, and
 report one JSON line.  An allreduce is done when its slowest rank is done, so the time of
@@ -72,122 +72,28 @@ interfaces (NetworkBusy), waits and retries for up to ``--busy-wait`` seconds.
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from bench import compare, figures
+from bench import compare
+from bench.common import MIB, RESULTS, add_publish_argument, publish, read_rows, save_figure, write_rows
+from bench.ranks import DEFAULT_POOL, METHODS, RING_CC, VALUES, network, run_ranks, runner_command
 from bench.veth_common import sigterm_as_interrupt
+from controller.rings import ETH_IP_TCP, TCP_MSS
 from worker.protocol import ETH_IP_UDP
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).resolve().parent / "results"
 RING_PORT = 47000
-VALUES = 256  # INA_VALUES the defaults give ina.p4 (tests/test_defaults.py): the V these figures are for
-ETH_IP_TCP = 14 + 20 + 32  # TCP with timestamps, as Linux sends by default
-TCP_MSS = 1448  # 1500-byte MTU minus IPv4, TCP and its timestamp option
-DEFAULT_POOL = 64  # window: see the module docstring
-# ina: a job through the switch; ring: this module's float32 TCP ring (RingWorker, as gloo's); job-ring:
-# a job created with --mode ring, run by the worker (it should match "ring": the same bytes, 2(N-1)/N)
-METHODS = ("ina", "ring", "job-ring")
-RING_CC = "cubic"  # the ring's TCP congestion control: see the module docstring
-MIB = 1 << 20
-
-
-# --- the rank runner (inside a host's namespace) ---------------------------------------------
-
-
-def tx_bytes(iface: str) -> int:
-    """Bytes this namespace's ``iface`` has sent: /proc/self/net/dev follows the network namespace
-    (unlike /sys/class/net, which shows the namespace that mounted sysfs)."""
-    for line in Path("/proc/self/net/dev").read_text().splitlines()[2:]:
-        name, _, counters = line.partition(":")
-        if name.strip() == iface:
-            return int(counters.split()[8])
-    raise RuntimeError(f"no interface {iface} in this network namespace")
-
-
-def tensor(seed: int, rank: int, values: int) -> np.ndarray:
-    return np.random.default_rng(seed + rank).standard_normal(values).astype(np.float32)
-
-
-def relative_error(result: np.ndarray, seed: int, workers: int) -> float:
-    """max |result - exact| / max |exact|, the exact float64 sum drawn from every rank's seed."""
-    exact = np.zeros(len(result), np.float64)
-    for r in range(workers):
-        exact += tensor(seed, r, len(result))
-    return float(np.abs(result.astype(np.float64) - exact).max() / np.abs(exact).max())
-
-
-def rank_runner(args: argparse.Namespace) -> int:
-    """One rank: warm-up call (checked), then ``args.runs`` timed calls; one JSON line on stdout."""
-    values = args.size_bytes // 4
-    mine = tensor(args.seed, args.rank, values)
-    report: dict[str, Any] = {"rank": args.rank, "method": args.method}
-    try:
-        if args.method in ("ina", "job-ring"):
-            from worker import Worker
-            from worker.jobspec import JobSpec
-
-            spec = JobSpec.load(args.spec)
-            member = Worker(spec, args.rank, timeout=args.timeout)
-            workers = len(spec.members)
-
-            def counters() -> tuple[int, int, int]:
-                s = member.stats
-                return s.bytes_sent + member.ring_bytes_sent, s.packets_sent, s.retransmissions
-        else:
-            from worker.ring import RingWorker
-
-            peers = args.peers.split(",")
-            member = RingWorker(args.rank, peers, timeout=args.timeout,
-                                tcp_congestion=None if args.ring_cc == "system" else args.ring_cc)
-            workers = len(peers)
-            report["tcp_cc"] = member.congestion_control
-
-            def counters() -> tuple[int, int, int]:
-                return member.bytes_sent, 0, 0
-        with member:
-            report["max_rel_error"] = relative_error(member.allreduce(mine), args.seed, workers)
-            report["start"] = time.time()
-            times, wire, payload, packets, retrans, parts = [], [], [], [], [], []
-            for _ in range(args.runs):
-                c0, w0 = counters(), tx_bytes(args.iface)
-                t0 = time.perf_counter()
-                member.allreduce(mine)
-                times.append(time.perf_counter() - t0)
-                c1, w1 = counters(), tx_bytes(args.iface)
-                wire.append(w1 - w0)
-                payload.append(c1[0] - c0[0])
-                packets.append(c1[1] - c0[1])
-                retrans.append(c1[2] - c0[2])
-                parts.append(getattr(member, "last_parts", {}))
-            report.update(end=time.time(), times=times, wire=wire, payload=payload, packets=packets,
-                          retransmissions=retrans, parts=parts)
-            if args.method == "ina":  # over the worker's life, warm-up included
-                report.update(early_retransmissions=member.stats.early_retransmissions,
-                              window_cuts=member.stats.window_cuts)
-    except Exception as e:  # reported to the parent, which names the rank
-        report["error"] = f"{type(e).__name__}: {e}"
-        print(json.dumps(report), flush=True)
-        return 1
-    print(json.dumps(report), flush=True)
-    return 0
 
 
 # --- the parent: network, controller, measurements --------------------------------------------
@@ -299,73 +205,6 @@ def workers_of(topology: Any) -> list[str]:
     return [h for h in topology.hosts if h not in topology.servers]
 
 
-@contextmanager
-def network(topology: Any, run_dir: Path, busy_wait: float) -> Iterator[Any]:
-    """The started InaNetwork; waits while another network holds the interfaces (NetworkBusy)."""
-    from bmv2env.network import InaNetwork
-    from bmv2env.runstate import NetworkBusy
-
-    deadline = time.monotonic() + busy_wait
-    while True:
-        net = InaNetwork(topology, run_dir, target="builtin")
-        try:
-            net.start()
-            break
-        except NetworkBusy as e:
-            if time.monotonic() >= deadline:
-                raise
-            print(f"  network busy ({str(e)[:100]}...); retrying in 20 s", flush=True)
-            time.sleep(20)
-    try:
-        yield net
-    finally:
-        net.stop()
-
-
-def runner_command(method: str, rank: int, host: str, size_bytes: int, args: argparse.Namespace,
-                   spec: Path | None, peers: str | None) -> list[str]:
-    cmd = [sys.executable, "-m", "bench.bench_allreduce", "--rank-runner", "--method", method, "--rank", str(rank),
-           "--size-bytes", str(size_bytes), "--runs", str(args.runs), "--iface", f"{host}-eth0",
-           "--timeout", str(args.timeout), "--seed", str(args.seed), "--ring-cc", args.ring_cc]
-    if spec is not None:
-        cmd += ["--spec", str(spec)]
-    if peers is not None:
-        cmd += ["--peers", peers]
-    return cmd
-
-
-def run_ranks(net: Any, hosts: list[str], commands: list[list[str]], wait: float) -> list[dict]:
-    """Start one runner per host, collect their JSON reports; every runner is gone on return."""
-    procs: list[subprocess.Popen] = []
-    try:
-        for host, cmd in zip(hosts, commands):
-            procs.append(net.host(host).popen(cmd, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                              text=True))
-        deadline = time.monotonic() + wait
-        reports, errors = [], []  # every rank's error: the first to fail is often not the first host
-        for host, p in zip(hosts, procs):
-            try:
-                stdout, stderr = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                errors.append(f"{host}: no report within {wait:.0f} s")
-                continue
-            lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
-            if not lines:
-                errors.append(f"{host}: runner printed nothing (exit {p.returncode}); stderr: {stderr[-1500:]}")
-            elif "error" in lines[-1]:
-                errors.append(f"{host} (rank {lines[-1]['rank']}): {lines[-1]['error']}")
-            else:
-                reports.append(lines[-1])
-        if errors:
-            raise RuntimeError("; ".join(errors))
-        return reports
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-
-
 def measure(method: str, net: Any, controller: Any, workers: int, size_bytes: int, bw: float,
             args: argparse.Namespace) -> Measurement:
     hosts = workers_of(net.topology)[:workers]
@@ -434,13 +273,7 @@ def row(results: list[Measurement], m: Measurement) -> dict[str, Any]:
 
 
 def write_csv(results: list[Measurement], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, CSV_FIELDS)
-        w.writeheader()
-        for m in results:
-            w.writerow(row(results, m))
-    return path
+    return write_rows(path, [row(results, m) for m in results], CSV_FIELDS, digits=None)
 
 
 def plot(csv_path: Path, path: Path) -> Path:
@@ -450,8 +283,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with csv_path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(csv_path)
     points = {(r["method"], int(r["workers"]), int(r["size_bytes"])): r for r in rows}
     sizes = sorted({int(r["size_bytes"]) for r in rows})
     bw = {int(r["workers"]): float(r["bw_mbit_per_link"]) for r in rows}
@@ -490,50 +322,6 @@ def plot(csv_path: Path, path: Path) -> Path:
     fig.suptitle(f"INA (switch aggregation, V=256) vs ring allreduce (TCP{' ' + cc if cc else ''})\n"
                  "through one P4 switch (built-in target), bandwidth-limited host links")
     return save_figure(fig, path)
-
-
-def write_rows(path: Path, fields: list[str], rows: list[dict]) -> None:
-    """A benchmark's rows as CSV (floats to 4 decimals), also after an interrupted run, if it has any."""
-    if rows:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fields)
-            writer.writeheader()
-            writer.writerows({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
-
-
-def measure_points(csv_path: Path, points: Iterable[Callable[[], list[dict]]],
-                   describe: Callable[[list[dict]], list[str]], plot_only: bool) -> None:
-    """Each point's rows, described as they come and written to ``csv_path`` after each (what is done so
-    far stays if a later point is stopped); ``plot_only``: the CSV's rows described, nothing run."""
-    if plot_only:
-        with csv_path.open() as f:
-            print("\n".join(describe(list(csv.DictReader(f)))))
-        return
-    rows: list[dict] = []
-    for point in points:
-        found = point()
-        print("\n".join(describe(found)), flush=True)
-        rows += found
-        write_rows(csv_path, list(rows[0]), rows)
-
-
-def publish(png: Path, csv_path: Path, to_docs: bool) -> None:
-    """Report a benchmark's CSV and plot; with ``--publish`` (to_docs) also copy the plot to docs/figures/."""
-    print(f"wrote {csv_path} and {png}")
-    if to_docs:
-        figures.publish(png)
-
-
-def save_figure(fig: Any, path: Path) -> Path:
-    """Lay the figure out, write it (making its folder) and free it; the benchmarks' plots end here."""
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def print_table(results: list[Measurement]) -> None:
@@ -628,7 +416,7 @@ def bench(args: argparse.Namespace) -> int:
             write_csv(results, csv_path)
             print(f"\nwrote {csv_path} and {plot(csv_path, png_path)}")
     if complete:
-        publish(png_path, csv_path, args.publish)
+        publish(png_path, args.publish, csv_path)
     return 0
 
 
@@ -654,33 +442,20 @@ def main(argv: list[str] | None = None) -> int:
                          "tcp_available_congestion_control, or system (the machine's default; see the docstring)")
     ap.add_argument("--busy-wait", type=float, default=1800.0, help="seconds to wait for a busy network")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
-    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
+    add_publish_argument(ap)
     ap.add_argument("--quick", action="store_true", help="smoke run: N=4, 1 MiB")
     ap.add_argument("--plot-only", action="store_true", help="redraw the plot from the CSV in --out-dir, no network")
     ap.add_argument("--against", metavar="REV", help="also run this commit's bench_allreduce, round by round in "
                                                      "alternation with this tree's (--rounds), and set the medians "
                                                      "side by side")
     ap.add_argument("--rounds", type=int, default=3, help="with --against: runs of each side")
-    runner = ap.add_argument_group("rank runner (internal: one per host, started by the benchmark)")
-    runner.add_argument("--rank-runner", action="store_true")
-    runner.add_argument("--method", choices=METHODS)
-    runner.add_argument("--rank", type=int)
-    runner.add_argument("--size-bytes", type=int)
-    runner.add_argument("--iface")
-    runner.add_argument("--spec", type=Path)
-    runner.add_argument("--peers")
     args = ap.parse_args(argv)
-    if args.rank_runner:
-        return rank_runner(args)
     if args.against:
         return compare.against(args.against, args.rounds, list(argv if argv is not None else sys.argv[1:]),
                                "bench.bench_allreduce", "allreduce.csv",
                                lambda r: f"{r['method']:>8} N={r['workers']} {int(r['size_bytes']) / MIB:g} MiB")
     if args.plot_only:
-        png = plot(args.out_dir / 'allreduce.csv', args.out_dir / 'allreduce.png')
-        print(f"wrote {png}")
-        if args.publish:
-            figures.publish(png)
+        publish(plot(args.out_dir / "allreduce.csv", args.out_dir / "allreduce.png"), args.publish)
         return 0
     if args.quick:
         args.workers, args.sizes = [4], [1.0]

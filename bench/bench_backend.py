@@ -28,7 +28,6 @@ Writes bench/results/backend.csv.
 from __future__ import annotations
 
 import argparse
-import csv
 import resource
 import socket
 import statistics
@@ -40,7 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .bench_worker import RESULTS, SWITCH_IP, WORKER_IP, free_udp_port, ideal_switch
+from .bench_worker import SWITCH_IP, WORKER_IP, free_udp_port, ideal_switch
+from .common import RESULTS, write_rows
 from .worker_runner import arguments, job_spec
 
 PATHS = ("worker", "backend f32", "backend f32 avg", "backend bf16", "backend async x4")
@@ -166,13 +166,7 @@ def main() -> int:
     args = ap.parse_args()
     rows = measure(args)
     table(rows)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / "backend.csv"
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"\nwrote {path}")
+    print(f"\nwrote {write_rows(RESULTS / 'backend.csv', rows, digits=None)}")
     return 0
 
 

@@ -19,19 +19,16 @@ direct-devices.csv and direct-devices.png (``--publish``: docs/figures/direct-de
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from bench import figures
-from bench.bench_allreduce import publish, save_figure, write_rows
+from bench.common import RESULTS, add_publish_argument, publish, read_rows, save_figure, write_rows
 from controller import circuits, direct
 from controller.direct import DirectCluster
 
-RESULTS = figures.RESULTS
 CURVE = {"workers": 128, "interfaces": 4, "ports": 4, "bytes": 25 << 20, "gbps": (100.0, 10.0)}
 BASELINE = ("ring", "torus", "tree")  # what a cluster without partial trees can do
 
@@ -116,8 +113,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with csv_path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(csv_path)
     fig, axes = plt.subplots(1, len(CURVE["gbps"]), figsize=(6.2 * len(CURVE["gbps"]), 4.8), squeeze=False)
     for ax, gbps in zip(axes[0], CURVE["gbps"]):
         for catalogue, colour, label in (("all", "tab:blue", "whole catalogue (partial trees)"),
@@ -156,19 +152,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--plot-only", action="store_true")
-    ap.add_argument("--publish", action="store_true", help="also copy the plot to docs/figures/")
+    add_publish_argument(ap)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     devices_csv, png = args.out_dir / "direct-devices.csv", args.out_dir / "direct-devices.png"
     if not args.plot_only:
         rows = planning(args.runs)
-        write_rows(args.out_dir / "direct-planning.csv", list(rows[0]), rows)
+        write_rows(args.out_dir / "direct-planning.csv", rows)
         found = curve()
-        write_rows(devices_csv, list(found[0]), found)
-    with devices_csv.open() as f:
-        print("\n".join(describe_curve(list(csv.DictReader(f)))))
+        write_rows(devices_csv, found)
+    print("\n".join(describe_curve(read_rows(devices_csv))))
     print("\n".join(ntt_table()))
-    publish(plot(devices_csv, png), devices_csv, args.publish)
+    publish(plot(devices_csv, png), args.publish, devices_csv)
     return 0
 
 

@@ -32,14 +32,11 @@ from pathlib import Path
 
 from bmv2env.direct import DirectNetwork, load_circuits, mininet_site
 
-from bench import figures
-from bench.bench_allreduce import write_rows
+from bench.common import RESULTS, ROOT, write_rows
 from controller import cli, direct
 from controller.direct import DirectCluster
 from controller.direct_site import DirectSite
 
-RESULTS = figures.RESULTS
-REPO = Path(__file__).resolve().parent.parent
 # (key, NTT's name, NIC streaming, --kinds, the plan's parts, NTT's steps)
 ROWS = (("ring", "ring", False, "ring", ("ring", "ring"), 14),
         ("nic2", "ring, NIC streaming", True, "nic_mesh(2)", ("nic_mesh(2)", "nic_mesh(2)"), 7),
@@ -74,7 +71,7 @@ def measure(row: tuple, gbps: float, mb: float, calls: int, timeout: float, tmp:
             raise SystemExit(f"{name}: ina-ctl direct setup failed")
         procs = [net.host(f"w{r}").popen([sys.executable, "-m", "bench.direct_mininet_rank", str(state / "parts.json"),
                                           str(r), str(nbytes // 4), str(calls + 1), "--timeout", str(timeout)],
-                                         cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                         cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                  for r in range(8)]
         lines = []
         for p in procs:
@@ -120,7 +117,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ina-direct-mininet-") as tmp:
         for row in (r for r in ROWS if r[0] in wanted):
             rows.append(measure(row, args.gbps, args.mb, args.calls, args.timeout, Path(tmp)))
-            write_rows(csv_path, FIELDS, rows)
+            write_rows(csv_path, rows, FIELDS)
     print(f"\n| plan | parts | steps planned (NTT's) | plan | Mininet, median of {args.calls} |\n|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['plan']} | {r['parts']} | {r['steps_planned']} ({r['ntt_steps']}) | {r['planned_ms']:.2f} ms | "

@@ -17,16 +17,13 @@ direct-devices-run.png (``--publish``: docs/figures/).
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
-from bench import figures
-from bench.bench_allreduce import publish, save_figure, write_rows
+from bench.common import RESULTS, add_publish_argument, publish, read_rows, save_figure, write_rows
 from controller import direct
 from controller.direct import DirectCluster
 from virtual_fabric.direct import fabric_cluster, run_plan
 
-RESULTS = figures.RESULTS
 NTT = (("ring", ("ring", "ring"), 14), ("ring, NIC streaming", ("nic_mesh(2)", "nic_mesh(2)"), 7),
        ("optimised topology, NIC streaming", ("nic_mesh(4)",), 3))
 
@@ -115,8 +112,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with csv_path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(csv_path)
     rates = sorted({float(r["gbps"]) for r in rows}, reverse=True)
     fig, axes = plt.subplots(1, len(rates), figsize=(6 * len(rates), 4.4), squeeze=False)
     for ax, gbps in zip(axes[0], rates):
@@ -143,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mb", default="4,16")
     ap.add_argument("--alone", action="store_true", help="kinds: each kind alone only, not beside a tree and a ring")
     ap.add_argument("--beside", action="store_true", help="kinds: each kind beside a tree and a ring only")
-    ap.add_argument("--publish", action="store_true", help="also copy the plot to docs/figures/")
+    add_publish_argument(ap)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     path = args.out_dir / f"direct-runs-{args.what}.csv"
@@ -156,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = devices()
     else:
         rows = case96()
-    write_rows(path, list(dict.fromkeys(k for r in rows for k in r)), rows)
+    write_rows(path, rows, list(dict.fromkeys(k for r in rows for k in r)))
     if args.what == "devices":
-        publish(plot(path, args.out_dir / "direct-devices-run.png"), path, args.publish)
+        publish(plot(path, args.out_dir / "direct-devices-run.png"), args.publish, path)
     else:
         print(f"wrote {path}")
     return 0

@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import csv
 import io
 import json
 import os
@@ -81,13 +80,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from bench import bench_allreduce, bench_trees, figures
+from bench import bench_allreduce, bench_trees, ranks
+from bench.common import MIB, RESULTS, ROOT, add_publish_argument, publish, read_rows, save_figure, write_rows
 from bench.machine_load import load_note
 from bench.veth_common import sigterm_as_interrupt
 from worker.protocol import ETH_IP_UDP
 
-RESULTS = Path(__file__).resolve().parent / "results"
-MIB = bench_allreduce.MIB
 AIM = 0.10  # the issue's agreement aim: fabric within 10% of Mininet
 AIM_PASSES = 100_000  # the issue's aim for the fabric's speed, pipeline passes per wall second
 P4SIM_PPS = 2_150  # P4sim's packets/s through one BMv2, the issue's point of comparison
@@ -201,9 +199,9 @@ def blast(args: argparse.Namespace) -> int:
     first: tuple[float, int] | None = None
     while (now := time.monotonic()) < started + args.seconds:
         if first is None and now >= started + 1.0:  # past htb's burst and the queue filling
-            first = now, bench_allreduce.tx_bytes(args.iface)
+            first = now, ranks.tx_bytes(args.iface)
         sock.sendto(payload, dest)
-    last = time.monotonic(), bench_allreduce.tx_bytes(args.iface)
+    last = time.monotonic(), ranks.tx_bytes(args.iface)
     print(json.dumps({"bytes_per_s": (last[1] - first[1]) / (last[0] - first[0])}), flush=True)
     return 0
 
@@ -215,12 +213,12 @@ def link_check(net: Any, bw: float) -> str:
     preamble or FCS)."""
     from worker import protocol
 
-    payload = protocol.load(bench_allreduce.VALUES).packet_bytes
+    payload = protocol.load(ranks.VALUES).packet_bytes
     frame = payload + ETH_IP_UDP
     dest = str(net.topology.hosts["h2"].ip.ip)
     cmd = [sys.executable, "-m", "bench.bench_fabric", "--blast", "--iface", "h1-eth0", "--dest", dest,
            "--payload", str(payload), "--seconds", "4"]
-    p = net.host("h1").popen(cmd, cwd=str(bench_allreduce.ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    p = net.host("h1").popen(cmd, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     out, err = p.communicate(timeout=60)
     if p.returncode != 0:
@@ -242,7 +240,7 @@ def mininet(pts: list[Point], args: argparse.Namespace) -> None:
         print(f"  {config}: starting the network ...", flush=True)
         with ExitStack() as stack:
             run_dir = run_root / mine[0].kind
-            net, controller = _started(bench_allreduce.network(mine[0].topology(), run_dir, args.busy_wait), stack,
+            net, controller = _started(ranks.network(mine[0].topology(), run_dir, args.busy_wait), stack,
                                        run_dir)
             hosts = sorted(net.topology.hosts, key=lambda h: int(h[1:]))
             for p in mine:
@@ -301,7 +299,7 @@ def fabric_calls(topology: Any, hosts: list[str], size_bytes: int, calls: int, s
 
     fabric = Fabric(topology, seed)
     values = size_bytes // 4
-    arrays = [[bench_allreduce.tensor(seed, rank, values)] * (calls + 1) for rank in range(len(hosts))]
+    arrays = [[ranks.tensor(seed, rank, values)] * (calls + 1) for rank in range(len(hosts))]
     job = fabric.create_job("agreement", hosts, arrays, timeout=timeout, pool_size=pool_size, trees=trees, mode="ina")
     fabric.run(3600.0)
     times = []
@@ -314,7 +312,7 @@ def fabric_calls(topology: Any, hosts: list[str], size_bytes: int, calls: int, s
     plan = fabric.controller.job_plan("agreement")
     return FabricCalls(times, sum(u.stats.bytes for u in uplinks) / len(uplinks) / (calls + 1),
                        plan.choose(size_bytes).seconds, plan.tree_plan.rate, len(job.spec.trees),
-                       bench_allreduce.relative_error(job.workers[0].records[-1].result, seed, len(hosts)))
+                       ranks.relative_error(job.workers[0].records[-1].result, seed, len(hosts)))
 
 
 def fabric(pts: list[Point], args: argparse.Namespace) -> None:
@@ -351,15 +349,6 @@ def agreement_table(pts: list[Point]) -> None:
               f"{wire:>24}{flag}")
 
 
-def write_rows(path: Path, rows: list[dict]) -> None:
-    if rows:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="") as f:
-            w = csv.DictWriter(f, list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-
-
 def plot(csv_path: Path, path: Path) -> Path:
     """Every job's time over the controller's model, Mininet (median, min-max) beside the fabric, the
     seconds on the bars and fabric/Mininet above them; the jobs in order of the rate each worker sends at,
@@ -369,8 +358,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with csv_path.open() as f:
-        rows = [r for r in csv.DictReader(f) if r["mininet_calls"] != "0" and r["fabric_calls"] != "0"]
+    rows = [r for r in read_rows(csv_path) if r["mininet_calls"] != "0" and r["fabric_calls"] != "0"]
     rows.sort(key=lambda r: (r["config"].split()[0], float(r["rate_mbps"]), int(r["size_bytes"])))
     fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(rows) + 2.5), 5.2))
     top = 1.0
@@ -396,7 +384,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     ax.legend(fontsize=8, loc="upper left", ncol=3)
     ax.set_title(f"The virtual fabric against Mininet on the same jobs (INA, V=256, float32, htb-shaped links)\n"
                  f"above the bars: fabric/Mininet, green within {AIM:.0%}", fontsize=10)
-    return bench_allreduce.save_figure(fig, path)
+    return save_figure(fig, path)
 
 
 # --- (2) speed -------------------------------------------------------------------------------
@@ -523,7 +511,7 @@ def _list(kind: type) -> Callable[[str], list]:
     return lambda text: [kind(v) for v in text.split(",") if v.strip()]
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3, help="timed calls per measurement (after one warm-up)")
     ap.add_argument("--rounds", type=int, default=2, help="Mininet rounds over the jobs, back to back")
@@ -536,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fabric-bw", type=_list(float), default=[15.0],
                     help="leaf-spine: leaf-spine links, Mbit/s, host links twice this (bench_trees' default); "
                          "several: a network each")
-    ap.add_argument("--pool-size", type=int, default=bench_allreduce.DEFAULT_POOL)
+    ap.add_argument("--pool-size", type=int, default=ranks.DEFAULT_POOL)
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--busy-wait", type=float, default=1800.0, help="seconds to wait for a busy Mininet network")
@@ -551,14 +539,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speed-runs", type=int, default=3, help="(2): runs per link rate")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     ap.add_argument("--plot-only", action="store_true")
-    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
+    add_publish_argument(ap)
     blaster = ap.add_argument_group("link check (internal: run in a host by the benchmark)")
     blaster.add_argument("--blast", action="store_true")
     blaster.add_argument("--iface")
     blaster.add_argument("--dest")
     blaster.add_argument("--payload", type=int)
     blaster.add_argument("--seconds", type=float)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def run(args: argparse.Namespace, agreement_csv: Path, with_mininet: bool) -> list[Point]:
+    """(1) and (2) as asked, their tables printed and CSVs written; (1)'s points."""
+    pts: list[Point] = []
+    if not args.speed_only:
+        pts = points(args)
+        if with_mininet:
+            mininet(pts, args)
+        print("virtual fabric: the same jobs", flush=True)
+        fabric(pts, args)
+        agreement_table(pts)
+        write_rows(agreement_csv, [p.row() for p in pts], digits=None)
+    if not args.no_speed:
+        results = speed(args)
+        speed_table(results)
+        write_rows(args.out_dir / "fabric-speed.csv", [r.row() for r in results], digits=None)
+    return pts
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if args.blast:
         return blast(args)
     import logging
@@ -566,38 +576,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR)  # the controller's warnings in the fabric are the run's, not ours
     agreement_csv, png = args.out_dir / "fabric-agreement.csv", args.out_dir / "fabric-agreement.png"
     if args.plot_only:
-        print(f"wrote {plot(agreement_csv, png)}")
-        if args.publish:
-            figures.publish(png)
+        publish(plot(agreement_csv, png), args.publish)
         return 0
     with_mininet = not (args.no_mininet or args.speed_only)
     if with_mininet and os.geteuid() != 0:
         print("Mininet needs root; --no-mininet runs the fabric's side", file=sys.stderr)
         return 2
     sigterm_as_interrupt()
-    pts: list[Point] = []
     try:
-        if not args.speed_only:
-            pts = points(args)
-            if with_mininet:
-                mininet(pts, args)
-            print("virtual fabric: the same jobs", flush=True)
-            fabric(pts, args)
-            agreement_table(pts)
-            write_rows(agreement_csv, [p.row() for p in pts])
-        if not args.no_speed:
-            results = speed(args)
-            speed_table(results)
-            write_rows(args.out_dir / "fabric-speed.csv", [r.row() for r in results])
+        pts = run(args, agreement_csv, with_mininet)
     except KeyboardInterrupt:
         print("\ninterrupted; networks stopped", file=sys.stderr)
         return 130
     if pts and with_mininet:
-        print(f"\nwrote {agreement_csv} and {plot(agreement_csv, png)}")
-        if args.publish:
-            figures.publish(png)
+        publish(plot(agreement_csv, png), args.publish, agreement_csv)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

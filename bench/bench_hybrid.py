@@ -13,7 +13,7 @@ not the two cores are the limit).  Per configuration a job is created in ``auto`
 the ring's rate and the hosts' latency); jobs in modes ina, ring, hybrid and auto get the same
 measurements (``Controller.calibrated``), and the four are timed in ``--runs`` rounds, each mode once per
 round and the order rotated, so that a slow spell of the machine hits every mode: one rank
-runner per host (``bench.bench_allreduce --rank-runner``, which runs whatever the job spec
+runner per host (``python -m bench.ranks``, which runs whatever the job spec
 says), a checked warm-up and one timed call, its time the slowest rank's; the figure is the
 median over the rounds.
 
@@ -35,7 +35,6 @@ Writes bench/results/hybrid.csv and hybrid.png (``--publish``: also copied to do
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import shutil
 import statistics
@@ -45,12 +44,12 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench import compare, figures
-from bench.bench_allreduce import MIB, network, publish, run_ranks, runner_command, save_figure, write_rows
+from bench import compare
+from bench.common import MIB, RESULTS, add_publish_argument, publish, read_rows, save_figure, write_rows
+from bench.ranks import network, run_ranks, runner_command
 from bench.veth_common import sigterm_as_interrupt
 from worker.ring_layout import LAYOUTS
 
-RESULTS = Path(__file__).resolve().parent / "results"
 HOSTS = ["h1", "h2", "h3", "h4"]
 MODES = ("ina", "ring", "hybrid", "auto")
 CONFIGS = ("small-pool", "shared-switch", "control")
@@ -134,8 +133,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with csv_path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(csv_path)
     configs = list(dict.fromkeys(r["config"] for r in rows))
     fig, axes = plt.subplots(1, len(configs), figsize=(5.5 * len(configs), 4.8), squeeze=False)
     colours = {"ina": "tab:blue", "ring": "tab:orange", "hybrid": "tab:green", "auto": "tab:purple"}
@@ -169,11 +167,7 @@ def _configs(text: str) -> list[str]:
     return names
 
 
-def main(argv: list[str] | None = None) -> int:
-    from controller.controller import Controller
-    from controller.pipeline import PipelineOptions
-    from worker import protocol
-
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bw", type=float, default=50.0, help="host links of the control configuration, Mbit/s")
     ap.add_argument("--fast-bw", type=float, default=50.0,
@@ -194,11 +188,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--busy-wait", type=float, default=1800.0)
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
-    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
+    add_publish_argument(ap)
     ap.add_argument("--against", metavar="REV", help="also run this commit's bench_hybrid, in alternation with this "
                                                      "tree's (--rounds), and set the medians side by side")
     ap.add_argument("--rounds", type=int, default=2, help="with --against: runs of each side")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def run_configs(args: argparse.Namespace, csv_path: Path) -> list[dict]:
+    """Each chosen configuration on its own network, its rows written to ``csv_path`` (also when stopped)."""
+    from controller.controller import Controller
+    from controller.pipeline import PipelineOptions
+    from worker import protocol
+
+    rows: list[dict] = []
+    run = Path(tempfile.mkdtemp(prefix="bench-hybrid-"))
+    try:
+        frame = protocol.load(256).frame_bytes
+        shared = args.shared_mbps * 1e6 / 8 / frame * len(HOSTS)  # contributions/s that give C = shared_mbps
+        for config, pool, bw, declared in (("small-pool", args.small_pool, args.fast_bw, False),
+                                            ("shared-switch", 16, args.bw, True),
+                                            ("control", 16, args.bw, False)):
+            if config not in args.configs:
+                continue
+            t0 = time.monotonic()
+            with ExitStack() as stack:
+                net = stack.enter_context(network(topology(bw, shared if declared else None), run / config,
+                                                  args.busy_wait))
+                ctl = stack.enter_context(Controller(net.network, run / config / "controller-state.json",
+                                                     PipelineOptions(values=256)))
+                ctl.setup()
+                rows += measure_config(net, ctl, config, pool, bw, declared, args)
+            print(f"  [{time.monotonic() - t0:.0f} s]", flush=True)
+    finally:
+        write_rows(csv_path, rows, FIELDS)
+    shutil.rmtree(run, ignore_errors=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if args.against:
         return compare.against(args.against, args.rounds, list(argv if argv is not None else sys.argv[1:]),
                                "bench.bench_hybrid", "hybrid.csv", lambda r: f"{r['config']:>13} {r['mode']:>6}")
@@ -210,34 +239,13 @@ def main(argv: list[str] | None = None) -> int:
             print("Mininet needs root", file=sys.stderr)
             return 2
         sigterm_as_interrupt()
-        rows: list[dict] = []
-        run = Path(tempfile.mkdtemp(prefix="bench-hybrid-"))
         try:
-            frame = protocol.load(256).frame_bytes
-            shared = args.shared_mbps * 1e6 / 8 / frame * len(HOSTS)  # contributions/s that give C = shared_mbps
-            for config, pool, bw, declared in (("small-pool", args.small_pool, args.fast_bw, False),
-                                                ("shared-switch", 16, args.bw, True),
-                                                ("control", 16, args.bw, False)):
-                if config not in args.configs:
-                    continue
-                t0 = time.monotonic()
-                with ExitStack() as stack:
-                    net = stack.enter_context(network(topology(bw, shared if declared else None), run / config,
-                                                      args.busy_wait))
-                    ctl = stack.enter_context(Controller(net.network, run / config / "controller-state.json",
-                                                         PipelineOptions(values=256)))
-                    ctl.setup()
-                    rows += measure_config(net, ctl, config, pool, bw, declared, args)
-                print(f"  [{time.monotonic() - t0:.0f} s]", flush=True)
+            run_configs(args, csv_path)
         except KeyboardInterrupt:
             print("\ninterrupted; network stopped", file=sys.stderr)
             return 130
-        finally:
-            write_rows(csv_path, FIELDS, rows)
-        shutil.rmtree(run, ignore_errors=True)
-    publish(plot(csv_path, args.out_dir / "hybrid.png"), csv_path, args.publish)
+    publish(plot(csv_path, args.out_dir / "hybrid.png"), args.publish, csv_path)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -41,14 +41,14 @@ from p4target.executor.tables import exact
 from p4target.executor.tna_switch import TnaSwitch, load_switch
 from worker import protocol
 
-from . import figures
+from .common import RESULTS, add_publish_argument, publish, save_figure
 from .compare import REPO, run_module, worktree
 
 JOB, GROUP, WINDOW = 7, 5, 32
 CASES = ((V1MODEL, 64), (TNA, 64), (V1MODEL, 256))
 BATCH_VALUES = (64, 256)  # --batch: ina.p4's native pipeline alone
 CHUNK = 5000  # rounds built at a time, outside the timed part
-FIGURE = figures.RESULTS / "target-speed.png"  # --publish copies it to docs/figures/
+FIGURE = RESULTS / "target-speed.png"  # --publish copies it to docs/figures/
 LINE = re.compile(r"^(\w+) V=(\d+): median ([\d,]+) aggregated pps", re.M)
 
 
@@ -185,8 +185,6 @@ def plot(sides: dict[str, dict[tuple[str, int], list[float]]], args: argparse.Na
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .bench_allreduce import save_figure
-
     cases = [(p.arch, v) for p, v in CASES]
     fig, ax = plt.subplots(figsize=(7.5, 4))
     width = 0.8 / len(sides)
@@ -202,9 +200,7 @@ def plot(sides: dict[str, dict[tuple[str, int], list[float]]], args: argparse.Na
     ax.set_ylabel("aggregated packets/s, one core (log)")
     ax.set_title(f"The built-in target on the aggregation programs, in-process (median of {args.runs} runs)")
     ax.legend(fontsize=8, loc="upper left", ncol=len(sides))
-    print(f"wrote {save_figure(fig, FIGURE)}")
-    if args.publish:
-        figures.publish(FIGURE)
+    publish(save_figure(fig, FIGURE), args.publish)
 
 
 def main() -> None:
@@ -213,7 +209,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0, help="processing time per case and run")
     ap.add_argument("--against", metavar="REV", help="also run this commit's bench_ina, side by side")
     ap.add_argument("--python", action="store_true", help="also run the Python executor (P4TARGET_NATIVE=0)")
-    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
+    add_publish_argument(ap)
     ap.add_argument("--batch", action="store_true",
                     help="time ina.p4's native pipeline alone (one C call per chunk of frames), V = 64 and 256")
     args = ap.parse_args()

@@ -13,7 +13,7 @@ workers' defaults (UDP GSO on); built-in target, ina.p4 at V = 256, every link s
 (bench_allreduce's rates, at which the links and not the two cores are the limit; 25 Mbit/s
 on the tree), so that a loss costs what it costs on a real link: the time to send again.  Per
 configuration a fresh network and job, one rank runner per host
-(``bench.bench_allreduce --rank-runner``): a checked warm-up call, then ``--runs`` timed
+(``python -m bench.ranks``): a checked warm-up call, then ``--runs`` timed
 calls, each call's time its slowest rank's; the figure is the median, printed beside the
 clean time of the same topology from the same run.
 
@@ -26,7 +26,6 @@ Writes bench/results/loss.csv and loss.png (``--publish``: also copied to docs/f
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import shutil
 import statistics
@@ -35,20 +34,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import figures
-from bench.bench_allreduce import (
-    DEFAULT_POOL,
-    default_bw,
-    network,
-    publish,
-    run_ranks,
-    runner_command,
-    save_figure,
-    write_rows,
-)
+from bench.bench_allreduce import default_bw
+from bench.common import RESULTS, add_publish_argument, publish, read_rows, save_figure, write_rows
+from bench.ranks import DEFAULT_POOL, network, run_ranks, runner_command
 from bench.veth_common import sigterm_as_interrupt
 
-RESULTS = Path(__file__).resolve().parent / "results"
 FIELDS = ["topology", "workers", "bw_mbit", "loss_percent", "size_bytes", "seconds_median", "seconds_min",
           "seconds_max", "over_clean", "retransmissions", "early_retransmissions", "window_cuts", "max_rel_error"]
 # retransmissions: all ranks, the timed calls; early_retransmissions and window_cuts: all ranks, warm-up included
@@ -91,8 +81,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with csv_path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(csv_path)
     fig, (ax, rel) = plt.subplots(1, 2, figsize=(11, 4.2))
     for key in dict.fromkeys((r["topology"], r["workers"]) for r in rows):
         mine = sorted((r for r in rows if (r["topology"], r["workers"]) == key), key=lambda r: float(r["loss_percent"]))
@@ -128,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--busy-wait", type=float, default=1800.0)
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
-    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
+    add_publish_argument(ap)
     args = ap.parse_args(argv)
     args.size_bytes = int(args.size * 1e6) // 4 * 4
     args.ring_cc = "cubic"
@@ -158,9 +147,9 @@ def main(argv: list[str] | None = None) -> int:
             print("\ninterrupted; network stopped", file=sys.stderr)
             return 130
         finally:
-            write_rows(csv_path, FIELDS, rows)
+            write_rows(csv_path, rows, FIELDS)
         shutil.rmtree(run, ignore_errors=True)
-    publish(plot(csv_path, args.out_dir / "loss.png"), csv_path, args.publish)
+    publish(plot(csv_path, args.out_dir / "loss.png"), args.publish, csv_path)
     return 0
 
 

@@ -20,7 +20,6 @@ wall time and memory are this machine's.
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
 import itertools
 import json
@@ -28,10 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench import figures
-from bench.bench_allreduce import measure_points, publish, save_figure
+from bench.common import RESULTS, add_publish_argument, measure_points, publish, read_rows, save_figure
 
-RESULTS = figures.RESULTS
 FABRIC = {"rails": 8, "per_leaf": 32, "spines": 32, "gbps": 100.0, "size": 8 << 20}
 NODES = (16, 32, 64, 128)
 
@@ -83,8 +80,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with csv_path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(csv_path)
     windows = sorted({int(r["window"]) for r in rows})
     colours = dict(zip(windows, ("tab:blue", "tab:green", "tab:purple", "tab:red")))
     every = sorted({int(r["nodes"]) for r in rows})
@@ -142,14 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--windows", default="64,256", help="each rail job's pool size, comma-separated (default 64, "
                                                         "ina-sim's, and 256, near the model's best)")
     ap.add_argument("--plot-only", action="store_true")
-    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
+    add_publish_argument(ap)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     csv_path, png = args.out_dir / "rails.csv", args.out_dir / "rails.png"
     windows, nodes = (int(x) for x in args.windows.split(",")), [int(x) for x in args.nodes.split(",")]
     measure_points(csv_path, (functools.partial(point, n, w) for w, n in itertools.product(windows, nodes)),
                    describe, args.plot_only)
-    publish(plot(csv_path, png), csv_path, args.publish)
+    publish(plot(csv_path, png), args.publish, csv_path)
     return 0
 
 

@@ -41,8 +41,9 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from bench.figures import FIGURES, RESULTS
+from bench.common import RESULTS, add_publish_argument, publish, save_figure
 
 LOG = RESULTS / "scale.jsonl"
 MB = 262144  # float32 values: 1 MB per worker
@@ -253,95 +254,113 @@ def grid_summary(points: list[Point], done: dict[str, dict]) -> tuple[list[str],
     return lines, rows
 
 
-def plot(done: dict[str, dict], rows: list[dict], publish: bool) -> list[Path]:
+def _of(done: dict[str, dict], study: str) -> list[dict]:
+    return [done[k] for k in done if done[k]["study"] == study]
+
+
+def _model_figure(plt: Any, done: dict[str, dict], rows: list[dict]) -> Any:
+    """Every call of the grid, simulated against predicted."""
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 6))
+    colours = {"ina": "tab:blue", "ring": "tab:orange", "hybrid": "tab:green"}
+    for when, marker in (("first", "o"), ("later", "x")):
+        for method, colour in colours.items():
+            mine = [r for r in rows if r["call"] == when and r["method"] == method and not r["reused"]]
+            ax.scatter([r["predicted"] * 1e3 for r in mine], [r["simulated"] * 1e3 for r in mine], s=14,
+                       marker=marker, color=colour, label=f"{method}, {when} call", alpha=0.8)
+    lo = min(min(r["predicted"], r["simulated"]) for r in rows) * 1e3 / 1.5
+    hi = max(max(r["predicted"], r["simulated"]) for r in rows) * 1e3 * 1.5
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="grey", alpha=0.2, label="±10%")
+    ax.set(xscale="log", yscale="log", xlabel="predicted (ms)", ylabel="simulated (ms, virtual time)",
+           title="Every call of the grid: the model against the fabric")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _hybrid_figure(plt: Any, done: dict[str, dict], rows: list[dict]) -> Any:
+    """NTT's case: each method's second call, fabric against model, at 16 and 256 workers."""
+    if not (ntt := _of(done, "ntt")):
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    for ax, n in zip(axes, (16, 256)):
+        mine = sorted((p for p in ntt if p["job"]["workers"] == n), key=lambda p: p["label"])
+        labels = [p["label"].rsplit(", ", 1)[1] for p in mine]
+        ax.bar(range(len(mine)), [p["calls"][-1]["seconds"] * 1e3 for p in mine], color="tab:blue", label="fabric")
+        ax.plot(range(len(mine)), [p["calls"][-1]["model"] * 1e3 for p in mine], "kx", label="model")
+        ax.set_xticks(range(len(mine)), [f"{x}\n({p['calls'][-1]['method']})" for x, p in zip(labels, mine)],
+                      fontsize=8)
+        ax.set(ylabel="ms per call (2nd)", title=f"{n} workers, 16 MB, C = L/2")
+        ax.legend(fontsize=7)
+    return fig
+
+
+def _rings_figure(plt: Any, done: dict[str, dict], rows: list[dict]) -> Any:
+    """1,024 workers: each ring layout's call beside the model."""
+    if not (rings := _of(done, "rings")):
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.bar([p["label"].split(", ")[-1] for p in rings], [p["calls"][0]["seconds"] * 1e3 for p in rings])
+    ax.plot(range(len(rings)), [p["calls"][0]["model"] * 1e3 for p in rings], "kx", label="model")
+    ax.axhline(2.0, color="red", lw=0.8, label="2 ms")
+    ax.set(yscale="log", ylabel="ms per 1 MB allreduce", title="1,024 workers on fat_tree(16), 100 Gbit/s")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _packing_figure(plt: Any, done: dict[str, dict], rows: list[dict]) -> Any:
+    """Packed trees against one tree, fabric and model, over the workers."""
+    if not (packing := _of(done, "packing")):
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for trees, colour in (("1", "tab:blue"), ("auto", "tab:orange")):
+        ps = sorted((p for p in packing if p["label"].endswith(f"trees {trees}")), key=lambda p: p["job"]["workers"])
+        xs = [p["job"]["workers"] for p in ps]
+        name = "one tree" if trees == "1" else "packed trees"
+        ax.plot(xs, [p["calls"][-1]["seconds"] * 1e6 for p in ps], "o-", color=colour, label=f"{name}: fabric")
+        ax.plot(xs, [p["calls"][-1]["model"] * 1e6 for p in ps], "x--", color=colour, label=f"{name}: model")
+    ax.set(xscale="log", xlabel="workers (fat_tree(16), 100G hosts, 25G fabric)", ylabel="us per 1 MB allreduce",
+           title="Packed trees vs one tree, virtual time (2nd call)")
+    ax.set_xticks([64, 256, 1024], ["64", "256", "1024"])
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _loss_figure(plt: Any, done: dict[str, dict], rows: list[dict]) -> Any:
+    """A lossy call over the clean one, against issue 41's bound."""
+    if not (loss := _of(done, "loss")):
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for n, colour in ((64, "tab:blue"), (1024, "tab:orange")):
+        runs = {p["config"]["loss"]: p["calls"][0]["seconds"] for p in loss
+                if p["job"]["workers"] == n and p["calls"][0]["seconds"]}
+        if 0.0 in runs:
+            xs = sorted(x for x in runs if x > 0)
+            ax.plot(xs, [runs[x] / runs[0.0] for x in xs], "o-", color=colour, label=f"{n} workers")
+    ax.plot([0.01, 0.1, 1], [1.2, 1.5, 3], "k--", lw=0.8, label="issue 41's bound")
+    ax.set(xscale="log", yscale="log", xlabel="loss on every link (%)", ylabel="call / clean call (virtual time)",
+           title="1 MB allreduce, fat_tree, 100G hosts, 25G fabric, W = 128")
+    ax.legend(fontsize=7)
+    return fig
+
+
+PLOTS = {"scale-model.png": _model_figure, "scale-hybrid.png": _hybrid_figure, "scale-rings.png": _rings_figure,
+           "scale-packing.png": _packing_figure, "scale-loss.png": _loss_figure}
+
+
+def plot(done: dict[str, dict], rows: list[dict], to_docs: bool) -> list[Path]:
+    """Each figure the runs so far have points for, in bench/results/ (``to_docs``: published too)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     made = []
-    if rows:
-        fig, ax = plt.subplots(figsize=(6.5, 6))
-        colours = {"ina": "tab:blue", "ring": "tab:orange", "hybrid": "tab:green"}
-        for when, marker in (("first", "o"), ("later", "x")):
-            for method, colour in colours.items():
-                mine = [r for r in rows if r["call"] == when and r["method"] == method and not r["reused"]]
-                ax.scatter([r["predicted"] * 1e3 for r in mine], [r["simulated"] * 1e3 for r in mine], s=14,
-                           marker=marker, color=colour, label=f"{method}, {when} call", alpha=0.8)
-        lo = min(min(r["predicted"], r["simulated"]) for r in rows) * 1e3 / 1.5
-        hi = max(max(r["predicted"], r["simulated"]) for r in rows) * 1e3 * 1.5
-        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-        ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="grey", alpha=0.2, label="±10%")
-        ax.set(xscale="log", yscale="log", xlabel="predicted (ms)", ylabel="simulated (ms, virtual time)",
-               title="Every call of the grid: the model against the fabric")
-        ax.legend(fontsize=7)
-        made.append(_save(fig, "scale-model.png"))
-    ntt = [done[k] for k in done if done[k]["study"] == "ntt"]
-    if ntt:
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
-        for ax, n in zip(axes, (16, 256)):
-            mine = sorted((p for p in ntt if p["job"]["workers"] == n), key=lambda p: p["label"])
-            labels = [p["label"].rsplit(", ", 1)[1] for p in mine]
-            sim = [p["calls"][-1]["seconds"] * 1e3 for p in mine]
-            model = [p["calls"][-1]["model"] * 1e3 for p in mine]
-            ax.bar(range(len(mine)), sim, color="tab:blue", label="fabric")
-            ax.plot(range(len(mine)), model, "kx", label="model")
-            ax.set_xticks(range(len(mine)), [f"{x}\n({p['calls'][-1]['method']})" for x, p in zip(labels, mine)],
-                      fontsize=8)
-            ax.set(ylabel="ms per call (2nd)", title=f"{n} workers, 16 MB, C = L/2")
-            ax.legend(fontsize=7)
-        made.append(_save(fig, "scale-hybrid.png"))
-    rings = [done[k] for k in done if done[k]["study"] == "rings"]
-    if rings:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.bar([p["label"].split(", ")[-1] for p in rings], [p["calls"][0]["seconds"] * 1e3 for p in rings])
-        ax.plot(range(len(rings)), [p["calls"][0]["model"] * 1e3 for p in rings], "kx", label="model")
-        ax.axhline(2.0, color="red", lw=0.8, label="2 ms")
-        ax.set(yscale="log", ylabel="ms per 1 MB allreduce", title="1,024 workers on fat_tree(16), 100 Gbit/s")
-        ax.legend(fontsize=7)
-        made.append(_save(fig, "scale-rings.png"))
-    packing = [done[k] for k in done if done[k]["study"] == "packing"]
-    if packing:
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for trees, colour in (("1", "tab:blue"), ("auto", "tab:orange")):
-            ps = sorted((p for p in packing if p["label"].endswith(f"trees {trees}")),
-                        key=lambda p: p["job"]["workers"])
-            xs = [p["job"]["workers"] for p in ps]
-            name = "one tree" if trees == "1" else "packed trees"
-            ax.plot(xs, [p["calls"][-1]["seconds"] * 1e6 for p in ps], "o-", color=colour, label=f"{name}: fabric")
-            ax.plot(xs, [p["calls"][-1]["model"] * 1e6 for p in ps], "x--", color=colour, label=f"{name}: model")
-        ax.set(xscale="log", xlabel="workers (fat_tree(16), 100G hosts, 25G fabric)", ylabel="us per 1 MB allreduce",
-               title="Packed trees vs one tree, virtual time (2nd call)")
-        ax.set_xticks([64, 256, 1024], ["64", "256", "1024"])
-        ax.legend(fontsize=7)
-        made.append(_save(fig, "scale-packing.png"))
-    loss = [done[k] for k in done if done[k]["study"] == "loss"]
-    if loss:
-        fig, ax = plt.subplots(figsize=(6, 3.8))
-        for n, colour in ((64, "tab:blue"), (1024, "tab:orange")):
-            runs = {p["config"]["loss"]: p["calls"][0]["seconds"] for p in loss
-                    if p["job"]["workers"] == n and p["calls"][0]["seconds"]}
-            if 0.0 in runs:
-                xs = sorted(x for x in runs if x > 0)
-                ax.plot(xs, [runs[x] / runs[0.0] for x in xs], "o-", color=colour, label=f"{n} workers")
-        ax.plot([0.01, 0.1, 1], [1.2, 1.5, 3], "k--", lw=0.8, label="issue 41's bound")
-        ax.set(xscale="log", yscale="log", xlabel="loss on every link (%)", ylabel="call / clean call (virtual time)",
-               title="1 MB allreduce, fat_tree, 100G hosts, 25G fabric, W = 128")
-        ax.legend(fontsize=7)
-        made.append(_save(fig, "scale-loss.png"))
-    for path in made:
-        if publish:
-            (FIGURES / path.name).write_bytes(path.read_bytes())
+    for name, draw in PLOTS.items():
+        if (fig := draw(plt, done, rows)) is not None:
+            made.append(save_figure(fig, name, dpi=110))
+            publish(made[-1], to_docs)
     return made
-
-
-def _save(fig, name: str) -> Path:
-    import matplotlib.pyplot as plt
-
-    path = RESULTS / name
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 def _size(nbytes: int) -> str:
@@ -355,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-load", type=int, help="only points of at most this many MB of tensor per call, all "
                                                  "workers together (the grid's cells cost wall time in proportion)")
     ap.add_argument("--plot-only", action="store_true")
-    ap.add_argument("--publish", action="store_true", help="also write the plots to docs/figures/")
+    add_publish_argument(ap)
     args = ap.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
     chosen = {s: points for s, points in studies().items() if not args.study or s in args.study}
@@ -368,8 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     lines, rows = grid_summary(chosen.get("grid", []), done)
     for text in lines:
         print(text)
-    for p in plot(done, rows, args.publish):
-        print(f"plot: {p}")
+    plot(done, rows, args.publish)
     return 0
 
 

@@ -4,7 +4,7 @@ with one worker core?
 How: the real ``p4target-switch-grpc --udp`` process runs ina.p4 (V = 256) on a loopback address
 (``server_network``), set up by the project's controller over P4Runtime as a topology's server host
 (``srv1``, members on its port 1; the plain switch of the topology is an in-process P4Runtime target
-whose data path is loopback's routing).  Four rank runners (bench_allreduce's ``--rank-runner``, on
+whose data path is loopback's routing).  Four rank runners (``python -m bench.ranks``, on
 127.62.1.1-4) make timed allreduce calls through it.  Once the calls run, a window of ``--duration`` s
 is measured: the server's job counters (contributions aggregated), the CPU time of the server process,
 of each worker and of the machine (veth_common.cpu_during).  Then
@@ -50,7 +50,7 @@ from p4target.runtime.service import P4RuntimeServer, serve
 from worker import protocol
 from worker.jobspec import JobSpec
 
-from .bench_allreduce import run_ranks, runner_command
+from .ranks import run_ranks, runner_command
 from .veth_common import cpu_during, switch_process
 
 SERVER_IP = "127.62.0.77"  # loopback addresses no other test uses (tests/loopback_net.py: 127.0.1.x)

@@ -18,14 +18,12 @@ servers.png (``--publish``: docs/figures/servers.png).
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
 import json
 import time
 from pathlib import Path
 
-from bench import figures
-from bench.bench_allreduce import measure_points, publish, save_figure
+from bench.common import RESULTS, add_publish_argument, measure_points, publish, read_rows, save_figure
 from controller import topology
 from controller.job_plan import JobError
 from virtual_fabric.runs import RunConfig, run
@@ -77,8 +75,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with csv_path.open() as f:
-        rows = [r for r in csv.DictReader(f) if not r["error"]]
+    rows = [r for r in read_rows(csv_path) if not r["error"]]
     if not rows:
         raise SystemExit(f"{csv_path}: no point ran")
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -120,8 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--size", type=int, default=1 << 18, help="float32 values per call")
     p.add_argument("--calls", type=int, default=2)
     p.add_argument("--plot-only", action="store_true")
-    p.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
-    p.add_argument("--out-dir", type=Path, default=figures.RESULTS)
+    add_publish_argument(p)
+    p.add_argument("--out-dir", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     print(f"{args.workers} workers at {args.gbps:g} Gbit/s, servers of {args.cores} cores at "
           f"{args.per_core_pps:,.0f} contributions/s each, {args.size * 4 / 2**20:g} MB per call")
@@ -131,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     counts = [int(s) for s in args.servers.split(",")]
     measure_points(csv_path, (functools.partial(measure, args.workers, n, args) for n in counts),
                    functools.partial(describe, []), args.plot_only)
-    publish(plot(csv_path, png), csv_path, args.publish)
+    publish(plot(csv_path, png), args.publish, csv_path)
 
 
 if __name__ == "__main__":

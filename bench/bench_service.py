@@ -37,7 +37,6 @@ Prints progress as it goes and the figures at the end; writes bench/results/serv
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import secrets
@@ -58,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from bmv2env.network import InaNetwork  # noqa: E402
 
+from bench.common import RESULTS, write_rows  # noqa: E402
 from ina_api.client import JobsClient, ServiceError  # noqa: E402
 
 TOPOLOGY = ROOT / "bmv2-env" / "topologies" / "fattree-4.json"
@@ -69,7 +69,7 @@ PARTS = "abcde"
 SERVICE_PORT = 50051
 RDZV_PORT = 29400
 POLL = 0.05  # s between status reads while timing an expiry
-RESULTS = ROOT / "bench" / "results" / "service.csv"
+CSV = RESULTS / "service.csv"
 
 
 def log(message: str) -> None:
@@ -262,15 +262,17 @@ class Bench:
 
     # --- a, b, c, d: trainings side by side ----------------------------------------------------
 
+    def gloo_reference(self) -> float:
+        """Test accuracy of A's hosts trained with gloo: what an INA training should reach."""
+        gloo = self.train("gloo-ref", A, comm="gloo")
+        gloo.wait(self.args.train_timeout)
+        if gloo.errors or gloo.accuracy is None:
+            raise RuntimeError(f"the gloo reference failed: {gloo.errors}")
+        self.record("a", "gloo reference test accuracy (A's hosts)", f"{gloo.accuracy:.2%}")
+        return gloo.accuracy
+
     def scenario(self, parts: str) -> None:
-        reference = None
-        if "a" in parts or "c" in parts:
-            gloo = self.train("gloo-ref", A, comm="gloo")
-            gloo.wait(self.args.train_timeout)
-            if gloo.errors or gloo.accuracy is None:
-                raise RuntimeError(f"the gloo reference failed: {gloo.errors}")
-            reference = gloo.accuracy
-            self.record("a", "gloo reference test accuracy (A's hosts)", f"{reference:.2%}")
+        reference = self.gloo_reference() if "a" in parts or "c" in parts else None
         run = secrets.token_hex(2)
         a = self.train(f"a-{run}", A)
         b = self.train(f"b-{run}", B)
@@ -303,6 +305,11 @@ class Bench:
         for t in (a, b, c):
             if t is not None and not t.killed:
                 t.wait(self.args.train_timeout)
+        self.judge(parts, reference, a, b, c)
+
+    def judge(self, parts: str, reference: float | None, a: Training, b: Training, c: Training | None) -> None:
+        """The finished trainings' verdicts: accuracy against gloo's, B on after A's kill, epochs across the
+        restart, no job left."""
         for part, t in (("a", a), ("a", b), ("c", c)):
             if t is None or t.killed or part not in parts:
                 continue
@@ -461,12 +468,8 @@ def main(argv: list[str] | None = None) -> int:
                 bench.setup_latency()
         finally:
             service.stop()
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("w", newline="") as f:
-        writer = csv.DictWriter(f, ["part", "figure", "value", "goal", "met"])
-        writer.writeheader()
-        writer.writerows(bench.rows)
-    print(f"\nissue 34 in Mininet ({time.monotonic() - started:.0f} s; {RESULTS.relative_to(ROOT)}):")
+    write_rows(CSV, bench.rows, ["part", "figure", "value", "goal", "met"], digits=None)
+    print(f"\nissue 34 in Mininet ({time.monotonic() - started:.0f} s; {CSV.relative_to(ROOT)}):")
     print("\n".join(f"  {line}" for line in bench.verdicts))
     return 0 if all(r["met"] != "NOT MET" for r in bench.rows) else 1
 

@@ -19,12 +19,10 @@ import argparse
 import functools
 import time
 
-from bench import figures
-from bench.bench_allreduce import measure_points
+from bench.common import RESULTS, measure_points
 from controller.topology import Topology, fat_tree
 from virtual_fabric.jobs_at_once import run_jobs
 
-RESULTS = figures.RESULTS
 SIZE = 262144  # values: 1 MB of float32
 
 

@@ -16,7 +16,7 @@ Python workers and their kernel stacks share two cores, and every packet crosses
 switches.  Measured (8 MiB, V = 256): packed 1.94x one tree at 15/30 Mbit/s, 1.78x at 20/40
 and 1.74x at 25/50, where the packed job took 1.16-1.19x its predicted time.
 For each of "1 tree" (``create_job(trees=1)``) and "packed" (``trees="auto"``) a fresh job
-is created and one rank runner per host (``bench.bench_allreduce --rank-runner``) makes one
+is created and one rank runner per host (``python -m bench.ranks``) makes one
 checked warm-up call and ``--runs`` timed calls; a call's time is its slowest rank's, the
 figure the median over calls.  The prediction counts every packet's Ethernet/IPv4/UDP and
 ina headers; it leaves out the exponent-only packets that start each tree's stream (one
@@ -38,7 +38,6 @@ Writes bench/results/trees.csv and trees.png (``--publish``: also docs/figures/t
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import shutil
 import statistics
@@ -49,13 +48,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import figures
-from bench.bench_allreduce import DEFAULT_POOL, MIB, network, publish, run_ranks, runner_command, save_figure
+from bench.common import MIB, RESULTS, add_publish_argument, publish, read_rows, save_figure, write_rows
+from bench.ranks import DEFAULT_POOL, VALUES, network, run_ranks, runner_command
 from bench.veth_common import sigterm_as_interrupt
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).resolve().parent / "results"
-VALUES = 256  # what the defaults give ina.p4 (tests/test_defaults.py): the V these figures are for
 HOSTS = ["h1", "h2", "h3", "h4"]
 MODES = {"1 tree": 1, "packed": "auto"}
 CSV_FIELDS = ["kind", "mode", "trees", "size_bytes", "fabric_mbit", "host_mbit", "runs", "seconds_median",
@@ -166,11 +162,7 @@ def bench_planner(ks: list[int]) -> list[dict]:
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, CSV_FIELDS)
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(path, rows, CSV_FIELDS, digits=None)
 
 
 def summary(rows: list[dict]) -> dict[str, dict]:
@@ -193,8 +185,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with csv_path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(csv_path)
     modes = summary(rows)
     planner = [r for r in rows if r["kind"] == "planner"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1.2, 1]})
@@ -247,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan-only", action="store_true", help="only the planner part (no network, no root)")
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
-    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
+    add_publish_argument(ap)
     args = ap.parse_args(argv)
     args.size_bytes = int(args.size * MIB) // 4 * 4
     args.ring_cc = "system"  # runner_command passes it on; only the ring uses it
@@ -276,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"(predicted {modes['1 tree']['predicted'] / modes['packed']['predicted']:.2f}x)")
     plot(csv_path, png_path)
     if not args.plan_only:
-        publish(png_path, csv_path, args.publish)
+        publish(png_path, args.publish, csv_path)
     return 0
 
 

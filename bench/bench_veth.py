@@ -20,7 +20,6 @@ links, workers and the switch are cleaned up on any exit, Ctrl-C included.
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import multiprocessing
 import os
@@ -40,10 +39,10 @@ from pathlib import Path
 from p4target import netns
 from p4target.ports import PACKET_IGNORE_OUTGOING, SO_RCVBUFFORCE, SOL_PACKET
 
+from .common import RESULTS, save_figure, write_rows
 from .veth_common import SO_TIMESTAMPNS, cpu_during, prepare, switch_process
 
 P4 = Path(__file__).resolve().parent.parent / "tests" / "p4"
-RESULTS = Path(__file__).resolve().parent / "results"
 RATES = [5_000, 10_000, 20_000, 40_000, 80_000, 160_000]
 BATCH = 64  # frames sent between two looks at the clock
 PACKET_STATISTICS = 6
@@ -300,20 +299,13 @@ def report(case: Case, results: list[list[Step]], duration: float) -> list[float
 
 
 def write_results(all_results: dict[str, list[list[Step]]]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / "veth.csv"
-    with path.open("w", newline="") as f:
-        out = csv.writer(f)
-        out.writerow(["program", "run", "offered_pps", "achieved_pps", "delivered_pps", "sent", "received_in_step",
-                      "received", "send_errors", "rx_drops", "switch_cpu", "sender_cpu", "receiver_cpu",
-                      "machine_cpu"])
-        for name, results in all_results.items():
-            for run, steps in enumerate(results, 1):
-                for s in steps:
-                    out.writerow([name, run, s.offered, round(s.achieved), round(s.delivered), s.sent, s.in_window,
-                                  s.received, s.send_errors, s.rx_drops,
-                                  *(round(s.cpu[k], 2) for k in ("switch", "sender", "receiver", "all"))])
-    print(f"wrote {path}")
+    rows = [{"program": name, "run": run, "offered_pps": s.offered, "achieved_pps": round(s.achieved),
+             "delivered_pps": round(s.delivered), "sent": s.sent, "received_in_step": s.in_window,
+             "received": s.received, "send_errors": s.send_errors, "rx_drops": s.rx_drops,
+             **{f"{k}_cpu": round(s.cpu[k if k != "machine" else "all"], 2)
+                for k in ("switch", "sender", "receiver", "machine")}}
+            for name, results in all_results.items() for run, steps in enumerate(results, 1) for s in steps]
+    print(f"wrote {write_rows(RESULTS / 'veth.csv', rows, digits=None)}")
     try:
         import matplotlib
 
@@ -328,8 +320,7 @@ def write_results(all_results: dict[str, list[list[Step]]]) -> None:
                 "o-", label=name)
     ax.set(xscale="log", xlabel="offered (pps)", ylabel="delivered (pps, median)", title="p4target on veth ports")
     ax.legend()
-    fig.savefig(RESULTS / "veth.png", dpi=100, bbox_inches="tight")
-    print(f"wrote {RESULTS / 'veth.png'}")
+    print(f"wrote {save_figure(fig, RESULTS / 'veth.png', dpi=100)}")
 
 
 def main() -> int:

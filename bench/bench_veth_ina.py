@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import multiprocessing
 import os
 import signal
@@ -60,13 +59,12 @@ from pathlib import Path
 from controller.reconcile import WORKER_PORT_BASE
 from p4target import netns
 from p4target.ports import SO_RCVBUFFORCE
+from worker.protocol import ETH_IP_UDP
 
+from .common import RESULTS, add_publish_argument, publish, read_rows, save_figure, write_rows
 from .compare import worktree
-from .figures import PUBLISH_HELP
-from .figures import publish as publish_figure
 from .veth_common import SO_TIMESTAMPNS, cpu_during, prepare, sleep_until, switch_process
 
-RESULTS = Path(__file__).resolve().parent / "results"
 FIGURE = RESULTS / "veth-ina.png"  # --publish copies it to docs/figures/
 RATES = [1_000, 2_000, 5_000, 10_000, 20_000, 40_000, 60_000]  # offered per worker (pps)
 VALUES = [64, 256]
@@ -79,7 +77,6 @@ BATCH = 64  # frames sent between two looks at the clock
 GRACE = 0.05  # a sender may finish its step's rounds this late
 QUIET = 0.5  # a step is over once its results stop arriving for this long
 SO_RXQ_OVFL = 40  # ancillary count of datagrams the socket dropped; not in Python's socket module
-HEADERS = 14 + 20 + 8  # Ethernet, IPv4, UDP: ina_t follows
 PATCH = struct.Struct(">BHI4xi")  # at ina_t byte 5: reserved|set, slot, seq, (exponent, reserved), lane 0
 RESULT = struct.Struct(">4sB3xI4xi")  # (msg_type, flags, job_id), child, seq, lane 0
 STAT_NAMES = ("aggregated", "results", "retransmits", "stale", "bad_slot", "bad_type")
@@ -121,7 +118,7 @@ def _send_step(sock: socket.socket, template: bytes, scale: int, window: int, fi
         lag = max(lag, elapsed - sent / rate)
         upto = min(due, sent + BATCH)
         for r in range(first + sent, first + upto):
-            pack(buf, HEADERS + 5, (r // window) & 1, r % window, r, scale * r)
+            pack(buf, ETH_IP_UDP + 5, (r // window) & 1, r % window, r, scale * r)
             try:
                 send(buf)
             except OSError:  # ENOBUFS: the frame was not offered
@@ -307,7 +304,7 @@ class Pipeline:
             templates.append(raw(Ether(dst=SWITCH_MAC, src=worker_mac(child))
                                  / IP(src=worker_ip(child), dst=SWITCH_IP, ttl=64)
                                  / UDP(sport=WORKER_UDP_PORT, dport=P.INA_UDP_PORT, chksum=0) / payload))
-        if len(templates[0]) != HEADERS + P.packet_bytes or P.header_bytes != 16:
+        if len(templates[0]) != ETH_IP_UDP + P.packet_bytes or P.header_bytes != 16:
             raise RuntimeError("the frame layout is not the one this benchmark patches")
         rest = sum(vectors)[1:].astype(">i4").tobytes()
         head = bytes([P.MSG_RESULT, 0]) + JOB.to_bytes(2, "big")  # flags: neither OVERFLOW nor RETRANSMIT
@@ -491,7 +488,7 @@ def _oddities(s: Step) -> str:
 
 def summarize(values: int, results: list[list[Step]], side: str = "") -> dict[str, float]:
     runs, duration = len(results), results[0][0].duration
-    frame = HEADERS + 16 + 4 * values
+    frame = ETH_IP_UDP + 16 + 4 * values
     print(f"\n{side}V={values} ({frame}-byte frames): medians over {runs} run(s) of {duration:g} s steps; "
           f"loss = rounds without a result")
     print(f"  {'offered/worker':>14}  {'achieved':>8}  {'results/s':>9}  {'aggr pps':>8}  {'MB/s':>6}  {'loss':>6}"
@@ -518,26 +515,19 @@ def summarize(values: int, results: list[list[Step]], side: str = "") -> dict[st
 
 
 def write_results(all_results: dict[tuple[str, int], list[list[Step]]]) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / "veth_ina.csv"
     cpu_keys = ["switch", *(f"{r}{c}" for r in ("sender", "receiver") for c in range(CHILDREN)), "all"]
-    with path.open("w", newline="") as f:
-        out = csv.writer(f)
-        out.writerow(["switch", "values", "run", "offered_pps_per_worker", "achieved_pps_per_worker", "rounds",
-                      "results", "results_in_step", "results_per_s", "aggregated_pps", "gradient_MBps", "loss",
-                      "lost_before_pipeline", "incomplete_contributions", "stale", "switch_aggregated",
-                      "switch_results", "results_at_both", "duplicates", "wrong", "send_errors", "rx_drops",
-                      "sender_lag_ms", *(f"{k}_cpu" for k in cpu_keys)])
-        for (side, values), results in all_results.items():
-            for run, steps in enumerate(results, 1):
-                for s in steps:
-                    out.writerow([side.split(":")[0] or "new", values, run, s.offered, round(s.achieved), s.rounds,
-                                  s.results, s.in_step, round(s.results_per_s), round(s.aggregated_pps),
-                                  round(s.mbytes_per_s, 2),
-                                  round(s.loss, 4), s.before_pipeline, s.incomplete, s.switch["stale"],
-                                  s.switch["aggregated"], s.switch["results"], s.both, s.dups, s.bad, s.send_errors,
-                                  s.rx_drops, round(s.lag * 1e3, 1), *(round(s.cpu[k], 2) for k in cpu_keys)])
-    return path
+    rows = [{"switch": side.split(":")[0] or "new", "values": values, "run": run, "offered_pps_per_worker": s.offered,
+             "achieved_pps_per_worker": round(s.achieved), "rounds": s.rounds, "results": s.results,
+             "results_in_step": s.in_step, "results_per_s": round(s.results_per_s),
+             "aggregated_pps": round(s.aggregated_pps), "gradient_MBps": round(s.mbytes_per_s, 2),
+             "loss": round(s.loss, 4), "lost_before_pipeline": s.before_pipeline,
+             "incomplete_contributions": s.incomplete, "stale": s.switch["stale"],
+             "switch_aggregated": s.switch["aggregated"], "switch_results": s.switch["results"],
+             "results_at_both": s.both, "duplicates": s.dups, "wrong": s.bad, "send_errors": s.send_errors,
+             "rx_drops": s.rx_drops, "sender_lag_ms": round(s.lag * 1e3, 1),
+             **{f"{k}_cpu": round(s.cpu[k], 2) for k in cpu_keys}}
+            for (side, values), results in all_results.items() for run, steps in enumerate(results, 1) for s in steps]
+    return write_rows(RESULTS / "veth_ina.csv", rows, digits=None)
 
 
 def plot(csv_path: Path, path: Path) -> Path:
@@ -547,10 +537,7 @@ def plot(csv_path: Path, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .bench_allreduce import save_figure
-
-    with csv_path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(csv_path)
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     for (switch, values) in dict.fromkeys((r["switch"], r["values"]) for r in rows):
         mine = [r for r in rows if (r["switch"], r["values"]) == (switch, values)]
@@ -584,12 +571,10 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 run, 0.5 s steps, 3 loads")
     ap.add_argument("--against", metavar="REV", help="also run this commit's switch, side by side")
     ap.add_argument("--plot-only", action="store_true", help="redraw the plot from bench/results/veth_ina.csv")
-    ap.add_argument("--publish", action="store_true", help=PUBLISH_HELP)
+    add_publish_argument(ap)
     args = ap.parse_args()
     if args.plot_only:
-        print(f"wrote {plot(RESULTS / 'veth_ina.csv', FIGURE)}")
-        if args.publish:
-            publish_figure(FIGURE)
+        publish(plot(RESULTS / "veth_ina.csv", FIGURE), args.publish)
         return 0
     if args.quick:
         args.runs, args.duration, args.rates = 1, 0.5, [1_000, 5_000, 20_000]
@@ -619,9 +604,7 @@ def main() -> int:
             complete = len(figures) == len(args.values) * (2 if args.against else 1)
             print(f"\nwrote {write_results(all_results)}" + ("" if complete else " (partial)"))
             if complete and not args.quick:
-                print(f"wrote {plot(RESULTS / 'veth_ina.csv', FIGURE)}")
-                if args.publish:
-                    publish_figure(FIGURE)
+                publish(plot(RESULTS / "veth_ina.csv", FIGURE), args.publish)
     print("\nsummary (median over runs of each run's saturation):")
     for f in figures:
         print(f"  {f['side'] + ' ' if f['side'] else ''}V={f['values']:>3}: {f['aggregated_pps']:>7,.0f} aggregated pps"

@@ -18,17 +18,14 @@ and the commit; only wall time is this machine's.
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-from bench import figures
-from bench.bench_allreduce import measure_points, publish, save_figure
+from bench.common import RESULTS, add_publish_argument, measure_points, publish, read_rows, save_figure
 
-RESULTS = figures.RESULTS
 FABRIC = {"topology": "fat_tree:8", "workers": 128, "bw": 100000.0, "delay": "1us", "size": 262144}
 WINDOWS = (32, 64, 128, 256, 512, 1024)
 
@@ -73,8 +70,7 @@ def plot(csv_path: Path, path: Path, limit_us: float, round_trip_us: float) -> P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with csv_path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(csv_path)
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for call, colour, label in (("0", "tab:blue", "first call (window opening)"), ("1", "tab:green", "second call")):
         mine = sorted((r for r in rows if r["call"] == call), key=lambda r: int(r["window"]))
@@ -106,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--windows", default=",".join(map(str, WINDOWS)),
                     help="windows, comma-separated (the auto one is run too)")
     ap.add_argument("--plot-only", action="store_true")
-    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
+    add_publish_argument(ap)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     csv_path, png = args.out_dir / "window.csv", args.out_dir / "window.png"
@@ -114,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"the link's limit {limit * 1e6:.1f} us (round trip {round_trip * 1e6:.2f} us); auto window {auto}")
     windows = [int(x) for x in args.windows.split(",")] + [None]
     measure_points(csv_path, (functools.partial(point, w) for w in windows), describe, args.plot_only)
-    publish(plot(csv_path, png, limit * 1e6, round_trip * 1e6), csv_path, args.publish)
+    publish(plot(csv_path, png, limit * 1e6, round_trip * 1e6), args.publish, csv_path)
     return 0
 
 

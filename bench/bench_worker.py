@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import json
 import multiprocessing
 import os
@@ -62,10 +61,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import figures
+from .common import RESULTS, add_publish_argument, publish, read_rows, save_figure, write_rows
 from .compare import REPO, python_env, worktree
 
-RESULTS = Path(__file__).resolve().parent / "results"
 FIGURE = RESULTS / "worker.png"  # --publish copies it to docs/figures/
 RUNNER = Path(__file__).resolve().parent / "worker_runner.py"
 PLAIN_RUNNER = Path(__file__).resolve().parent / "plain_runner.py"
@@ -353,11 +351,7 @@ def _ratio(new: float | None, other: float | None) -> str:
 
 
 def write(results: list[Result] | list[Bound], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, list(asdict(results[0])))
-        w.writeheader()
-        w.writerows(asdict(r) for r in results)
+    write_rows(path, [asdict(r) for r in results], digits=None)
 
 
 def plot(path: Path, figure: Path) -> Path:
@@ -366,10 +360,7 @@ def plot(path: Path, figure: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .bench_allreduce import save_figure
-
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(path)
     rows = [r for r in rows if int(r.get("threads") or 1) == 1]  # the figure is of one datapath thread
     one = [r for r in rows if int(r["workers"]) == 1]
     biggest = max(float(r["mb"]) for r in one)
@@ -449,7 +440,7 @@ def main() -> int:
     ap.add_argument("--bound-mb", type=float, default=2.0, help="MB of float32 per window-bound call")
     ap.add_argument("--bound-only", action="store_true", help="only the window-bound calls (no plot)")
     ap.add_argument("--plot-only", action="store_true")
-    ap.add_argument("--publish", action="store_true", help=figures.PUBLISH_HELP)
+    add_publish_argument(ap)
     args = ap.parse_args()
     path = RESULTS / "worker.csv"
     if not args.plot_only:
@@ -463,9 +454,7 @@ def main() -> int:
         table(results)
         write(results, path)
         print(f"\nwrote {path}")
-    print(f"wrote {plot(path, FIGURE)}")
-    if args.publish:
-        figures.publish(FIGURE)
+    publish(plot(path, FIGURE), args.publish)
     return 0
 
 

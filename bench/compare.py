@@ -9,7 +9,6 @@ whole benchmark from either tree in turn, and ``side_by_side`` sets their median
 
 from __future__ import annotations
 
-import csv
 import os
 import shutil
 import statistics
@@ -20,7 +19,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from bench.common import ROOT, read_rows
+
+REPO = ROOT  # this checkout: the new side
 
 
 @contextmanager
@@ -67,8 +68,7 @@ def alternate(rev: str, module: str, args: list[str], rounds: int, csv_name: str
                 out = Path(tmp) / f"{side}-{r}"
                 print(f"  round {r + 1}/{rounds}: {side} ({rev if side == 'old' else 'this tree'}) ...", flush=True)
                 run_module(root, module, [*args, "--out-dir", str(out)])
-                with (out / csv_name).open() as f:
-                    found[side].append(list(csv.DictReader(f)))
+                found[side].append(read_rows(out / csv_name))
     return found
 
 

@@ -1,5 +1,7 @@
 """Copy the benchmarks' and ``make train``'s plots from bench/results/ to docs/figures/.
 
+The command line of ``bench.common.publish`` (the names, folders and the copy are bench/common.py's).
+
 They write their plots to bench/results/ (ignored by git), and to docs/figures/ (tracked,
 shown by the READMEs) only when asked.
 
@@ -15,52 +17,10 @@ to docs/figures/ under the names the READMEs use, for a commit that updates the 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
-FIGURES = REPO / "docs" / "figures"
-
-# the plot's name in bench/results/ -> its name in docs/figures/
-PUBLISHED = {
-    "allreduce.png": "allreduce-ina-vs-ring.png",  # bench_allreduce
-    "hybrid.png": "hybrid.png",  # bench_hybrid
-    "loss.png": "loss.png",  # bench_loss
-    "trees.png": "trees-packed-vs-one.png",  # bench_trees
-    "target-speed.png": "target-speed.png",  # bench_ina
-    "veth-ina.png": "veth-ina.png",  # bench_veth_ina
-    "worker.png": "worker.png",  # bench_worker
-    "fabric-agreement.png": "fabric-agreement.png",  # bench_fabric
-    "scale-packing.png": "scale-packing.png",  # bench_scale
-    "scale-hybrid.png": "scale-hybrid.png",  # bench_scale
-    "scale-loss.png": "scale-loss.png",  # bench_scale
-    "scale-cost.png": "scale-cost.png",  # bench_scale
-    "train-loss.png": "train-loss.png",  # examples/mininet_train.py
-    "direct-devices.png": "direct-devices.png",  # bench_direct
-    "rails.png": "rails.png",  # bench_rails
-    "servers.png": "servers.png",  # bench_servers
-    "window.png": "window-vs-time.png",  # bench_window
-    "train-timeline.png": "train-timeline.png",  # examples/mininet_train.py
-    "train-comm-loss.png": "train-comm-loss.png",  # examples/mininet_train.py --config comm-bound
-    "train-comm-timeline.png": "train-comm-timeline.png",  # examples/mininet_train.py --config comm-bound
-    "train-tp-timeline.png": "train-tp-timeline.png",  # examples/mininet_train_tp.py (make train-tp), shaped links
-}
-
-PUBLISH_HELP = "also copy the plot to docs/figures/ (tracked; default: only bench/results/)"
-
-
-def publish(png: Path, figures: Path = FIGURES) -> Path:
-    """Copy one plot (named as in PUBLISHED) to docs/figures/; the copy's path."""
-    try:
-        target = figures / PUBLISHED[png.name]
-    except KeyError:
-        raise ValueError(f"{png.name}: not a published plot ({', '.join(PUBLISHED)})") from None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(png, target)
-    print(f"published {png} as {target}")
-    return target
+from bench.common import PUBLISHED, RESULTS, publish
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no plots in {args.results}: run `make bench` or `make train` first", file=sys.stderr)
         return 1
     for name in names:
-        publish(args.results / name)
+        publish(args.results / name, to_docs=True)
     return 0
 
 

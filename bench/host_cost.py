@@ -36,10 +36,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from .bench_worker import RESULTS, SWITCH_IP, Side, ideal_switch, run_workers
+from .bench_worker import SWITCH_IP, Side, ideal_switch, run_workers
+from .common import RESULTS
 from .compare import REPO
 
-PUBLISHED = REPO / "virtual_fabric" / "host_cost.json"
+CALIBRATION = REPO / "virtual_fabric" / "host_cost.json"  # --publish writes it (tracked)
 
 
 def switch_port_free(values: int) -> bool:
@@ -103,7 +104,7 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=32.0, help="MB of float32 per call")
     ap.add_argument("--calls", type=int, default=3, help="timed calls per run")
     ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--publish", action="store_true", help=f"write {PUBLISHED.relative_to(REPO)} (commit it)")
+    ap.add_argument("--publish", action="store_true", help=f"write {CALIBRATION.relative_to(REPO)} (commit it)")
     args = ap.parse_args()
     if len(args.values) != 2 or args.values[0] == args.values[1]:
         ap.error("--values: two different packet sizes")
@@ -142,7 +143,7 @@ def main() -> int:
     }
     print(f"per datagram {per_datagram * us:.3f} us, per byte {per_byte * 1e9:.3f} ns: each way half "
           f"(send {data['send_us']:.3f} us + {data['send_us_per_byte'] * 1e3:.4f} ns/B)")
-    path = PUBLISHED if args.publish else RESULTS / "host_cost.json"
+    path = CALIBRATION if args.publish else RESULTS / "host_cost.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {path}")

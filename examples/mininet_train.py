@@ -40,7 +40,6 @@ replace the chosen configurations' values.
 """
 
 import argparse
-import csv
 import dataclasses
 import itertools
 import json
@@ -59,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from bmv2env.network import InaNetwork  # noqa: E402
 
-from bench import figures  # noqa: E402
+from bench.common import RESULTS, publish, save_figure, write_rows  # noqa: E402
 from controller.controller import Controller  # noqa: E402
 from controller.topology import Topology, rail_optimised  # noqa: E402
 
@@ -81,7 +80,7 @@ class Config:
     lr: float
     bucket_cap_mb: float
     bw: float | None  # Mbit/s of every host link, each way (None: unshaped)
-    plots: tuple[str, str]  # loss, timeline: names in bench/results/ (bench/figures.py publishes them)
+    plots: tuple[str, str]  # loss, timeline: names in bench/results/ (bench/common.py publishes them)
 
 
 CONFIGS = {
@@ -281,15 +280,10 @@ def write_csv(path: Path, rows: list[dict], configs: dict[str, Config]) -> None:
               "buckets", "loss", "test_accuracy", "ms_per_step", "ms_per_step_trainings", "speedup_over_gloo",
               "accuracy_vs_gloo_points", "comm_ms_per_step", "cpu_ms_per_step", "hidden_share", "nodes",
               "ranks_per_node", "rails", "node_tx_per_gradient", "node_rx_per_gradient"]
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fields, extrasaction="ignore")
-        writer.writeheader()
-        for r in rows:
-            config = configs[r["config"]]
-            writer.writerow({**r, "bw_mbit": config.bw or "", "batch_size": config.batch_size,
-                             "epochs": config.epochs, "ms_per_step": round(1e3 * r["seconds_per_step"], 1),
-                             "ms_per_step_trainings": " ".join(f"{1e3 * s:.0f}" for s in
-                                                               r["seconds_per_step_trainings"])})
+    write_rows(path, [{**r, "bw_mbit": configs[r["config"]].bw or "", "batch_size": configs[r["config"]].batch_size,
+                       "epochs": configs[r["config"]].epochs, "ms_per_step": round(1e3 * r["seconds_per_step"], 1),
+                       "ms_per_step_trainings": " ".join(f"{1e3 * s:.0f}" for s in r["seconds_per_step_trainings"])}
+                      for r in rows], fields, digits=None, extrasaction="ignore")
 
 
 def plot_loss(runs: dict[str, list[dict]], path: Path, title: str) -> None:
@@ -312,9 +306,7 @@ def plot_loss(runs: dict[str, list[dict]], path: Path, title: str) -> None:
         ax.grid(alpha=0.3)
         ax.legend()
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_timeline(timelines: dict[str, dict], path: Path, steps: int = 4) -> None:
@@ -355,9 +347,7 @@ def plot_timeline(timelines: dict[str, dict], path: Path, steps: int = 4) -> Non
                      f"hidden behind backward", fontsize=9)
         ax.set_xlabel("ms from each step's start of backward (steps side by side)")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def run_config(config: Config, args: argparse.Namespace, out: Path, progress: Iterator[int], total: int,
@@ -413,19 +403,23 @@ def run_config(config: Config, args: argparse.Namespace, out: Path, progress: It
     (out / "summary.json").write_text(json.dumps({"config": dataclasses.asdict(config), "summary": table,
                                                   "epochs": runs}, indent=1))
     print_table(config, table, args.rounds)
-    loss_png, timeline_png = (out / name for name in config.plots)
+    write_plots(config, table, runs, timelines, nodes.local, out, args.publish)
+    return table
+
+
+def write_plots(config: Config, table: list[dict], runs: dict[str, list[list[dict]]],
+                timelines: dict[str, list[dict]], local: int, out: Path, to_docs: bool) -> None:
+    """The configuration's two plots (the first training of each way) in bench/results/, a copy in ``out`` (the
+    run's files); ``to_docs`` (--publish): also in docs/figures/."""
     title = (f"{describe(config, table[0]['parameters'], training=False)}\nDDP on digits, 4 nodes of "
-             f"{nodes.local} rank(s) in Mininet: gradients through the P4 switches (hook, backend) or gloo")
+             f"{local} rank(s) in Mininet: gradients through the P4 switches (hook, backend) or gloo")
+    loss_png, timeline_png = (RESULTS / name for name in config.plots)
     plot_loss({comm: rounds[0] for comm, rounds in runs.items()}, loss_png, title)
     plot_timeline({comm: timelines[comm][0] for comm in runs}, timeline_png)
-    figures.RESULTS.mkdir(parents=True, exist_ok=True)
-    for name in config.plots:
-        if out.resolve() != figures.RESULTS.resolve():
-            shutil.copy(out / name, figures.RESULTS / name)
-        if args.publish:
-            figures.publish(figures.RESULTS / name)
-    print(f"plots: {figures.RESULTS / config.plots[0]}, {figures.RESULTS / config.plots[1]}", flush=True)
-    return table
+    for png in (loss_png, timeline_png):
+        if out.resolve() != RESULTS.resolve():
+            shutil.copy(png, out / png.name)
+        publish(png, to_docs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -470,8 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     for config in configs.values():
         rows += run_config(config, args, out / config.name, progress, total, ports)
-        write_csv(figures.RESULTS / CSV, rows, configs)  # after each configuration: a failure keeps what was done
-    print(f"table: {figures.RESULTS / CSV}")
+        write_csv(RESULTS / CSV, rows, configs)  # after each configuration: a failure keeps what was done
+    print(f"table: {RESULTS / CSV}")
     return 0
 
 

@@ -28,7 +28,6 @@ step of each (bench/results/train-tp-timeline.png; ``--publish`` copies it to do
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import itertools
 import json
@@ -53,7 +52,7 @@ from mininet_train import (  # noqa: E402  (examples/, beside this file)
     topology,
 )
 
-from bench import figures  # noqa: E402
+from bench.common import RESULTS, publish, save_figure, write_rows  # noqa: E402
 from controller.controller import Controller  # noqa: E402
 
 BACKENDS = ("ina", "gloo")
@@ -255,9 +254,7 @@ def plot_timelines(runs: dict[str, dict], path: Path, title: str) -> None:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     axes[-1, 0].set_xlabel("ms from the step's start (allreduces: forward dark, backward light)")
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def run_config(config: TPConfig, args: argparse.Namespace, out: Path, ports: itertools.count) -> list[dict]:
@@ -288,13 +285,11 @@ def run_config(config: TPConfig, args: argparse.Namespace, out: Path, ports: ite
                                                   "runs": runs}, indent=1))
     print_table(config, rows)
     if config.bw is not None or args.config == "unshaped":  # the plot: the shaped links' steps, where Domino matters
-        plot_timelines({b: runs[b][-1] for b in BACKENDS}, out / PLOT,
+        plot_timelines({b: runs[b][-1] for b in BACKENDS}, RESULTS / PLOT,
                        f"TP = 4 in Mininet, {config.links}: one step of each (rank 0), the switches (ina) and gloo")
-        figures.RESULTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(out / PLOT, figures.RESULTS / PLOT)
-        if args.publish:
-            figures.publish(figures.RESULTS / PLOT)
-        print(f"plot: {figures.RESULTS / PLOT}", flush=True)
+        if out.resolve() != RESULTS.resolve():
+            shutil.copy(RESULTS / PLOT, out / PLOT)
+        publish(RESULTS / PLOT, args.publish)
     return rows
 
 
@@ -303,10 +298,7 @@ def write_csv(path: Path, rows: list[dict]) -> None:
               "comm_share_sync", "hidden_share", "speedup", "cpu_sync", "cpu_domino", "switch_cpu", "machine_busy",
               "cpu_bound_sync", "cpu_bound_domino"]
     fields += sorted({k for r in rows for k in r if k.startswith(("predicted_", "ratio_"))})
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fields, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(path, rows, fields, digits=None, extrasaction="ignore")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -341,9 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     for config in configs.values():
         rows += run_config(config, args, out / config.name, ports)
-        figures.RESULTS.mkdir(parents=True, exist_ok=True)
-        write_csv(figures.RESULTS / CSV, rows)  # after each configuration: a failure keeps what was done
-    print(f"table: {figures.RESULTS / CSV}")
+        write_csv(RESULTS / CSV, rows)  # after each configuration: a failure keeps what was done
+    print(f"table: {RESULTS / CSV}")
     return 0
 
 

@@ -50,7 +50,7 @@ from virtual_fabric.relays import InProcess, SimRelay
 from virtual_fabric.ring import Ring
 from virtual_fabric.steps import StepTrace, node_of
 from worker import protocol, quantize
-from worker.cli import gradient
+from worker.gradients import gradient
 from worker.native.relay import relay_class
 from worker.ring import summation_bound
 from worker.ring_layout import Layout
@@ -134,7 +134,7 @@ def _address(k: int, w: int, third: int, mac: int, prefix: str = "") -> dict:
 
 
 class Inputs:
-    """Every worker's array of each call (``worker.cli.gradient``, as ``ina-sim run``'s), made when first
+    """Every worker's array of each call (``worker.gradients.gradient``, as ``ina-sim run``'s), made when first
     asked for and kept for the current call only (1 call x N workers in memory, not every call's)."""
 
     def __init__(self, elements: int) -> None:

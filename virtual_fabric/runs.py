@@ -29,7 +29,7 @@ from virtual_fabric import host_cost, host_latency
 from virtual_fabric.fabric import Fabric, Sums
 from worker import quantize
 from worker.calls import ina_chunks
-from worker.cli import gradient
+from worker.gradients import gradient
 from worker.protocol import load as load_protocol
 from worker.ring import summation_bound
 from worker.tuner import Choice

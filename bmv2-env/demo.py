@@ -64,24 +64,38 @@ def main(argv: list[str] | None = None) -> int:
                   f"{controller.spec_dir / 'demo.json'}", flush=True)
             print(f"[4/4] allreduce of {args.values:,} float32 values ({args.values * 4 / 1e6:.1f} MB) per worker, "
                   f"{args.repeat} times", flush=True)
-            procs = [net.host(h).popen([sys.executable, "-m", "worker.cli", "--spec",
-                                        str(controller.spec_dir / "demo.json"), "--rank", str(rank), "--size",
-                                        str(args.values), "--repeat", str(args.repeat), "--check"],
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                     for rank, h in enumerate(hosts)]
-            start = time.monotonic()
-            reports, failed = [], False
-            for rank, p in enumerate(procs):
-                out, err = p.communicate(timeout=600)
-                lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
-                if p.returncode != 0 or not lines or any("error" in x for x in lines):
-                    print(f"      rank {rank} failed: {lines or err.strip()[-1000:]}", file=sys.stderr)
-                    failed = True
-                reports += lines
-            wall = time.monotonic() - start
+            reports, failed, wall = _run_workers(net, hosts, controller.spec_dir / "demo.json", args)
             counters = controller.status()["jobs"]["demo"]["s1"]
     if failed:
         return 1
+    _print_summary(reports, len(hosts), counters, args)
+    print(f"  wall time {wall:.1f} s; network stopped, {run} kept for its logs")
+    return 0 if all(r["within_bound"] for r in reports) else 1
+
+
+def _run_workers(net: InaNetwork, hosts: list[str], spec: Path,
+                 args: argparse.Namespace) -> tuple[list[dict], bool, float]:
+    """``ina-allreduce --check`` on every host at once; their JSON lines, whether any rank failed, and the wall
+    time from all started to all done."""
+    procs = [net.host(h).popen([sys.executable, "-m", "worker.cli", "--spec",
+                                str(spec), "--rank", str(rank), "--size",
+                                str(args.values), "--repeat", str(args.repeat), "--check"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank, h in enumerate(hosts)]
+    start = time.monotonic()
+    reports, failed = [], False
+    for rank, p in enumerate(procs):
+        out, err = p.communicate(timeout=600)
+        lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+        if p.returncode != 0 or not lines or any("error" in x for x in lines):
+            print(f"      rank {rank} failed: {lines or err.strip()[-1000:]}", file=sys.stderr)
+            failed = True
+        reports += lines
+    return reports, failed, time.monotonic() - start
+
+
+def _print_summary(reports: list[dict], workers: int, counters: dict, args: argparse.Namespace) -> None:
+    """Time (the slowest worker's, median of the runs), goodput, error and the switch's counters."""
     per_run = [max(r["seconds"] for r in reports if r["run"] == k) for k in range(args.repeat)]
     median = statistics.median(per_run)
     print()
@@ -90,10 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  goodput per worker: {args.values * 4 / median / 1e6:.2f} MB/s of float32 gradient")
     print(f"  max |error| vs float64 sum: {max(r['max_error'] for r in reports):.3g} "
           f"(every element within the stated bound: {all(r['within_bound'] for r in reports)})")
-    print(f"  retransmissions: {sum(r['retransmissions'] for r in reports[-len(hosts):])}; switch counters: "
+    print(f"  retransmissions: {sum(r['retransmissions'] for r in reports[-workers:])}; switch counters: "
           f"{counters['aggregated']:,} contributions summed, {counters['results']:,} results multicast")
-    print(f"  wall time {wall:.1f} s; network stopped, {run} kept for its logs")
-    return 0 if all(r["within_bound"] for r in reports) else 1
 
 
 if __name__ == "__main__":

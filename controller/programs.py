@@ -18,12 +18,14 @@ tells it apart.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 from p4.config.v1 import p4info_pb2
 
 import p4src
+from p4target.frontend import load_declarations
 from worker import protocol
 
 P4SRC = p4src.ROOT  # the installed package's p4src/ (the checkout's, in an editable install)
@@ -54,7 +56,7 @@ class Program:
     pool_cells_per_slot: int
     values_source: Path  # the file whose INA_VALUE_COUNT is the program's default INA_VALUES
     program_tables: tuple[str, ...] = ()  # tables the program fills itself (const entries): never written
-    recirculation_port: int | None = None  # internal to the switch: no link, no route, no multicast replica
+    recirculation_constant: str | None = None  # the program's constant naming its recirculation port
     keeps_results: bool = False  # result_from_parent names the cell a result is kept in (pool, children, epoch)
     meetings: str | None = None  # table: job id -> meet(peer, group_with_peer), where the program has meeting roots
     meet: str | None = None
@@ -63,6 +65,12 @@ class Program:
     def max_values(self) -> int:
         """INA_VALUES when none is given: the most a packet of this program carries, so the fast path."""
         return protocol.default_values(self.values_source)
+
+    @property
+    def recirculation_port(self) -> int | None:
+        """The port the program sends a packet to for another pass: internal to the switch (no link, no route,
+        no multicast replica); read from the program's declarations, where -DINA_RECIRC_PORT may change it."""
+        return None if self.recirculation_constant is None else _constant(self.source, self.recirculation_constant)
 
     @property
     def managed_tables(self) -> tuple[str, ...]:
@@ -74,6 +82,12 @@ class Program:
 
     def job_stat_cells(self, p4info: p4info_pb2.P4Info) -> int:
         return _size(p4info.counters, self.job_stats)
+
+
+@functools.cache
+def _constant(source: Path, name: str) -> int:
+    """A top-level constant of a program, read once (a parse and check of the whole program: ~0.2 s)."""
+    return load_declarations(source).constants[name]
 
 
 def _ingress(name: str) -> str:
@@ -103,7 +117,7 @@ TNA = Program(
     pool_register=_ingress("bitmap.bitmap"), pool_cells_per_slot=1,  # a pair of sets per slot
     values_source=p4src.path("tofino", "values.p4"),
     program_tables=(_ingress("job_lookup.child_bit"),),
-    recirculation_port=68,  # INA_RECIRC_PORT: Tofino 1 pipe 0's recirculation port
+    recirculation_constant="RECIRC_PORT",  # p4src/tofino/types.p4: INA_RECIRC_PORT, Tofino 1 pipe 0's
 )
 
 NIC = dataclasses.replace(V1MODEL, name="nic", source=p4src.path("nic.p4"), meetings="InaIngress.meetings",

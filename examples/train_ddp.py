@@ -45,7 +45,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -57,6 +59,10 @@ from torch.nn.parallel import DistributedDataParallel
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file: the repository's packages
 
 from worker.torch_ddp import BucketTimes, InaHookState, Timeline, hidden_share, ina_hook  # noqa: E402
+
+if TYPE_CHECKING:
+    from worker.torch_node import NodeReducer
+    from worker.torch_tensors import TensorWorker
 
 COMMS = {"ina": "ina-hook", "ina-hook": "ina-hook", "ina-backend": "ina-backend", "gloo": "gloo"}
 
@@ -137,38 +143,10 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--comm", choices=list(COMMS), default="ina-hook", help="ina is ina-hook")
-    ap.add_argument("--plain", action="store_true", help="no DDP: dist.all_reduce on every gradient after backward")
-    ap.add_argument("--model", choices=list(MODELS), default="cnn",
-                    help="cnn: 28,426 parameters, computation-bound; mlp: 2,742,922 (10.97 MB per step)")
-    ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--batch-size", type=int, default=128, help="per rank")
-    ap.add_argument("--lr", type=float, default=3e-3, help="Adam's learning rate")
-    ap.add_argument("--bucket-cap-mb", type=float, default=0.025,
-                    help="DDP's bucket size (MiB): small, so that buckets become ready during backward")
-    ap.add_argument("--bucket-view", action="store_true", help="gradient_as_bucket_view=True")
-    ap.add_argument("--timeout", type=float, default=10.0, help="the INA worker's timeout (s)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--timeline", help="write this rank's bucket timeline (JSON) here ({rank}: the rank's number, "
-                                       "for torchrun --nproc-per-node)")
-    ap.add_argument("--print-setup", action="store_true",
-                    help="every rank prints a JSON line after its first step: when it called init_process_group "
-                         "(wall clock), and the seconds from then to its return and to the first allreduce's start")
-    ap.add_argument("--exit-after-steps", type=int, default=0, help="(tests) this rank dies after N steps")
-    args = ap.parse_args(argv)
-    args.comm = COMMS[args.comm]
-    if args.plain and args.comm == "ina-hook":
-        ap.error("--plain calls dist.all_reduce: use it with --comm ina-backend or gloo")
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     setup_wall, setup_started = time.time(), time.perf_counter()  # INA_CONTROLLER: init_process_group asks for a job
-    if args.comm == "ina-backend":
-        from worker.torch_backend import InaOptions
-
-        dist.init_process_group("ina", pg_options=InaOptions(timeout=args.timeout))
-    else:
-        dist.init_process_group("gloo")
+    start_process_group(args)
     initialised = time.perf_counter()
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
@@ -177,16 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parameters = sum(p.numel() for p in net.parameters())
     timeline = Timeline()
     failure = Failure(args.comm)
-    if args.plain:
-        model, step_gradients = net, lambda: average_gradients(net, world)
-    else:
-        model = DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb, gradient_as_bucket_view=args.bucket_view)
-        step_gradients = None
-        if args.comm == "ina-hook":
-            failure.hook = InaHookState(timeline=timeline, timeout=args.timeout)
-            model.register_comm_hook(failure.hook, ina_hook)
-        elif args.comm == "gloo":
-            model.register_comm_hook(None, gloo_hook(timeline))
+    model, step_gradients = wrap(net, args, world, timeline, failure)
     calls = dist.group.WORLD.tensors if args.comm == "ina-backend" else None  # the backend's calls, timed
     optimizer = torch.optim.Adam(net.parameters(), lr=args.lr)
     steps = 0
@@ -201,18 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             for b in range(batches):
                 step_started, cpu_started = time.perf_counter(), time.process_time()
                 index = mine[b * args.batch_size:(b + 1) * args.batch_size]
-                loss = F.cross_entropy(model(train_x[index]), train_y[index])
-                optimizer.zero_grad(set_to_none=not args.bucket_view)
-                timeline.start_backward()
-                if calls is not None:
-                    calls.timings = []
-                loss.backward()  # DDP: buckets go out as they fill; waits for them all at the end
-                if step_gradients is not None:
-                    step_gradients()
-                if calls is not None:
-                    timeline.buckets += [BucketTimes(timeline.step, i, **t) for i, t in enumerate(calls.timings)]
-                    calls.timings = None
-                optimizer.step()
+                loss = train_step(model, optimizer, train_x[index], train_y[index], args, timeline, calls,
+                                  step_gradients)
                 training += time.perf_counter() - step_started
                 cpu_per_step.append(time.process_time() - cpu_started)
                 losses.append(loss.item())
@@ -244,6 +203,79 @@ def main(argv: list[str] | None = None) -> int:
     dist.destroy_process_group()
     return 0
 
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The options, ``--comm`` resolved to its full name (ina: ina-hook)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--comm", choices=list(COMMS), default="ina-hook", help="ina is ina-hook")
+    ap.add_argument("--plain", action="store_true", help="no DDP: dist.all_reduce on every gradient after backward")
+    ap.add_argument("--model", choices=list(MODELS), default="cnn",
+                    help="cnn: 28,426 parameters, computation-bound; mlp: 2,742,922 (10.97 MB per step)")
+    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--batch-size", type=int, default=128, help="per rank")
+    ap.add_argument("--lr", type=float, default=3e-3, help="Adam's learning rate")
+    ap.add_argument("--bucket-cap-mb", type=float, default=0.025,
+                    help="DDP's bucket size (MiB): small, so that buckets become ready during backward")
+    ap.add_argument("--bucket-view", action="store_true", help="gradient_as_bucket_view=True")
+    ap.add_argument("--timeout", type=float, default=10.0, help="the INA worker's timeout (s)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeline", help="write this rank's bucket timeline (JSON) here ({rank}: the rank's number, "
+                                       "for torchrun --nproc-per-node)")
+    ap.add_argument("--print-setup", action="store_true",
+                    help="every rank prints a JSON line after its first step: when it called init_process_group "
+                         "(wall clock), and the seconds from then to its return and to the first allreduce's start")
+    ap.add_argument("--exit-after-steps", type=int, default=0, help="(tests) this rank dies after N steps")
+    args = ap.parse_args(argv)
+    args.comm = COMMS[args.comm]
+    if args.plain and args.comm == "ina-hook":
+        ap.error("--plain calls dist.all_reduce: use it with --comm ina-backend or gloo")
+    return args
+
+
+def start_process_group(args: argparse.Namespace) -> None:
+    """The "ina" backend for ``--comm ina-backend`` (it asks the controller for a job if INA_CONTROLLER is set),
+    else gloo."""
+    if args.comm == "ina-backend":
+        from worker.torch_backend import InaOptions
+
+        dist.init_process_group("ina", pg_options=InaOptions(timeout=args.timeout))
+    else:
+        dist.init_process_group("gloo")
+
+
+def wrap(net: nn.Module, args: argparse.Namespace, world: int, timeline: Timeline,
+         failure: "Failure") -> tuple[nn.Module, Callable[[], None] | None]:
+    """The model as trained (DDP with the hook, or the bare net for ``--plain``) and what sums the gradients
+    after backward (``--plain`` only; DDP sums them during backward)."""
+    if args.plain:
+        return net, lambda: average_gradients(net, world)
+    model = DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb, gradient_as_bucket_view=args.bucket_view)
+    if args.comm == "ina-hook":
+        failure.hook = InaHookState(timeline=timeline, timeout=args.timeout)
+        model.register_comm_hook(failure.hook, ina_hook)
+    elif args.comm == "gloo":
+        model.register_comm_hook(None, gloo_hook(timeline))
+    return model, None
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+               args: argparse.Namespace, timeline: Timeline, calls: "TensorWorker | NodeReducer | None",
+               step_gradients: Callable[[], None] | None) -> torch.Tensor:
+    """One batch: forward, backward (the gradients summed), the optimizer's step; the loss."""
+    loss = F.cross_entropy(model(x), y)
+    optimizer.zero_grad(set_to_none=not args.bucket_view)
+    timeline.start_backward()
+    if calls is not None:
+        calls.timings = []
+    loss.backward()  # DDP: buckets go out as they fill; waits for them all at the end
+    if step_gradients is not None:
+        step_gradients()
+    if calls is not None:
+        timeline.buckets += [BucketTimes(timeline.step, i, **t) for i, t in enumerate(calls.timings)]
+        calls.timings = None
+    optimizer.step()
+    return loss
 
 class Failure:
     """Where the worker's own error is kept when an allreduce failed: DDP and Work.wait() raise only its text."""

@@ -19,6 +19,7 @@ from controller.pipeline import PipelineError, PipelineOptions, build
 from controller.programs import TNA, V1MODEL
 from controller.schema import Entry, Schema
 from controller.topology import Topology, TopologyError, single, tree
+from p4target.executor.tna_switch import RECIRCULATION_PORTS
 from tests.test_controller import Switches, build_tree, contribution, run_tree
 from worker import protocol
 
@@ -54,6 +55,12 @@ def test_program_by_arch_alias_p4info_and_path(pipes):
         programs.by_arch("psa")
     with pytest.raises(programs.ProgramError, match="not one of the aggregation programs"):
         programs.for_path("p4src/tofino/bitmap.p4")
+
+
+def test_the_recirculation_port_is_read_from_the_tna_program():
+    """RECIRC_PORT of p4src/tofino/types.p4, not re-typed: one of the ports the target recirculates on."""
+    assert TNA.recirculation_port == 68 and TNA.recirculation_port in RECIRCULATION_PORTS
+    assert V1MODEL.recirculation_port is None and programs.NIC.recirculation_port is None
 
 
 @pytest.mark.parametrize("arch", ["v1model", "tna"])

@@ -114,42 +114,8 @@ def _moved(before: dict, after: dict) -> dict[str, dict[str, int]]:
 def test_two_rails_sum_at_once_each_on_its_own_nics(tmp_path: Path) -> None:
     topology = Topology.from_dict(RAILS)
     with InaNetwork(topology, tmp_path / "net", target="builtin", management=True) as net:
-        # one Mininet host per machine, NIC i its interface i with the NIC's address and MAC
-        assert sorted(h.name for h in net.hosts) == ["n1", "n2", "n3", "n4"]
-        assert net.host("n2r0") is net.host("n2r1") is net.host("n2")
-        for nic, spec in topology.hosts.items():
-            iface = net.interface(nic)
-            assert iface == f"{spec.node}-eth{nic[-1]}"
-            shown = net.run(nic, f"ip -br addr show {iface}; ip -br link show {iface}; ethtool -k {iface}")
-            assert str(spec.ip) in shown and spec.mac in shown and "tx-checksumming: off" in shown, shown
-        assert net.run("n1", "ls /sys/class/net").split() == ["lo", "n1-eth0", "n1-eth1", "n1-mgmt"]
-        # net.json: every NIC runs its commands in its machine; one management address per machine
-        saved = Network.load(tmp_path / "net" / "net.json")
-        assert saved.run_on("n3r0", ["true"]) == saved.run_on("n3r1", ["true"]) == \
-            ["mnexec", "-a", str(net.host("n3").pid), "true"]
-        assert net.management_ip("n1r0") == net.management_ip("n1r1") == net.management_ip("n1") == "172.31.0.1"
-        assert net.management_ip("n4r1") == "172.31.0.4"
-
-        # rail i's traffic leaves by interface i: peers, the NIC's leaf, and (bound) another rail's NICs
-        for k, machine in enumerate(("n1", "n2", "n3", "n4"), 1):
-            for rail in (0, 1):
-                me = topology.hosts[f"{machine}r{rail}"]
-                iface, leaf = f"{machine}-eth{rail}", topology.switches[topology.attachment[me.name][0]]
-                peer = topology.hosts[f"n{k % 4 + 1}r{rail}"]
-                other = topology.hosts[f"n{k % 4 + 1}r{1 - rail}"]
-                routes = {
-                    "peer": net.run(machine, f"ip route get {peer.ip.ip} from {me.ip.ip}"),
-                    "peer, unbound": net.run(machine, f"ip route get {peer.ip.ip}"),
-                    "leaf": net.run(machine, f"ip route get {leaf.ip}"),
-                    "leaf, bound": net.run(machine, f"ip route get {leaf.ip} from {me.ip.ip}"),
-                    "other rail, bound": net.run(machine, f"ip route get {other.ip.ip} from {me.ip.ip}"),
-                }
-                for what, route in routes.items():
-                    assert f"dev {iface} " in route, (what, route)
-                    assert f"src {me.ip.ip} " in route or f"from {me.ip.ip} " in route, (what, route)
-                assert f"via {leaf.ip} " in routes["other rail, bound"]
-        # the other rail's peer unbound: by the machine's own NIC on that rail
-        assert "dev n1-eth1 src 10.1.0.1" in net.run("n1", f"ip route get {topology.hosts['n2r1'].ip.ip}")
+        _assert_one_host_per_machine(net, topology, tmp_path)
+        _assert_each_rail_leaves_by_its_interface(net, topology)
 
         with Controller(net.network, tmp_path / "controller-state.json") as controller:
             controller.setup()
@@ -192,6 +158,48 @@ def test_two_rails_sum_at_once_each_on_its_own_nics(tmp_path: Path) -> None:
                     {f"r{rail}leaf1", f"r{rail}leaf2"}
                 assert leaves <= used <= leaves | {"spine1"}, status
     assert not link_exists("r0leaf1-eth2") and not link_exists("n1-mgr")
+
+
+def _assert_one_host_per_machine(net: InaNetwork, topology: Topology, tmp_path: Path) -> None:
+    """One Mininet host per machine, NIC i its interface i (the NIC's address and MAC, offloads off), and one
+    management address per machine."""
+    assert sorted(h.name for h in net.hosts) == ["n1", "n2", "n3", "n4"]
+    assert net.host("n2r0") is net.host("n2r1") is net.host("n2")
+    for nic, spec in topology.hosts.items():
+        iface = net.interface(nic)
+        assert iface == f"{spec.node}-eth{nic[-1]}"
+        shown = net.run(nic, f"ip -br addr show {iface}; ip -br link show {iface}; ethtool -k {iface}")
+        assert str(spec.ip) in shown and spec.mac in shown and "tx-checksumming: off" in shown, shown
+    assert net.run("n1", "ls /sys/class/net").split() == ["lo", "n1-eth0", "n1-eth1", "n1-mgmt"]
+    # net.json: every NIC runs its commands in its machine; one management address per machine
+    saved = Network.load(tmp_path / "net" / "net.json")
+    assert saved.run_on("n3r0", ["true"]) == saved.run_on("n3r1", ["true"]) == \
+        ["mnexec", "-a", str(net.host("n3").pid), "true"]
+    assert net.management_ip("n1r0") == net.management_ip("n1r1") == net.management_ip("n1") == "172.31.0.1"
+    assert net.management_ip("n4r1") == "172.31.0.4"
+
+
+def _assert_each_rail_leaves_by_its_interface(net: InaNetwork, topology: Topology) -> None:
+    """Rail i's traffic leaves by interface i: to peers, to the NIC's leaf, and (bound) to another rail's NICs."""
+    for k, machine in enumerate(("n1", "n2", "n3", "n4"), 1):
+        for rail in (0, 1):
+            me = topology.hosts[f"{machine}r{rail}"]
+            iface, leaf = f"{machine}-eth{rail}", topology.switches[topology.attachment[me.name][0]]
+            peer = topology.hosts[f"n{k % 4 + 1}r{rail}"]
+            other = topology.hosts[f"n{k % 4 + 1}r{1 - rail}"]
+            routes = {
+                "peer": net.run(machine, f"ip route get {peer.ip.ip} from {me.ip.ip}"),
+                "peer, unbound": net.run(machine, f"ip route get {peer.ip.ip}"),
+                "leaf": net.run(machine, f"ip route get {leaf.ip}"),
+                "leaf, bound": net.run(machine, f"ip route get {leaf.ip} from {me.ip.ip}"),
+                "other rail, bound": net.run(machine, f"ip route get {other.ip.ip} from {me.ip.ip}"),
+            }
+            for what, route in routes.items():
+                assert f"dev {iface} " in route, (what, route)
+                assert f"src {me.ip.ip} " in route or f"from {me.ip.ip} " in route, (what, route)
+            assert f"via {leaf.ip} " in routes["other rail, bound"]
+    # the other rail's peer unbound: by the machine's own NIC on that rail
+    assert "dev n1-eth1 src 10.1.0.1" in net.run("n1", f"ip route get {topology.hosts['n2r1'].ip.ip}")
 
 
 @needs_mininet

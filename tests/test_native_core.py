@@ -103,30 +103,13 @@ def _run(seed: int) -> None:
     rng = np.random.default_rng(seed + 10_000)
     P = protocol.load(s["values"])
     spec = _spec(s["values"], s["window"], s["trees"])
-    sides = {}
-    for name, core in (("ref", engine), ("nat", native)):
-        trees = [core.Tree(engine.TreeConfig("s1", t.job_id, 0, 4, s["window"], P, s["timeout"]), f"tree {i}")
-                 for i, t in enumerate(spec.trees)]
-        if s["pace"]:
-            calls.pace(trees, 300.0, P.frame_bytes)
-        sides[name] = (core, trees)
+    sides = _sides(s, spec, P)
     switch = Switch(P, rng, s["loss"], s["dup"], s["queue_after"])
     now = 1.0
     for index, size in enumerate(s["sizes"]):
         data = (np.random.default_rng(seed * 7 + index).standard_normal(size) * s["scale"]).astype(s["dtype"]) \
             if s["dtype"] != np.int32 else np.random.default_rng(seed).integers(-1000, 1000, size).astype(np.int32)
-        exact = s["dtype"] == np.int32
-        parts, outs, lasts = {}, {}, {}
-        for name, (_, trees) in sides.items():
-            if index == 1 and calls.summed_in_place(data):  # the second call in place: read and summed into
-                outs[name], exponents = calls.prepare(data.copy(), s["values"], in_place=True)  # each side's own
-                padded = outs[name]
-                lasts[name] = calls.last_chunk(padded, s["values"])  # a chunk cut short goes apart
-            else:
-                padded, exponents = calls.prepare(data, s["values"])
-                outs[name], lasts[name] = np.full_like(padded, 7), None
-            _, got = calls.tree_parts(spec, trees, padded, exponents, exact, outs[name], 1.0, lasts[name])
-            parts[name] = [c for _, c in got]
+        parts, outs, lasts = _start_call(sides, spec, data, in_place=index == 1, values=s["values"])  # 2nd: in place
         restart_at = now + float(rng.uniform(0, 300e-6)) if s["restart"] else None
         turns = 0
         while True:
@@ -163,29 +146,70 @@ def _run(seed: int) -> None:
                       restart_at if restart_at is not None else float("inf"))
             assert nxt < float("inf"), (seed, "nothing left to happen")
             now = max(now, nxt)
-            batch: dict[int, list[bytes]] = {}
-            while switch.arrivals and switch.arrivals[0][0] <= now:
-                _, _, tree, datagram = heapq.heappop(switch.arrivals)
-                batch.setdefault(tree, []).append(datagram)
-            for tree, datagrams in batch.items():
-                rows, lengths = _rows(datagrams, P.packet_bytes)
-                for name in sides:
-                    call = next((c for c in parts[name] if c.tree is sides[name][1][tree]), None)
-                    if call is not None and not call.complete:
-                        call.receive(rows, lengths, now)
+            _deliver(switch, now, sides, parts, P.packet_bytes)
             turns += 1
             assert turns < 200_000, seed
-        assert np.array_equal(outs["ref"], outs["nat"], equal_nan=True), seed
-        assert (lasts["ref"] is None) == (lasts["nat"] is None), seed
-        assert lasts["ref"] is None or np.array_equal(lasts["ref"], lasts["nat"], equal_nan=True), seed
-        assert [c.overflowed for c in parts["ref"]] == [c.overflowed for c in parts["nat"]], seed
-        for a, b in zip(sides["ref"][1], sides["nat"][1]):
-            assert vars(a.stats) == vars(b.stats), (seed, vars(a.stats), vars(b.stats))
-            fields = ("srtt", "rttvar", "cwnd", "unsampled")
-            assert a.next_packet == b.next_packet, seed
-            assert [getattr(a.congestion, f) for f in fields] == [getattr(b.congestion, f) for f in fields], seed
-            assert np.array_equal(a.kept, b.kept), seed
+        _assert_same_end(seed, sides, parts, outs, lasts)
         now += 1e-3
+
+
+def _sides(s: dict, spec: JobSpec, P: protocol.Protocol) -> dict:
+    """The reference core's trees and the native core's, configured alike: name -> (core, trees)."""
+    sides = {}
+    for name, core in (("ref", engine), ("nat", native)):
+        trees = [core.Tree(engine.TreeConfig("s1", t.job_id, 0, 4, s["window"], P, s["timeout"]), f"tree {i}")
+                 for i, t in enumerate(spec.trees)]
+        if s["pace"]:
+            calls.pace(trees, 300.0, P.frame_bytes)
+        sides[name] = (core, trees)
+    return sides
+
+
+def _start_call(sides: dict, spec: JobSpec, data: np.ndarray, in_place: bool, values: int) -> tuple[dict, dict, dict]:
+    """The call's tree parts on each side (``in_place``: summed into each side's own copy of ``data``, where it
+    may be); each side's parts, output array and short last chunk (or None)."""
+    exact = data.dtype == np.int32
+    parts, outs, lasts = {}, {}, {}
+    for name, (_, trees) in sides.items():
+        if in_place and calls.summed_in_place(data):  # read and summed into each side's own copy
+            outs[name], exponents = calls.prepare(data.copy(), values, in_place=True)
+            padded = outs[name]
+            lasts[name] = calls.last_chunk(padded, values)  # a chunk cut short goes apart
+        else:
+            padded, exponents = calls.prepare(data, values)
+            outs[name], lasts[name] = np.full_like(padded, 7), None
+        _, got = calls.tree_parts(spec, trees, padded, exponents, exact, outs[name], 1.0, lasts[name])
+        parts[name] = [c for _, c in got]
+    return parts, outs, lasts
+
+
+def _deliver(switch: Switch, now: float, sides: dict, parts: dict, packet_bytes: int) -> None:
+    """Every datagram the switch has sent back by ``now``, per tree in one batch, to both sides' calls."""
+    batch: dict[int, list[bytes]] = {}
+    while switch.arrivals and switch.arrivals[0][0] <= now:
+        _, _, tree, datagram = heapq.heappop(switch.arrivals)
+        batch.setdefault(tree, []).append(datagram)
+    for tree, datagrams in batch.items():
+        rows, lengths = _rows(datagrams, packet_bytes)
+        for name in sides:
+            call = next((c for c in parts[name] if c.tree is sides[name][1][tree]), None)
+            if call is not None and not call.complete:
+                call.receive(rows, lengths, now)
+
+
+def _assert_same_end(seed: int, sides: dict, parts: dict, outs: dict, lasts: dict) -> None:
+    """Both cores ended the call alike: the same sums, overflow flags, statistics, congestion state and kept
+    results."""
+    assert np.array_equal(outs["ref"], outs["nat"], equal_nan=True), seed
+    assert (lasts["ref"] is None) == (lasts["nat"] is None), seed
+    assert lasts["ref"] is None or np.array_equal(lasts["ref"], lasts["nat"], equal_nan=True), seed
+    assert [c.overflowed for c in parts["ref"]] == [c.overflowed for c in parts["nat"]], seed
+    for a, b in zip(sides["ref"][1], sides["nat"][1]):
+        assert vars(a.stats) == vars(b.stats), (seed, vars(a.stats), vars(b.stats))
+        fields = ("srtt", "rttvar", "cwnd", "unsampled")
+        assert a.next_packet == b.next_packet, seed
+        assert [getattr(a.congestion, f) for f in fields] == [getattr(b.congestion, f) for f in fields], seed
+        assert np.array_equal(a.kept, b.kept), seed
 
 
 @pytest.mark.parametrize("chunk", range(8))

@@ -208,105 +208,125 @@ def run_rails(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ina-sim", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="one job in the fabric, or a campaign's seed again")
-    r.add_argument("--seed", type=int, help="replay this campaign seed (everything else is ignored)")
-    r.add_argument("--topology", default="single",
-                   help="a builder (fat_tree:16, leaf_spine:2,4,8, single:4, tree:2,4, rails:NODES,RAILS,PER_LEAF,"
-                        "SPINES, servers:WORKERS,SERVERS,CORES[,SWITCHES] (spare servers aggregate, docs/servers.md); "
-                        "bare single, tree, leaf_spine "
-                        "size themselves to --workers, bare fat_tree is k=4) or a topology file")
-    r.add_argument("--workers", type=int, help="the first N hosts (default: every host; 4 for a bare builder)")
-    r.add_argument("--bw", type=float, default=50.0, help="host links, Mb/s")
-    r.add_argument("--fabric-bw", type=float, help="links between switches, Mb/s (default: --bw)")
-    r.add_argument("--delay", help="every link's propagation delay, e.g. 50us")
-    r.add_argument("--loss", type=float, default=0.0, help="%% of frames lost on every link")
-    r.add_argument("--size", type=int, default=1 << 20, help="values per call")
-    r.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16", "int32"])
-    r.add_argument("--calls", type=int, default=1)
-    r.add_argument("--values", type=int, help="values per packet (default: the most the program takes)")
-    r.add_argument("--window", type=_window, default=None, metavar="N|auto",
-                   help="the job's pool size (slots per tree and switch; default auto: what its trees' "
-                        "bandwidth-delay product needs, controller.windows)")
-    r.add_argument("--trees", default="auto", help="auto (as many as the planner packs) or at most N")
-    r.add_argument("--mode", default="ina", choices=MODES,
-                   help="auto: the fastest for each call, as the model predicts; ring and a hybrid's ring part run "
-                        "at flow level (docs/fabric.md)")
-    r.add_argument("--alpha", type=float, help="a hybrid's share through the switches (default: the model's)")
-    r.add_argument("--ring-layout", choices=LAYOUTS,
-                   help="the ring's layout (default: the model's choice per call; flat is gloo's ring)")
-    r.add_argument("--agg-rate", type=float, help="every switch of the job sums this fraction of the link rate "
-                                                  "per child (C = fraction x L; sets the switches' agg_pps)")
-    r.add_argument("--fail", type=_fault, action="append", default=[],
-                   help="SWITCH@TIME: the switch dies then (root: the first tree's root), e.g. root@40us")
-    r.add_argument("--restart", type=_fault, action="append", default=[],
-                   help="SWITCH@TIME: the switch boots again then (empty, as a restarted process), e.g. root@4ms")
-    r.add_argument("--cut", type=_fault, action="append", default=[],
-                   help="PORT@TIME: the link at this switch port loses carrier then (uplink: the first tree's "
-                        "first uplink), e.g. agg1-p5@40us")
-    r.add_argument("--watch-interval", type=float, default=0.5, help="the controller's watch period, virtual s")
-    r.add_argument("--host-cost", type=_host_cost, default="none",
-                   help="what each datagram costs a host's one CPU, sent and received: none (hosts take no time), "
-                        "measured (virtual_fabric/host_cost.json, from `python -m bench.host_cost`), US each way, or "
-                        "SEND/RECEIVE in us (0.4/0.6); the model's prediction takes the same cost")
-    r.add_argument("--host-cores", type=int, default=1,
-                   help="CPUs per host (default 1): a host's trees take them in turn, as the worker's threads do")
-    r.add_argument("--lanes", default="1",
-                   help="each planned tree installed as N trees on its switches (a socket and a core each at a "
-                        "host), or auto: a core per lane at the tree's rate, by --host-cost (default 1)")
-    r.add_argument("--no-check", action="store_true", help="skip comparing results with the exact sum")
-    r.add_argument("--dry-run", action="store_true", help="print how each call would run and the model's "
-                                                          "predictions, without running")
-    r.add_argument("--json", action="store_true", help="every figure as JSON")
-    r.add_argument("--timeout", type=float, default=10.0)
-    r.add_argument("--until", type=float, default=3600.0, help="virtual seconds at most")
-    r.add_argument("--rng", type=int, default=0, help="the run's seed (loss draws)")
-    d = sub.add_parser("direct", help="a direct-connect cluster's plan (controller.direct), every part at once")
-    d.add_argument("--cluster", help="the cluster as a JSON file (DirectCluster.from_dict's format) instead of the "
-                                     "options below")
-    d.add_argument("--workers", type=int, help="N workers")
-    d.add_argument("--interfaces", type=int, help="D interfaces per worker")
-    d.add_argument("--gbps", type=float, help="L: each interface's rate each way, Gbit/s")
-    d.add_argument("--devices", type=int, default=0, help="M aggregation devices (default 0)")
-    d.add_argument("--ports", type=int, default=4, help="E ports per device (default 4)")
-    d.add_argument("--device-gbps", type=float, help="A: what a device sums, Gbit/s per port (default: L)")
-    d.add_argument("--hop-latency", default="1us", help="one circuit's propagation delay (default 1us)")
-    d.add_argument("--nic-streaming", action="store_true",
-                   help="the workers' NICs sum as data passes (NIC meshes; each NIC runs p4src/nic.p4)")
-    d.add_argument("--size", type=int, required=True, help="bytes of float32 per worker and call")
-    d.add_argument("--kinds", help="the shapes the planner may use, e.g. tree,ring (default: every shape; the "
-                                   "fabric runs trees and rings)")
-    d.add_argument("--parts", help="exactly these parts instead of the planner's choice, e.g. tree,ring (shares "
-                                   "that end them together)")
-    d.add_argument("--calls", type=int, default=2, help="calls, each started on every part at once (default 2)")
-    d.add_argument("--until", type=float, default=60.0, help="virtual seconds at most")
-    d.add_argument("--rng", type=int, default=0, help="the run's seed")
-    d.add_argument("--json", action="store_true", help="every figure as JSON")
-    h = sub.add_parser("rails", help="multi-GPU nodes on a rail-optimised fabric: a hierarchical allreduce, every "
-                                     "rail's job at once (issue 44)")
-    h.add_argument("--nodes", type=int, default=128, help="nodes (machines), default 128")
-    h.add_argument("--rails", type=int, default=8, help="GPUs and NICs per node, so rails (default 8)")
-    h.add_argument("--per-leaf", type=int, default=32, help="nodes under one leaf of a rail (default 32)")
-    h.add_argument("--spines", type=int, default=32, help="spines, each linked to every leaf (default 32)")
-    h.add_argument("--gbps", type=float, default=100.0, help="each NIC's link, Gbit/s each way (default 100)")
-    h.add_argument("--fabric-gbps", type=float, help="leaf-spine links, Gbit/s (default: --gbps)")
-    h.add_argument("--node-gbps", type=float, default=rails.NVLINK_GBPS,
-                   help=f"in-node rate per GPU each way, Gbit/s, for the reduce-scatter and all-gather (default "
-                        f"{rails.NVLINK_GBPS:g}: H100 NVLink 4, docs/fabric.md)")
-    h.add_argument("--size", type=_bytes, default=8 << 20, help="float32 bytes per rank (GPU) and call (default 8MB)")
-    h.add_argument("--window", type=int, default=64, help="each rail job's pool size (slots per tree and switch)")
-    h.add_argument("--delay", default="1us", help="every link's propagation delay (default 1us)")
-    h.add_argument("--calls", type=int, default=2, help="hierarchical calls, each on every node at once (default 2)")
-    h.add_argument("--name", default="grad", help="rail i's job is NAME-rail<i> (default grad)")
-    h.add_argument("--timeout", type=float, default=3.0, help="a worker's seconds without progress")
-    h.add_argument("--until", type=float, default=60.0, help="virtual seconds at most")
-    h.add_argument("--rng", type=int, default=0, help="the run's seed (every gradient, the fabric's streams)")
-    h.add_argument("--quiet", action="store_true", help="no progress lines on standard error")
-    h.add_argument("--json", action="store_true", help="every figure as JSON")
-    c = sub.add_parser("campaign", help="N seeded runs with faults, checked against the invariants")
-    c.add_argument("--seeds", type=int, default=100)
-    c.add_argument("--seed", type=int, default=0, help="the first seed")
-    c.add_argument("--processes", type=int, help="seeds run at once (default: one per CPU); the output is the same")
+    run_parser = sub.add_parser("run", help="one job in the fabric, or a campaign's seed again")
+    _run_fabric_options(run_parser)
+    _run_fault_and_host_options(run_parser)
+    _direct_options(sub.add_parser("direct", help="a direct-connect cluster's plan (controller.direct), every part "
+                                                  "at once"))
+    _rails_options(sub.add_parser("rails", help="multi-GPU nodes on a rail-optimised fabric: a hierarchical "
+                                                "allreduce, every rail's job at once (issue 44)"))
+    campaign_parser = sub.add_parser("campaign", help="N seeded runs with faults, checked against the invariants")
+    campaign_parser.add_argument("--seeds", type=int, default=100)
+    campaign_parser.add_argument("--seed", type=int, default=0, help="the first seed")
+    campaign_parser.add_argument("--processes", type=int,
+                                 help="seeds run at once (default: one per CPU); the output is the same")
     return ap
+
+
+def _run_fabric_options(ap: argparse.ArgumentParser) -> None:
+    """`run`: the fabric, the job and its calls."""
+    ap.add_argument("--seed", type=int, help="replay this campaign seed (everything else is ignored)")
+    ap.add_argument("--topology", default="single",
+                    help="a builder (fat_tree:16, leaf_spine:2,4,8, single:4, tree:2,4, rails:NODES,RAILS,PER_LEAF,"
+                         "SPINES, servers:WORKERS,SERVERS,CORES[,SWITCHES] (spare servers aggregate, docs/servers.md); "
+                         "bare single, tree, leaf_spine "
+                         "size themselves to --workers, bare fat_tree is k=4) or a topology file")
+    ap.add_argument("--workers", type=int, help="the first N hosts (default: every host; 4 for a bare builder)")
+    ap.add_argument("--bw", type=float, default=50.0, help="host links, Mb/s")
+    ap.add_argument("--fabric-bw", type=float, help="links between switches, Mb/s (default: --bw)")
+    ap.add_argument("--delay", help="every link's propagation delay, e.g. 50us")
+    ap.add_argument("--loss", type=float, default=0.0, help="%% of frames lost on every link")
+    ap.add_argument("--size", type=int, default=1 << 20, help="values per call")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16", "int32"])
+    ap.add_argument("--calls", type=int, default=1)
+    ap.add_argument("--values", type=int, help="values per packet (default: the most the program takes)")
+    ap.add_argument("--window", type=_window, default=None, metavar="N|auto",
+                    help="the job's pool size (slots per tree and switch; default auto: what its trees' "
+                         "bandwidth-delay product needs, controller.windows)")
+    ap.add_argument("--trees", default="auto", help="auto (as many as the planner packs) or at most N")
+    ap.add_argument("--mode", default="ina", choices=MODES,
+                    help="auto: the fastest for each call, as the model predicts; ring and a hybrid's ring part run "
+                         "at flow level (docs/fabric.md)")
+    ap.add_argument("--alpha", type=float, help="a hybrid's share through the switches (default: the model's)")
+    ap.add_argument("--ring-layout", choices=LAYOUTS,
+                    help="the ring's layout (default: the model's choice per call; flat is gloo's ring)")
+    ap.add_argument("--agg-rate", type=float, help="every switch of the job sums this fraction of the link rate "
+                                                   "per child (C = fraction x L; sets the switches' agg_pps)")
+
+
+def _run_fault_and_host_options(ap: argparse.ArgumentParser) -> None:
+    """`run`: faults on the way, the hosts' costs, checks and output."""
+    ap.add_argument("--fail", type=_fault, action="append", default=[],
+                    help="SWITCH@TIME: the switch dies then (root: the first tree's root), e.g. root@40us")
+    ap.add_argument("--restart", type=_fault, action="append", default=[],
+                    help="SWITCH@TIME: the switch boots again then (empty, as a restarted process), e.g. root@4ms")
+    ap.add_argument("--cut", type=_fault, action="append", default=[],
+                    help="PORT@TIME: the link at this switch port loses carrier then (uplink: the first tree's "
+                         "first uplink), e.g. agg1-p5@40us")
+    ap.add_argument("--watch-interval", type=float, default=0.5, help="the controller's watch period, virtual s")
+    ap.add_argument("--host-cost", type=_host_cost, default="none",
+                    help="what each datagram costs a host's one CPU, sent and received: none (hosts take no time), "
+                         "measured (virtual_fabric/host_cost.json, from `python -m bench.host_cost`), US each way, or "
+                         "SEND/RECEIVE in us (0.4/0.6); the model's prediction takes the same cost")
+    ap.add_argument("--host-cores", type=int, default=1,
+                    help="CPUs per host (default 1): a host's trees take them in turn, as the worker's threads do")
+    ap.add_argument("--lanes", default="1",
+                    help="each planned tree installed as N trees on its switches (a socket and a core each at a "
+                         "host), or auto: a core per lane at the tree's rate, by --host-cost (default 1)")
+    ap.add_argument("--no-check", action="store_true", help="skip comparing results with the exact sum")
+    ap.add_argument("--dry-run", action="store_true", help="print how each call would run and the model's "
+                                                           "predictions, without running")
+    ap.add_argument("--json", action="store_true", help="every figure as JSON")
+    ap.add_argument("--timeout", type=float, default=10.0)
+    ap.add_argument("--until", type=float, default=3600.0, help="virtual seconds at most")
+    ap.add_argument("--rng", type=int, default=0, help="the run's seed (loss draws)")
+
+
+def _direct_options(ap: argparse.ArgumentParser) -> None:
+    """`direct`: a direct-connect cluster, by file or by its sizes."""
+    ap.add_argument("--cluster", help="the cluster as a JSON file (DirectCluster.from_dict's format) instead of the "
+                                      "options below")
+    ap.add_argument("--workers", type=int, help="N workers")
+    ap.add_argument("--interfaces", type=int, help="D interfaces per worker")
+    ap.add_argument("--gbps", type=float, help="L: each interface's rate each way, Gbit/s")
+    ap.add_argument("--devices", type=int, default=0, help="M aggregation devices (default 0)")
+    ap.add_argument("--ports", type=int, default=4, help="E ports per device (default 4)")
+    ap.add_argument("--device-gbps", type=float, help="A: what a device sums, Gbit/s per port (default: L)")
+    ap.add_argument("--hop-latency", default="1us", help="one circuit's propagation delay (default 1us)")
+    ap.add_argument("--nic-streaming", action="store_true",
+                    help="the workers' NICs sum as data passes (NIC meshes; each NIC runs p4src/nic.p4)")
+    ap.add_argument("--size", type=int, required=True, help="bytes of float32 per worker and call")
+    ap.add_argument("--kinds", help="the shapes the planner may use, e.g. tree,ring (default: every shape; the "
+                                    "fabric runs trees and rings)")
+    ap.add_argument("--parts", help="exactly these parts instead of the planner's choice, e.g. tree,ring (shares "
+                                    "that end them together)")
+    ap.add_argument("--calls", type=int, default=2, help="calls, each started on every part at once (default 2)")
+    ap.add_argument("--until", type=float, default=60.0, help="virtual seconds at most")
+    ap.add_argument("--rng", type=int, default=0, help="the run's seed")
+    ap.add_argument("--json", action="store_true", help="every figure as JSON")
+
+
+def _rails_options(ap: argparse.ArgumentParser) -> None:
+    """`rails`: multi-GPU nodes on a rail-optimised fabric."""
+    ap.add_argument("--nodes", type=int, default=128, help="nodes (machines), default 128")
+    ap.add_argument("--rails", type=int, default=8, help="GPUs and NICs per node, so rails (default 8)")
+    ap.add_argument("--per-leaf", type=int, default=32, help="nodes under one leaf of a rail (default 32)")
+    ap.add_argument("--spines", type=int, default=32, help="spines, each linked to every leaf (default 32)")
+    ap.add_argument("--gbps", type=float, default=100.0, help="each NIC's link, Gbit/s each way (default 100)")
+    ap.add_argument("--fabric-gbps", type=float, help="leaf-spine links, Gbit/s (default: --gbps)")
+    ap.add_argument("--node-gbps", type=float, default=rails.NVLINK_GBPS,
+                    help=f"in-node rate per GPU each way, Gbit/s, for the reduce-scatter and all-gather (default "
+                         f"{rails.NVLINK_GBPS:g}: H100 NVLink 4, docs/fabric.md)")
+    ap.add_argument("--size", type=_bytes, default=8 << 20, help="float32 bytes per rank (GPU) and call (default 8MB)")
+    ap.add_argument("--window", type=int, default=64, help="each rail job's pool size (slots per tree and switch)")
+    ap.add_argument("--delay", default="1us", help="every link's propagation delay (default 1us)")
+    ap.add_argument("--calls", type=int, default=2, help="hierarchical calls, each on every node at once (default 2)")
+    ap.add_argument("--name", default="grad", help="rail i's job is NAME-rail<i> (default grad)")
+    ap.add_argument("--timeout", type=float, default=3.0, help="a worker's seconds without progress")
+    ap.add_argument("--until", type=float, default=60.0, help="virtual seconds at most")
+    ap.add_argument("--rng", type=int, default=0, help="the run's seed (every gradient, the fabric's streams)")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on standard error")
+    ap.add_argument("--json", action="store_true", help="every figure as JSON")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,7 +37,7 @@ import numpy as np
 from controller.circuits import end_of
 from controller.direct import RUNS_IN_FABRIC, DirectCluster, DirectError, DirectPlan, Part, plan, plan_of, tree_topology
 from controller.nic_mesh import host, mesh_job, mesh_topology, nic
-from controller.ring_tree import chain_ends, chain_spec, device_topology, relay_port, relay_roles
+from controller.ring_tree import RelayRole, chain_ends, chain_spec, device_topology, relay_port, relay_roles
 from controller.topology import Topology
 from virtual_fabric import host_latency, seeds
 from virtual_fabric.events import EventLoop
@@ -50,7 +50,8 @@ from virtual_fabric.relays import InProcess, SimRelay
 from virtual_fabric.ring import Ring
 from virtual_fabric.steps import StepTrace, node_of
 from worker import protocol, quantize
-from worker.cli import gradient
+from worker.gradients import gradient
+from worker.jobspec import JobSpec
 from worker.native.relay import relay_class
 from worker.ring import summation_bound
 from worker.ring_layout import Layout
@@ -134,7 +135,7 @@ def _address(k: int, w: int, third: int, mac: int, prefix: str = "") -> dict:
 
 
 class Inputs:
-    """Every worker's array of each call (``worker.cli.gradient``, as ``ina-sim run``'s), made when first
+    """Every worker's array of each call (``worker.gradients.gradient``, as ``ina-sim run``'s), made when first
     asked for and kept for the current call only (1 call x N workers in memory, not every call's)."""
 
     def __init__(self, elements: int) -> None:
@@ -348,18 +349,24 @@ class DirectRun:
             if key is not None:
                 self._circuit_channels.setdefault(key, []).append(channel)
         self.trace.relays |= set(names)
+        workers = self._relayed_workers(k, spec, relays, roles, [a["mac"] for a in address], timeout)
+        self.relays[k] = relays
+        return Job(spec, workers)
+
+    def _relayed_workers(self, k: int, spec: JobSpec, relays: list[SimRelay], roles: list[RelayRole], macs: list[str],
+                         timeout: float) -> list[SimWorker]:
+        """Part ``k``'s workers, each calling through its own host's relay (in process) and started now."""
         workers = []
         for w, relay in enumerate(relays):
             arrays = [CallSlices(lambda call, w=w: self.inputs.get(call, w), self.spans[k], self.calls)]
-            worker = SimWorker(self.loop, spec, w, arrays[0], timeout, address[w]["mac"], rx_delay=0.0)
+            worker = SimWorker(self.loop, spec, w, arrays[0], timeout, macs[w], rx_delay=0.0)
             worker.uplink = InProcess(self.loop, relay.from_worker, relay.links.get(roles[w].tree.parent_port))
             relay.to_worker = worker.receive
             worker.hand_over = lambda rank, call, result, k=k: self._done(k, rank, call, result)
             worker.gate = self._gate
             worker.start(self.loop.now)
             workers.append(worker)
-        self.relays[k] = relays
-        return Job(spec, workers)
+        return workers
 
     # --- the barrier ---------------------------------------------------------------------------
 

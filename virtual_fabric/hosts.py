@@ -38,7 +38,7 @@ import numpy as np
 
 from controller.model import NO_HOST_COST, HostCost
 from virtual_fabric.events import EventLoop
-from virtual_fabric.frames import HEADER_BYTES, udp_header, udp_payload
+from virtual_fabric.frames import udp_header, udp_payload
 from virtual_fabric.host_latency import HOST_LATENCY, reaches_loop
 from virtual_fabric.links import Channel
 from virtual_fabric.ring import Ring
@@ -332,7 +332,7 @@ class SimWorker:
               ) -> tuple[float, bool]:
         """Each of these cores steps its trees' calls (one core: all of them, in one step) and sends what they
         let go; the earliest deadline, and whether the link's queue was full."""
-        frame = HEADER_BYTES + self.P.packet_bytes
+        frame = protocol.ETH_IP_UDP + self.P.packet_bytes
         wake, full = math.inf, False
         for core in cores:
             mine = [c for c in running if self.core_of[c.tree] == core]

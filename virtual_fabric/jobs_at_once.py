@@ -14,7 +14,7 @@ import numpy as np
 from controller.plan import fabric_links
 from controller.topology import Topology
 from virtual_fabric.fabric import Fabric
-from worker.cli import gradient
+from worker.gradients import gradient
 
 
 @dataclass

@@ -98,7 +98,7 @@ def rail_members(topology: Topology, rails: int) -> list[list[str]]:
 
 def rank_gradient(seed: int, call: int, node: int, local: int, elements: int) -> np.ndarray:
     """One GPU's gradient for one call: uniform in (-scale, scale) at a scale of its own (1e-3 to 10, as
-    ``worker.cli.gradient``'s), from a stream of the run's seed for this call, node and local rank.  Uniform, not
+    ``worker.gradients.gradient``'s), from a stream of the run's seed for this call, node and local rank.  Uniform, not
     normal: numpy draws it 3.5x faster, and 1,024 GPUs' 8 MB are drawn every call."""
     rng = np.random.default_rng([seed, call, node, local])
     scale = np.float32(10 ** rng.uniform(-3, 1))

@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from virtual_fabric.events import EventLoop
-from virtual_fabric.frames import HEADER_BYTES
 from virtual_fabric.host_latency import HOST_LATENCY, reaches_loop
 from virtual_fabric.links import Channel
+from worker.protocol import ETH_IP_UDP
 from worker.relay import Output, Relay
 
 OWN = 0  # the relay's port for its own worker
@@ -23,7 +23,7 @@ OWN = 0  # the relay's port for its own worker
 @dataclass(eq=False)
 class SimRelay:
     """``relay`` at host ``name``: ``links[port]`` carries its frames out of a circuit port, ``headers[port]``
-    are the 42 bytes in front of each payload there (one neighbour a port); ``to_worker`` takes port 0's."""
+    are the ``ETH_IP_UDP`` bytes in front of each payload there (one neighbour a port); ``to_worker`` takes port 0's."""
 
     loop: EventLoop
     name: str
@@ -59,7 +59,7 @@ class SimRelay:
         self.passes += 1
         if self.on_process is not None:
             self.on_process(self.name, frame)
-        for out in self.relay.receive(port, frame[HEADER_BYTES:]):
+        for out in self.relay.receive(port, frame[ETH_IP_UDP:]):
             self._send(out)
 
     def _send(self, out: Output) -> None:

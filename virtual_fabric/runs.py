@@ -26,10 +26,10 @@ from controller.job_plan import JobPlan, method_lines, plan_job
 from controller.model import HostCost, JobTree, aggregation_rates
 from controller.topology import Topology, delay_seconds, fat_tree, leaf_spine, rail_optimised, servers, single, tree
 from virtual_fabric import host_cost, host_latency
-from virtual_fabric.fabric import Fabric, Sums
+from virtual_fabric.fabric import Fabric, Job, Sums
 from worker import quantize
 from worker.calls import ina_chunks
-from worker.cli import gradient
+from worker.gradients import gradient
 from worker.protocol import load as load_protocol
 from worker.ring import summation_bound
 from worker.tuner import Choice
@@ -199,54 +199,17 @@ def run(config: RunConfig) -> dict:
         w.hand_over = sums.take
     for c in fabric.all_channels():
         c.faults.loss = config.loss / 100
-    injected = []
-    for (name, at), action in [*((f, "kill") for f in config.fail), *((f, "restart") for f in config.restart)]:
-        switch = job.spec.trees[0].root if name == "root" else name
-        if switch not in fabric.switches:
-            raise ValueError(f"--{'fail' if action == 'kill' else action} {name}: no switch {switch!r}")
-        fabric.loop.at(at, fabric.kill_switch if action == "kill" else fabric.restart_switch, switch)
-        injected.append({"switch": switch, "at": at} if action == "kill" else {"restart": switch, "at": at})
-    for name, at in config.cut:
-        end = "{}-p{}".format(*fabric.controller.state.jobs["sim"].trees[0].tree.uplinks[0]) if name == "uplink" \
-            else name
-        index = next((i for i, lk in enumerate(topology.links) if end in (lk.a, lk.b)), None)
-        if index is None:
-            raise ValueError(f"--cut {name}: no link at {end!r} (a switch port, like agg1-p5)")
-        fabric.loop.at(at, fabric.set_link, index, False)
-        injected.append({"cut": f"{topology.links[index].a} -- {topology.links[index].b}", "at": at})
+    injected = _inject_faults(fabric, job, topology, config)
     built = time.perf_counter()
     fabric.run(config.until)
     ran = time.perf_counter()
     planned = fabric.controller.job_plan("sim")
-    calls = []
-    for c in range(config.calls):
-        records = [w.records[c] for w in job.workers if len(w.records) > c]
-        errors = sorted({r.error for r in records if r.error})
-        ended = [r.ended for r in records if r.ended is not None and not r.error]
-        done = len(ended) == len(hosts)
-        took = max(ended) - min(r.started for r in records) if done else None
-        choice = records[0].choice if records else None  # a size's first call timed with its exponent window
-        options_then = planned.model.options(config.size, np.dtype(config.dtype), records[0].sent,
-                                             planned.ring_sum == "native", planned.ring_layout, planned.alpha,
-                                             first=records[0].first) if records else {}
-        calls.append({"seconds": took, "method": choice and choice.method, "ina_share": choice and choice.ina_share,
-                      "layout": choice and choice.layout, "model": choice and choice.seconds,
-                      "ratio": took / choice.seconds if took and choice and choice.seconds else None,
-                      "methods": {m: {"seconds": o.seconds, "latency": o.latency, "ina_share": o.ina_share,
-                                      "layout": o.layout} for m, o in options_then.items()},
-                      "error": None if done else (errors[0] if errors else "unfinished")})
+    calls = [_call_figures(job, planned, config, c) for c in range(config.calls)]
     check = _check(job, sums, config) if config.check else {}
     checked = time.perf_counter()
-    spec = job.spec
     return {
         "config": asdict(config),
-        "job": {"workers": len(hosts), "switches": len(topology.switches), "trees": len(spec.trees),
-                "lanes": spec.lanes,
-                "roots": [t.root for t in spec.trees], "values": spec.values, "pool_size": spec.pool_size,
-                "auto_window": fabric.controller.state.jobs["sim"].auto_window,
-                "mode": spec.mode, "layouts": [x.name for x in spec.ring_arrangements],
-                "ina_limit_mbps": None if planned.limit_mbps == float("inf") else planned.limit_mbps,
-                "why": planned.why, "plan_rate_mbps": planned.tree_plan.rate},
+        "job": _job_figures(fabric, job, planned),
         "calls": calls,
         "check": check,
         "faults": {"injected": injected, "controller": [f"{t:.6f} s: {line}" for t, line in fabric.log]},
@@ -262,6 +225,57 @@ def run(config: RunConfig) -> dict:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "report": fabric.report(),
     }
+
+
+def _inject_faults(fabric: Fabric, job: Job, topology: Topology, config: RunConfig) -> list[dict]:
+    """Schedule the switches' deaths and restarts, then the links' cuts, on the fabric's clock; what was set."""
+    injected = []
+    for (name, at), action in [*((f, "kill") for f in config.fail), *((f, "restart") for f in config.restart)]:
+        switch = job.spec.trees[0].root if name == "root" else name
+        if switch not in fabric.switches:
+            raise ValueError(f"--{'fail' if action == 'kill' else action} {name}: no switch {switch!r}")
+        fabric.loop.at(at, fabric.kill_switch if action == "kill" else fabric.restart_switch, switch)
+        injected.append({"switch": switch, "at": at} if action == "kill" else {"restart": switch, "at": at})
+    for name, at in config.cut:
+        end = "{}-p{}".format(*fabric.controller.state.jobs["sim"].trees[0].tree.uplinks[0]) if name == "uplink" \
+            else name
+        index = next((i for i, lk in enumerate(topology.links) if end in (lk.a, lk.b)), None)
+        if index is None:
+            raise ValueError(f"--cut {name}: no link at {end!r} (a switch port, like agg1-p5)")
+        fabric.loop.at(at, fabric.set_link, index, False)
+        injected.append({"cut": f"{topology.links[index].a} -- {topology.links[index].b}", "at": at})
+    return injected
+
+
+def _call_figures(job: Job, planned: JobPlan, config: RunConfig, c: int) -> dict:
+    """Call ``c``: how long it took on every worker, how it was run, and every method's prediction then."""
+    records = [w.records[c] for w in job.workers if len(w.records) > c]
+    errors = sorted({r.error for r in records if r.error})
+    ended = [r.ended for r in records if r.ended is not None and not r.error]
+    done = len(ended) == len(job.workers)
+    took = max(ended) - min(r.started for r in records) if done else None
+    choice = records[0].choice if records else None  # a size's first call timed with its exponent window
+    options_then = planned.model.options(config.size, np.dtype(config.dtype), records[0].sent,
+                                         planned.ring_sum == "native", planned.ring_layout, planned.alpha,
+                                         first=records[0].first) if records else {}
+    return {"seconds": took, "method": choice and choice.method, "ina_share": choice and choice.ina_share,
+            "layout": choice and choice.layout, "model": choice and choice.seconds,
+            "ratio": took / choice.seconds if took and choice and choice.seconds else None,
+            "methods": {m: {"seconds": o.seconds, "latency": o.latency, "ina_share": o.ina_share,
+                            "layout": o.layout} for m, o in options_then.items()},
+            "error": None if done else (errors[0] if errors else "unfinished")}
+
+
+def _job_figures(fabric: Fabric, job: Job, planned: JobPlan) -> dict:
+    """The job as the controller set it up: its trees, packets, window, mode, and the plan's reasons."""
+    spec = job.spec
+    return {"workers": len(job.workers), "switches": len(fabric.topology.switches), "trees": len(spec.trees),
+            "lanes": spec.lanes,
+            "roots": [t.root for t in spec.trees], "values": spec.values, "pool_size": spec.pool_size,
+            "auto_window": fabric.controller.state.jobs["sim"].auto_window,
+            "mode": spec.mode, "layouts": [x.name for x in spec.ring_arrangements],
+            "ina_limit_mbps": None if planned.limit_mbps == float("inf") else planned.limit_mbps,
+            "why": planned.why, "plan_rate_mbps": planned.tree_plan.rate}
 
 
 def where_time_went(fabric: Fabric, job) -> dict:

@@ -17,9 +17,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from virtual_fabric.frames import HEADER_BYTES
 from virtual_fabric.links import Channel
-from worker.protocol import Protocol
+from worker.protocol import ETH_IP_UDP, Protocol
 
 
 class StepTrace:
@@ -56,7 +55,7 @@ class StepTrace:
         if key is not None:
             self.results[key] = max(self.results.get(key, 0), self.seen.get((node, *key), 0))
 
-    def _key(self, frame: bytes, at: int = HEADER_BYTES) -> tuple[int, int] | None:
+    def _key(self, frame: bytes, at: int = ETH_IP_UDP) -> tuple[int, int] | None:
         if len(frame) < at + 12:
             return None
         return (_read(frame, self._job, at), _read(frame, self._seq, at))
@@ -107,7 +106,7 @@ def node_of(end: str) -> str:
     return name if sep and port.isdigit() else end
 
 
-def _read(frame: bytes, field: tuple[int, int], at: int = HEADER_BYTES) -> int:
+def _read(frame: bytes, field: tuple[int, int], at: int = ETH_IP_UDP) -> int:
     """A whole-byte header field (``Protocol.field_bytes``: offset, size) of the ina header at ``at``."""
     offset, size = field
     return int.from_bytes(frame[at + offset:at + offset + size], "big")

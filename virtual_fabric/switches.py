@@ -37,13 +37,12 @@ from p4target.runtime.environment import Environment
 from p4target.runtime.service import P4RuntimeServer
 from virtual_fabric.events import EventLoop
 from virtual_fabric.links import Channel
-from worker.protocol import Protocol
+from worker.protocol import ETH_IP_UDP, Protocol
 
 AGG_QUEUE = 1e-3  # seconds of contributions an aggregation-limited switch holds before it drops
 # ...and a server core: its socket's receive buffer (4 MB, as the worker sets SO_RCVBUF) of 1,082-byte frames at
 # 300,000 a second holds about 12 ms; 10 ms is kept
 SERVER_QUEUE = 10e-3
-ETH_IP_UDP = 14 + 20 + 8  # where the ina header starts in a frame
 
 
 @dataclass(eq=False)

@@ -455,10 +455,7 @@ children unchanged but for each copy's addresses and child; from then on a repea
 here, and a recovery's repeat (FLAG_RECOVER) sends the result up to the parent as RESULT.""")
     job = Job(7, (1, 2), pool_size=4, is_root=0, parent_port=9, index_at_parent=3)
     vec.install(job)
-    vec.add("InaIngress.jobs", {"sm.ingress_port": 9, "hdr.ina.job_id": 7, "hdr.ina.child": 3},
-            "InaIngress.result_from_parent",
-            {"pool_base": job.pool_base, "pool_size": job.pool_size, "children": len(job.ports), "epoch": job.epoch,
-             "group": job.group, "stats_base": job.stats_base})
+    _result_from_parent(vec, job)
     vec.receiver(job, P.RECEIVER_PARENT, PARENT, P.INA_UDP_PORT)
     chunk = Chunk(slot=3, set=1, seq=7)
     parts = [Part(0, lanes(64) - 32, exponent=-2), Part(1, full(64, 0x5000), exponent=-4)]
@@ -562,20 +559,7 @@ a completion by the peer's half multicasts to the hosts only; a completion by a 
 came first sends the total to the peer too, as a RESULT; a repeat while our half waits goes to the peer
 again, RETRANSMIT set; the peer's RESULT is kept and multicast to the hosts.""", program="nic.p4")
     job = Job(9, (9, 1, 2), pool_size=4, is_root=1, parent_port=9, index_at_parent=3)
-    for c in job.children:
-        vec.member(job, job.ports[c], c)
-    vec.receiver(job, 0, PARENT, P.INA_UDP_PORT)
-    for c in (1, 2):
-        vec.receiver(job, c, job.worker(c), job.udp_base + c)
-    vec.receiver(job, P.RECEIVER_PARENT, PARENT, P.INA_UDP_PORT)
-    vec.multicast_group(job.group, [(1, 1), (2, 2)])
-    vec.multicast_group(job.group | 0x8000, [(9, 0), (1, 1), (2, 2)])
-    vec.add("InaIngress.meetings", {"hdr.ina.job_id": job.id}, "InaIngress.meet",
-            {"peer": 0, "group_with_peer": job.group | 0x8000})
-    vec.add("InaIngress.jobs", {"sm.ingress_port": 9, "hdr.ina.job_id": job.id, "hdr.ina.child": 3},
-            "InaIngress.result_from_parent",
-            {"pool_base": job.pool_base, "pool_size": job.pool_size, "children": len(job.ports), "epoch": job.epoch,
-             "group": job.group, "stats_base": job.stats_base})
+    _meeting_entries(vec, job)
 
     def from_peer(chunk: Chunk, child: int, values: np.ndarray, msg_type: int, flags: int = 0,
                   exponent: int = 0) -> None:
@@ -622,6 +606,31 @@ again, RETRANSMIT set; the peer's RESULT is kept and multicast to the hosts.""",
     from_peer(chunk, 3, total.values, P.MSG_RESULT, total.flags, total.exponent)
     vec.expect_result(job, chunk, total, to=[1, 2], sport=P.INA_UDP_PORT)
     return vec
+
+
+def _result_from_parent(vec: Vector, job: Job) -> None:
+    """The jobs entry that admits the parent's RESULT on ``job.parent_port`` (as our index there) into the cell."""
+    vec.add("InaIngress.jobs", {"sm.ingress_port": job.parent_port, "hdr.ina.job_id": job.id,
+                                "hdr.ina.child": job.index_at_parent},
+            "InaIngress.result_from_parent",
+            {"pool_base": job.pool_base, "pool_size": job.pool_size, "children": len(job.ports), "epoch": job.epoch,
+             "group": job.group, "stats_base": job.stats_base})
+
+
+def _meeting_entries(vec: Vector, job: Job) -> None:
+    """A meeting root's entries: its children (the peer, child 0, among them), their receivers and the parent's,
+    the hosts' multicast group and the one with the peer, the meetings entry, and the peer's RESULT admitted."""
+    for c in job.children:
+        vec.member(job, job.ports[c], c)
+    vec.receiver(job, 0, PARENT, P.INA_UDP_PORT)
+    for c in (1, 2):
+        vec.receiver(job, c, job.worker(c), job.udp_base + c)
+    vec.receiver(job, P.RECEIVER_PARENT, PARENT, P.INA_UDP_PORT)
+    vec.multicast_group(job.group, [(1, 1), (2, 2)])
+    vec.multicast_group(job.group | 0x8000, [(9, 0), (1, 1), (2, 2)])
+    vec.add("InaIngress.meetings", {"hdr.ina.job_id": job.id}, "InaIngress.meet",
+            {"peer": 0, "group_with_peer": job.group | 0x8000})
+    _result_from_parent(vec, job)
 
 
 VECTORS: list[Callable[[], Vector]] = [

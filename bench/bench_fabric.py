@@ -422,7 +422,7 @@ def speed_run(bw: float, values: int, calls: int, run: int, profile: cProfile.Pr
     """``ina-sim run --topology fat_tree --workers 16 --bw BW --size VALUES --calls CALLS``, timed from here."""
     from controller.topology import Topology, fat_tree
     from virtual_fabric.fabric import Fabric
-    from worker.cli import gradient
+    from worker.gradients import gradient
 
     started = time.perf_counter()
     topology = Topology.from_dict(fat_tree(4, host_bw=bw, fabric_bw=bw))

@@ -219,11 +219,6 @@ OUTPUT = [ROOT / "bench" / "out", ROOT / "bench" / "results"]  # what the benchm
 SPLIT_BY = "being split by issue 63 branch "
 # "path:qualname" -> why it may stay over MAX_FUNCTION_LINES.  An entry whose function is gone or short fails too.
 EXCEPTIONS: dict[str, str] = {
-    "bench/bench_fabric.py:main": SPLIT_BY + "bench63 (B)",
-    "bench/bench_hybrid.py:main": SPLIT_BY + "bench63 (B)",
-    "bench/bench_scale.py:plot": SPLIT_BY + "bench63 (B)",
-    "bench/bench_service.py:Bench.scenario": SPLIT_BY + "bench63 (B)",
-    "examples/mininet_train.py:run_config": SPLIT_BY + "bench63 (B)",
     "p4target/p4info.py:build_p4info": SPLIT_BY + "wire63 (C)",
     "p4target/frontend/checker.py:Checker._table": SPLIT_BY + "fe63 (E1)",
     "p4target/executor/codegen.py:CodeGen.method": SPLIT_BY + "cg63 (E2)",

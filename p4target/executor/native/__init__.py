@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...cbuild import BuildError, build, pipeline_flags
+from ... import cbuild  # not `build` by name: the submodule build.py (the old path) would shadow it
 from .engine import STAT_NAMES, NativeFork, NativePipeline
 from .lower import Image, Unsupported, lower_image
 
@@ -72,8 +72,8 @@ def image(gen: Any, arch: str, defines: dict[str, Any]) -> tuple[NativeImage | N
         log.info("this program runs in Python: the native path does not cover %s", e)
         return None, f"not covered by the native path: {e}"
     try:
-        lib = build(source, pipeline_flags(source))
-    except BuildError as e:
+        lib = cbuild.build(source, cbuild.pipeline_flags(source))
+    except cbuild.BuildError as e:
         log.warning("this program runs in Python: %s", e)
         return None, str(e)
     return NativeImage(source, lowering, lib), "native"

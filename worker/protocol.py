@@ -176,7 +176,8 @@ def _knob(knob: str, given: object) -> tuple[str, int]:
 def load(values: int | None = None, udp_port: int | None = None) -> Protocol:
     """The protocol for ``-DINA_VALUES=values`` (None: protocol.p4's default, 256) and
     ``-DINA_UDP_PORT_NUMBER=udp_port``: what the frontend reads from protocol.p4 with these, from
-    the generated facts.  A value out of range is a ValueError naming the knob."""
+    the generated facts.  A value out of range is a ValueError naming the knob (a port past bit<16>
+    too, which the frontend would wrap)."""
     constants = dict(wire_facts.CONSTANTS)
     for knob, given in (("INA_VALUES", values), ("INA_UDP_PORT_NUMBER", udp_port)):
         if given is not None:

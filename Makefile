@@ -5,7 +5,7 @@ VENV      := .venv
 VPY       := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test bench train train-tp figures lint check-p4 clean proto
+.PHONY: demo test bench train train-tp figures lint check-p4 clean proto wire
 
 $(INSTALLED): pyproject.toml scripts/setup-system.sh
 	scripts/setup-system.sh
@@ -64,6 +64,11 @@ train-tp: $(INSTALLED)
 # `make proto`: ina_api's generated code again from ina_api/jobs.proto (the service's API; code is committed).
 proto:
 	scripts/gen-proto.sh
+
+# `make wire`: worker/wire_facts.py again from p4src/protocol.p4 (the worker's wire format without the P4 frontend;
+# committed, and a test checks it is current).
+wire: $(INSTALLED)
+	$(VPY) -m worker.gen_wire
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .

@@ -1,7 +1,8 @@
 /* protocol.p4: the aggregation wire protocol, written down once.
  *
- * The P4 program includes this file; Python (worker/protocol.py) reads the same file with
- * the built-in target's frontend, so header layout, ports and codes are never re-typed.
+ * The P4 program includes this file; Python reads the same file with the built-in target's
+ * frontend (worker/gen_wire.py writes its facts to worker/wire_facts.py, which worker/protocol.py
+ * reads: `make wire` after a change), so header layout, ports and codes are never re-typed.
  * docs/protocol.md explains the fields and the slot state machine.
  *
  * Compile-time knobs (-D): INA_VALUES (values per packet, 1..256, default 256: the most a packet

@@ -233,19 +233,7 @@ def aliases(names: Iterable[str]) -> dict[str, str]:
 def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4Info:
     """The P4Info p4c-bm2-ss would write for this program (same names, ids and fields)."""
     every = qualified_objects(prog)
-    first: dict[tuple[str, str], QualifiedObject] = {}
-    for o in every:
-        first.setdefault((o.kind, o.name), o)  # p4c's symbol table keeps the first of duplicates
-    objects = list(first.values())
-    profile_tables = _profile_tables(every)
-    alloc = IdAllocator()
-    ids: dict[tuple[str, str], int] = {}
-    for o in objects:
-        if o.kind != "digest" and (ann := annotation(o.decl, "id")) is not None:  # p4c: digests by name only
-            ids[(o.kind, o.name)] = alloc.reserve(PREFIXES[o.kind], _id_value(ann, o.decl), o.decl)
-    for kind, prefix in PREFIXES.items():
-        todo = [o.name for o in objects if o.kind == kind and (kind, o.name) not in ids]
-        ids.update(((kind, n), i) for n, i in alloc.assign(prefix, todo).items())
+    objects, ids, alloc = _object_ids(every)
     alias = aliases(o.name for o in objects)
     names = {(id(o.decl), o.scope): o.name for o in every}
 
@@ -254,64 +242,104 @@ def build_p4info(prog: CheckedProgram, arch: str = "v1model") -> p4info_pb2.P4In
         name = names.get((id(decl), scope), names.get((id(decl), "")))
         return ids.get((kind, name)) if name else None
 
-    digested = {qualify("", t.decl): t for t in digest_types(prog)}
     info = p4info_pb2.P4Info()
     info.pkg_info.arch = "tna" if prog.arch == "tna" else arch
+    profile_tables = _profile_tables(every)
+    digested = {qualify("", t.decl): t for t in digest_types(prog)}
     for o in objects:
-        key = (o.kind, o.name)
-        if o.kind == "table":
-            msg = info.tables.add()
-            _table(msg, o, ref, info.type_info)
-        elif o.kind == "action":
-            msg = info.actions.add()
-            _params(msg, o.decl, info.type_info)
-        elif o.kind == "direct_meter":
-            continue  # written with the table that uses it, below
-        elif o.kind == "action_profile":
-            msg = info.action_profiles.add()
-            msg.preamble.id, msg.preamble.name, msg.preamble.alias = ids[key], o.name, alias[o.name]
-            msg.preamble.annotations.extend(_annotations(
-                [a for a in o.decl.annotations if a.name not in _PROFILE_ANNOTATIONS]))
-            msg.table_ids.extend(ids[("table", t)] for t in sorted(profile_tables.get(o.name, ())))
-            _action_profile(msg, o.decl)
-            continue
-        elif o.kind == "value_set":
-            msg = info.value_sets.add()
-            _value_set(msg, o.decl)
+        preamble = (ids[(o.kind, o.name)], o.name, alias[o.name])
+        if o.kind == "action_profile":
+            table_ids = [ids[("table", t)] for t in sorted(profile_tables.get(o.name, ()))]
+            _add_action_profile(info.action_profiles.add(), o, preamble, table_ids)
         elif o.kind == "digest":
-            msg = info.digests.add()
-            msg.type_spec.CopyFrom(type_spec(digested[o.name], info.type_info))
-            msg.preamble.id, msg.preamble.name, msg.preamble.alias = ids[key], o.name, alias[o.name]
-            continue  # p4c gives a digest no annotations
-        else:
-            msg = getattr(info, o.kind + "s").add()  # counters, direct_counters, registers
-            _extern(msg, o, info.type_info)
-        msg.preamble.id, msg.preamble.name, msg.preamble.alias = ids[key], o.name, alias[o.name]
-        msg.preamble.annotations.extend(_annotations(o.decl.annotations))
+            _add_digest(info, preamble, digested[o.name])
+        elif o.kind != "direct_meter":  # a direct meter is written with the table that uses it (_add_direct)
+            _add_object(info, o, preamble, ref)
+    _add_controller_headers(info, prog, alloc)
+    if info.type_info.HasField("error"):
+        info.type_info.error.members.extend(prog.errors)
+    _add_direct(info, {ids[(o.kind, o.name)]: o for o in objects if o.kind == "direct_meter"}, alias)
+    return info
+
+
+def _object_ids(every: list[QualifiedObject]) -> tuple[list[QualifiedObject], dict[tuple[str, str], int], IdAllocator]:
+    """The objects P4Info lists (the first of duplicate names, as p4c's symbol table keeps), their ids
+    (``@id`` first, then by hash), and the allocator (controller headers take theirs after)."""
+    first: dict[tuple[str, str], QualifiedObject] = {}
+    for o in every:
+        first.setdefault((o.kind, o.name), o)
+    objects = list(first.values())
+    alloc = IdAllocator()
+    ids: dict[tuple[str, str], int] = {}
+    for o in objects:
+        if o.kind != "digest" and (ann := annotation(o.decl, "id")) is not None:  # p4c: digests by name only
+            ids[(o.kind, o.name)] = alloc.reserve(PREFIXES[o.kind], _id_value(ann, o.decl), o.decl)
+    for kind, prefix in PREFIXES.items():
+        todo = [o.name for o in objects if o.kind == kind and (kind, o.name) not in ids]
+        ids.update(((kind, n), i) for n, i in alloc.assign(prefix, todo).items())
+    return objects, ids, alloc
+
+
+def _set_preamble(msg: Any, preamble: tuple[int, str, str], annotations: list[ast.Annotation] | None = None) -> None:
+    msg.preamble.id, msg.preamble.name, msg.preamble.alias = preamble
+    if annotations is not None:
+        msg.preamble.annotations.extend(_annotations(annotations))
+
+
+def _add_object(info: p4info_pb2.P4Info, o: QualifiedObject, preamble: tuple[int, str, str], ref: Callable) -> None:
+    """A table, an action, a value set, or a counter, direct counter or register."""
+    if o.kind == "table":
+        msg = info.tables.add()
+        _table(msg, o, ref, info.type_info)
+    elif o.kind == "action":
+        msg = info.actions.add()
+        _params(msg, o.decl, info.type_info)
+    elif o.kind == "value_set":
+        msg = info.value_sets.add()
+        _value_set(msg, o.decl)
+    else:
+        msg = getattr(info, o.kind + "s").add()  # counters, direct_counters, registers
+        _extern(msg, o, info.type_info)
+    _set_preamble(msg, preamble, o.decl.annotations)
+
+
+def _add_action_profile(msg: p4info_pb2.ActionProfile, o: QualifiedObject, preamble: tuple[int, str, str],
+                        table_ids: list[int]) -> None:
+    _set_preamble(msg, preamble, [a for a in o.decl.annotations if a.name not in _PROFILE_ANNOTATIONS])
+    msg.table_ids.extend(table_ids)
+    _action_profile(msg, o.decl)
+
+
+def _add_digest(info: p4info_pb2.P4Info, preamble: tuple[int, str, str], header: HeaderT) -> None:
+    msg = info.digests.add()
+    msg.type_spec.CopyFrom(type_spec(header, info.type_info))
+    _set_preamble(msg, preamble)  # p4c gives a digest no annotations
+
+
+def _add_controller_headers(info: p4info_pb2.P4Info, prog: CheckedProgram, alloc: IdAllocator) -> None:
+    """controller_packet_metadata: packet_in/packet_out headers, ids by the type's name (as p4c)."""
     cpu_headers = controller_headers(prog)
-    cpu_ids = alloc.assign(CONTROLLER_HEADER, [h.decl.name for h in cpu_headers.values()])  # p4c: the type's name
+    cpu_ids = alloc.assign(CONTROLLER_HEADER, [h.decl.name for h in cpu_headers.values()])
     for name, header in cpu_headers.items():
         msg = info.controller_packet_metadata.add()
-        msg.preamble.id = cpu_ids[header.decl.name]
-        msg.preamble.name = msg.preamble.alias = name
-        msg.preamble.annotations.extend(_annotations(header.decl.annotations))
+        _set_preamble(msg, (cpu_ids[header.decl.name], name, name), header.decl.annotations)
         fields = header.decl.fields
         for f, fid in zip(fields, _field_ids(fields), strict=True):
             md = msg.metadata.add(id=fid, name=f.name, bitwidth=bit_width(header.fields[f.name]))
             _type_name(md, header.fields[f.name], info.type_info)
-    if info.type_info.HasField("error"):
-        info.type_info.error.members.extend(prog.errors)
-    direct_meters = {ids[(o.kind, o.name)]: o for o in objects if o.kind == "direct_meter"}
-    for t in info.tables:  # p4c adds a direct meter when it serializes the table that names it
+
+
+def _add_direct(info: p4info_pb2.P4Info, direct_meters: dict[int, QualifiedObject], alias: dict[str, str]) -> None:
+    """Direct meters, each added when the table that names it is (as p4c does), and each direct
+    resource's table."""
+    for t in info.tables:
         for rid in t.direct_resource_ids:
             if (o := direct_meters.get(rid)) is not None:
                 dm = info.direct_meters.add(direct_table_id=t.preamble.id)
-                dm.preamble.id, dm.preamble.name, dm.preamble.alias = rid, o.name, alias[o.name]
-                dm.preamble.annotations.extend(_annotations(o.decl.annotations))
+                _set_preamble(dm, (rid, o.name, alias[o.name]), o.decl.annotations)
                 dm.spec.unit = _METER_UNITS[_enum_member(o.decl.args[-1])]
     for dc in info.direct_counters:
         dc.direct_table_id = next((t.preamble.id for t in info.tables if dc.preamble.id in t.direct_resource_ids), 0)
-    return info
 
 
 def controller_headers(prog: CheckedProgram) -> dict[str, HeaderT]:

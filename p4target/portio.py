@@ -4,7 +4,7 @@ One ``recvmmsg`` per port takes up to 64 frames, the pipeline runs on each in C,
 port's outputs leave with one ``sendmmsg``: a few syscalls per batch instead of two per frame,
 and no Python object per frame.  Outputs to a port the loop does not own (the CPU port) come
 back to Python.  The library is generic (no program in it), built once and cached like the
-programs' (executor/native/build.py).
+programs' (cbuild.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import logging
 import time
 from pathlib import Path
 
+from .cbuild import BuildError, build
 from .executor.native import NativePipeline
-from .executor.native.build import BuildError, build
 from .ports import STAT_KEYS, RawSocketPort
 
 log = logging.getLogger(__name__)

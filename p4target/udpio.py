@@ -19,8 +19,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .cbuild import build
 from .executor.native import NativeFork, NativePipeline
-from .executor.native.build import build
 
 log = logging.getLogger(__name__)
 

@@ -28,11 +28,12 @@ from controller.plan import PlanError
 from controller.programs import V1MODEL
 from controller.topology import Topology, TopologyError, fat_tree, leaf_spine, mac_int, single, tree
 from p4target.dataplane import Dataplane
+from p4target.frontend import load_declarations
 from p4target.runtime.service import P4RuntimeServer, serve
 from tests.conftest import free_port
 from worker import protocol
 from worker.jobspec import JobSpec
-from worker.protocol import PROTOCOL_P4, load_declarations
+from worker.protocol import PROTOCOL_P4
 
 
 class Switches:

@@ -202,6 +202,27 @@ def test_direct_meter_entries(switch: Switch, ctl: Client) -> None:
     assert read_code(ctl, **direct(9)) == Code.NOT_FOUND
 
 
+def test_table_read_returns_meter_config_when_asked(ctl: Client) -> None:
+    """A TableEntry read with ``meter_config`` set returns each entry's direct meter config (unset while an
+    entry's meter has the default config); without it, none."""
+    configured = fwd_entry(1)
+    configured.meter_config.CopyFrom(p4runtime_pb2.MeterConfig(**ONE_PER_SECOND))
+    ctl.write(update(U.INSERT, table_entry=configured), update(U.INSERT, table_entry=fwd_entry(2)))
+    asking = p4runtime_pb2.TableEntry(table_id=TABLE["t_fwd"], meter_config=p4runtime_pb2.MeterConfig())
+    got = [e.table_entry for e in read(ctl, table_entry=asking)]
+    assert [e.match for e in got] == [fwd_entry(1).match, fwd_entry(2).match]
+    assert got[0].meter_config == p4runtime_pb2.MeterConfig(**ONE_PER_SECOND)
+    assert not got[1].HasField("meter_config")  # the default config
+    plain = read(ctl, table_entry=p4runtime_pb2.TableEntry(table_id=TABLE["t_fwd"]))
+    assert [e.table_entry.HasField("meter_config") for e in plain] == [False, False]
+    ctl.write(update(U.MODIFY, **direct(2, cir=5, cburst=2, pir=10, pburst=4)))
+    everything = p4runtime_pb2.TableEntry(meter_config=p4runtime_pb2.MeterConfig())  # every table: some have no meter
+    configs = {e.table_entry.match[0].exact.value: e.table_entry.meter_config
+               for e in read(ctl, table_entry=everything) if e.table_entry.table_id == TABLE["t_fwd"]}
+    assert configs == {b"\x01": p4runtime_pb2.MeterConfig(**ONE_PER_SECOND),
+                       b"\x02": p4runtime_pb2.MeterConfig(cir=5, cburst=2, pir=10, pburst=4)}
+
+
 # --- value sets -------------------------------------------------------------------------------
 
 

@@ -1,4 +1,5 @@
-"""worker/protocol.py reads p4src/protocol.p4; lanes.p4 is current; ina.p4's INA_VALUES guard."""
+"""worker/protocol.py reads p4src/protocol.p4 (through the generated worker/wire_facts.py, which is current
+and agrees with the frontend); lanes.p4 is current; ina.p4's INA_VALUES guard."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import numpy as np
 import pytest
 
 from p4target.executor.switch import Switch
-from p4target.frontend import P4Error
-from worker import protocol
+from p4target.frontend import P4Error, load_declarations
+from worker import gen_wire, protocol
 from worker.scapy_ina import INA, InaValues, ina_values
 
 P4SRC = Path(__file__).resolve().parents[1] / "p4src"
@@ -83,6 +84,47 @@ def test_unpack_rejects_short_payload():
     P = protocol.load(values=4)
     with pytest.raises(ValueError):
         P.unpack(P.pack()[:-1])
+
+
+def test_wire_facts_are_current():
+    """worker/wire_facts.py is what worker/gen_wire.py writes from protocol.p4 now (``make wire``)."""
+    assert (Path(protocol.__file__).with_name("wire_facts.py")).read_text() == gen_wire.render()
+
+
+@pytest.mark.parametrize(("values", "port"), [(None, None), (64, None), (1, 5000), (256, 48864), (None, 0),
+                                              (7, 65535)])
+def test_generated_protocol_matches_the_frontend(values, port):
+    """load() gives what the frontend reads from protocol.p4 with the same -D: every constant, the header."""
+    defines = {} if values is None else {"INA_VALUES": str(values)}
+    if port is not None:
+        defines["INA_UDP_PORT_NUMBER"] = str(port)
+    decls = load_declarations(protocol.PROTOCOL_P4, defines)
+    P = protocol.load(values, port)
+    assert P.constants == decls.constants
+    assert P.fields == gen_wire.header_fields(decls.types)
+    assert (P.values, P.INA_UDP_PORT) == (values or 256, 48864 if port is None else port)
+
+
+@pytest.mark.parametrize("values", [0, 257, -1])
+def test_values_out_of_range_are_refused_as_the_frontend_refuses_them(values):
+    with pytest.raises(P4Error, match="INA_VALUES must be between 1 and 256"):
+        load_declarations(protocol.PROTOCOL_P4, {"INA_VALUES": str(values)})
+    with pytest.raises(ValueError, match=f"INA_VALUES must be between 1 and 256, not {values}"):
+        protocol.load(values)
+
+
+@pytest.mark.parametrize(("values", "port"), [(True, None), ("64", None), (2.5, None), (None, 1 << 16),
+                                              (None, -1), (None, "48864")])
+def test_bad_knobs_are_a_clear_error(values, port):
+    """Not an int in range (the frontend would wrap a port of 70000 into bit<16>): refused, naming the knob."""
+    knob = "INA_VALUES" if port is None else "INA_UDP_PORT_NUMBER"
+    with pytest.raises(ValueError, match=f"{knob} must be between"):
+        protocol.load(values, port)
+
+
+def test_default_values():
+    assert protocol.default_values() == 256
+    assert protocol.default_values(P4SRC / "tofino" / "values.p4") == 64  # another file: read by the frontend
 
 
 def test_lanes_p4_is_current():

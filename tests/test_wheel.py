@@ -6,17 +6,21 @@ build/ or egg-info in the checkout) with the build tools already installed (no d
 installed with ``--no-deps`` into a virtualenv made from the same base interpreter as the
 project's; a .pth file lends it the dependencies of the environment running the tests, by
 path only (so that environment's editable install, whose finder a .pth file *there* installs,
-stays out).  A script then runs from a folder outside the checkout: it checks that every
-module of ours comes from the new virtualenv, loads the protocol as the issue did, and sums
-the arrays of three workers through ina.p4 on the built-in target (loopback, as in
-tests/loopback_net.py, which the installed wheel cannot import) with a cold native cache, so
-the switch's C is compiled from the installed headers.
+stays out).  Two processes of the new virtualenv then run from a folder outside the checkout:
+the switch side (a P4Runtime server running ina.p4 on the built-in target, the controller, and
+a UDP bridge to it, as tests/loopback_net.py does, which the installed wheel cannot import)
+writes a job spec, and the worker side sums the arrays of three workers through it.  The worker
+side runs as a training node does, without the P4 frontend (issue 63): no ``cpp`` on its PATH
+and ``lark`` unimportable, and it checks the frontend was never imported.  Each side checks that
+every module of ours comes from the new virtualenv.  The native cache is cold, so the switch's
+C and the worker's are compiled from the installed files.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import site
 import subprocess
@@ -98,10 +102,10 @@ def test_the_wheel_carries_every_file_read_at_run_time(installed):
     assert [n for n in wanted if n not in names] == []
 
 
-# Run by the new virtualenv's python in a folder outside the checkout: argv[1] is the checkout,
-# argv[2] LENT as JSON.
-SCRIPT = r'''
-import json, os, select, shutil, socket, struct, sys, sysconfig, threading, traceback
+# Both sides start with this, run by the new virtualenv's python in a folder outside the checkout:
+# argv[1] is the checkout, argv[2] LENT as JSON, argv[3] the job spec's file.
+COMMON = r"""
+import json, os, shutil, sys, sysconfig, threading, traceback
 from pathlib import Path
 
 import numpy as np
@@ -110,24 +114,39 @@ import numpy as np
 sys.excepthook = lambda *e: (traceback.print_exception(*e), sys.stderr.flush(), os._exit(1))
 
 checkout, lent = Path(sys.argv[1]), [Path(p) for p in json.loads(sys.argv[2])]  # the dependencies' folders
+spec_file = Path(sys.argv[3])
 site_packages = Path(sysconfig.get_path("purelib")).resolve()
 assert all(Path(p or ".").resolve() != checkout for p in sys.path), sys.path
 
-from worker import protocol  # the issue's reproducer
-p = protocol.load(256, 48864)
-assert (p.values, p.INA_UDP_PORT) == (256, 48864), (p.values, p.INA_UDP_PORT)
-assert protocol.PROTOCOL_P4.is_relative_to(site_packages / "p4src"), protocol.PROTOCOL_P4
+
+def ours_from_the_wheel():
+    # every module of ours came from the new virtualenv, nothing from the checkout: how many of ours
+    packages = ("worker", "controller", "p4target", "p4src", "bmv2env")
+    ours = {n: Path(m.__file__).resolve() for n, m in list(sys.modules.items())
+            if n.split(".")[0] in packages and getattr(m, "__file__", None)}
+    outside = sorted(n for n, f in ours.items() if not f.is_relative_to(site_packages))
+    assert not outside, f"not from the installed wheel: {outside}"
+    files = {n: Path(m.__file__).resolve() for n, m in list(sys.modules.items()) if getattr(m, "__file__", None)}
+    leaked = sorted(n for n, f in files.items()
+                    if f.is_relative_to(checkout) and not any(f.is_relative_to(d) for d in lent))
+    assert not leaked, f"imported from the checkout: {leaked}"
+    return len(ours)
+"""
+
+# The switch side: a P4Runtime server running ina.p4, the controller, and a UDP bridge to the switch; it
+# writes the job spec, says so on stdout, and serves until its stdin closes.
+SWITCH = COMMON + r"""
+import select, socket, struct
 
 from controller import programs
 from controller.controller import Controller
 from controller.network import Network, SwitchAccess
 from controller.pipeline import PipelineOptions
 from controller.topology import Topology
+from p4target.cbuild import compiler
 from p4target.dataplane import Dataplane
-from p4target.executor.native.build import compiler
 from p4target.runtime.device_config import build_device_config
 from p4target.runtime.service import P4RuntimeServer, serve
-from worker import Worker, quantize
 
 # The TNA program's every #include is found inside the installed package.
 tna = json.loads(build_device_config(programs.TNA.source))
@@ -172,7 +191,32 @@ def serve_wire():  # each datagram as the frame a host would send; each frame ou
 
 
 threading.Thread(target=serve_wire, daemon=True).start()
-spec = controller.create_job("wheel", sorted(hosts), 16, mode="ina")
+controller.create_job("wheel", sorted(hosts), 16, mode="ina").save(spec_file)
+print(json.dumps({"ready": str(spec_file)}), flush=True)
+sys.stdin.read()  # the test closes it when the workers are done
+stop.set()
+controller.close()
+server.stop(None)
+print(json.dumps({"modules": ours_from_the_wheel(), "native": switch.native is not None}), flush=True)
+os._exit(0)
+"""
+
+# The worker side, as a training node runs it: no cpp on PATH, no lark (the frontend's parser) to import.
+WORKERS = r"""
+import sys
+sys.modules["lark"] = None  # before any import: importing it now fails, as where it is not installed
+""" + COMMON + r"""
+assert shutil.which("cpp") is None, shutil.which("cpp")
+
+from worker import protocol  # the issue's reproducer
+p = protocol.load(256, 48864)
+assert (p.values, p.INA_UDP_PORT) == (256, 48864), (p.values, p.INA_UDP_PORT)
+assert protocol.PROTOCOL_P4.is_relative_to(site_packages / "p4src"), protocol.PROTOCOL_P4
+
+from worker import Worker, quantize
+from worker.jobspec import JobSpec
+
+spec, WORKERS = JobSpec.load(spec_file), 3
 rng = np.random.default_rng(32)
 ints = [rng.integers(-2**20, 2**20, 3000, dtype=np.int32) for _ in range(WORKERS)]
 floats = [rng.standard_normal(5000).astype(np.float32) * 10.0 ** rng.integers(-3, 4) for _ in range(WORKERS)]
@@ -193,9 +237,6 @@ for t in threads:
     t.start()
 for t in threads:
     t.join()
-stop.set()
-controller.close()
-server.stop(None)
 assert not errors, errors
 exact_int = np.sum(ints, axis=0, dtype=np.int64).astype(np.int32)
 exact = np.sum([f.astype(np.float64) for f in floats], axis=0)
@@ -205,46 +246,71 @@ for r, (total_int, total) in results.items():
     assert total.dtype == np.float32 and total.tobytes() == results[0][1].tobytes(), f"rank {r} disagrees"
     assert (np.abs(total.astype(np.float64) - exact) <= bound).all(), f"rank {r}: float32 sum out of bound"
 
-ours = {n: Path(m.__file__).resolve() for n, m in list(sys.modules.items())
-        if n.split(".")[0] in ("worker", "controller", "p4target", "p4src", "bmv2env") and getattr(m, "__file__", None)}
-outside = sorted(n for n, f in ours.items() if not f.is_relative_to(site_packages))
-assert not outside, f"not from the installed wheel: {outside}"
-files = {n: Path(m.__file__).resolve() for n, m in list(sys.modules.items()) if getattr(m, "__file__", None)}
-leaked = sorted(n for n, f in files.items()
-                if f.is_relative_to(checkout) and not any(f.is_relative_to(d) for d in lent))
-assert not leaked, f"imported from the checkout: {leaked}"
-print(json.dumps({"modules": len(ours), "native": switch.native is not None, "ranks": sorted(results),
-                  "cores": sorted(cores)}), flush=True)
+frontend = sorted(n for n, m in sys.modules.items() if n.startswith("p4target.frontend") or n.startswith("lark") and m)
+assert not frontend, f"the worker imported the P4 frontend: {frontend}"
+print(json.dumps({"modules": ours_from_the_wheel(), "ranks": sorted(results), "cores": sorted(cores),
+                  "p4target": sorted(n for n in sys.modules if n.startswith("p4target"))}), flush=True)
 os._exit(0)
-'''
+"""
 
 
-def test_an_installed_wheel_runs_an_allreduce_outside_the_checkout(installed, tmp_path):
-    _, python = installed
+def _path_without_cpp(folder: Path) -> str:
+    """A PATH of one folder: links to every program on ours but the C preprocessor (cpp, cpp-12 ...).
+    The compiler stays (gcc runs its cc1 itself), so the worker still builds its C."""
+    folder.mkdir()
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        if not Path(directory).is_dir():
+            continue
+        for program in Path(directory).iterdir():
+            link = folder / program.name
+            if "cpp" not in program.name and not link.exists() and os.access(program, os.X_OK):
+                link.symlink_to(program)
+    return str(folder)
+
+
+def _allreduce(python: Path, tmp_path: Path, **env: str) -> tuple[dict, dict, str]:
+    """The switch side and the worker side of one allreduce, each its own process of the new virtualenv:
+    (the switch's report, the workers' report, the workers' stderr)."""
     run = tmp_path / "elsewhere"
     run.mkdir()
-    (run / "allreduce_from_wheel.py").write_text(SCRIPT)
-    where = _run(python, "-c", "import worker, p4src; print(worker.__file__); print(p4src.ROOT)", cwd=run).split()
+    (run / "switch_side.py").write_text(SWITCH)
+    (run / "worker_side.py").write_text(WORKERS)
+    args = [str(ROOT), json.dumps(LENT), str(tmp_path / "spec.json")]
+    env = {**_env(), "P4TARGET_CACHE": str(tmp_path / "native-cache"), **env}  # cold: C built from the wheel
+    with open(tmp_path / "switch.err", "w+") as err, subprocess.Popen(
+            [str(python), "switch_side.py", *args], cwd=run, env=env, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err) as switch:
+        try:
+            ready = select.select([switch.stdout], [], [], 60)[0] and switch.stdout.readline()
+            assert ready, f"the switch side is not ready:\n{(tmp_path / 'switch.err').read_text()[-4000:]}"
+            workers = subprocess.run([str(python), "worker_side.py", *args], cwd=run, capture_output=True, text=True,
+                                     timeout=120, env={**env, "PATH": _path_without_cpp(tmp_path / "bin")})
+            assert workers.returncode == 0, workers.stderr[-4000:]
+            out, _ = switch.communicate("", timeout=30)
+            assert switch.returncode == 0, (tmp_path / "switch.err").read_text()[-4000:]
+        finally:
+            switch.kill()
+    return (json.loads(out.strip().splitlines()[-1]), json.loads(workers.stdout.strip().splitlines()[-1]),
+            workers.stderr)
+
+
+def test_an_installed_wheel_runs_an_allreduce_outside_the_checkout_and_the_worker_without_the_frontend(
+        installed, tmp_path):
+    _, python = installed
+    where = _run(python, "-c", "import worker, p4src; print(worker.__file__); print(p4src.ROOT)", cwd=tmp_path).split()
     assert all(Path(w).is_relative_to(python.parent.parent) for w in where), where  # inside the new venv
-    out = _run(python, "allreduce_from_wheel.py", ROOT, json.dumps(LENT), cwd=run, timeout=120,
-               env={**_env(), "P4TARGET_CACHE": str(tmp_path / "native-cache")})  # cold: C built from the wheel
-    report = json.loads(out.strip().splitlines()[-1])
-    assert report["ranks"] == [0, 1, 2] and report["modules"] > 20, report
-    assert report["cores"] == ["NativeTree"], report  # the worker's C, built from the installed files
+    switch, workers, _ = _allreduce(python, tmp_path)
+    assert switch["native"] and switch["modules"] > 20, switch
+    assert workers["ranks"] == [0, 1, 2] and workers["modules"] > 10, workers
+    assert workers["cores"] == ["NativeTree"], workers  # the worker's C, built from the installed files
+    assert workers["p4target"] == ["p4target", "p4target.cbuild"], workers  # the C build only: no frontend
 
 
 def test_an_installed_wheel_without_a_compiler_runs_the_reference_core_and_says_so_once(installed, tmp_path):
     """A training node with no C compiler: the switch and the worker fall back to Python, and the worker
     says so once (three workers in the process), not silently."""
     _, python = installed
-    run = tmp_path / "elsewhere"
-    run.mkdir()
-    (run / "allreduce_from_wheel.py").write_text(SCRIPT)
-    env = {**_env(), "P4TARGET_CACHE": str(tmp_path / "native-cache"), "CC": str(tmp_path / "no-such-cc")}
-    done = subprocess.run([str(python), "allreduce_from_wheel.py", str(ROOT), json.dumps(LENT)], cwd=run, env=env,
-                          capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-4000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["ranks"] == [0, 1, 2] and report["cores"] == ["Tree"] and not report["native"], report
-    said = [line for line in done.stderr.splitlines() if "the worker runs its reference Python core" in line]
-    assert len(said) == 1 and "no-such-cc" in said[0], done.stderr[-2000:]
+    switch, workers, stderr = _allreduce(python, tmp_path, CC=str(tmp_path / "no-such-cc"))
+    assert workers["ranks"] == [0, 1, 2] and workers["cores"] == ["Tree"] and not switch["native"], (switch, workers)
+    said = [line for line in stderr.splitlines() if "the worker runs its reference Python core" in line]
+    assert len(said) == 1 and "no-such-cc" in said[0], stderr[-2000:]

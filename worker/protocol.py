@@ -1,21 +1,23 @@
 """The aggregation wire protocol, as read from p4src/protocol.p4 (its one definition).
 
 The header layout, UDP port, message types, flags and telemetry indexes all come from the P4
-file through the built-in target's frontend, so Python never re-types them.  ``header_format``
-gives the header as (name, bits, signed) fields in wire order; ``pack``/``unpack`` use it.
+file, so Python never re-types them: worker/gen_wire.py reads it with the built-in target's
+frontend and writes worker/wire_facts.py, which this module reads, so a worker runs with no
+frontend (no lark, no cpp).  ``fields`` gives the header as (name, bits, signed) in wire
+order; ``pack``/``unpack`` use it.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 import p4src
-from p4target.frontend import load_declarations
-from p4target.frontend.types import BitsT
+from worker import wire_facts
 
 PROTOCOL_P4 = p4src.path("protocol.p4")  # inside the installed package, or the checkout's p4src/
 ETH_IP_UDP = 14 + 20 + 8  # Ethernet, IPv4 (no options) and UDP headers in front of every payload
@@ -151,20 +153,34 @@ class Protocol:
 @functools.cache
 def default_values(source: Path = PROTOCOL_P4) -> int:
     """INA_VALUES where none is given, as ``source`` (protocol.p4, or a program's own file) defines it."""
+    if Path(source) == PROTOCOL_P4:
+        return wire_facts.CONSTANTS["INA_VALUE_COUNT"]
+    from p4target.frontend import load_declarations  # another program's file: only the controller asks
+
     return load_declarations(source).constants["INA_VALUE_COUNT"]
+
+
+def _knob(knob: str, given: object) -> tuple[str, int]:
+    """The constant ``-Dknob=given`` sets and its value; a clear error for a value protocol.p4 does not take."""
+    constant, lowest, highest = wire_facts.DEFINES[knob]
+    try:
+        value = None if isinstance(given, bool) else operator.index(given)
+    except TypeError:
+        value = None
+    if value is None or not lowest <= value <= highest:
+        raise ValueError(f"{knob} must be between {lowest} and {highest}, not {given!r} (p4src/protocol.p4)")
+    return constant, value
 
 
 @functools.cache
 def load(values: int | None = None, udp_port: int | None = None) -> Protocol:
-    """The protocol for ``-DINA_VALUES=values`` (None: protocol.p4's default, 256) and a UDP port."""
-    defines = {} if values is None else {"INA_VALUES": str(values)}
-    if udp_port is not None:
-        defines["INA_UDP_PORT_NUMBER"] = str(udp_port)
-    decls = load_declarations(PROTOCOL_P4, defines)
-    header = decls.types["ina_t"]
-    fields = []
-    for name, t in header.fields.items():
-        if not isinstance(t, BitsT):
-            raise TypeError(f"ina_t.{name} is {t}: the protocol uses bit<W>/int<W> fields only")
-        fields.append((name, t.width, t.signed))
-    return Protocol({k: int(v) for k, v in decls.constants.items()}, tuple(fields))
+    """The protocol for ``-DINA_VALUES=values`` (None: protocol.p4's default, 256) and
+    ``-DINA_UDP_PORT_NUMBER=udp_port``: what the frontend reads from protocol.p4 with these, from
+    the generated facts.  A value out of range is a ValueError naming the knob (a port past bit<16>
+    too, which the frontend would wrap)."""
+    constants = dict(wire_facts.CONSTANTS)
+    for knob, given in (("INA_VALUES", values), ("INA_UDP_PORT_NUMBER", udp_port)):
+        if given is not None:
+            constant, value = _knob(knob, given)
+            constants[constant] = value
+    return Protocol(constants, wire_facts.FIELDS)

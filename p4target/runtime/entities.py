@@ -192,7 +192,9 @@ class PipelineState:
         return msg
 
     def read_table_entries(self, req: p4runtime_pb2.TableEntry) -> Iterator[p4runtime_pb2.TableEntry]:
-        with_counter = req.HasField("counter_data")
+        """The entries the request matches; with ``counter_data`` or ``meter_config`` set in the request, each
+        entry's direct counter or meter config too (P4Runtime spec 9.1)."""
+        with_counter, with_meter = req.HasField("counter_data"), req.HasField("meter_config")
         for table, info in self._tables(req.table_id):
             if req.is_default_action:
                 yield self._entry_message(table, info, table.default_entry, False, default=True)
@@ -202,7 +204,10 @@ class PipelineState:
                 found = table.find(self._match(table, info, req), req.priority)
                 entries = [found] if found else []
             for e in sorted(entries, key=lambda e: e.handle):
-                yield self._entry_message(table, info, e, with_counter)
+                msg = self._entry_message(table, info, e, with_counter)
+                if with_meter:
+                    self.externs.entry_meter_config(table, info, e, msg)
+                yield msg
 
     # ------------------------------------------------------------------ multicast
     def write_multicast_group(self, kind: int, g: p4runtime_pb2.MulticastGroupEntry) -> None:

@@ -91,10 +91,12 @@ class ExternEntities:
         cell.configure(cfg.cir, cfg.cburst, cfg.pir, cfg.pburst)
 
     @staticmethod
-    def _config(cell: MeterCell | None, msg) -> None:
+    def _config(cell: MeterCell | None, config: p4runtime_pb2.MeterConfig) -> None:
+        """A read's ``config`` (of a MeterEntry, DirectMeterEntry or TableEntry): left unset while the
+        cell has the default config, as the spec says."""
         rates = cell.config() if cell is not None else None
         if rates is not None:
-            msg.config.cir, msg.config.cburst, msg.config.pir, msg.config.pburst = rates
+            config.cir, config.cburst, config.pir, config.pburst = rates
 
     def _meter(self, meter_id: int) -> tuple[int, Meter]:
         info = self.meters.get(meter_id)
@@ -124,7 +126,7 @@ class ExternEntities:
             _, meter = self._meter(mid)
             for i in self._meter_cells(meter, req):
                 msg = p4runtime_pb2.MeterEntry(meter_id=mid, index=p4runtime_pb2.Index(index=i))
-                self._config(meter.cells[i], msg)
+                self._config(meter.cells[i], msg.config)
                 yield msg
 
     # ------------------------------------------------------------------ direct meters
@@ -161,7 +163,7 @@ class ExternEntities:
     def read_direct_meters(self, req: p4runtime_pb2.DirectMeterEntry) -> Iterator[p4runtime_pb2.DirectMeterEntry]:
         for meter, table, info, e in self._direct_entries(req.table_entry):
             msg = p4runtime_pb2.DirectMeterEntry(table_entry=self.p._entry_message(table, info, e, False))
-            self._config(meter.direct.get(e), msg)
+            self._config(meter.direct.get(e), msg.config)
             yield msg
 
     def table_entry_meter(self, table: Table, info: p4info_pb2.Table, entry: Entry,
@@ -174,6 +176,8 @@ class ExternEntities:
 
     def entry_meter_config(self, table: Table, info: p4info_pb2.Table, entry: Entry,
                            msg: p4runtime_pb2.TableEntry) -> None:
+        """A table read that asks for ``meter_config`` gets each entry's direct meter config (a table with
+        none: nothing)."""
         meter = self._direct_meter(table, info)
         if meter is not None:
             self._config(meter.direct.get(entry), msg.meter_config)

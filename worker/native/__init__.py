@@ -76,7 +76,7 @@ def _library() -> tuple[Any, Any] | str:
 
 
 def _load() -> tuple[Any, Any] | str:
-    from p4target.executor.native.build import BuildError, compiled
+    from p4target.cbuild import BuildError, compiled
 
     try:
         import cffi

@@ -1,5 +1,5 @@
 """The native fast path: a program's generated module (``ir.Module``) lowered to C (lower.py), built with the
-system compiler (build.py), and run per packet with the state the control plane sees
+system compiler (p4target/cbuild.py), and run per packet with the state the control plane sees
 (engine.py).  The Python executor stays the reference: a program the lowering does not cover,
 a missing compiler, or ``P4TARGET_NATIVE=0`` runs it in Python, as before.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .build import BuildError, build, pipeline_flags
+from ... import cbuild  # not `build` by name: the submodule build.py (the old path) would shadow it
 from .engine import STAT_NAMES, NativeFork, NativePipeline
 from .lower import Image, Unsupported, lower_image
 
@@ -72,8 +72,8 @@ def image(gen: Any, arch: str, defines: dict[str, Any]) -> tuple[NativeImage | N
         log.info("this program runs in Python: the native path does not cover %s", e)
         return None, f"not covered by the native path: {e}"
     try:
-        lib = build(source, pipeline_flags(source))
-    except BuildError as e:
+        lib = cbuild.build(source, cbuild.pipeline_flags(source))
+    except cbuild.BuildError as e:
         log.warning("this program runs in Python: %s", e)
         return None, str(e)
     return NativeImage(source, lowering, lib), "native"

@@ -11,6 +11,7 @@ import copy
 from typing import Any
 
 from . import ast
+from .env import CheckEnv
 from .errors import P4Error
 from .scope import CallTarget, Scope
 from .tna import is_optional
@@ -25,28 +26,21 @@ def contains_call(e: Any) -> bool:
 class CallChecks:
     """Function declarations and argument lists (mixed into the Checker)."""
 
-    pending_type_args: list[Type] | None = None
-    _call_loc: Any = None
-
-    def _init_calls(self) -> None:
-        self.fn_scopes: dict[ast.FunctionDecl, Any] = {}
-        self.specializations: dict[tuple, ast.FunctionDecl] = {}
+    env: CheckEnv
 
     # ---------------------------------------------------------------- declarations
     def _function(self, decl: ast.FunctionDecl, scope: Any) -> None:
-        if not hasattr(self, "fn_scopes"):
-            self._init_calls()
         scope.declare(decl)
-        self.fn_scopes[decl] = scope
+        self.env.fn_scopes[decl] = scope
         if not decl.proto.type_params:  # generic bodies are checked once per binding, at calls
             self._function_body(decl, scope, {}, owned=True)
 
     def _function_body(self, decl: ast.FunctionDecl, scope: Any, bindings: dict[str, Type],
                        owned: bool = False) -> None:
         """``owned``: a function p4c removes when no call uses it (not an extern's method)."""
-        saved, saved_generic = self.type_vars, self.generic_names
-        self.type_vars = {**saved, **bindings}
-        self.generic_names = saved_generic | set(bindings)  # type variables in the source: p4c checks them as such
+        saved, saved_generic = self.env.type_vars, self.env.generic_names
+        self.env.type_vars = {**saved, **bindings}
+        self.env.generic_names = saved_generic | set(bindings)  # type variables in the source: p4c checks them as such
         try:
             inner = Scope(scope, decl)
             self._params(decl.proto.params, inner)
@@ -57,7 +51,7 @@ class CallChecks:
             with self.fresh_values(decl if owned else None, decl.proto.params):  # a function on its own
                 self.stmt(decl.body, Scope(inner, decl))
         finally:
-            self.type_vars, self.generic_names = saved, saved_generic
+            self.env.type_vars, self.env.generic_names = saved, saved_generic
 
     def _return(self, s: ast.Return, scope: Any) -> bool:
         """Check a return inside a function; False when not inside one."""
@@ -85,27 +79,27 @@ class CallChecks:
                 raise P4Error(e.loc, f"cannot infer type argument {missing[0]} of {d.name}: give it explicitly")
             d = self._specialize(d, bindings)
         e.target = CallTarget("user_function", d.name, d)
-        self.used.add(d)
+        self.env.used.add(d)
         self.bind_params(d, d.proto.params, e.args, data=False)
         return d.type
 
     def _specialize(self, d: ast.FunctionDecl, bindings: dict[str, Type]) -> ast.FunctionDecl:
         key = (id(d), *(bindings[t] for t in d.proto.type_params))
-        spec = self.specializations.get(key)
+        spec = self.env.specializations.get(key)
         if spec is None:
             spec = copy.deepcopy(d)
             spec.proto.type_params = []
-            self.specializations[key] = spec
-            self._function_body(spec, self.fn_scopes[d], {t: bindings[t] for t in d.proto.type_params}, owned=True)
+            self.env.specializations[key] = spec
+            self._function_body(spec, self.env.fn_scopes[d], {t: bindings[t] for t in d.proto.type_params}, owned=True)
         return spec
 
     def _take_type_args(self, bindings: dict[str, Type], type_params: list[str] | None) -> None:
         """Bind explicit type arguments (``f<bit<8>>(x)``) to the callee's type parameters."""
-        explicit, self.pending_type_args = self.pending_type_args, None
+        explicit, self.env.pending_type_args = self.env.pending_type_args, None
         if not explicit:
             return
         if not type_params or len(type_params) != len(explicit):
-            raise P4Error(self._call_loc, f"expected {len(type_params or [])} type arguments, got {len(explicit)}")
+            raise P4Error(self.env.call_loc, f"expected {len(type_params or [])} type arguments, got {len(explicit)}")
         bindings.update(zip(type_params, explicit))
 
     def _arity_fits(self, params: list[ast.Param], args: list[ast.Expr]) -> bool:

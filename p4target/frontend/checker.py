@@ -14,6 +14,7 @@ from . import ast
 from .ast import text
 from .calls import CallChecks
 from .divisions import ARITH_OPS, DivisionChecks, used_closure
+from .env import CheckEnv
 from .errors import P4Error
 from .instances import InstanceChecks
 from .ordering import order_assignment
@@ -96,41 +97,27 @@ def _declared_type_name(e: ast.Expr) -> str | None:
 
 class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChecks):
     def __init__(self, program: ast.Program) -> None:
-        self._init_calls()
-        self.program = program
-        self.types: dict[str, Any] = {}  # type name -> Type, or generic ExternDecl/BlockTypeDecl
-        self.globals = Scope()
-        self.errors: list[str] = []
-        self.match_kinds: set[str] = set()
-        self.type_vars: dict[str, Type] = {}
-        self.generic_names: set[str] = set()  # the type parameters of the generic function being checked
-        self.loops = 0  # depth of for loops around the statement being checked
-        self.overloads: dict[str, list[ast.ExternFunction]] = {}  # extern function name -> by arity
-        # Refusals of p4c's midend (BMv2's CheckUnsupported, then CompileTimeOperations): p4c
-        # reports them only once the frontend found nothing, so they wait for the end of check().
-        self.midend: list[tuple[int, P4Error, Any]] = []
-        self._init_divisions()
-        self.arch = "v1model"
+        self.env = CheckEnv(program)
 
     # ================================================================ entry
     def check(self) -> CheckedProgram:
-        mains = [d for d in self.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
+        mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         if mains and mains[0].type_ref.name == "Switch":  # TNA (is_tna_main, once the type is resolved)
-            self.arch = "tna"
-        for decl in self.program.decls:
+            self.env.arch = "tna"
+        for decl in self.env.program.decls:
             self._top_level(decl)
         if not mains:
-            raise P4Error(self.program.loc, "the program has no 'main' package instantiation")
+            raise P4Error(self.env.program.loc, "the program has no 'main' package instantiation")
         if is_tna_main(mains[0]):
             result = self.tna_program(mains[0])
         else:
-            std = self.types.get("standard_metadata_t")
+            std = self.env.types.get("standard_metadata_t")
             if not isinstance(std, HeaderT):
-                raise P4Error(self.program.loc, "standard_metadata_t is not declared (include <v1model.p4>)")
+                raise P4Error(self.env.program.loc, "standard_metadata_t is not declared (include <v1model.p4>)")
             pipeline = self._pipeline(mains[0])
-            result = CheckedProgram(self.program, self.errors, std, pipeline, self.program.decls)
-        used = used_closure(self.used)  # p4c removed an unused action, function or table before its midend
-        midend = [(stage, err) for stage, err, owner in self.midend if owner is None or owner in used]
+            result = CheckedProgram(self.env.program, self.env.errors, std, pipeline, self.env.program.decls)
+        used = used_closure(self.env.used)  # p4c removed an unused action, function or table before its midend
+        midend = [(stage, err) for stage, err, owner in self.env.midend if owner is None or owner in used]
         if midend:
             raise min(midend, key=lambda pair: pair[0])[1]  # the earliest pass, then source order
         return result
@@ -138,17 +125,17 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
     def defer(self, stage: int, err: P4Error) -> None:
         """A refusal p4c makes in its midend (stage 0: BMv2's CheckUnsupported, 1: its
         ConstantFolding and StrengthReduction after LocalCopyPropagation, 2: CompileTimeOperations)."""
-        self.midend.append((stage, err, self.owner))
+        self.env.midend.append((stage, err, self.env.owner))
 
     # ================================================================ declarations
     def _top_level(self, decl: ast.Decl) -> None:
         if isinstance(decl, ast.ErrorDecl):
             for name in decl.members:
-                if name in self.errors:
+                if name in self.env.errors:
                     raise P4Error(decl.loc, f"error.{name} is declared twice")
-                self.errors.append(name)
+                self.env.errors.append(name)
         elif isinstance(decl, ast.MatchKindDecl):
-            self.match_kinds.update(decl.members)
+            self.env.match_kinds.update(decl.members)
         elif isinstance(decl, ast.Typedef):
             t = self.resolve_type(decl.type_ref)
             if decl.newtype and isinstance(t, BitsT):  # a `type` keeps its name for P4Runtime (p4info.py)
@@ -161,32 +148,32 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
         elif isinstance(decl, (ast.ExternDecl, ast.BlockTypeDecl)):
             self._declare_type(decl, decl)
         elif isinstance(decl, ast.ExternFunction):
-            if isinstance(self.globals.values.get(decl.name), ast.ExternFunction):
-                self.overloads.setdefault(decl.name, [self.globals.values[decl.name]]).append(decl)
+            if isinstance(self.env.globals.values.get(decl.name), ast.ExternFunction):
+                self.env.overloads.setdefault(decl.name, [self.env.globals.values[decl.name]]).append(decl)
             else:
-                self.globals.declare(decl)
+                self.env.globals.declare(decl)
         elif isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
             self._declare_type(decl, decl)
             if not decl.ctor_params:  # else checked per instance, with its arguments (instances.py)
                 self._block(decl)
         elif isinstance(decl, ast.ConstDecl):
-            self._const_decl(decl, self.globals)
-            self.globals.declare(decl)
+            self._const_decl(decl, self.env.globals)
+            self.env.globals.declare(decl)
         elif isinstance(decl, ast.ActionDecl):
-            self.globals.declare(decl)
-            self._action(decl, self.globals)
+            self.env.globals.declare(decl)
+            self._action(decl, self.env.globals)
         elif isinstance(decl, ast.FunctionDecl):
-            self._function(decl, self.globals)
+            self._function(decl, self.env.globals)
         elif isinstance(decl, ast.Instantiation):
-            self._instantiation(decl, self.globals)
-            self.globals.declare(decl)
+            self._instantiation(decl, self.env.globals)
+            self.env.globals.declare(decl)
         else:
             raise P4Error(decl.loc, f"{type(decl).__name__} is not supported at top level")
 
     def _declare_type(self, decl: ast.Decl, t: Any) -> None:
-        if decl.name in self.types:
+        if decl.name in self.env.types:
             raise P4Error(decl.loc, f"type '{decl.name}' is already declared")
-        self.types[decl.name] = t
+        self.env.types[decl.name] = t
 
     def _header(self, decl: ast.HeaderDecl) -> None:
         t = HeaderT(decl.name, decl.kind, decl=decl)
@@ -232,7 +219,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                 raise P4Error(decl.loc, "a serializable enum needs a bit<W> or int<W> underlying type")
             t.underlying = under
             for name, expr in zip(decl.members, decl.values or []):
-                self.expr(expr, self.globals)
+                self.expr(expr, self.env.globals)
                 t.values[name] = wrap(self.const_int(expr), under)
         if len(set(t.members)) != len(t.members):
             raise P4Error(decl.loc, f"enum {decl.name} declares a member twice")
@@ -287,13 +274,13 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
         if k == "infint":
             return INFINT
         if k in ("bit", "int"):
-            self.expr(ref.width, self.globals)
+            self.expr(ref.width, self.env.globals)
             width = self.const_int(ref.width)
             if width <= 0:
                 raise P4Error(ref.loc, f"{k}<{width}>: width must be positive")
             return BitsT(width, k == "int")
         if k == "varbit":
-            self.expr(ref.width, self.globals)
+            self.expr(ref.width, self.env.globals)
             width = self.const_int(ref.width)
             if width <= 0:
                 raise P4Error(ref.loc, f"varbit<{width}>: width must be positive")
@@ -304,15 +291,15 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
             elem = self.resolve_type(ref.args[0])
             if not (isinstance(elem, HeaderT) and (elem.is_header or elem.is_union)):
                 raise P4Error(ref.loc, "header stacks must contain headers or header unions")
-            self.expr(ref.width, self.globals)
+            self.expr(ref.width, self.env.globals)
             size = self.const_int(ref.width)
             if size <= 0:
                 raise P4Error(ref.loc, "a header stack needs a positive size")
             return StackT(elem, size)
         # named
-        if ref.name in self.type_vars:
-            return self.type_vars[ref.name]
-        t = self.types.get(ref.name)
+        if ref.name in self.env.type_vars:
+            return self.env.type_vars[ref.name]
+        t = self.env.types.get(ref.name)
         if t is None:
             raise P4Error(ref.loc, f"unknown type '{ref.name}'")
         if isinstance(t, ast.ExternDecl):
@@ -332,7 +319,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
         for p in params:
             p.type = self.resolve_type(p.type_ref)
             if p.default is not None and p.default.type is None:
-                self.expr(p.default, self.globals)
+                self.expr(p.default, self.env.globals)
                 self.coerce(p.default, p.type, f"default value of '{p.name}'")
                 if p.default.value is None:
                     raise P4Error(p.default.loc, "a default parameter value that is not a compile-time constant "
@@ -343,7 +330,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                origin: Any = None, instances: dict[str, ast.Instantiation] | None = None) -> None:
         """``consts``: the constructor parameters, bound to an instance's arguments; ``instances``:
         those bound to an instance of the caller's, which the parameter's name then names."""
-        scope = Scope(self.globals, decl)
+        scope = Scope(self.env.globals, decl)
         for c in consts or []:
             scope.declare(c)
         scope.values.update(instances or {})
@@ -519,12 +506,12 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
 
     def _table(self, t: ast.TableDecl, scope: Scope) -> None:
         for key in t.keys:
-            self.key_table = t
+            self.env.key_table = t
             try:
                 kt = self.expr(key.expr, scope)
             finally:
-                self.key_table = None
-            if key.match_kind not in self.match_kinds:
+                self.env.key_table = None
+            if key.match_kind not in self.env.match_kinds:
                 raise P4Error(key.loc, f"unknown match kind '{key.match_kind}'")
             if key.match_kind not in ("exact", "ternary", "lpm", "range", "optional", "selector"):
                 raise P4Error(key.loc, f"match kind '{key.match_kind}' is not supported by the built-in target")
@@ -713,7 +700,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
         elif isinstance(s, (ast.For, ast.ForIn)):
             self._loop(s, scope)
         elif isinstance(s, (ast.Break, ast.Continue)):
-            if not self.loops:
+            if not self.env.loops:
                 raise P4Error(s.loc, f"'{type(s).__name__.lower()}' is only allowed inside a for loop")
         else:
             raise P4Error(s.loc, f"{type(s).__name__} is not supported here")
@@ -722,11 +709,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
     def _branches(self, scope: Scope, bodies: list[ast.Stmt | None]) -> list[ast.Stmt | None]:
         """The arms of an if or a switch, each from what was known before it; after them, what
         none of them changed.  Returns the arms to run (``stmt``)."""
-        before, after, arms = self.known, [], []
+        before, after, arms = self.env.known, [], []
         for body in bodies:
-            self.known = dict(before)
+            self.env.known = dict(before)
             arms.append(None if body is None else self.stmt(body, Scope(scope, scope.owner)))
-            after.append(self.known)
+            after.append(self.env.known)
         self.merge_values(before, after)
         return arms
 
@@ -757,23 +744,23 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                 if not isinstance(ct, StackT):  # p4c's frontend iterates over ranges, stacks and list<T> only
                     raise P4Error(s.collection.loc, "Typechecking does not support iteration over this "
                                   f"collection of type {ct}")
-                if self.arch == "tna":
+                if self.env.arch == "tna":
                     raise P4Error(s.collection.loc, "for-in over a header stack is not supported by the "
                                   "built-in target")
             elif not isinstance(t, BitsT):
                 raise P4Error(s.var.loc, f"a range loop needs a bit<W> or int<W> variable, not {t}")
-            if self.arch == "v1model":  # p4c-bm2-ss 1.2.5's CheckUnsupported: classic for loops only
+            if self.env.arch == "v1model":  # p4c-bm2-ss 1.2.5's CheckUnsupported: classic for loops only
                 self.defer(0, P4Error(s.loc, "BMV2 does not support for-in loops"))
             for item in [s.collection, s.hi] if s.hi is not None else []:
                 self.expr(item, scope)
                 self.coerce(item, t, "for-in element")
-        self.loops += 1
+        self.env.loops += 1
         try:
             if isinstance(s, ast.For):
                 s.update = [self.stmt(x, inner) for x in s.update]
             s.body = self.stmt(s.body, Scope(inner, scope.owner))
         finally:
-            self.loops -= 1
+            self.env.loops -= 1
 
     def _switch(self, s: ast.Switch, scope: Scope) -> None:
         t = self.expr(s.subject, scope)
@@ -781,7 +768,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
             return self._value_switch(s, t, scope)
         allowed = {ref.decl.name: ref.decl for ref in t.table.actions}
         seen: set[str] = set()
-        before, after = self.known, []
+        before, after = self.env.known, []
         for case in s.cases:
             for i, label in enumerate(case.labels):
                 if isinstance(label, ast.PathExpr):
@@ -794,9 +781,9 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                     raise P4Error(case.loc, f"switch label '{label}' appears twice")
                 seen.add(label)
             if case.body is not None:
-                self.known = dict(before)
+                self.env.known = dict(before)
                 self.stmt(case.body, Scope(scope, scope.owner))
-                after.append(self.known)
+                after.append(self.env.known)
         if s.cases and s.cases[-1].body is None:
             raise P4Error(s.cases[-1].loc, "the last switch case needs a block")
         self.merge_values(before, after)
@@ -809,7 +796,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
         if not isinstance(t, (BitsT, EnumT)):
             raise P4Error(s.subject.loc, f"cannot switch on a value of type {t}")
         seen: set[Any] = set()
-        before, after = self.known, []
+        before, after = self.env.known, []
         for case in s.cases:
             for label in case.labels:
                 if label == "default":
@@ -824,9 +811,9 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                     raise P4Error(case.loc, "a switch label appears twice")
                 seen.add(key)
             if case.body is not None:
-                self.known = dict(before)
+                self.env.known = dict(before)
                 case.body = self.stmt(case.body, Scope(scope, scope.owner))
-                after.append(self.known)
+                after.append(self.env.known)
         if s.cases and s.cases[-1].body is None:
             raise P4Error(s.cases[-1].loc, "the last switch case needs a block")
         self.merge_values(before, after)
@@ -905,7 +892,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
     def _e_PathExpr(self, e: ast.PathExpr, scope: Scope) -> Type:
         d = (scope.root() if e.top_level else scope).lookup(e.name)
         if d is None:
-            if e.name in self.types:
+            if e.name in self.env.types:
                 raise P4Error(e.loc, f"'{e.name}' is a type, not a value")
             raise P4Error(e.loc, f"'{e.name}' is not declared")
         e.decl = d
@@ -922,11 +909,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
 
     def _e_TypeMember(self, e: ast.TypeMember, scope: Scope) -> Type:
         if e.type_name == "error":
-            if e.member not in self.errors:
+            if e.member not in self.env.errors:
                 raise P4Error(e.loc, f"error.{e.member} is not declared")
-            e.value = self.errors.index(e.member)
+            e.value = self.env.errors.index(e.member)
             return ERROR
-        t = self.types.get(e.type_name)
+        t = self.env.types.get(e.type_name)
         if isinstance(t, EnumT):
             if e.member not in t.members:
                 raise P4Error(e.loc, f"enum {t.name} has no member '{e.member}'")
@@ -1013,7 +1000,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
         t = self.resolve_type(e.type_ref)
         src = self.expr(e.operand, scope)
         var = _declared_type_name(e.operand)
-        if var in self.generic_names:  # checked here once per binding, but p4c checks the generic body
+        if var in self.env.generic_names:  # checked here once per binding, but p4c checks the generic body
             raise P4Error(e.loc, f"Cannot cast from '{var}' to '{t}'")
         ok = (
             src == t
@@ -1157,11 +1144,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
             if not isinstance(a, ast.Default):
                 self.expr(a, scope)
         explicit = [self.resolve_type(t) for t in e.type_args]
-        self.pending_type_args, self._call_loc = explicit or None, e.loc
+        self.env.pending_type_args, self.env.call_loc = explicit or None, e.loc
         try:
             t = self._e_call_target(e, f, scope)
         finally:
-            pending, self.pending_type_args = self.pending_type_args, None
+            pending, self.env.pending_type_args = self.env.pending_type_args, None
         if pending:
             raise P4Error(e.loc, "explicit type arguments are not supported for this call by the built-in target")
         self.forget_after_call(e)
@@ -1206,7 +1193,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                 if isinstance(scope.owner, (ast.ActionDecl, ast.FunctionDecl)):
                     raise P4Error(e.loc, "tables cannot be applied inside actions or functions")
                 e.target = CallTarget("table_apply", "apply", bt.decl)
-                self.used.add(bt.decl)
+                self.env.used.add(bt.decl)
                 self.apply_key_divisions(bt.decl)
                 return ApplyResultT(bt.decl)
             if isinstance(bt, BlockT) and m == "apply" and isinstance(bt.decl, ast.ControlDecl):
@@ -1220,7 +1207,8 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
             if isinstance(bt, ExternT):
                 return self._call_method(e, bt, m, f.base)
             raise P4Error(f.loc, f"{bt} has no method '{m}'")
-        if isinstance(f, ast.TypeMember) and isinstance(self.types.get(f.type_name), (ast.ControlDecl, ast.ParserDecl)):
+        if isinstance(f, ast.TypeMember) and isinstance(self.env.types.get(f.type_name),
+                                                        (ast.ControlDecl, ast.ParserDecl)):
             return self.direct_apply(e, f, scope)  # `MyControl.apply(...)` (instances.py)
         raise P4Error(e.loc, "this expression is not callable")
 
@@ -1233,7 +1221,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
             raise P4Error(e.loc, "actions cannot be called from a parser")
         self._check_args(e.loc, d.params, e.args, {})
         e.target = CallTarget("action", d.name, d)
-        self.used.add(d)
+        self.env.used.add(d)
         self.bind_params(d, d.params, e.args, data=False)
         return VOID
 
@@ -1253,7 +1241,7 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                           f"list forms in 2021): use {FIELD_LIST_FORMS[d.name]} with @field_list")
         if d.name not in SUPPORTED_FUNCTIONS:
             raise P4Error(e.loc, f"extern function '{d.name}' is not supported by the built-in target")
-        d = next((o for o in self.overloads.get(d.name, []) if len(o.proto.params) == len(e.args)), d)
+        d = next((o for o in self.env.overloads.get(d.name, []) if len(o.proto.params) == len(e.args)), d)
         bindings: dict[str, Type] = {}
         self._check_args(e.loc, d.proto.params, e.args, bindings, d.proto.type_params)
         if d.name in ("hash", "verify_checksum", "update_checksum"):
@@ -1382,13 +1370,13 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
         return self.resolve_return(proto, bindings)
 
     def resolve_return(self, proto: ast.FunctionProto, bindings: dict[str, Type]) -> Type:
-        saved, self.type_vars = self.type_vars, {**bindings}
+        saved, self.env.type_vars = self.env.type_vars, {**bindings}
         try:
             for tp in proto.type_params:
-                self.type_vars.setdefault(tp, TypeVar(tp))
+                self.env.type_vars.setdefault(tp, TypeVar(tp))
             return self.resolve_type(proto.return_type)
         finally:
-            self.type_vars = saved
+            self.env.type_vars = saved
 
     def _check_args(self, loc, params: list[ast.Param], args: list[ast.Expr], bindings: dict[str, Type],
                     type_params: list[str] | None = None) -> None:
@@ -1413,12 +1401,12 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
                 self.lvalue(a)
 
     def _param_type(self, p: ast.Param, bindings: dict[str, Type], type_params: list[str]) -> Type:
-        saved = self.type_vars
-        self.type_vars = {**{tp: TypeVar(tp) for tp in type_params}, **bindings}
+        saved = self.env.type_vars
+        self.env.type_vars = {**{tp: TypeVar(tp) for tp in type_params}, **bindings}
         try:
             return self.resolve_type(p.type_ref)
         finally:
-            self.type_vars = saved
+            self.env.type_vars = saved
 
     # ================================================================ the package
     def _pipeline(self, main: ast.Instantiation) -> Pipeline:
@@ -1432,11 +1420,11 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
         for role, arg, param in zip(PIPELINE_BLOCKS, main.args, t.decl.params):
             if not isinstance(arg, ast.CtorCall):
                 raise P4Error(arg.loc, f"V1Switch argument '{param.name}' must be a parser/control instantiation")
-            decl = self.types.get(arg.type_ref.name)
+            decl = self.env.types.get(arg.type_ref.name)
             if not isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
                 raise P4Error(arg.loc, f"'{arg.type_ref.name}' is not a parser or control")
-            decl = self.block_instance(arg.loc, decl, arg.args, self.globals)
-            expected = self.types[param.type_ref.name]
+            decl = self.block_instance(arg.loc, decl, arg.args, self.env.globals)
+            expected = self.env.types[param.type_ref.name]
             if not isinstance(decl, ast.ParserDecl if expected.kind == "parser" else ast.ControlDecl):
                 raise P4Error(arg.loc, f"V1Switch argument '{param.name}' must be a {expected.kind}")
             if len(decl.params) != len(expected.params):
@@ -1452,17 +1440,17 @@ class Checker(CallChecks, InstanceChecks, TnaChecks, ProfileChecks, DivisionChec
             if self.resolve_type(arg) != want:
                 raise P4Error(arg.loc, f"V1Switch type argument {self.resolve_type(arg)} does not match "
                               f"the parser's {want}")
-        saved, self.type_vars = self.type_vars, {"H": headers, "M": metadata}
+        saved, self.env.type_vars = self.env.type_vars, {"H": headers, "M": metadata}
         try:
             for decl, param in zip(blocks.values(), t.decl.params):
-                expected = self.types[param.type_ref.name]
+                expected = self.env.types[param.type_ref.name]
                 for p, ep in zip(decl.params, expected.params):
                     want = self.resolve_type(ep.type_ref)
                     if p.type != want or p.direction != ep.direction:
                         raise P4Error(p.loc, f"parameter '{p.name}' of {decl.name} must be "
                                       f"'{ep.direction} {want}' for v1model's {expected.name}")
         finally:
-            self.type_vars = saved
+            self.env.type_vars = saved
         return Pipeline(main, blocks, headers, metadata)
 
 
@@ -1512,4 +1500,4 @@ def check_declarations(program: ast.Program) -> Declarations:
     for decl in program.decls:
         checker._top_level(decl)
     constants = {d.name: d.init.value for d in program.decls if isinstance(d, ast.ConstDecl)}
-    return Declarations(constants, checker.types)
+    return Declarations(constants, checker.env.types)

@@ -14,6 +14,7 @@ import copy
 from typing import Any
 
 from . import ast
+from .env import CheckEnv
 from .errors import P4Error
 from .scope import CallTarget
 from .types import BOOL, ERROR, INFINT, VOID, BitsT, BlockT, EnumT, Type
@@ -42,21 +43,15 @@ def _find_parser_apply(node: Any) -> ast.Call | None:
 class InstanceChecks:
     """Instances of parsers/controls (mixed into the Checker)."""
 
+    env: CheckEnv
     # provided by the Checker
     _check_args: Any
     expr: Any
     coerce: Any
     resolve_type: Any
-    globals: Any
     _normalize_args: Any
     _block: Any
     _instantiation: Any
-
-    def _block_specs(self) -> dict[tuple, Any]:
-        specs = getattr(self, "_specs", None)
-        if specs is None:
-            specs = self._specs = {}
-        return specs
 
     def block_instance(self, loc: Any, decl: Any, args: list[ast.Expr], scope: Any) -> Any:
         """The declaration an instance ``decl(args)`` runs: ``decl`` itself, or its copy
@@ -90,7 +85,7 @@ class InstanceChecks:
             if isinstance(a, ast.Default):
                 raise P4Error(a.loc, "'_' is not a constructor argument")
             if a.type is None:  # a default value, or a package argument
-                self.expr(a, self.globals if a is p.default else scope)
+                self.expr(a, self.env.globals if a is p.default else scope)
             self.coerce(a, pt, f"constructor argument '{p.name}'")
             if a.value is None or isinstance(a.value, str):
                 raise P4Error(a.loc, "constructor arguments must be compile-time constants")
@@ -98,7 +93,7 @@ class InstanceChecks:
             const.type, const.ctor_param = pt, True
             consts.append(const)
             key.append((str(pt), a.value))
-        specs = self._block_specs()
+        specs = self.env.block_specs
         spec = specs.get(tuple(key))
         if spec is None:
             spec = copy.deepcopy(decl)  # never checked itself, so the copy holds no annotations
@@ -128,7 +123,7 @@ class InstanceChecks:
             inst = (scope.root() if a.top_level else scope).lookup(a.name)
             if not (isinstance(inst, ast.Instantiation) and isinstance(inst.type, BlockT)):
                 raise P4Error(a.loc, f"{where}: '{a.name}' is not a control instance")
-            if self.globals.values.get(a.name) is inst:
+            if self.env.globals.values.get(a.name) is inst:
                 raise P4Error(a.loc, f"{where}: a control instantiated at the top level and passed as a constructor "
                               "argument is not supported by the built-in target")
             a.decl, a.type = inst, inst.type
@@ -154,17 +149,15 @@ class InstanceChecks:
             raise P4Error(decl.loc, "a parser can only be instantiated inside a parser")
         if isinstance(t.decl, ast.ControlDecl) and isinstance(owner, ast.ParserDecl):
             raise P4Error(decl.loc, "a control cannot be instantiated inside a parser")
-        if t.decl in getattr(self, "_open_blocks", []):
+        if t.decl in self.env.open_blocks:
             raise P4Error(decl.loc, f"{t.decl.name} cannot instantiate itself (recursion)")
         decl.type = BlockT(self.block_instance(decl.loc, t.decl, decl.args, scope))
 
     def open_block(self, origin: Any) -> None:
-        if not hasattr(self, "_open_blocks"):
-            self._open_blocks = []
-        self._open_blocks.append(origin)
+        self.env.open_blocks.append(origin)
 
     def close_block(self) -> None:
-        self._open_blocks.pop()
+        self.env.open_blocks.pop()
 
     def parser_apply(self, e: ast.Call, f: ast.Member, bt: BlockT, scope: Any) -> Type:
         """``p.apply(packet, ...)`` of a sub-parser, from a parser state."""
@@ -193,9 +186,9 @@ class InstanceChecks:
         note = ast.Annotation(f.loc, "name", [ast.StringLit(f.loc, f.type_name)])
         inst = ast.Instantiation(f.loc, [note], name, ast.TypeRef(f.loc, "named", name=f.type_name), [])
         self._instantiation(inst, scope)
-        placed = self._direct_instances().setdefault(id(owner), 0)
+        placed = self.env.direct_placed.setdefault(id(owner), 0)
         owner.locals.insert(placed, inst)
-        self._direct_instances()[id(owner)] = placed + 1
+        self.env.direct_placed[id(owner)] = placed + 1
         base = ast.PathExpr(f.loc, name)
         base.decl, base.type = inst, inst.type
         e.func = ast.Member(f.loc, base, "apply")
@@ -205,13 +198,6 @@ class InstanceChecks:
         self._check_args(e.loc, inst.type.decl.params, e.args, {})
         e.target = CallTarget("block_apply", "apply", inst)
         return VOID
-
-    def _direct_instances(self) -> dict[int, int]:
-        """Per block (by id): how many direct-invocation instances were put ahead of its locals."""
-        placed = getattr(self, "_placed", None)
-        if placed is None:
-            placed = self._placed = {}
-        return placed
 
     def check_parser_apply_places(self, state: ast.ParserState) -> None:
         """The executor splits a state at a sub-parser apply, so it must be one of the

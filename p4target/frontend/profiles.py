@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import ast
+from .env import CheckEnv
 from .errors import P4Error
 from .types import BOOL, BitsT, EnumT, ExternT
 
@@ -45,6 +46,7 @@ def selector_algorithm(inst: ast.Instantiation) -> str | None:
 class ProfileChecks:
     """Tables with an ``implementation`` (mixed into the Checker)."""
 
+    env: CheckEnv
     # provided by the Checker
     expr: Any
     _instantiation: Any
@@ -91,9 +93,7 @@ class ProfileChecks:
             raise P4Error(where, "'entries' in a table with an action profile or selector are not supported by the "
                           "built-in target (BMv2 takes none)")
         if selector_algorithm(inst) is not None and not is_constructed_in_place(t):
-            shared = getattr(self, "_selector_keys", None)
-            if shared is None:
-                shared = self._selector_keys = {}
+            shared = self.env.selector_keys
             keys = [_written(k.expr) for k in selectors]
             first = shared.setdefault(id(inst), (t.name, keys))
             if first[1] != keys:

@@ -15,6 +15,7 @@ from itertools import zip_longest
 from typing import Any
 
 from . import ast
+from .env import CheckEnv
 from .errors import P4Error
 from .program import CheckedProgram, Pipeline
 from .types import BOOL, BitsT, BlockT, EnumT, ExternT, HeaderT, Type
@@ -56,12 +57,8 @@ def is_tna_main(main: ast.Instantiation) -> bool:
 class TnaChecks:
     """TNA pipelines and extern initialisers (mixed into the Checker)."""
 
+    env: CheckEnv
     # provided by the Checker
-    types: dict[str, Any]
-    globals: Any
-    program: Any
-    errors: list[str]
-    type_vars: dict[str, Type]
     resolve_type: Any
     block_instance: Any
     _function_body: Any
@@ -123,7 +120,7 @@ class TnaChecks:
             raise P4Error(main.loc, "a Switch of more than one Pipeline is not supported by the built-in target")
         arg = main.args[0]
         if isinstance(arg, ast.PathExpr):
-            inst = self.globals.lookup(arg.name)
+            inst = self.env.globals.lookup(arg.name)
             if not isinstance(inst, ast.Instantiation):
                 raise P4Error(arg.loc, f"'{arg.name}' is not a Pipeline instance")
             pipe_type, args = inst.type, inst.args
@@ -141,11 +138,11 @@ class TnaChecks:
         for role, a, param in zip(TNA_BLOCKS, args, package.params):
             if not isinstance(a, ast.CtorCall):
                 raise P4Error(a.loc, f"Pipeline argument '{param.name}' must be a parser/control instantiation")
-            decl = self.types.get(a.type_ref.name)
+            decl = self.env.types.get(a.type_ref.name)
             if not isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
                 raise P4Error(a.loc, f"'{a.type_ref.name}' is not a parser or control")
-            decl = self.block_instance(a.loc, decl, a.args, self.globals)
-            template = self.types[param.type_ref.name]
+            decl = self.block_instance(a.loc, decl, a.args, self.env.globals)
+            template = self.env.types[param.type_ref.name]
             if not isinstance(decl, ast.ParserDecl if template.kind == "parser" else ast.ControlDecl):
                 raise P4Error(a.loc, f"Pipeline argument '{param.name}' must be a {template.kind}")
             hm = self._tna_block(decl, template)
@@ -160,7 +157,7 @@ class TnaChecks:
         # P4Runtime names as bf-p4c gives them for a one-pipeline program: not under the Pipeline
         # instance (Stratum's fabric-tna: FabricIngress.acl.acl); BF-RT's bfrt.json would add 'pipe.'.
         pipeline = Pipeline(main, blocks, ih, im, eh, em)
-        return CheckedProgram(self.program, self.errors, std, pipeline, self.program.decls, "tna")
+        return CheckedProgram(self.env.program, self.env.errors, std, pipeline, self.env.program.decls, "tna")
 
     def _tna_block(self, decl: ast.ParserDecl | ast.ControlDecl, template: ast.BlockTypeDecl) -> tuple[Type, Type]:
         """Check a block against Intel's template; returns its (H, M) types."""
@@ -173,7 +170,7 @@ class TnaChecks:
         for what, t in (("headers", h), ("metadata", m)):
             if not (isinstance(t, HeaderT) and t.kind == "struct"):
                 raise P4Error(decl.loc, f"the {what} parameter of {decl.name} must be a struct, not {t}")
-        saved, self.type_vars = self.type_vars, dict(zip(template.type_params, (h, m)))
+        saved, self.env.type_vars = self.env.type_vars, dict(zip(template.type_params, (h, m)))
         try:
             for p, ep in zip_longest(decl.params, template.params):
                 if ep is None:
@@ -187,7 +184,7 @@ class TnaChecks:
                     raise P4Error(p.loc, f"parameter '{p.name}' of {decl.name} must be "
                                   f"'{ep.direction} {want}' for TNA's {template.name}")
         finally:
-            self.type_vars = saved
+            self.env.type_vars = saved
         return h, m
 
     # ---------------------------------------------------------------- method calls

@@ -31,7 +31,7 @@ RemoveAllUnusedDeclarations removes it before the midend.  A division p4c accept
 through more of its dataflow (a value it keeps across a table apply or a call) is refused with
 p4c's words and a note naming what p4c would need.
 
-A mixin of ``checker.Checker``.
+A pass of the checker (env.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import Any
 
 from . import ast
 from .ast import text, type_text
-from .env import CheckEnv
+from .env import Pass
 from .errors import P4Error
 from .types import INFINT, BitsT, EnumT, StackT, Type, fold_arith, wrap
 
@@ -175,12 +175,14 @@ def _typed_text(e: Any) -> str | None:
     return None if v is None else str(v)
 
 
-class DivisionChecks:
-    """``/`` and ``%`` and the values p4c's LocalCopyPropagation knows (mixed into the Checker)."""
+class Divisions(Pass):
+    """``/`` and ``%`` and the values p4c's LocalCopyPropagation knows."""
 
-    env: CheckEnv
+    def defer(self, stage: int, err: P4Error) -> None:
+        """A refusal p4c makes in its midend (stage 0: BMv2's CheckUnsupported, 1: its
+        ConstantFolding and StrengthReduction after LocalCopyPropagation, 2: CompileTimeOperations)."""
+        self.env.midend.append((stage, err, self.env.owner))
 
-    # ---------------------------------------------------------------- the values known
     @contextmanager
     def fresh_values(self, owner: Any = None, params: Sequence[ast.Param] = ()) -> Iterator[None]:
         """A body p4c's LocalCopyPropagation treats on its own: an action, a function, a
@@ -326,7 +328,6 @@ class DivisionChecks:
             return None
         return f"({hit.shown})" if hit.compound else hit.shown
 
-    # ---------------------------------------------------------------- / and %
     def ser_enum_operands(self, e: ast.Binary) -> None:
         """p4c's binaryArith: a serializable enum operand is cast to its underlying type."""
         for side in ("left", "right"):

@@ -1,6 +1,6 @@
 """Checker rules for TNA (Tofino Native Architecture) programs: ``Switch(Pipeline(...))``.
 
-A mixin of ``checker.Checker``.  A TNA program has six blocks (ingress parser, ingress,
+A pass of the checker (env.py).  A TNA program has six blocks (ingress parser, ingress,
 ingress deparser, egress parser, egress, egress deparser) with their own header and
 metadata types per gress; blocks may leave out trailing ``@optional`` parameters of
 Intel's templates (IngressParserT ...).  Externs with abstract methods (RegisterAction)
@@ -15,7 +15,7 @@ from itertools import zip_longest
 from typing import Any
 
 from . import ast
-from .env import CheckEnv
+from .env import Pass
 from .errors import P4Error
 from .program import CheckedProgram, Pipeline
 from .types import BOOL, BitsT, BlockT, EnumT, ExternT, HeaderT, Type
@@ -54,18 +54,9 @@ def is_tna_main(main: ast.Instantiation) -> bool:
     return isinstance(t, BlockT) and isinstance(t.decl, ast.BlockTypeDecl) and t.decl.name == "Switch"
 
 
-class TnaChecks:
-    """TNA pipelines and extern initialisers (mixed into the Checker)."""
+class Tna(Pass):
+    """TNA pipelines and extern initialisers."""
 
-    env: CheckEnv
-    # provided by the Checker
-    resolve_type: Any
-    block_instance: Any
-    _function_body: Any
-    _param_type: Any
-    _hash_data: Any
-
-    # ---------------------------------------------------------------- instances
     def extern_initializer(self, decl: ast.Instantiation, t: ExternT, scope: Any) -> None:
         """``RegisterAction<T, I, U>(reg) ra = { void apply(inout T v, out U rv) {...} };``"""
         ext = t.decl
@@ -99,12 +90,12 @@ class TnaChecks:
             params = f.proto.params
             if len(params) > len(proto.params) or not all(is_optional(p) for p in proto.params[len(params):]):
                 raise P4Error(f.loc, f"{f.name} must take the parameters of {ext.name}.{proto.name}")
-            self._function_body(f, scope, {})
+            self.env.calls.function_body(f, scope, {})
             for p, ap in zip(params, proto.params):
-                want = self._param_type(ap, bindings, [])
+                want = self.env.calls.param_type(ap, bindings, [])
                 if p.type != want or p.direction != ap.direction:
                     raise P4Error(p.loc, f"parameter '{p.name}' of {f.name} must be '{ap.direction} {want}'")
-            if f.type != self.resolve_type(proto.return_type):
+            if f.type != self.env.decls.resolve_type(proto.return_type):
                 raise P4Error(f.loc, f"{f.name} must return {proto.return_type.kind}")
 
     def _register_type(self, decl: ast.Instantiation, elem: Type) -> None:
@@ -114,7 +105,6 @@ class TnaChecks:
             raise P4Error(decl.loc, f"Register<{elem}> is not supported by the built-in target: use bit<W>, "
                           "int<W> or a struct of them")
 
-    # ---------------------------------------------------------------- the package
     def tna_program(self, main: ast.Instantiation) -> Any:
         if len(main.args) != 1:
             raise P4Error(main.loc, "a Switch of more than one Pipeline is not supported by the built-in target")
@@ -125,7 +115,7 @@ class TnaChecks:
                 raise P4Error(arg.loc, f"'{arg.name}' is not a Pipeline instance")
             pipe_type, args = inst.type, inst.args
         elif isinstance(arg, ast.CtorCall):
-            pipe_type, args = self.resolve_type(arg.type_ref), arg.args
+            pipe_type, args = self.env.decls.resolve_type(arg.type_ref), arg.args
         else:
             raise P4Error(arg.loc, "the Switch's argument must be a Pipeline")
         if not (isinstance(pipe_type, BlockT) and pipe_type.decl.name == "Pipeline"):
@@ -141,7 +131,7 @@ class TnaChecks:
             decl = self.env.types.get(a.type_ref.name)
             if not isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
                 raise P4Error(a.loc, f"'{a.type_ref.name}' is not a parser or control")
-            decl = self.block_instance(a.loc, decl, a.args, self.env.globals)
+            decl = self.env.instances.block_instance(a.loc, decl, a.args, self.env.globals)
             template = self.env.types[param.type_ref.name]
             if not isinstance(decl, ast.ParserDecl if template.kind == "parser" else ast.ControlDecl):
                 raise P4Error(a.loc, f"Pipeline argument '{param.name}' must be a {template.kind}")
@@ -179,7 +169,7 @@ class TnaChecks:
                     if not is_optional(ep):
                         raise P4Error(decl.loc, f"{decl.name} is missing parameter '{ep.name}' of {template.name}")
                     continue
-                want = self.resolve_type(ep.type_ref)
+                want = self.env.decls.resolve_type(ep.type_ref)
                 if p.type != want or p.direction != ep.direction:
                     raise P4Error(p.loc, f"parameter '{p.name}' of {decl.name} must be "
                                   f"'{ep.direction} {want}' for TNA's {template.name}")
@@ -187,10 +177,9 @@ class TnaChecks:
             self.env.type_vars = saved
         return h, m
 
-    # ---------------------------------------------------------------- method calls
     def tna_method(self, e: ast.Call, ext: ast.ExternDecl, m: str) -> None:
         """Load-time facts the executor needs about TNA extern calls."""
         if ext.name == "Hash" or (ext.name == "Checksum" and m in ("add", "subtract", "update")):
-            self._hash_data(e.args[0])
+            self.env.externs.hash_data(e.args[0])
         if ext.name == "Checksum" and m == "update" and len(e.args) > 1 and e.args[1].value is None:
             raise P4Error(e.args[1].loc, "zeros_as_ones must be a compile-time constant")

@@ -9,25 +9,12 @@ depends on is written where it is used.  The passes are created once, by ``check
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import ast
 from .errors import P4Error
 from .scope import Scope
 from .types import Type
-
-if TYPE_CHECKING:
-    from .blocks import Blocks
-    from .calls import Calls
-    from .decls import Decls
-    from .divisions import Divisions, Known, ParamDivision
-    from .exprs import Exprs
-    from .externs import Externs
-    from .instances import Instances
-    from .profiles import Profiles
-    from .stmts import Stmts
-    from .tables import Tables
-    from .tna import Tna
 
 
 @dataclass(eq=False)
@@ -59,29 +46,30 @@ class CheckEnv:
     # profiles (profiles.py): action selector id -> (first table, its selector keys)
     selector_keys: dict[int, tuple[str, list[str]]] = field(default_factory=dict)
     # divisions (divisions.py)
-    known: dict[tuple, Known] = field(default_factory=dict)  # what p4c's LocalCopyPropagation knows here
+    known: dict[tuple, Any] = field(default_factory=dict)  # divisions.Known: what p4c's LocalCopyPropagation knows
     blurred: set[tuple] = field(default_factory=set)  # names whose value was forgotten where p4c may keep it
     owner: Any = None  # the action, function or table whose body or properties are checked
     used: set[Any] = field(default_factory=set)  # actions, functions and tables something calls or applies
-    param_divisions: dict[Any, list[ParamDivision]] = field(default_factory=dict)
+    param_divisions: dict[Any, list[Any]] = field(default_factory=dict)  # owner -> divisions.ParamDivision
     key_table: ast.TableDecl | None = None  # the table whose keys are being checked
     key_divisions: dict[ast.TableDecl, list[ast.Binary]] = field(default_factory=dict)
     # Refusals of p4c's midend (BMv2's CheckUnsupported, then CompileTimeOperations): p4c
     # reports them only once the frontend found nothing, so they wait for the end of check().
     midend: list[tuple[int, P4Error, Any]] = field(default_factory=list)
 
-    # the passes, created once by checker.Checker (they refer to this env, so they come after it)
-    decls: Decls = field(init=False, repr=False)
-    blocks: Blocks = field(init=False, repr=False)
-    tables: Tables = field(init=False, repr=False)
-    stmts: Stmts = field(init=False, repr=False)
-    exprs: Exprs = field(init=False, repr=False)
-    calls: Calls = field(init=False, repr=False)
-    externs: Externs = field(init=False, repr=False)
-    instances: Instances = field(init=False, repr=False)
-    tna: Tna = field(init=False, repr=False)
-    profiles: Profiles = field(init=False, repr=False)
-    divisions: Divisions = field(init=False, repr=False)
+    # The passes, created once by checker.Checker (after this env: they refer to it).  Typed Any:
+    # each pass module imports this one, and an import back (even for typing) would be a circle.
+    decls: Any = field(init=False, repr=False)  # decls.Decls
+    blocks: Any = field(init=False, repr=False)  # blocks.Blocks
+    tables: Any = field(init=False, repr=False)  # tables.Tables
+    stmts: Any = field(init=False, repr=False)  # stmts.Stmts
+    exprs: Any = field(init=False, repr=False)  # exprs.Exprs
+    calls: Any = field(init=False, repr=False)  # calls.Calls
+    externs: Any = field(init=False, repr=False)  # externs.Externs
+    instances: Any = field(init=False, repr=False)  # instances.Instances
+    tna: Any = field(init=False, repr=False)  # tna.Tna
+    profiles: Any = field(init=False, repr=False)  # profiles.Profiles
+    divisions: Any = field(init=False, repr=False)  # divisions.Divisions
 
 
 class Pass:

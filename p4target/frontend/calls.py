@@ -31,54 +31,7 @@ def _holds_infint(t: Type) -> bool:
 class Calls(Pass):
     """Function declarations and argument lists."""
 
-    def call_action(self, e: ast.Call, d: ast.ActionDecl, scope: Scope) -> Type:
-        if isinstance(scope.owner, ast.ParserDecl):
-            raise P4Error(e.loc, "actions cannot be called from a parser")
-        self.check_args(e.loc, d.params, e.args, {})
-        e.target = CallTarget("action", d.name, d)
-        self.env.used.add(d)
-        self.env.divisions.bind_params(d, d.params, e.args, data=False)
-        return VOID
-
-    def resolve_return(self, proto: ast.FunctionProto, bindings: dict[str, Type]) -> Type:
-        saved, self.env.type_vars = self.env.type_vars, {**bindings}
-        try:
-            for tp in proto.type_params:
-                self.env.type_vars.setdefault(tp, TypeVar(tp))
-            return self.env.decls.resolve_type(proto.return_type)
-        finally:
-            self.env.type_vars = saved
-
-    def check_args(self, loc, params: list[ast.Param], args: list[ast.Expr], bindings: dict[str, Type],
-                    type_params: list[str] | None = None) -> None:
-        """Arity, directions and types of arguments; binds the callee's type variables."""
-        self.normalize_args(loc, params, args)
-        self._take_type_args(bindings, type_params)
-        if len(args) != len(params):
-            raise P4Error(loc, f"expected {len(params)} arguments, got {len(args)}")
-        for p, a in zip(params, args):
-            if isinstance(a, ast.Default):
-                if p.direction != "out":
-                    raise P4Error(a.loc, "'_' can only be passed to an out parameter")
-                continue
-            pt = self.param_type(p, bindings, type_params or [])
-            if isinstance(pt, TypeVar):
-                if a.type is INFINT or _holds_infint(a.type):
-                    raise P4Error(a.loc, f"cannot infer a width for parameter '{p.name}': give the constant a width")
-                bindings[pt.name] = a.type
-                pt = a.type
-            self.env.exprs.coerce(a, pt, f"argument '{p.name}'")
-            if p.direction in ("out", "inout"):
-                self.env.stmts.lvalue(a)
-
-    def param_type(self, p: ast.Param, bindings: dict[str, Type], type_params: list[str]) -> Type:
-        saved = self.env.type_vars
-        self.env.type_vars = {**{tp: TypeVar(tp) for tp in type_params}, **bindings}
-        try:
-            return self.env.decls.resolve_type(p.type_ref)
-        finally:
-            self.env.type_vars = saved
-
+    # ---------------------------------------------------------------- declarations
     def function(self, decl: ast.FunctionDecl, scope: Any) -> None:
         scope.declare(decl)
         self.env.fn_scopes[decl] = scope
@@ -118,6 +71,7 @@ class Calls(Pass):
         self.env.exprs.coerce(s.value, fn.type, "return value")
         return True
 
+    # ---------------------------------------------------------------- calls
     def call_user_function(self, e: ast.Call, d: ast.FunctionDecl, scope: Any) -> Type:
         proto = d.proto
         bindings: dict[str, Type] = {}
@@ -132,6 +86,15 @@ class Calls(Pass):
         self.env.divisions.bind_params(d, d.proto.params, e.args, data=False)
         return d.type
 
+    def call_action(self, e: ast.Call, d: ast.ActionDecl, scope: Scope) -> Type:
+        if isinstance(scope.owner, ast.ParserDecl):
+            raise P4Error(e.loc, "actions cannot be called from a parser")
+        self.check_args(e.loc, d.params, e.args, {})
+        e.target = CallTarget("action", d.name, d)
+        self.env.used.add(d)
+        self.env.divisions.bind_params(d, d.params, e.args, data=False)
+        return VOID
+
     def _specialize(self, d: ast.FunctionDecl, bindings: dict[str, Type]) -> ast.FunctionDecl:
         key = (id(d), *(bindings[t] for t in d.proto.type_params))
         spec = self.env.specializations.get(key)
@@ -141,6 +104,46 @@ class Calls(Pass):
             self.env.specializations[key] = spec
             self.function_body(spec, self.env.fn_scopes[d], {t: bindings[t] for t in d.proto.type_params}, owned=True)
         return spec
+
+    # ---------------------------------------------------------------- arguments
+    def check_args(self, loc, params: list[ast.Param], args: list[ast.Expr], bindings: dict[str, Type],
+                    type_params: list[str] | None = None) -> None:
+        """Arity, directions and types of arguments; binds the callee's type variables."""
+        self.normalize_args(loc, params, args)
+        self._take_type_args(bindings, type_params)
+        if len(args) != len(params):
+            raise P4Error(loc, f"expected {len(params)} arguments, got {len(args)}")
+        for p, a in zip(params, args):
+            if isinstance(a, ast.Default):
+                if p.direction != "out":
+                    raise P4Error(a.loc, "'_' can only be passed to an out parameter")
+                continue
+            pt = self.param_type(p, bindings, type_params or [])
+            if isinstance(pt, TypeVar):
+                if a.type is INFINT or _holds_infint(a.type):
+                    raise P4Error(a.loc, f"cannot infer a width for parameter '{p.name}': give the constant a width")
+                bindings[pt.name] = a.type
+                pt = a.type
+            self.env.exprs.coerce(a, pt, f"argument '{p.name}'")
+            if p.direction in ("out", "inout"):
+                self.env.stmts.lvalue(a)
+
+    def param_type(self, p: ast.Param, bindings: dict[str, Type], type_params: list[str]) -> Type:
+        saved = self.env.type_vars
+        self.env.type_vars = {**{tp: TypeVar(tp) for tp in type_params}, **bindings}
+        try:
+            return self.env.decls.resolve_type(p.type_ref)
+        finally:
+            self.env.type_vars = saved
+
+    def resolve_return(self, proto: ast.FunctionProto, bindings: dict[str, Type]) -> Type:
+        saved, self.env.type_vars = self.env.type_vars, {**bindings}
+        try:
+            for tp in proto.type_params:
+                self.env.type_vars.setdefault(tp, TypeVar(tp))
+            return self.env.decls.resolve_type(proto.return_type)
+        finally:
+            self.env.type_vars = saved
 
     def _take_type_args(self, bindings: dict[str, Type], type_params: list[str] | None) -> None:
         """Bind explicit type arguments (``f<bit<8>>(x)``) to the callee's type parameters."""

@@ -195,6 +195,7 @@ class Blocks(Pass):
         with self.env.divisions.fresh_values(decl, decl.params):
             self.env.stmts.stmt(decl.body, inner)
 
+    # ---------------------------------------------------------------- the package
     def pipeline(self, main: ast.Instantiation) -> Pipeline:
         t = main.type
         if not (isinstance(t, BlockT) and t.decl.name == "V1Switch"):

@@ -181,6 +181,7 @@ class Decls(Pass):
         else:
             raise P4Error(decl.loc, f"cannot instantiate {t} here")
 
+    # ---------------------------------------------------------------- types
     def resolve_type(self, ref: ast.TypeRef) -> Type:
         k = ref.kind
         if k == "bool":

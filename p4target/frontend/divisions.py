@@ -178,11 +178,13 @@ def _typed_text(e: Any) -> str | None:
 class Divisions(Pass):
     """``/`` and ``%`` and the values p4c's LocalCopyPropagation knows."""
 
+    # ---------------------------------------------------------------- refusals left for the end
     def defer(self, stage: int, err: P4Error) -> None:
         """A refusal p4c makes in its midend (stage 0: BMv2's CheckUnsupported, 1: its
         ConstantFolding and StrengthReduction after LocalCopyPropagation, 2: CompileTimeOperations)."""
         self.env.midend.append((stage, err, self.env.owner))
 
+    # ---------------------------------------------------------------- the values known
     @contextmanager
     def fresh_values(self, owner: Any = None, params: Sequence[ast.Param] = ()) -> Iterator[None]:
         """A body p4c's LocalCopyPropagation treats on its own: an action, a function, a
@@ -328,6 +330,7 @@ class Divisions(Pass):
             return None
         return f"({hit.shown})" if hit.compound else hit.shown
 
+    # ---------------------------------------------------------------- / and %
     def ser_enum_operands(self, e: ast.Binary) -> None:
         """p4c's binaryArith: a serializable enum operand is cast to its underlying type."""
         for side in ("left", "right"):

@@ -366,6 +366,7 @@ class Exprs(Pass):
     def _e_Range(self, e: ast.Range, scope: Scope) -> Type:
         raise P4Error(e.loc, "'..' is only allowed in keysets")
 
+    # ---------------------------------------------------------------- calls
     def _e_Call(self, e: ast.Call, scope: Scope) -> Type:
         f = e.func
         for a in e.args:

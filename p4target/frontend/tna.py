@@ -57,6 +57,7 @@ def is_tna_main(main: ast.Instantiation) -> bool:
 class Tna(Pass):
     """TNA pipelines and extern initialisers."""
 
+    # ---------------------------------------------------------------- instances
     def extern_initializer(self, decl: ast.Instantiation, t: ExternT, scope: Any) -> None:
         """``RegisterAction<T, I, U>(reg) ra = { void apply(inout T v, out U rv) {...} };``"""
         ext = t.decl
@@ -105,6 +106,7 @@ class Tna(Pass):
             raise P4Error(decl.loc, f"Register<{elem}> is not supported by the built-in target: use bit<W>, "
                           "int<W> or a struct of them")
 
+    # ---------------------------------------------------------------- the package
     def tna_program(self, main: ast.Instantiation) -> Any:
         if len(main.args) != 1:
             raise P4Error(main.loc, "a Switch of more than one Pipeline is not supported by the built-in target")
@@ -177,6 +179,7 @@ class Tna(Pass):
             self.env.type_vars = saved
         return h, m
 
+    # ---------------------------------------------------------------- method calls
     def tna_method(self, e: ast.Call, ext: ast.ExternDecl, m: str) -> None:
         """Load-time facts the executor needs about TNA extern calls."""
         if ext.name == "Hash" or (ext.name == "Checksum" and m in ("add", "subtract", "update")):

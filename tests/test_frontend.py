@@ -418,3 +418,25 @@ def test_nested_slices_fold_and_read(write_p4):
     # B4 = 1011 0100: [7:2] = 101101, [4:1] = 0110 = 6.  c = 0ABC: bits 11:4 = AB = 1010 1011,
     # [5:2] = 1010, [2:0] = 010 = 2 (bits 8:6 of c).
     assert out[0].data == bytes([6, 2, 0x0A, 0xBC])
+
+
+@pytest.mark.parametrize("program", ["p4src/ina.p4", "p4src/tofino/ina_tna.p4"])
+def test_checker_state_lives_on_its_env(program):
+    """The checker's passes share one CheckEnv whose fields are all set up when it is made:
+    after a whole program (v1model, TNA), no pass holds state of its own and the env has no
+    attribute that its definition does not declare (nothing set up lazily)."""
+    from dataclasses import fields
+
+    from p4target.frontend.checker import Checker
+    from p4target.frontend.preprocess import preprocess
+    from p4target.frontend.syntax import parse
+
+    checker = Checker(parse(preprocess(P4_DIR.parent.parent / program)))
+    checker.check()
+    env = checker.env
+    declared = {f.name for f in fields(env)}
+    assert set(vars(env)) == declared
+    passes = [getattr(env, f.name) for f in fields(env) if not f.init]
+    assert len(passes) == 11
+    for p in passes:
+        assert vars(p) == {"env": env}, type(p).__name__

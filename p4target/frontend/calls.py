@@ -1,7 +1,7 @@
 """Checker rules for calls: user functions (generic ones specialised per type binding),
 named arguments, default parameter values and explicit type arguments.
 
-A mixin of ``checker.Checker``: call sites are normalised here (named arguments put in
+A pass of the checker (env.py): call sites are normalised here (named arguments put in
 parameter order, defaults filled in), so every backend sees plain positional calls.
 """
 
@@ -11,10 +11,11 @@ import copy
 from typing import Any
 
 from . import ast
+from .env import Pass
 from .errors import P4Error
 from .scope import CallTarget, Scope
 from .tna import is_optional
-from .types import VOID, Type
+from .types import INFINT, VOID, TupleT, Type, TypeVar
 
 
 def contains_call(e: Any) -> bool:
@@ -22,44 +23,40 @@ def contains_call(e: Any) -> bool:
     return isinstance(e, ast.Call) or any(contains_call(c) for c in ast.children(e))
 
 
-class CallChecks:
-    """Function declarations and argument lists (mixed into the Checker)."""
+def _holds_infint(t: Type) -> bool:
+    """A list expression's tuple type with an unsized integer in it (no width to bind)."""
+    return isinstance(t, TupleT) and any(x is INFINT or _holds_infint(x) for x in t.elems)
 
-    pending_type_args: list[Type] | None = None
-    _call_loc: Any = None
 
-    def _init_calls(self) -> None:
-        self.fn_scopes: dict[ast.FunctionDecl, Any] = {}
-        self.specializations: dict[tuple, ast.FunctionDecl] = {}
+class Calls(Pass):
+    """Function declarations and argument lists."""
 
     # ---------------------------------------------------------------- declarations
-    def _function(self, decl: ast.FunctionDecl, scope: Any) -> None:
-        if not hasattr(self, "fn_scopes"):
-            self._init_calls()
+    def function(self, decl: ast.FunctionDecl, scope: Any) -> None:
         scope.declare(decl)
-        self.fn_scopes[decl] = scope
+        self.env.fn_scopes[decl] = scope
         if not decl.proto.type_params:  # generic bodies are checked once per binding, at calls
-            self._function_body(decl, scope, {}, owned=True)
+            self.function_body(decl, scope, {}, owned=True)
 
-    def _function_body(self, decl: ast.FunctionDecl, scope: Any, bindings: dict[str, Type],
+    def function_body(self, decl: ast.FunctionDecl, scope: Any, bindings: dict[str, Type],
                        owned: bool = False) -> None:
         """``owned``: a function p4c removes when no call uses it (not an extern's method)."""
-        saved, saved_generic = self.type_vars, self.generic_names
-        self.type_vars = {**saved, **bindings}
-        self.generic_names = saved_generic | set(bindings)  # type variables in the source: p4c checks them as such
+        saved, saved_generic = self.env.type_vars, self.env.generic_names
+        self.env.type_vars = {**saved, **bindings}
+        self.env.generic_names = saved_generic | set(bindings)  # type variables in the source: p4c checks them as such
         try:
             inner = Scope(scope, decl)
-            self._params(decl.proto.params, inner)
+            self.env.blocks.params(decl.proto.params, inner)
             for p in decl.proto.params:
                 if p.direction == "":
                     p.direction = "in"  # a function's directionless parameters behave as 'in'
-            decl.type = self.resolve_type(decl.proto.return_type)
-            with self.fresh_values(decl if owned else None, decl.proto.params):  # a function on its own
-                self.stmt(decl.body, Scope(inner, decl))
+            decl.type = self.env.decls.resolve_type(decl.proto.return_type)
+            with self.env.divisions.fresh_values(decl if owned else None, decl.proto.params):  # a function on its own
+                self.env.stmts.stmt(decl.body, Scope(inner, decl))
         finally:
-            self.type_vars, self.generic_names = saved, saved_generic
+            self.env.type_vars, self.env.generic_names = saved, saved_generic
 
-    def _return(self, s: ast.Return, scope: Any) -> bool:
+    def check_return(self, s: ast.Return, scope: Any) -> bool:
         """Check a return inside a function; False when not inside one."""
         fn = scope.owner
         if not isinstance(fn, ast.FunctionDecl):
@@ -70,45 +67,94 @@ class CallChecks:
             return True
         if fn.type is VOID:
             raise P4Error(s.loc, f"function {fn.name} returns void: 'return' cannot have a value")
-        self.expr(s.value, scope)
-        self.coerce(s.value, fn.type, "return value")
+        self.env.exprs.expr(s.value, scope)
+        self.env.exprs.coerce(s.value, fn.type, "return value")
         return True
 
     # ---------------------------------------------------------------- calls
-    def _call_user_function(self, e: ast.Call, d: ast.FunctionDecl, scope: Any) -> Type:
+    def call_user_function(self, e: ast.Call, d: ast.FunctionDecl, scope: Any) -> Type:
         proto = d.proto
         bindings: dict[str, Type] = {}
-        self._check_args(e.loc, proto.params, e.args, bindings, proto.type_params)
+        self.check_args(e.loc, proto.params, e.args, bindings, proto.type_params)
         if proto.type_params:
             missing = [t for t in proto.type_params if t not in bindings]
             if missing:
                 raise P4Error(e.loc, f"cannot infer type argument {missing[0]} of {d.name}: give it explicitly")
             d = self._specialize(d, bindings)
         e.target = CallTarget("user_function", d.name, d)
-        self.used.add(d)
-        self.bind_params(d, d.proto.params, e.args, data=False)
+        self.env.used.add(d)
+        self.env.divisions.bind_params(d, d.proto.params, e.args, data=False)
         return d.type
+
+    def call_action(self, e: ast.Call, d: ast.ActionDecl, scope: Scope) -> Type:
+        if isinstance(scope.owner, ast.ParserDecl):
+            raise P4Error(e.loc, "actions cannot be called from a parser")
+        self.check_args(e.loc, d.params, e.args, {})
+        e.target = CallTarget("action", d.name, d)
+        self.env.used.add(d)
+        self.env.divisions.bind_params(d, d.params, e.args, data=False)
+        return VOID
 
     def _specialize(self, d: ast.FunctionDecl, bindings: dict[str, Type]) -> ast.FunctionDecl:
         key = (id(d), *(bindings[t] for t in d.proto.type_params))
-        spec = self.specializations.get(key)
+        spec = self.env.specializations.get(key)
         if spec is None:
             spec = copy.deepcopy(d)
             spec.proto.type_params = []
-            self.specializations[key] = spec
-            self._function_body(spec, self.fn_scopes[d], {t: bindings[t] for t in d.proto.type_params}, owned=True)
+            self.env.specializations[key] = spec
+            self.function_body(spec, self.env.fn_scopes[d], {t: bindings[t] for t in d.proto.type_params}, owned=True)
         return spec
+
+    # ---------------------------------------------------------------- arguments
+    def check_args(self, loc, params: list[ast.Param], args: list[ast.Expr], bindings: dict[str, Type],
+                    type_params: list[str] | None = None) -> None:
+        """Arity, directions and types of arguments; binds the callee's type variables."""
+        self.normalize_args(loc, params, args)
+        self._take_type_args(bindings, type_params)
+        if len(args) != len(params):
+            raise P4Error(loc, f"expected {len(params)} arguments, got {len(args)}")
+        for p, a in zip(params, args):
+            if isinstance(a, ast.Default):
+                if p.direction != "out":
+                    raise P4Error(a.loc, "'_' can only be passed to an out parameter")
+                continue
+            pt = self.param_type(p, bindings, type_params or [])
+            if isinstance(pt, TypeVar):
+                if a.type is INFINT or _holds_infint(a.type):
+                    raise P4Error(a.loc, f"cannot infer a width for parameter '{p.name}': give the constant a width")
+                bindings[pt.name] = a.type
+                pt = a.type
+            self.env.exprs.coerce(a, pt, f"argument '{p.name}'")
+            if p.direction in ("out", "inout"):
+                self.env.stmts.lvalue(a)
+
+    def param_type(self, p: ast.Param, bindings: dict[str, Type], type_params: list[str]) -> Type:
+        saved = self.env.type_vars
+        self.env.type_vars = {**{tp: TypeVar(tp) for tp in type_params}, **bindings}
+        try:
+            return self.env.decls.resolve_type(p.type_ref)
+        finally:
+            self.env.type_vars = saved
+
+    def resolve_return(self, proto: ast.FunctionProto, bindings: dict[str, Type]) -> Type:
+        saved, self.env.type_vars = self.env.type_vars, {**bindings}
+        try:
+            for tp in proto.type_params:
+                self.env.type_vars.setdefault(tp, TypeVar(tp))
+            return self.env.decls.resolve_type(proto.return_type)
+        finally:
+            self.env.type_vars = saved
 
     def _take_type_args(self, bindings: dict[str, Type], type_params: list[str] | None) -> None:
         """Bind explicit type arguments (``f<bit<8>>(x)``) to the callee's type parameters."""
-        explicit, self.pending_type_args = self.pending_type_args, None
+        explicit, self.env.pending_type_args = self.env.pending_type_args, None
         if not explicit:
             return
         if not type_params or len(type_params) != len(explicit):
-            raise P4Error(self._call_loc, f"expected {len(type_params or [])} type arguments, got {len(explicit)}")
+            raise P4Error(self.env.call_loc, f"expected {len(type_params or [])} type arguments, got {len(explicit)}")
         bindings.update(zip(type_params, explicit))
 
-    def _arity_fits(self, params: list[ast.Param], args: list[ast.Expr]) -> bool:
+    def arity_fits(self, params: list[ast.Param], args: list[ast.Expr]) -> bool:
         """Whether a call's arguments can bind these parameters (for overloads by arity)."""
         if any(isinstance(a, ast.NamedArg) for a in args):
             names = {p.name for p in params}
@@ -116,7 +162,7 @@ class CallChecks:
             return given <= names and all(p.name in given or p.default is not None for p in params)
         return len(args) <= len(params) and all(p.default is not None or is_optional(p) for p in params[len(args):])
 
-    def _normalize_args(self, loc: Any, params: list[ast.Param], args: list[ast.Expr]) -> None:
+    def normalize_args(self, loc: Any, params: list[ast.Param], args: list[ast.Expr]) -> None:
         """Put named arguments in parameter order and fill in default values, in place."""
         named = [a for a in args if isinstance(a, ast.NamedArg)]
         if not named and len(args) >= len(params):

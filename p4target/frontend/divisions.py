@@ -31,7 +31,7 @@ RemoveAllUnusedDeclarations removes it before the midend.  A division p4c accept
 through more of its dataflow (a value it keeps across a table apply or a call) is refused with
 p4c's words and a note naming what p4c would need.
 
-A mixin of ``checker.Checker``.
+A pass of the checker (env.py).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from typing import Any
 
 from . import ast
 from .ast import text, type_text
+from .env import Pass
 from .errors import P4Error
 from .types import INFINT, BitsT, EnumT, StackT, Type, fold_arith, wrap
 
@@ -174,19 +175,14 @@ def _typed_text(e: Any) -> str | None:
     return None if v is None else str(v)
 
 
-class DivisionChecks:
-    """``/`` and ``%`` and the values p4c's LocalCopyPropagation knows (mixed into the Checker)."""
+class Divisions(Pass):
+    """``/`` and ``%`` and the values p4c's LocalCopyPropagation knows."""
 
-    known: dict[tuple, Known]
-
-    def _init_divisions(self) -> None:
-        self.known = {}  # what p4c's LocalCopyPropagation knows at this point of a body
-        self.blurred: set[tuple] = set()  # names whose value was forgotten where p4c may keep it
-        self.owner: Any = None  # the action, function or table whose body or properties are checked
-        self.used: set[Any] = set()  # actions, functions and tables something calls or applies
-        self.param_divisions: dict[Any, list[ParamDivision]] = {}
-        self.key_table: ast.TableDecl | None = None  # the table whose keys are being checked
-        self.key_divisions: dict[ast.TableDecl, list[ast.Binary]] = {}
+    # ---------------------------------------------------------------- refusals left for the end
+    def defer(self, stage: int, err: P4Error) -> None:
+        """A refusal p4c makes in its midend (stage 0: BMv2's CheckUnsupported, 1: its
+        ConstantFolding and StrengthReduction after LocalCopyPropagation, 2: CompileTimeOperations)."""
+        self.env.midend.append((stage, err, self.env.owner))
 
     # ---------------------------------------------------------------- the values known
     @contextmanager
@@ -194,22 +190,22 @@ class DivisionChecks:
         """A body p4c's LocalCopyPropagation treats on its own: an action, a function, a
         control's apply block (with its locals), a parser state, a table's properties.  The
         ``in`` parameters of an action or a function (``owner``) stand for their arguments."""
-        saved = self.known, self.blurred, self.owner
-        self.known, self.blurred = {}, set()
+        saved = self.env.known, self.env.blurred, self.env.owner
+        self.env.known, self.env.blurred = {}, set()
         if owner is not None:
-            self.owner = owner
+            self.env.owner = owner
         for p in params:
             if p.direction in ("in", "") and isinstance(p.type, BitsT):
-                self.known[(p,)] = Known(None, p.name, False, frozenset(), param=p)
+                self.env.known[(p,)] = Known(None, p.name, False, frozenset(), param=p)
         try:
             yield
         finally:
-            self.known, self.blurred, self.owner = saved
+            self.env.known, self.env.blurred, self.env.owner = saved
 
     def forget_all(self) -> None:
         """Where p4c may keep values (a call it sees into, a loop): every one is forgotten here."""
-        self.blurred |= set(self.known)
-        self.known = {}
+        self.env.blurred |= set(self.env.known)
+        self.env.known = {}
 
     def _reads(self, e: Any) -> frozenset[tuple] | None:
         """The names an expression reads once p4c put the known values in; None when p4c would
@@ -219,7 +215,7 @@ class DivisionChecks:
             return None
         key = value_key(e)
         if key is not None:
-            hit = self.known.get(key)
+            hit = self.env.known.get(key)
             return frozenset([key]) if hit is None else hit.reads
         if isinstance(e, ast.PathExpr):
             return frozenset() if e.value is not None else None  # a constant; else an instance, a table...
@@ -239,9 +235,9 @@ class DivisionChecks:
         root = (e,) if isinstance(e, ast.VarDecl) else written_root(e)
         if root is None:
             return
-        self.known = {k: v for k, v in self.known.items()
+        self.env.known = {k: v for k, v in self.env.known.items()
                       if not _overlap(k, root) and not any(_overlap(r, root) for r in v.reads)}
-        self.blurred = {k for k in self.blurred if not _overlap(k, root)}
+        self.env.blurred = {k for k in self.env.blurred if not _overlap(k, root)}
 
     def note_write(self, lhs: Any, rhs: Any | None) -> None:
         """An assignment, or a declaration (``lhs`` the VarDecl) with or without an initializer:
@@ -264,13 +260,13 @@ class DivisionChecks:
         else:
             value = None
         compound = isinstance(rhs, (ast.Binary, ast.Cond)) and value is None
-        source = self.known.get(value_key(rhs)) if value_key(rhs) is not None else None
-        self.known[key] = Known(value, shown, compound, reads, source.param if source is not None else None)
+        source = self.env.known.get(value_key(rhs)) if value_key(rhs) is not None else None
+        self.env.known[key] = Known(value, shown, compound, reads, source.param if source is not None else None)
 
     def merge_values(self, before: dict[tuple, Known], branches: list[dict[tuple, Known]]) -> None:
         """After an if or a switch: what no branch changed (p4c's flow_merge keeps a value only
         where every path holds the same expression)."""
-        self.known = {k: v for k, v in before.items() if all(b.get(k) is v for b in branches)}
+        self.env.known = {k: v for k, v in before.items() if all(b.get(k) is v for b in branches)}
 
     def forget_after_call(self, e: ast.Call) -> None:
         """A call may write: an extern its arguments (p4c assumes no more, local_copyprop.cpp
@@ -296,7 +292,7 @@ class DivisionChecks:
             return v
         key = value_key(e)
         if key is not None:
-            hit = self.known.get(key)
+            hit = self.env.known.get(key)
             return None if hit is None else hit.value
 
         t = e.type
@@ -329,7 +325,7 @@ class DivisionChecks:
         if v is not None:
             return str(v)
         key = value_key(e)
-        hit = self.known.get(key) if key is not None else None
+        hit = self.env.known.get(key) if key is not None else None
         if hit is None:
             return None
         return f"({hit.shown})" if hit.compound else hit.shown
@@ -387,8 +383,8 @@ class DivisionChecks:
             return False  # folded by the caller
         if (rv is not None and _power_of_two(rv)) or lv == 0:  # 0 / f(x): SideEffectOrdering hoists the call
             return True
-        if self.key_table is not None:  # p4c's SimplifyKey computes the key before each apply
-            self.key_divisions.setdefault(self.key_table, []).append(e)
+        if self.env.key_table is not None:  # p4c's SimplifyKey computes the key before each apply
+            self.env.key_divisions.setdefault(self.env.key_table, []).append(e)
             return True
         self._midend(e, lv, rv, substitute=True)
         return True
@@ -408,10 +404,10 @@ class DivisionChecks:
                 e.left = _constant(e.left, plv)
             return
         key = value_key(e.right)
-        hit = self.known.get(key) if key is not None else None
-        if substitute and hit is not None and hit.param is not None and self.owner is not None:
+        hit = self.env.known.get(key) if key is not None else None
+        if substitute and hit is not None and hit.param is not None and self.env.owner is not None:
             left = _operand(e.left, self._midend_text)
-            self.param_divisions.setdefault(self.owner, []).append(ParamDivision(e, hit.param, left, plv, name))
+            self.env.param_divisions.setdefault(self.env.owner, []).append(ParamDivision(e, hit.param, left, plv, name))
             return
         note = ""
         call = e.right.target if isinstance(e.right, ast.Call) else None
@@ -419,11 +415,11 @@ class DivisionChecks:
             note = (f" (p4c-bm2-ss inlines {call.name} and accepts it if the call returns a constant power of "
                     "two: the built-in target does not look into the function)")
         param = key[0] if key is not None and len(key) == 1 and isinstance(key[0], ast.Param) else None
-        if param is not None and param.direction == "in" and self.owner is None:
+        if param is not None and param.direction == "in" and self.env.owner is None:
             note = (f" (p4c-bm2-ss inlines the control where an instance of it is applied and accepts it if "
                     f"every apply passes a constant power of two as {param.name}: the built-in target checks "
                     "the control once)")
-        if key is not None and key in self.blurred:
+        if key is not None and key in self.env.blurred:
             note = (f" (p4c-bm2-ss accepts it if {text(e.right)} still holds a constant power of two assigned "
                     "before a call or a loop that does not write it: its LocalCopyPropagation follows values "
                     "through those, the built-in target does not)")
@@ -432,14 +428,14 @@ class DivisionChecks:
     def apply_key_divisions(self, table: ast.TableDecl) -> None:
         """``table.apply()``: p4c's SimplifyKey computed a key with a division just before it, so
         the values known here decide it (at every apply)."""
-        for e in self.key_divisions.get(table, []):
+        for e in self.env.key_divisions.get(table, []):
             self._midend(e, e.left.value, e.right.value, substitute=False)
 
     def bind_params(self, owner: Any, params: Sequence[ast.Param], args: Sequence[Any] | None, data: bool) -> None:
         """A call of ``owner`` (or a table's action list naming it): each division by an ``in``
         parameter becomes a division by its argument, as once p4c inlined it.  ``data``: an
         action in a table, whose directionless parameters are action data, never constants."""
-        for pd in self.param_divisions.get(owner, []):
+        for pd in self.env.param_divisions.get(owner, []):
             e, p = pd.e, pd.param
             if p.direction == "" and data:
                 arg = None

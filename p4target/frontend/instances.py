@@ -1,6 +1,6 @@
 """Checker rules for instances of parsers and controls: constructor arguments and sub-parsers.
 
-A mixin of ``checker.Checker``.  A parser or control with constructor parameters is
+A pass of the checker (env.py).  A parser or control with constructor parameters is
 checked once per distinct list of argument values, on a copy whose parameters are
 constants (p4c's SpecializeAll does the same), so a parameter may size a register or
 appear in a keyset; a control passed as an argument is bound to its instance the same
@@ -14,6 +14,7 @@ import copy
 from typing import Any
 
 from . import ast
+from .env import Pass
 from .errors import P4Error
 from .scope import CallTarget
 from .types import BOOL, ERROR, INFINT, VOID, BitsT, BlockT, EnumT, Type
@@ -39,24 +40,8 @@ def _find_parser_apply(node: Any) -> ast.Call | None:
     return None
 
 
-class InstanceChecks:
-    """Instances of parsers/controls (mixed into the Checker)."""
-
-    # provided by the Checker
-    _check_args: Any
-    expr: Any
-    coerce: Any
-    resolve_type: Any
-    globals: Any
-    _normalize_args: Any
-    _block: Any
-    _instantiation: Any
-
-    def _block_specs(self) -> dict[tuple, Any]:
-        specs = getattr(self, "_specs", None)
-        if specs is None:
-            specs = self._specs = {}
-        return specs
+class Instances(Pass):
+    """Instances of parsers/controls."""
 
     def block_instance(self, loc: Any, decl: Any, args: list[ast.Expr], scope: Any) -> Any:
         """The declaration an instance ``decl(args)`` runs: ``decl`` itself, or its copy
@@ -66,7 +51,7 @@ class InstanceChecks:
             if args:
                 raise P4Error(loc, f"{decl.name} takes no constructor arguments")
             return decl
-        self._normalize_args(loc, params, args)
+        self.env.calls.normalize_args(loc, params, args)
         if len(args) != len(params):
             raise P4Error(loc, f"{decl.name} takes {len(params)} constructor arguments, got {len(args)}")
         consts: list[ast.ConstDecl] = []
@@ -74,7 +59,7 @@ class InstanceChecks:
         bound: dict[str, ast.Instantiation] = {}  # parameter -> an instance of the caller's
         made: list[ast.Instantiation] = []  # instances the copy makes for constructor calls
         for p, a in zip(params, args):
-            pt = self.resolve_type(p.type_ref)
+            pt = self.env.decls.resolve_type(p.type_ref)
             if isinstance(pt, BlockT):
                 inst = self._block_argument(decl, p, pt, a, scope)
                 if isinstance(a, ast.CtorCall):
@@ -90,15 +75,15 @@ class InstanceChecks:
             if isinstance(a, ast.Default):
                 raise P4Error(a.loc, "'_' is not a constructor argument")
             if a.type is None:  # a default value, or a package argument
-                self.expr(a, self.globals if a is p.default else scope)
-            self.coerce(a, pt, f"constructor argument '{p.name}'")
+                self.env.exprs.expr(a, self.env.globals if a is p.default else scope)
+            self.env.exprs.coerce(a, pt, f"constructor argument '{p.name}'")
             if a.value is None or isinstance(a.value, str):
                 raise P4Error(a.loc, "constructor arguments must be compile-time constants")
             const = ast.ConstDecl(p.loc, [], p.name, p.type_ref, a)
             const.type, const.ctor_param = pt, True
             consts.append(const)
             key.append((str(pt), a.value))
-        specs = self._block_specs()
+        specs = self.env.block_specs
         spec = specs.get(tuple(key))
         if spec is None:
             spec = copy.deepcopy(decl)  # never checked itself, so the copy holds no annotations
@@ -106,7 +91,7 @@ class InstanceChecks:
             spec.locals[:0] = made
             spec.instance_args = bound
             specs[tuple(key)] = spec
-            self._block(spec, consts, decl, bound)
+            self.env.blocks.block(spec, consts, decl, bound)
         return spec
 
     def _block_argument(self, decl: Any, p: ast.Param, pt: BlockT, a: ast.Expr, scope: Any) -> ast.Instantiation:
@@ -122,13 +107,13 @@ class InstanceChecks:
             inst = ast.Instantiation(a.loc, [], p.name, a.type_ref, a.args)
             for x in a.args:  # the call's own arguments are the caller's values
                 if not isinstance(x, (ast.Default, ast.CtorCall)) and x.type is None:
-                    self.expr(x, scope)
-            target = self.resolve_type(a.type_ref)
+                    self.env.exprs.expr(x, scope)
+            target = self.env.decls.resolve_type(a.type_ref)
         elif isinstance(a, ast.PathExpr):
             inst = (scope.root() if a.top_level else scope).lookup(a.name)
             if not (isinstance(inst, ast.Instantiation) and isinstance(inst.type, BlockT)):
                 raise P4Error(a.loc, f"{where}: '{a.name}' is not a control instance")
-            if self.globals.values.get(a.name) is inst:
+            if self.env.globals.values.get(a.name) is inst:
                 raise P4Error(a.loc, f"{where}: a control instantiated at the top level and passed as a constructor "
                               "argument is not supported by the built-in target")
             a.decl, a.type = inst, inst.type
@@ -144,7 +129,8 @@ class InstanceChecks:
         if not isinstance(have, ast.ControlDecl) or _is_parser(want) or getattr(want, "type_params", None):
             return False
         return len(want.params) == len(have.params) and all(
-            w.direction == h.direction and self.resolve_type(w.type_ref) == self.resolve_type(h.type_ref)
+            w.direction == h.direction
+            and self.env.decls.resolve_type(w.type_ref) == self.env.decls.resolve_type(h.type_ref)
             for w, h in zip(want.params, have.params))
 
     def block_instantiation(self, decl: ast.Instantiation, t: BlockT, scope: Any) -> None:
@@ -154,17 +140,15 @@ class InstanceChecks:
             raise P4Error(decl.loc, "a parser can only be instantiated inside a parser")
         if isinstance(t.decl, ast.ControlDecl) and isinstance(owner, ast.ParserDecl):
             raise P4Error(decl.loc, "a control cannot be instantiated inside a parser")
-        if t.decl in getattr(self, "_open_blocks", []):
+        if t.decl in self.env.open_blocks:
             raise P4Error(decl.loc, f"{t.decl.name} cannot instantiate itself (recursion)")
         decl.type = BlockT(self.block_instance(decl.loc, t.decl, decl.args, scope))
 
     def open_block(self, origin: Any) -> None:
-        if not hasattr(self, "_open_blocks"):
-            self._open_blocks = []
-        self._open_blocks.append(origin)
+        self.env.open_blocks.append(origin)
 
     def close_block(self) -> None:
-        self._open_blocks.pop()
+        self.env.open_blocks.pop()
 
     def parser_apply(self, e: ast.Call, f: ast.Member, bt: BlockT, scope: Any) -> Type:
         """``p.apply(packet, ...)`` of a sub-parser, from a parser state."""
@@ -172,7 +156,7 @@ class InstanceChecks:
             raise P4Error(e.loc, "a parser can only be applied from a parser state")
         if not isinstance(f.base, ast.PathExpr) or not isinstance(f.base.decl, ast.Instantiation):
             raise P4Error(e.loc, "apply a parser through its instance")
-        self._check_args(e.loc, bt.decl.params, e.args, {})
+        self.env.calls.check_args(e.loc, bt.decl.params, e.args, {})
         e.target = CallTarget("parser_apply", "apply", f.base.decl)
         return VOID
 
@@ -192,26 +176,19 @@ class InstanceChecks:
             name, n = f"{f.type_name}_inst_{n}", n + 1
         note = ast.Annotation(f.loc, "name", [ast.StringLit(f.loc, f.type_name)])
         inst = ast.Instantiation(f.loc, [note], name, ast.TypeRef(f.loc, "named", name=f.type_name), [])
-        self._instantiation(inst, scope)
-        placed = self._direct_instances().setdefault(id(owner), 0)
+        self.env.decls.instantiation(inst, scope)
+        placed = self.env.direct_placed.setdefault(id(owner), 0)
         owner.locals.insert(placed, inst)
-        self._direct_instances()[id(owner)] = placed + 1
+        self.env.direct_placed[id(owner)] = placed + 1
         base = ast.PathExpr(f.loc, name)
         base.decl, base.type = inst, inst.type
         e.func = ast.Member(f.loc, base, "apply")
         e.func.type = VOID
         if isinstance(inst.type.decl, ast.ParserDecl):
             return self.parser_apply(e, e.func, inst.type, scope)
-        self._check_args(e.loc, inst.type.decl.params, e.args, {})
+        self.env.calls.check_args(e.loc, inst.type.decl.params, e.args, {})
         e.target = CallTarget("block_apply", "apply", inst)
         return VOID
-
-    def _direct_instances(self) -> dict[int, int]:
-        """Per block (by id): how many direct-invocation instances were put ahead of its locals."""
-        placed = getattr(self, "_placed", None)
-        if placed is None:
-            placed = self._placed = {}
-        return placed
 
     def check_parser_apply_places(self, state: ast.ParserState) -> None:
         """The executor splits a state at a sub-parser apply, so it must be one of the

@@ -1,4 +1,4 @@
-"""Checker rules for v1model's action profiles and action selectors (a mixin of ``checker.Checker``).
+"""Checker rules for v1model's action profiles and action selectors (a pass of the checker, env.py).
 
 A table names its implementation in the ``implementation`` property, either an instance
 declared in the control (``action_selector(HashAlgorithm.crc16, 32w128, 32w14) as;`` then
@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import ast
+from .env import Pass
 from .errors import P4Error
 from .types import BOOL, BitsT, EnumT, ExternT
 
@@ -42,24 +43,20 @@ def selector_algorithm(inst: ast.Instantiation) -> str | None:
     return algo.type.members[algo.value]
 
 
-class ProfileChecks:
-    """Tables with an ``implementation`` (mixed into the Checker)."""
-
-    # provided by the Checker
-    expr: Any
-    _instantiation: Any
+class Profiles(Pass):
+    """Tables with an ``implementation``."""
 
     def table_implementation(self, t: ast.TableDecl, value: ast.Expr, scope: Any) -> None:
         """Check the property's value; a constructor call becomes an anonymous instance."""
         if isinstance(value, ast.CtorCall):
             inst = ast.Instantiation(value.loc, list(t.property_annotations.get("implementation", [])),
                                      "", value.type_ref, value.args)
-            self._instantiation(inst, scope)
+            self.env.decls.instantiation(inst, scope)
             path = ast.PathExpr(value.loc, "")  # an empty name: constructed in place (no one can write it)
             path.decl, path.type = inst, inst.type
             t.properties["implementation"] = path
         else:
-            self.expr(value, scope)
+            self.env.exprs.expr(value, scope)
             if not (isinstance(value, ast.PathExpr) and isinstance(value.decl, ast.Instantiation)):
                 raise P4Error(value.loc, "'implementation' must name an action_profile or action_selector instance")
         inst = implementation_of(t)
@@ -91,9 +88,7 @@ class ProfileChecks:
             raise P4Error(where, "'entries' in a table with an action profile or selector are not supported by the "
                           "built-in target (BMv2 takes none)")
         if selector_algorithm(inst) is not None and not is_constructed_in_place(t):
-            shared = getattr(self, "_selector_keys", None)
-            if shared is None:
-                shared = self._selector_keys = {}
+            shared = self.env.selector_keys
             keys = [_written(k.expr) for k in selectors]
             first = shared.setdefault(id(inst), (t.name, keys))
             if first[1] != keys:

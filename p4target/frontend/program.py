@@ -1,6 +1,6 @@
 """What the checker hands the back ends: the checked program and its pipeline's blocks.
 
-Kept below ``checker`` so the TNA mixin builds one without importing the checker back.
+Kept below ``checker`` so the TNA pass builds one without importing the checker back.
 """
 
 from __future__ import annotations

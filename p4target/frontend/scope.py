@@ -1,6 +1,6 @@
-"""Name resolution results shared by the checker and its mixins: scopes and call targets.
+"""Name resolution results shared by the checker's passes: scopes and call targets.
 
-Kept below ``checker`` so its mixins (calls, instances) use them without importing it back.
+Kept below ``checker`` so its passes (calls, instances) use them without importing it back.
 """
 
 from __future__ import annotations

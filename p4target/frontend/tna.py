@@ -1,6 +1,6 @@
 """Checker rules for TNA (Tofino Native Architecture) programs: ``Switch(Pipeline(...))``.
 
-A mixin of ``checker.Checker``.  A TNA program has six blocks (ingress parser, ingress,
+A pass of the checker (env.py).  A TNA program has six blocks (ingress parser, ingress,
 ingress deparser, egress parser, egress, egress deparser) with their own header and
 metadata types per gress; blocks may leave out trailing ``@optional`` parameters of
 Intel's templates (IngressParserT ...).  Externs with abstract methods (RegisterAction)
@@ -15,6 +15,7 @@ from itertools import zip_longest
 from typing import Any
 
 from . import ast
+from .env import Pass
 from .errors import P4Error
 from .program import CheckedProgram, Pipeline
 from .types import BOOL, BitsT, BlockT, EnumT, ExternT, HeaderT, Type
@@ -53,20 +54,8 @@ def is_tna_main(main: ast.Instantiation) -> bool:
     return isinstance(t, BlockT) and isinstance(t.decl, ast.BlockTypeDecl) and t.decl.name == "Switch"
 
 
-class TnaChecks:
-    """TNA pipelines and extern initialisers (mixed into the Checker)."""
-
-    # provided by the Checker
-    types: dict[str, Any]
-    globals: Any
-    program: Any
-    errors: list[str]
-    type_vars: dict[str, Type]
-    resolve_type: Any
-    block_instance: Any
-    _function_body: Any
-    _param_type: Any
-    _hash_data: Any
+class Tna(Pass):
+    """TNA pipelines and extern initialisers."""
 
     # ---------------------------------------------------------------- instances
     def extern_initializer(self, decl: ast.Instantiation, t: ExternT, scope: Any) -> None:
@@ -102,12 +91,12 @@ class TnaChecks:
             params = f.proto.params
             if len(params) > len(proto.params) or not all(is_optional(p) for p in proto.params[len(params):]):
                 raise P4Error(f.loc, f"{f.name} must take the parameters of {ext.name}.{proto.name}")
-            self._function_body(f, scope, {})
+            self.env.calls.function_body(f, scope, {})
             for p, ap in zip(params, proto.params):
-                want = self._param_type(ap, bindings, [])
+                want = self.env.calls.param_type(ap, bindings, [])
                 if p.type != want or p.direction != ap.direction:
                     raise P4Error(p.loc, f"parameter '{p.name}' of {f.name} must be '{ap.direction} {want}'")
-            if f.type != self.resolve_type(proto.return_type):
+            if f.type != self.env.decls.resolve_type(proto.return_type):
                 raise P4Error(f.loc, f"{f.name} must return {proto.return_type.kind}")
 
     def _register_type(self, decl: ast.Instantiation, elem: Type) -> None:
@@ -123,12 +112,12 @@ class TnaChecks:
             raise P4Error(main.loc, "a Switch of more than one Pipeline is not supported by the built-in target")
         arg = main.args[0]
         if isinstance(arg, ast.PathExpr):
-            inst = self.globals.lookup(arg.name)
+            inst = self.env.globals.lookup(arg.name)
             if not isinstance(inst, ast.Instantiation):
                 raise P4Error(arg.loc, f"'{arg.name}' is not a Pipeline instance")
             pipe_type, args = inst.type, inst.args
         elif isinstance(arg, ast.CtorCall):
-            pipe_type, args = self.resolve_type(arg.type_ref), arg.args
+            pipe_type, args = self.env.decls.resolve_type(arg.type_ref), arg.args
         else:
             raise P4Error(arg.loc, "the Switch's argument must be a Pipeline")
         if not (isinstance(pipe_type, BlockT) and pipe_type.decl.name == "Pipeline"):
@@ -141,11 +130,11 @@ class TnaChecks:
         for role, a, param in zip(TNA_BLOCKS, args, package.params):
             if not isinstance(a, ast.CtorCall):
                 raise P4Error(a.loc, f"Pipeline argument '{param.name}' must be a parser/control instantiation")
-            decl = self.types.get(a.type_ref.name)
+            decl = self.env.types.get(a.type_ref.name)
             if not isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
                 raise P4Error(a.loc, f"'{a.type_ref.name}' is not a parser or control")
-            decl = self.block_instance(a.loc, decl, a.args, self.globals)
-            template = self.types[param.type_ref.name]
+            decl = self.env.instances.block_instance(a.loc, decl, a.args, self.env.globals)
+            template = self.env.types[param.type_ref.name]
             if not isinstance(decl, ast.ParserDecl if template.kind == "parser" else ast.ControlDecl):
                 raise P4Error(a.loc, f"Pipeline argument '{param.name}' must be a {template.kind}")
             hm = self._tna_block(decl, template)
@@ -160,7 +149,7 @@ class TnaChecks:
         # P4Runtime names as bf-p4c gives them for a one-pipeline program: not under the Pipeline
         # instance (Stratum's fabric-tna: FabricIngress.acl.acl); BF-RT's bfrt.json would add 'pipe.'.
         pipeline = Pipeline(main, blocks, ih, im, eh, em)
-        return CheckedProgram(self.program, self.errors, std, pipeline, self.program.decls, "tna")
+        return CheckedProgram(self.env.program, self.env.errors, std, pipeline, self.env.program.decls, "tna")
 
     def _tna_block(self, decl: ast.ParserDecl | ast.ControlDecl, template: ast.BlockTypeDecl) -> tuple[Type, Type]:
         """Check a block against Intel's template; returns its (H, M) types."""
@@ -173,7 +162,7 @@ class TnaChecks:
         for what, t in (("headers", h), ("metadata", m)):
             if not (isinstance(t, HeaderT) and t.kind == "struct"):
                 raise P4Error(decl.loc, f"the {what} parameter of {decl.name} must be a struct, not {t}")
-        saved, self.type_vars = self.type_vars, dict(zip(template.type_params, (h, m)))
+        saved, self.env.type_vars = self.env.type_vars, dict(zip(template.type_params, (h, m)))
         try:
             for p, ep in zip_longest(decl.params, template.params):
                 if ep is None:
@@ -182,18 +171,18 @@ class TnaChecks:
                     if not is_optional(ep):
                         raise P4Error(decl.loc, f"{decl.name} is missing parameter '{ep.name}' of {template.name}")
                     continue
-                want = self.resolve_type(ep.type_ref)
+                want = self.env.decls.resolve_type(ep.type_ref)
                 if p.type != want or p.direction != ep.direction:
                     raise P4Error(p.loc, f"parameter '{p.name}' of {decl.name} must be "
                                   f"'{ep.direction} {want}' for TNA's {template.name}")
         finally:
-            self.type_vars = saved
+            self.env.type_vars = saved
         return h, m
 
     # ---------------------------------------------------------------- method calls
     def tna_method(self, e: ast.Call, ext: ast.ExternDecl, m: str) -> None:
         """Load-time facts the executor needs about TNA extern calls."""
         if ext.name == "Hash" or (ext.name == "Checksum" and m in ("add", "subtract", "update")):
-            self._hash_data(e.args[0])
+            self.env.externs.hash_data(e.args[0])
         if ext.name == "Checksum" and m == "update" and len(e.args) > 1 and e.args[1].value is None:
             raise P4Error(e.args[1].loc, "zeros_as_ones must be a compile-time constant")

@@ -1,0 +1,238 @@
+"""Top-level declarations and the types that type references name (a pass of the checker, env.py).
+
+Errors, match kinds, typedefs, headers, structs, enums, externs, parsers/controls, constants,
+actions, functions and instances at the top level, in source order; ``resolve_type`` turns
+a written type into a ``types.Type``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import ast
+from .env import Pass
+from .errors import P4Error
+from .profiles import PROFILE_EXTERNS
+from .scope import Scope
+from .tna import TNA_EXTERNS
+from .types import (
+    BOOL,
+    ERROR,
+    INFINT,
+    MATCH_KIND,
+    STRING,
+    VOID,
+    BitsT,
+    BlockT,
+    EnumT,
+    ExternT,
+    HeaderT,
+    StackT,
+    TupleT,
+    Type,
+    VarbitT,
+    bit_width,
+    is_bits_struct,
+    wrap,
+)
+
+# Externs whose semantics the executor implements; any other extern is rejected.
+SUPPORTED_EXTERNS = {"packet_in", "packet_out", "register", "counter", "direct_counter", "meter", "direct_meter",
+                     *PROFILE_EXTERNS,
+                     *TNA_EXTERNS}
+
+
+def _constant_list(e: ast.Expr) -> bool:
+    """A struct initialiser of constants (TNA's ``Register(size, {0, 0})``)."""
+    return isinstance(e, ast.ListExpr) and all(i.value is not None or _constant_list(i) for i in e.items)
+
+
+class Decls(Pass):
+    """Declarations and type references."""
+
+    def top_level(self, decl: ast.Decl) -> None:
+        if isinstance(decl, ast.ErrorDecl):
+            for name in decl.members:
+                if name in self.env.errors:
+                    raise P4Error(decl.loc, f"error.{name} is declared twice")
+                self.env.errors.append(name)
+        elif isinstance(decl, ast.MatchKindDecl):
+            self.env.match_kinds.update(decl.members)
+        elif isinstance(decl, ast.Typedef):
+            t = self.resolve_type(decl.type_ref)
+            if decl.newtype and isinstance(t, BitsT):  # a `type` keeps its name for P4Runtime (p4info.py)
+                t = BitsT(t.width, t.signed, decl)
+            self._declare_type(decl, t)
+        elif isinstance(decl, ast.HeaderDecl):
+            self._header(decl)
+        elif isinstance(decl, ast.EnumDecl):
+            self._enum(decl)
+        elif isinstance(decl, (ast.ExternDecl, ast.BlockTypeDecl)):
+            self._declare_type(decl, decl)
+        elif isinstance(decl, ast.ExternFunction):
+            if isinstance(self.env.globals.values.get(decl.name), ast.ExternFunction):
+                self.env.overloads.setdefault(decl.name, [self.env.globals.values[decl.name]]).append(decl)
+            else:
+                self.env.globals.declare(decl)
+        elif isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
+            self._declare_type(decl, decl)
+            if not decl.ctor_params:  # else checked per instance, with its arguments (instances.py)
+                self.env.blocks.block(decl)
+        elif isinstance(decl, ast.ConstDecl):
+            self.const_decl(decl, self.env.globals)
+            self.env.globals.declare(decl)
+        elif isinstance(decl, ast.ActionDecl):
+            self.env.globals.declare(decl)
+            self.env.blocks.action(decl, self.env.globals)
+        elif isinstance(decl, ast.FunctionDecl):
+            self.env.calls.function(decl, self.env.globals)
+        elif isinstance(decl, ast.Instantiation):
+            self.instantiation(decl, self.env.globals)
+            self.env.globals.declare(decl)
+        else:
+            raise P4Error(decl.loc, f"{type(decl).__name__} is not supported at top level")
+
+    def _declare_type(self, decl: ast.Decl, t: Any) -> None:
+        if decl.name in self.env.types:
+            raise P4Error(decl.loc, f"type '{decl.name}' is already declared")
+        self.env.types[decl.name] = t
+
+    def _header(self, decl: ast.HeaderDecl) -> None:
+        t = HeaderT(decl.name, decl.kind, decl=decl)
+        self._declare_type(decl, t)
+        for f in decl.fields:
+            if f.name in t.fields:
+                raise P4Error(f.loc, f"field '{f.name}' is declared twice in {decl.name}")
+            ft = self.resolve_type(f.type_ref)
+            if decl.kind == "header_union":
+                if not (isinstance(ft, HeaderT) and ft.is_header):
+                    raise P4Error(f.loc, f"header_union field '{f.name}' must be a header, not {ft}")
+            elif isinstance(ft, VarbitT):
+                if decl.kind != "header":
+                    raise P4Error(f.loc, "varbit fields are only allowed in headers")
+                if t.varbit_field is not None:
+                    raise P4Error(f.loc, "varbit in a header with another varbit field is not supported by the "
+                                  "built-in target")
+            elif decl.kind == "header" and isinstance(ft, HeaderT) and ft.kind == "struct":
+                # p4c's type checker allows a struct of bit-typed fields; its midend (FlattenHeaders)
+                # puts the struct's fields in the header in their place, and so do wire_fields.
+                if not is_bits_struct(ft):
+                    raise P4Error(f.loc, f"Field '{f.name}' of '{decl.name}' cannot have type '{ft}'")
+            elif decl.kind == "header":
+                try:
+                    bit_width(ft)
+                except TypeError:
+                    raise P4Error(f.loc, f"header field '{f.name}' has type {ft}, which has no fixed width") from None
+                if isinstance(ft, HeaderT):
+                    raise P4Error(f.loc, "a header cannot contain a header")
+            elif isinstance(ft, (ExternT, BlockT)):
+                raise P4Error(f.loc, f"struct field '{f.name}' cannot have type {ft}")
+            t.fields[f.name] = ft
+        nested = next((f for f in decl.fields if isinstance(t.fields[f.name], HeaderT)), None)
+        if t.is_header and nested is not None and t.varbit_field is not None:
+            raise P4Error(nested.loc, f"a struct field ('{nested.name}') in a header with a varbit field is not "
+                          "supported by the built-in target")
+
+    def _enum(self, decl: ast.EnumDecl) -> None:
+        t = EnumT(decl.name, list(decl.members))
+        if decl.underlying is not None:
+            under = self.resolve_type(decl.underlying)
+            if not isinstance(under, BitsT):
+                raise P4Error(decl.loc, "a serializable enum needs a bit<W> or int<W> underlying type")
+            t.underlying = under
+            for name, expr in zip(decl.members, decl.values or []):
+                self.env.exprs.expr(expr, self.env.globals)
+                t.values[name] = wrap(self.env.exprs.const_int(expr), under)
+        if len(set(t.members)) != len(t.members):
+            raise P4Error(decl.loc, f"enum {decl.name} declares a member twice")
+        self._declare_type(decl, t)
+
+    def const_decl(self, decl: ast.ConstDecl, scope: Scope) -> None:
+        decl.type = self.resolve_type(decl.type_ref)
+        self.env.exprs.expr(decl.init, scope)
+        self.env.exprs.coerce(decl.init, decl.type, "constant initializer")
+        if decl.init.value is None:
+            raise P4Error(decl.init.loc, f"the initializer of constant '{decl.name}' is not a compile-time constant")
+
+    def instantiation(self, decl: ast.Instantiation, scope: Scope) -> None:
+        t = self.resolve_type(decl.type_ref)
+        decl.type = t
+        if isinstance(t, BlockT) and isinstance(t.decl, ast.BlockTypeDecl) and t.decl.kind == "package":
+            return  # the package's arguments are constructor calls: _pipeline checks them
+        if isinstance(t, BlockT) and isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
+            # its arguments are checked against the parameters' types
+            self.env.instances.block_instantiation(decl, t, scope)
+            return
+        for a in decl.args:
+            self.env.exprs.expr(a, scope)
+        if isinstance(t, ExternT):
+            name = t.decl.name
+            if name not in SUPPORTED_EXTERNS:
+                raise P4Error(decl.loc, f"extern '{name}' is not supported by the built-in target")
+            ctor = next((c for c in t.decl.ctors if len(c.params) == len(decl.args)), None)
+            if ctor is None:
+                raise P4Error(decl.loc, f"no constructor of {name} takes {len(decl.args)} arguments")
+            self.env.calls.check_args(decl.loc, ctor.params, decl.args, dict(zip(t.decl.type_params, t.args)))
+            for a in decl.args:
+                if a.value is None and not isinstance(a.type, ExternT) and not _constant_list(a):
+                    raise P4Error(a.loc, "constructor arguments must be compile-time constants")
+            if decl.initializer or t.decl.abstracts or name in TNA_EXTERNS:
+                self.env.tna.extern_initializer(decl, t, scope)
+        else:
+            raise P4Error(decl.loc, f"cannot instantiate {t} here")
+
+    # ---------------------------------------------------------------- types
+    def resolve_type(self, ref: ast.TypeRef) -> Type:
+        k = ref.kind
+        if k == "bool":
+            return BOOL
+        if k == "error":
+            return ERROR
+        if k == "string":
+            return STRING
+        if k == "void":
+            return VOID
+        if k == "match_kind":
+            return MATCH_KIND
+        if k == "infint":
+            return INFINT
+        if k in ("bit", "int"):
+            self.env.exprs.expr(ref.width, self.env.globals)
+            width = self.env.exprs.const_int(ref.width)
+            if width <= 0:
+                raise P4Error(ref.loc, f"{k}<{width}>: width must be positive")
+            return BitsT(width, k == "int")
+        if k == "varbit":
+            self.env.exprs.expr(ref.width, self.env.globals)
+            width = self.env.exprs.const_int(ref.width)
+            if width <= 0:
+                raise P4Error(ref.loc, f"varbit<{width}>: width must be positive")
+            return VarbitT(width)
+        if k == "tuple":
+            return TupleT.of([self.resolve_type(a) for a in ref.args])
+        if k == "stack":
+            elem = self.resolve_type(ref.args[0])
+            if not (isinstance(elem, HeaderT) and (elem.is_header or elem.is_union)):
+                raise P4Error(ref.loc, "header stacks must contain headers or header unions")
+            self.env.exprs.expr(ref.width, self.env.globals)
+            size = self.env.exprs.const_int(ref.width)
+            if size <= 0:
+                raise P4Error(ref.loc, "a header stack needs a positive size")
+            return StackT(elem, size)
+        # named
+        if ref.name in self.env.type_vars:
+            return self.env.type_vars[ref.name]
+        t = self.env.types.get(ref.name)
+        if t is None:
+            raise P4Error(ref.loc, f"unknown type '{ref.name}'")
+        if isinstance(t, ast.ExternDecl):
+            args = tuple(self.resolve_type(a) for a in ref.args)
+            if len(args) != len(t.type_params):
+                raise P4Error(ref.loc, f"{t.name} takes {len(t.type_params)} type arguments, got {len(args)}")
+            return ExternT(t, args)
+        package = isinstance(t, ast.BlockTypeDecl) and t.kind == "package"
+        if ref.args and not (package and len(ref.args) == len(t.type_params)):
+            raise P4Error(ref.loc, f"type '{ref.name}' takes no type arguments")
+        if isinstance(t, (ast.ParserDecl, ast.ControlDecl, ast.BlockTypeDecl)):
+            return BlockT(t)
+        return t

@@ -1,0 +1,201 @@
+"""Calls of extern functions and extern methods (a pass of the checker, env.py): what the
+executor implements, and the load-time facts it needs (constant algorithms, hash inputs).
+"""
+
+from __future__ import annotations
+
+from . import ast
+from .env import Pass
+from .errors import P4Error
+from .scope import CallTarget
+from .tna import TNA_METHODS, present_params
+from .types import (
+    BOOL,
+    BitsT,
+    EnumT,
+    ExternT,
+    HeaderT,
+    StackT,
+    TupleT,
+    Type,
+    VarbitT,
+    bit_width,
+)
+
+# v1model extern functions with packet-path or control-plane effects (see executor/v1model_externs.py)
+V1MODEL_FUNCTIONS = {
+    "clone", "clone_preserving_field_list", "resubmit_preserving_field_list", "recirculate_preserving_field_list",
+    "digest", "log_msg", "assert", "assume", "random", "verify_checksum_with_payload",
+    "update_checksum_with_payload", "truncate",
+}
+SUPPORTED_FUNCTIONS = {
+    "mark_to_drop", "hash", "verify_checksum", "update_checksum", "verify", "static_assert",
+} | V1MODEL_FUNCTIONS
+# The pre-2021 v1model forms with a field-list argument: still declared (deprecated) in
+# v1model.p4, but p4c-bm2-ss has had no converter for them since p4c PR #2902 (it stops
+# with "unknown extern function"), so there is no BMv2 behaviour to follow.
+FIELD_LIST_FORMS = {"clone3": "clone_preserving_field_list", "resubmit": "resubmit_preserving_field_list",
+                    "recirculate": "recirculate_preserving_field_list"}
+SUPPORTED_METHODS = {
+    "packet_in": {"extract", "advance", "length", "lookahead"},
+    "packet_out": {"emit"},
+    "register": {"read", "write"},
+    "counter": {"count"},
+    "direct_counter": {"count"},
+    "meter": {"execute_meter"},
+    "direct_meter": {"read"},
+    **TNA_METHODS,
+}
+SUPPORTED_HASHES = {"crc16", "crc32", "csum16", "identity"}
+
+
+class Externs(Pass):
+    """Extern functions and methods."""
+
+    def arity(self, e: ast.Call, n: int) -> None:
+        if len(e.args) != n:
+            raise P4Error(e.loc, f"expected {n} arguments, got {len(e.args)}")
+
+    def _static_assert(self, e: ast.Call) -> None:
+        """core.p4's ``static_assert(check[, message])``: true, or the program is refused."""
+        check = e.args[0]
+        if not isinstance(check.value, bool):
+            raise P4Error(check.loc, "static_assert needs a compile-time condition")
+        if not check.value:
+            text = e.args[1].value if len(e.args) > 1 else "static_assert failed"
+            raise P4Error(e.loc, f"static assertion failed: {text}")
+        e.value = True
+
+    def call_function(self, e: ast.Call, d: ast.ExternFunction) -> Type:
+        if d.name in FIELD_LIST_FORMS:
+            raise P4Error(e.loc, f"{d.name}: unknown extern function (p4c-bm2-ss's words: it dropped the field "
+                          f"list forms in 2021): use {FIELD_LIST_FORMS[d.name]} with @field_list")
+        if d.name not in SUPPORTED_FUNCTIONS:
+            raise P4Error(e.loc, f"extern function '{d.name}' is not supported by the built-in target")
+        d = next((o for o in self.env.overloads.get(d.name, []) if len(o.proto.params) == len(e.args)), d)
+        bindings: dict[str, Type] = {}
+        self.env.calls.check_args(e.loc, d.proto.params, e.args, bindings, d.proto.type_params)
+        if d.name in ("hash", "verify_checksum", "update_checksum"):
+            algo = e.args[1] if d.name == "hash" else e.args[3]
+            if algo.value is None or not isinstance(algo.type, EnumT):
+                raise P4Error(algo.loc, "the hash algorithm must be a constant HashAlgorithm member")
+            name = algo.type.members[algo.value]
+            if name not in SUPPORTED_HASHES:
+                raise P4Error(algo.loc, f"hash algorithm {name} is not supported by the built-in target")
+            if d.name != "hash" and name != "csum16":
+                raise P4Error(algo.loc, f"{d.name} supports only HashAlgorithm.csum16")
+            data = e.args[3] if d.name == "hash" else e.args[1]
+            self.hash_data(data, varbit_ok=d.name != "hash")
+            if d.name == "hash":
+                for a in (e.args[0], e.args[2], e.args[4]):
+                    if not isinstance(a.type, BitsT):
+                        raise P4Error(a.loc, f"hash needs bit<W> values here, got {a.type}")
+            else:
+                if e.args[2].type != BitsT(16):
+                    raise P4Error(e.args[2].loc, "the checksum field must be bit<16>")
+        if d.name == "static_assert":
+            self._static_assert(e)
+        if d.name in V1MODEL_FUNCTIONS:
+            self._v1model_function(e, d.name)
+        e.target = CallTarget("function", d.name, d)
+        return self.env.calls.resolve_return(d.proto, bindings)
+
+    def _v1model_function(self, e: ast.Call, name: str) -> None:
+        """Arguments the executor needs at load time (indexes, strings, algorithms)."""
+        args = e.args
+        if name in ("clone", "clone_preserving_field_list") and args[0].value is None:
+            raise P4Error(args[0].loc, "the clone type must be a constant CloneType member")
+        if name.endswith("_preserving_field_list") and args[-1].value is None:
+            raise P4Error(args[-1].loc, "the field list index must be a compile-time constant")
+        if name == "log_msg" and not isinstance(args[0], ast.StringLit):
+            raise P4Error(args[0].loc, "log_msg needs a string literal")
+        if name == "digest":
+            data = args[1].type
+            if isinstance(data, TupleT):
+                raise P4Error(args[1].loc, f"digest of a {data} is not supported by the built-in target: "
+                              "name a struct type, digest<S>(receiver, {...})")
+            if not (isinstance(data, HeaderT) and not data.is_header):
+                raise P4Error(args[1].loc, f"digest of a {data} is not supported by the built-in target: use a struct")
+        if name == "random" and not isinstance(args[0].type, BitsT):
+            raise P4Error(args[0].loc, f"random needs bit<W>, got {args[0].type}")
+        if name.endswith("_with_payload"):
+            algo = args[3]
+            if algo.value is None or not isinstance(algo.type, EnumT) or algo.type.members[algo.value] != "csum16":
+                raise P4Error(algo.loc, f"{name} supports only HashAlgorithm.csum16 on the built-in target")
+            self.hash_data(args[1], varbit_ok=True)
+            if args[2].type != BitsT(16):
+                raise P4Error(args[2].loc, "the checksum field must be bit<16>")
+
+    def hash_data(self, data: ast.Expr, varbit_ok: bool = False) -> None:
+        """The inputs of hash and checksum calls.  Checksums may hold varbit fields (BMv2
+        sums their extracted bits, e.g. IPv4 options); hash inputs may not.  As p4c's BMv2
+        field lists, nested lists, structs and tuples are flattened field by field."""
+        items = data.items if isinstance(data, ast.ListExpr) else [data]
+        for item in items:
+            t = item.type
+            if isinstance(item, ast.ListExpr):
+                self.hash_data(item, varbit_ok)
+                continue
+            if isinstance(t, HeaderT) and not t.is_header:
+                self._hash_fields(item, t)
+                continue
+            if isinstance(t, VarbitT) or isinstance(t, HeaderT) and t.varbit_field is not None:
+                in_header = isinstance(item, ast.Member) and isinstance(item.base.type, HeaderT) and \
+                    item.base.type.is_header
+                if varbit_ok and (isinstance(t, HeaderT) and t.is_header or in_header):
+                    continue
+                raise P4Error(item.loc, "varbit fields in hash inputs (or outside a header in checksum inputs) "
+                              "are not supported by the built-in target")
+            try:
+                bit_width(item.type)
+            except TypeError:
+                raise P4Error(item.loc, f"cannot hash a value of type {item.type}") from None
+
+    def _hash_fields(self, item: ast.Expr, t: Type) -> None:
+        """A struct, tuple or union in a hash or checksum input: every field must have a width."""
+        if isinstance(t, HeaderT) and not (t.is_header and t.varbit_field is None):
+            for ft in t.fields.values():
+                self._hash_fields(item, ft)
+            return
+        try:
+            bit_width(t)
+        except TypeError:
+            raise P4Error(item.loc, f"cannot hash a value of type {t} (in {item.type})") from None
+
+    def call_method(self, e: ast.Call, t: ExternT, m: str, base: ast.Expr) -> Type:
+        ext = t.decl
+        if m not in SUPPORTED_METHODS.get(ext.name, ()):
+            raise P4Error(e.loc, f"{ext.name}.{m} is not supported by the built-in target")
+        proto = next((p for p in ext.methods if p.name == m and self.env.calls.arity_fits(p.params, e.args)), None)
+        if proto is None:
+            raise P4Error(e.loc, f"no method {ext.name}.{m} takes {len(e.args)} arguments")
+        bindings = dict(zip(ext.type_params, t.args))
+        self.env.calls.check_args(e.loc, present_params(proto.params, e.args), e.args, bindings, proto.type_params)
+        if ext.name in TNA_METHODS:
+            self.env.tna.tna_method(e, ext, m)
+        if ext.name == "packet_in" and m == "extract":
+            target = e.args[0]
+            if isinstance(target, ast.Default):  # `extract<h_t>(_)`: the bytes are read into a temporary
+                bound = bindings.get(proto.type_params[0]) if proto.type_params else None
+                if bound is None:
+                    raise P4Error(target.loc, "extract into '_' needs the header type: extract<H>(_)")
+                target.type = bound
+            if not (isinstance(target.type, HeaderT) and target.type.is_header):
+                raise P4Error(target.loc, f"extract needs a header, got {target.type}")
+            if (target.type.varbit_field is None) != (len(e.args) == 1):  # as p4c: the length iff a varbit
+                raise P4Error(e.loc, f"extract of header {target.type} needs "
+                              f"{'one argument' if len(e.args) == 2 else 'two arguments (it has a varbit field)'}")
+        if ext.name == "packet_out" and m == "emit":
+            arg_t = e.args[0].type
+            if not (isinstance(arg_t, (HeaderT, StackT))):
+                raise P4Error(e.args[0].loc, f"emit needs a header, stack or struct, got {arg_t}")
+        if ext.name in ("meter", "direct_meter"):
+            out = e.args[-1]
+            if not (isinstance(out.type, BitsT) and out.type.width >= 2):
+                raise P4Error(out.loc, f"a meter colour needs bit<W> with W >= 2, got {out.type}")
+        if ext.name == "register":
+            elem = t.args[0]
+            if not (isinstance(elem, BitsT) or elem is BOOL):
+                raise P4Error(e.loc, f"register<{elem}> is not supported by the built-in target: use bit<W> or int<W>")
+        e.target = CallTarget("method", m, ext, instance=base)
+        return self.env.calls.resolve_return(proto, bindings)

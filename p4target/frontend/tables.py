@@ -1,0 +1,199 @@
+"""Tables (a pass of the checker, env.py): keys, action lists, properties, and entries with
+their priorities as p4c gives them.
+"""
+
+from __future__ import annotations
+
+from . import ast
+from .env import Pass
+from .errors import P4Error
+from .scope import Scope
+from .types import (
+    BOOL,
+    ERROR,
+    INFINT,
+    BitsT,
+    EnumT,
+    ExternT,
+)
+
+TABLE_PROPERTIES = {"size", "counters", "meters", "support_timeout", "largest_priority_wins", "priority_delta",
+                    "implementation"}
+_BMV2_PRIORITY_SPAN = 1 << 24  # larger than any @priority a program gives a const entry
+
+
+class Tables(Pass):
+    """Tables and their entries."""
+
+    def _action_ref(self, ref: ast.ActionRef, scope: Scope, all_args: bool) -> None:
+        decl = scope.lookup(ref.name)
+        if not isinstance(decl, ast.ActionDecl):
+            raise P4Error(ref.loc, f"'{ref.name}' is not an action")
+        ref.decl = decl
+        args = ref.args or []
+        wanted = decl.params if all_args else [p for p in decl.params if p.direction]
+        if ref.args is None and not all_args and wanted:
+            raise P4Error(ref.loc, f"action {decl.name} needs arguments for its directional parameters")
+        if ref.args is not None or all_args:
+            if len(args) != len(wanted):
+                raise P4Error(ref.loc, f"action {decl.name} expects {len(wanted)} arguments here, got {len(args)}")
+            for a in args:
+                self.env.exprs.expr(a, scope)
+            self.env.calls.check_args(ref.loc, wanted, args, {})
+        if not all_args:  # the action list: its arguments bind the directional parameters
+            self.env.divisions.bind_params(decl, decl.params, args, data=True)
+            if all_args:
+                for a, p in zip(args, wanted):
+                    if p.direction == "" and a.value is None:
+                        raise P4Error(a.loc, "action data here must be a compile-time constant")
+
+    def table(self, t: ast.TableDecl, scope: Scope) -> None:
+        self._keys(t, scope)
+        names = self._action_list(t, scope)
+        self._properties(t, scope)
+        self.env.profiles.check_profile_table(t)
+        for entry in t.entries or []:
+            self._entry(t, entry, scope, names)
+        if t.entries:
+            self._entry_priorities(t)
+
+    def _keys(self, t: ast.TableDecl, scope: Scope) -> None:
+        for key in t.keys:
+            self.env.key_table = t
+            try:
+                kt = self.env.exprs.expr(key.expr, scope)
+            finally:
+                self.env.key_table = None
+            if key.match_kind not in self.env.match_kinds:
+                raise P4Error(key.loc, f"unknown match kind '{key.match_kind}'")
+            if key.match_kind not in ("exact", "ternary", "lpm", "range", "optional", "selector"):
+                raise P4Error(key.loc, f"match kind '{key.match_kind}' is not supported by the built-in target")
+            # An error key: p4c-bm2-ss matches it as BMv2's 32-bit error code (exact; P4Info: bitwidth 0).
+            if not (isinstance(kt, BitsT) or kt is BOOL or isinstance(kt, EnumT) or kt is ERROR):
+                raise P4Error(key.expr.loc, f"a table key cannot have type {kt}")
+            serializable = isinstance(kt, EnumT) and kt.underlying is not None
+            if key.match_kind in ("lpm", "ternary", "range") and not (isinstance(kt, BitsT) or serializable):
+                raise P4Error(key.expr.loc, f"{key.match_kind} keys must be bit<W>, not {kt}")
+        if sum(k.match_kind == "lpm" for k in t.keys) > 1:
+            raise P4Error(t.loc, "a table can have at most one lpm key")
+
+    def _action_list(self, t: ast.TableDecl, scope: Scope) -> list[ast.ActionDecl]:
+        """The actions the table may run (``NoAction`` added as p4c adds it); checks the default."""
+        # `actions = {}` and no default_action: as p4c, NoAction is added below (@defaultonly) and is
+        # the default, so the table only ever runs NoAction.  (No `actions` at all: refused by the parser.)
+        names = []
+        for ref in t.actions:
+            self._action_ref(ref, scope, all_args=False)
+            names.append(ref.decl)
+        if t.default_action is None:
+            noaction = scope.lookup("NoAction")
+            if not isinstance(noaction, ast.ActionDecl):
+                raise P4Error(t.loc, f"table {t.name} has no default_action and NoAction is not declared")
+            t.default_action = ast.ActionRef(t.loc, [], "NoAction", [])
+            if noaction not in names:
+                implicit = ast.ActionRef(t.loc, [ast.Annotation(t.loc, "defaultonly", [])], "NoAction", None)
+                t.actions.append(implicit)
+                self._action_ref(implicit, scope, all_args=False)
+                names.append(noaction)
+        self._action_ref(t.default_action, scope, all_args=True)
+        if t.default_action.decl not in names:
+            raise P4Error(t.default_action.loc, "the default action must be in the table's actions list")
+        return names
+
+    def _properties(self, t: ast.TableDecl, scope: Scope) -> None:
+        for name, value in t.properties.items():
+            if name not in TABLE_PROPERTIES:
+                raise P4Error(value.loc, f"table property '{name}' is not supported by the built-in target")
+            if name == "implementation":
+                self.env.profiles.table_implementation(t, value, scope)
+            else:
+                self.env.exprs.expr(value, scope)
+        if "size" in t.properties:
+            if self.env.exprs.const_int(t.properties["size"]) <= 0:
+                raise P4Error(t.properties["size"].loc, "table size must be positive")
+        counters = t.properties.get("counters")
+        if counters is not None:
+            kind = counters.type.decl.name if isinstance(counters.type, ExternT) else None
+            if kind not in ("direct_counter", "DirectCounter"):
+                raise P4Error(counters.loc, "'counters' must name a direct_counter (TNA: DirectCounter) instance")
+        meters = t.properties.get("meters")
+        if meters is not None:
+            if not (isinstance(meters.type, ExternT) and meters.type.decl.name == "direct_meter"):
+                raise P4Error(meters.loc, "'meters' must name a direct_meter instance")
+
+    def _entry_priorities(self, t: ast.TableDecl) -> None:
+        """p4c's rules (P4-16 v1.2.4 "Entry priorities"): `const entries` take none (the
+        first entry wins); initial `entries` with none get priority_delta steps from the
+        last entry up; otherwise the first entry needs one and each later entry without
+        one takes the previous priority minus priority_delta."""
+        given = [e for e in t.entries if e.priority is not None]
+        if t.entries_const:
+            if given:
+                raise P4Error(given[0].loc, "a table with 'const' entries cannot have priorities")
+            self._priority_annotations(t)
+            return
+        wins = t.properties.get("largest_priority_wins")
+        if wins is not None and (wins.type is not BOOL or wins.value is None):
+            raise P4Error(wins.loc, "largest_priority_wins must be a constant bool")
+        if wins is not None and not wins.value:
+            raise P4Error(wins.loc, "largest_priority_wins = false is not supported by the built-in target")
+        delta_e = t.properties.get("priority_delta")
+        delta = 1 if delta_e is None else self.env.exprs.const_int(delta_e)
+        if delta <= 0:
+            raise P4Error(delta_e.loc, "priority_delta must be positive")
+        if not given:
+            for i, e in enumerate(t.entries):
+                e.priority = ast.IntLit(e.loc, 1 + delta * (len(t.entries) - 1 - i), None, False)
+                e.priority.value, e.priority.type = e.priority.number, INFINT
+            return
+        if all(k.match_kind in ("exact", "lpm") for k in t.keys):
+            raise P4Error(given[0].loc, "the table's match kinds do not use priorities, but some are given")
+        if t.entries[0].priority is None:
+            raise P4Error(t.entries[0].loc, "the first entry must have a priority")
+        current = 0
+        for e in t.entries:
+            if e.priority is None:
+                e.priority = ast.IntLit(e.loc, current, None, False)
+                e.priority.value, e.priority.type = current, INFINT
+            current = e.priority.value
+            if current <= 0:
+                raise P4Error(e.loc, f"entry priority {current} is not positive")
+            current -= delta
+
+    def _priority_annotations(self, t: ast.TableDecl) -> None:
+        """`@priority(N)` on const entries, as p4c's BMv2 backend passes them on: an entry's
+        BMv2 priority is N, else its position (1 for the first), and BMv2 prefers the
+        smallest; our tables prefer the largest, so the order is turned round."""
+        notes = [ast.find_annotation(e.annotations, "priority") for e in t.entries]
+        if not any(notes):
+            return
+        for i, (e, note) in enumerate(zip(t.entries, notes)):
+            bmv2 = i + 1
+            if note is not None:
+                arg = note.args[0] if len(note.args) == 1 else None
+                if not isinstance(arg, ast.IntLit) or arg.number < 0:
+                    raise P4Error(note.loc, "@priority needs one non-negative integer")
+                bmv2 = arg.number
+            e.priority = ast.IntLit(e.loc, _BMV2_PRIORITY_SPAN - bmv2, None, False)
+            e.priority.value, e.priority.type = e.priority.number, INFINT
+
+    def _entry(self, t: ast.TableDecl, entry: ast.Entry, scope: Scope, actions: list) -> None:
+        if len(entry.keyset) != len(t.keys):
+            if not (len(entry.keyset) == 1 and isinstance(entry.keyset[0], ast.Default)):
+                raise P4Error(entry.loc, f"entry has {len(entry.keyset)} key values, table has {len(t.keys)} keys")
+            entry.keyset = [ast.Default(entry.loc) for _ in t.keys]
+        for ks, key in zip(entry.keyset, t.keys):
+            self.env.blocks.keyset_element(ks, key.expr.type, scope)
+            if isinstance(ks, ast.Mask) and key.match_kind not in ("ternary", "lpm"):
+                raise P4Error(ks.loc, f"a mask is not allowed on a {key.match_kind} key")
+            if isinstance(ks, ast.Range) and key.match_kind != "range":
+                raise P4Error(ks.loc, f"a range is not allowed on a {key.match_kind} key")
+            if isinstance(ks, ast.Default) and key.match_kind == "exact":
+                raise P4Error(ks.loc, "an exact key needs a value")
+        self._action_ref(entry.action, scope, all_args=True)
+        if entry.action.decl not in actions:
+            raise P4Error(entry.action.loc, f"action {entry.action.name} is not in the table's actions list")
+        if entry.priority is not None:
+            self.env.exprs.expr(entry.priority, scope)
+            if self.env.exprs.const_int(entry.priority) < 0:
+                raise P4Error(entry.priority.loc, "an entry priority cannot be negative")

@@ -6,7 +6,7 @@ cookie is not ours (it restarted) gets the pipeline and everything live again.""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from controller import plan
 from controller.entries import HIGH_WATER_CHILD, high_water_entry, job_entries, read_high_water, route_entries
@@ -96,10 +96,9 @@ class Reconciler:
 
     def remove_unexpected(self, switch: str, entries: list[Entry], groups: Groups) -> None:
         """Delete managed entries and groups not in this list (left by a crash or a failed create)."""
-        keys = {(e.table, e.match) for e in entries}
-        stale = [e for e in self.io.installed_entries(switch) if (e.table, e.match) not in keys]
-        wanted = {g for g, _ in groups}
-        stale_groups = [(g, []) for g in self.io.installed_groups(switch) if g not in wanted]
+        installed = self.io.installed_entries(switch)
+        installed_groups: Groups = [(g, []) for g in self.io.installed_groups(switch)]
+        stale, stale_groups = left_over(installed, installed_groups, entries, groups)
         if stale or stale_groups:
             log.warning("%s: removing %d entries and %d multicast groups no live job needs", switch, len(stale),
                         len(stale_groups))
@@ -121,6 +120,15 @@ class Reconciler:
             drops = self.io.read_counter(switch, pipe.program.drops)
             out["drops"][switch] = {n: drops.get(i, 0) for n, i in _named(pipe.protocol.constants, "DROP_").items()}
         return out
+
+
+def left_over(held: Iterable[Entry], held_groups: Groups, kept: Iterable[Entry],
+              kept_groups: Groups) -> tuple[list[Entry], Groups]:
+    """Of the entries and groups held, those not kept: an entry is kept when one of ``kept`` has its table
+    and match (its action may differ: installing modifies it), a group when one of ``kept_groups`` has its id."""
+    keys = {(e.table, e.match) for e in kept}
+    wanted = {g for g, _ in kept_groups}
+    return [e for e in held if (e.table, e.match) not in keys], [(g, r) for g, r in held_groups if g not in wanted]
 
 
 def _named(constants: dict[str, int], prefix: str) -> dict[str, int]:

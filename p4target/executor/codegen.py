@@ -41,9 +41,10 @@ from . import profile_codegen as apgen
 from . import v1model_codegen as v1m
 from .builder import Builder
 from .calls import CallGen, has_user_call, may_exit
-from .externs import AssertionFailed, Counter, Hooks, Register, ValueSet
+from .exceptions import AssertionFailed, ExitBlock, LoopLimit, StackIndexError
+from .externs import Counter, Hooks, Register, ValueSet
 from .generated import Generated, compiled
-from .headers import HeaderOps, StackIndexError, contains_header, stack_index
+from .headers import HeaderOps, contains_header, stack_index
 from .profiles import IndirectTable
 from .storage import Scope, Storage, member_storage, slot_count
 from .subparsers import SubParserGen
@@ -51,10 +52,6 @@ from .tables import DONT_CARE, ActionSpec, KeySpec, Table, exact, lpm, ternary, 
 
 POS = ir.Var("pos")  # a parser's position in the packet
 STATE = ir.Var("st")  # a parser's state number
-
-
-class ExitBlock(Exception):
-    """Raised by P4 ``exit``: ends the current control (ingress/egress) at once."""
 
 
 def _initial(t: Type, out: list) -> None:
@@ -91,7 +88,7 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         self.template: list[Any] = []
         self.ns: dict[str, Any] = {
             "ExitBlock": ExitBlock, "pack_bits": algorithms.pack_bits, "csum16": algorithms.csum16,
-            "stack_index": stack_index, "StackIndexError": StackIndexError, "LoopLimit": loops.LoopLimit,
+            "stack_index": stack_index, "StackIndexError": StackIndexError, "LoopLimit": LoopLimit,
             "hash_offset": algorithms.hash_offset, "HASHES": algorithms.HASHES,
             "RT": Hooks(), "AssertionFailed": AssertionFailed, "PAYLOAD": [b""], "INGRESS_LENGTH": [0],
         }
@@ -584,7 +581,7 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         elif isinstance(s, (ast.ConstDecl, ast.Empty)):
             pass
         elif isinstance(s, ast.Exit):
-            self.emit(ir.Raise("ExitBlock"))
+            self.emit(ir.Raise(ir.Exc.EXIT))
         elif isinstance(s, ast.Return):
             self.return_value(s, scope)
             self.emit(self.return_stmt)

@@ -26,11 +26,8 @@ from typing import Any
 
 from ..frontend.types import BOOL, HeaderT, StackT, Type, VarbitT, bit_width, wire_fields
 from . import ir
+from .exceptions import StackIndexError
 from .storage import DynBase, Storage, member_storage, slot_count
-
-
-class StackIndexError(Exception):
-    """A run-time header stack index outside the stack: the packet is dropped."""
 
 
 def stack_index(i: int, size: int) -> int:

@@ -19,10 +19,6 @@ from .emitter import Emitter
 LOOP_LIMIT = 1 << 20  # iterations of one loop, per packet
 
 
-class LoopLimit(Exception):
-    """A ``for`` loop ran ``LOOP_LIMIT`` iterations: the packet is dropped."""
-
-
 def contains_return(s: Any) -> bool:
     """Whether a ``return`` sits anywhere inside ``s``, loops and switches included."""
     if isinstance(s, ast.Return):
@@ -59,7 +55,7 @@ def emit_loop(gen: Emitter, s: ast.For | ast.ForIn, scope: dict) -> None:
     with gen.loop():
         gen.emit(ir.AugAssign(turns, "+", ir.Const(1)))
         with gen.if_(ir.cmp(">", turns, LOOP_LIMIT)):
-            gen.emit(ir.Raise("LoopLimit"))
+            gen.emit(ir.Raise(ir.Exc.LOOP_LIMIT))
         if again is not None:
             with gen.if_(again):
                 for x in s.update:

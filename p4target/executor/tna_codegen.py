@@ -24,6 +24,7 @@ from ..frontend.types import BOOL, BitsT, ExternT, HeaderT, Type, bit_width
 from ..p4info import qualify
 from . import ir
 from .codegen import CodeGen
+from .exceptions import RegisterConflict
 from .externs import Counter, Register
 from .generated import Generated
 from .ir import UNSET
@@ -39,11 +40,6 @@ SHAPES = {
     "egress_deparser": ["PKT", "EH", "EM", "eg_dprsr_md", "eg_intr_md", "eg_prsr_md"],
 }
 FUNCTIONS = dict(zip(TNA_BLOCKS, ("ig_parse", "ingress", "ig_deparser", "eg_parse", "egress", "eg_deparser")))
-
-
-class RegisterConflict(Exception):
-    """A packet reached one Register through a second RegisterAction execution: Tofino's
-    stateful ALU touches a register once per packet, so such a program cannot be mapped."""
 
 
 class TnaRegister(Register):
@@ -255,7 +251,7 @@ class TnaCodeGen(CodeGen):
             acc = ir.slot(self.acc_slot)
             bit = 1 << reg.bit
             with self.if_(ir.bin_("&", acc, bit)):
-                self.emit(ir.Raise("RegisterConflict", reg.name))
+                self.emit(ir.Raise(ir.Exc.REGISTER_CONFLICT, reg.name))
             self.emit(ir.AugAssign(acc, "|", ir.Const(bit)))
             n = value.size
             self.emit(ir.Assign(ir.slot(value.base) if n == 1 else ir.slots(value.base, n), cell))

@@ -34,12 +34,12 @@ from pathlib import Path
 from ..frontend import CheckedProgram, ast, load_program
 from ..tofino_fit import check_if_enabled
 from .algorithms import pack_bits
+from .exceptions import LoopLimit, RegisterConflict, StackIndexError
 from .externs import CloneSession
 from .generated import Generated
-from .headers import StackIndexError
-from .loops import LOOP_LIMIT, LoopLimit
+from .loops import LOOP_LIMIT
 from .switch import MAX_PASSES, Blueprint, ControlPlane, MulticastGroups, Output, Switch
-from .tna_codegen import UNSET, RegisterConflict, TnaCodeGen
+from .tna_codegen import UNSET, TnaCodeGen
 
 log = logging.getLogger(__name__)
 

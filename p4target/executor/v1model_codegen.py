@@ -176,7 +176,7 @@ def v1model_function(cg: Emitter, call: ast.Call, scope: Scope) -> None:
     elif name in ("assert", "assume"):
         where = f"{call.loc.file}:{call.loc.line}" if call.loc is not None else name
         with cg.if_(ir.Not(ir.lift(cg.ex(args[0], scope)))):
-            cg.emit(ir.Raise("AssertionFailed", f"{name} failed at {where}"))
+            cg.emit(ir.Raise(ir.Exc.ASSERTION, f"{name} failed at {where}"))
     elif name == "random":
         dst = cg.storage(args[0], scope)
         lo = ir.lift(cg.ex(args[1], scope))

@@ -1,12 +1,16 @@
-"""Compile a checked v1model program to Python source, once, at load time.
+"""Translate a checked v1model program into the executor's representation (``ir``), once, at load time.
+
+This is the one place that knows P4's semantics: it builds an ``ir.Module``, which ``python.py``
+prints as the Python the switch runs (the reference) and ``native/lower.py`` prints as C, plus
+the runtime objects (tables, registers ...) the code names (``generated.Generated``).
 
 Every variable of the pipeline (headers, metadata, standard_metadata, locals, action
 parameters) gets a fixed slot in one flat list ``S``, so a field access is a constant
 list index and a packet's whole state is copied with ``S.copy()``.  Controls and directly
 called actions are inlined at their call sites with their parameters bound to the
-arguments' slots; actions run by tables become one Python function each.  The generated
-module defines ``parse``, ``verify_checksum``, ``ingress``, ``egress``,
-``compute_checksum`` and ``deparse``; ``switch.Switch`` runs them.
+arguments' slots; actions run by tables become one function each.  The module defines
+``parse``, ``verify_checksum``, ``ingress``, ``egress``, ``compute_checksum`` and
+``deparse``; ``switch.Switch`` runs them.
 """
 
 from __future__ import annotations
@@ -835,65 +839,18 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         return ir.Call("pack_bits", (ir.Tuple(values), widths))
 
     def method(self, call: ast.Call, scope: Scope) -> None:
+        """A v1model extern method call as a statement (packet_in/out, register, counter, meter)."""
         tgt, args = call.target, call.args
         ext = tgt.decl.name
         if ext == "packet_in":
-            target = args[0] if tgt.name == "extract" else None
-            nxt = target if isinstance(target, ast.Member) and target.member != "next" else None
-            nxt = nxt.base if nxt is not None and isinstance(nxt.base.type, HeaderT) else target  # s.next.member
-            if isinstance(nxt, ast.Member) and nxt.member == "next" and isinstance(nxt.base.type, StackT):
-                stack = self.pin(self.storage(nxt.base, scope))
-                nx = ir.slot(self.stack_next_slot(stack))
-                with self.if_(ir.cmp(">=", nx, stack.type.size)):
-                    self.emit(self.parser_return("StackOutOfBounds"))
-                elem = self.stack_next(stack)
-                self.extract(elem if nxt is target else member_storage(elem, target.member), call, scope)
-                self.emit(ir.AugAssign(nx, "+", ir.Const(1)))
-            elif tgt.name == "extract" and isinstance(args[0], ast.Default):
-                self.extract(self.alloc(args[0].type), call, scope)  # `_`: as p4c, into a temporary
-            elif tgt.name == "extract":
-                self.extract(self.pin(self.storage(args[0], scope)), call, scope)
-            elif tgt.name == "advance":
-                bits = self.ex(args[0], scope)
-                if args[0].value is None or args[0].value % 8:  # BMv2: not whole bytes is an error
-                    with self.if_(ir.bin_("%", bits, 8)):
-                        self.emit(self.parser_return("ParserInvalidArgument"))
-                self.need_bytes(ir.bin_("//", bits, 8))
-                self.emit(ir.AugAssign(POS, "+", ir.bin_("//", bits, 8)))
-            elif tgt.name == "lookahead":  # its value unused: p4c-bm2-ss still reads it (a temporary),
-                if isinstance(call.type, HeaderT):  # so a short packet is still PacketTooShort
-                    self.lookahead_header(call)
-                else:
-                    self.lookahead_bits(call.type)
+            self.packet_in_method(call, scope)
             return
         if ext == "packet_out":
             self.emit_header(self.storage(args[0], scope))
             return
         obj = self.lookup(scope, tgt.instance.decl)
         if ext == "register":
-            reg = self.obj(obj)
-            size = reg.value.size
-            if tgt.name == "read":
-                dst = self.storage(args[0], scope)
-                idx = self.ex(args[1], scope)
-                value: ir.Expr
-                if args[1].value is not None:
-                    value = ir.RegCell(reg, idx) if idx_in(args[1].value, size) else ir.Const(0)
-                else:
-                    i = self.temp("i")
-                    self.emit(ir.Assign(i, idx))
-                    value = ir.Select(ir.cmp("<", i, size), ir.RegCell(reg, i), ir.Const(0))
-                self.emit(ir.Assign(ir.slot(dst.base), value))
-            else:
-                idx, value = self.ex(args[0], scope), self.ex(args[1], scope)
-                if args[0].value is not None:
-                    if idx_in(args[0].value, size):
-                        self.emit(ir.Assign(ir.RegCell(reg, idx), value))
-                else:
-                    i = self.temp("i")
-                    self.emit(ir.Assign(i, idx))
-                    with self.if_(ir.cmp("<", i, size)):
-                        self.emit(ir.Assign(ir.RegCell(reg, i), value))
+            self.register_method(self.obj(obj), call, scope)
         elif ext == "counter":
             counter = self.obj(obj)
             i = self.temp("i")
@@ -903,6 +860,63 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         elif ext in ("meter", "direct_meter"):
             v1m.meter_method(self, call, scope, obj)
         # direct_counter.count(): the table counts its hits itself
+
+    def packet_in_method(self, call: ast.Call, scope: Scope) -> None:
+        """``extract`` (into a header, a stack's next element or ``_``), ``advance``, ``lookahead``."""
+        tgt, args = call.target, call.args
+        target = args[0] if tgt.name == "extract" else None
+        nxt = target if isinstance(target, ast.Member) and target.member != "next" else None
+        nxt = nxt.base if nxt is not None and isinstance(nxt.base.type, HeaderT) else target  # s.next.member
+        if isinstance(nxt, ast.Member) and nxt.member == "next" and isinstance(nxt.base.type, StackT):
+            stack = self.pin(self.storage(nxt.base, scope))
+            nx = ir.slot(self.stack_next_slot(stack))
+            with self.if_(ir.cmp(">=", nx, stack.type.size)):
+                self.emit(self.parser_return("StackOutOfBounds"))
+            elem = self.stack_next(stack)
+            self.extract(elem if nxt is target else member_storage(elem, target.member), call, scope)
+            self.emit(ir.AugAssign(nx, "+", ir.Const(1)))
+        elif tgt.name == "extract" and isinstance(args[0], ast.Default):
+            self.extract(self.alloc(args[0].type), call, scope)  # `_`: as p4c, into a temporary
+        elif tgt.name == "extract":
+            self.extract(self.pin(self.storage(args[0], scope)), call, scope)
+        elif tgt.name == "advance":
+            bits = self.ex(args[0], scope)
+            if args[0].value is None or args[0].value % 8:  # BMv2: not whole bytes is an error
+                with self.if_(ir.bin_("%", bits, 8)):
+                    self.emit(self.parser_return("ParserInvalidArgument"))
+            self.need_bytes(ir.bin_("//", bits, 8))
+            self.emit(ir.AugAssign(POS, "+", ir.bin_("//", bits, 8)))
+        elif tgt.name == "lookahead":  # its value unused: p4c-bm2-ss still reads it (a temporary),
+            if isinstance(call.type, HeaderT):  # so a short packet is still PacketTooShort
+                self.lookahead_header(call)
+            else:
+                self.lookahead_bits(call.type)
+
+    def register_method(self, reg: ir.Obj, call: ast.Call, scope: Scope) -> None:
+        """``read`` and ``write``: an index outside the register reads 0 and writes nothing (BMv2)."""
+        tgt, args = call.target, call.args
+        size = reg.value.size
+        if tgt.name == "read":
+            dst = self.storage(args[0], scope)
+            idx = self.ex(args[1], scope)
+            value: ir.Expr
+            if args[1].value is not None:
+                value = ir.RegCell(reg, idx) if idx_in(args[1].value, size) else ir.Const(0)
+            else:
+                i = self.temp("i")
+                self.emit(ir.Assign(i, idx))
+                value = ir.Select(ir.cmp("<", i, size), ir.RegCell(reg, i), ir.Const(0))
+            self.emit(ir.Assign(ir.slot(dst.base), value))
+        else:
+            idx, value = self.ex(args[0], scope), self.ex(args[1], scope)
+            if args[0].value is not None:
+                if idx_in(args[0].value, size):
+                    self.emit(ir.Assign(ir.RegCell(reg, idx), value))
+            else:
+                i = self.temp("i")
+                self.emit(ir.Assign(i, idx))
+                with self.if_(ir.cmp("<", i, size)):
+                    self.emit(ir.Assign(ir.RegCell(reg, i), value))
 
     def count(self, counter: ir.Obj, index: ir.Expr, length: ir.Expr) -> None:
         """An indexed counter counts a packet of ``length`` bytes."""

@@ -3,6 +3,7 @@
 The IR names an exception by its kind (``ir.Raise(ir.Exc.LOOP_LIMIT)``); ``python.py`` prints the
 class's name, the generated module's namespace binds the class by that name, and the switches
 catch it.  ``native/lower.py`` maps each kind to a jump (``EXIT``) or a drop reason instead.
+``stack_index`` is the bounds check generated code calls, raising ``StackIndexError``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ class RegisterConflict(Exception):
 
 class StackIndexError(Exception):
     """A run-time header stack index outside the stack: the packet is dropped (raised by
-    ``headers.stack_index``, which generated code calls, not by an ``ir.Raise``)."""
+    ``stack_index``, which generated code calls, not by an ``ir.Raise``)."""
+
+
+def stack_index(i: int, size: int) -> int:
+    """Bounds check for a run-time stack index (generated code calls it)."""
+    if 0 <= i < size:
+        return i
+    raise StackIndexError(i)
 
 
 CLASS: dict[Exc, type[Exception]] = {

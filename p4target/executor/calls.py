@@ -279,7 +279,7 @@ class CallGen:
                 if j != i and ranges[j] is not None and not (p.direction in _IN and params[j].direction in _IN))
             if p.direction in _IN:
                 if a.value is not None and not isinstance(a.value, str) and not isinstance(a.type, (HeaderT, StackT)):
-                    callee[p] = self.env.gen.ex(a, caller)  # a constant: nothing to copy
+                    callee[p] = self.env.exprs.ex(a, caller)  # a constant: nothing to copy
                 elif ok:
                     callee[p] = self.env.gen.storage(a, caller)
                 else:
@@ -338,7 +338,7 @@ class CallGen:
             val = ir.bin_("|", ir.bin_("&", ir.slot(base.base), bt.mask & ~m),
                           ir.bin_("&", ir.bin_("<<", ir.slot(src.base), lo), m))
             if isinstance(bt, BitsT) and bt.signed:
-                val = ir.lift(self.env.gen.wrap_code(val, bt))
+                val = ir.lift(self.env.exprs.wrap_code(val, bt))
             self.env.build.emit(ir.Assign(ir.slot(base.base), val))
             return
         self.env.headers.copy_value(dst if dst is not None else self.env.gen.storage(arg, scope), src)
@@ -399,17 +399,17 @@ class CallGen:
     def lazy_logic(self, e: ast.Binary, scope: Any) -> ir.Expr:
         """``a && f()`` / ``a || f()``: the call runs only when the right side is evaluated."""
         v = ir.Var(self.env.gen.fresh("v"))
-        self.env.build.emit(ir.Assign(v, ir.lift(self.env.gen.ex(e.left, scope))))
+        self.env.build.emit(ir.Assign(v, ir.lift(self.env.exprs.ex(e.left, scope))))
         with self.env.build.if_(v if e.op == "&&" else ir.Not(v)):
-            self.env.build.emit(ir.Assign(v, ir.lift(self.env.gen.ex(e.right, scope))))
+            self.env.build.emit(ir.Assign(v, ir.lift(self.env.exprs.ex(e.right, scope))))
         return v
 
     def lazy_cond(self, e: ast.Cond, scope: Any) -> ir.Expr:
         v = ir.Var(self.env.gen.fresh("v"))
-        with self.env.build.if_(ir.lift(self.env.gen.ex(e.cond, scope))):
-            self.env.build.emit(ir.Assign(v, ir.lift(self.env.gen.ex(e.then, scope))))
+        with self.env.build.if_(ir.lift(self.env.exprs.ex(e.cond, scope))):
+            self.env.build.emit(ir.Assign(v, ir.lift(self.env.exprs.ex(e.then, scope))))
         with self.env.build.else_():
-            self.env.build.emit(ir.Assign(v, ir.lift(self.env.gen.ex(e.other, scope))))
+            self.env.build.emit(ir.Assign(v, ir.lift(self.env.exprs.ex(e.other, scope))))
         return v
 
 

@@ -3,8 +3,8 @@
 This is the one place that knows P4's semantics: it builds an ``ir.Module``, which ``python.py``
 prints as the Python the switch runs (the reference) and ``native/lower.py`` prints as C, plus
 the runtime objects (tables, registers ...) the code names (``generated.Generated``).  ``CodeGen``
-is the main pass; it shares an environment (``env.GenEnv``) with the others (headers, calls,
-sub-parsers, the builder).
+is the main pass; it shares an environment (``env.GenEnv``) with the others (expressions, headers,
+calls, sub-parsers, the builder).
 
 Every variable of the pipeline (headers, metadata, standard_metadata, locals, action
 parameters) gets a fixed slot in one flat list ``S``, so a field access is a constant
@@ -29,7 +29,6 @@ from ..frontend.types import (
     BOOL,
     ERROR,
     ActionRunT,
-    ApplyResultT,
     BitsT,
     EnumT,
     ExternT,
@@ -45,8 +44,9 @@ from ..p4info import key_name, qualify
 from . import ir, loops, python
 from . import profile_codegen as apgen
 from . import v1model_codegen as v1m
-from .calls import CallGen, has_user_call, may_exit
+from .calls import CallGen, may_exit
 from .env import GenEnv
+from .exprs import POS, ExprGen
 from .externs import Counter, Register, ValueSet
 from .generated import Generated, compiled
 from .headers import HeaderOps, contains_header
@@ -55,7 +55,6 @@ from .storage import Scope, Storage, member_storage, slot_count
 from .subparsers import SubParserGen
 from .tables import DONT_CARE, ActionSpec, KeySpec, Table, exact, lpm, ternary, value_range
 
-POS = ir.Var("pos")  # a parser's position in the packet
 STATE = ir.Var("st")  # a parser's state number
 
 
@@ -87,11 +86,13 @@ class _ControlInstance:
 
 
 class CodeGen:
-    """The main pass: the program, its controls, tables, parsers, statements and expressions.
+    """The main pass: the program, its controls, tables, parsers and statements.
     ``CodeGen(prog).generate()`` is the whole code generation; the other passes are ``self.env``'s."""
 
+    EXPRS: type[ExprGen] = ExprGen  # the expressions pass (TNA's has its externs)
+
     def __init__(self, prog: CheckedProgram) -> None:
-        self.env = GenEnv(prog, self, HeaderOps, CallGen, SubParserGen)
+        self.env = GenEnv(prog, self, HeaderOps, CallGen, SubParserGen, self.EXPRS)
 
     # ================================================================ plumbing
     def fresh(self, stem: str) -> str:
@@ -316,7 +317,7 @@ class CodeGen:
         self.env.build.emit(ir.Return(ir.Tuple((ir.Const(True), ir.EntryAction(e)))))
 
     def key_expr(self, e: ast.Expr, scope: Scope) -> ir.Expr:
-        code = self.ex(e, scope)
+        code = self.env.exprs.ex(e, scope)
         return ir.Select(code, ir.Const(1), ir.Const(0)) if e.type is BOOL else code
 
     def table_key(self, e: ast.Expr, scope: Scope) -> ir.Expr:
@@ -449,7 +450,7 @@ class CodeGen:
         if nbits % 8:
             raise P4Error(call.loc, f"header {t.name} is {nbits} bits: headers must be a whole number of bytes")
         if len(call.args) == 2:
-            self.env.headers.extract_varbit(st, self.ex(call.args[1], scope))
+            self.env.headers.extract_varbit(st, self.env.exprs.ex(call.args[1], scope))
             return
         n = nbits // 8
         self.need_bytes(n)
@@ -536,11 +537,11 @@ class CodeGen:
         conds: list[ir.Expr] = []
         for ix, size in indexes:
             var = self.temp("ix")
-            self.env.build.emit(ir.Assign(var, self.ex(ix, scope)))
+            self.env.build.emit(ir.Assign(var, self.env.exprs.ex(ix, scope)))
             self.env.index_temps[id(ix)] = var
             conds += [ir.cmp(">=", var, 0), ir.cmp("<", var, size)]
         if isinstance(s, ast.If):
-            with self.env.build.if_(ir.And((*conds, self.ex(s.cond, scope)))):
+            with self.env.build.if_(ir.And((*conds, self.env.exprs.ex(s.cond, scope)))):
                 self.block(s.then, scope)
             if s.other is not None:
                 with self.env.build.else_():
@@ -560,7 +561,7 @@ class CodeGen:
         elif isinstance(s, ast.CallStmt):
             self.call_stmt(s.call, scope)
         elif isinstance(s, ast.If):
-            with self.env.build.if_(self.ex(s.cond, scope)):
+            with self.env.build.if_(self.env.exprs.ex(s.cond, scope)):
                 self.block(s.then, scope)
             if s.other is not None:
                 with self.env.build.else_():
@@ -595,11 +596,11 @@ class CodeGen:
         t = s.subject.type
         subject = self.temp("sw")
         if isinstance(t, ActionRunT):
-            self.env.build.emit(ir.Assign(subject, ir.ApplyAction(self.ex(s.subject.base, scope))))
+            self.env.build.emit(ir.Assign(subject, ir.ApplyAction(self.env.exprs.ex(s.subject.base, scope))))
             names = {ref.decl.name: scope[ref.decl] for ref in t.table.actions}
             label_code = lambda label: ir.Const(names[label])  # noqa: E731
         else:
-            self.env.build.emit(ir.Assign(subject, self.ex(s.subject, scope)))
+            self.env.build.emit(ir.Assign(subject, self.env.exprs.ex(s.subject, scope)))
             label_code = lambda label: ir.Const(label.value)  # noqa: E731
         pending: list[Any] = []
         first = True
@@ -651,12 +652,13 @@ class CodeGen:
             t = base.type
             assert isinstance(t, StackT)
             if e.index.value is None:
-                return self.env.headers.element(base, self.env.index_temps.get(id(e.index)) or self.ex(e.index, scope))
+                index = self.env.index_temps.get(id(e.index)) or self.env.exprs.ex(e.index, scope)
+                return self.env.headers.element(base, index)
             return Storage(base.base + e.index.value * slot_count(t.elem), t.elem)
         if isinstance(e, ast.Call) and e.target.kind == "user_function":
             return self.env.calls.user_call(e, scope)
         if isinstance(e, ast.Call) and e.target.kind == "method" and e.target.name == "lookahead":
-            return self.lookahead_header(e)
+            return self.env.exprs.lookahead_header(e)
         raise P4Error(e.loc, "expected a variable, field or header")
 
     def lookup(self, scope: Scope, decl: Any) -> Any:
@@ -673,9 +675,9 @@ class CodeGen:
             bt = base.type
             keep = bt.mask & ~m
             val: ir.Expr = ir.Bin("|", ir.bin_("&", ir.slot(base.base), keep),
-                                  ir.bin_("&", ir.bin_("<<", self.ex(rhs, scope), lo), m))
+                                  ir.bin_("&", ir.bin_("<<", self.env.exprs.ex(rhs, scope), lo), m))
             if bt.signed:
-                val = self.wrap_code(val, bt)
+                val = self.env.exprs.wrap_code(val, bt)
             self.env.build.emit(ir.Assign(ir.slot(base.base), val))
             return
         self.assign_storage(self.storage(lhs, scope), rhs, scope)
@@ -694,7 +696,7 @@ class CodeGen:
             src = self.storage(rhs, scope)
             self.env.build.emit(ir.Assign(ir.slots(st.base, n), ir.slots(src.base, n)))
         else:
-            self.env.build.emit(ir.Assign(ir.slot(st.base), self.ex(rhs, scope)))
+            self.env.build.emit(ir.Assign(ir.slot(st.base), self.env.exprs.ex(rhs, scope)))
 
     # ---------------------------------------------------------------- calls
     def call_stmt(self, call: ast.Call, scope: Scope) -> None:
@@ -759,18 +761,19 @@ class CodeGen:
             self.env.build.emit(ir.Assign(ir.slot(member_storage(st, "egress_spec").base), ir.Const(511)))
             self.env.build.emit(ir.Assign(ir.slot(member_storage(st, "mcast_grp").base), ir.Const(0)))
         elif name == "verify":
-            with self.env.build.if_(ir.Not(self.ex(args[0], scope))):
-                self.env.build.emit(self.parser_return(self.ex(args[1], scope)))
+            with self.env.build.if_(ir.Not(self.env.exprs.ex(args[0], scope))):
+                self.env.build.emit(self.parser_return(self.env.exprs.ex(args[1], scope)))
         elif name == "hash":
             result = self.storage(args[0], scope)
             algo = args[1].type.members[args[1].value]
             data = self.hash_input(args[3], scope)
-            value = ir.Call("hash_offset", (ir.Hash(algo), data, self.ex(args[2], scope), self.ex(args[4], scope)))
-            self.env.build.emit(ir.Assign(ir.slot(result.base), self.wrap_code(value, result.type)))
+            base, size = self.env.exprs.ex(args[2], scope), self.env.exprs.ex(args[4], scope)
+            value = ir.Call("hash_offset", (ir.Hash(algo), data, base, size))
+            self.env.build.emit(ir.Assign(ir.slot(result.base), self.env.exprs.wrap_code(value, result.type)))
         elif name in ("verify_checksum", "update_checksum"):
             target = self.storage(args[2], scope)
             data = self.hash_input(args[1], scope)
-            cond = self.ex(args[0], scope)
+            cond = self.env.exprs.ex(args[0], scope)
             checksum = ir.Call("csum16", (data,))
             if name == "verify_checksum":
                 with self.env.build.if_(ir.And((cond, ir.Cmp("!=", checksum, ir.slot(target.base))))):
@@ -817,7 +820,7 @@ class CodeGen:
                 valid = None
                 if isinstance(item, ast.Member) and isinstance(item.base.type, HeaderT) and item.base.type.is_header:
                     valid = ir.slot(self.storage(item.base, scope).base)
-                add(self.ex(item, scope), item.type, valid)
+                add(self.env.exprs.ex(item, scope), item.type, valid)
 
         add_item(data)
         guards = {v for _, _, v in flat}
@@ -845,7 +848,7 @@ class CodeGen:
         elif ext == "counter":
             counter = self.obj(obj)
             i = self.temp("i")
-            self.env.build.emit(ir.Assign(i, self.ex(args[0], scope)))
+            self.env.build.emit(ir.Assign(i, self.env.exprs.ex(args[0], scope)))
             with self.env.build.if_(ir.cmp("<", i, counter.value.size)):
                 self.count(counter, i, ir.slot(self.env.out.std["packet_length"]))
         elif ext in ("meter", "direct_meter"):
@@ -871,7 +874,7 @@ class CodeGen:
         elif tgt.name == "extract":
             self.extract(self.env.headers.pin(self.storage(args[0], scope)), call, scope)
         elif tgt.name == "advance":
-            bits = self.ex(args[0], scope)
+            bits = self.env.exprs.ex(args[0], scope)
             if args[0].value is None or args[0].value % 8:  # BMv2: not whole bytes is an error
                 with self.env.build.if_(ir.bin_("%", bits, 8)):
                     self.env.build.emit(self.parser_return("ParserInvalidArgument"))
@@ -879,9 +882,9 @@ class CodeGen:
             self.env.build.emit(ir.AugAssign(POS, "+", ir.bin_("//", bits, 8)))
         elif tgt.name == "lookahead":  # its value unused: p4c-bm2-ss still reads it (a temporary),
             if isinstance(call.type, HeaderT):  # so a short packet is still PacketTooShort
-                self.lookahead_header(call)
+                self.env.exprs.lookahead_header(call)
             else:
-                self.lookahead_bits(call.type)
+                self.env.exprs.lookahead_bits(call.type)
 
     def register_method(self, reg: ir.Obj, call: ast.Call, scope: Scope) -> None:
         """``read`` and ``write``: an index outside the register reads 0 and writes nothing (BMv2)."""
@@ -889,7 +892,7 @@ class CodeGen:
         size = reg.value.size
         if tgt.name == "read":
             dst = self.storage(args[0], scope)
-            idx = self.ex(args[1], scope)
+            idx = self.env.exprs.ex(args[1], scope)
             value: ir.Expr
             if args[1].value is not None:
                 value = ir.RegCell(reg, idx) if idx_in(args[1].value, size) else ir.Const(0)
@@ -899,7 +902,7 @@ class CodeGen:
                 value = ir.Select(ir.cmp("<", i, size), ir.RegCell(reg, i), ir.Const(0))
             self.env.build.emit(ir.Assign(ir.slot(dst.base), value))
         else:
-            idx, value = self.ex(args[0], scope), self.ex(args[1], scope)
+            idx, value = self.env.exprs.ex(args[0], scope), self.env.exprs.ex(args[1], scope)
             if args[0].value is not None:
                 if idx_in(args[0].value, size):
                     self.env.build.emit(ir.Assign(ir.RegCell(reg, idx), value))
@@ -913,188 +916,6 @@ class CodeGen:
         """An indexed counter counts a packet of ``length`` bytes."""
         self.env.build.emit(ir.AugAssign(ir.CounterCell(counter, "packets", index), "+", ir.Const(1)))
         self.env.build.emit(ir.AugAssign(ir.CounterCell(counter, "bytes", index), "+", length))
-
-    # ================================================================ expressions
-    def wrap_code(self, code: ir.Expr | str, t: Type) -> ir.Expr:
-        """The value at ``t``'s width: unsigned by a mask, signed by two's complement."""
-        code = ir.lift(code)
-        if not isinstance(t, BitsT):
-            return code
-        if t.signed:
-            half = 1 << (t.width - 1)
-            return ir.bin_("-", ir.bin_("&", ir.bin_("+", code, half), t.mask), half)
-        return ir.bin_("&", code, t.mask)
-
-    def ex(self, e: ast.Expr, scope: Scope) -> ir.Expr:
-        if e.value is not None and not isinstance(e.value, str):
-            return ir.Const(e.value)
-        m = getattr(self, "_x_" + type(e).__name__)
-        return ir.lift(m(e, scope))
-
-    def _x_PathExpr(self, e: ast.PathExpr, scope: Scope) -> ir.Expr:
-        b = self.lookup(scope, e.decl)
-        if isinstance(b, Storage):
-            return ir.slot(b.base)
-        return b
-
-    def _x_Member(self, e: ast.Member, scope: Scope) -> ir.Expr:
-        bt = e.base.type
-        if isinstance(bt, ApplyResultT):
-            hit = ir.ApplyHit(self.ex(e.base, scope))
-            return hit if e.member == "hit" else ir.Not(hit)
-        if isinstance(bt, StackT) and e.member == "lastIndex":
-            return ir.lift(self.env.headers.last_index_code(self.storage(e.base, scope)))
-        return ir.slot(self.storage(e, scope).base)
-
-    def _x_Index(self, e: ast.Index, scope: Scope) -> ir.Expr:
-        return ir.slot(self.storage(e, scope).base)
-
-    def _x_Slice(self, e: ast.Slice, scope: Scope) -> ir.Expr:
-        lo, hi = e.lo.value, e.hi.value
-        base = self.ex(e.base, scope)
-        if lo:
-            return ir.bin_("&", ir.bin_(">>", base, lo), (1 << (hi - lo + 1)) - 1)
-        return ir.bin_("&", base, (1 << (hi + 1)) - 1)
-
-    def _x_Call(self, e: ast.Call, scope: Scope) -> ir.Expr:
-        tgt = e.target
-        if tgt.kind == "header_method" and tgt.name == "isValid":
-            return ir.lift(self.env.headers.valid_code(self.storage(tgt.instance, scope)))
-        if tgt.kind == "table_apply":
-            return ir.Apply(self.lookup(scope, tgt.decl))
-        if tgt.kind == "method" and tgt.decl.name == "packet_in" and tgt.name == "length":
-            return ir.PacketLength()
-        if tgt.kind == "user_function":
-            return ir.slot(self.env.calls.user_call(e, scope).base)
-        if tgt.kind == "method" and tgt.decl.name == "packet_in" and tgt.name == "lookahead":
-            if isinstance(e.type, HeaderT) and e.type.is_header and e.type.varbit_field is None:
-                return ir.slot(self.lookahead_header(e).base)
-            if not (isinstance(e.type, (BitsT, EnumT)) or e.type is BOOL):
-                raise P4Error(e.loc, f"lookahead<{e.type}> is not supported by the built-in target")
-            return self.lookahead_bits(e.type)
-        raise P4Error(e.loc, f"{tgt.name}() cannot be used in an expression")
-
-    def lookahead_bits(self, t: Type) -> ir.Expr:
-        """``lookahead<bit<W>>()``: the next W bits, not consumed; too few is PacketTooShort."""
-        w = bit_width(t)
-        n = (w + 7) // 8
-        self.need_bytes(n)
-        raw = ir.bin_(">>", ir.PacketInt(POS, ir.Const(n)), n * 8 - w)
-        if t is BOOL:
-            return ir.Call("bool", (raw,))
-        return self.from_raw(raw, t)
-
-    def lookahead_header(self, e: ast.Call) -> Storage:
-        """``lookahead<H>()``: a valid copy of the next header, the position kept."""
-        st = self.alloc(e.type)
-        saved = self.temp("pos")
-        self.env.build.emit(ir.Assign(saved, POS))
-        self.extract(st, e)
-        self.env.build.emit(ir.Assign(POS, saved))
-        return st
-
-    def _x_Cast(self, e: ast.Cast, scope: Scope) -> ir.Expr:
-        src, dst = e.operand.type, e.type
-        v = self.ex(e.operand, scope)
-        if dst is BOOL:
-            return ir.cmp("!=", v, 0)
-        if src is BOOL:
-            return ir.Select(v, ir.Const(1), ir.Const(0))
-        target = dst.underlying if isinstance(dst, EnumT) else dst
-        source = src.underlying if isinstance(src, EnumT) else src
-        if isinstance(target, BitsT) and isinstance(source, BitsT):
-            if source == target or (not source.signed and not target.signed and target.width >= source.width):
-                return v
-            if source.signed and target.signed and target.width >= source.width:
-                return v
-            return self.wrap_code(v, target)
-        return v
-
-    def _x_Unary(self, e: ast.Unary, scope: Scope) -> ir.Expr:
-        v = self.ex(e.operand, scope)
-        t = e.type
-        if e.op == "!":
-            return ir.Not(v)
-        if e.op == "+":
-            return v
-        if e.op == "~":
-            return ir.Invert(v) if t.signed else ir.bin_("^", v, t.mask)
-        return self.wrap_code(ir.Neg(v), t)
-
-    def _x_Cond(self, e: ast.Cond, scope: Scope) -> ir.Expr:
-        if has_user_call(e.then) or has_user_call(e.other):
-            return ir.lift(self.env.calls.lazy_cond(e, scope))
-        return ir.Select(self.ex(e.cond, scope), self.ex(e.then, scope), self.ex(e.other, scope))
-
-    def _x_Binary(self, e: ast.Binary, scope: Scope) -> ir.Expr:
-        op, t = e.op, e.type
-        if op in ("&&", "||") and has_user_call(e.right):
-            return ir.lift(self.env.calls.lazy_logic(e, scope))
-        if op in ("==", "!=") and isinstance(e.left.type, (HeaderT, StackT)):
-            same = self.equal_code(self.storage(e.left, scope), self.storage(e.right, scope))
-            return same if op == "==" else ir.Not(same)
-        a = self.ex(e.left, scope)
-        if e.left.value is None and has_user_call(e.right):  # p4c/spec: the left operand is
-            v = self.temp("l")  # read before a call on the right can change it
-            self.env.build.emit(ir.Assign(v, a))
-            a = v
-        b = self.ex(e.right, scope)
-        if op in ("/", "%", "<<") and has_user_call(e.right):  # b appears twice below: its call runs once
-            v = self.temp("r")
-            self.env.build.emit(ir.Assign(v, b))
-            b = v
-        if op == "&&":
-            return ir.And((a, b))
-        if op == "||":
-            return ir.Or((a, b))
-        if op in ("==", "!=", "<", ">", "<=", ">="):
-            return ir.Cmp(op, a, b)
-        if op in ("&", "|", "^", ">>"):
-            return ir.Bin(op, a, b)
-        if op == "++":
-            lt, rt = e.left.type, e.right.type
-            code = ir.Bin("|", ir.bin_("<<", ir.bin_("&", a, lt.mask), rt.width), ir.bin_("&", b, rt.mask))
-            return self.wrap_code(code, t) if t.signed else code
-        if op == "<<":
-            shifted = self.wrap_code(ir.Bin("<<", a, b), t)
-            if e.right.value is not None:
-                return shifted if e.right.value < t.width else ir.Const(0)
-            return ir.Select(ir.cmp("<", b, t.width), shifted, ir.Const(0))
-        if op in ("|+|", "|-|"):
-            raw = ir.Bin("+" if op == "|+|" else "-", a, b)
-            lo, hi = (-(1 << (t.width - 1)), (1 << (t.width - 1)) - 1) if t.signed else (0, t.mask)
-            if op == "|+|" and not t.signed:
-                return ir.Call("min", (raw, ir.Const(hi)))
-            if op == "|-|" and not t.signed:
-                return ir.Call("max", (raw, ir.Const(0)))
-            return ir.Call("min", (ir.Call("max", (raw, ir.Const(lo))), ir.Const(hi)))
-        if op in ("+", "-", "*"):
-            return self.wrap_code(ir.Bin(op, a, b), t)
-        if op in ("/", "%"):  # bit<W> only (checker); BMv2 would abort on a zero divisor
-            return ir.Select(b, ir.Bin("//" if op == "/" else "%", a, b), ir.Const(0))
-        raise P4Error(e.loc, f"operator {op} cannot be executed")
-
-    def equal_code(self, a: Storage, b: Storage) -> ir.Expr:
-        """P4 equality of headers, structs and stacks: two invalid headers are equal
-        whatever their fields hold; a valid and an invalid one never are."""
-        t = a.type
-        if isinstance(t, StackT):
-            size = slot_count(t.elem)
-            parts = [self.equal_code(Storage(a.base + i * size, t.elem), Storage(b.base + i * size, t.elem))
-                     for i in range(t.size)]
-        elif isinstance(t, HeaderT) and t.is_header:
-            n = a.size
-            valid = ir.Cmp("==", ir.slot(a.base), ir.slot(b.base))
-            fields = ir.Cmp("==", ir.slots(a.base + 1, n - 1), ir.slots(b.base + 1, n - 1))
-            return ir.And((valid, ir.Or((ir.Not(ir.slot(a.base)), fields))))
-        elif isinstance(t, HeaderT):
-            parts = [self.equal_code(member_storage(a, name), member_storage(b, name)) for name in t.fields]
-        else:
-            return ir.Cmp("==", ir.slot(a.base), ir.slot(b.base))
-        return ir.And(tuple(parts)) if parts else ir.Const(True)
-
-    def _x_TypeMember(self, e: ast.TypeMember, scope: Scope) -> ir.Expr:
-        return ir.Const(e.value)
 
 
 def _guarded_indexes(s: ast.Stmt) -> list[tuple[ast.Expr, int]]:

@@ -64,7 +64,7 @@ def emit_loop(env: GenEnv, s: ast.For | ast.ForIn, scope: dict) -> None:
                     env.gen.stmt(x, inner)
             env.build.emit(ir.Assign(again, ir.Const(True)))
         if s.cond is not None:
-            with env.build.if_(ir.Not(ir.lift(env.gen.ex(s.cond, inner)))):
+            with env.build.if_(ir.Not(ir.lift(env.exprs.ex(s.cond, inner)))):
                 env.build.emit(ir.Break())
         env.gen.stmt(s.body, type(scope)(inner))
 
@@ -78,8 +78,8 @@ def _for_in(env: GenEnv, s: ast.ForIn, scope: dict) -> None:
     v = ir.Var(env.gen.fresh("v"))
     if s.hi is None:
         raise P4Error(s.loc, "for-in over anything but a range is not supported by the built-in target")
-    lo = ir.lift(env.gen.ex(s.collection, scope))
-    hi = ir.bin_("+", ir.lift(env.gen.ex(s.hi, scope)), 1)
+    lo = ir.lift(env.exprs.ex(s.collection, scope))
+    hi = ir.bin_("+", ir.lift(env.exprs.ex(s.hi, scope)), 1)
     with env.build.for_range(v, lo, hi):
         env.build.emit(ir.Assign(ir.slot(st.base), v))
         env.gen.stmt(s.body, type(scope)(scope))

@@ -25,6 +25,7 @@ from ..p4info import qualify
 from . import ir
 from .codegen import CodeGen
 from .exceptions import RegisterConflict
+from .exprs import ExprGen
 from .externs import Counter, Register
 from .generated import Generated
 from .ir import UNSET
@@ -100,8 +101,23 @@ def _initial_cell(decl: ast.Instantiation, elem: Type) -> Any:
     return False if elem is BOOL else 0
 
 
+class TnaExprGen(ExprGen):
+    """``ExprGen`` with TNA's externs' calls that have a value (``TnaCodeGen.tna_call``)."""
+
+    def _x_Call(self, e: ast.Call, scope: Scope) -> ir.Expr:
+        tgt = e.target
+        if tgt.kind == "method" and tgt.decl.name in TNA_EXTERNS:
+            code = self.env.gen.tna_call(e, scope)
+            if code is None:
+                raise P4Error(e.loc, f"{tgt.name}() has no value")
+            return code
+        return ir.lift(super()._x_Call(e, scope))
+
+
 class TnaCodeGen(CodeGen):
     """CodeGen for a ``Switch(Pipeline(...))`` program."""
+
+    EXPRS = TnaExprGen
 
     def __init__(self, prog: Any) -> None:
         super().__init__(prog)
@@ -185,15 +201,6 @@ class TnaCodeGen(CodeGen):
         else:
             super().method(call, scope)
 
-    def _x_Call(self, e: ast.Call, scope: Scope) -> ir.Expr:
-        tgt = e.target
-        if tgt.kind == "method" and tgt.decl.name in TNA_EXTERNS:
-            code = self.tna_call(e, scope)
-            if code is None:
-                raise P4Error(e.loc, f"{tgt.name}() has no value")
-            return code
-        return ir.lift(super()._x_Call(e, scope))
-
     def tna_call(self, call: ast.Call, scope: Scope) -> ir.Expr | None:
         tgt, args = call.target, call.args
         ext, m = tgt.decl.name, tgt.name
@@ -226,8 +233,8 @@ class TnaCodeGen(CodeGen):
             counter = ir.Obj(obj, self.env.ns[obj])
             length: ir.Expr = ir.slot(self.env.out.std["packet_length"])
             if len(args) > 1:
-                length = ir.Call("max", (ir.bin_("-", length, ir.lift(self.ex(args[1], scope))), ir.Const(0)))
-            self.env.build.emit(ir.Assign(i, ir.lift(self.ex(args[0], scope))))
+                length = ir.Call("max", (ir.bin_("-", length, ir.lift(self.env.exprs.ex(args[1], scope))), ir.Const(0)))
+            self.env.build.emit(ir.Assign(i, ir.lift(self.env.exprs.ex(args[0], scope))))
             with self.env.build.if_(ir.cmp("<", i, counter.value.size)):
                 self.env.build.emit(ir.AugAssign(ir.CounterCell(counter, "packets", i), "+", ir.Const(1)))
                 self.env.build.emit(ir.AugAssign(ir.CounterCell(counter, "bytes", i), "+", length))
@@ -243,7 +250,7 @@ class TnaCodeGen(CodeGen):
         rv = self.alloc(call.type) if isinstance(call.type, (BitsT, HeaderT)) or call.type is BOOL else None
         i = ir.Var(self.fresh("i"))
         cell = ir.RegCell(ir.Obj(ra.reg_const, reg), i)
-        self.env.build.emit(ir.Assign(i, ir.lift(self.ex(call.args[0], scope))))
+        self.env.build.emit(ir.Assign(i, ir.lift(self.env.exprs.ex(call.args[0], scope))))
         if rv is not None:
             self.env.calls.init_out(rv)
         with self.env.build.if_(ir.cmp("<", i, reg.size)):

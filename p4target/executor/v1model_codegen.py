@@ -150,7 +150,7 @@ def v1model_function(env: GenEnv, call: ast.Call, scope: Scope) -> None:
     if name in ("clone", "clone_preserving_field_list"):
         index = args[2].value if name == "clone_preserving_field_list" else None
         field_list_slots(env, index)  # refuse bad annotations at load time
-        env.build.emit(ir.Assign(ir.slot(intrinsic_slot(env, "clone")), ir.Tuple((ir.lift(env.gen.ex(args[1], scope)),
+        env.build.emit(ir.Assign(ir.slot(intrinsic_slot(env, "clone")), ir.Tuple((ir.lift(env.exprs.ex(args[1], scope)),
                                                                            ir.Const(index)))))
     elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
         index = args[0].value
@@ -160,7 +160,7 @@ def v1model_function(env: GenEnv, call: ast.Call, scope: Scope) -> None:
         st = env.gen.storage(args[1], scope)  # `digest<S>(r, {a, b})`: the list fills a temporary S
         values = ir.Tuple(tuple(_flat_values(env, st, args[1].loc)))
         name = qualify("", args[1].type.decl)  # the P4Info name (a struct's @name, if any)
-        env.build.emit(ir.Do(_rt("digest", ir.Const(name), ir.lift(env.gen.ex(args[0], scope)), values)))
+        env.build.emit(ir.Do(_rt("digest", ir.Const(name), ir.lift(env.exprs.ex(args[0], scope)), values)))
     elif name == "log_msg":
         fmt_name = env.gen.const(args[0].text, "FMT")
         fmt = ir.Obj(fmt_name, env.ns[fmt_name])
@@ -173,25 +173,25 @@ def v1model_function(env: GenEnv, call: ast.Call, scope: Scope) -> None:
             for item in items:
                 if isinstance(item.type, (HeaderT, StackT)):
                     raise P4Error(item.loc, "log_msg of a header or struct is not supported by the built-in target")
-                values.append(ir.lift(env.gen.ex(item, scope)))
+                values.append(ir.lift(env.exprs.ex(item, scope)))
             env.build.emit(ir.Do(_rt("log_msg", fmt, ir.Tuple(tuple(values)))))
     elif name in ("assert", "assume"):
         where = f"{call.loc.file}:{call.loc.line}" if call.loc is not None else name
-        with env.build.if_(ir.Not(ir.lift(env.gen.ex(args[0], scope)))):
+        with env.build.if_(ir.Not(ir.lift(env.exprs.ex(args[0], scope)))):
             env.build.emit(ir.Raise(ir.Exc.ASSERTION, f"{name} failed at {where}"))
     elif name == "random":
         dst = env.gen.storage(args[0], scope)
-        lo = ir.lift(env.gen.ex(args[1], scope))
-        env.build.emit(ir.Assign(ir.slot(dst.base), _rt("random", lo, ir.lift(env.gen.ex(args[2], scope)))))
+        lo = ir.lift(env.exprs.ex(args[1], scope))
+        env.build.emit(ir.Assign(ir.slot(dst.base), _rt("random", lo, ir.lift(env.exprs.ex(args[2], scope)))))
     elif name == "truncate":  # BMv2: the smallest length wins; only this packet's own transmission is cut
         slot, n = ir.slot(intrinsic_slot(env, "truncate")), ir.Var(env.gen.fresh("n"))
-        env.build.emit(ir.Assign(n, ir.lift(env.gen.ex(args[0], scope))))
+        env.build.emit(ir.Assign(n, ir.lift(env.exprs.ex(args[0], scope))))
         with env.build.if_(ir.Or((ir.IsNone(slot), ir.cmp("<", n, slot)))):  # an intrinsic slot: None until requested
             env.build.emit(ir.Assign(slot, n))
     elif name in ("verify_checksum_with_payload", "update_checksum_with_payload"):
         target = env.gen.storage(args[2], scope)
         data = ir.lift(env.gen.hash_input(args[1], scope))
-        cond = ir.lift(env.gen.ex(args[0], scope))
+        cond = ir.lift(env.exprs.ex(args[0], scope))
         csum = ir.Call("csum16", (ir.Concat(data, ir.Payload()),))
         if name.startswith("verify"):
             with env.build.if_(ir.And((cond, ir.cmp("!=", csum, ir.slot(target.base))))):
@@ -224,7 +224,7 @@ def meter_method(env: GenEnv, call: ast.Call, scope: Scope, obj: str) -> None:
     amount: ir.Expr = ir.Const(1) if meter.unit == "packets" else ir.IngressLength()
     if meter.unit != "packets":
         env.out.uses_payload = True
-    env.build.emit(ir.Assign(i, ir.lift(env.gen.ex(args[0], scope))))
+    env.build.emit(ir.Assign(i, ir.lift(env.exprs.ex(args[0], scope))))
     with env.build.if_(ir.cmp("<", i, meter.size)):
         cell = ir.Item(ir.Attr(ir.Obj(obj, meter), "cells"), i)
         env.build.emit(ir.Assign(ir.slot(dst.base), ir.MethodCall(ir.Attr(cell, "execute"), (_rt("micros"), amount))))

@@ -2,14 +2,15 @@
 module's namespace and the IR being written, and the passes themselves.
 
 Code generation is a set of passes, one file each: ``codegen.CodeGen`` (the program, controls,
-parsers, statements), ``exprs.ExprGen`` (expressions), ``table_codegen.TableGen`` (tables),
+statements), ``exprs.ExprGen`` (expressions), ``table_codegen.TableGen`` (tables),
+``packet_codegen.PacketGen`` (parsers, the deparser),
 ``headers.HeaderOps`` (validity, copies, stacks, varbit), ``calls.CallGen`` (argument binding,
 inlined bodies), ``subparsers.SubParserGen`` (sub-parser applies) and ``builder.Builder`` (the
 block being written); the helper modules (loops, v1model_codegen, profile_codegen) are functions
 of the environment.  Each pass keeps no state of its own: everything they share is here, set up in
 ``__init__``, and one pass reaches another's methods through it (``env.headers.pin(st)``).  A TNA
-program's main and expressions passes are ``tna_codegen.TnaCodeGen`` and ``TnaExprGen``; every
-pass calls those.
+program's main, expressions and packet passes are ``tna_codegen.TnaCodeGen``, ``TnaExprGen`` and
+``TnaPacketGen``; every pass calls those.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ class GenEnv:
     """The shared state of one program's code generation, and its passes."""
 
     def __init__(self, prog: CheckedProgram, gen: Any, headers: Pass, calls: Pass, subparsers: Pass,
-                 exprs: Pass, tables: Pass) -> None:
+                 exprs: Pass, tables: Pass, packet: Pass) -> None:
         """``gen``: the main pass (``codegen.CodeGen`` or ``tna_codegen.TnaCodeGen``), which builds the
-        environment; ``headers``, ``calls``, ``subparsers``, ``exprs``, ``tables``: the classes of the
-        other passes.  The passes are typed ``Any`` here because their modules import this one (no
+        environment; ``headers``, ``calls``, ``subparsers``, ``exprs``, ``tables``, ``packet``: the
+        classes of the other passes.  The passes are typed ``Any`` here because their modules import this one (no
         import circle, not even for typing)."""
         self.prog = prog
         self.template: list[Any] = []  # the state list's initial values, one per slot
@@ -77,3 +78,4 @@ class GenEnv:
         self.subparsers = subparsers(self)  # subparsers.SubParserGen
         self.exprs = exprs(self)  # exprs.ExprGen (tna_codegen.TnaExprGen)
         self.tables = tables(self)  # table_codegen.TableGen
+        self.packet = packet(self)  # packet_codegen.PacketGen (tna_codegen.TnaPacketGen)

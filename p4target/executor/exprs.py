@@ -90,18 +90,18 @@ class ExprGen:
         """``lookahead<bit<W>>()``: the next W bits, not consumed; too few is PacketTooShort."""
         w = bit_width(t)
         n = (w + 7) // 8
-        self.env.gen.need_bytes(n)
+        self.env.packet.need_bytes(n)
         raw = ir.bin_(">>", ir.PacketInt(POS, ir.Const(n)), n * 8 - w)
         if t is BOOL:
             return ir.Call("bool", (raw,))
-        return self.env.gen.from_raw(raw, t)
+        return self.env.packet.from_raw(raw, t)
 
     def lookahead_header(self, e: ast.Call) -> Storage:
         """``lookahead<H>()``: a valid copy of the next header, the position kept."""
         st = self.env.gen.alloc(e.type)
         saved = self.env.gen.temp("pos")
         self.env.build.emit(ir.Assign(saved, POS))
-        self.env.gen.extract(st, e)
+        self.env.packet.extract(st, e)
         self.env.build.emit(ir.Assign(POS, saved))
         return st
 

@@ -228,7 +228,7 @@ class HeaderOps:
                 val = ir.bin_("&", ir.bin_(">>", x, after), mask)
             else:
                 val = ir.bin_("&", x, mask)
-            self.env.build.emit(ir.Assign(ir.slot(first + i), ir.lift(self.env.gen.from_raw(val, ft))))
+            self.env.build.emit(ir.Assign(ir.slot(first + i), ir.lift(self.env.packet.from_raw(val, ft))))
         self.mark_valid(st)
         self.env.build.emit(ir.AugAssign(pos, "+", tot))
 

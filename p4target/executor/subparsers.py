@@ -75,7 +75,7 @@ class SubParserGen:
                 self.sub_parser_call(owner, s.call, scope, stmts[k + 1:], transition)
                 return
             self.env.gen.stmt(s, scope)
-        self.env.gen.transition(transition, scope)
+        self.env.packet.transition(transition, scope)
 
     def emit_later_states(self) -> None:
         """The states sub-parser applies added, after the parser's own (whose code is

@@ -29,6 +29,7 @@ from .exprs import ExprGen
 from .externs import Counter, Register
 from .generated import Generated
 from .ir import UNSET
+from .packet_codegen import PacketGen
 from .storage import Scope, Storage, member_storage
 
 # Which storage each template parameter binds to, per block (tna.p4's parameter order).
@@ -114,19 +115,24 @@ class TnaExprGen(ExprGen):
         return ir.lift(super()._x_Call(e, scope))
 
 
+class TnaPacketGen(PacketGen):
+    """``PacketGen`` with Tofino's parser: a select that no case matches is an error."""
+
+    def no_match(self) -> ir.Stmt:
+        """Tofino's parser flags a select that no case matches (``NoMatch``, the parser_err bit 0x1)."""
+        return ir.Return(ir.Tuple((ir.Var("pos"), ir.Const(self.env.error_codes["NoMatch"]))))
+
+
 class TnaCodeGen(CodeGen):
     """CodeGen for a ``Switch(Pipeline(...))`` program."""
 
     EXPRS = TnaExprGen
+    PACKET = TnaPacketGen
 
     def __init__(self, prog: Any) -> None:
         super().__init__(prog)
         self.env.ns.update({"RegisterConflict": RegisterConflict, "csum_add": csum_add, "csum_sub": csum_sub,
                             "UNSET": UNSET})
-
-    def no_match(self) -> ir.Stmt:
-        """Tofino's parser flags a select that no case matches (``NoMatch``, the parser_err bit 0x1)."""
-        return ir.Return(ir.Tuple((ir.Var("pos"), ir.Const(self.env.error_codes["NoMatch"]))))
 
     def hidden_slot(self, value: Any) -> int:
         self.env.template.append(value)
@@ -153,7 +159,7 @@ class TnaCodeGen(CodeGen):
                     bound[which] = self.alloc(p.type)
                 scope[p] = bound[which]
             if isinstance(decl, ast.ParserDecl):
-                self.parser(decl, scope, FUNCTIONS[role])
+                self.env.packet.parser(decl, scope, FUNCTIONS[role])
             else:
                 self.control_function(FUNCTIONS[role], decl, scope)
         if "ig_tm_md" in bound:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from p4target.executor import ir, python
+from p4target.executor import exceptions, ir, python
 from p4target.executor.builder import Builder
 
 
@@ -57,16 +57,28 @@ def test_exit_runs_the_handler_and_leaves_the_rest():
         with b.try_exit():
             b.emit(ir.Assign(ir.slot(0), ir.Const(1)))
             with b.if_(ir.slot(1)):
-                b.emit(ir.Raise("ExitBlock"))
+                b.emit(ir.Raise(ir.Exc.EXIT))
             b.emit(ir.Assign(ir.slot(0), ir.Const(2)))
         with b.on_exit():
             b.emit(ir.AugAssign(ir.slot(2), "+", ir.Const(1)))
-    ns: dict[str, object] = {"ExitBlock": type("ExitBlock", (Exception,), {})}
+    ns: dict[str, object] = {"ExitBlock": exceptions.ExitBlock}
     exec(python.function(fn), ns)  # noqa: S102
     for flag, expected in ((0, [2, 0, 0]), (1, [1, 1, 1])):
         state = [0, flag, 0]
         ns["ingress"](state)
         assert state == expected
+
+
+@pytest.mark.parametrize("kind", [k for k in ir.Exc if k is not ir.Exc.EXIT])
+def test_a_drop_kind_raises_its_class_with_the_message(kind: ir.Exc):
+    b = Builder()
+    with b.define("ingress", ir.Kind.CONTROL) as fn:
+        b.emit(ir.Raise(kind, "why"))
+    cls = exceptions.CLASS[kind]
+    ns: dict[str, object] = {cls.__name__: cls}
+    exec(python.function(fn), ns)  # noqa: S102
+    with pytest.raises(cls, match="why"):
+        ns["ingress"]([])
 
 
 def test_a_parser_reads_the_packet_and_returns_its_position_and_error():

@@ -216,11 +216,8 @@ PYTHON_FOLDERS = ["bench", "bmv2-env", "controller", "examples", "ina_api", "p4s
                   "virtual_fabric", "worker"]
 NOT_SOURCE = {"__pycache__", "build"}  # and any folder starting with "." (.venv, .git) or ending in .egg-info
 OUTPUT = [ROOT / "bench" / "out", ROOT / "bench" / "results"]  # what the benchmarks write (.gitignore)
-SPLIT_BY = "being split by issue 63 branch "
 # "path:qualname" -> why it may stay over MAX_FUNCTION_LINES.  An entry whose function is gone or short fails too.
-EXCEPTIONS: dict[str, str] = {
-    "p4target/executor/codegen.py:CodeGen.method": SPLIT_BY + "cg63 (E2)",
-}
+EXCEPTIONS: dict[str, str] = {}
 
 
 def python_files() -> list[Path]:

@@ -208,3 +208,20 @@ def test_recirculation_is_bounded():
     frame = bytes.fromhex("030000000001" "aaaaaaaaaaaa" "0800" "c0ffee00")  # top byte 3: 4, 5, ... wraps before 3 again
     assert sw.process(5, frame) == [] and sw.stats["loop_drops"] == 1
     assert MAX_PASSES < 256
+
+
+def test_native_recirculation_matches_python():
+    """The C packet path (tna.h) takes its recirculation ports and pass limit from tna_switch's constants:
+    a frame going round port 68 five times leaves with the same bytes as in Python, and one going round
+    for ever is dropped in both."""
+    from p4target.executor.tna_switch import load_switch
+
+    path = Path(__file__).parent / "p4" / "tna" / "tna_recirculate.p4"
+    native, reference = load_switch(path), load_switch(path, use_native=False)
+    assert native.native_status == "native"
+    frame = bytes.fromhex("fe0000000001" "aaaaaaaaaaaa" "0800" "c0ffee00")  # fe, ff, 0, 1, 2, 3: out
+    out = native.process(5, frame)
+    assert out == reference.process(5, frame) and [o.port for o in out] == [1] and out[0].data[0] == 3
+    looping = bytes.fromhex("030000000001" "aaaaaaaaaaaa" "0800" "c0ffee00")
+    assert native.process(5, looping) == reference.process(5, looping) == []
+    assert native.stats["loop_drops"] == reference.stats["loop_drops"] == 1

@@ -1,10 +1,10 @@
 """How code generation writes statements: into the current block, nested blocks opened with ``with``.
 
-``CodeGen`` and its helper modules call ``emit(stmt)`` and open blocks with ``if_``, ``elif_``,
-``else_``, ``loop``, ``for_range``, ``try_exit``/``on_exit`` and ``define`` (a function); the
-builder keeps the tree (``ir.Module``).  ``else_`` and ``elif_`` continue the ``If`` just
-emitted in the current block, at the end of its elif chain; ``on_exit`` is the handler of the
-``TryExit`` just emitted.
+The code generation passes and helper modules call ``env.build.emit(stmt)`` (``env.GenEnv``)
+and open blocks with ``if_``, ``elif_``, ``else_``, ``loop``, ``for_range``,
+``try_exit``/``on_exit`` and ``define`` (a function); the builder keeps the tree (``ir.Module``).
+``else_`` and ``elif_`` continue the ``If`` just emitted in the current block, at the end of its
+elif chain; ``on_exit`` is the handler of the ``TryExit`` just emitted.
 """
 
 from __future__ import annotations

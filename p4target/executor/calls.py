@@ -6,18 +6,21 @@ after the body on every exit (end, ``return``, ``exit``).  Copying costs per pac
 a parameter is bound to the argument's own slots instead whenever that cannot be told
 apart: the argument is a variable or field that the callee does not write through any
 other name, no other argument overlaps it, and no argument has side effects.
-A mixin of ``codegen.CodeGen``.
+A pass of code generation (``env.GenEnv``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..frontend import ast
 from ..frontend.errors import P4Error
 from ..frontend.types import BOOL, VOID, BitsT, HeaderT, StackT
 from . import ir
 from .storage import Storage, member_storage, slot_count
+
+if TYPE_CHECKING:
+    from .env import GenEnv
 
 _IN = ("in", "")
 # A written expression we cannot place: it conflicts with every argument.
@@ -132,9 +135,10 @@ def _tail_returns_only(s: Any, tail: bool = True) -> bool:
 
 
 class CallGen:
-    """Calls: argument binding, inlined bodies, copy-back (mixed into CodeGen)."""
+    """Calls: argument binding, inlined bodies, copy-back: a pass over ``env``."""
 
-    return_slot: Any = None
+    def __init__(self, env: GenEnv) -> None:
+        self.env = env
 
     # ---------------------------------------------------------------- analysis
     def written_ranges(self, body: Any, scope: Any) -> list[tuple[int, int]]:
@@ -265,7 +269,7 @@ class CallGen:
         plan: list[tuple[Storage, ast.Expr, Storage]] = []
         for i, (p, a) in enumerate(zip(params, args)):
             if isinstance(a, ast.Default):  # '_' for an out parameter: a scratch slot
-                tmp = self.alloc(p.type)
+                tmp = self.env.gen.alloc(p.type)
                 self.init_out(tmp)
                 callee[p] = tmp
                 continue
@@ -275,12 +279,12 @@ class CallGen:
                 if j != i and ranges[j] is not None and not (p.direction in _IN and params[j].direction in _IN))
             if p.direction in _IN:
                 if a.value is not None and not isinstance(a.value, str) and not isinstance(a.type, (HeaderT, StackT)):
-                    callee[p] = self.ex(a, caller)  # a constant: nothing to copy
+                    callee[p] = self.env.exprs.ex(a, caller)  # a constant: nothing to copy
                 elif ok:
-                    callee[p] = self.storage(a, caller)
+                    callee[p] = self.env.gen.storage(a, caller)
                 else:
-                    tmp = self.alloc(p.type)
-                    self.assign_storage(tmp, a, caller)
+                    tmp = self.env.gen.alloc(p.type)
+                    self.env.gen.assign_storage(tmp, a, caller)
                     callee[p] = tmp
                 continue
             if ok:
@@ -288,17 +292,17 @@ class CallGen:
                     touched = self.touched_ranges(body, caller) if body is not None else [_EVERYWHERE]
                 ok = not any(_overlap(r, w) for w in touched)
             if ok:
-                st = self.storage(a, caller)
+                st = self.env.gen.storage(a, caller)
                 if p.direction == "out":
                     self.init_out(st)
                 callee[p] = st
                 continue
             # spec 6.8: the l-value is fixed at the call (a run-time stack index the callee
             # changes does not move the copy-out)
-            dst = self.pin(self.storage(a.base if isinstance(a, ast.Slice) else a, caller))
-            tmp = self.alloc(p.type)
+            dst = self.env.headers.pin(self.env.gen.storage(a.base if isinstance(a, ast.Slice) else a, caller))
+            tmp = self.env.gen.alloc(p.type)
             if p.direction == "inout":
-                self.assign_storage(tmp, a, caller)
+                self.env.gen.assign_storage(tmp, a, caller)
             else:
                 self.init_out(tmp)
             callee[p] = tmp
@@ -313,31 +317,31 @@ class CallGen:
             n = slot_count(t.elem)
             for i in range(t.size):
                 self.init_out(Storage(st.base + i * n, t.elem))
-            self.emit(ir.Assign(ir.slot(self.stack_next_slot(st)), ir.Const(0)))
+            self.env.build.emit(ir.Assign(ir.slot(self.env.headers.stack_next_slot(st)), ir.Const(0)))
         elif isinstance(t, HeaderT):
             if t.is_header:
-                self.set_invalid(st)
+                self.env.headers.set_invalid(st)
                 return
             for name in t.fields:
                 self.init_out(member_storage(st, name))
         else:
             zero = False if t is BOOL else b"" if type(t).__name__ == "VarbitT" else 0
-            self.emit(ir.Assign(ir.slot(st.base), ir.Const(zero)))
+            self.env.build.emit(ir.Assign(ir.slot(st.base), ir.Const(zero)))
 
     def copy_back(self, src: Storage, arg: ast.Expr, scope: Any, dst: Storage | None = None) -> None:
         """``arg = src``; ``dst``: the argument's (or a slice's base's) slots pinned at the call."""
         if isinstance(arg, ast.Slice):
-            base = dst if dst is not None else self.storage(arg.base, scope)
+            base = dst if dst is not None else self.env.gen.storage(arg.base, scope)
             hi, lo = arg.hi.value, arg.lo.value
             m = ((1 << (hi - lo + 1)) - 1) << lo
             bt = base.type
             val = ir.bin_("|", ir.bin_("&", ir.slot(base.base), bt.mask & ~m),
                           ir.bin_("&", ir.bin_("<<", ir.slot(src.base), lo), m))
             if isinstance(bt, BitsT) and bt.signed:
-                val = ir.lift(self.wrap_code(val, bt))
-            self.emit(ir.Assign(ir.slot(base.base), val))
+                val = ir.lift(self.env.exprs.wrap_code(val, bt))
+            self.env.build.emit(ir.Assign(ir.slot(base.base), val))
             return
-        self.copy_value(dst if dst is not None else self.storage(arg, scope), src)
+        self.env.headers.copy_value(dst if dst is not None else self.env.gen.storage(arg, scope), src)
 
     # ---------------------------------------------------------------- bodies
     def inline(self, params: list[ast.Param], args: list[ast.Expr], body: ast.Block, caller: Any,
@@ -352,60 +356,60 @@ class CallGen:
             self._run_body(body, scope)
             copy_out()
             return
-        with self.try_exit():
+        with self.env.build.try_exit():
             self._run_body(body, scope)
-        with self.on_exit():
+        with self.env.build.on_exit():
             copy_out()
-            self.emit(ir.Raise(None))
+            self.env.build.emit(ir.Raise(None))
         copy_out()
 
     def _run_body(self, body: Any, scope: Any) -> None:
         """The body; a ``return`` inside it leaves it (a ``while True`` to break out of, unless
         every return is the body's last action)."""
         has_return = _contains_return(body)
-        saved = self.return_stmt
+        saved = self.env.return_stmt
         if has_return and _tail_returns_only(body):
             has_return = False
-            self.return_stmt = ir.Pass()
+            self.env.return_stmt = ir.Pass()
         if has_return:
-            with self.loop():
-                self.return_stmt = ir.Break()
-                self.stmt(body, scope)
-                self.emit(ir.Break())
+            with self.env.build.loop():
+                self.env.return_stmt = ir.Break()
+                self.env.gen.stmt(body, scope)
+                self.env.build.emit(ir.Break())
         else:
-            self.stmt(body, scope)
-        self.return_stmt = saved
+            self.env.gen.stmt(body, scope)
+        self.env.return_stmt = saved
 
     def user_call(self, call: ast.Call, scope: Any) -> Storage | None:
         """Inline a function call; its value is left in a fresh slot."""
         d: ast.FunctionDecl = call.target.decl
-        ret = self.alloc(d.type) if d.type is not VOID else None
-        saved, self.return_slot = self.return_slot, ret
+        ret = self.env.gen.alloc(d.type) if d.type is not VOID else None
+        saved, self.env.return_slot = self.env.return_slot, ret
         self.inline(d.proto.params, call.args, d.body, scope, type(scope)(scope))
-        self.return_slot = saved
+        self.env.return_slot = saved
         return ret
 
     def return_value(self, s: ast.Return, scope: Any) -> None:
         if s.value is not None:
-            if self.return_slot is None:
+            if self.env.return_slot is None:
                 raise P4Error(s.loc, "return with a value outside a function")
-            self.assign_storage(self.return_slot, s.value, scope)
+            self.env.gen.assign_storage(self.env.return_slot, s.value, scope)
 
     # ---------------------------------------------------------------- lazy operands
     def lazy_logic(self, e: ast.Binary, scope: Any) -> ir.Expr:
         """``a && f()`` / ``a || f()``: the call runs only when the right side is evaluated."""
-        v = ir.Var(self.fresh("v"))
-        self.emit(ir.Assign(v, ir.lift(self.ex(e.left, scope))))
-        with self.if_(v if e.op == "&&" else ir.Not(v)):
-            self.emit(ir.Assign(v, ir.lift(self.ex(e.right, scope))))
+        v = ir.Var(self.env.gen.fresh("v"))
+        self.env.build.emit(ir.Assign(v, ir.lift(self.env.exprs.ex(e.left, scope))))
+        with self.env.build.if_(v if e.op == "&&" else ir.Not(v)):
+            self.env.build.emit(ir.Assign(v, ir.lift(self.env.exprs.ex(e.right, scope))))
         return v
 
     def lazy_cond(self, e: ast.Cond, scope: Any) -> ir.Expr:
-        v = ir.Var(self.fresh("v"))
-        with self.if_(ir.lift(self.ex(e.cond, scope))):
-            self.emit(ir.Assign(v, ir.lift(self.ex(e.then, scope))))
-        with self.else_():
-            self.emit(ir.Assign(v, ir.lift(self.ex(e.other, scope))))
+        v = ir.Var(self.env.gen.fresh("v"))
+        with self.env.build.if_(ir.lift(self.env.exprs.ex(e.cond, scope))):
+            self.env.build.emit(ir.Assign(v, ir.lift(self.env.exprs.ex(e.then, scope))))
+        with self.env.build.else_():
+            self.env.build.emit(ir.Assign(v, ir.lift(self.env.exprs.ex(e.other, scope))))
         return v
 
 

@@ -1,17 +1,22 @@
-"""Compile a checked v1model program to Python source, once, at load time.
+"""Translate a checked v1model program into the executor's representation (``ir``), once, at load time.
+
+This is the one place that knows P4's semantics: it builds an ``ir.Module``, which ``python.py``
+prints as the Python the switch runs (the reference) and ``native/lower.py`` prints as C, plus
+the runtime objects (tables, registers ...) the code names (``generated.Generated``).  ``CodeGen``
+is the main pass; it shares an environment (``env.GenEnv``) with the others (expressions, tables,
+parsers and deparser, headers, calls, sub-parsers, the builder).
 
 Every variable of the pipeline (headers, metadata, standard_metadata, locals, action
 parameters) gets a fixed slot in one flat list ``S``, so a field access is a constant
 list index and a packet's whole state is copied with ``S.copy()``.  Controls and directly
 called actions are inlined at their call sites with their parameters bound to the
-arguments' slots; actions run by tables become one Python function each.  The generated
-module defines ``parse``, ``verify_checksum``, ``ingress``, ``egress``,
-``compute_checksum`` and ``deparse``; ``switch.Switch`` runs them.
+arguments' slots; actions run by tables become one function each.  The module defines
+``parse``, ``verify_checksum``, ``ingress``, ``egress``, ``compute_checksum`` and
+``deparse``; ``switch.Switch`` runs them.
 """
 
 from __future__ import annotations
 
-import struct
 import types
 from dataclasses import dataclass
 from typing import Any
@@ -21,11 +26,8 @@ from ..frontend.checker import PIPELINE_BLOCKS, CheckedProgram
 from ..frontend.errors import P4Error, as_p4_errors
 from ..frontend.types import (
     BOOL,
-    ERROR,
     ActionRunT,
-    ApplyResultT,
     BitsT,
-    EnumT,
     ExternT,
     HeaderT,
     StackT,
@@ -33,28 +35,21 @@ from ..frontend.types import (
     Type,
     VarbitT,
     bit_width,
-    wire_fields,
 )
-from ..p4info import key_name, qualify
-from . import algorithms, ir, loops, python
+from ..p4info import qualify
+from . import ir, loops, python
 from . import profile_codegen as apgen
 from . import v1model_codegen as v1m
-from .builder import Builder
-from .calls import CallGen, has_user_call, may_exit
-from .externs import AssertionFailed, Counter, Hooks, Register, ValueSet
+from .calls import CallGen, may_exit
+from .env import GenEnv
+from .exprs import ExprGen
+from .externs import Counter, Register, ValueSet
 from .generated import Generated, compiled
-from .headers import HeaderOps, StackIndexError, contains_header, stack_index
-from .profiles import IndirectTable
+from .headers import HeaderOps, contains_header
+from .packet_codegen import PacketGen
 from .storage import Scope, Storage, member_storage, slot_count
 from .subparsers import SubParserGen
-from .tables import DONT_CARE, ActionSpec, KeySpec, Table, exact, lpm, ternary, value_range
-
-POS = ir.Var("pos")  # a parser's position in the packet
-STATE = ir.Var("st")  # a parser's state number
-
-
-class ExitBlock(Exception):
-    """Raised by P4 ``exit``: ends the current control (ingress/egress) at once."""
+from .table_codegen import TableGen
 
 
 def _initial(t: Type, out: list) -> None:
@@ -84,66 +79,53 @@ class _ControlInstance:
     name: str = ""
 
 
-class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
+class CodeGen:
+    """The main pass: the program, its controls and statements.
+    ``CodeGen(prog).generate()`` is the whole code generation; the other passes are ``self.env``'s."""
+
+    EXPRS: type[ExprGen] = ExprGen  # the expressions pass (TNA's has its externs)
+    PACKET: type[PacketGen] = PacketGen  # parsers and deparser (TNA's flags a select no case matches)
+
     def __init__(self, prog: CheckedProgram) -> None:
-        super().__init__()
-        self.prog = prog
-        self.template: list[Any] = []
-        self.ns: dict[str, Any] = {
-            "ExitBlock": ExitBlock, "pack_bits": algorithms.pack_bits, "csum16": algorithms.csum16,
-            "stack_index": stack_index, "StackIndexError": StackIndexError, "LoopLimit": loops.LoopLimit,
-            "hash_offset": algorithms.hash_offset, "HASHES": algorithms.HASHES,
-            "RT": Hooks(), "AssertionFailed": AssertionFailed, "PAYLOAD": [b""], "INGRESS_LENGTH": [0],
-        }
-        self.counter = 0
-        self.out = Generated("", self.ns, self.template, {})
-        self.return_stmt: ir.Stmt = ir.Return()
-        self.error_codes = {name: i for i, name in enumerate(prog.errors)}
-        self.std_storage: Storage | None = None
-        self.action_depth = 0  # > 0 inside an action body, where HSIndexSimplifier leaves run-time indexes alone
-        self.index_temps: dict[int, str] = {}  # id of a guarded run-time index expression: its variable
-        self.globals = Scope()
-        for d in prog.top_level:
-            if isinstance(d, ast.ActionDecl):
-                self.globals[d] = qualify("", d)
+        self.env = GenEnv(prog, self, HeaderOps, CallGen, SubParserGen, self.EXPRS, TableGen, self.PACKET)
 
     # ================================================================ plumbing
     def fresh(self, stem: str) -> str:
-        self.counter += 1
-        return f"_{stem}{self.counter}"
+        self.env.counter += 1
+        return f"_{stem}{self.env.counter}"
 
     def const(self, value: Any, stem: str = "K") -> str:
         name = self.fresh(stem)
-        self.ns[name] = value
+        self.env.ns[name] = value
         return name
 
     def obj(self, name: str) -> ir.Obj:
         """The node naming a runtime object ``const`` bound."""
-        return ir.Obj(name, self.ns[name])
+        return ir.Obj(name, self.env.ns[name])
 
     def temp(self, stem: str) -> ir.Var:
         return ir.Var(self.fresh(stem))
 
     def run(self, code: types.CodeType) -> None:
         """Define generated functions in the namespace; ``Generated.copy`` runs the same code again."""
-        exec(code, self.ns)  # noqa: S102 - compiler output
-        self.out.code.append(code)
+        exec(code, self.env.ns)  # noqa: S102 - compiler output
+        self.env.out.code.append(code)
 
     def alloc(self, t: Type) -> Storage:
-        st = Storage(len(self.template), t)
-        _initial(t, self.template)
+        st = Storage(len(self.env.template), t)
+        _initial(t, self.env.template)
         return st
 
     # ================================================================ the program
     @as_p4_errors()
     def generate(self) -> Generated:
-        pipe = self.prog.pipeline
+        pipe = self.env.prog.pipeline
         hdr = self.alloc(pipe.headers)
         meta = self.alloc(pipe.metadata)
-        std = self.alloc(self.prog.standard_metadata)
-        self.std_storage = std
-        self.out.meta_storage = meta
-        self.out.std = {name: member_storage(std, name).base for name in self.prog.standard_metadata.fields}
+        std = self.alloc(self.env.prog.standard_metadata)
+        self.env.std_storage = std
+        self.env.out.meta_storage = meta
+        self.env.out.std = {name: member_storage(std, name).base for name in self.env.prog.standard_metadata.fields}
         bound = {"H": hdr, "M": meta, "S": std}
         self.declare_globals()
         shapes = {  # which pipeline storage each block parameter is bound to
@@ -151,42 +133,42 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             "egress": ["H", "M", "S"], "compute_checksum": ["H", "M"], "deparser": [None, "H"],
         }
         for role in PIPELINE_BLOCKS:
-            decl = self.prog.pipeline.blocks[role]
-            scope = Scope(self.globals)
+            decl = self.env.prog.pipeline.blocks[role]
+            scope = Scope(self.env.globals)
             for p, which in zip(decl.params, shapes[role]):
                 scope[p] = bound[which] if which else "PKT"
             if role == "parser":
-                self.parser(decl, scope)
+                self.env.packet.parser(decl, scope)
             else:
                 self.control_function(role, decl, scope)
         self.finish()
-        return self.out
+        return self.env.out
 
     def finish(self) -> None:
         """Define the blocks' and applies' functions (the actions are defined as their tables are built)."""
-        self.module.template = self.template
-        rest = ir.Module([f for f in self.module.functions if f.kind is not ir.Kind.ACTION])
-        self.run(compiled(python.module(rest), f"<p4 {self.prog.program.loc.file}>"))
-        self.out.module = self.module
-        self.out.source = python.module(self.module)
+        self.env.build.module.template = self.env.template
+        rest = ir.Module([f for f in self.env.build.module.functions if f.kind is not ir.Kind.ACTION])
+        self.run(compiled(python.module(rest), f"<p4 {self.env.prog.program.loc.file}>"))
+        self.env.out.module = self.env.build.module
+        self.env.out.source = python.module(self.env.build.module)
 
     # ================================================================ controls
     def control_function(self, role: str, decl: ast.ControlDecl, scope: Scope) -> None:
         self.declare_locals(decl, scope, qualify("", decl))
         kind = ir.Kind.DEPARSER if role.endswith("deparser") else ir.Kind.CONTROL
-        with self.define(role, kind):
-            with self.try_exit():
+        with self.env.build.define(role, kind):
+            with self.env.build.try_exit():
                 self.init_locals(decl, scope)
                 self.stmt(decl.body, scope)
-            with self.on_exit():
+            with self.env.build.on_exit():
                 pass
 
     def declare_globals(self) -> None:
         """Extern instances declared at the top level (``register<bit<8>>(4) r;``): one object,
         named without a block prefix and shared by every block that uses it, as with p4c."""
-        for d in self.prog.top_level:
+        for d in self.env.prog.top_level:
             if isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT):
-                self.instance(d, self.globals, "")
+                self.instance(d, self.env.globals, "")
 
     def declare_locals(self, decl: ast.ControlDecl | ast.ParserDecl, scope: Scope, prefix: str) -> None:
         """Bind an instance's own declarations once: variables get slots, externs and
@@ -200,12 +182,12 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             elif isinstance(local, ast.Instantiation):
                 self.instance(local, scope, prefix)
             elif isinstance(local, ast.TableDecl):
-                self.table(local, scope, prefix)
+                self.env.tables.table(local, scope, prefix)
             elif isinstance(local, ast.ValueSetDecl):
                 t = local.type
                 widths = [bit_width(f) for f in (t.fields.values() if isinstance(t, HeaderT) else [t])]
                 vs = ValueSet(qualify(prefix, local), local.size.value, widths)
-                self.out.value_sets[vs.name] = vs
+                self.env.out.value_sets[vs.name] = vs
                 scope[local] = self.const(vs, "VS")
 
     def init_locals(self, decl: ast.ControlDecl | ast.ParserDecl, scope: Scope) -> None:
@@ -222,20 +204,20 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         kind = t.decl.name
         if kind == "register":
             obj: Any = Register(name, decl.args[0].value, t.args[0])
-            self.out.registers[name] = obj
+            self.env.out.registers[name] = obj
         elif kind == "counter":
             obj = Counter(name, decl.args[0].value)
-            self.out.counters[name] = obj
+            self.env.out.counters[name] = obj
         elif kind == "direct_counter":
             obj = name  # counted by the table that names it; see table()
         elif kind in ("meter", "direct_meter"):
-            obj = v1m.meter_instance(self, decl, name)
-            self.out.meters[name] = obj
+            obj = v1m.meter_instance(self.env, decl, name)
+            self.env.out.meters[name] = obj
         elif kind in ("action_profile", "action_selector"):
             obj = apgen.profile_instance(decl, name)
-            self.out.profiles[name] = obj
+            self.env.out.profiles[name] = obj
         elif isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
-            inner = Scope(self.globals)
+            inner = Scope(self.env.globals)
             for passed in t.decl.instance_args.values():  # a control passed as a constructor argument
                 inner[passed] = self.lookup(scope, passed)
             params: list[Storage | None] = []
@@ -259,280 +241,9 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         if decl.init is not None:
             self.assign_storage(st, decl.init, scope)
 
-    # ================================================================ tables
-    def table(self, t: ast.TableDecl, scope: Scope, prefix: str) -> None:
-        name = qualify(prefix, t)
-        matched = [k for k in t.keys if k.match_kind != "selector"]  # selector keys are hashed (profiles.py)
-        keys = [KeySpec(key_name(k), k.match_kind, _key_width(k.expr.type)) for k in matched]
-        specs = []
-        for ref in t.actions:
-            fn = self.table_action(ref, scope)
-            params = tuple((p.name, bit_width(p.type)) for p in ref.decl.params if not p.direction)
-            scope_kind = ("default_only" if ast.find_annotation(ref.annotations, "defaultonly")
-                          else "table_only" if ast.find_annotation(ref.annotations, "tableonly")
-                          else "table_and_default")
-            specs.append(ActionSpec(scope[ref.decl], fn, params, scope_kind))
-        size = t.properties["size"].value if "size" in t.properties else 1024
-        default = t.default_action
-        default_args = tuple(int(a.value) for a, p in zip(default.args or [], default.decl.params) if not p.direction)
-        counters = t.properties.get("counters")
-        profile = apgen.table_profile(self, t, scope, name)
-        if profile is not None:
-            table: Table = IndirectTable(name, keys, specs, size, (scope[default.decl], default_args), profile,
-                                         default_is_const=t.default_is_const)
-        else:
-            table = Table(name, keys, specs, size, (scope[default.decl], default_args),
-                          default_is_const=t.default_is_const, is_const=t.entries is not None and t.entries_const,
-                          has_direct_counter=counters is not None)
-        for i, entry in enumerate(t.entries or []):
-            match = [self.entry_match(ks, k) for ks, k in zip(entry.keyset, keys)]
-            args = [int(a.value) for a, p in zip(entry.action.args or [], entry.action.decl.params) if not p.direction]
-            prio = 0
-            if table.needs_priority:
-                prio = entry.priority.value if entry.priority is not None else len(t.entries) - i
-            table.add(match, scope[entry.action.decl], args, prio, const_ok=True)
-        self.out.tables[name] = table
-        tname = self.const(table, "T")
-        # the apply function: key, lookup, run the action, report (hit, action name)
-        fname = self.fresh("apply")
-        scope[t] = fname
-        with self.define(fname, ir.Kind.APPLY):
-            keys = tuple(self.table_key(k.expr, scope) for k in matched)  # a call in a key is inlined first
-            if profile is not None:
-                apgen.emit_indirect_apply(self, t, scope, self.obj(tname), keys)
-                return
-            self.direct_apply(t, self.obj(tname), keys, name, scope)
-
-    def direct_apply(self, t: ast.TableDecl, table: ir.Obj, keys: tuple[ir.Expr, ...], name: str,
-                     scope: Scope) -> None:
-        e = ir.Var("e", ir.VarKind.ENTRY)
-        self.emit(ir.Assign(e, ir.TableLookup(table, keys)))
-        with self.if_(ir.IsNone(e)):
-            self.emit(ir.Assign(e, ir.DefaultEntry(table)))
-            self.emit(ir.RunAction(e))
-            self.emit(ir.Return(ir.Tuple((ir.Const(False), ir.EntryAction(e)))))
-        if t.properties.get("counters") is not None:
-            self.emit(ir.AugAssign(ir.EntryCount(e, 0), "+", ir.Const(1)))
-            self.emit(ir.AugAssign(ir.EntryCount(e, 1), "+", ir.slot(self.out.std["packet_length"])))
-        meters = t.properties.get("meters")
-        if meters is not None:
-            mobj = self.obj(self.lookup(scope, meters.decl))
-            mobj.value.table = name
-            dst = v1m.direct_meter_destination(self, t, meters.decl, scope)
-            if dst is not None:
-                amount = ir.Const(1) if mobj.value.unit == "packets" else ir.IngressLength()
-                self.out.uses_payload = self.out.uses_payload or mobj.value.unit != "packets"
-                cell = ir.MethodCall(ir.Attr(mobj, "cell"), (e,))
-                now = ir.MethodCall(ir.Attr(ir.Name("RT"), "micros"), ())
-                self.emit(ir.Assign(ir.slot(dst.base), ir.MethodCall(ir.Attr(cell, "execute"), (now, amount))))
-        self.emit(ir.RunAction(e))
-        self.emit(ir.Return(ir.Tuple((ir.Const(True), ir.EntryAction(e)))))
-
-    def key_expr(self, e: ast.Expr, scope: Scope) -> ir.Expr:
-        code = self.ex(e, scope)
-        return ir.Select(code, ir.Const(1), ir.Const(0)) if e.type is BOOL else code
-
-    def table_key(self, e: ast.Expr, scope: Scope) -> ir.Expr:
-        """A key as the control plane writes it: the bits, so int<W> values as unsigned."""
-        t = e.type.underlying if isinstance(e.type, EnumT) and e.type.underlying else e.type
-        code = self.key_expr(e, scope)
-        return ir.bin_("&", code, t.mask) if isinstance(t, BitsT) and t.signed else code
-
-    def entry_match(self, ks: ast.Expr, key: KeySpec):
-        if isinstance(ks, ast.Default):
-            return DONT_CARE
-        bits = (1 << key.width) - 1
-        if isinstance(ks, ast.Range):
-            return value_range(ks.lo.value & bits, ks.hi.value & bits)
-        if isinstance(ks, ast.Mask):
-            return ternary(ks.base.value & bits, ks.mask.value & bits)
-        v = int(ks.value) & ((1 << key.width) - 1)
-        if key.match_kind == "lpm":
-            return lpm(v, key.width, key.width)
-        return exact(v)
-
-    def table_action(self, ref: ast.ActionRef, scope: Scope) -> Any:
-        """One Python function per table action: action data become its parameters."""
-        decl: ast.ActionDecl = ref.decl
-        fname = self.fresh("act")
-        inner = Scope(scope)
-        data = tuple(ir.Var(f"a{i}") for i, p in enumerate(p for p in decl.params if not p.direction))
-        for p, var in zip((p for p in decl.params if not p.direction), data):
-            inner[p] = var
-        directional = [p for p in decl.params if p.direction]
-        saved_ret, self.return_stmt = self.return_stmt, ir.Return()
-        with self.define(fname, ir.Kind.ACTION, data):
-            self.action_depth += 1
-            if directional:  # bound in the actions list: copy-in/copy-out like a direct call
-                self.inline(directional, ref.args or [], decl.body, scope, inner)
-            else:
-                self.stmt(decl.body, inner)
-            self.action_depth -= 1
-        self.return_stmt = saved_ret
-        self.run(compiled(python.function(self.module.functions[-1]), "<p4 action>"))
-        return self.ns[fname]
-
-    # ================================================================ parser
-    def parser(self, decl: ast.ParserDecl, scope: Scope, fname: str = "parse") -> None:
-        """``fname``: TNA has two parsers."""
-        self.declare_locals(decl, scope, qualify("", decl))
-        states = {s.name: i for i, s in enumerate(decl.states)}
-        self.state_ids = states
-        self.state_count, self.later_states = len(states), []  # sub-parser applies add states
-        with self.define(fname, ir.Kind.PARSER):
-            self.init_locals(decl, scope)
-            self.emit(ir.Assign(POS, ir.Const(0)))
-            self.emit(ir.Assign(STATE, ir.Const(states["start"])))
-            with self.loop():
-                for i, state in enumerate(decl.states):
-                    with (self.if_ if i == 0 else self.elif_)(ir.cmp("==", STATE, i)):
-                        self.emit(ir.Comment(f"state {state.name}"))
-                        self.state_body(decl, state.stmts, state.transition, Scope(scope))
-                self.emit_later_states()
-
-    def goto(self, state: str) -> None:
-        if state not in self.state_ids:  # BMv2: an explicit reject ends parsing, no error
-            self.emit(self.parser_return(0))  # (a sub-parser's accept is in state_ids: its caller goes on)
-            return
-        self.emit(ir.Assign(STATE, ir.Const(self.state_ids[state])))
-        self.emit(ir.Continue())
-
-    def parser_return(self, error: ir.Expr | int | str) -> ir.Return:
-        """End parsing here with this error code (0: none)."""
-        if isinstance(error, str):
-            error = self.error_codes[error]
-        return ir.Return(ir.Tuple((POS, ir.lift(error))))
-
-    def transition(self, tr: ast.Transition, scope: Scope) -> None:
-        if tr.select is None:
-            self.goto(tr.state)
-            return
-        keys = []
-        for e in tr.select:
-            k = self.temp("k")
-            self.emit(ir.Assign(k, self.key_expr(e, scope)))
-            keys.append((k, e.type))
-        first = True
-        for case in tr.cases:
-            conds: list[ir.Expr | None] = []
-            keyset = case.keyset
-            if len(keyset) == 1 and len(keys) > 1 and isinstance(keyset[0], ast.Default):
-                keyset = keyset * len(keys)
-            if len(keyset) == 1 and isinstance(getattr(keyset[0], "decl", None), ast.ValueSetDecl):
-                conds.append(ir.VsetMatches(self.obj(scope[keyset[0].decl]), tuple(k for k, _ in keys)))
-            else:
-                conds.extend(self.keyset_cond(ks, k, t) for ks, (k, t) in zip(keyset, keys))
-            tests = [c for c in conds if c is not None]
-            if not tests:  # matches everything: the last case that can be taken
-                if first:
-                    self.goto(case.state)
-                else:
-                    with self.else_():
-                        self.goto(case.state)
-                return
-            with (self.if_ if first else self.elif_)(tests[0] if len(tests) == 1 else ir.And(tuple(tests))):
-                self.goto(case.state)
-            first = False
-        if first:
-            self.emit(self.no_match())
-        else:
-            with self.else_():
-                self.emit(self.no_match())
-
-    def no_match(self) -> ir.Stmt:
-        """A select that no case matches.  The spec says error.NoMatch; BMv2 (what p4c-bm2-ss emits has
-        no transition for it) ends parsing with no error, the headers so far valid, and so do we."""
-        return self.parser_return(0)
-
-    def keyset_cond(self, ks: ast.Expr, k: ir.Var, t: Type) -> ir.Expr | None:
-        """The test of one key against one keyset; None: it always matches."""
-        if isinstance(ks, ast.Default):
-            return None
-        if isinstance(ks, ast.Mask):
-            m = ks.mask.value
-            return ir.cmp("==", ir.bin_("&", k, m), ks.base.value & m)
-        if isinstance(ks, ast.Range):
-            return ir.And((ir.cmp("<=", ks.lo.value, k), ir.cmp("<=", k, ks.hi.value)))
-        return ir.cmp("==", k, int(ks.value))
-
-    def extract(self, st: Storage, call: ast.Call, scope: Scope | None = None) -> None:
-        t = st.type
-        nbits = t.width
-        if nbits % 8:
-            raise P4Error(call.loc, f"header {t.name} is {nbits} bits: headers must be a whole number of bytes")
-        if len(call.args) == 2:
-            self.extract_varbit(st, self.ex(call.args[1], scope))
-            return
-        n = nbits // 8
-        self.need_bytes(n)
-        fmt = _struct_format(t)
-        first = st.base + 1
-        if fmt is not None:
-            unpack = ir.Unpack(self.obj(self.const(struct.Struct(fmt), "ST")), POS)
-            self.emit(ir.Assign(ir.slots(first, len(wire_fields(t))), unpack))
-        else:
-            raw = ir.Var("_x")
-            self.emit(ir.Assign(raw, ir.PacketInt(POS, ir.Const(n))))
-            shift = nbits
-            for i, ft in enumerate(wire_fields(t)):
-                w = bit_width(ft)
-                shift -= w
-                val = ir.bin_("&", ir.bin_(">>", raw, shift) if shift else raw, (1 << w) - 1)
-                self.emit(ir.Assign(ir.slot(first + i), self.from_raw(val, ft)))
-        self.mark_valid(st)
-        self.emit(ir.AugAssign(POS, "+", ir.Const(n)))
-
-    def need_bytes(self, n: ir.Expr | int) -> None:
-        """Fewer than ``n`` bytes left: the parser ends with PacketTooShort."""
-        with self.if_(ir.cmp("<", ir.bin_("-", ir.PacketLength(), POS), n)):
-            self.emit(self.parser_return("PacketTooShort"))
-
-    def from_raw(self, val: ir.Expr, t: Type) -> ir.Expr:
-        if t is BOOL:
-            return ir.Call("bool", (val,))
-        signed = t.signed if isinstance(t, BitsT) else (isinstance(t, EnumT) and t.underlying.signed)
-        if signed:
-            half = 1 << (bit_width(t) - 1)
-            return ir.bin_("-", ir.bin_("^", val, half), half)
-        return val
-
-    # ================================================================ deparser
-    def emit_header(self, st: Storage) -> None:
-        t = st.type
-        if isinstance(t, StackT):
-            size = slot_count(t.elem)
-            for i in range(t.size):
-                self.emit_header(Storage(st.base + i * size, t.elem))
-            return
-        if not t.is_header:
-            for name in t.fields:
-                sub = member_storage(st, name)
-                if isinstance(sub.type, (HeaderT, StackT)):
-                    self.emit_header(sub)
-            return
-        if t.varbit_field is not None:
-            self.emit_varbit_header(st)
-            return
-        first = st.base + 1
-        fmt = _struct_format(t)
-        with self.if_(ir.slot(st.base)):
-            if fmt is not None:
-                packer = self.obj(self.const(struct.Struct(fmt), "ST"))
-                self.emit(ir.Emit(ir.Pack(packer, ir.slots(first, len(wire_fields(t))))))
-                return
-            value: ir.Expr | None = None
-            shift = t.width
-            for i, ft in enumerate(wire_fields(t)):
-                w = bit_width(ft)
-                shift -= w
-                part: ir.Expr = ir.bin_("&", ir.slot(first + i), (1 << w) - 1)
-                part = ir.bin_("<<", part, shift) if shift else part
-                value = part if value is None else ir.Bin("|", value, part)
-            self.emit(ir.Emit(ir.ToBytes(value, ir.Const(t.width // 8))))
-
     # ================================================================ statements
     def stmt(self, s: ast.Stmt, scope: Scope) -> None:
-        indexes = [] if self.action_depth else _guarded_indexes(s)
+        indexes = [] if self.env.action_depth else _guarded_indexes(s)
         if indexes:
             self.guarded(s, scope, indexes)
         else:
@@ -544,23 +255,23 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         branch), as p4c's HSIndexSimplifier rewrites it (p4test; p4c-bm2-ss 1.2.5 does not run
         that pass, and simple_switch aborts on the index: tests/p4/builtin_only/
         stack_index_range.p4).  Each index is read once, before the statement."""
-        saved = dict(self.index_temps)
+        saved = dict(self.env.index_temps)
         conds: list[ir.Expr] = []
         for ix, size in indexes:
             var = self.temp("ix")
-            self.emit(ir.Assign(var, self.ex(ix, scope)))
-            self.index_temps[id(ix)] = var
+            self.env.build.emit(ir.Assign(var, self.env.exprs.ex(ix, scope)))
+            self.env.index_temps[id(ix)] = var
             conds += [ir.cmp(">=", var, 0), ir.cmp("<", var, size)]
         if isinstance(s, ast.If):
-            with self.if_(ir.And((*conds, self.ex(s.cond, scope)))):
+            with self.env.build.if_(ir.And((*conds, self.env.exprs.ex(s.cond, scope)))):
                 self.block(s.then, scope)
             if s.other is not None:
-                with self.else_():
+                with self.env.build.else_():
                     self.block(s.other, scope)
         else:
-            with self.if_(ir.And(tuple(conds))):
+            with self.env.build.if_(ir.And(tuple(conds))):
                 self.plain_stmt(s, scope)
-        self.index_temps = saved
+        self.env.index_temps = saved
 
     def plain_stmt(self, s: ast.Stmt, scope: Scope) -> None:
         if isinstance(s, ast.Block):
@@ -572,10 +283,10 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         elif isinstance(s, ast.CallStmt):
             self.call_stmt(s.call, scope)
         elif isinstance(s, ast.If):
-            with self.if_(self.ex(s.cond, scope)):
+            with self.env.build.if_(self.env.exprs.ex(s.cond, scope)):
                 self.block(s.then, scope)
             if s.other is not None:
-                with self.else_():
+                with self.env.build.else_():
                     self.block(s.other, scope)
         elif isinstance(s, ast.Switch):
             self.switch(s, scope)
@@ -584,16 +295,16 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         elif isinstance(s, (ast.ConstDecl, ast.Empty)):
             pass
         elif isinstance(s, ast.Exit):
-            self.emit(ir.Raise("ExitBlock"))
+            self.env.build.emit(ir.Raise(ir.Exc.EXIT))
         elif isinstance(s, ast.Return):
-            self.return_value(s, scope)
-            self.emit(self.return_stmt)
+            self.env.calls.return_value(s, scope)
+            self.env.build.emit(self.env.return_stmt)
         elif isinstance(s, (ast.For, ast.ForIn)):
-            loops.emit_loop(self, s, scope)
+            loops.emit_loop(self.env, s, scope)
         elif isinstance(s, ast.Break):
-            self.emit(ir.Break())
+            self.env.build.emit(ir.Break())
         elif isinstance(s, ast.Continue):
-            self.emit(ir.Continue())
+            self.env.build.emit(ir.Continue())
         else:
             raise P4Error(s.loc, f"{type(s).__name__} cannot be executed")
 
@@ -607,11 +318,11 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         t = s.subject.type
         subject = self.temp("sw")
         if isinstance(t, ActionRunT):
-            self.emit(ir.Assign(subject, ir.ApplyAction(self.ex(s.subject.base, scope))))
+            self.env.build.emit(ir.Assign(subject, ir.ApplyAction(self.env.exprs.ex(s.subject.base, scope))))
             names = {ref.decl.name: scope[ref.decl] for ref in t.table.actions}
             label_code = lambda label: ir.Const(names[label])  # noqa: E731
         else:
-            self.emit(ir.Assign(subject, self.ex(s.subject, scope)))
+            self.env.build.emit(ir.Assign(subject, self.env.exprs.ex(s.subject, scope)))
             label_code = lambda label: ir.Const(label.value)  # noqa: E731
         pending: list[Any] = []
         first = True
@@ -624,7 +335,8 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
                 default_body = case.body
             else:
                 tests = [ir.Cmp("==", subject, label_code(label)) for label in pending]
-                with (self.if_ if first else self.elif_)(tests[0] if len(tests) == 1 else ir.Or(tuple(tests))):
+                branch = self.env.build.if_ if first else self.env.build.elif_
+                with branch(tests[0] if len(tests) == 1 else ir.Or(tuple(tests))):
                     self.block(case.body, scope)
                 first = False
             pending = []
@@ -632,7 +344,7 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             if first:
                 self.stmt(default_body, Scope(scope))
             else:
-                with self.else_():
+                with self.env.build.else_():
                     self.block(default_body, scope)
 
     # ---------------------------------------------------------------- assignment
@@ -647,7 +359,7 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             base = self.storage(e.base, scope)
             if isinstance(base.type, StackT):
                 if e.member == "last":
-                    return self.stack_last(base)
+                    return self.env.headers.stack_last(base)
                 raise P4Error(e.loc, f"header stack '.{e.member}' outside extract is not supported by the "
                               "built-in target")
             return member_storage(base, e.member)
@@ -662,12 +374,13 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             t = base.type
             assert isinstance(t, StackT)
             if e.index.value is None:
-                return self.element(base, self.index_temps.get(id(e.index)) or self.ex(e.index, scope))
+                index = self.env.index_temps.get(id(e.index)) or self.env.exprs.ex(e.index, scope)
+                return self.env.headers.element(base, index)
             return Storage(base.base + e.index.value * slot_count(t.elem), t.elem)
         if isinstance(e, ast.Call) and e.target.kind == "user_function":
-            return self.user_call(e, scope)
+            return self.env.calls.user_call(e, scope)
         if isinstance(e, ast.Call) and e.target.kind == "method" and e.target.name == "lookahead":
-            return self.lookahead_header(e)
+            return self.env.exprs.lookahead_header(e)
         raise P4Error(e.loc, "expected a variable, field or header")
 
     def lookup(self, scope: Scope, decl: Any) -> Any:
@@ -684,10 +397,10 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
             bt = base.type
             keep = bt.mask & ~m
             val: ir.Expr = ir.Bin("|", ir.bin_("&", ir.slot(base.base), keep),
-                                  ir.bin_("&", ir.bin_("<<", self.ex(rhs, scope), lo), m))
+                                  ir.bin_("&", ir.bin_("<<", self.env.exprs.ex(rhs, scope), lo), m))
             if bt.signed:
-                val = self.wrap_code(val, bt)
-            self.emit(ir.Assign(ir.slot(base.base), val))
+                val = self.env.exprs.wrap_code(val, bt)
+            self.env.build.emit(ir.Assign(ir.slot(base.base), val))
             return
         self.assign_storage(self.storage(lhs, scope), rhs, scope)
 
@@ -695,44 +408,45 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         n = st.size
         if isinstance(rhs, ast.ListExpr) and isinstance(st.type, HeaderT):
             if st.type.is_header:
-                self.mark_valid(st)
+                self.env.headers.mark_valid(st)
             for name, item in zip(st.type.fields, rhs.items):
                 self.assign_storage(member_storage(st, name), item, scope)
             return
         if contains_header(st.type):
-            self.copy_value(st, self.storage(rhs, scope))
+            self.env.headers.copy_value(st, self.storage(rhs, scope))
         elif isinstance(st.type, (HeaderT, StackT)):
             src = self.storage(rhs, scope)
-            self.emit(ir.Assign(ir.slots(st.base, n), ir.slots(src.base, n)))
+            self.env.build.emit(ir.Assign(ir.slots(st.base, n), ir.slots(src.base, n)))
         else:
-            self.emit(ir.Assign(ir.slot(st.base), self.ex(rhs, scope)))
+            self.env.build.emit(ir.Assign(ir.slot(st.base), self.env.exprs.ex(rhs, scope)))
 
     # ---------------------------------------------------------------- calls
     def call_stmt(self, call: ast.Call, scope: Scope) -> None:
         tgt = call.target
         if tgt.kind == "action":
-            self.action_depth += 1
-            self.inline(tgt.decl.params, call.args, tgt.decl.body, scope, Scope(scope))
-            self.action_depth -= 1
+            self.env.action_depth += 1
+            self.env.calls.inline(tgt.decl.params, call.args, tgt.decl.body, scope, Scope(scope))
+            self.env.action_depth -= 1
         elif tgt.kind == "table_apply":
-            self.emit(ir.Do(ir.Apply(self.lookup(scope, tgt.decl))))
+            self.env.build.emit(ir.Do(ir.Apply(self.lookup(scope, tgt.decl))))
         elif tgt.kind == "block_apply":
             self.apply_control(self.lookup(scope, tgt.decl), call.args, scope)
         elif tgt.kind == "header_method":
             st = self.storage(tgt.instance, scope)
-            v1m.length_register_update(self, st, tgt.name == "setValid")
+            v1m.length_register_update(self.env, st, tgt.name == "setValid")
             if tgt.name == "setValid":
-                self.set_valid(st)
+                self.env.headers.set_valid(st)
             elif tgt.name == "setInvalid":
-                self.set_invalid(st)
+                self.env.headers.set_invalid(st)
         elif tgt.kind == "stack_method":
-            self.stack_shift(self.storage(tgt.instance, scope), tgt.name == "push_front", call.args[0].value)
+            self.env.headers.stack_shift(self.storage(tgt.instance, scope), tgt.name == "push_front",
+                                         call.args[0].value)
         elif tgt.kind == "function":
             self.function(call, scope)
         elif tgt.kind == "method":
             self.method(call, scope)
         elif tgt.kind == "user_function":
-            self.user_call(call, scope)
+            self.env.calls.user_call(call, scope)
         else:
             raise P4Error(call.loc, f"cannot call {tgt.kind}")
 
@@ -742,52 +456,55 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         outs = []
         for p, st, a in zip(inst.decl.params, inst.params, args):
             if isinstance(a, ast.Default):
-                self.init_out(st)
+                self.env.calls.init_out(st)
             elif p.direction == "out":
-                self.init_out(st)
-                outs.append((st, a, self.pin(self.storage(a.base if isinstance(a, ast.Slice) else a, scope))))
+                self.env.calls.init_out(st)
+                pinned = self.env.headers.pin(self.storage(a.base if isinstance(a, ast.Slice) else a, scope))
+                outs.append((st, a, pinned))
             elif p.direction in ("in", "inout", ""):
                 if p.direction == "inout":  # the l-value is fixed at the call (spec 6.8)
-                    outs.append((st, a, self.pin(self.storage(a.base if isinstance(a, ast.Slice) else a, scope))))
+                    pinned = self.env.headers.pin(self.storage(a.base if isinstance(a, ast.Slice) else a, scope))
+                    outs.append((st, a, pinned))
                 self.assign_storage(st, a, scope)
         self.init_locals(inst.decl, inst.scope)
 
         def copy_out() -> None:
             for st, a, dst in outs:
-                self.copy_back(st, a, scope, dst)
-        self.run_body(inst.decl.body, Scope(inst.scope), copy_out, bool(outs) and may_exit(inst.decl))
+                self.env.calls.copy_back(st, a, scope, dst)
+        self.env.calls.run_body(inst.decl.body, Scope(inst.scope), copy_out, bool(outs) and may_exit(inst.decl))
 
     def function(self, call: ast.Call, scope: Scope) -> None:
         name, args = call.target.name, call.args
-        std = self.out.std
+        std = self.env.out.std
         if name == "static_assert":
             return  # decided by the checker, at load time
         if name == "mark_to_drop":
             st = self.storage(args[0], scope)
-            self.emit(ir.Assign(ir.slot(member_storage(st, "egress_spec").base), ir.Const(511)))
-            self.emit(ir.Assign(ir.slot(member_storage(st, "mcast_grp").base), ir.Const(0)))
+            self.env.build.emit(ir.Assign(ir.slot(member_storage(st, "egress_spec").base), ir.Const(511)))
+            self.env.build.emit(ir.Assign(ir.slot(member_storage(st, "mcast_grp").base), ir.Const(0)))
         elif name == "verify":
-            with self.if_(ir.Not(self.ex(args[0], scope))):
-                self.emit(self.parser_return(self.ex(args[1], scope)))
+            with self.env.build.if_(ir.Not(self.env.exprs.ex(args[0], scope))):
+                self.env.build.emit(self.env.packet.parser_return(self.env.exprs.ex(args[1], scope)))
         elif name == "hash":
             result = self.storage(args[0], scope)
             algo = args[1].type.members[args[1].value]
             data = self.hash_input(args[3], scope)
-            value = ir.Call("hash_offset", (ir.Hash(algo), data, self.ex(args[2], scope), self.ex(args[4], scope)))
-            self.emit(ir.Assign(ir.slot(result.base), self.wrap_code(value, result.type)))
+            base, size = self.env.exprs.ex(args[2], scope), self.env.exprs.ex(args[4], scope)
+            value = ir.Call("hash_offset", (ir.Hash(algo), data, base, size))
+            self.env.build.emit(ir.Assign(ir.slot(result.base), self.env.exprs.wrap_code(value, result.type)))
         elif name in ("verify_checksum", "update_checksum"):
             target = self.storage(args[2], scope)
             data = self.hash_input(args[1], scope)
-            cond = self.ex(args[0], scope)
+            cond = self.env.exprs.ex(args[0], scope)
             checksum = ir.Call("csum16", (data,))
             if name == "verify_checksum":
-                with self.if_(ir.And((cond, ir.Cmp("!=", checksum, ir.slot(target.base))))):
-                    self.emit(ir.Assign(ir.slot(std["checksum_error"]), ir.Const(1)))
+                with self.env.build.if_(ir.And((cond, ir.Cmp("!=", checksum, ir.slot(target.base))))):
+                    self.env.build.emit(ir.Assign(ir.slot(std["checksum_error"]), ir.Const(1)))
             else:
-                with self.if_(cond):
-                    self.emit(ir.Assign(ir.slot(target.base), checksum))
+                with self.env.build.if_(cond):
+                    self.env.build.emit(ir.Assign(ir.slot(target.base), checksum))
         elif name in v1m.V1MODEL_FUNCTIONS:
-            v1m.v1model_function(self, call, scope)
+            v1m.v1model_function(self.env, call, scope)
         else:
             raise P4Error(call.loc, f"{name} is not supported")
 
@@ -825,7 +542,7 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
                 valid = None
                 if isinstance(item, ast.Member) and isinstance(item.base.type, HeaderT) and item.base.type.is_header:
                     valid = ir.slot(self.storage(item.base, scope).base)
-                add(self.ex(item, scope), item.type, valid)
+                add(self.env.exprs.ex(item, scope), item.type, valid)
 
         add_item(data)
         guards = {v for _, _, v in flat}
@@ -838,261 +555,58 @@ class CodeGen(Builder, HeaderOps, CallGen, SubParserGen):
         return ir.Call("pack_bits", (ir.Tuple(values), widths))
 
     def method(self, call: ast.Call, scope: Scope) -> None:
+        """A v1model extern method call as a statement (packet_in/out, register, counter, meter)."""
         tgt, args = call.target, call.args
         ext = tgt.decl.name
         if ext == "packet_in":
-            target = args[0] if tgt.name == "extract" else None
-            nxt = target if isinstance(target, ast.Member) and target.member != "next" else None
-            nxt = nxt.base if nxt is not None and isinstance(nxt.base.type, HeaderT) else target  # s.next.member
-            if isinstance(nxt, ast.Member) and nxt.member == "next" and isinstance(nxt.base.type, StackT):
-                stack = self.pin(self.storage(nxt.base, scope))
-                nx = ir.slot(self.stack_next_slot(stack))
-                with self.if_(ir.cmp(">=", nx, stack.type.size)):
-                    self.emit(self.parser_return("StackOutOfBounds"))
-                elem = self.stack_next(stack)
-                self.extract(elem if nxt is target else member_storage(elem, target.member), call, scope)
-                self.emit(ir.AugAssign(nx, "+", ir.Const(1)))
-            elif tgt.name == "extract" and isinstance(args[0], ast.Default):
-                self.extract(self.alloc(args[0].type), call, scope)  # `_`: as p4c, into a temporary
-            elif tgt.name == "extract":
-                self.extract(self.pin(self.storage(args[0], scope)), call, scope)
-            elif tgt.name == "advance":
-                bits = self.ex(args[0], scope)
-                if args[0].value is None or args[0].value % 8:  # BMv2: not whole bytes is an error
-                    with self.if_(ir.bin_("%", bits, 8)):
-                        self.emit(self.parser_return("ParserInvalidArgument"))
-                self.need_bytes(ir.bin_("//", bits, 8))
-                self.emit(ir.AugAssign(POS, "+", ir.bin_("//", bits, 8)))
-            elif tgt.name == "lookahead":  # its value unused: p4c-bm2-ss still reads it (a temporary),
-                if isinstance(call.type, HeaderT):  # so a short packet is still PacketTooShort
-                    self.lookahead_header(call)
-                else:
-                    self.lookahead_bits(call.type)
+            self.env.packet.packet_in_method(call, scope)
             return
         if ext == "packet_out":
-            self.emit_header(self.storage(args[0], scope))
+            self.env.packet.emit_header(self.storage(args[0], scope))
             return
         obj = self.lookup(scope, tgt.instance.decl)
         if ext == "register":
-            reg = self.obj(obj)
-            size = reg.value.size
-            if tgt.name == "read":
-                dst = self.storage(args[0], scope)
-                idx = self.ex(args[1], scope)
-                value: ir.Expr
-                if args[1].value is not None:
-                    value = ir.RegCell(reg, idx) if idx_in(args[1].value, size) else ir.Const(0)
-                else:
-                    i = self.temp("i")
-                    self.emit(ir.Assign(i, idx))
-                    value = ir.Select(ir.cmp("<", i, size), ir.RegCell(reg, i), ir.Const(0))
-                self.emit(ir.Assign(ir.slot(dst.base), value))
-            else:
-                idx, value = self.ex(args[0], scope), self.ex(args[1], scope)
-                if args[0].value is not None:
-                    if idx_in(args[0].value, size):
-                        self.emit(ir.Assign(ir.RegCell(reg, idx), value))
-                else:
-                    i = self.temp("i")
-                    self.emit(ir.Assign(i, idx))
-                    with self.if_(ir.cmp("<", i, size)):
-                        self.emit(ir.Assign(ir.RegCell(reg, i), value))
+            self.register_method(self.obj(obj), call, scope)
         elif ext == "counter":
             counter = self.obj(obj)
             i = self.temp("i")
-            self.emit(ir.Assign(i, self.ex(args[0], scope)))
-            with self.if_(ir.cmp("<", i, counter.value.size)):
-                self.count(counter, i, ir.slot(self.out.std["packet_length"]))
+            self.env.build.emit(ir.Assign(i, self.env.exprs.ex(args[0], scope)))
+            with self.env.build.if_(ir.cmp("<", i, counter.value.size)):
+                self.count(counter, i, ir.slot(self.env.out.std["packet_length"]))
         elif ext in ("meter", "direct_meter"):
-            v1m.meter_method(self, call, scope, obj)
+            v1m.meter_method(self.env, call, scope, obj)
         # direct_counter.count(): the table counts its hits itself
+
+    def register_method(self, reg: ir.Obj, call: ast.Call, scope: Scope) -> None:
+        """``read`` and ``write``: an index outside the register reads 0 and writes nothing (BMv2)."""
+        tgt, args = call.target, call.args
+        size = reg.value.size
+        if tgt.name == "read":
+            dst = self.storage(args[0], scope)
+            idx = self.env.exprs.ex(args[1], scope)
+            value: ir.Expr
+            if args[1].value is not None:
+                value = ir.RegCell(reg, idx) if idx_in(args[1].value, size) else ir.Const(0)
+            else:
+                i = self.temp("i")
+                self.env.build.emit(ir.Assign(i, idx))
+                value = ir.Select(ir.cmp("<", i, size), ir.RegCell(reg, i), ir.Const(0))
+            self.env.build.emit(ir.Assign(ir.slot(dst.base), value))
+        else:
+            idx, value = self.env.exprs.ex(args[0], scope), self.env.exprs.ex(args[1], scope)
+            if args[0].value is not None:
+                if idx_in(args[0].value, size):
+                    self.env.build.emit(ir.Assign(ir.RegCell(reg, idx), value))
+            else:
+                i = self.temp("i")
+                self.env.build.emit(ir.Assign(i, idx))
+                with self.env.build.if_(ir.cmp("<", i, size)):
+                    self.env.build.emit(ir.Assign(ir.RegCell(reg, i), value))
 
     def count(self, counter: ir.Obj, index: ir.Expr, length: ir.Expr) -> None:
         """An indexed counter counts a packet of ``length`` bytes."""
-        self.emit(ir.AugAssign(ir.CounterCell(counter, "packets", index), "+", ir.Const(1)))
-        self.emit(ir.AugAssign(ir.CounterCell(counter, "bytes", index), "+", length))
-
-    # ================================================================ expressions
-    def wrap_code(self, code: ir.Expr | str, t: Type) -> ir.Expr:
-        """The value at ``t``'s width: unsigned by a mask, signed by two's complement."""
-        code = ir.lift(code)
-        if not isinstance(t, BitsT):
-            return code
-        if t.signed:
-            half = 1 << (t.width - 1)
-            return ir.bin_("-", ir.bin_("&", ir.bin_("+", code, half), t.mask), half)
-        return ir.bin_("&", code, t.mask)
-
-    def ex(self, e: ast.Expr, scope: Scope) -> ir.Expr:
-        if e.value is not None and not isinstance(e.value, str):
-            return ir.Const(e.value)
-        m = getattr(self, "_x_" + type(e).__name__)
-        return ir.lift(m(e, scope))
-
-    def _x_PathExpr(self, e: ast.PathExpr, scope: Scope) -> ir.Expr:
-        b = self.lookup(scope, e.decl)
-        if isinstance(b, Storage):
-            return ir.slot(b.base)
-        return b
-
-    def _x_Member(self, e: ast.Member, scope: Scope) -> ir.Expr:
-        bt = e.base.type
-        if isinstance(bt, ApplyResultT):
-            hit = ir.ApplyHit(self.ex(e.base, scope))
-            return hit if e.member == "hit" else ir.Not(hit)
-        if isinstance(bt, StackT) and e.member == "lastIndex":
-            return ir.lift(self.last_index_code(self.storage(e.base, scope)))
-        return ir.slot(self.storage(e, scope).base)
-
-    def _x_Index(self, e: ast.Index, scope: Scope) -> ir.Expr:
-        return ir.slot(self.storage(e, scope).base)
-
-    def _x_Slice(self, e: ast.Slice, scope: Scope) -> ir.Expr:
-        lo, hi = e.lo.value, e.hi.value
-        base = self.ex(e.base, scope)
-        if lo:
-            return ir.bin_("&", ir.bin_(">>", base, lo), (1 << (hi - lo + 1)) - 1)
-        return ir.bin_("&", base, (1 << (hi + 1)) - 1)
-
-    def _x_Call(self, e: ast.Call, scope: Scope) -> ir.Expr:
-        tgt = e.target
-        if tgt.kind == "header_method" and tgt.name == "isValid":
-            return ir.lift(self.valid_code(self.storage(tgt.instance, scope)))
-        if tgt.kind == "table_apply":
-            return ir.Apply(self.lookup(scope, tgt.decl))
-        if tgt.kind == "method" and tgt.decl.name == "packet_in" and tgt.name == "length":
-            return ir.PacketLength()
-        if tgt.kind == "user_function":
-            return ir.slot(self.user_call(e, scope).base)
-        if tgt.kind == "method" and tgt.decl.name == "packet_in" and tgt.name == "lookahead":
-            if isinstance(e.type, HeaderT) and e.type.is_header and e.type.varbit_field is None:
-                return ir.slot(self.lookahead_header(e).base)
-            if not (isinstance(e.type, (BitsT, EnumT)) or e.type is BOOL):
-                raise P4Error(e.loc, f"lookahead<{e.type}> is not supported by the built-in target")
-            return self.lookahead_bits(e.type)
-        raise P4Error(e.loc, f"{tgt.name}() cannot be used in an expression")
-
-    def lookahead_bits(self, t: Type) -> ir.Expr:
-        """``lookahead<bit<W>>()``: the next W bits, not consumed; too few is PacketTooShort."""
-        w = bit_width(t)
-        n = (w + 7) // 8
-        self.need_bytes(n)
-        raw = ir.bin_(">>", ir.PacketInt(POS, ir.Const(n)), n * 8 - w)
-        if t is BOOL:
-            return ir.Call("bool", (raw,))
-        return self.from_raw(raw, t)
-
-    def lookahead_header(self, e: ast.Call) -> Storage:
-        """``lookahead<H>()``: a valid copy of the next header, the position kept."""
-        st = self.alloc(e.type)
-        saved = self.temp("pos")
-        self.emit(ir.Assign(saved, POS))
-        self.extract(st, e)
-        self.emit(ir.Assign(POS, saved))
-        return st
-
-    def _x_Cast(self, e: ast.Cast, scope: Scope) -> ir.Expr:
-        src, dst = e.operand.type, e.type
-        v = self.ex(e.operand, scope)
-        if dst is BOOL:
-            return ir.cmp("!=", v, 0)
-        if src is BOOL:
-            return ir.Select(v, ir.Const(1), ir.Const(0))
-        target = dst.underlying if isinstance(dst, EnumT) else dst
-        source = src.underlying if isinstance(src, EnumT) else src
-        if isinstance(target, BitsT) and isinstance(source, BitsT):
-            if source == target or (not source.signed and not target.signed and target.width >= source.width):
-                return v
-            if source.signed and target.signed and target.width >= source.width:
-                return v
-            return self.wrap_code(v, target)
-        return v
-
-    def _x_Unary(self, e: ast.Unary, scope: Scope) -> ir.Expr:
-        v = self.ex(e.operand, scope)
-        t = e.type
-        if e.op == "!":
-            return ir.Not(v)
-        if e.op == "+":
-            return v
-        if e.op == "~":
-            return ir.Invert(v) if t.signed else ir.bin_("^", v, t.mask)
-        return self.wrap_code(ir.Neg(v), t)
-
-    def _x_Cond(self, e: ast.Cond, scope: Scope) -> ir.Expr:
-        if has_user_call(e.then) or has_user_call(e.other):
-            return ir.lift(self.lazy_cond(e, scope))
-        return ir.Select(self.ex(e.cond, scope), self.ex(e.then, scope), self.ex(e.other, scope))
-
-    def _x_Binary(self, e: ast.Binary, scope: Scope) -> ir.Expr:
-        op, t = e.op, e.type
-        if op in ("&&", "||") and has_user_call(e.right):
-            return ir.lift(self.lazy_logic(e, scope))
-        if op in ("==", "!=") and isinstance(e.left.type, (HeaderT, StackT)):
-            same = self.equal_code(self.storage(e.left, scope), self.storage(e.right, scope))
-            return same if op == "==" else ir.Not(same)
-        a = self.ex(e.left, scope)
-        if e.left.value is None and has_user_call(e.right):  # p4c/spec: the left operand is
-            v = self.temp("l")  # read before a call on the right can change it
-            self.emit(ir.Assign(v, a))
-            a = v
-        b = self.ex(e.right, scope)
-        if op in ("/", "%", "<<") and has_user_call(e.right):  # b appears twice below: its call runs once
-            v = self.temp("r")
-            self.emit(ir.Assign(v, b))
-            b = v
-        if op == "&&":
-            return ir.And((a, b))
-        if op == "||":
-            return ir.Or((a, b))
-        if op in ("==", "!=", "<", ">", "<=", ">="):
-            return ir.Cmp(op, a, b)
-        if op in ("&", "|", "^", ">>"):
-            return ir.Bin(op, a, b)
-        if op == "++":
-            lt, rt = e.left.type, e.right.type
-            code = ir.Bin("|", ir.bin_("<<", ir.bin_("&", a, lt.mask), rt.width), ir.bin_("&", b, rt.mask))
-            return self.wrap_code(code, t) if t.signed else code
-        if op == "<<":
-            shifted = self.wrap_code(ir.Bin("<<", a, b), t)
-            if e.right.value is not None:
-                return shifted if e.right.value < t.width else ir.Const(0)
-            return ir.Select(ir.cmp("<", b, t.width), shifted, ir.Const(0))
-        if op in ("|+|", "|-|"):
-            raw = ir.Bin("+" if op == "|+|" else "-", a, b)
-            lo, hi = (-(1 << (t.width - 1)), (1 << (t.width - 1)) - 1) if t.signed else (0, t.mask)
-            if op == "|+|" and not t.signed:
-                return ir.Call("min", (raw, ir.Const(hi)))
-            if op == "|-|" and not t.signed:
-                return ir.Call("max", (raw, ir.Const(0)))
-            return ir.Call("min", (ir.Call("max", (raw, ir.Const(lo))), ir.Const(hi)))
-        if op in ("+", "-", "*"):
-            return self.wrap_code(ir.Bin(op, a, b), t)
-        if op in ("/", "%"):  # bit<W> only (checker); BMv2 would abort on a zero divisor
-            return ir.Select(b, ir.Bin("//" if op == "/" else "%", a, b), ir.Const(0))
-        raise P4Error(e.loc, f"operator {op} cannot be executed")
-
-    def equal_code(self, a: Storage, b: Storage) -> ir.Expr:
-        """P4 equality of headers, structs and stacks: two invalid headers are equal
-        whatever their fields hold; a valid and an invalid one never are."""
-        t = a.type
-        if isinstance(t, StackT):
-            size = slot_count(t.elem)
-            parts = [self.equal_code(Storage(a.base + i * size, t.elem), Storage(b.base + i * size, t.elem))
-                     for i in range(t.size)]
-        elif isinstance(t, HeaderT) and t.is_header:
-            n = a.size
-            valid = ir.Cmp("==", ir.slot(a.base), ir.slot(b.base))
-            fields = ir.Cmp("==", ir.slots(a.base + 1, n - 1), ir.slots(b.base + 1, n - 1))
-            return ir.And((valid, ir.Or((ir.Not(ir.slot(a.base)), fields))))
-        elif isinstance(t, HeaderT):
-            parts = [self.equal_code(member_storage(a, name), member_storage(b, name)) for name in t.fields]
-        else:
-            return ir.Cmp("==", ir.slot(a.base), ir.slot(b.base))
-        return ir.And(tuple(parts)) if parts else ir.Const(True)
-
-    def _x_TypeMember(self, e: ast.TypeMember, scope: Scope) -> ir.Expr:
-        return ir.Const(e.value)
+        self.env.build.emit(ir.AugAssign(ir.CounterCell(counter, "packets", index), "+", ir.Const(1)))
+        self.env.build.emit(ir.AugAssign(ir.CounterCell(counter, "bytes", index), "+", length))
 
 
 def _guarded_indexes(s: ast.Stmt) -> list[tuple[ast.Expr, int]]:
@@ -1115,25 +629,8 @@ def _guarded_indexes(s: ast.Stmt) -> list[tuple[ast.Expr, int]]:
     return found[::-1]
 
 
-def _key_width(t: Type) -> int:
-    """A table key's width: an error is BMv2's 32-bit error code (p4c-bm2-ss's errorWidth)."""
-    return 32 if t is ERROR else bit_width(t)
-
-
 def idx_in(i: int, size: int) -> bool:
     return 0 <= i < size
-
-
-def _struct_format(t: HeaderT) -> str | None:
-    """A struct format for headers whose fields are all whole bytes (the fast path)."""
-    codes = {8: "b", 16: "h", 32: "i", 64: "q"}
-    fmt = ">"
-    for ft in wire_fields(t):
-        if not isinstance(ft, BitsT) or ft.width not in codes:
-            return None
-        c = codes[ft.width]
-        fmt += c if ft.signed else c.upper()
-    return fmt
 
 
 def _contains_return(s: Any) -> bool:

@@ -11,10 +11,6 @@ from ..frontend.types import BOOL, Type
 log = logging.getLogger("p4target.p4")
 
 
-class AssertionFailed(Exception):
-    """A v1model assert/assume failed: the switch logs it and drops the packet (BMv2 aborts)."""
-
-
 class Hooks:
     """What generated code reaches outside the packet: the clock, digests, logging, random."""
 

@@ -22,22 +22,14 @@ The rules followed here (behavioral-model ``headers.cpp``, ``stacks.cpp``, ``par
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..frontend.types import BOOL, HeaderT, StackT, Type, VarbitT, bit_width, wire_fields
 from . import ir
 from .storage import DynBase, Storage, member_storage, slot_count
 
-
-class StackIndexError(Exception):
-    """A run-time header stack index outside the stack: the packet is dropped."""
-
-
-def stack_index(i: int, size: int) -> int:
-    """Bounds check for a run-time stack index (generated code calls it)."""
-    if 0 <= i < size:
-        return i
-    raise StackIndexError(i)
+if TYPE_CHECKING:
+    from .env import GenEnv
 
 
 def contains_header(t: Type) -> bool:
@@ -72,16 +64,10 @@ def _zero(t: Type) -> Any:
 
 
 class HeaderOps:
-    """Code generation for validity, copies, stacks and varbit; mixed into CodeGen."""
+    """Code generation for validity, copies, stacks and varbit: a pass over ``env``."""
 
-    # provided by CodeGen
-    emit: Any
-    fresh: Any
-    const: Any
-    if_: Any
-    else_: Any
-    from_raw: Any
-    error_codes: dict[str, int]
+    def __init__(self, env: GenEnv) -> None:
+        self.env = env
 
     # ------------------------------------------------------------ storage helpers
     def stack_next_slot(self, st: Storage) -> Any:
@@ -116,8 +102,8 @@ class HeaderOps:
         """Evaluate a run-time slot number once (an lvalue bound for a whole call)."""
         if not isinstance(st.base, DynBase):
             return st
-        v = ir.Var(self.fresh("b"))
-        self.emit(ir.Assign(v, ir.lift(st.base)))
+        v = ir.Var(self.env.gen.fresh("b"))
+        self.env.build.emit(ir.Assign(v, ir.lift(st.base)))
         return Storage(DynBase(v), st.type, st.siblings)
 
     # ------------------------------------------------------------ validity
@@ -129,26 +115,27 @@ class HeaderOps:
 
     def mark_valid(self, st: Storage) -> None:
         """Set the valid bit; a union member invalidates its siblings."""
-        self.emit(ir.Assign(ir.slot(st.base), ir.Const(True)))
+        self.env.build.emit(ir.Assign(ir.slot(st.base), ir.Const(True)))
         for delta in st.siblings:
-            self.emit(ir.Assign(ir.slot(st.base + delta), ir.Const(False)))
+            self.env.build.emit(ir.Assign(ir.slot(st.base + delta), ir.Const(False)))
 
     def set_valid(self, st: Storage) -> None:
         """``setValid()``: BMv2's add_header zeroes an invalid header's fields first."""
         t = st.type
-        with self.if_(ir.Not(ir.slot(st.base))):
+        with self.env.build.if_(ir.Not(ir.slot(st.base))):
             first = st.base + 1
             values = [_zero(ft) for ft in wire_fields(t)]
             if values:
-                self.emit(ir.Assign(ir.slots(first, len(values)), ir.Tuple(tuple(ir.Const(v) for v in values))))
+                zeros = ir.Tuple(tuple(ir.Const(v) for v in values))
+                self.env.build.emit(ir.Assign(ir.slots(first, len(values)), zeros))
             for i, ft in enumerate(wire_fields(t)):
                 if isinstance(ft, VarbitT):  # BMv2 keeps the extracted length, zeroes the bytes
                     cell = ir.slot(first + i)
-                    self.emit(ir.Assign(cell, ir.MethodCall(ir.Name("bytes"), (_len(cell),))))
+                    self.env.build.emit(ir.Assign(cell, ir.MethodCall(ir.Name("bytes"), (_len(cell),))))
             self.mark_valid(st)
 
     def set_invalid(self, st: Storage) -> None:
-        self.emit(ir.Assign(ir.slot(st.base), ir.Const(False)))
+        self.env.build.emit(ir.Assign(ir.slot(st.base), ir.Const(False)))
 
     # ------------------------------------------------------------ copies
     def copy_value(self, dst: Storage, src: Storage) -> None:
@@ -156,24 +143,24 @@ class HeaderOps:
         t = dst.type
         n = dst.size
         if isinstance(t, HeaderT) and t.is_header:
-            with self.if_(ir.slot(src.base)):
-                self.emit(ir.Assign(ir.slots(dst.base, n), ir.slots(src.base, n)))
+            with self.env.build.if_(ir.slot(src.base)):
+                self.env.build.emit(ir.Assign(ir.slots(dst.base, n), ir.slots(src.base, n)))
                 for delta in dst.siblings:
-                    self.emit(ir.Assign(ir.slot(dst.base + delta), ir.Const(False)))
-            with self.else_():
-                self.emit(ir.Assign(ir.slot(dst.base), ir.Const(False)))
+                    self.env.build.emit(ir.Assign(ir.slot(dst.base + delta), ir.Const(False)))
+            with self.env.build.else_():
+                self.env.build.emit(ir.Assign(ir.slot(dst.base), ir.Const(False)))
         elif isinstance(t, StackT):
             k = self.slots_of(t.elem)
             for i in range(t.size):
                 self.copy_value(Storage(dst.base + i * k, t.elem), Storage(src.base + i * k, t.elem))
-            self.emit(ir.Assign(ir.slot(self.stack_next_slot(dst)), ir.slot(self.stack_next_slot(src))))
+            self.env.build.emit(ir.Assign(ir.slot(self.stack_next_slot(dst)), ir.slot(self.stack_next_slot(src))))
         elif isinstance(t, HeaderT) and contains_header(t):
             for name in t.fields:
                 self.copy_value(member_storage(dst, name), member_storage(src, name))
         elif n == 1:
-            self.emit(ir.Assign(ir.slot(dst.base), ir.slot(src.base)))
+            self.env.build.emit(ir.Assign(ir.slot(dst.base), ir.slot(src.base)))
         else:
-            self.emit(ir.Assign(ir.slots(dst.base, n), ir.slots(src.base, n)))
+            self.env.build.emit(ir.Assign(ir.slots(dst.base, n), ir.slots(src.base, n)))
 
     # ------------------------------------------------------------ stacks
     def stack_shift(self, st: Storage, push: bool, count: int) -> None:
@@ -185,17 +172,18 @@ class HeaderOps:
         order, invalid = shift_order(t.size, count, push)
         moved = [j for j in range(t.size) if order[j] != j]
         if moved:
-            tmp = ir.Var(self.fresh("t"), ir.VarKind.ROW)
-            self.emit(ir.Assign(tmp, ir.slots(st.base, t.size * k)))
+            tmp = ir.Var(self.env.gen.fresh("t"), ir.VarKind.ROW)
+            self.env.build.emit(ir.Assign(tmp, ir.slots(st.base, t.size * k)))
             for j in moved:
-                self.emit(ir.Assign(ir.slots(st.base + j * k, k), ir.RowPart(tmp, order[j] * k, (order[j] + 1) * k)))
+                row = ir.RowPart(tmp, order[j] * k, (order[j] + 1) * k)
+                self.env.build.emit(ir.Assign(ir.slots(st.base + j * k, k), row))
         for j in invalid:
-            self.emit(ir.Assign(ir.slot(st.base + j * k), ir.Const(False)))
+            self.env.build.emit(ir.Assign(ir.slot(st.base + j * k), ir.Const(False)))
         nx = ir.slot(self.stack_next_slot(st))
         if push:
-            self.emit(ir.Assign(nx, ir.Call("min", (ir.bin_("+", nx, count), ir.Const(t.size)))))
+            self.env.build.emit(ir.Assign(nx, ir.Call("min", (ir.bin_("+", nx, count), ir.Const(t.size)))))
         else:
-            self.emit(ir.Assign(nx, ir.Call("max", (ir.bin_("-", nx, count), ir.Const(0)))))
+            self.env.build.emit(ir.Assign(nx, ir.Call("max", (ir.bin_("-", nx, count), ir.Const(0)))))
 
     # ------------------------------------------------------------ varbit
     def extract_varbit(self, st: Storage, nbits: Any) -> None:
@@ -205,23 +193,23 @@ class HeaderOps:
         fixed = t.width
         vmax = t.fields[t.varbit_field].max_width
         max_bytes = (fixed + vmax + 7) // 8
-        err = self.error_codes
-        n, tot = ir.Var(self.fresh("n")), ir.Var(self.fresh("tot"))
+        err = self.env.error_codes
+        n, tot = ir.Var(self.env.gen.fresh("n")), ir.Var(self.env.gen.fresh("tot"))
         pos = ir.Var("pos")
 
         def fail(code: str) -> None:
-            self.emit(ir.Return(ir.Tuple((pos, ir.Const(err[code])))))
+            self.env.build.emit(ir.Return(ir.Tuple((pos, ir.Const(err[code])))))
 
-        self.emit(ir.Assign(n, ir.lift(nbits)))
-        with self.if_(ir.bin_("%", n, 8)):
+        self.env.build.emit(ir.Assign(n, ir.lift(nbits)))
+        with self.env.build.if_(ir.bin_("%", n, 8)):
             fail("ParserInvalidArgument")
-        self.emit(ir.Assign(tot, ir.bin_("+", fixed // 8, ir.bin_("//", n, 8))))
-        with self.if_(ir.cmp("<", ir.bin_("-", ir.PacketLength(), pos), tot)):
+        self.env.build.emit(ir.Assign(tot, ir.bin_("+", fixed // 8, ir.bin_("//", n, 8))))
+        with self.env.build.if_(ir.cmp("<", ir.bin_("-", ir.PacketLength(), pos), tot)):
             fail("PacketTooShort")
-        with self.if_(ir.cmp(">", tot, max_bytes)):
+        with self.env.build.if_(ir.cmp(">", tot, max_bytes)):
             fail("HeaderTooShort")
         x = ir.Var("_x")
-        self.emit(ir.Assign(x, ir.PacketInt(pos, tot)))
+        self.env.build.emit(ir.Assign(x, ir.PacketInt(pos, tot)))
         widths = [0 if isinstance(ft, VarbitT) else bit_width(ft) for ft in t.fields.values()]
         first = st.base + 1
         seen_varbit = False
@@ -231,7 +219,7 @@ class HeaderOps:
                 seen_varbit = True
                 shifted = ir.bin_(">>", x, after) if after else x
                 value = ir.bin_("&", shifted, ir.bin_("-", ir.bin_("<<", 1, n), 1))
-                self.emit(ir.Assign(ir.slot(first + i), _to_bytes(value, ir.bin_("//", n, 8))))
+                self.env.build.emit(ir.Assign(ir.slot(first + i), _to_bytes(value, ir.bin_("//", n, 8))))
                 continue
             mask = (1 << widths[i]) - 1
             if not seen_varbit:
@@ -240,9 +228,9 @@ class HeaderOps:
                 val = ir.bin_("&", ir.bin_(">>", x, after), mask)
             else:
                 val = ir.bin_("&", x, mask)
-            self.emit(ir.Assign(ir.slot(first + i), ir.lift(self.from_raw(val, ft))))
+            self.env.build.emit(ir.Assign(ir.slot(first + i), ir.lift(self.env.packet.from_raw(val, ft))))
         self.mark_valid(st)
-        self.emit(ir.AugAssign(pos, "+", tot))
+        self.env.build.emit(ir.AugAssign(pos, "+", tot))
 
     def emit_varbit_header(self, st: Storage) -> None:
         """Deparse a valid header with a varbit field: its fields' bits, MSB first."""
@@ -257,8 +245,8 @@ class HeaderOps:
             else:
                 w = bit_width(ft)
                 acc = ir.bin_("|", ir.bin_("<<", acc, w), ir.bin_("&", ir.slot(first + i), (1 << w) - 1))
-        with self.if_(ir.slot(st.base)):
-            self.emit(ir.Emit(ir.ToBytes(acc, ir.bin_("+", t.width // 8, _len(vb)))))
+        with self.env.build.if_(ir.slot(st.base)):
+            self.env.build.emit(ir.Emit(ir.ToBytes(acc, ir.bin_("+", t.width // 8, _len(vb)))))
 
 
 def _len(e: ir.Expr) -> ir.Expr:

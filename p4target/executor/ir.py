@@ -42,6 +42,16 @@ class Kind(enum.Enum):
     ACTION = "action"  # a table's action: (S, a0, a1, ...)
 
 
+class Exc(enum.Enum):
+    """What a ``Raise`` raises: P4 ``exit`` (unwinds to the ``TryExit``), or a reason the packet is
+    dropped.  ``exceptions.CLASS`` gives each kind's Python class; the C lowering its drop reason."""
+
+    EXIT = "exit"  # P4 exit
+    LOOP_LIMIT = "loop limit"  # a for loop ran loops.LOOP_LIMIT iterations
+    ASSERTION = "assertion"  # a v1model assert/assume failed
+    REGISTER_CONFLICT = "register conflict"  # TNA: a second RegisterAction on one Register
+
+
 class VarKind(enum.Enum):
     VALUE = "value"  # an integer
     ENTRY = "entry"  # a table entry (TableLookup, DefaultEntry); None when the lookup missed
@@ -461,17 +471,16 @@ class Return(Stmt):
 
 @dataclass(slots=True)
 class Raise(Stmt):
-    """``exc`` is ExitBlock (P4 ``exit``) or one that drops the packet (LoopLimit, AssertionFailed,
-    RegisterConflict), with an optional message; None re-raises the exception being handled
-    (inside TryExit's handler)."""
+    """``exc`` is ``Exc.EXIT`` (P4 ``exit``) or a kind that drops the packet, with an optional
+    message; None re-raises the exception being handled (inside TryExit's handler)."""
 
-    exc: str | None
+    exc: Exc | None
     message: str | None = None
 
 
 @dataclass(slots=True)
 class TryExit(Stmt):
-    """Run ``body``; a P4 ``exit`` inside it (Raise ExitBlock) runs ``handler`` instead of the rest."""
+    """Run ``body``; a P4 ``exit`` inside it (``Raise(Exc.EXIT)``) runs ``handler`` instead of the rest."""
 
     body: list[Stmt] = field(default_factory=list)
     handler: list[Stmt] = field(default_factory=list)

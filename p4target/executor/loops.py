@@ -9,18 +9,16 @@ hang on one that does not; a switch must not.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..frontend import ast
 from ..frontend.errors import P4Error
 from . import ir
-from .emitter import Emitter
+
+if TYPE_CHECKING:
+    from .env import GenEnv
 
 LOOP_LIMIT = 1 << 20  # iterations of one loop, per packet
-
-
-class LoopLimit(Exception):
-    """A ``for`` loop ran ``LOOP_LIMIT`` iterations: the packet is dropped."""
 
 
 def contains_return(s: Any) -> bool:
@@ -38,50 +36,50 @@ def contains_return(s: Any) -> bool:
     return False
 
 
-def emit_loop(gen: Emitter, s: ast.For | ast.ForIn, scope: dict) -> None:
+def emit_loop(env: GenEnv, s: ast.For | ast.ForIn, scope: dict) -> None:
     # An inlined body implements `return` as a Python `break` out of a wrapper loop,
     # which a loop of our own would capture.
-    if not isinstance(gen.return_stmt, ir.Return) and contains_return(s.body):
+    if not isinstance(env.return_stmt, ir.Return) and contains_return(s.body):
         raise P4Error(s.loc, "'return' inside a for loop is not supported by the built-in target here")
     inner = type(scope)(scope)
     if isinstance(s, ast.ForIn):
-        _for_in(gen, s, inner)
+        _for_in(env, s, inner)
         return
     for x in s.init:
-        gen.stmt(x, inner)
+        env.gen.stmt(x, inner)
     # `continue` jumps to the top of the while, so the update runs there, from the
     # second iteration on; `break` leaves without running it.
-    again = ir.Var(gen.fresh("again")) if s.update else None
+    again = ir.Var(env.gen.fresh("again")) if s.update else None
     if again is not None:
-        gen.emit(ir.Assign(again, ir.Const(False)))
-    turns = ir.Var(gen.fresh("turns"))
-    gen.emit(ir.Assign(turns, ir.Const(0)))
-    with gen.loop():
-        gen.emit(ir.AugAssign(turns, "+", ir.Const(1)))
-        with gen.if_(ir.cmp(">", turns, LOOP_LIMIT)):
-            gen.emit(ir.Raise("LoopLimit"))
+        env.build.emit(ir.Assign(again, ir.Const(False)))
+    turns = ir.Var(env.gen.fresh("turns"))
+    env.build.emit(ir.Assign(turns, ir.Const(0)))
+    with env.build.loop():
+        env.build.emit(ir.AugAssign(turns, "+", ir.Const(1)))
+        with env.build.if_(ir.cmp(">", turns, LOOP_LIMIT)):
+            env.build.emit(ir.Raise(ir.Exc.LOOP_LIMIT))
         if again is not None:
-            with gen.if_(again):
+            with env.build.if_(again):
                 for x in s.update:
-                    gen.stmt(x, inner)
-            gen.emit(ir.Assign(again, ir.Const(True)))
+                    env.gen.stmt(x, inner)
+            env.build.emit(ir.Assign(again, ir.Const(True)))
         if s.cond is not None:
-            with gen.if_(ir.Not(ir.lift(gen.ex(s.cond, inner)))):
-                gen.emit(ir.Break())
-        gen.stmt(s.body, type(scope)(inner))
+            with env.build.if_(ir.Not(ir.lift(env.exprs.ex(s.cond, inner)))):
+                env.build.emit(ir.Break())
+        env.gen.stmt(s.body, type(scope)(inner))
 
 
-def _for_in(gen: Emitter, s: ast.ForIn, scope: dict) -> None:
+def _for_in(env: GenEnv, s: ast.ForIn, scope: dict) -> None:
     """``for (T x in lo .. hi)`` (the checker lets no other collection through: p4c's frontend
     refuses lists and p4c-bm2-ss every for-in, so this runs for TNA programs); the bounds are
     evaluated once, before the first iteration."""
-    st = gen.alloc(s.var.type)
+    st = env.gen.alloc(s.var.type)
     scope[s.var] = st
-    v = ir.Var(gen.fresh("v"))
+    v = ir.Var(env.gen.fresh("v"))
     if s.hi is None:
         raise P4Error(s.loc, "for-in over anything but a range is not supported by the built-in target")
-    lo = ir.lift(gen.ex(s.collection, scope))
-    hi = ir.bin_("+", ir.lift(gen.ex(s.hi, scope)), 1)
-    with gen.for_range(v, lo, hi):
-        gen.emit(ir.Assign(ir.slot(st.base), v))
-        gen.stmt(s.body, type(scope)(scope))
+    lo = ir.lift(env.exprs.ex(s.collection, scope))
+    hi = ir.bin_("+", ir.lift(env.exprs.ex(s.hi, scope)), 1)
+    with env.build.for_range(v, lo, hi):
+        env.build.emit(ir.Assign(ir.slot(st.base), v))
+        env.gen.stmt(s.body, type(scope)(scope))

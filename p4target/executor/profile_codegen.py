@@ -9,14 +9,16 @@ plane's default member/group) resolves to for this packet.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..frontend import ast
 from ..frontend.profiles import implementation_of, is_constructed_in_place, selector_algorithm
 from ..p4info import qualify
 from . import ir
-from .emitter import Emitter
 from .profiles import ActionProfile
+
+if TYPE_CHECKING:
+    from .env import GenEnv
 
 
 def profile_instance(decl: ast.Instantiation, name: str) -> ActionProfile:
@@ -27,7 +29,7 @@ def profile_instance(decl: ast.Instantiation, name: str) -> ActionProfile:
     return ActionProfile(name, int(size), algo)
 
 
-def table_profile(cg: Emitter, t: ast.TableDecl, scope: Any, table_name: str) -> ActionProfile | None:
+def table_profile(env: GenEnv, t: ast.TableDecl, scope: Any, table_name: str) -> ActionProfile | None:
     """The profile a table uses: its control's instance, or one of its own when constructed in place
     (named as P4Info names it: the property's @name, else after the table)."""
     inst = implementation_of(t)
@@ -37,35 +39,35 @@ def table_profile(cg: Emitter, t: ast.TableDecl, scope: Any, table_name: str) ->
     if bound is None:  # constructed in place, or declared at top level
         named = ast.find_annotation(inst.annotations, "name") or not is_constructed_in_place(t)
         name = qualify("", inst) if named else f"{table_name}$implementation"
-        profile = cg.out.profiles.get(name) if not is_constructed_in_place(t) else None
+        profile = env.out.profiles.get(name) if not is_constructed_in_place(t) else None
         if profile is None:
             profile = profile_instance(inst, name)
-            cg.out.profiles[name] = profile
-        scope[inst] = bound = cg.const(profile, "X")
-    return cg.ns[bound]
+            env.out.profiles[name] = profile
+        scope[inst] = bound = env.gen.const(profile, "X")
+    return env.ns[bound]
 
 
-def emit_indirect_apply(cg: Emitter, t: ast.TableDecl, scope: Any, table: ir.Obj, keys: Sequence[ir.Expr]) -> None:
+def emit_indirect_apply(env: GenEnv, t: ast.TableDecl, scope: Any, table: ir.Obj, keys: Sequence[ir.Expr]) -> None:
     """The body of an indirect table's apply function after its matched keys (``keys``), written
     in that function's body: returns (hit, action name) as every apply function does.  The
     profile's resolution (``choose``) and its members are Python only."""
     selectors = [k.expr for k in t.keys if k.match_kind == "selector"]
     default_name = ir.Const(scope[t.default_action.decl])
     e, sel, r = ir.Var("e", ir.VarKind.ENTRY), ir.Var("sel", ir.VarKind.ANY), ir.Var("r", ir.VarKind.ANY)
-    cg.emit(ir.Assign(e, ir.TableLookup(table, tuple(keys))))
-    data = ir.lift(cg.hash_input(ast.ListExpr(t.loc, selectors), scope)) if selectors else ir.Const(b"")
-    cg.emit(ir.Assign(sel, data))
+    env.build.emit(ir.Assign(e, ir.TableLookup(table, tuple(keys))))
+    data = ir.lift(env.gen.hash_input(ast.ListExpr(t.loc, selectors), scope)) if selectors else ir.Const(b"")
+    env.build.emit(ir.Assign(sel, data))
     action = ir.Item(r, ir.Const(0))  # the member's action, then its action data
     run = ir.Do(ir.MethodCall(ir.Attr(action, "fn"), (ir.Name("S"), ir.Item(r, ir.Const(1))), star=True))
 
     def choose(ref: ir.Expr, hit: bool) -> None:
-        cg.emit(ir.Assign(r, ir.MethodCall(ir.Attr(table, "choose"), (ref, sel))))
-        with cg.if_(ir.IsNone(r)):  # no member (no default member, an empty group: BMv2 logs it): nothing runs,
+        env.build.emit(ir.Assign(r, ir.MethodCall(ir.Attr(table, "choose"), (ref, sel))))
+        with env.build.if_(ir.IsNone(r)):  # no member (no default member, an empty group: BMv2 logs it): nothing runs,
             # and action_run names the P4 default
-            cg.emit(ir.Return(ir.Tuple((ir.Const(hit), default_name))))
-        cg.emit(run)
-        cg.emit(ir.Return(ir.Tuple((ir.Const(hit), ir.Attr(action, "name")))))
+            env.build.emit(ir.Return(ir.Tuple((ir.Const(hit), default_name))))
+        env.build.emit(run)
+        env.build.emit(ir.Return(ir.Tuple((ir.Const(hit), ir.Attr(action, "name")))))
 
-    with cg.if_(ir.IsNone(e)):
+    with env.build.if_(ir.IsNone(e)):
         choose(ir.Attr(table, "default_ref"), False)
     choose(ir.Attr(e, "ref"), True)

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import ir
+from .exceptions import CLASS
 
+_EXIT = CLASS[ir.Exc.EXIT].__name__  # what P4 exit raises and TryExit catches
 _PRINTERS: dict[type, Callable[[ir.Expr], str]] = {}
 
 
@@ -138,7 +140,7 @@ def stmt(s: ir.Stmt, depth: int) -> list[str]:
     if isinstance(s, ir.ForRange):
         return [f"{pad}for {s.var.name} in range({expr(s.lo)}, {expr(s.hi)}):", *stmts(s.body, depth + 1)]
     if isinstance(s, ir.TryExit):
-        return [f"{pad}try:", *stmts(s.body, depth + 1), f"{pad}except ExitBlock:", *stmts(s.handler, depth + 1)]
+        return [f"{pad}try:", *stmts(s.body, depth + 1), f"{pad}except {_EXIT}:", *stmts(s.handler, depth + 1)]
     if isinstance(s, ir.Return):
         if s.value is None:
             return [f"{pad}return"]
@@ -148,9 +150,10 @@ def stmt(s: ir.Stmt, depth: int) -> list[str]:
     if isinstance(s, ir.Raise):
         if s.exc is None:
             return [f"{pad}raise"]
-        if s.exc == "ExitBlock":
-            return [f"{pad}raise ExitBlock"]
-        return [f"{pad}raise {s.exc}({'' if s.message is None else repr(s.message)})"]
+        name = CLASS[s.exc].__name__
+        if s.exc is ir.Exc.EXIT:
+            return [f"{pad}raise {name}"]
+        return [f"{pad}raise {name}({'' if s.message is None else repr(s.message)})"]
     if isinstance(s, ir.Do):
         return [f"{pad}{expr(s.value)}"]
     if isinstance(s, ir.Emit):

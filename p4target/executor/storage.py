@@ -1,6 +1,6 @@
 """Where values live in the executor's flat state list ``S``: slot layouts of P4 types.
 
-Shared by ``codegen`` and its mixins and helper modules (headers, calls, sub-parsers,
+Shared by ``codegen`` and the other code generation passes and helper modules (headers, calls, sub-parsers,
 v1model and TNA code generation); kept below all of them so none imports ``codegen``.
 """
 

@@ -14,22 +14,22 @@ the way p4c's frontend Inline pass does it, so BMv2's behaviour is matched exact
 * An ``out`` parameter starts with its headers invalid (p4c's generateResets: header
   validity only, scalars and stack next indexes keep their values).
 
-A mixin of ``codegen.CodeGen``.
+A pass of code generation (``env.GenEnv``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..frontend import ast
 from ..frontend.types import ExternT, HeaderT, StackT
 from . import ir
 from .storage import Storage, member_storage, slot_count
 
-# A pending state of the parse loop: id, comment, state ids for its transitions, body.
-_Later = tuple[int, str, dict[str, int], Callable[[], None]]
+if TYPE_CHECKING:
+    from .env import GenEnv
+
 _SKIP = ("loc", "type", "value", "target", "annotations")
 
 
@@ -62,25 +62,10 @@ def apply_sites(parser: ast.ParserDecl, instance: ast.Instantiation) -> list[ast
 
 
 class SubParserGen:
-    """Parser states with sub-parser applies (mixed into CodeGen)."""
+    """Parser states with sub-parser applies: a pass over ``env``."""
 
-    # provided by CodeGen
-    emit: Any
-    alloc: Any
-    lookup: Any
-    storage: Any
-    pin: Any
-    assign_storage: Any
-    copy_back: Any
-    init_locals: Any
-    transition: Any
-    stmt: Any
-    set_invalid: Any
-    lvalue_range: Any
-    elif_: Any
-    state_ids: dict[str, int]
-    state_count: int = 0
-    later_states: list[_Later]
+    def __init__(self, env: GenEnv) -> None:
+        self.env = env
 
     def state_body(self, owner: ast.ParserDecl, stmts: list[ast.Stmt], transition: ast.Transition,
                    scope: Any) -> None:
@@ -89,19 +74,19 @@ class SubParserGen:
             if isinstance(s, ast.CallStmt) and s.call.target.kind == "parser_apply":
                 self.sub_parser_call(owner, s.call, scope, stmts[k + 1:], transition)
                 return
-            self.stmt(s, scope)
-        self.transition(transition, scope)
+            self.env.gen.stmt(s, scope)
+        self.env.packet.transition(transition, scope)
 
     def emit_later_states(self) -> None:
         """The states sub-parser applies added, after the parser's own (whose code is
         therefore the same as without sub-parsers)."""
-        while self.later_states:
-            sid, label, ids, body = self.later_states.pop(0)
-            with self.elif_(ir.cmp("==", ir.Var("st"), sid)):
-                self.emit(ir.Comment(label))
-                saved, self.state_ids = self.state_ids, ids
+        while self.env.later_states:
+            sid, label, ids, body = self.env.later_states.pop(0)
+            with self.env.build.elif_(ir.cmp("==", ir.Var("st"), sid)):
+                self.env.build.emit(ir.Comment(label))
+                saved, self.env.state_ids = self.env.state_ids, ids
                 body()
-                self.state_ids = saved
+                self.env.state_ids = saved
 
     def reset_headers(self, st: Any) -> None:
         """p4c's reset of an ``out`` argument: every header in it becomes invalid."""
@@ -111,7 +96,7 @@ class SubParserGen:
             for i in range(t.size):
                 self.reset_headers(Storage(st.base + i * k, t.elem))
         elif isinstance(t, HeaderT) and t.is_header:
-            self.set_invalid(st)
+            self.env.headers.set_invalid(st)
         elif isinstance(t, HeaderT):
             for name in t.fields:
                 self.reset_headers(member_storage(st, name))
@@ -125,7 +110,7 @@ class SubParserGen:
         for i, (p, a) in enumerate(zip(params, call.args)):
             if isinstance(p.type, ExternT) or isinstance(a, ast.Default):
                 continue
-            found = None if isinstance(a, ast.Slice) else self.lvalue_range(a, scope)
+            found = None if isinstance(a, ast.Slice) else self.env.calls.lvalue_range(a, scope)
             ranges[i] = found[0] if found is not None and found[0] is not None else None
         chosen = set()
         for i, r in ranges.items():
@@ -137,20 +122,20 @@ class SubParserGen:
 
     def sub_parser_call(self, owner: ast.ParserDecl, call: ast.Call, scope: Any, rest: list[ast.Stmt],
                         transition: ast.Transition) -> None:
-        inst = self.lookup(scope, call.target.decl)
+        inst = self.env.gen.lookup(scope, call.target.decl)
         decl: ast.ParserDecl = inst.decl
         direct = self.by_reference(owner, call, decl.params, scope)
         callee = type(scope)(inst.scope)
         copy_out: list[tuple[Any, ast.Expr]] = []
         for i, (p, a, tmp) in enumerate(zip(decl.params, call.args, inst.params)):
             if isinstance(p.type, ExternT):  # the packet_in: shared, so the position moves on
-                callee[p] = self.lookup(scope, a.decl) if isinstance(a, ast.PathExpr) else "PKT"
+                callee[p] = self.env.gen.lookup(scope, a.decl) if isinstance(a, ast.PathExpr) else "PKT"
             elif isinstance(a, ast.Default):  # '_': p4c passes a fresh variable
-                st = self.alloc(p.type)
+                st = self.env.gen.alloc(p.type)
                 self.reset_headers(st)
                 callee[p] = st
             elif i in direct:
-                st = self.pin(self.storage(a, scope))
+                st = self.env.headers.pin(self.env.gen.storage(a, scope))
                 if p.direction == "out":
                     self.reset_headers(st)
                 callee[p] = st
@@ -158,25 +143,25 @@ class SubParserGen:
                 if p.direction == "out":
                     self.reset_headers(tmp)
                 else:
-                    self.assign_storage(tmp, a, scope)
+                    self.env.gen.assign_storage(tmp, a, scope)
                 if p.direction in ("out", "inout"):
                     copy_out.append((tmp, a))
                 callee[p] = tmp
-        self.init_locals(decl, callee)  # p4c's MoveInitializers: per apply, after the copy-in
-        base = self.state_count
+        self.env.gen.init_locals(decl, callee)  # p4c's MoveInitializers: per apply, after the copy-in
+        base = self.env.state_count
         ids = {s.name: base + i for i, s in enumerate(decl.states)}
         after = ids["accept"] = base + len(decl.states)
-        self.state_count = after + 1
-        self.emit(ir.Assign(ir.Var("st"), ir.Const(ids["start"])))
-        self.emit(ir.Continue())
+        self.env.state_count = after + 1
+        self.env.build.emit(ir.Assign(ir.Var("st"), ir.Const(ids["start"])))
+        self.env.build.emit(ir.Continue())
         label = inst.name
         for s in decl.states:
             def body(s: ast.ParserState = s) -> None:
                 self.state_body(decl, s.stmts, s.transition, type(scope)(callee))
-            self.later_states.append((ids[s.name], f"state {label}.{s.name}", ids, body))
+            self.env.later_states.append((ids[s.name], f"state {label}.{s.name}", ids, body))
 
         def resume() -> None:
             for tmp, a in copy_out:
-                self.copy_back(tmp, a, scope)
+                self.env.calls.copy_back(tmp, a, scope)
             self.state_body(owner, rest, transition, scope)
-        self.later_states.append((after, f"after {label}.apply", self.state_ids, resume))
+        self.env.later_states.append((after, f"after {label}.apply", self.env.state_ids, resume))

@@ -19,9 +19,9 @@ from typing import Any, NamedTuple, Self
 from ..frontend import CheckedProgram, load_program
 from . import native
 from .codegen import CodeGen
-from .externs import AssertionFailed, CloneSession, Counter, Meter, Register, ValueSet
-from .headers import StackIndexError
-from .loops import LOOP_LIMIT, LoopLimit
+from .exceptions import AssertionFailed, LoopLimit, StackIndexError
+from .externs import CloneSession, Counter, Meter, Register, ValueSet
+from .loops import LOOP_LIMIT
 from .profiles import ActionProfile
 from .tables import Table
 

@@ -24,9 +24,12 @@ from ..frontend.types import BOOL, BitsT, ExternT, HeaderT, Type, bit_width
 from ..p4info import qualify
 from . import ir
 from .codegen import CodeGen
+from .exceptions import RegisterConflict
+from .exprs import ExprGen
 from .externs import Counter, Register
 from .generated import Generated
 from .ir import UNSET
+from .packet_codegen import PacketGen
 from .storage import Scope, Storage, member_storage
 
 # Which storage each template parameter binds to, per block (tna.p4's parameter order).
@@ -39,11 +42,6 @@ SHAPES = {
     "egress_deparser": ["PKT", "EH", "EM", "eg_dprsr_md", "eg_intr_md", "eg_prsr_md"],
 }
 FUNCTIONS = dict(zip(TNA_BLOCKS, ("ig_parse", "ingress", "ig_deparser", "eg_parse", "egress", "eg_deparser")))
-
-
-class RegisterConflict(Exception):
-    """A packet reached one Register through a second RegisterAction execution: Tofino's
-    stateful ALU touches a register once per packet, so such a program cannot be mapped."""
 
 
 class TnaRegister(Register):
@@ -104,36 +102,55 @@ def _initial_cell(decl: ast.Instantiation, elem: Type) -> Any:
     return False if elem is BOOL else 0
 
 
-class TnaCodeGen(CodeGen):
-    """CodeGen for a ``Switch(Pipeline(...))`` program."""
+class TnaExprGen(ExprGen):
+    """``ExprGen`` with TNA's externs' calls that have a value (``TnaCodeGen.tna_call``)."""
 
-    def __init__(self, prog: Any) -> None:
-        super().__init__(prog)
-        self.ns.update({"RegisterConflict": RegisterConflict, "csum_add": csum_add, "csum_sub": csum_sub,
-                        "UNSET": UNSET})
-        self.bound: dict[str, Storage] = {}
+    def _x_Call(self, e: ast.Call, scope: Scope) -> ir.Expr:
+        tgt = e.target
+        if tgt.kind == "method" and tgt.decl.name in TNA_EXTERNS:
+            code = self.env.gen.tna_call(e, scope)
+            if code is None:
+                raise P4Error(e.loc, f"{tgt.name}() has no value")
+            return code
+        return ir.lift(super()._x_Call(e, scope))
+
+
+class TnaPacketGen(PacketGen):
+    """``PacketGen`` with Tofino's parser: a select that no case matches is an error."""
 
     def no_match(self) -> ir.Stmt:
         """Tofino's parser flags a select that no case matches (``NoMatch``, the parser_err bit 0x1)."""
-        return ir.Return(ir.Tuple((ir.Var("pos"), ir.Const(self.error_codes["NoMatch"]))))
+        return ir.Return(ir.Tuple((ir.Var("pos"), ir.Const(self.env.error_codes["NoMatch"]))))
+
+
+class TnaCodeGen(CodeGen):
+    """CodeGen for a ``Switch(Pipeline(...))`` program."""
+
+    EXPRS = TnaExprGen
+    PACKET = TnaPacketGen
+
+    def __init__(self, prog: Any) -> None:
+        super().__init__(prog)
+        self.env.ns.update({"RegisterConflict": RegisterConflict, "csum_add": csum_add, "csum_sub": csum_sub,
+                            "UNSET": UNSET})
 
     def hidden_slot(self, value: Any) -> int:
-        self.template.append(value)
-        return len(self.template) - 1
+        self.env.template.append(value)
+        return len(self.env.template) - 1
 
     @as_p4_errors()
     def generate(self) -> Generated:
-        pipe = self.prog.pipeline
-        self.out.std = {"packet_length": self.hidden_slot(0)}  # what counters count as bytes
-        self.acc_slot = self.hidden_slot(0)  # registers executed so far for this packet (bit mask)
-        bound = self.bound
+        pipe = self.env.prog.pipeline
+        self.env.out.std = {"packet_length": self.hidden_slot(0)}  # what counters count as bytes
+        self.env.acc_slot = self.hidden_slot(0)  # registers executed so far for this packet (bit mask)
+        bound = self.env.bound
         for which, t in (("IH", pipe.headers), ("IM", pipe.metadata), ("EH", pipe.egress_headers),
                          ("EM", pipe.egress_metadata)):
             bound[which] = self.alloc(t)
-        self.out.meta_storage = bound["IM"]
+        self.env.out.meta_storage = bound["IM"]
         for role in TNA_BLOCKS:
             decl = pipe.blocks[role]
-            scope = Scope(self.globals)
+            scope = Scope(self.env.globals)
             for p, which in zip(decl.params, SHAPES[role]):
                 if which == "PKT":
                     scope[p] = "PKT"
@@ -142,17 +159,17 @@ class TnaCodeGen(CodeGen):
                     bound[which] = self.alloc(p.type)
                 scope[p] = bound[which]
             if isinstance(decl, ast.ParserDecl):
-                self.parser(decl, scope, FUNCTIONS[role])
+                self.env.packet.parser(decl, scope, FUNCTIONS[role])
             else:
                 self.control_function(FUNCTIONS[role], decl, scope)
         if "ig_tm_md" in bound:
-            self.template[member_storage(bound["ig_tm_md"], "ucast_egress_port").base] = UNSET
+            self.env.template[member_storage(bound["ig_tm_md"], "ucast_egress_port").base] = UNSET
         self.finish()
-        return self.out
+        return self.env.out
 
     def slot(self, which: str, fname: str) -> int | None:
         """The slot of an intrinsic metadata field, None if no block declares the struct."""
-        st = self.bound.get(which)
+        st = self.env.bound.get(which)
         return None if st is None else member_storage(st, fname).base
 
     # ================================================================ instances
@@ -165,12 +182,12 @@ class TnaCodeGen(CodeGen):
         name = qualify(prefix, decl)
         if kind == "Register":
             elem = t.args[0]
-            reg = TnaRegister(name, decl.args[0].value, elem, _initial_cell(decl, elem), len(self.out.registers))
-            self.out.registers[name] = reg
+            reg = TnaRegister(name, decl.args[0].value, elem, _initial_cell(decl, elem), len(self.env.out.registers))
+            self.env.out.registers[name] = reg
             scope[decl] = self.const(reg, "X")
         elif kind == "RegisterAction":
             reg_const = self.lookup(scope, decl.args[0].decl)
-            scope[decl] = RegisterActionObj(name, self.ns[reg_const], reg_const, decl.initializer[0], scope)
+            scope[decl] = RegisterActionObj(name, self.env.ns[reg_const], reg_const, decl.initializer[0], scope)
         elif kind == "Hash":
             algo = decl.args[0]
             scope[decl] = (algo.type.members[algo.value], t.args[0])
@@ -178,7 +195,7 @@ class TnaCodeGen(CodeGen):
             scope[decl] = Storage(self.hidden_slot(0), BitsT(16))  # the running sum, per packet
         elif kind == "Counter":
             counter = Counter(name, decl.args[0].value)
-            self.out.counters[name] = counter
+            self.env.out.counters[name] = counter
             scope[decl] = self.const(counter, "X")
         else:  # DirectCounter: the table that names it counts
             scope[decl] = name
@@ -189,15 +206,6 @@ class TnaCodeGen(CodeGen):
             self.tna_call(call, scope)
         else:
             super().method(call, scope)
-
-    def _x_Call(self, e: ast.Call, scope: Scope) -> ir.Expr:
-        tgt = e.target
-        if tgt.kind == "method" and tgt.decl.name in TNA_EXTERNS:
-            code = self.tna_call(e, scope)
-            if code is None:
-                raise P4Error(e.loc, f"{tgt.name}() has no value")
-            return code
-        return ir.lift(super()._x_Call(e, scope))
 
     def tna_call(self, call: ast.Call, scope: Scope) -> ir.Expr | None:
         tgt, args = call.target, call.args
@@ -216,7 +224,7 @@ class TnaCodeGen(CodeGen):
             acc = ir.slot(obj.base)
             if m in ("add", "subtract"):
                 data = ir.lift(self.hash_input(args[0], scope))
-                self.emit(ir.Assign(acc, ir.Call("csum_add" if m == "add" else "csum_sub", (acc, data))))
+                self.env.build.emit(ir.Assign(acc, ir.Call("csum_add" if m == "add" else "csum_sub", (acc, data))))
                 return None
             if m == "get":
                 return ir.bin_("^", 0xFFFF, acc)
@@ -228,14 +236,14 @@ class TnaCodeGen(CodeGen):
             return value
         if ext == "Counter":
             i = ir.Var(self.fresh("i"))
-            counter = ir.Obj(obj, self.ns[obj])
-            length: ir.Expr = ir.slot(self.out.std["packet_length"])
+            counter = ir.Obj(obj, self.env.ns[obj])
+            length: ir.Expr = ir.slot(self.env.out.std["packet_length"])
             if len(args) > 1:
-                length = ir.Call("max", (ir.bin_("-", length, ir.lift(self.ex(args[1], scope))), ir.Const(0)))
-            self.emit(ir.Assign(i, ir.lift(self.ex(args[0], scope))))
-            with self.if_(ir.cmp("<", i, counter.value.size)):
-                self.emit(ir.AugAssign(ir.CounterCell(counter, "packets", i), "+", ir.Const(1)))
-                self.emit(ir.AugAssign(ir.CounterCell(counter, "bytes", i), "+", length))
+                length = ir.Call("max", (ir.bin_("-", length, ir.lift(self.env.exprs.ex(args[1], scope))), ir.Const(0)))
+            self.env.build.emit(ir.Assign(i, ir.lift(self.env.exprs.ex(args[0], scope))))
+            with self.env.build.if_(ir.cmp("<", i, counter.value.size)):
+                self.env.build.emit(ir.AugAssign(ir.CounterCell(counter, "packets", i), "+", ir.Const(1)))
+                self.env.build.emit(ir.AugAssign(ir.CounterCell(counter, "bytes", i), "+", length))
             return None
         return None  # DirectCounter.count(): the table counts its hits
 
@@ -248,26 +256,27 @@ class TnaCodeGen(CodeGen):
         rv = self.alloc(call.type) if isinstance(call.type, (BitsT, HeaderT)) or call.type is BOOL else None
         i = ir.Var(self.fresh("i"))
         cell = ir.RegCell(ir.Obj(ra.reg_const, reg), i)
-        self.emit(ir.Assign(i, ir.lift(self.ex(call.args[0], scope))))
+        self.env.build.emit(ir.Assign(i, ir.lift(self.env.exprs.ex(call.args[0], scope))))
         if rv is not None:
-            self.init_out(rv)
-        with self.if_(ir.cmp("<", i, reg.size)):
-            acc = ir.slot(self.acc_slot)
+            self.env.calls.init_out(rv)
+        with self.env.build.if_(ir.cmp("<", i, reg.size)):
+            acc = ir.slot(self.env.acc_slot)
             bit = 1 << reg.bit
-            with self.if_(ir.bin_("&", acc, bit)):
-                self.emit(ir.Raise("RegisterConflict", reg.name))
-            self.emit(ir.AugAssign(acc, "|", ir.Const(bit)))
+            with self.env.build.if_(ir.bin_("&", acc, bit)):
+                self.env.build.emit(ir.Raise(ir.Exc.REGISTER_CONFLICT, reg.name))
+            self.env.build.emit(ir.AugAssign(acc, "|", ir.Const(bit)))
             n = value.size
-            self.emit(ir.Assign(ir.slot(value.base) if n == 1 else ir.slots(value.base, n), cell))
+            self.env.build.emit(ir.Assign(ir.slot(value.base) if n == 1 else ir.slots(value.base, n), cell))
             inner = Scope(ra.scope)
             inner[params[0]] = value
             if len(params) > 1:
                 inner[params[1]] = rv if rv is not None else self.alloc(params[1].type)
-            saved_ret, saved_slot = self.return_stmt, self.return_slot
-            self.return_slot = None
-            self.run_body(ra.apply.body, inner, lambda: None, False)
-            self.return_stmt, self.return_slot = saved_ret, saved_slot
-            self.emit(ir.Assign(cell, ir.slot(value.base) if n == 1 else ir.SlotsTuple(ir.slots(value.base, n))))
+            saved_ret, saved_slot = self.env.return_stmt, self.env.return_slot
+            self.env.return_slot = None
+            self.env.calls.run_body(ra.apply.body, inner, lambda: None, False)
+            self.env.return_stmt, self.env.return_slot = saved_ret, saved_slot
+            written = ir.slot(value.base) if n == 1 else ir.SlotsTuple(ir.slots(value.base, n))
+            self.env.build.emit(ir.Assign(cell, written))
         return ir.slot(rv.base) if rv is not None else ir.Const(0)
 
 

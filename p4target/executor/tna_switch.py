@@ -34,18 +34,19 @@ from pathlib import Path
 from ..frontend import CheckedProgram, ast, load_program
 from ..tofino_fit import check_if_enabled
 from .algorithms import pack_bits
+from .exceptions import LoopLimit, RegisterConflict, StackIndexError
 from .externs import CloneSession
 from .generated import Generated
-from .headers import StackIndexError
-from .loops import LOOP_LIMIT, LoopLimit
+from .loops import LOOP_LIMIT
 from .switch import MAX_PASSES, Blueprint, ControlPlane, MulticastGroups, Output, Switch
-from .tna_codegen import UNSET, RegisterConflict, TnaCodeGen
+from .tna_codegen import UNSET, TnaCodeGen
 
 log = logging.getLogger(__name__)
 
 PORT_METADATA_BYTES = 8
-# Tofino 1, pipe 0: ports 68-71 loop back into ingress (the recirculation ports).
-RECIRCULATION_PORTS = frozenset(range(68, 72))
+# Tofino 1, pipe 0: ports 68-71 loop back into ingress (the recirculation ports); tna.h gets the range
+# as RECIRC_PORT_FIRST/LAST (_attach_native).
+RECIRCULATION_PORTS = range(68, 72)
 # egress_intrinsic_metadata_t's field widths (tofino.p4), and where the TM's values go.
 _EG_WIDTHS = (7, 9, 5, 19, 6, 2, 14, 18, 5, 19, 6, 2, 8, 14, 18, 16, 7, 1, 3, 5, 5, 3, 7, 1, 16)
 _EG_PORT, _EG_RID, _EG_RID_FIRST, _EG_LENGTH = 1, 15, 17, 24
@@ -150,6 +151,8 @@ class TnaSwitch(ControlPlane):
             "PARSER_FLAGS": [self._flags(i) for i in range(len(self._errors))],
             "EG_WIDTHS": _EG_WIDTHS, "EG_PORT_FIELD": _EG_PORT, "EG_RID_FIELD": _EG_RID,
             "EG_RID_FIRST_FIELD": _EG_RID_FIRST, "EG_LENGTH_FIELD": _EG_LENGTH,
+            "RECIRC_PORT_FIRST": RECIRCULATION_PORTS[0], "RECIRC_PORT_LAST": RECIRCULATION_PORTS[-1],
+            "MAX_PASSES": MAX_PASSES,
         }
         image, self.native_status = blueprint.native_image(defines)
         if image is not None:

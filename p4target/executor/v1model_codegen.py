@@ -10,7 +10,7 @@ them); ``switch.Switch`` reads the slots only when the program has them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..frontend import ast
 from ..frontend.checker import V1MODEL_FUNCTIONS
@@ -18,27 +18,29 @@ from ..frontend.errors import P4Error
 from ..frontend.types import BitsT, HeaderT, StackT
 from ..p4info import qualify
 from . import ir
-from .emitter import Emitter
 from .externs import Meter
 from .storage import Scope, Storage, member_storage
+
+if TYPE_CHECKING:
+    from .env import GenEnv
 
 __all__ = ["V1MODEL_FUNCTIONS", "intrinsic_slot", "v1model_function"]
 
 
-def intrinsic_slot(cg: Emitter, name: str) -> int:
+def intrinsic_slot(env: GenEnv, name: str) -> int:
     """A slot that holds None until the program requests ``name`` for this packet."""
-    slot = cg.out.intrinsic.get(name)
+    slot = env.out.intrinsic.get(name)
     if slot is None:
-        slot = cg.out.intrinsic[name] = len(cg.template)
-        cg.template.append(None)
+        slot = env.out.intrinsic[name] = len(env.template)
+        env.template.append(None)
     return slot
 
 
-def _reads_packet_length(cg: Emitter) -> bool:
+def _reads_packet_length(env: GenEnv) -> bool:
     """Whether the program mentions ``standard_metadata.packet_length`` anywhere."""
-    found = getattr(cg, "_reads_packet_length", None)
+    found = env.reads_packet_length
     if found is None:
-        std_t = cg.prog.standard_metadata
+        std_t = env.prog.standard_metadata
         seen: set[int] = set()
 
         def visit(node: Any) -> bool:
@@ -52,43 +54,43 @@ def _reads_packet_length(cg: Emitter) -> bool:
                 return True
             return any(visit(getattr(node, f.name, None)) for f in dataclasses.fields(node))
 
-        found = visit(list(cg.prog.program.decls))
-        cg._reads_packet_length = found  # type: ignore[attr-defined]
+        found = visit(list(env.prog.program.decls))
+        env.reads_packet_length = found
     return found
 
 
-def length_register_update(cg: Emitter, st: Storage, valid: bool) -> None:
+def length_register_update(env: GenEnv, st: Storage, valid: bool) -> None:
     """simple_switch's ``add_header``/``remove_header`` (``setValid()``/``setInvalid()``)
     add/subtract the header's size to/from the packet-length register, which egress,
     multicast replicas and egress clones then see as ``packet_length``.  Only programs
     that read ``packet_length`` pay for it."""
-    if not _reads_packet_length(cg):
+    if not _reads_packet_length(env):
         return
-    slot = cg.out.length_slot
+    slot = env.out.length_slot
     if slot is None:
-        slot = cg.out.length_slot = len(cg.template)
-        cg.template.append(0)
+        slot = env.out.length_slot = len(env.template)
+        env.template.append(0)
     t = st.type
     size: ir.Expr = ir.Const(t.width // 8)
     if t.varbit_field is not None:  # a varbit field's slot holds its bytes (Python only)
         vb = st.base + 1 + list(t.fields).index(t.varbit_field)
         size = ir.bin_("+", size, ir.MethodCall(ir.Name("len"), (ir.slot(vb),)))
     if valid:
-        with cg.if_(ir.Not(ir.slot(st.base))):
-            cg.emit(ir.AugAssign(ir.slot(slot), "+", size))
+        with env.build.if_(ir.Not(ir.slot(st.base))):
+            env.build.emit(ir.AugAssign(ir.slot(slot), "+", size))
     else:
-        with cg.if_(ir.slot(st.base)):
-            cg.emit(ir.AugAssign(ir.slot(slot), "-", size))
+        with env.build.if_(ir.slot(st.base)):
+            env.build.emit(ir.AugAssign(ir.slot(slot), "-", size))
 
 
-def _annotation_value(cg: Emitter, e: Any) -> int:
+def _annotation_value(env: GenEnv, e: Any) -> int:
     """``@field_list`` arguments: integer literals or serializable enum members."""
     if getattr(e, "value", None) is not None and isinstance(e.value, int):
         return int(e.value)
     if isinstance(e, ast.IntLit):
         return e.number
     if isinstance(e, ast.Member) and isinstance(e.base, ast.PathExpr):
-        for d in cg.prog.program.decls:
+        for d in env.prog.program.decls:
             if isinstance(d, ast.EnumDecl) and d.name == e.base.name and e.member in d.members and d.values:
                 v = d.values[d.members.index(e.member)].value
                 if isinstance(v, int):
@@ -96,11 +98,11 @@ def _annotation_value(cg: Emitter, e: Any) -> int:
     raise P4Error(e.loc, "@field_list arguments must be integer constants or serializable enum members")
 
 
-def field_list_slots(cg: Emitter, index: int | None) -> list[int]:
+def field_list_slots(env: GenEnv, index: int | None) -> list[int]:
     """The user-metadata slots annotated ``@field_list(..., index, ...)`` (BMv2 copies these)."""
     if index is None:
         return []
-    cache = cg.out.field_lists
+    cache = env.out.field_lists
     if index in cache:
         return cache[index]
     slots: list[int] = []
@@ -111,7 +113,7 @@ def field_list_slots(cg: Emitter, index: int | None) -> list[int]:
         for f in t.decl.fields if t.decl is not None else []:
             sub = member_storage(st, f.name)
             ann = ast.find_annotation(f.annotations, "field_list")
-            if ann is not None and index in [_annotation_value(cg, a) for a in ann.args]:
+            if ann is not None and index in [_annotation_value(env, a) for a in ann.args]:
                 if isinstance(sub.type, (HeaderT, StackT)):
                     raise P4Error(ann.loc, "@field_list on a header or struct field is not supported by the "
                                   "built-in target")
@@ -119,19 +121,19 @@ def field_list_slots(cg: Emitter, index: int | None) -> list[int]:
             elif isinstance(sub.type, HeaderT) and not sub.type.is_header:
                 walk(sub)
 
-    walk(cg.out.meta_storage)
+    walk(env.out.meta_storage)
     cache[index] = slots
     return slots
 
 
-def _flat_values(cg: Emitter, st: Storage, loc: Any) -> list[ir.Expr]:
+def _flat_values(env: GenEnv, st: Storage, loc: Any) -> list[ir.Expr]:
     t = st.type
     if isinstance(t, HeaderT):
         if t.is_header:
             raise P4Error(loc, "digest of a struct holding a header is not supported by the built-in target")
         out = []
         for name in t.fields:
-            out += _flat_values(cg, member_storage(st, name), loc)
+            out += _flat_values(env, member_storage(st, name), loc)
         return out
     if isinstance(t, StackT):
         raise P4Error(loc, "digest of a struct holding a header stack is not supported by the built-in target")
@@ -143,27 +145,27 @@ def _rt(method: str, *args: ir.Expr) -> ir.MethodCall:
     return ir.MethodCall(ir.Attr(ir.Name("RT"), method), args)
 
 
-def v1model_function(cg: Emitter, call: ast.Call, scope: Scope) -> None:
+def v1model_function(env: GenEnv, call: ast.Call, scope: Scope) -> None:
     name, args = call.target.name, call.args
     if name in ("clone", "clone_preserving_field_list"):
         index = args[2].value if name == "clone_preserving_field_list" else None
-        field_list_slots(cg, index)  # refuse bad annotations at load time
-        cg.emit(ir.Assign(ir.slot(intrinsic_slot(cg, "clone")), ir.Tuple((ir.lift(cg.ex(args[1], scope)),
+        field_list_slots(env, index)  # refuse bad annotations at load time
+        env.build.emit(ir.Assign(ir.slot(intrinsic_slot(env, "clone")), ir.Tuple((ir.lift(env.exprs.ex(args[1], scope)),
                                                                            ir.Const(index)))))
     elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
         index = args[0].value
-        field_list_slots(cg, index)
-        cg.emit(ir.Assign(ir.slot(intrinsic_slot(cg, name.split("_")[0])), ir.Const(index)))
+        field_list_slots(env, index)
+        env.build.emit(ir.Assign(ir.slot(intrinsic_slot(env, name.split("_")[0])), ir.Const(index)))
     elif name == "digest":
-        st = cg.storage(args[1], scope)  # `digest<S>(r, {a, b})`: the list fills a temporary S
-        values = ir.Tuple(tuple(_flat_values(cg, st, args[1].loc)))
+        st = env.gen.storage(args[1], scope)  # `digest<S>(r, {a, b})`: the list fills a temporary S
+        values = ir.Tuple(tuple(_flat_values(env, st, args[1].loc)))
         name = qualify("", args[1].type.decl)  # the P4Info name (a struct's @name, if any)
-        cg.emit(ir.Do(_rt("digest", ir.Const(name), ir.lift(cg.ex(args[0], scope)), values)))
+        env.build.emit(ir.Do(_rt("digest", ir.Const(name), ir.lift(env.exprs.ex(args[0], scope)), values)))
     elif name == "log_msg":
-        fmt_name = cg.const(args[0].text, "FMT")
-        fmt = ir.Obj(fmt_name, cg.ns[fmt_name])
+        fmt_name = env.gen.const(args[0].text, "FMT")
+        fmt = ir.Obj(fmt_name, env.ns[fmt_name])
         if len(args) == 1:
-            cg.emit(ir.Do(_rt("log_msg", fmt)))
+            env.build.emit(ir.Do(_rt("log_msg", fmt)))
         else:
             data = args[1]
             items = data.items if isinstance(data, ast.ListExpr) else [data]
@@ -171,38 +173,38 @@ def v1model_function(cg: Emitter, call: ast.Call, scope: Scope) -> None:
             for item in items:
                 if isinstance(item.type, (HeaderT, StackT)):
                     raise P4Error(item.loc, "log_msg of a header or struct is not supported by the built-in target")
-                values.append(ir.lift(cg.ex(item, scope)))
-            cg.emit(ir.Do(_rt("log_msg", fmt, ir.Tuple(tuple(values)))))
+                values.append(ir.lift(env.exprs.ex(item, scope)))
+            env.build.emit(ir.Do(_rt("log_msg", fmt, ir.Tuple(tuple(values)))))
     elif name in ("assert", "assume"):
         where = f"{call.loc.file}:{call.loc.line}" if call.loc is not None else name
-        with cg.if_(ir.Not(ir.lift(cg.ex(args[0], scope)))):
-            cg.emit(ir.Raise("AssertionFailed", f"{name} failed at {where}"))
+        with env.build.if_(ir.Not(ir.lift(env.exprs.ex(args[0], scope)))):
+            env.build.emit(ir.Raise(ir.Exc.ASSERTION, f"{name} failed at {where}"))
     elif name == "random":
-        dst = cg.storage(args[0], scope)
-        lo = ir.lift(cg.ex(args[1], scope))
-        cg.emit(ir.Assign(ir.slot(dst.base), _rt("random", lo, ir.lift(cg.ex(args[2], scope)))))
+        dst = env.gen.storage(args[0], scope)
+        lo = ir.lift(env.exprs.ex(args[1], scope))
+        env.build.emit(ir.Assign(ir.slot(dst.base), _rt("random", lo, ir.lift(env.exprs.ex(args[2], scope)))))
     elif name == "truncate":  # BMv2: the smallest length wins; only this packet's own transmission is cut
-        slot, n = ir.slot(intrinsic_slot(cg, "truncate")), ir.Var(cg.fresh("n"))
-        cg.emit(ir.Assign(n, ir.lift(cg.ex(args[0], scope))))
-        with cg.if_(ir.Or((ir.IsNone(slot), ir.cmp("<", n, slot)))):  # an intrinsic slot: None until requested
-            cg.emit(ir.Assign(slot, n))
+        slot, n = ir.slot(intrinsic_slot(env, "truncate")), ir.Var(env.gen.fresh("n"))
+        env.build.emit(ir.Assign(n, ir.lift(env.exprs.ex(args[0], scope))))
+        with env.build.if_(ir.Or((ir.IsNone(slot), ir.cmp("<", n, slot)))):  # an intrinsic slot: None until requested
+            env.build.emit(ir.Assign(slot, n))
     elif name in ("verify_checksum_with_payload", "update_checksum_with_payload"):
-        target = cg.storage(args[2], scope)
-        data = ir.lift(cg.hash_input(args[1], scope))
-        cond = ir.lift(cg.ex(args[0], scope))
+        target = env.gen.storage(args[2], scope)
+        data = ir.lift(env.gen.hash_input(args[1], scope))
+        cond = ir.lift(env.exprs.ex(args[0], scope))
         csum = ir.Call("csum16", (ir.Concat(data, ir.Payload()),))
         if name.startswith("verify"):
-            with cg.if_(ir.And((cond, ir.cmp("!=", csum, ir.slot(target.base))))):
-                cg.emit(ir.Assign(ir.slot(cg.out.std["checksum_error"]), ir.Const(1)))
+            with env.build.if_(ir.And((cond, ir.cmp("!=", csum, ir.slot(target.base))))):
+                env.build.emit(ir.Assign(ir.slot(env.out.std["checksum_error"]), ir.Const(1)))
         else:
-            with cg.if_(cond):
-                cg.emit(ir.Assign(ir.slot(target.base), csum))
-        cg.out.uses_payload = True
+            with env.build.if_(cond):
+                env.build.emit(ir.Assign(ir.slot(target.base), csum))
+        env.out.uses_payload = True
     else:
         raise P4Error(call.loc, f"{name} is not supported by the built-in target")
 
 
-def meter_instance(cg: Emitter, decl: ast.Instantiation, name: str) -> Meter:
+def meter_instance(env: GenEnv, decl: ast.Instantiation, name: str) -> Meter:
     t = decl.type
     unit_arg = decl.args[-1]
     unit = unit_arg.type.members[unit_arg.value]
@@ -211,24 +213,24 @@ def meter_instance(cg: Emitter, decl: ast.Instantiation, name: str) -> Meter:
     return Meter(name, 0, unit)
 
 
-def meter_method(cg: Emitter, call: ast.Call, scope: Scope, obj: str) -> None:
+def meter_method(env: GenEnv, call: ast.Call, scope: Scope, obj: str) -> None:
     """``execute_meter``: out-of-range indexes leave the result unchanged (BMv2)."""
     args = call.args
     if call.target.name == "read":
         return  # the table writes the colour on a hit; see direct_meter_destination
-    meter: Meter = cg.ns[obj]
-    dst = cg.storage(args[1], scope)
-    i = ir.Var(cg.fresh("i"))
+    meter: Meter = env.ns[obj]
+    dst = env.gen.storage(args[1], scope)
+    i = ir.Var(env.gen.fresh("i"))
     amount: ir.Expr = ir.Const(1) if meter.unit == "packets" else ir.IngressLength()
     if meter.unit != "packets":
-        cg.out.uses_payload = True
-    cg.emit(ir.Assign(i, ir.lift(cg.ex(args[0], scope))))
-    with cg.if_(ir.cmp("<", i, meter.size)):
+        env.out.uses_payload = True
+    env.build.emit(ir.Assign(i, ir.lift(env.exprs.ex(args[0], scope))))
+    with env.build.if_(ir.cmp("<", i, meter.size)):
         cell = ir.Item(ir.Attr(ir.Obj(obj, meter), "cells"), i)
-        cg.emit(ir.Assign(ir.slot(dst.base), ir.MethodCall(ir.Attr(cell, "execute"), (_rt("micros"), amount))))
+        env.build.emit(ir.Assign(ir.slot(dst.base), ir.MethodCall(ir.Attr(cell, "execute"), (_rt("micros"), amount))))
 
 
-def direct_meter_destination(cg: Emitter, t: ast.TableDecl, meter_decl: Any, scope: Scope) -> Storage | None:
+def direct_meter_destination(env: GenEnv, t: ast.TableDecl, meter_decl: Any, scope: Scope) -> Storage | None:
     """The field every ``m.read(field)`` of the table's actions writes (p4c requires one)."""
     found: list[ast.Expr] = []
 
@@ -250,7 +252,7 @@ def direct_meter_destination(cg: Emitter, t: ast.TableDecl, meter_decl: Any, sco
     if not found:
         return None
     try:
-        st = cg.storage(found[0], scope)
+        st = env.gen.storage(found[0], scope)
     except P4Error:
         raise P4Error(found[0].loc, "direct_meter.read into an action parameter is not supported by the "
                       "built-in target") from None

@@ -14,7 +14,7 @@ each naming its object with ``ir.Obj``:
   int<W> values with W <= 64 and every intermediate result the Python forms before masking
   fit, and +, -, *, << wrap modulo 2**128, which the Python's masks make exact; a local's
   ``ir.VarKind`` gives its C type (a table entry is a row number, a ``ROW`` an array);
-* ``Raise("ExitBlock")`` becomes a jump to the enclosing ``TryExit``'s handler, or
+* ``Raise(Exc.EXIT)`` becomes a jump to the enclosing ``TryExit``'s handler, or
   ``ctx->exiting`` for the caller to see; the exceptions that drop a packet (stack index,
   assert, register conflict, loop limit) ``longjmp`` to the packet's entry point;
 * runtime objects become arrays in ``ctx`` (runtime.h) that Python owns; TNA's ``ir.UNSET``
@@ -46,7 +46,8 @@ V_MIN, V_MAX = -(1 << 127), (1 << 127) - 1
 _C_NAME = re.compile(r"[A-Za-z_]\w*")
 UNSET_C = "((v_t)1 << 126)"  # TNA's unwritten ucast_egress_port: no value a slot can take
 _C_OPS = {"+": "+", "-": "-", "*": "*", "&": "&", "|": "|", "^": "^"}
-_DROPS = {"RegisterConflict": "DROP_REGISTER_CONFLICT", "AssertionFailed": "DROP_ASSERT", "LoopLimit": "DROP_LOOP"}
+_DROPS = {ir.Exc.REGISTER_CONFLICT: "DROP_REGISTER_CONFLICT", ir.Exc.ASSERTION: "DROP_ASSERT",
+          ir.Exc.LOOP_LIMIT: "DROP_LOOP"}
 _STRUCT_SIZES = {"b": 1, "h": 2, "i": 4, "q": 8}
 _HASHES = {"crc16": "crc16", "crc32": "crc32", "csum16": "csum16", "identity": "identity_hash"}
 
@@ -598,7 +599,7 @@ class Lowering:
         return ["{", *body, f"goto {end};", "}", f"{label}:", "ctx->exiting = 0;", "{", *handler, "}", f"{end}:;"]
 
     def _s_Raise(self, s: ir.Raise, depth: int) -> list[str]:
-        if s.exc is None or s.exc == "ExitBlock":  # a re-raise (in a handler) goes on to the next
+        if s.exc is None or s.exc is ir.Exc.EXIT:  # a re-raise (in a handler) goes on to the next
             return [self._exit_jump()]
         reason = _DROPS.get(s.exc)
         if reason is None:

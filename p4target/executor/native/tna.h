@@ -3,16 +3,17 @@
  * (drop_ctl, ucast_egress_port if written, mcast_grp_a/b replicas, bypass_egress), then per
  * copy the egress parser (egress intrinsic metadata first), egress and egress deparser; a copy
  * to a recirculation port enters ingress again.  The program's slots come as SLOT_* macros,
- * -1 where no block declares the field.
+ * -1 where no block declares the field; the rest of what the switch configures (tna_switch's
+ * _attach_native) as macros and arrays too.
  */
 #ifndef P4T_TNA_H
 #define P4T_TNA_H
 
 #define IG_META_BYTES 16 /* ingress_intrinsic_metadata_t, then PORT_METADATA_SIZE zero bytes */
 #define EG_META_BYTES 27 /* egress_intrinsic_metadata_t */
-#define MAX_PASSES 64
 
-static int is_recirculation_port(int port) { return port >= 68 && port <= 71; }
+/* RECIRC_PORT_FIRST/LAST (tna_switch.RECIRCULATION_PORTS) and MAX_PASSES (switch.MAX_PASSES) come as macros */
+static int is_recirculation_port(int port) { return port >= RECIRC_PORT_FIRST && port <= RECIRC_PORT_LAST; }
 
 typedef struct {
     uint8_t *in, *packet, *eg; /* the pass's input, the packet the TM gets, an egress copy's input */

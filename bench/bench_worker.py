@@ -73,7 +73,7 @@ BOUND_VALUES = 256  # the window-bound calls' V: bench_hybrid's
 
 
 def _serve(port: int, type_offset: int, result_type: int) -> None:
-    from p4target.executor.native.build import build
+    from p4target.cbuild import build
 
     lib = build((Path(__file__).resolve().parent / "ideal_switch.c").read_text())
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

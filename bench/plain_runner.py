@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from worker_runner import arguments, timed
 
-from p4target.executor.native.build import build
+from p4target.cbuild import build
 from worker import protocol
 
 SOURCE = Path(__file__).resolve().parent / "plain_loop.c"

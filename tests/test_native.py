@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from p4target.executor.native.build import FAST_MAX_LINES, HERE, compiler, pipeline_flags
+from p4target.cbuild import FAST_MAX_LINES, HERE, compiler, pipeline_flags
 from p4target.executor.native.engine import FrameBatch
 from p4target.executor.tna_switch import load_switch
 from p4target.stf import BuiltinTarget, parse_stf, run_stf

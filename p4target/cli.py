@@ -1,7 +1,8 @@
 """Command-line tools of the built-in target.
 
 ``p4target-check`` checks a P4 program like p4c would, optionally writing its P4Info (and with
-``--target tofino``, whether a TNA program fits Tofino 1: p4target/tofino_fit);
+``--target tofino``, whether a TNA program fits Tofino 1: p4target/tofino_fit); with ``--frontend``
+it checks the program against core.p4 alone, as p4c's p4test (no architecture, no ``main`` needed);
 ``p4target-stf`` runs an STF test on the built-in target or on real BMv2.  Errors print as
 ``file:line:col: message`` with the source line, and exit with status 1.
 """
@@ -13,7 +14,7 @@ import sys
 
 from google.protobuf import text_format
 
-from .frontend import P4Error, load_program
+from .frontend import P4Error, load_frontend, load_program
 
 
 def parse_defines(items: list[str]) -> dict[str, str]:
@@ -27,7 +28,7 @@ def parse_defines(items: list[str]) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="p4target-check", description=__doc__.splitlines()[0])
-    ap.add_argument("program", help="P4-16 v1model source file")
+    ap.add_argument("program", help="P4-16 source file (v1model or TNA; any architecture with --frontend)")
     ap.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]",
                     help="preprocessor definition, as for p4c")
     ap.add_argument("--p4runtime-files", metavar="FILE", help="write the P4Info (text format) here")
@@ -36,7 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show-python", action="store_true", help="print the Python the executor generates")
     ap.add_argument("--show-c", action="store_true",
                     help="print the C the native fast path runs (or why the program runs in Python)")
+    ap.add_argument("--frontend", action="store_true",
+                    help="check against core.p4 alone, as p4c's p4test: no architecture or main needed, "
+                         "any extern accepted as declared (nothing runs, so no other option applies)")
     args = ap.parse_args(argv)
+    if args.frontend:
+        return _frontend_only(args)
     try:
         prog = load_program(args.program, parse_defines(args.defines))
         if args.target == "tofino":
@@ -63,6 +69,21 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"p4target-check: {args.program} runs in Python: {sw.native_status}", file=sys.stderr)
                     return 1
                 print(sw.native.source)
+    except P4Error as err:
+        print(err.render(), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _frontend_only(args: argparse.Namespace) -> int:
+    """``--frontend``: the frontend-only check; the options that need a target are refused."""
+    others = [opt for opt, on in (("--p4runtime-files", args.p4runtime_files), ("--target", args.target),
+                                  ("--show-python", args.show_python), ("--show-c", args.show_c)) if on]
+    if others:
+        print(f"p4target-check: --frontend checks only; it does not take {', '.join(others)}", file=sys.stderr)
+        return 2
+    try:
+        load_frontend(args.program, parse_defines(args.defines))
     except P4Error as err:
         print(err.render(), file=sys.stderr)
         return 1

@@ -25,24 +25,25 @@ from .env import CheckEnv
 from .errors import P4Error
 from .exprs import Exprs
 from .externs import V1MODEL_FUNCTIONS, Externs
+from .frontend_only import FrontendOnly
 from .instances import Instances
 from .profiles import Profiles
-from .program import CheckedProgram
+from .program import CheckedProgram, FrontendProgram
 from .stmts import Stmts
 from .tables import Tables
 from .tna import Tna, is_tna_main
 from .types import HeaderT
 
 # imported from here by the executor (codegen.py, v1model_codegen.py) and frontend/__init__.py
-__all__ = ["PIPELINE_BLOCKS", "V1MODEL_FUNCTIONS", "CheckedProgram", "Checker", "Declarations", "check",
-           "check_declarations"]
+__all__ = ["PIPELINE_BLOCKS", "V1MODEL_FUNCTIONS", "CheckedProgram", "Checker", "Declarations",
+           "FrontendProgram", "check", "check_declarations", "check_frontend"]
 
 
 class Checker:
     """Creates the env and its passes (once), then checks the program with them."""
 
-    def __init__(self, program: ast.Program) -> None:
-        self.env = env = CheckEnv(program)
+    def __init__(self, program: ast.Program, frontend: bool = False) -> None:
+        self.env = env = CheckEnv(program, frontend=frontend)
         env.decls, env.blocks, env.tables, env.stmts = Decls(env), Blocks(env), Tables(env), Stmts(env)
         env.exprs, env.calls, env.externs, env.instances = Exprs(env), Calls(env), Externs(env), Instances(env)
         env.tna, env.profiles, env.divisions = Tna(env), Profiles(env), Divisions(env)
@@ -63,15 +64,35 @@ class Checker:
                 raise P4Error(self.env.program.loc, "standard_metadata_t is not declared (include <v1model.p4>)")
             pipeline = self.env.blocks.pipeline(mains[0])
             result = CheckedProgram(self.env.program, self.env.errors, std, pipeline, self.env.program.decls)
+        self._raise_midend()
+        return result
+
+    def _raise_midend(self) -> None:
         used = used_closure(self.env.used)  # p4c removed an unused action, function or table before its midend
         midend = [(stage, err) for stage, err, owner in self.env.midend if owner is None or owner in used]
         if midend:
             raise min(midend, key=lambda pair: pair[0])[1]  # the earliest pass, then source order
-        return result
+
+    def check_frontend(self) -> FrontendProgram:
+        """The frontend-only check (``Checker(program, frontend=True)``): no main needed, any
+        architecture (frontend_only.py)."""
+        mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
+        generic = FrontendOnly(self.env)
+        for decl in self.env.program.decls:
+            generic.prototypes(decl)
+            self.env.decls.top_level(decl)
+        generic.package_instances()
+        generic.uninstantiated_blocks()
+        self._raise_midend()
+        return FrontendProgram(self.env.program, self.env.errors, self.env.program.decls, mains[0] if mains else None)
 
 
 def check(program: ast.Program) -> CheckedProgram:
     return Checker(program).check()
+
+
+def check_frontend(program: ast.Program) -> FrontendProgram:
+    return Checker(program, frontend=True).check_frontend()
 
 
 @dataclass

@@ -167,7 +167,7 @@ class Decls(Pass):
             self.env.exprs.expr(a, scope)
         if isinstance(t, ExternT):
             name = t.decl.name
-            if name not in SUPPORTED_EXTERNS:
+            if name not in SUPPORTED_EXTERNS and not self.env.frontend:
                 raise P4Error(decl.loc, f"extern '{name}' is not supported by the built-in target")
             ctor = next((c for c in t.decl.ctors if len(c.params) == len(decl.args)), None)
             if ctor is None:
@@ -176,7 +176,7 @@ class Decls(Pass):
             for a in decl.args:
                 if a.value is None and not isinstance(a.type, ExternT) and not _constant_list(a):
                     raise P4Error(a.loc, "constructor arguments must be compile-time constants")
-            if decl.initializer or t.decl.abstracts or name in TNA_EXTERNS:
+            if decl.initializer or t.decl.abstracts or (name in TNA_EXTERNS and self.env.target_rules(t.decl)):
                 self.env.tna.extern_initializer(decl, t, scope)
         else:
             raise P4Error(decl.loc, f"cannot instantiate {t} here")

@@ -9,10 +9,12 @@ depends on is written where it is used.  The passes are created once, by ``check
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import ast
 from .errors import P4Error
+from .preprocess import INCLUDE_DIR
 from .scope import Scope
 from .types import Type
 
@@ -24,6 +26,9 @@ class CheckEnv:
 
     program: ast.Program
     arch: str = "v1model"  # "tna" once main is a Switch
+    # frontend-only mode (p4target-check --frontend): no architecture, no main needed, and the
+    # built-in target's "not supported" refusals of externs/functions/methods are not made
+    frontend: bool = False
     # declarations and types
     types: dict[str, Any] = field(default_factory=dict)  # type name -> Type, or generic ExternDecl/BlockTypeDecl
     globals: Scope = field(default_factory=Scope)
@@ -70,6 +75,16 @@ class CheckEnv:
     tna: Any = field(init=False, repr=False)  # tna.Tna
     profiles: Any = field(init=False, repr=False)  # profiles.Profiles
     divisions: Any = field(init=False, repr=False)  # divisions.Divisions
+
+    def target_rules(self, decl: Any) -> bool:
+        """Whether the built-in target's (v1model/TNA) rules keyed by ``decl``'s name apply: always
+        in target mode; in frontend mode only to our p4include's declarations, not a program's own."""
+        return not self.frontend or from_p4include(decl)
+
+
+def from_p4include(decl: Any) -> bool:
+    """Whether ``decl`` is declared in our core.p4/v1model.p4/tna.p4 (not a program's own)."""
+    return Path(decl.loc.file).resolve().parent == INCLUDE_DIR
 
 
 class Pass:

@@ -34,3 +34,14 @@ class CheckedProgram:
     pipeline: Pipeline
     top_level: list[ast.Decl] = field(default_factory=list)
     arch: str = "v1model"  # or "tna" (frontend/tna.py)
+
+
+@dataclass(slots=True)
+class FrontendProgram:
+    """A program that passed the frontend-only check (``load_frontend``): no architecture, so no
+    pipeline and no executor; ``main`` is the package instantiation, if the program has one."""
+
+    program: ast.Program
+    errors: list[str]  # error members in code order (error.NoError == 0)
+    top_level: list[ast.Decl] = field(default_factory=list)
+    main: ast.Instantiation | None = None

@@ -1,0 +1,160 @@
+"""The frontend-only check (``p4target-check --frontend``, ``load_frontend``), as p4c's p4test:
+a program is checked against core.p4 alone, with no architecture and no ``main`` needed (a pass
+of the checker, env.py).
+
+What the target mode learns from the architecture is replaced here by p4c's generic rules: a
+``main``, if there is one, must instantiate a package, with one argument per package parameter,
+each a parser/control of the kind the parameter names; and a parser/control with constructor
+parameters that nothing instantiates is still checked once, those parameters bound as values of
+their declared types (p4c type-checks every declaration, instantiated or not).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from . import ast
+from .env import Pass
+from .errors import P4Error
+from .types import BlockT, ExternT
+
+
+def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
+    """The (type parameters, parameters) lists a declaration's prototypes have."""
+    if isinstance(decl, ast.ExternFunction):
+        return [(decl.proto.type_params, decl.proto.params)]
+    if isinstance(decl, ast.ExternDecl):
+        protos = decl.ctors + decl.methods + decl.abstracts
+        return [(decl.type_params, [])] + [(decl.type_params + p.type_params, p.params) for p in protos]
+    if isinstance(decl, ast.BlockTypeDecl):
+        return [(decl.type_params, decl.params)]
+    if isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
+        return [([], decl.params), ([], decl.ctor_params)]
+    if isinstance(decl, ast.FunctionDecl):
+        return [(decl.proto.type_params, decl.proto.params)]
+    return []
+
+
+class FrontendOnly(Pass):
+    """The package ``main``, the prototypes and the never-instantiated parsers/controls, checked
+    generically."""
+
+    def prototypes(self, decl: ast.Decl) -> None:
+        """p4c's rules on a declaration's parameter lists, before it is checked (in target mode the
+        architecture's own prototypes are the only ones used)."""
+        if decl.name == "main" and not isinstance(decl, ast.Instantiation):
+            raise P4Error(decl.loc, "main: must be a package declaration")
+        for type_params, params in _param_lists(decl):
+            seen: set[str] = set()
+            for name in type_params:
+                if name in seen:
+                    raise P4Error(decl.loc, f"{name}: Duplicates declaration {name}")
+                seen.add(name)
+            seen = set()
+            for p in params:
+                if p.name in seen:
+                    raise P4Error(p.loc, f"{p.name}: Duplicates declaration {p.name}")
+                seen.add(p.name)
+                if p.direction:
+                    self._directed_param(p, type_params)
+                elif params is getattr(decl, "ctor_params", None):
+                    self._block_ctor_param(p)
+
+    def _block_ctor_param(self, p: ast.Param) -> None:
+        """A constructor parameter can have a parser/control *type*, never a parser/control itself."""
+        t = self.env.types.get(p.type_ref.name) if p.type_ref.kind == "named" else None
+        if isinstance(t, (ast.ParserDecl, ast.ControlDecl)):
+            kind = "parser" if isinstance(t, ast.ParserDecl) else "control"
+            raise P4Error(p.loc, f"{p.name}: parameter cannot have type {kind} {t.name}")
+
+    def _directed_param(self, p: ast.Param, type_params: list[str]) -> None:
+        ref = p.type_ref
+        if ref.kind == "string":
+            raise P4Error(p.loc, f"{p.name}: a parameter with type string cannot have a direction")
+        if ref.kind != "named" or ref.name in type_params:
+            return
+        t = self.env.types.get(ref.name)
+        if isinstance(t, ExternT):
+            t = t.decl
+        if isinstance(t, ast.ExternDecl):
+            raise P4Error(p.loc, f"{p.name}: a parameter with type {ref.name} cannot have a direction")
+        if isinstance(t, (ast.BlockTypeDecl, ast.ParserDecl, ast.ControlDecl)):
+            kind = t.kind if isinstance(t, ast.BlockTypeDecl) else "parser" if isinstance(t, ast.ParserDecl) \
+                else "control"
+            raise P4Error(p.loc, f"{p.name}: parameter cannot have type {kind} {ref.name}")
+
+    def package_instances(self) -> None:
+        """Every top-level instance of a package (target mode checks only its architecture's main)."""
+        for decl in self.env.program.decls:
+            if isinstance(decl, ast.Instantiation):
+                t = decl.type
+                is_package = isinstance(t, BlockT) and isinstance(t.decl, ast.BlockTypeDecl) \
+                    and t.decl.kind == "package"
+                if decl.name == "main" and not is_package:
+                    raise P4Error(decl.loc, f"main: must be a package declaration, not {t}")
+                if is_package:
+                    self._package_instance(decl)
+
+    def _package_instance(self, main: ast.Instantiation) -> None:
+        package = main.type.decl
+        self.env.calls.normalize_args(main.loc, package.params, main.args)
+        if len(main.args) != len(package.params):
+            raise P4Error(package.loc, f"'package {package.name}' takes {len(package.params)} arguments, "
+                          f"got {len(main.args)} at {main.loc}")
+        for param, arg in zip(package.params, main.args):
+            self._package_argument(package, param, arg)
+
+    def _package_argument(self, package: ast.BlockTypeDecl, param: ast.Param, arg: ast.Expr) -> None:
+        expected = self.env.types.get(param.type_ref.name)
+        if not isinstance(arg, ast.CtorCall):
+            self.env.exprs.expr(arg, self.env.globals)  # a constant or an instance declared before main
+            return
+        decl = self.env.types.get(arg.type_ref.name)
+        if not isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
+            if isinstance(expected, (ast.BlockTypeDecl, ast.ParserDecl, ast.ControlDecl)):
+                raise P4Error(arg.loc, f"'{arg.type_ref.name}' is not a parser or control")
+            self.env.exprs.expr(arg, self.env.globals)
+            return
+        if isinstance(expected, ast.BlockTypeDecl) and expected.kind in ("parser", "control"):
+            kind = "parser" if isinstance(decl, ast.ParserDecl) else "control"
+            if kind != expected.kind:
+                raise P4Error(arg.loc, f"package {package.name} argument '{param.name}' must be a "
+                              f"{expected.kind}, not {kind} {decl.name}")
+            if len(decl.params) != len(expected.params):
+                raise P4Error(arg.loc, f"{decl.name} must take {len(expected.params)} parameters, like "
+                              f"{expected.name} (package {package.name} argument '{param.name}')")
+            self._same_signature(package, decl, expected, arg)
+        self.env.instances.block_instance(arg.loc, decl, arg.args, self.env.globals)
+
+    def _same_signature(self, package: ast.BlockTypeDecl, decl: Any, expected: ast.BlockTypeDecl,
+                        arg: ast.Expr) -> None:
+        """Each parameter's direction and type as the package's parser/control type has them
+        (a type the package leaves generic is not compared: p4c infers it)."""
+        generic = set(package.type_params) | set(expected.type_params)
+        for p, ep in zip(decl.params, expected.params):
+            same_type = (ep.type_ref.kind == "named" and ep.type_ref.name in generic) \
+                or self.env.decls.resolve_type(ep.type_ref) == self.env.decls.resolve_type(p.type_ref)
+            if p.direction != ep.direction or not same_type:  # p4c: at the package, "'package P'"
+                raise P4Error(package.loc, f"'package {package.name}': {decl.name}'s parameter '{p.name}' is "
+                              f"'{p.direction} {p.type_ref.name or p.type_ref.kind}', but {expected.name} "
+                              f"has '{ep.direction} {ep.type_ref.name or ep.type_ref.kind}'")
+
+    def uninstantiated_blocks(self) -> None:
+        """Every parser/control with constructor parameters that no instance checked, once."""
+        checked = {key[0] for key in self.env.block_specs}
+        for decl in self.env.program.decls:
+            if isinstance(decl, (ast.ParserDecl, ast.ControlDecl)) and decl.ctor_params and id(decl) not in checked:
+                self._generic_block(decl)
+
+    def _generic_block(self, decl: ast.ParserDecl | ast.ControlDecl) -> None:
+        values: dict[str, Any] = {}
+        for p in decl.ctor_params:
+            value = copy.copy(p)
+            value.type = self.env.decls.resolve_type(p.type_ref)
+            if p.name in values:
+                raise P4Error(p.loc, f"'{p.name}' is already declared in this scope")
+            values[p.name] = value
+        spec = copy.deepcopy(decl)  # the declaration itself stays unannotated, as in instances.py
+        spec.ctor_params = []
+        self.env.blocks.block(spec, None, decl, values)

@@ -1,0 +1,110 @@
+"""The frontend-only check (``load_frontend``, ``p4target-check --frontend``), as p4c's p4test: a
+program is checked against core.p4 alone, with no architecture and no ``main`` needed, while
+``load_program`` (the built-in target) still refuses what it cannot run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from p4target.frontend import FrontendProgram, P4Error, load_frontend, load_program
+
+REPO = Path(__file__).resolve().parents[1]
+
+# An architecture of its own: a package, a parser and control type, an extern object and an extern
+# function the built-in target does not implement; C has a constructor parameter.
+ARCH_FREE = """\
+#include <core.p4>
+header h_t { bit<8> f; }
+struct hs { h_t h; }
+extern Checksum { Checksum(); void add<T>(in T data); bit<16> get(); }
+extern bit<8> twice(in bit<8> x);
+parser P(packet_in pkt, out hs hdr) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control C(inout hs hdr)(bit<8> k) {
+    Checksum() ck;
+    action a() { hdr.h.f = twice(k); ck.add(hdr.h.f); }
+    table t { key = { hdr.h.f : exact; } actions = { a; NoAction; } }
+    apply { t.apply(); }
+}
+parser Pa(packet_in p, out hs h);
+control Ca(inout hs h);
+package Top(Pa p, Ca c);
+Top(P(), C(3)) main;
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "prog.p4") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_an_architecture_free_program_is_accepted(tmp_path: Path) -> None:
+    prog = load_frontend(write(tmp_path, ARCH_FREE))
+    assert isinstance(prog, FrontendProgram)
+    assert prog.main is not None and prog.main.type.decl.name == "Top"
+    with pytest.raises(P4Error, match="standard_metadata_t is not declared"):  # the target runs v1model/TNA
+        load_program(write(tmp_path, ARCH_FREE))
+
+
+def test_a_type_error_is_refused_at_its_line_and_column(tmp_path: Path) -> None:
+    path = write(tmp_path, ARCH_FREE.replace("twice(k)", "twice(true)"))
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert str(info.value).startswith(f"{path}:11:34: argument 'x': expected bit<8>, got bool")
+
+
+def test_no_main_is_accepted_in_frontend_mode_only(tmp_path: Path) -> None:
+    path = write(tmp_path, ARCH_FREE.replace("Top(P(), C(3)) main;\n", ""))
+    assert load_frontend(path).main is None
+    with pytest.raises(P4Error, match="the program has no 'main' package instantiation"):
+        load_program(path)
+
+
+def test_a_block_nothing_instantiates_is_still_checked(tmp_path: Path) -> None:
+    """C's constructor parameter is bound as a value of its type: ``k + true`` is a type error."""
+    text = ARCH_FREE.replace("Top(P(), C(3)) main;\n", "").replace("twice(k)", "twice(k + true)")
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, text))
+    assert ":11:" in str(info.value)
+
+
+@pytest.mark.parametrize(("change", "line", "message"), [
+    (("extern main {}\n",), 19, "main: must be a package declaration"),
+    (("package Top(Pa p, Ca c);", "package Top(Pa p, Ca p);"), 17, "p: Duplicates declaration p"),
+    (("control Ca(inout hs h);", "control Ca(in Checksum x);"), 16, "x: a parameter with type Checksum cannot have"),
+    (("control Ca(inout hs h);", "control Ca(in hs h);"), 17, "'package Top'"),
+    (("Top(P(), C(3)) main;", "Top(P()) main;"), 18, "missing an argument for parameter 'c'"),
+    (("Top(P(), C(3)) main;", "Top(P(), C(3), C(4)) main;"), 17, "'package Top' takes 2 arguments, got 3"),
+])
+def test_p4c_rules_on_prototypes_and_the_package(tmp_path: Path, change: tuple[str, ...], line: int,
+                                                message: str) -> None:
+    text = ARCH_FREE + change[0] if len(change) == 1 else ARCH_FREE.replace(*change)
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, text))
+    assert f":{line}:" in str(info.value).split(" ")[0] and message in str(info.value)
+
+
+def check_cli(*args: str) -> subprocess.CompletedProcess:
+    exe = shutil.which("p4target-check", path=str(Path(sys.executable).parent))
+    assert exe is not None, "the p4target-check console script is not installed beside this Python"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout's code, wherever the script was installed from
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_the_cli_flag(tmp_path: Path) -> None:
+    good = write(tmp_path, ARCH_FREE.replace("Top(P(), C(3)) main;\n", ""))
+    assert check_cli("--frontend", str(good)).returncode == 0
+    target = check_cli(str(good))
+    assert target.returncode == 1 and "no 'main'" in target.stderr
+    bad = write(tmp_path, ARCH_FREE.replace("twice(k)", "twice(true)"), "bad.p4")
+    refused = check_cli("--frontend", str(bad))
+    assert refused.returncode == 1 and f"{bad}:11:34: argument 'x'" in refused.stderr
+    assert check_cli("--frontend", "--show-c", str(good)).returncode == 2

@@ -108,3 +108,10 @@ def test_the_cli_flag(tmp_path: Path) -> None:
     refused = check_cli("--frontend", str(bad))
     assert refused.returncode == 1 and f"{bad}:11:34: argument 'x'" in refused.stderr
     assert check_cli("--frontend", "--show-c", str(good)).returncode == 2
+
+
+@pytest.mark.parametrize("program", ["p4src/ina.p4", "p4src/tofino/ina_tna.p4"])
+def test_what_the_target_runs_passes_the_frontend_only_check(program: str) -> None:
+    """v1model's V1Switch and TNA's Switch (its @optional pipes and parser parameters) as generic packages."""
+    prog = load_frontend(REPO / program)
+    assert prog.main is not None and prog.main.type.decl.name in ("V1Switch", "Switch")

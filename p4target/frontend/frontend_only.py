@@ -17,6 +17,7 @@ from typing import Any
 from . import ast
 from .env import Pass
 from .errors import P4Error
+from .tna import is_optional
 from .types import BlockT, ExternT
 
 
@@ -45,6 +46,8 @@ class FrontendOnly(Pass):
         architecture's own prototypes are the only ones used)."""
         if decl.name == "main" and not isinstance(decl, ast.Instantiation):
             raise P4Error(decl.loc, "main: must be a package declaration")
+        if isinstance(decl, ast.MatchKindDecl):
+            self._match_kinds(decl)
         for type_params, params in _param_lists(decl):
             seen: set[str] = set()
             for name in type_params:
@@ -56,10 +59,27 @@ class FrontendOnly(Pass):
                 if p.name in seen:
                     raise P4Error(p.loc, f"{p.name}: Duplicates declaration {p.name}")
                 seen.add(p.name)
+                self._declared(p.type_ref, type_params)
+                if p.default is not None and p.direction in ("out", "inout"):
+                    raise P4Error(p.loc, f"{p.name}: {p.direction} parameters cannot have default values")
                 if p.direction:
                     self._directed_param(p, type_params)
                 elif params is getattr(decl, "ctor_params", None):
                     self._block_ctor_param(p)
+
+    def _match_kinds(self, decl: ast.MatchKindDecl) -> None:
+        seen = set(self.env.match_kinds)
+        for name in decl.members:
+            if name in seen:
+                raise P4Error(decl.loc, f"{name}: Duplicates declaration {name}")
+            seen.add(name)
+
+    def _declared(self, ref: ast.TypeRef, type_params: list[str]) -> None:
+        """Every type a parameter's type names (its type arguments too) is declared before it."""
+        if ref.kind == "named" and ref.name not in self.env.types and ref.name not in type_params:
+            raise P4Error(ref.loc, f"{ref.name}: declaration not found")
+        for arg in ref.args:
+            self._declared(arg, type_params)
 
     def _block_ctor_param(self, p: ast.Param) -> None:
         """A constructor parameter can have a parser/control *type*, never a parser/control itself."""
@@ -98,8 +118,10 @@ class FrontendOnly(Pass):
 
     def _package_instance(self, main: ast.Instantiation) -> None:
         package = main.type.decl
-        self.env.calls.normalize_args(main.loc, package.params, main.args)
-        if len(main.args) != len(package.params):
+        required = [p for p in package.params if not is_optional(p)]  # TNA's Switch: @optional pipes
+        if any(isinstance(a, ast.NamedArg) for a in main.args) or len(main.args) < len(required):
+            self.env.calls.normalize_args(main.loc, package.params, main.args)
+        if len(main.args) > len(package.params):
             raise P4Error(package.loc, f"'package {package.name}' takes {len(package.params)} arguments, "
                           f"got {len(main.args)} at {main.loc}")
         for param, arg in zip(package.params, main.args):
@@ -121,7 +143,8 @@ class FrontendOnly(Pass):
             if kind != expected.kind:
                 raise P4Error(arg.loc, f"package {package.name} argument '{param.name}' must be a "
                               f"{expected.kind}, not {kind} {decl.name}")
-            if len(decl.params) != len(expected.params):
+            required = [p for p in expected.params if not is_optional(p)]  # TNA's trailing @optional ones
+            if not len(required) <= len(decl.params) <= len(expected.params):
                 raise P4Error(arg.loc, f"{decl.name} must take {len(expected.params)} parameters, like "
                               f"{expected.name} (package {package.name} argument '{param.name}')")
             self._same_signature(package, decl, expected, arg)

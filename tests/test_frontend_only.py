@@ -83,6 +83,9 @@ def test_a_block_nothing_instantiates_is_still_checked(tmp_path: Path) -> None:
     (("control Ca(inout hs h);", "control Ca(in hs h);"), 17, "'package Top'"),
     (("Top(P(), C(3)) main;", "Top(P()) main;"), 18, "missing an argument for parameter 'c'"),
     (("Top(P(), C(3)) main;", "Top(P(), C(3), C(4)) main;"), 17, "'package Top' takes 2 arguments, got 3"),
+    (("bit<16> get();", "int get();"), 4, "int: illegal return type for method"),
+    (("Checksum();", "Checksum(); void Checksum();"), 4, "Checksum: invalid constructor; cannot have a return"),
+    (("apply { t.apply(); }", "apply { verify(true, error.NoError); }"), 13, "verify: may only be invoked in parsers"),
 ])
 def test_p4c_rules_on_prototypes_and_the_package(tmp_path: Path, change: tuple[str, ...], line: int,
                                                 message: str) -> None:

@@ -110,6 +110,9 @@ class Externs(Pass):
         self.env.calls.check_args(e.loc, d.proto.params, e.args, bindings, d.proto.type_params)
         if d.name == "static_assert" and from_p4include(d):
             self._static_assert(e)
+        in_parser = self.env.open_blocks and isinstance(self.env.open_blocks[-1], ast.ParserDecl)
+        if d.name == "verify" and from_p4include(d) and not in_parser:
+            raise P4Error(e.loc, "verify: may only be invoked in parsers")
         e.target = CallTarget("function", d.name, d)
         return self.env.calls.resolve_return(d.proto, bindings)
 

@@ -48,6 +48,10 @@ class FrontendOnly(Pass):
             raise P4Error(decl.loc, "main: must be a package declaration")
         if isinstance(decl, ast.MatchKindDecl):
             self._match_kinds(decl)
+        if isinstance(decl, ast.ExternDecl):
+            self._extern_members(decl)
+        if isinstance(decl, ast.Instantiation):
+            self._no_self_argument(decl.type_ref.name, decl.type_ref.args)
         for type_params, params in _param_lists(decl):
             seen: set[str] = set()
             for name in type_params:
@@ -66,6 +70,24 @@ class FrontendOnly(Pass):
                     self._directed_param(p, type_params)
                 elif params is getattr(decl, "ctor_params", None):
                     self._block_ctor_param(p)
+
+    def _extern_members(self, decl: ast.ExternDecl) -> None:
+        """p4c's rules on an extern's members: a constructor is named as the extern and has no return
+        type, a method is not named as the extern, and returns no ``int``."""
+        for ctor in decl.ctors:
+            if ctor.name != decl.name:
+                raise P4Error(ctor.loc, f"{ctor.name}: invalid type; method has no return type.")
+        for method in decl.methods + decl.abstracts:
+            if method.name == decl.name:
+                raise P4Error(method.loc, f"{decl.name}: invalid constructor; cannot have a return type.")
+            if method.return_type.kind == "infint":
+                raise P4Error(method.return_type.loc, "int: illegal return type for method")
+
+    def _no_self_argument(self, name: str, args: list[ast.TypeRef]) -> None:
+        for arg in args:
+            if arg.kind == "named" and arg.name == name:
+                raise P4Error(arg.loc, f"{name}: contains self '{name}' as type argument")
+            self._no_self_argument(name, arg.args)
 
     def _match_kinds(self, decl: ast.MatchKindDecl) -> None:
         seen = set(self.env.match_kinds)

@@ -118,3 +118,20 @@ def test_what_the_target_runs_passes_the_frontend_only_check(program: str) -> No
     """v1model's V1Switch and TNA's Switch (its @optional pipes and parser parameters) as generic packages."""
     prog = load_frontend(REPO / program)
     assert prog.main is not None and prog.main.type.decl.name in ("V1Switch", "Switch")
+
+
+VIRTUAL = """\
+#include <core.p4>
+extern Virtual { Virtual(); abstract bit<16> f(in bit<16> ix); abstract bit<16> g(); }
+control C(inout bit<16> p) {
+    Virtual() v = { bit<16> f(in bit<16> ix) { return ix + 1; } IMPL_G };
+    apply { p = v.f(6); }
+}
+"""
+
+
+def test_abstract_methods_all_implemented_and_callable(tmp_path: Path) -> None:
+    load_frontend(write(tmp_path, VIRTUAL.replace("IMPL_G", "bit<16> g() { return 2; }")))
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, VIRTUAL.replace("IMPL_G", "")))
+    assert ":4:5: v: g abstract method not implemented" in str(info.value)

@@ -182,7 +182,8 @@ class Externs(Pass):
         ext = t.decl
         if m not in SUPPORTED_METHODS.get(ext.name, ()) and not self.env.frontend:
             raise P4Error(e.loc, f"{ext.name}.{m} is not supported by the built-in target")
-        proto = next((p for p in ext.methods if p.name == m and self.env.calls.arity_fits(p.params, e.args)), None)
+        callable_ = ext.methods + ext.abstracts if self.env.frontend else ext.methods  # p4c: abstracts too
+        proto = next((p for p in callable_ if p.name == m and self.env.calls.arity_fits(p.params, e.args)), None)
         if proto is None:
             raise P4Error(e.loc, f"no method {ext.name}.{m} takes {len(e.args)} arguments")
         bindings = dict(zip(ext.type_params, t.args))

@@ -98,6 +98,9 @@ class Tna(Pass):
                     raise P4Error(p.loc, f"parameter '{p.name}' of {f.name} must be '{ap.direction} {want}'")
             if f.type != self.env.decls.resolve_type(proto.return_type):
                 raise P4Error(f.loc, f"{f.name} must return {proto.return_type.kind}")
+        missing = [a.name for a in ext.abstracts if all(f.name != a.name for f in impls)]
+        if missing and self.env.frontend:  # (in target mode only TNA's one-method externs get here)
+            raise P4Error(decl.loc, f"{decl.name}: {missing[0]} abstract method not implemented")
 
     def _register_type(self, decl: ast.Instantiation, elem: Type) -> None:
         """Register cells: bit<W>, int<W>, bool, or a struct of those (a pair of halves)."""

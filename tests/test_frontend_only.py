@@ -135,3 +135,12 @@ def test_abstract_methods_all_implemented_and_callable(tmp_path: Path) -> None:
     with pytest.raises(P4Error) as info:
         load_frontend(write(tmp_path, VIRTUAL.replace("IMPL_G", "")))
     assert ":4:5: v: g abstract method not implemented" in str(info.value)
+
+
+def test_a_type_variable_bound_to_string_cannot_have_a_direction(tmp_path: Path) -> None:
+    text = ARCH_FREE.replace("extern bit<8> twice(in bit<8> x);", "extern void say<T>(in T data);") \
+        .replace("hdr.h.f = twice(k);", 'say("hello");')
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, text))
+    assert ":5:" in str(info.value) and "data: a parameter with type string cannot have a direction" in str(info.value)
+    load_frontend(write(tmp_path, text.replace('say("hello");', "say(k);")))

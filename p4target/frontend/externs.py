@@ -11,6 +11,7 @@ from .scope import CallTarget
 from .tna import TNA_METHODS, present_params
 from .types import (
     BOOL,
+    STRING,
     BitsT,
     EnumT,
     ExternT,
@@ -108,6 +109,9 @@ class Externs(Pass):
         d = next((o for o in self.env.overloads.get(d.name, []) if len(o.proto.params) == len(e.args)), d)
         bindings: dict[str, Type] = {}
         self.env.calls.check_args(e.loc, d.proto.params, e.args, bindings, d.proto.type_params)
+        for p in d.proto.params:  # p4c's rule on a type variable bound to string (as on a declared string)
+            if p.direction and p.type_ref.kind == "named" and bindings.get(p.type_ref.name) == STRING:
+                raise P4Error(p.loc, f"{p.name}: a parameter with type string cannot have a direction")
         if d.name == "static_assert" and from_p4include(d):
             self._static_assert(e)
         in_parser = self.env.open_blocks and isinstance(self.env.open_blocks[-1], ast.ParserDecl)

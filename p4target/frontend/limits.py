@@ -19,20 +19,20 @@ MAX_FRAME_BYTES = 65536  # the largest frame the built-in target receives (ports
 TARGET_MAX_WIDTH = 8 * MAX_FRAME_BYTES  # a wider value could never be extracted, emitted or sent
 TARGET_MAX_STACK = MAX_FRAME_BYTES  # every element is allocated; no frame fills more (one byte or more each)
 TARGET_STAGE = 3  # a deferred refusal after p4c's frontend and midend ones (env.midend's stages 0..2)
-TARGET_MAX_CELLS = 1 << 22  # register/counter/meter cells, allocated when the switch starts
+TARGET_MAX_CELLS = 1 << 20  # register/counter/meter cells, allocated (and copied) when the switch starts
 
 
 def c_int(e: ast.Expr, value: int) -> int:
     """A constant p4c reads with ``asInt`` (a stack size, an index, a slice bound, a shift)."""
     if not -C_INT_MAX - 1 <= value <= C_INT_MAX:
-        raise P4Error(e.loc, f"{_show(value)}: Value too large for int")
+        raise P4Error(e.loc, f"{shown(value)}: Value too large for int")
     return value
 
 
 def type_width(ref: ast.TypeRef, width: int) -> int:
     """The width of ``bit<W>``/``int<W>``/``varbit<W>``: p4c's rules, then the target's."""
     if not -C_INT_MAX - 1 <= width <= C_INT_MAX:
-        raise P4Error(ref.width.loc, f"{_show(width)}: this implementation does not support bitstrings this large")
+        raise P4Error(ref.width.loc, f"{shown(width)}: this implementation does not support bitstrings this large")
     if width < 0:
         raise P4Error(ref.loc, f"Width {width} of type cannot be negative")
     if width == 0 and ref.kind == "int":
@@ -84,7 +84,7 @@ def extern_sizes(decl: ast.Instantiation, params: list) -> None:
     allocated up front, so a size beyond the target's memory is refused here, at the argument."""
     for p, a in zip(params, decl.args):
         if p.name == "size" and isinstance(a.value, int) and a.value > TARGET_MAX_CELLS:
-            raise P4Error(a.loc, f"{decl.name}: {_show(a.value)} cells is more than the built-in target "
+            raise P4Error(a.loc, f"{decl.name}: {shown(a.value)} cells is more than the built-in target "
                                  f"supports ({TARGET_MAX_CELLS})")
 
 
@@ -106,6 +106,6 @@ def _show_expr(e: ast.Expr) -> str:
         return "this expression"
 
 
-def _show(value: int) -> str:
-    """A number for a message; Python refuses to print more than 4300 decimal digits."""
-    return str(value) if value.bit_length() < 4000 else f"a {value.bit_length()}-bit number"
+def shown(value: int | bool) -> str:
+    """A number for a message, decimal as p4c prints it; Python refuses more than 4300 digits."""
+    return str(value) if isinstance(value, bool) or value.bit_length() < 14000 else hex(value)

@@ -42,6 +42,9 @@ CASES = {
     "p4c: a constant concatenation past 2048 bits": (
         {"decls": "const bit<2000> a = 1; const bit<4000> b = a ++ a;"},
         "a ++ a", "a ++ a: Compiler only supports widths up to 2048"),
+    "p4c: a constant slice past 2048 bits": (
+        {"decls": "const bit<4096> a = 1; const bit<3001> b = a[3000:0];"},
+        "a[3000:0]", "a[3000:0]: Compiler only supports widths up to 2048"),
     "p4c: a shift amount beyond a C int": (
         {"body": "hdr.h.a = 8w1 << 100000000000;"}, "100000000000", "100000000000: Value too large for int"),
     "p4c: a stack size beyond a C int": (
@@ -71,6 +74,10 @@ CASES = {
     "target: a register of four billion cells": (
         {"locals": "register<bit<32>>(32w4000000000) r;"}, "32w4000000000",
         "r: 4000000000 cells is more than the built-in target supports (1048576)"),
+    "target: a table of a trillion entries": (
+        {"locals": "action a() { } table t { key = { hdr.h.a: exact; } actions = { a; } size = 1231092310293; }",
+         "body": "t.apply();"}, "1231092310293",
+        "t: a size of 1231092310293 entries is more than the built-in target supports (1048576)"),
 }
 
 

@@ -219,6 +219,7 @@ class Exprs(Pass):
         if not (0 <= lo <= hi < bt.width):
             raise P4Error(e.loc, f"slice [{hi}:{lo}] is out of range for {bt}")
         if e.base.value is not None:
+            limits.folded_width(e, hi)
             e.value = (e.base.value >> lo) & ((1 << (hi - lo + 1)) - 1)
         elif isinstance(e.base, ast.Slice):
             _flatten_slice(e, hi, lo)

@@ -19,7 +19,7 @@ MAX_FRAME_BYTES = 65536  # the largest frame the built-in target receives (ports
 TARGET_MAX_WIDTH = 8 * MAX_FRAME_BYTES  # a wider value could never be extracted, emitted or sent
 TARGET_MAX_STACK = MAX_FRAME_BYTES  # every element is allocated; no frame fills more (one byte or more each)
 TARGET_STAGE = 3  # a deferred refusal after p4c's frontend and midend ones (env.midend's stages 0..2)
-TARGET_MAX_CELLS = 1 << 20  # register/counter/meter cells, allocated (and copied) when the switch starts
+TARGET_MAX_CELLS = 1 << 20  # register/counter/meter cells, table entries: allocated (and copied) at switch start
 
 
 def c_int(e: ast.Expr, value: int) -> int:
@@ -86,6 +86,13 @@ def extern_sizes(decl: ast.Instantiation, params: list) -> None:
         if p.name == "size" and isinstance(a.value, int) and a.value > TARGET_MAX_CELLS:
             raise P4Error(a.loc, f"{decl.name}: {shown(a.value)} cells is more than the built-in target "
                                  f"supports ({TARGET_MAX_CELLS})")
+
+
+def table_size(table: str, e: ast.Expr, size: int) -> None:
+    """A table's ``size``: the built-in target sizes its entry arrays by it when the switch starts."""
+    if size > TARGET_MAX_CELLS:
+        raise P4Error(e.loc, f"{table}: a size of {shown(size)} entries is more than the built-in target "
+                             f"supports ({TARGET_MAX_CELLS})")
 
 
 def fold_shift(e: ast.Binary, value: int, amount: int, t: Type) -> int:

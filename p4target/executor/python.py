@@ -38,7 +38,15 @@ def _items(xs: tuple[ir.Expr, ...]) -> str:
 
 _PYTHON_CALLS = {"int_of_bytes": "int.from_bytes({0}, 'big')"}
 
-_prints(ir.Const)(lambda e: repr(e.value))
+
+def _constant(value: object) -> str:
+    """A constant's Python; a wide integer in hex, which Python prints at any width (decimal
+    stops at 4300 digits, a bit<14285> mask)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return hex(value)
+    return repr(value)
+
+_prints(ir.Const)(lambda e: _constant(e.value))
 _prints(ir.Var)(lambda e: e.name)
 _prints(ir.Slot)(lambda e: f"S[{expr(e.index)}]")
 _prints(ir.Obj)(lambda e: e.name)

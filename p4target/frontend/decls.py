@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import ast
+from . import ast, limits
 from .env import Pass
 from .errors import P4Error
 from .profiles import PROFILE_EXTERNS
@@ -33,6 +33,7 @@ from .types import (
     VarbitT,
     bit_width,
     is_bits_struct,
+    is_header_stack,
     wrap,
 )
 
@@ -176,6 +177,7 @@ class Decls(Pass):
             for a in decl.args:
                 if a.value is None and not isinstance(a.type, ExternT) and not _constant_list(a):
                     raise P4Error(a.loc, "constructor arguments must be compile-time constants")
+            limits.extern_sizes(decl, ctor.params)
             if decl.initializer or t.decl.abstracts or (name in TNA_EXTERNS and self.env.target_rules(t.decl)):
                 self.env.tna.extern_initializer(decl, t, scope)
         else:
@@ -198,13 +200,13 @@ class Decls(Pass):
             return INFINT
         if k in ("bit", "int"):
             self.env.exprs.expr(ref.width, self.env.globals)
-            width = self.env.exprs.const_int(ref.width)
+            width = limits.type_width(ref, self.env.exprs.const_int(ref.width))
             if width <= 0:
                 raise P4Error(ref.loc, f"{k}<{width}>: width must be positive")
             return BitsT(width, k == "int")
         if k == "varbit":
             self.env.exprs.expr(ref.width, self.env.globals)
-            width = self.env.exprs.const_int(ref.width)
+            width = limits.type_width(ref, self.env.exprs.const_int(ref.width))
             if width <= 0:
                 raise P4Error(ref.loc, f"varbit<{width}>: width must be positive")
             return VarbitT(width)
@@ -212,12 +214,13 @@ class Decls(Pass):
             return TupleT.of([self.resolve_type(a) for a in ref.args])
         if k == "stack":
             elem = self.resolve_type(ref.args[0])
-            if not (isinstance(elem, HeaderT) and (elem.is_header or elem.is_union)):
-                raise P4Error(ref.loc, "header stacks must contain headers or header unions")
             self.env.exprs.expr(ref.width, self.env.globals)
-            size = self.env.exprs.const_int(ref.width)
+            size = limits.stack_size(ref, self.env.exprs.const_int(ref.width))
             if size <= 0:
                 raise P4Error(ref.loc, "a header stack needs a positive size")
+            if not is_header_stack(elem):  # P4-16 1.2.4 arrays: p4c's type errors on their uses come first
+                self.env.midend.append((limits.TARGET_STAGE, P4Error(
+                    ref.loc, f"arrays of {elem} are not supported by the built-in target (only header stacks)"), None))
             return StackT(elem, size)
         # named
         if ref.name in self.env.type_vars:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from . import ast
+from . import ast, limits
 from .ast import text, type_text
 from .env import Pass
 from .errors import P4Error
@@ -166,13 +166,13 @@ def _int(v: Any) -> int | None:
 
 def _early_text(e: Any) -> str | None:
     """After p4c's first ConstantFolding (the type checker's messages)."""
-    return str(e.value) if early_const(e) else None
+    return limits.shown(e.value) if early_const(e) else None
 
 
 def _typed_text(e: Any) -> str | None:
     """After the frontend's typed ConstantFolding (StrengthReduction's messages)."""
     v = _int(e.value)
-    return None if v is None else str(v)
+    return None if v is None else limits.shown(v)
 
 
 class Divisions(Pass):
@@ -256,7 +256,7 @@ class Divisions(Pass):
         if value is not None and number is not None:
 
             value, reads = wrap(value, number), frozenset()
-            shown = str(value)
+            shown = limits.shown(value)
         else:
             value = None
         compound = isinstance(rhs, (ast.Binary, ast.Cond)) and value is None
@@ -323,7 +323,7 @@ class Divisions(Pass):
         messages): a propagated copy prints as the expression copied."""
         v = self.pvalue(e)
         if v is not None:
-            return str(v)
+            return limits.shown(v)
         key = value_key(e)
         hit = self.env.known.get(key) if key is not None else None
         if hit is None:

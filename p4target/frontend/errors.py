@@ -6,6 +6,7 @@ the way compilers do, so a user can jump straight to the spot.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -61,6 +62,10 @@ def as_p4_errors() -> Iterator[None]:
         raise
     except RecursionError:
         raise P4Error(UNKNOWN, "the program nests too deeply for the built-in target") from None
+    except MemoryError:  # a size the limits module does not know yet: say what happened, not "X is not supported"
+        node = _innermost_node(sys.exc_info()[2])
+        raise P4Error(node.loc if node is not None else UNKNOWN,
+                      "the program needs more memory than the built-in target has") from None
     except Exception as exc:  # noqa: BLE001 - every other failure is ours, not the user's
         node = _innermost_node(exc.__traceback__)
         loc = node.loc if node is not None else UNKNOWN

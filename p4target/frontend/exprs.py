@@ -4,7 +4,7 @@ that types it and folds its constant value; a call's rule picks the kind of call
 
 from __future__ import annotations
 
-from . import ast
+from . import ast, limits
 from .ast import text
 from .divisions import ARITH_OPS
 from .env import Pass
@@ -30,6 +30,7 @@ from .types import (
     Type,
     TypeVar,
     fold_arith,
+    is_header_stack,
     is_numeric,
     wrap,
 )
@@ -103,6 +104,7 @@ class Exprs(Pass):
         if e.width is None:
             e.value = e.number
             return INFINT
+        limits.literal_width(e)
         t = BitsT(e.width, e.signed)
         e.value = wrap(e.number, t)
         return t
@@ -163,6 +165,8 @@ class Exprs(Pass):
                 return VOID
             raise P4Error(e.loc, f"{bt.kind} {bt.name} has no field '{e.member}'")
         if isinstance(bt, StackT):
+            if e.member != "size" and not is_header_stack(bt.elem):
+                raise P4Error(e.loc, f"{text(e)}: '{e.member}' can only be used on header stacks")
             if e.member in ("push_front", "pop_front"):
                 return VOID  # a method; _e_Call resolves it
             if e.member in ("next", "last", "lastIndex"):
@@ -200,7 +204,7 @@ class Exprs(Pass):
             if not isinstance(it, BitsT):  # int<W> too: a negative index is out of range
                 raise P4Error(e.index.loc, f"a header stack index must be bit<W> or int<W>, not {it}")
             return bt.elem  # a run-time index: the executor checks its bounds
-        i = self.const_int(e.index)
+        i = limits.c_int(e.index, self.const_int(e.index))
         if not 0 <= i < bt.size:
             raise P4Error(e.index.loc, f"index {i} is out of bounds for {bt}")
         return bt.elem
@@ -209,12 +213,13 @@ class Exprs(Pass):
         bt = self.expr(e.base, scope)
         self.expr(e.hi, scope)
         self.expr(e.lo, scope)
-        hi, lo = self.const_int(e.hi), self.const_int(e.lo)
+        hi, lo = limits.c_int(e.hi, self.const_int(e.hi)), limits.c_int(e.lo, self.const_int(e.lo))
         if not isinstance(bt, BitsT):
             raise P4Error(e.loc, f"cannot slice a value of type {bt}")
         if not (0 <= lo <= hi < bt.width):
             raise P4Error(e.loc, f"slice [{hi}:{lo}] is out of range for {bt}")
         if e.base.value is not None:
+            limits.folded_width(e, hi)
             e.value = (e.base.value >> lo) & ((1 << (hi - lo + 1)) - 1)
         elif isinstance(e.base, ast.Slice):
             _flatten_slice(e, hi, lo)
@@ -306,12 +311,13 @@ class Exprs(Pass):
             if lt is INFINT and rv is None:
                 raise P4Error(e.loc, "shifting an unsized integer needs a constant shift amount")
             if lv is not None and rv is not None:
-                e.value = wrap(lv << rv if op == "<<" else lv >> rv, lt)
+                e.value = limits.fold_shift(e, lv, rv, lt)
             return lt
         if op == "++":
             if not (isinstance(lt, BitsT) and isinstance(rt, BitsT)):
                 raise P4Error(e.loc, f"'++' needs bit<W>/int<W> operands, got {lt} and {rt}")
             t = BitsT(lt.width + rt.width, lt.signed)
+            limits.concat_width(e, t.width, lv is not None and rv is not None)
             if lv is not None and rv is not None:
                 e.value = wrap(((lv & lt.mask) << rt.width) | (rv & rt.mask), t)
             return t
@@ -340,6 +346,7 @@ class Exprs(Pass):
         if op in ("/", "%") and not folded and self.env.divisions.division(e, t, lv, rv):
             return t
         if lv is not None and rv is not None:
+            limits.fold_product(e, lv, rv)
             e.value = fold_arith(op, lv, rv, t)
         return t
 
@@ -408,6 +415,8 @@ class Exprs(Pass):
                     return INFINT
                 return BOOL if m == "isValid" else VOID
             if isinstance(bt, StackT) and m in ("push_front", "pop_front"):
+                if not is_header_stack(bt.elem):
+                    raise P4Error(f.loc, f"{text(f)}: '{m}' can only be used on header stacks")
                 self.env.externs.arity(e, 1)
                 count = self.const_int(e.args[0])
                 if count < 0:

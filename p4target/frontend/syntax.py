@@ -140,8 +140,17 @@ def parse_int_literal(text: str) -> tuple[int, int | None, bool]:
     body = m.group(4).replace("_", "")
     base = {"x": 16, "b": 2, "o": 8, "d": 10}.get(body[1:2].lower(), 10) if body[:1] == "0" else 10
     digits = body[2:] if base != 10 or body[1:2].lower() == "d" else body
-    value = int(digits, base)
+    value = int(digits, base) if base != 10 else _decimal(digits)
     return (-value if m.group(3) else value), width, signed
+
+
+def _decimal(digits: str) -> int:
+    """A decimal literal of any length (p4c's are unbounded; Python's int() stops at 4300 digits)."""
+    value = 0
+    for i in range(0, len(digits), 4000):
+        chunk = digits[i:i + 4000]
+        value = value * 10 ** len(chunk) + int(chunk)
+    return value
 
 
 def _split_annotations(children: list) -> list:

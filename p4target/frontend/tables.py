@@ -4,7 +4,7 @@ their priorities as p4c gives them.
 
 from __future__ import annotations
 
-from . import ast
+from . import ast, limits
 from .env import Pass
 from .errors import P4Error
 from .scope import Scope
@@ -109,6 +109,7 @@ class Tables(Pass):
             else:
                 self.env.exprs.expr(value, scope)
         if "size" in t.properties:
+            limits.table_size(t.name, t.properties["size"], self.env.exprs.const_int(t.properties["size"]))
             if self.env.exprs.const_int(t.properties["size"]) <= 0:
                 raise P4Error(t.properties["size"].loc, "table size must be positive")
         counters = t.properties.get("counters")

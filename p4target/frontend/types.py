@@ -103,7 +103,7 @@ class VarbitT(Type):
 
 @dataclass(frozen=True, slots=True)
 class StackT(Type):
-    elem: HeaderT  # a header or a header_union
+    elem: Type  # a header or a header_union (any type in the frontend: is_header_stack)
     size: int
 
     def __str__(self) -> str:
@@ -223,6 +223,11 @@ def bit_width(t: Type) -> int:
     if is_bits_struct(t):  # a struct field of a header: its fields side by side
         return sum(bit_width(f) for f in wire_fields(t))
     raise TypeError(f"{t} has no fixed width")
+
+
+def is_header_stack(elem: Type) -> bool:
+    """Whether an array of ``elem`` is a header stack (P4-16 1.2.4 also allows other arrays)."""
+    return isinstance(elem, HeaderT) and (elem.is_header or elem.is_union)
 
 
 def is_numeric(t: Type) -> bool:

@@ -84,7 +84,7 @@ class Lowered:
 def c_int(v: int | bool) -> str:
     v = int(v)
     if not V_MIN <= v <= V_MAX:
-        raise Unsupported(f"the constant {v} does not fit in 128 bits")
+        raise Unsupported(f"the constant {v:#x} does not fit in 128 bits")  # hex: decimal stops at 4300 digits
     if -(1 << 62) <= v < (1 << 62):
         return f"((v_t){v}LL)"
     u = v & ((1 << 128) - 1)

@@ -42,10 +42,10 @@ class Tables(Pass):
             self.env.calls.check_args(ref.loc, wanted, args, {})
         if not all_args:  # the action list: its arguments bind the directional parameters
             self.env.divisions.bind_params(decl, decl.params, args, data=True)
-            if all_args:
-                for a, p in zip(args, wanted):
-                    if p.direction == "" and a.value is None:
-                        raise P4Error(a.loc, "action data here must be a compile-time constant")
+        else:  # default_action, an entry: p4c's TypeInference wants the action data known
+            for a, p in zip(args, wanted):
+                if p.direction == "" and a.value is None:
+                    raise P4Error(a.loc, f"{ast.text(a)}: action argument must be a compile-time constant")
 
     def table(self, t: ast.TableDecl, scope: Scope) -> None:
         self._keys(t, scope)

@@ -1,0 +1,31 @@
+"""p4c's semantic refusals (issue 64): each rule refuses at the line and column p4c names,
+with p4c's meaning, and in p4c's pass order when a later pass also objects."""
+
+from __future__ import annotations
+
+import pytest
+
+from p4target.frontend import P4Error, load_program
+
+
+def _refusal(write_p4, marker: str, **parts: str) -> tuple[P4Error, int, int]:
+    """The error loading the program, and the (line, column) of ``marker`` in its text."""
+    path = write_p4(**parts)
+    lines = path.read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if marker in text)
+    with pytest.raises(P4Error) as info:
+        load_program(path)
+    return info.value, line, lines[line - 1].index(marker) + 1
+
+
+def _assert_at(write_p4, marker: str, message: str, **parts: str) -> None:
+    err, line, col = _refusal(write_p4, marker, **parts)
+    assert (err.loc.line, err.loc.col, err.message) == (line, col, message)
+
+
+def test_default_action_data_must_be_constant(write_p4):
+    _assert_at(write_p4, "(bit<8>)hdr.h.b", "(bit<8>)hdr.h.b: action argument must be a compile-time constant",
+               locals="action a(bit<8> v) { hdr.h.a = v; }\n"
+                      "table t { key = { hdr.h.a : exact; } actions = { a; }\n"
+                      "default_action = a((bit<8>)hdr.h.b); }",
+               body="t.apply();")

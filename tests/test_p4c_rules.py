@@ -29,3 +29,8 @@ def test_default_action_data_must_be_constant(write_p4):
                       "table t { key = { hdr.h.a : exact; } actions = { a; }\n"
                       "default_action = a((bit<8>)hdr.h.b); }",
                body="t.apply();")
+
+
+def test_int_parameter_must_be_directionless(write_p4):
+    _assert_at(write_p4, "in int val", "val: parameters with type int must be directionless",
+               locals="action a(in int val) { hdr.h.a = hdr.h.a + val; }", body="a(1);")

@@ -14,6 +14,7 @@ from .scope import Scope
 from .types import (
     BOOL,
     ERROR,
+    INFINT,
     BitsT,
     BlockT,
     EnumT,
@@ -31,6 +32,8 @@ class Blocks(Pass):
     def params(self, params: list[ast.Param], scope: Scope) -> None:
         for p in params:
             p.type = self.env.decls.resolve_type(p.type_ref)
+            if p.type is INFINT and p.direction:  # p4c's TypeInference (Parameter): int has no storage
+                raise P4Error(p.loc, f"{p.name}: parameters with type int must be directionless")
             if p.default is not None and p.default.type is None:
                 self.env.exprs.expr(p.default, self.env.globals)
                 self.env.exprs.coerce(p.default, p.type, f"default value of '{p.name}'")

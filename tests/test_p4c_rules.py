@@ -34,3 +34,8 @@ def test_default_action_data_must_be_constant(write_p4):
 def test_int_parameter_must_be_directionless(write_p4):
     _assert_at(write_p4, "in int val", "val: parameters with type int must be directionless",
                locals="action a(in int val) { hdr.h.a = hdr.h.a + val; }", body="a(1);")
+
+
+def test_control_instantiated_at_top_level(write_p4):
+    _assert_at(write_p4, "Cx() cx;", "cx: cannot instantiate at top-level",
+               decls="control Cx() { apply { } }\nCx() cx;")

@@ -160,6 +160,8 @@ class Decls(Pass):
         if isinstance(t, BlockT) and isinstance(t.decl, ast.BlockTypeDecl) and t.decl.kind == "package":
             return  # the package's arguments are constructor calls: _pipeline checks them
         if isinstance(t, BlockT) and isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
+            if scope is self.env.globals:  # p4c's TypeInference: only a package is instantiated there
+                raise P4Error(decl.loc, f"{decl.name}: cannot instantiate at top-level")
             # its arguments are checked against the parameters' types
             self.env.instances.block_instantiation(decl, t, scope)
             return

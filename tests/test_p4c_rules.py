@@ -39,3 +39,10 @@ def test_int_parameter_must_be_directionless(write_p4):
 def test_control_instantiated_at_top_level(write_p4):
     _assert_at(write_p4, "Cx() cx;", "cx: cannot instantiate at top-level",
                decls="control Cx() { apply { } }\nCx() cx;")
+
+
+def test_shift_by_a_newtype(write_p4):
+    _assert_at(write_p4, "amount;", "amount: The right operand of shift must be either an expression of type "
+               "bit<S> or a compile-time known value that is a non-negative integer, but is Amount_t",
+               decls="type bit<8> Amount_t;", locals="Amount_t amount = (Amount_t)8w1;",
+               body="hdr.h.a = hdr.h.a <<\namount;")

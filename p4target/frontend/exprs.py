@@ -299,6 +299,10 @@ class Exprs(Pass):
         if op in ("<<", ">>"):
             if not is_numeric(lt) or not is_numeric(rt):
                 raise P4Error(e.loc, f"'{op}' needs integer operands, got {lt} and {rt}")
+            if isinstance(rt, BitsT) and rt.newtype is not None:  # p4c's TypeInference: a `type` is not bit<S>
+                raise P4Error(e.right.loc, f"{ast.text(e.right)}: The right operand of shift must be either an "
+                              "expression of type bit<S> or a compile-time known value that is a non-negative "
+                              f"integer, but is {rt.newtype.name}")
             if isinstance(rt, BitsT) and rt.signed:
                 raise P4Error(e.right.loc, "a shift amount must be unsigned")
             if rv is not None and rv < 0:

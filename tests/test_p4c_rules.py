@@ -46,3 +46,15 @@ def test_shift_by_a_newtype(write_p4):
                "bit<S> or a compile-time known value that is a non-negative integer, but is Amount_t",
                decls="type bit<8> Amount_t;", locals="Amount_t amount = (Amount_t)8w1;",
                body="hdr.h.a = hdr.h.a <<\namount;")
+
+
+_SWITCH_ACTION = "action {name}() {{ switch (hdr.h.a) {{ 8w1: {{ hdr.h.b = 1; }} }} }}\n"
+
+
+def test_switch_in_a_used_action_is_refused_by_the_midend(write_p4):
+    _assert_at(write_p4, "switch (hdr.h.a)", "SwitchStatement: switch statements not supported in actions on "
+               "this target", locals=_SWITCH_ACTION.format(name="a"), body="a();")
+
+
+def test_switch_in_an_unused_action_is_accepted(write_p4):
+    load_program(write_p4(locals=_SWITCH_ACTION.format(name="unused")))

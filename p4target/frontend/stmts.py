@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import ast
+from . import ast, stages
 from .env import Pass
 from .errors import P4Error
 from .ordering import order_assignment
@@ -150,6 +150,10 @@ class Stmts(Pass):
             self.env.loops -= 1
 
     def _switch(self, s: ast.Switch, scope: Scope) -> None:
+        if isinstance(scope.owner, ast.ActionDecl):  # p4c's midend (EliminateSwitch), in a used action only
+            stages.defer(self.env, stages.MIDEND_UNSUPPORTED,
+                         P4Error(s.loc, "SwitchStatement: switch statements not supported in actions on this target"),
+                         owner=scope.owner)
         t = self.env.exprs.expr(s.subject, scope)
         if not isinstance(t, ActionRunT):
             return self._value_switch(s, t, scope)

@@ -58,3 +58,22 @@ def test_switch_in_a_used_action_is_refused_by_the_midend(write_p4):
 
 def test_switch_in_an_unused_action_is_accepted(write_p4):
     load_program(write_p4(locals=_SWITCH_ACTION.format(name="unused")))
+
+
+_SCOPED_TABLE = """action a(bit<8> v) {{ hdr.h.a = v; }}
+action b() {{ }}
+table t {{ key = {{ hdr.h.a : exact; }} actions = {{ @tableonly a; @defaultonly b; }}
+  {first}
+  {second}
+}}"""
+
+
+@pytest.mark.parametrize("first, second, marker, message", [
+    ("const entries = { 1 : b(); }", "default_action = a(1);", "1 : b();",
+     "Entry: Action marked with defaultonly used in table"),
+    ("default_action = a(1);", "const entries = { 1 : b(); }", "a(1);",
+     "default_action: Action marked with tableonly used as default action"),
+])
+def test_defaultonly_and_tableonly_actions(write_p4, first, second, marker, message):
+    _assert_at(write_p4, marker, message, locals=_SCOPED_TABLE.format(first=first, second=second),
+               body="t.apply();")

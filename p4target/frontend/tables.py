@@ -54,8 +54,21 @@ class Tables(Pass):
         self.env.profiles.check_profile_table(t)
         for entry in t.entries or []:
             self._entry(t, entry, scope, names)
+        self._action_scopes(t)
         if t.entries:
             self._entry_priorities(t)
+
+    def _action_scopes(self, t: ast.TableDecl) -> None:
+        """p4c's TypeInference: a @defaultonly action in no entry, a @tableonly one never the
+        default (the first in the source is reported, as p4c visits the properties in order)."""
+        marked = {ref.decl: {a.name for a in ref.annotations} for ref in t.actions}
+        wrong = [P4Error(e.loc, "Entry: Action marked with defaultonly used in table")
+                 for e in t.entries or [] if "defaultonly" in marked.get(e.action.decl, ())]
+        if "tableonly" in marked.get(t.default_action.decl, ()):
+            wrong.append(P4Error(t.default_action.loc,
+                                 "default_action: Action marked with tableonly used as default action"))
+        if wrong:
+            raise min(wrong, key=lambda err: (err.loc.line, err.loc.col))
 
     def _keys(self, t: ast.TableDecl, scope: Scope) -> None:
         for key in t.keys:

@@ -77,3 +77,14 @@ table t {{ key = {{ hdr.h.a : exact; }} actions = {{ @tableonly a; @defaultonly 
 def test_defaultonly_and_tableonly_actions(write_p4, first, second, marker, message):
     _assert_at(write_p4, marker, message, locals=_SCOPED_TABLE.format(first=first, second=second),
                body="t.apply();")
+
+
+def test_complex_key_needs_a_name(write_p4):
+    _assert_at(write_p4, "hdr.h.a + hdr.h.b :", "hdr.h.a + hdr.h.b: Complex key expression requires a @name annotation",
+               locals="table t { key = { hdr.h.a + hdr.h.b : exact; } actions = { NoAction; } }", body="t.apply();")
+
+
+def test_complex_key_with_a_name(write_p4):
+    load_program(write_p4(locals='table t { key = { hdr.h.a + hdr.h.b : exact @name("sum"); } '
+                                 'actions = { NoAction; } }',
+                          body="t.apply();"))

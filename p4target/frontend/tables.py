@@ -4,9 +4,10 @@ their priorities as p4c gives them.
 
 from __future__ import annotations
 
-from . import ast
+from . import ast, stages
 from .env import Pass
 from .errors import P4Error
+from .keynames import key_name
 from .scope import Scope
 from .types import (
     BOOL,
@@ -77,6 +78,10 @@ class Tables(Pass):
                 kt = self.env.exprs.expr(key.expr, scope)
             finally:
                 self.env.key_table = None
+            try:
+                key_name(key)
+            except P4Error as err:  # p4c's TableKeyNames, after its type checker
+                stages.defer(self.env, stages.TABLE_KEY_NAMES, err)
             if key.match_kind not in self.env.match_kinds:
                 raise P4Error(key.loc, f"unknown match kind '{key.match_kind}'")
             if key.match_kind not in ("exact", "ternary", "lpm", "range", "optional", "selector"):

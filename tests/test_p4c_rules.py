@@ -88,3 +88,12 @@ def test_complex_key_with_a_name(write_p4):
     load_program(write_p4(locals='table t { key = { hdr.h.a + hdr.h.b : exact @name("sum"); } '
                                  'actions = { NoAction; } }',
                           body="t.apply();"))
+
+
+def test_parser_that_never_ends(write_p4):
+    text = write_p4().read_text().replace("transition accept;", "transition loop; }\n    state loop { transition loop;")
+    path = write_p4(text=text)
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if s.startswith("parser P("))
+    with pytest.raises(P4Error) as info:
+        load_program(path)
+    assert (info.value.loc.line, info.value.message) == (line, "parser P: Parser never reaches accept or reject state")

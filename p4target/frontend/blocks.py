@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import ast
+from . import ast, stages
 from .env import Pass
 from .errors import P4Error
 from .program import Pipeline
@@ -103,6 +103,9 @@ class Blocks(Pass):
         for state in decl.states:
             with self.env.divisions.fresh_values():  # p4c's LocalCopyPropagation: one state at a time
                 self._parser_state(state, names, Scope(scope, decl))
+        if not {"accept", "reject"} & _reachable(names):  # p4c's SimplifyParsers, a late frontend stage
+            stages.defer(self.env, stages.SIMPLIFY_PARSERS,
+                         P4Error(decl.loc, f"parser {decl.name}: Parser never reaches accept or reject state"))
 
     def _parser_state(self, state: ast.ParserState, names: dict[str, ast.ParserState], inner: Scope) -> None:
         state.stmts = [self.env.stmts.stmt(s, inner) for s in state.stmts]
@@ -242,3 +245,19 @@ class Blocks(Pass):
         finally:
             self.env.type_vars = saved
         return Pipeline(main, blocks, headers, metadata)
+
+
+def _reachable(states: dict[str, ast.ParserState]) -> set[str]:
+    """The states a parser can reach from ``start`` (``accept``/``reject`` included)."""
+    seen, todo = set(), ["start"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        tr = states[name].transition if name in states else None
+        if name in states and tr is None:
+            todo.append("reject")  # a state with no transition rejects
+        elif tr is not None:
+            todo.extend([tr.state] if tr.state else [c.state for c in tr.cases or []])
+    return seen

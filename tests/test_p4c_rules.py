@@ -97,3 +97,13 @@ def test_parser_that_never_ends(write_p4):
     with pytest.raises(P4Error) as info:
         load_program(path)
     assert (info.value.loc.line, info.value.message) == (line, "parser P: Parser never reaches accept or reject state")
+
+
+@pytest.mark.parametrize("mask, refused", [("0xE1", True), ("0x1F0", False), ("0xF0", False), ("0", False)])
+def test_lpm_entry_mask_must_be_a_prefix(write_p4, mask, refused):
+    parts = dict(locals="action a() { }\ntable t { key = { hdr.h.a : lpm; } actions = { a; }\n"
+                        f"const entries = {{ 0x11 &&& {mask} : a(); }} }}", body="t.apply();")
+    if refused:
+        _assert_at(write_p4, "0x11 &&&", "17 &&& 225 invalid mask for LPM key", **parts)
+    else:
+        load_program(write_p4(**parts))

@@ -71,6 +71,17 @@ class Tables(Pass):
         if wrong:
             raise min(wrong, key=lambda err: (err.loc.line, err.loc.col))
 
+    def _lpm_mask(self, t: ast.TableDecl, ks: ast.Mask, kt: object) -> None:
+        """p4c's P4RuntimeSerializer: an LPM mask is a prefix (ones, then zeros)."""
+        value, mask = ks.base.value, ks.mask.value
+        if not (isinstance(kt, BitsT) and isinstance(value, int) and isinstance(mask, int)):
+            return
+        mask &= kt.mask
+        zeros = kt.width if mask == 0 else (mask & -mask).bit_length() - 1
+        if zeros + bin(mask).count("1") != kt.width:
+            stages.defer(self.env, stages.P4RUNTIME,
+                         P4Error(ks.loc, f"{value & kt.mask} &&& {mask} invalid mask for LPM key"), owner=t)
+
     def _keys(self, t: ast.TableDecl, scope: Scope) -> None:
         for key in t.keys:
             self.env.key_table = t
@@ -204,6 +215,8 @@ class Tables(Pass):
             self.env.blocks.keyset_element(ks, key.expr.type, scope)
             if isinstance(ks, ast.Mask) and key.match_kind not in ("ternary", "lpm"):
                 raise P4Error(ks.loc, f"a mask is not allowed on a {key.match_kind} key")
+            if isinstance(ks, ast.Mask) and key.match_kind == "lpm":
+                self._lpm_mask(t, ks, key.expr.type)
             if isinstance(ks, ast.Range) and key.match_kind != "range":
                 raise P4Error(ks.loc, f"a range is not allowed on a {key.match_kind} key")
             if isinstance(ks, ast.Default) and key.match_kind == "exact":

@@ -107,3 +107,11 @@ def test_lpm_entry_mask_must_be_a_prefix(write_p4, mask, refused):
         _assert_at(write_p4, "0x11 &&&", "17 &&& 225 invalid mask for LPM key", **parts)
     else:
         load_program(write_p4(**parts))
+
+
+def test_table_applied_in_an_action_argument(write_p4):
+    _assert_at(write_p4, "t2.apply().hit", "t2.apply(): table invocation in action argument",
+               locals="action a(in bit<8> v) { hdr.h.a = v; }\n"
+                      "table t2 { key = { hdr.h.a : exact; } actions = { NoAction; } }\n"
+                      "table t1 { key = { hdr.h.a : exact; } actions = {\n"
+                      "a(t2.apply().hit ? hdr.h.b : hdr.h.a); } }", body="t1.apply();")

@@ -43,6 +43,12 @@ class Tables(Pass):
             self.env.calls.check_args(ref.loc, wanted, args, {})
         if not all_args:  # the action list: its arguments bind the directional parameters
             self.env.divisions.bind_params(decl, decl.params, args, data=True)
+            applied = next((c for c in _postorder(args) if isinstance(c, ast.Call) and c.target is not None
+                            and c.target.kind == "table_apply"), None)
+            if applied is not None:  # p4c's SideEffectOrdering (TablesInActions), a late frontend stage
+                stages.defer(self.env, stages.SIDE_EFFECTS,
+                             P4Error(applied.loc, f"{ast.text(applied)}: table invocation in action argument"),
+                             owner=self.env.owner)
         else:  # default_action, an entry: p4c's TypeInference wants the action data known
             for a, p in zip(args, wanted):
                 if p.direction == "" and a.value is None:
@@ -228,3 +234,10 @@ class Tables(Pass):
             self.env.exprs.expr(entry.priority, scope)
             if self.env.exprs.const_int(entry.priority) < 0:
                 raise P4Error(entry.priority.loc, "an entry priority cannot be negative")
+
+
+def _postorder(node: object):
+    """The nodes under ``node`` (a node or a list), children before their parent."""
+    for child in ast.children(node):
+        yield from _postorder(child)
+        yield child

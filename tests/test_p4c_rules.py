@@ -115,3 +115,20 @@ def test_table_applied_in_an_action_argument(write_p4):
                       "table t2 { key = { hdr.h.a : exact; } actions = { NoAction; } }\n"
                       "table t1 { key = { hdr.h.a : exact; } actions = {\n"
                       "a(t2.apply().hit ? hdr.h.b : hdr.h.a); } }", body="t1.apply();")
+
+
+@pytest.mark.parametrize("props, marker, message", [
+    ("const entries = { 1 : a(); }\nkey = { hdr.h.a : exact; }", "entries =",
+     "EntriesList: Entries list must be after table key Key"),
+    ("key = { hdr.h.a : exact; }\nkey = { hdr.h.b : exact; }", "key = { hdr.h.b", "key: Duplicates declaration key"),
+    ("key = { hdr.h.a : exact; } size = 4;\nsize = 8;", "size = 8", "size: Duplicates declaration size"),
+])
+def test_table_property_order_and_duplicates(write_p4, props, marker, message):
+    _assert_at(write_p4, marker, message, locals="action a() { }\ntable t { actions = { a; }\n" + props + " }",
+               body="t.apply();")
+
+
+def test_entries_need_a_key(write_p4):
+    err, line, _ = _refusal(write_p4, "table t", locals="action a() { }\ntable t { actions = { a; }\n"
+                            "const entries = { _ : a(); } }", body="t.apply();")
+    assert (err.loc.line, err.message) == (line, "Entries cannot be specified for a table with no key t")

@@ -55,6 +55,7 @@ class Tables(Pass):
                     raise P4Error(a.loc, f"{ast.text(a)}: action argument must be a compile-time constant")
 
     def table(self, t: ast.TableDecl, scope: Scope) -> None:
+        self._entries_place(t)
         self._keys(t, scope)
         names = self._action_list(t, scope)
         self._properties(t, scope)
@@ -64,6 +65,16 @@ class Tables(Pass):
         self._action_scopes(t)
         if t.entries:
             self._entry_priorities(t)
+
+    def _entries_place(self, t: ast.TableDecl) -> None:
+        """p4c's TypeInference: entries need a key, written before them."""
+        entries, key = t.property_locs.get("entries"), t.property_locs.get("key")
+        if entries is None or not t.entries:
+            return
+        if key is None:
+            raise P4Error(t.loc, f"Entries cannot be specified for a table with no key {t.name}")
+        if (key.line, key.col) >= (entries.line, entries.col):
+            raise P4Error(entries, "EntriesList: Entries list must be after table key Key")
 
     def _action_scopes(self, t: ast.TableDecl) -> None:
         """p4c's TypeInference: a @defaultonly action in no entry, a @tableonly one never the

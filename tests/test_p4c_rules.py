@@ -132,3 +132,13 @@ def test_entries_need_a_key(write_p4):
     err, line, _ = _refusal(write_p4, "table t", locals="action a() { }\ntable t { actions = { a; }\n"
                             "const entries = { _ : a(); } }", body="t.apply();")
     assert (err.loc.line, err.message) == (line, "Entries cannot be specified for a table with no key t")
+
+
+@pytest.mark.parametrize("decls, locals, marker, message", [
+    ('@name("x") action t1() { }\n@name(".x") action t2() { }', "", "t2()", ".x: conflicting control plane name: x"),
+    ('action x() { }', '@name(".x") action a() { }', "a()", ".x: conflicting control plane name: x"),
+    ("", '@name(".y") action a() { }\n@name(".y") action b() { }', "b()", ".y: conflicting control plane name: .y"),
+    ("", '@name("y") action a() { }\n@name(".I.y") action b() { }', "b()", ".I.y: conflicting control plane name: y"),
+])
+def test_actions_with_one_control_plane_name(write_p4, decls, locals, marker, message):
+    _assert_at(write_p4, marker, message, decls=decls, locals=locals)

@@ -142,3 +142,21 @@ def test_entries_need_a_key(write_p4):
 ])
 def test_actions_with_one_control_plane_name(write_p4, decls, locals, marker, message):
     _assert_at(write_p4, marker, message, decls=decls, locals=locals)
+
+
+@pytest.mark.parametrize("version, message", [
+    ("-5", "-5: expected v1model version to be a non-negative number"),
+    ("20000101", "20000101: unknown v1model version; initial supported version is 20180101, latest is 20200408"),
+    ("20200408", None),
+])
+def test_v1model_version(write_p4, version, message):
+    text = write_p4().read_text().replace("#include <v1model.p4>", f"#define V1MODEL_VERSION {version}\n"
+                                          "#include <v1model.p4>")
+    path = write_p4(text=text)
+    if message is None:
+        load_program(path)
+        return
+    with pytest.raises(P4Error) as info:
+        load_program(path)
+    loc = info.value.loc  # at p4c's line of its v1model.p4
+    assert (loc.file.endswith("v1model.p4"), loc.line, loc.col, info.value.message) == (True, 48, 35, message)

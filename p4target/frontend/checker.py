@@ -33,6 +33,7 @@ from .stmts import Stmts
 from .tables import Tables
 from .tna import Tna, is_tna_main
 from .types import HeaderT
+from .v1model_version import check_v1model_version
 
 # imported from here by the executor (codegen.py, v1model_codegen.py) and frontend/__init__.py
 __all__ = ["PIPELINE_BLOCKS", "V1MODEL_FUNCTIONS", "CheckedProgram", "Checker", "Declarations", "check",
@@ -49,6 +50,7 @@ class Checker:
         env.tna, env.profiles, env.divisions = Tna(env), Profiles(env), Divisions(env)
 
     def check(self) -> CheckedProgram:
+        check_v1model_version(self.env.program)  # p4test's --pp, before ValidateParsedProgram
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         if mains and mains[0].type_ref.name == "Switch":  # TNA (is_tna_main, once the type is resolved)
             self.env.arch = "tna"

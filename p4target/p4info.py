@@ -20,6 +20,7 @@ from p4.config.v1 import p4info_pb2, p4types_pb2
 
 from .frontend import ast
 from .frontend.checker import CheckedProgram
+from .frontend.control_plane import qualify
 from .frontend.errors import P4Error, as_p4_errors
 from .frontend.keynames import key_name, literal_text
 from .frontend.profiles import implementation_of, is_constructed_in_place
@@ -109,15 +110,6 @@ class QualifiedObject:
 
 def annotation(decl: ast.Node, name: str) -> ast.Annotation | None:
     return ast.find_annotation(getattr(decl, "annotations", []), name)
-
-
-def qualify(prefix: str, decl: ast.Decl) -> str:
-    """p4c's controlPlaneName: ``@name("x")`` is relative to the prefix, ``@name(".x")`` absolute."""
-    ann = annotation(decl, "name")
-    local = ann.args[0].text if ann and ann.args and isinstance(ann.args[0], ast.StringLit) else decl.name
-    if local.startswith("."):
-        return local[1:]
-    return f"{prefix}.{local}" if prefix else local
 
 
 def qualified_objects(prog: CheckedProgram) -> list[QualifiedObject]:

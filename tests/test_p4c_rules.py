@@ -160,3 +160,16 @@ def test_v1model_version(write_p4, version, message):
         load_program(path)
     loc = info.value.loc  # at p4c's line of its v1model.p4
     assert (loc.file.endswith("v1model.p4"), loc.line, loc.col, info.value.message) == (True, 48, 35, message)
+
+
+@pytest.mark.parametrize("name, refused", [('@name(".t0") ', True), ("", False)])
+def test_one_p4info_name_for_two_tables(write_p4, name, refused):
+    sub = ("control Sub(inout headers hdr) {\n"
+           f"    {name}table t0 {{ key = {{ hdr.h.a : exact; }} actions = {{ NoAction; }} }}\n"
+           "    apply { t0.apply(); } }")
+    parts = dict(decls=sub, locals="Sub() s1; Sub() s2;", body="s1.apply(hdr); s2.apply(hdr);")
+    if refused:
+        _assert_at(write_p4, "@name(\".t0\") table t0",
+                   "Name 't0' is used for multiple table objects in the P4Info message", **parts)
+    else:
+        load_program(write_p4(**parts))

@@ -19,7 +19,7 @@ from typing import Any
 from . import ast
 from .blocks import PIPELINE_BLOCKS, Blocks
 from .calls import Calls
-from .control_plane import check_action_names
+from .control_plane import check_action_names, check_table_names
 from .decls import Decls
 from .divisions import Divisions, used_closure
 from .env import CheckEnv
@@ -66,6 +66,7 @@ class Checker:
                 raise P4Error(self.env.program.loc, "standard_metadata_t is not declared (include <v1model.p4>)")
             pipeline = self.env.blocks.pipeline(mains[0])
             result = CheckedProgram(self.env.program, self.env.errors, std, pipeline, self.env.program.decls)
+            check_table_names(self.env, list(pipeline.blocks.values()))
         check_action_names(self.env)
         used = used_closure(self.env.used)  # p4c removed an unused action, function or table before its midend
         midend = [(stage, err) for stage, err, owner in self.env.midend if owner is None or owner in used]

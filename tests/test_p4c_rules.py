@@ -173,3 +173,23 @@ def test_one_p4info_name_for_two_tables(write_p4, name, refused):
                    "Name 't0' is used for multiple table objects in the P4Info message", **parts)
     else:
         load_program(write_p4(**parts))
+
+
+def test_action_listed_twice(write_p4):
+    _assert_at(write_p4, "a; }", "a: Duplicates declaration a",
+               locals="action a() { }\ntable t { key = { hdr.h.a : exact; } actions = { a;\na; } }", body="t.apply();")
+
+
+@pytest.mark.parametrize("subject, labels", [
+    ("t.apply().action_run", "a: { } default: { } default: { }"),
+    ("hdr.h.a", "1: { } default: { } default: { }"),
+])
+def test_switch_with_two_default_labels(write_p4, subject, labels):
+    _assert_at(write_p4, "switch (", "switch has multiple 'default' labels:",
+               locals="action a() { }\ntable t { key = { hdr.h.a : exact; } actions = { a; } }",
+               body=f"switch ({subject}) {{ {labels} }}")
+
+
+def test_duplicate_property_before_missing_actions(write_p4):
+    _assert_at(write_p4, "key = { hdr.h.b", "key: Duplicates declaration key",
+               locals="table t { key = { hdr.h.a : exact; }\nkey = { hdr.h.b : exact; } }")

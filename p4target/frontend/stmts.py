@@ -168,6 +168,8 @@ class Stmts(Pass):
                     raise P4Error(label.loc, "a switch on action_run needs action names as labels")
                 if label != "default" and label not in allowed:
                     raise P4Error(case.loc, f"'{label}' is not an action of table {t.table.name}")
+                if label == "default" and label in seen:  # p4c: at the switch
+                    raise P4Error(s.loc, "switch has multiple 'default' labels:")
                 if label in seen:
                     raise P4Error(case.loc, f"switch label '{label}' appears twice")
                 seen.add(label)
@@ -198,6 +200,8 @@ class Stmts(Pass):
                     if label.value is None:
                         raise P4Error(label.loc, "switch labels must be compile-time constants")
                     key = label.value
+                if key == "default" and key in seen:  # p4c: at the switch
+                    raise P4Error(s.loc, "switch has multiple 'default' labels:")
                 if key in seen:
                     raise P4Error(case.loc, "a switch label appears twice")
                 seen.add(key)

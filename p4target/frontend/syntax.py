@@ -481,13 +481,14 @@ class _Builder(Transformer):
     def table_decl(self, meta, c):
         c = _split_annotations(c)
         table = ast.TableDecl(self._loc(meta), c[0], c[1])
-        if not any(kind == "actions" for kind, _, _ in c[2:]):  # p4c's ValidateParsedProgram, at the name
-            raise P4Error(self._name_loc(meta, "table", c[1]), f"{c[1]}: expected 'actions' property")
-        for kind, value, loc in c[2:]:
+        for kind, _, loc in c[2:]:
             written = "default_action" if kind == "default" else kind
-            if written in table.property_locs:  # p4c refuses a second one, at it
+            if written in table.property_locs:  # p4c refuses a second one, at it (before a missing 'actions')
                 raise P4Error(loc, f"{written}: Duplicates declaration {written}")
             table.property_locs[written] = loc
+        if not any(kind == "actions" for kind, _, _ in c[2:]):  # p4c's ValidateParsedProgram, at the name
+            raise P4Error(self._name_loc(meta, "table", c[1]), f"{c[1]}: expected 'actions' property")
+        for kind, value, _ in c[2:]:
             if kind == "key":
                 table.keys = value
             elif kind == "actions":

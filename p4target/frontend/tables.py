@@ -128,6 +128,10 @@ class Tables(Pass):
         # `actions = {}` and no default_action: as p4c, NoAction is added below (@defaultonly) and is
         # the default, so the table only ever runs NoAction.  (No `actions` at all: refused by the parser.)
         names = []
+        written = [ref.name for ref in t.actions]
+        for i, ref in enumerate(t.actions):  # p4c: an action listed twice, refused at the second
+            if ref.name in written[:i]:
+                raise P4Error(ref.loc, f"{ref.name}: Duplicates declaration {ref.name}")
         for ref in t.actions:
             self._action_ref(ref, scope, all_args=False)
             names.append(ref.decl)

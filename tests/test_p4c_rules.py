@@ -193,3 +193,13 @@ def test_switch_with_two_default_labels(write_p4, subject, labels):
 def test_duplicate_property_before_missing_actions(write_p4):
     _assert_at(write_p4, "key = { hdr.h.b", "key: Duplicates declaration key",
                locals="table t { key = { hdr.h.a : exact; }\nkey = { hdr.h.b : exact; } }")
+
+
+@pytest.mark.parametrize("decls, marker, name", [
+    ("enum Color { red, blue,\nred }", "red }", "red"),
+    ("enum bit<8> Kind { one = 1, two = 2,\n  one = 3 }", "one = 3", "one"),
+    ("error { Oops,\nOops }", "Oops }", "Oops"),
+    ("error {\nPacketTooShort }", "PacketTooShort }", "PacketTooShort"),  # core.p4 declares it
+])
+def test_member_declared_twice(write_p4, decls, marker, name):
+    _assert_at(write_p4, marker, f"{name}: Duplicates declaration {name}", decls=decls)

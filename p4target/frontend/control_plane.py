@@ -10,11 +10,11 @@ p4c's P4RuntimeSerializer then refuses two tables of the pipeline with one P4Inf
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from . import ast, stages
 from .env import CheckEnv
 from .errors import Location, P4Error
+from .source_text import find_after
 from .types import BlockT
 
 
@@ -79,13 +79,4 @@ def _written_name(action: ast.ActionDecl) -> str:
 
 def _name_loc(action: ast.ActionDecl) -> Location:
     """Where the action's name is written (p4c points there; ``loc`` may be its annotation's)."""
-    try:
-        lines = Path(action.loc.file).read_text().splitlines()
-    except OSError:
-        return action.loc
-    pattern = re.compile(rf"\baction\s+({re.escape(action.name)})\b")
-    for number in range(action.loc.line, min(action.loc.line + 20, len(lines) + 1)):
-        start = action.loc.col - 1 if number == action.loc.line else 0
-        if m := pattern.search(lines[number - 1], start):
-            return Location(action.loc.file, number, m.start(1) + 1)
-    return action.loc
+    return find_after(action.loc, rf"\baction\s+({re.escape(action.name)})\b", group=1)

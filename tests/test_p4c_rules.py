@@ -203,3 +203,21 @@ def test_duplicate_property_before_missing_actions(write_p4):
 ])
 def test_member_declared_twice(write_p4, decls, marker, name):
     _assert_at(write_p4, marker, f"{name}: Duplicates declaration {name}", decls=decls)
+
+
+_PRIORITY_TABLE = ("action s() {{ }}\ntable t {{ key = {{ hdr.h.a : {kind}; }} actions = {{ s; }}\n"
+                   "entries = {{ priority = {first} : 1 : s(); 2 : s(); }} }}")
+
+
+def test_priorities_for_keys_that_need_none(write_p4):
+    _assert_at(write_p4, "{ hdr.h.a : exact", "Key key match type does not require priorities, but some are specified",
+               locals=_PRIORITY_TABLE.format(kind="exact", first="3"), body="t.apply();")
+
+
+@pytest.mark.parametrize("first, refused", [("1", True), ("2", False)])
+def test_priority_computation_overflow(write_p4, first, refused):
+    parts = dict(locals=_PRIORITY_TABLE.format(kind="ternary", first=first), body="t.apply();")
+    if refused:
+        _assert_at(write_p4, "t { key = { hdr.h.a : ternary", "t Overflow in priority computation", **parts)
+    else:
+        load_program(write_p4(**parts))

@@ -4,11 +4,14 @@ their priorities as p4c gives them.
 
 from __future__ import annotations
 
+import re
+
 from . import ast, stages
 from .env import Pass
 from .errors import P4Error
 from .keynames import key_name
 from .scope import Scope
+from .source_text import find_after
 from .types import (
     BOOL,
     ERROR,
@@ -196,8 +199,10 @@ class Tables(Pass):
                 e.priority = ast.IntLit(e.loc, 1 + delta * (len(t.entries) - 1 - i), None, False)
                 e.priority.value, e.priority.type = e.priority.number, INFINT
             return
-        if all(k.match_kind in ("exact", "lpm") for k in t.keys):
-            raise P4Error(given[0].loc, "the table's match kinds do not use priorities, but some are given")
+        if all(k.match_kind in ("exact", "lpm") for k in t.keys):  # p4c's EntryPriorities, at the key's braces
+            key_loc = t.property_locs.get("key", t.loc)
+            raise P4Error(find_after(key_loc, r"\{"),
+                          "Key key match type does not require priorities, but some are specified")
         if t.entries[0].priority is None:
             raise P4Error(t.entries[0].loc, "the first entry must have a priority")
         current = 0
@@ -206,8 +211,9 @@ class Tables(Pass):
                 e.priority = ast.IntLit(e.loc, current, None, False)
                 e.priority.value, e.priority.type = current, INFINT
             current = e.priority.value
-            if current <= 0:
-                raise P4Error(e.loc, f"entry priority {current} is not positive")
+            if current < delta:  # p4c: the next priority would go below 0 (its counter is unsigned)
+                raise P4Error(find_after(t.loc, rf"\btable\s+({re.escape(t.name)})\b", group=1),
+                              f"{t.name} Overflow in priority computation")
             current -= delta
 
     def _priority_annotations(self, t: ast.TableDecl) -> None:

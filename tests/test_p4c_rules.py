@@ -221,3 +221,11 @@ def test_priority_computation_overflow(write_p4, first, refused):
         _assert_at(write_p4, "t { key = { hdr.h.a : ternary", "t Overflow in priority computation", **parts)
     else:
         load_program(write_p4(**parts))
+
+
+@pytest.mark.parametrize("label, shown", [("4w1", "'4w1' with type 'bit<4>'"), ("1", "'1' with type 'int'"),
+                                          ("false", "'false' with type 'bool'")])
+def test_switch_label_of_another_type(write_p4, label, shown):
+    _assert_at(write_p4, "kind) {", f"'kind' with type 'Kind' cannot be compared to {shown}",
+               decls="enum bit<4> Kind { one = 1 }", locals="Kind kind = Kind.one;",
+               body=f"switch (kind) {{ {label}: {{ }} default: {{ }} }}")

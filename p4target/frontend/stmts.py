@@ -196,7 +196,11 @@ class Stmts(Pass):
                     key: Any = "default"
                 else:
                     self.env.exprs.expr(label, scope)
-                    self.env.exprs.coerce(label, t, "switch label")
+                    try:
+                        self.env.exprs.coerce(label, t, "switch label")
+                    except P4Error:  # p4c's TypeInference, at the switch's subject
+                        raise P4Error(s.subject.loc, f"'{ast.text(s.subject)}' with type '{t}' cannot be compared "
+                                      f"to '{ast.text(label)}' with type '{label.type}'") from None
                     if label.value is None:
                         raise P4Error(label.loc, "switch labels must be compile-time constants")
                     key = label.value

@@ -229,3 +229,12 @@ def test_switch_label_of_another_type(write_p4, label, shown):
     _assert_at(write_p4, "kind) {", f"'kind' with type 'Kind' cannot be compared to {shown}",
                decls="enum bit<4> Kind { one = 1 }", locals="Kind kind = Kind.one;",
                body=f"switch (kind) {{ {label}: {{ }} default: {{ }} }}")
+
+
+def test_entry_errors_of_the_type_checker_before_a_default_exact_key(write_p4):
+    _assert_at(write_p4, "(1, 2) : a()", "entry has 2 key values, table has 1 keys",
+               locals="action a() { }\ntable t { key = { hdr.h.a : exact; } actions = { a; }\n"
+                      "const entries = { _ : a();\n(1, 2) : a(); } }", body="t.apply();")
+    _assert_at(write_p4, "_ : a()", "an exact key needs a value",
+               locals="action a() { }\ntable t { key = { hdr.h.a : exact; } actions = { a; }\n"
+                      "const entries = { _ : a(); } }", body="t.apply();")

@@ -246,8 +246,8 @@ class Tables(Pass):
                 self._lpm_mask(t, ks, key.expr.type)
             if isinstance(ks, ast.Range) and key.match_kind != "range":
                 raise P4Error(ks.loc, f"a range is not allowed on a {key.match_kind} key")
-            if isinstance(ks, ast.Default) and key.match_kind == "exact":
-                raise P4Error(ks.loc, "an exact key needs a value")
+            if isinstance(ks, ast.Default) and key.match_kind == "exact":  # p4c's type checker lets it pass
+                stages.defer(self.env, stages.P4RUNTIME, P4Error(ks.loc, "an exact key needs a value"), owner=t)
         self._action_ref(entry.action, scope, all_args=True)
         if entry.action.decl not in actions:
             raise P4Error(entry.action.loc, f"action {entry.action.name} is not in the table's actions list")

@@ -238,3 +238,9 @@ def test_entry_errors_of_the_type_checker_before_a_default_exact_key(write_p4):
     _assert_at(write_p4, "_ : a()", "an exact key needs a value",
                locals="action a() { }\ntable t { key = { hdr.h.a : exact; } actions = { a; }\n"
                       "const entries = { _ : a(); } }", body="t.apply();")
+
+
+def test_unknown_action_of_an_entry_before_its_type_errors(write_p4):
+    _assert_at(write_p4, "missing()", "missing: declaration not found",
+               locals="action a() { }\ntable t { key = { hdr.h.a : ternary; } actions = { a; }\n"
+                      "const entries = { 1 .. 2 : a();\n1 : missing(); } }", body="t.apply();")

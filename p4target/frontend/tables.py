@@ -59,6 +59,10 @@ class Tables(Pass):
 
     def table(self, t: ast.TableDecl, scope: Scope) -> None:
         self._entries_place(t)
+        refs = [*t.actions, *([t.default_action] if t.default_action else []), *(e.action for e in t.entries or [])]
+        missing = next((ref for ref in refs if scope.lookup(ref.name) is None), None)
+        if missing is not None:  # p4c's ResolveReferences, before any type rule
+            raise P4Error(missing.loc, f"{missing.name}: declaration not found")
         self._keys(t, scope)
         names = self._action_list(t, scope)
         self._properties(t, scope)

@@ -244,3 +244,19 @@ def test_unknown_action_of_an_entry_before_its_type_errors(write_p4):
     _assert_at(write_p4, "missing()", "missing: declaration not found",
                locals="action a() { }\ntable t { key = { hdr.h.a : ternary; } actions = { a; }\n"
                       "const entries = { 1 .. 2 : a();\n1 : missing(); } }", body="t.apply();")
+
+
+@pytest.mark.parametrize("cases, message", [
+    ("(1, 2): accept;", "'SelectExpression': keyset has 2 elements, select has 1"),
+    ("true: accept;", "'SelectExpression': keyset: expected bit<8>, got bool"),
+])
+def test_select_keyset_that_does_not_fit(write_p4, cases, message):
+    text = write_p4().read_text().replace("transition accept;",
+                                          f"transition select(hdr.h.a) {{\n{cases} default: accept; }}")
+    path = write_p4(text=text)
+    lines = text.splitlines()
+    line = next(i for i, s in enumerate(lines, 1) if "transition select(" in s)
+    with pytest.raises(P4Error) as info:
+        load_program(path)
+    loc = info.value.loc
+    assert (loc.line, loc.col, info.value.message) == (line, lines[line - 1].index("select(") + 1, message)

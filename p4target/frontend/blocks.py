@@ -11,6 +11,7 @@ from .env import Pass
 from .errors import P4Error
 from .program import Pipeline
 from .scope import Scope
+from .source_text import find_after
 from .types import (
     BOOL,
     ERROR,
@@ -130,10 +131,18 @@ class Blocks(Pass):
                 continue
             if self._value_set_case(case, types, scope):
                 continue
+            # p4c's TypeInference reports a keyset that does not fit at the select ('SelectExpression')
+            select_loc = find_after(tr.loc, r"\bselect\b")
             if len(case.keyset) != len(types):
-                raise P4Error(case.loc, f"keyset has {len(case.keyset)} elements, select has {len(types)}")
+                raise P4Error(select_loc, f"'SelectExpression': keyset has {len(case.keyset)} elements, "
+                              f"select has {len(types)}")
             for ks, t in zip(case.keyset, types):
-                self.keyset_element(ks, t, scope)
+                try:
+                    self.keyset_element(ks, t, scope)
+                except P4Error as err:
+                    if not err.message.startswith("keyset: expected"):
+                        raise
+                    raise P4Error(select_loc, f"'SelectExpression': {err.message}") from None
 
     def keyset_element(self, ks: ast.Expr, t: Type, scope: Scope) -> None:
         """A select case or const entry element: value, mask, range or default."""

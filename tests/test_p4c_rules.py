@@ -260,3 +260,17 @@ def test_select_keyset_that_does_not_fit(write_p4, cases, message):
         load_program(path)
     loc = info.value.loc
     assert (loc.line, loc.col, info.value.message) == (line, lines[line - 1].index("select(") + 1, message)
+
+
+@pytest.mark.parametrize("target, message", [("nowhere", "nowhere: declaration not found"),
+                                             ("vs", "SelectCase must be state")])
+def test_select_case_to_something_not_a_state(write_p4, target, message):
+    text = write_p4().read_text().replace(
+        "state start {", "value_set<bit<8>>(4) vs;\n    state start {").replace(
+        "transition accept;", f"transition select(hdr.h.a) {{\n1: {target}; default: accept; }}")
+    path = write_p4(text=text)
+    lines = text.splitlines()
+    line = next(i for i, s in enumerate(lines, 1) if s.startswith(f"1: {target}"))
+    with pytest.raises(P4Error) as info:
+        load_program(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (line, 1, message)

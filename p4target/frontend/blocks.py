@@ -112,10 +112,13 @@ class Blocks(Pass):
         state.stmts = [self.env.stmts.stmt(s, inner) for s in state.stmts]
         self.env.instances.check_parser_apply_places(state)
         tr = state.transition
-        targets = [tr.state] if tr.state else [c.state for c in tr.cases or []]
-        for t in targets:
-            if t not in names and t not in ("accept", "reject"):
-                raise P4Error(tr.loc, f"transition to unknown state '{t}'")
+        targets = [(tr.state, tr.loc)] if tr.state else [(c.state, c.loc) for c in tr.cases or []]
+        for t, loc in targets:
+            if t in names or t in ("accept", "reject"):
+                continue
+            if tr.state is None and inner.lookup(t) is not None:  # p4c: at the select case
+                raise P4Error(loc, "SelectCase must be state")
+            raise P4Error(loc, f"{t}: declaration not found")  # p4c's ResolveReferences
         if tr.select is not None:
             self._select(tr, inner)
 

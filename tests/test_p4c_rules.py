@@ -274,3 +274,12 @@ def test_select_case_to_something_not_a_state(write_p4, target, message):
     with pytest.raises(P4Error) as info:
         load_program(path)
     assert (info.value.loc.line, info.value.loc.col, info.value.message) == (line, 1, message)
+
+
+def test_select_range_of_two_widths_stays_at_the_element(write_p4):
+    text = write_p4().read_text().replace("transition accept;",
+                                          "transition select(hdr.h.a) {\n8w1 .. 4w3: accept; default: accept; }")
+    with pytest.raises(P4Error) as info:
+        load_program(write_p4(text=text))
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if s.startswith("8w1 .. 4w3"))
+    assert info.value.loc.line == line and not info.value.message.startswith("'SelectExpression'")

@@ -143,8 +143,8 @@ class Blocks(Pass):
                 try:
                     self.keyset_element(ks, t, scope)
                 except P4Error as err:
-                    if not err.message.startswith("keyset: expected"):
-                        raise
+                    if not err.message.startswith("keyset: expected") or isinstance(ks, (ast.Mask, ast.Range)):
+                        raise  # a mask's or range's parts disagree: p4c says so at the element
                     raise P4Error(select_loc, f"'SelectExpression': {err.message}") from None
 
     def keyset_element(self, ks: ast.Expr, t: Type, scope: Scope) -> None:

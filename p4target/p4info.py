@@ -12,17 +12,17 @@ runs the same way; ``build_p4info`` turns that walk into the ``P4Info`` message.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from p4.config.v1 import p4info_pb2, p4types_pb2
 
 from .frontend import ast
 from .frontend.checker import CheckedProgram
+from .frontend.control_plane import qualify
 from .frontend.errors import P4Error, as_p4_errors
+from .frontend.keynames import key_name, literal_text
 from .frontend.profiles import implementation_of, is_constructed_in_place
 from .frontend.types import BOOL, ERROR, BitsT, BlockT, EnumT, ExternT, HeaderT, TupleT, bit_width
 
@@ -47,7 +47,6 @@ _MATCH_TYPES = {"exact": p4info_pb2.MatchField.EXACT, "lpm": p4info_pb2.MatchFie
 _UNITS = {"packets": p4info_pb2.CounterSpec.PACKETS, "bytes": p4info_pb2.CounterSpec.BYTES,
           "packets_and_bytes": p4info_pb2.CounterSpec.BOTH}
 _NOT_SERIALIZED = {"name", "id", "hidden", "brief", "description"}  # p4c keeps these out of `annotations`
-_INT_TOKEN = re.compile(r"[0-9][0-9a-zA-Z_]*")
 _MASK32 = 0xFFFFFFFF
 
 
@@ -111,15 +110,6 @@ class QualifiedObject:
 
 def annotation(decl: ast.Node, name: str) -> ast.Annotation | None:
     return ast.find_annotation(getattr(decl, "annotations", []), name)
-
-
-def qualify(prefix: str, decl: ast.Decl) -> str:
-    """p4c's controlPlaneName: ``@name("x")`` is relative to the prefix, ``@name(".x")`` absolute."""
-    ann = annotation(decl, "name")
-    local = ann.args[0].text if ann and ann.args and isinstance(ann.args[0], ast.StringLit) else decl.name
-    if local.startswith("."):
-        return local[1:]
-    return f"{prefix}.{local}" if prefix else local
 
 
 def qualified_objects(prog: CheckedProgram) -> list[QualifiedObject]:
@@ -594,50 +584,6 @@ def type_spec(t, type_info: p4types_pb2.P4TypeInfo) -> p4types_pb2.P4DataTypeSpe
     return spec
 
 
-def key_name(key: ast.KeyElement) -> str:
-    """The match field name: the key's @name, else p4c's rendering of the expression."""
-    ann = annotation(key, "name")
-    return ann.args[0].text if ann else _key_name(key.expr)
-
-
-def _key_name(e: ast.Expr) -> str:
-    """p4c's TableKeyNames: the key expression printed, e.g. ``hdr.ipv4.$valid$`` or ``x[7:0]``."""
-    if isinstance(e, ast.PathExpr):
-        return e.name
-    if isinstance(e, ast.Member):
-        t = e.base.type
-        fields = t.decl.fields if isinstance(t, HeaderT) and t.decl is not None else []
-        ann = annotation(next((f for f in fields if f.name == e.member), None), "name")
-        if ann and ann.args and isinstance(ann.args[0], ast.StringLit):  # a struct field's @name
-            text = ann.args[0].text
-            return text[1:] if text.startswith(".") else f"{_key_name(e.base)}.{text}"
-        return f"{_key_name(e.base)}.{e.member}"
-    if isinstance(e, ast.Index):
-        return f"{_key_name(e.base)}[{_literal(e.index)}]"
-    if isinstance(e, ast.Slice):
-        e = e.written or e  # a nested slice, as written
-        return f"{_key_name(e.base)}[{_literal(e.hi)}:{_literal(e.lo)}]"
-    if isinstance(e, ast.Call) and e.target is not None and e.target.kind == "header_method":
-        return f"{_key_name(e.target.instance)}.$valid$"
-    if isinstance(e, ast.Binary) and e.op == "&":
-        return f"{_key_name(e.left)} & {_key_name(e.right)}"
-    if isinstance(e, ast.IntLit):
-        return _literal(e)
-    raise P4Error(e.loc, "Complex key expression requires a @name annotation")
-
-
-def _literal(e: ast.Expr) -> str:
-    """A constant as written in the source: p4c prints constants in their source base."""
-    if isinstance(e, ast.IntLit):
-        try:
-            line = Path(e.loc.file).read_text().splitlines()[e.loc.line - 1]
-            if m := _INT_TOKEN.match(line, e.loc.col - 1):
-                return m.group()
-        except (OSError, IndexError):
-            pass
-    return str(e.value)
-
-
 def _key_width(e: ast.Expr) -> int:
     if e.type is ERROR:
         return 0  # p4c: "Treat error type as string"
@@ -654,7 +600,7 @@ def _annotations(anns: list[ast.Annotation]) -> list[str]:
             return '"' + x.text.replace("\\", "\\\\").replace('"', '\\"') + '"'
         if isinstance(x, ast.NamedArg):
             return f"{x.name}={render(x.arg)}"
-        return _literal(x) if isinstance(x, ast.IntLit) else getattr(x, "name", str(x))
+        return literal_text(x) if isinstance(x, ast.IntLit) else getattr(x, "name", str(x))
 
     return [f"@{a.name}({', '.join(map(render, a.args))})" if a.args else f"@{a.name}"
             for a in anns if a.name not in _NOT_SERIALIZED]

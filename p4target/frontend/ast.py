@@ -446,6 +446,7 @@ class TableDecl(Decl):
     # Annotations written on a property, e.g. `@name("ap") implementation = action_profile(...)`:
     # p4c names an action profile constructed in place after them.
     property_annotations: dict[str, list[Annotation]] = field(default_factory=dict)
+    property_locs: dict[str, Location] = field(default_factory=dict)  # property name as written -> where
 
 
 @dataclass(eq=False, slots=True)

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import ast
+from . import ast, stages
 from .env import Pass
 from .errors import P4Error
 from .program import Pipeline
 from .scope import Scope
+from .source_text import find_after
 from .types import (
     BOOL,
     ERROR,
+    INFINT,
     BitsT,
     BlockT,
     EnumT,
@@ -31,6 +33,8 @@ class Blocks(Pass):
     def params(self, params: list[ast.Param], scope: Scope) -> None:
         for p in params:
             p.type = self.env.decls.resolve_type(p.type_ref)
+            if p.type is INFINT and p.direction:  # p4c's TypeInference (Parameter): int has no storage
+                raise P4Error(p.loc, f"{p.name}: parameters with type int must be directionless")
             if p.default is not None and p.default.type is None:
                 self.env.exprs.expr(p.default, self.env.globals)
                 self.env.exprs.coerce(p.default, p.type, f"default value of '{p.name}'")
@@ -100,15 +104,21 @@ class Blocks(Pass):
         for state in decl.states:
             with self.env.divisions.fresh_values():  # p4c's LocalCopyPropagation: one state at a time
                 self._parser_state(state, names, Scope(scope, decl))
+        if not {"accept", "reject"} & _reachable(names):  # p4c's SimplifyParsers, a late frontend stage
+            stages.defer(self.env, stages.SIMPLIFY_PARSERS,
+                         P4Error(decl.loc, f"parser {decl.name}: Parser never reaches accept or reject state"))
 
     def _parser_state(self, state: ast.ParserState, names: dict[str, ast.ParserState], inner: Scope) -> None:
         state.stmts = [self.env.stmts.stmt(s, inner) for s in state.stmts]
         self.env.instances.check_parser_apply_places(state)
         tr = state.transition
-        targets = [tr.state] if tr.state else [c.state for c in tr.cases or []]
-        for t in targets:
-            if t not in names and t not in ("accept", "reject"):
-                raise P4Error(tr.loc, f"transition to unknown state '{t}'")
+        targets = [(tr.state, tr.loc)] if tr.state else [(c.state, c.loc) for c in tr.cases or []]
+        for t, loc in targets:
+            if t in names or t in ("accept", "reject"):
+                continue
+            if tr.state is None and inner.lookup(t) is not None:  # p4c: at the select case
+                raise P4Error(loc, "SelectCase must be state")
+            raise P4Error(loc, f"{t}: declaration not found")  # p4c's ResolveReferences
         if tr.select is not None:
             self._select(tr, inner)
 
@@ -124,10 +134,18 @@ class Blocks(Pass):
                 continue
             if self._value_set_case(case, types, scope):
                 continue
+            # p4c's TypeInference reports a keyset that does not fit at the select ('SelectExpression')
+            select_loc = find_after(tr.loc, r"\bselect\b")
             if len(case.keyset) != len(types):
-                raise P4Error(case.loc, f"keyset has {len(case.keyset)} elements, select has {len(types)}")
+                raise P4Error(select_loc, f"'SelectExpression': keyset has {len(case.keyset)} elements, "
+                              f"select has {len(types)}")
             for ks, t in zip(case.keyset, types):
-                self.keyset_element(ks, t, scope)
+                try:
+                    self.keyset_element(ks, t, scope)
+                except P4Error as err:
+                    if not err.message.startswith("keyset: expected") or isinstance(ks, (ast.Mask, ast.Range)):
+                        raise  # a mask's or range's parts disagree: p4c says so at the element
+                    raise P4Error(select_loc, f"'SelectExpression': {err.message}") from None
 
     def keyset_element(self, ks: ast.Expr, t: Type, scope: Scope) -> None:
         """A select case or const entry element: value, mask, range or default."""
@@ -239,3 +257,19 @@ class Blocks(Pass):
         finally:
             self.env.type_vars = saved
         return Pipeline(main, blocks, headers, metadata)
+
+
+def _reachable(states: dict[str, ast.ParserState]) -> set[str]:
+    """The states a parser can reach from ``start`` (``accept``/``reject`` included)."""
+    seen, todo = set(), ["start"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        tr = states[name].transition if name in states else None
+        if name in states and tr is None:
+            todo.append("reject")  # a state with no transition rejects
+        elif tr is not None:
+            todo.extend([tr.state] if tr.state else [c.state for c in tr.cases or []])
+    return seen

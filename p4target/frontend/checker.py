@@ -19,6 +19,7 @@ from typing import Any
 from . import ast
 from .blocks import PIPELINE_BLOCKS, Blocks
 from .calls import Calls
+from .control_plane import check_action_names, check_table_names
 from .decls import Decls
 from .divisions import Divisions, used_closure
 from .env import CheckEnv
@@ -33,6 +34,7 @@ from .stmts import Stmts
 from .tables import Tables
 from .tna import Tna, is_tna_main
 from .types import HeaderT
+from .v1model_version import check_v1model_version
 
 # imported from here by the executor (codegen.py, v1model_codegen.py) and frontend/__init__.py
 __all__ = ["PIPELINE_BLOCKS", "V1MODEL_FUNCTIONS", "CheckedProgram", "Checker", "Declarations",
@@ -49,6 +51,7 @@ class Checker:
         env.tna, env.profiles, env.divisions = Tna(env), Profiles(env), Divisions(env)
 
     def check(self) -> CheckedProgram:
+        check_v1model_version(self.env.program)  # p4test's --pp, before ValidateParsedProgram
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         if mains and mains[0].type_ref.name == "Switch":  # TNA (is_tna_main, once the type is resolved)
             self.env.arch = "tna"
@@ -64,6 +67,8 @@ class Checker:
                 raise P4Error(self.env.program.loc, "standard_metadata_t is not declared (include <v1model.p4>)")
             pipeline = self.env.blocks.pipeline(mains[0])
             result = CheckedProgram(self.env.program, self.env.errors, std, pipeline, self.env.program.decls)
+            check_table_names(self.env, list(pipeline.blocks.values()))
+        check_action_names(self.env)
         self._raise_midend()
         return result
 
@@ -76,6 +81,7 @@ class Checker:
     def check_frontend(self) -> FrontendProgram:
         """The frontend-only check (``Checker(program, frontend=True)``): no main needed, any
         architecture (frontend_only.py)."""
+        check_v1model_version(self.env.program)
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         generic = FrontendOnly(self.env)
         for decl in self.env.program.decls:
@@ -83,6 +89,7 @@ class Checker:
             self.env.decls.top_level(decl)
         generic.package_instances()
         generic.uninstantiated_blocks()
+        check_action_names(self.env)
         self._raise_midend()
         return FrontendProgram(self.env.program, self.env.errors, self.env.program.decls, mains[0] if mains else None)
 

@@ -7,13 +7,15 @@ a written type into a ``types.Type``.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from . import ast, limits
+from . import ast, limits, stages
 from .env import Pass
-from .errors import P4Error
+from .errors import Location, P4Error
 from .profiles import PROFILE_EXTERNS
 from .scope import Scope
+from .source_text import find_after
 from .tna import TNA_EXTERNS
 from .types import (
     BOOL,
@@ -53,9 +55,10 @@ class Decls(Pass):
 
     def top_level(self, decl: ast.Decl) -> None:
         if isinstance(decl, ast.ErrorDecl):
-            for name in decl.members:
-                if name in self.env.errors:
-                    raise P4Error(decl.loc, f"error.{name} is declared twice")
+            for i, name in enumerate(decl.members):
+                if name in self.env.errors:  # p4c: at this (the second) declaration
+                    raise P4Error(_member_loc(decl, name, decl.members[:i].count(name)),
+                                  f"{name}: Duplicates declaration {name}")
                 self.env.errors.append(name)
         elif isinstance(decl, ast.MatchKindDecl):
             self.env.match_kinds.update(decl.members)
@@ -144,8 +147,9 @@ class Decls(Pass):
             for name, expr in zip(decl.members, decl.values or []):
                 self.env.exprs.expr(expr, self.env.globals)
                 t.values[name] = wrap(self.env.exprs.const_int(expr), under)
-        if len(set(t.members)) != len(t.members):
-            raise P4Error(decl.loc, f"enum {decl.name} declares a member twice")
+        twice = next((name for i, name in enumerate(t.members) if name in t.members[:i]), None)
+        if twice is not None:  # p4c: at the second
+            raise P4Error(_member_loc(decl, twice, 1), f"{twice}: Duplicates declaration {twice}")
         self._declare_type(decl, t)
 
     def const_decl(self, decl: ast.ConstDecl, scope: Scope) -> None:
@@ -161,6 +165,8 @@ class Decls(Pass):
         if isinstance(t, BlockT) and isinstance(t.decl, ast.BlockTypeDecl) and t.decl.kind == "package":
             return  # the package's arguments are constructor calls: _pipeline checks them
         if isinstance(t, BlockT) and isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
+            if scope is self.env.globals:  # p4c's TypeInference: only a package is instantiated there
+                raise P4Error(decl.loc, f"{decl.name}: cannot instantiate at top-level")
             # its arguments are checked against the parameters' types
             self.env.instances.block_instantiation(decl, t, scope)
             return
@@ -219,7 +225,7 @@ class Decls(Pass):
             if size <= 0:
                 raise P4Error(ref.loc, "a header stack needs a positive size")
             if not is_header_stack(elem):  # P4-16 1.2.4 arrays: p4c's type errors on their uses come first
-                self.env.midend.append((limits.TARGET_STAGE, P4Error(
+                self.env.midend.append((stages.TARGET, P4Error(
                     ref.loc, f"arrays of {elem} are not supported by the built-in target (only header stacks)"), None))
             return StackT(elem, size)
         # named
@@ -239,3 +245,9 @@ class Decls(Pass):
         if isinstance(t, (ast.ParserDecl, ast.ControlDecl, ast.BlockTypeDecl)):
             return BlockT(t)
         return t
+
+
+def _member_loc(decl: ast.Decl, name: str, nth: int) -> Location:
+    """Where the ``nth`` ``name`` (0: the first) is written in the braces of an enum or error."""
+    brace = find_after(decl.loc, r"\{")
+    return find_after(Location(brace.file, brace.line, brace.col + 1), rf"\b{re.escape(name)}\b", nth)

@@ -291,6 +291,24 @@ class Exprs(Pass):
             e.value = e.then.value if e.cond.value else e.other.value
         return e.then.type
 
+    def _shift(self, e: ast.Binary, lt: Type, rt: Type) -> Type:
+        op, lv, rv = e.op, e.left.value, e.right.value
+        if not is_numeric(lt) or not is_numeric(rt):
+            raise P4Error(e.loc, f"'{op}' needs integer operands, got {lt} and {rt}")
+        if isinstance(rt, BitsT) and rt.newtype is not None:  # p4c's TypeInference: a `type` is not bit<S>
+            raise P4Error(e.right.loc, f"{ast.text(e.right)}: The right operand of shift must be either an "
+                          "expression of type bit<S> or a compile-time known value that is a non-negative "
+                          f"integer, but is {rt.newtype.name}")
+        if isinstance(rt, BitsT) and rt.signed:
+            raise P4Error(e.right.loc, "a shift amount must be unsigned")
+        if rv is not None and rv < 0:
+            raise P4Error(e.right.loc, "a shift amount must not be negative")
+        if lt is INFINT and rv is None:
+            raise P4Error(e.loc, "shifting an unsized integer needs a constant shift amount")
+        if lv is not None and rv is not None:
+            e.value = limits.fold_shift(e, lv, rv, lt)
+        return lt
+
     def _e_Binary(self, e: ast.Binary, scope: Scope) -> Type:
         op = e.op
         lt, rt = self.expr(e.left, scope), self.expr(e.right, scope)
@@ -302,17 +320,7 @@ class Exprs(Pass):
                 e.value = (lv and rv) if op == "&&" else (lv or rv)
             return BOOL
         if op in ("<<", ">>"):
-            if not is_numeric(lt) or not is_numeric(rt):
-                raise P4Error(e.loc, f"'{op}' needs integer operands, got {lt} and {rt}")
-            if isinstance(rt, BitsT) and rt.signed:
-                raise P4Error(e.right.loc, "a shift amount must be unsigned")
-            if rv is not None and rv < 0:
-                raise P4Error(e.right.loc, "a shift amount must not be negative")
-            if lt is INFINT and rv is None:
-                raise P4Error(e.loc, "shifting an unsized integer needs a constant shift amount")
-            if lv is not None and rv is not None:
-                e.value = limits.fold_shift(e, lv, rv, lt)
-            return lt
+            return self._shift(e, lt, rt)
         if op == "++":
             if not (isinstance(lt, BitsT) and isinstance(rt, BitsT)):
                 raise P4Error(e.loc, f"'++' needs bit<W>/int<W> operands, got {lt} and {rt}")

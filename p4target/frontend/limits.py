@@ -18,7 +18,6 @@ P4C_MAX_WIDTH = 2048  # p4c's maximumWidthSupported (ir/configuration.h): litera
 MAX_FRAME_BYTES = 65536  # the largest frame the built-in target receives (ports.MAX_FRAME, portio.c)
 TARGET_MAX_WIDTH = 8 * MAX_FRAME_BYTES  # a wider value could never be extracted, emitted or sent
 TARGET_MAX_STACK = MAX_FRAME_BYTES  # every element is allocated; no frame fills more (one byte or more each)
-TARGET_STAGE = 3  # a deferred refusal after p4c's frontend and midend ones (env.midend's stages 0..2)
 TARGET_MAX_CELLS = 1 << 20  # register/counter/meter cells, table entries: allocated (and copied) at switch start
 
 

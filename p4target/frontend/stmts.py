@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import ast
+from . import ast, stages
 from .env import Pass
 from .errors import P4Error
 from .ordering import order_assignment
@@ -150,6 +150,10 @@ class Stmts(Pass):
             self.env.loops -= 1
 
     def _switch(self, s: ast.Switch, scope: Scope) -> None:
+        if isinstance(scope.owner, ast.ActionDecl):  # p4c's midend (EliminateSwitch), in a used action only
+            stages.defer(self.env, stages.MIDEND_UNSUPPORTED,
+                         P4Error(s.loc, "SwitchStatement: switch statements not supported in actions on this target"),
+                         owner=scope.owner)
         t = self.env.exprs.expr(s.subject, scope)
         if not isinstance(t, ActionRunT):
             return self._value_switch(s, t, scope)
@@ -164,6 +168,8 @@ class Stmts(Pass):
                     raise P4Error(label.loc, "a switch on action_run needs action names as labels")
                 if label != "default" and label not in allowed:
                     raise P4Error(case.loc, f"'{label}' is not an action of table {t.table.name}")
+                if label == "default" and label in seen:  # p4c: at the switch
+                    raise P4Error(s.loc, "switch has multiple 'default' labels:")
                 if label in seen:
                     raise P4Error(case.loc, f"switch label '{label}' appears twice")
                 seen.add(label)
@@ -190,10 +196,16 @@ class Stmts(Pass):
                     key: Any = "default"
                 else:
                     self.env.exprs.expr(label, scope)
-                    self.env.exprs.coerce(label, t, "switch label")
+                    try:
+                        self.env.exprs.coerce(label, t, "switch label")
+                    except P4Error:  # p4c's TypeInference, at the switch's subject
+                        raise P4Error(s.subject.loc, f"'{ast.text(s.subject)}' with type '{t}' cannot be compared "
+                                      f"to '{ast.text(label)}' with type '{label.type}'") from None
                     if label.value is None:
                         raise P4Error(label.loc, "switch labels must be compile-time constants")
                     key = label.value
+                if key == "default" and key in seen:  # p4c: at the switch
+                    raise P4Error(s.loc, "switch has multiple 'default' labels:")
                 if key in seen:
                     raise P4Error(case.loc, "a switch label appears twice")
                 seen.add(key)

@@ -490,9 +490,14 @@ class _Builder(Transformer):
     def table_decl(self, meta, c):
         c = _split_annotations(c)
         table = ast.TableDecl(self._loc(meta), c[0], c[1])
-        if not any(kind == "actions" for kind, _ in c[2:]):  # p4c's ValidateParsedProgram, at the name
+        for kind, _, loc in c[2:]:
+            written = "default_action" if kind == "default" else kind
+            if written in table.property_locs:  # p4c refuses a second one, at it (before a missing 'actions')
+                raise P4Error(loc, f"{written}: Duplicates declaration {written}")
+            table.property_locs[written] = loc
+        if not any(kind == "actions" for kind, _, _ in c[2:]):  # p4c's ValidateParsedProgram, at the name
             raise P4Error(self._name_loc(meta, "table", c[1]), f"{c[1]}: expected 'actions' property")
-        for kind, value in c[2:]:
+        for kind, value, _ in c[2:]:
             if kind == "key":
                 table.keys = value
             elif kind == "actions":
@@ -508,24 +513,33 @@ class _Builder(Transformer):
                     table.property_annotations[kind] = annotations
         return table
 
+    def _property_loc(self, meta, keyword: str) -> Location:
+        """Where a table property's name is written (after its annotations and ``const``)."""
+        m = re.compile(rf"\b{keyword}\b").search(self.source.text, getattr(meta, "start_pos", 0))
+        return self._loc(meta) if m is None else self._pos_loc(m.start())
+
+    def _pos_loc(self, pos: int) -> Location:
+        text = self.source.text
+        return self.source.locate(text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos))
+
     def table_key(self, meta, c):
-        return ("key", list(c))
+        return ("key", list(c), self._property_loc(meta, "key"))
 
     def table_actions(self, meta, c):
         c = _split_annotations(c)
-        return ("actions", list(c[1:]))
+        return ("actions", list(c[1:]), self._property_loc(meta, "actions"))
 
     def table_default(self, meta, c):
         c = _split_annotations(c)
-        return ("default", (c[2], c[1] is not None))
+        return ("default", (c[2], c[1] is not None), self._property_loc(meta, "default_action"))
 
     def table_entries(self, meta, c):
         c = _split_annotations(c)
-        return ("entries", (list(c[2:]), c[1] is not None))
+        return ("entries", (list(c[2:]), c[1] is not None), self._property_loc(meta, "entries"))
 
     def table_custom(self, meta, c):
         c = _split_annotations(c)
-        return (str(c[2]), (c[3], c[0]))
+        return (str(c[2]), (c[3], c[0]), self._property_loc(meta, str(c[2])))
 
     def key_element(self, meta, c):
         return ast.KeyElement(self._loc(meta), c[0], c[1], list(c[2:]))

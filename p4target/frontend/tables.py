@@ -4,10 +4,14 @@ their priorities as p4c gives them.
 
 from __future__ import annotations
 
-from . import ast, limits
+import re
+
+from . import ast, limits, stages
 from .env import Pass
 from .errors import P4Error
+from .keynames import key_name
 from .scope import Scope
+from .source_text import find_after
 from .types import (
     BOOL,
     ERROR,
@@ -42,20 +46,65 @@ class Tables(Pass):
             self.env.calls.check_args(ref.loc, wanted, args, {})
         if not all_args:  # the action list: its arguments bind the directional parameters
             self.env.divisions.bind_params(decl, decl.params, args, data=True)
-            if all_args:
-                for a, p in zip(args, wanted):
-                    if p.direction == "" and a.value is None:
-                        raise P4Error(a.loc, "action data here must be a compile-time constant")
+            applied = next((c for c in _postorder(args) if isinstance(c, ast.Call) and c.target is not None
+                            and c.target.kind == "table_apply"), None)
+            if applied is not None:  # p4c's SideEffectOrdering (TablesInActions), a late frontend stage
+                stages.defer(self.env, stages.SIDE_EFFECTS,
+                             P4Error(applied.loc, f"{ast.text(applied)}: table invocation in action argument"),
+                             owner=self.env.owner)
+        else:  # default_action, an entry: p4c's TypeInference wants the action data known
+            for a, p in zip(args, wanted):
+                if p.direction == "" and a.value is None:
+                    raise P4Error(a.loc, f"{ast.text(a)}: action argument must be a compile-time constant")
 
     def table(self, t: ast.TableDecl, scope: Scope) -> None:
+        self._entries_place(t)
+        refs = [*t.actions, *([t.default_action] if t.default_action else []), *(e.action for e in t.entries or [])]
+        missing = next((ref for ref in refs if scope.lookup(ref.name) is None), None)
+        if missing is not None:  # p4c's ResolveReferences, before any type rule
+            raise P4Error(missing.loc, f"{missing.name}: declaration not found")
         self._keys(t, scope)
         names = self._action_list(t, scope)
         self._properties(t, scope)
         self.env.profiles.check_profile_table(t)
         for entry in t.entries or []:
             self._entry(t, entry, scope, names)
+        self._action_scopes(t)
         if t.entries:
             self._entry_priorities(t)
+
+    def _entries_place(self, t: ast.TableDecl) -> None:
+        """p4c's TypeInference: entries need a key, written before them."""
+        entries, key = t.property_locs.get("entries"), t.property_locs.get("key")
+        if entries is None or not t.entries:
+            return
+        if key is None:
+            raise P4Error(t.loc, f"Entries cannot be specified for a table with no key {t.name}")
+        if (key.line, key.col) >= (entries.line, entries.col):
+            raise P4Error(entries, "EntriesList: Entries list must be after table key Key")
+
+    def _action_scopes(self, t: ast.TableDecl) -> None:
+        """p4c's TypeInference: a @defaultonly action in no entry, a @tableonly one never the
+        default (the first in the source is reported, as p4c visits the properties in order)."""
+        marked = {ref.decl: {a.name for a in ref.annotations} for ref in t.actions}
+        wrong = [P4Error(e.loc, "Entry: Action marked with defaultonly used in table")
+                 for e in t.entries or [] if "defaultonly" in marked.get(e.action.decl, ())]
+        if "tableonly" in marked.get(t.default_action.decl, ()):
+            wrong.append(P4Error(t.default_action.loc,
+                                 "default_action: Action marked with tableonly used as default action"))
+        if wrong:
+            raise min(wrong, key=lambda err: (err.loc.line, err.loc.col))
+
+    def _lpm_mask(self, t: ast.TableDecl, ks: ast.Mask, kt: object) -> None:
+        """p4c's P4RuntimeSerializer: an LPM mask is a prefix (ones, then zeros)."""
+        value, mask = ks.base.value, ks.mask.value
+        if not (isinstance(kt, BitsT) and isinstance(value, int) and isinstance(mask, int)):
+            return
+        mask &= kt.mask
+        zeros = kt.width if mask == 0 else (mask & -mask).bit_length() - 1
+        if zeros + bin(mask).count("1") != kt.width:
+            stages.defer(self.env, stages.P4RUNTIME,
+                         P4Error(ks.loc, f"{value & kt.mask} &&& {mask} invalid mask for LPM key"), owner=t)
 
     def _keys(self, t: ast.TableDecl, scope: Scope) -> None:
         for key in t.keys:
@@ -64,6 +113,10 @@ class Tables(Pass):
                 kt = self.env.exprs.expr(key.expr, scope)
             finally:
                 self.env.key_table = None
+            try:
+                key_name(key)
+            except P4Error as err:  # p4c's TableKeyNames, after its type checker
+                stages.defer(self.env, stages.TABLE_KEY_NAMES, err)
             if key.match_kind not in self.env.match_kinds:
                 raise P4Error(key.loc, f"unknown match kind '{key.match_kind}'")
             if key.match_kind not in ("exact", "ternary", "lpm", "range", "optional", "selector"):
@@ -82,6 +135,10 @@ class Tables(Pass):
         # `actions = {}` and no default_action: as p4c, NoAction is added below (@defaultonly) and is
         # the default, so the table only ever runs NoAction.  (No `actions` at all: refused by the parser.)
         names = []
+        written = [ref.name for ref in t.actions]
+        for i, ref in enumerate(t.actions):  # p4c: an action listed twice, refused at the second
+            if ref.name in written[:i]:
+                raise P4Error(ref.loc, f"{ref.name}: Duplicates declaration {ref.name}")
         for ref in t.actions:
             self._action_ref(ref, scope, all_args=False)
             names.append(ref.decl)
@@ -147,8 +204,10 @@ class Tables(Pass):
                 e.priority = ast.IntLit(e.loc, 1 + delta * (len(t.entries) - 1 - i), None, False)
                 e.priority.value, e.priority.type = e.priority.number, INFINT
             return
-        if all(k.match_kind in ("exact", "lpm") for k in t.keys):
-            raise P4Error(given[0].loc, "the table's match kinds do not use priorities, but some are given")
+        if all(k.match_kind in ("exact", "lpm") for k in t.keys):  # p4c's EntryPriorities, at the key's braces
+            key_loc = t.property_locs.get("key", t.loc)
+            raise P4Error(find_after(key_loc, r"\{"),
+                          "Key key match type does not require priorities, but some are specified")
         if t.entries[0].priority is None:
             raise P4Error(t.entries[0].loc, "the first entry must have a priority")
         current = 0
@@ -157,8 +216,9 @@ class Tables(Pass):
                 e.priority = ast.IntLit(e.loc, current, None, False)
                 e.priority.value, e.priority.type = current, INFINT
             current = e.priority.value
-            if current <= 0:
-                raise P4Error(e.loc, f"entry priority {current} is not positive")
+            if current < delta:  # p4c: the next priority would go below 0 (its counter is unsigned)
+                raise P4Error(find_after(t.loc, rf"\btable\s+({re.escape(t.name)})\b", group=1),
+                              f"{t.name} Overflow in priority computation")
             current -= delta
 
     def _priority_annotations(self, t: ast.TableDecl) -> None:
@@ -187,10 +247,12 @@ class Tables(Pass):
             self.env.blocks.keyset_element(ks, key.expr.type, scope)
             if isinstance(ks, ast.Mask) and key.match_kind not in ("ternary", "lpm"):
                 raise P4Error(ks.loc, f"a mask is not allowed on a {key.match_kind} key")
+            if isinstance(ks, ast.Mask) and key.match_kind == "lpm":
+                self._lpm_mask(t, ks, key.expr.type)
             if isinstance(ks, ast.Range) and key.match_kind != "range":
                 raise P4Error(ks.loc, f"a range is not allowed on a {key.match_kind} key")
-            if isinstance(ks, ast.Default) and key.match_kind == "exact":
-                raise P4Error(ks.loc, "an exact key needs a value")
+            if isinstance(ks, ast.Default) and key.match_kind == "exact":  # p4c's type checker lets it pass
+                stages.defer(self.env, stages.P4RUNTIME, P4Error(ks.loc, "an exact key needs a value"), owner=t)
         self._action_ref(entry.action, scope, all_args=True)
         if entry.action.decl not in actions:
             raise P4Error(entry.action.loc, f"action {entry.action.name} is not in the table's actions list")
@@ -198,3 +260,10 @@ class Tables(Pass):
             self.env.exprs.expr(entry.priority, scope)
             if self.env.exprs.const_int(entry.priority) < 0:
                 raise P4Error(entry.priority.loc, "an entry priority cannot be negative")
+
+
+def _postorder(node: object):
+    """The nodes under ``node`` (a node or a list), children before their parent."""
+    for child in ast.children(node):
+        yield from _postorder(child)
+        yield child

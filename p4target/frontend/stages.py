@@ -1,0 +1,32 @@
+"""The named stages of p4c's refusals that come after its type checker, in p4c's order.
+
+p4test runs p4c's FrontEnd (frontends/p4/frontend.cpp), then the P4RuntimeSerializer, then
+the midend, and stops at the first pass that reports an error.  Our checker walks the program
+once, so a refusal of a later pass is put aside (``defer``) and raised at the end of
+``Checker.check()``: the earliest stage first, then source order within it.  The midend stages
+keep their numbers (0..2, see divisions.Divisions.defer); the frontend's late passes and the
+serializer come before them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .env import CheckEnv
+from .errors import P4Error
+
+TABLE_KEY_NAMES = -6  # TableKeyNames: a complex key needs @name
+SIMPLIFY_PARSERS = -5  # SimplifyParsers: a parser that never reaches accept or reject
+SIDE_EFFECTS = -4  # SideEffectOrdering: a table applied in an action argument
+CONTROL_PLANE_NAMES = -3  # DuplicateActionControlPlaneNameCheck, at the end of the FrontEnd
+P4RUNTIME = -2  # P4RuntimeSerializer: P4Info duplicates, LPM masks of entries
+MIDEND_UNSUPPORTED = 0  # the midend's refusals (EliminateSwitch, BMv2's CheckUnsupported)
+MIDEND_FOLDING = 1  # ConstantFolding and StrengthReduction after LocalCopyPropagation
+MIDEND_COMPILE_TIME = 2  # CompileTimeOperations
+TARGET = 3  # the built-in target's own refusals (limits.py), after every refusal p4c would give
+
+
+def defer(env: CheckEnv, stage: int, err: P4Error, owner: Any = None) -> None:
+    """Raise ``err`` at the end of the check unless an earlier stage refuses first; with an
+    ``owner`` (action, function, table) only if something uses it (p4c removed it unused)."""
+    env.midend.append((stage, err, owner))

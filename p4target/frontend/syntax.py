@@ -159,7 +159,17 @@ def _split_annotations(children: list) -> list:
     n = 0
     while n < len(children) and isinstance(children[n], ast.Annotation):
         n += 1
+    _unique_structured(children[:n])
     return [list(children[:n]), *children[n:]]
+
+
+def _unique_structured(annotations: list) -> None:
+    """p4c: a structured annotation's name appears once among an element's annotations."""
+    seen: dict[str, ast.Annotation] = {}
+    for a in annotations:
+        earlier = seen.setdefault(a.name, a)
+        if earlier is not a and (a.structured or earlier.structured):
+            raise P4Error(a.loc, f"@{a.name}: duplicate name for structured annotation")
 
 
 def _names(items: list) -> list[str]:
@@ -229,11 +239,23 @@ class _Builder(Transformer):
         return ast.Annotation(self._loc(meta), c[0], c[1] or [])
 
     def structured_annotation(self, meta, c):
-        """``@name[...]``: p4c takes either an expression list or a key=value list, never both."""
-        args = [a for a in c[1] or [] if a is not None]
-        if len({isinstance(a, ast.NamedArg) for a in args}) > 1:
-            raise P4Error(self._loc(meta), f"syntax error: @{c[0]}[...] mixes expressions and key=value pairs")
-        return ast.Annotation(self._loc(meta), c[0], args)
+        """``@name[...]``: an expression list or a key=value list (the grammar never mixes them)."""
+        loc, args = self._loc(meta), c[1] if len(c) > 1 else []
+        for arg in args:  # p4c's rule for the values: compile-time int, string or bool, never a list
+            value = arg.arg if isinstance(arg, ast.NamedArg) else arg
+            if isinstance(value, ast.ListExpr):
+                items = ", ".join(ast.text(i) for i in value.items)
+                raise P4Error(loc, f"{{ {items} }}: illegal type for structured annotation; "
+                                   "must be int, string or bool")
+        return ast.Annotation(loc, c[0], args, structured=True)
+
+    def structured_exprs(self, meta, c):
+        return [*c[0], c[1]] if len(c) == 2 else list(c)  # left-recursive: (items, item) or (item,)
+
+    structured_kvs = structured_exprs
+
+    def structured_kv(self, meta, c):
+        return ast.NamedArg(self._loc(meta), c[0], c[1])
 
     def annotation_args(self, meta, c):
         return [*c[0], c[1]] if len(c) == 2 else list(c)  # left-recursive: (args, arg) or (arg,)

@@ -29,6 +29,9 @@ _TYPE_DECL = re.compile(
 # `type` is also a legal field or parameter name (`hdr.icmp.type = X;`): a declaration has
 # a type right after the keyword, never `=`, `.` before it or `=` inside.
 _TYPEDEF = re.compile(r"(?<!\.)\b(?:typedef|type)\s+(?=[A-Za-z_])[^;{}=]*?\b([A-Za-z_]\w*)\s*;")
+# `typedef header h { ... } T;` (p4c's derivedTypeDeclarationAsType) names T after the braces
+_DERIVED_TYPEDEF = re.compile(
+    r"\btypedef\s+(?:header|header_union|struct|enum)\b[^{};]*\{[^{}]*\}\s*([A-Za-z_]\w*)\s*;")
 _TYPE_PARAMS = re.compile(r"\b[A-Za-z_]\w*\s*<\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*>")
 _NOT_TYPES = {"bit", "int", "varbit", "bool", "error", "void", "string", "tuple", "match_kind"}
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -36,7 +39,7 @@ _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 def _type_names(text: str) -> set[str]:
     text = _COMMENTS.sub(" ", text)
-    names = set(_TYPE_DECL.findall(text)) | set(_TYPEDEF.findall(text))
+    names = set(_TYPE_DECL.findall(text)) | set(_TYPEDEF.findall(text)) | set(_DERIVED_TYPEDEF.findall(text))
     for group in _TYPE_PARAMS.findall(text):
         names.update(n.strip() for n in group.split(","))
     return names - _NOT_TYPES
@@ -337,6 +340,11 @@ class _Builder(Transformer):
     def typedef_decl(self, meta, c):
         c = _split_annotations(c)
         return ast.Typedef(self._loc(meta), c[0], c[2], c[1])
+
+    def derived_typedef(self, meta, c):
+        """p4c's derivedTypeDeclarationAsType: ``typedef header h {...} T;`` parses, then is refused here."""
+        c = _split_annotations(c)
+        raise _unsupported(self._loc(meta), f"a typedef of a declaration ({c[1].kind} {c[1].name})")
 
     def newtype_decl(self, meta, c):
         c = _split_annotations(c)

@@ -22,6 +22,7 @@ class Node:
 class Annotation(Node):
     name: str
     args: list[Any]  # Expr or str
+    structured: bool = False  # `@name[...]` (p4c: its name is unique among the element's annotations)
 
 
 def find_annotation(annotations: list[Annotation], name: str) -> Annotation | None:

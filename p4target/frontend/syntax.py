@@ -29,6 +29,9 @@ _TYPE_DECL = re.compile(
 # `type` is also a legal field or parameter name (`hdr.icmp.type = X;`): a declaration has
 # a type right after the keyword, never `=`, `.` before it or `=` inside.
 _TYPEDEF = re.compile(r"(?<!\.)\b(?:typedef|type)\s+(?=[A-Za-z_])[^;{}=]*?\b([A-Za-z_]\w*)\s*;")
+# `typedef header h { ... } T;` (p4c's derivedTypeDeclarationAsType) names T after the braces
+_DERIVED_TYPEDEF = re.compile(
+    r"\btypedef\s+(?:header|header_union|struct|enum)\b[^{};]*\{[^{}]*\}\s*([A-Za-z_]\w*)\s*;")
 _TYPE_PARAMS = re.compile(r"\b[A-Za-z_]\w*\s*<\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*>")
 _NOT_TYPES = {"bit", "int", "varbit", "bool", "error", "void", "string", "tuple", "match_kind"}
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -36,7 +39,7 @@ _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 def _type_names(text: str) -> set[str]:
     text = _COMMENTS.sub(" ", text)
-    names = set(_TYPE_DECL.findall(text)) | set(_TYPEDEF.findall(text))
+    names = set(_TYPE_DECL.findall(text)) | set(_TYPEDEF.findall(text)) | set(_DERIVED_TYPEDEF.findall(text))
     for group in _TYPE_PARAMS.findall(text):
         names.update(n.strip() for n in group.split(","))
     return names - _NOT_TYPES
@@ -48,7 +51,7 @@ class _Lexing(threading.local):
 
 
 _lexing = _Lexing()
-_BASE_TYPES = {"bit", "int", "varbit", "bool", "tuple", "error", "string", "void"}
+_BASE_TYPES = {"bit", "int", "varbit", "bool", "tuple", "error", "string", "void", "match_kind", "list", "_"}
 _WORD = re.compile(r"\s*([A-Za-z_]\w*)")
 
 
@@ -61,12 +64,17 @@ class _Retype:
     def process(self, stream):
         prev = None
         for tok in stream:
-            if tok.type == "IDENT" and tok.value in _lexing.type_names:
+            if tok.type == "IDENT" and (tok.value in _lexing.type_names or _list_type_at(tok)):
                 tok.type = "TYPE_IDENT"
             elif tok.type == "LESSTHAN" and prev is not None and prev.type == "IDENT" and _type_args_at(tok):
                 tok.type = "_GENERIC_LT"
             prev = tok
             yield tok
+
+
+def _list_type_at(tok: Token) -> bool:
+    """``list<T>`` (P4-16 1.2.4) is a type; ``list`` elsewhere is an ordinary name, as in p4c."""
+    return tok.value == "list" and _lexing.text[tok.end_pos:].lstrip().startswith("<")
 
 
 def _type_args_at(tok: Token) -> bool:
@@ -153,12 +161,27 @@ def _decimal(digits: str) -> int:
     return value
 
 
+def _unsupported(loc: Location, what: str) -> P4Error:
+    """A construct p4c's grammar accepts that the built-in target does not implement, refused where it is."""
+    return P4Error(loc, f"{what} is not supported by the built-in target")
+
+
 def _split_annotations(children: list) -> list:
     """Fold the leading ``annotation*`` children into one list, so rules index stably."""
     n = 0
     while n < len(children) and isinstance(children[n], ast.Annotation):
         n += 1
+    _unique_structured(children[:n])
     return [list(children[:n]), *children[n:]]
+
+
+def _unique_structured(annotations: list) -> None:
+    """p4c: a structured annotation's name appears once among an element's annotations."""
+    seen: dict[str, ast.Annotation] = {}
+    for a in annotations:
+        earlier = seen.setdefault(a.name, a)
+        if earlier is not a and (a.structured or earlier.structured):
+            raise P4Error(a.loc, f"@{a.name}: duplicate name for structured annotation")
 
 
 def _names(items: list) -> list[str]:
@@ -178,6 +201,8 @@ class _Builder(Transformer):
     def __init__(self, source: Source) -> None:
         super().__init__()
         self.source = source
+        # statement-level instantiations: (start, end, node), refused by the body around them
+        self._pending_instantiations: list[tuple[int, int, ast.Instantiation]] = []
 
     def _loc(self, meta) -> Location:
         if getattr(meta, "empty", True):
@@ -225,8 +250,27 @@ class _Builder(Transformer):
     def annotation(self, meta, c):
         return ast.Annotation(self._loc(meta), c[0], c[1] or [])
 
+    def structured_annotation(self, meta, c):
+        """``@name[...]``: an expression list or a key=value list (the grammar never mixes them)."""
+        loc, args = self._loc(meta), c[1] if len(c) > 1 else []
+        for arg in args:  # p4c's rule for the values: compile-time int, string or bool, never a list
+            value = arg.arg if isinstance(arg, ast.NamedArg) else arg
+            if isinstance(value, ast.ListExpr):
+                items = ", ".join(ast.text(i) for i in value.items)
+                raise P4Error(loc, f"{{ {items} }}: illegal type for structured annotation; "
+                                   "must be int, string or bool")
+        return ast.Annotation(loc, c[0], args, structured=True)
+
+    def structured_exprs(self, meta, c):
+        return [*c[0], c[1]] if len(c) == 2 else list(c)  # left-recursive: (items, item) or (item,)
+
+    structured_kvs = structured_exprs
+
+    def structured_kv(self, meta, c):
+        return ast.NamedArg(self._loc(meta), c[0], c[1])
+
     def annotation_args(self, meta, c):
-        return list(c)
+        return [*c[0], c[1]] if len(c) == 2 else list(c)  # left-recursive: (args, arg) or (arg,)
 
     def string_lit(self, meta, c):
         return ast.StringLit(self._loc(meta), bytes(str(c[0])[1:-1], "utf-8").decode("unicode_escape"))
@@ -278,13 +322,18 @@ class _Builder(Transformer):
         return self._tref(meta, "named", name=str(c[0]))
 
     def specialized_type(self, meta, c):
+        if str(c[0]) == "list":
+            raise _unsupported(self._loc(meta), "the type list<T>")
         return self._tref(meta, "named", name=str(c[0]), args=c[1])
 
     def stack_type(self, meta, c):
         return self._tref(meta, "stack", args=[c[0]], width=c[1])
 
     def tuple_type(self, meta, c):
-        return self._tref(meta, "tuple", args=c[0])
+        return self._tref(meta, "tuple", args=c[0] or [])
+
+    def dontcare_type(self, meta, c):
+        raise _unsupported(self._loc(meta), "the don't-care type '_' as a type argument")
 
     def type_args(self, meta, c):
         return list(c)
@@ -301,6 +350,11 @@ class _Builder(Transformer):
         c = _split_annotations(c)
         return ast.Typedef(self._loc(meta), c[0], c[2], c[1])
 
+    def derived_typedef(self, meta, c):
+        """p4c's derivedTypeDeclarationAsType: ``typedef header h {...} T;`` parses, then is refused here."""
+        c = _split_annotations(c)
+        raise _unsupported(self._loc(meta), f"a typedef of a declaration ({c[1].kind} {c[1].name})")
+
     def newtype_decl(self, meta, c):
         c = _split_annotations(c)
         return ast.Typedef(self._loc(meta), c[0], c[2], c[1], newtype=True)
@@ -310,16 +364,20 @@ class _Builder(Transformer):
         return ast.Field(self._loc(meta), c[0], c[2], c[1])
 
     def header_decl(self, meta, c):
-        c = _split_annotations(c)
-        return ast.HeaderDecl(self._loc(meta), c[0], c[1], list(c[2:]), "header")
+        return self._aggregate(meta, _split_annotations(c), "header")
 
     def header_union_decl(self, meta, c):
-        c = _split_annotations(c)
-        return ast.HeaderDecl(self._loc(meta), c[0], c[1], list(c[2:]), "header_union")
+        return self._aggregate(meta, _split_annotations(c), "header_union")
 
     def struct_decl(self, meta, c):
-        c = _split_annotations(c)
-        return ast.HeaderDecl(self._loc(meta), c[0], c[1], list(c[2:]), "struct")
+        return self._aggregate(meta, _split_annotations(c), "struct")
+
+    def _aggregate(self, meta, c: list, kind: str) -> ast.HeaderDecl:
+        """A header, header_union or struct; generic ones (``struct S<T>``) parse as in p4c, then are refused."""
+        anns, name, tparams = c[:3]
+        if tparams:
+            raise _unsupported(self._name_loc(meta, kind, name), f"the generic {kind} {name}<{', '.join(tparams)}>")
+        return ast.HeaderDecl(self._loc(meta), anns, name, list(c[3:]), kind)
 
     def enum_decl(self, meta, c):
         c = _split_annotations(c)
@@ -341,7 +399,8 @@ class _Builder(Transformer):
         return ast.MatchKindDecl(self._loc(meta), [], "match_kind", _names(c))
 
     def function_proto(self, meta, c):
-        return ast.FunctionProto(self._loc(meta), [], c[1], c[0], c[2] or [], c[3])
+        ret = c[0] if isinstance(c[0], ast.TypeRef) else ast.TypeRef(self._tok_loc(c[0]), "named", name=str(c[0]))
+        return ast.FunctionProto(self._loc(meta), [], c[1], ret, c[2] or [], c[3])
 
     def extern_decl(self, meta, c):
         c = _split_annotations(c)
@@ -354,6 +413,9 @@ class _Builder(Transformer):
         ctors = [m[1] for m in c[3:] if m[0] == "ctor"]
         methods = [m[1] for m in c[3:] if m[0] == "method"]
         abstracts = [m[1] for m in c[3:] if m[0] == "abstract"]
+        for m in methods + abstracts:  # p4c's ValidateParsedProgram: a method named as its extern
+            if m.name == str(c[1]):
+                raise P4Error(m.loc, f"{m.name}: invalid constructor; cannot have a return type")
         return ast.ExternDecl(loc, c[0], str(c[1]), params, ctors, methods, abstracts)
 
     def extern_ctor(self, meta, c):
@@ -379,6 +441,7 @@ class _Builder(Transformer):
 
     def function_decl(self, meta, c):
         c = _split_annotations(c)
+        self._refuse_instantiations(meta, "a function or method")
         c[1].annotations = c[0]
         return ast.FunctionDecl(self._loc(meta), c[0], c[1].name, c[1], c[2])
 
@@ -409,6 +472,11 @@ class _Builder(Transformer):
         return ast.Instantiation(self._loc(meta), c[0], c[3], c[1], c[2], c[4] if len(c) > 4 else None)
 
     def obj_initializer(self, meta, c):
+        """The abstract methods' bodies; an instantiation among them (p4c parses one) waits for the
+        function around it to refuse it, or for ``start`` when there is none."""
+        for decl in c:
+            if isinstance(decl, ast.Instantiation):
+                self._pending_instantiations.append((meta.start_pos, meta.end_pos, decl))
         return list(c)
 
     def value_set_decl(self, meta, c):
@@ -419,6 +487,9 @@ class _Builder(Transformer):
         return None
 
     def start(self, meta, c):
+        if self._pending_instantiations:
+            inst = min((i for _, _, i in self._pending_instantiations), key=lambda i: (i.loc.line, i.loc.col))
+            raise _unsupported(inst.loc, f"the instantiation {inst.name} inside an object initializer")
         return ast.Program(self._loc(meta), [d for d in c if d is not None])
 
     # ---- parsers
@@ -438,7 +509,10 @@ class _Builder(Transformer):
 
     def parser_state(self, meta, c):
         c = _split_annotations(c)
-        return ast.ParserState(self._loc(meta), c[0], c[1], list(c[2:-1]), c[-1])
+        loc = self._loc(meta)
+        self._refuse_instantiations(meta, "a parser state")
+        transition = c[-1] if c[-1] is not None else ast.Transition(loc, "reject")  # p4c: no transition = reject
+        return ast.ParserState(loc, c[0], c[1], list(c[2:-1]), transition)
 
     def transition_direct(self, meta, c):
         return ast.Transition(self._loc(meta), c[0])
@@ -455,6 +529,12 @@ class _Builder(Transformer):
 
     def keyset(self, meta, c):
         return [c[0]]
+
+    def keyset_paren_mask(self, meta, c):
+        return [ast.Mask(self._loc(meta), c[0], c[1])]
+
+    def keyset_paren_range(self, meta, c):
+        return [ast.Range(self._loc(meta), c[0], c[1])]
 
     def keyset_tuple(self, meta, c):
         return list(c)
@@ -481,10 +561,12 @@ class _Builder(Transformer):
         loc = self._loc(meta)
         if tparams:
             raise P4Error(loc, "generic controls are not supported by the built-in target")
+        self._refuse_instantiations(meta, "a control 'apply' block")
         return ast.ControlDecl(loc, anns, name, params, list(c[5:-1]), c[-1], ctor or [])
 
     def action_decl(self, meta, c):
         c = _split_annotations(c)
+        self._refuse_instantiations(meta, "a function or method")
         return ast.ActionDecl(self._loc(meta), c[0], c[1], c[2], c[3])
 
     def table_decl(self, meta, c):
@@ -550,11 +632,17 @@ class _Builder(Transformer):
 
     def entry(self, meta, c):
         c = _split_annotations(c)  # annotations may also follow the action (the spec's place)
-        return ast.Entry(self._loc(meta), c[0] + c[3:], c[1], c[2], None)
+        self._refuse_const_entry(c[1])
+        return ast.Entry(self._loc(meta), c[0] + c[4:], c[2], c[3], None)
 
     def entry_with_priority(self, meta, c):
         c = _split_annotations(c)
-        return ast.Entry(self._loc(meta), c[0] + c[4:], c[2], c[3], c[1])
+        self._refuse_const_entry(c[1])
+        return ast.Entry(self._loc(meta), c[0] + c[5:], c[3], c[4], c[2])
+
+    def _refuse_const_entry(self, const: Token | None) -> None:
+        if const is not None:
+            raise _unsupported(self._tok_loc(const), "a 'const' on one table entry")
 
     # ---- statements
     def block(self, meta, c):
@@ -579,6 +667,22 @@ class _Builder(Transformer):
 
     def type_call_args(self, meta, c):
         return c[0]
+
+    def instantiation_statement(self, meta, c):
+        """p4c parses an instantiation among statements; the enclosing body refuses it (ValidateParsedProgram)."""
+        inst = self.instantiation(meta, c)
+        self._pending_instantiations.append((meta.start_pos, meta.end_pos, inst))
+        return inst
+
+    def _refuse_instantiations(self, meta, where: str) -> None:
+        """The first instantiation among the statements inside ``meta``'s span, with p4c's message."""
+        inside = sorted((s, i.loc.line, i.loc.col, i) for s, e, i in self._pending_instantiations
+                        if meta.start_pos <= s and e <= meta.end_pos)
+        if inside:
+            inst = inside[0][3]
+            if where == "a parser state":
+                raise P4Error(inst.loc, f"{inst.name}: syntax error: an instantiation is not a parser statement")
+            raise P4Error(inst.loc, f"{inst.name}: invalid declaration. Instantiations cannot be in {where}.")
 
     def if_statement(self, meta, c):
         return ast.If(self._loc(meta), c[0], c[1], c[2])
@@ -646,6 +750,12 @@ class _Builder(Transformer):
     def lv_name(self, meta, c):
         return ast.PathExpr(self._tok_loc(c[0]), str(c[0]))
 
+    def lv_top_name(self, meta, c):
+        return ast.PathExpr(self._loc(meta), str(c[0]), top_level=True)
+
+    def plus_slice(self, meta, c):
+        raise _unsupported(self._loc(meta), "an indexed slice [lo +: width]")
+
     def lv_member(self, meta, c):
         return ast.Member(self._loc(meta), c[0], c[1])
 
@@ -700,6 +810,15 @@ class _Builder(Transformer):
     def generic_ctor_call(self, meta, c):
         loc = self._loc(meta)
         return ast.CtorCall(loc, ast.TypeRef(loc, "named", name=str(c[0]), args=c[1]), c[-1])
+
+    def struct_expr(self, meta, c):
+        raise _unsupported(self._loc(meta), "a structure-valued expression with field names { f = e, ... }")
+
+    def dots(self, meta, c):
+        raise _unsupported(self._tok_loc(c[0]), "the '...' expression")
+
+    def invalid_expr(self, meta, c):
+        raise _unsupported(self._tok_loc(c[0]), "the invalid header expression {#}")
 
     def list_expr(self, meta, c):
         return ast.ListExpr(self._loc(meta), c[0])

@@ -78,7 +78,7 @@ class Tables(Pass):
         entries, key = t.property_locs.get("entries"), t.property_locs.get("key")
         if entries is None or not t.entries:
             return
-        if key is None:
+        if key is None or not t.keys:  # `key = {}` is no key either
             raise P4Error(t.loc, f"Entries cannot be specified for a table with no key {t.name}")
         if (key.line, key.col) >= (entries.line, entries.col):
             raise P4Error(entries, "EntriesList: Entries list must be after table key Key")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from p4target.frontend import P4Error, load_program
+from p4target.frontend import P4Error, load_frontend, load_program
 
 
 def _refusal(write_p4, marker: str, **parts: str) -> tuple[P4Error, int, int]:
@@ -283,3 +283,25 @@ def test_select_range_of_two_widths_stays_at_the_element(write_p4):
         load_program(write_p4(text=text))
     line = next(i for i, s in enumerate(text.splitlines(), 1) if s.startswith("8w1 .. 4w3"))
     assert info.value.loc.line == line and not info.value.message.startswith("'SelectExpression'")
+
+
+def _assert_at_both(write_p4, marker: str, message: str, **parts: str) -> None:
+    """As ``_assert_at``, in the target mode and in the frontend-only mode (issue 64)."""
+    _assert_at(write_p4, marker, message, **parts)
+    path = write_p4(**parts)
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    err, (_, line, col) = info.value, _refusal(write_p4, marker, **parts)
+    assert (err.loc.line, err.loc.col, err.message) == (line, col, message)
+
+
+def test_entries_on_a_table_with_an_empty_key(write_p4):
+    _assert_at_both(write_p4, "table t", "Entries cannot be specified for a table with no key t",
+                    locals="action a() { }\ntable t { key = { } actions = { a; }\nconst entries = { _ : a(); } }",
+                    body="t.apply();")
+
+
+def test_switch_label_after_default(write_p4):
+    _assert_at_both(write_p4, "switch (t.apply()", "switch label b follows 'default' label, which is not allowed.",
+                    locals="action a() { }\naction b() { }\ntable t { actions = { a; b; } }",
+                    body="switch (t.apply().action_run) { default: b: { } }")

@@ -305,3 +305,14 @@ def test_switch_label_after_default(write_p4):
     _assert_at_both(write_p4, "switch (t.apply()", "switch label b follows 'default' label, which is not allowed.",
                     locals="action a() { }\naction b() { }\ntable t { actions = { a; b; } }",
                     body="switch (t.apply().action_run) { default: b: { } }")
+
+
+def test_function_calls_an_action(write_p4):
+    _assert_at_both(write_p4, "a();", "a(): Functions cannot call actions",
+                    decls="action a() { }\nvoid f() {\na(); }")
+
+
+def test_control_applied_in_an_action(write_p4):
+    _assert_at_both(write_p4, "sub.apply();", "sub.apply(): apply cannot be called from actions",
+                    decls="control Sub() { apply { } }",
+                    locals="Sub() sub;\naction a() {\nsub.apply(); }", body="a();")

@@ -89,6 +89,8 @@ class Calls(Pass):
     def call_action(self, e: ast.Call, d: ast.ActionDecl, scope: Scope) -> Type:
         if isinstance(scope.owner, ast.ParserDecl):
             raise P4Error(e.loc, "actions cannot be called from a parser")
+        if isinstance(scope.owner, ast.FunctionDecl):  # p4c's TypeInference, before the arguments
+            raise P4Error(e.loc, f"{ast.text(e)}: Functions cannot call actions")
         self.check_args(e.loc, d.params, e.args, {})
         e.target = CallTarget("action", d.name, d)
         self.env.used.add(d)

@@ -446,6 +446,8 @@ class Exprs(Pass):
                 if not isinstance(f.base, ast.PathExpr) or not isinstance(f.base.decl, ast.Instantiation):
                     raise P4Error(e.loc, "apply a control through its instance")
                 self.env.calls.check_args(e.loc, bt.decl.params, e.args, {})
+                if isinstance(scope.owner, ast.ActionDecl):  # p4c's TypeInference, once the arguments fit
+                    raise P4Error(e.loc, f"{text(e)}: apply cannot be called from actions")
                 e.target = CallTarget("block_apply", "apply", f.base.decl)
                 return VOID
             if isinstance(bt, BlockT) and m == "apply" and isinstance(bt.decl, ast.ParserDecl):

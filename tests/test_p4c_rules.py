@@ -316,3 +316,16 @@ def test_control_applied_in_an_action(write_p4):
     _assert_at_both(write_p4, "sub.apply();", "sub.apply(): apply cannot be called from actions",
                     decls="control Sub() { apply { } }",
                     locals="Sub() sub;\naction a() {\nsub.apply(); }", body="a();")
+
+
+_TABLE_T = "action a() { }\ntable t { actions = { a; } }"
+
+
+def test_apply_results_compared(write_p4):
+    _assert_at_both(write_p4, "t.apply() ==", "t.apply() and t.apply(): table application results cannot be compared",
+                    locals=_TABLE_T, body="if (t.apply() == t.apply()) { }")
+
+
+def test_action_run_outside_a_switch(write_p4):
+    _assert_at_both(write_p4, "t.apply().action_run", "t.apply().action_run: only allowed in switch statements",
+                    locals=_TABLE_T, body="bool b = t.apply().action_run == t.apply().action_run;")

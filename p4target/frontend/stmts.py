@@ -155,6 +155,7 @@ class Stmts(Pass):
             stages.defer(self.env, stages.MIDEND_UNSUPPORTED,
                          P4Error(s.loc, "SwitchStatement: switch statements not supported in actions on this target"),
                          owner=scope.owner)
+        self.env.exprs.switch_subject = s.subject  # where p4c allows action_run
         t = self.env.exprs.expr(s.subject, scope)
         if not isinstance(t, ActionRunT):
             return self._value_switch(s, t, scope)

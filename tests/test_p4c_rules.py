@@ -329,3 +329,8 @@ def test_apply_results_compared(write_p4):
 def test_action_run_outside_a_switch(write_p4):
     _assert_at_both(write_p4, "t.apply().action_run", "t.apply().action_run: only allowed in switch statements",
                     locals=_TABLE_T, body="bool b = t.apply().action_run == t.apply().action_run;")
+
+
+def test_default_action_before_the_actions_list(write_p4):
+    _assert_at_both(write_p4, "table t", "t has no action list, so it cannot invoke 'a()'",
+                    locals="action a() { }\ntable t { default_action = a;\nactions = { a; } }", body="t.apply();")

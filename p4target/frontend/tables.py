@@ -64,6 +64,7 @@ class Tables(Pass):
         if missing is not None:  # p4c's ResolveReferences, before any type rule
             raise P4Error(missing.loc, f"{missing.name}: declaration not found")
         self._keys(t, scope)
+        _actions_listed_first(t)
         names = self._action_list(t, scope)
         self._properties(t, scope)
         self.env.profiles.check_profile_table(t)
@@ -260,6 +261,20 @@ class Tables(Pass):
             self.env.exprs.expr(entry.priority, scope)
             if self.env.exprs.const_int(entry.priority) < 0:
                 raise P4Error(entry.priority.loc, "an entry priority cannot be negative")
+
+
+def _actions_listed_first(t: ast.TableDecl) -> None:
+    """p4c's TypeInference checks the properties in source order: a default action or an entry
+    written before the actions list finds no list yet (at the table's name)."""
+    actions = t.property_locs.get("actions")
+    refs = [(t.property_locs.get("default_action"), t.default_action),
+            (t.property_locs.get("entries"), t.entries[0].action if t.entries else None)]
+    early = [(loc, ref) for loc, ref in refs if loc is not None and ref is not None
+             and (actions is None or (loc.line, loc.col) < (actions.line, actions.col))]
+    if early:
+        ref = min(early, key=lambda pair: (pair[0].line, pair[0].col))[1]
+        call = f"{ref.name}({', '.join(ast.text(a) for a in ref.args or [])})"
+        raise P4Error(t.loc, f"{t.name} has no action list, so it cannot invoke '{call}'")
 
 
 def _postorder(node: object):

@@ -334,3 +334,18 @@ def test_action_run_outside_a_switch(write_p4):
 def test_default_action_before_the_actions_list(write_p4):
     _assert_at_both(write_p4, "table t", "t has no action list, so it cannot invoke 'a()'",
                     locals="action a() { }\ntable t { default_action = a;\nactions = { a; } }", body="t.apply();")
+
+
+def test_default_action_rebinds_a_listed_argument(write_p4):
+    _assert_at_both(write_p4, "hdr.h.b, 1)", "hdr.h.b: argument does not match declaration in actions list: hdr.h.a",
+                    locals="action a(inout bit<8> x, bit<8> v) { x = v; }\n"
+                           "table t { actions = { a(hdr.h.a); }\ndefault_action = a(hdr.h.b, 1); }",
+                    body="t.apply();")
+
+
+def test_entry_rebinds_a_listed_constant(write_p4):
+    _assert_at_both(write_p4, "2)", "(bit<8>)8w2: argument does not match declaration in actions list: (bit<8>)8w1",
+                    locals="action a(in bit<8> v) { hdr.h.b = v; }\n"
+                           "table t { key = { hdr.h.a : exact; } actions = { a(1); }\n"
+                           "const entries = { 8w1 : a(\n2); } }",
+                    body="t.apply();")

@@ -156,6 +156,7 @@ class Tables(Pass):
         self._action_ref(t.default_action, scope, all_args=True)
         if t.default_action.decl not in names:
             raise P4Error(t.default_action.loc, "the default action must be in the table's actions list")
+        _bound_args_match(t, t.default_action)
         return names
 
     def _properties(self, t: ast.TableDecl, scope: Scope) -> None:
@@ -257,10 +258,28 @@ class Tables(Pass):
         self._action_ref(entry.action, scope, all_args=True)
         if entry.action.decl not in actions:
             raise P4Error(entry.action.loc, f"action {entry.action.name} is not in the table's actions list")
+        _bound_args_match(t, entry.action)
         if entry.priority is not None:
             self.env.exprs.expr(entry.priority, scope)
             if self.env.exprs.const_int(entry.priority) < 0:
                 raise P4Error(entry.priority.loc, "an entry priority cannot be negative")
+
+
+def _bound_args_match(t: ast.TableDecl, ref: ast.ActionRef) -> None:
+    """p4c's TypeInference: a default action or entry repeats the arguments the actions list binds."""
+    listed = next((r for r in t.actions if r.decl is ref.decl), None)
+    for bound, given in zip(listed.args or [] if listed else [], ref.args or []):
+        same = bound.value == given.value if bound.value is not None else ast.text(bound) == ast.text(given)
+        if not same:
+            raise P4Error(given.loc, f"{_cast_text(given)}: argument does not match declaration in actions list: "
+                          f"{_cast_text(bound)}")
+
+
+def _cast_text(e: ast.Expr) -> str:
+    """An argument as p4c prints it once typed: an untyped literal gets its cast and width."""
+    if isinstance(e, ast.IntLit) and e.width is None and isinstance(e.type, BitsT) and isinstance(e.value, int):
+        return f"({e.type}){e.type.width}{'s' if e.type.signed else 'w'}{e.value}"
+    return ast.text(e)
 
 
 def _actions_listed_first(t: ast.TableDecl) -> None:

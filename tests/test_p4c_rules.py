@@ -349,3 +349,9 @@ def test_entry_rebinds_a_listed_constant(write_p4):
                            "table t { key = { hdr.h.a : exact; } actions = { a(1); }\n"
                            "const entries = { 8w1 : a(\n2); } }",
                     body="t.apply();")
+
+
+def test_extern_methods_that_cannot_be_told_apart(write_p4):
+    _assert_at_both(write_p4, "void f(bit<8> b, bit<8> a);", "Duplicate declaration of f: previous declaration at ",
+                    decls="extern X {\nX();\nvoid f(bit<8> a, bit<8> b);\nvoid f(bit<16> a);\n"
+                          "void f(bit<8> b, bit<8> a);\n}")

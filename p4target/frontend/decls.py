@@ -72,6 +72,7 @@ class Decls(Pass):
         elif isinstance(decl, ast.EnumDecl):
             self._enum(decl)
         elif isinstance(decl, (ast.ExternDecl, ast.BlockTypeDecl)):
+            _overloads_distinct(decl)
             self._declare_type(decl, decl)
         elif isinstance(decl, ast.ExternFunction):
             if isinstance(self.env.globals.values.get(decl.name), ast.ExternFunction):
@@ -251,3 +252,17 @@ def _member_loc(decl: ast.Decl, name: str, nth: int) -> Location:
     """Where the ``nth`` ``name`` (0: the first) is written in the braces of an enum or error."""
     brace = find_after(decl.loc, r"\{")
     return find_after(Location(brace.file, brace.line, brace.col + 1), rf"\b{re.escape(name)}\b", nth)
+
+
+def _overloads_distinct(decl: ast.ExternDecl | ast.BlockTypeDecl) -> None:
+    """p4c's ValidateOverloadedMethods: two methods (or constructors) of one extern with the same
+    name and the same parameter names can never be told apart, so the second is a duplicate."""
+    if not isinstance(decl, ast.ExternDecl):
+        return
+    methods = sorted([*decl.ctors, *decl.methods, *decl.abstracts], key=lambda m: (m.loc.line, m.loc.col))
+    for i, other in enumerate(methods):
+        names = sorted(p.name for p in other.params)
+        first = next((m for m in methods[:i] if m.name == other.name and sorted(p.name for p in m.params) == names),
+                     None)
+        if first is not None:
+            raise P4Error(other.loc, f"Duplicate declaration of {other.name}: previous declaration at ")

@@ -355,3 +355,8 @@ def test_extern_methods_that_cannot_be_told_apart(write_p4):
     _assert_at_both(write_p4, "void f(bit<8> b, bit<8> a);", "Duplicate declaration of f: previous declaration at ",
                     decls="extern X {\nX();\nvoid f(bit<8> a, bit<8> b);\nvoid f(bit<16> a);\n"
                           "void f(bit<8> b, bit<8> a);\n}")
+
+
+def test_a_top_level_name_is_a_type_or_a_value(write_p4):
+    _assert_at_both(write_p4, "bool foo()", "Re-declaration of foo with different type: ",
+                    decls="control foo(inout bit<8> x) { apply { } }\nbool foo() { return true; }")

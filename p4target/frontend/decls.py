@@ -266,3 +266,20 @@ def _overloads_distinct(decl: ast.ExternDecl | ast.BlockTypeDecl) -> None:
                      None)
         if first is not None:
             raise P4Error(other.loc, f"Duplicate declaration of {other.name}: previous declaration at ")
+
+
+_TYPE_DECLS = (ast.Typedef, ast.HeaderDecl, ast.EnumDecl, ast.ExternDecl, ast.BlockTypeDecl, ast.ParserDecl,
+               ast.ControlDecl)
+_VALUE_DECLS = (ast.ConstDecl, ast.ExternFunction, ast.ValueSetDecl, ast.ActionDecl,
+                ast.FunctionDecl)  # not instances: p4c judges them later
+
+
+def top_level_kinds(program: ast.Program) -> None:
+    """p4c's parser (its symbol table, before any pass): a top-level name is a type or a value,
+    never both; the second declaration is refused."""
+    kinds: dict[str, bool] = {}
+    for decl in program.decls:
+        if isinstance(decl, _TYPE_DECLS) or isinstance(decl, _VALUE_DECLS):
+            is_type = isinstance(decl, _TYPE_DECLS)
+            if kinds.setdefault(decl.name, is_type) != is_type:
+                raise P4Error(decl.loc, f"Re-declaration of {decl.name} with different type: ")

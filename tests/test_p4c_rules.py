@@ -360,3 +360,8 @@ def test_extern_methods_that_cannot_be_told_apart(write_p4):
 def test_a_top_level_name_is_a_type_or_a_value(write_p4):
     _assert_at_both(write_p4, "bool foo()", "Re-declaration of foo with different type: ",
                     decls="control foo(inout bit<8> x) { apply { } }\nbool foo() { return true; }")
+
+
+def test_local_shadows_a_parameter(write_p4):
+    _assert_at_both(write_p4, "headers hdr = hdr;", "declaration of 'hdr' shadows a parameter 'hdr'",
+                    body="headers hdr = hdr;")

@@ -365,3 +365,15 @@ def test_a_top_level_name_is_a_type_or_a_value(write_p4):
 def test_local_shadows_a_parameter(write_p4):
     _assert_at_both(write_p4, "headers hdr = hdr;", "declaration of 'hdr' shadows a parameter 'hdr'",
                     body="headers hdr = hdr;")
+
+
+_HALF_RETURN = "bit<8> {name}(in bit<8> x) {{ if (x > 1) {{ return x; }} }}\n"
+
+
+def test_function_without_a_return_on_every_path(write_p4):
+    _assert_at_both(write_p4, "bit<8> f(", "Function 'f' does not return a value on all paths",
+                    decls=_HALF_RETURN.format(name="f"), body="hdr.h.a = f(hdr.h.a);")
+
+
+def test_unused_function_without_a_return_on_every_path_is_accepted(write_p4):
+    load_program(write_p4(decls=_HALF_RETURN.format(name="unused")))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from . import ast
+from . import ast, stages
 from .env import Pass
 from .errors import P4Error
 from .scope import CallTarget, Scope
@@ -53,6 +53,9 @@ class Calls(Pass):
             decl.type = self.env.decls.resolve_type(decl.proto.return_type)
             with self.env.divisions.fresh_values(decl if owned else None, decl.proto.params):  # a function on its own
                 self.env.stmts.stmt(decl.body, Scope(inner, decl))
+            if decl.type is not VOID and not _always_returns(decl.body):
+                stages.defer(self.env, stages.SIMPLIFY_DEF_USE, P4Error(
+                    decl.loc, f"Function '{decl.name}' does not return a value on all paths"), owner=decl)
         finally:
             self.env.type_vars, self.env.generic_names = saved, saved_generic
 
@@ -194,3 +197,20 @@ class Calls(Pass):
                 a = p.default
             result.append(a)
         args[:] = result
+
+
+def _always_returns(s: ast.Stmt | None) -> bool:
+    """Whether every path through ``s`` ends in a return or exit (p4c's SimplifyDefUse, after its
+    SimplifyControlFlow folded constant conditions)."""
+    if isinstance(s, (ast.Return, ast.Exit)):
+        return True
+    if isinstance(s, ast.Block):
+        return any(_always_returns(inner) for inner in s.stmts)
+    if isinstance(s, ast.If):
+        if s.cond.value is True or s.cond.value is False:
+            return _always_returns(s.then if s.cond.value else s.other)
+        return _always_returns(s.then) and _always_returns(s.other)
+    if isinstance(s, ast.Switch):
+        has_default = any(label == "default" for case in s.cases for label in case.labels)
+        return has_default and all(_always_returns(case.body) for case in s.cases if case.body is not None)
+    return False

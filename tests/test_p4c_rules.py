@@ -377,3 +377,8 @@ def test_function_without_a_return_on_every_path(write_p4):
 
 def test_unused_function_without_a_return_on_every_path_is_accepted(write_p4):
     load_program(write_p4(decls=_HALF_RETURN.format(name="unused")))
+
+
+def test_function_calling_itself(write_p4):
+    _assert_at_both(write_p4, "f(x);", "f: declaration not found",
+                    decls="void f(in bit<8> x) {\nf(x); }", body="f(hdr.h.a);")

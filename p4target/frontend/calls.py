@@ -76,6 +76,8 @@ class Calls(Pass):
 
     # ---------------------------------------------------------------- calls
     def call_user_function(self, e: ast.Call, d: ast.FunctionDecl, scope: Any) -> Type:
+        if scope.owner is d:  # p4c's ResolveReferences: a function is not visible in its own body
+            raise P4Error(e.loc, f"{d.name}: declaration not found")
         proto = d.proto
         bindings: dict[str, Type] = {}
         self.check_args(e.loc, proto.params, e.args, bindings, proto.type_params)

@@ -382,3 +382,9 @@ def test_unused_function_without_a_return_on_every_path_is_accepted(write_p4):
 def test_function_calling_itself(write_p4):
     _assert_at_both(write_p4, "f(x);", "f: declaration not found",
                     decls="void f(in bit<8> x) {\nf(x); }", body="f(hdr.h.a);")
+
+
+def test_type_variable_bound_to_a_control(write_p4):
+    _assert_at_both(write_p4, "sub);", "sub: argument cannot have type control Sub",
+                    decls="control Sub() { apply { } }\nvoid g<T>(in T t) { }",
+                    locals="Sub() sub;", body="g(\nsub);")

@@ -15,7 +15,7 @@ from .env import Pass
 from .errors import P4Error
 from .scope import CallTarget, Scope
 from .tna import is_optional
-from .types import INFINT, VOID, TupleT, Type, TypeVar
+from .types import INFINT, VOID, BlockT, TableT, TupleT, Type, TypeVar
 
 
 def contains_call(e: Any) -> bool:
@@ -127,6 +127,7 @@ class Calls(Pass):
                 continue
             pt = self.param_type(p, bindings, type_params or [])
             if isinstance(pt, TypeVar):
+                _bindable(a)
                 if a.type is INFINT or _holds_infint(a.type):
                     raise P4Error(a.loc, f"cannot infer a width for parameter '{p.name}': give the constant a width")
                 bindings[pt.name] = a.type
@@ -216,3 +217,14 @@ def _always_returns(s: ast.Stmt | None) -> bool:
         has_default = any(label == "default" for case in s.cases for label in case.labels)
         return has_default and all(_always_returns(case.body) for case in s.cases if case.body is not None)
     return False
+
+
+def _bindable(arg: ast.Expr) -> None:
+    """p4c's TypeInference: a type variable cannot stand for a table, control, parser or package."""
+    t = arg.type
+    if isinstance(t, TableT) or isinstance(t, BlockT) and not isinstance(t.decl, ast.ExternDecl):
+        kind = "table" if isinstance(t, TableT) else getattr(t.decl, "kind", _BLOCK_KINDS.get(type(t.decl)))
+        raise P4Error(arg.loc, f"{ast.text(arg)}: argument cannot have type {kind} {t.decl.name}")
+
+
+_BLOCK_KINDS = {ast.ControlDecl: "control", ast.ParserDecl: "parser"}

@@ -388,3 +388,8 @@ def test_type_variable_bound_to_a_control(write_p4):
     _assert_at_both(write_p4, "sub);", "sub: argument cannot have type control Sub",
                     decls="control Sub() { apply { } }\nvoid g<T>(in T t) { }",
                     locals="Sub() sub;", body="g(\nsub);")
+
+
+def test_match_annotation_names_a_match_kind(write_p4):
+    _assert_at_both(write_p4, "1 + 1)", "2: value must be a match_kind",
+                    decls="struct vs_t {\n@match(ternary) bit<8> a;\n@match(1 + 1) bit<8> b; }")

@@ -102,6 +102,23 @@ class Decls(Pass):
             raise P4Error(decl.loc, f"type '{decl.name}' is already declared")
         self.env.types[decl.name] = t
 
+    def _match_annotation(self, f: ast.Field) -> None:
+        """p4c's ValidateMatchAnnotations (after its type checker): a field's @match is a match_kind."""
+        note = ast.find_annotation(f.annotations, "match")
+        if note is None or len(note.args) != 1 or not isinstance(note.args[0], ast.Expr):
+            return
+        arg = note.args[0]
+        if isinstance(arg, ast.PathExpr):
+            if arg.name in self.env.match_kinds or self.env.globals.lookup(arg.name) is None:
+                return
+        try:
+            self.env.exprs.expr(arg, self.env.globals)
+        except P4Error:
+            return
+        shown = ast.text(arg) if arg.value is None else str(arg.value)
+        err = P4Error(arg.loc, f"{shown}: value must be a match_kind")
+        stages.defer(self.env, stages.VALIDATE_MATCH_ANNOTATIONS, err)
+
     def _header(self, decl: ast.HeaderDecl) -> None:
         t = HeaderT(decl.name, decl.kind, decl=decl)
         self._declare_type(decl, t)
@@ -109,6 +126,7 @@ class Decls(Pass):
             if f.name in t.fields:
                 raise P4Error(f.loc, f"field '{f.name}' is declared twice in {decl.name}")
             ft = self.resolve_type(f.type_ref)
+            self._match_annotation(f)
             if decl.kind == "header_union":
                 if not (isinstance(ft, HeaderT) and ft.is_header):
                     raise P4Error(f.loc, f"header_union field '{f.name}' must be a header, not {ft}")

@@ -15,6 +15,7 @@ from typing import Any
 from .env import CheckEnv
 from .errors import P4Error
 
+VALIDATE_MATCH_ANNOTATIONS = -7  # ValidateMatchAnnotations: a struct field's @match names no match_kind
 TABLE_KEY_NAMES = -6  # TableKeyNames: a complex key needs @name
 SIMPLIFY_PARSERS = -5  # SimplifyParsers: a parser that never reaches accept or reject
 SIDE_EFFECTS = -4  # SideEffectOrdering: a table applied in an action argument

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from p4target.frontend import P4Error, load_program
+from p4target.frontend import P4Error, load_frontend, load_program
 
 
 def _refusal(write_p4, marker: str, **parts: str) -> tuple[P4Error, int, int]:
@@ -283,3 +283,113 @@ def test_select_range_of_two_widths_stays_at_the_element(write_p4):
         load_program(write_p4(text=text))
     line = next(i for i, s in enumerate(text.splitlines(), 1) if s.startswith("8w1 .. 4w3"))
     assert info.value.loc.line == line and not info.value.message.startswith("'SelectExpression'")
+
+
+def _assert_at_both(write_p4, marker: str, message: str, **parts: str) -> None:
+    """As ``_assert_at``, in the target mode and in the frontend-only mode (issue 64)."""
+    _assert_at(write_p4, marker, message, **parts)
+    path = write_p4(**parts)
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    err, (_, line, col) = info.value, _refusal(write_p4, marker, **parts)
+    assert (err.loc.line, err.loc.col, err.message) == (line, col, message)
+
+
+def test_entries_on_a_table_with_an_empty_key(write_p4):
+    _assert_at_both(write_p4, "table t", "Entries cannot be specified for a table with no key t",
+                    locals="action a() { }\ntable t { key = { } actions = { a; }\nconst entries = { _ : a(); } }",
+                    body="t.apply();")
+
+
+def test_switch_label_after_default(write_p4):
+    _assert_at_both(write_p4, "switch (t.apply()", "switch label b follows 'default' label, which is not allowed.",
+                    locals="action a() { }\naction b() { }\ntable t { actions = { a; b; } }",
+                    body="switch (t.apply().action_run) { default: b: { } }")
+
+
+def test_function_calls_an_action(write_p4):
+    _assert_at_both(write_p4, "a();", "a(): Functions cannot call actions",
+                    decls="action a() { }\nvoid f() {\na(); }")
+
+
+def test_control_applied_in_an_action(write_p4):
+    _assert_at_both(write_p4, "sub.apply();", "sub.apply(): apply cannot be called from actions",
+                    decls="control Sub() { apply { } }",
+                    locals="Sub() sub;\naction a() {\nsub.apply(); }", body="a();")
+
+
+_TABLE_T = "action a() { }\ntable t { actions = { a; } }"
+
+
+def test_apply_results_compared(write_p4):
+    _assert_at_both(write_p4, "t.apply() ==", "t.apply() and t.apply(): table application results cannot be compared",
+                    locals=_TABLE_T, body="if (t.apply() == t.apply()) { }")
+
+
+def test_action_run_outside_a_switch(write_p4):
+    _assert_at_both(write_p4, "t.apply().action_run", "t.apply().action_run: only allowed in switch statements",
+                    locals=_TABLE_T, body="bool b = t.apply().action_run == t.apply().action_run;")
+
+
+def test_default_action_before_the_actions_list(write_p4):
+    _assert_at_both(write_p4, "table t", "t has no action list, so it cannot invoke 'a()'",
+                    locals="action a() { }\ntable t { default_action = a;\nactions = { a; } }", body="t.apply();")
+
+
+def test_default_action_rebinds_a_listed_argument(write_p4):
+    _assert_at_both(write_p4, "hdr.h.b, 1)", "hdr.h.b: argument does not match declaration in actions list: hdr.h.a",
+                    locals="action a(inout bit<8> x, bit<8> v) { x = v; }\n"
+                           "table t { actions = { a(hdr.h.a); }\ndefault_action = a(hdr.h.b, 1); }",
+                    body="t.apply();")
+
+
+def test_entry_rebinds_a_listed_constant(write_p4):
+    _assert_at_both(write_p4, "2)", "(bit<8>)8w2: argument does not match declaration in actions list: (bit<8>)8w1",
+                    locals="action a(in bit<8> v) { hdr.h.b = v; }\n"
+                           "table t { key = { hdr.h.a : exact; } actions = { a(1); }\n"
+                           "const entries = { 8w1 : a(\n2); } }",
+                    body="t.apply();")
+
+
+def test_extern_methods_that_cannot_be_told_apart(write_p4):
+    _assert_at_both(write_p4, "void f(bit<8> b, bit<8> a);", "Duplicate declaration of f: previous declaration at ",
+                    decls="extern X {\nX();\nvoid f(bit<8> a, bit<8> b);\nvoid f(bit<16> a);\n"
+                          "void f(bit<8> b, bit<8> a);\n}")
+
+
+def test_a_top_level_name_is_a_type_or_a_value(write_p4):
+    _assert_at_both(write_p4, "bool foo()", "Re-declaration of foo with different type: ",
+                    decls="control foo(inout bit<8> x) { apply { } }\nbool foo() { return true; }")
+
+
+def test_local_shadows_a_parameter(write_p4):
+    _assert_at_both(write_p4, "headers hdr = hdr;", "declaration of 'hdr' shadows a parameter 'hdr'",
+                    body="headers hdr = hdr;")
+
+
+_HALF_RETURN = "bit<8> {name}(in bit<8> x) {{ if (x > 1) {{ return x; }} }}\n"
+
+
+def test_function_without_a_return_on_every_path(write_p4):
+    _assert_at_both(write_p4, "bit<8> f(", "Function 'f' does not return a value on all paths",
+                    decls=_HALF_RETURN.format(name="f"), body="hdr.h.a = f(hdr.h.a);")
+
+
+def test_unused_function_without_a_return_on_every_path_is_accepted(write_p4):
+    load_program(write_p4(decls=_HALF_RETURN.format(name="unused")))
+
+
+def test_function_calling_itself(write_p4):
+    _assert_at_both(write_p4, "f(x);", "f: declaration not found",
+                    decls="void f(in bit<8> x) {\nf(x); }", body="f(hdr.h.a);")
+
+
+def test_type_variable_bound_to_a_control(write_p4):
+    _assert_at_both(write_p4, "sub);", "sub: argument cannot have type control Sub",
+                    decls="control Sub() { apply { } }\nvoid g<T>(in T t) { }",
+                    locals="Sub() sub;", body="g(\nsub);")
+
+
+def test_match_annotation_names_a_match_kind(write_p4):
+    _assert_at_both(write_p4, "1 + 1)", "2: value must be a match_kind",
+                    decls="struct vs_t {\n@match(ternary) bit<8> a;\n@match(1 + 1) bit<8> b; }")

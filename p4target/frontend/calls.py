@@ -10,12 +10,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from . import ast
+from . import ast, stages
 from .env import Pass
 from .errors import P4Error
 from .scope import CallTarget, Scope
 from .tna import is_optional
-from .types import INFINT, VOID, TupleT, Type, TypeVar
+from .types import INFINT, VOID, BlockT, TableT, TupleT, Type, TypeVar
 
 
 def contains_call(e: Any) -> bool:
@@ -53,6 +53,9 @@ class Calls(Pass):
             decl.type = self.env.decls.resolve_type(decl.proto.return_type)
             with self.env.divisions.fresh_values(decl if owned else None, decl.proto.params):  # a function on its own
                 self.env.stmts.stmt(decl.body, Scope(inner, decl))
+            if decl.type is not VOID and not _always_returns(decl.body):
+                stages.defer(self.env, stages.SIMPLIFY_DEF_USE, P4Error(
+                    decl.loc, f"Function '{decl.name}' does not return a value on all paths"), owner=decl)
         finally:
             self.env.type_vars, self.env.generic_names = saved, saved_generic
 
@@ -73,6 +76,8 @@ class Calls(Pass):
 
     # ---------------------------------------------------------------- calls
     def call_user_function(self, e: ast.Call, d: ast.FunctionDecl, scope: Any) -> Type:
+        if scope.owner is d:  # p4c's ResolveReferences: a function is not visible in its own body
+            raise P4Error(e.loc, f"{d.name}: declaration not found")
         proto = d.proto
         bindings: dict[str, Type] = {}
         self.check_args(e.loc, proto.params, e.args, bindings, proto.type_params)
@@ -89,6 +94,8 @@ class Calls(Pass):
     def call_action(self, e: ast.Call, d: ast.ActionDecl, scope: Scope) -> Type:
         if isinstance(scope.owner, ast.ParserDecl):
             raise P4Error(e.loc, "actions cannot be called from a parser")
+        if isinstance(scope.owner, ast.FunctionDecl):  # p4c's TypeInference, before the arguments
+            raise P4Error(e.loc, f"{ast.text(e)}: Functions cannot call actions")
         self.check_args(e.loc, d.params, e.args, {})
         e.target = CallTarget("action", d.name, d)
         self.env.used.add(d)
@@ -120,6 +127,7 @@ class Calls(Pass):
                 continue
             pt = self.param_type(p, bindings, type_params or [])
             if isinstance(pt, TypeVar):
+                _bindable(a)
                 if a.type is INFINT or _holds_infint(a.type):
                     raise P4Error(a.loc, f"cannot infer a width for parameter '{p.name}': give the constant a width")
                 bindings[pt.name] = a.type
@@ -192,3 +200,31 @@ class Calls(Pass):
                 a = p.default
             result.append(a)
         args[:] = result
+
+
+def _always_returns(s: ast.Stmt | None) -> bool:
+    """Whether every path through ``s`` ends in a return or exit (p4c's SimplifyDefUse, after its
+    SimplifyControlFlow folded constant conditions)."""
+    if isinstance(s, (ast.Return, ast.Exit)):
+        return True
+    if isinstance(s, ast.Block):
+        return any(_always_returns(inner) for inner in s.stmts)
+    if isinstance(s, ast.If):
+        if s.cond.value is True or s.cond.value is False:
+            return _always_returns(s.then if s.cond.value else s.other)
+        return _always_returns(s.then) and _always_returns(s.other)
+    if isinstance(s, ast.Switch):
+        has_default = any(label == "default" for case in s.cases for label in case.labels)
+        return has_default and all(_always_returns(case.body) for case in s.cases if case.body is not None)
+    return False
+
+
+def _bindable(arg: ast.Expr) -> None:
+    """p4c's TypeInference: a type variable cannot stand for a table, control, parser or package."""
+    t = arg.type
+    if isinstance(t, TableT) or isinstance(t, BlockT) and not isinstance(t.decl, ast.ExternDecl):
+        kind = "table" if isinstance(t, TableT) else getattr(t.decl, "kind", _BLOCK_KINDS.get(type(t.decl)))
+        raise P4Error(arg.loc, f"{ast.text(arg)}: argument cannot have type {kind} {t.decl.name}")
+
+
+_BLOCK_KINDS = {ast.ControlDecl: "control", ast.ParserDecl: "parser"}

@@ -20,7 +20,7 @@ from . import ast
 from .blocks import PIPELINE_BLOCKS, Blocks
 from .calls import Calls
 from .control_plane import check_action_names, check_table_names
-from .decls import Decls
+from .decls import Decls, top_level_kinds
 from .divisions import Divisions, used_closure
 from .env import CheckEnv
 from .errors import P4Error
@@ -52,6 +52,7 @@ class Checker:
 
     def check(self) -> CheckedProgram:
         check_v1model_version(self.env.program)  # p4test's --pp, before ValidateParsedProgram
+        top_level_kinds(self.env.program)
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         if mains and mains[0].type_ref.name == "Switch":  # TNA (is_tna_main, once the type is resolved)
             self.env.arch = "tna"
@@ -82,6 +83,7 @@ class Checker:
         """The frontend-only check (``Checker(program, frontend=True)``): no main needed, any
         architecture (frontend_only.py)."""
         check_v1model_version(self.env.program)
+        top_level_kinds(self.env.program)
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         generic = FrontendOnly(self.env)
         for decl in self.env.program.decls:

@@ -72,6 +72,7 @@ class Decls(Pass):
         elif isinstance(decl, ast.EnumDecl):
             self._enum(decl)
         elif isinstance(decl, (ast.ExternDecl, ast.BlockTypeDecl)):
+            _overloads_distinct(decl)
             self._declare_type(decl, decl)
         elif isinstance(decl, ast.ExternFunction):
             if isinstance(self.env.globals.values.get(decl.name), ast.ExternFunction):
@@ -101,6 +102,23 @@ class Decls(Pass):
             raise P4Error(decl.loc, f"type '{decl.name}' is already declared")
         self.env.types[decl.name] = t
 
+    def _match_annotation(self, f: ast.Field) -> None:
+        """p4c's ValidateMatchAnnotations (after its type checker): a field's @match is a match_kind."""
+        note = ast.find_annotation(f.annotations, "match")
+        if note is None or len(note.args) != 1 or not isinstance(note.args[0], ast.Expr):
+            return
+        arg = note.args[0]
+        if isinstance(arg, ast.PathExpr):
+            if arg.name in self.env.match_kinds or self.env.globals.lookup(arg.name) is None:
+                return
+        try:
+            self.env.exprs.expr(arg, self.env.globals)
+        except P4Error:
+            return
+        shown = ast.text(arg) if arg.value is None else str(arg.value)
+        err = P4Error(arg.loc, f"{shown}: value must be a match_kind")
+        stages.defer(self.env, stages.VALIDATE_MATCH_ANNOTATIONS, err)
+
     def _header(self, decl: ast.HeaderDecl) -> None:
         t = HeaderT(decl.name, decl.kind, decl=decl)
         self._declare_type(decl, t)
@@ -108,6 +126,7 @@ class Decls(Pass):
             if f.name in t.fields:
                 raise P4Error(f.loc, f"field '{f.name}' is declared twice in {decl.name}")
             ft = self.resolve_type(f.type_ref)
+            self._match_annotation(f)
             if decl.kind == "header_union":
                 if not (isinstance(ft, HeaderT) and ft.is_header):
                     raise P4Error(f.loc, f"header_union field '{f.name}' must be a header, not {ft}")
@@ -251,3 +270,34 @@ def _member_loc(decl: ast.Decl, name: str, nth: int) -> Location:
     """Where the ``nth`` ``name`` (0: the first) is written in the braces of an enum or error."""
     brace = find_after(decl.loc, r"\{")
     return find_after(Location(brace.file, brace.line, brace.col + 1), rf"\b{re.escape(name)}\b", nth)
+
+
+def _overloads_distinct(decl: ast.ExternDecl | ast.BlockTypeDecl) -> None:
+    """p4c's ValidateOverloadedMethods: two methods (or constructors) of one extern with the same
+    name and the same parameter names can never be told apart, so the second is a duplicate."""
+    if not isinstance(decl, ast.ExternDecl):
+        return
+    methods = sorted([*decl.ctors, *decl.methods, *decl.abstracts], key=lambda m: (m.loc.line, m.loc.col))
+    for i, other in enumerate(methods):
+        names = sorted(p.name for p in other.params)
+        first = next((m for m in methods[:i] if m.name == other.name and sorted(p.name for p in m.params) == names),
+                     None)
+        if first is not None:
+            raise P4Error(other.loc, f"Duplicate declaration of {other.name}: previous declaration at ")
+
+
+_TYPE_DECLS = (ast.Typedef, ast.HeaderDecl, ast.EnumDecl, ast.ExternDecl, ast.BlockTypeDecl, ast.ParserDecl,
+               ast.ControlDecl)
+_VALUE_DECLS = (ast.ConstDecl, ast.ExternFunction, ast.ValueSetDecl, ast.ActionDecl,
+                ast.FunctionDecl)  # not instances: p4c judges them later
+
+
+def top_level_kinds(program: ast.Program) -> None:
+    """p4c's parser (its symbol table, before any pass): a top-level name is a type or a value,
+    never both; the second declaration is refused."""
+    kinds: dict[str, bool] = {}
+    for decl in program.decls:
+        if isinstance(decl, _TYPE_DECLS) or isinstance(decl, _VALUE_DECLS):
+            is_type = isinstance(decl, _TYPE_DECLS)
+            if kinds.setdefault(decl.name, is_type) != is_type:
+                raise P4Error(decl.loc, f"Re-declaration of {decl.name} with different type: ")

@@ -67,6 +67,8 @@ def _flatten_slice(e: ast.Slice, hi: int, lo: int) -> None:
 class Exprs(Pass):
     """Expressions: types, constant values, the callee of a call."""
 
+    switch_subject: ast.Expr | None = None  # the subject of the switch being checked (stmts.py sets it)
+
     def const_int(self, e: ast.Expr) -> int:
         if not isinstance(e.value, int) or isinstance(e.value, bool):
             raise P4Error(e.loc, "expected a compile-time integer constant")
@@ -181,6 +183,8 @@ class Exprs(Pass):
             if e.member in ("hit", "miss"):
                 return BOOL
             if e.member == "action_run":
+                if e is not self.switch_subject:  # p4c's TypeInference
+                    raise P4Error(e.loc, f"{text(e)}: only allowed in switch statements")
                 return ActionRunT(bt.table)
             raise P4Error(e.loc, f"table apply result has no member '{e.member}'")
         if isinstance(bt, (TableT, BlockT, ExternT)):
@@ -312,6 +316,7 @@ class Exprs(Pass):
     def _e_Binary(self, e: ast.Binary, scope: Scope) -> Type:
         op = e.op
         lt, rt = self.expr(e.left, scope), self.expr(e.right, scope)
+        _apply_results_compared(e, lt, rt)
         lv, rv = e.left.value, e.right.value
         if op in ("&&", "||"):
             self.coerce(e.left, BOOL, f"operand of '{op}'")
@@ -398,6 +403,16 @@ class Exprs(Pass):
         self.env.divisions.forget_after_call(e)
         return t
 
+    def _control_apply(self, e: ast.Call, f: ast.Member, bt: BlockT, scope: Scope) -> Type:
+        """``instance.apply(...)`` of a control instance."""
+        if not isinstance(f.base, ast.PathExpr) or not isinstance(f.base.decl, ast.Instantiation):
+            raise P4Error(e.loc, "apply a control through its instance")
+        self.env.calls.check_args(e.loc, bt.decl.params, e.args, {})
+        if isinstance(scope.owner, ast.ActionDecl):  # p4c's TypeInference, once the arguments fit
+            raise P4Error(e.loc, f"{text(e)}: apply cannot be called from actions")
+        e.target = CallTarget("block_apply", "apply", f.base.decl)
+        return VOID
+
     def _e_call_target(self, e: ast.Call, f: ast.Expr, scope: Scope) -> Type:
         if isinstance(f, ast.PathExpr):
             self.expr(f, scope)
@@ -443,11 +458,7 @@ class Exprs(Pass):
                 self.env.divisions.apply_key_divisions(bt.decl)
                 return ApplyResultT(bt.decl)
             if isinstance(bt, BlockT) and m == "apply" and isinstance(bt.decl, ast.ControlDecl):
-                if not isinstance(f.base, ast.PathExpr) or not isinstance(f.base.decl, ast.Instantiation):
-                    raise P4Error(e.loc, "apply a control through its instance")
-                self.env.calls.check_args(e.loc, bt.decl.params, e.args, {})
-                e.target = CallTarget("block_apply", "apply", f.base.decl)
-                return VOID
+                return self._control_apply(e, f, bt, scope)
             if isinstance(bt, BlockT) and m == "apply" and isinstance(bt.decl, ast.ParserDecl):
                 return self.env.instances.parser_apply(e, f, bt, scope)
             if isinstance(bt, ExternT):
@@ -457,3 +468,9 @@ class Exprs(Pass):
                                                         (ast.ControlDecl, ast.ParserDecl)):
             return self.env.instances.direct_apply(e, f, scope)  # `MyControl.apply(...)` (instances.py)
         raise P4Error(e.loc, "this expression is not callable")
+
+
+def _apply_results_compared(e: ast.Binary, lt: Type, rt: Type) -> None:
+    """p4c's TypeInference: `t.apply() == ...` has no meaning (an apply result is no value)."""
+    if e.op in ("==", "!=") and (isinstance(lt, ApplyResultT) or isinstance(rt, ApplyResultT)):
+        raise P4Error(e.left.loc, f"{text(e.left)} and {text(e.right)}: table application results cannot be compared")

@@ -36,6 +36,7 @@ class Scope:
             raise P4Error(decl.loc, f"Duplicate declaration of {decl.name}")
         if decl.name in self.values:
             raise P4Error(decl.loc, f"'{decl.name}' is already declared in this scope")
+        _no_parameter_shadowed(self, decl)
         self.values[decl.name] = decl
 
     def declare_loop_variable(self, decl: ast.Decl) -> None:
@@ -58,3 +59,12 @@ class Scope:
         while scope.parent is not None:
             scope = scope.parent
         return scope
+
+
+def _no_parameter_shadowed(scope: Scope, decl: ast.Decl) -> None:
+    """p4c's ResolveReferences (checkShadowing): a declaration other than a parameter may not
+    hide an enclosing block's parameter (only a warning for anything else)."""
+    if isinstance(decl, ast.Param) or scope.parent is None:
+        return
+    if isinstance(scope.parent.lookup(decl.name), ast.Param):
+        raise P4Error(decl.loc, f"declaration of '{decl.name}' shadows a parameter '{decl.name}'")

@@ -15,9 +15,11 @@ from typing import Any
 from .env import CheckEnv
 from .errors import P4Error
 
+VALIDATE_MATCH_ANNOTATIONS = -7  # ValidateMatchAnnotations: a struct field's @match names no match_kind
 TABLE_KEY_NAMES = -6  # TableKeyNames: a complex key needs @name
 SIMPLIFY_PARSERS = -5  # SimplifyParsers: a parser that never reaches accept or reject
 SIDE_EFFECTS = -4  # SideEffectOrdering: a table applied in an action argument
+SIMPLIFY_DEF_USE = -3.5  # SimplifyDefUse: a function that does not return a value on all paths
 CONTROL_PLANE_NAMES = -3  # DuplicateActionControlPlaneNameCheck, at the end of the FrontEnd
 P4RUNTIME = -2  # P4RuntimeSerializer: P4Info duplicates, LPM masks of entries
 MIDEND_UNSUPPORTED = 0  # the midend's refusals (EliminateSwitch, BMv2's CheckUnsupported)

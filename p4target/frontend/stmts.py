@@ -150,10 +150,12 @@ class Stmts(Pass):
             self.env.loops -= 1
 
     def _switch(self, s: ast.Switch, scope: Scope) -> None:
+        _default_last(s)
         if isinstance(scope.owner, ast.ActionDecl):  # p4c's midend (EliminateSwitch), in a used action only
             stages.defer(self.env, stages.MIDEND_UNSUPPORTED,
                          P4Error(s.loc, "SwitchStatement: switch statements not supported in actions on this target"),
                          owner=scope.owner)
+        self.env.exprs.switch_subject = s.subject  # where p4c allows action_run
         t = self.env.exprs.expr(s.subject, scope)
         if not isinstance(t, ActionRunT):
             return self._value_switch(s, t, scope)
@@ -234,3 +236,15 @@ class Stmts(Pass):
         if isinstance(e, (ast.Index, ast.Slice)):
             return self.lvalue(e.base)
         raise P4Error(e.loc, "this expression cannot be assigned to")
+
+
+def _default_last(s: ast.Switch) -> None:
+    """p4c's ValidateParsedProgram (before any type rule): `default` is the last label, at the switch."""
+    labels = [label for case in s.cases for label in case.labels]
+    first = next((i for i, label in enumerate(labels) if label == "default"), len(labels) - 1)
+    if first + 1 < len(labels):
+        label = labels[first + 1]
+        if label == "default":
+            raise P4Error(s.loc, "switch has multiple 'default' labels:")
+        name = label if isinstance(label, str) else ast.text(label)
+        raise P4Error(s.loc, f"switch label {name} follows 'default' label, which is not allowed.")

@@ -64,6 +64,7 @@ class Tables(Pass):
         if missing is not None:  # p4c's ResolveReferences, before any type rule
             raise P4Error(missing.loc, f"{missing.name}: declaration not found")
         self._keys(t, scope)
+        _actions_listed_first(t)
         names = self._action_list(t, scope)
         self._properties(t, scope)
         self.env.profiles.check_profile_table(t)
@@ -78,7 +79,7 @@ class Tables(Pass):
         entries, key = t.property_locs.get("entries"), t.property_locs.get("key")
         if entries is None or not t.entries:
             return
-        if key is None:
+        if key is None or not t.keys:  # `key = {}` is no key either
             raise P4Error(t.loc, f"Entries cannot be specified for a table with no key {t.name}")
         if (key.line, key.col) >= (entries.line, entries.col):
             raise P4Error(entries, "EntriesList: Entries list must be after table key Key")
@@ -155,6 +156,7 @@ class Tables(Pass):
         self._action_ref(t.default_action, scope, all_args=True)
         if t.default_action.decl not in names:
             raise P4Error(t.default_action.loc, "the default action must be in the table's actions list")
+        _bound_args_match(t, t.default_action)
         return names
 
     def _properties(self, t: ast.TableDecl, scope: Scope) -> None:
@@ -256,10 +258,42 @@ class Tables(Pass):
         self._action_ref(entry.action, scope, all_args=True)
         if entry.action.decl not in actions:
             raise P4Error(entry.action.loc, f"action {entry.action.name} is not in the table's actions list")
+        _bound_args_match(t, entry.action)
         if entry.priority is not None:
             self.env.exprs.expr(entry.priority, scope)
             if self.env.exprs.const_int(entry.priority) < 0:
                 raise P4Error(entry.priority.loc, "an entry priority cannot be negative")
+
+
+def _bound_args_match(t: ast.TableDecl, ref: ast.ActionRef) -> None:
+    """p4c's TypeInference: a default action or entry repeats the arguments the actions list binds."""
+    listed = next((r for r in t.actions if r.decl is ref.decl), None)
+    for bound, given in zip(listed.args or [] if listed else [], ref.args or []):
+        same = bound.value == given.value if bound.value is not None else ast.text(bound) == ast.text(given)
+        if not same:
+            raise P4Error(given.loc, f"{_cast_text(given)}: argument does not match declaration in actions list: "
+                          f"{_cast_text(bound)}")
+
+
+def _cast_text(e: ast.Expr) -> str:
+    """An argument as p4c prints it once typed: an untyped literal gets its cast and width."""
+    if isinstance(e, ast.IntLit) and e.width is None and isinstance(e.type, BitsT) and isinstance(e.value, int):
+        return f"({e.type}){e.type.width}{'s' if e.type.signed else 'w'}{e.value}"
+    return ast.text(e)
+
+
+def _actions_listed_first(t: ast.TableDecl) -> None:
+    """p4c's TypeInference checks the properties in source order: a default action or an entry
+    written before the actions list finds no list yet (at the table's name)."""
+    actions = t.property_locs.get("actions")
+    refs = [(t.property_locs.get("default_action"), t.default_action),
+            (t.property_locs.get("entries"), t.entries[0].action if t.entries else None)]
+    early = [(loc, ref) for loc, ref in refs if loc is not None and ref is not None
+             and (actions is None or (loc.line, loc.col) < (actions.line, actions.col))]
+    if early:
+        ref = min(early, key=lambda pair: (pair[0].line, pair[0].col))[1]
+        call = f"{ref.name}({', '.join(ast.text(a) for a in ref.args or [])})"
+        raise P4Error(t.loc, f"{t.name} has no action list, so it cannot invoke '{call}'")
 
 
 def _postorder(node: object):

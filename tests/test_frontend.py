@@ -13,7 +13,7 @@ from p4target.frontend import P4Error, load_program
 from p4target.frontend.syntax import parse_int_literal
 from p4target.frontend.types import BitsT
 
-from .conftest import P4_DIR
+from .conftest import P4_DIR, SKELETON
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -55,7 +55,7 @@ def _error(write_p4, **kw) -> P4Error:
     ({"body": "hdr.h.zz = 1;"}, 14, "has no field 'zz'"),
     ({"body": "hdr.h.a = hdr.h.a[8:2];"}, 14, "slice [8:2] is out of range"),
     ({"locals": "bit<8> x; action a(in bit<8> v) { v = 1; }"}, 13, "cannot assign to 'v'"),
-    ({"decls": "header_union u_t { bit<8> x; }"}, 7, "header_union field 'x' must be a header"),
+    ({"decls": "header_union u_t { bit<8> x; }"}, 7, "Field 'x' of 'header_union u_t' cannot have type 'bit<8>'"),
     ({"locals": "Checksum16() ck;"}, 13, "extern 'Checksum16' is not supported"),
     ({"body": "resubmit(hdr.h.a);"}, 14, "resubmit: unknown extern function"),
     ({"body": "if (hdr.h.a) { }"}, 14, "expected bool, got bit<8>"),
@@ -380,6 +380,22 @@ def test_a_generic_function_that_does_not_cast_its_type_variable_runs(write_p4):
     body = "hdr.h.a = same(hdr.h.b) + same<bit<8>>(hdr.h.b); sm.egress_spec = 1;"
     out = Switch.from_file(write_p4(body=body, decls=decls)).process(0, bytes([0, 3, 0, 0]))
     assert out[0].data == bytes([6, 3, 0, 0])
+
+
+def test_generic_headers_and_structs_run_as_their_specializations(write_p4):
+    """``G<bit<8>>`` and ``G<bit<16>>`` are two header types, ``M<bit<8>>`` a struct, and a
+    ``typedef header`` both a header and its alias: each runs as the concrete type it is."""
+    text = SKELETON.replace("struct headers {{ h_t h; }}", "header G<T> {{ bit<8> a; T b; }}\n"
+                            "struct M<T> {{ T x; }}\ntypedef header k_t {{ bit<8> k; }} K;\n"
+                            "struct headers {{ h_t h; G<bit<8>> g; G<bit<16>> w; K k; }}")
+    text = text.replace("struct metadata {{ }}", "struct metadata {{ M<bit<8>> m; }}")
+    text = text.replace("pkt.extract(hdr.h);", "pkt.extract(hdr.h); pkt.extract(hdr.g); pkt.extract(hdr.w); "
+                        "pkt.extract(hdr.k);").replace("pkt.emit(hdr.h);", "pkt.emit(hdr);")
+    body = ("meta.m.x = hdr.g.b + 1; G<bit<8>> t = hdr.g; t.a = meta.m.x; hdr.g = t; hdr.w.b = hdr.w.b + 1; "
+            "hdr.k.k = 9; sm.egress_spec = 1;")
+    path = write_p4(text=text.format(body=body, locals="", decls=""))
+    out = Switch.from_file(path).process(0, bytes([0, 0, 0, 0, 1, 2, 0, 5, 7, 0xaa]))
+    assert out[0].data == bytes([0, 0, 0, 0, 3, 2, 0, 5, 8, 9])
 
 
 SUB = ("control Sub(inout bit<8> x) { apply { x = x + 1; } }\n"

@@ -393,3 +393,41 @@ def test_type_variable_bound_to_a_control(write_p4):
 def test_match_annotation_names_a_match_kind(write_p4):
     _assert_at_both(write_p4, "1 + 1)", "2: value must be a match_kind",
                     decls="struct vs_t {\n@match(ternary) bit<8> a;\n@match(1 + 1) bit<8> b; }")
+
+
+# ---- generic structs, headers and header_unions (p4c's TypeInference on their specializations)
+GEN = "struct S<T> { T f; }\nheader G<T> { bit<8> a; T t; }\n"
+
+
+@pytest.mark.parametrize("decls, locals, marker, message", [
+    ("", "G<int> g;", "t; }", "Field 't' of 'header G' cannot have type 'int'"),
+    ("", "S<int> s;", "f; }", "Field 'f' of 'struct S' cannot have type 'int'"),
+    ("header_union U<T> { T u; }\n", "U<bit<8>> x;", "u; }", "Field 'u' of 'header_union U' cannot have type 'bit<8>'"),
+    ("struct R { bit<8> r; }\n", "G<R[2]>[2] g;", "t; }", "Field 't' of 'header G' cannot have type 'R[2]'"),
+    ("typedef S<bit<8>> S8;\ntypedef S<S8> SS;", "", "S<S8>", "S: contains self 'struct S' as type argument"),
+    ("typedef S<S> SS;", "", "S<S>", "S: contains self 'struct S' as type argument"),
+    ("typedef G<S> GS;", "", "S> GS", "S: generic type needs type arguments"),
+    ("typedef S X;", "", "S X", "S: no type parameters supplied for generic type"),
+    ("extern S f();", "", "S f()", "S: no type parameters supplied for return generic type"),
+    ("parser Q<T>(in T a);", "S<Q<bit<8>>> s;", "S<Q<bit<8>>> s",
+     "S<Q<bit<8>>>: Cannot use parser Q as a type parameter"),
+    ("", "S<bit<8>, bit<8>> s;", "S<bit<8>, bit<8>> s",
+     "S<bit<8>, bit<8>>: Type struct S has 1 type parameter(s), but it is specialized with 2"),
+    ("struct Z { Z z; }", "", "Z z", "Self-referencing types not supported: 'Z' within 'struct Z'"),
+    ("type int N_t;", "", "N_t", "N_t: `type' can only be applied to base types"),
+])
+def test_generic_declarations_and_their_specializations(write_p4, decls, locals, marker, message):
+    _assert_at_both(write_p4, marker, message, decls=GEN + decls, locals=locals)
+
+
+def test_values_of_a_type_variable_are_not_compared(write_p4):
+    """p4c checks a generic function's body once, with its type variables unbound."""
+    _assert_at_both(write_p4, "a == b", "a and b: values of a type variable cannot be compared",
+                    decls="bool same<T>(in T a, in T b) { return a == b; }",
+                    body="if (same(hdr.h.a, hdr.h.b)) { hdr.h.c = 1; }")
+
+
+def test_a_generic_struct_in_a_generic_function_takes_its_type_variable(write_p4):
+    """``S<T>`` inside ``f<T>`` is no self-reference even where the call binds T to an ``S``."""
+    decls = GEN + "T pick<T>(in T a) { S<T> v; v.f = a; return v.f; }"
+    assert load_program(write_p4(decls=decls, locals="S<bit<8>> s;", body="s.f = hdr.h.a; s = pick(s);"))

@@ -303,6 +303,7 @@ class Field(Decl):
 class HeaderDecl(Decl):
     fields: list[Field]
     kind: str = "header"  # header | struct | header_union
+    type_params: list[str] = field(default_factory=list)  # a generic declaration's (``struct S<T>``)
 
 
 @dataclass(eq=False, slots=True)

@@ -27,6 +27,7 @@ from .errors import P4Error
 from .exprs import Exprs
 from .externs import V1MODEL_FUNCTIONS, Externs
 from .frontend_only import FrontendOnly
+from .generics import self_references
 from .instances import Instances
 from .profiles import Profiles
 from .program import CheckedProgram, FrontendProgram
@@ -53,6 +54,7 @@ class Checker:
     def check(self) -> CheckedProgram:
         check_v1model_version(self.env.program)  # p4test's --pp, before ValidateParsedProgram
         top_level_kinds(self.env.program)
+        self_references(self.env.program)
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         if mains and mains[0].type_ref.name == "Switch":  # TNA (is_tna_main, once the type is resolved)
             self.env.arch = "tna"
@@ -84,6 +86,7 @@ class Checker:
         architecture (frontend_only.py)."""
         check_v1model_version(self.env.program)
         top_level_kinds(self.env.program)
+        self_references(self.env.program)
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         generic = FrontendOnly(self.env)
         for decl in self.env.program.decls:

@@ -13,12 +13,14 @@ from typing import Any
 from . import ast, limits, stages
 from .env import Pass
 from .errors import Location, P4Error
+from .generics import check_return_type, check_type_arg, contains_self, has_type_var, is_generic, specialized_name
 from .profiles import PROFILE_EXTERNS
 from .scope import Scope
 from .source_text import find_after
 from .tna import TNA_EXTERNS
 from .types import (
     BOOL,
+    DONTCARE,
     ERROR,
     INFINT,
     MATCH_KIND,
@@ -32,6 +34,7 @@ from .types import (
     StackT,
     TupleT,
     Type,
+    TypeVar,
     VarbitT,
     bit_width,
     is_bits_struct,
@@ -63,18 +66,18 @@ class Decls(Pass):
         elif isinstance(decl, ast.MatchKindDecl):
             self.env.match_kinds.update(decl.members)
         elif isinstance(decl, ast.Typedef):
-            t = self.resolve_type(decl.type_ref)
-            if decl.newtype and isinstance(t, BitsT):  # a `type` keeps its name for P4Runtime (p4info.py)
-                t = BitsT(t.width, t.signed, decl)
-            self._declare_type(decl, t)
+            self._typedef(decl)
         elif isinstance(decl, ast.HeaderDecl):
             self._header(decl)
         elif isinstance(decl, ast.EnumDecl):
             self._enum(decl)
         elif isinstance(decl, (ast.ExternDecl, ast.BlockTypeDecl)):
             _overloads_distinct(decl)
+            for method in getattr(decl, "methods", []) + getattr(decl, "abstracts", []):
+                check_return_type(method, self.env.types)
             self._declare_type(decl, decl)
         elif isinstance(decl, ast.ExternFunction):
+            check_return_type(decl.proto, self.env.types)
             if isinstance(self.env.globals.values.get(decl.name), ast.ExternFunction):
                 self.env.overloads.setdefault(decl.name, [self.env.globals.values[decl.name]]).append(decl)
             else:
@@ -96,6 +99,15 @@ class Decls(Pass):
             self.env.globals.declare(decl)
         else:
             raise P4Error(decl.loc, f"{type(decl).__name__} is not supported at top level")
+
+    def _typedef(self, decl: ast.Typedef) -> None:
+        t = self.resolve_type(decl.type_ref)
+        if decl.newtype and not (isinstance(t, BitsT) or t is BOOL):  # p4c's TypeInference on Type_Newtype
+            raise P4Error(find_after(decl.type_ref.loc, rf"\b{re.escape(decl.name)}\b"),
+                          f"{decl.name}: `type' can only be applied to base types")
+        if decl.newtype and isinstance(t, BitsT):  # a `type` keeps its name for P4Runtime (p4info.py)
+            t = BitsT(t.width, t.signed, decl)
+        self._declare_type(decl, t)
 
     def _declare_type(self, decl: ast.Decl, t: Any) -> None:
         if decl.name in self.env.types:
@@ -120,41 +132,65 @@ class Decls(Pass):
         stages.defer(self.env, stages.VALIDATE_MATCH_ANNOTATIONS, err)
 
     def _header(self, decl: ast.HeaderDecl) -> None:
+        if decl.type_params:  # generic: its template is checked with its type variables unbound
+            self._declare_type(decl, decl)
+            saved, self.env.type_vars = self.env.type_vars, {p: TypeVar(p) for p in decl.type_params}
+            try:
+                self._fields(decl, HeaderT(decl.name, decl.kind, decl=decl))
+            finally:
+                self.env.type_vars = saved
+            return
         t = HeaderT(decl.name, decl.kind, decl=decl)
         self._declare_type(decl, t)
+        self._fields(decl, t)
+
+    def _fields(self, decl: ast.HeaderDecl, t: HeaderT) -> None:
+        """A declaration's fields, resolved and checked (p4c's validateFields), into ``t``; a
+        specialization's (``S<bit<8>>``) with its type variables bound in ``env.type_vars``."""
         for f in decl.fields:
             if f.name in t.fields:
                 raise P4Error(f.loc, f"field '{f.name}' is declared twice in {decl.name}")
             ft = self.resolve_type(f.type_ref)
             self._match_annotation(f)
-            if decl.kind == "header_union":
-                if not (isinstance(ft, HeaderT) and ft.is_header):
-                    raise P4Error(f.loc, f"header_union field '{f.name}' must be a header, not {ft}")
-            elif isinstance(ft, VarbitT):
-                if decl.kind != "header":
-                    raise P4Error(f.loc, "varbit fields are only allowed in headers")
-                if t.varbit_field is not None:
-                    raise P4Error(f.loc, "varbit in a header with another varbit field is not supported by the "
-                                  "built-in target")
-            elif decl.kind == "header" and isinstance(ft, HeaderT) and ft.kind == "struct":
-                # p4c's type checker allows a struct of bit-typed fields; its midend (FlattenHeaders)
-                # puts the struct's fields in the header in their place, and so do wire_fields.
-                if not is_bits_struct(ft):
-                    raise P4Error(f.loc, f"Field '{f.name}' of '{decl.name}' cannot have type '{ft}'")
-            elif decl.kind == "header":
-                try:
-                    bit_width(ft)
-                except TypeError:
-                    raise P4Error(f.loc, f"header field '{f.name}' has type {ft}, which has no fixed width") from None
-                if isinstance(ft, HeaderT):
-                    raise P4Error(f.loc, "a header cannot contain a header")
-            elif isinstance(ft, (ExternT, BlockT)):
-                raise P4Error(f.loc, f"struct field '{f.name}' cannot have type {ft}")
+            if not has_type_var(ft):
+                self._field_type(decl, t, f, ft)
             t.fields[f.name] = ft
         nested = next((f for f in decl.fields if isinstance(t.fields[f.name], HeaderT)), None)
         if t.is_header and nested is not None and t.varbit_field is not None:
             raise P4Error(nested.loc, f"a struct field ('{nested.name}') in a header with a varbit field is not "
                           "supported by the built-in target")
+
+    def _field_type(self, decl: ast.HeaderDecl, t: HeaderT, f: ast.Field, ft: Type) -> None:
+        """Whether a field may have its type in a struct, header or header_union (p4c's validators)."""
+        def wrong() -> P4Error:  # at the field's name, as p4c
+            return P4Error(find_after(f.loc, rf"\b{re.escape(f.name)}\s*;"),
+                           f"Field '{f.name}' of '{decl.kind} {decl.name}' cannot have type '{shown}'")
+
+        shown = f"{ft.kind} {ft}" if isinstance(ft, HeaderT) and not isinstance(ft, TupleT) else ft
+
+        if decl.kind == "header_union":
+            if not (isinstance(ft, HeaderT) and ft.is_header):
+                raise wrong()
+        elif isinstance(ft, VarbitT):
+            if decl.kind != "header":
+                raise P4Error(f.loc, "varbit fields are only allowed in headers")
+            if t.varbit_field is not None:
+                raise P4Error(f.loc, "varbit in a header with another varbit field is not supported by the "
+                              "built-in target")
+        elif decl.kind == "header" and isinstance(ft, HeaderT) and ft.kind == "struct":
+            # p4c's type checker allows a struct of bit-typed fields; its midend (FlattenHeaders)
+            # puts the struct's fields in the header in their place, and so do wire_fields.
+            if not is_bits_struct(ft):
+                raise wrong()
+        elif decl.kind == "header":
+            try:
+                bit_width(ft)
+            except TypeError:
+                raise wrong() from None
+            if isinstance(ft, HeaderT):
+                raise wrong()
+        elif isinstance(ft, (ExternT, BlockT)) or ft in (INFINT, STRING, VOID, DONTCARE):
+            raise wrong()
 
     def _enum(self, decl: ast.EnumDecl) -> None:
         t = EnumT(decl.name, list(decl.members))
@@ -258,11 +294,40 @@ class Decls(Pass):
             if len(args) != len(t.type_params):
                 raise P4Error(ref.loc, f"{t.name} takes {len(t.type_params)} type arguments, got {len(args)}")
             return ExternT(t, args)
+        if is_generic(t):
+            return self._specialize(t, ref)
         package = isinstance(t, ast.BlockTypeDecl) and t.kind == "package"
         if ref.args and not (package and len(ref.args) == len(t.type_params)):
             raise P4Error(ref.loc, f"type '{ref.name}' takes no type arguments")
         if isinstance(t, (ast.ParserDecl, ast.ControlDecl, ast.BlockTypeDecl)):
             return BlockT(t)
+        return t
+
+
+    def _specialize(self, decl: ast.HeaderDecl, ref: ast.TypeRef) -> HeaderT:
+        """``S<A, ...>``: the generic declaration with its type variables bound, one type per
+        distinct list of arguments, its fields checked as an ordinary declaration's."""
+        if not ref.args:
+            raise P4Error(ref.loc, f"{ref.name}: no type parameters supplied for generic type")
+        if len(ref.args) != len(decl.type_params):
+            raise P4Error(ref.loc, f"{ast.type_text(ref)}: Type {decl.kind} {decl.name} has {len(decl.type_params)} "
+                          f"type parameter(s), but it is specialized with {len(ref.args)}")
+        args: list[Type] = []
+        for a in ref.args:
+            check_type_arg(decl, ref, a, self.env.types.get(a.name) if a.kind == "named" else None)
+            at = self.resolve_type(a)
+            if contains_self(at, decl) and a.name not in self.env.generic_names:  # p4c: a type variable there
+                raise P4Error(ref.loc, f"{decl.name}: contains self '{decl.kind} {decl.name}' as type argument")
+            args.append(at)
+        key = (decl, tuple(args))
+        t = self.env.specialized.get(key)
+        if t is None:
+            t = self.env.specialized[key] = HeaderT(specialized_name(decl, args), decl.kind, decl=decl)
+            saved, self.env.type_vars = self.env.type_vars, dict(zip(decl.type_params, args))
+            try:
+                self._fields(decl, t)
+            finally:
+                self.env.type_vars = saved
         return t
 
 

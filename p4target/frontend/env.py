@@ -36,6 +36,7 @@ class CheckEnv:
     match_kinds: set[str] = field(default_factory=set)
     type_vars: dict[str, Type] = field(default_factory=dict)
     generic_names: set[str] = field(default_factory=set)  # the type parameters of the generic function being checked
+    specialized: dict[tuple, Any] = field(default_factory=dict)  # (generic struct/header, type args) -> HeaderT
     overloads: dict[str, list[ast.ExternFunction]] = field(default_factory=dict)  # extern function name -> by arity
     # statements
     loops: int = 0  # depth of for loops around the statement being checked

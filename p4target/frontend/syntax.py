@@ -351,9 +351,10 @@ class _Builder(Transformer):
         return ast.Typedef(self._loc(meta), c[0], c[2], c[1])
 
     def derived_typedef(self, meta, c):
-        """p4c's derivedTypeDeclarationAsType: ``typedef header h {...} T;`` parses, then is refused here."""
+        """p4c's derivedTypeDeclarationAsType: ``typedef header h {...} T;`` declares ``h``, then ``T`` as ``h``."""
         c = _split_annotations(c)
-        raise _unsupported(self._loc(meta), f"a typedef of a declaration ({c[1].kind} {c[1].name})")
+        inner = c[1]
+        return [inner, ast.Typedef(self._loc(meta), c[0], c[2], ast.TypeRef(inner.loc, "named", name=inner.name))]
 
     def newtype_decl(self, meta, c):
         c = _split_annotations(c)
@@ -373,11 +374,9 @@ class _Builder(Transformer):
         return self._aggregate(meta, _split_annotations(c), "struct")
 
     def _aggregate(self, meta, c: list, kind: str) -> ast.HeaderDecl:
-        """A header, header_union or struct; generic ones (``struct S<T>``) parse as in p4c, then are refused."""
+        """A header, header_union or struct; a generic one (``struct S<T>``) keeps its type parameters."""
         anns, name, tparams = c[:3]
-        if tparams:
-            raise _unsupported(self._name_loc(meta, kind, name), f"the generic {kind} {name}<{', '.join(tparams)}>")
-        return ast.HeaderDecl(self._loc(meta), anns, name, list(c[3:]), kind)
+        return ast.HeaderDecl(self._loc(meta), anns, name, list(c[3:]), kind, list(tparams or []))
 
     def enum_decl(self, meta, c):
         c = _split_annotations(c)
@@ -490,7 +489,8 @@ class _Builder(Transformer):
         if self._pending_instantiations:
             inst = min((i for _, _, i in self._pending_instantiations), key=lambda i: (i.loc.line, i.loc.col))
             raise _unsupported(inst.loc, f"the instantiation {inst.name} inside an object initializer")
-        return ast.Program(self._loc(meta), [d for d in c if d is not None])
+        decls = [d for x in c for d in (x if isinstance(x, list) else [x])]  # a derived typedef is two
+        return ast.Program(self._loc(meta), [d for d in decls if d is not None])
 
     # ---- parsers
     def ctor_params(self, meta, c):

@@ -415,6 +415,7 @@ GEN = "struct S<T> { T f; }\nheader G<T> { bit<8> a; T t; }\n"
      "S<bit<8>, bit<8>>: Type struct S has 1 type parameter(s), but it is specialized with 2"),
     ("struct Z { Z z; }", "", "Z z", "Self-referencing types not supported: 'Z' within 'struct Z'"),
     ("type int N_t;", "", "N_t", "N_t: `type' can only be applied to base types"),
+    ("", "G<bit<8>>[-2] g;", "-2]", "Illegal array size: -2"),
 ])
 def test_generic_declarations_and_their_specializations(write_p4, decls, locals, marker, message):
     _assert_at_both(write_p4, marker, message, decls=GEN + decls, locals=locals)

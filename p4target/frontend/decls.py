@@ -277,6 +277,8 @@ class Decls(Pass):
             elem = self.resolve_type(ref.args[0])
             self.env.exprs.expr(ref.width, self.env.globals)
             size = limits.stack_size(ref, self.env.exprs.const_int(ref.width))
+            if size < 0:  # p4c's Type_Array::getSize
+                raise P4Error(ref.width.loc, f"Illegal array size: {size}")
             if size <= 0:
                 raise P4Error(ref.loc, "a header stack needs a positive size")
             if not is_header_stack(elem):  # P4-16 1.2.4 arrays: p4c's type errors on their uses come first

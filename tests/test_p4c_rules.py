@@ -415,6 +415,9 @@ GEN = "struct S<T> { T f; }\nheader G<T> { bit<8> a; T t; }\n"
      "S<bit<8>, bit<8>>: Type struct S has 1 type parameter(s), but it is specialized with 2"),
     ("struct Z { Z z; }", "", "Z z", "Self-referencing types not supported: 'Z' within 'struct Z'"),
     ("type int N_t;", "", "N_t", "N_t: `type' can only be applied to base types"),
+    ("", "I() inner;", "I() inner", "Self-referencing types not supported: 'I' within 'control I'"),
+    ("header_union V<T> { tuple<T, T> v; }", "", "v; }", "Field 'v' of 'header_union V' cannot have type 'tuple<T, T>'"),
+    ("struct D<T, T> { T d; }", "", "T> { T d", "T: Duplicates declaration T"),
     ("", "G<bit<8>>[-2] g;", "-2]", "Illegal array size: -2"),
 ])
 def test_generic_declarations_and_their_specializations(write_p4, decls, locals, marker, message):

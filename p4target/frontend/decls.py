@@ -13,7 +13,14 @@ from typing import Any
 from . import ast, limits, stages
 from .env import Pass
 from .errors import Location, P4Error
-from .generics import check_return_type, check_type_arg, contains_self, has_type_var, is_generic, specialized_name
+from .generics import (
+    check_return_type,
+    check_type_arg,
+    contains_self,
+    is_generic,
+    specialized_name,
+    template_field,
+)
 from .profiles import PROFILE_EXTERNS
 from .scope import Scope
 from .source_text import find_after
@@ -152,7 +159,7 @@ class Decls(Pass):
                 raise P4Error(f.loc, f"field '{f.name}' is declared twice in {decl.name}")
             ft = self.resolve_type(f.type_ref)
             self._match_annotation(f)
-            if not has_type_var(ft):
+            if not template_field(ft):
                 self._field_type(decl, t, f, ft)
             t.fields[f.name] = ft
         nested = next((f for f in decl.fields if isinstance(t.fields[f.name], HeaderT)), None)

@@ -4,10 +4,12 @@ specialized fields are checked with the rules of ordinary ones (decls.py)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from . import ast
 from .errors import P4Error
+from .source_text import find_after
 from .types import HeaderT, StackT, TupleT, Type, TypeVar
 
 
@@ -16,24 +18,42 @@ def is_generic(t: Any) -> bool:
     return isinstance(t, ast.HeaderDecl) and bool(t.type_params)
 
 
-def _refs(ref: ast.TypeRef):
-    """Every type reference written inside ``ref`` (itself included)."""
-    yield ref
-    for a in ref.args:
-        yield from _refs(a)
+def _type_refs(node: Any):
+    """Every type reference written inside a node (a field, a parser's or control's body)."""
+    for child in ast.children(node):
+        if isinstance(child, ast.TypeRef):
+            yield child
+        yield from _type_refs(child)
 
 
 def self_references(program: ast.Program) -> None:
-    """p4c's ResolveReferences (before any type check): a struct, header or header_union whose
-    field names the declaration itself."""
+    """p4c's ResolveReferences (before any type check): a type named inside its own declaration
+    (a struct, header or header_union's field; a parser's or control's body)."""
     for decl in program.decls:
-        if not isinstance(decl, ast.HeaderDecl):
+        if isinstance(decl, ast.HeaderDecl):
+            _distinct_type_params(decl)
+            kind = decl.kind
+        elif isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
+            kind = "parser" if isinstance(decl, ast.ParserDecl) else "control"
+        else:
             continue
-        for f in decl.fields:
-            ref = next((r for r in _refs(f.type_ref) if r.kind == "named" and r.name == decl.name), None)
-            if ref is not None:
-                raise P4Error(ref.loc, f"Self-referencing types not supported: '{decl.name}' within "
-                              f"'{decl.kind} {decl.name}'")
+        ref = next((r for r in _type_refs(decl) if r.kind == "named" and r.name == decl.name), None)
+        if ref is not None:
+            raise P4Error(ref.loc, f"Self-referencing types not supported: '{decl.name}' within '{kind} {decl.name}'")
+
+
+def _distinct_type_params(decl: ast.HeaderDecl) -> None:
+    """``struct S<T, T>``: the second ``T`` duplicates the first."""
+    twice = next((p for i, p in enumerate(decl.type_params) if p in decl.type_params[:i]), None)
+    if twice is not None:
+        angle = find_after(decl.loc, "<")
+        raise P4Error(find_after(angle, rf"\b{re.escape(twice)}\b", 1), f"{twice}: Duplicates declaration {twice}")
+
+
+def template_field(t: Type) -> bool:
+    """A field type that p4c's validators accept in a generic declaration as it is written: a
+    type variable, or a specialization still naming one (``S<T>``); checked once specialized."""
+    return isinstance(t, TypeVar) or isinstance(t, HeaderT) and is_generic(t.decl) and has_type_var(t)
 
 
 def has_type_var(t: Type, seen: frozenset = frozenset()) -> bool:

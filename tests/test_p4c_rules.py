@@ -416,7 +416,8 @@ GEN = "struct S<T> { T f; }\nheader G<T> { bit<8> a; T t; }\n"
     ("struct Z { Z z; }", "", "Z z", "Self-referencing types not supported: 'Z' within 'struct Z'"),
     ("type int N_t;", "", "N_t", "N_t: `type' can only be applied to base types"),
     ("", "I() inner;", "I() inner", "Self-referencing types not supported: 'I' within 'control I'"),
-    ("header_union V<T> { tuple<T, T> v; }", "", "v; }", "Field 'v' of 'header_union V' cannot have type 'tuple<T, T>'"),
+    ("header_union V<T> { tuple<T, T> v; }", "", "v; }",
+     "Field 'v' of 'header_union V' cannot have type 'tuple<T, T>'"),
     ("struct D<T, T> { T d; }", "", "T> { T d", "T: Duplicates declaration T"),
     ("", "G<bit<8>>[-2] g;", "-2]", "Illegal array size: -2"),
 ])

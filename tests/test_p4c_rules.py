@@ -436,3 +436,13 @@ def test_a_generic_struct_in_a_generic_function_takes_its_type_variable(write_p4
     """``S<T>`` inside ``f<T>`` is no self-reference even where the call binds T to an ``S``."""
     decls = GEN + "T pick<T>(in T a) { S<T> v; v.f = a; return v.f; }"
     assert load_program(write_p4(decls=decls, locals="S<bit<8>> s;", body="s.f = hdr.h.a; s = pick(s);"))
+
+
+def test_a_varbit_field_in_a_struct_is_p4c_valid_and_refused_by_the_target_last(write_p4):
+    """p4c's struct validator allows varbit; the built-in target's refusal waits for p4c's errors."""
+    decls = "struct VS { varbit<16> v; }"
+    load_frontend(write_p4(decls=decls, locals="VS x;"))
+    _assert_at(write_p4, "varbit<16> v", "a varbit field ('v') in a struct is not supported by the built-in target",
+               decls=decls, locals="VS x;")
+    _assert_at(write_p4, "hdr.h.a + true", "operator '+' cannot combine bit<8> and bool",
+               decls=decls, locals="VS x;", body="hdr.h.a = hdr.h.a + true;")

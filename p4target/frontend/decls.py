@@ -179,9 +179,11 @@ class Decls(Pass):
             if not (isinstance(ft, HeaderT) and ft.is_header):
                 raise wrong()
         elif isinstance(ft, VarbitT):
-            if decl.kind != "header":
-                raise P4Error(f.loc, "varbit fields are only allowed in headers")
-            if t.varbit_field is not None:
+            if decl.kind != "header":  # p4c allows it in a struct; the built-in target keeps varbits in headers
+                if not self.env.frontend:
+                    stages.defer(self.env, stages.TARGET, P4Error(
+                        f.loc, f"a varbit field ('{f.name}') in a struct is not supported by the built-in target"))
+            elif t.varbit_field is not None:
                 raise P4Error(f.loc, "varbit in a header with another varbit field is not supported by the "
                               "built-in target")
         elif decl.kind == "header" and isinstance(ft, HeaderT) and ft.kind == "struct":

@@ -419,6 +419,9 @@ GEN = "struct S<T> { T f; }\nheader G<T> { bit<8> a; T t; }\n"
     ("header_union V<T> { tuple<T, T> v; }", "", "v; }",
      "Field 'v' of 'header_union V' cannot have type 'tuple<T, T>'"),
     ("struct D<T, T> { T d; }", "", "T> { T d", "T: Duplicates declaration T"),
+    ("header_union U<T> { T u; }\nextern X { X(in U<bit<8>> d); }", "", "u; }",
+     "Field 'u' of 'header_union U' cannot have type 'bit<8>'"),
+    ("extern bit<8> ef<T>(in S<S<T>> s);", "", "S<S<T>>", "S: contains self 'struct S' as type argument"),
     ("", "G<bit<8>>[-2] g;", "-2]", "Illegal array size: -2"),
 ])
 def test_generic_declarations_and_their_specializations(write_p4, decls, locals, marker, message):

@@ -18,6 +18,7 @@ from .generics import (
     check_type_arg,
     contains_self,
     is_generic,
+    prototype_specializations,
     specialized_name,
     template_field,
 )
@@ -82,9 +83,11 @@ class Decls(Pass):
             _overloads_distinct(decl)
             for method in getattr(decl, "methods", []) + getattr(decl, "abstracts", []):
                 check_return_type(method, self.env.types)
+            self._prototype_specializations(decl)
             self._declare_type(decl, decl)
         elif isinstance(decl, ast.ExternFunction):
             check_return_type(decl.proto, self.env.types)
+            self._prototype_specializations(decl)
             if isinstance(self.env.globals.values.get(decl.name), ast.ExternFunction):
                 self.env.overloads.setdefault(decl.name, [self.env.globals.values[decl.name]]).append(decl)
             else:
@@ -106,6 +109,16 @@ class Decls(Pass):
             self.env.globals.declare(decl)
         else:
             raise P4Error(decl.loc, f"{type(decl).__name__} is not supported at top level")
+
+    def _prototype_specializations(self, decl: ast.Decl) -> None:
+        """Each generic struct or header a prototype specializes, checked as p4c does (generics.py)."""
+        for tparams, ref in prototype_specializations(decl, self.env.types):
+            saved = self.env.type_vars
+            self.env.type_vars = {**saved, **{p: TypeVar(p) for p in tparams}}
+            try:
+                self.resolve_type(ref)
+            finally:
+                self.env.type_vars = saved
 
     def _typedef(self, decl: ast.Typedef) -> None:
         t = self.resolve_type(decl.type_ref)

@@ -343,7 +343,8 @@ class Exprs(Pass):
         t = self._unify(e, lt, rt)
         lv, rv = e.left.value, e.right.value  # an unsized operand now holds its wrapped value
         if op in ("==", "!="):
-            if {_declared_type_name(e.left), _declared_type_name(e.right)} & self.env.generic_names:
+            if {_declared_type_name(e.left), _declared_type_name(e.right)} & self.env.generic_names \
+                    or isinstance(lt, TypeVar) or isinstance(rt, TypeVar):
                 # checked here once per binding, but p4c checks the generic body
                 raise P4Error(e.loc, f"{text(e.left)} and {text(e.right)}: values of a type variable cannot be "
                               "compared")

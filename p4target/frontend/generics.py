@@ -104,3 +104,19 @@ def check_return_type(proto: ast.FunctionProto, types: dict[str, Any]) -> None:
     ref = proto.return_type
     if ref.kind == "named" and not ref.args and ref.name not in proto.type_params and is_generic(types.get(ref.name)):
         raise P4Error(ref.loc, f"{ref.name}: no type parameters supplied for return generic type")
+
+
+def prototype_specializations(decl: ast.Decl, types: dict[str, Any]) -> list[tuple[list[str], ast.TypeRef]]:
+    """The specializations of generic structs and headers an extern's, extern function's or
+    parser/control/package type's prototypes name (``E(list<S<bit<8>>> d)``), each with the type
+    parameters in scope: p4c's type checker checks them though nothing calls the prototype."""
+    if isinstance(decl, ast.ExternDecl):
+        protos = [(decl.type_params + m.type_params, m) for m in decl.ctors + decl.methods + decl.abstracts]
+    elif isinstance(decl, ast.ExternFunction):
+        protos = [(decl.proto.type_params, decl.proto)]
+    elif isinstance(decl, ast.BlockTypeDecl):
+        protos = [(decl.type_params, decl.params)]
+    else:
+        return []
+    return [(tparams, ref) for tparams, node in protos for ref in _type_refs(node)
+            if ref.kind == "named" and ref.args and is_generic(types.get(ref.name))]

@@ -449,3 +449,25 @@ def test_a_varbit_field_in_a_struct_is_p4c_valid_and_refused_by_the_target_last(
                decls=decls, locals="VS x;")
     _assert_at(write_p4, "hdr.h.a + true", "operator '+' cannot combine bit<8> and bool",
                decls=decls, locals="VS x;", body="hdr.h.a = hdr.h.a + true;")
+
+
+def test_a_tuple_field_of_dont_cares_is_refused_once_specialized(tmp_path):
+    """``S<_>`` with a ``tuple<T, T>`` field: p4c refuses the '_' elements once its midend makes
+    the tuple a struct (``_`` bound here as a type variable's value, as a type argument binds it)."""
+    from p4target.frontend import ast as p4ast
+    from p4target.frontend.checker import Checker
+    from p4target.frontend.preprocess import preprocess
+    from p4target.frontend.syntax import parse
+    from p4target.frontend.types import DONTCARE
+
+    path = tmp_path / "g.p4"
+    path.write_text("struct S<T> {\n  tuple<T, T> t;\n}\n")
+    checker = Checker(parse(preprocess(path, None)), frontend=True)
+    for decl in checker.env.program.decls:
+        checker.env.decls.top_level(decl)
+    checker.env.type_vars = {"X": DONTCARE}
+    ref = p4ast.TypeRef(checker.env.program.loc, "named", name="S",
+                        args=[p4ast.TypeRef(checker.env.program.loc, "named", name="X")])
+    with pytest.raises(P4Error) as info:
+        checker.env.decls.resolve_type(ref)
+    assert (info.value.loc.line, info.value.message) == (2, "Field 'f0' of 'tuple<_, _>' cannot have type '_'")

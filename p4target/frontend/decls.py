@@ -188,6 +188,8 @@ class Decls(Pass):
 
         shown = f"{ft.kind} {ft}" if isinstance(ft, HeaderT) and not isinstance(ft, TupleT) else ft
 
+        if isinstance(ft, TupleT) and DONTCARE in ft.elems:  # p4c: once its midend makes the tuple a struct
+            raise P4Error(f.loc, f"Field 'f{ft.elems.index(DONTCARE)}' of '{ft}' cannot have type '_'")
         if decl.kind == "header_union":
             if not (isinstance(ft, HeaderT) and ft.is_header):
                 raise wrong()

@@ -393,3 +393,13 @@ def test_type_variable_bound_to_a_control(write_p4):
 def test_match_annotation_names_a_match_kind(write_p4):
     _assert_at_both(write_p4, "1 + 1)", "2: value must be a match_kind",
                     decls="struct vs_t {\n@match(ternary) bit<8> a;\n@match(1 + 1) bit<8> b; }")
+
+
+@pytest.mark.parametrize("underlying", ["tuple<bit<8>>", "h_t", "varbit<8>"])
+def test_newtype_of_a_type_that_is_not_a_base_type(write_p4, underlying):
+    _assert_at_both(write_p4, "T_t;", "T_t: `type' can only be applied to base types",
+                    decls=f"type {underlying} T_t;")
+
+
+def test_newtype_of_bool_and_of_a_newtype(write_p4):
+    load_program(write_p4(decls="type bool B_t;\ntype B_t C_t;\ntype bit<8> D_t;\ntype D_t E_t;"))

@@ -64,6 +64,9 @@ class Decls(Pass):
             self.env.match_kinds.update(decl.members)
         elif isinstance(decl, ast.Typedef):
             t = self.resolve_type(decl.type_ref)
+            if decl.newtype and not (isinstance(t, BitsT) or t is BOOL):  # p4c's TypeInference, at the name
+                raise P4Error(find_after(decl.type_ref.loc, rf"\b{re.escape(decl.name)}\s*;"),
+                              f"{decl.name}: `type' can only be applied to base types")
             if decl.newtype and isinstance(t, BitsT):  # a `type` keeps its name for P4Runtime (p4info.py)
                 t = BitsT(t.width, t.signed, decl)
             self._declare_type(decl, t)

@@ -403,3 +403,18 @@ def test_newtype_of_a_type_that_is_not_a_base_type(write_p4, underlying):
 
 def test_newtype_of_bool_and_of_a_newtype(write_p4):
     load_program(write_p4(decls="type bool B_t;\ntype B_t C_t;\ntype bit<8> D_t;\ntype D_t E_t;"))
+
+
+@pytest.mark.parametrize("decls", ["extern X { X(); }", "control X();"])
+def test_tuple_of_an_extern_or_a_block(write_p4, decls):
+    _assert_at_both(write_p4, "X> t)", "X: not supported as a tuple field",
+                    decls=f"{decls}\nvoid f(in tuple<bit<8>, X> t) {{ }}")
+
+
+def test_tuple_of_a_package_in_a_package_parameter(tmp_path):
+    path = tmp_path / "prog.p4"
+    path.write_text("#include <core.p4>\npackage Pk();\npackage G(tuple<Pk> b);\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    err = info.value
+    assert (err.loc.line, err.loc.col, err.message) == (3, 17, "Pk: not supported as a tuple field")

@@ -239,7 +239,7 @@ class Decls(Pass):
                 raise P4Error(ref.loc, f"varbit<{width}>: width must be positive")
             return VarbitT(width)
         if k == "tuple":
-            return TupleT.of([self.resolve_type(a) for a in ref.args])
+            return TupleT.of([self.tuple_field(a) for a in ref.args])
         if k == "stack":
             elem = self.resolve_type(ref.args[0])
             self.env.exprs.expr(ref.width, self.env.globals)
@@ -266,6 +266,13 @@ class Decls(Pass):
             raise P4Error(ref.loc, f"type '{ref.name}' takes no type arguments")
         if isinstance(t, (ast.ParserDecl, ast.ControlDecl, ast.BlockTypeDecl)):
             return BlockT(t)
+        return t
+
+    def tuple_field(self, ref: ast.TypeRef) -> Type:
+        """p4c's TypeInference of a tuple type: no extern, parser, control or package in it."""
+        t = self.resolve_type(ref)
+        if isinstance(t, (ExternT, BlockT)):
+            raise P4Error(ref.loc, f"{t}: not supported as a tuple field")
         return t
 
 

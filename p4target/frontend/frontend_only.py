@@ -37,6 +37,11 @@ def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
     return []
 
 
+def _names(ref: ast.TypeRef) -> set[str]:
+    """The type names a type reference uses, its type arguments' too."""
+    return {ref.name}.union(*(_names(a) for a in ref.args))
+
+
 class FrontendOnly(Pass):
     """The package ``main``, the prototypes and the never-instantiated parsers/controls, checked
     generically."""
@@ -64,6 +69,7 @@ class FrontendOnly(Pass):
                     raise P4Error(p.loc, f"{p.name}: Duplicates declaration {p.name}")
                 seen.add(p.name)
                 self._declared(p.type_ref, type_params)
+                self._tuple_fields(p.type_ref, type_params)
                 if p.default is not None and p.direction in ("out", "inout"):
                     raise P4Error(p.loc, f"{p.name}: {p.direction} parameters cannot have default values")
                 if p.direction:
@@ -102,6 +108,14 @@ class FrontendOnly(Pass):
             raise P4Error(ref.loc, f"{ref.name}: declaration not found")
         for arg in ref.args:
             self._declared(arg, type_params)
+
+    def _tuple_fields(self, ref: ast.TypeRef, type_params: list[str]) -> None:
+        """p4c's TypeInference of a tuple type in a prototype: no extern, parser, control or package
+        in it (decls.Decls._tuple_field, for the types the checker resolves)."""
+        for arg in ref.args:
+            if ref.kind == "tuple" and arg.kind == "named" and not _names(arg) & set(type_params):
+                self.env.decls.tuple_field(arg)
+            self._tuple_fields(arg, type_params)
 
     def _block_ctor_param(self, p: ast.Param) -> None:
         """A constructor parameter can have a parser/control *type*, never a parser/control itself."""

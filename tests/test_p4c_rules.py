@@ -418,3 +418,14 @@ def test_tuple_of_a_package_in_a_package_parameter(tmp_path):
         load_frontend(path)
     err = info.value
     assert (err.loc.line, err.loc.col, err.message) == (3, 17, "Pk: not supported as a tuple field")
+
+
+@pytest.mark.parametrize("elem", ["string", "int"])
+def test_tuple_in_a_prototype_that_the_midend_cannot_make_a_struct_of(tmp_path, elem):
+    path = tmp_path / "prog.p4"
+    path.write_text(f"#include <core.p4>\nextern E {{\n  E(tuple<bit<8>, {elem}> x);\n}}\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    err = info.value
+    assert (err.loc.line, err.loc.col) == (3, 19)
+    assert err.message == f"Field 'f1' of the struct for tuple<bit<8>, {elem}> cannot have type '{elem}'"

@@ -14,11 +14,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from . import ast
+from . import ast, stages
 from .env import Pass
 from .errors import P4Error
 from .tna import is_optional
-from .types import BlockT, ExternT
+from .types import INFINT, STRING, BlockT, ExternT
 
 
 def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
@@ -110,11 +110,15 @@ class FrontendOnly(Pass):
             self._declared(arg, type_params)
 
     def _tuple_fields(self, ref: ast.TypeRef, type_params: list[str]) -> None:
-        """p4c's TypeInference of a tuple type in a prototype: no extern, parser, control or package
-        in it (decls.Decls._tuple_field, for the types the checker resolves)."""
+        """p4c's rules on a tuple type in a prototype: its TypeInference's (decls.Decls.tuple_field),
+        then its midend's EliminateTuples, which makes a struct of the tuple (no string or int field)."""
+        if ref.kind == "tuple" and not _names(ref) & set(type_params):
+            t = self.env.decls.resolve_type(ref)
+            for i, (arg, elem) in enumerate(zip(ref.args, t.elems)):
+                if elem in (STRING, INFINT):  # the midend's EliminateTuples: a struct field of that type
+                    err = P4Error(arg.loc, f"Field 'f{i}' of the struct for {t} cannot have type '{elem}'")
+                    stages.defer(self.env, stages.ELIMINATE_TUPLES, err)
         for arg in ref.args:
-            if ref.kind == "tuple" and arg.kind == "named" and not _names(arg) & set(type_params):
-                self.env.decls.tuple_field(arg)
             self._tuple_fields(arg, type_params)
 
     def _block_ctor_param(self, p: ast.Param) -> None:

@@ -22,6 +22,7 @@ SIDE_EFFECTS = -4  # SideEffectOrdering: a table applied in an action argument
 SIMPLIFY_DEF_USE = -3.5  # SimplifyDefUse: a function that does not return a value on all paths
 CONTROL_PLANE_NAMES = -3  # DuplicateActionControlPlaneNameCheck, at the end of the FrontEnd
 P4RUNTIME = -2  # P4RuntimeSerializer: P4Info duplicates, LPM masks of entries
+ELIMINATE_TUPLES = -1  # the midend's EliminateTuples: a tuple's element is no struct field (string, int)
 MIDEND_UNSUPPORTED = 0  # the midend's refusals (EliminateSwitch, BMv2's CheckUnsupported)
 MIDEND_FOLDING = 1  # ConstantFolding and StrengthReduction after LocalCopyPropagation
 MIDEND_COMPILE_TIME = 2  # CompileTimeOperations

@@ -7,6 +7,8 @@ import pytest
 
 from p4target.frontend import P4Error, load_frontend, load_program
 
+from .conftest import SKELETON
+
 
 def _refusal(write_p4, marker: str, **parts: str) -> tuple[P4Error, int, int]:
     """The error loading the program, and the (line, column) of ``marker`` in its text."""
@@ -429,3 +431,13 @@ def test_tuple_in_a_prototype_that_the_midend_cannot_make_a_struct_of(tmp_path, 
     err = info.value
     assert (err.loc.line, err.loc.col) == (3, 19)
     assert err.message == f"Field 'f1' of the struct for tuple<bit<8>, {elem}> cannot have type '{elem}'"
+
+
+@pytest.mark.parametrize(("targ", "message"), [
+    ("void", "void: illegal type argument for 'lookahead'"),
+    ("vh_t", "vh_t: type argument must be a fixed-width type"),
+])
+def test_lookahead_type_argument(write_p4, targ, message):
+    text = SKELETON.replace("pkt.extract(hdr.h);", f"pkt.lookahead<{targ}>();").format(
+        decls="header vh_t { bit<8> a; varbit<16> v; }", locals="", body="")
+    _assert_at_both(write_p4, f"{targ}>()", message, text=text)

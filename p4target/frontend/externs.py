@@ -4,7 +4,7 @@ executor implements, and the load-time facts it needs (constant algorithms, hash
 
 from __future__ import annotations
 
-from . import ast
+from . import ast, stages
 from .env import Pass, from_p4include
 from .errors import P4Error
 from .scope import CallTarget
@@ -12,6 +12,7 @@ from .tna import TNA_METHODS, present_params
 from .types import (
     BOOL,
     STRING,
+    VOID,
     BitsT,
     EnumT,
     ExternT,
@@ -22,6 +23,19 @@ from .types import (
     VarbitT,
     bit_width,
 )
+
+
+def _varbits_or_unions(t: Type) -> bool:
+    """p4c's hasVarbitsOrUnions: a union, a varbit, a struct-like type with a varbit field, or an
+    array or tuple of such."""
+    if isinstance(t, VarbitT) or isinstance(t, HeaderT) and t.is_union:
+        return True
+    if isinstance(t, TupleT):
+        return any(_varbits_or_unions(f) for f in t.elems)
+    if isinstance(t, HeaderT):
+        return t.varbit_field is not None
+    return isinstance(t, StackT) and _varbits_or_unions(t.elem)
+
 
 # v1model extern functions with packet-path or control-plane effects (see executor/v1model_externs.py)
 V1MODEL_FUNCTIONS = {
@@ -182,6 +196,17 @@ class Externs(Pass):
         except TypeError:
             raise P4Error(item.loc, f"cannot hash a value of type {t} (in {item.type})") from None
 
+    def _lookahead_type(self, ref: ast.TypeRef) -> None:
+        """p4c's CheckCoreMethods (after its type checker): lookahead reads a fixed-width type."""
+        t = self.env.decls.resolve_type(ref)
+        if t is VOID:
+            err = P4Error(ref.loc, f"{t}: illegal type argument for 'lookahead'")
+        elif _varbits_or_unions(t):
+            err = P4Error(ref.loc, f"{ref.name or t}: type argument must be a fixed-width type")
+        else:
+            return
+        stages.defer(self.env, stages.CHECK_CORE_METHODS, err)
+
     def call_method(self, e: ast.Call, t: ExternT, m: str, base: ast.Expr) -> Type:
         ext = t.decl
         if m not in SUPPORTED_METHODS.get(ext.name, ()) and not self.env.frontend:
@@ -209,6 +234,8 @@ class Externs(Pass):
             if (target.type.varbit_field is None) != (len(e.args) == 1):  # as p4c: the length iff a varbit
                 raise P4Error(e.loc, f"extract of header {target.type} needs "
                               f"{'one argument' if len(e.args) == 2 else 'two arguments (it has a varbit field)'}")
+        if ext.name == "packet_in" and m == "lookahead" and e.type_args:
+            self._lookahead_type(e.type_args[0])
         if ext.name == "packet_out" and m == "emit":
             arg_t = e.args[0].type
             if not (isinstance(arg_t, (HeaderT, StackT))):

@@ -441,3 +441,15 @@ def test_lookahead_type_argument(write_p4, targ, message):
     text = SKELETON.replace("pkt.extract(hdr.h);", f"pkt.lookahead<{targ}>();").format(
         decls="header vh_t { bit<8> a; varbit<16> v; }", locals="", body="")
     _assert_at_both(write_p4, f"{targ}>()", message, text=text)
+
+
+def test_extern_instances_compared(write_p4):
+    _assert_at_both(write_p4, "c1 == c2", "c1 and c2: externs cannot be compared",
+                    locals="counter(1, CounterType.packets) c1;\ncounter(1, CounterType.packets) c2;",
+                    body="if (c1 == c2) { hdr.h.a = 1; }")
+
+
+def test_extern_instances_compared_in_a_structured_annotation(write_p4):
+    _assert_at_both(write_p4, "x1 != x2", "x1 and x2: externs cannot be compared",
+                    decls="counter(1, CounterType.packets) x1;\ncounter(1, CounterType.packets) x2;\n"
+                          "@note[x1 != x2] const bit<8> k = 1;")

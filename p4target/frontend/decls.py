@@ -54,6 +54,7 @@ class Decls(Pass):
     """Declarations and type references."""
 
     def top_level(self, decl: ast.Decl) -> None:
+        self._structured_annotations(getattr(decl, "annotations", []))
         if isinstance(decl, ast.ErrorDecl):
             for i, name in enumerate(decl.members):
                 if name in self.env.errors:  # p4c: at this (the second) declaration
@@ -99,6 +100,20 @@ class Decls(Pass):
             self.env.globals.declare(decl)
         else:
             raise P4Error(decl.loc, f"{type(decl).__name__} is not supported at top level")
+
+    def _structured_annotations(self, annotations: list[ast.Annotation]) -> None:
+        """p4c's TypeInference types a structured annotation's expressions: comparing two extern
+        instances there is refused (the one rule on them checked here)."""
+        todo = [a for a in annotations if a.structured]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.Binary) and node.op in ("==", "!="):
+                sides = [self.env.globals.lookup(x.name) if isinstance(x, ast.PathExpr) else None
+                         for x in (node.left, node.right)]
+                if any(isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT) for d in sides):
+                    raise P4Error(node.left.loc, f"{ast.text(node.left)} and {ast.text(node.right)}: "
+                                  "externs cannot be compared")
+            todo += ast.children(node.args if isinstance(node, ast.Annotation) else node)
 
     def _declare_type(self, decl: ast.Decl, t: Any) -> None:
         if decl.name in self.env.types:

@@ -471,6 +471,9 @@ class Exprs(Pass):
 
 
 def _apply_results_compared(e: ast.Binary, lt: Type, rt: Type) -> None:
-    """p4c's TypeInference: `t.apply() == ...` has no meaning (an apply result is no value)."""
+    """p4c's TypeInference: `t.apply() == ...` has no meaning (an apply result is no value), nor
+    has comparing extern instances."""
+    if e.op in ("==", "!=") and (isinstance(lt, ExternT) or isinstance(rt, ExternT)):
+        raise P4Error(e.left.loc, f"{text(e.left)} and {text(e.right)}: externs cannot be compared")
     if e.op in ("==", "!=") and (isinstance(lt, ApplyResultT) or isinstance(rt, ApplyResultT)):
         raise P4Error(e.left.loc, f"{text(e.left)} and {text(e.right)}: table application results cannot be compared")

@@ -453,3 +453,19 @@ def test_extern_instances_compared_in_a_structured_annotation(write_p4):
     _assert_at_both(write_p4, "x1 != x2", "x1 and x2: externs cannot be compared",
                     decls="counter(1, CounterType.packets) x1;\ncounter(1, CounterType.packets) x2;\n"
                           "@note[x1 != x2] const bit<8> k = 1;")
+
+
+@pytest.mark.parametrize(("prop", "marker"), [
+    ("default_action = .a();", ".a()"),
+    ("const entries = { 1 : .a(); }", ".a()"),
+])
+def test_top_level_action_is_not_the_local_one_listed(write_p4, prop, marker):
+    _assert_at_both(write_p4, marker, ".a() and a refer to different actions",
+                    decls="action a() { }",
+                    locals=f"action a() {{ }}\ntable t {{ key = {{ hdr.h.a : exact; }} actions = {{ a; }}\n{prop} }}",
+                    body="t.apply();")
+
+
+def test_top_level_action_listed_as_such(write_p4):
+    load_program(write_p4(decls="action a() { }", locals="action b() { }\ntable t { actions = { .a; b; }\n"
+                          "default_action = .a(); }", body="t.apply();"))

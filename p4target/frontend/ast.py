@@ -425,6 +425,7 @@ class ActionRef(Node):
     name: str
     args: list[Expr] | None
     decl: Any = field(default=None, init=False)
+    top_level: bool = False  # `.a()`: the top-level action a, not a local one
 
 
 @dataclass(eq=False, slots=True)

@@ -630,6 +630,10 @@ class _Builder(Transformer):
         c = _split_annotations(c)
         return ast.ActionRef(self._loc(meta), c[0], c[1], c[2])
 
+    def top_action_ref(self, meta, c):
+        c = _split_annotations(c)
+        return ast.ActionRef(self._loc(meta), c[0], c[1], c[2], top_level=True)
+
     def entry(self, meta, c):
         c = _split_annotations(c)  # annotations may also follow the action (the spec's place)
         self._refuse_const_entry(c[1])

@@ -469,3 +469,16 @@ def test_top_level_action_is_not_the_local_one_listed(write_p4, prop, marker):
 def test_top_level_action_listed_as_such(write_p4):
     load_program(write_p4(decls="action a() { }", locals="action b() { }\ntable t { actions = { .a; b; }\n"
                           "default_action = .a(); }", body="t.apply();"))
+
+
+@pytest.mark.parametrize(("decl", "line", "col"), [
+    ("struct s_t {\n  error e; }", 2, 3), ("typedef error E_t;", 1, 9), ("void f(in error e) { }", 1, 11)])
+def test_error_type_without_an_error_declaration(tmp_path, decl, line, col):
+    """No core.p4: ``error`` names no declaration (p4c's ResolveReferences)."""
+    path = tmp_path / "prog.p4"
+    path.write_text(f"{decl}\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    err = info.value
+    assert (err.loc.line, err.loc.col, err.message) == (line, col, "error: declaration not found")
+

@@ -232,6 +232,8 @@ class Decls(Pass):
         if k == "bool":
             return BOOL
         if k == "error":
+            if not any(isinstance(d, ast.ErrorDecl) for d in self.env.program.decls):
+                raise P4Error(ref.loc, "error: declaration not found")  # p4c: `error` names core.p4's declaration
             return ERROR
         if k == "string":
             return STRING

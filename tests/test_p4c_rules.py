@@ -482,3 +482,7 @@ def test_error_type_without_an_error_declaration(tmp_path, decl, line, col):
     err = info.value
     assert (err.loc.line, err.loc.col, err.message) == (line, col, "error: declaration not found")
 
+
+def test_initializer_of_a_block_instance(write_p4):
+    _assert_at_both(write_p4, "{ };", "sub: initializers only allowed for extern instances",
+                    decls="control Sub() { apply { } }", locals="Sub() sub = { };", body="sub.apply();")

@@ -199,6 +199,8 @@ class Decls(Pass):
     def instantiation(self, decl: ast.Instantiation, scope: Scope) -> None:
         t = self.resolve_type(decl.type_ref)
         decl.type = t
+        if isinstance(t, BlockT) and decl.initializer is not None:
+            self._block_initializer(decl)
         if isinstance(t, BlockT) and isinstance(t.decl, ast.BlockTypeDecl) and t.decl.kind == "package":
             return  # the package's arguments are constructor calls: _pipeline checks them
         if isinstance(t, BlockT) and isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
@@ -225,6 +227,17 @@ class Decls(Pass):
                 self.env.tna.extern_initializer(decl, t, scope)
         else:
             raise P4Error(decl.loc, f"cannot instantiate {t} here")
+
+    def _block_initializer(self, decl: ast.Instantiation) -> None:
+        """p4c's TypeInference: only an extern instance has an initializer (its abstract methods),
+        after its ResolveReferences found the types the initializer's functions name."""
+        for f in decl.initializer or []:
+            if isinstance(f, ast.FunctionDecl):
+                for ref in [f.proto.return_type, *(p.type_ref for p in f.proto.params)]:
+                    if ref.kind != "named" or ref.name not in f.proto.type_params:
+                        self.resolve_type(ref)
+        raise P4Error(find_after(decl.loc, rf"\b{re.escape(decl.name)}\s*=\s*(\{{)", group=1),
+                      f"{decl.name}: initializers only allowed for extern instances")
 
     # ---------------------------------------------------------------- types
     def resolve_type(self, ref: ast.TypeRef) -> Type:

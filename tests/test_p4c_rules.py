@@ -486,3 +486,20 @@ def test_error_type_without_an_error_declaration(tmp_path, decl, line, col):
 def test_initializer_of_a_block_instance(write_p4):
     _assert_at_both(write_p4, "{ };", "sub: initializers only allowed for extern instances",
                     decls="control Sub() { apply { } }", locals="Sub() sub = { };", body="sub.apply();")
+
+
+@pytest.mark.parametrize(("note", "marker", "message"), [
+    ("@pkginfo", "@pkginfo", "@pkginfo: syntax error: the annotation holds a list of key=value pairs"),
+    ('@pkginfo("x")', "@pkginfo", "@pkginfo: syntax error: the annotation holds a list of key=value pairs"),
+    ('@name("a", "b")', '"b"', "@name: syntax error: the annotation holds one expression"),
+    ("@hidden(1)", "@hidden", "@hidden should not have any arguments"),
+    ("@name(4)", "@name", "@name: should contain a string"),
+    ('@deprecated("a" | "b")', '"a" |', "\"a\" | \"b\": @deprecated annotation's value must be a string"),
+])
+def test_annotation_bodies(write_p4, note, marker, message):
+    _assert_at_both(write_p4, marker, message, decls=f"{note}\nconst bit<8> k = 1;")
+
+
+def test_string_annotations_folded(write_p4):
+    load_program(write_p4(decls='@deprecated("a" ++ "b")\nconst bit<8> k = 1;\n@pkginfo(version="1")\n'
+                                'const bit<8> k2 = 1;'))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import ast
+from .annotations import parse_annotation_bodies, validate_string_annotations
 from .blocks import PIPELINE_BLOCKS, Blocks
 from .calls import Calls
 from .control_plane import check_action_names, check_table_names
@@ -51,8 +52,10 @@ class Checker:
         env.tna, env.profiles, env.divisions = Tna(env), Profiles(env), Divisions(env)
 
     def check(self) -> CheckedProgram:
+        parse_annotation_bodies(self.env.program)  # p4c's first frontend pass
         check_v1model_version(self.env.program)  # p4test's --pp, before ValidateParsedProgram
         top_level_kinds(self.env.program)
+        validate_string_annotations(self.env.program)
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         if mains and mains[0].type_ref.name == "Switch":  # TNA (is_tna_main, once the type is resolved)
             self.env.arch = "tna"
@@ -82,8 +85,10 @@ class Checker:
     def check_frontend(self) -> FrontendProgram:
         """The frontend-only check (``Checker(program, frontend=True)``): no main needed, any
         architecture (frontend_only.py)."""
+        parse_annotation_bodies(self.env.program)
         check_v1model_version(self.env.program)
         top_level_kinds(self.env.program)
+        validate_string_annotations(self.env.program)
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         generic = FrontendOnly(self.env)
         for decl in self.env.program.decls:

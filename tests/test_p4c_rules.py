@@ -503,3 +503,15 @@ def test_annotation_bodies(write_p4, note, marker, message):
 def test_string_annotations_folded(write_p4):
     load_program(write_p4(decls='@deprecated("a" ++ "b")\nconst bit<8> k = 1;\n@pkginfo(version="1")\n'
                                 'const bit<8> k2 = 1;'))
+
+
+def test_extern_method_call_that_two_overloads_fit(tmp_path):
+    path = tmp_path / "prog.p4"
+    path.write_text("#include <core.p4>\nextern X {\n  X();\n  void f(in bit<8> a);\n  void f(in bit<8> b);\n}\n"
+                    "control C() {\n  X() x;\n  apply {\n    x.f(1);\n  }\n}\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    err = info.value
+    assert (err.loc.line, err.loc.col, err.message) == (10, 7, "Ambiguous method f")
+    path.write_text(path.read_text().replace("x.f(1);", "x.f(b = 1);"))
+    load_frontend(path)

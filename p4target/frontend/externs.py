@@ -8,6 +8,7 @@ from . import ast, stages
 from .env import Pass, from_p4include
 from .errors import P4Error
 from .scope import CallTarget
+from .source_text import find_after
 from .tna import TNA_METHODS, present_params
 from .types import (
     BOOL,
@@ -212,7 +213,10 @@ class Externs(Pass):
         if m not in SUPPORTED_METHODS.get(ext.name, ()) and not self.env.frontend:
             raise P4Error(e.loc, f"{ext.name}.{m} is not supported by the built-in target")
         callable_ = ext.methods + ext.abstracts if self.env.frontend else ext.methods  # p4c: abstracts too
-        proto = next((p for p in callable_ if p.name == m and self.env.calls.arity_fits(p.params, e.args)), None)
+        fitting = [p for p in callable_ if p.name == m and self.env.calls.arity_fits(p.params, e.args)]
+        if len(fitting) > 1:  # p4c's Type_Extern::lookupMethod
+            raise P4Error(find_after(e.func.loc, rf"\.\s*({m})\b", group=1), f"Ambiguous method {m}")
+        proto = fitting[0] if fitting else None
         if proto is None:
             raise P4Error(e.loc, f"no method {ext.name}.{m} takes {len(e.args)} arguments")
         bindings = dict(zip(ext.type_params, t.args))

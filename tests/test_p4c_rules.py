@@ -515,3 +515,14 @@ def test_extern_method_call_that_two_overloads_fit(tmp_path):
     assert (err.loc.line, err.loc.col, err.message) == (10, 7, "Ambiguous method f")
     path.write_text(path.read_text().replace("x.f(1);", "x.f(b = 1);"))
     load_frontend(path)
+
+
+@pytest.mark.parametrize(("decls", "marker", "kind"), [
+    ("struct s_t { bit<8> a; s_t b; }", "s_t b;", "struct"),
+    ("header s_t { bit<8> a; }\nheader_union u_t { s_t a; u_t b; }", "u_t b;", "header_union"),
+    ("struct s_t { tuple<bit<8>, s_t> b; }", "s_t> b", "struct"),
+])
+def test_type_that_refers_to_itself(write_p4, decls, marker, kind):
+    name = marker.split()[0].rstrip(">")
+    _assert_at_both(write_p4, marker, f"Self-referencing types not supported: '{name}' within '{kind} {name}'",
+                    decls=decls)

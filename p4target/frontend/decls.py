@@ -143,6 +143,10 @@ class Decls(Pass):
         for f in decl.fields:
             if f.name in t.fields:
                 raise P4Error(f.loc, f"field '{f.name}' is declared twice in {decl.name}")
+            itself = _self_reference(f.type_ref, decl.name)
+            if itself is not None:  # p4c's ResolveReferences
+                raise P4Error(itself.loc, f"Self-referencing types not supported: '{decl.name}' within "
+                              f"'{decl.kind} {decl.name}'")
             ft = self.resolve_type(f.type_ref)
             self._match_annotation(f)
             if decl.kind == "header_union":
@@ -304,6 +308,13 @@ class Decls(Pass):
         if isinstance(t, (ExternT, BlockT)):
             raise P4Error(ref.loc, f"{t}: not supported as a tuple field")
         return t
+
+
+def _self_reference(ref: ast.TypeRef, name: str) -> ast.TypeRef | None:
+    """Where a type reference names the type ``name`` (itself or in a type argument or element)."""
+    if ref.kind == "named" and ref.name == name:
+        return ref
+    return next((r for r in (_self_reference(a, name) for a in ref.args) if r is not None), None)
 
 
 def _member_loc(decl: ast.Decl, name: str, nth: int) -> Location:

@@ -526,3 +526,16 @@ def test_type_that_refers_to_itself(write_p4, decls, marker, kind):
     name = marker.split()[0].rstrip(">")
     _assert_at_both(write_p4, marker, f"Self-referencing types not supported: '{name}' within '{kind} {name}'",
                     decls=decls)
+
+
+def test_switch_on_a_value_needs_the_exact_match_kind(tmp_path):
+    """No core.p4: p4c's midend makes a table with an exact key of the switch, and finds no exact."""
+    path = tmp_path / "prog.p4"
+    text = "control C(in bit<4> a) {\n  apply {\n    switch (a) {\n      4w0: {}\n    }\n  }\n}\n"
+    path.write_text(text)
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.message) == (3, "Could not find declaration for 'match_kind.exact', "
+                                                            "which is needed to implement switch statements")
+    path.write_text("match_kind { exact }\n" + text)
+    load_frontend(path)

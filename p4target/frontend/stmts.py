@@ -190,6 +190,10 @@ class Stmts(Pass):
             raise P4Error(s.subject.loc, "'switch' type can't be error")
         if not isinstance(t, (BitsT, EnumT)):
             raise P4Error(s.subject.loc, f"cannot switch on a value of type {t}")
+        if not any(isinstance(d, ast.MatchKindDecl) and "exact" in d.members for d in self.env.program.decls):
+            stages.defer(self.env, stages.MIDEND_UNSUPPORTED, P4Error(  # EliminateSwitch makes a table of it
+                s.loc, "Could not find declaration for 'match_kind.exact', which is needed to implement switch "
+                "statements"), owner=scope.owner if isinstance(scope.owner, ast.FunctionDecl) else None)
         seen: set[Any] = set()
         before, after = self.env.known, []
         for case in s.cases:

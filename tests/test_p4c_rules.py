@@ -539,3 +539,19 @@ def test_switch_on_a_value_needs_the_exact_match_kind(tmp_path):
                                                             "which is needed to implement switch statements")
     path.write_text("match_kind { exact }\n" + text)
     load_frontend(path)
+
+
+def test_union_stack_index_in_a_parser_must_be_constant(tmp_path):
+    """p4test's midend (FlattenHeaderUnion) names no line; a constant index passes."""
+    path = tmp_path / "prog.p4"
+    text = ("#include <core.p4>\nheader a_t { bit<8> a; }\nheader b_t { bit<16> b; }\n"
+            "header_union u_t { a_t a; b_t b; }\nstruct hs_t { u_t[2] us; }\n"
+            "parser P(packet_in pkt, out hs_t hs, in bit<1> i) {\n"
+            "  state start {\n    pkt.extract(hs.us[i].a);\n    transition accept;\n  }\n}\n")
+    path.write_text(text)
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.message) == (8, "Target expects constant array indices for accessing "
+                                                            "header union stack elements, i is not a constant")
+    path.write_text(text.replace("us[i]", "us[1]"))
+    load_frontend(path)

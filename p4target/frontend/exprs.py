@@ -4,7 +4,7 @@ that types it and folds its constant value; a call's rule picks the kind of call
 
 from __future__ import annotations
 
-from . import ast, limits
+from . import ast, limits, stages
 from .ast import text
 from .divisions import ARITH_OPS
 from .env import Pass
@@ -207,6 +207,10 @@ class Exprs(Pass):
         if e.index.value is None:
             if not isinstance(it, BitsT):  # int<W> too: a negative index is out of range
                 raise P4Error(e.index.loc, f"a header stack index must be bit<W> or int<W>, not {it}")
+            if self.env.frontend and isinstance(scope.owner, ast.ParserDecl) and getattr(bt.elem, "is_union", False):
+                stages.defer(self.env, stages.FLATTEN_HEADER_UNION, P4Error(  # p4test's midend, in parsers
+                    e.index.loc, "Target expects constant array indices for accessing header union stack elements, "
+                    f"{text(e.index)} is not a constant"))
             return bt.elem  # a run-time index: the executor checks its bounds
         i = limits.c_int(e.index, self.const_int(e.index))
         if not 0 <= i < bt.size:

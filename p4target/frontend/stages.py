@@ -27,6 +27,7 @@ ELIMINATE_TUPLES = -1  # the midend's EliminateTuples: a tuple's element is no s
 MIDEND_UNSUPPORTED = 0  # the midend's refusals (EliminateSwitch, BMv2's CheckUnsupported)
 MIDEND_FOLDING = 1  # ConstantFolding and StrengthReduction after LocalCopyPropagation
 MIDEND_COMPILE_TIME = 2  # CompileTimeOperations
+FLATTEN_HEADER_UNION = 2.5  # p4test's FlattenHeaderUnion: a union stack index a parser does not know
 TARGET = 3  # the built-in target's own refusals (limits.py), after every refusal p4c would give
 
 

@@ -558,3 +558,27 @@ def test_union_stack_index_in_a_parser_must_be_constant(tmp_path):
                                                             "header union stack elements, i is not a constant")
     path.write_text(text.replace("us[i]", "us[1]"))
     load_frontend(path)
+
+
+_ENTRIES = ("#include <core.p4>\nheader h_t {{ bit<8> a; bit<8> b; }}\n"
+            "control C(inout h_t h) {{\n  action a1(bit<8> v) {{ h.a = v; }}\n"
+            "  table t {{\n    key = {{ h.a : exact; h.b : {kind}; }}\n    actions = {{ a1; }}\n"
+            "    const entries = {{\n      (1, {first}) : a1(1);\n      (1, {second}) : a1(2);\n    }}\n  }}\n"
+            "  apply {{ t.apply(); }}\n}}\ncontrol CT(inout h_t h);\npackage Pk(CT c);\nPk(C()) main;\n")
+
+
+@pytest.mark.parametrize(("kind", "first", "second", "refused"), [
+    ("exact", "2", "2", True),
+    ("exact", "2", "3", False),
+    ("ternary", "2 &&& 0xf", "2 &&& 0xf", True),
+    ("ternary", "_", "2", False),  # covered by the earlier entry: p4c only warns
+])
+def test_entry_with_the_keys_of_an_earlier_one(tmp_path, kind, first, second, refused):
+    path = tmp_path / "prog.p4"
+    path.write_text(_ENTRIES.format(kind=kind, first=first, second=second))
+    if not refused:
+        load_frontend(path)
+        return
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (10, 7, "Duplicate entry keys")

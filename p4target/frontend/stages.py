@@ -24,6 +24,7 @@ SIMPLIFY_DEF_USE = -3.5  # SimplifyDefUse: a function that does not return a val
 CONTROL_PLANE_NAMES = -3  # DuplicateActionControlPlaneNameCheck, at the end of the FrontEnd
 P4RUNTIME = -2  # P4RuntimeSerializer: P4Info duplicates, LPM masks of entries
 ELIMINATE_TUPLES = -1  # the midend's EliminateTuples: a tuple's element is no struct field (string, int)
+CHECK_TABLE_ENTRIES = -0.5  # p4test's CheckTableEntries: an entry with the keys of an earlier one
 MIDEND_UNSUPPORTED = 0  # the midend's refusals (EliminateSwitch, BMv2's CheckUnsupported)
 MIDEND_FOLDING = 1  # ConstantFolding and StrengthReduction after LocalCopyPropagation
 MIDEND_COMPILE_TIME = 2  # CompileTimeOperations

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from . import ast, limits, stages
+from .entry_keys import check_entry_keys
 from .env import Pass
 from .errors import P4Error
 from .keynames import key_name
@@ -73,6 +74,8 @@ class Tables(Pass):
         self._action_scopes(t)
         if t.entries:
             self._entry_priorities(t)
+        if t.entries and self.env.frontend:
+            check_entry_keys(self.env, t)
 
     def _entries_place(self, t: ast.TableDecl) -> None:
         """p4c's TypeInference: entries need a key, written before them."""

@@ -550,7 +550,8 @@ def test_union_stack_index_in_a_parser_must_be_constant(tmp_path):
     text = ("#include <core.p4>\nheader a_t { bit<8> a; }\nheader b_t { bit<16> b; }\n"
             "header_union u_t { a_t a; b_t b; }\nstruct hs_t { u_t[2] us; }\n"
             "parser P(packet_in pkt, out hs_t hs, in bit<1> i) {\n"
-            "  state start {\n    pkt.extract(hs.us[i].a);\n    transition accept;\n  }\n}\n")
+            "  state start {\n    pkt.extract(hs.us[i].a);\n    transition accept;\n  }\n}\n"
+            "parser PT(packet_in pkt, out hs_t hs, in bit<1> i);\npackage Pk(PT p);\nPk(P()) main;\n")
     path.write_text(text)
     with pytest.raises(P4Error) as info:
         load_frontend(path)
@@ -582,3 +583,4 @@ def test_entry_with_the_keys_of_an_earlier_one(tmp_path, kind, first, second, re
     with pytest.raises(P4Error) as info:
         load_frontend(path)
     assert (info.value.loc.line, info.value.loc.col, info.value.message) == (10, 7, "Duplicate entry keys")
+

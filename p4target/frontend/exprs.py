@@ -207,7 +207,8 @@ class Exprs(Pass):
         if e.index.value is None:
             if not isinstance(it, BitsT):  # int<W> too: a negative index is out of range
                 raise P4Error(e.index.loc, f"a header stack index must be bit<W> or int<W>, not {it}")
-            if self.env.frontend and isinstance(scope.owner, ast.ParserDecl) and getattr(bt.elem, "is_union", False):
+            if self.env.frontend and isinstance(scope.owner, ast.ParserDecl) and getattr(bt.elem, "is_union", False) \
+                    and stages.blocks_kept(self.env):
                 stages.defer(self.env, stages.FLATTEN_HEADER_UNION, P4Error(  # p4test's midend, in parsers
                     e.index.loc, "Target expects constant array indices for accessing header union stack elements, "
                     f"{text(e.index)} is not a constant"))

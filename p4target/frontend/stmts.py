@@ -190,7 +190,8 @@ class Stmts(Pass):
             raise P4Error(s.subject.loc, "'switch' type can't be error")
         if not isinstance(t, (BitsT, EnumT)):
             raise P4Error(s.subject.loc, f"cannot switch on a value of type {t}")
-        if s.cases and not _declares_exact(self.env.program):  # p4c's frontend removes a switch with no cases
+        # p4c's frontend removes a switch with no cases
+        if s.cases and stages.blocks_kept(self.env) and not _declares_exact(self.env.program):
             stages.defer(self.env, stages.MIDEND_UNSUPPORTED, P4Error(  # EliminateSwitch makes a table of it
                 s.loc, "Could not find declaration for 'match_kind.exact', which is needed to implement switch "
                 "statements"), owner=scope.owner if isinstance(scope.owner, ast.FunctionDecl) else None)
@@ -254,8 +255,7 @@ def _default_last(s: ast.Switch) -> None:
         raise P4Error(s.loc, f"switch label {name} follows 'default' label, which is not allowed.")
 
 
+
 def _declares_exact(program: ast.Program) -> bool:
-    """Whether the program declares the ``exact`` match_kind, or has no main (then p4c's frontend
-    removes every unused control, and its midend has no switch left to make a table of)."""
-    has_main = any(isinstance(d, ast.Instantiation) and d.name == "main" for d in program.decls)
-    return not has_main or any(isinstance(d, ast.MatchKindDecl) and "exact" in d.members for d in program.decls)
+    """Whether the program declares the ``exact`` match_kind."""
+    return any(isinstance(d, ast.MatchKindDecl) and "exact" in d.members for d in program.decls)

@@ -584,3 +584,17 @@ def test_entry_with_the_keys_of_an_earlier_one(tmp_path, kind, first, second, re
         load_frontend(path)
     assert (info.value.loc.line, info.value.loc.col, info.value.message) == (10, 7, "Duplicate entry keys")
 
+
+@pytest.mark.parametrize(("fields", "refused"), [("h_t h;", True), ("bit<8> b;", False)])
+def test_extern_writing_back_a_nested_struct(tmp_path, fields, refused):
+    path = tmp_path / "prog.p4"
+    path.write_text(f"#include <core.p4>\nheader h_t {{ bit<8> a; }}\nstruct s_t {{ {fields} }}\n"
+                    "extern void fill(inout s_t s);\ncontrol C(inout s_t s) {\n  apply {\n    fill(s);\n  }\n}\n"
+                    "control CT(inout s_t s);\npackage Pk(CT c);\nPk(C()) main;\n")
+    if not refused:
+        load_frontend(path)
+        return
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (
+        7, 5, "fill(s): extern functions with 'out' nested struct argument (s) not supported")

@@ -129,11 +129,28 @@ class Externs(Pass):
                 raise P4Error(p.loc, f"{p.name}: a parameter with type string cannot have a direction")
         if d.name == "static_assert" and from_p4include(d):
             self._static_assert(e)
+        self._nested_out_args(e, d.proto.params, bindings, d.proto.type_params)
         in_parser = self.env.open_blocks and isinstance(self.env.open_blocks[-1], ast.ParserDecl)
         if d.name == "verify" and from_p4include(d) and not in_parser:
             raise P4Error(e.loc, "verify: may only be invoked in parsers")
         e.target = CallTarget("function", d.name, d)
         return self.env.calls.resolve_return(d.proto, bindings)
+
+    def _nested_out_args(self, e: ast.Call, params: list[ast.Param], bindings: dict[str, Type],
+                         type_params: list[str]) -> None:
+        """p4c's midend (NestedStructs) cannot split a struct with struct-like, tuple or stack fields
+        that an extern writes back: an out/inout parameter of such a type is refused at the call."""
+        for p in params:
+            if p.direction not in ("out", "inout") or not stages.blocks_kept(self.env):
+                continue
+            ref = p.type_ref
+            t = bindings.get(ref.name) if ref.kind == "named" and ref.name in type_params else \
+                self.env.decls.resolve_type(ref)
+            if isinstance(t, HeaderT) and t.kind == "struct" and \
+                    any(isinstance(f, (HeaderT, StackT)) for f in t.fields.values()):
+                stages.defer(self.env, stages.NESTED_STRUCTS, P4Error(
+                    e.loc, f"{ast.text(e)}: extern functions with 'out' nested struct argument ({p.name}) not "
+                    "supported"), self.env.owner)
 
     def _v1model_function(self, e: ast.Call, name: str) -> None:
         """Arguments the executor needs at load time (indexes, strings, algorithms)."""
@@ -222,6 +239,7 @@ class Externs(Pass):
         bindings = dict(zip(ext.type_params, t.args))
         self.env.calls.check_args(e.loc, present_params(proto.params, e.args), e.args, bindings, proto.type_params)
         if self.env.frontend and not from_p4include(ext):  # a program's own extern: its prototype is all
+            self._nested_out_args(e, proto.params, bindings, ext.type_params + proto.type_params)
             e.target = CallTarget("method", m, ext, instance=base)
             return self.env.calls.resolve_return(proto, bindings)
         if ext.name in TNA_METHODS:

@@ -26,6 +26,7 @@ CONTROL_PLANE_NAMES = -3  # DuplicateActionControlPlaneNameCheck, at the end of 
 P4RUNTIME = -2  # P4RuntimeSerializer: P4Info duplicates, LPM masks of entries
 CHECK_TABLE_ENTRIES = -0.5  # p4test's CheckTableEntries: an entry with the keys of an earlier one
 ELIMINATE_TUPLES = -0.4  # the midend's EliminateTuples: a tuple's element is no struct field (string, int)
+NESTED_STRUCTS = -0.3  # the midend's NestedStructs: an extern's out/inout argument of a nested struct
 MIDEND_UNSUPPORTED = 0  # the midend's refusals (EliminateSwitch, BMv2's CheckUnsupported)
 MIDEND_FOLDING = 1  # ConstantFolding and StrengthReduction after LocalCopyPropagation
 MIDEND_COMPILE_TIME = 2  # CompileTimeOperations

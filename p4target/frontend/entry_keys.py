@@ -14,6 +14,8 @@ from .types import BOOL, BitsT
 
 def check_entry_keys(env: CheckEnv, t: ast.TableDecl) -> None:
     """Defers the refusal of the first entry that repeats an earlier one's keys (p4c: at its keys)."""
+    if not stages.blocks_kept(env):
+        return
     ternary = [k.match_kind in ("ternary", "optional") for k in t.keys]
     widths = [k.expr.type.width if isinstance(k.expr.type, BitsT) else 1 if k.expr.type is BOOL else None
               for k in t.keys]

@@ -630,6 +630,9 @@ class _Builder(Transformer):
         c = _split_annotations(c)
         return ast.ActionRef(self._loc(meta), c[0], c[1], c[2])
 
+    def invoked_action(self, meta, c):
+        return ast.ActionRef(self._loc(meta), [], c[0], c[1], invoked=True)
+
     def top_action_ref(self, meta, c):
         c = _split_annotations(c)
         return ast.ActionRef(self._loc(meta), c[0], c[1], c[2], top_level=True)

@@ -34,6 +34,9 @@ class Tables(Pass):
         decl = (scope.root() if ref.top_level else scope).lookup(ref.name)
         if not isinstance(decl, ast.ActionDecl):
             raise P4Error(ref.loc, f"'{ref.name}' is not an action")
+        if ref.invoked:  # p4c's TypeInference, at the inner call
+            shown = ", ".join(ast.text(a) for a in ref.args or [])
+            raise P4Error(ref.loc, f"{ref.name}({shown}): Cannot invoke result of an action call")
         ref.decl = decl
         args = ref.args or []
         wanted = decl.params if all_args else [p for p in decl.params if p.direction]

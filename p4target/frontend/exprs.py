@@ -126,7 +126,7 @@ class Exprs(Pass):
         d = (scope.root() if e.top_level else scope).lookup(e.name)
         if d is None:
             if e.name in self.env.types:
-                raise P4Error(e.loc, f"'{e.name}' is a type, not a value")
+                raise P4Error(e.loc, f"{e.name}: Type cannot be used here, expecting an expression.")
             raise P4Error(e.loc, f"'{e.name}' is not declared")
         e.decl = d
         if isinstance(d, ast.ConstDecl):

@@ -598,3 +598,10 @@ def test_extern_writing_back_a_nested_struct(tmp_path, fields, refused):
         load_frontend(path)
     assert (info.value.loc.line, info.value.loc.col, info.value.message) == (
         7, 5, "fill(s): extern functions with 'out' nested struct argument (s) not supported")
+
+
+def test_parser_state_declared_twice(write_p4):
+    text = SKELETON.format(decls="", locals="", body="").replace(
+        "transition accept; }", "transition accept; }\n    state s { transition accept; }\n"
+        "    state s { transition reject; }", 1)
+    _assert_at_both(write_p4, "s { transition reject", "s: Duplicates declaration s", text=text)

@@ -605,3 +605,9 @@ def test_parser_state_declared_twice(write_p4):
         "transition accept; }", "transition accept; }\n    state s { transition accept; }\n"
         "    state s { transition reject; }", 1)
     _assert_at_both(write_p4, "s { transition reject", "s: Duplicates declaration s", text=text)
+
+
+@pytest.mark.parametrize(("decls", "marker"), [("match_kind { fast, slow,\nfast }", "fast }"),
+                                                ("match_kind { fast }\nmatch_kind { slow,\nfast, other }", "fast,")])
+def test_match_kind_declared_twice(write_p4, decls, marker):
+    _assert_at_both(write_p4, marker, "fast: Duplicates declaration fast", decls=decls)

@@ -62,6 +62,10 @@ class Decls(Pass):
                                   f"{name}: Duplicates declaration {name}")
                 self.env.errors.append(name)
         elif isinstance(decl, ast.MatchKindDecl):
+            for i, name in enumerate(decl.members):
+                if name in self.env.match_kinds or name in decl.members[:i]:  # p4c: at the second
+                    raise P4Error(_member_loc(decl, name, decl.members[:i].count(name)),
+                                  f"{name}: Duplicates declaration {name}")
             self.env.match_kinds.update(decl.members)
         elif isinstance(decl, ast.Typedef):
             t = self.resolve_type(decl.type_ref)

@@ -51,8 +51,6 @@ class FrontendOnly(Pass):
         architecture's own prototypes are the only ones used)."""
         if decl.name == "main" and not isinstance(decl, ast.Instantiation):
             raise P4Error(decl.loc, "main: must be a package declaration")
-        if isinstance(decl, ast.MatchKindDecl):
-            self._match_kinds(decl)
         if isinstance(decl, ast.ExternDecl):
             self._extern_members(decl)
         if isinstance(decl, ast.Instantiation):
@@ -94,13 +92,6 @@ class FrontendOnly(Pass):
             if arg.kind == "named" and arg.name == name:
                 raise P4Error(arg.loc, f"{name}: contains self '{name}' as type argument")
             self._no_self_argument(name, arg.args)
-
-    def _match_kinds(self, decl: ast.MatchKindDecl) -> None:
-        seen = set(self.env.match_kinds)
-        for name in decl.members:
-            if name in seen:
-                raise P4Error(decl.loc, f"{name}: Duplicates declaration {name}")
-            seen.add(name)
 
     def _declared(self, ref: ast.TypeRef, type_params: list[str]) -> None:
         """Every type a parameter's type names (its type arguments too) is declared before it."""

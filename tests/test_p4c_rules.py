@@ -611,3 +611,12 @@ def test_parser_state_declared_twice(write_p4):
                                                 ("match_kind { fast }\nmatch_kind { slow,\nfast, other }", "fast,")])
 def test_match_kind_declared_twice(write_p4, decls, marker):
     _assert_at_both(write_p4, marker, "fast: Duplicates declaration fast", decls=decls)
+
+
+def test_type_parameter_named_twice_in_an_initializer_function(tmp_path):
+    path = tmp_path / "prog.p4"
+    path.write_text("#include <core.p4>\nextern E {\n  E();\n  abstract void f();\n}\ncontrol C() {\n"
+                    "  E() e = {\n    void f<T, U, T>() {}\n  };\n  apply {}\n}\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (8, 18, "T: Duplicates declaration T")

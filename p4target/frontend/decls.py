@@ -217,6 +217,9 @@ class Decls(Pass):
             # its arguments are checked against the parameters' types
             self.env.instances.block_instantiation(decl, t, scope)
             return
+        for f in decl.initializer or []:
+            if isinstance(f, ast.FunctionDecl):
+                _type_params_distinct(f)
         for a in decl.args:
             self.env.exprs.expr(a, scope)
         if isinstance(t, ExternT):
@@ -319,6 +322,15 @@ def _self_reference(ref: ast.TypeRef, name: str) -> ast.TypeRef | None:
     if ref.kind == "named" and ref.name == name:
         return ref
     return next((r for r in (_self_reference(a, name) for a in ref.args) if r is not None), None)
+
+
+def _type_params_distinct(f: ast.FunctionDecl) -> None:
+    """p4c: a function's type parameter named twice is refused at the second."""
+    params = f.proto.type_params
+    twice = next((n for i, n in enumerate(params) if n in params[:i]), None)
+    if twice is not None:
+        start = find_after(f.loc, rf"\b{re.escape(f.name)}\s*<")
+        raise P4Error(find_after(start, rf"\b{re.escape(twice)}\b", 1), f"{twice}: Duplicates declaration {twice}")
 
 
 def _member_loc(decl: ast.Decl, name: str, nth: int) -> Location:

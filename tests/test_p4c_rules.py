@@ -620,3 +620,21 @@ def test_type_parameter_named_twice_in_an_initializer_function(tmp_path):
     with pytest.raises(P4Error) as info:
         load_frontend(path)
     assert (info.value.loc.line, info.value.loc.col, info.value.message) == (8, 18, "T: Duplicates declaration T")
+
+
+@pytest.mark.parametrize(("noaction", "message"), [
+    ("const bit<1> NoAction = 1;", "NoAction: expected to be an action; did you include core.p4?"),
+    ("action NoAction(in bit<1> x) {}", "NoAction: Expected an action with no parameters; did you include core.p4?"),
+    ("action NoAction() { exit; }", "NoAction: Expected an action with no body; did you include core.p4?"),
+])
+def test_the_noaction_a_table_defaults_to(tmp_path, noaction, message):
+    """No core.p4: a table with no default_action needs a NoAction of core.p4's shape."""
+    path = tmp_path / "prog.p4"
+    text = "{}\ncontrol C() {{\n  action a() {{}}\n  table t {{ actions = {{ a; }} }}\n  apply {{}}\n}}\n"
+    path.write_text(text.format(noaction))
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (1, noaction.index("NoAction") + 1,
+                                                                             message)
+    path.write_text(text.format("").replace("a; }", "a; } default_action = a();"))
+    load_frontend(path)

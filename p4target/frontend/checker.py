@@ -19,6 +19,7 @@ from typing import Any
 from . import ast
 from .annotations import parse_annotation_bodies, validate_string_annotations
 from .blocks import PIPELINE_BLOCKS, Blocks
+from .builtins import check_global_noaction
 from .calls import Calls
 from .control_plane import check_action_names, check_table_names
 from .decls import Decls, top_level_kinds
@@ -55,6 +56,7 @@ class Checker:
         parse_annotation_bodies(self.env.program)  # p4c's first frontend pass
         check_v1model_version(self.env.program)  # p4test's --pp, before ValidateParsedProgram
         top_level_kinds(self.env.program)
+        check_global_noaction(self.env.program)  # CreateBuiltins
         validate_string_annotations(self.env.program)
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         if mains and mains[0].type_ref.name == "Switch":  # TNA (is_tna_main, once the type is resolved)
@@ -88,6 +90,7 @@ class Checker:
         parse_annotation_bodies(self.env.program)
         check_v1model_version(self.env.program)
         top_level_kinds(self.env.program)
+        check_global_noaction(self.env.program)  # CreateBuiltins
         validate_string_annotations(self.env.program)
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         generic = FrontendOnly(self.env)

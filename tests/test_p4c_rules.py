@@ -638,3 +638,12 @@ def test_the_noaction_a_table_defaults_to(tmp_path, noaction, message):
                                                                              message)
     path.write_text(text.format("").replace("a; }", "a; } default_action = a();"))
     load_frontend(path)
+
+
+@pytest.mark.parametrize(("decls", "marker"), [
+    ("bit<8> f(@optional bit<8> a) { return 1; }", "a)"),
+    ("control G(inout bit<8> x)(@optional bit<8> k) { apply { } }", "k)"),
+])
+def test_optional_parameter_where_nothing_could_leave_it_out(write_p4, decls, marker):
+    name = marker[0]
+    _assert_at_both(write_p4, marker, f"{name}: optional parameter not allowed here", decls=decls)

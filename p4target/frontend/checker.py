@@ -30,6 +30,7 @@ from .exprs import Exprs
 from .externs import V1MODEL_FUNCTIONS, Externs
 from .frontend_only import FrontendOnly
 from .instances import Instances
+from .named_args import check_optional_params
 from .profiles import Profiles
 from .program import CheckedProgram, FrontendProgram
 from .stmts import Stmts
@@ -58,6 +59,7 @@ class Checker:
         top_level_kinds(self.env.program)
         check_global_noaction(self.env.program)  # CreateBuiltins
         validate_string_annotations(self.env.program)
+        check_optional_params(self.env.program)  # CheckNamedArgs
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         if mains and mains[0].type_ref.name == "Switch":  # TNA (is_tna_main, once the type is resolved)
             self.env.arch = "tna"
@@ -92,6 +94,7 @@ class Checker:
         top_level_kinds(self.env.program)
         check_global_noaction(self.env.program)  # CreateBuiltins
         validate_string_annotations(self.env.program)
+        check_optional_params(self.env.program)  # CheckNamedArgs
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         generic = FrontendOnly(self.env)
         for decl in self.env.program.decls:

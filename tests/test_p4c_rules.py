@@ -647,3 +647,20 @@ def test_the_noaction_a_table_defaults_to(tmp_path, noaction, message):
 def test_optional_parameter_where_nothing_could_leave_it_out(write_p4, decls, marker):
     name = marker[0]
     _assert_at_both(write_p4, marker, f"{name}: optional parameter not allowed here", decls=decls)
+
+
+@pytest.mark.parametrize(("decls", "shown", "note"), [
+    ("type bit<8> B_t;\nenum B_t En { a = 1 }", "B_t",
+     "; note that type-declared types are not allowed even if they are fixed-size"),
+    ("type bit<8> B_t;\ntypedef B_t C_t;\nenum C_t En { a = 1 }", "C_t",
+     "; note that type-declared types are not allowed even if they are fixed-size"),
+    ("enum int En { a = 1 }", "int", "; note that the used type is unsized integral type"),
+    ("enum bool En { a = 1 }", "bool", ""),
+])
+def test_serializable_enum_of_a_type_that_is_not_bits(write_p4, decls, shown, note):
+    _assert_at_both(write_p4, f"{shown} En", f"{shown}: Illegal type for enum; only bit<> and int<> are allowed{note}",
+                    decls=decls)
+
+
+def test_serializable_enum_of_a_typedef_of_bits(write_p4):
+    load_program(write_p4(decls="typedef bit<8> B_t;\nenum B_t En { a = 1 }"))

@@ -186,8 +186,12 @@ class Decls(Pass):
         t = EnumT(decl.name, list(decl.members))
         if decl.underlying is not None:
             under = self.resolve_type(decl.underlying)
-            if not isinstance(under, BitsT):
-                raise P4Error(decl.loc, "a serializable enum needs a bit<W> or int<W> underlying type")
+            if not isinstance(under, BitsT) or under.newtype is not None:  # p4c: at the type
+                note = "; note that the used type is unsized integral type" if under is INFINT else \
+                    "; note that type-declared types are not allowed even if they are fixed-size" \
+                    if isinstance(under, BitsT) else ""
+                raise P4Error(decl.underlying.loc, f"{decl.underlying.name or under}: Illegal type for enum; "
+                              f"only bit<> and int<> are allowed{note}")
             t.underlying = under
             for name, expr in zip(decl.members, decl.values or []):
                 self.env.exprs.expr(expr, self.env.globals)

@@ -664,3 +664,9 @@ def test_serializable_enum_of_a_type_that_is_not_bits(write_p4, decls, shown, no
 
 def test_serializable_enum_of_a_typedef_of_bits(write_p4):
     load_program(write_p4(decls="typedef bit<8> B_t;\nenum B_t En { a = 1 }"))
+
+
+def test_int_constant_of_a_fixed_width_value_cast_to_bool(write_p4):
+    _assert_at_both(write_p4, "(bool)k", "(bool)2: Only 0 and 1 can be cast to booleans",
+                    decls="const int k = 4w2;\nconst bool b = (bool)k;")
+    load_program(write_p4(decls="const int k = 4w1;\nconst bool b = (bool)k;"))

@@ -204,6 +204,8 @@ class Decls(Pass):
     def const_decl(self, decl: ast.ConstDecl, scope: Scope) -> None:
         decl.type = self.resolve_type(decl.type_ref)
         self.env.exprs.expr(decl.init, scope)
+        if decl.type is INFINT and isinstance(decl.init.type, BitsT) and decl.init.value is not None:
+            decl.init.type = INFINT  # p4c unifies int with any width: the constant keeps its value
         self.env.exprs.coerce(decl.init, decl.type, "constant initializer")
         if decl.init.value is None:
             raise P4Error(decl.init.loc, f"the initializer of constant '{decl.name}' is not a compile-time constant")

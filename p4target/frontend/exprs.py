@@ -261,8 +261,8 @@ class Exprs(Pass):
         v = e.operand.value
         if v is not None:
             if t is BOOL:
-                if src is INFINT and v not in (0, 1):
-                    raise P4Error(e.loc, f"cannot cast {v} to bool")
+                if src is INFINT and v not in (0, 1):  # p4c's ConstantFolding
+                    raise P4Error(e.loc, f"(bool){v}: Only 0 and 1 can be cast to booleans")
                 e.value = bool(v)
             elif isinstance(t, (BitsT, EnumT)):
                 target = t if isinstance(t, BitsT) else t.underlying

@@ -670,3 +670,8 @@ def test_int_constant_of_a_fixed_width_value_cast_to_bool(write_p4):
     _assert_at_both(write_p4, "(bool)k", "(bool)2: Only 0 and 1 can be cast to booleans",
                     decls="const int k = 4w2;\nconst bool b = (bool)k;")
     load_program(write_p4(decls="const int k = 4w1;\nconst bool b = (bool)k;"))
+
+
+def test_length_annotation_names_a_later_field(write_p4):
+    _assert_at_both(write_p4, "n)", "n: declaration not found",
+                    decls="header v_t {\n  bit<8> a;\n  @length(n)\n  varbit<16> v;\n  bit<8> n; }")

@@ -141,9 +141,22 @@ class Decls(Pass):
         err = P4Error(arg.loc, f"{shown}: value must be a match_kind")
         stages.defer(self.env, stages.VALIDATE_MATCH_ANNOTATIONS, err)
 
+    def _length_names(self, decl: ast.HeaderDecl) -> None:
+        """p4c's ResolveReferences on a field's @length: it names earlier fields or globals."""
+        for i, f in enumerate(decl.fields):
+            note = ast.find_annotation(f.annotations, "length")
+            todo = [a for a in note.args if isinstance(a, ast.Node)] if note is not None else []
+            while todo:
+                node = todo.pop(0)
+                if isinstance(node, ast.PathExpr) and node.name not in {x.name for x in decl.fields[:i]} \
+                        and self.env.globals.lookup(node.name) is None:
+                    raise P4Error(node.loc, f"{node.name}: declaration not found")
+                todo += ast.children(node)
+
     def _header(self, decl: ast.HeaderDecl) -> None:
         t = HeaderT(decl.name, decl.kind, decl=decl)
         self._declare_type(decl, t)
+        self._length_names(decl)
         for f in decl.fields:
             if f.name in t.fields:
                 raise P4Error(f.loc, f"field '{f.name}' is declared twice in {decl.name}")

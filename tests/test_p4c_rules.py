@@ -675,3 +675,16 @@ def test_int_constant_of_a_fixed_width_value_cast_to_bool(write_p4):
 def test_length_annotation_names_a_later_field(write_p4):
     _assert_at_both(write_p4, "n)", "n: declaration not found",
                     decls="header v_t {\n  bit<8> a;\n  @length(n)\n  varbit<16> v;\n  bit<8> n; }")
+
+
+@pytest.mark.parametrize(("decls", "marker", "message"), [
+    ("parser Sp(packet_in b);\nparser Mp(packet_in b) { state start { transition accept; } }\n"
+     "control Uc()(Sp sp) { apply { } }\ncontrol Wc() { Uc(Mp()) u; apply { u.apply(); } }",
+     "sp)", "sp: instantiation of parser in control"),
+    ("control Sc();\ncontrol Mc() { apply { } }\n"
+     "parser Up(packet_in b)(Sc sc) { state start { transition accept; } }\n"
+     "parser Wp(packet_in b) { Up(Mc()) u; state start { u.apply(b); transition accept; } }",
+     "sc)", "sc: instantiation of control in parser"),
+])
+def test_block_argument_of_the_other_kind(write_p4, decls, marker, message):
+    _assert_at_both(write_p4, marker, message, decls=decls)

@@ -688,3 +688,10 @@ def test_length_annotation_names_a_later_field(write_p4):
 ])
 def test_block_argument_of_the_other_kind(write_p4, decls, marker, message):
     _assert_at_both(write_p4, marker, message, decls=decls)
+
+
+def test_parser_implements_a_built_in_state(write_p4):
+    text = SKELETON.format(decls="", locals="", body="").replace(
+        "transition accept; }", "transition accept; }\n    state reject { transition accept; }", 1)
+    _assert_at_both(write_p4, "reject { transition", "Invalid parser state: reject should not be implemented, "
+                    "it is built-in", text=text)

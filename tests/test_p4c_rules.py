@@ -695,3 +695,15 @@ def test_parser_implements_a_built_in_state(write_p4):
         "transition accept; }", "transition accept; }\n    state reject { transition accept; }", 1)
     _assert_at_both(write_p4, "reject { transition", "Invalid parser state: reject should not be implemented, "
                     "it is built-in", text=text)
+
+
+@pytest.mark.parametrize(("decl", "message"), [
+    ("parser Q(Sp p);", "p: parameter cannot have type parser Sp"),
+    ("control Q(Pk p) { apply { } }", "p: parameter cannot be a package"),
+])
+def test_apply_parameter_of_a_parser_or_package_type(tmp_path, decl, message):
+    path = tmp_path / "prog.p4"
+    path.write_text(f"#include <core.p4>\nparser Sp();\npackage Pk();\n{decl}\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (4, decl.index(" p)") + 2, message)

@@ -12,11 +12,13 @@ their declared types (p4c type-checks every declaration, instantiated or not).
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 from . import ast, stages
 from .env import Pass
 from .errors import P4Error
+from .source_text import find_after
 from .tna import is_optional
 from .types import INFINT, STRING, BlockT, ExternT
 
@@ -35,6 +37,13 @@ def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
     if isinstance(decl, ast.FunctionDecl):
         return [(decl.proto.type_params, decl.proto.params)]
     return []
+
+
+def _applies(decl: ast.Decl, params: list[ast.Param]) -> bool:
+    """Whether ``params`` are the apply parameters of a parser or control (declaration or type)."""
+    if isinstance(decl, ast.BlockTypeDecl):
+        return decl.kind in ("parser", "control") and params is decl.params
+    return isinstance(decl, (ast.ParserDecl, ast.ControlDecl)) and params is decl.params
 
 
 def _names(ref: ast.TypeRef) -> set[str]:
@@ -74,6 +83,8 @@ class FrontendOnly(Pass):
                     self._directed_param(p, type_params)
                 elif params is getattr(decl, "ctor_params", None):
                     self._block_ctor_param(p)
+                elif _applies(decl, params):
+                    self._module_param(p, type_params)
 
     def _extern_members(self, decl: ast.ExternDecl) -> None:
         """p4c's rules on an extern's members: a constructor is named as the extern and has no return
@@ -118,6 +129,20 @@ class FrontendOnly(Pass):
         if isinstance(t, (ast.ParserDecl, ast.ControlDecl)):
             kind = "parser" if isinstance(t, ast.ParserDecl) else "control"
             raise P4Error(p.loc, f"{p.name}: parameter cannot have type {kind} {t.name}")
+
+    def _module_param(self, p: ast.Param, type_params: list[str]) -> None:
+        """p4c's checkParameters on a parser's or control's apply parameters: never a parser, a
+        control or a package, with or without a direction (refused at the parameter's name)."""
+        ref = p.type_ref
+        t = self.env.types.get(ref.name) if ref.kind == "named" and ref.name not in type_params else None
+        kind = "parser" if isinstance(t, ast.ParserDecl) else "control" if isinstance(t, ast.ControlDecl) \
+            else t.kind if isinstance(t, ast.BlockTypeDecl) else None
+        if kind is None:
+            return
+        where = find_after(p.loc, rf"\b{re.escape(p.name)}\b(?=\s*[,)=])")
+        if kind == "package":
+            raise P4Error(where, f"{p.name}: parameter cannot be a package")
+        raise P4Error(where, f"{p.name}: parameter cannot have type {kind} {ref.name}")
 
     def _directed_param(self, p: ast.Param, type_params: list[str]) -> None:
         ref = p.type_ref

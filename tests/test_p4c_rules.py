@@ -707,3 +707,9 @@ def test_apply_parameter_of_a_parser_or_package_type(tmp_path, decl, message):
     with pytest.raises(P4Error) as info:
         load_frontend(path)
     assert (info.value.loc.line, info.value.loc.col, info.value.message) == (4, decl.index(" p)") + 2, message)
+
+
+def test_compound_division_refused_where_its_value_is_read(write_p4):
+    """p4c's RemoveOpAssign gives `r / b` no location: its LocalCopyPropagation puts it at the read."""
+    _assert_at(write_p4, "r; }", "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time",
+               locals="action a() { bit<8> r = hdr.h.a;\nr /= hdr.h.b;\nhdr.h.a = r; }", body="a();")

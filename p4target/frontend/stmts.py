@@ -55,7 +55,7 @@ class Stmts(Pass):
             self.lvalue(s.lhs)
             self.env.exprs.expr(s.rhs, scope)
             self.env.exprs.coerce(s.rhs, lt, "assignment")
-            self.env.divisions.note_write(s.lhs, s.rhs)
+            self.env.divisions.note_write(s.lhs, s.rhs, assigned_op=s.compound)
             return order_assignment(s)
         elif isinstance(s, ast.CallStmt):
             self.env.exprs.expr(s.call, scope)

@@ -48,6 +48,14 @@ REFUSED = {
                                           "{ 1, 2 }: illegal type for structured annotation"),
     "dot-prefixed local is not top-level": (dict(locals="bit<8> tmp;", body=".tmp = 1;"), "14:13",
                                             "'tmp' is not declared"),
+    "call of an action call as the default action": (
+        dict(locals="action a() { } table t { actions = { a; } default_action = a()(); }"), "13:64",
+        "a(): Cannot invoke result of an action call"),
+    "type parameter as a value in the declaration's annotation": (
+        dict(decls="@n[x = 4 < T]\ncontrol G<T>(in T v) { apply { } }"), "7:12",
+        "T: Type cannot be used here, expecting an expression."),
+    "type name as an index": (dict(locals="h_t[2] gs;", body="gs[h_t].a = 1;"), "14:16",
+                              "h_t: Type cannot be used here, expecting an expression."),
     "instantiation in a parser state": (dict(start="state start { Checksum16() ck; transition accept; }"), "9:19",
                                         "ck: syntax error: an instantiation is not a parser statement"),
 }

@@ -7,6 +7,8 @@ import pytest
 
 from p4target.frontend import P4Error, load_frontend, load_program
 
+from .conftest import SKELETON
+
 
 def _refusal(write_p4, marker: str, **parts: str) -> tuple[P4Error, int, int]:
     """The error loading the program, and the (line, column) of ``marker`` in its text."""
@@ -471,3 +473,321 @@ def test_a_tuple_field_of_dont_cares_is_refused_once_specialized(tmp_path):
     with pytest.raises(P4Error) as info:
         checker.env.decls.resolve_type(ref)
     assert (info.value.loc.line, info.value.message) == (2, "Field 'f0' of 'tuple<_, _>' cannot have type '_'")
+
+
+@pytest.mark.parametrize("underlying", ["tuple<bit<8>>", "h_t", "varbit<8>"])
+def test_newtype_of_a_type_that_is_not_a_base_type(write_p4, underlying):
+    _assert_at_both(write_p4, "T_t;", "T_t: `type' can only be applied to base types",
+                    decls=f"type {underlying} T_t;")
+
+
+def test_newtype_of_bool_and_of_a_newtype(write_p4):
+    load_program(write_p4(decls="type bool B_t;\ntype B_t C_t;\ntype bit<8> D_t;\ntype D_t E_t;"))
+
+
+@pytest.mark.parametrize("decls", ["extern X { X(); }", "control X();"])
+def test_tuple_of_an_extern_or_a_block(write_p4, decls):
+    _assert_at_both(write_p4, "X> t)", "X: not supported as a tuple field",
+                    decls=f"{decls}\nvoid f(in tuple<bit<8>, X> t) {{ }}")
+
+
+def test_tuple_of_a_package_in_a_package_parameter(tmp_path):
+    path = tmp_path / "prog.p4"
+    path.write_text("#include <core.p4>\npackage Pk();\npackage G(tuple<Pk> b);\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    err = info.value
+    assert (err.loc.line, err.loc.col, err.message) == (3, 17, "Pk: not supported as a tuple field")
+
+
+@pytest.mark.parametrize("elem", ["string", "int"])
+def test_tuple_in_a_prototype_that_the_midend_cannot_make_a_struct_of(tmp_path, elem):
+    path = tmp_path / "prog.p4"
+    path.write_text(f"#include <core.p4>\nextern E {{\n  E(tuple<bit<8>, {elem}> x);\n}}\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    err = info.value
+    assert (err.loc.line, err.loc.col) == (3, 19)
+    assert err.message == f"Field 'f1' of the struct for tuple<bit<8>, {elem}> cannot have type '{elem}'"
+
+
+@pytest.mark.parametrize(("targ", "message"), [
+    ("void", "void: illegal type argument for 'lookahead'"),
+    ("vh_t", "vh_t: type argument must be a fixed-width type"),
+])
+def test_lookahead_type_argument(write_p4, targ, message):
+    text = SKELETON.replace("pkt.extract(hdr.h);", f"pkt.lookahead<{targ}>();").format(
+        decls="header vh_t { bit<8> a; varbit<16> v; }", locals="", body="")
+    _assert_at_both(write_p4, f"{targ}>()", message, text=text)
+
+
+def test_extern_instances_compared(write_p4):
+    _assert_at_both(write_p4, "c1 == c2", "c1 and c2: externs cannot be compared",
+                    locals="counter(1, CounterType.packets) c1;\ncounter(1, CounterType.packets) c2;",
+                    body="if (c1 == c2) { hdr.h.a = 1; }")
+
+
+def test_extern_instances_compared_in_a_structured_annotation(write_p4):
+    _assert_at_both(write_p4, "x1 != x2", "x1 and x2: externs cannot be compared",
+                    decls="counter(1, CounterType.packets) x1;\ncounter(1, CounterType.packets) x2;\n"
+                          "@note[x1 != x2] const bit<8> k = 1;")
+
+
+@pytest.mark.parametrize(("prop", "marker"), [
+    ("default_action = .a();", ".a()"),
+    ("const entries = { 1 : .a(); }", ".a()"),
+])
+def test_top_level_action_is_not_the_local_one_listed(write_p4, prop, marker):
+    _assert_at_both(write_p4, marker, ".a() and a refer to different actions",
+                    decls="action a() { }",
+                    locals=f"action a() {{ }}\ntable t {{ key = {{ hdr.h.a : exact; }} actions = {{ a; }}\n{prop} }}",
+                    body="t.apply();")
+
+
+def test_top_level_action_listed_as_such(write_p4):
+    load_program(write_p4(decls="action a() { }", locals="action b() { }\ntable t { actions = { .a; b; }\n"
+                          "default_action = .a(); }", body="t.apply();"))
+
+
+@pytest.mark.parametrize(("decl", "line", "col"), [
+    ("struct s_t {\n  error e; }", 2, 3), ("typedef error E_t;", 1, 9), ("void f(in error e) { }", 1, 11)])
+def test_error_type_without_an_error_declaration(tmp_path, decl, line, col):
+    """No core.p4: ``error`` names no declaration (p4c's ResolveReferences)."""
+    path = tmp_path / "prog.p4"
+    path.write_text(f"{decl}\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    err = info.value
+    assert (err.loc.line, err.loc.col, err.message) == (line, col, "error: declaration not found")
+
+
+def test_initializer_of_a_block_instance(write_p4):
+    _assert_at_both(write_p4, "{ };", "sub: initializers only allowed for extern instances",
+                    decls="control Sub() { apply { } }", locals="Sub() sub = { };", body="sub.apply();")
+
+
+@pytest.mark.parametrize(("note", "marker", "message"), [
+    ("@pkginfo", "@pkginfo", "@pkginfo: syntax error: the annotation holds a list of key=value pairs"),
+    ('@pkginfo("x")', "@pkginfo", "@pkginfo: syntax error: the annotation holds a list of key=value pairs"),
+    ('@name("a", "b")', '"b"', "@name: syntax error: the annotation holds one expression"),
+    ("@hidden(1)", "@hidden", "@hidden should not have any arguments"),
+    ("@name(4)", "@name", "@name: should contain a string"),
+    ('@deprecated("a" | "b")', '"a" |', "\"a\" | \"b\": @deprecated annotation's value must be a string"),
+])
+def test_annotation_bodies(write_p4, note, marker, message):
+    _assert_at_both(write_p4, marker, message, decls=f"{note}\nconst bit<8> k = 1;")
+
+
+def test_string_annotations_folded(write_p4):
+    load_program(write_p4(decls='@deprecated("a" ++ "b")\nconst bit<8> k = 1;\n@pkginfo(version="1")\n'
+                                'const bit<8> k2 = 1;'))
+
+
+def test_extern_method_call_that_two_overloads_fit(tmp_path):
+    path = tmp_path / "prog.p4"
+    path.write_text("#include <core.p4>\nextern X {\n  X();\n  void f(in bit<8> a);\n  void f(in bit<8> b);\n}\n"
+                    "control C() {\n  X() x;\n  apply {\n    x.f(1);\n  }\n}\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    err = info.value
+    assert (err.loc.line, err.loc.col, err.message) == (10, 7, "Ambiguous method f")
+    path.write_text(path.read_text().replace("x.f(1);", "x.f(b = 1);"))
+    load_frontend(path)
+
+
+@pytest.mark.parametrize(("decls", "marker", "kind"), [
+    ("struct s_t { bit<8> a; s_t b; }", "s_t b;", "struct"),
+    ("header s_t { bit<8> a; }\nheader_union u_t { s_t a; u_t b; }", "u_t b;", "header_union"),
+    ("struct s_t { tuple<bit<8>, s_t> b; }", "s_t> b", "struct"),
+])
+def test_type_that_refers_to_itself(write_p4, decls, marker, kind):
+    name = marker.split()[0].rstrip(">")
+    _assert_at_both(write_p4, marker, f"Self-referencing types not supported: '{name}' within '{kind} {name}'",
+                    decls=decls)
+
+
+def test_switch_on_a_value_needs_the_exact_match_kind(tmp_path):
+    """No core.p4: p4c's midend makes a table with an exact key of the switch, and finds no exact."""
+    path = tmp_path / "prog.p4"
+    text = "control C(in bit<4> a) {\n  apply {\n    switch (a) {\n      4w0: {}\n    }\n  }\n}\n" \
+           "control CT(in bit<4> a);\npackage Pk(CT c);\nPk(C()) main;\n"
+    path.write_text(text)
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.message) == (3, "Could not find declaration for 'match_kind.exact', "
+                                                            "which is needed to implement switch statements")
+    path.write_text("match_kind { exact }\n" + text)
+    load_frontend(path)
+    path.write_text(text.replace("4w0: {}", ""))  # p4c's frontend removes a switch with no cases
+    load_frontend(path)
+
+
+def test_union_stack_index_in_a_parser_must_be_constant(tmp_path):
+    """p4test's midend (FlattenHeaderUnion) names no line; a constant index passes."""
+    path = tmp_path / "prog.p4"
+    text = ("#include <core.p4>\nheader a_t { bit<8> a; }\nheader b_t { bit<16> b; }\n"
+            "header_union u_t { a_t a; b_t b; }\nstruct hs_t { u_t[2] us; }\n"
+            "parser P(packet_in pkt, out hs_t hs, in bit<1> i) {\n"
+            "  state start {\n    pkt.extract(hs.us[i].a);\n    transition accept;\n  }\n}\n"
+            "parser PT(packet_in pkt, out hs_t hs, in bit<1> i);\npackage Pk(PT p);\nPk(P()) main;\n")
+    path.write_text(text)
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.message) == (8, "Target expects constant array indices for accessing "
+                                                            "header union stack elements, i is not a constant")
+    path.write_text(text.replace("us[i]", "us[1]"))
+    load_frontend(path)
+
+
+_ENTRIES = ("#include <core.p4>\nheader h_t {{ bit<8> a; bit<8> b; }}\n"
+            "control C(inout h_t h) {{\n  action a1(bit<8> v) {{ h.a = v; }}\n"
+            "  table t {{\n    key = {{ h.a : exact; h.b : {kind}; }}\n    actions = {{ a1; }}\n"
+            "    const entries = {{\n      (1, {first}) : a1(1);\n      (1, {second}) : a1(2);\n    }}\n  }}\n"
+            "  apply {{ t.apply(); }}\n}}\ncontrol CT(inout h_t h);\npackage Pk(CT c);\nPk(C()) main;\n")
+
+
+@pytest.mark.parametrize(("kind", "first", "second", "refused"), [
+    ("exact", "2", "2", True),
+    ("exact", "2", "3", False),
+    ("ternary", "2 &&& 0xf", "2 &&& 0xf", True),
+    ("ternary", "_", "2", False),  # covered by the earlier entry: p4c only warns
+])
+def test_entry_with_the_keys_of_an_earlier_one(tmp_path, kind, first, second, refused):
+    path = tmp_path / "prog.p4"
+    path.write_text(_ENTRIES.format(kind=kind, first=first, second=second))
+    if not refused:
+        load_frontend(path)
+        return
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (10, 7, "Duplicate entry keys")
+
+
+@pytest.mark.parametrize(("fields", "refused"), [("h_t h;", True), ("bit<8> b;", False)])
+def test_extern_writing_back_a_nested_struct(tmp_path, fields, refused):
+    path = tmp_path / "prog.p4"
+    path.write_text(f"#include <core.p4>\nheader h_t {{ bit<8> a; }}\nstruct s_t {{ {fields} }}\n"
+                    "extern void fill(inout s_t s);\ncontrol C(inout s_t s) {\n  apply {\n    fill(s);\n  }\n}\n"
+                    "control CT(inout s_t s);\npackage Pk(CT c);\nPk(C()) main;\n")
+    if not refused:
+        load_frontend(path)
+        return
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (
+        7, 5, "fill(s): extern functions with 'out' nested struct argument (s) not supported")
+
+
+def test_parser_state_declared_twice(write_p4):
+    text = SKELETON.format(decls="", locals="", body="").replace(
+        "transition accept; }", "transition accept; }\n    state s { transition accept; }\n"
+        "    state s { transition reject; }", 1)
+    _assert_at_both(write_p4, "s { transition reject", "s: Duplicates declaration s", text=text)
+
+
+@pytest.mark.parametrize(("decls", "marker"), [("match_kind { fast, slow,\nfast }", "fast }"),
+                                                ("match_kind { fast }\nmatch_kind { slow,\nfast, other }", "fast,")])
+def test_match_kind_declared_twice(write_p4, decls, marker):
+    _assert_at_both(write_p4, marker, "fast: Duplicates declaration fast", decls=decls)
+
+
+def test_type_parameter_named_twice_in_an_initializer_function(tmp_path):
+    path = tmp_path / "prog.p4"
+    path.write_text("#include <core.p4>\nextern E {\n  E();\n  abstract void f();\n}\ncontrol C() {\n"
+                    "  E() e = {\n    void f<T, U, T>() {}\n  };\n  apply {}\n}\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (8, 18, "T: Duplicates declaration T")
+
+
+@pytest.mark.parametrize(("noaction", "message"), [
+    ("const bit<1> NoAction = 1;", "NoAction: expected to be an action; did you include core.p4?"),
+    ("action NoAction(in bit<1> x) {}", "NoAction: Expected an action with no parameters; did you include core.p4?"),
+    ("action NoAction() { exit; }", "NoAction: Expected an action with no body; did you include core.p4?"),
+])
+def test_the_noaction_a_table_defaults_to(tmp_path, noaction, message):
+    """No core.p4: a table with no default_action needs a NoAction of core.p4's shape."""
+    path = tmp_path / "prog.p4"
+    text = "{}\ncontrol C() {{\n  action a() {{}}\n  table t {{ actions = {{ a; }} }}\n  apply {{}}\n}}\n"
+    path.write_text(text.format(noaction))
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (1, noaction.index("NoAction") + 1,
+                                                                             message)
+    path.write_text(text.format("").replace("a; }", "a; } default_action = a();"))
+    load_frontend(path)
+
+
+@pytest.mark.parametrize(("decls", "marker"), [
+    ("bit<8> f(@optional bit<8> a) { return 1; }", "a)"),
+    ("control G(inout bit<8> x)(@optional bit<8> k) { apply { } }", "k)"),
+])
+def test_optional_parameter_where_nothing_could_leave_it_out(write_p4, decls, marker):
+    name = marker[0]
+    _assert_at_both(write_p4, marker, f"{name}: optional parameter not allowed here", decls=decls)
+
+
+@pytest.mark.parametrize(("decls", "shown", "note"), [
+    ("type bit<8> B_t;\nenum B_t En { a = 1 }", "B_t",
+     "; note that type-declared types are not allowed even if they are fixed-size"),
+    ("type bit<8> B_t;\ntypedef B_t C_t;\nenum C_t En { a = 1 }", "C_t",
+     "; note that type-declared types are not allowed even if they are fixed-size"),
+    ("enum int En { a = 1 }", "int", "; note that the used type is unsized integral type"),
+    ("enum bool En { a = 1 }", "bool", ""),
+])
+def test_serializable_enum_of_a_type_that_is_not_bits(write_p4, decls, shown, note):
+    _assert_at_both(write_p4, f"{shown} En", f"{shown}: Illegal type for enum; only bit<> and int<> are allowed{note}",
+                    decls=decls)
+
+
+def test_serializable_enum_of_a_typedef_of_bits(write_p4):
+    load_program(write_p4(decls="typedef bit<8> B_t;\nenum B_t En { a = 1 }"))
+
+
+def test_int_constant_of_a_fixed_width_value_cast_to_bool(write_p4):
+    _assert_at_both(write_p4, "(bool)k", "(bool)2: Only 0 and 1 can be cast to booleans",
+                    decls="const int k = 4w2;\nconst bool b = (bool)k;")
+    load_program(write_p4(decls="const int k = 4w1;\nconst bool b = (bool)k;"))
+
+
+def test_length_annotation_names_a_later_field(write_p4):
+    _assert_at_both(write_p4, "n)", "n: declaration not found",
+                    decls="header v_t {\n  bit<8> a;\n  @length(n)\n  varbit<16> v;\n  bit<8> n; }")
+
+
+@pytest.mark.parametrize(("decls", "marker", "message"), [
+    ("parser Sp(packet_in b);\nparser Mp(packet_in b) { state start { transition accept; } }\n"
+     "control Uc()(Sp sp) { apply { } }\ncontrol Wc() { Uc(Mp()) u; apply { u.apply(); } }",
+     "sp)", "sp: instantiation of parser in control"),
+    ("control Sc();\ncontrol Mc() { apply { } }\n"
+     "parser Up(packet_in b)(Sc sc) { state start { transition accept; } }\n"
+     "parser Wp(packet_in b) { Up(Mc()) u; state start { u.apply(b); transition accept; } }",
+     "sc)", "sc: instantiation of control in parser"),
+])
+def test_block_argument_of_the_other_kind(write_p4, decls, marker, message):
+    _assert_at_both(write_p4, marker, message, decls=decls)
+
+
+def test_parser_implements_a_built_in_state(write_p4):
+    text = SKELETON.format(decls="", locals="", body="").replace(
+        "transition accept; }", "transition accept; }\n    state reject { transition accept; }", 1)
+    _assert_at_both(write_p4, "reject { transition", "Invalid parser state: reject should not be implemented, "
+                    "it is built-in", text=text)
+
+
+@pytest.mark.parametrize(("decl", "message"), [
+    ("parser Q(Sp p);", "p: parameter cannot have type parser Sp"),
+    ("control Q(Pk p) { apply { } }", "p: parameter cannot be a package"),
+])
+def test_apply_parameter_of_a_parser_or_package_type(tmp_path, decl, message):
+    path = tmp_path / "prog.p4"
+    path.write_text(f"#include <core.p4>\nparser Sp();\npackage Pk();\n{decl}\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (4, decl.index(" p)") + 2, message)
+
+
+def test_compound_division_refused_where_its_value_is_read(write_p4):
+    """p4c's RemoveOpAssign gives `r / b` no location: its LocalCopyPropagation puts it at the read."""
+    _assert_at(write_p4, "r; }", "hdr.h.a / hdr.h.b: could not evaluate expression at compilation time",
+               locals="action a() { bit<8> r = hdr.h.a;\nr /= hdr.h.b;\nhdr.h.a = r; }", body="a();")

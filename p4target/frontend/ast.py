@@ -426,6 +426,8 @@ class ActionRef(Node):
     name: str
     args: list[Expr] | None
     decl: Any = field(default=None, init=False)
+    top_level: bool = False  # `.a()`: the top-level action a, not a local one
+    invoked: bool = False  # `a()()`: the result of the action call called (p4c's type error)
 
 
 @dataclass(eq=False, slots=True)

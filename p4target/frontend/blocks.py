@@ -4,6 +4,7 @@ and their selects, value sets, actions, and v1model's ``V1Switch`` package.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from . import ast, stages
@@ -94,8 +95,14 @@ class Blocks(Pass):
 
     def _parser_states(self, decl: ast.ParserDecl, scope: Scope) -> None:
         names = {s.name: s for s in decl.states}
-        if len(names) != len(decl.states):
-            raise P4Error(decl.loc, f"parser {decl.name} declares a state twice")
+        twice = next((s for i, s in enumerate(decl.states) if s.name in {x.name for x in decl.states[:i]}), None)
+        if twice is not None:  # p4c: at the second state's name
+            raise P4Error(find_after(twice.loc, rf"\bstate\s+({re.escape(twice.name)})\b", group=1),
+                          f"{twice.name}: Duplicates declaration {twice.name}")
+        built_in = next((s for s in decl.states if s.name in ("accept", "reject")), None)
+        if built_in is not None:  # p4c's ValidateParsedProgram, at the state's name
+            raise P4Error(find_after(built_in.loc, rf"\bstate\s+({built_in.name})\b", group=1),
+                          f"Invalid parser state: {built_in.name} should not be implemented, it is built-in")
         if "start" not in names:
             raise P4Error(decl.loc, f"parser {decl.name} has no 'start' state")
         for reserved in ("accept", "reject"):

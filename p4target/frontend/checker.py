@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import ast
+from .annotations import parse_annotation_bodies, validate_string_annotations
 from .blocks import PIPELINE_BLOCKS, Blocks
+from .builtins import check_global_noaction
 from .calls import Calls
 from .control_plane import check_action_names, check_table_names
 from .decls import Decls, top_level_kinds
@@ -29,6 +31,7 @@ from .externs import V1MODEL_FUNCTIONS, Externs
 from .frontend_only import FrontendOnly
 from .generics import self_references
 from .instances import Instances
+from .named_args import check_optional_params
 from .profiles import Profiles
 from .program import CheckedProgram, FrontendProgram
 from .stmts import Stmts
@@ -52,9 +55,13 @@ class Checker:
         env.tna, env.profiles, env.divisions = Tna(env), Profiles(env), Divisions(env)
 
     def check(self) -> CheckedProgram:
+        parse_annotation_bodies(self.env.program)  # p4c's first frontend pass
         check_v1model_version(self.env.program)  # p4test's --pp, before ValidateParsedProgram
         top_level_kinds(self.env.program)
         self_references(self.env.program)
+        check_global_noaction(self.env.program)  # CreateBuiltins
+        validate_string_annotations(self.env.program)
+        check_optional_params(self.env.program)  # CheckNamedArgs
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         if mains and mains[0].type_ref.name == "Switch":  # TNA (is_tna_main, once the type is resolved)
             self.env.arch = "tna"
@@ -84,9 +91,13 @@ class Checker:
     def check_frontend(self) -> FrontendProgram:
         """The frontend-only check (``Checker(program, frontend=True)``): no main needed, any
         architecture (frontend_only.py)."""
+        parse_annotation_bodies(self.env.program)
         check_v1model_version(self.env.program)
         top_level_kinds(self.env.program)
         self_references(self.env.program)
+        check_global_noaction(self.env.program)  # CreateBuiltins
+        validate_string_annotations(self.env.program)
+        check_optional_params(self.env.program)  # CheckNamedArgs
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         generic = FrontendOnly(self.env)
         for decl in self.env.program.decls:

@@ -61,10 +61,14 @@ def _constant_list(e: ast.Expr) -> bool:
     return isinstance(e, ast.ListExpr) and all(i.value is not None or _constant_list(i) for i in e.items)
 
 
+_BASE_TYPES: dict[str, Type] = {"string": STRING, "void": VOID, "match_kind": MATCH_KIND, "infint": INFINT}
+
+
 class Decls(Pass):
     """Declarations and type references."""
 
     def top_level(self, decl: ast.Decl) -> None:
+        self._structured_annotations(getattr(decl, "annotations", []))
         if isinstance(decl, ast.ErrorDecl):
             for i, name in enumerate(decl.members):
                 if name in self.env.errors:  # p4c: at this (the second) declaration
@@ -72,6 +76,10 @@ class Decls(Pass):
                                   f"{name}: Duplicates declaration {name}")
                 self.env.errors.append(name)
         elif isinstance(decl, ast.MatchKindDecl):
+            for i, name in enumerate(decl.members):
+                if name in self.env.match_kinds or name in decl.members[:i]:  # p4c: at the second
+                    raise P4Error(_member_loc(decl, name, decl.members[:i].count(name)),
+                                  f"{name}: Duplicates declaration {name}")
             self.env.match_kinds.update(decl.members)
         elif isinstance(decl, ast.Typedef):
             self._typedef(decl)
@@ -129,6 +137,20 @@ class Decls(Pass):
             t = BitsT(t.width, t.signed, decl)
         self._declare_type(decl, t)
 
+    def _structured_annotations(self, annotations: list[ast.Annotation]) -> None:
+        """p4c's TypeInference types a structured annotation's expressions: comparing two extern
+        instances there is refused (the one rule on them checked here)."""
+        todo = [a for a in annotations if a.structured]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.Binary) and node.op in ("==", "!="):
+                sides = [self.env.globals.lookup(x.name) if isinstance(x, ast.PathExpr) else None
+                         for x in (node.left, node.right)]
+                if any(isinstance(d, ast.Instantiation) and isinstance(d.type, ExternT) for d in sides):
+                    raise P4Error(node.left.loc, f"{ast.text(node.left)} and {ast.text(node.right)}: "
+                                  "externs cannot be compared")
+            todo += ast.children(node.args if isinstance(node, ast.Annotation) else node)
+
     def _declare_type(self, decl: ast.Decl, t: Any) -> None:
         if decl.name in self.env.types:
             raise P4Error(decl.loc, f"type '{decl.name}' is already declared")
@@ -151,6 +173,18 @@ class Decls(Pass):
         err = P4Error(arg.loc, f"{shown}: value must be a match_kind")
         stages.defer(self.env, stages.VALIDATE_MATCH_ANNOTATIONS, err)
 
+    def _length_names(self, decl: ast.HeaderDecl) -> None:
+        """p4c's ResolveReferences on a field's @length: it names earlier fields or globals."""
+        for i, f in enumerate(decl.fields):
+            note = ast.find_annotation(f.annotations, "length")
+            todo = [a for a in note.args if isinstance(a, ast.Node)] if note is not None else []
+            while todo:
+                node = todo.pop(0)
+                if isinstance(node, ast.PathExpr) and node.name not in {x.name for x in decl.fields[:i]} \
+                        and self.env.globals.lookup(node.name) is None:
+                    raise P4Error(node.loc, f"{node.name}: declaration not found")
+                todo += ast.children(node)
+
     def _header(self, decl: ast.HeaderDecl) -> None:
         if decl.type_params:  # generic: its template is checked with its type variables unbound
             self._declare_type(decl, decl)
@@ -162,6 +196,7 @@ class Decls(Pass):
             return
         t = HeaderT(decl.name, decl.kind, decl=decl)
         self._declare_type(decl, t)
+        self._length_names(decl)
         self._fields(decl, t)
 
     def _fields(self, decl: ast.HeaderDecl, t: HeaderT) -> None:
@@ -170,6 +205,10 @@ class Decls(Pass):
         for f in decl.fields:
             if f.name in t.fields:
                 raise P4Error(f.loc, f"field '{f.name}' is declared twice in {decl.name}")
+            itself = _self_reference(f.type_ref, decl.name)
+            if itself is not None:  # p4c's ResolveReferences
+                raise P4Error(itself.loc, f"Self-referencing types not supported: '{decl.name}' within "
+                              f"'{decl.kind} {decl.name}'")
             ft = self.resolve_type(f.type_ref)
             self._match_annotation(f)
             if not template_field(ft):
@@ -220,8 +259,12 @@ class Decls(Pass):
         t = EnumT(decl.name, list(decl.members))
         if decl.underlying is not None:
             under = self.resolve_type(decl.underlying)
-            if not isinstance(under, BitsT):
-                raise P4Error(decl.loc, "a serializable enum needs a bit<W> or int<W> underlying type")
+            if not isinstance(under, BitsT) or under.newtype is not None:  # p4c: at the type
+                note = "; note that the used type is unsized integral type" if under is INFINT else \
+                    "; note that type-declared types are not allowed even if they are fixed-size" \
+                    if isinstance(under, BitsT) else ""
+                raise P4Error(decl.underlying.loc, f"{decl.underlying.name or under}: Illegal type for enum; "
+                              f"only bit<> and int<> are allowed{note}")
             t.underlying = under
             for name, expr in zip(decl.members, decl.values or []):
                 self.env.exprs.expr(expr, self.env.globals)
@@ -234,6 +277,8 @@ class Decls(Pass):
     def const_decl(self, decl: ast.ConstDecl, scope: Scope) -> None:
         decl.type = self.resolve_type(decl.type_ref)
         self.env.exprs.expr(decl.init, scope)
+        if decl.type is INFINT and isinstance(decl.init.type, BitsT) and decl.init.value is not None:
+            decl.init.type = INFINT  # p4c unifies int with any width: the constant keeps its value
         self.env.exprs.coerce(decl.init, decl.type, "constant initializer")
         if decl.init.value is None:
             raise P4Error(decl.init.loc, f"the initializer of constant '{decl.name}' is not a compile-time constant")
@@ -241,6 +286,8 @@ class Decls(Pass):
     def instantiation(self, decl: ast.Instantiation, scope: Scope) -> None:
         t = self.resolve_type(decl.type_ref)
         decl.type = t
+        if isinstance(t, BlockT) and decl.initializer is not None:
+            self._block_initializer(decl)
         if isinstance(t, BlockT) and isinstance(t.decl, ast.BlockTypeDecl) and t.decl.kind == "package":
             return  # the package's arguments are constructor calls: _pipeline checks them
         if isinstance(t, BlockT) and isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
@@ -249,6 +296,9 @@ class Decls(Pass):
             # its arguments are checked against the parameters' types
             self.env.instances.block_instantiation(decl, t, scope)
             return
+        for f in decl.initializer or []:
+            if isinstance(f, ast.FunctionDecl):
+                _type_params_distinct(f)
         for a in decl.args:
             self.env.exprs.expr(a, scope)
         if isinstance(t, ExternT):
@@ -268,21 +318,28 @@ class Decls(Pass):
         else:
             raise P4Error(decl.loc, f"cannot instantiate {t} here")
 
+    def _block_initializer(self, decl: ast.Instantiation) -> None:
+        """p4c's TypeInference: only an extern instance has an initializer (its abstract methods),
+        after its ResolveReferences found the types the initializer's functions name."""
+        for f in decl.initializer or []:
+            if isinstance(f, ast.FunctionDecl):
+                for ref in [f.proto.return_type, *(p.type_ref for p in f.proto.params)]:
+                    if ref.kind != "named" or ref.name not in f.proto.type_params:
+                        self.resolve_type(ref)
+        raise P4Error(find_after(decl.loc, rf"\b{re.escape(decl.name)}\s*=\s*(\{{)", group=1),
+                      f"{decl.name}: initializers only allowed for extern instances")
+
     # ---------------------------------------------------------------- types
     def resolve_type(self, ref: ast.TypeRef) -> Type:
         k = ref.kind
         if k == "bool":
             return BOOL
         if k == "error":
+            if not any(isinstance(d, ast.ErrorDecl) for d in self.env.program.decls):
+                raise P4Error(ref.loc, "error: declaration not found")  # p4c: `error` names core.p4's declaration
             return ERROR
-        if k == "string":
-            return STRING
-        if k == "void":
-            return VOID
-        if k == "match_kind":
-            return MATCH_KIND
-        if k == "infint":
-            return INFINT
+        if k in _BASE_TYPES:
+            return _BASE_TYPES[k]
         if k in ("bit", "int"):
             self.env.exprs.expr(ref.width, self.env.globals)
             width = limits.type_width(ref, self.env.exprs.const_int(ref.width))
@@ -296,7 +353,7 @@ class Decls(Pass):
                 raise P4Error(ref.loc, f"varbit<{width}>: width must be positive")
             return VarbitT(width)
         if k == "tuple":
-            return TupleT.of([self.resolve_type(a) for a in ref.args])
+            return TupleT.of([self.tuple_field(a) for a in ref.args])
         if k == "stack":
             elem = self.resolve_type(ref.args[0])
             self.env.exprs.expr(ref.width, self.env.globals)
@@ -329,6 +386,12 @@ class Decls(Pass):
             return BlockT(t)
         return t
 
+    def tuple_field(self, ref: ast.TypeRef) -> Type:
+        """p4c's TypeInference of a tuple type: no extern, parser, control or package in it."""
+        t = self.resolve_type(ref)
+        if isinstance(t, (ExternT, BlockT)):
+            raise P4Error(ref.loc, f"{t}: not supported as a tuple field")
+        return t
 
     def _specialize(self, decl: ast.HeaderDecl, ref: ast.TypeRef) -> HeaderT:
         """``S<A, ...>``: the generic declaration with its type variables bound, one type per
@@ -355,6 +418,22 @@ class Decls(Pass):
             finally:
                 self.env.type_vars = saved
         return t
+
+
+def _self_reference(ref: ast.TypeRef, name: str) -> ast.TypeRef | None:
+    """Where a type reference names the type ``name`` (itself or in a type argument or element)."""
+    if ref.kind == "named" and ref.name == name:
+        return ref
+    return next((r for r in (_self_reference(a, name) for a in ref.args) if r is not None), None)
+
+
+def _type_params_distinct(f: ast.FunctionDecl) -> None:
+    """p4c: a function's type parameter named twice is refused at the second."""
+    params = f.proto.type_params
+    twice = next((n for i, n in enumerate(params) if n in params[:i]), None)
+    if twice is not None:
+        start = find_after(f.loc, rf"\b{re.escape(f.name)}\s*<")
+        raise P4Error(find_after(start, rf"\b{re.escape(twice)}\b", 1), f"{twice}: Duplicates declaration {twice}")
 
 
 def _member_loc(decl: ast.Decl, name: str, nth: int) -> Location:

@@ -56,12 +56,13 @@ class Known:
     write to one of them drops it, local_copyprop.cpp:dropValuesUsing).  Compared by identity
     when branches merge, as p4c compares its expression pointers."""
 
-    __slots__ = ("value", "shown", "compound", "reads", "param")
+    __slots__ = ("value", "shown", "compound", "reads", "param", "pending")
 
     def __init__(self, value: int | None, shown: str, compound: bool, reads: frozenset[tuple],
                  param: ast.Param | None = None) -> None:
         self.value, self.shown, self.compound, self.reads = value, shown, compound, reads
         self.param = param  # an `in` parameter not yet written: its argument, once inlined
+        self.pending: P4Error | None = None  # the refusal of `x /= e`, moved to where x is read
 
 
 class ParamDivision:
@@ -239,9 +240,9 @@ class Divisions(Pass):
                       if not _overlap(k, root) and not any(_overlap(r, root) for r in v.reads)}
         self.env.blurred = {k for k in self.env.blurred if not _overlap(k, root)}
 
-    def note_write(self, lhs: Any, rhs: Any | None) -> None:
+    def note_write(self, lhs: Any, rhs: Any | None, assigned_op: bool = False) -> None:
         """An assignment, or a declaration (``lhs`` the VarDecl) with or without an initializer:
-        p4c keeps the value for later reads."""
+        p4c keeps the value for later reads.  ``assigned_op``: written ``lhs op= e``."""
         reads = None if rhs is None else self._reads(rhs)
         shown = None if rhs is None else _shown(rhs, self._midend_text)
         value = None if rhs is None else self.pvalue(rhs)
@@ -261,7 +262,10 @@ class Divisions(Pass):
             value = None
         compound = isinstance(rhs, (ast.Binary, ast.Cond)) and value is None
         source = self.env.known.get(value_key(rhs)) if value_key(rhs) is not None else None
-        self.env.known[key] = Known(value, shown, compound, reads, source.param if source is not None else None)
+        known = Known(value, shown, compound, reads, source.param if source is not None else None)
+        self.env.known[key] = known
+        if assigned_op:  # p4c's RemoveOpAssign makes `lhs / e` with no location of its own
+            known.pending = next((err for _, err, _ in self.env.midend if err.loc is rhs.loc), None)
 
     def merge_values(self, before: dict[tuple, Known], branches: list[dict[tuple, Known]]) -> None:
         """After an if or a switch: what no branch changed (p4c's flow_merge keeps a value only
@@ -328,7 +332,14 @@ class Divisions(Pass):
         hit = self.env.known.get(key) if key is not None else None
         if hit is None:
             return None
+        if hit.pending is not None:  # p4c reports the copy put here, at this read
+            self._relocate(hit.pending, e.loc)
+            hit.pending = None
         return f"({hit.shown})" if hit.compound else hit.shown
+
+    def _relocate(self, err: P4Error, loc: Any) -> None:
+        self.env.midend = [(stage, P4Error(loc, e.message) if e is err else e, owner)
+                           for stage, e, owner in self.env.midend]
 
     # ---------------------------------------------------------------- / and %
     def ser_enum_operands(self, e: ast.Binary) -> None:

@@ -4,7 +4,7 @@ that types it and folds its constant value; a call's rule picks the kind of call
 
 from __future__ import annotations
 
-from . import ast, limits
+from . import ast, limits, stages
 from .ast import text
 from .divisions import ARITH_OPS
 from .env import Pass
@@ -126,7 +126,7 @@ class Exprs(Pass):
         d = (scope.root() if e.top_level else scope).lookup(e.name)
         if d is None:
             if e.name in self.env.types:
-                raise P4Error(e.loc, f"'{e.name}' is a type, not a value")
+                raise P4Error(e.loc, f"{e.name}: Type cannot be used here, expecting an expression.")
             raise P4Error(e.loc, f"'{e.name}' is not declared")
         e.decl = d
         if isinstance(d, ast.ConstDecl):
@@ -207,6 +207,11 @@ class Exprs(Pass):
         if e.index.value is None:
             if not isinstance(it, BitsT):  # int<W> too: a negative index is out of range
                 raise P4Error(e.index.loc, f"a header stack index must be bit<W> or int<W>, not {it}")
+            if self.env.frontend and isinstance(scope.owner, ast.ParserDecl) and getattr(bt.elem, "is_union", False) \
+                    and stages.blocks_kept(self.env):
+                stages.defer(self.env, stages.FLATTEN_HEADER_UNION, P4Error(  # p4test's midend, in parsers
+                    e.index.loc, "Target expects constant array indices for accessing header union stack elements, "
+                    f"{text(e.index)} is not a constant"))
             return bt.elem  # a run-time index: the executor checks its bounds
         i = limits.c_int(e.index, self.const_int(e.index))
         if not 0 <= i < bt.size:
@@ -256,8 +261,8 @@ class Exprs(Pass):
         v = e.operand.value
         if v is not None:
             if t is BOOL:
-                if src is INFINT and v not in (0, 1):
-                    raise P4Error(e.loc, f"cannot cast {v} to bool")
+                if src is INFINT and v not in (0, 1):  # p4c's ConstantFolding
+                    raise P4Error(e.loc, f"(bool){v}: Only 0 and 1 can be cast to booleans")
                 e.value = bool(v)
             elif isinstance(t, (BitsT, EnumT)):
                 target = t if isinstance(t, BitsT) else t.underlying
@@ -476,6 +481,9 @@ class Exprs(Pass):
 
 
 def _apply_results_compared(e: ast.Binary, lt: Type, rt: Type) -> None:
-    """p4c's TypeInference: `t.apply() == ...` has no meaning (an apply result is no value)."""
+    """p4c's TypeInference: `t.apply() == ...` has no meaning (an apply result is no value), nor
+    has comparing extern instances."""
+    if e.op in ("==", "!=") and (isinstance(lt, ExternT) or isinstance(rt, ExternT)):
+        raise P4Error(e.left.loc, f"{text(e.left)} and {text(e.right)}: externs cannot be compared")
     if e.op in ("==", "!=") and (isinstance(lt, ApplyResultT) or isinstance(rt, ApplyResultT)):
         raise P4Error(e.left.loc, f"{text(e.left)} and {text(e.right)}: table application results cannot be compared")

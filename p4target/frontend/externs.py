@@ -4,14 +4,16 @@ executor implements, and the load-time facts it needs (constant algorithms, hash
 
 from __future__ import annotations
 
-from . import ast
+from . import ast, stages
 from .env import Pass, from_p4include
 from .errors import P4Error
 from .scope import CallTarget
+from .source_text import find_after
 from .tna import TNA_METHODS, present_params
 from .types import (
     BOOL,
     STRING,
+    VOID,
     BitsT,
     EnumT,
     ExternT,
@@ -22,6 +24,19 @@ from .types import (
     VarbitT,
     bit_width,
 )
+
+
+def _varbits_or_unions(t: Type) -> bool:
+    """p4c's hasVarbitsOrUnions: a union, a varbit, a struct-like type with a varbit field, or an
+    array or tuple of such."""
+    if isinstance(t, VarbitT) or isinstance(t, HeaderT) and t.is_union:
+        return True
+    if isinstance(t, TupleT):
+        return any(_varbits_or_unions(f) for f in t.elems)
+    if isinstance(t, HeaderT):
+        return t.varbit_field is not None
+    return isinstance(t, StackT) and _varbits_or_unions(t.elem)
+
 
 # v1model extern functions with packet-path or control-plane effects (see executor/v1model_externs.py)
 V1MODEL_FUNCTIONS = {
@@ -114,11 +129,28 @@ class Externs(Pass):
                 raise P4Error(p.loc, f"{p.name}: a parameter with type string cannot have a direction")
         if d.name == "static_assert" and from_p4include(d):
             self._static_assert(e)
+        self._nested_out_args(e, d.proto.params, bindings, d.proto.type_params)
         in_parser = self.env.open_blocks and isinstance(self.env.open_blocks[-1], ast.ParserDecl)
         if d.name == "verify" and from_p4include(d) and not in_parser:
             raise P4Error(e.loc, "verify: may only be invoked in parsers")
         e.target = CallTarget("function", d.name, d)
         return self.env.calls.resolve_return(d.proto, bindings)
+
+    def _nested_out_args(self, e: ast.Call, params: list[ast.Param], bindings: dict[str, Type],
+                         type_params: list[str]) -> None:
+        """p4c's midend (NestedStructs) cannot split a struct with struct-like, tuple or stack fields
+        that an extern writes back: an out/inout parameter of such a type is refused at the call."""
+        for p in params:
+            if p.direction not in ("out", "inout") or not stages.blocks_kept(self.env):
+                continue
+            ref = p.type_ref
+            t = bindings.get(ref.name) if ref.kind == "named" and ref.name in type_params else \
+                self.env.decls.resolve_type(ref)
+            if isinstance(t, HeaderT) and t.kind == "struct" and \
+                    any(isinstance(f, (HeaderT, StackT)) for f in t.fields.values()):
+                stages.defer(self.env, stages.NESTED_STRUCTS, P4Error(
+                    e.loc, f"{ast.text(e)}: extern functions with 'out' nested struct argument ({p.name}) not "
+                    "supported"), self.env.owner)
 
     def _v1model_function(self, e: ast.Call, name: str) -> None:
         """Arguments the executor needs at load time (indexes, strings, algorithms)."""
@@ -182,17 +214,32 @@ class Externs(Pass):
         except TypeError:
             raise P4Error(item.loc, f"cannot hash a value of type {t} (in {item.type})") from None
 
+    def _lookahead_type(self, ref: ast.TypeRef) -> None:
+        """p4c's CheckCoreMethods (after its type checker): lookahead reads a fixed-width type."""
+        t = self.env.decls.resolve_type(ref)
+        if t is VOID:
+            err = P4Error(ref.loc, f"{t}: illegal type argument for 'lookahead'")
+        elif _varbits_or_unions(t):
+            err = P4Error(ref.loc, f"{ref.name or t}: type argument must be a fixed-width type")
+        else:
+            return
+        stages.defer(self.env, stages.CHECK_CORE_METHODS, err)
+
     def call_method(self, e: ast.Call, t: ExternT, m: str, base: ast.Expr) -> Type:
         ext = t.decl
         if m not in SUPPORTED_METHODS.get(ext.name, ()) and not self.env.frontend:
             raise P4Error(e.loc, f"{ext.name}.{m} is not supported by the built-in target")
         callable_ = ext.methods + ext.abstracts if self.env.frontend else ext.methods  # p4c: abstracts too
-        proto = next((p for p in callable_ if p.name == m and self.env.calls.arity_fits(p.params, e.args)), None)
+        fitting = [p for p in callable_ if p.name == m and self.env.calls.arity_fits(p.params, e.args)]
+        if len(fitting) > 1:  # p4c's Type_Extern::lookupMethod
+            raise P4Error(find_after(e.func.loc, rf"\.\s*({m})\b", group=1), f"Ambiguous method {m}")
+        proto = fitting[0] if fitting else None
         if proto is None:
             raise P4Error(e.loc, f"no method {ext.name}.{m} takes {len(e.args)} arguments")
         bindings = dict(zip(ext.type_params, t.args))
         self.env.calls.check_args(e.loc, present_params(proto.params, e.args), e.args, bindings, proto.type_params)
         if self.env.frontend and not from_p4include(ext):  # a program's own extern: its prototype is all
+            self._nested_out_args(e, proto.params, bindings, ext.type_params + proto.type_params)
             e.target = CallTarget("method", m, ext, instance=base)
             return self.env.calls.resolve_return(proto, bindings)
         if ext.name in TNA_METHODS:
@@ -209,6 +256,8 @@ class Externs(Pass):
             if (target.type.varbit_field is None) != (len(e.args) == 1):  # as p4c: the length iff a varbit
                 raise P4Error(e.loc, f"extract of header {target.type} needs "
                               f"{'one argument' if len(e.args) == 2 else 'two arguments (it has a varbit field)'}")
+        if ext.name == "packet_in" and m == "lookahead" and e.type_args:
+            self._lookahead_type(e.type_args[0])
         if ext.name == "packet_out" and m == "emit":
             arg_t = e.args[0].type
             if not (isinstance(arg_t, (HeaderT, StackT))):

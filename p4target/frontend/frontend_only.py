@@ -12,13 +12,15 @@ their declared types (p4c type-checks every declaration, instantiated or not).
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
-from . import ast
+from . import ast, stages
 from .env import Pass
 from .errors import P4Error
+from .source_text import find_after
 from .tna import is_optional
-from .types import BlockT, ExternT
+from .types import INFINT, STRING, BlockT, ExternT
 
 
 def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
@@ -37,6 +39,18 @@ def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
     return []
 
 
+def _applies(decl: ast.Decl, params: list[ast.Param]) -> bool:
+    """Whether ``params`` are the apply parameters of a parser or control (declaration or type)."""
+    if isinstance(decl, ast.BlockTypeDecl):
+        return decl.kind in ("parser", "control") and params is decl.params
+    return isinstance(decl, (ast.ParserDecl, ast.ControlDecl)) and params is decl.params
+
+
+def _names(ref: ast.TypeRef) -> set[str]:
+    """The type names a type reference uses, its type arguments' too."""
+    return {ref.name}.union(*(_names(a) for a in ref.args))
+
+
 class FrontendOnly(Pass):
     """The package ``main``, the prototypes and the never-instantiated parsers/controls, checked
     generically."""
@@ -46,8 +60,6 @@ class FrontendOnly(Pass):
         architecture's own prototypes are the only ones used)."""
         if decl.name == "main" and not isinstance(decl, ast.Instantiation):
             raise P4Error(decl.loc, "main: must be a package declaration")
-        if isinstance(decl, ast.MatchKindDecl):
-            self._match_kinds(decl)
         if isinstance(decl, ast.ExternDecl):
             self._extern_members(decl)
         if isinstance(decl, ast.Instantiation):
@@ -64,12 +76,15 @@ class FrontendOnly(Pass):
                     raise P4Error(p.loc, f"{p.name}: Duplicates declaration {p.name}")
                 seen.add(p.name)
                 self._declared(p.type_ref, type_params)
+                self._tuple_fields(p.type_ref, type_params)
                 if p.default is not None and p.direction in ("out", "inout"):
                     raise P4Error(p.loc, f"{p.name}: {p.direction} parameters cannot have default values")
                 if p.direction:
                     self._directed_param(p, type_params)
                 elif params is getattr(decl, "ctor_params", None):
                     self._block_ctor_param(p)
+                elif _applies(decl, params):
+                    self._module_param(p, type_params)
 
     def _extern_members(self, decl: ast.ExternDecl) -> None:
         """p4c's rules on an extern's members: a constructor is named as the extern and has no return
@@ -89,13 +104,6 @@ class FrontendOnly(Pass):
                 raise P4Error(arg.loc, f"{name}: contains self '{name}' as type argument")
             self._no_self_argument(name, arg.args)
 
-    def _match_kinds(self, decl: ast.MatchKindDecl) -> None:
-        seen = set(self.env.match_kinds)
-        for name in decl.members:
-            if name in seen:
-                raise P4Error(decl.loc, f"{name}: Duplicates declaration {name}")
-            seen.add(name)
-
     def _declared(self, ref: ast.TypeRef, type_params: list[str]) -> None:
         """Every type a parameter's type names (its type arguments too) is declared before it."""
         if ref.kind == "named" and ref.name not in self.env.types and ref.name not in type_params:
@@ -103,12 +111,38 @@ class FrontendOnly(Pass):
         for arg in ref.args:
             self._declared(arg, type_params)
 
+    def _tuple_fields(self, ref: ast.TypeRef, type_params: list[str]) -> None:
+        """p4c's rules on a tuple type in a prototype: its TypeInference's (decls.Decls.tuple_field),
+        then its midend's EliminateTuples, which makes a struct of the tuple (no string or int field)."""
+        if ref.kind == "tuple" and not _names(ref) & set(type_params):
+            t = self.env.decls.resolve_type(ref)
+            for i, (arg, elem) in enumerate(zip(ref.args, t.elems)):
+                if elem in (STRING, INFINT):  # the midend's EliminateTuples: a struct field of that type
+                    err = P4Error(arg.loc, f"Field 'f{i}' of the struct for {t} cannot have type '{elem}'")
+                    stages.defer(self.env, stages.ELIMINATE_TUPLES, err)
+        for arg in ref.args:
+            self._tuple_fields(arg, type_params)
+
     def _block_ctor_param(self, p: ast.Param) -> None:
         """A constructor parameter can have a parser/control *type*, never a parser/control itself."""
         t = self.env.types.get(p.type_ref.name) if p.type_ref.kind == "named" else None
         if isinstance(t, (ast.ParserDecl, ast.ControlDecl)):
             kind = "parser" if isinstance(t, ast.ParserDecl) else "control"
             raise P4Error(p.loc, f"{p.name}: parameter cannot have type {kind} {t.name}")
+
+    def _module_param(self, p: ast.Param, type_params: list[str]) -> None:
+        """p4c's checkParameters on a parser's or control's apply parameters: never a parser, a
+        control or a package, with or without a direction (refused at the parameter's name)."""
+        ref = p.type_ref
+        t = self.env.types.get(ref.name) if ref.kind == "named" and ref.name not in type_params else None
+        kind = "parser" if isinstance(t, ast.ParserDecl) else "control" if isinstance(t, ast.ControlDecl) \
+            else t.kind if isinstance(t, ast.BlockTypeDecl) else None
+        if kind is None:
+            return
+        where = find_after(p.loc, rf"\b{re.escape(p.name)}\b(?=\s*[,)=])")
+        if kind == "package":
+            raise P4Error(where, f"{p.name}: parameter cannot be a package")
+        raise P4Error(where, f"{p.name}: parameter cannot have type {kind} {ref.name}")
 
     def _directed_param(self, p: ast.Param, type_params: list[str]) -> None:
         ref = p.type_ref

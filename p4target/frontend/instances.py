@@ -11,12 +11,14 @@ directly in a state, where the executor splits the state as p4c's Inline pass do
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 from . import ast
 from .env import Pass
 from .errors import P4Error
 from .scope import CallTarget
+from .source_text import find_after
 from .types import BOOL, ERROR, INFINT, VOID, BitsT, BlockT, EnumT, Type
 
 
@@ -100,6 +102,10 @@ class Instances(Pass):
         tables and externs are the caller's, named where it is declared); a constructor call
         becomes an instance of the copy's own, named after the parameter (p4c's convertArgument)."""
         where = f"{decl.name}'s constructor parameter '{p.name}' of type {pt}"
+        if _is_parser(pt.decl) != isinstance(decl, ast.ParserDecl):  # p4c's Inline, at the parameter
+            inner, outer = ("parser", "control") if _is_parser(pt.decl) else ("control", "parser")
+            raise P4Error(find_after(p.loc, rf"\b{re.escape(p.name)}\b(?=\s*[,)=])"),
+                          f"{p.name}: instantiation of {inner} in {outer}")
         if _is_parser(pt.decl):  # sub-parsers are inlined per apply site: see executor/subparsers.py
             raise P4Error(a.loc, f"{where}, a parser passed as a constructor argument, is not supported by the "
                           "built-in target")

@@ -55,7 +55,7 @@ class Stmts(Pass):
             self.lvalue(s.lhs)
             self.env.exprs.expr(s.rhs, scope)
             self.env.exprs.coerce(s.rhs, lt, "assignment")
-            self.env.divisions.note_write(s.lhs, s.rhs)
+            self.env.divisions.note_write(s.lhs, s.rhs, assigned_op=s.compound)
             return order_assignment(s)
         elif isinstance(s, ast.CallStmt):
             self.env.exprs.expr(s.call, scope)
@@ -190,6 +190,11 @@ class Stmts(Pass):
             raise P4Error(s.subject.loc, "'switch' type can't be error")
         if not isinstance(t, (BitsT, EnumT)):
             raise P4Error(s.subject.loc, f"cannot switch on a value of type {t}")
+        # p4c's frontend removes a switch with no cases
+        if s.cases and stages.blocks_kept(self.env) and not _declares_exact(self.env.program):
+            stages.defer(self.env, stages.MIDEND_UNSUPPORTED, P4Error(  # EliminateSwitch makes a table of it
+                s.loc, "Could not find declaration for 'match_kind.exact', which is needed to implement switch "
+                "statements"), owner=scope.owner if isinstance(scope.owner, ast.FunctionDecl) else None)
         seen: set[Any] = set()
         before, after = self.env.known, []
         for case in s.cases:
@@ -248,3 +253,9 @@ def _default_last(s: ast.Switch) -> None:
             raise P4Error(s.loc, "switch has multiple 'default' labels:")
         name = label if isinstance(label, str) else ast.text(label)
         raise P4Error(s.loc, f"switch label {name} follows 'default' label, which is not allowed.")
+
+
+
+def _declares_exact(program: ast.Program) -> bool:
+    """Whether the program declares the ``exact`` match_kind."""
+    return any(isinstance(d, ast.MatchKindDecl) and "exact" in d.members for d in program.decls)

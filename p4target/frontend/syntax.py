@@ -64,12 +64,18 @@ class _Retype:
     def process(self, stream):
         prev = None
         for tok in stream:
-            if tok.type == "IDENT" and (tok.value in _lexing.type_names or _list_type_at(tok)):
+            if tok.type == "IDENT" and (tok.value in _lexing.type_names and not _value_at(tok) or _list_type_at(tok)):
                 tok.type = "TYPE_IDENT"
             elif tok.type == "LESSTHAN" and prev is not None and prev.type == "IDENT" and _type_args_at(tok):
                 tok.type = "_GENERIC_LT"
             prev = tok
             yield tok
+
+
+def _value_at(tok: Token) -> bool:
+    """A type's name before ``]`` is read as a value's (p4c's lexer knows a type name only in its
+    scope: ``@a[x = 4 < H]`` before ``control c<H>``); the type checker then refuses the type."""
+    return _lexing.text[tok.end_pos:].lstrip().startswith("]")
 
 
 def _list_type_at(tok: Token) -> bool:
@@ -182,6 +188,17 @@ def _unique_structured(annotations: list) -> None:
         earlier = seen.setdefault(a.name, a)
         if earlier is not a and (a.structured or earlier.structured):
             raise P4Error(a.loc, f"@{a.name}: duplicate name for structured annotation")
+
+
+def _type_params_as_values(annotations: list, tparams: list) -> None:
+    """p4c resolves a declaration's structured annotations in its scope, where its type parameter
+    is a type: its type checker refuses it as a value there (exprs.py refuses other types)."""
+    todo = [x for a in annotations if a.structured for x in a.args]
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, ast.PathExpr) and node.name in tparams:
+            raise P4Error(node.loc, f"{node.name}: Type cannot be used here, expecting an expression.")
+        todo += ast.children(node)
 
 
 def _names(items: list) -> list[str]:
@@ -559,6 +576,7 @@ class _Builder(Transformer):
         c = _split_annotations(c)
         anns, name, tparams, params, ctor = c[:5]
         loc = self._loc(meta)
+        _type_params_as_values(anns, tparams or [])
         if tparams:
             raise P4Error(loc, "generic controls are not supported by the built-in target")
         self._refuse_instantiations(meta, "a control 'apply' block")
@@ -629,6 +647,13 @@ class _Builder(Transformer):
     def action_ref(self, meta, c):
         c = _split_annotations(c)
         return ast.ActionRef(self._loc(meta), c[0], c[1], c[2])
+
+    def invoked_action(self, meta, c):
+        return ast.ActionRef(self._loc(meta), [], c[0], c[1], invoked=True)
+
+    def top_action_ref(self, meta, c):
+        c = _split_annotations(c)
+        return ast.ActionRef(self._loc(meta), c[0], c[1], c[2], top_level=True)
 
     def entry(self, meta, c):
         c = _split_annotations(c)  # annotations may also follow the action (the spec's place)

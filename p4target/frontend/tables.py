@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from . import ast, limits, stages
+from .entry_keys import check_entry_keys
 from .env import Pass
 from .errors import P4Error
 from .keynames import key_name
@@ -30,9 +31,12 @@ class Tables(Pass):
     """Tables and their entries."""
 
     def _action_ref(self, ref: ast.ActionRef, scope: Scope, all_args: bool) -> None:
-        decl = scope.lookup(ref.name)
+        decl = (scope.root() if ref.top_level else scope).lookup(ref.name)
         if not isinstance(decl, ast.ActionDecl):
             raise P4Error(ref.loc, f"'{ref.name}' is not an action")
+        if ref.invoked:  # p4c's TypeInference, at the inner call
+            shown = ", ".join(ast.text(a) for a in ref.args or [])
+            raise P4Error(ref.loc, f"{ref.name}({shown}): Cannot invoke result of an action call")
         ref.decl = decl
         args = ref.args or []
         wanted = decl.params if all_args else [p for p in decl.params if p.direction]
@@ -73,6 +77,8 @@ class Tables(Pass):
         self._action_scopes(t)
         if t.entries:
             self._entry_priorities(t)
+        if t.entries and self.env.frontend:
+            check_entry_keys(self.env, t)
 
     def _entries_place(self, t: ast.TableDecl) -> None:
         """p4c's TypeInference: entries need a key, written before them."""
@@ -154,8 +160,7 @@ class Tables(Pass):
                 self._action_ref(implicit, scope, all_args=False)
                 names.append(noaction)
         self._action_ref(t.default_action, scope, all_args=True)
-        if t.default_action.decl not in names:
-            raise P4Error(t.default_action.loc, "the default action must be in the table's actions list")
+        _listed(t, t.default_action, names, "the default action must be in the table's actions list")
         _bound_args_match(t, t.default_action)
         return names
 
@@ -256,13 +261,24 @@ class Tables(Pass):
             if isinstance(ks, ast.Default) and key.match_kind == "exact":  # p4c's type checker lets it pass
                 stages.defer(self.env, stages.P4RUNTIME, P4Error(ks.loc, "an exact key needs a value"), owner=t)
         self._action_ref(entry.action, scope, all_args=True)
-        if entry.action.decl not in actions:
-            raise P4Error(entry.action.loc, f"action {entry.action.name} is not in the table's actions list")
+        _listed(t, entry.action, actions, f"action {entry.action.name} is not in the table's actions list")
         _bound_args_match(t, entry.action)
         if entry.priority is not None:
             self.env.exprs.expr(entry.priority, scope)
             if self.env.exprs.const_int(entry.priority) < 0:
                 raise P4Error(entry.priority.loc, "an entry priority cannot be negative")
+
+
+def _listed(t: ast.TableDecl, ref: ast.ActionRef, actions: list[ast.ActionDecl], otherwise: str) -> None:
+    """p4c's validateActionInitializer: the actions list has an element of the action's name,
+    and it names the same action (``.a()`` is the top-level a, never a local a)."""
+    if ref.decl in actions:
+        return
+    same_name = next((r for r in t.actions if r.name == ref.name), None)
+    if same_name is not None:
+        shown = ("." if ref.top_level else "") + f"{ref.name}({', '.join(ast.text(a) for a in ref.args or [])})"
+        raise P4Error(ref.loc, f"{shown} and {same_name.name} refer to different actions")
+    raise P4Error(ref.loc, otherwise)
 
 
 def _bound_args_match(t: ast.TableDecl, ref: ast.ActionRef) -> None:

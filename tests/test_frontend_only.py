@@ -144,3 +144,40 @@ def test_a_type_variable_bound_to_string_cannot_have_a_direction(tmp_path: Path)
         load_frontend(write(tmp_path, text))
     assert ":5:" in str(info.value) and "data: a parameter with type string cannot have a direction" in str(info.value)
     load_frontend(write(tmp_path, text.replace('say("hello");', "say(k);")))
+
+
+# A package's parameters and the arguments of its instances (frontend/packages.py): p4c equates each
+# argument's type with its parameter's, and reports a mismatch at the package declaration's name.
+PACKAGE = """\
+#include <core.p4>
+struct A { bit<8> x; }
+struct B { bit<8> y; }
+parser Pa<H>(out H h);
+control Ca<H>(inout H h);
+package Top<H>(Pa<H> p, Ca<H> c);
+parser MyP(out A a) { state start { transition accept; } }
+control MyC(inout A a) { apply { } }
+Top(MyP(), MyC()) main;
+"""
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("Top(MyP(), MyC())", "Top(MyC(), MyC())"), "Cannot cast implicitly type 'control MyC' to type 'parser Pa'"),
+    (("Ca<H> c);", "tuple<> c);"), "Cannot cast implicitly type 'control MyC' to type 'tuple<>'"),
+    (("inout A a) { apply", "inout B a) { apply"), "Cannot unify 'B' with 'A'"),
+    (("Top(MyP()", "Top<B>(MyP()"), "Cannot unify 'A' with 'B'"),
+    (("Top(MyP(), MyC()) main;", "Top(MyP(), MyC()) t1;\npackage S<H>(Top<H> t);\nS<B>(t1) main;"),
+     "Cannot unify 'A' with 'B'"),
+    (("Top(MyP(), MyC()) main;", "package S(Ca<A> c);\nS(Top(MyP(), MyC())) main;"),
+     "Cannot cast implicitly type 'package Top' to type 'control Ca'"),
+])
+def test_package_arguments_are_unified_with_the_parameters_at_the_package(tmp_path: Path, change: tuple[str, str],
+                                                                        message: str) -> None:
+    assert load_frontend(write(tmp_path, PACKAGE)).main is not None
+    text = PACKAGE.replace(*change)
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, text))
+    package = "S" if "package S" in text else "Top"
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.startswith(f"package {package}"))
+    err = info.value
+    assert (err.loc.line, err.loc.col) == (line, 9) and err.message.startswith(f"'package {package}': {message}")

@@ -393,3 +393,60 @@ def test_type_variable_bound_to_a_control(write_p4):
 def test_match_annotation_names_a_match_kind(write_p4):
     _assert_at_both(write_p4, "1 + 1)", "2: value must be a match_kind",
                     decls="struct vs_t {\n@match(ternary) bit<8> a;\n@match(1 + 1) bit<8> b; }")
+
+
+# p4c's `type` (Type_Newtype) is a type of its own (frontend/newtypes.py).
+NEWTYPE = "type bit<8> N8;\ntype bit<4> N4;"
+
+
+@pytest.mark.parametrize("locals, body, marker, message", [
+    ("N8 n;", "n = hdr.h.a;", "hdr.h.a;", "assignment: Cannot cast implicitly type 'bit<8>' to type 'N8'"),
+    ("N8 n = 1;", "hdr.h.a = n;", "n;", "assignment: Cannot cast implicitly type 'N8' to type 'bit<8>'"),
+    ("N8 n = 1; N8 m;", "m = n + 1;", "n + 1", "+: cannot be applied to expression 'n' with type 'N8'"),
+    ("N4 n;", "n = (N4)hdr.h.a;", "(N4)", "'(N4)hdr.h.a': Cannot cast from 'bit<8>' to 'N4'"),
+])
+def test_a_newtype_is_not_its_underlying_type(write_p4, locals, body, marker, message):
+    _assert_at_both(write_p4, marker, message, decls=NEWTYPE, locals=locals, body=body)
+
+
+def test_newtype_casts_and_constants_are_accepted(write_p4):
+    path = write_p4(decls=NEWTYPE, locals="N8 n = 1; N8 m = (N8)hdr.h.a; N4 k = (N4)2;",
+                    body="m = n; hdr.h.a = (bit<8>)m; if (n == m) { hdr.h.a = 0; }")
+    load_program(path)
+    load_frontend(path)
+
+
+def test_a_range_of_another_width_than_the_select_is_refused_at_the_select(write_p4):
+    text = write_p4().read_text().replace("transition accept;",
+                                          "transition select(hdr.h.a) {\n(4w2 .. 3): accept; default: accept; }")
+    path = write_p4(text=text)
+    lines = text.splitlines()
+    line = next(i for i, s in enumerate(lines, 1) if "transition select(" in s)
+    with pytest.raises(P4Error) as info:
+        load_program(path)
+    loc = info.value.loc
+    assert (loc.line, loc.col, info.value.message) == (
+        line, lines[line - 1].index("select(") + 1, "'SelectExpression': keyset: expected bit<8>, got bit<4>")
+
+
+SER_ENUM_ACTION = """\
+#include <core.p4>
+enum bit<2> E { A = 0, B = 1 }
+struct m_t { bit<2> x; bit<6> y; }
+control c(inout m_t m) {
+    action set_x(E v) { m.x = v; }
+    table t { key = { m.y : exact; } actions = { set_x; } default_action = set_x(E.B); }
+    apply { t.apply(); }
+}
+"""
+
+
+def test_a_serializable_enum_action_argument_is_type_checked_first_in_frontend_mode(tmp_path):
+    path = tmp_path / "prog.p4"
+    path.write_text(SER_ENUM_ACTION)
+    load_frontend(path)  # p4test: an enum's value casts implicitly to its underlying bit<2>
+    path.write_text(SER_ENUM_ACTION.replace("set_x(E.B)", "set_x(2w1)"))
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    err = info.value
+    assert (err.loc.line, err.loc.col, err.message) == (6, 82, "argument 'v': expected E, got bit<2>")

@@ -78,6 +78,8 @@ def test_a_block_nothing_instantiates_is_still_checked(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("change", "line", "message"), [
     (("extern main {}\n",), 19, "main: must be a package declaration"),
+    (("control Ca(inout hs h);", "control Ca(inout hs h, Pa p);"), 16, "p: parameter cannot have type parser Pa"),
+    (("extern W { W(Ca c); }\n",), 19, "c: parameter cannot have type control Ca"),
     (("package Top(Pa p, Ca c);", "package Top(Pa p, Ca p);"), 17, "p: Duplicates declaration p"),
     (("control Ca(inout hs h);", "control Ca(in Checksum x);"), 16, "x: a parameter with type Checksum cannot have"),
     (("control Ca(inout hs h);", "control Ca(in hs h);"), 17, "'package Top'"),

@@ -133,9 +133,9 @@ class Decls(Pass):
             elif isinstance(ft, VarbitT):
                 if decl.kind != "header":
                     raise P4Error(f.loc, "varbit fields are only allowed in headers")
-                if t.varbit_field is not None:
-                    raise P4Error(f.loc, "varbit in a header with another varbit field is not supported by the "
-                                  "built-in target")
+                if t.varbit_field is not None:  # p4c's type checker, at the first one
+                    first = next(x for x in decl.fields if x.name == t.varbit_field)
+                    raise P4Error(first.loc, f"{first.name} and {f.name}: multiple varbit fields in a header")
             elif decl.kind == "header" and isinstance(ft, HeaderT) and ft.kind == "struct":
                 # p4c's type checker allows a struct of bit-typed fields; its midend (FlattenHeaders)
                 # puts the struct's fields in the header in their place, and so do wire_fields.

@@ -53,6 +53,7 @@ class FrontendOnly(Pass):
             self._extern_members(decl)
         if isinstance(decl, ast.Instantiation):
             self._no_self_argument(decl.type_ref.name, decl.type_ref.args)
+        self._no_block_params(decl)
         for type_params, params in _param_lists(decl):
             seen: set[str] = set()
             for name in type_params:
@@ -89,6 +90,20 @@ class FrontendOnly(Pass):
             if arg.kind == "named" and arg.name == name:
                 raise P4Error(arg.loc, f"{name}: contains self '{name}' as type argument")
             self._no_self_argument(name, arg.args)
+
+    def _no_block_params(self, decl: ast.Decl) -> None:
+        """p4c's checkParameters with forbidModules: a parser's or control's apply parameters and an
+        extern's constructor parameters are never parsers or controls (directionless or not)."""
+        if isinstance(decl, (ast.ParserDecl, ast.ControlDecl)) or block_kind(decl) in ("parser", "control"):
+            lists = [decl.params]
+        elif isinstance(decl, ast.ExternDecl):
+            lists = [ctor.params for ctor in decl.ctors]
+        else:
+            return
+        for p in (p for params in lists for p in params):
+            t = self.env.types.get(p.type_ref.name) if p.type_ref.kind == "named" else None
+            if block_kind(t) in ("parser", "control"):
+                raise P4Error(p.loc, f"{p.name}: parameter cannot have type {block_kind(t)} {t.name}")
 
     def _match_kinds(self, decl: ast.MatchKindDecl) -> None:
         seen = set(self.env.match_kinds)

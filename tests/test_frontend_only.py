@@ -183,3 +183,21 @@ def test_package_arguments_are_unified_with_the_parameters_at_the_package(tmp_pa
     line = next(i for i, row in enumerate(text.splitlines(), 1) if row.startswith(f"package {package}"))
     err = info.value
     assert (err.loc.line, err.loc.col) == (line, 9) and err.message.startswith(f"'package {package}': {message}")
+
+
+def test_an_abstract_method_implemented_with_another_signature_is_refused_at_the_instance(tmp_path: Path) -> None:
+    """p4c unifies the implementation with the abstract method at the instance ('v')."""
+    text = VIRTUAL.replace("IMPL_G", "bit<16> g() { return 2; }").replace("f(in bit<16> ix) {", "f(inout bit<16> ix) {")
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, text))
+    err = info.value
+    assert (err.loc.line, err.loc.col) == (4, 15) and err.message.startswith(
+        "'v': parameter 'ix' of f must be 'in bit<16>'")
+
+
+def test_bit_0_is_a_type_in_frontend_mode(tmp_path: Path) -> None:
+    text = "#include <core.p4>\ncontrol c(inout bit<8> x) {\n    apply { bit<0> z; x = (bit<8>)z; }\n}\n"
+    load_frontend(write(tmp_path, text))
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, text.replace("(bit<8>)z", "(bit<8>)(int<2>)z")))
+    assert (info.value.loc.line, info.value.loc.col) == (3, 35) and "cannot cast bit<0> to int<2>" in info.value.message

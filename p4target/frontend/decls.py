@@ -226,7 +226,7 @@ class Decls(Pass):
         if k in ("bit", "int"):
             self.env.exprs.expr(ref.width, self.env.globals)
             width = limits.type_width(ref, self.env.exprs.const_int(ref.width))
-            if width <= 0:
+            if width <= 0 and not (width == 0 and k == "bit" and self.env.frontend):  # p4c takes bit<0>
                 raise P4Error(ref.loc, f"{k}<{width}>: width must be positive")
             return BitsT(width, k == "int")
         if k == "varbit":

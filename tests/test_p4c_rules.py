@@ -450,3 +450,19 @@ def test_a_serializable_enum_action_argument_is_type_checked_first_in_frontend_m
         load_frontend(path)
     err = info.value
     assert (err.loc.line, err.loc.col, err.message) == (6, 82, "argument 'v': expected E, got bit<2>")
+
+
+# A failed unification is p4c's at the node that asked for it (frontend/anchors.py): written over
+# two lines, the refusal moves to the outer node's line.
+@pytest.mark.parametrize("decls, locals, body, marker, message", [
+    ("", "", "hdr.h.a = /* two lines */\nhdr.h.c;", "= /*",
+     "'hdr.h.a = hdr.h.c': assignment: expected bit<8>, got bit<16>"),
+    ("", "", "bit<8> x =\nhdr.h.c; hdr.h.a = x;", "x =", "'x': initializer: expected bit<8>, got bit<16>"),
+    ("", "const bit<8> k =\n16w3;", "hdr.h.a = k;", "k =", "'k': constant initializer: expected bit<8>, got bit<16>"),
+    ("bit<8> f(in bit<8> v) { return v; }", "", "hdr.h.a = f (\nhdr.h.c);", "f (",
+     "argument 'v': expected bit<8>, got bit<16>"),
+    ("bit<8> f(in bit<16> v) { return\n(v); }", "", "hdr.h.a = f(hdr.h.c);", "return",
+     "'return v': return value: expected bit<8>, got bit<16>"),
+])
+def test_a_type_mismatch_is_refused_at_the_outer_node(write_p4, decls, locals, body, marker, message):
+    _assert_at_both(write_p4, marker, message, decls=decls, locals=locals, body=body)

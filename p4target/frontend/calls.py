@@ -11,6 +11,7 @@ import copy
 from typing import Any
 
 from . import ast, stages
+from .anchors import at_outer
 from .env import Pass
 from .errors import P4Error
 from .scope import CallTarget, Scope
@@ -71,7 +72,8 @@ class Calls(Pass):
         if fn.type is VOID:
             raise P4Error(s.loc, f"function {fn.name} returns void: 'return' cannot have a value")
         self.env.exprs.expr(s.value, scope)
-        self.env.exprs.coerce(s.value, fn.type, "return value")
+        with at_outer(s.loc, f"return {ast.text(s.value)}"):  # p4c: at the statement ('return x')
+            self.env.exprs.coerce(s.value, fn.type, "return value")
         return True
 
     # ---------------------------------------------------------------- calls
@@ -114,8 +116,10 @@ class Calls(Pass):
 
     # ---------------------------------------------------------------- arguments
     def check_args(self, loc, params: list[ast.Param], args: list[ast.Expr], bindings: dict[str, Type],
-                    type_params: list[str] | None = None) -> None:
-        """Arity, directions and types of arguments; binds the callee's type variables."""
+                    type_params: list[str] | None = None, anchored: bool = True) -> None:
+        """Arity, directions and types of arguments; binds the callee's type variables.
+        ``anchored``: a type mismatch is p4c's at ``loc`` (a call), not at the argument (an action
+        reference in a table's properties)."""
         self.normalize_args(loc, params, args)
         self._take_type_args(bindings, type_params)
         if len(args) != len(params):
@@ -132,7 +136,8 @@ class Calls(Pass):
                     raise P4Error(a.loc, f"cannot infer a width for parameter '{p.name}': give the constant a width")
                 bindings[pt.name] = a.type
                 pt = a.type
-            self.env.exprs.coerce(a, pt, f"argument '{p.name}'")
+            with at_outer(loc if anchored else None):  # p4c: at the call ('f(b)') or instance
+                self.env.exprs.coerce(a, pt, f"argument '{p.name}'")
             if p.direction in ("out", "inout"):
                 self.env.stmts.lvalue(a)
 

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from . import ast, limits, stages
+from .anchors import at_outer, name_loc
 from .env import Pass
 from .errors import Location, P4Error
 from .profiles import PROFILE_EXTERNS
@@ -174,7 +175,8 @@ class Decls(Pass):
     def const_decl(self, decl: ast.ConstDecl, scope: Scope) -> None:
         decl.type = self.resolve_type(decl.type_ref)
         self.env.exprs.expr(decl.init, scope)
-        self.env.exprs.coerce(decl.init, decl.type, "constant initializer")
+        with at_outer(name_loc(decl.loc, decl.name), decl.name):  # p4c: at the declaration ('x')
+            self.env.exprs.coerce(decl.init, decl.type, "constant initializer")
         if decl.init.value is None:
             raise P4Error(decl.init.loc, f"the initializer of constant '{decl.name}' is not a compile-time constant")
 

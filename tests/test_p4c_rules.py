@@ -466,3 +466,20 @@ def test_a_serializable_enum_action_argument_is_type_checked_first_in_frontend_m
 ])
 def test_a_type_mismatch_is_refused_at_the_outer_node(write_p4, decls, locals, body, marker, message):
     _assert_at_both(write_p4, marker, message, decls=decls, locals=locals, body=body)
+
+
+@pytest.mark.parametrize("decls, marker, message", [
+    ("void f2<T>(inout T a) { }\nvoid g2<T>(in T b) { f2(b); }", "b); }", "cannot assign to 'b': an 'in' parameter"),
+    ("T r2<T>(in bit<8> x) { return x; }", "x; }", "return value: expected T, got bit<8>"),
+    ("bit<8> r3<T>(in T x) { return x; }", "x; }", "return value: expected bit<8>, got T"),
+])
+def test_a_generic_function_is_checked_once_unbound_even_if_unused(write_p4, decls, marker, message):
+    """p4c type-checks a generic function's body with its type parameters unbound."""
+    _assert_at_both(write_p4, marker, message, decls=decls)
+
+
+def test_a_generic_function_used_as_p4c_allows_is_accepted(write_p4):
+    path = write_p4(decls="T id<T>(in T x) { return x; }\nvoid sw<T>(inout T a, inout T b) { T t = a; a = b; b = t; }",
+                    body="hdr.h.a = id(hdr.h.b); sw(hdr.h.a, hdr.h.b);")
+    load_program(path)
+    load_frontend(path)

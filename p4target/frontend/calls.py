@@ -8,6 +8,7 @@ parameter order, defaults filled in), so every backend sees plain positional cal
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 from . import ast, stages
@@ -29,6 +30,17 @@ def _holds_infint(t: Type) -> bool:
     return isinstance(t, TupleT) and any(x is INFINT or _holds_infint(x) for x in t.elems)
 
 
+@dataclass(frozen=True, slots=True)
+class Unbound(Type):
+    """A generic function's own type parameter in its body checked unbound: only its own values
+    fit it (p4c: "Cannot cast implicitly type 'T' to type ...")."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Calls(Pass):
     """Function declarations and argument lists."""
 
@@ -38,6 +50,8 @@ class Calls(Pass):
         self.env.fn_scopes[decl] = scope
         if not decl.proto.type_params:  # generic bodies are checked once per binding, at calls
             self.function_body(decl, scope, {}, owned=True)
+        else:  # and, as p4c checks a generic body, once with its type parameters unbound (a copy)
+            self.function_body(copy.deepcopy(decl), scope, {tp: Unbound(tp) for tp in decl.proto.type_params})
 
     def function_body(self, decl: ast.FunctionDecl, scope: Any, bindings: dict[str, Type],
                        owned: bool = False) -> None:

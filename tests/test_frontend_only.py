@@ -201,3 +201,13 @@ def test_bit_0_is_a_type_in_frontend_mode(tmp_path: Path) -> None:
     with pytest.raises(P4Error) as info:
         load_frontend(write(tmp_path, text.replace("(bit<8>)z", "(bit<8>)(int<2>)z")))
     assert (info.value.loc.line, info.value.loc.col) == (3, 35) and "cannot cast bit<0> to int<2>" in info.value.message
+
+
+def test_an_extern_constructor_argument_of_another_type_is_refused_at_the_instance(tmp_path: Path) -> None:
+    """p4c reports an instance's constructor arguments at its name ('e'), here on another line."""
+    text = ("#include <core.p4>\nextern E { E(bit<8> x); void run(); }\ncontrol c() {\n"
+            "    E(16w3\n    ) e;\n    apply { e.run(); }\n}\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, text))
+    err = info.value
+    assert (err.loc.line, err.loc.col, err.message) == (5, 7, "argument 'x': expected bit<8>, got bit<16>")

@@ -39,3 +39,8 @@ def assignment_loc(stmt_loc: Location) -> Location:
 def name_loc(decl_loc: Location, name: str) -> Location:
     """A declaration's name followed by its initializer's ``=`` (p4c reports a declaration there)."""
     return find_after(decl_loc, rf"\b({re.escape(name)})\s*=", group=1)
+
+
+def instance_loc(decl_loc: Location, name: str) -> Location:
+    """An instance's name after its constructor call (``E(...) e;``: p4c reports its arguments there)."""
+    return find_after(decl_loc, rf"[)>]\s*({re.escape(name)})\s*[;=]", group=1)

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from . import ast, limits, stages
-from .anchors import at_outer, name_loc
+from .anchors import at_outer, instance_loc, name_loc
 from .env import Pass
 from .errors import Location, P4Error
 from .profiles import PROFILE_EXTERNS
@@ -200,7 +200,8 @@ class Decls(Pass):
             ctor = next((c for c in t.decl.ctors if len(c.params) == len(decl.args)), None)
             if ctor is None:
                 raise P4Error(decl.loc, f"no constructor of {name} takes {len(decl.args)} arguments")
-            self.env.calls.check_args(decl.loc, ctor.params, decl.args, dict(zip(t.decl.type_params, t.args)))
+            self.env.calls.check_args(instance_loc(decl.loc, decl.name), ctor.params, decl.args,  # p4c: at 'e'
+                                      dict(zip(t.decl.type_params, t.args)))
             for a in decl.args:
                 if a.value is None and not isinstance(a.type, ExternT) and not _constant_list(a):
                     raise P4Error(a.loc, "constructor arguments must be compile-time constants")

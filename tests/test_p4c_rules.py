@@ -483,3 +483,9 @@ def test_a_generic_function_used_as_p4c_allows_is_accepted(write_p4):
                     body="hdr.h.a = id(hdr.h.b); sw(hdr.h.a, hdr.h.b);")
     load_program(path)
     load_frontend(path)
+
+
+def test_a_block_constructor_argument_of_another_type_is_refused_at_the_instance(write_p4):
+    _assert_at_both(write_p4, "Cx (", "constructor argument 'k': expected bit<8>, got bit<16>",
+                    decls="control Cx(inout headers hdr)(bit<8> k) { apply { hdr.h.a = k; } }",
+                    locals="Cx (\n16w3) cx;", body="cx.apply(hdr);")

@@ -14,6 +14,7 @@ import copy
 from typing import Any
 
 from . import ast
+from .anchors import at_outer
 from .env import Pass
 from .errors import P4Error
 from .scope import CallTarget
@@ -76,7 +77,8 @@ class Instances(Pass):
                 raise P4Error(a.loc, "'_' is not a constructor argument")
             if a.type is None:  # a default value, or a package argument
                 self.env.exprs.expr(a, self.env.globals if a is p.default else scope)
-            self.env.exprs.coerce(a, pt, f"constructor argument '{p.name}'")
+            with at_outer(loc):  # p4c: at the instance, which asks for the unification
+                self.env.exprs.coerce(a, pt, f"constructor argument '{p.name}'")
             if a.value is None or isinstance(a.value, str):
                 raise P4Error(a.loc, "constructor arguments must be compile-time constants")
             const = ast.ConstDecl(p.loc, [], p.name, p.type_ref, a)

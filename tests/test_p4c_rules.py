@@ -489,3 +489,10 @@ def test_a_block_constructor_argument_of_another_type_is_refused_at_the_instance
     _assert_at_both(write_p4, "Cx (", "constructor argument 'k': expected bit<8>, got bit<16>",
                     decls="control Cx(inout headers hdr)(bit<8> k) { apply { hdr.h.a = k; } }",
                     locals="Cx (\n16w3) cx;", body="cx.apply(hdr);")
+
+
+def test_a_serializable_enum_over_a_newtype_is_refused(write_p4):
+    message = ("N8: Illegal type for enum; only bit<> and int<> are allowed; note that type-declared types are not "
+               "allowed even if they are fixed-size")
+    _assert_at_both(write_p4, "N8 E2", message, decls=NEWTYPE + "\nenum N8 E2 { A = 1 }")
+    load_program(write_p4(decls=NEWTYPE + "\ntypedef bit<8> B8;\nenum B8 E2 { A = 1 }"))

@@ -163,6 +163,10 @@ class Decls(Pass):
             under = self.resolve_type(decl.underlying)
             if not isinstance(under, BitsT):
                 raise P4Error(decl.loc, "a serializable enum needs a bit<W> or int<W> underlying type")
+            if under.newtype is not None:  # p4c's checkUnderlyingEnumType: a `type` is not bit<W>
+                raise P4Error(decl.underlying.loc, f"{ast.type_text(decl.underlying)}: Illegal type for enum; only "
+                              "bit<> and int<> are allowed; note that type-declared types are not allowed even if "
+                              "they are fixed-size")
             t.underlying = under
             for name, expr in zip(decl.members, decl.values or []):
                 self.env.exprs.expr(expr, self.env.globals)

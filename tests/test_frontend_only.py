@@ -211,3 +211,25 @@ def test_an_extern_constructor_argument_of_another_type_is_refused_at_the_instan
         load_frontend(write(tmp_path, text))
     err = info.value
     assert (err.loc.line, err.loc.col, err.message) == (5, 7, "argument 'x': expected bit<8>, got bit<16>")
+
+
+EXTERN_ARG = """\
+#include <core.p4>
+extern E { E(); bit<8> get(); }
+control C1(inout bit<8> x)(E e) {
+    apply { x = e.get(); }
+}
+control Top(inout bit<8> x);
+package P(Top t);
+E() e;
+P(C1(e)) main;
+"""
+
+
+def test_an_extern_instance_passed_to_a_constructor_parameter_in_frontend_mode(tmp_path: Path) -> None:
+    """p4test takes an extern instance for a parser's/control's constructor parameter of its type; the
+    copy of the control is then checked with the parameter naming that instance."""
+    load_frontend(write(tmp_path, EXTERN_ARG))
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, EXTERN_ARG.replace("x = e.get();", "x = e.get() + true;")))
+    assert info.value.loc.line == 4

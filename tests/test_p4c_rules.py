@@ -496,3 +496,12 @@ def test_a_serializable_enum_over_a_newtype_is_refused(write_p4):
                "allowed even if they are fixed-size")
     _assert_at_both(write_p4, "N8 E2", message, decls=NEWTYPE + "\nenum N8 E2 { A = 1 }")
     load_program(write_p4(decls=NEWTYPE + "\ntypedef bit<8> B8;\nenum B8 E2 { A = 1 }"))
+
+
+def test_a_table_named_as_a_control_parameter_hides_it_and_cannot_be_its_own_key(write_p4):
+    """p4c only warns that the table shadows the parameter; the key then names the table itself."""
+    control = "control Cx(inout headers hdr, in bit<8> t) {\n    table t { key = { KEY : exact; } actions = { } }\n" \
+              "    apply { t.apply(); }\n}"
+    _assert_at_both(write_p4, "t : exact", "t: Cannot refer to the containing table t",
+                    decls=control.replace("KEY", "t"))
+    load_frontend(write_p4(decls=control.replace("KEY", "hdr.h.a")))

@@ -138,6 +138,8 @@ class Exprs(Pass):
         if isinstance(d, (ast.Param, ast.VarDecl, ast.Instantiation)):
             return d.type
         if isinstance(d, ast.TableDecl):
+            if d is self.env.key_table or d is self.env.owner:  # p4c's TypeInference on a PathExpression
+                raise P4Error(e.loc, f"{e.name}: Cannot refer to the containing table {d.name}")
             return TableT(d)
         if isinstance(d, (ast.ActionDecl, ast.ExternFunction, ast.FunctionDecl)):
             return VOID  # only meaningful as a call target; _e_Call checks

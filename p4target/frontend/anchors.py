@@ -11,7 +11,7 @@ column and words (what the tests of each rule assert), so only the line p4c name
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from .errors import Location, P4Error
@@ -19,15 +19,17 @@ from .source_text import find_after
 
 
 @contextmanager
-def at_outer(loc: Location | None, shown: str | None = None) -> Iterator[None]:
-    """Errors raised inside move to ``loc`` (the outer node), named ``'shown'`` when given, if they
-    were on another line."""
+def at_outer(where: Location | Callable[[], Location] | None,
+             shown: Callable[[], str] | None = None) -> Iterator[None]:
+    """Errors raised inside move to ``where`` (the outer node; a function computing it, called only
+    on an error: it reads the source), named ``'shown()'`` when given, if they were on another line."""
     try:
         yield
     except P4Error as err:
+        loc = where() if callable(where) else where
         if loc is None or (err.loc.file, err.loc.line) == (loc.file, loc.line) or loc.line <= 0:
             raise
-        prefix = f"'{shown}': " if shown else ""
+        prefix = f"'{shown()}': " if shown else ""
         raise P4Error(loc, prefix + err.message) from None
 
 

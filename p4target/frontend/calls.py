@@ -86,7 +86,7 @@ class Calls(Pass):
         if fn.type is VOID:
             raise P4Error(s.loc, f"function {fn.name} returns void: 'return' cannot have a value")
         self.env.exprs.expr(s.value, scope)
-        with at_outer(s.loc, f"return {ast.text(s.value)}"):  # p4c: at the statement ('return x')
+        with at_outer(s.loc, lambda: f"return {ast.text(s.value)}"):  # p4c: at the statement ('return x')
             self.env.exprs.coerce(s.value, fn.type, "return value")
         return True
 

@@ -179,7 +179,7 @@ class Decls(Pass):
     def const_decl(self, decl: ast.ConstDecl, scope: Scope) -> None:
         decl.type = self.resolve_type(decl.type_ref)
         self.env.exprs.expr(decl.init, scope)
-        with at_outer(name_loc(decl.loc, decl.name), decl.name):  # p4c: at the declaration ('x')
+        with at_outer(lambda: name_loc(decl.loc, decl.name), lambda: decl.name):  # p4c: at the declaration ('x')
             self.env.exprs.coerce(decl.init, decl.type, "constant initializer")
         if decl.init.value is None:
             raise P4Error(decl.init.loc, f"the initializer of constant '{decl.name}' is not a compile-time constant")
@@ -204,8 +204,8 @@ class Decls(Pass):
             ctor = next((c for c in t.decl.ctors if len(c.params) == len(decl.args)), None)
             if ctor is None:
                 raise P4Error(decl.loc, f"no constructor of {name} takes {len(decl.args)} arguments")
-            self.env.calls.check_args(instance_loc(decl.loc, decl.name), ctor.params, decl.args,  # p4c: at 'e'
-                                      dict(zip(t.decl.type_params, t.args)))
+            with at_outer(lambda: instance_loc(decl.loc, decl.name)):  # p4c: at the instance ('e')
+                self.env.calls.check_args(decl.loc, ctor.params, decl.args, dict(zip(t.decl.type_params, t.args)))
             for a in decl.args:
                 if a.value is None and not isinstance(a.type, ExternT) and not _constant_list(a):
                     raise P4Error(a.loc, "constructor arguments must be compile-time constants")

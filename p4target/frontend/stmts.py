@@ -41,7 +41,7 @@ class Stmts(Pass):
             raise P4Error(decl.loc, "a variable needs a fixed-width type (int is for constants)")
         if decl.init is not None:
             self.env.exprs.expr(decl.init, scope)
-            with at_outer(name_loc(decl.loc, decl.name), decl.name):  # p4c: at the declaration ('x')
+            with at_outer(lambda: name_loc(decl.loc, decl.name), lambda: decl.name):  # p4c: at the declaration ('x')
                 self.env.exprs.coerce(decl.init, decl.type, "initializer")
         self.env.divisions.note_write(decl, decl.init)
         scope.declare(decl)
@@ -56,7 +56,8 @@ class Stmts(Pass):
             lt = self.env.exprs.expr(s.lhs, scope)
             self.lvalue(s.lhs)
             self.env.exprs.expr(s.rhs, scope)
-            with at_outer(None if s.compound else assignment_loc(s.loc), f"{ast.text(s.lhs)} = {ast.text(s.rhs)}"):
+            with at_outer(None if s.compound else lambda: assignment_loc(s.loc),
+                          lambda: f"{ast.text(s.lhs)} = {ast.text(s.rhs)}"):
                 self.env.exprs.coerce(s.rhs, lt, "assignment")  # p4c: at the assignment ('x = e')
             self.env.divisions.note_write(s.lhs, s.rhs)
             return order_assignment(s)

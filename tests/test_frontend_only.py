@@ -233,3 +233,14 @@ def test_an_extern_instance_passed_to_a_constructor_parameter_in_frontend_mode(t
     with pytest.raises(P4Error) as info:
         load_frontend(write(tmp_path, EXTERN_ARG.replace("x = e.get();", "x = e.get() + true;")))
     assert info.value.loc.line == 4
+
+
+def test_a_package_value_argument_of_another_type_is_refused_at_the_package(tmp_path: Path) -> None:
+    text = "#include <core.p4>\npackage V<T>(bit<8> x, T y, T z);\nV(8w1, 8w2, 8w3) main;\n"
+    load_frontend(write(tmp_path, text))
+    for bad, message in (("V(true, 8w2, 8w3)", "argument for parameter 'x': expected bit<8>, got bool"),
+                         ("V(8w1, 8w2, true)", "Cannot unify 'bool' with 'bit<8>'")):
+        with pytest.raises(P4Error) as info:
+            load_frontend(write(tmp_path, text.replace("V(8w1, 8w2, 8w3)", bad)))
+        err = info.value
+        assert (err.loc.line, err.loc.col) == (2, 9) and err.message.startswith(f"'package V': {message}")

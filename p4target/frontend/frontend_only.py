@@ -178,6 +178,8 @@ class FrontendOnly(Pass):
             inst = arg.decl if isinstance(arg, ast.PathExpr) else None
             if isinstance(inst, ast.Instantiation) and isinstance(inst.type, BlockT):
                 unify.argument(param, inst.type.decl, binds.get(id(inst)))
+            elif not isinstance(inst, ast.Instantiation):
+                unify.value(param, arg)
             return
         decl = self.env.types.get(arg.type_ref.name)
         if block_kind(decl) == "package":

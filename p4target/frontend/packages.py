@@ -78,6 +78,20 @@ class PackageTypes:
                           f"{expected.name} (package {self.package.name} argument '{param.name}')")
         self.signature(param, have, expected)
 
+    def value(self, param: ast.Param, arg: ast.Expr) -> None:
+        """A value (a constant) passed for ``param``: of the parameter's type, or binding the
+        package's type parameter it names."""
+        ref = param.type_ref
+        if arg.type is None or block_kind(self.env.types.get(ref.name) if ref.kind == "named" else None):
+            return
+        if ref.kind == "named" and ref.name in self.package.type_params:
+            self.equate(ref, arg.type, param)
+            return
+        try:
+            self.env.exprs.coerce(arg, self.env.decls.resolve_type(ref), f"argument for parameter '{param.name}'")
+        except P4Error as err:
+            raise self.fail(err.message) from None
+
     def signature(self, param: ast.Param, have: Any, expected: ast.BlockTypeDecl) -> None:
         """Each apply parameter's direction and type as the parser/control type has them, its type
         parameters bound by the package parameter's type arguments (or inferred)."""

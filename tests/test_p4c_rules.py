@@ -404,6 +404,7 @@ NEWTYPE = "type bit<8> N8;\ntype bit<4> N4;"
     ("N8 n = 1;", "hdr.h.a = n;", "n;", "assignment: Cannot cast implicitly type 'N8' to type 'bit<8>'"),
     ("N8 n = 1; N8 m;", "m = n + 1;", "n + 1", "+: cannot be applied to expression 'n' with type 'N8'"),
     ("N4 n;", "n = (N4)hdr.h.a;", "(N4)", "'(N4)hdr.h.a': Cannot cast from 'bit<8>' to 'N4'"),
+    ("N8 n = 1; N8 m = 2;", "if (n < m) { hdr.h.a = 1; }", "n < m", "n < m: not defined on N8 and N8"),
 ])
 def test_a_newtype_is_not_its_underlying_type(write_p4, locals, body, marker, message):
     _assert_at_both(write_p4, marker, message, decls=NEWTYPE, locals=locals, body=body)

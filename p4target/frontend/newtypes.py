@@ -17,6 +17,7 @@ from .types import INFINT, BitsT, Type
 
 # The operators p4c's TypeInference types with binaryArith.
 ARITH = ("+", "-", "*", "/", "%", "&", "|", "^", "|+|", "|-|")
+RELATIONS = ("<", ">", "<=", ">=")
 
 
 def newtype_of(t: Type | None) -> ast.Typedef | None:
@@ -44,7 +45,10 @@ def implicit(e: ast.Expr, want: Type, what: str) -> None:
 
 
 def arith_operands(e: ast.Binary) -> None:
-    """p4c's binaryArith: each operand is a bit<W>/int<W> or an int, never a ``type``."""
+    """p4c's binaryArith: each operand is a bit<W>/int<W> or an int, never a ``type``; its
+    Operation_Relation: ``<`` and the like are defined on bit<W>/int<W> only."""
+    if e.op in RELATIONS and (newtype_of(e.left.type) is not None or newtype_of(e.right.type) is not None):
+        raise P4Error(e.loc, f"{ast.text(e)}: not defined on {type_name(e.left.type)} and {type_name(e.right.type)}")
     if e.op not in ARITH:
         return
     for x in (e.left, e.right):

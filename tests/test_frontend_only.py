@@ -78,6 +78,8 @@ def test_a_block_nothing_instantiates_is_still_checked(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("change", "line", "message"), [
     (("extern main {}\n",), 19, "main: must be a package declaration"),
+    (("control Ca(inout hs h);", "control Ca(inout hs h, Pa p);"), 16, "p: parameter cannot have type parser Pa"),
+    (("extern W { W(Ca c); }\n",), 19, "c: parameter cannot have type control Ca"),
     (("package Top(Pa p, Ca c);", "package Top(Pa p, Ca p);"), 17, "p: Duplicates declaration p"),
     (("control Ca(inout hs h);", "control Ca(in Checksum x);"), 16, "x: a parameter with type Checksum cannot have"),
     (("control Ca(inout hs h);", "control Ca(in hs h);"), 17, "'package Top'"),
@@ -144,3 +146,101 @@ def test_a_type_variable_bound_to_string_cannot_have_a_direction(tmp_path: Path)
         load_frontend(write(tmp_path, text))
     assert ":5:" in str(info.value) and "data: a parameter with type string cannot have a direction" in str(info.value)
     load_frontend(write(tmp_path, text.replace('say("hello");', "say(k);")))
+
+
+# A package's parameters and the arguments of its instances (frontend/packages.py): p4c equates each
+# argument's type with its parameter's, and reports a mismatch at the package declaration's name.
+PACKAGE = """\
+#include <core.p4>
+struct A { bit<8> x; }
+struct B { bit<8> y; }
+parser Pa<H>(out H h);
+control Ca<H>(inout H h);
+package Top<H>(Pa<H> p, Ca<H> c);
+parser MyP(out A a) { state start { transition accept; } }
+control MyC(inout A a) { apply { } }
+Top(MyP(), MyC()) main;
+"""
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("Top(MyP(), MyC())", "Top(MyC(), MyC())"), "Cannot cast implicitly type 'control MyC' to type 'parser Pa'"),
+    (("Ca<H> c);", "tuple<> c);"), "Cannot cast implicitly type 'control MyC' to type 'tuple<>'"),
+    (("inout A a) { apply", "inout B a) { apply"), "Cannot unify 'B' with 'A'"),
+    (("Top(MyP()", "Top<B>(MyP()"), "Cannot unify 'A' with 'B'"),
+    (("Top(MyP(), MyC()) main;", "Top(MyP(), MyC()) t1;\npackage S<H>(Top<H> t);\nS<B>(t1) main;"),
+     "Cannot unify 'A' with 'B'"),
+    (("Top(MyP(), MyC()) main;", "package S(Ca<A> c);\nS(Top(MyP(), MyC())) main;"),
+     "Cannot cast implicitly type 'package Top' to type 'control Ca'"),
+])
+def test_package_arguments_are_unified_with_the_parameters_at_the_package(tmp_path: Path, change: tuple[str, str],
+                                                                        message: str) -> None:
+    assert load_frontend(write(tmp_path, PACKAGE)).main is not None
+    text = PACKAGE.replace(*change)
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, text))
+    package = "S" if "package S" in text else "Top"
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.startswith(f"package {package}"))
+    err = info.value
+    assert (err.loc.line, err.loc.col) == (line, 9) and err.message.startswith(f"'package {package}': {message}")
+
+
+def test_an_abstract_method_implemented_with_another_signature_is_refused_at_the_instance(tmp_path: Path) -> None:
+    """p4c unifies the implementation with the abstract method at the instance ('v')."""
+    text = VIRTUAL.replace("IMPL_G", "bit<16> g() { return 2; }").replace("f(in bit<16> ix) {", "f(inout bit<16> ix) {")
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, text))
+    err = info.value
+    assert (err.loc.line, err.loc.col) == (4, 15) and err.message.startswith(
+        "'v': parameter 'ix' of f must be 'in bit<16>'")
+
+
+def test_bit_0_is_a_type_in_frontend_mode(tmp_path: Path) -> None:
+    text = "#include <core.p4>\ncontrol c(inout bit<8> x) {\n    apply { bit<0> z; x = (bit<8>)z; }\n}\n"
+    load_frontend(write(tmp_path, text))
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, text.replace("(bit<8>)z", "(bit<8>)(int<2>)z")))
+    assert (info.value.loc.line, info.value.loc.col) == (3, 35) and "cannot cast bit<0> to int<2>" in info.value.message
+
+
+def test_an_extern_constructor_argument_of_another_type_is_refused_at_the_instance(tmp_path: Path) -> None:
+    """p4c reports an instance's constructor arguments at its name ('e'), here on another line."""
+    text = ("#include <core.p4>\nextern E { E(bit<8> x); void run(); }\ncontrol c() {\n"
+            "    E(16w3\n    ) e;\n    apply { e.run(); }\n}\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, text))
+    err = info.value
+    assert (err.loc.line, err.loc.col, err.message) == (5, 7, "argument 'x': expected bit<8>, got bit<16>")
+
+
+EXTERN_ARG = """\
+#include <core.p4>
+extern E { E(); bit<8> get(); }
+control C1(inout bit<8> x)(E e) {
+    apply { x = e.get(); }
+}
+control Top(inout bit<8> x);
+package P(Top t);
+E() e;
+P(C1(e)) main;
+"""
+
+
+def test_an_extern_instance_passed_to_a_constructor_parameter_in_frontend_mode(tmp_path: Path) -> None:
+    """p4test takes an extern instance for a parser's/control's constructor parameter of its type; the
+    copy of the control is then checked with the parameter naming that instance."""
+    load_frontend(write(tmp_path, EXTERN_ARG))
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, EXTERN_ARG.replace("x = e.get();", "x = e.get() + true;")))
+    assert info.value.loc.line == 4
+
+
+def test_a_package_value_argument_of_another_type_is_refused_at_the_package(tmp_path: Path) -> None:
+    text = "#include <core.p4>\npackage V<T>(bit<8> x, T y, T z);\nV(8w1, 8w2, 8w3) main;\n"
+    load_frontend(write(tmp_path, text))
+    for bad, message in (("V(true, 8w2, 8w3)", "argument for parameter 'x': expected bit<8>, got bool"),
+                         ("V(8w1, 8w2, true)", "Cannot unify 'bool' with 'bit<8>'")):
+        with pytest.raises(P4Error) as info:
+            load_frontend(write(tmp_path, text.replace("V(8w1, 8w2, 8w3)", bad)))
+        err = info.value
+        assert (err.loc.line, err.loc.col) == (2, 9) and err.message.startswith(f"'package V': {message}")

@@ -150,9 +150,18 @@ class Blocks(Pass):
                 try:
                     self.keyset_element(ks, t, scope)
                 except P4Error as err:
-                    if not err.message.startswith("keyset: expected") or isinstance(ks, (ast.Mask, ast.Range)):
+                    if not err.message.startswith("keyset: expected") or not self._parts_agree(ks, scope):
                         raise  # a mask's or range's parts disagree: p4c says so at the element
                     raise P4Error(select_loc, f"'SelectExpression': {err.message}") from None
+
+    def _parts_agree(self, ks: ast.Expr, scope: Scope) -> bool:
+        """Whether a mask's or range's two parts have one type (p4c's typeSet: else it refuses the
+        element itself; when they agree, only the set's type can differ from the select's)."""
+        if not isinstance(ks, (ast.Mask, ast.Range)):
+            return True
+        a, b = (ks.base, ks.mask) if isinstance(ks, ast.Mask) else (ks.lo, ks.hi)
+        ta, tb = (self.env.exprs.expr(x, scope) for x in (a, b))  # as written (a keyset coerced its constants)
+        return ta is INFINT or tb is INFINT or ta == tb
 
     def keyset_element(self, ks: ast.Expr, t: Type, scope: Scope) -> None:
         """A select case or const entry element: value, mask, range or default."""
@@ -216,7 +225,11 @@ class Blocks(Pass):
             elif seen_data:
                 raise P4Error(p.loc, "directional parameters must come before action data parameters")
             if p.direction == "" and not (isinstance(p.type, BitsT) or p.type is BOOL):
-                raise P4Error(p.loc, f"action data parameter '{p.name}' must be bit<W>, int<W> or bool")
+                err = P4Error(p.loc, f"action data parameter '{p.name}' must be bit<W>, int<W> or bool")
+                if not self.env.frontend:
+                    raise err
+                if not (isinstance(p.type, EnumT) and p.type.underlying is not None):  # p4test takes those
+                    stages.defer(self.env, stages.TARGET, err)  # p4c's type errors on its uses come first
         with self.env.divisions.fresh_values(decl, decl.params):
             self.env.stmts.stmt(decl.body, inner)
 

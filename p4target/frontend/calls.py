@@ -8,9 +8,11 @@ parameter order, defaults filled in), so every backend sees plain positional cal
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 from . import ast, stages
+from .anchors import at_outer
 from .env import Pass
 from .errors import P4Error
 from .scope import CallTarget, Scope
@@ -28,6 +30,17 @@ def _holds_infint(t: Type) -> bool:
     return isinstance(t, TupleT) and any(x is INFINT or _holds_infint(x) for x in t.elems)
 
 
+@dataclass(frozen=True, slots=True)
+class Unbound(Type):
+    """A generic function's own type parameter in its body checked unbound: only its own values
+    fit it (p4c: "Cannot cast implicitly type 'T' to type ...")."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Calls(Pass):
     """Function declarations and argument lists."""
 
@@ -37,6 +50,8 @@ class Calls(Pass):
         self.env.fn_scopes[decl] = scope
         if not decl.proto.type_params:  # generic bodies are checked once per binding, at calls
             self.function_body(decl, scope, {}, owned=True)
+        else:  # and, as p4c checks a generic body, once with its type parameters unbound (a copy)
+            self.function_body(copy.deepcopy(decl), scope, {tp: Unbound(tp) for tp in decl.proto.type_params})
 
     def function_body(self, decl: ast.FunctionDecl, scope: Any, bindings: dict[str, Type],
                        owned: bool = False) -> None:
@@ -71,7 +86,8 @@ class Calls(Pass):
         if fn.type is VOID:
             raise P4Error(s.loc, f"function {fn.name} returns void: 'return' cannot have a value")
         self.env.exprs.expr(s.value, scope)
-        self.env.exprs.coerce(s.value, fn.type, "return value")
+        with at_outer(s.loc, lambda: f"return {ast.text(s.value)}"):  # p4c: at the statement ('return x')
+            self.env.exprs.coerce(s.value, fn.type, "return value")
         return True
 
     # ---------------------------------------------------------------- calls
@@ -114,8 +130,10 @@ class Calls(Pass):
 
     # ---------------------------------------------------------------- arguments
     def check_args(self, loc, params: list[ast.Param], args: list[ast.Expr], bindings: dict[str, Type],
-                    type_params: list[str] | None = None) -> None:
-        """Arity, directions and types of arguments; binds the callee's type variables."""
+                    type_params: list[str] | None = None, anchored: bool = True) -> None:
+        """Arity, directions and types of arguments; binds the callee's type variables.
+        ``anchored``: a type mismatch is p4c's at ``loc`` (a call), not at the argument (an action
+        reference in a table's properties)."""
         self.normalize_args(loc, params, args)
         self._take_type_args(bindings, type_params)
         if len(args) != len(params):
@@ -132,7 +150,8 @@ class Calls(Pass):
                     raise P4Error(a.loc, f"cannot infer a width for parameter '{p.name}': give the constant a width")
                 bindings[pt.name] = a.type
                 pt = a.type
-            self.env.exprs.coerce(a, pt, f"argument '{p.name}'")
+            with at_outer(loc if anchored else None):  # p4c: at the call ('f(b)') or instance
+                self.env.exprs.coerce(a, pt, f"argument '{p.name}'")
             if p.direction in ("out", "inout"):
                 self.env.stmts.lvalue(a)
 

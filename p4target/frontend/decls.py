@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from . import ast, limits, stages
+from .anchors import at_outer, instance_loc, name_loc
 from .env import Pass
 from .errors import Location, P4Error
 from .generics import (
@@ -237,9 +238,9 @@ class Decls(Pass):
                 if not self.env.frontend:
                     stages.defer(self.env, stages.TARGET, P4Error(
                         f.loc, f"a varbit field ('{f.name}') in a struct is not supported by the built-in target"))
-            elif t.varbit_field is not None:
-                raise P4Error(f.loc, "varbit in a header with another varbit field is not supported by the "
-                              "built-in target")
+            elif t.varbit_field is not None:  # p4c's type checker, at the first one
+                first = next(x for x in decl.fields if x.name == t.varbit_field)
+                raise P4Error(first.loc, f"{first.name} and {f.name}: multiple varbit fields in a header")
         elif decl.kind == "header" and isinstance(ft, HeaderT) and ft.kind == "struct":
             # p4c's type checker allows a struct of bit-typed fields; its midend (FlattenHeaders)
             # puts the struct's fields in the header in their place, and so do wire_fields.
@@ -279,7 +280,8 @@ class Decls(Pass):
         self.env.exprs.expr(decl.init, scope)
         if decl.type is INFINT and isinstance(decl.init.type, BitsT) and decl.init.value is not None:
             decl.init.type = INFINT  # p4c unifies int with any width: the constant keeps its value
-        self.env.exprs.coerce(decl.init, decl.type, "constant initializer")
+        with at_outer(lambda: name_loc(decl.loc, decl.name), lambda: decl.name):  # p4c: at the declaration ('x')
+            self.env.exprs.coerce(decl.init, decl.type, "constant initializer")
         if decl.init.value is None:
             raise P4Error(decl.init.loc, f"the initializer of constant '{decl.name}' is not a compile-time constant")
 
@@ -308,7 +310,8 @@ class Decls(Pass):
             ctor = next((c for c in t.decl.ctors if len(c.params) == len(decl.args)), None)
             if ctor is None:
                 raise P4Error(decl.loc, f"no constructor of {name} takes {len(decl.args)} arguments")
-            self.env.calls.check_args(decl.loc, ctor.params, decl.args, dict(zip(t.decl.type_params, t.args)))
+            with at_outer(lambda: instance_loc(decl.loc, decl.name)):  # p4c: at the instance ('e')
+                self.env.calls.check_args(decl.loc, ctor.params, decl.args, dict(zip(t.decl.type_params, t.args)))
             for a in decl.args:
                 if a.value is None and not isinstance(a.type, ExternT) and not _constant_list(a):
                     raise P4Error(a.loc, "constructor arguments must be compile-time constants")
@@ -343,7 +346,7 @@ class Decls(Pass):
         if k in ("bit", "int"):
             self.env.exprs.expr(ref.width, self.env.globals)
             width = limits.type_width(ref, self.env.exprs.const_int(ref.width))
-            if width <= 0:
+            if width <= 0 and not (width == 0 and k == "bit" and self.env.frontend):  # p4c takes bit<0>
                 raise P4Error(ref.loc, f"{k}<{width}>: width must be positive")
             return BitsT(width, k == "int")
         if k == "varbit":

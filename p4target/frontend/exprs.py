@@ -4,7 +4,7 @@ that types it and folds its constant value; a call's rule picks the kind of call
 
 from __future__ import annotations
 
-from . import ast, limits, stages
+from . import ast, limits, newtypes, stages
 from .ast import text
 from .divisions import ARITH_OPS
 from .env import Pass
@@ -77,6 +77,7 @@ class Exprs(Pass):
     def coerce(self, e: ast.Expr, t: Type, what: str) -> None:
         """Check that ``e`` may be used where ``t`` is expected; unsized ints take ``t``."""
         if e.type == t or t is DONTCARE:
+            newtypes.implicit(e, t, what)  # p4c: a `type` is not its underlying type
             return
         if e.type is INFINT and isinstance(t, BitsT):
             e.type = t
@@ -85,6 +86,8 @@ class Exprs(Pass):
             return
         if isinstance(t, TypeVar):
             return
+        if self.env.frontend and isinstance(e.type, EnumT) and e.type.underlying == t and isinstance(t, BitsT):
+            return  # p4c: a serializable enum casts implicitly to its underlying type (the target: see casts)
         if isinstance(e, ast.ListExpr) and isinstance(t, HeaderT):
             # A struct/header initialiser `{a, b}`: one item per field, in order.
             if len(e.items) != len(t.fields):
@@ -135,6 +138,8 @@ class Exprs(Pass):
         if isinstance(d, (ast.Param, ast.VarDecl, ast.Instantiation)):
             return d.type
         if isinstance(d, ast.TableDecl):
+            if d is self.env.key_table or d is self.env.owner:  # p4c's TypeInference on a PathExpression
+                raise P4Error(e.loc, f"{e.name}: Cannot refer to the containing table {d.name}")
             return TableT(d)
         if isinstance(d, (ast.ActionDecl, ast.ExternFunction, ast.FunctionDecl)):
             return VOID  # only meaningful as a call target; _e_Call checks
@@ -256,6 +261,9 @@ class Exprs(Pass):
         )
         if isinstance(src, BitsT) and isinstance(t, BitsT) and src.signed != t.signed and src.width != t.width:
             ok = False  # p4c: change width and signedness in two casts
+        if newtypes.castable(src, t, self.env.decls.resolve_type) is False:
+            raise P4Error(e.loc, f"'{ast.text(e)}': Cannot cast from '{newtypes.type_name(src)}' to "
+                          f"'{newtypes.type_name(t)}'")
         if not ok:
             raise P4Error(e.loc, f"cannot cast {src} to {t}")
         v = e.operand.value
@@ -344,6 +352,7 @@ class Exprs(Pass):
         if op in ARITH_OPS:
             self.env.divisions.ser_enum_operands(e)  # p4c's binaryArith: a serializable enum is its underlying type
             lt, rt = e.left.type, e.right.type
+        newtypes.arith_operands(e)
         # both operands of one type
         t = self._unify(e, lt, rt)
         lv, rv = e.left.value, e.right.value  # an unsized operand now holds its wrapped value

@@ -18,6 +18,7 @@ from typing import Any
 from . import ast, stages
 from .env import Pass
 from .errors import P4Error
+from .packages import Binds, PackageTypes, block_kind
 from .source_text import find_after
 from .tna import is_optional
 from .types import INFINT, STRING, BlockT, ExternT
@@ -64,6 +65,7 @@ class FrontendOnly(Pass):
             self._extern_members(decl)
         if isinstance(decl, ast.Instantiation):
             self._no_self_argument(decl.type_ref.name, decl.type_ref.args)
+        self._no_block_params(decl)
         for type_params, params in _param_lists(decl):
             seen: set[str] = set()
             for name in type_params:
@@ -103,6 +105,21 @@ class FrontendOnly(Pass):
             if arg.kind == "named" and arg.name == name:
                 raise P4Error(arg.loc, f"{name}: contains self '{name}' as type argument")
             self._no_self_argument(name, arg.args)
+
+    def _no_block_params(self, decl: ast.Decl) -> None:
+        """p4c's checkParameters with forbidModules: a parser's or control's apply parameters and an
+        extern's constructor parameters are never parsers or controls (directionless or not)."""
+        if isinstance(decl, (ast.ParserDecl, ast.ControlDecl)) or block_kind(decl) in ("parser", "control"):
+            lists = [decl.params]
+        elif isinstance(decl, ast.ExternDecl):
+            lists = [ctor.params for ctor in decl.ctors]
+        else:
+            return
+        for p in (p for params in lists for p in params):
+            t = self.env.types.get(p.type_ref.name) if p.type_ref.kind == "named" else None
+            if block_kind(t) in ("parser", "control"):
+                raise P4Error(find_after(p.loc, rf"\b{re.escape(p.name)}\b(?=\s*[,)=])"),
+                              f"{p.name}: parameter cannot have type {block_kind(t)} {t.name}")
 
     def _declared(self, ref: ast.TypeRef, type_params: list[str]) -> None:
         """Every type a parameter's type names (its type arguments too) is declared before it."""
@@ -162,6 +179,7 @@ class FrontendOnly(Pass):
 
     def package_instances(self) -> None:
         """Every top-level instance of a package (target mode checks only its architecture's main)."""
+        binds: dict[int, Binds] = {}  # a package instance -> its type parameters' bindings
         for decl in self.env.program.decls:
             if isinstance(decl, ast.Instantiation):
                 t = decl.type
@@ -170,54 +188,46 @@ class FrontendOnly(Pass):
                 if decl.name == "main" and not is_package:
                     raise P4Error(decl.loc, f"main: must be a package declaration, not {t}")
                 if is_package:
-                    self._package_instance(decl)
+                    binds[id(decl)] = self._package_instance(decl.loc, t.decl, decl.type_ref.args, decl.args, binds)
 
-    def _package_instance(self, main: ast.Instantiation) -> None:
-        package = main.type.decl
+    def _package_instance(self, loc: Any, package: ast.BlockTypeDecl, type_args: list[ast.TypeRef],
+                          args: list[ast.Expr], binds: dict[int, Binds]) -> Binds:
+        """``package<type_args>(args)``: its arguments unified with its parameters (packages.py);
+        the bindings of its type parameters."""
         required = [p for p in package.params if not is_optional(p)]  # TNA's Switch: @optional pipes
-        if any(isinstance(a, ast.NamedArg) for a in main.args) or len(main.args) < len(required):
-            self.env.calls.normalize_args(main.loc, package.params, main.args)
-        if len(main.args) > len(package.params):
+        if any(isinstance(a, ast.NamedArg) for a in args) or len(args) < len(required):
+            self.env.calls.normalize_args(loc, package.params, args)
+        if len(args) > len(package.params):
             raise P4Error(package.loc, f"'package {package.name}' takes {len(package.params)} arguments, "
-                          f"got {len(main.args)} at {main.loc}")
-        for param, arg in zip(package.params, main.args):
-            self._package_argument(package, param, arg)
+                          f"got {len(args)} at {loc}")
+        unify = PackageTypes(self.env, package, {
+            name: self.env.decls.resolve_type(ref) for name, ref in zip(package.type_params, type_args)})
+        for param, arg in zip(package.params, args):
+            self._package_argument(unify, param, arg, binds)
+        return unify.binds
 
-    def _package_argument(self, package: ast.BlockTypeDecl, param: ast.Param, arg: ast.Expr) -> None:
-        expected = self.env.types.get(param.type_ref.name)
+    def _package_argument(self, unify: PackageTypes, param: ast.Param, arg: ast.Expr,
+                          binds: dict[int, Binds]) -> None:
         if not isinstance(arg, ast.CtorCall):
             self.env.exprs.expr(arg, self.env.globals)  # a constant or an instance declared before main
+            inst = arg.decl if isinstance(arg, ast.PathExpr) else None
+            if isinstance(inst, ast.Instantiation) and isinstance(inst.type, BlockT):
+                unify.argument(param, inst.type.decl, binds.get(id(inst)))
+            elif not isinstance(inst, ast.Instantiation):
+                unify.value(param, arg)
             return
         decl = self.env.types.get(arg.type_ref.name)
+        if block_kind(decl) == "package":
+            unify.argument(param, decl, None)
+            unify.argument(param, decl, self._package_instance(arg.loc, decl, arg.type_ref.args, arg.args, binds))
+            return
         if not isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
-            if isinstance(expected, (ast.BlockTypeDecl, ast.ParserDecl, ast.ControlDecl)):
+            if block_kind(self.env.types.get(param.type_ref.name)):
                 raise P4Error(arg.loc, f"'{arg.type_ref.name}' is not a parser or control")
             self.env.exprs.expr(arg, self.env.globals)
             return
-        if isinstance(expected, ast.BlockTypeDecl) and expected.kind in ("parser", "control"):
-            kind = "parser" if isinstance(decl, ast.ParserDecl) else "control"
-            if kind != expected.kind:
-                raise P4Error(arg.loc, f"package {package.name} argument '{param.name}' must be a "
-                              f"{expected.kind}, not {kind} {decl.name}")
-            required = [p for p in expected.params if not is_optional(p)]  # TNA's trailing @optional ones
-            if not len(required) <= len(decl.params) <= len(expected.params):
-                raise P4Error(arg.loc, f"{decl.name} must take {len(expected.params)} parameters, like "
-                              f"{expected.name} (package {package.name} argument '{param.name}')")
-            self._same_signature(package, decl, expected, arg)
+        unify.argument(param, decl, None)
         self.env.instances.block_instance(arg.loc, decl, arg.args, self.env.globals)
-
-    def _same_signature(self, package: ast.BlockTypeDecl, decl: Any, expected: ast.BlockTypeDecl,
-                        arg: ast.Expr) -> None:
-        """Each parameter's direction and type as the package's parser/control type has them
-        (a type the package leaves generic is not compared: p4c infers it)."""
-        generic = set(package.type_params) | set(expected.type_params)
-        for p, ep in zip(decl.params, expected.params):
-            same_type = (ep.type_ref.kind == "named" and ep.type_ref.name in generic) \
-                or self.env.decls.resolve_type(ep.type_ref) == self.env.decls.resolve_type(p.type_ref)
-            if p.direction != ep.direction or not same_type:  # p4c: at the package, "'package P'"
-                raise P4Error(package.loc, f"'package {package.name}': {decl.name}'s parameter '{p.name}' is "
-                              f"'{p.direction} {p.type_ref.name or p.type_ref.kind}', but {expected.name} "
-                              f"has '{ep.direction} {ep.type_ref.name or ep.type_ref.kind}'")
 
     def uninstantiated_blocks(self) -> None:
         """Every parser/control with constructor parameters that no instance checked, once."""

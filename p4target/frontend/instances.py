@@ -15,11 +15,12 @@ import re
 from typing import Any
 
 from . import ast
+from .anchors import at_outer
 from .env import Pass
 from .errors import P4Error
 from .scope import CallTarget
 from .source_text import find_after
-from .types import BOOL, ERROR, INFINT, VOID, BitsT, BlockT, EnumT, Type
+from .types import BOOL, ERROR, INFINT, VOID, BitsT, BlockT, EnumT, ExternT, Type
 
 
 def _is_parser(decl: Any) -> bool:
@@ -71,6 +72,11 @@ class Instances(Pass):
                     bound[p.name] = inst
                     key.append(id(inst))
                 continue
+            inst = self._extern_argument(pt, a, scope)
+            if inst is not None:
+                bound[p.name] = inst
+                key.append(id(inst))
+                continue
             if not (isinstance(pt, (BitsT, EnumT)) or pt in (BOOL, INFINT, ERROR)):
                 raise P4Error(p.loc, f"constructor parameter '{p.name}' of type {pt} is not supported by the "
                               "built-in target (use bit<W>, int<W>, int, bool, an enum or error)")
@@ -78,7 +84,8 @@ class Instances(Pass):
                 raise P4Error(a.loc, "'_' is not a constructor argument")
             if a.type is None:  # a default value, or a package argument
                 self.env.exprs.expr(a, self.env.globals if a is p.default else scope)
-            self.env.exprs.coerce(a, pt, f"constructor argument '{p.name}'")
+            with at_outer(loc):  # p4c: at the instance, which asks for the unification
+                self.env.exprs.coerce(a, pt, f"constructor argument '{p.name}'")
             if a.value is None or isinstance(a.value, str):
                 raise P4Error(a.loc, "constructor arguments must be compile-time constants")
             const = ast.ConstDecl(p.loc, [], p.name, p.type_ref, a)
@@ -95,6 +102,18 @@ class Instances(Pass):
             specs[tuple(key)] = spec
             self.env.blocks.block(spec, consts, decl, bound)
         return spec
+
+    def _extern_argument(self, pt: Type, a: ast.Expr, scope: Any) -> ast.Instantiation | None:
+        """In frontend mode, an extern instance passed by name for a constructor parameter of its
+        type: bound as a control argument is, its name naming that instance in the copy (the
+        built-in target has no such parameters)."""
+        if not (self.env.frontend and isinstance(pt, ExternT) and isinstance(a, ast.PathExpr)):
+            return None
+        inst = (scope.root() if a.top_level else scope).lookup(a.name)
+        if not (isinstance(inst, ast.Instantiation) and inst.type == pt):
+            return None
+        a.decl, a.type = inst, inst.type
+        return inst
 
     def _block_argument(self, decl: Any, p: ast.Param, pt: BlockT, a: ast.Expr, scope: Any) -> ast.Instantiation:
         """A control passed as a constructor argument (corpus issue1566-bmv2.p4), bound as p4c's

@@ -34,10 +34,17 @@ class Scope:
     def declare(self, decl: ast.Decl) -> None:
         if decl.name in self.loop_names:
             raise P4Error(decl.loc, f"Duplicate declaration of {decl.name}")
-        if decl.name in self.values:
+        if decl.name in self.values and not self._shadows_block_param(decl):
             raise P4Error(decl.loc, f"'{decl.name}' is already declared in this scope")
         _no_parameter_shadowed(self, decl)
         self.values[decl.name] = decl
+
+    def _shadows_block_param(self, decl: ast.Decl) -> bool:
+        """p4c keeps a control's parameters in namespaces around its locals: a local named as one
+        hides it (p4c only warns "'t' shadows 't'"); taken for a table (no storage of its own)."""
+        old = self.values[decl.name]
+        return isinstance(self.owner, ast.ControlDecl) and isinstance(decl, ast.TableDecl) \
+            and (isinstance(old, ast.Param) or getattr(old, "ctor_param", False))
 
     def declare_loop_variable(self, decl: ast.Decl) -> None:
         """A for loop's variable: visible in the loop only, but declared in the enclosing block for p4c,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import ast, stages
+from .anchors import assignment_loc, at_outer, name_loc
 from .env import Pass
 from .errors import P4Error
 from .ordering import order_assignment
@@ -40,7 +41,8 @@ class Stmts(Pass):
             raise P4Error(decl.loc, "a variable needs a fixed-width type (int is for constants)")
         if decl.init is not None:
             self.env.exprs.expr(decl.init, scope)
-            self.env.exprs.coerce(decl.init, decl.type, "initializer")
+            with at_outer(lambda: name_loc(decl.loc, decl.name), lambda: decl.name):  # p4c: at the declaration ('x')
+                self.env.exprs.coerce(decl.init, decl.type, "initializer")
         self.env.divisions.note_write(decl, decl.init)
         scope.declare(decl)
 
@@ -54,7 +56,9 @@ class Stmts(Pass):
             lt = self.env.exprs.expr(s.lhs, scope)
             self.lvalue(s.lhs)
             self.env.exprs.expr(s.rhs, scope)
-            self.env.exprs.coerce(s.rhs, lt, "assignment")
+            with at_outer(None if s.compound else lambda: assignment_loc(s.loc),
+                          lambda: f"{ast.text(s.lhs)} = {ast.text(s.rhs)}"):
+                self.env.exprs.coerce(s.rhs, lt, "assignment")  # p4c: at the assignment ('x = e')
             self.env.divisions.note_write(s.lhs, s.rhs, assigned_op=s.compound)
             return order_assignment(s)
         elif isinstance(s, ast.CallStmt):

@@ -47,7 +47,7 @@ class Tables(Pass):
                 raise P4Error(ref.loc, f"action {decl.name} expects {len(wanted)} arguments here, got {len(args)}")
             for a in args:
                 self.env.exprs.expr(a, scope)
-            self.env.calls.check_args(ref.loc, wanted, args, {})
+            self.env.calls.check_args(ref.loc, wanted, args, {}, anchored=False)
         if not all_args:  # the action list: its arguments bind the directional parameters
             self.env.divisions.bind_params(decl, decl.params, args, data=True)
             applied = next((c for c in _postorder(args) if isinstance(c, ast.Call) and c.target is not None

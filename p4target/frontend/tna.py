@@ -11,6 +11,7 @@ bf-p4c allows.  What the executor does not run is refused here by name.
 
 from __future__ import annotations
 
+import re
 from itertools import zip_longest
 from typing import Any
 
@@ -18,6 +19,7 @@ from . import ast
 from .env import Pass
 from .errors import P4Error
 from .program import CheckedProgram, Pipeline
+from .source_text import find_after
 from .types import BOOL, BitsT, BlockT, EnumT, ExternT, HeaderT, Type
 
 # Externs of tofino.p4 that the built-in target executes (executor/tna_codegen.py).
@@ -94,8 +96,10 @@ class Tna(Pass):
             self.env.calls.function_body(f, scope, {})
             for p, ap in zip(params, proto.params):
                 want = self.env.calls.param_type(ap, bindings, [])
-                if p.type != want or p.direction != ap.direction:
-                    raise P4Error(p.loc, f"parameter '{p.name}' of {f.name} must be '{ap.direction} {want}'")
+                if p.type != want or p.direction != ap.direction:  # p4c: at the instance ('ee'), which unifies
+                    raise P4Error(find_after(decl.loc, rf"[)>]\s*({re.escape(decl.name)})\b", group=1),
+                                  f"'{decl.name}': parameter '{p.name}' of {f.name} must be '{ap.direction} {want}'"
+                                  f" (Method '{f.name}' does not have the expected type)")
             if f.type != self.env.decls.resolve_type(proto.return_type):
                 raise P4Error(f.loc, f"{f.name} must return {proto.return_type.kind}")
         missing = [a.name for a in ext.abstracts if all(f.name != a.name for f in impls)]

@@ -393,3 +393,26 @@ def test_type_variable_bound_to_a_control(write_p4):
 def test_match_annotation_names_a_match_kind(write_p4):
     _assert_at_both(write_p4, "1 + 1)", "2: value must be a match_kind",
                     decls="struct vs_t {\n@match(ternary) bit<8> a;\n@match(1 + 1) bit<8> b; }")
+
+
+def test_generic_function_body_is_checked_uncalled(write_p4):
+    """p4c's TypeInference checks a generic body with its type variables, called or not."""
+    _assert_at_both(write_p4, "x; }", "return value: expected bit<8>, got T",
+                    decls="bit<8> f<T>(in T x) {\nreturn\nx; }")
+
+
+def test_type_variable_takes_no_unsized_constant(write_p4):
+    _assert_at_both(write_p4, "0; }", "'int' type can only be unified with 'int', 'bit<>', or 'signed<>' types, "
+                    "not with 'T'", decls="void f<T>(in T x) {\nT y =\n0; }")
+
+
+def test_type_variable_value_passed_for_another_type(write_p4):
+    _assert_at_both(write_p4, "b); }", "argument 'a': expected bit<8>, got T",
+                    decls="void f(in bit<8> a) { }\nvoid g<T>(in T b) { f(\nb); }")
+
+
+def test_generic_function_body_with_its_own_types_is_accepted(write_p4):
+    path = write_p4(decls="T pick<T>(in bool c, in T a, in T b) { T r = b; if (c) { r = a; } return r; }",
+                    body="hdr.h.a = pick(true, hdr.h.a, hdr.h.b);")
+    load_program(path)
+    load_frontend(path)

@@ -37,6 +37,21 @@ class Calls(Pass):
         self.env.fn_scopes[decl] = scope
         if not decl.proto.type_params:  # generic bodies are checked once per binding, at calls
             self.function_body(decl, scope, {}, owned=True)
+        else:
+            self.generic_body(decl, scope)
+
+    def generic_body(self, decl: ast.FunctionDecl, scope: Any) -> None:
+        """p4c's TypeInference checks a generic function once with its type parameters as type
+        variables (a value of one is only of that type), called or not; ours runs the copies
+        specialised per binding, so the check is made on a copy nothing else sees."""
+        generic = copy.deepcopy(decl)
+        generic.proto.type_params = []
+        saved = len(self.env.midend), set(self.env.used)
+        try:
+            self.function_body(generic, scope, {t: TypeVar(t) for t in decl.proto.type_params})
+        finally:  # what the copy's body would defer or use belongs to no program function
+            del self.env.midend[saved[0]:]
+            self.env.used &= saved[1]
 
     def function_body(self, decl: ast.FunctionDecl, scope: Any, bindings: dict[str, Type],
                        owned: bool = False) -> None:

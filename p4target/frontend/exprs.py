@@ -83,8 +83,11 @@ class Exprs(Pass):
             if e.value is not None:
                 e.value = wrap(e.value, t)
             return
-        if isinstance(t, TypeVar):
-            return
+        if isinstance(t, TypeVar):  # a generic body's type variable: only its own values (p4c's unification)
+            if e.type is INFINT:
+                raise P4Error(e.loc, f"'int' type can only be unified with 'int', 'bit<>', or 'signed<>' types, "
+                                     f"not with '{t}'")
+            raise P4Error(e.loc, f"{what}: expected {t}, got {e.type}")
         if isinstance(e, ast.ListExpr) and isinstance(t, HeaderT):
             # A struct/header initialiser `{a, b}`: one item per field, in order.
             if len(e.items) != len(t.fields):

@@ -144,3 +144,17 @@ def test_a_type_variable_bound_to_string_cannot_have_a_direction(tmp_path: Path)
         load_frontend(write(tmp_path, text))
     assert ":5:" in str(info.value) and "data: a parameter with type string cannot have a direction" in str(info.value)
     load_frontend(write(tmp_path, text.replace('say("hello");', "say(k);")))
+
+
+def test_a_package_type_variable_no_argument_binds(tmp_path: Path) -> None:
+    """p4c's BindTypeVariables: a package's type parameter a default argument names only as itself."""
+    path = tmp_path / "p.p4"
+    path.write_text("#include <core.p4>\nstruct s_t { }\n"
+                    "control Empty<H>(inout H h) { apply { } }\n"
+                    "control Ct<H>(inout H h);\npackage Pk<H>(Ct<H> c = Empty<H>());\nPk() main;\n")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (
+        6, 1, "main: could not infer a type for variable H")
+    path.write_text(path.read_text().replace("Pk() main;", "Pk(Empty<s_t>()) main;"))
+    load_frontend(path)

@@ -416,3 +416,30 @@ def test_generic_function_body_with_its_own_types_is_accepted(write_p4):
                     body="hdr.h.a = pick(true, hdr.h.a, hdr.h.b);")
     load_program(path)
     load_frontend(path)
+
+
+_GENERIC_CONTROL = "control G<T>(in T x, out bit<8> y) {{ apply {{ {body} }} }}"
+
+
+def test_generic_control_body_is_checked_with_its_type_variable(write_p4):
+    _assert_at_both(write_p4, "x; }", "assignment: expected bit<8>, got T",
+                    decls=_GENERIC_CONTROL.format(body="y =\nx;"))
+
+
+def test_generic_control_the_target_cannot_run_is_refused_after_the_check(write_p4):
+    path = write_p4(decls=_GENERIC_CONTROL.format(body="y = 1;"))
+    load_frontend(path)
+    with pytest.raises(P4Error) as info:
+        load_program(path)
+    line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if s.startswith("control G<T>"))
+    assert (info.value.loc.line, info.value.message) == (line, "generic controls are not supported by the "
+                                                                "built-in target")
+
+
+def test_extern_directionless_parameter_takes_a_constant(write_p4):
+    path = write_p4(decls="extern void ext(bit<8> v);", body="ext(\nhdr.h.a);")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if s.startswith("hdr.h.a);"))
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (
+        line, 1, "hdr.h.a: argument used for directionless parameter 'v' must be a compile-time constant")

@@ -404,6 +404,7 @@ class ParserDecl(Decl):
     # A copy specialised for its constructor arguments: parameter name -> the instance passed
     # (frontend/instances.py; a dict, so tree walks do not go into the instance's declaration)
     instance_args: dict[str, Instantiation] = field(default_factory=dict)
+    type_params: list[str] = field(default_factory=list)  # `parser P<H>(...)`: checked with type variables
 
 
 @dataclass(eq=False, slots=True)
@@ -464,6 +465,7 @@ class ControlDecl(Decl):
     body: Block
     ctor_params: list[Param] = field(default_factory=list)  # `control C(...)(bit<8> k)`
     instance_args: dict[str, Instantiation] = field(default_factory=dict)  # as ParserDecl's
+    type_params: list[str] = field(default_factory=list)  # as ParserDecl's
 
 
 @dataclass(eq=False, slots=True)

@@ -4,6 +4,7 @@ and their selects, value sets, actions, and v1model's ``V1Switch`` package.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from . import ast, stages
@@ -22,6 +23,7 @@ from .types import (
     HeaderT,
     TupleT,
     Type,
+    TypeVar,
 )
 
 PIPELINE_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
@@ -42,6 +44,38 @@ class Blocks(Pass):
                     raise P4Error(p.default.loc, "a default parameter value that is not a compile-time constant "
                                   "is not supported by the built-in target")
             scope.declare(p)
+
+    def generic_block(self, decl: ast.ParserDecl | ast.ControlDecl) -> None:
+        """p4c's TypeInference checks a generic parser or control once, its type parameters type
+        variables (a value of one is only of that type), on a copy as calls.generic_body does; the
+        built-in target runs none: refused after every error p4c would give."""
+        saved = self.env.type_vars, self.env.generic_names
+        self.env.type_vars = {**saved[0], **{t: TypeVar(t) for t in decl.type_params}}
+        self.env.generic_names = saved[1] | set(decl.type_params)
+        try:
+            spec = copy.deepcopy(decl)
+            spec.type_params, spec.ctor_params = [], []
+            values = {}
+            for p in decl.ctor_params:  # unbound constructor parameters: values of their types
+                values[p.name] = copy.copy(p)
+                values[p.name].type = self.env.decls.resolve_type(p.type_ref)
+            self.block(spec, None, decl, values)
+        finally:
+            self.env.type_vars, self.env.generic_names = saved
+        if not self.env.frontend:
+            kind = "parser" if isinstance(decl, ast.ParserDecl) else "control"
+            stages.defer(self.env, stages.TARGET, P4Error(
+                decl.loc, f"generic {kind}s are not supported by the built-in target"))
+
+    def generic_instance(self, inst: ast.Instantiation, t: BlockT, scope: Scope) -> None:
+        """``C<bit<8>>(...) c;``: the constructor arguments checked against the parameters with the
+        type arguments bound (the body was checked generically; the target refuses the block)."""
+        decl = t.decl
+        bindings = dict(zip(decl.type_params, (self.env.decls.resolve_type(a) for a in inst.type_ref.args)))
+        for a in inst.args:
+            if not isinstance(a, ast.Default):
+                self.env.exprs.expr(a, scope)
+        self.env.calls.check_args(inst.loc, decl.ctor_params, inst.args, bindings, decl.type_params)
 
     def block(self, decl: ast.ParserDecl | ast.ControlDecl, consts: list[ast.ConstDecl] | None = None,
                origin: Any = None, instances: dict[str, ast.Instantiation] | None = None) -> None:

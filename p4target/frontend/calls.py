@@ -234,6 +234,23 @@ def _always_returns(s: ast.Stmt | None) -> bool:
     return False
 
 
+def directionless_constants(params: list[ast.Param], args: list[ast.Expr]) -> None:
+    """p4c's TypeUnification: an extern's directionless parameter takes a compile-time constant (a
+    value read from a variable or an in/out parameter is none; constants, instances and
+    directionless parameters are)."""
+    for p, a in zip(params, args):
+        if p.direction == "" and _reads_variable(a):
+            raise P4Error(a.loc, f"{ast.text(a)}: argument used for directionless parameter '{p.name}' "
+                          "must be a compile-time constant")
+
+
+def _reads_variable(e: ast.Expr) -> bool:
+    while isinstance(e, (ast.Member, ast.Index, ast.Slice)):
+        e = e.base
+    return isinstance(e, ast.PathExpr) and (isinstance(e.decl, ast.VarDecl)
+                                            or isinstance(e.decl, ast.Param) and e.decl.direction in ("out", "inout"))
+
+
 def _bindable(arg: ast.Expr) -> None:
     """p4c's TypeInference: a type variable cannot stand for a table, control, parser or package."""
     t = arg.type

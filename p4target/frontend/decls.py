@@ -81,7 +81,9 @@ class Decls(Pass):
                 self.env.globals.declare(decl)
         elif isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
             self._declare_type(decl, decl)
-            if not decl.ctor_params:  # else checked per instance, with its arguments (instances.py)
+            if decl.type_params:
+                self.env.blocks.generic_block(decl)
+            elif not decl.ctor_params:  # else checked per instance, with its arguments (instances.py)
                 self.env.blocks.block(decl)
         elif isinstance(decl, ast.ConstDecl):
             self.const_decl(decl, self.env.globals)
@@ -186,6 +188,9 @@ class Decls(Pass):
         if isinstance(t, BlockT) and isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
             if scope is self.env.globals:  # p4c's TypeInference: only a package is instantiated there
                 raise P4Error(decl.loc, f"{decl.name}: cannot instantiate at top-level")
+            if t.decl.type_params:
+                self.env.blocks.generic_instance(decl, t, scope)
+                return
             # its arguments are checked against the parameters' types
             self.env.instances.block_instantiation(decl, t, scope)
             return
@@ -200,7 +205,8 @@ class Decls(Pass):
                 raise P4Error(decl.loc, f"no constructor of {name} takes {len(decl.args)} arguments")
             self.env.calls.check_args(decl.loc, ctor.params, decl.args, dict(zip(t.decl.type_params, t.args)))
             for a in decl.args:
-                if a.value is None and not isinstance(a.type, ExternT) and not _constant_list(a):
+                if a.value is None and not isinstance(a.type, ExternT) and not _constant_list(a) \
+                        and not _generic_param(a):
                     raise P4Error(a.loc, "constructor arguments must be compile-time constants")
             limits.extern_sizes(decl, ctor.params)
             if decl.initializer or t.decl.abstracts or (name in TNA_EXTERNS and self.env.target_rules(t.decl)):
@@ -259,11 +265,18 @@ class Decls(Pass):
                 raise P4Error(ref.loc, f"{t.name} takes {len(t.type_params)} type arguments, got {len(args)}")
             return ExternT(t, args)
         package = isinstance(t, ast.BlockTypeDecl) and t.kind == "package"
-        if ref.args and not (package and len(ref.args) == len(t.type_params)):
+        generic = isinstance(t, (ast.ParserDecl, ast.ControlDecl)) and t.type_params  # blocks.generic_instance
+        if ref.args and not ((package or generic) and len(ref.args) == len(t.type_params)):
             raise P4Error(ref.loc, f"type '{ref.name}' takes no type arguments")
         if isinstance(t, (ast.ParserDecl, ast.ControlDecl, ast.BlockTypeDecl)):
             return BlockT(t)
         return t
+
+
+def _generic_param(e: ast.Expr) -> bool:
+    """A constructor parameter of a block checked generically (blocks.generic_block): a
+    compile-time constant for p4c, with no value until an instance binds it."""
+    return isinstance(e, ast.PathExpr) and isinstance(e.decl, ast.Param) and e.decl.direction == ""
 
 
 def _member_loc(decl: ast.Decl, name: str, nth: int) -> Location:

@@ -5,6 +5,7 @@ executor implements, and the load-time facts it needs (constant algorithms, hash
 from __future__ import annotations
 
 from . import ast
+from .calls import directionless_constants
 from .env import Pass, from_p4include
 from .errors import P4Error
 from .scope import CallTarget
@@ -78,6 +79,7 @@ class Externs(Pass):
         d = next((o for o in self.env.overloads.get(d.name, []) if len(o.proto.params) == len(e.args)), d)
         bindings: dict[str, Type] = {}
         self.env.calls.check_args(e.loc, d.proto.params, e.args, bindings, d.proto.type_params)
+        directionless_constants(d.proto.params, e.args)
         if d.name in ("hash", "verify_checksum", "update_checksum"):
             algo = e.args[1] if d.name == "hash" else e.args[3]
             if algo.value is None or not isinstance(algo.type, EnumT):
@@ -109,6 +111,7 @@ class Externs(Pass):
         d = next((o for o in self.env.overloads.get(d.name, []) if len(o.proto.params) == len(e.args)), d)
         bindings: dict[str, Type] = {}
         self.env.calls.check_args(e.loc, d.proto.params, e.args, bindings, d.proto.type_params)
+        directionless_constants(d.proto.params, e.args)
         for p in d.proto.params:  # p4c's rule on a type variable bound to string (as on a declared string)
             if p.direction and p.type_ref.kind == "named" and bindings.get(p.type_ref.name) == STRING:
                 raise P4Error(p.loc, f"{p.name}: a parameter with type string cannot have a direction")

@@ -31,10 +31,16 @@ def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
     if isinstance(decl, ast.BlockTypeDecl):
         return [(decl.type_params, decl.params)]
     if isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
-        return [([], decl.params), ([], decl.ctor_params)]
+        return [(decl.type_params, decl.params), (decl.type_params, decl.ctor_params)]
     if isinstance(decl, ast.FunctionDecl):
         return [(decl.proto.type_params, decl.proto.params)]
     return []
+
+
+def _type_names(ref: ast.TypeRef) -> set[str]:
+    """The type names a type reference mentions, its type arguments' too."""
+    return {ref.name} | set().union(*(_type_names(a) for a in ref.args)) if ref.kind == "named" else \
+        set().union(set(), *(_type_names(a) for a in ref.args))
 
 
 class FrontendOnly(Pass):
@@ -148,6 +154,22 @@ class FrontendOnly(Pass):
                           f"got {len(main.args)} at {main.loc}")
         for param, arg in zip(package.params, main.args):
             self._package_argument(package, param, arg)
+        self._inferred(main, package)
+
+    def _inferred(self, main: ast.Instantiation, package: ast.BlockTypeDecl) -> None:
+        """p4c's TypeInference: each type parameter of the package is bound by the arguments (or
+        given): one a default argument names only as itself (``c = nothing<H>()``) stays unbound."""
+        if main.type_ref.args:
+            return
+        bound: set[str] = set().union(*(_type_names(p.type_ref) for p in package.params[len(main.args):]))  # @optional
+        for param, arg in zip(package.params, main.args):
+            names = _type_names(param.type_ref)
+            if arg is param.default and isinstance(arg, ast.CtorCall):
+                names -= set().union(*(_type_names(a) for a in arg.type_ref.args))
+            bound |= names
+        for name in package.type_params:
+            if name not in bound:
+                raise P4Error(main.loc, f"{main.name}: could not infer a type for variable {name}")
 
     def _package_argument(self, package: ast.BlockTypeDecl, param: ast.Param, arg: ast.Expr) -> None:
         expected = self.env.types.get(param.type_ref.name)
@@ -178,6 +200,8 @@ class FrontendOnly(Pass):
         (a type the package leaves generic is not compared: p4c infers it)."""
         generic = set(package.type_params) | set(expected.type_params)
         for p, ep in zip(decl.params, expected.params):
+            if p.type_ref.kind == "named" and p.type_ref.name in decl.type_params:
+                continue  # a generic parser's or control's own type variable: p4c infers it
             same_type = (ep.type_ref.kind == "named" and ep.type_ref.name in generic) \
                 or self.env.decls.resolve_type(ep.type_ref) == self.env.decls.resolve_type(p.type_ref)
             if p.direction != ep.direction or not same_type:  # p4c: at the package, "'package P'"
@@ -189,7 +213,8 @@ class FrontendOnly(Pass):
         """Every parser/control with constructor parameters that no instance checked, once."""
         checked = {key[0] for key in self.env.block_specs}
         for decl in self.env.program.decls:
-            if isinstance(decl, (ast.ParserDecl, ast.ControlDecl)) and decl.ctor_params and id(decl) not in checked:
+            if isinstance(decl, (ast.ParserDecl, ast.ControlDecl)) and decl.ctor_params and not decl.type_params \
+                    and id(decl) not in checked:
                 self._generic_block(decl)
 
     def _generic_block(self, decl: ast.ParserDecl | ast.ControlDecl) -> None:

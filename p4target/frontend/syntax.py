@@ -500,12 +500,12 @@ class _Builder(Transformer):
         c = _split_annotations(c)
         anns, name, tparams, params, ctor = c[:5]
         loc = self._loc(meta)
-        if tparams:
-            raise P4Error(loc, "generic parsers are not supported by the built-in target")
         rest = c[5:]
         states = [x for x in rest if isinstance(x, ast.ParserState)]
         local = [x for x in rest if not isinstance(x, ast.ParserState)]
-        return ast.ParserDecl(loc, anns, name, params, local, states, ctor or [])
+        decl = ast.ParserDecl(loc, anns, name, params, local, states, ctor or [])
+        decl.type_params = tparams or []  # checked with type variables (blocks.py), then refused by the target
+        return decl
 
     def parser_state(self, meta, c):
         c = _split_annotations(c)
@@ -559,10 +559,10 @@ class _Builder(Transformer):
         c = _split_annotations(c)
         anns, name, tparams, params, ctor = c[:5]
         loc = self._loc(meta)
-        if tparams:
-            raise P4Error(loc, "generic controls are not supported by the built-in target")
         self._refuse_instantiations(meta, "a control 'apply' block")
-        return ast.ControlDecl(loc, anns, name, params, list(c[5:-1]), c[-1], ctor or [])
+        decl = ast.ControlDecl(loc, anns, name, params, list(c[5:-1]), c[-1], ctor or [])
+        decl.type_params = tparams or []  # checked with type variables (blocks.py), then refused by the target
+        return decl
 
     def action_decl(self, meta, c):
         c = _split_annotations(c)

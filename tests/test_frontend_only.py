@@ -158,3 +158,40 @@ def test_a_package_type_variable_no_argument_binds(tmp_path: Path) -> None:
         6, 1, "main: could not infer a type for variable H")
     path.write_text(path.read_text().replace("Pk() main;", "Pk(Empty<s_t>()) main;"))
     load_frontend(path)
+
+
+_DONTCARE = """\
+#include <core.p4>
+extern E<T> { E(); void f(in T arg); }
+extern W<A, B> { W(A a); }
+control c() {
+    E<_>() e;
+    apply { e.f(8w1); }
+}
+control proto();
+package top(proto p);
+top(c()) main;
+"""
+
+
+@pytest.mark.parametrize("change, line, col, message", [
+    ((), 6, 17, "8w1: Could not infer a type for parameter arg (inferred type is don't care '_')"),
+    (("E<_>() e;", "E<_, bit<8>>() e;"), 5, 5,
+     "E<_, bit<8>>: Type E has 1 type parameter(s), but it is specialized with 2"),
+    (("E<_>() e;", "W<W<bit<8>, bit<8>>, bit<8>>(8w1) w;"), 5, 5, "W: contains self 'W' as type argument"),
+])
+def test_dont_care_type_arguments(tmp_path: Path, change: tuple[str, ...], line: int, col: int,
+                                  message: str) -> None:
+    path = tmp_path / "p.p4"
+    path.write_text(_DONTCARE.replace(*change) if change else _DONTCARE)
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (line, col, message)
+
+
+def test_dont_care_type_argument_takes_any_type(tmp_path: Path) -> None:
+    path = tmp_path / "p.p4"
+    path.write_text(_DONTCARE.replace("control c() {", "control d(E<_> x) { apply { } }\ncontrol c() {")
+                    .replace("apply { e.f(8w1); }", "d() di;\n    apply { di.apply(e); }")
+                    .replace("E<_>() e;", "E<bit<8>>() e;"))
+    load_frontend(path)

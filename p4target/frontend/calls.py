@@ -15,7 +15,7 @@ from .env import Pass
 from .errors import P4Error
 from .scope import CallTarget, Scope
 from .tna import is_optional
-from .types import INFINT, VOID, BlockT, TableT, TupleT, Type, TypeVar
+from .types import DONTCARE, INFINT, VOID, BlockT, TableT, TupleT, Type, TypeVar
 
 
 def contains_call(e: Any) -> bool:
@@ -141,6 +141,9 @@ class Calls(Pass):
                     raise P4Error(a.loc, "'_' can only be passed to an out parameter")
                 continue
             pt = self.param_type(p, bindings, type_params or [])
+            if pt is DONTCARE:  # p4c's TypeInference: a type variable bound to '_' by a type argument
+                raise P4Error(a.loc, f"{ast.text(a)}: Could not infer a type for parameter {p.name} "
+                              "(inferred type is don't care '_')")
             if isinstance(pt, TypeVar):
                 _bindable(a)
                 if a.type is INFINT or _holds_infint(a.type):

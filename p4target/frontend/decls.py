@@ -19,6 +19,7 @@ from .source_text import find_after
 from .tna import TNA_EXTERNS
 from .types import (
     BOOL,
+    DONTCARE,
     ERROR,
     INFINT,
     MATCH_KIND,
@@ -229,6 +230,11 @@ class Decls(Pass):
             return MATCH_KIND
         if k == "infint":
             return INFINT
+        if k == "dontcare":  # p4c infers it; a value whose type stays '_' is refused where used (calls.py)
+            if not self.env.frontend:
+                stages.defer(self.env, stages.TARGET, P4Error(
+                    ref.loc, "the don't-care type '_' as a type argument is not supported by the built-in target"))
+            return DONTCARE
         if k in ("bit", "int"):
             self.env.exprs.expr(ref.width, self.env.globals)
             width = limits.type_width(ref, self.env.exprs.const_int(ref.width))
@@ -262,7 +268,10 @@ class Decls(Pass):
         if isinstance(t, ast.ExternDecl):
             args = tuple(self.resolve_type(a) for a in ref.args)
             if len(args) != len(t.type_params):
-                raise P4Error(ref.loc, f"{t.name} takes {len(t.type_params)} type arguments, got {len(args)}")
+                raise P4Error(ref.loc, f"{ast.type_text(ref)}: Type {t.name} has {len(t.type_params)} type "
+                              f"parameter(s), but it is specialized with {len(args)}")
+            if any(_contains_extern(a, t) for a in args):  # p4c's TypeInference (Type_Specialized)
+                raise P4Error(ref.loc, f"{t.name}: contains self '{t.name}' as type argument")
             return ExternT(t, args)
         package = isinstance(t, ast.BlockTypeDecl) and t.kind == "package"
         generic = isinstance(t, (ast.ParserDecl, ast.ControlDecl)) and t.type_params  # blocks.generic_instance
@@ -271,6 +280,23 @@ class Decls(Pass):
         if isinstance(t, (ast.ParserDecl, ast.ControlDecl, ast.BlockTypeDecl)):
             return BlockT(t)
         return t
+
+
+def _contains_extern(t: Any, ext: ast.ExternDecl) -> bool:
+    """Whether a type argument mentions the extern it specialises: as itself, in its type
+    arguments, in a struct's fields or in a parser's or control's parameter types."""
+    if isinstance(t, ExternT):
+        return t.decl is ext or any(_contains_extern(a, ext) for a in t.args)
+    if isinstance(t, HeaderT):
+        return any(_contains_extern(f, ext) for f in t.fields.values())
+    if isinstance(t, BlockT):
+        params = [*getattr(t.decl, "params", []), *getattr(t.decl, "ctor_params", [])]
+        return any(_mentions(p.type_ref, ext.name) for p in params)
+    return False
+
+
+def _mentions(ref: ast.TypeRef, name: str) -> bool:
+    return ref.kind == "named" and ref.name == name or any(_mentions(a, name) for a in ref.args)
 
 
 def _generic_param(e: ast.Expr) -> bool:

@@ -64,6 +64,13 @@ def _flatten_slice(e: ast.Slice, hi: int, lo: int) -> None:
     e.base, (e.hi, e.lo) = inner.base, bounds
 
 
+def _with_dontcare(have: Type, want: Type) -> bool:
+    """An extern value of ``E<bit<8>>`` where ``E<_>`` is expected: '_' takes any type (p4c)."""
+    return isinstance(have, ExternT) and isinstance(want, ExternT) and have.decl is want.decl \
+        and len(have.args) == len(want.args) \
+        and all(w is DONTCARE or h == w or _with_dontcare(h, w) for h, w in zip(have.args, want.args))
+
+
 class Exprs(Pass):
     """Expressions: types, constant values, the callee of a call."""
 
@@ -76,7 +83,7 @@ class Exprs(Pass):
 
     def coerce(self, e: ast.Expr, t: Type, what: str) -> None:
         """Check that ``e`` may be used where ``t`` is expected; unsized ints take ``t``."""
-        if e.type == t or t is DONTCARE:
+        if e.type == t or t is DONTCARE or _with_dontcare(e.type, t):
             return
         if e.type is INFINT and isinstance(t, BitsT):
             e.type = t

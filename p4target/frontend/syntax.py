@@ -333,7 +333,7 @@ class _Builder(Transformer):
         return self._tref(meta, "tuple", args=c[0] or [])
 
     def dontcare_type(self, meta, c):
-        raise _unsupported(self._loc(meta), "the don't-care type '_' as a type argument")
+        return self._tref(meta, "dontcare")  # a type argument p4c infers (decls.resolve_type)
 
     def type_args(self, meta, c):
         return list(c)

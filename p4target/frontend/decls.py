@@ -259,7 +259,11 @@ class Decls(Pass):
                 self.env.midend.append((stages.TARGET, P4Error(
                     ref.loc, f"arrays of {elem} are not supported by the built-in target (only header stacks)"), None))
             return StackT(elem, size)
-        # named
+        return self._resolve_named(ref)
+
+    def _resolve_named(self, ref: ast.TypeRef) -> Type:
+        """A type declared by name (a type variable bound here, a declared type, a specialised
+        extern, parser, control or package)."""
         if ref.name in self.env.type_vars:
             return self.env.type_vars[ref.name]
         t = self.env.types.get(ref.name)

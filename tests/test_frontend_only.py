@@ -195,3 +195,33 @@ def test_dont_care_type_argument_takes_any_type(tmp_path: Path) -> None:
                     .replace("apply { e.f(8w1); }", "d() di;\n    apply { di.apply(e); }")
                     .replace("E<_>() e;", "E<bit<8>>() e;"))
     load_frontend(path)
+
+
+_LIST = """\
+#include <core.p4>
+extern E { E(list<bit<8>> data); void run(); }
+control c() {
+    E((list<bit<8>>) {1, 2}) e;
+    apply { e.run(); }
+}
+control proto();
+package top(proto p);
+top(c()) main;
+"""
+
+
+@pytest.mark.parametrize("change, line, col, message", [
+    (("(list<bit<8>>) {1, 2}", "(list<bit<16>>) {1, 2}"), 4, 7,
+     "argument 'data': expected list<bit<8>>, got list<bit<16>>"),
+    (("(list<bit<8>>) {1, 2}", "(list<bit<8>>) {1, true}"), 4, 26, "(list<bit<8>>): expected bit<8>, got bool"),
+    (("apply { e.run(); }", "apply { list<bit<8>> l; bit<8> x = l[0]; }"), 5, 40,
+     "Indexing l[0] applied to non-array and non-tuple type list<bit<8>>"),
+])
+def test_list_type(tmp_path: Path, change: tuple[str, ...], line: int, col: int, message: str) -> None:
+    path = tmp_path / "p.p4"
+    path.write_text(_LIST)
+    load_frontend(path)
+    path.write_text(_LIST.replace(*change))
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (line, col, message)

@@ -33,7 +33,7 @@ def find_annotation(annotations: list[Annotation], name: str) -> Annotation | No
 @dataclass(eq=False, slots=True)
 class TypeRef(Node):
     """A type as written: ``kind`` is bool/error/string/void/match_kind/bit/int/infint/
-    varbit/named/stack/tuple/dontcare (``_`` as a type argument)."""
+    varbit/named/stack/tuple/list/dontcare (``_`` as a type argument)."""
 
     kind: str
     name: str = ""
@@ -535,6 +535,8 @@ def type_text(ref: TypeRef) -> str:
         return ref.name + ("<" + ", ".join(type_text(a) for a in ref.args) + ">" if ref.args else "")
     if ref.kind == "dontcare":
         return "_"
+    if ref.kind == "list":
+        return "list<" + ", ".join(type_text(a) for a in ref.args) + ">"
     return ref.kind
 
 

@@ -30,6 +30,7 @@ from .types import (
     EnumT,
     ExternT,
     HeaderT,
+    ListT,
     StackT,
     TupleT,
     Type,
@@ -48,6 +49,8 @@ SUPPORTED_EXTERNS = {"packet_in", "packet_out", "register", "counter", "direct_c
 
 def _constant_list(e: ast.Expr) -> bool:
     """A struct initialiser of constants (TNA's ``Register(size, {0, 0})``)."""
+    if isinstance(e, ast.Cast) and isinstance(e.type, ListT):  # (list<T>) { ... }
+        e = e.operand
     return isinstance(e, ast.ListExpr) and all(i.value is not None or _constant_list(i) for i in e.items)
 
 
@@ -249,6 +252,14 @@ class Decls(Pass):
             return VarbitT(width)
         if k == "tuple":
             return TupleT.of([self.resolve_type(a) for a in ref.args])
+        if k == "list":
+            if len(ref.args) != 1:
+                raise P4Error(ref.loc, f"{ast.type_text(ref)}: Type list has 1 type parameter(s), but it is "
+                              f"specialized with {len(ref.args)}")
+            if not self.env.frontend:  # p4c's type errors on its values come first
+                stages.defer(self.env, stages.TARGET, P4Error(
+                    ref.loc, "the type list<T> is not supported by the built-in target"))
+            return ListT(self.resolve_type(ref.args[0]))
         if k == "stack":
             elem = self.resolve_type(ref.args[0])
             self.env.exprs.expr(ref.width, self.env.globals)

@@ -24,6 +24,7 @@ from .types import (
     EnumT,
     ExternT,
     HeaderT,
+    ListT,
     StackT,
     TableT,
     TupleT,
@@ -95,6 +96,11 @@ class Exprs(Pass):
                 raise P4Error(e.loc, f"'int' type can only be unified with 'int', 'bit<>', or 'signed<>' types, "
                                      f"not with '{t}'")
             raise P4Error(e.loc, f"{what}: expected {t}, got {e.type}")
+        if isinstance(e, ast.ListExpr) and isinstance(t, ListT):  # each item an element (p4c's unification)
+            for item in e.items:
+                self.coerce(item, t.elem, what)
+            e.type = t
+            return
         if isinstance(e, ast.ListExpr) and isinstance(t, HeaderT):
             # A struct/header initialiser `{a, b}`: one item per field, in order.
             if len(e.items) != len(t.fields):
@@ -212,7 +218,7 @@ class Exprs(Pass):
                 raise P4Error(e.index.loc, f"Tuple index {i} larger than tuple size {len(bt.elems)}")
             return bt.elems[i]
         if not isinstance(bt, StackT):
-            raise P4Error(e.loc, f"cannot index a value of type {bt}")
+            raise P4Error(e.loc, f"Indexing {text(e)} applied to non-array and non-tuple type {bt}")
         it = self.expr(e.index, scope)
         if e.index.value is None:
             if not isinstance(it, BitsT):  # int<W> too: a negative index is out of range
@@ -247,6 +253,9 @@ class Exprs(Pass):
     def _e_Cast(self, e: ast.Cast, scope: Scope) -> Type:
         t = self.env.decls.resolve_type(e.type_ref)
         src = self.expr(e.operand, scope)
+        if isinstance(t, ListT) and isinstance(e.operand, ast.ListExpr):
+            self.coerce(e.operand, t, f"({t})")
+            return t
         var = _declared_type_name(e.operand)
         if var in self.env.generic_names:  # checked here once per binding, but p4c checks the generic body
             raise P4Error(e.loc, f"Cannot cast from '{var}' to '{t}'")

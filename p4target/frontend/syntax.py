@@ -323,7 +323,7 @@ class _Builder(Transformer):
 
     def specialized_type(self, meta, c):
         if str(c[0]) == "list":
-            raise _unsupported(self._loc(meta), "the type list<T>")
+            return self._tref(meta, "list", args=c[1])
         return self._tref(meta, "named", name=str(c[0]), args=c[1])
 
     def stack_type(self, meta, c):

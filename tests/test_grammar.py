@@ -30,8 +30,8 @@ REFUSED = {
     "list<T>": (dict(locals="list<bit<8>> l;"), "13:5", "the type list<T> is not supported"),
     "don't-care type argument": (dict(decls="typedef tuple<_> t_t;"), "7:15",
                                  "the don't-care type '_' as a type argument is not supported"),
-    "indexed slice +:": (dict(body="hdr.h.a = hdr.h.c[4 +: 8];"), "14:23",
-                         "an indexed slice [lo +: width] is not supported"),
+    "indexed slice +: with a run-time lo": (dict(body="hdr.h.a = hdr.h.c[hdr.h.b +: 8];"), "14:23",
+                                            "hdr.h.c[hdr.h.b +: 8]: this indexed slice is not supported"),
     "const on one entry": (dict(locals="action a() { } table t { key = { hdr.h.a : exact; } actions = { a; } "
                                        "entries = { const 8w1 : a(); } }"), "13:86",
                            "a 'const' on one table entry is not supported"),
@@ -66,6 +66,7 @@ ACCEPTED = {
                                body="hdr.h.a = .K; t.apply();"),
     "structured annotations": dict(locals='@my[k = 1, j = "s"] bit<8> x; @e[1, 2,] bit<8> y;'),
     "list as a plain name": dict(body="bit<8> list = 1; hdr.h.a = list;"),
+    "indexed slice +: with a constant lo": dict(body="hdr.h.a = hdr.h.c[4 +: 8]; hdr.h.c[0 +: 4] = 4w3;"),
     "parenthesised one-element keysets": dict(
         start="state start { pkt.extract(hdr.h); transition select(hdr.h.a) { (8w1 &&& 8w3): accept; "
               "(8w4 .. 8w9): s2; (_): reject; } } state s2 { transition accept; }"),

@@ -443,3 +443,14 @@ def test_extern_directionless_parameter_takes_a_constant(write_p4):
     line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if s.startswith("hdr.h.a);"))
     assert (info.value.loc.line, info.value.loc.col, info.value.message) == (
         line, 1, "hdr.h.a: argument used for directionless parameter 'v' must be a compile-time constant")
+
+
+@pytest.mark.parametrize("body, marker, message", [
+    ("hdr.h.a = hdr.h.c[\n16 +: 8];", "16 +: 8];", "Bit index 16 greater than width 16"),
+    ("hdr.h.a = hdr.h.c[4 +:\nhdr.h.b];", "hdr.h.b];", "hdr.h.b: slice bit index values must be constants"),
+    ("bool b = true; hdr.h.a = (bit<8>)\nb[0 +: 1];", "b[0 +: 1];",
+     "b[0 +: 1]: bit extraction only defined for bit<> types"),
+])
+def test_indexed_slice(write_p4, body: str, marker: str, message: str):
+    """p4c's TypeInference (PlusSlice): a bit<> base, a constant width, a constant lo within it."""
+    _assert_at_both(write_p4, marker, message, body=body)

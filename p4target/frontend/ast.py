@@ -95,8 +95,9 @@ class Index(Expr):
 @dataclass(eq=False, slots=True)
 class Slice(Expr):
     base: Expr
-    hi: Expr
+    hi: Expr | None  # None until checked for an indexed slice
     lo: Expr
+    width: Expr | None = None  # an indexed slice ``base[lo +: width]`` (the checker sets ``hi``)
     # A nested slice ``x[7:4][1:0]`` is checked into ``x[5:4]``; this keeps it as written
     # (P4Runtime key names).
     written: Slice | None = field(default=None, init=False)
@@ -493,6 +494,8 @@ def text(e: Any) -> str:
         return f"{text(e.base)}.{e.member}"
     if isinstance(e, Index):
         return f"{text(e.base)}[{text(e.index)}]"
+    if isinstance(e, Slice) and e.width is not None:
+        return f"{text(e.base)}[{text(e.lo)} +: {text(e.width)}]"
     if isinstance(e, Slice):
         shown = e.written or e  # a nested slice, as written
         return f"{text(shown.base)}[{text(shown.hi)}:{text(shown.lo)}]"

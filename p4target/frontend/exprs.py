@@ -4,7 +4,7 @@ that types it and folds its constant value; a call's rule picks the kind of call
 
 from __future__ import annotations
 
-from . import ast, limits
+from . import ast, limits, stages
 from .ast import text
 from .divisions import ARITH_OPS
 from .env import Pass
@@ -230,6 +230,8 @@ class Exprs(Pass):
         return bt.elem
 
     def _e_Slice(self, e: ast.Slice, scope: Scope) -> Type:
+        if e.width is not None:
+            return self._plus_slice(e, scope)
         bt = self.expr(e.base, scope)
         self.expr(e.hi, scope)
         self.expr(e.lo, scope)
@@ -238,12 +240,45 @@ class Exprs(Pass):
             raise P4Error(e.loc, f"cannot slice a value of type {bt}")
         if not (0 <= lo <= hi < bt.width):
             raise P4Error(e.loc, f"slice [{hi}:{lo}] is out of range for {bt}")
+        return self._bits_of(e, hi, lo)
+
+    def _bits_of(self, e: ast.Slice, hi: int, lo: int) -> Type:
+        """A checked slice ``[hi:lo]`` of a bit<> value: its constant value, a nested slice flattened."""
         if e.base.value is not None:
             limits.folded_width(e, hi)
             e.value = (e.base.value >> lo) & ((1 << (hi - lo + 1)) - 1)
         elif isinstance(e.base, ast.Slice):
             _flatten_slice(e, hi, lo)
         return BitsT(hi - lo + 1)
+
+    def _plus_slice(self, e: ast.Slice, scope: Scope) -> Type:
+        """``base[lo +: w]`` with p4c's rules (TypeInference's PlusSlice): a bit<> base, a constant
+        width, a constant ``lo`` within the base; ``lo`` may be a run-time value, which the target
+        does not run (refused after the check)."""
+        bt, what = self.expr(e.base, scope), text(e)
+        self.expr(e.lo, scope)
+        self.expr(e.width, scope)
+        if not isinstance(bt, BitsT):
+            raise P4Error(e.loc, f"{what}: bit extraction only defined for bit<> types")
+        lo = e.lo.value
+        if isinstance(lo, int) and lo >= bt.width:
+            raise P4Error(e.lo.loc, f"Bit index {lo} greater than width {bt.width}")
+        if isinstance(lo, int) and lo < 0:
+            raise P4Error(e.loc, f"{what}: negative bit index {lo}")
+        if not isinstance(e.width.value, int) or isinstance(e.width.value, bool):
+            raise P4Error(e.width.loc, f"{text(e.width)}: slice bit index values must be constants")
+        w = e.width.value
+        if w < 0:
+            raise P4Error(e.loc, f"{what}: negative width {w}")
+        if not isinstance(lo, int) or w == 0 or lo + w > bt.width:
+            if not self.env.frontend:
+                stages.defer(self.env, stages.TARGET, P4Error(
+                    e.loc, f"{what}: this indexed slice is not supported by the built-in target"))
+            return BitsT(w) if w > 0 else bt
+        e.hi = ast.IntLit(e.width.loc, lo + w - 1, None, False)
+        e.hi.value, e.hi.type = lo + w - 1, INFINT
+        # now a slice [hi:lo] too, which the executor runs (``width`` keeps it as written)
+        return self._bits_of(e, lo + w - 1, lo)
 
     def _e_ListExpr(self, e: ast.ListExpr, scope: Scope) -> Type:
         """A list expression is a tuple of its items' types until ``coerce`` gives it the struct,

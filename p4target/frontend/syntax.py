@@ -754,7 +754,9 @@ class _Builder(Transformer):
         return ast.PathExpr(self._loc(meta), str(c[0]), top_level=True)
 
     def plus_slice(self, meta, c):
-        raise _unsupported(self._loc(meta), "an indexed slice [lo +: width]")
+        """``x[lo +: w]``: a slice whose upper bound the checker computes (exprs.py)."""
+        base, lo, width = (x for x in c if not isinstance(x, Token))
+        return ast.Slice(self._loc(meta), base, None, lo, width)
 
     def lv_member(self, meta, c):
         return ast.Member(self._loc(meta), c[0], c[1])

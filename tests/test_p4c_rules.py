@@ -454,3 +454,17 @@ def test_extern_directionless_parameter_takes_a_constant(write_p4):
 def test_indexed_slice(write_p4, body: str, marker: str, message: str):
     """p4c's TypeInference (PlusSlice): a bit<> base, a constant width, a constant lo within it."""
     _assert_at_both(write_p4, marker, message, body=body)
+
+
+@pytest.mark.parametrize("body, marker, message", [
+    ("hdr.h =\n{ b = 1, a = 2 };", "{ b = 1, a = 2 };", "{ b = 1, a = 2 }: Number of fields 2 in initializer different "
+     "than number of fields in structure 3: unknown struct to header h_t"),
+    ("hdr.h =\n{ b = 1, a = 2, d = 3 };", "{ b = 1, a = 2, d = 3 };",
+     "{ b = 1, a = 2, d = 3 }: No initializer for field c"),
+    ("hdr.h = { b = 1, c = 3,\na = true };", "true };", "field 'a' of header h_t: expected bit<8>, got bool"),
+    ("hdr.h = { b = 1, c = 3,\nb = 2 };", "2 };", "b: Duplicates declaration b"),
+    ("hdr.h.a =\n{#};", "{#};", "assignment: expected bit<8>, got the invalid header {#}"),
+])
+def test_structure_valued_expression(write_p4, body: str, marker: str, message: str):
+    """p4c's TypeUnification of an initializer with the struct or header its context expects."""
+    _assert_at_both(write_p4, marker, message, body=body)

@@ -123,6 +123,27 @@ class ListExpr(Expr):
 
 
 @dataclass(eq=False, slots=True)
+class StructExpr(ListExpr):
+    """``{ f = e, ... }``: ``names[i]`` is the field ``items[i]`` initialises; ``dots``, a trailing
+    ``...`` (the other fields take their default values).  The checker puts the items in the
+    struct's field order, so a backend reads it as a ListExpr initialising that struct."""
+
+    names: list[str] = field(default_factory=list)
+    dots: bool = False
+    written: list[tuple[str, Expr]] | None = field(default=None, init=False)  # before the reordering, for messages
+
+
+@dataclass(eq=False, slots=True)
+class Dots(Expr):
+    """``...``: the default value of the type the context gives it (P4-16 1.2.4)."""
+
+
+@dataclass(eq=False, slots=True)
+class InvalidHeader(Expr):
+    """``{#}``: an invalid header of the header type the context gives it."""
+
+
+@dataclass(eq=False, slots=True)
 class Unary(Expr):
     op: str  # ! ~ - +
     operand: Expr
@@ -501,8 +522,15 @@ def text(e: Any) -> str:
         return f"{text(shown.base)}[{text(shown.hi)}:{text(shown.lo)}]"
     if isinstance(e, Call):
         return f"{text(e.func)}({', '.join(text(a) for a in e.args)})"
+    if isinstance(e, StructExpr):
+        pairs = e.written if e.written is not None else list(zip(e.names, e.items))
+        return "{ " + ", ".join([*(f"{n} = {text(i)}" for n, i in pairs), *(["..."] if e.dots else [])]) + " }"
     if isinstance(e, ListExpr):
         return "{" + ", ".join(text(i) for i in e.items) + "}"
+    if isinstance(e, Dots):
+        return "..."
+    if isinstance(e, InvalidHeader):
+        return "{#}"
     if isinstance(e, Unary):
         return f"{e.op}{_operand(e.operand)}"
     if isinstance(e, Binary):

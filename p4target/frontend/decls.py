@@ -181,7 +181,11 @@ class Decls(Pass):
         decl.type = self.resolve_type(decl.type_ref)
         self.env.exprs.expr(decl.init, scope)
         self.env.exprs.coerce(decl.init, decl.type, "constant initializer")
-        if decl.init.value is None:
+        if decl.init.value is None and _constant_list(decl.init):  # a struct or tuple of constants
+            if not self.env.frontend:  # p4c's errors on its uses come first
+                stages.defer(self.env, stages.TARGET, P4Error(
+                    decl.init.loc, f"a constant of type {decl.type} is not supported by the built-in target"))
+        elif decl.init.value is None:
             raise P4Error(decl.init.loc, f"the initializer of constant '{decl.name}' is not a compile-time constant")
 
     def instantiation(self, decl: ast.Instantiation, scope: Scope) -> None:

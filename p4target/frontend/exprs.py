@@ -4,7 +4,7 @@ that types it and folds its constant value; a call's rule picks the kind of call
 
 from __future__ import annotations
 
-from . import ast, limits, stages
+from . import ast, initializers, limits, stages
 from .ast import text
 from .divisions import ARITH_OPS
 from .env import Pass
@@ -65,6 +65,15 @@ def _flatten_slice(e: ast.Slice, hi: int, lo: int) -> None:
     e.base, (e.hi, e.lo) = inner.base, bounds
 
 
+def _contextual(e: ast.Expr) -> bool:
+    """An initializer whose type its context gives (initializers.py)."""
+    return isinstance(e, (ast.StructExpr, ast.Dots, ast.InvalidHeader)) or _ends_in_dots(e)
+
+
+def _ends_in_dots(e: ast.Expr) -> bool:
+    return isinstance(e, ast.ListExpr) and bool(e.items) and isinstance(e.items[-1], ast.Dots)
+
+
 def _with_dontcare(have: Type, want: Type) -> bool:
     """An extern value of ``E<bit<8>>`` where ``E<_>`` is expected: '_' takes any type (p4c)."""
     return isinstance(have, ExternT) and isinstance(want, ExternT) and have.decl is want.decl \
@@ -85,6 +94,9 @@ class Exprs(Pass):
     def coerce(self, e: ast.Expr, t: Type, what: str) -> None:
         """Check that ``e`` may be used where ``t`` is expected; unsized ints take ``t``."""
         if e.type == t or t is DONTCARE or _with_dontcare(e.type, t):
+            return
+        if _contextual(e):
+            self._contextual(e, t, what)
             return
         if e.type is INFINT and isinstance(t, BitsT):
             e.type = t
@@ -110,6 +122,33 @@ class Exprs(Pass):
             e.type = t
             return
         raise P4Error(e.loc, f"{what}: expected {t}, got {e.type}")
+
+    def _contextual(self, e: ast.Expr, t: Type, what: str) -> None:
+        """An initializer typed by where it is used (initializers.py)."""
+        if isinstance(e, ast.StructExpr):
+            initializers.struct_fields(self.env, e, t, what)
+        elif isinstance(e, ast.ListExpr):  # {a, ...}
+            if not isinstance(t, HeaderT):
+                raise P4Error(e.loc, f"{what}: expected {t}, got {e.type}")
+            initializers.list_with_dots(self.env, e, t, what)
+            self.coerce(e, t, what)
+        elif isinstance(e, ast.Dots):
+            e.type, e.value = t, initializers.default_value(self.env, e.loc, t).value
+        else:  # {#}
+            if not (isinstance(t, HeaderT) and (t.is_header or t.is_union)):
+                raise P4Error(e.loc, f"{what}: expected {t}, got the invalid header {{#}}")
+            e.type = t
+            initializers.target_refuses(self.env, e, "the invalid header expression {#}")
+
+    def _e_StructExpr(self, e: ast.StructExpr, scope: Scope) -> Type:
+        initializers.check_names(e)
+        return initializers.unknown_struct(e.names, [self.expr(i, scope) for i in e.items])
+
+    def _e_Dots(self, e: ast.Dots, scope: Scope) -> Type:
+        return DONTCARE  # its context gives the type (coerce)
+
+    def _e_InvalidHeader(self, e: ast.InvalidHeader, scope: Scope) -> Type:
+        return DONTCARE
 
     def expr(self, e: ast.Expr, scope: Scope) -> Type:
         method = getattr(self, "_e_" + type(e).__name__, None)
@@ -291,6 +330,11 @@ class Exprs(Pass):
         if isinstance(t, ListT) and isinstance(e.operand, ast.ListExpr):
             self.coerce(e.operand, t, f"({t})")
             return t
+        if _contextual(e.operand):
+            written = text(e)
+            self.coerce(e.operand, t, f"({t})")
+            initializers.target_refuses(self.env, e, f"the cast {written}")
+            return t
         var = _declared_type_name(e.operand)
         if var in self.env.generic_names:  # checked here once per binding, but p4c checks the generic body
             raise P4Error(e.loc, f"Cannot cast from '{var}' to '{t}'")
@@ -426,6 +470,11 @@ class Exprs(Pass):
         if rt is INFINT and isinstance(lt, BitsT):
             self.coerce(e.right, lt, f"operand of '{e.op}'")
             return lt
+        for typed, other in ((e.left, e.right), (e.right, e.left)):  # `h == {#}`, `s == { f = 1 }`
+            if _contextual(other) and not _contextual(typed):
+                self.coerce(other, typed.type, f"operand of '{e.op}'")
+                initializers.target_refuses(self.env, e, f"the comparison {text(e)}")
+                return typed.type
         raise P4Error(e.loc, f"operator '{e.op}' cannot combine {lt} and {rt}")
 
     def _e_CtorCall(self, e: ast.CtorCall, scope: Scope) -> Type:

@@ -814,13 +814,20 @@ class _Builder(Transformer):
         return ast.CtorCall(loc, ast.TypeRef(loc, "named", name=str(c[0]), args=c[1]), c[-1])
 
     def struct_expr(self, meta, c):
-        raise _unsupported(self._loc(meta), "a structure-valued expression with field names { f = e, ... }")
+        pairs = c[0]
+        return ast.StructExpr(self._loc(meta), [v for _, v in pairs], [n for n, _ in pairs], dots=c[1] is not None)
+
+    def kv_list(self, meta, c):
+        return [*c[0], c[1]] if len(c) == 2 else [c[0]]
+
+    def kv_pair(self, meta, c):
+        return (str(c[0]), c[1])
 
     def dots(self, meta, c):
-        raise _unsupported(self._tok_loc(c[0]), "the '...' expression")
+        return ast.Dots(self._tok_loc(c[0]))
 
     def invalid_expr(self, meta, c):
-        raise _unsupported(self._tok_loc(c[0]), "the invalid header expression {#}")
+        return ast.InvalidHeader(self._tok_loc(c[0]))
 
     def list_expr(self, meta, c):
         return ast.ListExpr(self._loc(meta), c[0])

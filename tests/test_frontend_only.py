@@ -225,3 +225,13 @@ def test_list_type(tmp_path: Path, change: tuple[str, ...], line: int, col: int,
     with pytest.raises(P4Error) as info:
         load_frontend(path)
     assert (info.value.loc.line, info.value.loc.col, info.value.message) == (line, col, message)
+
+
+def test_a_const_on_one_entry_is_frontend_only(write_p4) -> None:
+    """p4c takes `const` on one initial entry (P4Runtime's is_const); the built-in target does not,
+    after the check."""
+    path = write_p4(locals="action a() { } table t { key = { hdr.h.a : exact; } actions = { a; } "
+                           "entries = { const 8w1 : a(); 8w2 : a(); } }", body="t.apply();")
+    load_frontend(path)
+    with pytest.raises(P4Error, match="a 'const' on one table entry is not supported by the built-in target"):
+        load_program(path)

@@ -456,6 +456,7 @@ class Entry(Node):
     keyset: list[Expr]
     action: ActionRef
     priority: Expr | None
+    const_at: Location | None = None  # where a `const` marks this one entry (P4Runtime's is_const)
 
 
 @dataclass(eq=False, slots=True)

@@ -632,17 +632,15 @@ class _Builder(Transformer):
 
     def entry(self, meta, c):
         c = _split_annotations(c)  # annotations may also follow the action (the spec's place)
-        self._refuse_const_entry(c[1])
-        return ast.Entry(self._loc(meta), c[0] + c[4:], c[2], c[3], None)
+        return ast.Entry(self._loc(meta), c[0] + c[4:], c[2], c[3], None, self._const_at(c[1]))
 
     def entry_with_priority(self, meta, c):
         c = _split_annotations(c)
-        self._refuse_const_entry(c[1])
-        return ast.Entry(self._loc(meta), c[0] + c[5:], c[3], c[4], c[2])
+        return ast.Entry(self._loc(meta), c[0] + c[5:], c[3], c[4], c[2], self._const_at(c[1]))
 
-    def _refuse_const_entry(self, const: Token | None) -> None:
-        if const is not None:
-            raise _unsupported(self._tok_loc(const), "a 'const' on one table entry")
+    def _const_at(self, const: Token | None) -> Location | None:
+        """A `const` on one entry: the frontend takes it (tables.py), the built-in target does not."""
+        return None if const is None else self._tok_loc(const)
 
     # ---- statements
     def block(self, meta, c):

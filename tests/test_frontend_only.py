@@ -235,3 +235,36 @@ def test_a_const_on_one_entry_is_frontend_only(write_p4) -> None:
     load_frontend(path)
     with pytest.raises(P4Error, match="a 'const' on one table entry is not supported by the built-in target"):
         load_program(path)
+
+
+@pytest.mark.parametrize("text, line, col, message", [
+    ("control c() {\n  action b(out bit<8> x = ...) { }\n  apply { } }\n", 2, 12,
+     "x: out parameters cannot have default values"),
+    ("#include <core.p4>\ntype tuple<bit<8>> T;\n", 2, 20, "T: `type' can only be applied to base types"),
+    ("control c<p>(inout bit<8> p) { apply { } }\n", 1, 14, "Re-declaration of p with different type: "),
+    ("control c<p>(inout bit<8> x)(bit<8> p) { apply { } }\n", 1, 30, "p duplicates p."),
+    ("control c() { apply { if ((...) &&\n(...)) { } } }\n", 1, 27, "... && ...: not defined on ANYTYPE and ANYTYPE"),
+    ("extern e { abstract tuple<bit<8>, void> f(); }\n", 1, 35,
+     "Field 'f1' of 'struct tuple_0' cannot have type 'void'"),
+    ("extern void f<T>(in T x);\ncontrol c() { apply {\nf({ a = 8w1 }); } }\n", 3, 3,
+     "unknown struct: Cannot infer type for unknown struct type initializer"),
+    ("struct s { error e; }\n", 1, 12, "error: declaration not found"),
+    ("#include <core.p4>\ncontrol c() { apply { bool b =\n(match_kind)(...) == exact; } }\n", 3, 2,
+     "match_kind: cast not supported"),
+    ("control c() { apply { bool b =\n{ a = 8w1 } == { a = 8w1 }; } }\n", 2, 1,
+     "{ a = 8w1 } == { a = 8w1 }: cannot compare structure-valued expressions with unknown types"),
+])
+def test_p4c_type_rules_met_on_the_way(tmp_path: Path, text: str, line: int, col: int, message: str) -> None:
+    """Rules the constructs p4c's grammar takes (type variables, '...', structure-valued expressions,
+    list<T>, '_') reach now they parse: each refused at p4c's line with p4c's meaning."""
+    path = tmp_path / "p.p4"
+    path.write_text(text)
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (line, col, message)
+
+
+def test_comparing_list_expressions_is_frontend_only(tmp_path: Path) -> None:
+    path = tmp_path / "p.p4"
+    path.write_text("control c() { apply { bool b = { 1, 2 } == { 1, 2 }; } }\n")
+    load_frontend(path)

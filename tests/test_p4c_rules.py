@@ -468,3 +468,15 @@ def test_indexed_slice(write_p4, body: str, marker: str, message: str):
 def test_structure_valued_expression(write_p4, body: str, marker: str, message: str):
     """p4c's TypeUnification of an initializer with the struct or header its context expects."""
     _assert_at_both(write_p4, marker, message, body=body)
+
+
+_REGISTER_FN = "void w<T>(register<T> r, in T v) { r.write(0, v); }"
+
+
+def test_type_variable_bound_inside_a_parameter_type(write_p4):
+    """p4c's unification binds T of `register<T> r` from the argument's register<bit<8>>."""
+    path = write_p4(decls=_REGISTER_FN, locals="register<bit<8>>(4) reg;", body="w(reg, hdr.h.a);")
+    load_program(path)
+    load_frontend(path)
+    _assert_at_both(write_p4, "true);", "argument 'v': expected bit<8>, got bool",
+                    decls=_REGISTER_FN, locals="register<bit<8>>(4) reg;", body="w(reg,\ntrue);")

@@ -8,6 +8,7 @@ import copy
 from typing import Any
 
 from . import ast, stages
+from .calls import target_only
 from .env import Pass
 from .errors import P4Error
 from .program import Pipeline
@@ -37,6 +38,8 @@ class Blocks(Pass):
             p.type = self.env.decls.resolve_type(p.type_ref)
             if p.type is INFINT and p.direction:  # p4c's TypeInference (Parameter): int has no storage
                 raise P4Error(p.loc, f"{p.name}: parameters with type int must be directionless")
+            if p.default is not None and p.direction in ("out", "inout"):  # p4c's TypeInference (actions too)
+                raise P4Error(p.loc, f"{p.name}: {p.direction} parameters cannot have default values")
             if p.default is not None and p.default.type is None:
                 self.env.exprs.expr(p.default, self.env.globals)
                 self.env.exprs.coerce(p.default, p.type, f"default value of '{p.name}'")
@@ -49,6 +52,10 @@ class Blocks(Pass):
         """p4c's TypeInference checks a generic parser or control once, its type parameters type
         variables (a value of one is only of that type), on a copy as calls.generic_body does; the
         built-in target runs none: refused after every error p4c would give."""
+        for p in [*decl.params, *decl.ctor_params]:  # p4c: a parameter named as a type parameter
+            if p.name in decl.type_params:
+                raise P4Error(p.loc, f"Re-declaration of {p.name} with different type: " if p in decl.params
+                              else f"{p.name} duplicates {p.name}.")
         saved = self.env.type_vars, self.env.generic_names
         self.env.type_vars = {**saved[0], **{t: TypeVar(t) for t in decl.type_params}}
         self.env.generic_names = saved[1] | set(decl.type_params)
@@ -60,6 +67,9 @@ class Blocks(Pass):
                 values[p.name] = copy.copy(p)
                 values[p.name].type = self.env.decls.resolve_type(p.type_ref)
             self.block(spec, None, decl, values)
+        except P4Error as err:
+            if not target_only(err):  # the target refuses the block itself (below)
+                raise
         finally:
             self.env.type_vars, self.env.generic_names = saved
         if not self.env.frontend:

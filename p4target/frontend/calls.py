@@ -13,9 +13,10 @@ from typing import Any
 from . import ast, stages
 from .env import Pass
 from .errors import P4Error
+from .initializers import is_unknown_struct
 from .scope import CallTarget, Scope
 from .tna import is_optional
-from .types import DONTCARE, INFINT, VOID, BlockT, TableT, TupleT, Type, TypeVar
+from .types import DONTCARE, INFINT, VOID, BlockT, ExternT, ListT, StackT, TableT, TupleT, Type, TypeVar
 
 
 def contains_call(e: Any) -> bool:
@@ -49,6 +50,9 @@ class Calls(Pass):
         saved = len(self.env.midend), set(self.env.used)
         try:
             self.function_body(generic, scope, {t: TypeVar(t) for t in decl.proto.type_params})
+        except P4Error as err:
+            if not target_only(err):  # the target's own rules wait for the copies with real types
+                raise
         finally:  # what the copy's body would defer or use belongs to no program function
             del self.env.midend[saved[0]:]
             self.env.used &= saved[1]
@@ -144,8 +148,12 @@ class Calls(Pass):
             if pt is DONTCARE:  # p4c's TypeInference: a type variable bound to '_' by a type argument
                 raise P4Error(a.loc, f"{ast.text(a)}: Could not infer a type for parameter {p.name} "
                               "(inferred type is don't care '_')")
-            if isinstance(pt, TypeVar):
+            if _binds(pt, a.type, bindings, type_params or []):  # `register<T> r`: T from the argument's type
+                pt = self.param_type(p, bindings, type_params or [])
+            if isinstance(pt, TypeVar) and pt.name in (type_params or []) and pt.name not in bindings:
                 _bindable(a)
+                if is_unknown_struct(a.type):  # p4c: `{ f = e }` has no type of its own to bind
+                    raise P4Error(a.loc, "unknown struct: Cannot infer type for unknown struct type initializer")
                 if a.type is INFINT or _holds_infint(a.type):
                     raise P4Error(a.loc, f"cannot infer a width for parameter '{p.name}': give the constant a width")
                 bindings[pt.name] = a.type
@@ -235,6 +243,32 @@ def _always_returns(s: ast.Stmt | None) -> bool:
         has_default = any(label == "default" for case in s.cases for label in case.labels)
         return has_default and all(_always_returns(case.body) for case in s.cases if case.body is not None)
     return False
+
+
+def target_only(err: P4Error) -> bool:
+    """A refusal of the built-in target's, not of p4c's (a generic body's type variables meet
+    the target's rules only in the copies specialised per binding, blocks.generic_block's never)."""
+    return "not supported by the built-in target" in err.message
+
+
+def _binds(want: Type, have: Type, bindings: dict[str, Type], type_params: list[str]) -> bool:
+    """Bind the callee's type variables inside a parameter's type (p4c's unification of
+    ``register<T>`` with ``register<bit<8>>``); whether any was bound."""
+    pairs: list[tuple[Type, Type]] = []
+    if isinstance(want, ExternT) and isinstance(have, ExternT) and want.decl is have.decl:
+        pairs = list(zip(want.args, have.args))
+    elif isinstance(want, TupleT) and isinstance(have, TupleT) and len(want.elems) == len(have.elems):
+        pairs = list(zip(want.elems, have.elems))
+    elif isinstance(want, (StackT, ListT)) and type(have) is type(want):
+        pairs = [(want.elem, have.elem)]
+    bound = False
+    for w, h in pairs:
+        if isinstance(w, TypeVar) and w.name in type_params and w.name not in bindings and h is not INFINT:
+            bindings[w.name] = h
+            bound = True
+        else:
+            bound = _binds(w, h, bindings, type_params) or bound
+    return bound
 
 
 def directionless_constants(params: list[ast.Param], args: list[ast.Expr]) -> None:

@@ -68,6 +68,9 @@ class Decls(Pass):
             self.env.match_kinds.update(decl.members)
         elif isinstance(decl, ast.Typedef):
             t = self.resolve_type(decl.type_ref)
+            if decl.newtype and not (isinstance(t, BitsT) or t is BOOL):  # p4c's TypeInference (Type_Newtype)
+                raise P4Error(find_after(decl.loc, rf"\b{re.escape(decl.name)}\b"),
+                              f"{decl.name}: `type' can only be applied to base types")
             if decl.newtype and isinstance(t, BitsT):  # a `type` keeps its name for P4Runtime (p4info.py)
                 t = BitsT(t.width, t.signed, decl)
             self._declare_type(decl, t)
@@ -228,6 +231,8 @@ class Decls(Pass):
         if k == "bool":
             return BOOL
         if k == "error":
+            if not any(isinstance(d, ast.ErrorDecl) for d in self.env.program.decls):  # no core.p4
+                raise P4Error(ref.loc, "error: declaration not found")
             return ERROR
         if k == "string":
             return STRING

@@ -71,7 +71,9 @@ def _contextual(e: ast.Expr) -> bool:
 
 
 def _ends_in_dots(e: ast.Expr) -> bool:
-    return isinstance(e, ast.ListExpr) and bool(e.items) and isinstance(e.items[-1], ast.Dots)
+    """``{a, ...}`` as written (a default value put in its place is typed already)."""
+    return isinstance(e, ast.ListExpr) and bool(e.items) and isinstance(e.items[-1], ast.Dots) \
+        and e.items[-1].type in (None, DONTCARE)
 
 
 def _with_dontcare(have: Type, want: Type) -> bool:
@@ -330,7 +332,10 @@ class Exprs(Pass):
         if isinstance(t, ListT) and isinstance(e.operand, ast.ListExpr):
             self.coerce(e.operand, t, f"({t})")
             return t
-        if _contextual(e.operand):
+        if not (isinstance(t, (BitsT, HeaderT, ListT)) or t in (BOOL, INFINT)
+                or isinstance(t, EnumT) and t.underlying is not None):
+            raise P4Error(e.type_ref.loc, f"{t}: cast not supported")  # p4c's TypeInference (Cast)
+        if _contextual(e.operand) or isinstance(t, HeaderT) and isinstance(e.operand, ast.ListExpr):
             written = text(e)
             self.coerce(e.operand, t, f"({t})")
             initializers.target_refuses(self.env, e, f"the cast {written}")
@@ -415,6 +420,7 @@ class Exprs(Pass):
         op = e.op
         lt, rt = self.expr(e.left, scope), self.expr(e.right, scope)
         _apply_results_compared(e, lt, rt)
+        initializers.operands(e)
         lv, rv = e.left.value, e.right.value
         if op in ("&&", "||"):
             self.coerce(e.left, BOOL, f"operand of '{op}'")
@@ -441,8 +447,10 @@ class Exprs(Pass):
         t = self._unify(e, lt, rt)
         lv, rv = e.left.value, e.right.value  # an unsized operand now holds its wrapped value
         if op in ("==", "!="):
-            if isinstance(t, (ExternT, BlockT, TableT, TupleT)) or t in (VOID, STRING):
+            if isinstance(t, (ExternT, BlockT, TableT)) or t in (VOID, STRING):
                 raise P4Error(e.loc, f"cannot compare values of type {t}")
+            if isinstance(t, TupleT):  # p4c compares tuples (list expressions); the target does not
+                initializers.target_refuses(self.env, e, f"the comparison {text(e)}")
             if lv is not None and rv is not None:
                 e.value = (lv == rv) if op == "==" else (lv != rv)
             return BOOL

@@ -88,6 +88,11 @@ class FrontendOnly(Pass):
                 raise P4Error(method.loc, f"{decl.name}: invalid constructor; cannot have a return type.")
             if method.return_type.kind == "infint":
                 raise P4Error(method.return_type.loc, "int: illegal return type for method")
+            if method.return_type.kind == "tuple":  # p4c's tuple_0 struct: no void or '_' field
+                for i, arg in enumerate(method.return_type.args):
+                    if arg.kind in ("void", "dontcare"):
+                        raise P4Error(arg.loc, f"Field 'f{i}' of 'struct tuple_0' cannot have type "
+                                      f"'{ast.type_text(arg)}'")
 
     def _no_self_argument(self, name: str, args: list[ast.TypeRef]) -> None:
         for arg in args:
@@ -104,6 +109,8 @@ class FrontendOnly(Pass):
 
     def _declared(self, ref: ast.TypeRef, type_params: list[str]) -> None:
         """Every type a parameter's type names (its type arguments too) is declared before it."""
+        if ref.kind == "error":
+            self.env.decls.resolve_type(ref)  # p4c: with no error declared (no core.p4), none is found
         if ref.kind == "named" and ref.name not in self.env.types and ref.name not in type_params:
             raise P4Error(ref.loc, f"{ref.name}: declaration not found")
         for arg in ref.args:

@@ -82,6 +82,20 @@ def default_value(env: Any, loc: Any, t: Type) -> ast.Expr:
     return lit
 
 
+def operands(e: ast.Binary) -> None:
+    """p4c's TypeInference: an operator has no meaning on ``...`` (its type is ANYTYPE), nor can
+    it compare two structure-valued expressions no context types."""
+    if isinstance(e.left, ast.Dots) or isinstance(e.right, ast.Dots):
+        shown = ["ANYTYPE" if isinstance(x, ast.Dots) else str(x.type) for x in (e.left, e.right)]
+        raise P4Error(e.loc, f"{ast.text(e)}: not defined on {shown[0]} and {shown[1]}")
+    if isinstance(e.left, ast.StructExpr) and isinstance(e.right, ast.StructExpr):
+        raise P4Error(e.loc, f"{ast.text(e)}: cannot compare structure-valued expressions with unknown types")
+
+
+def is_unknown_struct(t: Type) -> bool:
+    return isinstance(t, HeaderT) and t.name == "unknown struct" and t.decl is None
+
+
 def target_refuses(env: Any, e: ast.Expr, what: str) -> None:
     """Checked as p4c does, but not run by the built-in target: refused after the check."""
     if not env.frontend:

@@ -299,7 +299,10 @@ class Decls(Pass):
             return ExternT(t, args)
         package = isinstance(t, ast.BlockTypeDecl) and t.kind == "package"
         generic = isinstance(t, (ast.ParserDecl, ast.ControlDecl)) and t.type_params  # blocks.generic_instance
-        if ref.args and not ((package or generic) and len(ref.args) == len(t.type_params)):
+        if ref.args and (package or generic) and len(ref.args) != len(t.type_params):
+            raise P4Error(ref.loc, f"{ast.type_text(ref)}: Type {t.name} has {len(t.type_params)} type "
+                          f"parameter(s), but it is specialized with {len(ref.args)}")
+        if ref.args and not (package or generic):
             raise P4Error(ref.loc, f"type '{ref.name}' takes no type arguments")
         if isinstance(t, (ast.ParserDecl, ast.ControlDecl, ast.BlockTypeDecl)):
             return BlockT(t)

@@ -249,6 +249,8 @@ def test_a_const_on_one_entry_is_frontend_only(write_p4) -> None:
     ("extern void f<T>(in T x);\ncontrol c() { apply {\nf({ a = 8w1 }); } }\n", 3, 3,
      "unknown struct: Cannot infer type for unknown struct type initializer"),
     ("struct s { error e; }\n", 1, 12, "error: declaration not found"),
+    ("extern e { e(); }\nparser p()() {\n  e() ee = {\n    bit<1> f<T, T>(in bit<1> a) { return a; }\n  };\n"
+     "  state start { transition accept; } }\n", 4, 5, "T: Duplicates declaration T"),
     ("control c<T>(in T x) { apply { } }\ncontrol d() { c<bit<8>, bit<8>>() ci; apply { } }\n", 2, 15,
      "c<bit<8>, bit<8>>: Type c has 1 type parameter(s), but it is specialized with 2"),
     ("#include <core.p4>\ncontrol c() { apply { bool b =\n(match_kind)(...) == exact; } }\n", 3, 2,

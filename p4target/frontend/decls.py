@@ -260,7 +260,10 @@ class Decls(Pass):
                 raise P4Error(ref.loc, f"varbit<{width}>: width must be positive")
             return VarbitT(width)
         if k == "tuple":
-            return TupleT.of([self.resolve_type(a) for a in ref.args])
+            elems = [self.resolve_type(a) for a in ref.args]
+            for a, t in zip(ref.args, elems):
+                tuple_field(a, t.decl if isinstance(t, (ExternT, BlockT)) else t)
+            return TupleT.of(elems)
         if k == "list":
             if len(ref.args) != 1:
                 raise P4Error(ref.loc, f"{ast.type_text(ref)}: Type list has 1 type parameter(s), but it is "
@@ -307,6 +310,12 @@ class Decls(Pass):
         if isinstance(t, (ast.ParserDecl, ast.ControlDecl, ast.BlockTypeDecl)):
             return BlockT(t)
         return t
+
+
+def tuple_field(ref: ast.TypeRef, t: Any) -> None:
+    """p4c's TypeInference (Type_Tuple): no extern, parser, control or package as a tuple field."""
+    if isinstance(t, (ast.ExternDecl, ast.BlockTypeDecl, ast.ParserDecl, ast.ControlDecl)):
+        raise P4Error(ref.loc, f"{ast.type_text(ref)}: not supported as a tuple field")
 
 
 def _contains_extern(t: Any, ext: ast.ExternDecl) -> bool:

@@ -15,6 +15,7 @@ import copy
 from typing import Any
 
 from . import ast
+from .decls import tuple_field
 from .env import Pass
 from .errors import P4Error
 from .tna import is_optional
@@ -115,6 +116,8 @@ class FrontendOnly(Pass):
             raise P4Error(ref.loc, f"{ref.name}: declaration not found")
         for arg in ref.args:
             self._declared(arg, type_params)
+            if ref.kind == "tuple" and arg.kind == "named" and arg.name not in type_params:
+                tuple_field(arg, self.env.types.get(arg.name))
 
     def _block_ctor_param(self, p: ast.Param) -> None:
         """A constructor parameter can have a parser/control *type*, never a parser/control itself."""

@@ -274,3 +274,24 @@ def test_comparing_list_expressions_is_frontend_only(tmp_path: Path) -> None:
     path = tmp_path / "p.p4"
     path.write_text("control c() { apply { bool b = { 1, 2 } == { 1, 2 }; } }\n")
     load_frontend(path)
+
+
+_CONST_STRUCT = """\
+#include <core.p4>
+struct s_t { bit<8> a; bit<8> b; }
+const s_t K = { b = 2, a = 1 };
+const tuple<bit<8>, bit<8>> TUP = { 3, 4 };
+const bool OK = static_assert(K.b == {b} && TUP[1] == 4);
+control c(out bool z) {{ apply {{ s_t v = {{ 1, 2 }}; z = v == {{ 1, 2 }}; }} }}
+"""
+
+
+def test_constant_structs_and_tuples_fold_in_the_frontend(tmp_path: Path) -> None:
+    """p4c folds a constant struct's field and a constant tuple's element (frontend mode)."""
+    path = tmp_path / "p.p4"
+    path.write_text(_CONST_STRUCT.replace("{b}", "2").replace("{{", "{").replace("}}", "}"))
+    load_frontend(path)
+    path.write_text(_CONST_STRUCT.replace("{b}", "1").replace("{{", "{").replace("}}", "}"))
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert info.value.loc.line == 5

@@ -47,6 +47,14 @@ SUPPORTED_EXTERNS = {"packet_in", "packet_out", "register", "counter", "direct_c
                      *TNA_EXTERNS}
 
 
+def _list_value(e: ast.Expr) -> tuple:
+    """A constant list's (or struct initialiser's) item values, in field order."""
+    if isinstance(e, ast.Cast):
+        e = e.operand
+    assert isinstance(e, ast.ListExpr)
+    return tuple(i.value if i.value is not None else _list_value(i) for i in e.items)
+
+
 def _constant_list(e: ast.Expr) -> bool:
     """A struct initialiser of constants (TNA's ``Register(size, {0, 0})``)."""
     if isinstance(e, ast.Cast) and isinstance(e.type, ListT):  # (list<T>) { ... }
@@ -188,6 +196,8 @@ class Decls(Pass):
             if not self.env.frontend:  # p4c's errors on its uses come first
                 stages.defer(self.env, stages.TARGET, P4Error(
                     decl.init.loc, f"a constant of type {decl.type} is not supported by the built-in target"))
+            else:  # its fields' values, in order, for the frontend's constant folding
+                decl.init.value = _list_value(decl.init)
         elif decl.init.value is None:
             raise P4Error(decl.init.loc, f"the initializer of constant '{decl.name}' is not a compile-time constant")
 

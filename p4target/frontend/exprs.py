@@ -217,6 +217,8 @@ class Exprs(Pass):
             raise P4Error(e.loc, f"a tuple has no field '{e.member}': use a constant index, t[0]")
         if isinstance(bt, HeaderT):
             if e.member in bt.fields:
+                if isinstance(e.base.value, tuple):  # a field of a constant struct (frontend mode)
+                    e.value = e.base.value[list(bt.fields).index(e.member)]
                 return bt.fields[e.member]
             if bt.is_header and e.member in HEADER_METHODS:
                 return VOID
@@ -257,6 +259,8 @@ class Exprs(Pass):
             i = self.const_int(e.index)
             if not 0 <= i < len(bt.elems):
                 raise P4Error(e.index.loc, f"Tuple index {i} larger than tuple size {len(bt.elems)}")
+            if isinstance(e.base.value, tuple):  # an element of a constant tuple (frontend mode)
+                e.value = e.base.value[i]
             return bt.elems[i]
         if not isinstance(bt, StackT):
             raise P4Error(e.loc, f"Indexing {text(e)} applied to non-array and non-tuple type {bt}")
@@ -478,8 +482,9 @@ class Exprs(Pass):
         if rt is INFINT and isinstance(lt, BitsT):
             self.coerce(e.right, lt, f"operand of '{e.op}'")
             return lt
-        for typed, other in ((e.left, e.right), (e.right, e.left)):  # `h == {#}`, `s == { f = 1 }`
-            if _contextual(other) and not _contextual(typed):
+        for typed, other in ((e.left, e.right), (e.right, e.left)):  # `h == {#}`, `s == { f = 1 }`, `s == {1, 2}`
+            if (_contextual(other) or isinstance(other, ast.ListExpr) and isinstance(typed.type, HeaderT)) \
+                    and not _contextual(typed) and not isinstance(typed, ast.ListExpr):
                 self.coerce(other, typed.type, f"operand of '{e.op}'")
                 initializers.target_refuses(self.env, e, f"the comparison {text(e)}")
                 return typed.type

@@ -295,3 +295,28 @@ def test_constant_structs_and_tuples_fold_in_the_frontend(tmp_path: Path) -> Non
     with pytest.raises(P4Error) as info:
         load_frontend(path)
     assert info.value.loc.line == 5
+
+
+_GENERIC_INSTANCE = """\
+#include <core.p4>
+control c1<T>(inout T x) { apply { } }
+control c2(inout bit<8> y) {
+    c1<bit<8>>() c;
+    c1<bool>() d;
+    apply { c.apply(y); c1.apply(y); }
+}
+control proto(inout bit<8> y);
+package top(proto p);
+top(c2()) main;
+"""
+
+
+def test_an_instance_of_a_generic_control_binds_its_type_arguments(tmp_path: Path) -> None:
+    path = tmp_path / "p.p4"
+    path.write_text(_GENERIC_INSTANCE)
+    load_frontend(path)
+    path.write_text(_GENERIC_INSTANCE.replace("c.apply(y);", "d.apply(y);"))
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (6, 21, "argument 'x': expected bool, "
+                                                                                     "got bit<8>")

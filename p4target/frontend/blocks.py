@@ -272,6 +272,9 @@ class Blocks(Pass):
             decl = self.env.types.get(arg.type_ref.name)
             if not isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
                 raise P4Error(arg.loc, f"'{arg.type_ref.name}' is not a parser or control")
+            if decl.type_params:  # checked generically (generic_block), run by no target here
+                raise P4Error(decl.loc, f"generic {'parser' if isinstance(decl, ast.ParserDecl) else 'control'}s "
+                              "are not supported by the built-in target")
             decl = self.env.instances.block_instance(arg.loc, decl, arg.args, self.env.globals)
             expected = self.env.types[param.type_ref.name]
             if not isinstance(decl, ast.ParserDecl if expected.kind == "parser" else ast.ControlDecl):

@@ -162,6 +162,14 @@ class Calls(Pass):
             if p.direction in ("out", "inout"):
                 self.env.stmts.lvalue(a)
 
+    def apply_args(self, loc: Any, inst: ast.Instantiation, decl: Any, args: list[ast.Expr]) -> None:
+        """The arguments of an instance's ``apply``: a generic parser's or control's type parameters
+        bound by the instance's type arguments, else by these arguments (p4c's unification)."""
+        bindings: dict[str, Type] = {}
+        if decl.type_params and inst.type_ref.args:
+            bindings = dict(zip(decl.type_params, map(self.env.decls.resolve_type, inst.type_ref.args)))
+        self.check_args(loc, decl.params, args, bindings, decl.type_params or None)
+
     def param_type(self, p: ast.Param, bindings: dict[str, Type], type_params: list[str]) -> Type:
         saved = self.env.type_vars
         self.env.type_vars = {**{tp: TypeVar(tp) for tp in type_params}, **bindings}

@@ -523,7 +523,7 @@ class Exprs(Pass):
         """``instance.apply(...)`` of a control instance."""
         if not isinstance(f.base, ast.PathExpr) or not isinstance(f.base.decl, ast.Instantiation):
             raise P4Error(e.loc, "apply a control through its instance")
-        self.env.calls.check_args(e.loc, bt.decl.params, e.args, {})
+        self.env.calls.apply_args(e.loc, f.base.decl, bt.decl, e.args)
         if isinstance(scope.owner, ast.ActionDecl):  # p4c's TypeInference, once the arguments fit
             raise P4Error(e.loc, f"{text(e)}: apply cannot be called from actions")
         e.target = CallTarget("block_apply", "apply", f.base.decl)

@@ -249,6 +249,9 @@ def test_a_const_on_one_entry_is_frontend_only(write_p4) -> None:
     ("extern void f<T>(in T x);\ncontrol c() { apply {\nf({ a = 8w1 }); } }\n", 3, 3,
      "unknown struct: Cannot infer type for unknown struct type initializer"),
     ("struct s { error e; }\n", 1, 12, "error: declaration not found"),
+    ("control c() {\n  action a(int x) { }\n  apply { } }\n", 2, 12, "x: actions cannot have parameters with type int"),
+    ("extern E { E(); }\ncontrol c() {\n  action a(E e) { }\n  apply { } }\n", 3, 12,
+     "E: Action parameters cannot have extern types"),
     ("extern ct { void run(); }\nvoid f(tuple<bit<8>, ct> t) { }\n", 2, 22, "ct: not supported as a tuple field"),
     ("package pk();\npackage g(tuple<pk> b);\n", 2, 17, "pk: not supported as a tuple field"),
     ("extern e { e(); }\nparser p()() {\n  e() ee = {\n    bit<1> f<T, T>(in bit<1> a) { return a; }\n  };\n"

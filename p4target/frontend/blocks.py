@@ -21,6 +21,7 @@ from .types import (
     BitsT,
     BlockT,
     EnumT,
+    ExternT,
     HeaderT,
     TupleT,
     Type,
@@ -252,7 +253,11 @@ class Blocks(Pass):
                 seen_data = True
             elif seen_data:
                 raise P4Error(p.loc, "directional parameters must come before action data parameters")
-            if p.direction == "" and not (isinstance(p.type, BitsT) or p.type is BOOL):
+            if p.direction == "" and p.type is INFINT:  # p4c's TypeInference (P4Action)
+                raise P4Error(p.loc, f"{p.name}: actions cannot have parameters with type int")
+            if isinstance(p.type, ExternT):
+                raise P4Error(p.loc, f"{p.type}: Action parameters cannot have extern types")
+            if p.direction == "" and not (isinstance(p.type, BitsT) or p.type is BOOL) and not self.env.frontend:
                 raise P4Error(p.loc, f"action data parameter '{p.name}' must be bit<W>, int<W> or bool")
         with self.env.divisions.fresh_values(decl, decl.params):
             self.env.stmts.stmt(decl.body, inner)

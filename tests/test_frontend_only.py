@@ -323,3 +323,35 @@ def test_an_instance_of_a_generic_control_binds_its_type_arguments(tmp_path: Pat
         load_frontend(path)
     assert (info.value.loc.line, info.value.loc.col, info.value.message) == (6, 21, "argument 'x': expected bool, "
                                                                                      "got bit<8>")
+
+
+_PACKAGE_VARS = """\
+#include <core.p4>
+struct h_t { }
+struct m_t { }
+parser Pa<H, M>(out H h, inout M m);
+control Ct<H, M>(inout H h, inout M m);
+package Pk<H, M>(Pa<H, M> p, Ct<H, M> c);
+parser p(out h_t h, inout m_t m) { state start { transition accept; } }
+control c(inout h_t h, inout m_t m) { apply { } }
+Pk(p(), c()) main;
+"""
+
+
+@pytest.mark.parametrize("change, message", [
+    (("control c(inout h_t h, inout m_t m)", "control c(inout m_t m, inout h_t h)"),
+     "'package Pk': Cannot unify 'm_t' with 'h_t'"),
+    (("Pk(p(), c()) main;", "Pk<int, m_t>(p(), c()) main;"),
+     "'package Pk': 'int' type can only be unified with 'int', 'bit<>', or 'signed<>' types, not with 'h_t'"),
+    (("package Pk<H, M>(Pa<H, M> p, Ct<H, M> c);", "package Pk<H, M>(Pa<H, M> p, tuple<> c);"),
+     "'package Pk': Cannot cast implicitly type 'control c' to type 'tuple<>'"),
+])
+def test_a_package_type_variable_takes_one_type(tmp_path: Path, change: tuple[str, str], message: str) -> None:
+    """p4c's unification of a package's arguments: at the package, "'package Pk'"."""
+    path = tmp_path / "p.p4"
+    path.write_text(_PACKAGE_VARS)
+    load_frontend(path)
+    path.write_text(_PACKAGE_VARS.replace(*change))
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.message) == (6, message)

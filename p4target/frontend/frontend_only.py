@@ -19,7 +19,7 @@ from .decls import tuple_field
 from .env import Pass
 from .errors import P4Error
 from .tna import is_optional
-from .types import BlockT, ExternT
+from .types import DONTCARE, INFINT, BlockT, ExternT, HeaderT
 
 
 def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
@@ -162,6 +162,10 @@ class FrontendOnly(Pass):
         if len(main.args) > len(package.params):
             raise P4Error(package.loc, f"'package {package.name}' takes {len(package.params)} arguments, "
                           f"got {len(main.args)} at {main.loc}")
+        self._bound: dict[str, Any] = {}  # the package's type variables, as the arguments bind them
+        if len(main.type_ref.args) == len(package.type_params):
+            given = zip(package.type_params, map(self.env.decls.resolve_type, main.type_ref.args))
+            self._bound = {name: t for name, t in given if t is not DONTCARE}  # `P<_, _>`: inferred
         for param, arg in zip(package.params, main.args):
             self._package_argument(package, param, arg)
         self._inferred(main, package)
@@ -192,8 +196,11 @@ class FrontendOnly(Pass):
                 raise P4Error(arg.loc, f"'{arg.type_ref.name}' is not a parser or control")
             self.env.exprs.expr(arg, self.env.globals)
             return
+        kind = "parser" if isinstance(decl, ast.ParserDecl) else "control"
+        if not isinstance(expected, (ast.BlockTypeDecl, ast.ParserDecl, ast.ControlDecl)):  # e.g. tuple<>
+            raise P4Error(package.loc, f"'package {package.name}': Cannot cast implicitly type '{kind} {decl.name}' "
+                          f"to type '{ast.type_text(param.type_ref)}'")
         if isinstance(expected, ast.BlockTypeDecl) and expected.kind in ("parser", "control"):
-            kind = "parser" if isinstance(decl, ast.ParserDecl) else "control"
             if kind != expected.kind:
                 raise P4Error(arg.loc, f"package {package.name} argument '{param.name}' must be a "
                               f"{expected.kind}, not {kind} {decl.name}")
@@ -201,23 +208,41 @@ class FrontendOnly(Pass):
             if not len(required) <= len(decl.params) <= len(expected.params):
                 raise P4Error(arg.loc, f"{decl.name} must take {len(expected.params)} parameters, like "
                               f"{expected.name} (package {package.name} argument '{param.name}')")
-            self._same_signature(package, decl, expected, arg)
+            self._same_signature(package, decl, expected, param)
         self.env.instances.block_instance(arg.loc, decl, arg.args, self.env.globals)
 
     def _same_signature(self, package: ast.BlockTypeDecl, decl: Any, expected: ast.BlockTypeDecl,
-                        arg: ast.Expr) -> None:
-        """Each parameter's direction and type as the package's parser/control type has them
-        (a type the package leaves generic is not compared: p4c infers it)."""
+                        param: ast.Param) -> None:
+        """Each parameter's direction and type as the package's parser/control type has them (a type
+        the package leaves generic binds its type variable, one value for all arguments: p4c's
+        unification)."""
         generic = set(package.type_params) | set(expected.type_params)
+        through = dict(zip(expected.type_params, param.type_ref.args))  # Parser<IH>: Parser's IH is package's IH
         for p, ep in zip(decl.params, expected.params):
             if p.type_ref.kind == "named" and p.type_ref.name in decl.type_params:
                 continue  # a generic parser's or control's own type variable: p4c infers it
+            ref = through.get(ep.type_ref.name, ep.type_ref) if ep.type_ref.kind == "named" else ep.type_ref
+            if ref.kind == "named" and ref.name in package.type_params and p.direction == ep.direction:
+                self._bind(package, ref.name, self.env.decls.resolve_type(p.type_ref))
             same_type = (ep.type_ref.kind == "named" and ep.type_ref.name in generic) \
                 or self.env.decls.resolve_type(ep.type_ref) == self.env.decls.resolve_type(p.type_ref)
             if p.direction != ep.direction or not same_type:  # p4c: at the package, "'package P'"
                 raise P4Error(package.loc, f"'package {package.name}': {decl.name}'s parameter '{p.name}' is "
                               f"'{p.direction} {p.type_ref.name or p.type_ref.kind}', but {expected.name} "
                               f"has '{ep.direction} {ep.type_ref.name or ep.type_ref.kind}'")
+
+    def _bind(self, package: ast.BlockTypeDecl, name: str, have: Any) -> None:
+        """A package type variable takes one type (p4c: at the package, "'package P'")."""
+        want = self._bound.setdefault(name, have)
+        if want == have:
+            return
+        if want is INFINT:
+            why = f"'int' type can only be unified with 'int', 'bit<>', or 'signed<>' types, not with '{have}'"
+        elif isinstance(want, HeaderT) and isinstance(have, HeaderT):
+            why = f"Cannot unify '{have}' with '{want}'"
+        else:
+            why = f"Cannot cast implicitly type '{have}' to type '{want}'"
+        raise P4Error(package.loc, f"'package {package.name}': {why}")
 
     def uninstantiated_blocks(self) -> None:
         """Every parser/control with constructor parameters that no instance checked, once."""

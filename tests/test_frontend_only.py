@@ -355,3 +355,16 @@ def test_a_package_type_variable_takes_one_type(tmp_path: Path, change: tuple[st
     with pytest.raises(P4Error) as info:
         load_frontend(path)
     assert (info.value.loc.line, info.value.message) == (6, message)
+
+
+def test_a_package_instance_argument_brings_its_type_variables(tmp_path: Path) -> None:
+    text = _PACKAGE_VARS.replace("Pk(p(), c()) main;", "Pk(p(), c()) pk;\npackage Sw<H>(Pk<H, m_t> one);\n"
+                                                        "Sw<h_t>(pk) main;")
+    path = tmp_path / "p.p4"
+    path.write_text(text)
+    load_frontend(path)
+    path.write_text(text.replace("Sw<h_t>(pk) main;", "Sw<tuple<>>(pk) main;"))
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    assert (info.value.loc.line, info.value.message) == (
+        10, "'package Sw': Cannot cast implicitly type 'h_t' to type 'tuple<>'")

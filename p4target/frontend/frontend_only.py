@@ -19,7 +19,7 @@ from .decls import tuple_field
 from .env import Pass
 from .errors import P4Error
 from .tna import is_optional
-from .types import DONTCARE, INFINT, BlockT, ExternT, HeaderT
+from .types import DONTCARE, INFINT, BlockT, ExternT, HeaderT, TupleT
 
 
 def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
@@ -47,6 +47,10 @@ def _type_names(ref: ast.TypeRef) -> set[str]:
 class FrontendOnly(Pass):
     """The package ``main``, the prototypes and the never-instantiated parsers/controls, checked
     generically."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self.package_bindings: dict[int, dict[str, Any]] = {}  # package instance id -> its type variables
 
     def prototypes(self, decl: ast.Decl) -> None:
         """p4c's rules on a declaration's parameter lists, before it is checked (in target mode the
@@ -169,6 +173,7 @@ class FrontendOnly(Pass):
         for param, arg in zip(package.params, main.args):
             self._package_argument(package, param, arg)
         self._inferred(main, package)
+        self.package_bindings[id(main)] = self._bound
 
     def _inferred(self, main: ast.Instantiation, package: ast.BlockTypeDecl) -> None:
         """p4c's TypeInference: each type parameter of the package is bound by the arguments (or
@@ -189,6 +194,11 @@ class FrontendOnly(Pass):
         expected = self.env.types.get(param.type_ref.name)
         if not isinstance(arg, ast.CtorCall):
             self.env.exprs.expr(arg, self.env.globals)  # a constant or an instance declared before main
+            inner = self.package_bindings.get(id(getattr(arg, "decl", None)))
+            if inner is not None and isinstance(expected, ast.BlockTypeDecl):  # a package instance's bindings
+                for var, ref in zip(expected.type_params, param.type_ref.args):
+                    if ref.kind == "named" and ref.name in package.type_params and var in inner:
+                        self._bind(package, ref.name, inner[var])
             return
         decl = self.env.types.get(arg.type_ref.name)
         if not isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
@@ -238,7 +248,8 @@ class FrontendOnly(Pass):
             return
         if want is INFINT:
             why = f"'int' type can only be unified with 'int', 'bit<>', or 'signed<>' types, not with '{have}'"
-        elif isinstance(want, HeaderT) and isinstance(have, HeaderT):
+        elif isinstance(want, HeaderT) and isinstance(have, HeaderT) and not isinstance(want, TupleT) \
+                and not isinstance(have, TupleT):
             why = f"Cannot unify '{have}' with '{want}'"
         else:
             why = f"Cannot cast implicitly type '{have}' to type '{want}'"

@@ -249,6 +249,7 @@ def test_a_const_on_one_entry_is_frontend_only(write_p4) -> None:
     ("extern void f<T>(in T x);\ncontrol c() { apply {\nf({ a = 8w1 }); } }\n", 3, 3,
      "unknown struct: Cannot infer type for unknown struct type initializer"),
     ("struct s { error e; }\n", 1, 12, "error: declaration not found"),
+    ("extern E { E(tuple<string> x); }\n", 1, 20, "Field 'f0' of 'struct tuple_0' cannot have type 'string'"),
     ("control c() {\n  action a(int x) { }\n  apply { } }\n", 2, 12, "x: actions cannot have parameters with type int"),
     ("extern E { E(); }\ncontrol c() {\n  action a(E e) { }\n  apply { } }\n", 3, 12,
      "E: Action parameters cannot have extern types"),

@@ -38,6 +38,15 @@ def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
     return []
 
 
+def _tuple_fields(ref: ast.TypeRef) -> None:
+    """p4c makes a tuple type a struct (tuple_0) whose fields cannot be void, '_' or string."""
+    if ref.kind != "tuple":
+        return
+    for i, arg in enumerate(ref.args):
+        if arg.kind in ("void", "dontcare", "string"):
+            raise P4Error(arg.loc, f"Field 'f{i}' of 'struct tuple_0' cannot have type '{ast.type_text(arg)}'")
+
+
 def _type_names(ref: ast.TypeRef) -> set[str]:
     """The type names a type reference mentions, its type arguments' too."""
     return {ref.name} | set().union(*(_type_names(a) for a in ref.args)) if ref.kind == "named" else \
@@ -93,11 +102,7 @@ class FrontendOnly(Pass):
                 raise P4Error(method.loc, f"{decl.name}: invalid constructor; cannot have a return type.")
             if method.return_type.kind == "infint":
                 raise P4Error(method.return_type.loc, "int: illegal return type for method")
-            if method.return_type.kind == "tuple":  # p4c's tuple_0 struct: no void or '_' field
-                for i, arg in enumerate(method.return_type.args):
-                    if arg.kind in ("void", "dontcare"):
-                        raise P4Error(arg.loc, f"Field 'f{i}' of 'struct tuple_0' cannot have type "
-                                      f"'{ast.type_text(arg)}'")
+            _tuple_fields(method.return_type)
 
     def _no_self_argument(self, name: str, args: list[ast.TypeRef]) -> None:
         for arg in args:
@@ -118,6 +123,7 @@ class FrontendOnly(Pass):
             self.env.decls.resolve_type(ref)  # p4c: with no error declared (no core.p4), none is found
         if ref.kind == "named" and ref.name not in self.env.types and ref.name not in type_params:
             raise P4Error(ref.loc, f"{ref.name}: declaration not found")
+        _tuple_fields(ref)
         for arg in ref.args:
             self._declared(arg, type_params)
             if ref.kind == "tuple" and arg.kind == "named" and arg.name not in type_params:

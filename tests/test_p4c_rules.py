@@ -480,3 +480,21 @@ def test_type_variable_bound_inside_a_parameter_type(write_p4):
     load_frontend(path)
     _assert_at_both(write_p4, "true);", "argument 'v': expected bit<8>, got bool",
                     decls=_REGISTER_FN, locals="register<bit<8>>(4) reg;", body="w(reg,\ntrue);")
+
+
+@pytest.mark.parametrize("start, marker, message", [
+    ("state start { pkt.lookahead<\nvoid>(); transition accept; }", "void>();",
+     "void: illegal type argument for 'lookahead'"),
+    ("state start { vh_t v = pkt.lookahead<\nvh_t>(); transition accept; }", "vh_t>();",
+     "vh_t: type argument must be a fixed-width type"),
+])
+def test_lookahead_type_argument(write_p4, start: str, marker: str, message: str):
+    """p4c's TypeInference: lookahead<T> takes a fixed-width T."""
+    text = write_p4().read_text().replace("state start { pkt.extract(hdr.h); transition accept; }", start)
+    text = text.replace("struct headers {", "header vh_t { varbit<16> v; }\nstruct headers {")
+    path = write_p4(text=text)
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if s.startswith(marker))
+    for load in (load_program, load_frontend):
+        with pytest.raises(P4Error) as info:
+            load(path)
+        assert (info.value.loc.line, info.value.loc.col, info.value.message) == (line, 1, message)

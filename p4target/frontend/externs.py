@@ -13,6 +13,7 @@ from .tna import TNA_METHODS, present_params
 from .types import (
     BOOL,
     STRING,
+    VOID,
     BitsT,
     EnumT,
     ExternT,
@@ -49,6 +50,14 @@ SUPPORTED_METHODS = {
     **TNA_METHODS,
 }
 SUPPORTED_HASHES = {"crc16", "crc32", "csum16", "identity"}
+
+
+def _lookahead_type(ref: ast.TypeRef, t: Type | None) -> None:
+    """p4c's TypeInference (core.p4's lookahead<T>): T has a fixed width."""
+    if t is VOID:
+        raise P4Error(ref.loc, "void: illegal type argument for 'lookahead'")
+    if isinstance(t, VarbitT) or isinstance(t, HeaderT) and t.varbit_field is not None:
+        raise P4Error(ref.loc, f"{ast.type_text(ref)}: type argument must be a fixed-width type")
 
 
 class Externs(Pass):
@@ -198,6 +207,8 @@ class Externs(Pass):
         if self.env.frontend and not from_p4include(ext):  # a program's own extern: its prototype is all
             e.target = CallTarget("method", m, ext, instance=base)
             return self.env.calls.resolve_return(proto, bindings)
+        if ext.name == "packet_in" and m == "lookahead" and proto.type_params and e.type_args:
+            _lookahead_type(e.type_args[0], bindings.get(proto.type_params[0]))
         if ext.name in TNA_METHODS:
             self.env.tna.tna_method(e, ext, m)
         if ext.name == "packet_in" and m == "extract":

@@ -369,3 +369,14 @@ def test_a_package_instance_argument_brings_its_type_variables(tmp_path: Path) -
         load_frontend(path)
     assert (info.value.loc.line, info.value.message) == (
         10, "'package Sw': Cannot cast implicitly type 'h_t' to type 'tuple<>'")
+
+
+@pytest.mark.parametrize("body", ["hdr.h.a = hdr.h.c[12 +: 8];", "hdr.h.c[hdr.h.b +: 8] = 1;",
+                                  "hdr.h.a = hdr.h.c[hdr.h.b +: 8];"])
+def test_an_indexed_slice_the_target_does_not_run(write_p4, body: str) -> None:
+    """p4c takes a run-time lo and a slice past the width (only lo must be within it); the target
+    refuses them after the check."""
+    path = write_p4(body=body)
+    load_frontend(path)
+    with pytest.raises(P4Error, match="this indexed slice is not supported by the built-in target"):
+        load_program(path)

@@ -201,6 +201,9 @@ class Blocks(Pass):
         for attr in parts or ("self",):
             e = ks if attr == "self" else getattr(ks, attr)
             self.env.exprs.expr(e, scope)
+            if isinstance(e, ast.Dots) and not self.env.frontend:  # a default value as a keyset
+                stages.defer(self.env, stages.TARGET, P4Error(
+                    e.loc, "'...' in a keyset is not supported by the built-in target"))
             if parts and isinstance(t, EnumT) and t.underlying is not None and e.type != t:
                 self.env.exprs.coerce(e, t.underlying, "keyset")  # a mask or bound of a serializable enum key
             else:

@@ -315,13 +315,14 @@ class Exprs(Pass):
         w = e.width.value
         if w < 0:
             raise P4Error(e.loc, f"{what}: negative width {w}")
+        e.hi = ast.IntLit(e.width.loc, lo + w - 1, None, False) if isinstance(lo, int) else e.width
+        if isinstance(lo, int):
+            e.hi.value, e.hi.type = lo + w - 1, INFINT
         if not isinstance(lo, int) or w == 0 or lo + w > bt.width:
             if not self.env.frontend:
                 stages.defer(self.env, stages.TARGET, P4Error(
                     e.loc, f"{what}: this indexed slice is not supported by the built-in target"))
             return BitsT(w) if w > 0 else bt
-        e.hi = ast.IntLit(e.width.loc, lo + w - 1, None, False)
-        e.hi.value, e.hi.type = lo + w - 1, INFINT
         # now a slice [hi:lo] too, which the executor runs (``width`` keeps it as written)
         return self._bits_of(e, lo + w - 1, lo)
 

@@ -498,3 +498,8 @@ def test_lookahead_type_argument(write_p4, start: str, marker: str, message: str
         with pytest.raises(P4Error) as info:
             load(path)
         assert (info.value.loc.line, info.value.loc.col, info.value.message) == (line, 1, message)
+
+
+def test_values_of_a_type_variable_are_not_compared(write_p4):
+    _assert_at_both(write_p4, "a == b; }", "a and b: values of a type variable cannot be compared",
+                    decls="bool same<T>(in T a, in T b) { return\na == b; }")

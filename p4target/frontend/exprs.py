@@ -452,6 +452,9 @@ class Exprs(Pass):
         t = self._unify(e, lt, rt)
         lv, rv = e.left.value, e.right.value  # an unsized operand now holds its wrapped value
         if op in ("==", "!="):
+            if isinstance(t, TypeVar):  # p4c's TypeInference::compare
+                raise P4Error(e.loc, f"{text(e.left)} and {text(e.right)}: values of a type variable cannot be "
+                                     "compared")
             if isinstance(t, (ExternT, BlockT, TableT)) or t in (VOID, STRING):
                 raise P4Error(e.loc, f"cannot compare values of type {t}")
             if isinstance(t, TupleT):  # p4c compares tuples (list expressions); the target does not

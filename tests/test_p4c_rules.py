@@ -503,3 +503,11 @@ def test_lookahead_type_argument(write_p4, start: str, marker: str, message: str
 def test_values_of_a_type_variable_are_not_compared(write_p4):
     _assert_at_both(write_p4, "a == b; }", "a and b: values of a type variable cannot be compared",
                     decls="bool same<T>(in T a, in T b) { return\na == b; }")
+
+
+def test_generic_body_meets_only_p4c_rules(write_p4):
+    """The target's own rules (hash inputs, register types) wait for the copies with real types."""
+    path = write_p4(decls="void h<T>(out bit<16> r, in T d) { hash(r, HashAlgorithm.crc16, 16w0, {d}, 16w0xffff); }",
+                    body="h(hdr.h.c, hdr.h.a);")
+    load_program(path)
+    load_frontend(path)

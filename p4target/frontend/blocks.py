@@ -57,9 +57,10 @@ class Blocks(Pass):
             if p.name in decl.type_params:
                 raise P4Error(p.loc, f"Re-declaration of {p.name} with different type: " if p in decl.params
                               else f"{p.name} duplicates {p.name}.")
-        saved = self.env.type_vars, self.env.generic_names
+        saved = self.env.type_vars, self.env.generic_names, self.env.frontend, set(self.env.used)
         self.env.type_vars = {**saved[0], **{t: TypeVar(t) for t in decl.type_params}}
         self.env.generic_names = saved[1] | set(decl.type_params)
+        self.env.frontend = True  # p4c's rules only (the target refuses the block, below)
         try:
             spec = copy.deepcopy(decl)
             spec.type_params, spec.ctor_params = [], []
@@ -69,10 +70,11 @@ class Blocks(Pass):
                 values[p.name].type = self.env.decls.resolve_type(p.type_ref)
             self.block(spec, None, decl, values)
         except P4Error as err:
-            if not target_only(err):  # the target refuses the block itself (below)
+            if not target_only(err):
                 raise
-        finally:
-            self.env.type_vars, self.env.generic_names = saved
+        finally:  # what the copy uses is used by no block the target runs (its later passes' refusals stay)
+            self.env.type_vars, self.env.generic_names, self.env.frontend = saved[:3]
+            self.env.used &= saved[3]
         if not self.env.frontend:
             kind = "parser" if isinstance(decl, ast.ParserDecl) else "control"
             stages.defer(self.env, stages.TARGET, P4Error(

@@ -47,15 +47,17 @@ class Calls(Pass):
         specialised per binding, so the check is made on a copy nothing else sees."""
         generic = copy.deepcopy(decl)
         generic.proto.type_params = []
-        saved = len(self.env.midend), set(self.env.used)
+        saved = len(self.env.midend), set(self.env.used), self.env.frontend
+        self.env.frontend = True  # p4c's rules only: the target's wait for the copies with real types
         try:
             self.function_body(generic, scope, {t: TypeVar(t) for t in decl.proto.type_params})
         except P4Error as err:
-            if not target_only(err):  # the target's own rules wait for the copies with real types
+            if not target_only(err):
                 raise
         finally:  # what the copy's body would defer or use belongs to no program function
             del self.env.midend[saved[0]:]
             self.env.used &= saved[1]
+            self.env.frontend = saved[2]
 
     def function_body(self, decl: ast.FunctionDecl, scope: Any, bindings: dict[str, Type],
                        owned: bool = False) -> None:

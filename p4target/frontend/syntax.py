@@ -351,9 +351,11 @@ class _Builder(Transformer):
         return ast.Typedef(self._loc(meta), c[0], c[2], c[1])
 
     def derived_typedef(self, meta, c):
-        """p4c's derivedTypeDeclarationAsType: ``typedef header h {...} T;`` parses, then is refused here."""
+        """p4c's derivedTypeDeclarationAsType: ``typedef header h {...} T;`` declares ``h`` and ``T``
+        as its name (``start`` puts both among the top-level declarations)."""
         c = _split_annotations(c)
-        raise _unsupported(self._loc(meta), f"a typedef of a declaration ({c[1].kind} {c[1].name})")
+        decl = c[1]
+        return [decl, ast.Typedef(self._loc(meta), c[0], c[2], ast.TypeRef(decl.loc, "named", name=decl.name))]
 
     def newtype_decl(self, meta, c):
         c = _split_annotations(c)
@@ -490,7 +492,8 @@ class _Builder(Transformer):
         if self._pending_instantiations:
             inst = min((i for _, _, i in self._pending_instantiations), key=lambda i: (i.loc.line, i.loc.col))
             raise _unsupported(inst.loc, f"the instantiation {inst.name} inside an object initializer")
-        return ast.Program(self._loc(meta), [d for d in c if d is not None])
+        decls = [x for d in c for x in (d if isinstance(d, list) else [d])]  # a derived typedef: two
+        return ast.Program(self._loc(meta), [d for d in decls if d is not None])
 
     # ---- parsers
     def ctor_params(self, meta, c):

@@ -380,3 +380,12 @@ def test_an_indexed_slice_the_target_does_not_run(write_p4, body: str) -> None:
     load_frontend(path)
     with pytest.raises(P4Error, match="this indexed slice is not supported by the built-in target"):
         load_program(path)
+
+
+def test_a_parameter_named_as_its_parser(tmp_path: Path) -> None:
+    """`parser p(packet_in p, ...)`: p4c's scopes make `p.extract` the parameter's method."""
+    path = tmp_path / "p.p4"
+    path.write_text("#include <core.p4>\nheader h_t { bit<8> f; }\nstruct hs { h_t h; }\n"
+                    "parser p(packet_in p, out hs h) { state start { p.extract(h.h); transition accept; } }\n"
+                    "parser Pa(packet_in b, out hs h);\npackage Top(Pa a);\nTop(p()) main;\n")
+    load_frontend(path)

@@ -534,6 +534,9 @@ class Exprs(Pass):
         return VOID
 
     def _e_call_target(self, e: ast.Call, f: ast.Expr, scope: Scope) -> Type:
+        if isinstance(f, ast.TypeMember) and isinstance(scope.lookup(f.type_name), _VALUE_DECLS):
+            # `p.extract(...)` with a parameter p named as a type (the lexer took it for the type)
+            f = e.func = ast.Member(f.loc, ast.PathExpr(f.loc, f.type_name), f.member)
         if isinstance(f, ast.PathExpr):
             self.expr(f, scope)
             d = f.decl
@@ -588,6 +591,9 @@ class Exprs(Pass):
                                                         (ast.ControlDecl, ast.ParserDecl)):
             return self.env.instances.direct_apply(e, f, scope)  # `MyControl.apply(...)` (instances.py)
         raise P4Error(e.loc, "this expression is not callable")
+
+
+_VALUE_DECLS = (ast.Param, ast.VarDecl, ast.Instantiation, ast.ConstDecl)
 
 
 def _apply_results_compared(e: ast.Binary, lt: Type, rt: Type) -> None:

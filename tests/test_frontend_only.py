@@ -249,6 +249,8 @@ def test_a_const_on_one_entry_is_frontend_only(write_p4) -> None:
     ("extern void f<T>(in T x);\ncontrol c() { apply {\nf({ a = 8w1 }); } }\n", 3, 3,
      "unknown struct: Cannot infer type for unknown struct type initializer"),
     ("struct s { error e; }\n", 1, 12, "error: declaration not found"),
+    ("type bit<8> T8;\nenum T8 E { A = 1 }\n", 2, 6, "T8: Illegal type for enum; only bit<> and int<> are allowed; "
+     "note that type-declared types are not allowed even if they are fixed-size"),
     ("extern E { E(tuple<string> x); }\n", 1, 20, "Field 'f0' of 'struct tuple_0' cannot have type 'string'"),
     ("control c() {\n  action a(int x) { }\n  apply { } }\n", 2, 12, "x: actions cannot have parameters with type int"),
     ("extern E { E(); }\ncontrol c() {\n  action a(E e) { }\n  apply { } }\n", 3, 12,
@@ -389,3 +391,15 @@ def test_a_parameter_named_as_its_parser(tmp_path: Path) -> None:
                     "parser p(packet_in p, out hs h) { state start { p.extract(h.h); transition accept; } }\n"
                     "parser Pa(packet_in b, out hs h);\npackage Top(Pa a);\nTop(p()) main;\n")
     load_frontend(path)
+
+
+def test_an_extern_instance_infers_its_type_arguments(tmp_path: Path) -> None:
+    """p4c's unification: `R(16w256) r;` is an R<bit<16>>; a type no argument binds is refused."""
+    text = "extern R<T> { R(T min); T get(); }\ncontrol c(out bit<16> x) {\n    R(16w256) r;\n" \
+           "    apply { x = r.get(); } }\n"
+    path = tmp_path / "p.p4"
+    path.write_text(text)
+    load_frontend(path)
+    path.write_text(text.replace("R(16w256) r;", "R(8w1) r;"))
+    with pytest.raises(P4Error, match="assignment: expected bit<16>, got bit<8>"):
+        load_frontend(path)

@@ -177,6 +177,10 @@ class Decls(Pass):
         t = EnumT(decl.name, list(decl.members))
         if decl.underlying is not None:
             under = self.resolve_type(decl.underlying)
+            if isinstance(under, BitsT) and under.newtype is not None:  # p4c's TypeInference (Type_SerEnum)
+                raise P4Error(decl.underlying.loc, f"{ast.type_text(decl.underlying)}: Illegal type for enum; only "
+                              "bit<> and int<> are allowed; note that type-declared types are not allowed even if "
+                              "they are fixed-size")
             if not isinstance(under, BitsT):
                 raise P4Error(decl.loc, "a serializable enum needs a bit<W> or int<W> underlying type")
             t.underlying = under
@@ -201,8 +205,28 @@ class Decls(Pass):
         elif decl.init.value is None:
             raise P4Error(decl.init.loc, f"the initializer of constant '{decl.name}' is not a compile-time constant")
 
+    def _inferred_extern(self, decl: ast.Instantiation, scope: Scope) -> ExternT | None:
+        """``Random(16w256) r;``: an extern's type arguments left out, inferred from its
+        constructor's arguments (p4c's unification); None when they are written."""
+        ref = decl.type_ref
+        ext = self.env.types.get(ref.name) if ref.kind == "named" else None
+        if not (isinstance(ext, ast.ExternDecl) and ext.type_params and not ref.args):
+            return None
+        ctor = next((c for c in ext.ctors if self.env.calls.arity_fits(c.params, decl.args)), None)
+        if ctor is None:
+            return None
+        for a in decl.args:
+            if not isinstance(a, ast.Default):
+                self.env.exprs.expr(a.arg if isinstance(a, ast.NamedArg) else a, scope)
+        bindings: dict[str, Type] = {}
+        self.env.calls.check_args(decl.loc, ctor.params, decl.args, bindings, ext.type_params)
+        missing = [tp for tp in ext.type_params if tp not in bindings]
+        if missing:
+            raise P4Error(decl.loc, f"{decl.name}: could not infer a type for variable {missing[0]}")
+        return ExternT(ext, tuple(bindings[tp] for tp in ext.type_params))
+
     def instantiation(self, decl: ast.Instantiation, scope: Scope) -> None:
-        t = self.resolve_type(decl.type_ref)
+        t = self._inferred_extern(decl, scope) or self.resolve_type(decl.type_ref)
         decl.type = t
         if isinstance(t, BlockT) and isinstance(t.decl, ast.BlockTypeDecl) and t.decl.kind == "package":
             return  # the package's arguments are constructor calls: _pipeline checks them

@@ -249,6 +249,8 @@ def test_a_const_on_one_entry_is_frontend_only(write_p4) -> None:
     ("extern void f<T>(in T x);\ncontrol c() { apply {\nf({ a = 8w1 }); } }\n", 3, 3,
      "unknown struct: Cannot infer type for unknown struct type initializer"),
     ("struct s { error e; }\n", 1, 12, "error: declaration not found"),
+    ("package X();\ncontrol t() {\n  X() x = {};\n  apply { } }\n", 3, 3,
+     "BlockStatement: initializers only allowed for extern instances"),
     ("type bit<8> T8;\nenum T8 E { A = 1 }\n", 2, 6, "T8: Illegal type for enum; only bit<> and int<> are allowed; "
      "note that type-declared types are not allowed even if they are fixed-size"),
     ("extern E { E(tuple<string> x); }\n", 1, 20, "Field 'f0' of 'struct tuple_0' cannot have type 'string'"),

@@ -228,6 +228,11 @@ class Decls(Pass):
     def instantiation(self, decl: ast.Instantiation, scope: Scope) -> None:
         t = self._inferred_extern(decl, scope) or self.resolve_type(decl.type_ref)
         decl.type = t
+        if decl.initializer is not None and not isinstance(t, ExternT):  # p4c's TypeInference
+            for f in decl.initializer:  # its names are resolved first (ResolveReferences)
+                if isinstance(f, ast.FunctionDecl):
+                    self.resolve_type(f.proto.return_type)
+            raise P4Error(decl.loc, "BlockStatement: initializers only allowed for extern instances")
         if isinstance(t, BlockT) and isinstance(t.decl, ast.BlockTypeDecl) and t.decl.kind == "package":
             return  # the package's arguments are constructor calls: _pipeline checks them
         if isinstance(t, BlockT) and isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):

@@ -136,10 +136,10 @@ def test_header_fields_of_struct_type_sit_side_by_side(write_p4):
 
 @pytest.mark.parametrize("decls, message", [
     ("header x_t { bit<8> v; } struct s_t { x_t x; } header n_t { s_t s; }",
-     "Field 's' of 'n_t' cannot have type 's_t'"),
+     "Field 's' of 'header n_t' cannot have type 'struct s_t'"),
     ("enum color_t { RED } struct s_t { color_t c; } header n_t { s_t s; }",
-     "Field 's' of 'n_t' cannot have type 's_t'"),
-    ("header n_t { tuple<bit<8>> t; }", "Field 't' of 'n_t' cannot have type 'tuple<bit<8>>'"),
+     "Field 's' of 'header n_t' cannot have type 'struct s_t'"),
+    ("header n_t { tuple<bit<8>> t; }", "Field 't' of 'header n_t' cannot have type 'tuple<bit<8>>'"),
     ("struct s_t { bit<8> v; } header n_t { s_t s; varbit<16> o; }",
      "a struct field ('s') in a header with a varbit field is not supported by the built-in target"),
 ])

@@ -562,7 +562,7 @@ def test_error_type_without_an_error_declaration(tmp_path, decl, line, col):
 
 
 def test_initializer_of_a_block_instance(write_p4):
-    _assert_at_both(write_p4, "{ };", "sub: initializers only allowed for extern instances",
+    _assert_at_both(write_p4, "{ };", "BlockStatement: initializers only allowed for extern instances",
                     decls="control Sub() { apply { } }", locals="Sub() sub = { };", body="sub.apply();")
 
 
@@ -904,3 +904,122 @@ def test_a_table_named_as_a_control_parameter_hides_it_and_cannot_be_its_own_key
     _assert_at_both(write_p4, "t : exact", "t: Cannot refer to the containing table t",
                     decls=control.replace("KEY", "t"))
     load_frontend(write_p4(decls=control.replace("KEY", "hdr.h.a")))
+
+
+def test_generic_function_body_is_checked_uncalled(write_p4):
+    """p4c's TypeInference checks a generic body with its type variables, called or not."""
+    _assert_at_both(write_p4, "x; }", "return value: expected bit<8>, got T",
+                    decls="bit<8> f<T>(in T x) { return x; }")
+
+
+def test_type_variable_takes_no_unsized_constant(write_p4):
+    _assert_at_both(write_p4, "0; }", "'int' type can only be unified with 'int', 'bit<>', or 'signed<>' types, "
+                    "not with 'T'", decls="void f<T>(in T x) { T y = 0; }")
+
+
+def test_type_variable_value_passed_for_another_type(write_p4):
+    _assert_at_both(write_p4, "b); }", "argument 'a': expected bit<8>, got T",
+                    decls="void f(in bit<8> a) { }\nvoid g<T>(in T b) { f(b); }")
+
+
+def test_generic_function_body_with_its_own_types_is_accepted(write_p4):
+    path = write_p4(decls="T pick<T>(in bool c, in T a, in T b) { T r = b; if (c) { r = a; } return r; }",
+                    body="hdr.h.a = pick(true, hdr.h.a, hdr.h.b);")
+    load_program(path)
+    load_frontend(path)
+
+
+_GENERIC_CONTROL = "control G<T>(in T x, out bit<8> y) {{ apply {{ {body} }} }}"
+
+
+def test_generic_control_body_is_checked_with_its_type_variable(write_p4):
+    _assert_at_both(write_p4, "x; }", "assignment: expected bit<8>, got T",
+                    decls=_GENERIC_CONTROL.format(body="y = x;"))
+
+
+def test_generic_control_the_target_cannot_run_is_refused_after_the_check(write_p4):
+    path = write_p4(decls=_GENERIC_CONTROL.format(body="y = 1;"))
+    load_frontend(path)
+    with pytest.raises(P4Error) as info:
+        load_program(path)
+    line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if s.startswith("control G<T>"))
+    assert (info.value.loc.line, info.value.message) == (line, "generic controls are not supported by the "
+                                                                "built-in target")
+
+
+def test_extern_directionless_parameter_takes_a_constant(write_p4):
+    path = write_p4(decls="extern void ext(bit<8> v);", body="ext(\nhdr.h.a);")
+    with pytest.raises(P4Error) as info:
+        load_frontend(path)
+    line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if s.startswith("hdr.h.a);"))
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (
+        line, 1, "hdr.h.a: argument used for directionless parameter 'v' must be a compile-time constant")
+
+
+@pytest.mark.parametrize("body, marker, message", [
+    ("hdr.h.a = hdr.h.c[\n16 +: 8];", "16 +: 8];", "Bit index 16 greater than width 16"),
+    ("hdr.h.a = hdr.h.c[4 +:\nhdr.h.b];", "hdr.h.b];", "hdr.h.b: slice bit index values must be constants"),
+    ("bool b = true; hdr.h.a = (bit<8>)\nb[0 +: 1];", "b[0 +: 1];",
+     "b[0 +: 1]: bit extraction only defined for bit<> types"),
+])
+def test_indexed_slice(write_p4, body: str, marker: str, message: str):
+    """p4c's TypeInference (PlusSlice): a bit<> base, a constant width, a constant lo within it."""
+    _assert_at_both(write_p4, marker, message, body=body)
+
+
+@pytest.mark.parametrize("body, marker, message", [
+    ("hdr.h = { b = 1, a = 2 };", "{ b = 1, a = 2 };", "{ b = 1, a = 2 }: Number of fields 2 in initializer different "
+     "than number of fields in structure 3: unknown struct to header h_t"),
+    ("hdr.h = { b = 1, a = 2, d = 3 };", "{ b = 1, a = 2, d = 3 };",
+     "{ b = 1, a = 2, d = 3 }: No initializer for field c"),
+    ("hdr.h = { b = 1, c = 3, a = true };", "true };", "field 'a' of header h_t: expected bit<8>, got bool"),
+    ("hdr.h = { b = 1, c = 3,\nb = 2 };", "2 };", "b: Duplicates declaration b"),
+    ("hdr.h.a = {#};", "{#};", "assignment: expected bit<8>, got the invalid header {#}"),
+])
+def test_structure_valued_expression(write_p4, body: str, marker: str, message: str):
+    """p4c's TypeUnification of an initializer with the struct or header its context expects (on
+    one line: across lines the error is the assignment's, anchors.py)."""
+    _assert_at_both(write_p4, marker, message, body=body)
+
+
+_REGISTER_FN = "void w<T>(register<T> r, in T v) { r.write(0, v); }"
+
+
+def test_type_variable_bound_inside_a_parameter_type(write_p4):
+    """p4c's unification binds T of `register<T> r` from the argument's register<bit<8>>."""
+    path = write_p4(decls=_REGISTER_FN, locals="register<bit<8>>(4) reg;", body="w(reg, hdr.h.a);")
+    load_program(path)
+    load_frontend(path)
+    _assert_at_both(write_p4, "true);", "argument 'v': expected bit<8>, got bool",
+                    decls=_REGISTER_FN, locals="register<bit<8>>(4) reg;", body="w(reg, true);")
+
+
+@pytest.mark.parametrize("start, marker, message", [
+    ("state start { pkt.lookahead<\nvoid>(); transition accept; }", "void>();",
+     "void: illegal type argument for 'lookahead'"),
+    ("state start { vh_t v = pkt.lookahead<\nvh_t>(); transition accept; }", "vh_t>();",
+     "vh_t: type argument must be a fixed-width type"),
+])
+def test_lookahead_type_argument_on_its_own_line(write_p4, start: str, marker: str, message: str):
+    """p4c's TypeInference: lookahead<T> takes a fixed-width T."""
+    text = write_p4().read_text().replace("state start { pkt.extract(hdr.h); transition accept; }", start)
+    text = text.replace("struct headers {", "header vh_t { varbit<16> v; }\nstruct headers {")
+    path = write_p4(text=text)
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if s.startswith(marker))
+    for load in (load_program, load_frontend):
+        with pytest.raises(P4Error) as info:
+            load(path)
+        assert (info.value.loc.line, info.value.loc.col, info.value.message) == (line, 1, message)
+
+
+def test_values_of_a_type_variable_are_not_compared_across_lines(write_p4):
+    _assert_at_both(write_p4, "a == b; }", "a and b: values of a type variable cannot be compared",
+                    decls="bool same<T>(in T a, in T b) { return\na == b; }")
+
+
+def test_generic_body_meets_only_p4c_rules(write_p4):
+    """The target's own rules (hash inputs, register types) wait for the copies with real types."""
+    path = write_p4(decls="void h<T>(out bit<16> r, in T d) { hash(r, HashAlgorithm.crc16, 16w0, {d}, 16w0xffff); }",
+                    body="h(hdr.h.c, hdr.h.a);")
+    load_program(path)
+    load_frontend(path)

@@ -33,7 +33,7 @@ def find_annotation(annotations: list[Annotation], name: str) -> Annotation | No
 @dataclass(eq=False, slots=True)
 class TypeRef(Node):
     """A type as written: ``kind`` is bool/error/string/void/match_kind/bit/int/infint/
-    varbit/named/stack/tuple."""
+    varbit/named/stack/tuple/list/dontcare (``_`` as a type argument)."""
 
     kind: str
     name: str = ""
@@ -95,8 +95,9 @@ class Index(Expr):
 @dataclass(eq=False, slots=True)
 class Slice(Expr):
     base: Expr
-    hi: Expr
+    hi: Expr | None  # None until checked for an indexed slice
     lo: Expr
+    width: Expr | None = None  # an indexed slice ``base[lo +: width]`` (the checker sets ``hi``)
     # A nested slice ``x[7:4][1:0]`` is checked into ``x[5:4]``; this keeps it as written
     # (P4Runtime key names).
     written: Slice | None = field(default=None, init=False)
@@ -119,6 +120,27 @@ class CtorCall(Expr):
 @dataclass(eq=False, slots=True)
 class ListExpr(Expr):
     items: list[Expr]
+
+
+@dataclass(eq=False, slots=True)
+class StructExpr(ListExpr):
+    """``{ f = e, ... }``: ``names[i]`` is the field ``items[i]`` initialises; ``dots``, a trailing
+    ``...`` (the other fields take their default values).  The checker puts the items in the
+    struct's field order, so a backend reads it as a ListExpr initialising that struct."""
+
+    names: list[str] = field(default_factory=list)
+    dots: bool = False
+    written: list[tuple[str, Expr]] | None = field(default=None, init=False)  # before the reordering, for messages
+
+
+@dataclass(eq=False, slots=True)
+class Dots(Expr):
+    """``...``: the default value of the type the context gives it (P4-16 1.2.4)."""
+
+
+@dataclass(eq=False, slots=True)
+class InvalidHeader(Expr):
+    """``{#}``: an invalid header of the header type the context gives it."""
 
 
 @dataclass(eq=False, slots=True)
@@ -405,6 +427,7 @@ class ParserDecl(Decl):
     # A copy specialised for its constructor arguments: parameter name -> the instance passed
     # (frontend/instances.py; a dict, so tree walks do not go into the instance's declaration)
     instance_args: dict[str, Instantiation] = field(default_factory=dict)
+    type_params: list[str] = field(default_factory=list)  # `parser P<H>(...)`: checked with type variables
 
 
 @dataclass(eq=False, slots=True)
@@ -436,6 +459,7 @@ class Entry(Node):
     keyset: list[Expr]
     action: ActionRef
     priority: Expr | None
+    const_at: Location | None = None  # where a `const` marks this one entry (P4Runtime's is_const)
 
 
 @dataclass(eq=False, slots=True)
@@ -467,6 +491,7 @@ class ControlDecl(Decl):
     body: Block
     ctor_params: list[Param] = field(default_factory=list)  # `control C(...)(bit<8> k)`
     instance_args: dict[str, Instantiation] = field(default_factory=dict)  # as ParserDecl's
+    type_params: list[str] = field(default_factory=list)  # as ParserDecl's
 
 
 @dataclass(eq=False, slots=True)
@@ -494,13 +519,22 @@ def text(e: Any) -> str:
         return f"{text(e.base)}.{e.member}"
     if isinstance(e, Index):
         return f"{text(e.base)}[{text(e.index)}]"
+    if isinstance(e, Slice) and e.width is not None:
+        return f"{text(e.base)}[{text(e.lo)} +: {text(e.width)}]"
     if isinstance(e, Slice):
         shown = e.written or e  # a nested slice, as written
         return f"{text(shown.base)}[{text(shown.hi)}:{text(shown.lo)}]"
     if isinstance(e, Call):
         return f"{text(e.func)}({', '.join(text(a) for a in e.args)})"
+    if isinstance(e, StructExpr):
+        pairs = e.written if e.written is not None else list(zip(e.names, e.items))
+        return "{ " + ", ".join([*(f"{n} = {text(i)}" for n, i in pairs), *(["..."] if e.dots else [])]) + " }"
     if isinstance(e, ListExpr):
         return "{" + ", ".join(text(i) for i in e.items) + "}"
+    if isinstance(e, Dots):
+        return "..."
+    if isinstance(e, InvalidHeader):
+        return "{#}"
     if isinstance(e, Unary):
         return f"{e.op}{_operand(e.operand)}"
     if isinstance(e, Binary):
@@ -534,6 +568,10 @@ def type_text(ref: TypeRef) -> str:
         return "tuple<" + ", ".join(type_text(a) for a in ref.args) + ">"
     if ref.kind == "named":
         return ref.name + ("<" + ", ".join(type_text(a) for a in ref.args) + ">" if ref.args else "")
+    if ref.kind == "dontcare":
+        return "_"
+    if ref.kind == "list":
+        return "list<" + ", ".join(type_text(a) for a in ref.args) + ">"
     return ref.kind
 
 

@@ -4,10 +4,12 @@ and their selects, value sets, actions, and v1model's ``V1Switch`` package.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
 from . import ast, stages
+from .calls import target_only
 from .env import Pass
 from .errors import P4Error
 from .program import Pipeline
@@ -20,9 +22,11 @@ from .types import (
     BitsT,
     BlockT,
     EnumT,
+    ExternT,
     HeaderT,
     TupleT,
     Type,
+    TypeVar,
 )
 
 PIPELINE_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
@@ -36,6 +40,8 @@ class Blocks(Pass):
             p.type = self.env.decls.resolve_type(p.type_ref)
             if p.type is INFINT and p.direction:  # p4c's TypeInference (Parameter): int has no storage
                 raise P4Error(p.loc, f"{p.name}: parameters with type int must be directionless")
+            if p.default is not None and p.direction in ("out", "inout"):  # p4c's TypeInference (actions too)
+                raise P4Error(p.loc, f"{p.name}: {p.direction} parameters cannot have default values")
             if p.default is not None and p.default.type is None:
                 self.env.exprs.expr(p.default, self.env.globals)
                 self.env.exprs.coerce(p.default, p.type, f"default value of '{p.name}'")
@@ -43,6 +49,47 @@ class Blocks(Pass):
                     raise P4Error(p.default.loc, "a default parameter value that is not a compile-time constant "
                                   "is not supported by the built-in target")
             scope.declare(p)
+
+    def generic_block(self, decl: ast.ParserDecl | ast.ControlDecl) -> None:
+        """p4c's TypeInference checks a generic parser or control once, its type parameters type
+        variables (a value of one is only of that type), on a copy as calls.generic_body does; the
+        built-in target runs none: refused after every error p4c would give."""
+        for p in [*decl.params, *decl.ctor_params]:  # p4c: a parameter named as a type parameter
+            if p.name in decl.type_params:
+                raise P4Error(p.loc, f"Re-declaration of {p.name} with different type: " if p in decl.params
+                              else f"{p.name} duplicates {p.name}.")
+        saved = self.env.type_vars, self.env.generic_names, self.env.frontend, set(self.env.used)
+        self.env.type_vars = {**saved[0], **{t: TypeVar(t) for t in decl.type_params}}
+        self.env.generic_names = saved[1] | set(decl.type_params)
+        self.env.frontend = True  # p4c's rules only (the target refuses the block, below)
+        try:
+            spec = copy.deepcopy(decl)
+            spec.type_params, spec.ctor_params = [], []
+            values = {}
+            for p in decl.ctor_params:  # unbound constructor parameters: values of their types
+                values[p.name] = copy.copy(p)
+                values[p.name].type = self.env.decls.resolve_type(p.type_ref)
+            self.block(spec, None, decl, values)
+        except P4Error as err:
+            if not target_only(err):
+                raise
+        finally:  # what the copy uses is used by no block the target runs (its later passes' refusals stay)
+            self.env.type_vars, self.env.generic_names, self.env.frontend = saved[:3]
+            self.env.used &= saved[3]
+        if not self.env.frontend:
+            kind = "parser" if isinstance(decl, ast.ParserDecl) else "control"
+            stages.defer(self.env, stages.TARGET, P4Error(
+                decl.loc, f"generic {kind}s are not supported by the built-in target"))
+
+    def generic_instance(self, inst: ast.Instantiation, t: BlockT, scope: Scope) -> None:
+        """``C<bit<8>>(...) c;``: the constructor arguments checked against the parameters with the
+        type arguments bound (the body was checked generically; the target refuses the block)."""
+        decl = t.decl
+        bindings = dict(zip(decl.type_params, (self.env.decls.resolve_type(a) for a in inst.type_ref.args)))
+        for a in inst.args:
+            if not isinstance(a, ast.Default):
+                self.env.exprs.expr(a, scope)
+        self.env.calls.check_args(inst.loc, decl.ctor_params, inst.args, bindings, decl.type_params)
 
     def block(self, decl: ast.ParserDecl | ast.ControlDecl, consts: list[ast.ConstDecl] | None = None,
                origin: Any = None, instances: dict[str, ast.Instantiation] | None = None) -> None:
@@ -172,6 +219,9 @@ class Blocks(Pass):
         for attr in parts or ("self",):
             e = ks if attr == "self" else getattr(ks, attr)
             self.env.exprs.expr(e, scope)
+            if isinstance(e, ast.Dots) and not self.env.frontend:  # a default value as a keyset
+                stages.defer(self.env, stages.TARGET, P4Error(
+                    e.loc, "'...' in a keyset is not supported by the built-in target"))
             if parts and isinstance(t, EnumT) and t.underlying is not None and e.type != t:
                 self.env.exprs.coerce(e, t.underlying, "keyset")  # a mask or bound of a serializable enum key
             else:
@@ -224,6 +274,10 @@ class Blocks(Pass):
                 seen_data = True
             elif seen_data:
                 raise P4Error(p.loc, "directional parameters must come before action data parameters")
+            if p.direction == "" and p.type is INFINT:  # p4c's TypeInference (P4Action)
+                raise P4Error(p.loc, f"{p.name}: actions cannot have parameters with type int")
+            if isinstance(p.type, ExternT):
+                raise P4Error(p.loc, f"{p.type}: Action parameters cannot have extern types")
             if p.direction == "" and not (isinstance(p.type, BitsT) or p.type is BOOL):
                 err = P4Error(p.loc, f"action data parameter '{p.name}' must be bit<W>, int<W> or bool")
                 if not self.env.frontend:
@@ -248,6 +302,9 @@ class Blocks(Pass):
             decl = self.env.types.get(arg.type_ref.name)
             if not isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
                 raise P4Error(arg.loc, f"'{arg.type_ref.name}' is not a parser or control")
+            if decl.type_params:  # checked generically (generic_block), run by no target here
+                raise P4Error(decl.loc, f"generic {'parser' if isinstance(decl, ast.ParserDecl) else 'control'}s "
+                              "are not supported by the built-in target")
             decl = self.env.instances.block_instance(arg.loc, decl, arg.args, self.env.globals)
             expected = self.env.types[param.type_ref.name]
             if not isinstance(decl, ast.ParserDecl if expected.kind == "parser" else ast.ControlDecl):

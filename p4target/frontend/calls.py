@@ -8,16 +8,16 @@ parameter order, defaults filled in), so every backend sees plain positional cal
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Any
 
 from . import ast, stages
 from .anchors import at_outer
 from .env import Pass
 from .errors import P4Error
+from .initializers import is_unknown_struct
 from .scope import CallTarget, Scope
 from .tna import is_optional
-from .types import INFINT, VOID, BlockT, TableT, TupleT, Type, TypeVar
+from .types import DONTCARE, INFINT, VOID, BlockT, ExternT, ListT, StackT, TableT, TupleT, Type, TypeVar
 
 
 def contains_call(e: Any) -> bool:
@@ -30,17 +30,6 @@ def _holds_infint(t: Type) -> bool:
     return isinstance(t, TupleT) and any(x is INFINT or _holds_infint(x) for x in t.elems)
 
 
-@dataclass(frozen=True, slots=True)
-class Unbound(Type):
-    """A generic function's own type parameter in its body checked unbound: only its own values
-    fit it (p4c: "Cannot cast implicitly type 'T' to type ...")."""
-
-    name: str
-
-    def __str__(self) -> str:
-        return self.name
-
-
 class Calls(Pass):
     """Function declarations and argument lists."""
 
@@ -50,8 +39,26 @@ class Calls(Pass):
         self.env.fn_scopes[decl] = scope
         if not decl.proto.type_params:  # generic bodies are checked once per binding, at calls
             self.function_body(decl, scope, {}, owned=True)
-        else:  # and, as p4c checks a generic body, once with its type parameters unbound (a copy)
-            self.function_body(copy.deepcopy(decl), scope, {tp: Unbound(tp) for tp in decl.proto.type_params})
+        else:
+            self.generic_body(decl, scope)
+
+    def generic_body(self, decl: ast.FunctionDecl, scope: Any) -> None:
+        """p4c's TypeInference checks a generic function once with its type parameters as type
+        variables (a value of one is only of that type), called or not; ours runs the copies
+        specialised per binding, so the check is made on a copy nothing else sees."""
+        generic = copy.deepcopy(decl)
+        generic.proto.type_params = []
+        saved = len(self.env.midend), set(self.env.used), self.env.frontend
+        self.env.frontend = True  # p4c's rules only: the target's wait for the copies with real types
+        try:
+            self.function_body(generic, scope, {t: TypeVar(t) for t in decl.proto.type_params})
+        except P4Error as err:
+            if not target_only(err):
+                raise
+        finally:  # what the copy's body would defer or use belongs to no program function
+            del self.env.midend[saved[0]:]
+            self.env.used &= saved[1]
+            self.env.frontend = saved[2]
 
     def function_body(self, decl: ast.FunctionDecl, scope: Any, bindings: dict[str, Type],
                        owned: bool = False) -> None:
@@ -144,8 +151,15 @@ class Calls(Pass):
                     raise P4Error(a.loc, "'_' can only be passed to an out parameter")
                 continue
             pt = self.param_type(p, bindings, type_params or [])
-            if isinstance(pt, TypeVar):
+            if pt is DONTCARE:  # p4c's TypeInference: a type variable bound to '_' by a type argument
+                raise P4Error(a.loc, f"{ast.text(a)}: Could not infer a type for parameter {p.name} "
+                              "(inferred type is don't care '_')")
+            if _binds(pt, a.type, bindings, type_params or []):  # `register<T> r`: T from the argument's type
+                pt = self.param_type(p, bindings, type_params or [])
+            if isinstance(pt, TypeVar) and pt.name in (type_params or []) and pt.name not in bindings:
                 _bindable(a)
+                if is_unknown_struct(a.type):  # p4c: `{ f = e }` has no type of its own to bind
+                    raise P4Error(a.loc, "unknown struct: Cannot infer type for unknown struct type initializer")
                 if a.type is INFINT or _holds_infint(a.type):
                     raise P4Error(a.loc, f"cannot infer a width for parameter '{p.name}': give the constant a width")
                 bindings[pt.name] = a.type
@@ -154,6 +168,14 @@ class Calls(Pass):
                 self.env.exprs.coerce(a, pt, f"argument '{p.name}'")
             if p.direction in ("out", "inout"):
                 self.env.stmts.lvalue(a)
+
+    def apply_args(self, loc: Any, inst: ast.Instantiation, decl: Any, args: list[ast.Expr]) -> None:
+        """The arguments of an instance's ``apply``: a generic parser's or control's type parameters
+        bound by the instance's type arguments, else by these arguments (p4c's unification)."""
+        bindings: dict[str, Type] = {}
+        if decl.type_params and inst.type_ref.args:
+            bindings = dict(zip(decl.type_params, map(self.env.decls.resolve_type, inst.type_ref.args)))
+        self.check_args(loc, decl.params, args, bindings, decl.type_params or None)
 
     def param_type(self, p: ast.Param, bindings: dict[str, Type], type_params: list[str]) -> Type:
         saved = self.env.type_vars
@@ -236,6 +258,49 @@ def _always_returns(s: ast.Stmt | None) -> bool:
         has_default = any(label == "default" for case in s.cases for label in case.labels)
         return has_default and all(_always_returns(case.body) for case in s.cases if case.body is not None)
     return False
+
+
+def target_only(err: P4Error) -> bool:
+    """A refusal of the built-in target's, not of p4c's (a generic body's type variables meet
+    the target's rules only in the copies specialised per binding, blocks.generic_block's never)."""
+    return "not supported by the built-in target" in err.message
+
+
+def _binds(want: Type, have: Type, bindings: dict[str, Type], type_params: list[str]) -> bool:
+    """Bind the callee's type variables inside a parameter's type (p4c's unification of
+    ``register<T>`` with ``register<bit<8>>``); whether any was bound."""
+    pairs: list[tuple[Type, Type]] = []
+    if isinstance(want, ExternT) and isinstance(have, ExternT) and want.decl is have.decl:
+        pairs = list(zip(want.args, have.args))
+    elif isinstance(want, TupleT) and isinstance(have, TupleT) and len(want.elems) == len(have.elems):
+        pairs = list(zip(want.elems, have.elems))
+    elif isinstance(want, (StackT, ListT)) and type(have) is type(want):
+        pairs = [(want.elem, have.elem)]
+    bound = False
+    for w, h in pairs:
+        if isinstance(w, TypeVar) and w.name in type_params and w.name not in bindings and h is not INFINT:
+            bindings[w.name] = h
+            bound = True
+        else:
+            bound = _binds(w, h, bindings, type_params) or bound
+    return bound
+
+
+def directionless_constants(params: list[ast.Param], args: list[ast.Expr]) -> None:
+    """p4c's TypeUnification: an extern's directionless parameter takes a compile-time constant (a
+    value read from a variable or an in/out parameter is none; constants, instances and
+    directionless parameters are)."""
+    for p, a in zip(params, args):
+        if p.direction == "" and _reads_variable(a):
+            raise P4Error(a.loc, f"{ast.text(a)}: argument used for directionless parameter '{p.name}' "
+                          "must be a compile-time constant")
+
+
+def _reads_variable(e: ast.Expr) -> bool:
+    while isinstance(e, (ast.Member, ast.Index, ast.Slice)):
+        e = e.base
+    return isinstance(e, ast.PathExpr) and (isinstance(e.decl, ast.VarDecl)
+                                            or isinstance(e.decl, ast.Param) and e.decl.direction in ("out", "inout"))
 
 
 def _bindable(arg: ast.Expr) -> None:

@@ -40,6 +40,7 @@ from .types import (
     EnumT,
     ExternT,
     HeaderT,
+    ListT,
     StackT,
     TupleT,
     Type,
@@ -57,8 +58,18 @@ SUPPORTED_EXTERNS = {"packet_in", "packet_out", "register", "counter", "direct_c
                      *TNA_EXTERNS}
 
 
+def _list_value(e: ast.Expr) -> tuple:
+    """A constant list's (or struct initialiser's) item values, in field order."""
+    if isinstance(e, ast.Cast):
+        e = e.operand
+    assert isinstance(e, ast.ListExpr)
+    return tuple(i.value if i.value is not None else _list_value(i) for i in e.items)
+
+
 def _constant_list(e: ast.Expr) -> bool:
     """A struct initialiser of constants (TNA's ``Register(size, {0, 0})``)."""
+    if isinstance(e, ast.Cast) and isinstance(e.type, ListT):  # (list<T>) { ... }
+        e = e.operand
     return isinstance(e, ast.ListExpr) and all(i.value is not None or _constant_list(i) for i in e.items)
 
 
@@ -103,7 +114,9 @@ class Decls(Pass):
                 self.env.globals.declare(decl)
         elif isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
             self._declare_type(decl, decl)
-            if not decl.ctor_params:  # else checked per instance, with its arguments (instances.py)
+            if decl.type_params:
+                self.env.blocks.generic_block(decl)
+            elif not decl.ctor_params:  # else checked per instance, with its arguments (instances.py)
                 self.env.blocks.block(decl)
         elif isinstance(decl, ast.ConstDecl):
             self.const_decl(decl, self.env.globals)
@@ -282,11 +295,37 @@ class Decls(Pass):
             decl.init.type = INFINT  # p4c unifies int with any width: the constant keeps its value
         with at_outer(lambda: name_loc(decl.loc, decl.name), lambda: decl.name):  # p4c: at the declaration ('x')
             self.env.exprs.coerce(decl.init, decl.type, "constant initializer")
-        if decl.init.value is None:
+        if decl.init.value is None and _constant_list(decl.init):  # a struct or tuple of constants
+            if not self.env.frontend:  # p4c's errors on its uses come first
+                stages.defer(self.env, stages.TARGET, P4Error(
+                    decl.init.loc, f"a constant of type {decl.type} is not supported by the built-in target"))
+            else:  # its fields' values, in order, for the frontend's constant folding
+                decl.init.value = _list_value(decl.init)
+        elif decl.init.value is None:
             raise P4Error(decl.init.loc, f"the initializer of constant '{decl.name}' is not a compile-time constant")
 
+    def _inferred_extern(self, decl: ast.Instantiation, scope: Scope) -> ExternT | None:
+        """``Random(16w256) r;``: an extern's type arguments left out, inferred from its
+        constructor's arguments (p4c's unification); None when they are written."""
+        ref = decl.type_ref
+        ext = self.env.types.get(ref.name) if ref.kind == "named" else None
+        if not (isinstance(ext, ast.ExternDecl) and ext.type_params and not ref.args):
+            return None
+        ctor = next((c for c in ext.ctors if self.env.calls.arity_fits(c.params, decl.args)), None)
+        if ctor is None:
+            return None
+        for a in decl.args:
+            if not isinstance(a, ast.Default):
+                self.env.exprs.expr(a.arg if isinstance(a, ast.NamedArg) else a, scope)
+        bindings: dict[str, Type] = {}
+        self.env.calls.check_args(decl.loc, ctor.params, decl.args, bindings, ext.type_params)
+        missing = [tp for tp in ext.type_params if tp not in bindings]
+        if missing:
+            raise P4Error(decl.loc, f"{decl.name}: could not infer a type for variable {missing[0]}")
+        return ExternT(ext, tuple(bindings[tp] for tp in ext.type_params))
+
     def instantiation(self, decl: ast.Instantiation, scope: Scope) -> None:
-        t = self.resolve_type(decl.type_ref)
+        t = self._inferred_extern(decl, scope) or self.resolve_type(decl.type_ref)
         decl.type = t
         if isinstance(t, BlockT) and decl.initializer is not None:
             self._block_initializer(decl)
@@ -295,6 +334,9 @@ class Decls(Pass):
         if isinstance(t, BlockT) and isinstance(t.decl, (ast.ControlDecl, ast.ParserDecl)):
             if scope is self.env.globals:  # p4c's TypeInference: only a package is instantiated there
                 raise P4Error(decl.loc, f"{decl.name}: cannot instantiate at top-level")
+            if t.decl.type_params:
+                self.env.blocks.generic_instance(decl, t, scope)
+                return
             # its arguments are checked against the parameters' types
             self.env.instances.block_instantiation(decl, t, scope)
             return
@@ -313,7 +355,8 @@ class Decls(Pass):
             with at_outer(lambda: instance_loc(decl.loc, decl.name)):  # p4c: at the instance ('e')
                 self.env.calls.check_args(decl.loc, ctor.params, decl.args, dict(zip(t.decl.type_params, t.args)))
             for a in decl.args:
-                if a.value is None and not isinstance(a.type, ExternT) and not _constant_list(a):
+                if a.value is None and not isinstance(a.type, ExternT) and not _constant_list(a) \
+                        and not _generic_param(a):
                     raise P4Error(a.loc, "constructor arguments must be compile-time constants")
             limits.extern_sizes(decl, ctor.params)
             if decl.initializer or t.decl.abstracts or (name in TNA_EXTERNS and self.env.target_rules(t.decl)):
@@ -330,7 +373,7 @@ class Decls(Pass):
                     if ref.kind != "named" or ref.name not in f.proto.type_params:
                         self.resolve_type(ref)
         raise P4Error(find_after(decl.loc, rf"\b{re.escape(decl.name)}\s*=\s*(\{{)", group=1),
-                      f"{decl.name}: initializers only allowed for extern instances")
+                      "BlockStatement: initializers only allowed for extern instances")  # p4c's words
 
     # ---------------------------------------------------------------- types
     def resolve_type(self, ref: ast.TypeRef) -> Type:
@@ -343,6 +386,11 @@ class Decls(Pass):
             return ERROR
         if k in _BASE_TYPES:
             return _BASE_TYPES[k]
+        if k == "dontcare":  # p4c infers it; a value whose type stays '_' is refused where used (calls.py)
+            if not self.env.frontend:
+                stages.defer(self.env, stages.TARGET, P4Error(
+                    ref.loc, "the don't-care type '_' as a type argument is not supported by the built-in target"))
+            return DONTCARE
         if k in ("bit", "int"):
             self.env.exprs.expr(ref.width, self.env.globals)
             width = limits.type_width(ref, self.env.exprs.const_int(ref.width))
@@ -357,6 +405,14 @@ class Decls(Pass):
             return VarbitT(width)
         if k == "tuple":
             return TupleT.of([self.tuple_field(a) for a in ref.args])
+        if k == "list":
+            if len(ref.args) != 1:
+                raise P4Error(ref.loc, f"{ast.type_text(ref)}: Type list has 1 type parameter(s), but it is "
+                              f"specialized with {len(ref.args)}")
+            if not self.env.frontend:  # p4c's type errors on its values come first
+                stages.defer(self.env, stages.TARGET, P4Error(
+                    ref.loc, "the type list<T> is not supported by the built-in target"))
+            return ListT(self.resolve_type(ref.args[0]))
         if k == "stack":
             elem = self.resolve_type(ref.args[0])
             self.env.exprs.expr(ref.width, self.env.globals)
@@ -369,7 +425,11 @@ class Decls(Pass):
                 self.env.midend.append((stages.TARGET, P4Error(
                     ref.loc, f"arrays of {elem} are not supported by the built-in target (only header stacks)"), None))
             return StackT(elem, size)
-        # named
+        return self._resolve_named(ref)
+
+    def _resolve_named(self, ref: ast.TypeRef) -> Type:
+        """A type declared by name (a type variable bound here, a declared type, a specialised
+        extern, parser, control or package)."""
         if ref.name in self.env.type_vars:
             return self.env.type_vars[ref.name]
         t = self.env.types.get(ref.name)
@@ -378,12 +438,19 @@ class Decls(Pass):
         if isinstance(t, ast.ExternDecl):
             args = tuple(self.resolve_type(a) for a in ref.args)
             if len(args) != len(t.type_params):
-                raise P4Error(ref.loc, f"{t.name} takes {len(t.type_params)} type arguments, got {len(args)}")
+                raise P4Error(ref.loc, f"{ast.type_text(ref)}: Type {t.name} has {len(t.type_params)} type "
+                              f"parameter(s), but it is specialized with {len(args)}")
+            if any(_contains_extern(a, t) for a in args):  # p4c's TypeInference (Type_Specialized)
+                raise P4Error(ref.loc, f"{t.name}: contains self '{t.name}' as type argument")
             return ExternT(t, args)
         if is_generic(t):
             return self._specialize(t, ref)
         package = isinstance(t, ast.BlockTypeDecl) and t.kind == "package"
-        if ref.args and not (package and len(ref.args) == len(t.type_params)):
+        generic = isinstance(t, (ast.ParserDecl, ast.ControlDecl)) and t.type_params  # blocks.generic_instance
+        if ref.args and (package or generic) and len(ref.args) != len(t.type_params):
+            raise P4Error(ref.loc, f"{ast.type_text(ref)}: Type {t.name} has {len(t.type_params)} type "
+                          f"parameter(s), but it is specialized with {len(ref.args)}")
+        if ref.args and not (package or generic):
             raise P4Error(ref.loc, f"type '{ref.name}' takes no type arguments")
         if isinstance(t, (ast.ParserDecl, ast.ControlDecl, ast.BlockTypeDecl)):
             return BlockT(t)
@@ -437,6 +504,35 @@ def _type_params_distinct(f: ast.FunctionDecl) -> None:
     if twice is not None:
         start = find_after(f.loc, rf"\b{re.escape(f.name)}\s*<")
         raise P4Error(find_after(start, rf"\b{re.escape(twice)}\b", 1), f"{twice}: Duplicates declaration {twice}")
+
+
+def tuple_field(ref: ast.TypeRef, t: Any) -> None:
+    """p4c's TypeInference (Type_Tuple): no extern, parser, control or package as a tuple field."""
+    if isinstance(t, (ast.ExternDecl, ast.BlockTypeDecl, ast.ParserDecl, ast.ControlDecl)):
+        raise P4Error(ref.loc, f"{ast.type_text(ref)}: not supported as a tuple field")
+
+
+def _contains_extern(t: Any, ext: ast.ExternDecl) -> bool:
+    """Whether a type argument mentions the extern it specialises: as itself, in its type
+    arguments, in a struct's fields or in a parser's or control's parameter types."""
+    if isinstance(t, ExternT):
+        return t.decl is ext or any(_contains_extern(a, ext) for a in t.args)
+    if isinstance(t, HeaderT):
+        return any(_contains_extern(f, ext) for f in t.fields.values())
+    if isinstance(t, BlockT):
+        params = [*getattr(t.decl, "params", []), *getattr(t.decl, "ctor_params", [])]
+        return any(_mentions(p.type_ref, ext.name) for p in params)
+    return False
+
+
+def _mentions(ref: ast.TypeRef, name: str) -> bool:
+    return ref.kind == "named" and ref.name == name or any(_mentions(a, name) for a in ref.args)
+
+
+def _generic_param(e: ast.Expr) -> bool:
+    """A constructor parameter of a block checked generically (blocks.generic_block): a
+    compile-time constant for p4c, with no value until an instance binds it."""
+    return isinstance(e, ast.PathExpr) and isinstance(e.decl, ast.Param) and e.decl.direction == ""
 
 
 def _member_loc(decl: ast.Decl, name: str, nth: int) -> Location:

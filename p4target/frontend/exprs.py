@@ -4,7 +4,7 @@ that types it and folds its constant value; a call's rule picks the kind of call
 
 from __future__ import annotations
 
-from . import ast, limits, newtypes, stages
+from . import ast, initializers, limits, newtypes, stages
 from .ast import text
 from .divisions import ARITH_OPS
 from .env import Pass
@@ -24,6 +24,7 @@ from .types import (
     EnumT,
     ExternT,
     HeaderT,
+    ListT,
     StackT,
     TableT,
     TupleT,
@@ -64,6 +65,24 @@ def _flatten_slice(e: ast.Slice, hi: int, lo: int) -> None:
     e.base, (e.hi, e.lo) = inner.base, bounds
 
 
+def _contextual(e: ast.Expr) -> bool:
+    """An initializer whose type its context gives (initializers.py)."""
+    return isinstance(e, (ast.StructExpr, ast.Dots, ast.InvalidHeader)) or _ends_in_dots(e)
+
+
+def _ends_in_dots(e: ast.Expr) -> bool:
+    """``{a, ...}`` as written (a default value put in its place is typed already)."""
+    return isinstance(e, ast.ListExpr) and bool(e.items) and isinstance(e.items[-1], ast.Dots) \
+        and e.items[-1].type in (None, DONTCARE)
+
+
+def _with_dontcare(have: Type, want: Type) -> bool:
+    """An extern value of ``E<bit<8>>`` where ``E<_>`` is expected: '_' takes any type (p4c)."""
+    return isinstance(have, ExternT) and isinstance(want, ExternT) and have.decl is want.decl \
+        and len(have.args) == len(want.args) \
+        and all(w is DONTCARE or h == w or _with_dontcare(h, w) for h, w in zip(have.args, want.args))
+
+
 class Exprs(Pass):
     """Expressions: types, constant values, the callee of a call."""
 
@@ -76,15 +95,26 @@ class Exprs(Pass):
 
     def coerce(self, e: ast.Expr, t: Type, what: str) -> None:
         """Check that ``e`` may be used where ``t`` is expected; unsized ints take ``t``."""
-        if e.type == t or t is DONTCARE:
+        if e.type == t or t is DONTCARE or _with_dontcare(e.type, t):
             newtypes.implicit(e, t, what)  # p4c: a `type` is not its underlying type
+            return
+        if _contextual(e):
+            self._contextual(e, t, what)
             return
         if e.type is INFINT and isinstance(t, BitsT):
             e.type = t
             if e.value is not None:
                 e.value = wrap(e.value, t)
             return
-        if isinstance(t, TypeVar):
+        if isinstance(t, TypeVar):  # a generic body's type variable: only its own values (p4c's unification)
+            if e.type is INFINT:
+                raise P4Error(e.loc, f"'int' type can only be unified with 'int', 'bit<>', or 'signed<>' types, "
+                                     f"not with '{t}'")
+            raise P4Error(e.loc, f"{what}: expected {t}, got {e.type}")
+        if isinstance(e, ast.ListExpr) and isinstance(t, ListT):  # each item an element (p4c's unification)
+            for item in e.items:
+                self.coerce(item, t.elem, what)
+            e.type = t
             return
         if self.env.frontend and isinstance(e.type, EnumT) and e.type.underlying == t and isinstance(t, BitsT):
             return  # p4c: a serializable enum casts implicitly to its underlying type (the target: see casts)
@@ -97,6 +127,33 @@ class Exprs(Pass):
             e.type = t
             return
         raise P4Error(e.loc, f"{what}: expected {t}, got {e.type}")
+
+    def _contextual(self, e: ast.Expr, t: Type, what: str) -> None:
+        """An initializer typed by where it is used (initializers.py)."""
+        if isinstance(e, ast.StructExpr):
+            initializers.struct_fields(self.env, e, t, what)
+        elif isinstance(e, ast.ListExpr):  # {a, ...}
+            if not isinstance(t, HeaderT):
+                raise P4Error(e.loc, f"{what}: expected {t}, got {e.type}")
+            initializers.list_with_dots(self.env, e, t, what)
+            self.coerce(e, t, what)
+        elif isinstance(e, ast.Dots):
+            e.type, e.value = t, initializers.default_value(self.env, e.loc, t).value
+        else:  # {#}
+            if not (isinstance(t, HeaderT) and (t.is_header or t.is_union)):
+                raise P4Error(e.loc, f"{what}: expected {t}, got the invalid header {{#}}")
+            e.type = t
+            initializers.target_refuses(self.env, e, "the invalid header expression {#}")
+
+    def _e_StructExpr(self, e: ast.StructExpr, scope: Scope) -> Type:
+        initializers.check_names(e)
+        return initializers.unknown_struct(e.names, [self.expr(i, scope) for i in e.items])
+
+    def _e_Dots(self, e: ast.Dots, scope: Scope) -> Type:
+        return DONTCARE  # its context gives the type (coerce)
+
+    def _e_InvalidHeader(self, e: ast.InvalidHeader, scope: Scope) -> Type:
+        return DONTCARE
 
     def expr(self, e: ast.Expr, scope: Scope) -> Type:
         method = getattr(self, "_e_" + type(e).__name__, None)
@@ -165,6 +222,8 @@ class Exprs(Pass):
             raise P4Error(e.loc, f"a tuple has no field '{e.member}': use a constant index, t[0]")
         if isinstance(bt, HeaderT):
             if e.member in bt.fields:
+                if isinstance(e.base.value, tuple):  # a field of a constant struct (frontend mode)
+                    e.value = e.base.value[list(bt.fields).index(e.member)]
                 return bt.fields[e.member]
             if bt.is_header and e.member in HEADER_METHODS:
                 return VOID
@@ -205,9 +264,11 @@ class Exprs(Pass):
             i = self.const_int(e.index)
             if not 0 <= i < len(bt.elems):
                 raise P4Error(e.index.loc, f"Tuple index {i} larger than tuple size {len(bt.elems)}")
+            if isinstance(e.base.value, tuple):  # an element of a constant tuple (frontend mode)
+                e.value = e.base.value[i]
             return bt.elems[i]
         if not isinstance(bt, StackT):
-            raise P4Error(e.loc, f"cannot index a value of type {bt}")
+            raise P4Error(e.loc, f"Indexing {text(e)} applied to non-array and non-tuple type {bt}")
         it = self.expr(e.index, scope)
         if e.index.value is None:
             if not isinstance(it, BitsT):  # int<W> too: a negative index is out of range
@@ -224,6 +285,8 @@ class Exprs(Pass):
         return bt.elem
 
     def _e_Slice(self, e: ast.Slice, scope: Scope) -> Type:
+        if e.width is not None:
+            return self._plus_slice(e, scope)
         bt = self.expr(e.base, scope)
         self.expr(e.hi, scope)
         self.expr(e.lo, scope)
@@ -232,12 +295,46 @@ class Exprs(Pass):
             raise P4Error(e.loc, f"cannot slice a value of type {bt}")
         if not (0 <= lo <= hi < bt.width):
             raise P4Error(e.loc, f"slice [{hi}:{lo}] is out of range for {bt}")
+        return self._bits_of(e, hi, lo)
+
+    def _bits_of(self, e: ast.Slice, hi: int, lo: int) -> Type:
+        """A checked slice ``[hi:lo]`` of a bit<> value: its constant value, a nested slice flattened."""
         if e.base.value is not None:
             limits.folded_width(e, hi)
             e.value = (e.base.value >> lo) & ((1 << (hi - lo + 1)) - 1)
         elif isinstance(e.base, ast.Slice):
             _flatten_slice(e, hi, lo)
         return BitsT(hi - lo + 1)
+
+    def _plus_slice(self, e: ast.Slice, scope: Scope) -> Type:
+        """``base[lo +: w]`` with p4c's rules (TypeInference's PlusSlice): a bit<> base, a constant
+        width, a constant ``lo`` within the base; ``lo`` may be a run-time value, which the target
+        does not run (refused after the check)."""
+        bt, what = self.expr(e.base, scope), text(e)
+        self.expr(e.lo, scope)
+        self.expr(e.width, scope)
+        if not isinstance(bt, BitsT):
+            raise P4Error(e.loc, f"{what}: bit extraction only defined for bit<> types")
+        lo = e.lo.value
+        if isinstance(lo, int) and lo >= bt.width:
+            raise P4Error(e.lo.loc, f"Bit index {lo} greater than width {bt.width}")
+        if isinstance(lo, int) and lo < 0:
+            raise P4Error(e.loc, f"{what}: negative bit index {lo}")
+        if not isinstance(e.width.value, int) or isinstance(e.width.value, bool):
+            raise P4Error(e.width.loc, f"{text(e.width)}: slice bit index values must be constants")
+        w = e.width.value
+        if w < 0:
+            raise P4Error(e.loc, f"{what}: negative width {w}")
+        e.hi = ast.IntLit(e.width.loc, lo + w - 1, None, False) if isinstance(lo, int) else e.width
+        if isinstance(lo, int):
+            e.hi.value, e.hi.type = lo + w - 1, INFINT
+        if not isinstance(lo, int) or w == 0 or lo + w > bt.width:
+            if not self.env.frontend:
+                stages.defer(self.env, stages.TARGET, P4Error(
+                    e.loc, f"{what}: this indexed slice is not supported by the built-in target"))
+            return BitsT(w) if w > 0 else bt
+        # now a slice [hi:lo] too, which the executor runs (``width`` keeps it as written)
+        return self._bits_of(e, lo + w - 1, lo)
 
     def _e_ListExpr(self, e: ast.ListExpr, scope: Scope) -> Type:
         """A list expression is a tuple of its items' types until ``coerce`` gives it the struct,
@@ -247,6 +344,17 @@ class Exprs(Pass):
     def _e_Cast(self, e: ast.Cast, scope: Scope) -> Type:
         t = self.env.decls.resolve_type(e.type_ref)
         src = self.expr(e.operand, scope)
+        if isinstance(t, ListT) and isinstance(e.operand, ast.ListExpr):
+            self.coerce(e.operand, t, f"({t})")
+            return t
+        if not (isinstance(t, (BitsT, HeaderT, ListT)) or t in (BOOL, INFINT)
+                or isinstance(t, EnumT) and t.underlying is not None):
+            raise P4Error(e.type_ref.loc, f"{t}: cast not supported")  # p4c's TypeInference (Cast)
+        if _contextual(e.operand) or isinstance(t, HeaderT) and isinstance(e.operand, ast.ListExpr):
+            written = text(e)
+            self.coerce(e.operand, t, f"({t})")
+            initializers.target_refuses(self.env, e, f"the cast {written}")
+            return t
         var = _declared_type_name(e.operand)
         if var in self.env.generic_names:  # checked here once per binding, but p4c checks the generic body
             raise P4Error(e.loc, f"Cannot cast from '{var}' to '{t}'")
@@ -330,6 +438,7 @@ class Exprs(Pass):
         op = e.op
         lt, rt = self.expr(e.left, scope), self.expr(e.right, scope)
         _apply_results_compared(e, lt, rt)
+        initializers.operands(e)
         lv, rv = e.left.value, e.right.value
         if op in ("&&", "||"):
             self.coerce(e.left, BOOL, f"operand of '{op}'")
@@ -358,12 +467,13 @@ class Exprs(Pass):
         lv, rv = e.left.value, e.right.value  # an unsized operand now holds its wrapped value
         if op in ("==", "!="):
             if {_declared_type_name(e.left), _declared_type_name(e.right)} & self.env.generic_names \
-                    or isinstance(lt, TypeVar) or isinstance(rt, TypeVar):
-                # checked here once per binding, but p4c checks the generic body
+                    or isinstance(lt, TypeVar) or isinstance(rt, TypeVar):  # p4c's TypeInference::compare
                 raise P4Error(e.loc, f"{text(e.left)} and {text(e.right)}: values of a type variable cannot be "
                               "compared")
-            if isinstance(t, (ExternT, BlockT, TableT, TupleT)) or t in (VOID, STRING):
+            if isinstance(t, (ExternT, BlockT, TableT)) or t in (VOID, STRING):
                 raise P4Error(e.loc, f"cannot compare values of type {t}")
+            if isinstance(t, TupleT):  # p4c compares tuples (list expressions); the target does not
+                initializers.target_refuses(self.env, e, f"the comparison {text(e)}")
             if lv is not None and rv is not None:
                 e.value = (lv == rv) if op == "==" else (lv != rv)
             return BOOL
@@ -391,6 +501,12 @@ class Exprs(Pass):
         if rt is INFINT and isinstance(lt, BitsT):
             self.coerce(e.right, lt, f"operand of '{e.op}'")
             return lt
+        for typed, other in ((e.left, e.right), (e.right, e.left)):  # `h == {#}`, `s == { f = 1 }`, `s == {1, 2}`
+            if (_contextual(other) or isinstance(other, ast.ListExpr) and isinstance(typed.type, HeaderT)) \
+                    and not _contextual(typed) and not isinstance(typed, ast.ListExpr):
+                self.coerce(other, typed.type, f"operand of '{e.op}'")
+                initializers.target_refuses(self.env, e, f"the comparison {text(e)}")
+                return typed.type
         raise P4Error(e.loc, f"operator '{e.op}' cannot combine {lt} and {rt}")
 
     def _e_CtorCall(self, e: ast.CtorCall, scope: Scope) -> Type:
@@ -426,13 +542,16 @@ class Exprs(Pass):
         """``instance.apply(...)`` of a control instance."""
         if not isinstance(f.base, ast.PathExpr) or not isinstance(f.base.decl, ast.Instantiation):
             raise P4Error(e.loc, "apply a control through its instance")
-        self.env.calls.check_args(e.loc, bt.decl.params, e.args, {})
+        self.env.calls.apply_args(e.loc, f.base.decl, bt.decl, e.args)
         if isinstance(scope.owner, ast.ActionDecl):  # p4c's TypeInference, once the arguments fit
             raise P4Error(e.loc, f"{text(e)}: apply cannot be called from actions")
         e.target = CallTarget("block_apply", "apply", f.base.decl)
         return VOID
 
     def _e_call_target(self, e: ast.Call, f: ast.Expr, scope: Scope) -> Type:
+        if isinstance(f, ast.TypeMember) and isinstance(scope.lookup(f.type_name), _VALUE_DECLS):
+            # `p.extract(...)` with a parameter p named as a type (the lexer took it for the type)
+            f = e.func = ast.Member(f.loc, ast.PathExpr(f.loc, f.type_name), f.member)
         if isinstance(f, ast.PathExpr):
             self.expr(f, scope)
             d = f.decl
@@ -487,6 +606,9 @@ class Exprs(Pass):
                                                         (ast.ControlDecl, ast.ParserDecl)):
             return self.env.instances.direct_apply(e, f, scope)  # `MyControl.apply(...)` (instances.py)
         raise P4Error(e.loc, "this expression is not callable")
+
+
+_VALUE_DECLS = (ast.Param, ast.VarDecl, ast.Instantiation, ast.ConstDecl)
 
 
 def _apply_results_compared(e: ast.Binary, lt: Type, rt: Type) -> None:

@@ -5,6 +5,7 @@ executor implements, and the load-time facts it needs (constant algorithms, hash
 from __future__ import annotations
 
 from . import ast, stages
+from .calls import directionless_constants
 from .env import Pass, from_p4include
 from .errors import P4Error
 from .scope import CallTarget
@@ -65,6 +66,14 @@ SUPPORTED_METHODS = {
 SUPPORTED_HASHES = {"crc16", "crc32", "csum16", "identity"}
 
 
+def _lookahead_type(ref: ast.TypeRef, t: Type | None) -> None:
+    """p4c's TypeInference (core.p4's lookahead<T>): T has a fixed width."""
+    if t is VOID:
+        raise P4Error(ref.loc, "void: illegal type argument for 'lookahead'")
+    if isinstance(t, VarbitT) or isinstance(t, HeaderT) and t.varbit_field is not None:
+        raise P4Error(ref.loc, f"{ast.type_text(ref)}: type argument must be a fixed-width type")
+
+
 class Externs(Pass):
     """Extern functions and methods."""
 
@@ -93,6 +102,7 @@ class Externs(Pass):
         d = next((o for o in self.env.overloads.get(d.name, []) if len(o.proto.params) == len(e.args)), d)
         bindings: dict[str, Type] = {}
         self.env.calls.check_args(e.loc, d.proto.params, e.args, bindings, d.proto.type_params)
+        directionless_constants(d.proto.params, e.args)
         if d.name in ("hash", "verify_checksum", "update_checksum"):
             algo = e.args[1] if d.name == "hash" else e.args[3]
             if algo.value is None or not isinstance(algo.type, EnumT):
@@ -124,6 +134,7 @@ class Externs(Pass):
         d = next((o for o in self.env.overloads.get(d.name, []) if len(o.proto.params) == len(e.args)), d)
         bindings: dict[str, Type] = {}
         self.env.calls.check_args(e.loc, d.proto.params, e.args, bindings, d.proto.type_params)
+        directionless_constants(d.proto.params, e.args)
         for p in d.proto.params:  # p4c's rule on a type variable bound to string (as on a declared string)
             if p.direction and p.type_ref.kind == "named" and bindings.get(p.type_ref.name) == STRING:
                 raise P4Error(p.loc, f"{p.name}: a parameter with type string cannot have a direction")
@@ -242,6 +253,8 @@ class Externs(Pass):
             self._nested_out_args(e, proto.params, bindings, ext.type_params + proto.type_params)
             e.target = CallTarget("method", m, ext, instance=base)
             return self.env.calls.resolve_return(proto, bindings)
+        if ext.name == "packet_in" and m == "lookahead" and proto.type_params and e.type_args:
+            _lookahead_type(e.type_args[0], bindings.get(proto.type_params[0]))
         if ext.name in TNA_METHODS:
             self.env.tna.tna_method(e, ext, m)
         if ext.name == "packet_in" and m == "extract":

@@ -16,12 +16,13 @@ import re
 from typing import Any
 
 from . import ast, stages
+from .decls import tuple_field
 from .env import Pass
 from .errors import P4Error
 from .packages import Binds, PackageTypes, block_kind
 from .source_text import find_after
 from .tna import is_optional
-from .types import INFINT, STRING, BlockT, ExternT
+from .types import DONTCARE, INFINT, STRING, BlockT, ExternT
 
 
 def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
@@ -34,7 +35,7 @@ def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
     if isinstance(decl, ast.BlockTypeDecl):
         return [(decl.type_params, decl.params)]
     if isinstance(decl, (ast.ParserDecl, ast.ControlDecl)):
-        return [([], decl.params), ([], decl.ctor_params)]
+        return [(decl.type_params, decl.params), (decl.type_params, decl.ctor_params)]
     if isinstance(decl, ast.FunctionDecl):
         return [(decl.proto.type_params, decl.proto.params)]
     return []
@@ -50,6 +51,19 @@ def _applies(decl: ast.Decl, params: list[ast.Param]) -> bool:
 def _names(ref: ast.TypeRef) -> set[str]:
     """The type names a type reference uses, its type arguments' too."""
     return {ref.name}.union(*(_names(a) for a in ref.args))
+def _tuple_struct_fields(ref: ast.TypeRef) -> None:
+    """p4c makes a tuple type a struct (tuple_0) whose fields cannot be void or '_'."""
+    if ref.kind != "tuple":
+        return
+    for i, arg in enumerate(ref.args):
+        if arg.kind in ("void", "dontcare"):  # string: the midend's EliminateTuples (_tuple_fields)
+            raise P4Error(arg.loc, f"Field 'f{i}' of 'struct tuple_0' cannot have type '{ast.type_text(arg)}'")
+
+
+def _type_names(ref: ast.TypeRef) -> set[str]:
+    """The type names a type reference mentions, its type arguments' too."""
+    return {ref.name} | set().union(*(_type_names(a) for a in ref.args)) if ref.kind == "named" else \
+        set().union(set(), *(_type_names(a) for a in ref.args))
 
 
 class FrontendOnly(Pass):
@@ -99,6 +113,7 @@ class FrontendOnly(Pass):
                 raise P4Error(method.loc, f"{decl.name}: invalid constructor; cannot have a return type.")
             if method.return_type.kind == "infint":
                 raise P4Error(method.return_type.loc, "int: illegal return type for method")
+            _tuple_struct_fields(method.return_type)
 
     def _no_self_argument(self, name: str, args: list[ast.TypeRef]) -> None:
         for arg in args:
@@ -123,10 +138,15 @@ class FrontendOnly(Pass):
 
     def _declared(self, ref: ast.TypeRef, type_params: list[str]) -> None:
         """Every type a parameter's type names (its type arguments too) is declared before it."""
+        if ref.kind == "error":
+            self.env.decls.resolve_type(ref)  # p4c: with no error declared (no core.p4), none is found
         if ref.kind == "named" and ref.name not in self.env.types and ref.name not in type_params:
             raise P4Error(ref.loc, f"{ref.name}: declaration not found")
+        _tuple_struct_fields(ref)
         for arg in ref.args:
             self._declared(arg, type_params)
+            if ref.kind == "tuple" and arg.kind == "named" and arg.name not in type_params:
+                tuple_field(arg, self.env.types.get(arg.name))
 
     def _tuple_fields(self, ref: ast.TypeRef, type_params: list[str]) -> None:
         """p4c's rules on a tuple type in a prototype: its TypeInference's (decls.Decls.tuple_field),
@@ -189,6 +209,7 @@ class FrontendOnly(Pass):
                     raise P4Error(decl.loc, f"main: must be a package declaration, not {t}")
                 if is_package:
                     binds[id(decl)] = self._package_instance(decl.loc, t.decl, decl.type_ref.args, decl.args, binds)
+                    self._inferred(decl, t.decl)
 
     def _package_instance(self, loc: Any, package: ast.BlockTypeDecl, type_args: list[ast.TypeRef],
                           args: list[ast.Expr], binds: dict[int, Binds]) -> Binds:
@@ -200,11 +221,26 @@ class FrontendOnly(Pass):
         if len(args) > len(package.params):
             raise P4Error(package.loc, f"'package {package.name}' takes {len(package.params)} arguments, "
                           f"got {len(args)} at {loc}")
-        unify = PackageTypes(self.env, package, {
-            name: self.env.decls.resolve_type(ref) for name, ref in zip(package.type_params, type_args)})
+        given = zip(package.type_params, map(self.env.decls.resolve_type, type_args))
+        unify = PackageTypes(self.env, package, {name: t for name, t in given if t is not DONTCARE})  # `P<_>`: inferred
         for param, arg in zip(package.params, args):
             self._package_argument(unify, param, arg, binds)
         return unify.binds
+
+    def _inferred(self, main: ast.Instantiation, package: ast.BlockTypeDecl) -> None:
+        """p4c's TypeInference: each type parameter of the package is bound by the arguments (or
+        given): one a default argument names only as itself (``c = nothing<H>()``) stays unbound."""
+        if main.type_ref.args:
+            return
+        bound: set[str] = set().union(*(_type_names(p.type_ref) for p in package.params[len(main.args):]))  # @optional
+        for param, arg in zip(package.params, main.args):
+            names = _type_names(param.type_ref)
+            if arg is param.default and isinstance(arg, ast.CtorCall):
+                names -= set().union(*(_type_names(a) for a in arg.type_ref.args))
+            bound |= names
+        for name in package.type_params:
+            if name not in bound:
+                raise P4Error(main.loc, f"{main.name}: could not infer a type for variable {name}")
 
     def _package_argument(self, unify: PackageTypes, param: ast.Param, arg: ast.Expr,
                           binds: dict[int, Binds]) -> None:
@@ -233,7 +269,8 @@ class FrontendOnly(Pass):
         """Every parser/control with constructor parameters that no instance checked, once."""
         checked = {key[0] for key in self.env.block_specs}
         for decl in self.env.program.decls:
-            if isinstance(decl, (ast.ParserDecl, ast.ControlDecl)) and decl.ctor_params and id(decl) not in checked:
+            if isinstance(decl, (ast.ParserDecl, ast.ControlDecl)) and decl.ctor_params and not decl.type_params \
+                    and id(decl) not in checked:
                 self._generic_block(decl)
 
     def _generic_block(self, decl: ast.ParserDecl | ast.ControlDecl) -> None:

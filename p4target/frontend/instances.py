@@ -181,7 +181,7 @@ class Instances(Pass):
             raise P4Error(e.loc, "a parser can only be applied from a parser state")
         if not isinstance(f.base, ast.PathExpr) or not isinstance(f.base.decl, ast.Instantiation):
             raise P4Error(e.loc, "apply a parser through its instance")
-        self.env.calls.check_args(e.loc, bt.decl.params, e.args, {})
+        self.env.calls.apply_args(e.loc, f.base.decl, bt.decl, e.args)
         e.target = CallTarget("parser_apply", "apply", f.base.decl)
         return VOID
 
@@ -211,7 +211,7 @@ class Instances(Pass):
         e.func.type = VOID
         if isinstance(inst.type.decl, ast.ParserDecl):
             return self.parser_apply(e, e.func, inst.type, scope)
-        self.env.calls.check_args(e.loc, inst.type.decl.params, e.args, {})
+        self.env.calls.apply_args(e.loc, inst, inst.type.decl, e.args)
         e.target = CallTarget("block_apply", "apply", inst)
         return VOID
 

@@ -19,7 +19,7 @@ from . import ast
 from .errors import P4Error
 from .source_text import find_after
 from .tna import is_optional
-from .types import Type
+from .types import INFINT, HeaderT, TupleT, Type
 
 Binds = dict[str, Type]  # a package's type parameter -> the type it is bound to
 
@@ -31,6 +31,16 @@ def block_kind(decl: Any) -> str:
     if isinstance(decl, ast.ControlDecl):
         return "control"
     return decl.kind if isinstance(decl, ast.BlockTypeDecl) else ""
+
+
+def _mismatch(got: Type, bound: Type) -> str:
+    """p4c's words for two types that do not unify: an unsized int, two structs, or else a cast."""
+    if INFINT in (got, bound):
+        other = bound if got is INFINT else got
+        return f"'int' type can only be unified with 'int', 'bit<>', or 'signed<>' types, not with '{other}'"
+    if any(isinstance(t, TupleT) for t in (got, bound)) and any(isinstance(t, HeaderT) for t in (got, bound)):
+        return f"Cannot cast implicitly type '{got}' to type '{bound}'"
+    return f"Cannot unify '{got}' with '{bound}'"
 
 
 def _describe(decl: Any) -> str:
@@ -97,6 +107,8 @@ class PackageTypes:
         parameters bound by the package parameter's type arguments (or inferred)."""
         type_args = dict(zip(expected.type_params, param.type_ref.args))
         for p, ep in zip(have.params, expected.params):
+            if p.type_ref.kind == "named" and p.type_ref.name in have.type_params:
+                continue  # a generic parser's or control's own type variable: p4c infers it
             got = self.env.decls.resolve_type(p.type_ref)
             eref = ep.type_ref
             if p.direction != ep.direction:
@@ -115,4 +127,4 @@ class PackageTypes:
         else:
             bound = self.env.decls.resolve_type(ref)
         if bound != got:
-            raise self.fail(f"Cannot unify '{got}' with '{bound}' (argument for parameter '{param.name}')")
+            raise self.fail(f"{_mismatch(got, bound)} (argument for parameter '{param.name}')")

@@ -340,7 +340,7 @@ class _Builder(Transformer):
 
     def specialized_type(self, meta, c):
         if str(c[0]) == "list":
-            raise _unsupported(self._loc(meta), "the type list<T>")
+            return self._tref(meta, "list", args=c[1])
         return self._tref(meta, "named", name=str(c[0]), args=c[1])
 
     def stack_type(self, meta, c):
@@ -350,7 +350,7 @@ class _Builder(Transformer):
         return self._tref(meta, "tuple", args=c[0] or [])
 
     def dontcare_type(self, meta, c):
-        raise _unsupported(self._loc(meta), "the don't-care type '_' as a type argument")
+        return self._tref(meta, "dontcare")  # a type argument p4c infers (decls.resolve_type)
 
     def type_args(self, meta, c):
         return list(c)
@@ -517,12 +517,12 @@ class _Builder(Transformer):
         c = _split_annotations(c)
         anns, name, tparams, params, ctor = c[:5]
         loc = self._loc(meta)
-        if tparams:
-            raise P4Error(loc, "generic parsers are not supported by the built-in target")
         rest = c[5:]
         states = [x for x in rest if isinstance(x, ast.ParserState)]
         local = [x for x in rest if not isinstance(x, ast.ParserState)]
-        return ast.ParserDecl(loc, anns, name, params, local, states, ctor or [])
+        decl = ast.ParserDecl(loc, anns, name, params, local, states, ctor or [])
+        decl.type_params = tparams or []  # checked with type variables (blocks.py), then refused by the target
+        return decl
 
     def parser_state(self, meta, c):
         c = _split_annotations(c)
@@ -577,10 +577,10 @@ class _Builder(Transformer):
         anns, name, tparams, params, ctor = c[:5]
         loc = self._loc(meta)
         _type_params_as_values(anns, tparams or [])
-        if tparams:
-            raise P4Error(loc, "generic controls are not supported by the built-in target")
         self._refuse_instantiations(meta, "a control 'apply' block")
-        return ast.ControlDecl(loc, anns, name, params, list(c[5:-1]), c[-1], ctor or [])
+        decl = ast.ControlDecl(loc, anns, name, params, list(c[5:-1]), c[-1], ctor or [])
+        decl.type_params = tparams or []  # checked with type variables (blocks.py), then refused by the target
+        return decl
 
     def action_decl(self, meta, c):
         c = _split_annotations(c)
@@ -657,17 +657,15 @@ class _Builder(Transformer):
 
     def entry(self, meta, c):
         c = _split_annotations(c)  # annotations may also follow the action (the spec's place)
-        self._refuse_const_entry(c[1])
-        return ast.Entry(self._loc(meta), c[0] + c[4:], c[2], c[3], None)
+        return ast.Entry(self._loc(meta), c[0] + c[4:], c[2], c[3], None, self._const_at(c[1]))
 
     def entry_with_priority(self, meta, c):
         c = _split_annotations(c)
-        self._refuse_const_entry(c[1])
-        return ast.Entry(self._loc(meta), c[0] + c[5:], c[3], c[4], c[2])
+        return ast.Entry(self._loc(meta), c[0] + c[5:], c[3], c[4], c[2], self._const_at(c[1]))
 
-    def _refuse_const_entry(self, const: Token | None) -> None:
-        if const is not None:
-            raise _unsupported(self._tok_loc(const), "a 'const' on one table entry")
+    def _const_at(self, const: Token | None) -> Location | None:
+        """A `const` on one entry: the frontend takes it (tables.py), the built-in target does not."""
+        return None if const is None else self._tok_loc(const)
 
     # ---- statements
     def block(self, meta, c):
@@ -779,7 +777,9 @@ class _Builder(Transformer):
         return ast.PathExpr(self._loc(meta), str(c[0]), top_level=True)
 
     def plus_slice(self, meta, c):
-        raise _unsupported(self._loc(meta), "an indexed slice [lo +: width]")
+        """``x[lo +: w]``: a slice whose upper bound the checker computes (exprs.py)."""
+        base, lo, width = (x for x in c if not isinstance(x, Token))
+        return ast.Slice(self._loc(meta), base, None, lo, width)
 
     def lv_member(self, meta, c):
         return ast.Member(self._loc(meta), c[0], c[1])
@@ -837,13 +837,20 @@ class _Builder(Transformer):
         return ast.CtorCall(loc, ast.TypeRef(loc, "named", name=str(c[0]), args=c[1]), c[-1])
 
     def struct_expr(self, meta, c):
-        raise _unsupported(self._loc(meta), "a structure-valued expression with field names { f = e, ... }")
+        pairs = c[0]
+        return ast.StructExpr(self._loc(meta), [v for _, v in pairs], [n for n, _ in pairs], dots=c[1] is not None)
+
+    def kv_list(self, meta, c):
+        return [*c[0], c[1]] if len(c) == 2 else [c[0]]
+
+    def kv_pair(self, meta, c):
+        return (str(c[0]), c[1])
 
     def dots(self, meta, c):
-        raise _unsupported(self._tok_loc(c[0]), "the '...' expression")
+        return ast.Dots(self._tok_loc(c[0]))
 
     def invalid_expr(self, meta, c):
-        raise _unsupported(self._tok_loc(c[0]), "the invalid header expression {#}")
+        return ast.InvalidHeader(self._tok_loc(c[0]))
 
     def list_expr(self, meta, c):
         return ast.ListExpr(self._loc(meta), c[0])

@@ -74,6 +74,9 @@ class Tables(Pass):
         self.env.profiles.check_profile_table(t)
         for entry in t.entries or []:
             self._entry(t, entry, scope, names)
+            if entry.const_at is not None and not self.env.frontend:  # p4c's errors come first
+                stages.defer(self.env, stages.TARGET, P4Error(
+                    entry.const_at, "a 'const' on one table entry is not supported by the built-in target"))
         self._action_scopes(t)
         if t.entries:
             self._entry_priorities(t)
@@ -200,15 +203,18 @@ class Tables(Pass):
         wins = t.properties.get("largest_priority_wins")
         if wins is not None and (wins.type is not BOOL or wins.value is None):
             raise P4Error(wins.loc, "largest_priority_wins must be a constant bool")
-        if wins is not None and not wins.value:
-            raise P4Error(wins.loc, "largest_priority_wins = false is not supported by the built-in target")
+        if wins is not None and not wins.value and not self.env.frontend:  # p4c's errors come first
+            stages.defer(self.env, stages.TARGET, P4Error(
+                wins.loc, "largest_priority_wins = false is not supported by the built-in target"))
         delta_e = t.properties.get("priority_delta")
         delta = 1 if delta_e is None else self.env.exprs.const_int(delta_e)
         if delta <= 0:
             raise P4Error(delta_e.loc, "priority_delta must be positive")
+        largest = wins is None or bool(wins.value)
         if not given:
             for i, e in enumerate(t.entries):
-                e.priority = ast.IntLit(e.loc, 1 + delta * (len(t.entries) - 1 - i), None, False)
+                rank = len(t.entries) - 1 - i if largest else i
+                e.priority = ast.IntLit(e.loc, 1 + delta * rank, None, False)
                 e.priority.value, e.priority.type = e.priority.number, INFINT
             return
         if all(k.match_kind in ("exact", "lpm") for k in t.keys):  # p4c's EntryPriorities, at the key's braces
@@ -223,10 +229,10 @@ class Tables(Pass):
                 e.priority = ast.IntLit(e.loc, current, None, False)
                 e.priority.value, e.priority.type = current, INFINT
             current = e.priority.value
-            if current < delta:  # p4c: the next priority would go below 0 (its counter is unsigned)
+            if current < delta and largest:  # p4c: the next priority would go below 0 (its counter is unsigned)
                 raise P4Error(find_after(t.loc, rf"\btable\s+({re.escape(t.name)})\b", group=1),
                               f"{t.name} Overflow in priority computation")
-            current -= delta
+            current += -delta if largest else delta
 
     def _priority_annotations(self, t: ast.TableDecl) -> None:
         """`@priority(N)` on const entries, as p4c's BMv2 backend passes them on: an entry's

@@ -67,6 +67,10 @@ class Tna(Pass):
         if ext.abstracts and not impls:
             raise P4Error(decl.loc, f"{ext.name} {decl.name} must implement "
                           f"{', '.join(a.name for a in ext.abstracts)} (= {{ void apply(...) {{ ... }} }})")
+        for f in impls:  # p4c's ResolveReferences, before its type checker
+            for i, name in enumerate(f.proto.type_params):
+                if name in f.proto.type_params[:i]:
+                    raise P4Error(f.loc, f"{name}: Duplicates declaration {name}")
         if impls and not ext.abstracts:
             raise P4Error(decl.loc, f"{ext.name} has no abstract methods to implement")
         if ext.name == "Hash":

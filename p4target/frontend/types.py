@@ -133,6 +133,17 @@ class TupleT(HeaderT):
 
 
 @dataclass(frozen=True, slots=True)
+class ListT(Type):
+    """``list<T>`` (P4-16 1.2.4): a compile-time list of values, e.g. an extern's constructor
+    argument; the frontend checks it, the built-in target runs none (decls.resolve_type)."""
+
+    elem: Type
+
+    def __str__(self) -> str:
+        return f"list<{self.elem}>"
+
+
+@dataclass(frozen=True, slots=True)
 class TypeVar(Type):
     name: str
 

@@ -506,3 +506,18 @@ def test_an_extern_instance_infers_its_type_arguments(tmp_path: Path) -> None:
     path.write_text(text.replace("R(16w256) r;", "R(8w1) r;"))
     with pytest.raises(P4Error, match="assignment: expected bit<16>, got bit<8>"):
         load_frontend(path)
+
+
+@pytest.mark.parametrize("decl", ["extern E { E(bit<8> data = ...); }",
+                                  "control C(in bit<8> x)(bool b = ...) { apply { } }"])
+def test_a_parameter_default_of_dots_has_no_default_value(tmp_path: Path, decl: str) -> None:
+    """p4c never unifies a parameter's default with the parameter's type: its DefaultValues pass
+    finds no type for `...` there (after the type checker's errors)."""
+    text = f"#include <core.p4>\n{decl}\n"
+    with pytest.raises(P4Error) as info:
+        load_frontend(write(tmp_path, text))
+    assert (info.value.loc.line, info.value.loc.col, info.value.message) == (
+        2, decl.index("...") + 1, "...: could not find default value")
+    with pytest.raises(P4Error) as info:  # a type error in the program comes first
+        load_frontend(write(tmp_path, text + "const bit<8> k = true;\n"))
+    assert info.value.loc.line == 3

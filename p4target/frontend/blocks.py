@@ -8,7 +8,7 @@ import copy
 import re
 from typing import Any
 
-from . import ast, stages
+from . import ast, initializers, stages
 from .calls import target_only
 from .env import Pass
 from .errors import P4Error
@@ -42,6 +42,7 @@ class Blocks(Pass):
                 raise P4Error(p.loc, f"{p.name}: parameters with type int must be directionless")
             if p.default is not None and p.direction in ("out", "inout"):  # p4c's TypeInference (actions too)
                 raise P4Error(p.loc, f"{p.name}: {p.direction} parameters cannot have default values")
+            initializers.parameter_default(self.env, p)
             if p.default is not None and p.default.type is None:
                 self.env.exprs.expr(p.default, self.env.globals)
                 self.env.exprs.coerce(p.default, p.type, f"default value of '{p.name}'")

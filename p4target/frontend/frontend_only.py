@@ -15,7 +15,7 @@ import copy
 import re
 from typing import Any
 
-from . import ast, stages
+from . import ast, initializers, stages
 from .decls import tuple_field
 from .env import Pass
 from .errors import P4Error
@@ -95,6 +95,7 @@ class FrontendOnly(Pass):
                 self._tuple_fields(p.type_ref, type_params)
                 if p.default is not None and p.direction in ("out", "inout"):
                     raise P4Error(p.loc, f"{p.name}: {p.direction} parameters cannot have default values")
+                initializers.parameter_default(self.env, p)
                 if p.direction:
                     self._directed_param(p, type_params)
                 elif params is getattr(decl, "ctor_params", None):

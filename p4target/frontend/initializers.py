@@ -82,6 +82,13 @@ def default_value(env: Any, loc: Any, t: Type) -> ast.Expr:
     return lit
 
 
+def parameter_default(env: Any, p: ast.Param) -> None:
+    """p4c's TypeInference never unifies a parameter's default value with the parameter's type, so
+    a ``...`` there keeps no type, and its DefaultValues pass finds no value for it."""
+    if isinstance(p.default, ast.Dots):
+        stages.defer(env, stages.DEFAULT_VALUES, P4Error(p.default.loc, "...: could not find default value"))
+
+
 def operands(e: ast.Binary) -> None:
     """p4c's TypeInference: an operator has no meaning on ``...`` (its type is ANYTYPE), nor can
     it compare two structure-valued expressions no context types."""

@@ -17,6 +17,7 @@ from .env import CheckEnv
 from .errors import P4Error
 
 VALIDATE_MATCH_ANNOTATIONS = -7  # ValidateMatchAnnotations: a struct field's @match names no match_kind
+DEFAULT_VALUES = -6.8  # DefaultValues: a `...` no context gives a type (a parameter's default value)
 CHECK_CORE_METHODS = -6.5  # CheckCoreMethods: packet_in/packet_out methods' type arguments
 TABLE_KEY_NAMES = -6  # TableKeyNames: a complex key needs @name
 SIMPLIFY_PARSERS = -5  # SimplifyParsers: a parser that never reaches accept or reject

@@ -45,6 +45,17 @@ __all__ = ["PIPELINE_BLOCKS", "V1MODEL_FUNCTIONS", "CheckedProgram", "Checker", 
            "FrontendProgram", "check", "check_declarations", "check_frontend"]
 
 
+def _whole_program_passes(program: ast.Program) -> None:
+    """p4c's passes over the whole program before its type checker, in its order (both modes)."""
+    parse_annotation_bodies(program)  # ParseAnnotationBodies, p4c's first frontend pass
+    check_v1model_version(program)  # p4test's --pp, before ValidateParsedProgram
+    top_level_kinds(program)
+    self_references(program)  # ResolveReferences
+    check_global_noaction(program)  # CreateBuiltins
+    validate_string_annotations(program)
+    check_optional_params(program)  # CheckNamedArgs
+
+
 class Checker:
     """Creates the env and its passes (once), then checks the program with them."""
 
@@ -55,13 +66,7 @@ class Checker:
         env.tna, env.profiles, env.divisions = Tna(env), Profiles(env), Divisions(env)
 
     def check(self) -> CheckedProgram:
-        parse_annotation_bodies(self.env.program)  # p4c's first frontend pass
-        check_v1model_version(self.env.program)  # p4test's --pp, before ValidateParsedProgram
-        top_level_kinds(self.env.program)
-        self_references(self.env.program)
-        check_global_noaction(self.env.program)  # CreateBuiltins
-        validate_string_annotations(self.env.program)
-        check_optional_params(self.env.program)  # CheckNamedArgs
+        _whole_program_passes(self.env.program)
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         if mains and mains[0].type_ref.name == "Switch":  # TNA (is_tna_main, once the type is resolved)
             self.env.arch = "tna"
@@ -91,13 +96,7 @@ class Checker:
     def check_frontend(self) -> FrontendProgram:
         """The frontend-only check (``Checker(program, frontend=True)``): no main needed, any
         architecture (frontend_only.py)."""
-        parse_annotation_bodies(self.env.program)
-        check_v1model_version(self.env.program)
-        top_level_kinds(self.env.program)
-        self_references(self.env.program)
-        check_global_noaction(self.env.program)  # CreateBuiltins
-        validate_string_annotations(self.env.program)
-        check_optional_params(self.env.program)  # CheckNamedArgs
+        _whole_program_passes(self.env.program)
         mains = [d for d in self.env.program.decls if isinstance(d, ast.Instantiation) and d.name == "main"]
         generic = FrontendOnly(self.env)
         for decl in self.env.program.decls:

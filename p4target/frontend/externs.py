@@ -66,14 +66,6 @@ SUPPORTED_METHODS = {
 SUPPORTED_HASHES = {"crc16", "crc32", "csum16", "identity"}
 
 
-def _lookahead_type(ref: ast.TypeRef, t: Type | None) -> None:
-    """p4c's TypeInference (core.p4's lookahead<T>): T has a fixed width."""
-    if t is VOID:
-        raise P4Error(ref.loc, "void: illegal type argument for 'lookahead'")
-    if isinstance(t, VarbitT) or isinstance(t, HeaderT) and t.varbit_field is not None:
-        raise P4Error(ref.loc, f"{ast.type_text(ref)}: type argument must be a fixed-width type")
-
-
 class Externs(Pass):
     """Extern functions and methods."""
 
@@ -253,8 +245,6 @@ class Externs(Pass):
             self._nested_out_args(e, proto.params, bindings, ext.type_params + proto.type_params)
             e.target = CallTarget("method", m, ext, instance=base)
             return self.env.calls.resolve_return(proto, bindings)
-        if ext.name == "packet_in" and m == "lookahead" and proto.type_params and e.type_args:
-            _lookahead_type(e.type_args[0], bindings.get(proto.type_params[0]))
         if ext.name in TNA_METHODS:
             self.env.tna.tna_method(e, ext, m)
         if ext.name == "packet_in" and m == "extract":

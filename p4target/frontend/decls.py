@@ -460,7 +460,7 @@ class Decls(Pass):
         """p4c's TypeInference of a tuple type: no extern, parser, control or package in it."""
         t = self.resolve_type(ref)
         if isinstance(t, (ExternT, BlockT)):
-            raise P4Error(ref.loc, f"{t}: not supported as a tuple field")
+            raise P4Error(ref.loc, f"{ast.type_text(ref)}: not supported as a tuple field")
         return t
 
     def _specialize(self, decl: ast.HeaderDecl, ref: ast.TypeRef) -> HeaderT:
@@ -504,12 +504,6 @@ def _type_params_distinct(f: ast.FunctionDecl) -> None:
     if twice is not None:
         start = find_after(f.loc, rf"\b{re.escape(f.name)}\s*<")
         raise P4Error(find_after(start, rf"\b{re.escape(twice)}\b", 1), f"{twice}: Duplicates declaration {twice}")
-
-
-def tuple_field(ref: ast.TypeRef, t: Any) -> None:
-    """p4c's TypeInference (Type_Tuple): no extern, parser, control or package as a tuple field."""
-    if isinstance(t, (ast.ExternDecl, ast.BlockTypeDecl, ast.ParserDecl, ast.ControlDecl)):
-        raise P4Error(ref.loc, f"{ast.type_text(ref)}: not supported as a tuple field")
 
 
 def _contains_extern(t: Any, ext: ast.ExternDecl) -> bool:

@@ -16,7 +16,6 @@ import re
 from typing import Any
 
 from . import ast, initializers, stages
-from .decls import tuple_field
 from .env import Pass
 from .errors import P4Error
 from .packages import Binds, PackageTypes, block_kind
@@ -41,8 +40,11 @@ def _param_lists(decl: ast.Decl) -> list[tuple[list[str], list[ast.Param]]]:
     return []
 
 
-def _applies(decl: ast.Decl, params: list[ast.Param]) -> bool:
-    """Whether ``params`` are the apply parameters of a parser or control (declaration or type)."""
+def _forbids_modules(decl: ast.Decl, params: list[ast.Param]) -> bool:
+    """Whether ``params`` are the apply parameters of a parser or control (declaration or type) or
+    an extern's constructor parameters: p4c's checkParameters with forbidModules."""
+    if isinstance(decl, ast.ExternDecl):
+        return any(params is ctor.params for ctor in decl.ctors)
     if isinstance(decl, ast.BlockTypeDecl):
         return decl.kind in ("parser", "control") and params is decl.params
     return isinstance(decl, (ast.ParserDecl, ast.ControlDecl)) and params is decl.params
@@ -79,7 +81,6 @@ class FrontendOnly(Pass):
             self._extern_members(decl)
         if isinstance(decl, ast.Instantiation):
             self._no_self_argument(decl.type_ref.name, decl.type_ref.args)
-        self._no_block_params(decl)
         for type_params, params in _param_lists(decl):
             seen: set[str] = set()
             for name in type_params:
@@ -96,12 +97,12 @@ class FrontendOnly(Pass):
                 if p.default is not None and p.direction in ("out", "inout"):
                     raise P4Error(p.loc, f"{p.name}: {p.direction} parameters cannot have default values")
                 initializers.parameter_default(self.env, p)
+                if _forbids_modules(decl, params):
+                    self._module_param(p, type_params)
                 if p.direction:
                     self._directed_param(p, type_params)
                 elif params is getattr(decl, "ctor_params", None):
                     self._block_ctor_param(p)
-                elif _applies(decl, params):
-                    self._module_param(p, type_params)
 
     def _extern_members(self, decl: ast.ExternDecl) -> None:
         """p4c's rules on an extern's members: a constructor is named as the extern and has no return
@@ -122,21 +123,6 @@ class FrontendOnly(Pass):
                 raise P4Error(arg.loc, f"{name}: contains self '{name}' as type argument")
             self._no_self_argument(name, arg.args)
 
-    def _no_block_params(self, decl: ast.Decl) -> None:
-        """p4c's checkParameters with forbidModules: a parser's or control's apply parameters and an
-        extern's constructor parameters are never parsers or controls (directionless or not)."""
-        if isinstance(decl, (ast.ParserDecl, ast.ControlDecl)) or block_kind(decl) in ("parser", "control"):
-            lists = [decl.params]
-        elif isinstance(decl, ast.ExternDecl):
-            lists = [ctor.params for ctor in decl.ctors]
-        else:
-            return
-        for p in (p for params in lists for p in params):
-            t = self.env.types.get(p.type_ref.name) if p.type_ref.kind == "named" else None
-            if block_kind(t) in ("parser", "control"):
-                raise P4Error(find_after(p.loc, rf"\b{re.escape(p.name)}\b(?=\s*[,)=])"),
-                              f"{p.name}: parameter cannot have type {block_kind(t)} {t.name}")
-
     def _declared(self, ref: ast.TypeRef, type_params: list[str]) -> None:
         """Every type a parameter's type names (its type arguments too) is declared before it."""
         if ref.kind == "error":
@@ -147,7 +133,7 @@ class FrontendOnly(Pass):
         for arg in ref.args:
             self._declared(arg, type_params)
             if ref.kind == "tuple" and arg.kind == "named" and arg.name not in type_params:
-                tuple_field(arg, self.env.types.get(arg.name))
+                self.env.decls.tuple_field(arg)
 
     def _tuple_fields(self, ref: ast.TypeRef, type_params: list[str]) -> None:
         """p4c's rules on a tuple type in a prototype: its TypeInference's (decls.Decls.tuple_field),
@@ -169,8 +155,9 @@ class FrontendOnly(Pass):
             raise P4Error(p.loc, f"{p.name}: parameter cannot have type {kind} {t.name}")
 
     def _module_param(self, p: ast.Param, type_params: list[str]) -> None:
-        """p4c's checkParameters on a parser's or control's apply parameters: never a parser, a
-        control or a package, with or without a direction (refused at the parameter's name)."""
+        """p4c's checkParameters with forbidModules (apply parameters, an extern's constructor
+        parameters): never a parser, a control or a package, with or without a direction (refused
+        at the parameter's name)."""
         ref = p.type_ref
         t = self.env.types.get(ref.name) if ref.kind == "named" and ref.name not in type_params else None
         kind = "parser" if isinstance(t, ast.ParserDecl) else "control" if isinstance(t, ast.ControlDecl) \

@@ -41,13 +41,6 @@ HEADER_METHODS = ("isValid", "setValid", "setInvalid", "minSizeInBits", "minSize
                   "maxSizeInBytes")
 
 
-def _declared_type_name(e: ast.Expr) -> str | None:
-    """The type name a variable or parameter was declared with (``T v``), if ``e`` names one."""
-    decl = e.decl if isinstance(e, ast.PathExpr) else None
-    ref = getattr(decl, "type_ref", None)
-    return ref.name if isinstance(ref, ast.TypeRef) and ref.kind == "named" else None
-
-
 def _flatten_slice(e: ast.Slice, hi: int, lo: int) -> None:
     """``x[7:4][3:0][1:0]`` selects ``x[5:4]``: rewrite a checked slice of a slice as one slice
     of the innermost value, so the executor reads and writes it (also as an ``out``
@@ -355,9 +348,8 @@ class Exprs(Pass):
             self.coerce(e.operand, t, f"({t})")
             initializers.target_refuses(self.env, e, f"the cast {written}")
             return t
-        var = _declared_type_name(e.operand)
-        if var in self.env.generic_names:  # checked here once per binding, but p4c checks the generic body
-            raise P4Error(e.loc, f"Cannot cast from '{var}' to '{t}'")
+        if isinstance(src, TypeVar):  # a generic body checked with its type variables (calls.generic_body)
+            raise P4Error(e.loc, f"Cannot cast from '{src}' to '{t}'")
         ok = (
             src == t
             or (src is INFINT and (isinstance(t, BitsT) or t is BOOL))
@@ -466,8 +458,7 @@ class Exprs(Pass):
         t = self._unify(e, lt, rt)
         lv, rv = e.left.value, e.right.value  # an unsized operand now holds its wrapped value
         if op in ("==", "!="):
-            if {_declared_type_name(e.left), _declared_type_name(e.right)} & self.env.generic_names \
-                    or isinstance(lt, TypeVar) or isinstance(rt, TypeVar):  # p4c's TypeInference::compare
+            if isinstance(lt, TypeVar) or isinstance(rt, TypeVar):  # p4c's TypeInference::compare
                 raise P4Error(e.loc, f"{text(e.left)} and {text(e.right)}: values of a type variable cannot be "
                               "compared")
             if isinstance(t, (ExternT, BlockT, TableT)) or t in (VOID, STRING):
